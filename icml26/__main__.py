@@ -1,0 +1,4 @@
+from icml26.cli import main
+
+if __name__ == "__main__":
+    main()

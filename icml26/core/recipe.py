@@ -1,0 +1,206 @@
+"""Recipes: YAML files -> frozen Config dataclasses, strictly.
+
+A recipe is::
+
+    method: bai                 # must equal the subcommand
+    description: "..."          # optional
+    seed: 0                     # optional
+    config:                     # exactly fields of the method's Config
+      budget: 2000
+
+Precedence: Config defaults < recipe < ``--set key=value`` < typed command options.
+Unknown keys, wrong types and values that the Config rejects raise ``InputError`` (exit 2)
+with the list of valid keys. YAML is read with ``yaml.safe_load`` only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from pathlib import Path
+from typing import Any, Sequence
+
+from icml26.core.errors import InputError
+
+_TOP_KEYS = ("method", "description", "seed", "config")
+
+
+def read_yaml(path: str | Path, what: str = "file") -> Any:
+    """Parse a YAML file with ``yaml.safe_load``; InputError on a missing or malformed file."""
+    import yaml
+
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"{what} {str(path)!r} does not exist or is not a file")
+    try:
+        return yaml.safe_load(p.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        raise InputError(f"{what} {str(path)!r}: not valid YAML{where}: {getattr(e, 'problem', e)}") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{what} {str(path)!r}: not a UTF-8 text file") from None
+
+
+def load_recipe(path: str | Path, command: str) -> tuple[dict, int | None]:
+    """Return (config mapping, seed or None) from a recipe file for ``command``."""
+    data = read_yaml(path, "recipe")
+    if not isinstance(data, dict):
+        raise InputError(f"recipe {str(path)!r}: expected a mapping with keys {', '.join(_TOP_KEYS)}")
+    unknown = sorted(set(data) - set(_TOP_KEYS))
+    if unknown:
+        raise InputError(f"recipe {str(path)!r}: unknown top-level key {unknown[0]!r}; valid keys: {', '.join(_TOP_KEYS)}")
+    method = data.get("method")
+    if method is not None and method != command:
+        raise InputError(f"recipe {str(path)!r} is for {method!r}, not for {command!r}")
+    cfg = data.get("config") or {}
+    if not isinstance(cfg, dict):
+        raise InputError(f"recipe {str(path)!r}: 'config' must be a mapping")
+    seed = data.get("seed")
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
+        raise InputError(f"recipe {str(path)!r}: 'seed' must be a non-negative integer, got {seed!r}")
+    return cfg, seed
+
+
+def parse_sets(sets: Sequence[str] | None) -> dict:
+    """``["a=1", "b=[1, 2]"]`` -> ``{"a": 1, "b": [1, 2]}`` (values parsed as YAML scalars/lists)."""
+    import yaml
+
+    out: dict = {}
+    for item in sets or ():
+        if "=" not in item:
+            raise InputError(f"--set {item!r}: expected key=value")
+        key, raw = item.split("=", 1)
+        key = key.strip().replace("-", "_")
+        if not key:
+            raise InputError(f"--set {item!r}: empty key")
+        try:
+            out[key] = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            out[key] = raw
+    return out
+
+
+def _coerce(name: str, value: Any, tp: Any) -> Any:
+    """Coerce a YAML value to the annotated field type, or raise InputError."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if tp is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errs = []
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _coerce(name, value, a)
+            except InputError as e:
+                errs.append(str(e))
+        raise InputError(errs[0] if errs else f"{name}: invalid value {value!r}")
+    if origin is typing.Literal:
+        if value in args:
+            return value
+        raise InputError(f"{name}: {value!r} is not one of {', '.join(map(repr, args))}")
+    if origin in (tuple, list):
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            value = [value]
+        if not isinstance(value, (list, tuple)):
+            raise InputError(f"{name}: expected a list, got {value!r}")
+        if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_coerce(name, v, args[0]) for v in value)
+        if origin is tuple and args:
+            if len(args) != len(value):
+                raise InputError(f"{name}: expected {len(args)} values, got {len(value)}")
+            return tuple(_coerce(name, v, a) for v, a in zip(value, args))
+        inner = args[0] if args else Any
+        seq = [_coerce(name, v, inner) for v in value]
+        return tuple(seq) if origin is tuple else seq
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0"):
+            return value.lower() in ("true", "yes", "1")
+        raise InputError(f"{name}: expected true/false, got {value!r}")
+    if tp is int:
+        if isinstance(value, bool):
+            raise InputError(f"{name}: expected an integer, got {value!r}")
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str):
+            try:
+                return int(value)
+            except ValueError:
+                pass
+        raise InputError(f"{name}: expected an integer, got {value!r}")
+    if tp is float:
+        if isinstance(value, bool):
+            raise InputError(f"{name}: expected a number, got {value!r}")
+        try:
+            v = float(value)
+        except (TypeError, ValueError):
+            raise InputError(f"{name}: expected a number, got {value!r}") from None
+        if math.isnan(v):
+            raise InputError(f"{name}: NaN is not allowed")
+        return v
+    if tp is str:
+        if isinstance(value, (dict, list)):
+            raise InputError(f"{name}: expected a string, got {value!r}")
+        return str(value)
+    return value
+
+
+def build_config(config_cls: type, values: dict, source: str = "config") -> Any:
+    """Instantiate a frozen dataclass from a mapping, strictly.
+
+    Unknown key -> InputError listing valid keys. ValueError/TypeError raised by the
+    dataclass' own validation (``__post_init__``) -> InputError with its message."""
+    fields = {f.name: f for f in dataclasses.fields(config_cls) if f.init}
+    hints = typing.get_type_hints(config_cls)
+    kwargs = {}
+    for key, value in values.items():
+        k = str(key).replace("-", "_")
+        if k not in fields:
+            raise InputError(f"{source}: unknown key {key!r}; valid keys: {', '.join(sorted(fields))}")
+        kwargs[k] = _coerce(k, value, hints.get(k, Any))
+    try:
+        return config_cls(**kwargs)
+    except InputError:
+        raise
+    except (ValueError, TypeError) as e:
+        raise InputError(f"{source}: {e}") from None
+
+
+def resolve(config_cls: type, command: str, recipe: str | Path | None = None,
+            sets: Sequence[str] | None = None, **typed: Any) -> Any:
+    """Config defaults < recipe < ``--set`` < typed options (those that are not None)."""
+    values: dict = {}
+    if recipe is not None:
+        cfg, _ = load_recipe(recipe, command)
+        values.update({str(k).replace("-", "_"): v for k, v in cfg.items()})
+    values.update(parse_sets(sets))
+    values.update({k: v for k, v in typed.items() if v is not None})
+    return build_config(config_cls, values, source=f"{command} config")
+
+
+def recipe_seed(recipe: str | Path | None, command: str, default: int | None) -> int | None:
+    """Seed from a recipe when the command line gave none."""
+    if default is not None or recipe is None:
+        return default
+    return load_recipe(recipe, command)[1]
+
+
+def config_dict(cfg: Any) -> dict:
+    """A JSON/YAML-ready dict of a Config (tuples -> lists)."""
+    def conv(v):
+        if isinstance(v, tuple):
+            return [conv(x) for x in v]
+        if isinstance(v, Path):
+            return str(v)
+        return v
+    return {k: conv(v) for k, v in dataclasses.asdict(cfg).items()}

@@ -1,0 +1,9 @@
+"""Public face of the hot kernels: validate inputs, then call the C++ extension
+(``torch.ops.icml26.*``) or the pure ``_ref`` twin.
+
+``KERNELS`` maps each kernel family to the module whose ``backend()`` loads it
+(``icml26 env`` reports them)."""
+
+KERNELS: dict[str, str] = {
+    "bai": "icml26.ops.bai",
+}
