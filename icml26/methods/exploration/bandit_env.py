@@ -1,0 +1,195 @@
+"""Bandit environment files (a public contract of ``icml26 bai``).
+
+```yaml
+name: my-bandit
+arms:
+  - {dist: bernoulli, p: 0.5}
+  - {dist: gaussian, mean: 0.45, std: 2.0}
+  - {dist: student_t, mean: 0.4, scale: 1.0, df: 3}
+  - {dist: lognormal, mean: 0.3, sigma: 1.2}      # mean is the arm's mean reward
+  - {dist: empirical, file: counts.csv, column: det_07}   # resamples recorded values
+```
+Each arm may carry a ``label``. ``file`` paths are relative to the YAML file; CSV files
+need a header row; values are read with pandas (``.csv``, ``.parquet``). Any problem
+raises :class:`~icml26.core.errors.InputError` naming the arm and field.
+
+The arrays of :class:`ArmTable` are what the kernels consume (see
+``icml26/csrc/cpu/bandit_sampler.h`` for the kind codes and parameter meaning).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from icml26.core.errors import InputError
+
+KINDS = {"bernoulli": 0, "gaussian": 1, "student_t": 2, "lognormal": 3, "empirical": 4}
+# dist -> (required fields, optional fields)
+FIELDS = {
+    "bernoulli": (("p",), ()),
+    "gaussian": (("mean", "std"), ()),
+    "student_t": (("mean", "scale", "df"), ()),
+    "lognormal": (("mean", "sigma"), ()),
+    "empirical": (("file", "column"), ()),
+}
+
+
+@dataclass(frozen=True)
+class ArmTable:
+    """A bandit instance as flat arrays.
+
+    kind: (K,) int32 codes; params: (K, 3) float64; emp_values: (M,) float64 and
+    emp_offsets: (K+1,) int64 (empirical arm k resamples emp_values[off[k]:off[k+1]]);
+    means: (K,) true mean rewards; variances: (K,) true reward variances (inf if undefined)."""
+
+    name: str
+    labels: tuple[str, ...]
+    kind: np.ndarray
+    params: np.ndarray
+    emp_values: np.ndarray
+    emp_offsets: np.ndarray
+    means: np.ndarray
+    variances: np.ndarray
+    specs: tuple[dict, ...] = field(default=(), compare=False)
+
+    @property
+    def K(self) -> int:
+        return int(self.kind.shape[0])
+
+    @property
+    def best_arms(self) -> np.ndarray:
+        """Indices of the arms whose mean equals the maximum (ties: all of them)."""
+        m = self.means
+        return np.flatnonzero(m >= m.max() - 1e-12 * max(1.0, abs(m.max())))
+
+    def gaps(self) -> np.ndarray:
+        return self.means.max() - self.means
+
+    def complexity_h1(self) -> float:
+        """H1 = sum over suboptimal arms of 1/gap^2 (Audibert, Bubeck & Munos 2010)."""
+        g = self.gaps()
+        g = g[g > 1e-12]
+        return float(np.sum(1.0 / g**2)) if g.size else 0.0
+
+
+def _num(arm_no: int, label: str, key: str, value, *, positive=False, unit=False) -> float:
+    where = f"arm {arm_no}{f' ({label})' if label else ''}: field '{key}'"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(f"{where} must be a number, got {value!r}")
+    v = float(value)
+    if not math.isfinite(v):
+        raise InputError(f"{where} must be finite, got {value!r}")
+    if positive and v <= 0:
+        raise InputError(f"{where} must be > 0, got {value!r}")
+    if unit and not 0.0 <= v <= 1.0:
+        raise InputError(f"{where} must be in [0, 1], got {value!r}")
+    return v
+
+
+def _read_column(path: Path, column: str, where: str) -> np.ndarray:
+    import pandas as pd
+
+    if not path.is_file():
+        raise InputError(f"{where} 'file': {str(path)!r} does not exist")
+    try:
+        df = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+    except Exception as e:  # noqa: BLE001 - any parse failure is the user's file
+        raise InputError(f"{where} 'file': cannot read {str(path)!r} ({type(e).__name__})") from None
+    if column not in df.columns:
+        cols = ", ".join(map(str, list(df.columns)[:12]))
+        raise InputError(f"{where} 'column': {column!r} not in {path.name} (columns: {cols})")
+    v = pd.to_numeric(df[column], errors="coerce").to_numpy(dtype=np.float64)
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        raise InputError(f"{where} 'column': {column!r} in {path.name} has no numeric values")
+    return v
+
+
+def parse_env(data: object, base_dir: Path, source: str = "env") -> ArmTable:
+    """Validate a parsed env mapping and build the ArmTable. Raises InputError."""
+    if not isinstance(data, dict):
+        raise InputError(f"{source}: expected a mapping with 'name' and 'arms'")
+    unknown = sorted(set(data) - {"name", "arms", "description"})
+    if unknown:
+        raise InputError(f"{source}: unknown key {unknown[0]!r}; valid keys: arms, description, name")
+    arms = data.get("arms")
+    if not isinstance(arms, list):
+        raise InputError(f"{source}: 'arms' must be a list of arm mappings")
+    if len(arms) < 2:
+        raise InputError(f"{source}: 'arms' needs at least 2 arms, got {len(arms)}")
+    name = str(data.get("name") or Path(source).stem)
+    kinds, params, means, variances, labels, emp, offs = [], [], [], [], [], [], [0]
+    for i, arm in enumerate(arms):
+        if not isinstance(arm, dict):
+            raise InputError(f"{source}: arm {i} must be a mapping like {{dist: gaussian, mean: 0.5, std: 1}}")
+        label = str(arm.get("label", "")) if arm.get("label") is not None else ""
+        where = f"{source}: arm {i}{f' ({label})' if label else ''}"
+        dist = arm.get("dist")
+        if dist not in KINDS:
+            raise InputError(f"{where}: field 'dist' must be one of {', '.join(KINDS)}, got {dist!r}")
+        req, opt = FIELDS[dist]
+        for k in arm:
+            if k not in ("dist", "label", *req, *opt):
+                raise InputError(f"{where}: unknown field {k!r} for dist {dist}; valid: {', '.join(('label', *req))}")
+        for k in req:
+            if k not in arm:
+                raise InputError(f"{where}: missing field {k!r} (dist {dist} needs {', '.join(req)})")
+        p = [0.0, 0.0, 0.0]
+        n = lambda k, **kw: _num(i, label, k, arm[k], **kw)  # noqa: E731
+        if dist == "bernoulli":
+            p[0] = n("p", unit=True)
+            mean, var = p[0], p[0] * (1 - p[0])
+        elif dist == "gaussian":
+            p[0], p[1] = n("mean"), n("std", positive=True)
+            mean, var = p[0], p[1] ** 2
+        elif dist == "student_t":
+            p[0], p[1], p[2] = n("mean"), n("scale", positive=True), n("df", positive=True)
+            if p[2] <= 1.0:
+                raise InputError(f"{where}: field 'df' must be > 1 so that the mean exists, got {arm['df']!r}")
+            mean, var = p[0], (p[1] ** 2 * p[2] / (p[2] - 2.0) if p[2] > 2.0 else math.inf)
+        elif dist == "lognormal":
+            p[0], p[1] = n("mean", positive=True), n("sigma", positive=True)
+            mean, var = p[0], p[0] ** 2 * (math.exp(p[1] ** 2) - 1.0)
+        else:  # empirical
+            f, col = arm["file"], arm["column"]
+            if not isinstance(f, str) or not f:
+                raise InputError(f"{where}: field 'file' must be a path string")
+            vals = _read_column((base_dir / f), str(col), where)
+            emp.append(vals)
+            mean, var = float(vals.mean()), float(vals.var())
+        if dist != "empirical":
+            emp.append(np.zeros(0))
+        offs.append(offs[-1] + emp[-1].size)
+        kinds.append(KINDS[dist])
+        params.append(p)
+        means.append(mean)
+        variances.append(var)
+        labels.append(label or f"arm{i}")
+    return ArmTable(
+        name=name,
+        labels=tuple(labels),
+        kind=np.asarray(kinds, dtype=np.int32),
+        params=np.asarray(params, dtype=np.float64).reshape(-1, 3),
+        emp_values=np.concatenate(emp).astype(np.float64) if emp else np.zeros(0),
+        emp_offsets=np.asarray(offs, dtype=np.int64),
+        means=np.asarray(means, dtype=np.float64),
+        variances=np.asarray(variances, dtype=np.float64),
+        specs=tuple(dict(a) for a in arms),
+    )
+
+
+def load_env(path: str | Path) -> ArmTable:
+    """Read and validate a bandit YAML file (yaml.safe_load)."""
+    from icml26.core.recipe import read_yaml
+
+    p = Path(path)
+    return parse_env(read_yaml(p, "env file"), p.parent, source=str(path))
+
+
+def make_env(name: str, arms: list[dict]) -> ArmTable:
+    """Build an ArmTable from in-memory arm specs (as in the YAML)."""
+    return parse_env({"name": name, "arms": arms}, Path("."), source=name)
