@@ -1,0 +1,56 @@
+"""``icml26 bai``: best-arm identification with VarDE and the standard baselines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, List, Optional
+
+import typer
+
+from icml26.core.options import OutOpt, QuietOpt, RecipeOpt, SeedOpt, SeedsOpt, SetOpt
+
+
+def bai(
+    env: Annotated[Optional[str], typer.Option("--env", "-e", help="Bandit YAML file, or a built-in: varde-3groups, varde-geom14, gk2016-1, abm2010-1..7, heavy-t3groups, traffic-mid5, ... (see README).", show_default=False)] = None,
+    algo: Annotated[Optional[List[str]], typer.Option("--algo", "-a", help="varde | uniform | successive-rejects | sequential-halving | ucb-e | ugape | continuous-rejects | lucb | kl-lucb | track-and-stop | top-two-ts | all (repeatable or comma-separated).", show_default=False)] = None,
+    budget: Annotated[Optional[List[int]], typer.Option("--budget", "-b", help="Fixed budget: pulls per run (repeatable: one result per budget).", min=1, show_default=False)] = None,
+    delta: Annotated[Optional[List[float]], typer.Option("--delta", "-d", help="Fixed confidence: error level in (0, 1) (repeatable).", show_default=False)] = None,
+    seeds: SeedsOpt = None,
+    recipe: RecipeOpt = None,
+    set_: SetOpt = None,
+    seed: SeedOpt = None,
+    out: OutOpt = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Identify the best arm of a stochastic bandit: VarDE against the standard algorithms.
+
+    Fixed budget (--budget): error probability (Wilson 95% CI) and simple regret over --seeds
+    runs. Fixed confidence (--delta): stopping time (mean, q90) and empirical error rate.
+    Every algorithm sees the same reward stream per arm and seed (common random numbers).
+
+    Example: icml26 bai --env varde-geom14 --budget 200 --algo all --seeds 2000
+    """
+    from icml26.core.output import stream
+    from icml26.core.recipe import recipe_seed, resolve
+    from icml26.methods.exploration import bai as m
+
+    algos = None
+    if algo:
+        algos = tuple(a.strip() for x in algo for a in x.split(",") if a.strip())
+    # a typed --budget/--delta replaces the recipe's setting of the other kind
+    typed_setting = {}
+    if budget:
+        typed_setting = {"budget": tuple(budget), "delta": ()}
+    if delta:
+        typed_setting = {"delta": tuple(delta), **({"budget": tuple(budget)} if budget else {"budget": ()})}
+    cfg = resolve(m.Config, "bai", recipe, set_, env=env, algo=algos, seeds=seeds, **typed_setting)
+    search = (Path(recipe).resolve().parent,) if recipe else ()
+    env_path = m.resolve_env_path(cfg.env, search)
+    import dataclasses
+
+    cfg = dataclasses.replace(cfg, env=str(env_path))
+    s = recipe_seed(recipe, "bai", seed) or 0
+    cols = ["algo", "budget" if cfg.budget else "delta", "error_probability", "error_probability_ci", "simple_regret"]
+    if cfg.delta:
+        cols += ["stopping_time_mean", "stopping_time_q90", "stopped_fraction"]
+    stream(m.run(cfg, seed=s), command="bai", config=cfg, seed=s, out=out, quiet=quiet, columns=cols, plot=m.plot)

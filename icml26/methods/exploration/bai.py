@@ -1,0 +1,297 @@
+"""Best-arm identification: VarDE (Luong et al., ICML 2026, arXiv 2608.21995) beside the
+standard algorithms, in one harness with common random numbers.
+
+Two settings (Audibert & Bubeck 2010; Garivier & Kaufmann 2016):
+
+- fixed budget (``budget``): each run pulls ``budget`` times and recommends an arm; we report
+  the error probability P(recommendation is not a best arm) with a Wilson 95% interval and
+  the simple regret E[mu* - mu_rec], over ``seeds`` independent runs;
+- fixed confidence (``delta``): each run samples until its stopping rule fires and
+  recommends an arm; we report the stopping time (mean, 90% quantile) and the empirical
+  error rate, which must stay below delta.
+
+VarDE (paper, abstract and the authors' BAI code; see ``icml26.ops.bai``): smooth the
+decision max_i mu_i by Y = tau * log sum_i exp(mu_i / tau); by the delta method
+Var(Y) ~ sum_i w_i^2 sigma_i^2 / N_i with w = softmax(mu / tau) = dY/dmu; each pull goes to
+the arm whose next sample most reduces it, i.e. argmax_i w_i^2 sigma_i^2 / (N_i (N_i + 1)).
+
+The per-pull loops run in C++ (``icml26/csrc/cpu/bai_cpu.cpp``, ``bai_fc_cpu.cpp``; many
+seeds as one batch), with NumPy twins in ``icml26/ops/_ref`` as fallback and test oracle.
+Run ``run(cfg, seed=...)``: a generator of flat records (``result`` ..., then ``summary``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Optional
+
+import numpy as np
+
+from icml26.core.errors import InputError
+
+BUDGET_ALGOS = ("varde", "uniform", "successive-rejects", "sequential-halving", "ucb-e", "ugape",
+                "continuous-rejects", "lucb", "kl-lucb", "track-and-stop", "top-two-ts")
+CONFIDENCE_ALGOS = ("varde", "uniform", "lucb", "kl-lucb", "track-and-stop", "top-two-ts")
+ALL_ALGOS = BUDGET_ALGOS
+BUILTIN_DIR = Path(__file__).resolve().parent / "bandits"
+
+
+@dataclass(frozen=True)
+class Config:
+    """Settings of ``icml26 bai``. Algorithm hyper-parameters left at None take the
+    algorithm's documented default (``icml26.ops.bai.DEFAULTS`` / ``icml26.ops.bai_fc.DEFAULTS``)."""
+
+    env: str = ""                      # bandit YAML path, or a built-in name (see builtin_envs())
+    algo: tuple[str, ...] = ("all",)   # algorithms to run, or "all"
+    budget: tuple[int, ...] = ()       # fixed-budget setting(s): pulls per run
+    delta: tuple[float, ...] = ()      # fixed-confidence setting(s): error level in (0, 1)
+    seeds: int = 1000                  # independent runs per (algo, setting)
+    max_pulls: int = 1_000_000         # fixed confidence: cap per run (run counted as not stopped)
+    backend: str = "auto"              # auto | ext | ref
+    # VarDE (paper defaults from the authors' code: tau 0.1, var_floor 0.01, warm start 1)
+    tau: Optional[float] = None        # temperature of the soft maximum (reward units)
+    var_floor: Optional[float] = None  # lower bound on the empirical variance
+    warm_start: Optional[int] = None   # initial rounds pulling every arm
+    smoother: Optional[str] = None     # lse | constant | sparsemax | entmax | pairwise | power
+    # baselines (None = the defaults documented in the engine modules)
+    ucbe_a: Optional[float] = None
+    ugape_a: Optional[float] = None
+    cr_variant: Optional[str] = None
+    tts_beta: Optional[float] = None
+    noise_model: Optional[str] = None  # fixed confidence: auto | gaussian | bernoulli
+
+    def __post_init__(self):
+        if self.seeds < 1:
+            raise ValueError(f"seeds must be >= 1, got {self.seeds}")
+        if self.budget and self.delta:
+            raise ValueError("give either budget (fixed budget) or delta (fixed confidence), not both")
+        for b in self.budget:
+            if b < 1:
+                raise ValueError(f"budget must be >= 1, got {b}")
+        for d in self.delta:
+            if not 0.0 < d < 1.0:
+                raise ValueError(f"delta must be in (0, 1), got {d}")
+        if self.max_pulls < 1:
+            raise ValueError(f"max_pulls must be >= 1, got {self.max_pulls}")
+        if self.backend not in ("auto", "ext", "ref"):
+            raise ValueError(f"backend must be auto, ext or ref, got {self.backend!r}")
+        valid = set(ALL_ALGOS) | {"all"}
+        for a in self.algo:
+            if a not in valid:
+                raise ValueError(f"unknown algo {a!r}; valid: {', '.join(ALL_ALGOS)}, all")
+
+    @property
+    def setting(self) -> str:
+        return "confidence" if self.delta else "budget"
+
+
+def builtin_envs() -> list[str]:
+    """Names accepted by ``--env`` besides a path."""
+    from icml26.methods.exploration.traffic import INSTANCES
+
+    return sorted(p.stem for p in BUILTIN_DIR.glob("*.yaml")) + sorted(INSTANCES)
+
+
+def resolve_env_path(env: str, search_dirs: tuple[Path, ...] = ()) -> Path:
+    """A path (as given, or relative to ``search_dirs``) or a built-in name -> YAML path."""
+    from icml26.methods.exploration.traffic import INSTANCES, builtin_traffic_env
+
+    if not env:
+        raise InputError("no bandit given: pass --env FILE.yaml or a built-in name (" + ", ".join(builtin_envs()) + ")")
+    p = Path(env).expanduser()
+    if p.is_file():
+        return p
+    for d in search_dirs:
+        if (d / env).is_file():
+            return d / env
+    if (BUILTIN_DIR / f"{env}.yaml").is_file():
+        return BUILTIN_DIR / f"{env}.yaml"
+    if env in INSTANCES:
+        return builtin_traffic_env(env)
+    raise InputError(f"--env {env!r}: no such file and not a built-in ({', '.join(builtin_envs())})")
+
+
+def expand_algos(cfg: Config) -> list[str]:
+    pool = CONFIDENCE_ALGOS if cfg.delta else BUDGET_ALGOS
+    names: list[str] = []
+    for a in cfg.algo:
+        for x in (pool if a == "all" else (a,)):
+            if x not in names:
+                names.append(x)
+    if cfg.delta:
+        bad = [a for a in names if a not in CONFIDENCE_ALGOS]
+        if bad:
+            raise InputError(f"algo {bad[0]!r} has no stopping rule: fixed confidence (--delta) supports {', '.join(CONFIDENCE_ALGOS)}")
+    return names
+
+
+def run_seeds(seed: int, n: int) -> np.ndarray:
+    """Run identifiers for ``n`` runs under master seed ``seed`` (uint64)."""
+    return np.arange(n, dtype=np.uint64) + np.uint64(seed) * np.uint64(1 << 32)
+
+
+def _params_for(cfg: Config, defaults: dict) -> dict:
+    return {k: getattr(cfg, k) for k in defaults if hasattr(cfg, k) and getattr(cfg, k) is not None}
+
+
+def run_algo(table, algo: str, cfg: Config, seeds: np.ndarray, *, budget: int | None = None, delta: float | None = None) -> dict:
+    """One (algo, setting) batch -> raw arrays from the engine."""
+    if delta is None and algo in ("varde", "uniform", "successive-rejects", "sequential-halving", "ucb-e", "ugape", "continuous-rejects"):
+        from icml26.ops import bai as eng
+
+        out = eng.run_fixed_budget(table, algo, budget, seeds, _params_for(cfg, eng.DEFAULTS.get(algo, {})), backend=cfg.backend)
+        out.setdefault("pulls", out["counts"].sum(axis=1))
+        out.setdefault("stopped", np.ones(len(seeds), dtype=bool))
+        return out
+    from icml26.ops import bai_fc as eng
+
+    return eng.run_fixed_confidence(table, algo, seeds, _params_for(cfg, eng.DEFAULTS.get(algo, {})), delta=delta, budget=budget,
+                                    max_pulls=cfg.max_pulls, backend=cfg.backend)
+
+
+def metrics(table, out: dict) -> dict:
+    """error_probability (+ Wilson 95% CI), simple_regret, pull statistics of one batch."""
+    from icml26.core.stats import wilson_interval
+
+    rec = np.asarray(out["recommendation"], dtype=np.int64)
+    S = rec.shape[0]
+    best = np.zeros(table.K, dtype=bool)
+    best[table.best_arms] = True
+    errors = int((~best[rec]).sum())
+    lo, hi = wilson_interval(errors, S)
+    regret = table.means.max() - table.means[rec]
+    pulls = np.asarray(out["pulls"], dtype=np.float64)
+    return {
+        "error_probability": errors / S,
+        "error_probability_ci": [lo, hi],
+        "simple_regret": float(regret.mean()),
+        "simple_regret_se": float(regret.std(ddof=1) / np.sqrt(S)) if S > 1 else 0.0,
+        "pulls_mean": float(pulls.mean()),
+        "_pulls": pulls,
+        "_stopped": np.asarray(out["stopped"], dtype=bool),
+        "_counts_mean": np.asarray(out["counts"], dtype=np.float64).mean(axis=0),
+    }
+
+
+def run(cfg: Config, *, seed: int = 0, table=None) -> Iterator[dict]:
+    """Yield one ``result`` record per (algo, setting), then a ``summary`` record.
+
+    table: an ArmTable (else ``cfg.env`` is loaded). Raises InputError on bad input."""
+    from icml26.core.progress import progress
+    from icml26.methods.exploration.bandit_env import load_env
+
+    if not cfg.budget and not cfg.delta:
+        raise InputError("choose a setting: --budget N (fixed budget) or --delta D (fixed confidence)")
+    if table is None:
+        table = load_env(resolve_env_path(cfg.env))
+    algos = expand_algos(cfg)
+    settings = [("budget", b) for b in cfg.budget] or [("delta", d) for d in cfg.delta]
+    for kind, v in settings:
+        if kind == "budget" and v < table.K:
+            raise InputError(f"budget {v} is smaller than the number of arms ({table.K})")
+    seeds = run_seeds(seed, cfg.seeds)
+    yield {"kind": "env", "env": table.name, "arms": table.K, "labels": list(table.labels), "means": table.means.tolist(),
+           "stds": np.sqrt(table.variances).tolist(), "best_arms": table.best_arms.tolist(), "complexity_h1": table.complexity_h1()}
+    results = []
+    with progress(len(algos) * len(settings), "bai") as bar:
+        for kind, v in settings:
+            for algo in algos:
+                import time
+
+                t0 = time.perf_counter()
+                out = run_algo(table, algo, cfg, seeds, **{kind: v})
+                secs = time.perf_counter() - t0
+                m = metrics(table, out)
+                rec = {"kind": "result", "algo": algo, "env": table.name, kind: v, "seeds": cfg.seeds,
+                       "error_probability": m["error_probability"], "error_probability_ci": m["error_probability_ci"],
+                       "simple_regret": m["simple_regret"]}
+                if kind == "delta":
+                    pulls = m["_pulls"]
+                    rec["stopping_time_mean"] = float(pulls.mean())
+                    rec["stopping_time_q90"] = float(np.quantile(pulls, 0.9))
+                    rec["stopped_fraction"] = float(m["_stopped"].mean())
+                    rec["error_below_delta"] = bool(m["error_probability"] <= v)
+                rec["pull_share"] = (m["_counts_mean"] / max(m["_counts_mean"].sum(), 1.0)).round(4).tolist()
+                rec["seconds"] = secs
+                results.append(rec)
+                yield rec
+                bar.advance()
+    yield summarize(results, cfg)
+
+
+def summarize(results: list[dict], cfg: Config) -> dict:
+    """Best algorithm: fixed budget -> lowest mean error probability over settings
+    (ties: lower simple regret); fixed confidence -> lowest mean stopping time among the
+    algorithms whose error rate stayed below delta in every setting."""
+    by: dict[str, list[dict]] = {}
+    for r in results:
+        by.setdefault(r["algo"], []).append(r)
+    summary: dict = {"kind": "summary", "setting": cfg.setting, "env": results[0]["env"] if results else None, "seeds": cfg.seeds}
+    if cfg.setting == "budget":
+        score = {a: (float(np.mean([r["error_probability"] for r in rs])), float(np.mean([r["simple_regret"] for r in rs]))) for a, rs in by.items()}
+        best = min(score, key=lambda a: score[a])
+        summary["best_algo"] = best
+        summary["error_probability"] = score[best][0]
+        # algorithms statistically tied with the best (Wilson intervals overlap in every setting)
+        tied = []
+        for a, rs in by.items():
+            if all(r["error_probability_ci"][0] <= b["error_probability_ci"][1] for r, b in zip(rs, by[best])):
+                tied.append(a)
+        summary["tied_with_best"] = tied
+        if "varde" in by:
+            summary["varde_rank"] = 1 + sorted(score, key=lambda a: score[a]).index("varde")
+    else:
+        ok = {a: rs for a, rs in by.items() if all(r["error_below_delta"] for r in rs)}
+        pool = ok or by
+        score = {a: float(np.mean([r["stopping_time_mean"] for r in rs])) for a, rs in pool.items()}
+        best = min(score, key=lambda a: score[a])
+        summary["best_algo"] = best
+        summary["stopping_time_mean"] = score[best]
+        summary["delta_respected_by"] = sorted(ok)
+    return summary
+
+
+def plot(records: list[dict], out_dir: Path) -> None:
+    """error_probability vs budget (fixed budget) or stopping time per algo (fixed confidence) -> PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from icml26.core.output import atomic_path
+
+    res = [r for r in records if r.get("kind") == "result"]
+    if not res:
+        return
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    algos = list(dict.fromkeys(r["algo"] for r in res))
+    if "budget" in res[0]:
+        for a in algos:
+            rs = sorted((r for r in res if r["algo"] == a), key=lambda r: r["budget"])
+            x = [r["budget"] for r in rs]
+            y = [r["error_probability"] for r in rs]
+            lo = [r["error_probability_ci"][0] for r in rs]
+            hi = [r["error_probability_ci"][1] for r in rs]
+            ax.plot(x, y, marker="o", lw=2.5 if a == "varde" else 1.2, label=a)
+            ax.fill_between(x, lo, hi, alpha=0.15)
+        ax.set_xlabel("budget (pulls)")
+        ax.set_ylabel("error probability")
+        ax.set_yscale("log")
+    else:
+        rs = [r for r in res if r["delta"] == res[0]["delta"]]
+        ax.bar([r["algo"] for r in rs], [r["stopping_time_mean"] for r in rs], color=["C3" if r["algo"] == "varde" else "C0" for r in rs])
+        ax.set_ylabel(f"mean stopping time (delta = {res[0]['delta']})")
+        ax.tick_params(axis="x", rotation=30)
+    ax.set_title(f"icml26 bai: {res[0]['env']} ({res[0]['seeds']} runs)")
+    if "budget" in res[0]:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    with atomic_path(out_dir / "bai.png") as tmp:
+        fig.savefig(tmp, format="png", dpi=120)
+    plt.close(fig)
+
+
+def config_fields() -> list[str]:
+    return [f.name for f in dataclasses.fields(Config)]
