@@ -19,4 +19,6 @@ def wilson_interval(successes: float, n: int, z: float = 1.959963984540054) -> t
     den = 1.0 + z2 / n
     centre = (p + z2 / (2 * n)) / den
     half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / den
-    return max(0.0, centre - half), min(1.0, centre + half)
+    lo = 0.0 if successes == 0 else max(0.0, centre - half)
+    hi = 1.0 if successes == n else min(1.0, centre + half)
+    return lo, hi
