@@ -21,6 +21,7 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("env", "icml26.commands.env:env", "Toolkit"),
     ("prepare-data", "icml26.commands.prepare_data:prepare_data", "Toolkit"),
     ("bai", "icml26.commands.bai:bai", "Pure exploration (VarDE)"),
+    ("filter-data", "icml26.commands.filter_data:filter_app", "Data"),
 ]
 
 app = typer.Typer(
@@ -47,14 +48,46 @@ def _root(
     """icml26 command line."""
 
 
+def _guard(fn):
+    """Map InputError raised by a command to one line on stderr and exit code 2."""
+    import functools
+
+    if getattr(fn, "_icml26_guarded", False):
+        return fn
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        from icml26.core.errors import InputError
+
+        try:
+            return fn(*args, **kwargs)
+        except InputError as e:
+            if os.environ.get("ICML26_DEBUG"):
+                raise
+            typer.echo(f"icml26: error: {e}", err=True)
+            raise typer.Exit(2) from None
+
+    wrapper._icml26_guarded = True
+    return wrapper
+
+
+def _guard_group(group: typer.Typer) -> None:
+    for c in group.registered_commands:
+        c.callback = _guard(c.callback)
+    for g in group.registered_groups:
+        if g.typer_instance is not None:
+            _guard_group(g.typer_instance)
+
+
 def _register() -> None:
     for name, target, panel in COMMANDS:
         mod_name, attr = target.split(":")
         obj = getattr(importlib.import_module(mod_name), attr)
         if isinstance(obj, typer.Typer):
+            _guard_group(obj)
             app.add_typer(obj, name=name, rich_help_panel=panel)
         else:
-            app.command(name, rich_help_panel=panel)(obj)
+            app.command(name, rich_help_panel=panel)(_guard(obj))
 
 
 _register()

@@ -49,8 +49,12 @@ def bai(
     import dataclasses
 
     cfg = dataclasses.replace(cfg, env=str(env_path))
+    from icml26.methods.exploration.bandit_env import load_env
+
+    table = load_env(env_path)
+    m.validate(cfg, table)
     s = recipe_seed(recipe, "bai", seed) or 0
     cols = ["algo", "budget" if cfg.budget else "delta", "error_probability", "error_probability_ci", "simple_regret"]
     if cfg.delta:
         cols += ["stopping_time_mean", "stopping_time_q90", "stopped_fraction"]
-    stream(m.run(cfg, seed=s), command="bai", config=cfg, seed=s, out=out, quiet=quiet, columns=cols, plot=m.plot)
+    stream(m.run(cfg, seed=s, table=table), command="bai", config=cfg, seed=s, out=out, quiet=quiet, columns=cols, plot=m.plot)

@@ -175,6 +175,16 @@ def metrics(table, out: dict) -> dict:
     }
 
 
+def validate(cfg: Config, table) -> None:
+    """Checks that need the instance; raises InputError (call before any output)."""
+    if not cfg.budget and not cfg.delta:
+        raise InputError("choose a setting: --budget N (fixed budget) or --delta D (fixed confidence)")
+    expand_algos(cfg)
+    for b in cfg.budget:
+        if b < table.K:
+            raise InputError(f"budget {b} is smaller than the number of arms ({table.K})")
+
+
 def run(cfg: Config, *, seed: int = 0, table=None) -> Iterator[dict]:
     """Yield one ``result`` record per (algo, setting), then a ``summary`` record.
 
@@ -182,15 +192,11 @@ def run(cfg: Config, *, seed: int = 0, table=None) -> Iterator[dict]:
     from icml26.core.progress import progress
     from icml26.methods.exploration.bandit_env import load_env
 
-    if not cfg.budget and not cfg.delta:
-        raise InputError("choose a setting: --budget N (fixed budget) or --delta D (fixed confidence)")
     if table is None:
         table = load_env(resolve_env_path(cfg.env))
+    validate(cfg, table)
     algos = expand_algos(cfg)
     settings = [("budget", b) for b in cfg.budget] or [("delta", d) for d in cfg.delta]
-    for kind, v in settings:
-        if kind == "budget" and v < table.K:
-            raise InputError(f"budget {v} is smaller than the number of arms ({table.K})")
     seeds = run_seeds(seed, cfg.seeds)
     yield {"kind": "env", "env": table.name, "arms": table.K, "labels": list(table.labels), "means": table.means.tolist(),
            "stds": np.sqrt(table.variances).tolist(), "best_arms": table.best_arms.tolist(), "complexity_h1": table.complexity_h1()}

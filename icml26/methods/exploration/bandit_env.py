@@ -94,18 +94,18 @@ def _read_column(path: Path, column: str, where: str) -> np.ndarray:
     import pandas as pd
 
     if not path.is_file():
-        raise InputError(f"{where} 'file': {str(path)!r} does not exist")
+        raise InputError(f"{where}: field 'file': {str(path)!r} does not exist")
     try:
         df = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
     except Exception as e:  # noqa: BLE001 - any parse failure is the user's file
-        raise InputError(f"{where} 'file': cannot read {str(path)!r} ({type(e).__name__})") from None
+        raise InputError(f"{where}: field 'file': cannot read {str(path)!r} ({type(e).__name__})") from None
     if column not in df.columns:
         cols = ", ".join(map(str, list(df.columns)[:12]))
-        raise InputError(f"{where} 'column': {column!r} not in {path.name} (columns: {cols})")
+        raise InputError(f"{where}: field 'column': {column!r} not in {path.name} (columns: {cols})")
     v = pd.to_numeric(df[column], errors="coerce").to_numpy(dtype=np.float64)
     v = v[np.isfinite(v)]
     if v.size == 0:
-        raise InputError(f"{where} 'column': {column!r} in {path.name} has no numeric values")
+        raise InputError(f"{where}: field 'column': {column!r} in {path.name} has no numeric values")
     return v
 
 
