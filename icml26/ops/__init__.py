@@ -6,4 +6,5 @@
 
 KERNELS: dict[str, str] = {
     "bai": "icml26.ops.bai",
+    "kv": "icml26.ops.kv",
 }

@@ -1,0 +1,227 @@
+"""A press: KV-cache eviction as forward hooks on the attention layers of a transformers model.
+
+    from icml26.methods.kvcache import KVPress
+    press = KVPress(method="capkv", compression_ratio=0.5)
+    with press(model):                       # hooks on every self_attn; removed on exit
+        out = model.generate(input_ids, max_new_tokens=20)   # the prompt's cache is compressed
+
+Prefill compression: after an attention layer has run on a prompt (its cache held nothing
+before), the hook scores the layer's cache, keeps sinks + recent window + the top-scoring
+tokens, exactly ``n_kept(T, ratio)`` per KV head, and replaces the cache tensors in place.
+Keys are cached after RoPE, so kept keys keep their positions; ``model.generate`` (which
+derives position ids from the attention mask) continues at the right positions. When you
+call ``model(...)`` yourself on a compressed cache, pass ``position_ids`` explicitly.
+
+Decoding-time compression (``decoding_budget_tokens > 0``): while generating, whenever a
+layer's cache exceeds budget + ``decoding_interval_tokens`` it is compressed back to the
+budget, scored with the queries of the last ``window_tokens`` steps.
+
+Works with transformers' LLaMA-style attention (LLaMA, Mistral, Qwen2/3; the hook reads
+``cache``/``past_key_values``, ``hidden_states`` and ``position_embeddings`` from the call).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field, fields
+from typing import Iterator
+
+import torch
+
+from icml26.methods.kvcache import logdet as _logdet
+from icml26.methods.kvcache import scoring as S
+
+
+@dataclass
+class KVPress:
+    """Eviction policy + hooks. ``method`` is one of ``scoring.METHODS``."""
+
+    method: str = "capkv"
+    compression_ratio: float = 0.5       # fraction of the prompt's KV entries evicted, [0, 1)
+    sink_tokens: int = 4                 # first tokens always kept
+    window_tokens: int = 64              # most recent tokens always kept (and the observation window)
+    weight: str = "expected"             # CapKV weight: expected | kappa | exp-cos
+    tau: float = 5.0
+    ridge_ratio: float = 1.0
+    ridge_absolute: bool = False
+    query_source: str = "window"         # window | future-rope
+    n_future_positions: int = 512
+    kernel_size: int = 5
+    seed: int = 0
+    decoding_budget_tokens: int = 0      # 0 = no decoding-time compression
+    decoding_interval_tokens: int = 16
+    stats: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.method not in S.METHODS:
+            raise ValueError(f"unknown method {self.method!r}; valid: {', '.join(S.METHODS)}")
+        if not (isinstance(self.compression_ratio, (int, float)) and 0.0 <= self.compression_ratio < 1.0):
+            raise ValueError(f"compression_ratio must be in [0, 1), got {self.compression_ratio!r}")
+        for name in ("sink_tokens", "window_tokens", "decoding_budget_tokens", "n_future_positions"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.decoding_interval_tokens < 1:
+            raise ValueError(f"decoding_interval_tokens must be >= 1, got {self.decoding_interval_tokens}")
+        if not (self.ridge_ratio > 0 and math.isfinite(self.ridge_ratio)):
+            raise ValueError(f"ridge_ratio must be > 0, got {self.ridge_ratio}")
+        if self.weight not in ("expected", "kappa", "exp-cos"):
+            raise ValueError(f"weight must be expected, kappa or exp-cos, got {self.weight!r}")
+        if self.query_source not in ("window", "future-rope"):
+            raise ValueError(f"query_source must be window or future-rope, got {self.query_source!r}")
+        if self.decoding_budget_tokens > 0 and self.window_tokens < 1:
+            raise ValueError("decoding-time compression needs window_tokens >= 1 (the recent queries score the cache)")
+        if self.kernel_size < 1 or self.kernel_size % 2 == 0:
+            raise ValueError(f"kernel_size must be a positive odd integer, got {self.kernel_size}")
+        self._qbuf: dict[int, torch.Tensor] = {}
+        self._rotary = None
+        self.reset_stats()
+
+    # ------------------------------------------------------------------ scoring + selection
+    @property
+    def params(self) -> S.ScoreParams:
+        names = {f.name for f in fields(S.ScoreParams)}
+        return S.ScoreParams(**{k: getattr(self, k) for k in names})
+
+    def reset_stats(self) -> None:
+        self.stats = {"score_s": 0.0, "layers": 0, "kept_tokens": [], "total_tokens": []}
+
+    @torch.no_grad()
+    def select(self, x: S.LayerInputs, n_keep: int) -> torch.Tensor:
+        """Indices (B, Hkv, n_keep) of the tokens to keep in this layer."""
+        t = x.keys.shape[2]
+        if n_keep >= t:
+            return torch.arange(t, device=x.keys.device).expand(*x.keys.shape[:2], t)
+        if self.method == "capkv-greedy":
+            return self._greedy(x, n_keep)
+        scores = S.SCORERS[self.method](x, self.params)  # (B, Hkv, T)
+        return S.select_indices(scores, n_keep, sink_tokens=self.sink_tokens, window_tokens=self.window_tokens)
+
+    def _greedy(self, x: S.LayerInputs, n_keep: int) -> torch.Tensor:
+        """Exact greedy log-det selection (``logdet.greedy_logdet``) with the CapKV weights."""
+        b, hkv, t, d = x.keys.shape
+        p = self.params
+        n_rep = x.n_heads // hkv
+        mu, cov = S.query_statistics(x, p, covariance=p.weight != "exp-cos")
+        k = S._repeat_kv(x.keys, n_rep)
+        w = S.capkv_weights(k, mu, cov, p).view(b * hkv, n_rep, t)  # (B*Hkv, g, T)
+        u = x.values.float().reshape(b * hkv, t, d)
+        rho = _logdet.ridge_of(u, w, p.ridge_ratio, relative=not p.ridge_absolute)
+        sinks = min(self.sink_tokens, n_keep)
+        window = max(0, min(self.window_tokens, n_keep - sinks, t - sinks))
+        pos = torch.arange(t)
+        forced = (pos < sinks) | (pos >= t - window)
+        picks = _logdet.greedy_logdet(u, w, n_keep - int(forced.sum()), rho, initial=forced)
+        idx = torch.cat([pos[forced].expand(b * hkv, -1), picks], dim=1).view(b, hkv, n_keep)
+        return idx.sort(-1).values.to(x.keys.device)
+
+    def compress(self, x: S.LayerInputs, n_keep: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Kept (keys, values) of one layer, (B, Hkv, n_keep, D) each; records timing."""
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            idx = self.select(x, n_keep)
+            gi = idx.unsqueeze(-1).expand(-1, -1, -1, x.keys.shape[-1])
+            k, v = x.keys.gather(2, gi).contiguous(), x.values.gather(2, gi).contiguous()
+        self.stats["score_s"] += time.perf_counter() - t0
+        self.stats["layers"] += 1
+        self.stats["kept_tokens"].append(int(n_keep))
+        self.stats["total_tokens"].append(int(x.keys.shape[2]))
+        return k, v
+
+    # ------------------------------------------------------------------ hooks
+    def _hook(self, module, args, kwargs, output):
+        cache = kwargs.get("cache", kwargs.get("past_key_values"))
+        hidden = kwargs.get("hidden_states", args[0] if args else None)
+        if cache is None or hidden is None or not hasattr(cache, "layers"):
+            return output
+        li = module.layer_idx
+        layer = cache.layers[li]
+        keys, values = layer.keys, layer.values
+        if keys is None or keys.numel() == 0:
+            return output
+        t, tq = keys.shape[2], hidden.shape[1]
+        cos, sin = kwargs["position_embeddings"]
+        x = S.LayerInputs(keys=keys, values=values, module=module, hidden=hidden, cos=cos, sin=sin, rotary=self._rotary, layer_idx=li)
+        if self.decoding_budget_tokens > 0 and self.window_tokens > 0:  # keep recent queries for decoding
+            with torch.no_grad():
+                q = S.window_queries(x, self.window_tokens).detach()
+            old = self._qbuf.get(li)
+            self._qbuf[li] = q if (old is None or t == tq) else torch.cat([old, q], 2)[:, :, -self.window_tokens:]
+        if t == tq:  # prefill: the cache held nothing before this call
+            if self.compression_ratio > 0:
+                k, v = self.compress(x, S.n_kept(t, self.compression_ratio))
+                layer.keys, layer.values = k, v
+        elif self.decoding_budget_tokens > 0 and t > self.decoding_budget_tokens + self.decoding_interval_tokens - 1:
+            # decoding: only the recent queries are known (future-rope statistics fall back to them)
+            xd = S.LayerInputs(keys=keys, values=values, module=module, queries=self._qbuf[li], layer_idx=li)
+            p_keep = min(self.decoding_budget_tokens, t)
+            k, v = self.compress(xd, p_keep)
+            layer.keys, layer.values = k, v
+        return output
+
+    @contextmanager
+    def __call__(self, model) -> Iterator["KVPress"]:
+        """Register the hooks on every attention layer of ``model``; remove them on exit."""
+        lm = model.model.language_model if hasattr(model.model, "language_model") else model.model
+        self._rotary = getattr(lm, "rotary_emb", None)
+        self._qbuf = {}
+        handles = []
+        try:
+            for layer in lm.layers:
+                handles.append(layer.self_attn.register_forward_hook(self._hook, with_kwargs=True))
+            yield self
+        finally:
+            for h in handles:
+                h.remove()
+            self._qbuf = {}
+
+
+# ---------------------------------------------------------------------- capture (for the harness)
+
+@contextmanager
+def capture_layers(model) -> Iterator[list]:
+    """Record each attention layer's LayerInputs during one prefill (no compression).
+
+    The prefill forward is the same for every policy (a layer's cache is compressed only after
+    that layer has attended), so a harness can prefill once and apply many policies with
+    ``compress_captured``; this gives the same cache as the hooks (tested)."""
+    lm = model.model.language_model if hasattr(model.model, "language_model") else model.model
+    rotary = getattr(lm, "rotary_emb", None)
+    captured: list = []
+
+    def hook(module, args, kwargs, output):
+        cache = kwargs.get("cache", kwargs.get("past_key_values"))
+        hidden = kwargs.get("hidden_states", args[0] if args else None)
+        layer = cache.layers[module.layer_idx]
+        cos, sin = kwargs["position_embeddings"]
+        captured.append(S.LayerInputs(keys=layer.keys, values=layer.values, module=module, hidden=hidden.detach(),
+                                      cos=cos, sin=sin, rotary=rotary, layer_idx=module.layer_idx))
+        return output
+
+    handles = [layer.self_attn.register_forward_hook(hook, with_kwargs=True) for layer in lm.layers]
+    try:
+        yield captured
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def compress_captured(press: KVPress, captured: list, config) -> "object":
+    """A new DynamicCache holding ``press``'s selection of every captured layer."""
+    from transformers import DynamicCache
+
+    cache = DynamicCache(config=config)
+    for x in captured:
+        t = x.keys.shape[2]
+        if press.compression_ratio > 0:
+            k, v = press.compress(x, S.n_kept(t, press.compression_ratio))
+        else:
+            k, v = x.keys.clone(), x.values.clone()
+        cache.update(k, v, x.layer_idx)
+    return cache
+
+
+def cache_bytes(cache) -> int:
+    """Bytes held by the keys and values of a transformers cache."""
+    return int(sum(l.keys.numel() * l.keys.element_size() + l.values.numel() * l.values.element_size() for l in cache.layers if l.keys is not None))

@@ -1,0 +1,344 @@
+"""Scoring rules for KV-cache eviction: CapKV (the paper's method) and the baselines.
+
+Every rule maps one layer's cache to a score per (batch, KV head, token), higher = keep:
+
+    score_<name>(x: LayerInputs, p: ScoreParams) -> Tensor (B, Hkv, T)
+
+Selection (``select_indices``) then keeps sinks and a recent window, and the top-scoring
+remainder per KV head, so every head keeps exactly the same budgeted count.
+
+CapKV ("Rethinking KV Cache Eviction via a Unified Information-Theoretic Objective",
+Yang et al., ICML 2026, arXiv 2604.25975). The paper's text was not available to us; the
+objective and leverage-score selection below follow the restatement by the same authors
+(Jacap, Sec. 3.2/3.4, App. A-B), see ``/work/shared/methods/capkv.md``:
+
+1. Linear-Gaussian surrogate of one attention head: a future query q ~ N(mu, Sigma); the
+   retained cache C is a channel Y_C = U_C K_C q + eps, eps ~ N(0, sigma^2 I).
+2. Capacity (Eq. "L_C") = 1/2 log det(I + sigma^-2 U_C K_C Sigma K_C^T U_C^T).
+3. Diagonalising the key response, the objective is 1/2 log det(rho I + sum_{i in C} w_i u_i u_i^T)
+   with w_i the (relevance/variance) weight of token i and u_i = v_i (values as the
+   output-direction proxy, as in Jacap's practical recipe).
+4. Greedy marginal gain (matrix determinant lemma) log(1 + w_i u_i^T A_C^{-1} u_i); its
+   one-shot version over the whole pool H is the weighted ridge leverage score
+   s_i = w_i u_i^T (rho I + sum_{j in H} w_j u_j u_j^T)^{-1} u_i.  Keep the top-B per head.
+
+RECONSTRUCTED (not stated in the sources; choices documented in docs/evict-kv.md):
+- the weight w_i. ``weight="expected"`` (default) is the expected attention weight of token i
+  under q ~ N(mu, Sigma): softmax_i(mu.k_i/sqrt(d) + k_i^T Sigma k_i / (2d)) (log-normal mean),
+  which carries both the query relevance and the logit variance kappa_i = k_i^T Sigma k_i of
+  the restatement; ``weight="kappa"`` uses kappa_i alone with a diagonal Sigma (the literal
+  restatement); ``weight="exp-cos"`` is kvpress' CapPress weight exp(tau cos(k_i, mu)).
+- the query statistics: ``query_source="window"`` uses the last ``window_tokens`` post-RoPE
+  queries (SnapKV's observation window; also works during decoding);
+  ``query_source="future-rope"`` uses all pre-RoPE queries but the sinks, rotated by the RoPE
+  rotation averaged over the next ``n_future_positions`` positions (Expected Attention / kvpress).
+- the ridge rho: relative to the trace of M = sum_j w_j u_j u_j^T (``ridge_ratio``), so the
+  score does not depend on how w is normalised; ``ridge_absolute=True`` uses rho = ridge_ratio.
+- GQA: scores are computed per query head (each query head reads the shared KV head as its
+  own channel) and averaged over the group, as kvpress does.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+from icml26.ops.kv import weighted_leverage
+
+METHODS = ("capkv", "capkv-greedy", "streaming", "snapkv", "h2o", "tova", "knorm", "random", "expected-attention")
+
+
+@dataclass(frozen=True)
+class ScoreParams:
+    """Knobs of the scoring rules (a subset of the press config)."""
+
+    window_tokens: int = 64          # observation window of recent queries (SnapKV, CapKV window mode)
+    sink_tokens: int = 4             # first tokens excluded from query statistics (future-rope mode)
+    weight: str = "expected"         # CapKV weight: expected | kappa | exp-cos
+    tau: float = 5.0                 # temperature of the exp-cos weight
+    ridge_ratio: float = 1.0         # CapKV ridge rho, relative to trace(M)/d (or absolute)
+    ridge_absolute: bool = False
+    query_source: str = "window"     # window | future-rope
+    n_future_positions: int = 512    # averaged RoPE horizon for future-rope statistics
+    kernel_size: int = 5             # SnapKV pooling
+    seed: int = 0                    # random baseline
+
+
+@dataclass
+class LayerInputs:
+    """What one attention layer exposes at compression time.
+
+    keys, values: (B, Hkv, T, D) cached (post-RoPE) keys and values.
+    hidden: (B, Tq, hidden) input of the attention layer for the last Tq tokens (Tq = T at prefill),
+        or None during decoding (then ``queries`` must hold recent post-RoPE queries).
+    module: the attention module (q_proj, head_dim, config).
+    cos, sin: (B, Tq, D) RoPE tables of those Tq tokens; rotary: the model's rotary embedding
+        (for averaged future rotations); queries: (B, Hq, W, D) recent post-RoPE queries.
+    """
+
+    keys: torch.Tensor
+    values: torch.Tensor
+    module: torch.nn.Module
+    hidden: torch.Tensor | None = None
+    cos: torch.Tensor | None = None
+    sin: torch.Tensor | None = None
+    rotary: Callable | None = None
+    queries: torch.Tensor | None = None
+    layer_idx: int = 0
+
+    @property
+    def n_heads(self) -> int:
+        return int(self.module.config.num_attention_heads)
+
+    @property
+    def head_dim(self) -> int:
+        return int(self.keys.shape[-1])
+
+
+# ----------------------------------------------------------------------------- query helpers
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def prerope_queries(module: torch.nn.Module, hidden: torch.Tensor) -> torch.Tensor:
+    """(B, Tq, hidden) -> (B, Hq, Tq, D) queries before RoPE (LLaMA-style q_proj, optional q_norm)."""
+    b, t, _ = hidden.shape
+    hq = int(module.config.num_attention_heads)
+    d = int(module.head_dim)
+    q = module.q_proj(hidden).view(b, t, hq, d).transpose(1, 2)  # (B, Hq, Tq, D)
+    if hasattr(module, "q_norm"):
+        q = module.q_norm(q)
+    return q
+
+
+def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Apply RoPE: x (B, H, T, D), cos/sin (B, T, D)."""
+    return x * cos.unsqueeze(1) + _rotate_half(x) * sin.unsqueeze(1)
+
+
+def window_queries(x: LayerInputs, window: int) -> torch.Tensor:
+    """The last ``window`` post-RoPE queries, (B, Hq, W, D)."""
+    if x.queries is not None:
+        return x.queries[:, :, -window:]
+    if x.hidden is None or x.cos is None:
+        raise ValueError("window queries need hidden states and RoPE tables (or a query buffer)")
+    w = min(window, x.hidden.shape[1])
+    q = prerope_queries(x.module, x.hidden[:, -w:])
+    return rope(q, x.cos[:, -w:], x.sin[:, -w:])
+
+
+def averaged_rope_matrix(rotary: Callable, start: int, n: int, d: int, device, dtype) -> torch.Tensor:
+    """(D, D) rotation averaged over positions start..start+n-1 (RoPE as x -> R_p x)."""
+    pos = torch.arange(start, start + n, device=device).unsqueeze(0)
+    cos, sin = rotary(torch.zeros(1, 1, d, device=device, dtype=dtype), pos)
+    cos, sin = cos[0], sin[0]  # (n, D)
+    eye = torch.eye(d, device=device, dtype=dtype)
+    p = torch.zeros(d, d, device=device, dtype=dtype)
+    h = d // 2
+    p[h:, :h] = torch.eye(h, device=device, dtype=dtype)
+    p[:h, h:] = -torch.eye(h, device=device, dtype=dtype)
+    r = cos.unsqueeze(1) * eye + sin.unsqueeze(1) * p  # (n, D, D): R_p = diag(cos) + diag(sin) P
+    return r.mean(0)
+
+
+def query_statistics(x: LayerInputs, p: ScoreParams, *, covariance: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Mean (B, Hq, D) and covariance (B, Hq, D, D) of future queries, in post-RoPE key space."""
+    if p.query_source == "future-rope" and x.hidden is not None and x.rotary is not None:
+        t = x.hidden.shape[1]
+        h = x.hidden[:, min(p.sink_tokens, t - 1):]
+        q = prerope_queries(x.module, h).float()  # (B, Hq, T', D)
+        mu = q.mean(2)
+        cov = None
+        if covariance:
+            c = q - mu.unsqueeze(2)
+            cov = torch.einsum("bhti,bhtj->bhij", c, c) / q.shape[2]
+        r = averaged_rope_matrix(x.rotary, t, p.n_future_positions, q.shape[-1], q.device, torch.float32)
+        mu = mu @ r.T
+        if cov is not None:
+            cov = r @ cov @ r.T
+        return mu, cov
+    q = window_queries(x, p.window_tokens).float()  # (B, Hq, W, D)
+    mu = q.mean(2)
+    cov = None
+    if covariance:
+        c = q - mu.unsqueeze(2)
+        cov = torch.einsum("bhti,bhtj->bhij", c, c) / max(q.shape[2], 1)
+    return mu, cov
+
+
+def _repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
+    """(B, Hkv, T, D) -> (B, Hkv*n_rep, T, D) (query-head space)."""
+    if n_rep == 1:
+        return x
+    b, h, t, d = x.shape
+    return x[:, :, None].expand(b, h, n_rep, t, d).reshape(b, h * n_rep, t, d)
+
+
+def _group_mean(s: torch.Tensor, hkv: int) -> torch.Tensor:
+    """(B, Hq, T) -> (B, Hkv, T), averaging each KV head's query group."""
+    b, hq, t = s.shape
+    return s.view(b, hkv, hq // hkv, t).mean(2)
+
+
+# ----------------------------------------------------------------------------- CapKV
+
+def capkv_weights(keys_q: torch.Tensor, mu: torch.Tensor, cov: torch.Tensor | None, p: ScoreParams) -> torch.Tensor:
+    """Per-token weights w_i (B, Hq, T) >= 0 (see the module doc, RECONSTRUCTED)."""
+    d = keys_q.shape[-1]
+    k = keys_q.float()
+    if p.weight == "expected":
+        logits = torch.einsum("bhd,bhtd->bht", mu, k) / math.sqrt(d)
+        if cov is not None:
+            logits = logits + torch.einsum("bhti,bhij,bhtj->bht", k, cov, k) / (2 * d)
+        return torch.softmax(logits, dim=-1)
+    if p.weight == "kappa":
+        if cov is None:
+            raise ValueError("weight='kappa' needs the query covariance")
+        var = torch.diagonal(cov, dim1=-2, dim2=-1)  # (B, Hq, D): diagonal Lambda_Q
+        return torch.einsum("bhtd,bhd->bht", k * k, var) / d  # kappa_i = k_i^T Lambda k_i / d
+    if p.weight == "exp-cos":
+        stat = torch.einsum("bhd,bhtd->bht", F.normalize(mu, dim=-1), F.normalize(k, dim=-1)).clamp(-1, 1)
+        logits = p.tau * stat
+        return torch.exp(logits - logits.amax(-1, keepdim=True))
+    raise ValueError(f"unknown CapKV weight {p.weight!r}; valid: expected, kappa, exp-cos")
+
+
+def score_capkv(x: LayerInputs, p: ScoreParams) -> torch.Tensor:
+    """CapKV one-shot leverage score (module doc, steps 1-4). Returns (B, Hkv, T)."""
+    hkv = x.keys.shape[1]
+    n_rep = x.n_heads // hkv
+    mu, cov = query_statistics(x, p, covariance=p.weight != "exp-cos")  # (B, Hq, D), (B, Hq, D, D)
+    k = _repeat_kv(x.keys, n_rep)  # (B, Hq, T, D)
+    u = _repeat_kv(x.values, n_rep).float()  # u_i = v_i
+    w = capkv_weights(k, mu, cov, p)  # (B, Hq, T)
+    if p.weight == "exp-cos":
+        w = w + 1e-6  # kvpress' epsilon inside the square root
+    s = weighted_leverage(u, w, p.ridge_ratio, relative=not p.ridge_absolute)  # step 4
+    return _group_mean(s, hkv)
+
+
+# ----------------------------------------------------------------------------- baselines
+
+def score_streaming(x: LayerInputs, p: ScoreParams) -> torch.Tensor:
+    """StreamingLLM (Xiao et al., 2024): recency only; sinks are protected by the selector."""
+    b, h, t, _ = x.keys.shape
+    return torch.arange(t, dtype=torch.float32, device=x.keys.device).expand(b, h, t).clone()
+
+
+def _window_attention(x: LayerInputs, window: int) -> torch.Tensor:
+    """Softmax attention of the last ``window`` queries over all keys (causal), (B, Hq, W, T)."""
+    q = window_queries(x, window).float()  # (B, Hq, W, D)
+    w = q.shape[2]
+    k = _repeat_kv(x.keys, x.n_heads // x.keys.shape[1]).float()
+    t = k.shape[2]
+    logits = q @ k.transpose(-1, -2) / math.sqrt(k.shape[-1])  # (B, Hq, W, T)
+    mask = torch.ones(w, t, dtype=torch.bool, device=k.device).triu(t - w + 1)
+    logits = logits.masked_fill(mask, float("-inf"))
+    return torch.softmax(logits, dim=-1)
+
+
+def score_snapkv(x: LayerInputs, p: ScoreParams) -> torch.Tensor:
+    """SnapKV (Li et al., 2024): observation-window attention, pooled (kernel_size), group-mean."""
+    hkv = x.keys.shape[1]
+    att = _window_attention(x, p.window_tokens)  # (B, Hq, W, T)
+    w = att.shape[2]
+    s = att[..., : att.shape[-1] - w].mean(2)  # (B, Hq, T - W): keys outside the window
+    s = F.avg_pool1d(s, kernel_size=p.kernel_size, padding=p.kernel_size // 2, stride=1)
+    s = _group_mean(s, hkv)
+    return F.pad(s, (0, w), value=float(s.max()) + 1 if s.numel() else 1.0)  # the window itself is kept
+
+
+def score_tova(x: LayerInputs, p: ScoreParams) -> torch.Tensor:
+    """TOVA (Oren et al., 2024): attention of the last query, averaged over all heads."""
+    att = _window_attention(x, 1)[:, :, 0]  # (B, Hq, T)
+    s = att.mean(1, keepdim=True)
+    return s.expand(-1, x.keys.shape[1], -1).clone()
+
+
+def score_h2o(x: LayerInputs, p: ScoreParams, chunk: int = 256) -> torch.Tensor:
+    """H2O (Zhang et al., 2023): attention accumulated over all prompt queries (heavy hitters)."""
+    if x.hidden is None:
+        return score_snapkv(x, p)  # decoding: only recent queries are known
+    hkv = x.keys.shape[1]
+    k = _repeat_kv(x.keys, x.n_heads // hkv).float()  # (B, Hq, T, D)
+    t = k.shape[2]
+    tq = x.hidden.shape[1]
+    off = t - tq
+    acc = torch.zeros(k.shape[:3], dtype=torch.float32, device=k.device)
+    for s0 in range(0, tq, chunk):
+        s1 = min(tq, s0 + chunk)
+        q = rope(prerope_queries(x.module, x.hidden[:, s0:s1]), x.cos[:, s0:s1], x.sin[:, s0:s1]).float()
+        logits = q @ k.transpose(-1, -2) / math.sqrt(k.shape[-1])  # (B, Hq, c, T)
+        qpos = torch.arange(s0, s1, device=k.device)[:, None] + off
+        mask = torch.arange(t, device=k.device)[None, :] > qpos
+        acc += torch.softmax(logits.masked_fill(mask, float("-inf")), dim=-1).sum(2)
+    return _group_mean(acc, hkv)
+
+
+def score_knorm(x: LayerInputs, p: ScoreParams) -> torch.Tensor:
+    """Key-norm (Devoto et al., 2024): low L2 norm keys draw attention; score = -||k||."""
+    return -torch.linalg.vector_norm(x.keys.float(), dim=-1)
+
+
+def score_random(x: LayerInputs, p: ScoreParams) -> torch.Tensor:
+    """Uniformly random scores (seeded per layer)."""
+    g = torch.Generator(device="cpu").manual_seed(p.seed * 1000003 + x.layer_idx)
+    return torch.rand(x.keys.shape[:3], generator=g).to(x.keys.device)
+
+
+def score_expected_attention(x: LayerInputs, p: ScoreParams) -> torch.Tensor:
+    """Expected Attention (Devoto et al., 2025): E_q[attention] under Gaussian future queries,
+    times ||v||; softmax over tokens, group mean."""
+    hkv = x.keys.shape[1]
+    d = x.head_dim
+    mu, cov = query_statistics(x, p, covariance=True)
+    k = _repeat_kv(x.keys, x.n_heads // hkv).float()
+    logits = torch.einsum("bhd,bhtd->bht", mu, k) / math.sqrt(d)
+    logits = logits + torch.einsum("bhti,bhij,bhtj->bht", k, cov, k) / (2 * d)
+    s = _group_mean(torch.softmax(logits, dim=-1), hkv)
+    return s * torch.linalg.vector_norm(x.values.float(), dim=-1)
+
+
+SCORERS: dict[str, Callable[[LayerInputs, ScoreParams], torch.Tensor]] = {
+    "capkv": score_capkv,
+    "streaming": score_streaming,
+    "snapkv": score_snapkv,
+    "h2o": score_h2o,
+    "tova": score_tova,
+    "knorm": score_knorm,
+    "random": score_random,
+    "expected-attention": score_expected_attention,
+}
+
+
+# ----------------------------------------------------------------------------- selection
+
+def n_kept(t: int, compression_ratio: float) -> int:
+    """Budget per head: max(1, floor(T (1 - ratio))) (kvpress' rule, so counts match)."""
+    return max(1, int(t * (1.0 - compression_ratio)))
+
+
+def select_indices(scores: torch.Tensor, n_keep: int, *, sink_tokens: int = 0, window_tokens: int = 0) -> torch.Tensor:
+    """Indices (B, H, n_keep), ascending, of the tokens kept per head.
+
+    The first ``sink_tokens`` and the last ``window_tokens`` are always kept (if the budget
+    allows: sinks first, then the most recent), the rest of the budget goes to the top scores."""
+    b, h, t = scores.shape
+    if not 1 <= n_keep <= t:
+        raise ValueError(f"n_keep must be in [1, {t}], got {n_keep}")
+    sinks = min(sink_tokens, n_keep, t)
+    window = max(0, min(window_tokens, n_keep - sinks, t - sinks))
+    s = scores.float().clone()
+    s = torch.nan_to_num(s, nan=float("-inf"))
+    pos = torch.arange(t, device=s.device)
+    forced = (pos < sinks) | (pos >= t - window)
+    big = torch.finfo(torch.float32).max
+    s[..., forced] = big
+    idx = torch.topk(s, n_keep, dim=-1).indices
+    return idx.sort(dim=-1).values
