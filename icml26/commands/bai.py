@@ -54,7 +54,7 @@ def bai(
     table = load_env(env_path)
     m.validate(cfg, table)
     s = recipe_seed(recipe, "bai", seed) or 0
-    cols = ["algo", "budget" if cfg.budget else "delta", "error_probability", "error_probability_ci", "simple_regret"]
+    cols = ["algo", "budget" if cfg.budget else "delta", "error_probability:P(error)", "error_probability_ci:95% CI", "simple_regret:regret"]
     if cfg.delta:
-        cols += ["stopping_time_mean", "stopping_time_q90", "stopped_fraction"]
+        cols += ["stopping_time_mean:E[stop]", "stopping_time_q90:q90 stop", "stopped_fraction:stopped"]
     stream(m.run(cfg, seed=s, table=table), command="bai", config=cfg, seed=s, out=out, quiet=quiet, columns=cols, plot=m.plot)

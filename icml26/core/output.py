@@ -96,7 +96,7 @@ def _fmt(v: Any) -> str:
             return f"{v:.3e}"
         return f"{v:.4f}"
     if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_fmt(x) for x in v) + "]"
+        return "[" + ", ".join(f"{x:.3f}" if isinstance(x, float) else _fmt(x) for x in v) + "]"
     return str(v)
 
 
@@ -114,10 +114,14 @@ def print_table(records: Sequence[dict], columns: Sequence[str] | None = None, t
                 if k != "kind" and k not in columns and not isinstance(v, dict):
                     columns.append(k)
     table = Table(title=title, header_style="bold")
-    for c in columns:
-        table.add_column(c, justify="left" if c in ("algo", "method", "env", "mode", "name") else "right")
+    keys = []
+    for c in columns:  # "key" or "key:Header"
+        key, _, header = c.partition(":")
+        keys.append(key)
+        left = key in ("algo", "method", "env", "mode", "name")
+        table.add_column(header or key, justify="left" if left else "right", no_wrap=left)
     for r in records:
-        table.add_row(*[_fmt(_clean(r.get(c))) for c in columns])
+        table.add_row(*[_fmt(_clean(r.get(k))) for k in keys])
     Console(stderr=True).print(table)
 
 
