@@ -21,6 +21,8 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("env", "icml26.commands.env:env", "Toolkit"),
     ("prepare-data", "icml26.commands.prepare_data:prepare_data", "Toolkit"),
     ("bai", "icml26.commands.bai:bai", "Pure exploration (VarDE)"),
+    ("train-lfm", "icml26.commands.lfm:train_lfm", "Latent flow matching (LFM stability)"),
+    ("sample-lfm", "icml26.commands.lfm:sample_lfm", "Latent flow matching (LFM stability)"),
     ("filter-data", "icml26.commands.filter_data:filter_app", "Data"),
     ("probe-syntax", "icml26.commands.probe_syntax:probe_syntax", "Interpretability"),
 ]

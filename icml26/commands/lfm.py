@@ -1,0 +1,82 @@
+"""``icml26 train-lfm`` and ``icml26 sample-lfm``: latent flow matching, data reduction and
+coarse-to-fine sampling (LFM stability, ICML 2026, arXiv 2605.08398)."""
+
+from __future__ import annotations
+
+from typing import Annotated, List, Optional
+
+import typer
+
+from icml26.core.options import DeviceOpt, OutOpt, QuietOpt, RecipeOpt, SeedOpt, SetOpt
+
+
+def train_lfm(
+    stage: Annotated[Optional[str], typer.Option("--stage", help="vae | fm | all (VAE + feature net, then flow matching).", show_default=False)] = None,
+    dataset: Annotated[Optional[str], typer.Option("--dataset", help="fashion-mnist | mnist | an .npz | an image folder.", show_default=False)] = None,
+    vae: Annotated[Optional[str], typer.Option("--vae", help="Run dir of `train-lfm --stage vae` (for --stage fm).", show_default=False)] = None,
+    model: Annotated[Optional[str], typer.Option("--model", help="Velocity-network capacity: small | medium | large.", show_default=False)] = None,
+    keep_ratio: Annotated[Optional[float], typer.Option("--keep-ratio", help="Fraction of the training data kept, (0, 1].", show_default=False)] = None,
+    scorer: Annotated[Optional[str], typer.Option("--scorer", help="random | kcenter | balanced-cluster | cluster-proportional | loss | grad.", show_default=False)] = None,
+    steps: Annotated[Optional[int], typer.Option("--steps", help="Flow-matching training steps.", show_default=False)] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue from the checkpoints in --out.")] = False,
+    recipe: RecipeOpt = None,
+    set_: SetOpt = None,
+    seed: SeedOpt = None,
+    device: DeviceOpt = "cpu",
+    out: OutOpt = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Train a small VAE and a latent flow-matching model, optionally on a reduced subset (runs under torchrun)."""
+    import os
+
+    from icml26.core.recipe import recipe_seed, resolve
+    from icml26.methods.lfm import train as m
+
+    cfg = resolve(m.Config, "train-lfm", recipe, set_, stage=stage, dataset=dataset, vae=vae, model=model,
+                  keep_ratio=keep_ratio, scorer=scorer, steps=steps)
+    seed = recipe_seed(recipe, "train-lfm", seed) or 0
+    if device not in ("cpu", "auto"):
+        from icml26.core.device import resolve_device
+
+        resolve_device(device)
+    if int(os.environ.get("RANK", "0")) != 0:  # torchrun worker: train, print nothing
+        for _ in m.run(cfg, seed=seed, out=out, resume=resume):
+            pass
+        return
+    from icml26.core.output import prepare_out_dir, stream
+
+    if out is not None:
+        prepare_out_dir(out, resume=resume)
+    stream(m.run(cfg, seed=seed, out=out, resume=resume), command="train-lfm", config=cfg, seed=seed, out=out, quiet=quiet,
+           resume=True, columns=None)
+
+
+def sample_lfm(
+    fine: Annotated[Optional[str], typer.Option("--fine", help="Large (fine) model checkpoint.safetensors.", show_default=False)] = None,
+    coarse: Annotated[Optional[str], typer.Option("--coarse", help="Small (coarse) model checkpoint for t < t-split.", show_default=False)] = None,
+    compare: Annotated[Optional[List[str]], typer.Option("--compare", help="More checkpoints to sample from the same seeds (repeatable).", show_default=False)] = None,
+    t_split: Annotated[Optional[float], typer.Option("--t-split", help="Switch time from the coarse to the fine model.", show_default=False)] = None,
+    steps: Annotated[Optional[int], typer.Option("--steps", help="Solver steps.", show_default=False)] = None,
+    sampler: Annotated[Optional[str], typer.Option("--sampler", help="euler | heun | adaptive.", show_default=False)] = None,
+    num_samples: Annotated[Optional[int], typer.Option("--num-samples", "-n", help="Samples per mode.", show_default=False)] = None,
+    vae: Annotated[Optional[str], typer.Option("--vae", help="VAE run dir (default: the one recorded in --fine).", show_default=False)] = None,
+    recipe: RecipeOpt = None,
+    set_: SetOpt = None,
+    seed: SeedOpt = None,
+    device: DeviceOpt = "cpu",
+    out: OutOpt = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Sample large, small and coarse-to-fine; report NFE, speed, FID/precision/recall (trained feature net), same-seed similarity."""
+    from icml26.core.errors import InputError
+    from icml26.core.output import stream
+    from icml26.core.recipe import recipe_seed, resolve
+    from icml26.methods.lfm import sample as m
+
+    cfg = resolve(m.SampleConfig, "sample-lfm", recipe, set_, t_split=t_split, steps=steps, sampler=sampler, num_samples=num_samples)
+    seed = recipe_seed(recipe, "sample-lfm", seed) or 0
+    if not fine:
+        raise InputError("sample-lfm needs --fine CHECKPOINT (a train-lfm checkpoint.safetensors)")
+    stream(m.run(cfg, fine=fine, coarse=coarse, compare=compare or (), vae=vae, seed=seed, out=out), command="sample-lfm", config=cfg,
+           seed=seed, out=out, quiet=quiet, extra_config={"fine": fine, "coarse": coarse, "compare": list(compare or [])},
+           columns=["mode", "nfe", "seconds_per_sample", "speedup", "fid", "precision", "recall", "class_accuracy", "same_seed_similarity", "unmatched_similarity"])

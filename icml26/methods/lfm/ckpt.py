@@ -1,0 +1,78 @@
+"""Checkpoints as safetensors (never pickle): tensors + one JSON metadata entry.
+
+Training checkpoints hold ``model.*`` (and ``ema.*``) weights, ``optim.<param>.<key>`` AdamW
+state, and metadata (step, elapsed seconds, architecture, data provenance, optimizer groups).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from icml26.core.errors import InputError
+
+META_KEY = "icml26"
+
+
+def save(path: str | Path, tensors: dict[str, Tensor], meta: dict) -> Path:
+    """Atomically write ``tensors`` (made contiguous, on CPU) and ``meta`` (JSON) to ``path``."""
+    from safetensors.torch import save_file
+
+    from icml26.core.output import atomic_path
+
+    flat = {k: v.detach().to("cpu").contiguous() for k, v in tensors.items()}
+    with atomic_path(path) as tmp:
+        save_file(flat, str(tmp), metadata={META_KEY: json.dumps(meta)})
+    return Path(path)
+
+
+def load(path: str | Path, what: str = "checkpoint") -> tuple[dict[str, Tensor], dict]:
+    """Read a file written by :func:`save`. InputError for a missing or foreign file."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"{what} {str(path)!r} does not exist")
+    try:
+        from safetensors import safe_open
+
+        with safe_open(str(p), framework="pt") as f:
+            md = f.metadata() or {}
+        tensors = load_file(str(p))
+    except (SafetensorError, OSError, ValueError) as e:
+        raise InputError(f"{what} {str(path)!r}: not a safetensors file ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+    if META_KEY not in md:
+        raise InputError(f"{what} {str(path)!r}: not an icml26 checkpoint (no metadata)")
+    return tensors, json.loads(md[META_KEY])
+
+
+def sub(tensors: dict[str, Tensor], prefix: str) -> dict[str, Tensor]:
+    """Entries under ``prefix.`` with the prefix removed."""
+    n = len(prefix) + 1
+    return {k[n:]: v for k, v in tensors.items() if k.startswith(prefix + ".")}
+
+
+def prefixed(sd: dict[str, Tensor], prefix: str) -> dict[str, Tensor]:
+    return {f"{prefix}.{k}": v for k, v in sd.items()}
+
+
+def optim_to_flat(opt: torch.optim.Optimizer) -> tuple[dict[str, Tensor], list]:
+    """AdamW state -> ({"optim.<i>.<key>": tensor}, param_groups JSON)."""
+    sd = opt.state_dict()
+    flat = {}
+    for i, st in sd["state"].items():
+        for k, v in st.items():
+            flat[f"optim.{i}.{k}"] = v if torch.is_tensor(v) else torch.tensor(v)
+    return flat, sd["param_groups"]
+
+
+def optim_from_flat(opt: torch.optim.Optimizer, tensors: dict[str, Tensor], groups: list) -> None:
+    state: dict = {}
+    for k, v in sub(tensors, "optim").items():
+        i, key = k.split(".", 1)
+        state.setdefault(int(i), {})[key] = v
+    opt.load_state_dict({"state": state, "param_groups": groups})

@@ -1,0 +1,76 @@
+"""Sample-quality and stability metrics in the feature space of a network trained here.
+
+NOT Inception FID: the embedding is the penultimate layer of the classifier trained by
+``train-lfm`` on the same data set (no Inception weights ship offline). Records name it
+``feature_net``.
+
+  frechet_distance   ||mu_r - mu_g||^2 + Tr(S_r + S_g - 2 (S_r S_g)^{1/2})   (Heusel et al. 2017)
+  precision_recall   k-NN manifold estimate (Kynkaenniemi et al. 2019, k = 3): precision = share of
+                     generated points inside some real point's k-NN ball; recall = the converse.
+  paired_cosine      mean cosine similarity of matched rows (same noise seed), and of a fixed
+                     derangement of the rows (the "unmatched" baseline of the paper).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import Tensor
+
+
+def frechet_distance(real: np.ndarray | Tensor, fake: np.ndarray | Tensor) -> float:
+    """Fréchet distance between Gaussians fitted to two feature sets (N, D) and (M, D)."""
+    from scipy import linalg
+
+    a = np.asarray(real, dtype=np.float64)
+    b = np.asarray(fake, dtype=np.float64)
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[1]:
+        raise ValueError(f"feature sets must be (N, D) and (M, D), got {a.shape} and {b.shape}")
+    if min(len(a), len(b)) < 2:
+        raise ValueError("need at least 2 samples per set")
+    mu1, mu2 = a.mean(0), b.mean(0)
+    s1, s2 = np.cov(a, rowvar=False), np.cov(b, rowvar=False)
+    import warnings
+
+    with warnings.catch_warnings():  # singular when there are fewer samples than feature dims
+        warnings.simplefilter("ignore", linalg.LinAlgWarning)
+        covmean = linalg.sqrtm(s1 @ s2)
+    if isinstance(covmean, tuple):  # older SciPy returns (sqrtm, error estimate) with disp=False
+        covmean = covmean[0]
+    if not np.isfinite(covmean).all():
+        off = np.eye(s1.shape[0]) * 1e-6
+        covmean = linalg.sqrtm((s1 + off) @ (s2 + off))
+    covmean = np.real(covmean)
+    return float(((mu1 - mu2) ** 2).sum() + np.trace(s1) + np.trace(s2) - 2.0 * np.trace(covmean))
+
+
+def _knn_radii(x: Tensor, k: int) -> Tensor:
+    d = torch.cdist(x, x)  # (N, N)
+    return d.kthvalue(k + 1, dim=1).values  # k+1: the point itself is at distance 0
+
+
+def precision_recall(real: np.ndarray | Tensor, fake: np.ndarray | Tensor, k: int = 3) -> tuple[float, float]:
+    """Improved precision and recall (k-NN balls). Returns (precision, recall) in [0, 1]."""
+    r = torch.as_tensor(np.asarray(real), dtype=torch.float64)
+    f = torch.as_tensor(np.asarray(fake), dtype=torch.float64)
+    if min(len(r), len(f)) <= k:
+        raise ValueError(f"need more than k={k} samples per set")
+    rr, rf = _knn_radii(r, k), _knn_radii(f, k)
+    d = torch.cdist(f, r)  # (M, N)
+    precision = (d <= rr[None]).any(1).double().mean()
+    recall = (d.T <= rf[None]).any(1).double().mean()
+    return float(precision), float(recall)
+
+
+def paired_cosine(a: Tensor, b: Tensor, seed: int = 0) -> tuple[float, float]:
+    """(mean cosine of matched rows, mean cosine after a fixed derangement of b's rows)."""
+    a = a.flatten(1).double()
+    b = b.flatten(1).double()
+    if a.shape != b.shape:
+        raise ValueError(f"shapes differ: {tuple(a.shape)} vs {tuple(b.shape)}")
+    matched = torch.nn.functional.cosine_similarity(a, b, dim=1).mean()
+    n = a.shape[0]
+    g = torch.Generator().manual_seed(seed)
+    perm = (torch.arange(n) + 1 + torch.randint(max(n - 1, 1), (1,), generator=g)) % n  # a shift: no fixed point for n > 1
+    unmatched = torch.nn.functional.cosine_similarity(a, b[perm], dim=1).mean()
+    return float(matched), float(unmatched)

@@ -1,0 +1,260 @@
+"""Latent flow matching (train-lfm / sample-lfm): oracles for the FM loss, the samplers, the
+data-reduction scorers, the metrics, the image loaders and checkpoint resume."""
+
+import gzip
+import struct
+
+import numpy as np
+import pytest
+import torch
+
+from icml26.core.errors import InputError
+from icml26.methods.lfm import flow, metrics, reduce
+from icml26.methods.lfm.nets import DiT, DiTArch
+
+
+# ----------------------------------------------------------------------------- FM path and loss
+def test_fm_path_and_loss_closed_form():
+    g = torch.Generator().manual_seed(0)
+    x0, x1 = torch.randn(5, 3, 2, 2, generator=g), torch.randn(5, 3, 2, 2, generator=g)
+    t = torch.tensor([0.0, 0.25, 0.5, 0.75, 1.0])
+    seen = {}
+
+    def model(xt, tt, y):
+        seen["xt"], seen["t"] = xt.clone(), tt.clone()
+        return torch.zeros_like(xt)
+
+    loss = flow.fm_loss_per_sample(model, x1, t, x0)
+    for i, ti in enumerate(t.tolist()):
+        assert torch.allclose(seen["xt"][i], ti * x1[i] + (1 - ti) * x0[i])
+    assert torch.equal(seen["t"], t)
+    assert torch.allclose(seen["xt"][0], x0[0]) and torch.allclose(seen["xt"][-1], x1[-1])
+    assert torch.allclose(loss, (x1 - x0).pow(2).flatten(1).mean(1))
+    exact = flow.fm_loss_per_sample(lambda xt, tt, y: x1 - x0, x1, t, x0)
+    assert torch.allclose(exact, torch.zeros(5))
+
+
+@pytest.mark.parametrize("t", [0.2, 0.5, 0.8])
+def test_fm_loss_at_gaussian_optimum_matches_closed_form(t):
+    # x1 ~ N(m, s^2), x0 ~ N(0, 1): min E||v - u||^2 = Var(u | x_t) = (s^2 + 1) - Cov(u, x_t)^2 / Var(x_t)
+    m, s = 1.5, 0.5
+    g = torch.Generator().manual_seed(1)
+    n = 400_000
+    x0 = torch.randn(n, 1, generator=g, dtype=torch.float64)
+    x1 = m + s * torch.randn(n, 1, generator=g, dtype=torch.float64)
+    tt = torch.full((n,), t, dtype=torch.float64)
+    vstar = flow.gaussian_optimal_velocity(m, s)
+    loss = flow.fm_loss_per_sample(lambda xt, t_, y: vstar(xt, t_), x1, tt, x0).mean().item()
+    var_xt = t * t * s * s + (1 - t) ** 2
+    cov = t * s * s - (1 - t)
+    closed = s * s + 1 - cov * cov / var_xt
+    assert loss == pytest.approx(closed, rel=0.01)
+    worse = flow.fm_loss_per_sample(lambda xt, t_, y: vstar(xt, t_) + 0.2, x1, tt, x0).mean().item()
+    assert worse == pytest.approx(closed + 0.04, rel=0.01)
+
+
+# ----------------------------------------------------------------------------- samplers
+def _linear_field():
+    A = torch.tensor([[-0.5, 2.0], [-2.0, -0.5]], dtype=torch.float64)
+    x0 = torch.tensor([[1.0, 0.0], [0.3, -0.7]], dtype=torch.float64)
+    exact = x0 @ torch.linalg.matrix_exp(A).T
+    return (lambda x, t: x @ A.T), x0, exact
+
+
+def test_samplers_converge_at_their_order_on_a_linear_field():
+    v, x0, exact = _linear_field()
+    err = {}
+    for method in ("euler", "heun"):
+        for steps in (20, 40, 80):
+            x, nfe = flow.integrate(v, x0, method=method, steps=steps)
+            assert nfe == (steps if method == "euler" else 2 * steps)
+            err[method, steps] = (x - exact).abs().max().item()
+    for s in (20, 40):
+        assert 1.7 < err["euler", s] / err["euler", 2 * s] < 2.3
+        assert 3.5 < err["heun", s] / err["heun", 2 * s] < 4.5
+    assert err["heun", 80] < 1e-3
+    x, nfe = flow.integrate(v, x0, method="adaptive", rtol=1e-7, atol=1e-9)
+    assert (x - exact).abs().max().item() < 1e-6
+    assert nfe > 6
+
+
+def test_heun_transports_noise_to_the_gaussian_target():
+    m, s = -1.0, 0.4
+    x0 = torch.randn(50_000, 1, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    x, _ = flow.heun(flow.gaussian_optimal_velocity(m, s), x0, 50)
+    assert x.mean().item() == pytest.approx(m, abs=0.01)
+    assert x.std().item() == pytest.approx(s, abs=0.01)
+
+
+def test_coarse_to_fine_routes_by_time():
+    c2f = flow.CoarseToFine(lambda x, t: torch.ones_like(x), lambda x, t: 2 * torch.ones_like(x), 0.7)
+    x, nfe = flow.euler(c2f, torch.zeros(3, 2), 10)
+    assert nfe == 10 and c2f.nfe_coarse == 7 and c2f.nfe_fine == 3
+    assert torch.allclose(x, torch.full((3, 2), 0.7 * 1 + 0.3 * 2))
+    c2f = flow.CoarseToFine(lambda x, t: torch.ones_like(x), lambda x, t: 2 * torch.ones_like(x), 0.5)
+    out = c2f(torch.zeros(4, 1), torch.tensor([0.1, 0.6, 0.49, 0.9]))  # mixed rows
+    assert out.flatten().tolist() == [1.0, 2.0, 1.0, 2.0]
+
+
+# ----------------------------------------------------------------------------- scorers
+def _blobs():
+    g = torch.Generator().manual_seed(3)
+    a = torch.randn(90, 2, generator=g) * 0.3
+    b = torch.randn(10, 2, generator=g) * 0.3 + torch.tensor([20.0, 0.0])
+    return torch.cat([a, b])
+
+
+def test_balanced_counts_follow_the_official_allocation():
+    assert reduce.balanced_counts([10, 2, 30], 21) == [9, 2, 10]
+    assert reduce.balanced_counts([5, 5, 5, 5], 10) == [3, 3, 2, 2] or sum(reduce.balanced_counts([5, 5, 5, 5], 10)) == 10
+    with pytest.raises(ValueError):
+        reduce.balanced_counts([1, 1], 5)
+
+
+def test_cluster_scorers_on_a_toy_set():
+    x = _blobs()
+    bal = reduce.select_cluster(x, 0.2, 0, num_clusters=2, balanced=True)
+    pro = reduce.select_cluster(x, 0.2, 0, num_clusters=2, balanced=False)
+    assert len(bal) == 20 and (bal >= 90).sum() == 10  # the small cluster is kept whole
+    assert (pro >= 90).sum() == 2 and (pro < 90).sum() == 18
+    # kept members of the big cluster are the ones nearest its centroid
+    big = x[:90]
+    d = (big - big.mean(0)).norm(dim=1)
+    assert set(bal[bal < 90].tolist()) <= set(torch.argsort(d)[:14].tolist())
+    far = reduce.select_cluster(x, 0.2, 0, num_clusters=2, balanced=True, largest=True)
+    assert set(far[far < 90].tolist()) <= set(torch.argsort(d, descending=True)[:14].tolist())
+
+
+def test_kcenter_and_random_on_a_toy_set():
+    pts = torch.tensor([[0.0, 0], [0.1, 0], [10, 0], [10.1, 0], [0, 10], [0.1, 10]])
+    kept = reduce.kcenter_greedy(pts, 0.5, seed=0)
+    assert len(kept) == 3 and sorted(set(k // 2 for k in kept.tolist())) == [0, 1, 2]  # one per blob
+    r1, r2 = reduce.select_random(100, 0.25, 5), reduce.select_random(100, 0.25, 5)
+    assert len(r1) == 25 and np.array_equal(r1, r2) and len(set(r1.tolist())) == 25
+
+
+def test_ema_normalised_scores_by_hand():
+    raw = np.array([[2.0, 4.0], [1.0, 1.0]])
+    s = reduce.ema_normalised_scores(raw, alpha=0.9)
+    assert s[0] == pytest.approx((2 / (1 + 1e-8) + 4 / (1 + 1e-8)) / 2)
+    ema = np.array([0.9 + 0.2, 0.9 + 0.4])
+    assert s[1] == pytest.approx(np.mean(1.0 / ema))
+    assert reduce.select_by_score(np.array([0.1, 3.0, 2.0, 0.5]), 0.5).tolist() == [1, 2]
+    assert reduce.select_by_score(np.array([0.1, 3.0, 2.0, 0.5]), 0.5, largest=False).tolist() == [0, 3]
+
+
+def test_loss_and_grad_scores_match_per_sample_autograd():
+    torch.manual_seed(0)
+    net = DiT(DiTArch(in_channels=2, input_size=4, patch_size=2, width=16, depth=1, heads=2, num_classes=3))
+    for p in net.parameters():  # move off the zero init so every parameter has a gradient
+        p.data.add_(0.05 * torch.randn_like(p))
+    lat = torch.randn(3, 2, 4, 4)
+    lab = torch.tensor([0, 2, 1])
+    raw_l = reduce.fm_raw_scores(net, lat, lab, kind="loss", num_t=2, num_noise=2, seed=7)
+    raw_g = reduce.fm_raw_scores(net, lat, lab, kind="grad", num_t=2, num_noise=2, seed=7)
+    bank = torch.randn((2, 2, 4, 4), generator=torch.Generator().manual_seed(7))
+    ts = reduce.score_times(2)
+    for i in range(3):
+        for k, tk in enumerate(ts):
+            ls, gs = [], []
+            for m in range(2):
+                net.zero_grad()
+                loss = flow.fm_loss_per_sample(net, lat[i : i + 1], tk.reshape(1), bank[m : m + 1], lab[i : i + 1])[0]
+                loss.backward()
+                ls.append(loss.item())
+                gs.append(sum((p.grad ** 2).sum().item() for p in net.parameters()))
+            assert raw_l[i, k] == pytest.approx(np.mean(ls), rel=1e-4)
+            assert raw_g[i, k] == pytest.approx(np.mean(gs), rel=1e-3)
+
+
+# ----------------------------------------------------------------------------- metrics
+def test_frechet_distance_and_precision_recall():
+    g = np.random.default_rng(0)
+    a = g.standard_normal((20000, 3))
+    b = g.standard_normal((20000, 3)) * np.array([1.0, 2.0, 0.5]) + np.array([1.0, 0.0, 0.0])
+    # diagonal covariances: FD = |mu|^2 + sum (sqrt(s1) - sqrt(s2))^2 = 1 + 1 + 0.25
+    assert metrics.frechet_distance(a, b) == pytest.approx(2.25, abs=0.08)
+    assert metrics.frechet_distance(a, a) == pytest.approx(0.0, abs=1e-6)
+    p, r = metrics.precision_recall(a[:500], a[:500])
+    assert p == 1.0 and r == 1.0
+    p, r = metrics.precision_recall(a[:500], a[:500] + 100.0)
+    assert p == 0.0 and r == 0.0
+    m, u = metrics.paired_cosine(torch.eye(4), torch.eye(4))
+    assert m == pytest.approx(1.0) and u == pytest.approx(0.0)
+
+
+# ----------------------------------------------------------------------------- images
+def _write_idx(path, arr, gz=True):
+    head = struct.pack(">BBBB", 0, 0, 0x08, arr.ndim) + struct.pack(f">{arr.ndim}I", *arr.shape)
+    data = head + arr.astype(np.uint8).tobytes()
+    path.write_bytes(gzip.compress(data) if gz else data)
+
+
+def test_image_loaders(tmp_path):
+    from PIL import Image
+
+    from icml26.core.data.images import load_images, read_idx
+
+    x = np.random.default_rng(0).integers(0, 256, (7, 8, 8), dtype=np.uint8)
+    _write_idx(tmp_path / "a-images-idx3-ubyte.gz", x)
+    _write_idx(tmp_path / "a-labels-idx1-ubyte.gz", np.arange(7) % 3)
+    assert np.array_equal(read_idx(tmp_path / "a-images-idx3-ubyte.gz"), x)
+    ds = load_images(tmp_path / "a-images-idx3-ubyte.gz")
+    assert ds.images.shape == (7, 1, 8, 8) and ds.labels.tolist() == [0, 1, 2, 0, 1, 2, 0] and ds.num_classes == 3
+    (tmp_path / "bad.gz").write_bytes(gzip.compress(b"\x01\x02\x03\x04"))
+    with pytest.raises(InputError):
+        read_idx(tmp_path / "bad.gz")
+    np.savez(tmp_path / "d.npz", x_train=x.astype(np.float32) / 255.0, y_train=np.arange(7), x_test=x[:2], y_test=np.arange(2))
+    tr, te = load_images(tmp_path / "d.npz", "train"), load_images(tmp_path / "d.npz", "test")
+    assert np.abs(tr.images.astype(int) - x[:, None]).max() <= 1 and te.images.shape == (2, 1, 8, 8)
+    for cls in ("cat", "dog"):
+        (tmp_path / "f" / cls).mkdir(parents=True)
+        for i in range(2):
+            Image.fromarray(x[i]).save(tmp_path / "f" / cls / f"{i}.png")
+    fo = load_images(tmp_path / "f", size=12)
+    assert fo.images.shape == (4, 1, 12, 12) and fo.labels.tolist() == [0, 0, 1, 1] and fo.class_names == ("cat", "dog")
+    with pytest.raises(InputError):
+        load_images(tmp_path / "missing")
+
+
+def test_fashion_mnist_loader():
+    from conftest import need_debian
+
+    need_debian("dataset-fashion-mnist")
+    from icml26.core.data.images import load_images
+
+    te = load_images("fashion-mnist", "test")
+    assert te.images.shape == (10000, 1, 28, 28) and np.bincount(te.labels).tolist() == [1000] * 10
+
+
+# ----------------------------------------------------------------------------- resume
+def test_fit_resume_gives_the_same_next_steps(tmp_path):
+    from icml26.methods.lfm.train import Dist, fit, step_generator
+
+    data = torch.randn(64, 2, 4, 4, generator=torch.Generator().manual_seed(0))
+
+    def batch(step):
+        g = step_generator(3, "fm", step)
+        return {"x1": data[torch.randint(64, (8,), generator=g)], "t": torch.rand(8, generator=g),
+                "x0": torch.randn(8, 2, 4, 4, generator=g), "y": None}
+
+    def loss(net, b):
+        return flow.fm_loss_per_sample(net, b["x1"], b["t"], b["x0"], b["y"]).mean()
+
+    def make():
+        torch.manual_seed(0)
+        return DiT(DiTArch(in_channels=2, input_size=4, width=16, depth=1, heads=2))
+
+    def go(steps, path, resume):
+        m = make()
+        recs = list(fit(stage="fm", model=m, loss_fn=loss, batch_fn=batch, steps=steps, lr=1e-2, ema_decay=0.9, ckpt_path=path,
+                        resume=resume, log_every=1, checkpoint_every=2, dist=Dist(), meta={"kind": "test"}))
+        return recs, m
+
+    full, m_full = go(5, tmp_path / "a.safetensors", False)
+    first, _ = go(2, tmp_path / "b.safetensors", False)
+    rest, m_res = go(5, tmp_path / "b.safetensors", True)
+    assert [r["step"] for r in rest] == [3, 4, 5]
+    assert [r["loss"] for r in rest] == [r["loss"] for r in full[2:]]
+    for (k, a), (_, b) in zip(m_full.state_dict().items(), m_res.state_dict().items()):
+        assert torch.equal(a, b), k
