@@ -23,6 +23,8 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("bai", "icml26.commands.bai:bai", "Pure exploration (VarDE)"),
     ("train-lfm", "icml26.commands.lfm:train_lfm", "Latent flow matching (LFM stability)"),
     ("sample-lfm", "icml26.commands.lfm:sample_lfm", "Latent flow matching (LFM stability)"),
+    ("mcts", "icml26.commands.mcts:mcts", "Pure exploration (VarDE)"),
+    ("bpi", "icml26.commands.bpi:bpi", "Pure exploration (VarDE)"),
     ("filter-data", "icml26.commands.filter_data:filter_app", "Data"),
     ("probe-syntax", "icml26.commands.probe_syntax:probe_syntax", "Interpretability"),
 ]

@@ -1,0 +1,37 @@
+"""``icml26 bpi``: best-policy identification with a generative model, VarDE against
+uniform sampling and a published gap-based sampling rule."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from icml26.core.options import OutOpt, QuietOpt, RecipeOpt, SeedOpt, SeedsOpt, SetOpt
+
+COLUMNS = ["algo", "samples", "seeds", "p_eps_optimal", "p_eps_optimal_ci", "policy_gap", "stopped"]
+
+
+def bpi(
+    mdp: Annotated[Optional[str], typer.Option("--mdp", "-m", help="Built-in MDP (riverswim, garnet, frozenlake4x4, frozenlake8x8; options as 'garnet?states=20&actions=4&seed=1') or a YAML/npz file.", show_default=False)] = None,
+    algo: Annotated[Optional[str], typer.Option("--algo", "-a", help="all | comma list of varde, uniform, klb-ts.", show_default=False)] = None,
+    epsilon: Annotated[Optional[float], typer.Option("--epsilon", help="Accuracy: a policy is correct when V*(rho) - V^pi(rho) <= epsilon.", min=0.0, show_default=False)] = None,
+    delta: Annotated[Optional[float], typer.Option("--delta", help="Confidence: sample until the stopping rule certifies an epsilon-optimal policy w.p. 1 - delta (capped by --budget).", show_default=False)] = None,
+    budget: Annotated[Optional[int], typer.Option("--budget", "-n", help="Samples of the generative model (fixed budget; the cap when --delta is given).", min=1, show_default=False)] = None,
+    seeds: SeedsOpt = None,
+    recipe: RecipeOpt = None,
+    set_: SetOpt = None,
+    seed: SeedOpt = None,
+    out: OutOpt = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Identify an (epsilon-)optimal policy of a tabular MDP from generative-model samples; report the
+    probability of an epsilon-optimal answer (Wilson 95% interval), the policy gap and the samples used."""
+    from icml26.core.output import stream
+    from icml26.core.recipe import recipe_seed, resolve
+    from icml26.methods.exploration import bpi as m
+
+    cfg = resolve(m.Config, "bpi", recipe, set_, mdp=mdp, algo=algo, epsilon=epsilon, delta=delta, budget=budget, seeds=seeds)
+    s = recipe_seed(recipe, "bpi", seed)
+    s = 0 if s is None else s
+    stream(m.run(cfg, seed=s), command="bpi", config=cfg, seed=s, out=out, quiet=quiet, columns=COLUMNS)

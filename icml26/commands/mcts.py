@@ -1,0 +1,36 @@
+"""``icml26 mcts``: pure-exploration MCTS, VarDE against UCT, Power-UCT, MENTS, MDP-GapE,
+sequential halving and Gumbel sequential halving at the root."""
+
+from __future__ import annotations
+
+from typing import Annotated, List, Optional
+
+import typer
+
+from icml26.core.options import OutOpt, QuietOpt, RecipeOpt, SeedOpt, SeedsOpt, SetOpt
+
+COLUMNS = ["algo", "simulations", "seeds", "p_correct", "p_correct_ci", "simple_regret", "backend"]
+
+
+def mcts(
+    env: Annotated[Optional[str], typer.Option("--env", "-e", help="Tree YAML file (see recipes/mcts/envs/) or gymnasium id with keyword arguments, e.g. 'FrozenLake-v1?map_name=8x8&is_slippery=true'.", show_default=False)] = None,
+    algo: Annotated[Optional[str], typer.Option("--algo", "-a", help="all | comma list of varde, uct, power-uct, ments, mdp-gape, sequential-halving, gumbel.", show_default=False)] = None,
+    simulations: Annotated[Optional[List[int]], typer.Option("--simulations", "-n", help="Simulation budget at the root (repeatable: one result per budget).", min=1, show_default=False)] = None,
+    seeds: SeedsOpt = None,
+    recipe: RecipeOpt = None,
+    set_: SetOpt = None,
+    seed: SeedOpt = None,
+    out: OutOpt = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Recommend the best root action within a simulation budget; report the probability of an optimal
+    recommendation (Wilson 95% interval) and the simple regret against exact values."""
+    from icml26.core.output import stream
+    from icml26.core.recipe import recipe_seed, resolve
+    from icml26.methods.exploration import mcts as m
+
+    cfg = resolve(m.Config, "mcts", recipe, set_, env=env, algo=algo,
+                  simulations=tuple(simulations) if simulations else None, seeds=seeds)
+    s = recipe_seed(recipe, "mcts", seed)
+    s = 0 if s is None else s
+    stream(m.run(cfg, seed=s), command="mcts", config=cfg, seed=s, out=out, quiet=quiet, columns=COLUMNS, plot=m.plot)

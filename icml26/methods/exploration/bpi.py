@@ -1,0 +1,330 @@
+"""Best-policy identification (BPI) with a generative model: VarDE-BPI beside uniform
+sampling and KLB-TS's gap-based allocation.
+
+Problem. A tabular discounted MDP (mdps.py) can be queried at any (s, a) for a reward and a
+next state. After ``budget`` queries (or when a stopping rule certifies epsilon-optimality
+with confidence 1 - delta), recommend a policy pi; quality = policy gap
+``V*(rho) - V^pi(rho)`` and P(gap <= epsilon), against exact values.
+
+All algorithms: sample every (s, a) ``warm_start`` times, then follow their rule; the plan
+(allocation scores) is recomputed at t = 2SA and then every max(SA, 5% of t) samples;
+recommend the greedy policy of the empirical MDP (value iteration on P_hat, r_hat).
+
+- ``uniform``: the least-sampled (s, a) (round robin).
+- ``klb-ts`` (Al Marjani & Proutiere, ICML 2021, "Adaptive sampling for best policy
+  identification in MDPs"), simplified: plug-in estimates of their upper bound on the
+  characteristic time with gaps Delta(s,a) = V(s) - Q(s,a) (floored at ``gap_floor``):
+  ``H_sa = (2 + 16 Var_p[V]) / Delta^2 + 6 Md^(4/3) / Delta^(4/3)`` for a != pi(s),
+  ``H* = min(27 / (Dmin^2 (1-g)^3), max(16 max_s Var / (Dmin^2 (1-g)^2), 6 max_s Md^(4/3) / (Dmin^(4/3) (1-g)^(4/3))))``,
+  whose minimiser is ``w_sa = H_sa / (sqrt(sum H) (sqrt(sum H) + sqrt(H*)))`` and
+  ``w_{s,pi(s)} = sqrt(H*) / (S (sqrt(sum H) + sqrt(H*)))``, followed by D-tracking with forced
+  exploration (sample argmin N when min N < sqrt(t) - SA/2). The paper tracks the allocation
+  of a KL ball around the estimate; ours uses the point estimate (documented deviation).
+- ``varde`` (VarDE-BPI, **reconstruction**: the paper's BPI text could not be read). The final
+  decision is smoothed through the soft Bellman operator and each sample goes where it most
+  reduces the delta-method variance of the soft value at the start distribution:
+
+  1. soft values on the empirical MDP: Q = r_hat + gamma P_hat V, V(s) = tau log sum_a exp(Q(s,a)/tau),
+     tau = ``tau`` x (max_s V_hat - min_s V_hat) (temperature in units of the value range)
+  2. pi_tau = softmax(Q/tau); occupancy d(s) = rho^T (I - gamma P_pi)^-1, d(s,a) = d(s) pi_tau(a|s)
+     (= dV(rho)/dr(s,a); dV(rho)/dP(s'|s,a) = gamma d(s,a) V(s'))
+  3. per-sample variance of the target r + gamma V(s'): sigma2(s,a) = max(var_hat(r), var_floor)
+     + gamma^2 Var_{P_hat(s,a)}[V]
+  4. Var V(rho) ~= sum_sa d(s,a)^2 sigma2(s,a) / N(s,a); sample argmax d^2 sigma2 / (N (N+1)),
+     the first-order drop of that variance from one more sample (VarDE's BAI rule, with the
+     occupancy as influence weight).
+
+Stopping rule (``delta`` given, all algorithms; Hoeffding-style, ours): with
+``L = log(S A / delta) + 2 log(1 + N)``, ``b = sigma_max sqrt(2 L / N) + gamma span sqrt(L / (2 N))``
+(sigma_max = largest reward noise std, span = (max R - min R) / (1 - gamma), both assumed
+known), optimistic Q+ = r_hat + b + gamma P_hat V+ and pessimistic Q-_pi = r_hat - b + gamma P_hat V-_pi
+of the recommended pi; stop when rho . (V+ - V-_pi) <= epsilon.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+
+from icml26.methods.exploration import mdps as M
+
+ALGOS = ("varde", "uniform", "klb-ts")
+BLOCK = 256
+
+
+def parse_algos(spec: str) -> list[str]:
+    names = [s.strip() for s in str(spec).split(",") if s.strip()]
+    if not names or names == ["all"]:
+        return list(ALGOS)
+    for n in names:
+        if n not in ALGOS:
+            raise ValueError(f"algo {n!r} is not one of all, {', '.join(ALGOS)}")
+    return names
+
+
+@dataclass(frozen=True)
+class Config:
+    mdp: str = "riverswim"        # built-in (riverswim, garnet, frozenlake4x4, frozenlake8x8; ?key=value options) or .yaml/.npz
+    algo: str = "all"             # all | comma list of varde, uniform, klb-ts
+    epsilon: float = 0.1          # target accuracy on V*(rho) - V^pi(rho)
+    delta: float | None = None    # confidence of the stopping rule; None = fixed budget
+    budget: int = 20000           # samples (the cap when delta is given)
+    seeds: int = 100              # independent runs
+    warm_start: int = 2           # samples of every (s, a) before the rule starts (>= 1)
+    tau: float = 0.2              # varde temperature, in units of the value range
+    var_floor: float = 1e-4       # varde floor on the reward variance
+    gap_floor: float | None = None  # klb-ts floor on gaps; None: epsilon (1 - gamma) / 2
+
+    def __post_init__(self):
+        parse_algos(self.algo)
+        if not self.epsilon >= 0:
+            raise ValueError(f"epsilon must be >= 0, got {self.epsilon}")
+        if self.delta is not None and not 0 < self.delta < 1:
+            raise ValueError(f"delta must be in (0, 1), got {self.delta}")
+        if self.budget < 1 or self.seeds < 1 or self.warm_start < 1:
+            raise ValueError("budget, seeds and warm_start must be >= 1")
+        if not self.tau > 0 or not self.var_floor > 0:
+            raise ValueError("tau and var_floor must be > 0")
+        if self.gap_floor is not None and not self.gap_floor > 0:
+            raise ValueError(f"gap_floor must be > 0, got {self.gap_floor}")
+
+
+class Generative:
+    """Generative model with per-(s, a) random streams: the j-th sample of (s, a) is the same
+    for every algorithm in a run (common random numbers)."""
+
+    def __init__(self, mdp: M.MDP, seed: int):
+        self.mdp, self.seed = mdp, seed
+        self.cum = np.cumsum(mdp.P, axis=2)
+        self.cum[:, :, -1] = 1.0
+        self.buf: dict[int, tuple[list, list]] = {}
+        self.gens: dict[int, np.random.Generator] = {}
+
+    def sample(self, s: int, a: int, j: int) -> tuple[float, int]:
+        """(reward, next state) of the j-th query of (s, a)."""
+        sa = s * self.mdp.A + a
+        if sa not in self.buf:
+            self.gens[sa] = np.random.default_rng([self.seed, sa])
+            self.buf[sa] = ([], [])
+        r, n = self.buf[sa]
+        while j >= len(r):
+            g = self.gens[sa]
+            z = g.standard_normal(BLOCK)
+            u = g.random(BLOCK)
+            r.extend((self.mdp.R[s, a] + self.mdp.noise[s, a] * z).tolist())
+            n.extend(np.minimum(np.searchsorted(self.cum[s, a], u, side="right"), self.mdp.S - 1).tolist())
+        return r[j], n[j]
+
+
+def _soft_pi(P, R, gamma, tau, iters=100):
+    """Soft (entropy-regularised) policy iteration: (Q (S, A), V (S,), pi (S, A)) with
+    V(s) = tau log sum_a exp(Q(s, a) / tau), Q = R + gamma P V."""
+    S = P.shape[0]
+    Q = R.copy()
+    V = None
+    for _ in range(iters):
+        z = (Q - Q.max(axis=1, keepdims=True)) / tau
+        pi = np.exp(z)
+        pi /= pi.sum(axis=1, keepdims=True)
+        # V^pi = sum_a pi (Q - tau log pi): (I - gamma P_pi) V = sum_a pi (R - tau log pi)
+        Ppi = np.einsum("sa,sat->st", pi, P)
+        rhs = (pi * (R - tau * np.log(np.maximum(pi, 1e-300)))).sum(axis=1)
+        Vn = np.linalg.solve(np.eye(S) - gamma * Ppi, rhs)
+        Q = R + gamma * (P @ Vn)
+        if V is not None and np.max(np.abs(Vn - V)) < 1e-10 * (1 + np.abs(Vn).max()):
+            V = Vn
+            break
+        V = Vn
+    m = Q.max(axis=1)
+    V = m + tau * np.log(np.exp((Q - m[:, None]) / tau).sum(axis=1))
+    pi = np.exp((Q - m[:, None]) / tau)
+    return Q, V, pi / pi.sum(axis=1, keepdims=True)
+
+
+class Learner:
+    """Statistics of one run: counts, reward moments, transition counts."""
+
+    def __init__(self, mdp: M.MDP):
+        S, A = mdp.S, mdp.A
+        self.mdp = mdp
+        self.N = np.zeros((S, A))
+        self.rsum = np.zeros((S, A))
+        self.rsq = np.zeros((S, A))
+        self.cnt = np.zeros((S, A, S))
+        self.pi = None
+
+    def add(self, s, a, r, t):
+        self.N[s, a] += 1
+        self.rsum[s, a] += r
+        self.rsq[s, a] += r * r
+        self.cnt[s, a, t] += 1
+
+    def model(self):
+        N = np.maximum(self.N, 1)
+        Ph = self.cnt / N[:, :, None]
+        Ph[self.N == 0] = 1.0 / self.mdp.S
+        return Ph, self.rsum / N
+
+    def greedy(self):
+        Ph, Rh = self.model()
+        Q, V, pi = M.policy_iteration(Ph, Rh, self.mdp.gamma, self.pi)
+        self.pi = pi
+        return Q, V, pi
+
+    def rvar(self):
+        N = self.N
+        m = self.rsum / np.maximum(N, 1)
+        return np.where(N >= 2, np.maximum(self.rsq - N * m * m, 0.0) / np.maximum(N - 1, 1), np.inf)
+
+
+def varde_weights(L: Learner, cfg: Config) -> np.ndarray:
+    """(S, A) d(s,a)^2 sigma2(s,a): steps 1-3 of VarDE-BPI."""
+    mdp = L.mdp
+    Ph, Rh = L.model()
+    _, Vg, _ = L.greedy()
+    tau = cfg.tau * max(float(Vg.max() - Vg.min()), 1e-9)
+    Q, V, pi = _soft_pi(Ph, Rh, mdp.gamma, tau)                          # pi: (S, A)
+    Ppi = np.einsum("sa,sat->st", pi, Ph)                                  # (S, S)
+    d = np.linalg.solve((np.eye(mdp.S) - mdp.gamma * Ppi).T, mdp.rho)     # (S,) discounted occupancy
+    dsa = d[:, None] * pi
+    ev = Ph @ V
+    tv = np.maximum(Ph @ (V * V) - ev * ev, 0.0)
+    sig2 = np.maximum(np.where(np.isfinite(L.rvar()), L.rvar(), 0.0), cfg.var_floor) + mdp.gamma ** 2 * tv
+    return dsa * dsa * sig2
+
+
+def klb_weights(L: Learner, cfg: Config) -> np.ndarray:
+    """(S, A) target allocation w of KLB-TS's closed form (plug-in)."""
+    mdp = L.mdp
+    g = mdp.gamma
+    Ph, _ = L.model()
+    Q, V, pi = L.greedy()
+    S, A = Q.shape
+    floor = cfg.gap_floor if cfg.gap_floor is not None else max(cfg.epsilon * (1 - g) / 2, 1e-6)
+    gap = np.maximum(V[:, None] - Q, floor)
+    ev = Ph @ V
+    var = np.maximum(Ph @ (V * V) - ev * ev, 0.0)
+    md = np.max(np.where(Ph > 0, np.abs(V[None, None, :] - ev[:, :, None]), 0.0), axis=2)
+    opt = np.zeros((S, A), bool)
+    opt[np.arange(S), pi] = True
+    H = (2 + 16 * var) / gap ** 2 + 6 * md ** (4 / 3) / gap ** (4 / 3)
+    H[opt] = 0.0
+    dmin = gap[~opt].min() if (~opt).any() else floor
+    vo, mo = var[opt].max(), md[opt].max()
+    Hs = min(27 / (dmin ** 2 * (1 - g) ** 3), max(16 * vo / (dmin ** 2 * (1 - g) ** 2), 6 * mo ** (4 / 3) / (dmin ** (4 / 3) * (1 - g) ** (4 / 3))))
+    sH = H.sum()
+    den = math.sqrt(sH) + math.sqrt(Hs)
+    w = np.where(opt, math.sqrt(Hs) / (S * den), H / (math.sqrt(sH) * den) if sH > 0 else 0.0)
+    return w / w.sum()
+
+
+def certified(L: Learner, pi: np.ndarray, cfg: Config) -> bool:
+    """The stopping rule of the module docstring."""
+    mdp = L.mdp
+    g = mdp.gamma
+    S, A = mdp.S, mdp.A
+    if cfg.delta is None or (L.N < 1).any():
+        return False
+    Ph, Rh = L.model()
+    span = max(float(mdp.R.max() - mdp.R.min()), 1e-12) / (1 - g)
+    Lg = math.log(S * A / cfg.delta) + 2 * np.log1p(L.N)
+    b = float(mdp.noise.max()) * np.sqrt(2 * Lg / L.N) + g * span * np.sqrt(Lg / (2 * L.N))
+    lo, hi = float(mdp.R.min()) / (1 - g), float(mdp.R.max()) / (1 - g)
+    Qp, Vp, _ = M.policy_iteration(Ph, np.minimum(Rh + b, hi), g)
+    Vp = np.minimum(Vp, hi)
+    idx = np.arange(S)
+    Vm = np.maximum(np.linalg.solve(np.eye(S) - g * Ph[idx, pi], (Rh - b)[idx, pi]), lo)
+    return float(mdp.rho @ (Vp - Vm)) <= cfg.epsilon
+
+
+def identify(mdp: M.MDP, algo: str, cfg: Config, seed: int) -> tuple[np.ndarray, int, bool]:
+    """One run: (recommended policy (S,), samples used, stopped by the rule)."""
+    gen = Generative(mdp, seed)
+    L = Learner(mdp)
+    S, A = mdp.S, mdp.A
+    t = 0
+    for _ in range(cfg.warm_start):  # 1. warm start
+        for s in range(S):
+            for a in range(A):
+                if t >= cfg.budget:
+                    break
+                r, nx = gen.sample(s, a, int(L.N[s, a]))
+                L.add(s, a, r, nx)
+                t += 1
+    W = None
+    next_plan = t
+    stopped = False
+    flatN = L.N.reshape(-1)
+    while t < cfg.budget:
+        if t >= next_plan:  # 2. plan: weights of the algorithm, stopping check
+            next_plan = t + max(S * A, int(math.ceil(0.05 * t)))
+            if cfg.delta is not None:
+                _, _, pi = L.greedy()
+                if certified(L, pi, cfg):
+                    stopped = True
+                    break
+            if algo == "varde":
+                W = varde_weights(L, cfg).reshape(-1)
+                score = W / (flatN * (flatN + 1))
+            elif algo == "klb-ts":
+                W = klb_weights(L, cfg).reshape(-1)
+        # 3. pick (s, a)
+        if algo == "uniform":
+            k = int(np.argmin(flatN))
+        elif flatN.min() < math.sqrt(t) - S * A / 2:  # forced exploration (both rules)
+            k = int(np.argmin(flatN))
+        elif algo == "varde":
+            k = int(np.argmax(score))
+        else:
+            k = int(np.argmax(t * W - flatN))
+        s, a = divmod(k, A)
+        r, nx = gen.sample(s, a, int(L.N[s, a]))
+        L.add(s, a, r, nx)
+        t += 1
+        if algo == "varde":
+            score[k] = W[k] / (flatN[k] * (flatN[k] + 1))
+    if not stopped and cfg.delta is not None:
+        _, _, pi = L.greedy()
+        stopped = certified(L, pi, cfg)
+    _, _, pi = L.greedy()
+    return pi, t, stopped
+
+
+def run(cfg: Config, *, seed: int = 0) -> Iterator[dict]:
+    """Yield one ``result`` record per algo, then a ``summary``."""
+    from icml26.core.progress import progress
+    from icml26.methods.exploration.mcts import wilson
+    from icml26.ops.mcts import run_seeds
+
+    mdp = M.load_mdp(cfg.mdp)
+    ex = M.exact(mdp)
+    algos = parse_algos(cfg.algo)
+    seeds = run_seeds(seed, cfg.seeds)
+    results = []
+    with progress(len(algos) * len(seeds), "bpi") as bar:
+        for algo in algos:
+            gaps, used, stops = [], [], []
+            for s in seeds:
+                pi, t, st = identify(mdp, algo, cfg, s)
+                gaps.append(max(M.policy_gap(mdp, pi, ex["v_rho"]), 0.0))
+                used.append(t)
+                stops.append(st)
+                bar.advance()
+            gaps = np.array(gaps)
+            k = int((gaps <= cfg.epsilon + 1e-12).sum())
+            n = len(seeds)
+            r = {"kind": "result", "algo": algo, "mdp": mdp.name, "samples": float(np.mean(used)), "seeds": n,
+                 "p_eps_optimal": k / n, "p_eps_optimal_ci": list(wilson(k, n)), "policy_gap": float(gaps.mean()),
+                 "policy_gap_se": float(gaps.std(ddof=1) / math.sqrt(n)) if n > 1 else None,
+                 "p_optimal": float((gaps <= 1e-9 * (1 + abs(ex["v_rho"]))).mean()),
+                 "stopped": float(np.mean(stops)) if cfg.delta is not None else None}
+            results.append(r)
+            yield r
+    best = max(results, key=lambda r: (r["p_eps_optimal"], -r["policy_gap"]))
+    yield {"kind": "summary", "mdp": mdp.name, "states": mdp.S, "actions": mdp.A, "gamma": mdp.gamma,
+           "v_star": ex["v_rho"], "epsilon": cfg.epsilon, "budget": cfg.budget, "delta": cfg.delta,
+           "best_algo": best["algo"], "p_eps_optimal": {r["algo"]: r["p_eps_optimal"] for r in results},
+           "policy_gap": {r["algo"]: r["policy_gap"] for r in results}}

@@ -1,0 +1,248 @@
+"""Pure-exploration Monte Carlo Tree Search: VarDE-MCTS beside UCT, Power-UCT, MENTS,
+MDP-GapE, sequential halving and Gumbel sequential halving at the root.
+
+Problem. Given a generative model and a budget of ``n`` simulations from the root, recommend
+a root action; quality = probability that it is optimal and simple regret
+``V*(root) - Q*(root, a_rec)`` against exact values (backward induction, see ``trees.py``).
+
+Every algorithm runs the same simulation loop (icml26/ops/_ref/mcts.py, and the C++ kernel
+for synthetic trees): descend with the algorithm's tree policy, trying each action of a node
+once first, until the episode ends (or ``horizon`` steps), then back up along the path.
+The search tree is closed-loop: one node per observed outcome.
+
+Algorithms (the backups are what separate them):
+- ``uct`` (Kocsis & Szepesvari 2006): Q = mean return; UCB1 ``Q + c * span * sqrt(log n / N)``,
+  ``span`` = the known range of mean returns. Recommends argmax Q.
+- ``power-uct`` (Dam et al., IJCAI 2019): V(s) = power mean of Q with weights N(s,a)/N(s),
+  ``V = lo + (sum_a N_a/N (Q_a - lo)^p)^(1/p)``; Q(s,a) = rbar + gamma sum_s' phat V(s'); UCB1.
+- ``ments`` (Xiao et al., NeurIPS 2019): soft backup ``V = tau log sum exp(Q/tau)``; E2W policy
+  ``pi = (1 - lam) softmax(Q/tau) + lam/|A|``, ``lam = eps |A| / log(N+1)``. With stochastic
+  transitions we back up through the empirical model (MENTS backs up the sampled successor).
+- ``mdp-gape`` (Jonsson et al., NeurIPS 2020): upper/lower bounds U, L by backward induction
+  on the empirical model with Hoeffding bonuses ``sqrt(beta/2N)``, ``beta = log(1/delta) + log(1+N)``
+  (the paper uses KL bonuses and a beta with |S|, |A|, H terms: ours is the simplified form);
+  root: b = argmin_a max_{b!=a} U_b - L_a, c = argmax_{a!=b} U_a, sample the wider of b, c;
+  below: argmax U. Recommends b.
+- ``sequential-halving`` (Karnin et al. 2013) at the root, UCT below.
+- ``gumbel`` (Danihelka et al., ICLR 2022, as in mctx without a network: uniform prior logits,
+  no value function): Gumbel-top-m root actions, sequential halving on g + sigma(q),
+  sigma(q) = (c_visit + max N) c_scale q_normalised; below the root argmax pi'(a) - N(a)/(1+N).
+- ``varde`` (VarDE-MCTS, **reconstruction**; the paper's MCTS section could not be read): the
+  BAI rule of VarDE (paper's principle: spend each sample where it most reduces the variance of
+  the final decision, delta method through a smooth decision function) applied recursively on
+  soft backups:
+
+  1. Q(s,a) = rbar(s,a) + gamma sum_s' phat(s'|s,a) V(s');   V(s) = tau log sum_a exp(Q(s,a)/tau)
+  2. pi_tau(.|s) = softmax(Q(s,.)/tau) = dV(s)/dQ(s,.)   (the influence weights w of BAI)
+  3. Var Q(s,a) = sigma_r^2/N + gamma^2 sum_s' phat^2 Var V(s') + gamma^2 Var_phat[V(s')]/N
+     (reward noise, noise of the children's estimates, transition noise: delta method)
+  4. Var V(s) = sum_a pi_tau(a|s)^2 Var Q(s,a)
+  5. tree policy: after two samples of each action, argmax_a pi_tau(a|s)^2 Var Q(s,a) / (N(s,a)+1),
+     the first-order drop of Var V(s) from one more sample (BAI: w^2 sigma^2 / (N(N+1)));
+     sigma_r^2 is floored at ``var_floor``; before two samples it is ``prior_var``.
+  6. recommend argmax_a Q(root, a).
+
+  Steps 1-6 are ours (from the principle and the BAI code), not the paper's text.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from icml26.ops._ref.mcts import ALGOS
+
+Z95 = 1.959963984540054
+
+
+def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval (95% by default) for k successes in n trials."""
+    if n <= 0:
+        return (0.0, 1.0)
+    p = k / n
+    den = 1.0 + z * z / n
+    c = (p + z * z / (2 * n)) / den
+    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    return (0.0 if k == 0 else max(0.0, c - h), 1.0 if k == n else min(1.0, c + h))
+
+
+def parse_algos(spec: str) -> list[str]:
+    """"all" or a comma list of ALGOS -> list; ValueError on an unknown name."""
+    names = [s.strip() for s in str(spec).split(",") if s.strip()]
+    if not names or names == ["all"]:
+        return list(ALGOS)
+    for n in names:
+        if n not in ALGOS:
+            raise ValueError(f"algo {n!r} is not one of all, {', '.join(ALGOS)}")
+    return names
+
+
+@dataclass(frozen=True)
+class Config:
+    env: str = "recipes/mcts/envs/noisy.yaml"   # tree YAML file or gymnasium id (Id-vN?key=value&...)
+    algo: str = "all"                            # all | comma list of uct, power-uct, ments, varde, mdp-gape, sequential-halving, gumbel
+    simulations: tuple[int, ...] = (100, 300, 1000)  # budgets at the root
+    seeds: int = 200                             # independent runs per (algo, budget)
+    c: float = 0.5                               # UCB1 constant, in units of the value range
+    tau: float = 0.5                             # soft-max temperature (varde, ments), in units of the value range
+    power: float = 2.0                           # power-mean exponent (power-uct)
+    epsilon: float = 0.1                         # E2W exploration (ments)
+    var_floor: float = 0.01                      # floor on the per-sample reward variance (varde)
+    prior_var: float | None = None               # variance before 2 samples (varde); None: (reward span / 2)^2
+    delta: float = 0.1                           # confidence (mdp-gape)
+    m_considered: int = 16                       # root actions sampled by Gumbel-top-m (gumbel)
+    c_visit: float = 50.0                        # sigma(q) constants of Gumbel MuZero (mctx defaults)
+    c_scale: float = 0.1
+    horizon: int = 100                           # steps per simulation (gymnasium envs; trees end by themselves)
+    gamma: float = 0.95                          # discount for gymnasium envs (a tree file sets its own)
+    backend: str = "auto"                        # auto | ext | ref (synthetic trees)
+
+    def __post_init__(self):
+        parse_algos(self.algo)
+        if not self.simulations or min(self.simulations) < 1:
+            raise ValueError(f"simulations must be >= 1, got {list(self.simulations)}")
+        if self.seeds < 1:
+            raise ValueError(f"seeds must be >= 1, got {self.seeds}")
+        for name in ("c", "tau", "power", "var_floor", "delta", "c_visit", "c_scale"):
+            v = getattr(self, name)
+            if not v > 0:
+                raise ValueError(f"{name} must be > 0, got {v}")
+        if not 0 < self.delta < 1:
+            raise ValueError(f"delta must be in (0, 1), got {self.delta}")
+        if not 0 <= self.epsilon <= 1:
+            raise ValueError(f"epsilon must be in [0, 1], got {self.epsilon}")
+        if self.prior_var is not None and not self.prior_var > 0:
+            raise ValueError(f"prior_var must be > 0, got {self.prior_var}")
+        if self.m_considered < 1 or self.horizon < 1:
+            raise ValueError("m_considered and horizon must be >= 1")
+        if not 0 < self.gamma <= 1:
+            raise ValueError(f"gamma must be in (0, 1], got {self.gamma}")
+        if self.backend not in ("auto", "ext", "ref"):
+            raise ValueError(f"backend must be auto, ext or ref, got {self.backend!r}")
+
+
+def _repo_root() -> Path:
+    return Path(__file__).resolve().parents[3]
+
+
+def resolve_env_path(env: str) -> Path | None:
+    """A tree file path (as given, else relative to the repository), or None for a gymnasium id."""
+    p = Path(env)
+    if p.suffix.lower() in (".yaml", ".yml"):
+        if p.is_file() or p.is_absolute():
+            return p
+        alt = _repo_root() / p
+        return alt if alt.is_file() else p
+    return None
+
+
+def make_params(cfg: Config, v_lo: float, v_hi: float, r_span: float, horizon: int, shift: float | None = None):
+    """Search parameters: UCB bonus and temperature scaled by the value range v_hi - v_lo;
+    ``shift`` (default v_lo) is the origin of the power mean and of Gumbel's sigma(q)."""
+    from icml26.ops._ref.mcts import Params
+
+    prior = cfg.prior_var if cfg.prior_var is not None else (r_span / 2.0) ** 2
+    span = max(v_hi - v_lo, 1e-9 * max(1.0, abs(v_hi)))
+    return Params(c=cfg.c, tau=cfg.tau * span, power=cfg.power, epsilon=cfg.epsilon, var_floor=cfg.var_floor, prior_var=prior,
+                  delta=cfg.delta, c_visit=cfg.c_visit, c_scale=cfg.c_scale, v_lo=v_lo if shift is None else shift, span=span, r_span=r_span,
+                  m_considered=cfg.m_considered, horizon=horizon)
+
+
+def load_env(cfg: Config):
+    """Return ("tree", Tree) or ("gym", GymProblem); InputError on a bad env."""
+    path = resolve_env_path(cfg.env)
+    if path is not None:
+        from icml26.methods.exploration.trees import load_tree
+
+        return "tree", load_tree(path)
+    from icml26.methods.exploration.gym_models import make_problem
+
+    return "gym", make_problem(cfg.env, horizon=cfg.horizon, gamma=cfg.gamma)
+
+
+def score(q_root: np.ndarray, recs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(correct (S,) bool, regret (S,) float) of recommendations ``recs`` given exact Q*(root, .)."""
+    v = q_root.max()
+    q = q_root[recs]
+    tol = 1e-9 * (1.0 + abs(v))
+    return q >= v - tol, v - q
+
+
+def run(cfg: Config, *, seed: int = 0) -> Iterator[dict]:
+    """Yield one ``result`` record per (algo, simulations), then a ``summary``."""
+    from icml26.core.progress import progress
+    from icml26.ops import mcts as ops
+
+    algos = parse_algos(cfg.algo)
+    kind, env = load_env(cfg)
+    budgets = sorted(set(int(b) for b in cfg.simulations))
+    seeds = ops.run_seeds(seed, cfg.seeds)
+    results = []
+    env_name = cfg.env
+    with progress(len(algos), "mcts") as bar:
+        for algo in algos:
+            if kind == "tree":
+                v_lo, v_hi = env.value_range
+                prm = make_params(cfg, v_lo, v_hi, env.reward_span, 10**9, shift=min(0.0, float(env.v_min.min())))
+                rec, _, _, be = ops.tree_search(env, algo, budgets, seeds, prm, use=cfg.backend)
+                q_root = env.root_q()
+            else:
+                prm = make_params(cfg, env.v_lo, env.v_hi, env.r_span, cfg.horizon)
+                rec = env.search(algo, budgets, seeds, prm)
+                be, q_root = "python", env.q_root
+            for j, b in enumerate(budgets):
+                r = {"kind": "result", "algo": algo, "env": env_name, "simulations": b, "seeds": len(seeds)}
+                if q_root is not None:
+                    ok, reg = score(np.asarray(q_root), rec[:, j])
+                    k = int(ok.sum())
+                    r.update(p_correct=k / len(seeds), p_correct_ci=list(wilson(k, len(seeds))),
+                             simple_regret=float(reg.mean()), simple_regret_se=float(reg.std(ddof=1) / math.sqrt(len(seeds))) if len(seeds) > 1 else None)
+                else:
+                    r.update(p_correct=None, p_correct_ci=None, simple_regret=None, simple_regret_se=None)
+                r["backend"] = be
+                results.append(r)
+                yield r
+            bar.advance()
+    top = max(budgets)
+    final = [r for r in results if r["simulations"] == top and r["p_correct"] is not None]
+    summ = {"kind": "summary", "env": env_name, "simulations": top, "seeds": len(seeds), "algos": algos}
+    if kind == "tree":
+        summ.update(n_nodes=env.n_nodes, root_actions=env.n_actions_root, depth=env.depth, v_star=float(env.v_star[0]))
+    if final:
+        best = max(final, key=lambda r: (r["p_correct"], -r["simple_regret"]))
+        summ.update(best_algo=best["algo"], best_p_correct=best["p_correct"],
+                    p_correct={r["algo"]: r["p_correct"] for r in final}, simple_regret={r["algo"]: r["simple_regret"] for r in final})
+    yield summ
+
+
+def plot(records: list[dict], out_dir: Path) -> None:
+    """``p_correct.png``: probability of an optimal recommendation vs budget, one line per algo."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from icml26.core.output import atomic_path
+
+    res = [r for r in records if r.get("kind") == "result" and r.get("p_correct") is not None]
+    if not res:
+        return
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    for algo in dict.fromkeys(r["algo"] for r in res):
+        rs = sorted((r for r in res if r["algo"] == algo), key=lambda r: r["simulations"])
+        x = [r["simulations"] for r in rs]
+        ax.plot(x, [r["p_correct"] for r in rs], marker="o", label=algo)
+        ax.fill_between(x, [r["p_correct_ci"][0] for r in rs], [r["p_correct_ci"][1] for r in rs], alpha=0.15)
+    ax.set_xscale("log")
+    ax.set_xlabel("simulations")
+    ax.set_ylabel("P(optimal root action)")
+    ax.set_title(str(res[0]["env"]))
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    with atomic_path(Path(out_dir) / "p_correct.png") as tmp:
+        fig.savefig(tmp, format="png", dpi=120)
+    plt.close(fig)

@@ -1,0 +1,67 @@
+"""Tree search on synthetic stochastic trees: the C++ kernel (``torch.ops.icml26.mcts_tree_search``)
+or its pure-Python twin (:mod:`icml26.ops._ref.mcts`)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from icml26.ops._ref import mcts as _ref
+
+FAMILY = "mcts"
+SOURCES = ["cpu/mcts_cpu.cpp"]
+
+
+def backend() -> str:
+    """Load (JIT-build if needed) the kernel; "ext-cpu" or "ref"."""
+    from icml26.core import ext
+
+    return ext.load(FAMILY, SOURCES, extra_cflags=["-ffp-contract=off"])
+
+
+def run_seeds(base_seed: int, n: int) -> list[int]:
+    """Per-run seeds (63-bit) derived from the command's seed; shared by every algorithm
+    and budget, so all see the same reward streams (common random numbers)."""
+    return [_ref.key(base_seed, _ref.ALGO_STREAM + 9, i, 0) >> 1 for i in range(n)]
+
+
+def tree_search(tree, algo: str, budgets, seeds, prm: "_ref.Params", *, use: str = "auto"):
+    """Run one search per (seed, budget) on ``tree``.
+
+    algo: one of ``_ref.ALGOS``. budgets: (B,) simulations; seeds: (S,) run seeds.
+    use: "auto" (kernel if it builds), "ext" (kernel or RuntimeError) or "ref".
+    Returns (rec (S, B) int64 recommended root action, visits (S, B, A) int64,
+    q (S, B, A) float64 root statistics) and the backend used.
+    Raises ValueError on an unknown algo or a budget < 1."""
+    if algo not in _ref.ALGOS:
+        raise ValueError(f"unknown algo {algo!r}; valid: {', '.join(_ref.ALGOS)}")
+    budgets = [int(b) for b in budgets]
+    seeds = [int(s) for s in seeds]
+    if not budgets or min(budgets) < 1:
+        raise ValueError(f"budgets must be >= 1, got {budgets}")
+    A = tree.n_actions_root
+    aid = _ref.ALGOS.index(algo)
+    be = "ref" if use == "ref" else backend()
+    if use == "ext" and be == "ref":
+        raise RuntimeError("the mcts C++ kernel is unavailable")
+    if be != "ref":
+        import torch
+
+        t = lambda x, dt: torch.as_tensor(np.ascontiguousarray(x), dtype=dt)  # noqa: E731
+        rec, vis, q = torch.ops.icml26.mcts_tree_search(
+            t(tree.node_off, torch.int64), t(tree.mean, torch.float64), t(tree.scale, torch.float64),
+            t(tree.out_off, torch.int64), t(tree.prob, torch.float64), t(tree.child, torch.int64),
+            int(tree.noise_kind), float(tree.df), float(tree.gamma), aid,
+            torch.tensor(prm.vector(), dtype=torch.float64), torch.tensor(seeds, dtype=torch.int64),
+            torch.tensor(budgets, dtype=torch.int64))
+        return rec.numpy(), vis.numpy(), q.numpy(), be
+    rec = np.zeros((len(seeds), len(budgets)), np.int64)
+    vis = np.zeros((len(seeds), len(budgets), A), np.int64)
+    q = np.zeros((len(seeds), len(budgets), A))
+    for i, s in enumerate(seeds):
+        model = _ref.TreeModel(tree, s)
+        for j, b in enumerate(budgets):
+            a, st = _ref.search(model, aid, prm, s, b)
+            rec[i, j] = a
+            vis[i, j] = st["visits"]
+            q[i, j] = st["q"]
+    return rec, vis, q, "ref"
