@@ -33,6 +33,32 @@ FieldOpt = Annotated[str, typer.Option("--field", help="Score key inside each do
 LogOpt = Annotated[Optional[str], typer.Option("--log", help="Write the run's config and summary JSON lines to this file.", show_default=False)]
 
 
+SECTIONS = ("make-corpus", "train", "analyze", "proxy")
+
+
+def _resolve(config_cls, section: str, recipe, sets, **typed):
+    """A filter-data recipe holds one mapping per subcommand under ``config``
+    (``config: {make-corpus: {...}, train: {...}, proxy: {...}}``); this subcommand reads
+    its own. Precedence as everywhere: defaults < recipe < --set < typed options."""
+    from icml26.core.errors import InputError
+    from icml26.core.recipe import build_config, load_recipe, parse_sets
+
+    values: dict = {}
+    seed = None
+    if recipe is not None:
+        cfg, seed = load_recipe(recipe, "filter-data")
+        unknown = sorted(set(cfg) - set(SECTIONS))
+        if unknown:
+            raise InputError(f"recipe {recipe!r}: unknown section {unknown[0]!r} under config; valid sections: {', '.join(SECTIONS)}")
+        sec = cfg.get(section) or {}
+        if not isinstance(sec, dict):
+            raise InputError(f"recipe {recipe!r}: config.{section} must be a mapping")
+        values.update({str(k).replace("-", "_"): v for k, v in sec.items()})
+    values.update(parse_sets(sets))
+    values.update({k: v for k, v in typed.items() if v is not None})
+    return build_config(config_cls, values, source=f"filter-data {section} config"), seed
+
+
 def _finish(command: str, config: dict, summary: dict, log: str | None, quiet: bool) -> None:
     """The run record of a filter command: stderr line (+ --log file); never stdout."""
     import sys
@@ -55,11 +81,10 @@ def make_corpus(
 ) -> None:
     """Build the HQ set and a web-like pool from real Debian text with seeded degradations."""
     from icml26.core.output import stream
-    from icml26.core.recipe import recipe_seed, resolve
     from icml26.methods.filtering import corpus as m
 
-    cfg = resolve(m.CorpusConfig, "filter-data", recipe, set_, docs_per_source=docs_per_source)
-    seed = recipe_seed(recipe, "filter-data", seed) or 0
+    cfg, r_seed = _resolve(m.CorpusConfig, "make-corpus", recipe, set_, docs_per_source=docs_per_source)
+    seed = seed if seed is not None else (r_seed or 0)
 
     def run():
         parts = m.build(cfg, seed)
@@ -83,11 +108,10 @@ def train(
 ) -> None:
     """Train a quality classifier (HQ vs pool) and save it as safetensors."""
     from icml26.core.output import stream
-    from icml26.core.recipe import recipe_seed, resolve
     from icml26.methods.filtering import classifiers as m
 
-    cfg = resolve(m.TrainConfig, "filter-data", recipe, set_, classifier=classifier)
-    seed = recipe_seed(recipe, "filter-data", seed) or 0
+    cfg, r_seed = _resolve(m.TrainConfig, "train", recipe, set_, classifier=classifier)
+    seed = seed if seed is not None else (r_seed or 0)
     stream(m.run_train(cfg, hq=hq, pool=pool, out=out, seed=seed, skip_bad=skip_bad), command="filter-data train",
            config=cfg, seed=seed, out=out, quiet=quiet, extra_config={"hq": hq, "pool": pool})
 
@@ -142,3 +166,41 @@ def select(
     _finish("filter-data select", {"input": input, "top": top, "threshold": threshold, "field": field, "skip_bad": skip_bad},
             {"n_read": st.read, "n_kept": st.written, "n_bad": st.bad, "first_bad": st.first_bad,
              "score_threshold": st.threshold}, log, quiet)
+
+
+@filter_app.command("analyze")
+def analyze(
+    model: Annotated[str, typer.Option("--model", "-m", help="A model folder from `filter-data train`.")],
+    hq: Annotated[str, typer.Option("--hq", help="Held-out HQ documents (e.g. hq_heldout.jsonl).")],
+    pool: Annotated[str, typer.Option("--pool", help="A pool sample that defines the score CDF (e.g. pool_heldout.jsonl).")],
+    recipe: RecipeOpt = None, set_: SetOpt = None, out: OutOpt = None, quiet: QuietOpt = False,
+) -> None:
+    """Implicit filtering of the HQ set: how much HQ each CQF threshold drops, HQ score deciles, length bias."""
+    from icml26.core.output import stream
+    from icml26.methods.filtering import analysis as m
+
+    cfg, _ = _resolve(m.AnalyzeConfig, "analyze", recipe, set_)
+    stream(m.run(cfg, model_path=model, hq=hq, pool=pool), command="filter-data analyze", config=cfg, out=out, quiet=quiet,
+           extra_config={"model": model, "hq": hq, "pool": pool},
+           columns=["top_fraction", "score_threshold", "hq_filtered_fraction", "pool_kept_fraction", "gold_precision", "gold_recall"])
+
+
+@filter_app.command("proxy")
+def proxy(
+    corpus: Annotated[str, typer.Option("--corpus", help="Folder written by `filter-data make-corpus`.")],
+    model: Annotated[str, typer.Option("--model", "-m", help="The CQF classifier (a `filter-data train` folder).")],
+    dsir: Annotated[Optional[str], typer.Option("--dsir", help="Also train on the DSIR baseline's selection (a `train --classifier dsir` folder).", show_default=False)] = None,
+    experiment: Annotated[Optional[str], typer.Option("--experiment", help="selection (CQF vs HQ vs random) | conditioning (Sec. 7).", show_default=False)] = None,
+    tokens: Annotated[Optional[int], typer.Option("--tokens", help="Training bytes per proxy model.", min=1, show_default=False)] = None,
+    recipe: RecipeOpt = None, set_: SetOpt = None, seed: SeedOpt = None, out: OutOpt = None, quiet: QuietOpt = False,
+) -> None:
+    """Proxy experiments: small byte-level LMs trained on CQF-selected, HQ-only and random data at equal budgets."""
+    from icml26.core.output import stream
+    from icml26.methods.filtering import proxy as m
+
+    cfg, r_seed = _resolve(m.ProxyConfig, "proxy", recipe, set_, experiment=experiment, tokens=tokens)
+    seed = seed if seed is not None else (r_seed or 0)
+    cols = (["condition", "train_docs", "gold_fraction", "hq_bpb", "pool_bpb", "gold_bpb", "word_order_acc", "continuation_acc"]
+            if cfg.experiment == "selection" else ["family", "tokens", "train_k", "eval_k", "loss_bpb", "delta_bpb"])
+    stream(m.run(cfg, corpus=corpus, model_path=model, dsir_path=dsir, seed=seed), command="filter-data proxy", config=cfg,
+           seed=seed, out=out, quiet=quiet, extra_config={"corpus": corpus, "model": model, "dsir": dsir}, columns=cols)

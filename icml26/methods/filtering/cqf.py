@@ -1,0 +1,159 @@
+"""Classifier-based quality filtering (CQF) over streams of documents.
+
+Paper (arXiv 2510.00866, Sec. 2): score every pool document with the classifier,
+estimate the CDF ``C`` of the scores on the pool, and keep
+``D_CQF = {x : C(s(x)) >= 1 - k}``, the top fraction ``k``.
+
+``score_stream``   reads documents in batches (constant memory), adds
+                   ``metadata.<field>`` (default ``quality_score``) and writes each one.
+``select_stream``  keeps the top fraction exactly (two passes over the input: the first
+                   keeps only the scores, 8 bytes per document; stdin is spooled to a
+                   temporary file first) or every document whose score is >= a threshold
+                   (one pass).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+
+from icml26.core.errors import InputError
+from icml26.methods.filtering.jsonl import DocumentWriter, ReadStats, iter_documents
+
+
+@dataclass
+class StreamStats:
+    read: int = 0
+    written: int = 0
+    bad: int = 0
+    first_bad: str | None = None
+    threshold: float | None = None
+    score_mean: float | None = None
+
+
+def _batches(it: Iterator[tuple[int, dict]], size: int) -> Iterator[list[dict]]:
+    batch: list[dict] = []
+    for _, d in it:
+        batch.append(d)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def score_stream(model, path: str, writer: DocumentWriter, *, batch_size: int = 256, skip_bad: bool = False,
+                 field: str = "quality_score", bar=None) -> StreamStats:
+    """Write every document of ``path`` unchanged plus ``metadata[field] = score`` (float).
+
+    Documents are scored ``batch_size`` at a time; nothing else is held in memory."""
+    if batch_size < 1:
+        raise InputError(f"--batch-size must be >= 1, got {batch_size}")
+    rs = ReadStats()
+    st = StreamStats()
+    total = 0.0
+    for batch in _batches(iter_documents(path, skip_bad=skip_bad, stats=rs), batch_size):
+        scores = model.score([d["text"] for d in batch])
+        for d, s in zip(batch, scores):
+            md = d.get("metadata")
+            if md is None:
+                md = d["metadata"] = {}
+            md[field] = float(s)
+            writer.write(d)
+            total += float(s)
+        writer.flush()
+        st.written += len(batch)
+        if bar is not None:
+            bar.advance(len(batch))
+    st.read, st.bad, st.first_bad = rs.read, rs.bad, rs.first_bad
+    st.score_mean = total / st.written if st.written else None
+    return st
+
+
+def get_score(doc: dict, field: str, where: str) -> float | str:
+    """The score of a scored document, or an error message."""
+    md = doc.get("metadata") or {}
+    v = md.get(field)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        return f"{where}: no numeric metadata.{field} (run `icml26 filter-data score` first)"
+    return float(v)
+
+
+def _scored(path: str, field: str, skip_bad: bool, rs: ReadStats) -> Iterator[tuple[dict, float]]:
+    name = "<stdin>" if path == "-" else path
+    for lineno, d in iter_documents(path, skip_bad=skip_bad, stats=rs):
+        s = get_score(d, field, f"{name}:{lineno}")
+        if isinstance(s, str):
+            if not skip_bad:
+                raise InputError(s + " (pass --skip-bad to skip such lines)")
+            rs.bad += 1
+            rs.read -= 1
+            rs.first_bad = rs.first_bad or s
+            continue
+        yield d, s
+
+
+def n_keep(n: int, top: float) -> int:
+    """Documents kept by ``--top``: ``floor(top * n + 0.5)`` (round half up), at least 1 when n > 0."""
+    if n == 0:
+        return 0
+    return min(n, max(1, int(math.floor(top * n + 0.5 + 1e-9))))
+
+
+def select_stream(path: str, writer: DocumentWriter, *, top: float | None = None, threshold: float | None = None,
+                  field: str = "quality_score", skip_bad: bool = False) -> StreamStats:
+    """Keep the top ``top`` fraction by ``metadata[field]`` (exact, ties broken by input
+    order) or every document with score >= ``threshold``; documents are written unchanged,
+    in input order."""
+    if (top is None) == (threshold is None):
+        raise InputError("give exactly one of --top and --threshold")
+    if top is not None and not 0.0 < top <= 1.0:
+        raise InputError(f"--top must be in (0, 1], got {top}")
+    st = StreamStats()
+    if threshold is not None:
+        rs = ReadStats()
+        for d, s in _scored(path, field, skip_bad, rs):
+            if s >= threshold:
+                writer.write(d)
+                st.written += 1
+        st.read, st.bad, st.first_bad, st.threshold = rs.read, rs.bad, rs.first_bad, float(threshold)
+        return st
+
+    tmp = None
+    if path == "-":  # two passes need a file: spool stdin to disk (constant memory)
+        fd, tmp = tempfile.mkstemp(prefix="icml26-select-", suffix=".jsonl")
+        with os.fdopen(fd, "wb") as f:
+            shutil.copyfileobj(sys.stdin.buffer, f, 1 << 20)
+        path = tmp
+    try:
+        # pass 1: scores only
+        rs = ReadStats()
+        scores = np.fromiter((s for _, s in _scored(path, field, skip_bad, rs)), dtype=np.float64)
+        n = len(scores)
+        k = n_keep(n, top)
+        if k == 0:
+            st.read, st.bad, st.first_bad = rs.read, rs.bad, rs.first_bad
+            return st
+        t = float(np.partition(scores, n - k)[n - k])  # k-th largest score
+        n_above = int((scores > t).sum())
+        ties_left = k - n_above  # documents scoring exactly t that are kept, first come first kept
+        # pass 2: write the kept documents in input order
+        rs2 = ReadStats()
+        for d, s in _scored(path, field, True, rs2):
+            if s > t or (s == t and ties_left > 0):
+                if s == t:
+                    ties_left -= 1
+                writer.write(d)
+                st.written += 1
+        st.read, st.bad, st.first_bad, st.threshold = rs.read, rs.bad, rs.first_bad, t
+        return st
+    finally:
+        if tmp is not None:
+            os.unlink(tmp)
