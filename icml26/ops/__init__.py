@@ -6,5 +6,6 @@
 
 KERNELS: dict[str, str] = {
     "bai": "icml26.ops.bai",
+    "mcts": "icml26.ops.mcts",
     "kv": "icml26.ops.kv",
 }
