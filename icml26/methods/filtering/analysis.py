@@ -69,6 +69,28 @@ def implicit_filtering(hq_scores: np.ndarray, pool_scores: np.ndarray, top_fract
     return rows
 
 
+def cqf_distribution(p_hq: np.ndarray, p_lq: np.ndarray, top_fraction: float) -> tuple[np.ndarray, np.ndarray]:
+    """Exact CQF on a finite space with the Bayes-optimal classifier (Sec. 4).
+
+    p_hq, p_lq: (V,) probability vectors (p_lq > 0). Keeps the highest-ratio atoms
+    ``r = p_hq / p_lq`` until their LQ mass reaches ``top_fraction`` (ties broken by index;
+    the boundary atom is kept whole). Returns ``(p_cqf, w)``: ``p_cqf = 1[r >= tau] p_lq / Z``
+    and the weights ``w = 1[r >= tau] / (r Z)`` of the identity ``p_cqf = w * p_hq``."""
+    p_hq = np.asarray(p_hq, dtype=np.float64)
+    p_lq = np.asarray(p_lq, dtype=np.float64)
+    if p_hq.shape != p_lq.shape or np.any(p_lq <= 0):
+        raise ValueError("p_hq and p_lq must have the same shape and p_lq > 0")
+    r = p_hq / p_lq
+    order = np.argsort(-r, kind="stable")
+    m = int(np.searchsorted(np.cumsum(p_lq[order]), top_fraction - 1e-12) + 1)
+    keep = np.zeros(len(r), dtype=bool)
+    keep[order[:m]] = True
+    Z = float(p_lq[keep].sum())
+    p_cqf = np.where(keep, p_lq, 0.0) / Z
+    w = np.where(keep & (r > 0), 1.0 / np.where(r > 0, r, 1.0), 0.0) / Z
+    return p_cqf, w
+
+
 def run(cfg: AnalyzeConfig, *, model_path: str, hq: str, pool: str) -> Iterator[dict]:
     from scipy.stats import spearmanr
 
