@@ -151,3 +151,36 @@ def test_help_does_not_import_torch():
 
     code = "import sys; from typer.testing import CliRunner; from icml26.cli import app; r = CliRunner().invoke(app, ['mcts', '--help']); assert r.exit_code == 0, r.output; r = CliRunner().invoke(app, ['bpi', '--help']); assert r.exit_code == 0; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+FL4 = "FrozenLake-v1?map_name=4x4&is_slippery=true"
+
+
+def test_gym_table_values_match_the_mdp_solver():
+    """Two independent code paths: finite-horizon backward induction over gymnasium's table
+    (mcts) and policy iteration on the infinite-horizon MDP (bpi) agree as the horizon grows."""
+    from tests.conftest import need_module
+
+    need_module("gymnasium", "pip install gymnasium")
+    from icml26.methods.exploration import mdps
+    from icml26.methods.exploration.gym_models import make_problem
+
+    pb = make_problem(FL4, horizon=400, gamma=0.95)
+    ex = mdps.exact(mdps.load_mdp("frozenlake4x4"))
+    np.testing.assert_allclose(pb.q_root, ex["Q"][0], atol=1e-6)
+
+
+def test_gym_env_end_to_end_and_errors(capsys):
+    from tests.conftest import need_module
+
+    need_module("gymnasium", "pip install gymnasium")
+    recs = list(M.run(M.Config(env=FL4, algo="uct,varde", simulations=(60,), seeds=3, horizon=20), seed=0))
+    res = [r for r in recs if r["kind"] == "result"]
+    assert len(res) == 2 and all(0.0 <= r["p_correct"] <= 1.0 and r["simple_regret"] >= 0 for r in res)
+    assert recs[-1]["v_star"] > 0
+    bj = list(M.run(M.Config(env="Blackjack-v1", algo="uct", simulations=(20,), seeds=2, horizon=5), seed=0))
+    assert bj[0]["p_correct"] is None  # no transition table: no exact values
+    code, _, err = _cli(["mcts", "--env", "NoSuchEnv-v0", "-q"], capsys)
+    assert code == 2 and "gymnasium cannot make it" in err
+    code, _, err = _cli(["mcts", "--env", "FrozenLake-v1?map_name", "-q"], capsys)
+    assert code == 2 and "key=value" in err

@@ -26,3 +26,191 @@ def parse_kwargs(query: str, spec: str) -> dict:
             val = v
         out[k.strip()] = val
     return out
+
+
+def _gym():
+    try:
+        import gymnasium as gym
+    except ImportError:
+        from icml26.core.errors import MissingDataError
+
+        raise MissingDataError("gymnasium environments need gymnasium: pip install 'icml26[rl]' (or pip install gymnasium)") from None
+    return gym
+
+
+def _freeze(obs):
+    """A hashable key for an observation."""
+    import numpy as np
+
+    if isinstance(obs, (int, float, str, bool)):
+        return obs
+    if isinstance(obs, np.ndarray):
+        return (obs.dtype.str, obs.shape, obs.tobytes())
+    if isinstance(obs, (tuple, list)):
+        return tuple(_freeze(o) for o in obs)
+    if isinstance(obs, dict):
+        return tuple(sorted((k, _freeze(v)) for k, v in obs.items()))
+    if hasattr(obs, "item"):
+        return obs.item()
+    return repr(obs)
+
+
+class TableModel:
+    """Generative model from a toy-text transition table ``P[s][a] = [(p, s', r, done), ...]``
+    (FrozenLake, Taxi, CliffWalking), with counter-based random numbers: the j-th sample of
+    (tree node, a) is a pure function of (seed, node, a, j). State = (node uid, env state)."""
+
+    def __init__(self, P: dict, A: int, s0: int, gamma: float, seed: int):
+        self.P, self.A, self.s0, self.gamma, self.seed = P, A, s0, gamma, seed
+        self.uid = 0
+
+    def root(self):
+        return (0, self.s0)
+
+    def n_actions(self, state) -> int:
+        return self.A
+
+    def step(self, state, a: int, j: int):
+        from icml26.ops._ref.mcts import OUTCOME_C, key, u01
+
+        uid, s = state
+        u = u01(key(self.seed, uid * self.A + a, j, OUTCOME_C))
+        trs = self.P[s][a]
+        pick, acc = trs[-1], 0.0
+        for tr in trs:
+            acc += tr[0]
+            if u < acc:
+                pick = tr
+                break
+        _, s2, r, done = pick
+        self.uid += 1
+        return float(r), int(s2), (self.uid, int(s2)), bool(done)
+
+
+class CopyModel:
+    """Generative model of any gymnasium env whose state survives ``copy.deepcopy`` (the
+    environment's RNG is reseeded from (seed, node, a, j) before each step)."""
+
+    def __init__(self, env, obs, A: int, gamma: float, seed: int):
+        self.env0, self.obs0, self.A, self.gamma, self.seed = env, obs, A, gamma, seed
+        self.uid = 0
+
+    def root(self):
+        return (0, self.env0)
+
+    def n_actions(self, state) -> int:
+        return self.A
+
+    def step(self, state, a: int, j: int):
+        import copy
+
+        import numpy as np
+
+        uid, env = state
+        e = copy.deepcopy(env)
+        e.unwrapped.np_random = np.random.default_rng([self.seed, uid, a, j])
+        obs, r, term, trunc, _ = e.step(a)
+        self.uid += 1
+        return float(r), _freeze(obs), (self.uid, e), bool(term or trunc)
+
+
+class GymProblem:
+    """A root state of a gymnasium env with (when it has a transition table) exact values of
+    the root actions over the search horizon."""
+
+    def __init__(self, spec: str, horizon: int, gamma: float):
+        import numpy as np
+
+        from icml26.core.errors import InputError
+
+        gym = _gym()
+        name, _, q = spec.partition("?")
+        kwargs = parse_kwargs(q, spec)
+        try:
+            env = gym.make(name.strip(), **kwargs)
+        except Exception as e:  # noqa: BLE001  (unknown id, bad keyword, missing dependency)
+            msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise InputError(f"--env {spec!r}: not a tree file (.yaml) and gymnasium cannot make it: {msg}") from None
+        if not hasattr(env.action_space, "n"):
+            raise InputError(f"--env {spec!r}: tree search needs a discrete action space, got {env.action_space}")
+        self.spec, self.horizon, self.gamma = spec, horizon, gamma
+        self.A = int(env.action_space.n)
+        self.env = env
+        u = env.unwrapped
+        self.P = getattr(u, "P", None) if isinstance(getattr(u, "P", None), dict) else None
+        self.q_root = None
+        if self.P is not None:
+            obs, _ = env.reset(seed=0)
+            self.s0 = int(obs)
+            self._exact()
+        else:
+            self.obs0, _ = env.reset(seed=0)
+            self._rollout_range()
+
+    def _exact(self) -> None:
+        """Backward induction over the horizon: Q_h(s, a) = sum_tr p (r + gamma (1 - done) V_{h-1}(s'))."""
+        import numpy as np
+
+        P, A, g = self.P, self.A, self.gamma
+        S = len(P)
+        v = np.zeros(S)
+        vmin = np.zeros(S)
+        rs = [tr[2] for s in P for a in P[s] for tr in P[s][a]]
+        self.r_span = float(max(rs) - min(rs)) or 1.0
+        for _ in range(self.horizon):
+            q = np.zeros((S, A))
+            qmin = np.zeros((S, A))
+            for s in range(S):
+                for a in range(A):
+                    for p, s2, r, done in P[s][a]:
+                        q[s, a] += p * (r + (0.0 if done else g * v[s2]))
+                        qmin[s, a] += p * (r + (0.0 if done else g * vmin[s2]))
+            v, vmin = q.max(axis=1), qmin.min(axis=1)
+        self.q_root = q[self.s0]
+        self.v_lo, self.v_hi = float(vmin[self.s0]), float(v[self.s0])
+        if self.v_hi - self.v_lo < 1e-12:
+            self.v_hi = self.v_lo + self.r_span
+
+    def _rollout_range(self, n: int = 200) -> None:
+        """Range of returns of uniformly random rollouts: the value scale when there is no table."""
+        import numpy as np
+
+        rng = np.random.default_rng(0)
+        model = CopyModel(self.env, self.obs0, self.A, self.gamma, 12345)
+        rets, rewards = [], []
+        for i in range(n):
+            st, G, disc = model.root(), 0.0, 1.0
+            for t in range(self.horizon):
+                r, _, st, done = model.step(st, int(rng.integers(self.A)), i * self.horizon + t)
+                rewards.append(r)
+                G += disc * r
+                disc *= self.gamma
+                if done:
+                    break
+            rets.append(G)
+        self.v_lo, self.v_hi = float(min(rets)), float(max(rets))
+        if self.v_hi - self.v_lo < 1e-12:
+            self.v_hi = self.v_lo + 1.0
+        self.r_span = float(max(rewards) - min(rewards)) or 1.0
+
+    def model(self, seed: int):
+        if self.P is not None:
+            return TableModel(self.P, self.A, self.s0, self.gamma, seed)
+        return CopyModel(self.env, self.obs0, self.A, self.gamma, seed)
+
+    def search(self, algo: str, budgets, seeds, prm):
+        """(S, B) recommended root actions, one search per (seed, budget), in Python."""
+        import numpy as np
+
+        from icml26.ops._ref import mcts as R
+
+        aid = R.ALGOS.index(algo)
+        rec = np.zeros((len(seeds), len(budgets)), np.int64)
+        for i, s in enumerate(seeds):
+            for j, b in enumerate(budgets):
+                rec[i, j] = R.search(self.model(s), aid, prm, s, b)[0]
+        return rec
+
+
+def make_problem(spec: str, *, horizon: int, gamma: float) -> GymProblem:
+    return GymProblem(spec, horizon, gamma)

@@ -212,6 +212,9 @@ def run(cfg: Config, *, seed: int = 0) -> Iterator[dict]:
     summ = {"kind": "summary", "env": env_name, "simulations": top, "seeds": len(seeds), "algos": algos}
     if kind == "tree":
         summ.update(n_nodes=env.n_nodes, root_actions=env.n_actions_root, depth=env.depth, v_star=float(env.v_star[0]))
+    else:
+        summ.update(root_actions=env.A, horizon=cfg.horizon, gamma=cfg.gamma,
+                    v_star=float(np.max(env.q_root)) if env.q_root is not None else None)
     if final:
         best = max(final, key=lambda r: (r["p_correct"], -r["simple_regret"]))
         summ.update(best_algo=best["algo"], best_p_correct=best["p_correct"],
