@@ -124,3 +124,12 @@ def test_cli_tiny_recipe_and_bad_mdp(capsys, tmp_path):
         main(["bpi", "--mdp", str(bad), "-q"])
     err = capsys.readouterr().err
     assert e.value.code == 2 and "sums to" in err
+
+
+def test_golden_values(repo_root):
+    """tests/golden/bpi.json; regenerate with the command stored in it."""
+    g = json.loads((repo_root / "tests/golden/bpi.json").read_text())
+    res = {r["algo"]: r for r in B.run(B.Config(mdp="garnet", budget=2000, seeds=20), seed=0) if r["kind"] == "result"}
+    for algo, want in g["results"].items():
+        assert res[algo]["p_eps_optimal"] == pytest.approx(want["p_eps_optimal"], abs=1e-9), algo
+        assert res[algo]["policy_gap"] == pytest.approx(want["policy_gap"], abs=1e-5), algo

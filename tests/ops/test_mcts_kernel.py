@@ -87,3 +87,15 @@ def test_varde_not_below_uct_on_high_noise_trees(env):
     u = _p_correct(env, "uct", 1000, 300)
     assert v["p_correct"] >= u["p_correct"], (v, u)
     assert v["p_correct"] >= 0.85 and v["simple_regret"] <= u["simple_regret"]
+
+
+def test_golden_values(repo_root):
+    """tests/golden/mcts.json; regenerate with the command stored in it (fields p_correct, simple_regret)."""
+    import json
+
+    _need_ext()
+    g = json.loads((repo_root / "tests/golden/mcts.json").read_text())
+    res = {r["algo"]: r for r in M.run(M.Config(env="recipes/mcts/envs/noisy.yaml", simulations=(300,), seeds=100), seed=0) if r["kind"] == "result"}
+    for algo, want in g["results"].items():
+        assert abs(res[algo]["p_correct"] - want["p_correct"]) <= g["tolerance"], algo
+        assert abs(res[algo]["simple_regret"] - want["simple_regret"]) <= g["tolerance"], algo

@@ -1,0 +1,193 @@
+"""Benchmark of `icml26 mcts`: simulations per second, and accuracy vs budget.
+
+1. Speed, one thread, batch 1, on one synthetic tree shape (4 actions, depth 5, deterministic
+   transitions, Gaussian rewards): the C++ kernel vs its pure-Python `_ref` twin vs a plain
+   Python UCT (dicts, no statistics beyond UCB1) vs DeepMind's mctx (`muzero_policy`,
+   `gumbel_muzero_policy`, jit-compiled, CPU) when a Python with jax + mctx is given by
+   --mctx-python (e.g. a venv made with `pip install "jax[cpu]" mctx`); mctx reads the same tree
+   through its recurrent_fn (embedding = node id, reward = mean reward).
+2. Accuracy: P(optimal root action) and simple regret of every algorithm vs budget on the
+   noisy and heavy-tailed trees (C++) and slippery FrozenLake 8x8 (Python search over
+   gymnasium's table).
+
+    python benchmarks/mcts.py [--quick] [--mctx-python /tmp/mctx-venv/bin/python]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+
+def plain_uct(tree, budget: int, seed: int, c: float) -> int:
+    """A textbook UCT in plain Python (dicts), for scale: UCB1, mean returns, no extras."""
+    import random
+
+    rng = random.Random(seed)
+    N, W = {}, {}
+    off, oo, ch, mean, scale = tree.node_off, tree.out_off, tree.child, tree.mean, tree.scale
+    for _ in range(budget):
+        s, path = 0, []
+        while s >= 0:
+            lo, hi = int(off[s]), int(off[s + 1])
+            ns = sum(N.get(sa, 0) for sa in range(lo, hi))
+            best, pick = -1e300, lo
+            for sa in range(lo, hi):
+                n = N.get(sa, 0)
+                u = 1e300 if n == 0 else W[sa] / n + c * math.sqrt(math.log(ns) / n)
+                if u > best:
+                    best, pick = u, sa
+            r = mean[pick] + scale[pick] * rng.gauss(0.0, 1.0)
+            path.append((pick, r))
+            o0, o1 = int(oo[pick]), int(oo[pick + 1])
+            x, acc, k = rng.random(), 0.0, o1 - 1
+            for i in range(o0, o1):
+                acc += tree.prob[i]
+                if x < acc:
+                    k = i
+                    break
+            s = int(ch[k])
+        G = 0.0
+        for sa, r in reversed(path):
+            G = r + G
+            N[sa] = N.get(sa, 0) + 1
+            W[sa] = W.get(sa, 0.0) + G
+    lo, hi = int(off[0]), int(off[1])
+    return max(range(lo, hi), key=lambda sa: W.get(sa, -1e300) / max(N.get(sa, 1), 1)) - lo
+
+
+MCTX_SCRIPT = r"""
+import json, sys, time
+import numpy as np, jax, jax.numpy as jnp, mctx
+d = np.load(sys.argv[1]); n_sims = int(sys.argv[2]); reps = int(sys.argv[3])
+A = int(d["A"]); child = jnp.asarray(d["child"].reshape(-1, A)); reward = jnp.asarray(d["mean"].reshape(-1, A), jnp.float32)
+def recurrent_fn(params, rng_key, action, embedding):
+    nxt = child[embedding, action]
+    term = nxt < 0
+    return mctx.RecurrentFnOutput(reward=reward[embedding, action], discount=jnp.where(term, 0.0, 1.0),
+        prior_logits=jnp.zeros((embedding.shape[0], A)), value=jnp.zeros(embedding.shape[0])), jnp.maximum(nxt, 0)
+root = mctx.RootFnOutput(prior_logits=jnp.zeros((1, A)), value=jnp.zeros(1), embedding=jnp.zeros(1, jnp.int32))
+out = {"jax": jax.__version__, "mctx": getattr(mctx, "__version__", "?")}
+for name in ("muzero_policy", "gumbel_muzero_policy"):
+    pol = getattr(mctx, name)
+    f = jax.jit(lambda k: pol(params=(), rng_key=k, root=root, recurrent_fn=recurrent_fn, num_simulations=n_sims, max_depth=int(d["depth"])).action)
+    f(jax.random.PRNGKey(0)).block_until_ready()
+    t = time.perf_counter()
+    for i in range(reps):
+        f(jax.random.PRNGKey(i + 1)).block_until_ready()
+    out[name] = n_sims * reps / (time.perf_counter() - t)
+print(json.dumps(out))
+"""
+
+
+def speed(args) -> dict:
+    import torch
+
+    from icml26.methods.exploration import mcts as M
+    from icml26.methods.exploration import trees as T
+    from icml26.ops import mcts as ops
+
+    torch.set_num_threads(1)
+    tree = T.generate(args.depth, 4, 1, noise_scale=1.0, noise_spread=0.5, seed=0, name="speed")
+    prm = M.make_params(M.Config(), *tree.value_range, tree.reward_span, 10**9, shift=0.0)
+    n = args.sims
+    be = ops.backend()
+    res = {"tree": f"depth {tree.depth}, 4 actions, {tree.n_nodes} nodes", "simulations": n, "kernel": be}
+    print(f"\n== speed: {res['tree']}, {n} simulations per search, batch 1, 1 thread ==")
+    for algo in ("uct", "varde", "gumbel"):
+        seeds = ops.run_seeds(0, args.reps)
+        if be != "ref":
+            ops.tree_search(tree, algo, [n], seeds[:1], prm, use="ext")
+            t = time.perf_counter()
+            ops.tree_search(tree, algo, [n], seeds, prm, use="ext")
+            res[f"ext_{algo}"] = n * len(seeds) / (time.perf_counter() - t)
+        if algo != "gumbel":
+            t = time.perf_counter()
+            ops.tree_search(tree, algo, [n], seeds[:1], prm, use="ref")
+            res[f"ref_{algo}"] = n / (time.perf_counter() - t)
+    t = time.perf_counter()
+    plain_uct(tree, n, 0, prm.c * prm.span)
+    res["plain_python_uct"] = n / (time.perf_counter() - t)
+    if args.mctx_python:
+        with tempfile.TemporaryDirectory() as d:
+            f = os.path.join(d, "tree.npz")
+            np.savez(f, child=tree.child, mean=tree.mean, A=4, depth=tree.depth)
+            pr = subprocess.run([args.mctx_python, "-c", MCTX_SCRIPT, f, str(n), "5"], capture_output=True, text=True, timeout=900)
+            if pr.returncode == 0:
+                res["mctx"] = json.loads(pr.stdout.strip().splitlines()[-1])
+            else:
+                res["mctx_error"] = pr.stderr.strip().splitlines()[-1] if pr.stderr.strip() else "failed"
+    for k, v in res.items():
+        if isinstance(v, float):
+            print(f"  {k:24s} {v:14,.0f} simulations/s")
+    if "mctx" in res:
+        for k in ("muzero_policy", "gumbel_muzero_policy"):
+            print(f"  mctx {k:19s} {res['mctx'][k]:14,.0f} simulations/s  (jax {res['mctx']['jax']}, mctx {res['mctx']['mctx']})")
+    elif "mctx_error" in res:
+        print(f"  mctx: {res['mctx_error']}")
+    if "ext_uct" in res:
+        print(f"  C++ / _ref:        uct x{res['ext_uct'] / res['ref_uct']:.0f}, varde x{res['ext_varde'] / res['ref_varde']:.0f}")
+        print(f"  C++ / plain Python UCT: x{res['ext_uct'] / res['plain_python_uct']:.0f}")
+        if "mctx" in res:
+            print(f"  C++ uct / mctx muzero_policy: x{res['ext_uct'] / res['mctx']['muzero_policy']:.0f};"
+                  f"  C++ gumbel / mctx gumbel_muzero_policy: x{res['ext_gumbel'] / res['mctx']['gumbel_muzero_policy']:.0f};"
+                  f"  C++ varde / mctx gumbel_muzero_policy: x{res['ext_varde'] / res['mctx']['gumbel_muzero_policy']:.0f}")
+    return res
+
+
+def accuracy(args) -> list[dict]:
+    from icml26.methods.exploration import mcts as M
+
+    envs = [("recipes/mcts/envs/noisy.yaml", args.tree_seeds, (100, 300, 1000, 3000), {}),
+            ("recipes/mcts/envs/heavy.yaml", args.tree_seeds, (100, 300, 1000, 3000), {}),
+            ("FrozenLake-v1?map_name=8x8&is_slippery=true", args.gym_seeds, (100, 300), {"horizon": 40, "gamma": 0.95})]
+    rows = []
+    for env, seeds, budgets, kw in envs:
+        try:
+            recs = [r for r in M.run(M.Config(env=env, simulations=budgets, seeds=seeds, **kw), seed=0) if r["kind"] == "result"]
+        except Exception as e:  # noqa: BLE001  (gymnasium missing)
+            print(f"\n{env}: skipped ({e})")
+            continue
+        print(f"\n== accuracy: {env}, {seeds} seeds: P(optimal root action) [Wilson 95%] / simple regret ==")
+        print(f"  {'algo':20s}" + "".join(f"{b:>26d}" for b in budgets))
+        for algo in dict.fromkeys(r["algo"] for r in recs):
+            cells = []
+            for b in budgets:
+                r = next(x for x in recs if x["algo"] == algo and x["simulations"] == b)
+                cells.append(f"{r['p_correct']:.3f} [{r['p_correct_ci'][0]:.2f},{r['p_correct_ci'][1]:.2f}] {r['simple_regret']:.3f}")
+            print(f"  {algo:20s}" + "".join(f"{c:>26s}" for c in cells))
+        rows += recs
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="fewer seeds and repetitions")
+    ap.add_argument("--mctx-python", default=None, help="a Python interpreter with jax + mctx installed")
+    ap.add_argument("--sims", type=int, default=2000)
+    ap.add_argument("--depth", type=int, default=5)
+    ap.add_argument("--skip-accuracy", action="store_true")
+    args = ap.parse_args()
+    args.reps = 5 if args.quick else 50
+    args.tree_seeds = 200 if args.quick else 1000
+    args.gym_seeds = 10 if args.quick else 50
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    speed(args)
+    if not args.skip_accuracy:
+        accuracy(args)
+
+
+if __name__ == "__main__":
+    main()
