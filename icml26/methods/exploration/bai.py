@@ -50,17 +50,30 @@ class Config:
     seeds: int = 1000                  # independent runs per (algo, setting)
     max_pulls: int = 1_000_000         # fixed confidence: cap per run (run counted as not stopped)
     backend: str = "auto"              # auto | ext | ref
-    # VarDE (paper defaults from the authors' code: tau 0.1, var_floor 0.01, warm start 1)
-    tau: Optional[float] = None        # temperature of the soft maximum (reward units)
-    var_floor: Optional[float] = None  # lower bound on the empirical variance
-    warm_start: Optional[int] = None   # initial rounds pulling every arm
-    smoother: Optional[str] = None     # lse | constant | sparsemax | entmax | pairwise | power
-    # baselines (None = the defaults documented in the engine modules)
-    ucbe_a: Optional[float] = None
-    ugape_a: Optional[float] = None
-    cr_variant: Optional[str] = None
-    tts_beta: Optional[float] = None
-    noise_model: Optional[str] = None  # fixed confidence: auto | gaussian | bernoulli
+    # ---- algorithm hyper-parameters; None = the engine's documented default ----
+    # VarDE (authors' code defaults: tau 0.1, var_floor 0.01, warm start 1 round)
+    tau: Optional[float] = None            # temperature of the soft maximum (reward units)
+    var_floor: Optional[float] = None      # lower bound on the empirical variance
+    warm_start: Optional[int] = None       # budget: rounds pulling every arm; confidence: samples per arm (>= 2)
+    smoother: Optional[str] = None         # lse | constant | sparsemax | entmax | pairwise | power
+    variance_exponent: Optional[float] = None  # score = w^2 (s^2)^ve / (N (N+1)); 1 = delta method
+    use_influence_weights: Optional[bool] = None   # ablation: False -> w = 1
+    use_empirical_variance: Optional[bool] = None  # ablation: False -> s^2 = 1
+    const_c: Optional[float] = None        # constant smoother: weight of the empirical best
+    entmax_alpha: Optional[float] = None   # entmax smoother
+    pairwise_delta: Optional[float] = None # pairwise soft-max smoother
+    power_p: Optional[float] = None        # power-mean smoother
+    # fixed-budget baselines
+    ucbe_a: Optional[float] = None         # UCB-E exploration a in sqrt(a / N)
+    ugape_a: Optional[float] = None        # UGapE exploration a
+    cr_variant: Optional[str] = None       # continuous rejects: A (aggressive) | C (conservative)
+    # fixed-confidence rules
+    noise_model: Optional[str] = None      # auto | gaussian | bernoulli (GLR statistics, KL bounds)
+    threshold: Optional[str] = None        # heuristic log((1 + log t)/delta) | theory
+    budget_delta: Optional[float] = None   # LUCB / KL-LUCB confidence level when run with a budget
+    tas_bisection_iters: Optional[int] = None  # Track-and-Stop: bisection steps for w*
+    tts_beta: Optional[float] = None       # Top-Two TS: probability of pulling the leader
+    tts_max_resample: Optional[int] = None # Top-Two TS: redraws to find a challenger
 
     def __post_init__(self):
         if self.seeds < 1:
@@ -138,6 +151,15 @@ def _params_for(cfg: Config, defaults: dict) -> dict:
 
 def run_algo(table, algo: str, cfg: Config, seeds: np.ndarray, *, budget: int | None = None, delta: float | None = None) -> dict:
     """One (algo, setting) batch -> raw arrays from the engine."""
+    try:
+        return _run_algo(table, algo, cfg, seeds, budget=budget, delta=delta)
+    except ValueError as e:  # a hyper-parameter the engine rejects is a usage error
+        if isinstance(e, InputError):
+            raise
+        raise InputError(f"{algo}: {e}") from None
+
+
+def _run_algo(table, algo: str, cfg: Config, seeds: np.ndarray, *, budget: int | None = None, delta: float | None = None) -> dict:
     if delta is None and algo in ("varde", "uniform", "successive-rejects", "sequential-halving", "ucb-e", "ugape", "continuous-rejects"):
         from icml26.ops import bai as eng
 
