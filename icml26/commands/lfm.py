@@ -14,7 +14,7 @@ def train_lfm(
     stage: Annotated[Optional[str], typer.Option("--stage", help="vae | fm | all (VAE + feature net, then flow matching).", show_default=False)] = None,
     dataset: Annotated[Optional[str], typer.Option("--dataset", help="fashion-mnist | mnist | an .npz | an image folder.", show_default=False)] = None,
     vae: Annotated[Optional[str], typer.Option("--vae", help="Run dir of `train-lfm --stage vae` (for --stage fm).", show_default=False)] = None,
-    model: Annotated[Optional[str], typer.Option("--model", help="Velocity-network capacity: small | medium | large.", show_default=False)] = None,
+    model: Annotated[Optional[str], typer.Option("--model", help="Velocity-network capacity: small | medium | large | xl.", show_default=False)] = None,
     keep_ratio: Annotated[Optional[float], typer.Option("--keep-ratio", help="Fraction of the training data kept, (0, 1].", show_default=False)] = None,
     scorer: Annotated[Optional[str], typer.Option("--scorer", help="random | kcenter | balanced-cluster | cluster-proportional | loss | grad.", show_default=False)] = None,
     steps: Annotated[Optional[int], typer.Option("--steps", help="Flow-matching training steps.", show_default=False)] = None,

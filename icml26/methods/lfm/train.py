@@ -56,7 +56,7 @@ class Config:
     feature_lr: float = 1e-3
     vae_batch_size: int = 64
     # flow model
-    model: str = "large"             # small | medium | large (presets of nets.PRESETS)
+    model: str = "large"             # small | medium | large | xl (presets of nets.PRESETS)
     width: int = 0                   # >0 overrides the preset
     depth: int = 0
     heads: int = 0
@@ -392,6 +392,9 @@ def _proxy_scorer(cfg: Config, arts: dict, *, seed: int, dist: Dist, num_classes
     return net
 
 
+_SCORE_CACHE: dict = {}
+
+
 def select_subset(cfg: Config, arts: dict, *, seed: int, dist: Dist, num_classes: int) -> tuple[np.ndarray, dict]:
     """Step 4: indices (into the cached latents) of the kept training samples, and a summary."""
     from icml26.methods.lfm import reduce
@@ -413,9 +416,17 @@ def select_subset(cfg: Config, arts: dict, *, seed: int, dist: Dist, num_classes
             kept = reduce.select_cluster(feats, cfg.keep_ratio, seed, num_clusters=cfg.num_clusters,
                                          balanced=cfg.scorer == "balanced-cluster", largest=cfg.score_inverse)
     else:
-        net = _proxy_scorer(cfg, arts, seed=seed, dist=dist, num_classes=num_classes)
-        lab = arts["labels"] if num_classes else None
-        raw = reduce.fm_raw_scores(net, arts["latents"], lab, kind=cfg.scorer)
+        key = None
+        if cfg.score_checkpoint:  # same scoring model + data -> same scores: reuse within a process
+            st = Path(cfg.score_checkpoint).stat()
+            key = (str(Path(cfg.score_checkpoint).resolve()), st.st_mtime_ns, str(arts["dir"]), cfg.scorer, num_classes)
+        raw = _SCORE_CACHE.get(key) if key else None
+        if raw is None:
+            net = _proxy_scorer(cfg, arts, seed=seed, dist=dist, num_classes=num_classes)
+            lab = arts["labels"] if num_classes else None
+            raw = reduce.fm_raw_scores(net, arts["latents"], lab, kind=cfg.scorer)
+            if key:
+                _SCORE_CACHE[key] = raw
         scores = reduce.ema_normalised_scores(raw)
         kept = reduce.select_by_score(scores, cfg.keep_ratio, largest=not cfg.score_inverse)
         info["scoring_model"] = cfg.score_checkpoint or f"{cfg.score_model} proxy, {cfg.score_steps} steps"
