@@ -187,18 +187,44 @@ int64_t run_varde(Run& r, int64_t budget, const double* p) {
     for (int64_t i = 0; i < K && spent < budget; ++i) { r.pull(o[i]); ++spent; }
   }
   const bool use_w = p[5] != 0.0, use_v = p[6] != 0.0;
-  const double floor_ = p[1], ve = p[4];
+  const bool lse = static_cast<int>(p[3]) == LSE;
+  const double floor_ = p[1], ve = p[4], tau = p[0];
   std::vector<double> w(K, 1.0), tmp(K), score(K);
+  auto arm_score = [&](int64_t k) {
+    if (r.N[k] < 2) return INF;
+    const double n = static_cast<double>(r.N[k]);
+    double v = use_v ? std::max(r.M2[k] / (n - 1.0), floor_) : 1.0;
+    if (ve != 1.0) v = std::pow(v, ve);
+    return w[k] * w[k] * v / (n * (n + 1.0));
+  };
+  // Scores are cached: a pull changes only the pulled arm's statistics, and with the LSE
+  // smoother w_k = exp((mu_k - max mu) / tau) changes for other arms only when max mu does.
+  // The values are the same as a full recomputation (same inputs, same operations).
+  int64_t last = -1;
+  double m_prev = 0.0;
   for (; spent < budget; ++spent) {  // 3. pull argmax of the variance drop
-    if (use_w) varde_weights(r, p, w, tmp);
-    for (int64_t k = 0; k < K; ++k) {
-      if (r.N[k] < 2) { score[k] = INF; continue; }
-      const double n = static_cast<double>(r.N[k]);
-      double v = use_v ? std::max(r.M2[k] / (n - 1.0), floor_) : 1.0;
-      if (ve != 1.0) v = std::pow(v, ve);
-      score[k] = w[k] * w[k] * v / (n * (n + 1.0));
+    bool all = last < 0;
+    if (use_w && lse) {
+      double m = r.mean[0];
+      for (int64_t k = 1; k < K; ++k) m = std::max(m, r.mean[k]);
+      if (all || m != m_prev) {
+        all = true;
+        for (int64_t k = 0; k < K; ++k) w[k] = std::exp((r.mean[k] - m) / tau);
+      } else {
+        w[last] = std::exp((r.mean[last] - m) / tau);
+      }
+      m_prev = m;
+    } else if (use_w) {
+      varde_weights(r, p, w, tmp);
+      all = true;
     }
-    r.pull(r.pick_max([&](int64_t k) { return score[k]; }, [](int64_t) { return true; }));
+    if (all) {
+      for (int64_t k = 0; k < K; ++k) score[k] = arm_score(k);
+    } else {
+      score[last] = arm_score(last);
+    }
+    last = r.pick_max([&](int64_t k) { return score[k]; }, [](int64_t) { return true; });
+    r.pull(last);
   }
   return r.best_mean();  // 4.
 }
