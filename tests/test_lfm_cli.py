@@ -136,3 +136,15 @@ def test_ddp_two_gloo_processes_match_one(tiny_runs, tmp_path):
     l_one = [x["loss"] for x in one if x["kind"] == "step"]
     assert len(l_ddp) == len(l_one) == 4
     assert l_ddp == pytest.approx(l_one, rel=1e-4)  # same global batch, gradients all-reduced
+
+
+def test_every_recipe_resolves():
+    from icml26.core.recipe import resolve
+    from icml26.methods.lfm.sample import SampleConfig
+    from icml26.methods.lfm.train import Config
+
+    for cmd, cls in (("train-lfm", Config), ("sample-lfm", SampleConfig)):
+        files = sorted((ROOT / "recipes" / cmd).glob("*.yaml"))
+        assert any(f.name == "tiny.yaml" for f in files)
+        for f in files:
+            resolve(cls, cmd, f)

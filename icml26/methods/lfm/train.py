@@ -440,8 +440,8 @@ def select_subset(cfg: Config, arts: dict, *, seed: int, dist: Dist, num_classes
 
 @torch.no_grad()
 def image_features(arts: dict, latents: Tensor) -> Tensor:
-    """Feature-network embeddings of the images behind cached latents (decoded from the original
-    images is not needed: the latents' source images are re-read for exactness)."""
+    """Embeddings (N, D) of the training images behind the cached latents: the feature network's
+    penultimate layer on the original images (re-read from the data set), else the latents."""
     from icml26.core.data.images import load_images
 
     lm = arts["latents_meta"]
