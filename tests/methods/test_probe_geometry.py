@@ -147,3 +147,27 @@ def test_ii_rises_after_true_centroid_not_after_shuffled():
     assert after > 0.9
     # a wrong (shuffled) centroid scrambles neighbourhoods only partly
     assert shuffled < after - 0.2
+
+
+@pytest.mark.parametrize("seed,n,nb", [(0, 120, 7), (1, 300, 20), (2, 60, 60)])
+def test_fast_jackknife_equals_exact(seed, n, nb):
+    rng = np.random.default_rng(seed)
+    a = rng.normal(size=(n, 4))
+    b = a + rng.normal(size=(n, 4)) * 0.7
+    da, db = g.normalized_l2(a), g.normalized_l2(b)
+    blocks = g.assign_blocks(np.arange(n) // 2, nb, rng)
+    ids = np.unique(blocks)
+    fast = g._jackknife_replicates_fast(da, db, blocks, ids, top_k=8)
+    exact = g._jackknife_replicates_exact(da, db, blocks, ids)
+    assert fast is not None
+    np.testing.assert_allclose(fast, exact, rtol=0, atol=1e-12)
+
+
+def test_jackknife_with_ties_falls_back_to_exact():
+    rng = np.random.default_rng(7)
+    a = rng.integers(0, 3, size=(40, 2)).astype(float)
+    da, db = _dist(a), _dist(rng.normal(size=(40, 2)))
+    blocks = np.arange(40) % 5
+    assert g._jackknife_replicates_fast(da, db, blocks, np.unique(blocks)) is None
+    theta, se, ci = g.jackknife_ii(da, db, blocks)
+    assert np.isfinite(se) and ci[0] <= theta <= ci[1]

@@ -226,13 +226,18 @@ def test_smollm2_600_sentences(tmp_path):
     res = [x for x in recs if x["kind"] == "result"]
     s = recs[-1]
     assert s["n_sentences"] >= 500 and len(res) == 31
-    mid = [x for x in res if 8 <= x["layer"] <= 22]
-    for x in mid:
+    # measured: recipes/probe-syntax/smollm2.yaml, seed 0 (docs/probe-syntax.md); margins ~half the observed
+    for x in res[3:]:
         # matched sentences are closer than unmatched ones
-        assert x["sim_syntax"] > x["sim_unmatched"] and x["sim_semantic"] > x["sim_unmatched"]
-        # removing the own centroid removes the shared neighbourhood structure ...
-        assert x["ii_syntax_minus_syn_centroid"] > x["ii_syntax"] + 0.2
-        assert x["ii_semantic_minus_sem_centroid"] > x["ii_semantic"] + 0.2
+        assert x["sim_syntax"] - x["sim_unmatched"] > 0.005 and x["sim_semantic"] - x["sim_unmatched"] > 0.01
+        # removing the own centroid removes the shared neighbourhoods (II up) ...
+        assert x["ii_syntax_minus_syn_centroid"] > x["ii_syntax"] + 0.05
+        assert x["ii_semantic_minus_sem_centroid"] > x["ii_semantic"] + 0.1
         # ... more than a shuffled centroid does
-        assert x["ii_syntax_minus_syn_centroid"] > x["ii_syntax_minus_shuffled_syn_centroid"]
-        assert x["ii_semantic_minus_sem_centroid"] > x["ii_semantic_minus_shuffled_sem_centroid"]
+        assert x["ii_syntax_minus_syn_centroid"] > x["ii_syntax_minus_shuffled_syn_centroid"] + 0.04
+        assert x["ii_semantic_minus_sem_centroid"] > x["ii_semantic_minus_shuffled_sem_centroid"] + 0.04
+        # removing the other kind's centroid does not hide syntax (it sharpens it)
+        assert x["ii_syntax_minus_sem_centroid"] < x["ii_syntax"]
+    # different layer profiles: semantic sharing grows to the top, syntax peaks in the middle
+    assert s["min_ii_semantic_layer"] >= 24 and 10 <= s["min_ii_syntax_layer"] <= 24
+    assert s["mean_ii_semantic"] < s["mean_ii_syntax"]

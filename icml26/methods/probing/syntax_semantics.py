@@ -203,6 +203,10 @@ def _ci_above(rec: dict, key: str, others: tuple[str, ...]) -> bool:
 def summarize(results: list[dict], ss, cfg: Config, *, n_layers: int, seconds: dict, twin_overlap: float) -> dict:
     """The ``summary`` record: data, timing, and whether the paper's effect shows.
 
+    mean_gap_<kind><removal>: layer mean of sim_<kind> - sim_unmatched (after the same
+    removal): how much closer matched partners are than unmatched sentences; raw cosines
+    of LM states share a large common direction, so the gap, not the raw value, is read.
+    mean_ii_<kind><removal>: layer mean of the Information Imbalance.
     effect_syntax_layers: layers where removing the syntactic centroid raises ii_syntax
     with a CI above both the unremoved value and the shuffled-centroid control (and
     likewise effect_semantic_layers). peak_*_layer: where the partner similarity exceeds
@@ -237,17 +241,23 @@ def summarize(results: list[dict], ss, cfg: Config, *, n_layers: int, seconds: d
         "min_ii_syntax_layer": argbest(get("ii_syntax"), np.nanargmin),
         "min_ii_semantic_layer": argbest(get("ii_semantic"), np.nanargmin),
         "syntax_semantic_profile_corr": float(np.corrcoef(syn_gap, sem_gap)[0, 1]) if len(results) > 2 else None,
-        "mean_drop_sim_syntax_syn_centroid": float(np.nanmean(get("sim_syntax") - get("sim_syntax_minus_syn_centroid"))),
-        "mean_drop_sim_semantic_sem_centroid": float(np.nanmean(get("sim_semantic") - get("sim_semantic_minus_sem_centroid"))),
         "effect_syntax_layers": len(eff_syn),
         "effect_semantic_layers": len(eff_sem),
         "seconds": round(seconds["total"], 2),
         "seconds_hidden_states": round(seconds["hidden_states"], 2),
         "seconds_metrics": round(seconds["metrics"], 2),
     }
+    # layer means: similarity gap to unmatched sentences, and II, for each removal
+    suffixes = ["", "_minus_syn_centroid", "_minus_sem_centroid"]
     if cfg.shuffle_control:
-        out["mean_drop_sim_syntax_shuffled"] = float(np.nanmean(get("sim_syntax") - get("sim_syntax_minus_shuffled_syn_centroid")))
-        out["mean_drop_sim_semantic_shuffled"] = float(np.nanmean(get("sim_semantic") - get("sim_semantic_minus_shuffled_sem_centroid")))
+        suffixes += ["_minus_shuffled_syn_centroid", "_minus_shuffled_sem_centroid"]
+    for kind in ("syntax", "semantic"):
+        for suf in suffixes:
+            if (kind == "syntax" and "shuffled_sem" in suf) or (kind == "semantic" and "shuffled_syn" in suf):
+                continue
+            gap = get(f"sim_{kind}{suf}") - get(f"sim_unmatched{suf}")
+            out[f"mean_gap_{kind}{suf}"] = float(np.nanmean(gap))
+            out[f"mean_ii_{kind}{suf}"] = float(np.nanmean(get(f"ii_{kind}{suf}")))
     return out
 
 
@@ -271,21 +281,19 @@ def plot(records: list[dict], out_dir: Path) -> None:
     get = lambda k: np.array([np.nan if r.get(k) is None else r[k] for r in res], dtype=float)
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), constrained_layout=True)
     ax = axes[0]
-    for key, color, style, label in (
-        ("sim_syntax", "C0", "-", "syntax twins"),
-        ("sim_syntax_minus_syn_centroid", "C0", "--", "syntax twins - syn centroid"),
-        ("sim_syntax_minus_shuffled_syn_centroid", "C0", ":", "syntax twins - shuffled syn centroid"),
-        ("sim_semantic", "C3", "-", "paraphrases"),
-        ("sim_semantic_minus_sem_centroid", "C3", "--", "paraphrases - sem centroid"),
-        ("sim_semantic_minus_shuffled_sem_centroid", "C3", ":", "paraphrases - shuffled sem centroid"),
-        ("sim_unmatched", "gray", "-", "unmatched"),
-    ):
-        v = get(key)
-        if not np.all(np.isnan(v)):
-            ax.plot(L, v, color=color, ls=style, label=label)
+    for kind, color in (("syntax", "C0"), ("semantic", "C3")):
+        own = "syn" if kind == "syntax" else "sem"
+        other = "sem" if kind == "syntax" else "syn"
+        for suf, style, label in (("", "-", ""), (f"_minus_{own}_centroid", "--", f" - {own} centroid"),
+                                  (f"_minus_{other}_centroid", "-.", f" - {other} centroid"),
+                                  (f"_minus_shuffled_{own}_centroid", ":", f" - shuffled {own} centroid")):
+            v = get(f"sim_{kind}{suf}") - get(f"sim_unmatched{suf}")
+            if not np.all(np.isnan(v)):
+                ax.plot(L, v, color=color, ls=style, label=f"{'syntax twins' if kind == 'syntax' else 'paraphrases'}{label}")
+    ax.axhline(0.0, color="gray", lw=0.8)
     ax.set_xlabel("layer")
-    ax.set_ylabel("mean cosine similarity")
-    ax.set_title("similarity to matched sentences")
+    ax.set_ylabel("cosine(matched) - cosine(unmatched)")
+    ax.set_title("similarity gap to unmatched sentences")
     ax.legend(fontsize=7)
     ax = axes[1]
     for key, color, style, label in (
