@@ -87,6 +87,14 @@ def test_sample_records_contract(tiny_runs, tmp_path):
     assert recs[-1]["kind"] == "summary" and (tmp_path / "s" / "same_seed.png").is_file()
 
 
+def test_same_seed_determinism(tiny_runs):
+    d, _, _ = tiny_runs
+    args = ["sample-lfm", "-r", TINY_SAMPLE, "--fine", str(d / "large/checkpoint.safetensors"), "-n", "16", "-q"]
+    runs = [_invoke(args + ["--seed", s])[1] for s in ("3", "3", "4")]
+    fids = [[r["fid"] for r in recs if r["kind"] == "result"] for recs in runs]
+    assert fids[0] == fids[1] and fids[0] != fids[2]
+
+
 def test_resume_continues_exactly(tiny_runs, tmp_path):
     d, _, _ = tiny_runs
     base = ["train-lfm", "-r", TINY_TRAIN, "--stage", "fm", "--vae", str(d / "small"), "-q"]
@@ -148,3 +156,27 @@ def test_every_recipe_resolves():
         assert any(f.name == "tiny.yaml" for f in files)
         for f in files:
             resolve(cls, cmd, f)
+
+
+@pytest.mark.slow
+def test_learns_fashion_mnist(tmp_path):
+    """Quality threshold on real data: a short run beats chance on class accuracy and an
+    untrained model on FID (feature space of the classifier trained here)."""
+    need_debian("dataset-fashion-mnist")
+    base = ["train-lfm", "--stage", "all", "--model", "small", "-s", "train_size=3000", "-s", "vae_steps=300",
+            "-s", "feature_steps=200", "-s", "log_every=100", "-q"]
+    code, recs = _invoke(base + ["--steps", "600", "-o", str(tmp_path / "a")])
+    assert code == 0
+    vae = next(r for r in recs if r["kind"] == "vae")
+    assert vae["reconstruction_mse"] < 0.03
+    assert next(r for r in recs if r["kind"] == "feature_network")["test_accuracy"] > 0.6
+    code, _ = _invoke(["train-lfm", "--stage", "fm", "--vae", str(tmp_path / "a"), "--model", "small", "--steps", "1", "-q",
+                       "-o", str(tmp_path / "untrained")])
+    assert code == 0
+    code, out = _invoke(["sample-lfm", "--fine", str(tmp_path / "a/checkpoint.safetensors"), "--compare",
+                         str(tmp_path / "untrained/checkpoint.safetensors"), "-n", "300", "--steps", "30", "-q"])
+    assert code == 0
+    res = {r["mode"]: r for r in out if r["kind"] == "result"}
+    trained, untrained = res["large"], res["compare:untrained"]
+    assert trained["class_accuracy"] > 0.3  # chance: 0.1
+    assert trained["fid"] < 0.7 * untrained["fid"]
