@@ -1,0 +1,39 @@
+"""Pure-torch twin of the packed INT4/INT8 kernels (fallback and test oracle).
+
+Layout (shared with icml26/csrc/cpu/quant_cpu.cpp): ``w[n, k] = scale[n, g] * q[n, k] + minv[n, g]``
+with ``g = k // group_size``; INT8 codes one per byte; INT4 codes two per byte where, in
+every block of 64 weights, byte j holds code 64b + j (low nibble) and 64b + 32 + j (high).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def pack_int4(q: Tensor) -> Tensor:
+    """(N, K) codes in [0, 15] (K % 64 == 0) -> (N, K/2) uint8."""
+    n, k = q.shape
+    b = q.to(torch.uint8).reshape(n, k // 64, 2, 32)
+    return (b[:, :, 0] | (b[:, :, 1] << 4)).reshape(n, k // 2)
+
+
+def unpack_int4(p: Tensor) -> Tensor:
+    """(N, K/2) uint8 -> (N, K) uint8 codes."""
+    n, kh = p.shape
+    b = p.reshape(n, kh // 32, 1, 32)
+    return torch.cat([b & 0x0F, b >> 4], 2).reshape(n, kh * 2)
+
+
+def dequant(qweight: Tensor, scales: Tensor, mins: Tensor, bits: int, group_size: int) -> Tensor:
+    """Packed weight -> (N, K) float32."""
+    q = unpack_int4(qweight) if bits == 4 else qweight
+    n, k = q.shape
+    g = k // group_size
+    w = q.float().reshape(n, g, group_size) * scales.reshape(n, g, 1) + mins.reshape(n, g, 1)
+    return w.reshape(n, k)
+
+
+def quant_gemm(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, bits: int, group_size: int) -> Tensor:
+    """x (M, K) float32 -> x @ W^T (M, N)."""
+    return x @ dequant(qweight, scales, mins, bits, group_size).T

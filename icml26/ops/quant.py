@@ -1,0 +1,71 @@
+"""Packed INT4 / INT8 weight GEMV/GEMM: validation, then the C++ kernel
+(``torch.ops.icml26.quant_gemm``, icml26/csrc/cpu/quant_cpu.cpp: AVX-512 / AVX2+FMA /
+portable, chosen at run time) or the pure-torch twin ``icml26/ops/_ref/quant.py``.
+
+``quant_linear`` uses the kernel for small batches (decode: M <= ``GEMV_MAX_ROWS``) and,
+for prefill, dequantizes the weight once per call and calls the BLAS matmul.
+There is no CUDA kernel: on a GPU the reference path runs (dequantize + matmul).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from icml26.core import ext
+from icml26.ops._ref import quant as _ref
+
+GEMV_MAX_ROWS = 4
+ISA = {0: "portable", 1: "avx2+fma", 2: "avx512f/bw"}
+pack_int4 = _ref.pack_int4
+unpack_int4 = _ref.unpack_int4
+
+
+def backend() -> str:
+    return ext.load("quant", ["cpu/quant_cpu.cpp"])
+
+
+def isa() -> str:
+    """The instruction set the C++ kernel dispatched to (or 'ref')."""
+    if backend() == "ref":
+        return "ref"
+    return ISA.get(int(torch.ops.icml26.quant_isa_level()), "?")
+
+
+def _check(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, bits: int, group_size: int) -> None:
+    if not isinstance(x, Tensor) or not isinstance(qweight, Tensor):
+        raise TypeError("quant_gemm: x and qweight must be tensors")
+    if bits not in (4, 8):
+        raise ValueError(f"quant_gemm: bits must be 4 or 8, got {bits}")
+    if x.dim() != 2 or x.dtype != torch.float32:
+        raise ValueError(f"quant_gemm: x must be float32 (M, K), got {x.dtype} {tuple(x.shape)}")
+    if qweight.dtype != torch.uint8 or qweight.dim() != 2:
+        raise ValueError(f"quant_gemm: qweight must be uint8 (N, K*bits/8), got {qweight.dtype} {tuple(qweight.shape)}")
+    k = x.shape[1]
+    if qweight.shape[1] * 8 != k * bits:
+        raise ValueError(f"quant_gemm: qweight width {qweight.shape[1]} does not match K={k} at {bits} bits")
+    if group_size <= 0 or k % group_size or (bits == 4 and group_size % 64):
+        raise ValueError(f"quant_gemm: group_size {group_size} must divide K={k} (and be a multiple of 64 for INT4)")
+    g = k // group_size
+    for name, t in (("scales", scales), ("mins", mins)):
+        if t.dtype != torch.float32 or tuple(t.shape) != (qweight.shape[0], g):
+            raise ValueError(f"quant_gemm: {name} must be float32 ({qweight.shape[0]}, {g}), got {t.dtype} {tuple(t.shape)}")
+
+
+def quant_gemm(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, bits: int, group_size: int, *, force_ref: bool = False) -> Tensor:
+    """y = x @ W^T with W the packed weight (see module doc). x (M, K) float32 -> (M, N)."""
+    _check(x, qweight, scales, mins, bits, group_size)
+    if force_ref or x.device.type != "cpu" or backend() == "ref":
+        return _ref.quant_gemm(x, qweight, scales, mins, bits, group_size)
+    return torch.ops.icml26.quant_gemm(x.contiguous(), qweight.contiguous(), scales.contiguous(), mins.contiguous(), bits, group_size, -1)
+
+
+def quant_linear(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, bits: int, group_size: int) -> Tensor:
+    """Linear layer on (..., K) input: kernel GEMV for few rows, dequantize + BLAS otherwise."""
+    shp = x.shape
+    x2 = x.reshape(-1, shp[-1]).float()
+    if x2.shape[0] <= GEMV_MAX_ROWS:
+        y = quant_gemm(x2.contiguous(), qweight, scales, mins, bits, group_size)
+    else:
+        y = x2 @ _ref.dequant(qweight, scales, mins, bits, group_size).T
+    return y.reshape(*shp[:-1], y.shape[-1])
