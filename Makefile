@@ -18,7 +18,8 @@ $(STAMP): pyproject.toml Makefile
 	touch $(STAMP)
 
 demo: setup
-	$(VENV)/bin/icml26 bai --recipe recipes/bai/demo.yaml
+	$(VENV)/bin/icml26 bai --recipe recipes/bai/demo-paper.yaml > /dev/null
+	$(VENV)/bin/icml26 bai --recipe recipes/bai/demo.yaml > /dev/null
 
 test: setup
 	$(PY) -m pytest -q -m "not slow and not gpu"
@@ -27,7 +28,7 @@ test-slow: setup
 	$(PY) -m pytest -q -m "slow"
 
 bench: setup
-	$(PY) benchmarks/bai.py
+	$(PY) benchmarks/bai.py --quick
 
 # Real text and images from Debian packages (needs root; CI runs it before `make test`).
 data:
