@@ -6,6 +6,7 @@
 
 KERNELS: dict[str, str] = {
     "bai": "icml26.ops.bai",
+    "bai_fc": "icml26.ops.bai_fc",
     "mcts": "icml26.ops.mcts",
     "kv": "icml26.ops.kv",
 }

@@ -1,0 +1,252 @@
+"""Fixed-confidence best-arm identification engine (many seeds per call).
+
+``run_fixed_confidence(table, algo, seeds, params, delta=...)`` samples arms with the
+algorithm's sampling rule until its stopping rule fires (or ``max_pulls``), then
+recommends an arm; with ``budget=...`` it runs the same sampling rule for exactly
+``budget`` pulls without stopping and recommends the empirical best, so that these
+sampling rules can also be compared in the fixed-budget setting.
+
+Rewards: the j-th pull (0-based) of arm k in run ``seed`` returns
+``bandit_sampler.sample(seed, k, j)`` (common random numbers across algorithms). Exact ties
+in every argmax/argmin are broken by ``tie_rank`` (a per-run random priority), never by arm
+index. The hot loop is C++ (``icml26/csrc/cpu/bai_fc_cpu.cpp``, seeds in parallel); the NumPy
+twin ``icml26/ops/_ref/bai_fc.py`` (vectorised across seeds) is the fallback and the test oracle.
+
+Common pieces (all algorithms)
+------------------------------
+0. Warm start: every arm is pulled until it has ``warm_start`` (default 2) samples, round by
+   round, each round in a per-run random order. Two samples make the plug-in variance defined.
+1. Statistics per arm: N_k, Welford mean mu_k and M2_k, s_k^2 = max(M2_k / (N_k - 1), var_floor).
+2. Noise model (``noise_model``) — the divergence d_k(u, v) used by the stopping rules,
+   Track-and-Stop's w*, KL-LUCB's bounds and top-two TS's posterior:
+   * ``bernoulli``: d(u, v) = u log(u/v) + (1-u) log((1-u)/(1-v)) (means clipped to
+     [1e-12, 1 - 1e-12]). Valid for any reward in [0, 1]: such a reward is sub-Bernoulli, so
+     the Bernoulli KL deviation bounds still hold.
+   * ``gaussian``: heteroscedastic, d_k(u, v) = (u - v)^2 / (2 s_k^2) with the plug-in
+     variance s_k^2 above (floored by ``var_floor``). The plug-in makes the stopping rule a
+     heuristic for unknown variances (the guarantees below assume known variances).
+   * ``auto`` (default): bernoulli when every arm's support lies in [0, 1] (Bernoulli arms,
+     empirical arms whose recorded values are all in [0, 1]), else gaussian.
+3. GLR / Chernoff stopping rule (Garivier & Kaufmann 2016, "Optimal best arm identification
+   with fixed confidence", COLT, Sec. 3, Eq. 14-15), used by ``varde``, ``uniform``,
+   ``track-and-stop`` and ``top-two-ts`` alike: with a = argmax mu,
+       Z(t) = min_{b != a} inf_v [N_a d_a(mu_a, v) + N_b d_b(mu_b, v)]
+   (bernoulli: v = (N_a mu_a + N_b mu_b)/(N_a + N_b); gaussian: Z_ab = (mu_a - mu_b)^2 /
+   (2 (s_a^2/N_a + s_b^2/N_b))); stop at the first t (pulls so far) with Z(t) > beta(t, delta)
+   and recommend a.
+4. Thresholds (``threshold``):
+   * ``heuristic`` (default): beta(t, delta) = log((1 + log t) / delta), the exploration rate of
+     Garivier & Kaufmann's experiments (Sec. 6; used there for every algorithm, including the
+     LUCB confidence bounds). Not covered by a theorem, but the measured error rate stays well
+     below delta on the Garivier & Kaufmann instances (tests/methods/test_bai_fc_algos.py,
+     docs/bai-fc-engine.md), which is why it is the default.
+   * ``theory``: GLR rule: beta(t, delta) = log(2 t (K - 1) / delta), for which Garivier &
+     Kaufmann (Sec. 3, Prop. 12) prove the Chernoff stopping rule delta-correct for Bernoulli
+     (exponential-family) arms; LUCB: log(k1 K t^4 / delta), k1 = 5/4 (LUCB1, Kalyanakrishnan
+     et al. 2012, Thm. 6 with Hoeffding radius sqrt(beta / (2 N))); KL-LUCB: log(k1 K t^alpha /
+     delta) with alpha = 1.1, k1 = 405.5 (Kaufmann & Kalyanakrishnan 2013, Thm. 1 needs
+     alpha > 1, k1 > 1 + 1/(alpha - 1)). Much more conservative: larger stopping times.
+5. Recommendation: the empirical best arm argmax mu (for every algorithm, at the stop, at
+   ``max_pulls`` (then ``stopped`` is False) or at the end of the budget).
+
+Sampling rules
+--------------
+* ``varde`` — VarDE (Luong et al., ICML 2026; see /work/shared/methods/varde.md): pull
+  argmax_i w_i^2 (s_i^2)^ve / (N_i (N_i + 1)) with w = softmax(mu / tau): the arm whose next
+  sample most reduces the delta-method variance sum_i w_i^2 s_i^2 / N_i of the log-sum-exp
+  soft maximum of the means (1/N - 1/(N+1) = 1/(N (N+1))). Stopping: GLR.
+* ``uniform`` — round robin (least-pulled arm). Stopping: GLR.
+* ``lucb`` — LUCB1 (Kalyanakrishnan, Tewari, Auer & Stone 2012, "PAC subset selection in
+  stochastic multi-armed bandits", ICML, Alg. 1 with m = 1, epsilon = 0): each round, h =
+  argmax mu, l = argmax_{b != h} U_b; stop when L_h > U_l, else pull h and l. Bounds
+  mu +/- sqrt(2 sigma^2 beta(t, delta) / N) with sigma^2 = 1/4 (Hoeffding, bernoulli model)
+  or the plug-in s_k^2 (gaussian model).
+* ``kl-lucb`` — KL-LUCB (Kaufmann & Kalyanakrishnan 2013, "Information complexity in bandit
+  subset selection", COLT): LUCB with the KL bounds U = max{q : N d(mu, q) <= beta},
+  L = min{q : N d(mu, q) <= beta} (bisection); for the gaussian model these are mu +/-
+  sqrt(2 s^2 beta / N), i.e. the same as ``lucb``.
+* ``track-and-stop`` — Track-and-Stop (Garivier & Kaufmann 2016, Sec. 3.1): forced
+  exploration (if some N_k < sqrt(t) - K/2, pull the least pulled of those), else D-tracking
+  argmax_k (t w*_k(mu) - N_k), where w*(mu) is computed at every step by the paper's nested
+  bisection (Thm. 5 / Sec. 2.2; ``tas_bisection_iters`` halvings of each bracket; the
+  inner equation is bisected in the mean-space variable m = (mu_a + x mu_b)/(1 + x); for the
+  gaussian model the inner solve is in closed form). Stopping: GLR (Chernoff).
+* ``top-two-ts`` — Top-Two Thompson Sampling (Russo 2016, "Simple Bayesian algorithms for
+  best arm identification", COLT; Operations Research 2020), beta = ``tts_beta`` = 1/2: draw
+  theta from the posterior (bernoulli: Beta(1 + successes, 1 + failures), uniform prior;
+  gaussian: N(mu_k, s_k^2 / N_k)); I = argmax theta; with probability beta pull I, else
+  redraw theta until J = argmax theta != I (at most ``tts_max_resample`` redraws, then J =
+  argmax over the other arms of the last draw) and pull J. Stopping: GLR (as in Jourdan et
+  al. 2022, "Top two algorithms revisited", NeurIPS).
+
+Budget mode (``budget=``) runs exactly ``budget`` pulls of the sampling rule and never
+stops (``stopped`` is all False). LUCB and KL-LUCB need a delta in their bounds even then:
+``budget_delta``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+ALGOS = ("varde", "uniform", "lucb", "kl-lucb", "track-and-stop", "top-two-ts")
+
+_COMMON = {
+    "noise_model": "auto",   # auto | bernoulli | gaussian (see module docstring, 2.)
+    "threshold": "heuristic",  # heuristic log((1+log t)/delta) | theory (see 4.)
+    "var_floor": 0.01,       # floor of the plug-in variances (VarDE's default, varde.md)
+    "warm_start": 2,         # samples of every arm before the sampling rule starts (>= 2)
+}
+DEFAULTS: dict[str, dict] = {
+    # VarDE: tau = 0.1 and variance_exponent = 1 are the authors' defaults (varde.md)
+    "varde": {**_COMMON, "tau": 0.1, "variance_exponent": 1.0},
+    "uniform": dict(_COMMON),
+    # budget_delta: delta of the confidence bounds when run in budget mode
+    "lucb": {**_COMMON, "budget_delta": 0.1},
+    "kl-lucb": {**_COMMON, "budget_delta": 0.1},
+    # 16 halvings of each bracket: w* to ~1e-5, below what D-tracking resolves at t ~ 1e4
+    "track-and-stop": {**_COMMON, "tas_bisection_iters": 16},
+    # tts_beta = 1/2 (Russo 2016); at most 1000 redraws of the challenger
+    "top-two-ts": {**_COMMON, "tts_beta": 0.5, "tts_max_resample": 1000},
+}
+_FAMILY = "bai_fc"
+_ALGO_ID = {a: i for i, a in enumerate(ALGOS)}
+
+
+def backend() -> str:
+    """Load (JIT-build on first use) the C++ kernel; "ext-cpu" or "ref"."""
+    from icml26.core import ext
+
+    return ext.load(_FAMILY, ["cpu/bai_fc_cpu.cpp"], extra_cflags=["-ffp-contract=off"])
+
+
+def resolve_params(algo: str, params: dict | None) -> dict:
+    """DEFAULTS[algo] updated by ``params``; ValueError on an unknown key or bad value."""
+    if algo not in DEFAULTS:
+        raise ValueError(f"unknown fixed-confidence algorithm {algo!r}; valid: {', '.join(ALGOS)}")
+    p = dict(DEFAULTS[algo])
+    for k, v in (params or {}).items():
+        if k not in p:
+            raise ValueError(f"unknown parameter {k!r} for {algo}; valid: {', '.join(sorted(p))}")
+        p[k] = v
+    if p["noise_model"] not in ("auto", "bernoulli", "gaussian"):
+        raise ValueError(f"noise_model must be auto, bernoulli or gaussian, got {p['noise_model']!r}")
+    if p["threshold"] not in ("heuristic", "theory"):
+        raise ValueError(f"threshold must be heuristic or theory, got {p['threshold']!r}")
+    if not float(p["var_floor"]) > 0:
+        raise ValueError(f"var_floor must be > 0, got {p['var_floor']!r}")
+    if isinstance(p["warm_start"], bool) or int(p["warm_start"]) != p["warm_start"] or int(p["warm_start"]) < 2:
+        raise ValueError(f"warm_start must be an integer >= 2, got {p['warm_start']!r}")
+    p["warm_start"] = int(p["warm_start"])
+    if "tau" in p and not float(p["tau"]) > 0:
+        raise ValueError(f"tau must be > 0, got {p['tau']!r}")
+    if "budget_delta" in p and not 0 < float(p["budget_delta"]) < 1:
+        raise ValueError(f"budget_delta must be in (0, 1), got {p['budget_delta']!r}")
+    if "tas_bisection_iters" in p:
+        if int(p["tas_bisection_iters"]) != p["tas_bisection_iters"] or not 1 <= int(p["tas_bisection_iters"]) <= 200:
+            raise ValueError(f"tas_bisection_iters must be an integer in [1, 200], got {p['tas_bisection_iters']!r}")
+        p["tas_bisection_iters"] = int(p["tas_bisection_iters"])
+    if "tts_beta" in p and not 0 < float(p["tts_beta"]) < 1:
+        raise ValueError(f"tts_beta must be in (0, 1), got {p['tts_beta']!r}")
+    if "tts_max_resample" in p:
+        if int(p["tts_max_resample"]) != p["tts_max_resample"] or int(p["tts_max_resample"]) < 1:
+            raise ValueError(f"tts_max_resample must be an integer >= 1, got {p['tts_max_resample']!r}")
+        p["tts_max_resample"] = int(p["tts_max_resample"])
+    return p
+
+
+def in_unit_interval(table) -> np.ndarray:
+    """(K,) bool: arm k's rewards all lie in [0, 1] (bernoulli arms, empirical arms with
+    recorded values in [0, 1])."""
+    kind = np.asarray(table.kind)
+    off = np.asarray(table.emp_offsets)
+    ev = np.asarray(table.emp_values)
+    out = np.zeros(kind.shape[0], dtype=bool)
+    for k in range(kind.shape[0]):
+        if kind[k] == 0:
+            out[k] = True
+        elif kind[k] == 4:
+            v = ev[off[k]:off[k + 1]]
+            out[k] = v.size > 0 and bool(np.all((v >= 0.0) & (v <= 1.0)))
+    return out
+
+
+def noise_of(table, noise_model: str) -> str:
+    """Resolve ``noise_model`` ("auto" -> "bernoulli" when every arm lies in [0, 1])."""
+    unit = in_unit_interval(table)
+    if noise_model == "auto":
+        return "bernoulli" if unit.all() else "gaussian"
+    if noise_model == "bernoulli" and not unit.all():
+        k = int(np.flatnonzero(~unit)[0])
+        lab = table.labels[k] if getattr(table, "labels", None) else f"arm{k}"
+        raise ValueError(f"noise_model 'bernoulli' needs rewards in [0, 1], but arm {k} ({lab}) can leave [0, 1]; use 'gaussian' or 'auto'")
+    return noise_model
+
+
+def run_fixed_confidence(table, algo: str, seeds: np.ndarray, params: dict | None = None, *,
+                         delta: float | None = None, budget: int | None = None,
+                         max_pulls: int = 1_000_000, backend: str = "auto") -> dict:
+    """Run ``algo`` on ``table`` (an ArmTable) once per seed.
+
+    Exactly one of ``delta`` (fixed confidence: sample until the stopping rule fires or
+    ``max_pulls``; then ``stopped`` is False) and ``budget`` (exactly ``budget`` pulls, no
+    stopping, recommend the empirical best). ``params`` override DEFAULTS[algo].
+    ``backend``: "auto" (C++ if it builds, else NumPy), "ext" (C++, error if unavailable), "ref".
+
+    Returns {"recommendation": (S,) int64, "counts": (S, K) int64, "pulls": (S,) int64,
+    "stopped": (S,) bool}.
+    """
+    p = resolve_params(algo, params)
+    if (delta is None) == (budget is None):
+        raise ValueError("give exactly one of delta (fixed confidence) or budget (fixed budget)")
+    if delta is not None:
+        delta = float(delta)
+        if not 0.0 < delta < 1.0:
+            raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+        if isinstance(max_pulls, bool) or int(max_pulls) != max_pulls or int(max_pulls) < 1:
+            raise ValueError(f"max_pulls must be an integer >= 1, got {max_pulls!r}")
+        max_pulls = int(max_pulls)
+    else:
+        if isinstance(budget, bool) or int(budget) != budget or int(budget) < 1:
+            raise ValueError(f"budget must be an integer >= 1, got {budget!r}")
+        budget = int(budget)
+    seeds = np.ascontiguousarray(np.asarray(seeds).astype(np.uint64).reshape(-1))
+    if seeds.size == 0:
+        raise ValueError("seeds must not be empty")
+    if backend not in ("auto", "ext", "ref"):
+        raise ValueError(f"backend must be auto, ext or ref, got {backend!r}")
+    noise = noise_of(table, p["noise_model"])
+    if table.K < 2:
+        raise ValueError(f"need at least 2 arms, got {table.K}")
+    tab = (np.asarray(table.kind, np.int32), np.asarray(table.params, np.float64),
+           np.asarray(table.emp_values, np.float64), np.asarray(table.emp_offsets, np.int64))
+    use = "ref"
+    if backend != "ref":
+        b = globals()["backend"]()
+        if b == "ext-cpu":
+            use = "ext"
+        elif backend == "ext":
+            from icml26.core import ext
+
+            raise RuntimeError(f"the bai_fc C++ kernel is unavailable ({ext.why(_FAMILY)})")
+    if use == "ref":
+        from icml26.ops._ref import bai_fc as ref
+
+        return ref.run(tab, seeds, algo, p, ref.NOISE[noise], delta=delta, budget=budget, max_pulls=max_pulls)
+    return _run_ext(tab, seeds, algo, p, noise, delta, budget, max_pulls)
+
+
+def _run_ext(tab, seeds, algo, p, noise, delta, budget, max_pulls) -> dict:
+    import torch
+
+    from icml26.ops._ref import bai_fc as ref
+
+    f = torch.tensor([float(p["var_floor"]), float(p.get("tau", 0.1)), float(p.get("variance_exponent", 1.0)),
+                      float(p.get("tts_beta", 0.5)), float(p.get("budget_delta", 0.1))], dtype=torch.float64)
+    i = torch.tensor([p["warm_start"], p.get("tas_bisection_iters", 16), p.get("tts_max_resample", 1000),
+                      ref.THRESHOLDS[p["threshold"]], ref.NOISE[noise]], dtype=torch.int64)
+    rec, counts, pulls, stopped = torch.ops.icml26.bai_fc_run(
+        torch.from_numpy(tab[0]), torch.from_numpy(tab[1]), torch.from_numpy(tab[2]), torch.from_numpy(tab[3]),
+        torch.from_numpy(seeds.view(np.int64)), _ALGO_ID[algo], f, i,
+        -1.0 if delta is None else float(delta), -1 if budget is None else int(budget), int(max_pulls))
+    return {"recommendation": rec.numpy(), "counts": counts.numpy(), "pulls": pulls.numpy(),
+            "stopped": stopped.numpy().astype(bool)}
