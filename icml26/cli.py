@@ -21,6 +21,7 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("env", "icml26.commands.env:env", "Toolkit"),
     ("prepare-data", "icml26.commands.prepare_data:prepare_data", "Toolkit"),
     ("bai", "icml26.commands.bai:bai", "Pure exploration (VarDE)"),
+    ("quantize", "icml26.commands.quantize:quantize", "LLM quantization (FPTQuant)"),
     ("train-lfm", "icml26.commands.lfm:train_lfm", "Latent flow matching (LFM stability)"),
     ("sample-lfm", "icml26.commands.lfm:sample_lfm", "Latent flow matching (LFM stability)"),
     ("mcts", "icml26.commands.mcts:mcts", "Pure exploration (VarDE)"),

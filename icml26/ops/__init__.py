@@ -9,4 +9,5 @@ KERNELS: dict[str, str] = {
     "bai_fc": "icml26.ops.bai_fc",
     "mcts": "icml26.ops.mcts",
     "kv": "icml26.ops.kv",
+    "quant": "icml26.ops.quant",
 }

@@ -84,7 +84,7 @@ class QuantLinear(nn.Module):
             return w
         if self.train_quant or torch.is_grad_enabled() and w.requires_grad:
             return self.quant_weight(w)
-        key = (w._version, w.data_ptr())
+        key = (w._version, w.data_ptr(), self.wbits, self.spec.group_size, self.spec.w_sym)
         if self._wq is None or self._wq[0] != key:
             self._wq = (key, self.quant_weight(w.detach()))
         return self._wq[1]
@@ -204,6 +204,23 @@ def install_dyn_scale_hooks(model) -> None:
         layer.input_layernorm.register_forward_pre_hook(make(layer.self_attn.o_proj, eps))
         layer.post_attention_layernorm.register_forward_pre_hook(make(layer.mlp.down_proj, eps))
         layer._icml26_dyn = True
+
+
+def set_spec(model, spec: QSpec) -> None:
+    """Switch an already wrapped model to another setting (weights re-quantized lazily)."""
+    for _, m in quant_linears(model):
+        m.spec = spec
+        m.wbits, m.abits = spec.wbits, spec.abits
+        m.act_scale = m.act_zero = None
+    for layer in layers(model):
+        layer.self_attn.kv_bits = spec.kvbits
+        layer.self_attn.kv_clip_ratio = spec.kv_clip_ratio
+    if spec.kvbits < 16:
+        _register_kv()
+    impl = _KV_NAME if spec.kvbits < 16 else "sdpa"
+    for m in model.modules():
+        if hasattr(m, "config") and hasattr(m.config, "_attn_implementation"):
+            m.config._attn_implementation = impl
 
 
 def quant_linears(model) -> list[tuple[str, QuantLinear]]:
