@@ -171,3 +171,39 @@ def test_jackknife_with_ties_falls_back_to_exact():
     assert g._jackknife_replicates_fast(da, db, blocks, np.unique(blocks)) is None
     theta, se, ci = g.jackknife_ii(da, db, blocks)
     assert np.isfinite(se) and ci[0] <= theta <= ci[1]
+
+
+GOLDEN = __import__("pathlib").Path(__file__).resolve().parents[1] / "golden" / "probe_syntax.json"
+
+
+def _golden_metrics():
+    from icml26.methods.probing.syntax_semantics import layer_metrics
+
+    x, syn, sem = _crossed(n_events=30, n_structs=4, seed=11)
+    rng = np.random.default_rng(11)
+    n = len(x)
+    twin = np.array([rng.choice(np.flatnonzero((syn == syn[i]) & (sem != sem[i]))) for i in range(n)])
+    para = np.array([rng.choice(np.flatnonzero((sem == sem[i]) & (syn != syn[i]))) for i in range(n)])
+    blocks = g.assign_blocks(sem, 6, rng)
+    return layer_metrics(x, syn, sem, twin, para, blocks, rng.permutation(n))
+
+
+def test_layer_metrics_golden():
+    import json
+
+    want = json.loads(GOLDEN.read_text())
+    got = _golden_metrics()
+    assert sorted(got) == sorted(want["values"])
+    for k, v in want["values"].items():
+        np.testing.assert_allclose(got[k], v, rtol=0, atol=want["tolerance"], err_msg=k)
+
+
+if __name__ == "__main__":   # python tests/methods/test_probe_geometry.py --golden
+    import json
+    import sys
+
+    if "--golden" in sys.argv:
+        vals = {k: (list(map(float, v)) if isinstance(v, list) else float(v)) for k, v in _golden_metrics().items()}
+        GOLDEN.write_text(json.dumps({"command": "python tests/methods/test_probe_geometry.py --golden",
+                                      "what": "layer_metrics on _crossed(n_events=30, n_structs=4, seed=11)",
+                                      "tolerance": 1e-7, "values": vals}, indent=1) + "\n")
