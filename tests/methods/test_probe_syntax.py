@@ -124,6 +124,14 @@ def test_tsv_loader_ok(tmp_path):
 
     ss = load_tsv(_write(tmp_path, GOOD))
     assert len(ss) == 8 and ss.syntax[:2] == ["active", "passive"] and ss.meaning[:2] == ["0", "0"]
+    ss.sentences[0] = 'The cat said "hi" to the dog.'
+    back = load_tsv(_write(tmp_path, ss.to_tsv()))
+    assert back.sentences == ss.sentences and back.syntax == ss.syntax and back.meaning == ss.meaning
+
+
+def test_cli_help():
+    r = _cli(["probe-syntax", "--help"])
+    assert r.exit_code == 0 and "--sentences" in r.output and "--pooling" in r.output
 
 
 @pytest.mark.parametrize("text,msg", [

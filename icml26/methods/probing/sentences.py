@@ -35,8 +35,6 @@ Users give their own set as a TSV with the header ``sentence<TAB>syntax_id<TAB>m
 
 from __future__ import annotations
 
-import csv
-import io
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -99,12 +97,12 @@ class SentenceSet:
                 np.unique(self.meaning, return_inverse=True)[1].ravel())
 
     def to_tsv(self) -> str:
-        buf = io.StringIO()
-        w = csv.writer(buf, delimiter="\t", lineterminator="\n", quoting=csv.QUOTE_MINIMAL)
-        w.writerow(["sentence", "syntax_id", "meaning_id"])
-        for row in zip(self.sentences, self.syntax, self.meaning):
-            w.writerow(row)
-        return buf.getvalue()
+        """The set in the ``--sentences`` format (plain tab-separated, no quoting; tabs and
+        newlines inside a field become spaces), so that ``load_tsv`` reads it back."""
+        clean = lambda v: " ".join(str(v).split())
+        rows = ["sentence\tsyntax_id\tmeaning_id"]
+        rows += ["\t".join(clean(v) for v in row) for row in zip(self.sentences, self.syntax, self.meaning)]
+        return "\n".join(rows) + "\n"
 
 
 # ----------------------------------------------------------------------------- TSV
