@@ -21,18 +21,24 @@ recommend the greedy policy of the empirical MDP (value iteration on P_hat, r_ha
   exploration (sample argmin N when min N < sqrt(t) - SA/2). The paper tracks the allocation
   of a KL ball around the estimate; ours uses the point estimate (documented deviation).
 - ``varde`` (VarDE-BPI, **reconstruction**: the paper's BPI text could not be read). The final
-  decision is smoothed through the soft Bellman operator and each sample goes where it most
-  reduces the delta-method variance of the soft value at the start distribution:
+  decision at each state is smoothed through the soft Bellman operator (the BAI rule's
+  soft max over actions), and each sample goes where it most reduces the variance of the
+  decisions, each state weighted by how much its decision matters at the start distribution:
 
   1. soft values on the empirical MDP: Q = r_hat + gamma P_hat V, V(s) = tau log sum_a exp(Q(s,a)/tau),
      tau = ``tau`` x (max_s V_hat - min_s V_hat) (temperature in units of the value range)
-  2. pi_tau = softmax(Q/tau); occupancy d(s) = rho^T (I - gamma P_pi)^-1, d(s,a) = d(s) pi_tau(a|s)
-     (= dV(rho)/dr(s,a); dV(rho)/dP(s'|s,a) = gamma d(s,a) V(s'))
+  2. pi_tau = softmax(Q/tau) = dV(s)/dQ(s, .) (BAI's influence weights w at state s);
+     occupancy d(s) = rho^T (I - gamma P_pi)^-1 (the policy gap at rho is
+     sum_s d(s) Delta(s), performance-difference lemma)
   3. per-sample variance of the target r + gamma V(s'): sigma2(s,a) = max(var_hat(r), var_floor)
      + gamma^2 Var_{P_hat(s,a)}[V]
-  4. Var V(rho) ~= sum_sa d(s,a)^2 sigma2(s,a) / N(s,a); sample argmax d^2 sigma2 / (N (N+1)),
-     the first-order drop of that variance from one more sample (VarDE's BAI rule, with the
-     occupancy as influence weight).
+  4. objective sum_s d(s) Var V(s) ~= sum_sa d(s) pi_tau(a|s)^2 sigma2(s,a) / N(s,a); sample
+     argmax d pi^2 sigma2 / (N (N+1)), its first-order drop from one more sample (VarDE's BAI
+     rule at every state, weighted by the occupancy).
+
+  The plain delta-method variance of V(rho) (weight d(s,a)^2 = (d(s) pi)^2) starved the states
+  far from the start: P(eps-optimal) 0.33 vs 0.88 for uniform on FrozenLake 8x8 (100 seeds);
+  the occupancy-linear weight above gave 0.75-0.81 (16 seeds). Both are ours.
 
 Stopping rule (``delta`` given, all algorithms; Hoeffding-style, ours): with
 ``L = log(S A / delta) + 2 log(1 + N)``, ``b = sigma_max sqrt(2 L / N) + gamma span sqrt(L / (2 N))``
@@ -74,7 +80,7 @@ class Config:
     budget: int = 20000           # samples (the cap when delta is given)
     seeds: int = 100              # independent runs
     warm_start: int = 2           # samples of every (s, a) before the rule starts (>= 1)
-    tau: float = 0.2              # varde temperature, in units of the value range
+    tau: float = 0.5              # varde temperature, in units of the value range
     var_floor: float = 1e-4       # varde floor on the reward variance
     gap_floor: float | None = None  # klb-ts floor on gaps; None: epsilon (1 - gamma) / 2
 
@@ -181,7 +187,7 @@ class Learner:
 
 
 def varde_weights(L: Learner, cfg: Config) -> np.ndarray:
-    """(S, A) d(s,a)^2 sigma2(s,a): steps 1-3 of VarDE-BPI."""
+    """(S, A) d(s) pi_tau(a|s)^2 sigma2(s,a): steps 1-3 of VarDE-BPI."""
     mdp = L.mdp
     Ph, Rh = L.model()
     _, Vg, _ = L.greedy()
@@ -189,11 +195,11 @@ def varde_weights(L: Learner, cfg: Config) -> np.ndarray:
     Q, V, pi = _soft_pi(Ph, Rh, mdp.gamma, tau)                          # pi: (S, A)
     Ppi = np.einsum("sa,sat->st", pi, Ph)                                  # (S, S)
     d = np.linalg.solve((np.eye(mdp.S) - mdp.gamma * Ppi).T, mdp.rho)     # (S,) discounted occupancy
-    dsa = d[:, None] * pi
     ev = Ph @ V
     tv = np.maximum(Ph @ (V * V) - ev * ev, 0.0)
-    sig2 = np.maximum(np.where(np.isfinite(L.rvar()), L.rvar(), 0.0), cfg.var_floor) + mdp.gamma ** 2 * tv
-    return dsa * dsa * sig2
+    rv = L.rvar()
+    sig2 = np.maximum(np.where(np.isfinite(rv), rv, 0.0), cfg.var_floor) + mdp.gamma ** 2 * tv
+    return d[:, None] * pi * pi * sig2
 
 
 def klb_weights(L: Learner, cfg: Config) -> np.ndarray:
