@@ -60,12 +60,19 @@ def quant_gemm(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, bits: i
     return torch.ops.icml26.quant_gemm(x.contiguous(), qweight.contiguous(), scales.contiguous(), mins.contiguous(), bits, group_size, -1)
 
 
-def quant_linear(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, bits: int, group_size: int) -> Tensor:
-    """Linear layer on (..., K) input: kernel GEMV for few rows, dequantize + BLAS otherwise."""
+def quant_linear(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, bits: int, group_size: int,
+                 *, checked: bool = False) -> Tensor:
+    """Linear layer on (..., K) input: kernel GEMV for few rows, dequantize + BLAS otherwise.
+
+    ``checked=True`` (packed layers validated their buffers once at load time) skips the
+    per-call validation of the weight tensors, which matters at decode."""
     shp = x.shape
     x2 = x.reshape(-1, shp[-1]).float()
     if x2.shape[0] <= GEMV_MAX_ROWS:
-        y = quant_gemm(x2.contiguous(), qweight, scales, mins, bits, group_size)
+        if checked and x2.device.type == "cpu" and backend() != "ref":
+            y = torch.ops.icml26.quant_gemm(x2.contiguous(), qweight, scales, mins, bits, group_size, -1)
+        else:
+            y = quant_gemm(x2.contiguous(), qweight, scales, mins, bits, group_size)
     else:
         y = x2 @ _ref.dequant(qweight, scales, mins, bits, group_size).T
     return y.reshape(*shp[:-1], y.shape[-1])

@@ -178,6 +178,7 @@ def prepare(method: str, fp_model, cfg: Config, calib: list, seed: int):
     if method in ("fp", "rtn"):
         return model, extras
     if method == "smoothquant":
+        T.check_llama(model)  # folds 1/s into RMSNorm gains: LLaMA-style norms only
         sq.smooth(model, calib, cfg.smoothquant_alpha)
         return model, extras
     T.check_llama(model)

@@ -156,6 +156,10 @@ class PackedLinear(nn.Module):
         self.dyn_scale = False
         self.token_scale: Tensor | None = None
         self.train_quant = False
+        from icml26.ops import quant as ops
+
+        ops._check(torch.zeros(1, in_features), self.qweight, self.scales, self.mins, bits, self.group_size)
+        self._checked = True
 
     def forward(self, x: Tensor) -> Tensor:
         from icml26.ops import quant as ops
@@ -170,7 +174,7 @@ class PackedLinear(nn.Module):
                 x = Q.fake_quant_per_token(x, self.abits, sym=self.spec.a_sym, clip_ratio=self.spec.a_clip_ratio)
             elif self.act_scale is not None:
                 x = Q.fake_quant_per_tensor(x, self.act_scale, self.act_zero, self.abits)
-        y = ops.quant_linear(x, self.qweight, self.scales, self.mins, self.bits, self.group_size)
+        y = ops.quant_linear(x, self.qweight, self.scales, self.mins, self.bits, self.group_size, checked=self._checked)
         if s is not None:
             y = y * s
         return y
@@ -196,11 +200,14 @@ class PackedHead(nn.Module):
         self.register_buffer("scales", scales.float().reshape(-1, 1).contiguous())
         self.register_buffer("mins", (-128.0 * self.scales).contiguous())
         self.in_features = qweight.shape[1]
+        from icml26.ops import quant as ops
+
+        ops._check(torch.zeros(1, self.in_features), self.qweight, self.scales, self.mins, 8, self.in_features)
 
     def forward(self, x: Tensor) -> Tensor:
         from icml26.ops import quant as ops
 
-        return ops.quant_linear(x, self.qweight, self.scales, self.mins, 8, self.in_features)
+        return ops.quant_linear(x, self.qweight, self.scales, self.mins, 8, self.in_features, checked=True)
 
 
 def load_quantized(path: str | Path):

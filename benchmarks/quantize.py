@@ -1,0 +1,215 @@
+"""Benchmark of ``icml26 quantize`` on SmolLM2-135M (CPU).
+
+Prints, in one run:
+ 1. perplexity of FP, RTN, SmoothQuant, QuaRot-style and FPTQuant at W4A4, W4A8, W8A8
+    (recipes/quantize/smollm2.yaml, or ``--records FILE`` to print a finished
+    ``icml26 quantize ... --out DIR`` run's DIR/records.jsonl instead of recomputing);
+ 2. the packed GEMV kernels against FP32 ``F.linear``, torch's own ``_weight_int8pack_mm`` /
+    ``_weight_int4pack_mm_for_cpu``, and the pure-torch ``_ref`` twin, with the effective
+    bandwidth against the machine's measured copy bandwidth;
+ 3. whole-model prefill / decode tokens/s and memory of FP32 vs the packed INT4 model
+    (W4A16 RTN, per-channel; lm_head / embedding INT8), each in its own process so that
+    peak RSS is the model's own.
+
+Usage: .venv/bin/python benchmarks/quantize.py [--records DIR/records.jsonl] [--skip-ppl] [--threads 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def _bench(f, min_time=0.5, min_iter=5):
+    for _ in range(2):
+        f()
+    n, t0 = 0, time.perf_counter()
+    while n < min_iter or time.perf_counter() - t0 < min_time:
+        f()
+        n += 1
+    return (time.perf_counter() - t0) / n
+
+
+def copy_bandwidth_gbs() -> float:
+    import torch
+
+    a = torch.empty(64 * 1024 * 1024, dtype=torch.float32).fill_(1.0)  # 256 MiB
+    b = torch.empty_like(a)
+    t = _bench(lambda: b.copy_(a), 1.0, 3)
+    return 2 * a.numel() * 4 / t / 1e9  # read + write
+
+
+def ppl_table(records_path: str | None) -> None:
+    print("== 1. perplexity on held-out Python-docs text (SmolLM2-135M) ==")
+    if records_path:
+        recs = [json.loads(line) for line in Path(records_path).read_text().splitlines() if line.strip()]
+        print(f"(from {records_path})")
+    else:
+        from icml26.core.recipe import resolve
+        from icml26.methods.quantization import fptquant as m
+
+        cfg = resolve(m.Config, "quantize", ROOT / "recipes/quantize/smollm2.yaml", None)
+        recs = list(m.run(cfg, seed=0))
+    res = [r for r in recs if r.get("kind") == "result"]
+    cfgrec = next((r for r in recs if r.get("kind") == "config"), {})
+    data = next((r for r in recs if r.get("stage") == "data"), {})
+    print(f"eval tokens {data.get('eval_tokens')}, calib tokens {data.get('calib_tokens')}, weights {data.get('weight_quant')}, "
+          f"activations {cfgrec.get('act_granularity')}, local_steps {cfgrec.get('local_steps')}, e2e_steps {cfgrec.get('e2e_steps')}")
+    settings = sorted({r["setting"] for r in res if r["method"] != "fp"})
+    methods = [m for m in ("fp", "rtn", "smoothquant", "quarot", "fptquant") if any(r["method"] == m for r in res)]
+    print(f"{'method':<12}" + "".join(f"{s:>12}" for s in settings) + f"{'size MB':>10}")
+    for m in methods:
+        row = f"{m:<12}"
+        size = None
+        for s in settings:
+            r = next((r for r in res if r["method"] == m and (r["setting"] == s or m == "fp")), None)
+            row += f"{r['perplexity']:>12.2f}" if r else f"{'-':>12}"
+            size = r["size_bytes"] if r else size
+        print(row + (f"{size / 1e6:>10.1f}" if size else ""))
+    for s in settings:
+        rs = {r["method"]: r["perplexity"] for r in res if r["setting"] == s}
+        if "fptquant" in rs and len(rs) > 1:
+            base = min(v for k, v in rs.items() if k != "fptquant")
+            print(f"{s}: fptquant {rs['fptquant']:.2f} vs best baseline {base:.2f} -> {'BELOW' if rs['fptquant'] < base else 'NOT below'}")
+
+
+def gemv_table(threads: int) -> None:
+    import torch
+    import torch.nn.functional as F
+
+    from icml26.ops import quant as ops
+    from icml26.ops._ref import quant as ref
+
+    torch.set_num_threads(threads)
+    print(f"\n== 2. GEMV (batch 1), {threads} threads, kernel backend {ops.backend()} / {ops.isa()} ==")
+    bw = copy_bandwidth_gbs()
+    print(f"measured copy bandwidth: {bw:.1f} GB/s")
+    print(f"{'N x K':<13}{'fp32 us':>9}{'ours i4':>9}{'ours i8':>9}{'aten i8':>9}{'aten i4':>9}{'ref i4':>9}"
+          f"{'i4/fp32':>9}{'i4 GB/s':>9}{'bound us':>9}")
+    g = torch.Generator().manual_seed(0)
+    for n, k in ((576, 576), (1536, 576), (576, 1536), (49152, 576), (4096, 4096)):
+        w = torch.randn(n, k, generator=g)
+        x = torch.randn(1, k, generator=g)
+        q4 = torch.randint(0, 16, (n, k), dtype=torch.uint8, generator=g)
+        p4 = ref.pack_int4(q4)
+        q8 = torch.randint(0, 256, (n, k), dtype=torch.uint8, generator=g)
+        s = torch.rand(n, 1, generator=g) * 0.01
+        mn = -8 * s
+        t_fp = _bench(lambda: F.linear(x, w))
+        t4 = _bench(lambda: ops.quant_gemm(x, p4, s, mn, 4, k))
+        t8 = _bench(lambda: ops.quant_gemm(x, q8, s, -128 * s, 8, k))
+        try:
+            wi8 = (q8.to(torch.int16) - 128).to(torch.int8)
+            sc = s.reshape(n).contiguous()
+            t_a8 = _bench(lambda: torch._weight_int8pack_mm(x, wi8, sc))
+        except Exception:  # noqa: BLE001
+            t_a8 = float("nan")
+        try:
+            packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q4.to(torch.int32), 1)
+            sz = torch.stack([s.expand(n, 1).T, torch.zeros(1, n)], -1).contiguous()  # (K/gs, N, 2)
+            t_a4 = _bench(lambda: torch.ops.aten._weight_int4pack_mm_for_cpu(x, packed, k, sz))
+        except Exception:  # noqa: BLE001
+            t_a4 = float("nan")
+        t_ref = _bench(lambda: ref.quant_gemm(x, p4, s, mn, 4, k), 0.3, 2)
+        bound = (n * k / 2) / (bw * 1e9)  # INT4 bytes at the measured copy rate (read + write bytes / s)
+        print(f"{f'{n}x{k}':<13}{t_fp * 1e6:>9.0f}{t4 * 1e6:>9.0f}{t8 * 1e6:>9.0f}{t_a8 * 1e6:>9.0f}{t_a4 * 1e6:>9.0f}"
+              f"{t_ref * 1e6:>9.0f}{t_fp / t4:>9.2f}{n * k / 2 / t4 / 1e9:>9.1f}{bound * 1e6:>9.0f}")
+
+
+def _speed_one(kind: str, folder: str | None, threads: int) -> dict:
+    """Run in a child process: load one model, measure prefill/decode, report peak RSS."""
+    import torch
+
+    torch.set_num_threads(threads)
+    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    if kind == "fp":
+        from icml26.core.data.lm import load_causal_lm
+
+        model, tok = load_causal_lm("llama")
+    else:
+        from icml26.methods.quantization import pack
+
+        model, tok, _ = pack.load_quantized(folder)
+    weight_bytes = sum(t.numel() * t.element_size() for t in {id(p): p for p in list(model.parameters()) + list(model.buffers())}.values())
+    from icml26.core.data.text import load_corpus
+
+    prompt = tok(load_corpus("python-docs")[9], return_tensors="pt")["input_ids"][:, :128]
+    with torch.no_grad():
+        t_pre = _bench(lambda: model(input_ids=prompt), 1.0, 2)
+        out = model(input_ids=prompt, use_cache=True)
+        past, nxt = out.past_key_values, out.logits[:, -1:].argmax(-1)
+        n_dec = 32
+        t0 = time.perf_counter()
+        toks = []
+        for _ in range(n_dec):
+            o = model(input_ids=nxt, past_key_values=past, use_cache=True)
+            past, nxt = o.past_key_values, o.logits[:, -1:].argmax(-1)
+            toks.append(nxt.item())
+        t_dec = (time.perf_counter() - t0) / n_dec
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return {"kind": kind, "prefill_tok_s": prompt.shape[1] / t_pre, "decode_ms_per_token": t_dec * 1e3,
+            "decode_tok_s": 1.0 / t_dec, "weight_bytes": weight_bytes, "peak_rss_mb": rss / 1024, "rss_before_load_mb": rss0 / 1024,
+            "tokens": toks[:8]}
+
+
+def model_speed(threads: int) -> None:
+    print(f"\n== 3. whole model, batch 1, {threads} threads: prefill 128 tokens, decode 32 tokens ==")
+    with tempfile.TemporaryDirectory() as d:
+        # build the packed INT4 model (RTN W4A16, per-channel) once
+        import torch
+
+        from icml26.core.data.lm import load_causal_lm
+        from icml26.methods.quantization import pack
+        from icml26.methods.quantization import qmodel as QM
+
+        model, tok = load_causal_lm("llama")
+        spec = QM.QSpec(wbits=4, abits=16, kvbits=16, w_clip_search=False)
+        QM.quantize_model(model, spec)
+        pack.save_quantized(model, tok, Path(d) / "int4", spec, method="rtn", extras={})
+        del model
+        rows = []
+        for kind in ("fp", "int4"):
+            cmd = [sys.executable, __file__, "--speed-one", kind, "--folder", str(Path(d) / "int4"), "--threads", str(threads)]
+            outp = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": str(threads)})
+            if outp.returncode:
+                print(outp.stderr[-2000:])
+                continue
+            rows.append(json.loads(outp.stdout.strip().splitlines()[-1]))
+    for r in rows:
+        print(f"{r['kind']:<6} prefill {r['prefill_tok_s']:8.1f} tok/s  decode {r['decode_ms_per_token']:7.1f} ms/token "
+              f"({r['decode_tok_s']:.1f} tok/s)  weights {r['weight_bytes'] / 1e6:7.1f} MB  peak RSS {r['peak_rss_mb']:7.1f} MB")
+    if len(rows) == 2:
+        fp, q = rows
+        print(f"INT4 vs FP32: decode x{fp['decode_ms_per_token'] / q['decode_ms_per_token']:.2f} faster, prefill x{q['prefill_tok_s'] / fp['prefill_tok_s']:.2f}, "
+              f"weights x{fp['weight_bytes'] / q['weight_bytes']:.2f} smaller, peak RSS x{fp['peak_rss_mb'] / q['peak_rss_mb']:.2f} smaller")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--records", default=None)
+    ap.add_argument("--skip-ppl", action="store_true")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--speed-one", default=None)
+    ap.add_argument("--folder", default=None)
+    a = ap.parse_args()
+    if a.speed_one:
+        print(json.dumps(_speed_one(a.speed_one, a.folder, a.threads)))
+        return
+    if not a.skip_ppl:
+        ppl_table(a.records)
+    gemv_table(a.threads)
+    model_speed(a.threads)
+
+
+if __name__ == "__main__":
+    main()
