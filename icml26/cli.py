@@ -22,6 +22,7 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("prepare-data", "icml26.commands.prepare_data:prepare_data", "Toolkit"),
     ("bai", "icml26.commands.bai:bai", "Pure exploration (VarDE)"),
     ("quantize", "icml26.commands.quantize:quantize", "LLM quantization (FPTQuant)"),
+    ("evict-kv", "icml26.commands.evict_kv:evict_kv", "KV-cache eviction (CapKV)"),
     ("train-lfm", "icml26.commands.lfm:train_lfm", "Latent flow matching (LFM stability)"),
     ("sample-lfm", "icml26.commands.lfm:sample_lfm", "Latent flow matching (LFM stability)"),
     ("mcts", "icml26.commands.mcts:mcts", "Pure exploration (VarDE)"),

@@ -64,7 +64,7 @@ def greedy_logdet(u: torch.Tensor, w: torch.Tensor, n_select: int, rho: torch.Te
         a = torch.einsum("hgn,hnd,hne->hgde", wi, ui, ui) + rho[..., None, None] * eye
         ainv = torch.linalg.inv(a)
         chosen[:, initial] = True
-    z = torch.einsum("htd,hgde->hgte", u, ainv)  # (H, g, T, D)
+    z = u[:, None] @ ainv  # (H, g, T, D)
     lev = w * (z * u[:, None]).sum(-1)  # (H, g, T): w_i u_i^T A^{-1} u_i
     picks = torch.empty(h, n_select, dtype=torch.long)
     ar = torch.arange(h)
@@ -79,7 +79,7 @@ def greedy_logdet(u: torch.Tensor, w: torch.Tensor, n_select: int, rho: torch.Te
         a = torch.einsum("hgde,he->hgd", ainv, uj)  # A^{-1} u_j
         denom = 1 + wj * (a * uj[:, None]).sum(-1)  # (H, g)
         ainv = ainv - (wj / denom)[..., None, None] * a[..., :, None] * a[..., None, :]  # Sherman-Morrison
-        c = torch.einsum("htd,hgd->hgt", u, a)  # u_i^T A^{-1} u_j
+        c = (u[:, None] @ a.unsqueeze(-1)).squeeze(-1)  # (H, g, T): u_i^T A^{-1} u_j
         lev = lev - w * (wj / denom)[..., None] * c * c
     return picks
 

@@ -104,8 +104,9 @@ class KVPress:
         p = self.params
         n_rep = x.n_heads // hkv
         mu, cov = S.query_statistics(x, p, covariance=p.weight != "exp-cos")
-        k = S._repeat_kv(x.keys, n_rep)
-        w = S.capkv_weights(k, mu, cov, p).view(b * hkv, n_rep, t)  # (B*Hkv, g, T)
+        k = x.keys.float().unsqueeze(2)  # (B, Hkv, 1, T, D)
+        w = S.capkv_weights(k, mu.view(b, hkv, n_rep, d), None if cov is None else cov.view(b, hkv, n_rep, d, d), p)
+        w = w.reshape(b * hkv, n_rep, t)  # (B*Hkv, g, T)
         u = x.values.float().reshape(b * hkv, t, d)
         rho = _logdet.ridge_of(u, w, p.ridge_ratio, relative=not p.ridge_absolute)
         sinks = min(self.sink_tokens, n_keep)

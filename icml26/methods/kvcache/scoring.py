@@ -40,6 +40,7 @@ RECONSTRUCTED (not stated in the sources; choices documented in docs/evict-kv.md
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Callable
@@ -47,7 +48,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from icml26.ops.kv import weighted_leverage
+from icml26.ops._ref import kv as _kvref  # hot path: inputs come from the model, already checked
 
 METHODS = ("capkv", "capkv-greedy", "streaming", "snapkv", "h2o", "tova", "knorm", "random", "expected-attention")
 
@@ -157,7 +158,7 @@ def query_statistics(x: LayerInputs, p: ScoreParams, *, covariance: bool = True)
         cov = None
         if covariance:
             c = q - mu.unsqueeze(2)
-            cov = torch.einsum("bhti,bhtj->bhij", c, c) / q.shape[2]
+            cov = c.transpose(-1, -2) @ c / q.shape[2]
         r = averaged_rope_matrix(x.rotary, t, p.n_future_positions, q.shape[-1], q.device, torch.float32)
         mu = mu @ r.T
         if cov is not None:
@@ -168,7 +169,7 @@ def query_statistics(x: LayerInputs, p: ScoreParams, *, covariance: bool = True)
     cov = None
     if covariance:
         c = q - mu.unsqueeze(2)
-        cov = torch.einsum("bhti,bhtj->bhij", c, c) / max(q.shape[2], 1)
+        cov = c.transpose(-1, -2) @ c / max(q.shape[2], 1)
     return mu, cov
 
 
@@ -188,39 +189,59 @@ def _group_mean(s: torch.Tensor, hkv: int) -> torch.Tensor:
 
 # ----------------------------------------------------------------------------- CapKV
 
-def capkv_weights(keys_q: torch.Tensor, mu: torch.Tensor, cov: torch.Tensor | None, p: ScoreParams) -> torch.Tensor:
-    """Per-token weights w_i (B, Hq, T) >= 0 (see the module doc, RECONSTRUCTED)."""
-    d = keys_q.shape[-1]
-    k = keys_q.float()
+def capkv_weights(keys: torch.Tensor, mu: torch.Tensor, cov: torch.Tensor | None, p: ScoreParams) -> torch.Tensor:
+    """Per-token weights w_i >= 0 (see the module doc, RECONSTRUCTED).
+
+    keys (..., T, D) broadcastable against mu (..., D) and cov (..., D, D); returns (..., T)."""
+    d = keys.shape[-1]
+    k = keys.float()
     if p.weight == "expected":
-        logits = torch.einsum("bhd,bhtd->bht", mu, k) / math.sqrt(d)
+        logits = (k @ mu.unsqueeze(-1)).squeeze(-1) / math.sqrt(d)
         if cov is not None:
-            logits = logits + torch.einsum("bhti,bhij,bhtj->bht", k, cov, k) / (2 * d)
+            logits = logits + ((k @ cov) * k).sum(-1) / (2 * d)
         return torch.softmax(logits, dim=-1)
     if p.weight == "kappa":
         if cov is None:
             raise ValueError("weight='kappa' needs the query covariance")
-        var = torch.diagonal(cov, dim1=-2, dim2=-1)  # (B, Hq, D): diagonal Lambda_Q
-        return torch.einsum("bhtd,bhd->bht", k * k, var) / d  # kappa_i = k_i^T Lambda k_i / d
+        var = torch.diagonal(cov, dim1=-2, dim2=-1)  # (..., D): diagonal Lambda_Q
+        return ((k * k) @ var.unsqueeze(-1)).squeeze(-1) / d  # kappa_i = k_i^T Lambda k_i / d
     if p.weight == "exp-cos":
-        stat = torch.einsum("bhd,bhtd->bht", F.normalize(mu, dim=-1), F.normalize(k, dim=-1)).clamp(-1, 1)
+        stat = (F.normalize(k, dim=-1) @ F.normalize(mu, dim=-1).unsqueeze(-1)).squeeze(-1).clamp(-1, 1)
         logits = p.tau * stat
         return torch.exp(logits - logits.amax(-1, keepdim=True))
     raise ValueError(f"unknown CapKV weight {p.weight!r}; valid: expected, kappa, exp-cos")
 
 
+def _without_sinks(x: LayerInputs, p: ScoreParams) -> tuple[LayerInputs, int]:
+    """The layer with its first sink tokens dropped from the candidate pool (they are kept anyway)."""
+    s0 = min(p.sink_tokens, x.keys.shape[2] - 1)
+    if s0 <= 0:
+        return x, 0
+    return dataclasses.replace(x, keys=x.keys[:, :, s0:], values=x.values[:, :, s0:]), s0
+
+
+def _pad_sinks(s: torch.Tensor, s0: int) -> torch.Tensor:
+    return F.pad(s, (s0, 0), value=float(s.max()) + 1) if s0 else s
+
+
 def score_capkv(x: LayerInputs, p: ScoreParams) -> torch.Tensor:
-    """CapKV one-shot leverage score (module doc, steps 1-4). Returns (B, Hkv, T)."""
-    hkv = x.keys.shape[1]
-    n_rep = x.n_heads // hkv
+    """CapKV one-shot leverage score (module doc, steps 1-4). Returns (B, Hkv, T).
+
+    The sinks (always kept) are left out of the pool H, so they do not dominate A. Computed in
+    grouped form (B, Hkv, g, ...) so the shared KV head is never copied per query head."""
+    x, s0 = _without_sinks(x, p)
+    b, hkv, t, d = x.keys.shape
+    g = x.n_heads // hkv
     mu, cov = query_statistics(x, p, covariance=p.weight != "exp-cos")  # (B, Hq, D), (B, Hq, D, D)
-    k = _repeat_kv(x.keys, n_rep)  # (B, Hq, T, D)
-    u = _repeat_kv(x.values, n_rep).float()  # u_i = v_i
-    w = capkv_weights(k, mu, cov, p)  # (B, Hq, T)
-    if p.weight == "exp-cos":
-        w = w + 1e-6  # kvpress' epsilon inside the square root
-    s = weighted_leverage(u, w, p.ridge_ratio, relative=not p.ridge_absolute)  # step 4
-    return _group_mean(s, hkv)
+    k = x.keys.float().unsqueeze(2)  # (B, Hkv, 1, T, D)
+    u = x.values.float().unsqueeze(2)  # u_i = v_i
+    w = capkv_weights(k, mu.view(b, hkv, g, d), None if cov is None else cov.view(b, hkv, g, d, d), p)  # (B, Hkv, g, T)
+    if p.weight == "exp-cos":  # kvpress' epsilon inside A only: s_i = w_i u_i^T (I + sum (w_j + eps) u_j u_j^T)^-1 u_i
+        we = w + 1e-6
+        s = _kvref.weighted_leverage(u, we, p.ridge_ratio, not p.ridge_absolute) * (w / we)
+    else:
+        s = _kvref.weighted_leverage(u, w, p.ridge_ratio, not p.ridge_absolute)  # step 4, (B, Hkv, g, T)
+    return _pad_sinks(s.mean(2), s0)
 
 
 # ----------------------------------------------------------------------------- baselines
@@ -295,14 +316,15 @@ def score_random(x: LayerInputs, p: ScoreParams) -> torch.Tensor:
 def score_expected_attention(x: LayerInputs, p: ScoreParams) -> torch.Tensor:
     """Expected Attention (Devoto et al., 2025): E_q[attention] under Gaussian future queries,
     times ||v||; softmax over tokens, group mean."""
+    x, s0 = _without_sinks(x, p)
     hkv = x.keys.shape[1]
     d = x.head_dim
     mu, cov = query_statistics(x, p, covariance=True)
     k = _repeat_kv(x.keys, x.n_heads // hkv).float()
-    logits = torch.einsum("bhd,bhtd->bht", mu, k) / math.sqrt(d)
-    logits = logits + torch.einsum("bhti,bhij,bhtj->bht", k, cov, k) / (2 * d)
+    logits = (k @ mu.unsqueeze(-1)).squeeze(-1) / math.sqrt(d)
+    logits = logits + ((k @ cov) * k).sum(-1) / (2 * d)
     s = _group_mean(torch.softmax(logits, dim=-1), hkv)
-    return s * torch.linalg.vector_norm(x.values.float(), dim=-1)
+    return _pad_sinks(s * torch.linalg.vector_norm(x.values.float(), dim=-1), s0)
 
 
 SCORERS: dict[str, Callable[[LayerInputs, ScoreParams], torch.Tensor]] = {

@@ -15,13 +15,13 @@ def weighted_leverage(u: torch.Tensor, w: torch.Tensor, ridge: float, relative: 
 
     relative=True: rho = ridge * trace(M) / D with M = sum_j w_j u_j u_j^T, so the scores are
     invariant to a rescaling of w. relative=False: rho = ridge (absolute, as kvpress' CapPress
-    with ridge=1). Computed in float32 (float64 if the input is float64) with a Cholesky solve.
+    with ridge=1). Computed in float32 (float64 if the input is float64) with a Cholesky inverse of the (D x D) matrix.
     """
     dt = torch.float64 if u.dtype == torch.float64 else torch.float32
     u = u.to(dt)
     w = w.to(dt)
     d = u.shape[-1]
-    m = torch.einsum("...t,...td,...te->...de", w, u, u)  # (..., D, D)
+    m = (u * w.unsqueeze(-1)).transpose(-1, -2) @ u  # (..., D, D) = sum_t w_t u_t u_t^T
     eye = torch.eye(d, dtype=dt, device=u.device)
     if relative:
         tr = torch.diagonal(m, dim1=-2, dim2=-1).sum(-1).clamp_min(torch.finfo(dt).tiny)  # (...)
@@ -30,9 +30,9 @@ def weighted_leverage(u: torch.Tensor, w: torch.Tensor, ridge: float, relative: 
         rho = torch.as_tensor(ridge, dtype=dt, device=u.device)
     a = m + rho * eye  # (..., D, D), symmetric positive definite for rho > 0
     chol, info = torch.linalg.cholesky_ex(a)
-    if bool((info != 0).any()):  # numerically singular: fall back to a general solve
-        sol = torch.linalg.solve(a, u.transpose(-1, -2))
+    if bool((info != 0).any()):  # numerically singular: fall back to a general inverse
+        ainv = torch.linalg.inv(a)
     else:
-        sol = torch.cholesky_solve(u.transpose(-1, -2), chol)  # (..., D, T) = A^{-1} U^T
-    lev = (u.transpose(-1, -2) * sol).sum(-2)  # (..., T) = u_i^T A^{-1} u_i
+        ainv = torch.cholesky_inverse(chol)  # (..., D, D); D is small (head_dim)
+    lev = ((u @ ainv) * u).sum(-1)  # (..., T) = u_i^T A^{-1} u_i
     return w * lev

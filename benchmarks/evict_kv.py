@@ -1,0 +1,153 @@
+"""Benchmark: CapKV vs the eviction baselines (and kvpress' presses when installed), one run.
+
+Prints three markdown tables:
+1. quality: method x compression ratio -> needle accuracy, KL, top-1, perplexity, KV MB kept,
+   scoring overhead (fraction of prefill), on SmolLM2-135M over real python-docs haystacks;
+2. approximation: capacity F(C) of the one-shot leverage selection / the exact greedy log-det
+   selection, on real layers (and of key-norm / random selections, for scale);
+3. speed: scoring time per layer, ours vs kvpress' CapPress on identical inputs (ratio).
+
+kvpress 0.5.5 pins transformers<5.3, so its presses run only from a venv that has it:
+    PYTHONPATH=$PWD /tmp/kvpress-venv/bin/python benchmarks/evict_kv.py          # with kvpress
+    .venv/bin/python benchmarks/evict_kv.py                                        # ours only
+Defaults measure 1k-token contexts (CPU); pass --context-tokens 4096 8192 on a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+OURS = ["capkv", "streaming", "snapkv", "h2o", "tova", "knorm", "random", "expected-attention"]
+KVPRESS = ["kvpress:CapPress", "kvpress:SnapKVPress", "kvpress:LeverageScorePress", "kvpress:ExpectedAttentionPress"]
+
+
+def quality(args) -> list[dict]:
+    from icml26.methods.kvcache import evaluate as E
+
+    methods = list(args.methods or OURS)
+    if importlib.util.find_spec("kvpress") is not None and not args.no_kvpress:
+        methods += KVPRESS
+    cfg = E.Config(methods=tuple(methods), compression_ratios=tuple(args.ratios), context_tokens=tuple(args.context_tokens),
+                   needle_depths=tuple(args.depths), samples=args.samples, continuation_tokens=args.continuation_tokens,
+                   question_aware=not args.question_agnostic, corpus=args.corpus)
+    results = []
+    for r in E.run(cfg, seed=args.seed):
+        if r["kind"] == "result":
+            results.append(r)
+            print(f"  {r['method']:>28} {r['compression_ratio']:.2f}  needle {r['needle_accuracy']:.2f}  kl {r['kl']:.4f}", file=sys.stderr, flush=True)
+    return results
+
+
+def approximation(args) -> tuple[list[dict], list[dict]]:
+    import torch
+
+    from icml26.core.data.lm import load_causal_lm
+    from icml26.core.data.text import load_corpus
+    from icml26.methods.kvcache import KVPress, capture_layers, logdet
+    from icml26.methods.kvcache import scoring as S
+
+    model, tok = load_causal_lm("llama")
+    text = "\n\n".join(load_corpus(args.corpus)[300:340])
+    ids = tok(text[: args.approx_tokens * 8], add_special_tokens=False).input_ids[: args.approx_tokens]
+    with torch.no_grad(), capture_layers(model) as cap:
+        model(torch.tensor([ids]), use_cache=True, logits_to_keep=1)
+    rows = []
+    layers = [0, 7, 15, 23, 29]
+    for ratio in args.ratios:
+        caps = {m: [] for m in ("capkv", "knorm", "random", "streaming")}
+        for li in layers:
+            x = cap[li]
+            t = x.keys.shape[2]
+            n = S.n_kept(t, ratio)
+            base = KVPress(method="capkv", sink_tokens=4, window_tokens=0)
+            p = base.params
+            b, hkv, _, d = x.keys.shape
+            g = x.n_heads // hkv
+            mu, cov = S.query_statistics(x, p)
+            w = S.capkv_weights(x.keys.float().unsqueeze(2), mu.view(b, hkv, g, d), cov.view(b, hkv, g, d, d), p)[0]  # (Hkv, g, T)
+            gr = KVPress(method="capkv-greedy", sink_tokens=4, window_tokens=0).select(x, n)[0]
+            sel = {m: KVPress(method=m, sink_tokens=4, window_tokens=0).select(x, n)[0] for m in caps}
+            for h in range(hkv):
+                u = x.values[0, h].double()
+                rho = logdet.ridge_of(u, w[h], p.ridge_ratio)
+                cg = logdet.capacity(u, w[h], gr[h].tolist(), rho)
+                for m in caps:
+                    caps[m].append(logdet.capacity(u, w[h], sel[m][h].tolist(), rho) / cg)
+        rows.append({"compression_ratio": ratio, **{f"{m}_over_greedy": sum(v) / len(v) for m, v in caps.items()}})
+    # speed: ours vs kvpress CapPress on identical layer inputs
+    speed = []
+    ours = KVPress(method="capkv", compression_ratio=0.5)
+    t0 = time.perf_counter()
+    for x in cap:
+        ours.select(x, S.n_kept(x.keys.shape[2], 0.5))
+    t_ours = (time.perf_counter() - t0) / len(cap)
+    row = {"tokens": len(ids), "capkv_ms_per_layer": 1000 * t_ours}
+    if importlib.util.find_spec("kvpress") is not None and not args.no_kvpress:
+        from icml26.methods.kvcache.kvpress_adapter import KvpressRunner, kvpress_press
+
+        for name in ("CapPress", "LeverageScorePress", "SnapKVPress"):
+            runner = KvpressRunner(kvpress_press(name, 0.5), model)
+            for x in cap:
+                runner.compress(x, 0)
+            row[f"kvpress_{name}_ms_per_layer"] = 1000 * runner.stats["score_s"] / len(cap)
+        row["CapPress_over_capkv_time"] = row["kvpress_CapPress_ms_per_layer"] / row["capkv_ms_per_layer"]
+    speed.append(row)
+    return rows, speed
+
+
+def table(rows: list[dict], cols: list[str]) -> str:
+    def f(v):
+        if isinstance(v, float):
+            return f"{v:.4f}" if abs(v) < 1e4 else f"{v:.3e}"
+        return str(v)
+
+    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    out += ["| " + " | ".join(f(r.get(c)) for c in cols) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--context-tokens", type=int, nargs="+", default=[1024])
+    ap.add_argument("--ratios", type=float, nargs="+", default=[0.5, 0.75])
+    ap.add_argument("--depths", type=float, nargs="+", default=[0.1, 0.3, 0.5, 0.7, 0.9])
+    ap.add_argument("--samples", type=int, default=1)
+    ap.add_argument("--continuation-tokens", type=int, default=64)
+    ap.add_argument("--methods", nargs="+", default=None)
+    ap.add_argument("--corpus", default="python-docs")
+    ap.add_argument("--question-agnostic", action="store_true")
+    ap.add_argument("--no-kvpress", action="store_true")
+    ap.add_argument("--approx-tokens", type=int, default=512)
+    ap.add_argument("--skip-quality", action="store_true")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", default=None, help="also write all rows to this JSON file")
+    args = ap.parse_args()
+
+    import torch
+
+    print(f"# evict-kv benchmark (torch {torch.__version__}, {torch.get_num_threads()} threads)\n")
+    res = [] if args.skip_quality else quality(args)
+    if res:
+        for r in res:
+            r["kept_mb"] = r["kept_bytes"] / 2**20
+        print(f"## Quality: SmolLM2-135M, {args.context_tokens} tokens, {len(args.depths) * args.samples} needle samples per length\n")
+        print(table(res, ["method", "compression_ratio", "needle_accuracy", "kl", "top1_agreement", "perplexity", "kept_mb", "overhead_ratio"]))
+        print()
+    approx, speed = approximation(args)
+    print(f"## Approximation: capacity of the selection / capacity of the exact greedy log-det ({args.approx_tokens} tokens, layers 0/7/15/23/29)\n")
+    print(table(approx, list(approx[0].keys())))
+    print("\n## Scoring speed on identical inputs\n")
+    print(table(speed, list(speed[0].keys())))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"quality": res, "approximation": approx, "speed": speed}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

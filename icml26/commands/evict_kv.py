@@ -1,0 +1,46 @@
+"""``icml26 evict-kv``: CapKV KV-cache eviction against the eviction baselines on a real LM."""
+
+from __future__ import annotations
+
+from typing import Annotated, List, Optional
+
+import typer
+
+from icml26.core.options import DeviceOpt, OutOpt, QuietOpt, RecipeOpt, SeedOpt, SetOpt
+
+
+def evict_kv(
+    model: Annotated[Optional[str], typer.Option("--model", "-m", help="llama (SmolLM2-135M, built in) | a local HF folder | a .gguf file.", show_default=False)] = None,
+    method: Annotated[Optional[List[str]], typer.Option("--method", help="capkv | capkv-greedy | streaming | snapkv | h2o | tova | knorm | random | expected-attention (repeatable or comma-separated; default: all but capkv-greedy). `full` is always run.", show_default=False)] = None,
+    compression_ratio: Annotated[Optional[List[float]], typer.Option("--compression-ratio", "-c", help="Fraction of the prompt's KV entries evicted, in (0, 1) (repeatable; default 0.25 0.5 0.75 0.9).", show_default=False)] = None,
+    context_tokens: Annotated[Optional[List[int]], typer.Option("--context-tokens", "-n", help="Haystack length in tokens (repeatable; default 1024).", show_default=False)] = None,
+    haystack: Annotated[Optional[str], typer.Option("--haystack", help="Your own UTF-8 text file as the haystack (default: the python-docs corpus).", show_default=False)] = None,
+    recipe: RecipeOpt = None,
+    set_: SetOpt = None,
+    seed: SeedOpt = None,
+    device: DeviceOpt = "auto",
+    out: OutOpt = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Evict KV-cache entries with CapKV and the standard policies; report needle retrieval,
+    fidelity (KL / top-1 vs the full cache, perplexity), bytes kept and scoring overhead.
+
+    One `result` record per (method, compression_ratio); `full` is the uncompressed reference.
+
+    Example: icml26 evict-kv --method capkv --method snapkv -c 0.5 -c 0.75 -n 1024
+    """
+    from icml26.core.device import resolve_device
+    from icml26.core.output import stream
+    from icml26.core.recipe import recipe_seed, resolve
+    from icml26.methods.kvcache import evaluate as m
+
+    methods = None
+    if method:
+        methods = tuple(a.strip() for x in method for a in x.split(",") if a.strip())
+    cfg = resolve(m.Config, "evict-kv", recipe, set_, model=model, methods=methods,
+                  compression_ratios=tuple(compression_ratio) if compression_ratio else None,
+                  context_tokens=tuple(context_tokens) if context_tokens else None, haystack=haystack)
+    s = recipe_seed(recipe, "evict-kv", seed) or 0
+    dev = resolve_device(device)
+    cols = ["method", "compression_ratio", "needle_accuracy", "kl", "top1_agreement", "perplexity", "kept_bytes", "overhead_ratio"]
+    stream((r for r in m.run(cfg, seed=s, device=dev)), command="evict-kv", config=cfg, seed=s, out=out, quiet=quiet, columns=cols)

