@@ -207,3 +207,15 @@ def test_save_reload_packed_matches_fake_quant(model, ids, tmp_path):
         assert qc["size_bytes"] == pack.packed_size_bytes(m, spec)
         if spec.wbits == 4:
             assert r.model.layers[0].self_attn.q_proj.qweight.shape == (192, 96)
+
+
+def test_same_seed_same_transformed_model(model):
+    from icml26.methods.quantization import fptquant as FQ
+
+    cfg = FQ.Config(local_steps=3)
+    a, _ = FQ.prepare("fptquant", model, cfg, [], seed=7)
+    b, _ = FQ.prepare("fptquant", model, cfg, [], seed=7)
+    c, _ = FQ.prepare("quarot", model, cfg, [], seed=8)
+    for (n, p), (_, q) in zip(a.named_parameters(), b.named_parameters()):
+        assert torch.equal(p, q), n
+    assert not torch.equal(a.model.embed_tokens.weight, c.model.embed_tokens.weight)
