@@ -99,3 +99,12 @@ def test_golden_values(repo_root):
     for algo, want in g["results"].items():
         assert abs(res[algo]["p_correct"] - want["p_correct"]) <= g["tolerance"], algo
         assert abs(res[algo]["simple_regret"] - want["simple_regret"]) <= g["tolerance"], algo
+
+
+@pytest.mark.slow
+def test_varde_not_below_uct_with_the_reference_search():
+    """The same threshold through the pure-Python search (no kernel needed; ~2-4 min)."""
+    cfg = dict(env="recipes/mcts/envs/noisy.yaml", simulations=(1000,), seeds=100, backend="ref")
+    v = [r for r in M.run(M.Config(algo="varde", **cfg), seed=0) if r["kind"] == "result"][0]
+    u = [r for r in M.run(M.Config(algo="uct", **cfg), seed=0) if r["kind"] == "result"][0]
+    assert v["p_correct"] >= u["p_correct"] and v["p_correct"] >= 0.9, (v, u)
