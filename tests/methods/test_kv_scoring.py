@@ -190,3 +190,15 @@ def test_capkv_greedy_close_to_leverage_on_a_real_layer():
         cg = logdet.capacity(u, wg, ig[0, h].tolist(), rho)
         cr = logdet.capacity(u, wg, list(range(0, 48, 4)), rho)
         assert cg >= cl - 1e-9 and cl >= 0.95 * cg and cg > cr
+
+
+def test_golden_leverage():
+    """Golden values (tests/golden/evict_kv.json; regenerate with the inputs it names)."""
+    import json
+    from pathlib import Path
+
+    gold = json.loads((Path(__file__).resolve().parents[1] / "golden" / "evict_kv.json").read_text())
+    g = torch.Generator().manual_seed(0)
+    u = torch.randn(8, 4, generator=g, dtype=torch.float64)
+    w = torch.rand(8, generator=g, dtype=torch.float64)
+    np.testing.assert_allclose(ops.weighted_leverage(u, w, 0.5).numpy(), gold["scores"], rtol=gold["rtol"])
