@@ -137,6 +137,7 @@ def score(
 
     progress.set_quiet(quiet)
     m = load_model(model)
+    m.score(["warm-up"])  # imports / encoder load stay out of docs_per_s
     t0 = time.perf_counter()
     with progress.progress(None, f"scoring ({m.classifier})") as bar, DocumentWriter(output, spool=not no_spool) as w:
         st = score_stream(m, input, w, batch_size=batch_size, skip_bad=skip_bad, field=field, bar=bar)
