@@ -94,8 +94,11 @@ def gemv_table(threads: int) -> None:
     print(f"\n== 2. GEMV (batch 1), {threads} threads, kernel backend {ops.backend()} / {ops.isa()} ==")
     bw = copy_bandwidth_gbs()
     print(f"measured copy bandwidth: {bw:.1f} GB/s")
-    print(f"{'N x K':<13}{'fp32 us':>9}{'ours i4':>9}{'ours i8':>9}{'aten i8':>9}{'aten i4':>9}{'ref i4':>9}"
-          f"{'i4/fp32':>9}{'i4 GB/s':>9}{'bound us':>9}")
+    print("columns: fp32 F.linear; ours i4 (fp32 activations); ours i4q (INT8 activations per 64-block); ours i8; "
+          "torch _weight_int8pack_mm / _weight_int4pack_mm_for_cpu; _ref twin; speed-up of i4q over fp32; "
+          "i4q effective GB/s; time to stream the INT4 bytes at the measured copy bandwidth")
+    print(f"{'N x K':<13}{'fp32 us':>9}{'ours i4':>9}{'ours i4q':>9}{'ours i8':>9}{'aten i8':>9}{'aten i4':>9}{'ref i4':>9}"
+          f"{'i4q/fp32':>9}{'GB/s':>7}{'bound us':>9}")
     g = torch.Generator().manual_seed(0)
     for n, k in ((576, 576), (1536, 576), (576, 1536), (49152, 576), (4096, 4096)):
         w = torch.randn(n, k, generator=g)
@@ -108,6 +111,7 @@ def gemv_table(threads: int) -> None:
         t_fp = _bench(lambda: F.linear(x, w))
         t4 = _bench(lambda: ops.quant_gemm(x, p4, s, mn, 4, k))
         t8 = _bench(lambda: ops.quant_gemm(x, q8, s, -128 * s, 8, k))
+        t4q = _bench(lambda: ops.quant_gemm_i8act(x, p4, s, mn, k))
         try:
             wi8 = (q8.to(torch.int16) - 128).to(torch.int8)
             sc = s.reshape(n).contiguous()
@@ -122,8 +126,16 @@ def gemv_table(threads: int) -> None:
             t_a4 = float("nan")
         t_ref = _bench(lambda: ref.quant_gemm(x, p4, s, mn, 4, k), 0.3, 2)
         bound = (n * k / 2) / (bw * 1e9)  # INT4 bytes at the measured copy rate (read + write bytes / s)
-        print(f"{f'{n}x{k}':<13}{t_fp * 1e6:>9.0f}{t4 * 1e6:>9.0f}{t8 * 1e6:>9.0f}{t_a8 * 1e6:>9.0f}{t_a4 * 1e6:>9.0f}"
-              f"{t_ref * 1e6:>9.0f}{t_fp / t4:>9.2f}{n * k / 2 / t4 / 1e9:>9.1f}{bound * 1e6:>9.0f}")
+        print(f"{f'{n}x{k}':<13}{t_fp * 1e6:>9.0f}{t4 * 1e6:>9.0f}{t4q * 1e6:>9.0f}{t8 * 1e6:>9.0f}{t_a8 * 1e6:>9.0f}{t_a4 * 1e6:>9.0f}"
+              f"{t_ref * 1e6:>9.0f}{t_fp / t4q:>9.2f}{n * k / 2 / t4q / 1e9:>7.1f}{bound * 1e6:>9.0f}")
+
+
+def _vm_hwm_kb() -> float:
+    """Peak resident memory of this process (VmHWM; ru_maxrss would include the parent's peak)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return float(line.split()[1])
+    return float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 
 
 def _speed_one(kind: str, folder: str | None, threads: int) -> dict:
@@ -131,7 +143,7 @@ def _speed_one(kind: str, folder: str | None, threads: int) -> dict:
     import torch
 
     torch.set_num_threads(threads)
-    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    rss0 = _vm_hwm_kb()
     if kind == "fp":
         from icml26.core.data.lm import load_causal_lm
 
@@ -156,7 +168,7 @@ def _speed_one(kind: str, folder: str | None, threads: int) -> dict:
             past, nxt = o.past_key_values, o.logits[:, -1:].argmax(-1)
             toks.append(nxt.item())
         t_dec = (time.perf_counter() - t0) / n_dec
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    rss = _vm_hwm_kb()
     return {"kind": kind, "prefill_tok_s": prompt.shape[1] / t_pre, "decode_ms_per_token": t_dec * 1e3,
             "decode_tok_s": 1.0 / t_dec, "weight_bytes": weight_bytes, "peak_rss_mb": rss / 1024, "rss_before_load_mb": rss0 / 1024,
             "tokens": toks[:8]}

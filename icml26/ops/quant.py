@@ -60,16 +60,33 @@ def quant_gemm(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, bits: i
     return torch.ops.icml26.quant_gemm(x.contiguous(), qweight.contiguous(), scales.contiguous(), mins.contiguous(), bits, group_size, -1)
 
 
+def quant_gemm_i8act(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, group_size: int, *, force_ref: bool = False) -> Tensor:
+    """INT4 weights x activations quantized to INT8 per block of 64 inside the kernel
+    (integer dot products, as llama.cpp's Q8 activations). x (M, K) float32 -> (M, N)."""
+    _check(x, qweight, scales, mins, 4, group_size)
+    if x.shape[1] % 64:
+        raise ValueError(f"quant_gemm_i8act: K={x.shape[1]} must be a multiple of 64")
+    if force_ref or x.device.type != "cpu" or backend() == "ref":
+        return _ref.quant_gemm_i8act(x, qweight, scales, mins, group_size)
+    return torch.ops.icml26.quant_gemm_i8act(x.contiguous(), qweight.contiguous(), scales.contiguous(), mins.contiguous(), group_size, -1)
+
+
 def quant_linear(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, bits: int, group_size: int,
-                 *, checked: bool = False) -> Tensor:
+                 *, checked: bool = False, act_int8: bool = False) -> Tensor:
     """Linear layer on (..., K) input: kernel GEMV for few rows, dequantize + BLAS otherwise.
 
     ``checked=True`` (packed layers validated their buffers once at load time) skips the
-    per-call validation of the weight tensors, which matters at decode."""
+    per-call validation of the weight tensors, which matters at decode. ``act_int8`` (INT4
+    only) runs the decode GEMV with activations quantized to INT8 per 64-block."""
     shp = x.shape
     x2 = x.reshape(-1, shp[-1]).float()
     if x2.shape[0] <= GEMV_MAX_ROWS:
-        if checked and x2.device.type == "cpu" and backend() != "ref":
+        if act_int8 and bits == 4:
+            if checked and x2.device.type == "cpu" and backend() != "ref":
+                y = torch.ops.icml26.quant_gemm_i8act(x2.contiguous(), qweight, scales, mins, group_size, -1)
+            else:
+                y = quant_gemm_i8act(x2.contiguous(), qweight, scales, mins, group_size)
+        elif checked and x2.device.type == "cpu" and backend() != "ref":
             y = torch.ops.icml26.quant_gemm(x2.contiguous(), qweight, scales, mins, bits, group_size, -1)
         else:
             y = quant_gemm(x2.contiguous(), qweight, scales, mins, bits, group_size)

@@ -69,3 +69,21 @@ def test_validation_errors():
         ops.quant_gemm(x.double(), qw, s, mins, 4, 64)
     with pytest.raises(ValueError):
         ops.quant_gemm(x, qw, s[:, :1], mins, 4, 64)
+
+
+@pytest.mark.parametrize("n,k,gs,m", [(96, 576, 576, 1), (64, 1536, 128, 2), (5, 64, 64, 1)])
+def test_int8_activation_path(n, k, gs, m):
+    _, qw, s, mins, x = _case(4, n, k, gs, m, seed=3)
+    exact = ref.quant_gemm(x, qw, s, mins, 4, gs)
+    want = ref.quant_gemm_i8act(x, qw, s, mins, gs)
+    # INT8 per-64 activations: close to the fp32-activation result
+    assert ((want - exact).abs().max() / exact.abs().max()).item() < 2e-2
+    q, xs = ref.quantize_act_int8(x)
+    assert q.abs().max() <= 127 and torch.allclose(xs, x.reshape(m, -1, 64).abs().amax(-1) / 127)
+    if ops.backend() == "ref":
+        pytest.skip("C++ extension unavailable")
+    for level in (-1, 0):
+        got = torch.ops.icml26.quant_gemm_i8act(x, qw, s, mins, gs, level)
+        assert torch.allclose(got, want, rtol=1e-4, atol=1e-4 * want.abs().max().item())
+    got = ops.quant_linear(x, qw, s, mins, 4, gs, act_int8=True)
+    assert torch.allclose(got, want, rtol=1e-4, atol=1e-4 * want.abs().max().item())

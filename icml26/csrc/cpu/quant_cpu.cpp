@@ -16,7 +16,9 @@
 #include <torch/library.h>
 
 #include <cstdint>
+#include <cmath>
 #include <cstring>
+#include <algorithm>
 #include <vector>
 
 #if defined(__x86_64__) || defined(_M_X64)
@@ -131,19 +133,55 @@ __attribute__((target("avx512f,avx512bw"))) float dot_q8_avx512(const uint8_t* q
 }
 #endif
 
+// ---------------------------------------------------------------- INT4 weights x INT8 activations
+// x is quantized per 64-block: xq = round(x / xs[b]) in [-127, 127], xs[b] = max|x_b| / 127.
+// dot over nblocks = sum_b xs[b] * sum_j q_j xq_j (exact integer inner sums).
+float dot_q4_q8_scalar(const uint8_t* q, const int8_t* xq, const float* xs, int64_t nblocks) {
+  float acc = 0.f;
+  for (int64_t b = 0; b < nblocks; ++b) {
+    const uint8_t* qb = q + b * 32;
+    const int8_t* xb = xq + b * 64;
+    int32_t s = 0;
+    for (int j = 0; j < 32; ++j) s += int32_t(qb[j] & 0x0F) * xb[j] + int32_t(qb[j] >> 4) * xb[32 + j];
+    acc += xs[b] * float(s);
+  }
+  return acc;
+}
+
+#ifdef ICML26_X86
+__attribute__((target("avx2,fma"))) float dot_q4_q8_avx2(const uint8_t* q, const int8_t* xq, const float* xs, int64_t nblocks) {
+  const __m256i mask = _mm256_set1_epi8(0x0F);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nblocks; ++b) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + b * 32));
+    const __m256i lo = _mm256_and_si256(v, mask);
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
+    const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * 64));
+    const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + b * 64 + 32));
+    const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, x0), _mm256_maddubs_epi16(hi, x1));
+    const __m256i p32 = _mm256_madd_epi16(p, ones);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p32), _mm256_set1_ps(xs[b]), acc);
+  }
+  return hsum256(acc);
+}
+#endif
+
 using DotFn = float (*)(const uint8_t*, const float*, int64_t);
+using DotQ8Fn = float (*)(const uint8_t*, const int8_t*, const float*, int64_t);
 
 struct Isa {
   DotFn q4 = dot_q4_scalar;
   DotFn q8 = dot_q8_scalar;
+  DotQ8Fn q4q8 = dot_q4_q8_scalar;
   int64_t level = 0;  // 0 portable, 1 avx2, 2 avx512
   Isa() {
 #ifdef ICML26_X86
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) {
-      q4 = dot_q4_avx512; q8 = dot_q8_avx512; level = 2;
+      q4 = dot_q4_avx512; q8 = dot_q8_avx512; q4q8 = dot_q4_q8_avx2; level = 2;
     } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-      q4 = dot_q4_avx2; q8 = dot_q8_avx2; level = 1;
+      q4 = dot_q4_avx2; q8 = dot_q8_avx2; q4q8 = dot_q4_q8_avx2; level = 1;
     }
 #endif
   }
@@ -206,6 +244,60 @@ at::Tensor quant_gemm(const at::Tensor& x, const at::Tensor& qweight, const at::
   return y;
 }
 
+// INT4 weights x activations quantized to INT8 per block of 64 (llama.cpp-style Q8 activations).
+at::Tensor quant_gemm_i8act(const at::Tensor& x, const at::Tensor& qweight, const at::Tensor& scales, const at::Tensor& mins,
+                            int64_t group_size, int64_t force_level) {
+  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kFloat && x.is_contiguous(), "x must be contiguous float32 (M, K)");
+  TORCH_CHECK(qweight.scalar_type() == at::kByte && qweight.is_contiguous() && qweight.dim() == 2, "qweight must be contiguous uint8");
+  const int64_t M = x.size(0), K = x.size(1), N = qweight.size(0);
+  TORCH_CHECK(qweight.size(1) * 2 == K && K % 64 == 0, "INT4 qweight (N, K/2) with K % 64 == 0");
+  TORCH_CHECK(group_size > 0 && K % group_size == 0 && group_size % 64 == 0, "group_size must divide K and be a multiple of 64");
+  const int64_t G = K / group_size, B = K / 64, BG = group_size / 64;
+  TORCH_CHECK(scales.numel() == N * G && mins.numel() == N * G && scales.is_contiguous() && mins.is_contiguous() &&
+              scales.scalar_type() == at::kFloat && mins.scalar_type() == at::kFloat, "scales/mins must be float32 (N, K/group_size)");
+  DotQ8Fn dot = isa().q4q8;
+  if (force_level == 0) dot = dot_q4_q8_scalar;
+  const float* xp = x.data_ptr<float>();
+  std::vector<int8_t> xq(M * K);
+  std::vector<float> xs(M * B), xsum(M * G, 0.f);
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t b = 0; b < B; ++b) {
+      const float* xb = xp + m * K + b * 64;
+      float amax = 0.f;
+      for (int j = 0; j < 64; ++j) amax = std::max(amax, std::fabs(xb[j]));
+      const float sc = amax / 127.f;
+      const float inv = sc > 0.f ? 1.f / sc : 0.f;
+      xs[m * B + b] = sc;
+      for (int j = 0; j < 64; ++j) xq[m * K + b * 64 + j] = int8_t(std::nearbyint(xb[j] * inv));
+    }
+    for (int64_t g = 0; g < G; ++g) {
+      float s = 0.f;
+      for (int64_t k = 0; k < group_size; ++k) s += xp[m * K + g * group_size + k];
+      xsum[m * G + g] = s;
+    }
+  }
+  auto y = at::empty({M, N}, x.options());
+  const uint8_t* qp = qweight.data_ptr<uint8_t>();
+  const float* sp = scales.data_ptr<float>();
+  const float* mp = mins.data_ptr<float>();
+  float* yp = y.data_ptr<float>();
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(K, 1));
+  at::parallel_for(0, N, grain, [&](int64_t n0, int64_t n1) {
+    for (int64_t n = n0; n < n1; ++n) {
+      const uint8_t* qrow = qp + n * (K / 2);
+      for (int64_t m = 0; m < M; ++m) {
+        float acc = 0.f;
+        for (int64_t g = 0; g < G; ++g) {
+          const float d = dot(qrow + g * group_size / 2, xq.data() + m * K + g * group_size, xs.data() + m * B + g * BG, BG);
+          acc += sp[n * G + g] * d + mp[n * G + g] * xsum[m * G + g];
+        }
+        yp[m * N + n] = acc;
+      }
+    }
+  });
+  return y;
+}
+
 int64_t quant_isa_level() { return isa().level; }
 
 }  // namespace
@@ -213,6 +305,8 @@ int64_t quant_isa_level() { return isa().level; }
 TORCH_LIBRARY_FRAGMENT(icml26, m) {
   m.def("quant_gemm(Tensor x, Tensor qweight, Tensor scales, Tensor mins, int bits, int group_size, int force_level=-1) -> Tensor");
   m.def("quant_isa_level() -> int");
+  m.def("quant_gemm_i8act(Tensor x, Tensor qweight, Tensor scales, Tensor mins, int group_size, int force_level=-1) -> Tensor");
+  m.impl("quant_gemm_i8act", c10::DispatchKey::CPU, TORCH_FN(quant_gemm_i8act));
   m.impl("quant_gemm", c10::DispatchKey::CPU, TORCH_FN(quant_gemm));
   m.impl("quant_isa_level", c10::DispatchKey::CatchAll, TORCH_FN(quant_isa_level));
 }

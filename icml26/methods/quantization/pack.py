@@ -160,6 +160,8 @@ class PackedLinear(nn.Module):
 
         ops._check(torch.zeros(1, in_features), self.qweight, self.scales, self.mins, bits, self.group_size)
         self._checked = True
+        # decode GEMV with INT8 activations (per 64-block) for INT4 weights; False = exact fp32 activations
+        self.act_int8 = bits == 4 and self.group_size % 64 == 0
 
     def forward(self, x: Tensor) -> Tensor:
         from icml26.ops import quant as ops
@@ -174,7 +176,8 @@ class PackedLinear(nn.Module):
                 x = Q.fake_quant_per_token(x, self.abits, sym=self.spec.a_sym, clip_ratio=self.spec.a_clip_ratio)
             elif self.act_scale is not None:
                 x = Q.fake_quant_per_tensor(x, self.act_scale, self.act_zero, self.abits)
-        y = ops.quant_linear(x, self.qweight, self.scales, self.mins, self.bits, self.group_size, checked=self._checked)
+        y = ops.quant_linear(x, self.qweight, self.scales, self.mins, self.bits, self.group_size, checked=self._checked,
+                             act_int8=self.act_int8)
         if s is not None:
             y = y * s
         return y

@@ -37,3 +37,26 @@ def dequant(qweight: Tensor, scales: Tensor, mins: Tensor, bits: int, group_size
 def quant_gemm(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, bits: int, group_size: int) -> Tensor:
     """x (M, K) float32 -> x @ W^T (M, N)."""
     return x @ dequant(qweight, scales, mins, bits, group_size).T
+
+
+def quantize_act_int8(x: Tensor) -> tuple[Tensor, Tensor]:
+    """x (M, K), K % 64 == 0 -> (int8 codes (M, K), scales (M, K/64)): per 64-block, max|x| / 127."""
+    m, k = x.shape
+    xb = x.reshape(m, k // 64, 64)
+    s = xb.abs().amax(-1) / 127.0
+    inv = torch.where(s > 0, 1.0 / s, torch.zeros_like(s))
+    q = torch.round(xb * inv[..., None]).to(torch.int8)
+    return q.reshape(m, k), s
+
+
+def quant_gemm_i8act(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, group_size: int) -> Tensor:
+    """INT4 weights x activations quantized to INT8 per 64-block (the offset term uses the exact x)."""
+    q, s = quantize_act_int8(x)
+    xd = (q.float().reshape(x.shape[0], -1, 64) * s[..., None]).reshape(x.shape)
+    n = qweight.shape[0]
+    k = x.shape[1]
+    g = k // group_size
+    codes = unpack_int4(qweight).float().reshape(n, g, group_size) * scales.reshape(n, g, 1)
+    y = xd @ codes.reshape(n, k).T
+    xsum = x.reshape(x.shape[0], g, group_size).sum(-1)  # (M, G)
+    return y + xsum @ mins.reshape(n, g).T
