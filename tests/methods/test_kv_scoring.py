@@ -202,3 +202,14 @@ def test_golden_leverage():
     u = torch.randn(8, 4, generator=g, dtype=torch.float64)
     w = torch.rand(8, generator=g, dtype=torch.float64)
     np.testing.assert_allclose(ops.weighted_leverage(u, w, 0.5).numpy(), gold["scores"], rtol=gold["rtol"])
+
+
+def test_short_prompt_shorter_than_the_window():
+    """A prompt shorter than the observation window still gets exactly the budget."""
+    from icml26.methods.kvcache import KVPress
+
+    model = tiny_llama(layers=1)
+    x = _layer_inputs(model, t=20)[0]
+    for method in ("snapkv", "capkv", "expected-attention", "tova", "h2o"):
+        idx = KVPress(method=method, window_tokens=64, sink_tokens=4).select(x, 10)
+        assert idx.shape == (1, 2, 10)

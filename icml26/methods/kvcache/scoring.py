@@ -267,7 +267,7 @@ def _window_attention(x: LayerInputs, window: int) -> torch.Tensor:
 def score_snapkv(x: LayerInputs, p: ScoreParams) -> torch.Tensor:
     """SnapKV (Li et al., 2024): observation-window attention, pooled (kernel_size), group-mean."""
     hkv = x.keys.shape[1]
-    att = _window_attention(x, p.window_tokens)  # (B, Hq, W, T)
+    att = _window_attention(x, min(p.window_tokens, max(1, x.keys.shape[2] - 1)))  # (B, Hq, W, T); W < T
     w = att.shape[2]
     s = att[..., : att.shape[-1] - w].mean(2)  # (B, Hq, T - W): keys outside the window
     s = F.avg_pool1d(s, kernel_size=p.kernel_size, padding=p.kernel_size // 2, stride=1)
