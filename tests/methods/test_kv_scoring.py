@@ -129,13 +129,21 @@ def _layer_inputs(model, t=40, seed=0):
     return cap
 
 
+_CAP: dict = {}
+
+
+def _shared_capture():
+    if "cap" not in _CAP:
+        _CAP["cap"] = _layer_inputs(tiny_llama(), t=40)
+    return _CAP["cap"]
+
+
 @pytest.mark.parametrize("method", S.METHODS)
 @pytest.mark.parametrize("ratio", [0.25, 0.5, 0.9])
 def test_budget_exact_per_head(method, ratio):
     from icml26.methods.kvcache import KVPress
 
-    model = tiny_llama()
-    cap = _layer_inputs(model, t=40)
+    cap = _shared_capture()
     press = KVPress(method=method, compression_ratio=ratio, sink_tokens=2, window_tokens=4)
     for x in cap:
         t = x.keys.shape[2]
