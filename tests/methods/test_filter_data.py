@@ -348,14 +348,20 @@ def test_make_corpus_train_score_select_on_real_text(tmp_path):
     r_again = _cli(["make-corpus", "--recipe", str(ROOT / "recipes/filter-data/tiny.yaml"), "--out", str(tmp_path / "c2"), "-q"])
     assert (tmp_path / "c2/pool.jsonl").read_bytes() == (corpus / "pool.jsonl").read_bytes(), r_again.output
     model = tmp_path / "model"
-    r = _cli(["train", "--hq", str(corpus / "hq.jsonl"), "--pool", str(corpus / "pool.jsonl"), "--classifier", "ngram",
-              "--out", str(model), "-q"])
+    r = _cli(["train", "--recipe", str(ROOT / "recipes/filter-data/tiny.yaml"), "--hq", str(corpus / "hq.jsonl"),
+              "--pool", str(corpus / "pool.jsonl"), "--classifier", "ngram", "--out", str(model), "-q"])
     assert r.exit_code == 0, r.output
     res = [json.loads(l) for l in r.stdout.splitlines() if json.loads(l)["kind"] == "result"][0]
     assert set(res) >= {"classifier", "val_auc", "n_hq", "n_pool"} and res["classifier"] == "ngram"
-    assert res["val_auc"] >= 0.7  # the pool also holds clean curated text, so 1.0 is impossible
+    assert res["val_auc"] >= 0.65  # the pool also holds clean curated text, so 1.0 is impossible
     r = _cli(["score", "--model", str(model), str(corpus / "pool_heldout.jsonl"), "-q"])
     docs = [json.loads(l) for l in r.stdout.splitlines()]
+    # golden values (Debian data as of Bookworm, scikit-learn 1.9); regenerate with the commands of
+    # recipes/filter-data/tiny.yaml: make-corpus, train, score pool_heldout.jsonl
+    assert res["val_auc"] == pytest.approx(0.71330, abs=0.03)
+    golden = {"gcide-78588-truncate": 0.36632, "fortunes-9841": 0.06258, "wordnet-14389-boilerplate": 0.53311}
+    got = {d["id"]: d["metadata"]["quality_score"] for d in docs if d["id"] in golden}
+    assert got == pytest.approx(golden, abs=2e-3)
     from icml26.methods.filtering.corpus import is_gold
 
     s = np.array([d["metadata"]["quality_score"] for d in docs])

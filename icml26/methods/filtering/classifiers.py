@@ -244,7 +244,7 @@ def train_model(hq: Sequence[str], pool: Sequence[str], *, classifier: str = "ng
     # 3. choose C by held-out accuracy
     best = None
     for c in c_grid:
-        lr = LogisticRegression(C=float(c), max_iter=2000, solver="liblinear" if classifier == "ngram" else "lbfgs")
+        lr = LogisticRegression(C=float(c), max_iter=2000, solver="liblinear" if classifier == "ngram" else "lbfgs", random_state=seed)
         lr.fit(X_tr, y_tr)
         acc = float(lr.score(X_va, y_va))
         if best is None or acc > best[0] + 1e-12:
