@@ -42,7 +42,9 @@ Algorithms (the backups are what separate them):
      sigma_r^2 is floored at ``var_floor``; before two samples it is ``prior_var``.
   6. recommend argmax_a Q(root, a).
 
-  Steps 1-6 are ours (from the principle and the BAI code), not the paper's text.
+  Steps 1-6 are ours (from the principle and the BAI code), not the paper's text. The
+  temperature is ``tau`` x the value range (``span``); the BAI default's absolute 0.1 starved
+  actions that looked bad early. Exact ties in a recommendation go to the lowest action index.
 """
 
 from __future__ import annotations
