@@ -105,7 +105,8 @@ def main(argv: list[str] | None = None) -> None:
     from icml26.core.errors import InputError
 
     try:
-        app(args=argv, standalone_mode=True)
+        rc = app(args=argv, standalone_mode=False)
+        sys.exit(rc if isinstance(rc, int) else 0)
     except SystemExit:
         raise
     except KeyboardInterrupt:
@@ -117,6 +118,16 @@ def main(argv: list[str] | None = None) -> None:
         print(f"icml26: error: {e}", file=sys.stderr)
         sys.exit(2)
     except Exception as e:  # noqa: BLE001
+        if type(e).__name__ == "NoArgsIsHelpError":  # `icml26` alone: the help was printed
+            sys.exit(0)
+        if type(e).__name__ in ("UsageError", "BadParameter", "NoSuchOption", "MissingParameter", "BadOptionUsage", "BadArgumentUsage"):
+            # the parser's own errors: one line, exit 2 (as for every bad input)
+            fmt = getattr(e, "format_message", None)
+            print(f"icml26: error: {fmt() if fmt else e}".replace("\n", " "), file=sys.stderr)
+            sys.exit(2)
+        if type(e).__name__ == "Abort":
+            print("icml26: interrupted", file=sys.stderr)
+            sys.exit(130)
         if os.environ.get("ICML26_DEBUG"):
             raise
         msg = str(e).strip().splitlines()[0] if str(e).strip() else ""

@@ -92,6 +92,17 @@ def test_cli_exit_codes_and_one_line_errors(tmp_path):
     assert code == 2 and "smaller than the number of arms" in err
     code, out, err = _cli(["bai", "--env", "varde-3groups", "--delta", "0.1", "--algo", "successive-rejects"])
     assert code == 2 and "no stopping rule" in err
+    # every hyper-parameter is checked before any output
+    code, out, err = _cli(["bai", "--env", "gk2016-1", "--budget", "40", "--algo", "uniform,varde", "--set", "tau=0"])
+    assert code == 2 and out == "" and "varde: tau" in err
+    code, out, err = _cli(["bai", "--env", "gk2016-1", "--budget", "40", "--algo", "varde", "--set", "tts_beta=0.3"])
+    assert code == 2 and out == "" and "tts_beta is not a parameter of any selected algorithm" in err
+    code, out, err = _cli(["bai", "--env", "gk2016-1", "--budget", "10000000000"])
+    assert code == 2 and out == "" and "pulls" in err
+    # the parser's own errors are one line too
+    for bad in (["--budget", "0"], ["--budget", "abc"], ["--seeds", "0", "--budget", "10"]):
+        code, out, err = _cli(["bai", "--env", "gk2016-1", *bad])
+        assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
 
 
 def test_tiny_recipe_output_contract(tmp_path):

@@ -85,12 +85,21 @@ def test_json_nan_to_null():
 def test_out_dir_never_clobbered(tmp_path):
     d = tmp_path / "run"
     prepare_out_dir(d)
-    atomic_write_text(d / "a.txt", "one")
-    with pytest.raises(InputError, match="already holds a run"):
+    atomic_write_text(d / "notes.txt", "unrelated")
+    assert prepare_out_dir(d) == d  # a folder with unrelated files is usable
+    atomic_write_text(d / "records.jsonl", "one")
+    with pytest.raises(InputError, match=r"already holds a run \(records.jsonl\)"):
         prepare_out_dir(d)
     assert prepare_out_dir(d, resume=True) == d
-    assert (d / "a.txt").read_text() == "one"
-    assert [p.name for p in d.iterdir()] == ["a.txt"]  # no temp files left behind
+    assert (d / "records.jsonl").read_text() == "one"
+    assert sorted(p.name for p in d.iterdir()) == ["notes.txt", "records.jsonl"]  # no temp files left behind
+    assert (d / "records.jsonl").stat().st_mode & 0o044 == 0o044  # readable like any file, not mkstemp's 0600
+    f = tmp_path / "file"
+    f.write_text("x")
+    with pytest.raises(InputError, match="not a directory"):
+        prepare_out_dir(f)
+    with pytest.raises(InputError, match="cannot create the directory"):
+        prepare_out_dir(f / "sub")
 
 
 def test_wilson_interval_oracle():

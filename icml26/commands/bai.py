@@ -24,9 +24,7 @@ def bai(
 ) -> None:
     """Identify the best arm of a stochastic bandit: VarDE against the standard algorithms.
 
-    Fixed budget (--budget): error probability (Wilson 95% CI) and simple regret over --seeds
-    runs. Fixed confidence (--delta): stopping time (mean, q90) and empirical error rate.
-    Every algorithm sees the same reward stream per arm and seed (common random numbers).
+    Fixed budget (--budget): error probability (Wilson 95% CI) and simple regret over --seeds runs; `--algo all` runs the 7 fixed-budget algorithms and the 4 fixed-confidence sampling rules (without stopping). Fixed confidence (--delta): stopping time (mean, q90) and empirical error rate. Every algorithm sees the same reward stream per arm and seed (common random numbers).
 
     Example: icml26 bai --env varde-geom14 --budget 200 --algo all --seeds 2000
     """

@@ -8,7 +8,8 @@ import typer
 
 
 def env(
-    build: Annotated[bool, typer.Option("--build/--no-build", help="Load (and JIT-build if needed) every kernel to report its backend.")] = True,
+    build: Annotated[bool, typer.Option("--build/--no-build", help="Load (and JIT-build if needed, about a minute per kernel the first time) every kernel to report its backend.")] = True,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the JSON line on stdout, no table.")] = False,
 ) -> None:
     """Print versions, the compute device and which kernel backend each op family uses."""
     import importlib
@@ -21,10 +22,13 @@ def env(
     from icml26.ops import KERNELS
 
     info: dict = {"kind": "env", "icml26": icml26.__version__, "python": sys.version.split()[0], "platform": platform.platform()}
-    for mod in ("torch", "numpy", "scipy", "typer", "rich", "transformers", "safetensors", "gymnasium", "sklearn"):
+    from importlib import metadata
+
+    for mod, dist in (("torch", "torch"), ("numpy", "numpy"), ("scipy", "scipy"), ("typer", "typer"), ("rich", "rich"),
+                      ("transformers", "transformers"), ("safetensors", "safetensors"), ("gymnasium", "gymnasium"), ("sklearn", "scikit-learn")):
         try:
-            info[mod] = importlib.import_module(mod).__version__
-        except Exception:  # noqa: BLE001
+            info[mod] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
             info[mod] = None
     import torch
 
@@ -42,6 +46,8 @@ def env(
             kernels[name] += f" ({ext.why(name)})"
     info["kernels"] = kernels
     typer.echo(json.dumps(info))
+    if quiet:
+        return
     from rich.console import Console
     from rich.table import Table
 

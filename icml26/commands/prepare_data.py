@@ -6,6 +6,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from icml26.core.options import QuietOpt
+
 DATASETS = ("traffic-bandit",)
 
 
@@ -14,17 +16,27 @@ def prepare_data(
     out: Annotated[str, typer.Option("--out", "-o", help="Directory to write into (created).")] = "data/traffic",
     counts: Annotated[Optional[str], typer.Option("--counts", help="Your own counts parquet/CSV (timestamp, detector, total); default: the sample shipped in PyPI traffic-anomaly.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite files that already exist.")] = False,
+    quiet: QuietOpt = False,
 ) -> None:
-    """Build real-data inputs.
+    """Build real-data inputs (JSON lines: one `result` record per file written).
 
-    traffic-bandit: writes counts.csv (15-minute vehicle counts per detector, in hundreds of
-    vehicles, from PyPI traffic-anomaly) and two bandit env files whose arms resample the
-    recorded counts of real detectors: traffic-top5.yaml (the 5 busiest lanes) and
-    traffic-mid5.yaml (5 lanes with close means: a hard, highly stochastic instance)."""
+    traffic-bandit: counts.csv (15-minute vehicle counts per lane, in hundreds of vehicles, from PyPI traffic-anomaly) and two bandit env files whose arms resample the recorded counts of real lanes: traffic-top5.yaml (the 5 busiest lanes) and traffic-mid5.yaml (5 lanes with close means, a hard and highly stochastic instance).
+    """
+    from pathlib import Path
+
     from icml26.core.errors import InputError
+    from icml26.core.output import stream
     from icml26.methods.exploration.traffic import prepare_traffic_bandit
 
     if dataset not in DATASETS:
         raise InputError(f"unknown dataset {dataset!r}; choose one of: {', '.join(DATASETS)}")
-    for path in prepare_traffic_bandit(out, counts=counts, force=force):
-        typer.echo(str(path))
+    if Path(out).exists() and not Path(out).is_dir():
+        raise InputError(f"--out {out!r} exists and is not a directory")
+    paths = prepare_traffic_bandit(out, counts=counts, force=force)  # all checks before any output
+
+    def records():
+        for p in paths:
+            yield {"kind": "result", "dataset": dataset, "path": str(p), "size_bytes": p.stat().st_size}
+        yield {"kind": "summary", "dataset": dataset, "out": str(out), "files": len(paths)}
+
+    stream(records(), command="prepare-data", extra_config={"dataset": dataset, "out": out, "counts": counts}, quiet=quiet, columns=["path", "size_bytes"])

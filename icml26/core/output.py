@@ -50,8 +50,11 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
     try:
         yield Path(tmp)
+        os.chmod(tmp, 0o666 & ~umask)  # like a plain open(), not mkstemp's 0600
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -82,9 +85,14 @@ def prepare_out_dir(out: str | Path | None, *, resume: bool = False, force: bool
     p = Path(out)
     if p.exists() and not p.is_dir():
         raise InputError(f"--out {str(out)!r} exists and is not a directory")
-    if p.is_dir() and any(p.iterdir()) and not (resume or force):
-        raise InputError(f"--out {str(out)!r} already holds a run; pick a new directory (or pass --resume where the command supports it)")
-    p.mkdir(parents=True, exist_ok=True)
+    if p.is_dir() and not (resume or force):
+        mine = [n for n in ("records.jsonl", "config.yaml") if (p / n).exists()]
+        if mine:
+            raise InputError(f"--out {str(out)!r} already holds a run ({mine[0]}); choose a new directory or remove it")
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"--out {str(out)!r}: cannot create the directory ({e.strerror})") from None
     return p
 
 

@@ -149,8 +149,24 @@ def _params_for(cfg: Config, defaults: dict) -> dict:
     return {k: getattr(cfg, k) for k in defaults if hasattr(cfg, k) and getattr(cfg, k) is not None}
 
 
-def run_algo(table, algo: str, cfg: Config, seeds: np.ndarray, *, budget: int | None = None, delta: float | None = None) -> dict:
-    """One (algo, setting) batch -> raw arrays from the engine."""
+CHUNK_PULLS = 20_000_000  # pulls per engine call: bounds the time before Ctrl-C is seen
+
+
+def run_algo(table, algo: str, cfg: Config, seeds: np.ndarray, *, budget: int | None = None, delta: float | None = None,
+             on_chunk=None) -> dict:
+    """One (algo, setting) batch -> raw arrays from the engine, run in chunks of seeds
+    (each run depends only on its own seed, so chunking does not change results)."""
+    per_run = budget if budget is not None else min(cfg.max_pulls, 20_000)
+    size = int(max(64, min(len(seeds), CHUNK_PULLS // max(per_run, 1))))
+    parts = []
+    for i in range(0, len(seeds), size):
+        parts.append(_run_algo_checked(table, algo, cfg, seeds[i:i + size], budget=budget, delta=delta))
+        if on_chunk is not None:
+            on_chunk(len(seeds[i:i + size]) / len(seeds))
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def _run_algo_checked(table, algo, cfg, seeds, *, budget=None, delta=None) -> dict:
     try:
         return _run_algo(table, algo, cfg, seeds, budget=budget, delta=delta)
     except ValueError as e:  # a hyper-parameter the engine rejects is a usage error
@@ -160,7 +176,7 @@ def run_algo(table, algo: str, cfg: Config, seeds: np.ndarray, *, budget: int | 
 
 
 def _run_algo(table, algo: str, cfg: Config, seeds: np.ndarray, *, budget: int | None = None, delta: float | None = None) -> dict:
-    if delta is None and algo in ("varde", "uniform", "successive-rejects", "sequential-halving", "ucb-e", "ugape", "continuous-rejects"):
+    if delta is None and algo in FIXED_BUDGET_ENGINE:
         from icml26.ops import bai as eng
 
         out = eng.run_fixed_budget(table, algo, budget, seeds, _params_for(cfg, eng.DEFAULTS.get(algo, {})), backend=cfg.backend)
@@ -197,14 +213,54 @@ def metrics(table, out: dict) -> dict:
     }
 
 
+FIXED_BUDGET_ENGINE = ("varde", "uniform", "successive-rejects", "sequential-halving", "ucb-e", "ugape", "continuous-rejects")
+PARAM_FIELDS = ("tau", "var_floor", "warm_start", "smoother", "variance_exponent", "use_influence_weights", "use_empirical_variance",
+                "const_c", "entmax_alpha", "pairwise_delta", "power_p", "ucbe_a", "ugape_a", "cr_variant", "noise_model", "threshold",
+                "budget_delta", "tas_bisection_iters", "tts_beta", "tts_max_resample")
+MAX_TOTAL_PULLS = 5e10  # larger runs are refused up front (hours of CPU); lower seeds or budget
+
+
+def engine_for(algo: str, cfg: Config):
+    """The engine module that runs ``algo`` in ``cfg``'s setting."""
+    if not cfg.delta and algo in FIXED_BUDGET_ENGINE:
+        from icml26.ops import bai as eng
+    else:
+        from icml26.ops import bai_fc as eng
+    return eng
+
+
 def validate(cfg: Config, table) -> None:
-    """Checks that need the instance; raises InputError (call before any output)."""
+    """Every check that can fail, done before any output; raises InputError.
+
+    Checks the setting, the algorithms, the budgets against each algorithm's minimum, every
+    hyper-parameter against the engines' rules, that each hyper-parameter set is used by
+    at least one selected algorithm, and the total amount of work."""
     if not cfg.budget and not cfg.delta:
         raise InputError("choose a setting: --budget N (fixed budget) or --delta D (fixed confidence)")
-    expand_algos(cfg)
+    algos = expand_algos(cfg)
     for b in cfg.budget:
         if b < table.K:
             raise InputError(f"budget {b} is smaller than the number of arms ({table.K})")
+    used: set[str] = set()
+    for algo in algos:
+        eng = engine_for(algo, cfg)
+        keys = eng.DEFAULTS.get(algo, {})
+        used.update(keys)
+        try:
+            eng.resolve_params(algo, _params_for(cfg, keys))
+        except ValueError as e:
+            raise InputError(f"{algo}: {e}") from None
+        if eng.__name__.endswith(".bai") and hasattr(eng, "min_budget"):
+            for b in cfg.budget:
+                need = eng.min_budget(algo, table.K)
+                if b < need:
+                    raise InputError(f"{algo} needs a budget of at least {need} on {table.K} arms, got {b}")
+    unused = [k for k in PARAM_FIELDS if getattr(cfg, k) is not None and k not in used]
+    if unused:
+        raise InputError(f"{unused[0]} is not a parameter of any selected algorithm ({', '.join(algos)})")
+    work = (max(cfg.budget) if cfg.budget else min(cfg.max_pulls, 10_000_000)) * cfg.seeds * len(algos)
+    if work > MAX_TOTAL_PULLS:
+        raise InputError(f"this run would simulate ~{work:.1e} pulls (hours of CPU); lower --seeds, --budget or max_pulls")
 
 
 def run(cfg: Config, *, seed: int = 0, table=None) -> Iterator[dict]:
@@ -223,13 +279,16 @@ def run(cfg: Config, *, seed: int = 0, table=None) -> Iterator[dict]:
     yield {"kind": "env", "env": table.name, "arms": table.K, "labels": list(table.labels), "means": table.means.tolist(),
            "stds": np.sqrt(table.variances).tolist(), "best_arms": table.best_arms.tolist(), "complexity_h1": table.complexity_h1()}
     results = []
+    if cfg.backend != "ref":  # load (or build) the kernels now, so that `seconds` times the runs only
+        for eng in {engine_for(a, cfg) for a in algos}:
+            eng.backend()
     with progress(len(algos) * len(settings), "bai") as bar:
         for kind, v in settings:
             for algo in algos:
                 import time
 
                 t0 = time.perf_counter()
-                out = run_algo(table, algo, cfg, seeds, **{kind: v})
+                out = run_algo(table, algo, cfg, seeds, **{kind: v}, on_chunk=bar.advance)
                 secs = time.perf_counter() - t0
                 m = metrics(table, out)
                 rec = {"kind": "result", "algo": algo, "env": table.name, kind: v, "seeds": cfg.seeds,
@@ -245,7 +304,6 @@ def run(cfg: Config, *, seed: int = 0, table=None) -> Iterator[dict]:
                 rec["seconds"] = secs
                 results.append(rec)
                 yield rec
-                bar.advance()
     yield summarize(results, cfg)
 
 
@@ -268,15 +326,15 @@ def summarize(results: list[dict], cfg: Config) -> dict:
             if all(r["error_probability_ci"][0] <= b["error_probability_ci"][1] for r, b in zip(rs, by[best])):
                 tied.append(a)
         summary["tied_with_best"] = tied
-        if "varde" in by:
-            summary["varde_rank"] = 1 + sorted(score, key=lambda a: score[a]).index("varde")
+        if "varde" in by:  # 1 + number of algorithms strictly better (ties share a rank)
+            summary["varde_rank"] = 1 + sum(1 for a in score if score[a][0] < score["varde"][0])
     else:
-        ok = {a: rs for a, rs in by.items() if all(r["error_below_delta"] for r in rs)}
-        pool = ok or by
-        score = {a: float(np.mean([r["stopping_time_mean"] for r in rs])) for a, rs in pool.items()}
-        best = min(score, key=lambda a: score[a])
-        summary["best_algo"] = best
-        summary["stopping_time_mean"] = score[best]
+        ok = {a: rs for a, rs in by.items()
+              if all(r["error_below_delta"] and r.get("stopped_fraction", 1.0) == 1.0 for r in rs)}
+        score = {a: float(np.mean([r["stopping_time_mean"] for r in rs])) for a, rs in ok.items()}
+        best = min(score, key=lambda a: score[a]) if score else None
+        summary["best_algo"] = best  # None: no algorithm stopped in every run with error <= delta
+        summary["stopping_time_mean"] = score[best] if best else None
         summary["delta_respected_by"] = sorted(ok)
     return summary
 

@@ -76,8 +76,8 @@ class ArmTable:
         return float(np.sum(1.0 / g**2)) if g.size else 0.0
 
 
-def _num(arm_no: int, label: str, key: str, value, *, positive=False, unit=False) -> float:
-    where = f"arm {arm_no}{f' ({label})' if label else ''}: field '{key}'"
+def _num(arm_no: int, label: str, key: str, value, *, positive=False, unit=False, source: str = "") -> float:
+    where = f"{source + ': ' if source else ''}arm {arm_no}{f' ({label})' if label else ''}: field '{key}'"
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InputError(f"{where} must be a number, got {value!r}")
     v = float(value)
@@ -139,7 +139,7 @@ def parse_env(data: object, base_dir: Path, source: str = "env") -> ArmTable:
             if k not in arm:
                 raise InputError(f"{where}: missing field {k!r} (dist {dist} needs {', '.join(req)})")
         p = [0.0, 0.0, 0.0]
-        n = lambda k, **kw: _num(i, label, k, arm[k], **kw)  # noqa: E731
+        n = lambda k, **kw: _num(i, label, k, arm[k], source=source, **kw)  # noqa: E731
         if dist == "bernoulli":
             p[0] = n("p", unit=True)
             mean, var = p[0], p[0] * (1 - p[0])

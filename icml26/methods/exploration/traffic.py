@@ -37,6 +37,10 @@ def prepare_traffic_bandit(out: str | Path, *, counts: str | Path | None = None,
             if t.exists():
                 raise InputError(f"{t} already exists; pass --force to overwrite or choose another --out")
     wide = counts_wide(counts)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"--out {str(out)!r}: cannot create the directory ({e.strerror})") from None
     order = wide.mean().sort_values(ascending=False)
     atomic_write_text(out / "counts.csv", wide.to_csv(index_label="timestamp", float_format="%.2f"))
     for name, (desc, k, start) in INSTANCES.items():
