@@ -17,7 +17,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from icml26.core.options import OutOpt, QuietOpt, RecipeOpt, SeedOpt, SetOpt
+from icml26.core.options import DeviceOpt, OutOpt, QuietOpt, RecipeOpt, SeedOpt, SetOpt
 
 filter_app = typer.Typer(
     help="Classifier-based quality filtering (CQF): build a corpus, train a quality classifier, "
@@ -104,7 +104,7 @@ def train(
     out: Annotated[str, typer.Option("--out", "-o", help="Model folder: model.safetensors, config.yaml, records.jsonl.")],
     classifier: Annotated[Optional[str], typer.Option("--classifier", help="ngram (hashed n-gram LR) | embed (MiniLM + LR) | dsir (importance weights).", show_default=False)] = None,
     skip_bad: SkipBadOpt = False,
-    recipe: RecipeOpt = None, set_: SetOpt = None, seed: SeedOpt = None, quiet: QuietOpt = False,
+    recipe: RecipeOpt = None, set_: SetOpt = None, seed: SeedOpt = None, device: DeviceOpt = "auto", quiet: QuietOpt = False,
 ) -> None:
     """Train a quality classifier (HQ vs pool) and save it as safetensors."""
     from icml26.core.output import stream
@@ -112,6 +112,10 @@ def train(
 
     cfg, r_seed = _resolve(m.TrainConfig, "train", recipe, set_, classifier=classifier)
     seed = seed if seed is not None else (r_seed or 0)
+    if cfg.classifier == "embed":  # only the sentence encoder runs on torch
+        from icml26.core.device import resolve_device
+
+        m.set_device(resolve_device(device))
     stream(m.run_train(cfg, hq=hq, pool=pool, out=out, seed=seed, skip_bad=skip_bad), command="filter-data train",
            config=cfg, seed=seed, out=out, quiet=quiet, extra_config={"hq": hq, "pool": pool})
 
@@ -125,18 +129,22 @@ def score(
     field: FieldOpt = "quality_score",
     skip_bad: SkipBadOpt = False,
     no_spool: Annotated[bool, typer.Option("--no-spool", help="Stream to stdout batch by batch (a failure then leaves partial output).")] = False,
-    log: LogOpt = None, quiet: QuietOpt = False,
+    device: DeviceOpt = "auto", log: LogOpt = None, quiet: QuietOpt = False,
 ) -> None:
     """Add metadata.quality_score to every document (stdout: documents only)."""
     import time
 
     from icml26.core import progress
-    from icml26.methods.filtering.classifiers import load_model
+    from icml26.methods.filtering.classifiers import load_model, set_device
     from icml26.methods.filtering.cqf import score_stream
     from icml26.methods.filtering.jsonl import DocumentWriter
 
     progress.set_quiet(quiet)
     m = load_model(model)
+    if m.classifier == "embed":  # only the sentence encoder runs on torch
+        from icml26.core.device import resolve_device
+
+        set_device(resolve_device(device))
     m.score(["warm-up"])  # imports / encoder load stay out of docs_per_s
     t0 = time.perf_counter()
     with progress.progress(None, f"scoring ({m.classifier})") as bar, DocumentWriter(output, spool=not no_spool) as w:

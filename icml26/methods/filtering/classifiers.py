@@ -102,10 +102,18 @@ class SentenceEncoder:
         return out
 
 
+_DEVICE = {"name": "cpu"}
+
+
+def set_device(device: str) -> None:
+    """Torch device for the sentence encoder (``embed``); the hashed scorers never use torch."""
+    _DEVICE["name"] = device
+
+
 def get_encoder(max_tokens: int = 128) -> SentenceEncoder:
-    key = max_tokens
+    key = (max_tokens, _DEVICE["name"])
     if key not in _ENCODERS:
-        _ENCODERS[key] = SentenceEncoder(max_tokens=max_tokens)
+        _ENCODERS[key] = SentenceEncoder(max_tokens=max_tokens, device=_DEVICE["name"])
     return _ENCODERS[key]
 
 
