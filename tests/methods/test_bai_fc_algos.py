@@ -90,9 +90,10 @@ def test_every_algorithm_error_rate_below_delta(algo):
 
 @pytest.mark.slow
 def test_gaussian_heteroscedastic_error_rate_below_delta():
-    """Plug-in variances (gaussian noise model) on heteroscedastic Gaussian arms."""
+    """Plug-in variances (gaussian noise model, default threshold auto -> theory) on
+    heteroscedastic Gaussian arms with std = mean (measured errors 0.00-0.025 over 200 runs)."""
     _ext()
-    env = make_env("h", [{"dist": "gaussian", "mean": m, "std": m} for m in [0.5, 0.45, 0.4, 0.3]])
-    for algo in ("uniform", "track-and-stop", "top-two-ts"):
-        r = F.run_fixed_confidence(env, algo, np.arange(300), delta=DELTA)
+    env = make_env("h", [{"dist": "gaussian", "mean": m, "std": m} for m in [0.5, 0.45, 0.43, 0.4]])
+    for algo in ("varde", "uniform", "lucb", "track-and-stop"):
+        r = F.run_fixed_confidence(env, algo, np.arange(200), delta=DELTA, max_pulls=400_000)
         assert float(np.mean(r["recommendation"] != 0)) <= DELTA, algo
