@@ -35,6 +35,14 @@ def train_lfm(
     cfg = resolve(m.Config, "train-lfm", recipe, set_, stage=stage, dataset=dataset, vae=vae, model=model,
                   keep_ratio=keep_ratio, scorer=scorer, steps=steps)
     seed = recipe_seed(recipe, "train-lfm", seed) or 0
+    from icml26.core.errors import InputError
+
+    if out is None:
+        raise InputError("train-lfm needs --out DIR (checkpoints and the latent cache are written there)")
+    if cfg.stage == "fm":
+        if not cfg.vae:
+            raise InputError("--stage fm needs --vae DIR (the run directory of `train-lfm --stage vae`)")
+        m.load_vae_dir(cfg.vae)  # a bad path fails here, before anything is written
     if device not in ("cpu", "auto"):
         from icml26.core.device import resolve_device
 
