@@ -87,16 +87,16 @@ def test_analyze_and_proxy_cli_on_real_text(tmp_path):
 def test_bad_recipe_section_is_an_input_error(tmp_path):
     from typer.testing import CliRunner
 
-    from icml26.commands.filter_data import filter_app
-    from icml26.core.errors import InputError
+    from icml26.cli import app
 
+    filter_app = app  # through the registered command: InputError -> one line, exit 2
     bad = tmp_path / "bad.yaml"
     bad.write_text("method: filter-data\nconfig:\n  train:\n    clasifier: ngram\n")
-    r = CliRunner().invoke(filter_app, ["train", "-r", str(bad), "--hq", "a", "--pool", "b", "--out", str(tmp_path / "o")])
-    assert isinstance(r.exception, InputError) and "clasifier" in str(r.exception) and "valid keys" in str(r.exception)
+    r = CliRunner().invoke(filter_app, ["filter-data", "train", "-r", str(bad), "--hq", "a", "--pool", "b", "--out", str(tmp_path / "o")])
+    assert r.exit_code == 2 and "clasifier" in r.stderr and "valid keys" in r.stderr
     bad.write_text("method: filter-data\nconfig:\n  trian: {}\n")
-    r = CliRunner().invoke(filter_app, ["train", "-r", str(bad), "--hq", "a", "--pool", "b", "--out", str(tmp_path / "o")])
-    assert isinstance(r.exception, InputError) and "valid sections" in str(r.exception)
+    r = CliRunner().invoke(filter_app, ["filter-data", "train", "-r", str(bad), "--hq", "a", "--pool", "b", "--out", str(tmp_path / "o")])
+    assert r.exit_code == 2 and "valid sections" in r.stderr
 
 
 @pytest.mark.slow

@@ -286,9 +286,9 @@ def test_failed_run_leaves_no_partial_output(tmp_path, toy_model, capfdbinary):
 def _cli(args, input=None):
     from typer.testing import CliRunner
 
-    from icml26.commands.filter_data import filter_app
+    from icml26.cli import app  # the registered group: InputError -> one line on stderr, exit 2
 
-    return CliRunner().invoke(filter_app, args, input=input)
+    return CliRunner().invoke(app, ["filter-data", *args], input=input)
 
 
 def test_cli_help_of_every_subcommand():
@@ -317,7 +317,7 @@ def test_cli_malformed_input_is_an_input_error(tmp_path, toy_model):
     src = tmp_path / "in.jsonl"
     src.write_text('{"text": "a"}\nnot json\n')
     r = _cli(["score", "--model", str(toy_model), str(src), "-q"])
-    assert isinstance(r.exception, InputError) and "in.jsonl:2:" in str(r.exception)
+    assert r.exit_code == 2 and "in.jsonl:2:" in r.stderr
     assert r.stdout == ""
     r = _cli(["score", "--model", str(toy_model), str(src), "--skip-bad"])
     assert r.exit_code == 0 and len(r.stdout.splitlines()) == 1 and "n_bad=1" in r.stderr
