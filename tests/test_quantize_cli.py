@@ -1,6 +1,6 @@
 """``icml26 quantize`` through the CLI: help, input errors (exit 2), the record contract end
 to end on a tiny random LLaMA folder (own tokenizer, own text files), save -> reload to the
-same perplexity; and (slow) the tiny recipe on the real SmolLM2-135M with real text."""
+same perplexity; and the tiny recipe on the real SmolLM2-135M with real text (~35 s idle)."""
 
 import json
 
@@ -114,7 +114,6 @@ def test_bits_filters_settings(tiny_folder):
     assert {x["setting"] for x in res} == {"FP32", "W8A8"}
 
 
-@pytest.mark.slow
 def test_tiny_recipe_on_smollm2(repo_root):
     from tests.conftest import need_debian, need_module
 
