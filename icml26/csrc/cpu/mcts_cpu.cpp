@@ -20,40 +20,20 @@
 #include <limits>
 #include <vector>
 
+#include "bandit_sampler.h"
+
 namespace {
 
-constexpr uint64_t ALGO_STREAM = 1ULL << 40;
+// Random numbers: the counter-based generator shared with the bandit kernels.
+using icml26::bandit::ALGO_STREAM;
+using icml26::bandit::key;
+using icml26::bandit::std_normal;
+using icml26::bandit::std_student_t;
+using icml26::bandit::u01;
+using icml26::bandit::u01_open;
 constexpr uint64_t OUTCOME_C = 20;
 constexpr double INF = std::numeric_limits<double>::infinity();
 enum { UCT = 0, POWER, MENTS, VARDE, GAPE, SH, GUMBEL };
-
-inline uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
-inline uint64_t key(uint64_t seed, uint64_t stream, uint64_t idx, uint64_t c) {
-  uint64_t a = splitmix64(seed);
-  uint64_t b = splitmix64(a ^ (stream * 0xD1B54A32D192ED03ULL + c));
-  return splitmix64(b ^ idx);
-}
-inline double u01(uint64_t h) { return static_cast<double>(h >> 11) * 0x1.0p-53; }
-inline double u01_open(uint64_t h) { return (static_cast<double>(h >> 11) + 0.5) * 0x1.0p-53; }
-inline double std_normal(uint64_t seed, uint64_t stream, uint64_t idx) {
-  const double u1 = u01_open(key(seed, stream, idx, 0));
-  const double u2 = u01(key(seed, stream, idx, 1));
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-}
-inline double std_student_t(uint64_t seed, uint64_t stream, uint64_t idx, double df) {
-  for (uint64_t a = 0; a < 64; ++a) {
-    const double U = 2.0 * u01(key(seed, stream, idx, 2 + 2 * a)) - 1.0;
-    const double V = 2.0 * u01(key(seed, stream, idx, 3 + 2 * a)) - 1.0;
-    const double W = U * U + V * V;
-    if (W > 0.0 && W <= 1.0) return U * std::sqrt(df * (std::pow(W, -2.0 / df) - 1.0) / W);
-  }
-  return 0.0;
-}
 
 struct Tree {
   const int64_t *node_off, *out_off, *child;
