@@ -115,7 +115,12 @@ def load_causal_lm(name_or_path: str = "llama", *, dtype=None, device: str = "cp
     Loading is offline (``local_files_only``); ``trust_remote_code`` stays False."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
+    from icml26.core import progress
+
+    if not progress.enabled():  # -q or not a terminal: no loading bars on stderr
+        hf_logging.disable_progress_bar()
     path = model_path(name_or_path)
     tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype or torch.float32, local_files_only=True)
