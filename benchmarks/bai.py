@@ -16,7 +16,6 @@ Prints, in one run:
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 import time
@@ -28,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from icml26.methods.exploration.bandit_env import make_env  # noqa: E402
 from icml26.ops import bai  # noqa: E402
+from icml26.core.stats import wilson_interval as wilson  # noqa: E402
 
 
 # ------------------------------------------------------------------ instances
@@ -57,16 +57,6 @@ def instances():
 
 
 # ------------------------------------------------------------------ helpers
-def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
-    if n == 0:
-        return (0.0, 1.0)
-    p = k / n
-    den = 1.0 + z * z / n
-    c = (p + z * z / (2 * n)) / den
-    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    return (max(0.0, c - h), min(1.0, c + h))
-
-
 def set_threads(n: int) -> None:
     import torch
 

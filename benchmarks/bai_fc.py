@@ -11,27 +11,19 @@ Wilson 95% interval, the fraction of runs that stopped before max_pulls, and wal
 from __future__ import annotations
 
 import argparse
-import math
 import time
 
 import numpy as np
 
 from icml26.methods.exploration.bandit_env import make_env
 from icml26.ops import bai_fc as F
+from icml26.core.stats import wilson_interval as wilson
 
 INSTANCES = {
     "GK mu1 (Bernoulli)": [{"dist": "bernoulli", "p": p} for p in [0.5, 0.45, 0.43, 0.4]],
     "GK mu2 (Bernoulli)": [{"dist": "bernoulli", "p": p} for p in [0.3, 0.21, 0.2, 0.19, 0.18]],
     "hetero Gaussian std=mean": [{"dist": "gaussian", "mean": m, "std": m} for m in [0.5, 0.45, 0.43, 0.4]],
 }
-
-
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    p = k / n
-    den = 1 + z * z / n
-    c = (p + z * z / (2 * n)) / den
-    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    return max(0.0, c - h), min(1.0, c + h)
 
 
 def table(settings, seeds: np.ndarray, max_pulls: int) -> None:

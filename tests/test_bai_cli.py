@@ -67,7 +67,7 @@ def test_bad_env_file_exits_2_with_one_line(tmp_path):
 
 
 def _cli(args):
-    """Run the real entry point in-process and capture exit code, stdout and stderr."""
+    """Run the real entry point (``python -m icml26``) in a subprocess: exit code, stdout, stderr."""
     import subprocess
     import sys
 

@@ -7,7 +7,7 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from icml26.core.options import OutOpt, QuietOpt, RecipeOpt, SeedOpt, SeedsOpt, SetOpt
+from icml26.core.options import OutOpt, QuietOpt, RecipeOpt, SeedOpt, SeedsOpt, SetOpt, split_csv
 
 
 def bai(
@@ -32,9 +32,7 @@ def bai(
     from icml26.core.recipe import recipe_seed, resolve
     from icml26.methods.exploration import bai as m
 
-    algos = None
-    if algo:
-        algos = tuple(a.strip() for x in algo for a in x.split(",") if a.strip())
+    algos = split_csv(algo)
     # a typed --budget/--delta replaces the recipe's setting of the other kind
     typed_setting = {}
     if budget:

@@ -6,7 +6,7 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from icml26.core.options import DeviceOpt, OutOpt, QuietOpt, RecipeOpt, SeedOpt, SetOpt
+from icml26.core.options import DeviceOpt, OutOpt, QuietOpt, RecipeOpt, SeedOpt, SetOpt, split_csv
 
 
 def evict_kv(
@@ -34,9 +34,7 @@ def evict_kv(
     from icml26.core.recipe import recipe_seed, resolve
     from icml26.methods.kvcache import evaluate as m
 
-    methods = None
-    if method:
-        methods = tuple(a.strip() for x in method for a in x.split(",") if a.strip())
+    methods = split_csv(method)
     cfg = resolve(m.Config, "evict-kv", recipe, set_, model=model, methods=methods,
                   compression_ratios=tuple(compression_ratio) if compression_ratio else None,
                   context_tokens=tuple(context_tokens) if context_tokens else None, haystack=haystack)

@@ -7,7 +7,7 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from icml26.core.options import DeviceOpt, OutOpt, QuietOpt, RecipeOpt, SeedOpt, SetOpt
+from icml26.core.options import DeviceOpt, OutOpt, QuietOpt, RecipeOpt, SeedOpt, SetOpt, split_csv
 
 
 def quantize(
@@ -37,8 +37,8 @@ def quantize(
     from icml26.core.recipe import recipe_seed, resolve
     from icml26.methods.quantization import fptquant as m
 
-    methods = tuple(x.strip() for v in method for x in v.split(",") if x.strip()) if method else None
-    settings = tuple(x.strip().upper() for v in setting for x in v.split(",") if x.strip()) if setting else None
+    methods = split_csv(method)
+    settings = tuple(x.upper() for x in split_csv(setting)) if setting else None
     cfg = resolve(m.Config, "quantize", recipe, set_, model=model, bits=bits, methods=methods, settings=settings,
                   calib_text=calib_text, eval_text=eval_text)
     if device not in ("cpu", "auto"):

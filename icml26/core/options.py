@@ -12,4 +12,16 @@ SeedOpt = Annotated[Optional[int], typer.Option("--seed", help="Random seed (def
 SeedsOpt = Annotated[Optional[int], typer.Option("--seeds", help="Number of independent runs (seeds) to average over.", min=1, show_default=False)]
 DeviceOpt = Annotated[str, typer.Option("--device", help="auto | cpu | cuda | cuda:N")]
 OutOpt = Annotated[Optional[str], typer.Option("--out", "-o", help="Run directory: config.yaml, records.jsonl, plots, artifacts.", show_default=False)]
+
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or tables on stderr.")]
+
+
+def split_csv(values: list[str] | None) -> tuple[str, ...] | None:
+    """Values of a repeatable option, each possibly comma-separated -> flat tuple (None if absent).
+
+    ``["a,b", "c"]`` -> ``("a", "b", "c")``."""
+    if not values:
+        return None
+    return tuple(x.strip() for v in values for x in v.split(",") if x.strip())
+
+

@@ -64,6 +64,25 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         raise
 
 
+@contextmanager
+def atomic_dir(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary folder beside ``path``; on success it replaces ``path`` (an existing
+    folder there is removed first), on failure it is deleted and ``path`` is left as it was."""
+    import shutil
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        yield tmp
+        if path.exists():
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
     with atomic_path(path) as tmp:
         with open(tmp, "wb") as f:
@@ -170,8 +189,7 @@ def stream(
     rec_file = open(out_dir / "records.jsonl", "a", encoding="utf-8") if out_dir is not None else None
     seen: list[dict] = []
     try:
-        for rec in [head] if head else []:
-            _emit(rec, rec_file, seen)
+        _emit(head, rec_file, seen)
         for rec in records:
             _emit(rec, rec_file, seen)
     finally:

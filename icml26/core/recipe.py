@@ -83,6 +83,17 @@ def parse_sets(sets: Sequence[str] | None) -> dict:
     return out
 
 
+def parse_choices(spec: str, valid: Sequence[str], what: str = "algo") -> list[str]:
+    """"all" (or empty) or a comma list of ``valid`` names -> list; ValueError on an unknown name."""
+    names = [s.strip() for s in str(spec).split(",") if s.strip()]
+    if not names or names == ["all"]:
+        return list(valid)
+    for n in names:
+        if n not in valid:
+            raise ValueError(f"{what} {n!r} is not one of all, {', '.join(valid)}")
+    return names
+
+
 def _coerce(name: str, value: Any, tp: Any) -> Any:
     """Coerce a YAML value to the annotated field type, or raise InputError."""
     origin = typing.get_origin(tp)

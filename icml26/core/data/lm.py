@@ -50,10 +50,6 @@ def _gguf_source(name: str) -> tuple[Path, str]:
 
 def _convert_gguf(folder: Path, gguf_file: str, dest: Path) -> Path:
     """GGUF -> fp32 safetensors HF folder at ``dest`` (atomic: built beside, then renamed)."""
-    import os
-    import shutil
-    import tempfile
-
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
@@ -67,17 +63,11 @@ def _convert_gguf(folder: Path, gguf_file: str, dest: Path) -> Path:
     model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
     model.load_state_dict(src.state_dict(), strict=False)
     model.generation_config = src.generation_config
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
-    try:
+    from icml26.core.output import atomic_dir
+
+    with atomic_dir(dest) as tmp:
         model.save_pretrained(str(tmp), safe_serialization=True)
         tok.save_pretrained(str(tmp))
-        if dest.exists():
-            shutil.rmtree(dest)
-        os.replace(tmp, dest)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     return dest
 
 

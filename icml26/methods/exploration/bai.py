@@ -22,7 +22,6 @@ Run ``run(cfg, seed=...)``: a generator of flat records (``result`` ..., then ``
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional
@@ -30,11 +29,14 @@ from typing import Iterator, Optional
 import numpy as np
 
 from icml26.core.errors import InputError
+from icml26.ops import bai as budget_engine  # NumPy only at import; the C++ kernels load on first use
+from icml26.ops import bai_fc as confidence_engine
 
-BUDGET_ALGOS = ("varde", "uniform", "successive-rejects", "sequential-halving", "ucb-e", "ugape",
-                "continuous-rejects", "lucb", "kl-lucb", "track-and-stop", "top-two-ts")
-CONFIDENCE_ALGOS = ("varde", "uniform", "lucb", "kl-lucb", "track-and-stop", "top-two-ts")
-ALL_ALGOS = BUDGET_ALGOS
+# fixed budget runs the budget engine's algorithms and the confidence engine's sampling rules
+BUDGET_ALGOS = budget_engine.ALGOS + tuple(a for a in confidence_engine.ALGOS if a not in budget_engine.ALGOS)
+CONFIDENCE_ALGOS = confidence_engine.ALGOS
+# every hyper-parameter of either engine (each one is a Config field of the same name)
+PARAM_FIELDS = tuple(dict.fromkeys(k for eng in (budget_engine, confidence_engine) for d in eng.DEFAULTS.values() for k in d))
 BUILTIN_DIR = Path(__file__).resolve().parent / "bandits"
 
 
@@ -90,10 +92,10 @@ class Config:
             raise ValueError(f"max_pulls must be >= 1, got {self.max_pulls}")
         if self.backend not in ("auto", "ext", "ref"):
             raise ValueError(f"backend must be auto, ext or ref, got {self.backend!r}")
-        valid = set(ALL_ALGOS) | {"all"}
+        valid = set(BUDGET_ALGOS) | {"all"}
         for a in self.algo:
             if a not in valid:
-                raise ValueError(f"unknown algo {a!r}; valid: {', '.join(ALL_ALGOS)}, all")
+                raise ValueError(f"unknown algo {a!r}; valid: {', '.join(BUDGET_ALGOS)}, all")
 
     @property
     def setting(self) -> str:
@@ -160,37 +162,25 @@ def run_algo(table, algo: str, cfg: Config, seeds: np.ndarray, *, budget: int | 
     size = int(max(64, min(len(seeds), CHUNK_PULLS // max(per_run, 1))))
     parts = []
     for i in range(0, len(seeds), size):
-        parts.append(_run_algo_checked(table, algo, cfg, seeds[i:i + size], budget=budget, delta=delta))
+        parts.append(_run_algo(table, algo, cfg, seeds[i:i + size], budget=budget, delta=delta))
         if on_chunk is not None:
             on_chunk(len(seeds[i:i + size]) / len(seeds))
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
-def _run_algo_checked(table, algo, cfg, seeds, *, budget=None, delta=None) -> dict:
-    try:
-        return _run_algo(table, algo, cfg, seeds, budget=budget, delta=delta)
-    except ValueError as e:  # a hyper-parameter the engine rejects is a usage error
-        if isinstance(e, InputError):
-            raise
-        raise InputError(f"{algo}: {e}") from None
-
-
 def _run_algo(table, algo: str, cfg: Config, seeds: np.ndarray, *, budget: int | None = None, delta: float | None = None) -> dict:
-    if delta is None and algo in FIXED_BUDGET_ENGINE:
-        from icml26.ops import bai as eng
-
+    eng = engine_for(algo, cfg)
+    if eng is budget_engine:
         out = eng.run_fixed_budget(table, algo, budget, seeds, _params_for(cfg, eng.DEFAULTS.get(algo, {})), backend=cfg.backend)
         out.setdefault("pulls", out["counts"].sum(axis=1))
         out.setdefault("stopped", np.ones(len(seeds), dtype=bool))
         return out
-    from icml26.ops import bai_fc as eng
-
     return eng.run_fixed_confidence(table, algo, seeds, _params_for(cfg, eng.DEFAULTS.get(algo, {})), delta=delta, budget=budget,
                                     max_pulls=cfg.max_pulls, backend=cfg.backend)
 
 
 def metrics(table, out: dict) -> dict:
-    """error_probability (+ Wilson 95% CI), simple_regret, pull statistics of one batch."""
+    """error_probability (+ Wilson 95% CI), simple_regret, pulls and mean counts of one batch."""
     from icml26.core.stats import wilson_interval
 
     rec = np.asarray(out["recommendation"], dtype=np.int64)
@@ -205,28 +195,18 @@ def metrics(table, out: dict) -> dict:
         "error_probability": errors / S,
         "error_probability_ci": [lo, hi],
         "simple_regret": float(regret.mean()),
-        "simple_regret_se": float(regret.std(ddof=1) / np.sqrt(S)) if S > 1 else 0.0,
-        "pulls_mean": float(pulls.mean()),
         "_pulls": pulls,
         "_stopped": np.asarray(out["stopped"], dtype=bool),
         "_counts_mean": np.asarray(out["counts"], dtype=np.float64).mean(axis=0),
     }
 
 
-FIXED_BUDGET_ENGINE = ("varde", "uniform", "successive-rejects", "sequential-halving", "ucb-e", "ugape", "continuous-rejects")
-PARAM_FIELDS = ("tau", "var_floor", "warm_start", "smoother", "variance_exponent", "use_influence_weights", "use_empirical_variance",
-                "const_c", "entmax_alpha", "pairwise_delta", "power_p", "ucbe_a", "ugape_a", "cr_variant", "noise_model", "threshold",
-                "budget_delta", "tas_bisection_iters", "tts_beta", "tts_max_resample")
 MAX_TOTAL_PULLS = 5e10  # larger runs are refused up front (hours of CPU); lower seeds or budget
 
 
 def engine_for(algo: str, cfg: Config):
     """The engine module that runs ``algo`` in ``cfg``'s setting."""
-    if not cfg.delta and algo in FIXED_BUDGET_ENGINE:
-        from icml26.ops import bai as eng
-    else:
-        from icml26.ops import bai_fc as eng
-    return eng
+    return budget_engine if not cfg.delta and algo in budget_engine.ALGOS else confidence_engine
 
 
 def validate(cfg: Config, table) -> None:
@@ -250,7 +230,7 @@ def validate(cfg: Config, table) -> None:
             eng.resolve_params(algo, _params_for(cfg, keys))
         except ValueError as e:
             raise InputError(f"{algo}: {e}") from None
-        if eng.__name__.endswith(".bai") and hasattr(eng, "min_budget"):
+        if eng is budget_engine:
             for b in cfg.budget:
                 need = eng.min_budget(algo, table.K)
                 if b < need:
@@ -377,7 +357,3 @@ def plot(records: list[dict], out_dir: Path) -> None:
     with atomic_path(out_dir / "bai.png") as tmp:
         fig.savefig(tmp, format="png", dpi=120)
     plt.close(fig)
-
-
-def config_fields() -> list[str]:
-    return [f.name for f in dataclasses.fields(Config)]

@@ -62,13 +62,10 @@ BLOCK = 256
 
 
 def parse_algos(spec: str) -> list[str]:
-    names = [s.strip() for s in str(spec).split(",") if s.strip()]
-    if not names or names == ["all"]:
-        return list(ALGOS)
-    for n in names:
-        if n not in ALGOS:
-            raise ValueError(f"algo {n!r} is not one of all, {', '.join(ALGOS)}")
-    return names
+    """"all" or a comma list of ALGOS -> list; ValueError on an unknown name."""
+    from icml26.core.recipe import parse_choices
+
+    return parse_choices(spec, ALGOS)
 
 
 @dataclass(frozen=True)
@@ -302,7 +299,7 @@ def identify(mdp: M.MDP, algo: str, cfg: Config, seed: int) -> tuple[np.ndarray,
 def run(cfg: Config, *, seed: int = 0) -> Iterator[dict]:
     """Yield one ``result`` record per algo, then a ``summary``."""
     from icml26.core.progress import progress
-    from icml26.methods.exploration.mcts import wilson
+    from icml26.core.stats import wilson_interval as wilson
     from icml26.ops.mcts import run_seeds
 
     mdp = M.load_mdp(cfg.mdp)

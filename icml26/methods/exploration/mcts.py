@@ -56,31 +56,14 @@ from typing import Iterator
 
 import numpy as np
 
+from icml26.core.recipe import parse_choices
+from icml26.core.stats import wilson_interval as wilson  # noqa: F401  (Wilson 95% interval, shared)
 from icml26.ops._ref.mcts import ALGOS
-
-Z95 = 1.959963984540054
-
-
-def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float]:
-    """Wilson score interval (95% by default) for k successes in n trials."""
-    if n <= 0:
-        return (0.0, 1.0)
-    p = k / n
-    den = 1.0 + z * z / n
-    c = (p + z * z / (2 * n)) / den
-    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    return (0.0 if k == 0 else max(0.0, c - h), 1.0 if k == n else min(1.0, c + h))
 
 
 def parse_algos(spec: str) -> list[str]:
     """"all" or a comma list of ALGOS -> list; ValueError on an unknown name."""
-    names = [s.strip() for s in str(spec).split(",") if s.strip()]
-    if not names or names == ["all"]:
-        return list(ALGOS)
-    for n in names:
-        if n not in ALGOS:
-            raise ValueError(f"algo {n!r} is not one of all, {', '.join(ALGOS)}")
-    return names
+    return parse_choices(spec, ALGOS)
 
 
 @dataclass(frozen=True)

@@ -70,10 +70,6 @@ def _pack_weight(w: Tensor, bits: int, sym: bool, group_size: int, clip_search: 
 def save_quantized(model, tok, path: str | Path, spec: QSpec, *, method: str, extras: dict, fp_perplexity: float | None = None,
                    perplexity: float | None = None) -> Path:
     """Write the packed model folder (atomic: built in a temp folder, then renamed)."""
-    import os
-    import shutil
-    import tempfile
-
     from safetensors.torch import save_file
 
     if spec.wbits not in (4, 8):
@@ -115,8 +111,9 @@ def save_quantized(model, tok, path: str | Path, spec: QSpec, *, method: str, ex
             "tied_embeddings": tied, "online_down_hadamard": bool(extras.get("online_down_hadamard")),
             "dyn_scale": bool(extras.get("dyn_scale")), "fp_perplexity": fp_perplexity, "perplexity": perplexity,
             "size_bytes": int(sum(t.numel() * t.element_size() for t in tensors.values()))}
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-    try:
+    from icml26.core.output import atomic_dir
+
+    with atomic_dir(path) as tmp:
         cfg = model.config.to_dict()
         cfg["tie_word_embeddings"] = tied
         cfg.pop("_attn_implementation", None)
@@ -125,12 +122,6 @@ def save_quantized(model, tok, path: str | Path, spec: QSpec, *, method: str, ex
         save_file(tensors, str(tmp / "model.safetensors"), metadata={"format": FORMAT})
         if tok is not None:
             tok.save_pretrained(str(tmp))
-        if path.exists():
-            shutil.rmtree(path)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     return path
 
 
