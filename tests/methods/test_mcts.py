@@ -53,6 +53,18 @@ def test_counter_rng_moments():
     assert abs(u.mean() - 0.5) < 0.01
 
 
+def test_ziggurat_normal_matches_the_normal_law():
+    """The tree rewards' N(0,1) draws (ziggurat): KS against Phi, moments, tail mass beyond R."""
+    from scipy import stats
+
+    z = np.array([R.std_normal_zig(11, s, j) for s in range(4) for j in range(15000)])
+    assert stats.kstest(z, "norm").pvalue > 1e-3
+    assert abs(z.mean()) < 0.02 and abs(z.var() - 1) < 0.03 and abs(stats.kurtosis(z)) < 0.1
+    tail = np.mean(np.abs(z) > R.ZIG_R)  # 2 * Phi(-3.4426) = 5.76e-4, drawn by the tail method
+    assert 1e-4 < tail < 1.6e-3
+    assert abs(R.ZIG_X[R.ZIG_LAYERS - 1] - 0.2723208647046) < 1e-6  # ZIGNOR's table
+
+
 def test_tree_model_rewards_and_outcomes(repo_root):
     t = T.load_tree(repo_root / TINY)
     m = R.TreeModel(t, 123)

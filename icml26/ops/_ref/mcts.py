@@ -68,6 +68,53 @@ def std_student_t(seed: int, stream: int, idx: int, df: float) -> float:
     return 0.0
 
 
+# Standard normal draws of the tree rewards: ziggurat, 128 layers, as Doornik's ZIGNOR (Marsaglia &
+# Tsang 2000; Doornik 2005), on the counter-based keys (see mcts_search.h for the key layout).
+ZIG_C, TAIL_C = 100, 300
+ZIG_LAYERS = 128
+ZIG_R, ZIG_V = 3.442619855899, 9.91256303526217e-3
+
+
+def _zig_tables() -> tuple[list[float], list[float]]:
+    X = [0.0] * (ZIG_LAYERS + 1)
+    f = math.exp(-0.5 * ZIG_R * ZIG_R)
+    X[0] = ZIG_V / f
+    X[1] = ZIG_R
+    for i in range(2, ZIG_LAYERS):
+        X[i] = math.sqrt(-2.0 * math.log(ZIG_V / X[i - 1] + f))
+        f = math.exp(-0.5 * X[i] * X[i])
+    return X, [X[i + 1] / X[i] for i in range(ZIG_LAYERS)]
+
+
+ZIG_X, ZIG_RT = _zig_tables()
+
+
+def std_normal_zig(seed: int, stream: int, idx: int) -> float:
+    """N(0, 1) draw number ``idx`` of ``stream``: attempt a uses key(.., ZIG_C + 2a) (layer = low
+    7 bits, u = top 53 bits) and key(.., ZIG_C + 2a + 1) for the wedge; the tail (Marsaglia's
+    method beyond R) key(.., TAIL_C + 2t) and key(.., TAIL_C + 2t + 1)."""
+    X, Rt = ZIG_X, ZIG_RT
+    for a in range(64):
+        h = key(seed, stream, idx, ZIG_C + 2 * a)
+        i = h & (ZIG_LAYERS - 1)
+        u = 2.0 * u01(h) - 1.0
+        if abs(u) < Rt[i]:
+            return u * X[i]
+        if i == 0:
+            for t in range(64):
+                x = math.log(u01_open(key(seed, stream, idx, TAIL_C + 2 * t))) / ZIG_R
+                y = math.log(u01_open(key(seed, stream, idx, TAIL_C + 2 * t + 1)))
+                if not (-2.0 * y < x * x):
+                    return x - ZIG_R if u < 0.0 else ZIG_R - x
+            return -ZIG_R if u < 0.0 else ZIG_R
+        x = u * X[i]
+        f0 = math.exp(-0.5 * (X[i] * X[i] - x * x))
+        f1 = math.exp(-0.5 * (X[i + 1] * X[i + 1] - x * x))
+        if f1 + u01(key(seed, stream, idx, ZIG_C + 2 * a + 1)) * (f0 - f1) < 1.0:
+            return x
+    return 0.0
+
+
 def gumbel(seed: int, a: int) -> float:
     return -math.log(-math.log(u01_open(key(seed, ALGO_STREAM + 1, a, 0))))
 
@@ -97,7 +144,7 @@ class TreeModel:
 
     def reward(self, sa: int, j: int) -> float:
         if self.kind == 0:
-            return self.mean[sa] + self.scale[sa] * std_normal(self.seed, sa, j)
+            return self.mean[sa] + self.scale[sa] * std_normal_zig(self.seed, sa, j)
         if self.kind == 1:
             return self.mean[sa] + self.scale[sa] * std_student_t(self.seed, sa, j, self.df)
         return 1.0 if u01(key(self.seed, sa, j, 0)) < self.mean[sa] else 0.0
@@ -191,11 +238,11 @@ class Search:
                 return a
         algo = self.algo
         if algo in (UCT, POWER, SH):
-            lg = math.log(nd.n)
+            sl, cs = math.sqrt(math.log(nd.n)), p.c * p.span  # UCB1, as the kernel's tables
             vals = nd.g if algo != POWER else nd.Q
             best, bi = -math.inf, 0
             for a in range(A):
-                s = vals[a] + p.c * p.span * math.sqrt(lg / nd.N[a])
+                s = vals[a] + cs * (sl * (1.0 / math.sqrt(nd.N[a])))
                 if s > best:
                     best, bi = s, a
             return bi
@@ -235,15 +282,17 @@ class Search:
             return _argmax(nd.U)
         # GUMBEL below the root: argmax pi'(a) - N(a) / (1 + n), pi' = softmax(sigma(q))
         mx = max(nd.N)
-        sig = [(p.c_visit + mx) * p.c_scale * (q - p.v_lo) / p.span for q in nd.g]
+        K = (p.c_visit + mx) * p.c_scale / p.span
+        sig = [K * (q - p.v_lo) for q in nd.g]
         m = max(sig)
         e = [math.exp(s - m) for s in sig]
         z = 0.0
         for x in e:
             z += x
+        iz, inn = 1.0 / z, 1.0 / (1.0 + nd.n)
         best, bi = -math.inf, 0
         for a in range(A):
-            s = e[a] / z - nd.N[a] / (1.0 + nd.n)
+            s = e[a] * iz - nd.N[a] * inn
             if s > best:
                 best, bi = s, a
         return bi

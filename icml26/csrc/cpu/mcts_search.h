@@ -1,0 +1,515 @@
+// Search core of the mcts kernel (see mcts_cpu.cpp); header-only so that a standalone
+// timing harness can include it without torch.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "bandit_sampler.h"
+
+namespace icml26 {
+namespace mcts {
+
+
+// Random numbers: the counter-based generator shared with the bandit kernels.
+using icml26::bandit::ALGO_STREAM;
+using icml26::bandit::key;
+using icml26::bandit::std_normal;
+using icml26::bandit::std_student_t;
+using icml26::bandit::u01;
+using icml26::bandit::u01_open;
+using icml26::bandit::splitmix64;
+constexpr uint64_t OUTCOME_C = 20;
+constexpr double INF = std::numeric_limits<double>::infinity();
+enum { UCT = 0, POWER, MENTS, VARDE, GAPE, SH, GUMBEL };
+
+struct Tree {
+  const int64_t *node_off, *out_off, *child;
+  const double *mean, *scale, *prob;
+  int64_t n_nodes, n_sa, n_out;
+  int kind;
+  double df, gamma;
+};
+
+struct Prm {  // same order as Params.FIELDS in the reference
+  double c, tau, power, epsilon, var_floor, prior_var, delta, c_visit, c_scale, v_lo, span, r_span, m_considered, horizon;
+};
+
+// key(seed, stream, idx, c) = sm(key_base(sm(seed), stream, c) ^ idx): the first two rounds
+// depend only on (seed, stream, c), so each (s, a) caches them on its first visit.
+inline uint64_t key_base(uint64_t sseed, uint64_t stream, uint64_t c) { return splitmix64(sseed ^ (stream * 0xD1B54A32D192ED03ULL + c)); }
+
+// Standard normal draws: the ziggurat method with 128 layers as in Doornik's ZIGNOR (Marsaglia &
+// Tsang 2000, J. Stat. Softw. 5(8); Doornik 2005, "An improved ziggurat method to generate normal
+// random samples"), driven by the counter-based keys: attempt a of draw (seed, stream, idx) uses
+// key(.., ZIG_C + 2a) (layer = its low 7 bits, u = its top 53 bits) and key(.., ZIG_C + 2a + 1)
+// for the wedge test; the tail uses key(.., TAIL_C + 2t), key(.., TAIL_C + 2t + 1). About 98.8%
+// of the draws end at the first rectangle test (no libm call). The Python twin is
+// icml26/ops/_ref/mcts.py::std_normal_zig, with the same tables (glibc exp/log/sqrt).
+constexpr uint64_t ZIG_C = 100, TAIL_C = 300;
+constexpr int ZIG_LAYERS = 128;
+constexpr double ZIG_R = 3.442619855899, ZIG_V = 9.91256303526217e-3;
+
+struct ZigTables {
+  double X[ZIG_LAYERS + 1], Rt[ZIG_LAYERS];
+  ZigTables() {
+    double f = std::exp(-0.5 * ZIG_R * ZIG_R);
+    X[0] = ZIG_V / f;
+    X[1] = ZIG_R;
+    X[ZIG_LAYERS] = 0.0;
+    for (int i = 2; i < ZIG_LAYERS; ++i) {
+      X[i] = std::sqrt(-2.0 * std::log(ZIG_V / X[i - 1] + f));
+      f = std::exp(-0.5 * X[i] * X[i]);
+    }
+    for (int i = 0; i < ZIG_LAYERS; ++i) Rt[i] = X[i + 1] / X[i];
+  }
+};
+
+inline const ZigTables& zig() {
+  static const ZigTables z;
+  return z;
+}
+
+// the slow part of a draw whose first attempt (key h0) was not accepted by the rectangle test
+inline double zig_slow(const ZigTables& z, uint64_t sseed, uint64_t stream, uint64_t idx, uint64_t h0) {
+  uint64_t h = h0;
+  for (uint64_t a = 0; a < 64; ++a) {
+    if (a > 0) h = splitmix64(key_base(sseed, stream, ZIG_C + 2 * a) ^ idx);
+    const int i = static_cast<int>(h & (ZIG_LAYERS - 1));
+    const double u = 2.0 * u01(h) - 1.0;
+    if (std::fabs(u) < z.Rt[i]) return u * z.X[i];
+    if (i == 0) {  // base strip beyond R: Marsaglia's tail method
+      for (uint64_t t = 0; t < 64; ++t) {
+        const double x = std::log(u01_open(splitmix64(key_base(sseed, stream, TAIL_C + 2 * t) ^ idx))) / ZIG_R;
+        const double y = std::log(u01_open(splitmix64(key_base(sseed, stream, TAIL_C + 2 * t + 1) ^ idx)));
+        if (!(-2.0 * y < x * x)) return u < 0.0 ? x - ZIG_R : ZIG_R - x;
+      }
+      return u < 0.0 ? -ZIG_R : ZIG_R;  // probability < 1e-60
+    }
+    const double x = u * z.X[i];  // wedge
+    const double f0 = std::exp(-0.5 * (z.X[i] * z.X[i] - x * x));
+    const double f1 = std::exp(-0.5 * (z.X[i + 1] * z.X[i + 1] - x * x));
+    if (f1 + u01(splitmix64(key_base(sseed, stream, ZIG_C + 2 * a + 1) ^ idx)) * (f0 - f1) < 1.0) return x;
+  }
+  return 0.0;  // probability < 1e-100
+}
+
+// Per-count tables shared by all runs of one call (index k = a visit count <= budget + 1):
+// lg = log k, slg = sqrt(log k), isq = 1 / sqrt(k); the same values the reference computes
+// with math.log / math.sqrt on the integer.
+struct Tables {
+  std::vector<double> lg, slg, isq;
+  explicit Tables(int64_t n) : lg(n + 1), slg(n + 1), isq(n + 1) {
+    for (int64_t k = 0; k <= n; ++k) {
+      const double x = static_cast<double>(k);
+      lg[k] = std::log(x);
+      slg[k] = k >= 1 ? std::sqrt(lg[k]) : 0.0;
+      isq[k] = k >= 1 ? 1.0 / std::sqrt(x) : 0.0;
+    }
+  }
+};
+
+struct Step {
+  int64_t node, a;
+  double r;
+};
+
+struct Search {
+  const Tree& t;
+  const Prm& p;
+  int algo;
+  uint64_t seed, sseed;
+  const double *lgt, *slg, *isq;  // Tables(>= budget + 1)
+  double log_inv_delta;
+  bool model;  // backups through the empirical model (all but uct, sequential-halving, gumbel)
+  int64_t sim = 0;
+  // node statistics
+  std::vector<int64_t> n;
+  std::vector<double> V, VV, UV, LV;
+  // (s, a) statistics
+  std::vector<int64_t> N, nk;
+  std::vector<double> rmean, rm2, g, Q, VQ, U, L;
+  // cached per (s, a): key bases of the reward (c = 0, 1) and outcome draws; exp((Q - m)/tau) and
+  // pi_tau of the last soft backup of s (MENTS, VarDE), with its normaliser Z per node
+  std::vector<uint64_t> kb0, kbo;  // kb0: c = ZIG_C (gaussian) or 0 (bernoulli)
+  const ZigTables& zt = zig();
+  std::vector<double> E, W, Z;
+  // outcomes: slot_of[o] = slot of outcome o in first-visit order (-1 unseen); order[off + slot] = o
+  std::vector<int64_t> slot_of, order, cnt;
+  std::vector<Step> path;
+  std::vector<double> gmb, tmp;
+
+  Search(const Tree& t_, const Prm& p_, int algo_, uint64_t seed_, const Tables& tb)
+      : t(t_), p(p_), algo(algo_), seed(seed_), sseed(splitmix64(seed_)), lgt(tb.lg.data()), slg(tb.slg.data()), isq(tb.isq.data()), log_inv_delta(std::log(1.0 / p_.delta)),
+        model(algo_ != UCT && algo_ != SH && algo_ != GUMBEL) {
+    n.assign(t.n_nodes, 0);
+    V.assign(t.n_nodes, 0.0);
+    VV.assign(t.n_nodes, 0.0);
+    UV.assign(t.n_nodes, 0.0);
+    LV.assign(t.n_nodes, 0.0);
+    N.assign(t.n_sa, 0);
+    nk.assign(t.n_sa, 0);
+    rmean.assign(t.n_sa, 0.0);
+    rm2.assign(t.n_sa, 0.0);
+    g.assign(t.n_sa, 0.0);
+    Q.assign(t.n_sa, 0.0);
+    VQ.assign(t.n_sa, 0.0);
+    U.assign(t.n_sa, 0.0);
+    L.assign(t.n_sa, 0.0);
+    kb0.assign(t.n_sa, 0);
+    kbo.assign(t.n_sa, 0);
+    if (algo == MENTS || algo == VARDE) {
+      E.assign(t.n_sa, 0.0);
+      W.assign(t.n_sa, 0.0);
+      Z.assign(t.n_nodes, 0.0);
+    }
+    path.reserve(64);
+    slot_of.assign(t.n_out, -1);
+    order.assign(t.n_out, 0);
+    cnt.assign(t.n_out, 0);
+  }
+
+  double reward(int64_t sa, int64_t j) const {
+    const uint64_t s = static_cast<uint64_t>(sa), i = static_cast<uint64_t>(j);
+    if (t.kind == 0) {  // ziggurat; the first rectangle test inline
+      const uint64_t h = splitmix64(kb0[sa] ^ i);
+      const int l = static_cast<int>(h & (ZIG_LAYERS - 1));
+      const double u = 2.0 * u01(h) - 1.0;
+      const double z = std::fabs(u) < zt.Rt[l] ? u * zt.X[l] : zig_slow(zt, sseed, s, i, h);
+      return t.mean[sa] + t.scale[sa] * z;
+    }
+    if (t.kind == 1) return t.mean[sa] + t.scale[sa] * std_student_t(seed, s, i, t.df);
+    return u01(splitmix64(kb0[sa] ^ i)) < t.mean[sa] ? 1.0 : 0.0;
+  }
+
+  // MDP-GapE at the root: (b_t, action to sample)
+  void gape_root(int64_t s, int64_t& bt_out, int64_t& pick_out) const {
+    const int64_t lo = t.node_off[s], A = t.node_off[s + 1] - lo;
+    int64_t bt = 0;
+    double bB = INF;
+    for (int64_t a = 0; a < A; ++a) {
+      double mu = -INF;
+      for (int64_t b = 0; b < A; ++b)
+        if (b != a && U[lo + b] > mu) mu = U[lo + b];
+      const double B = mu - L[lo + a];
+      if (B < bB) { bB = B; bt = a; }
+    }
+    int64_t ct = bt;
+    double cu = -INF;
+    for (int64_t a = 0; a < A; ++a)
+      if (a != bt && U[lo + a] > cu) { cu = U[lo + a]; ct = a; }
+    bt_out = bt;
+    pick_out = (U[lo + ct] - L[lo + ct]) > (U[lo + bt] - L[lo + bt]) ? ct : bt;
+  }
+
+  int64_t select(int64_t s, int64_t depth) {
+    const int64_t lo = t.node_off[s], A = t.node_off[s + 1] - lo;
+    for (int64_t a = 0; a < A; ++a)
+      if (N[lo + a] == 0) return a;
+    if (algo == UCT || algo == POWER || algo == SH) {
+      // UCB1: Q + c span sqrt(log n) / sqrt(N), from the tables
+      const double sl = slg[n[s]], cs = p.c * p.span;
+      const double* vals = (algo != POWER) ? &g[lo] : &Q[lo];
+      double best = -INF;
+      int64_t bi = 0;
+      for (int64_t a = 0; a < A; ++a) {
+        const double sc = vals[a] + cs * (sl * isq[N[lo + a]]);
+        if (sc > best) { best = sc; bi = a; }
+      }
+      return bi;
+    }
+    if (algo == MENTS || algo == VARDE) {
+      if (algo == VARDE)
+        for (int64_t a = 0; a < A; ++a)
+          if (N[lo + a] < 2) return a;
+      // every action has been tried, so the last soft backup of s (node_value) computed
+      // exp((Q - m)/tau), their sum and pi_tau over all actions with the current Q: reuse them
+      if (algo == MENTS) {
+        const double z = Z[s];
+        const double lam = std::min(1.0, p.epsilon * static_cast<double>(A) / lgt[n[s] + 1]);
+        const double u = u01(key(seed, ALGO_STREAM, static_cast<uint64_t>(sim), static_cast<uint64_t>(depth)));
+        double acc = 0.0;
+        for (int64_t a = 0; a < A; ++a) {
+          acc += (1.0 - lam) * E[lo + a] / z + lam / static_cast<double>(A);
+          if (u < acc) return a;
+        }
+        return A - 1;
+      }
+      double best = -INF;
+      int64_t bi = 0;
+      for (int64_t a = 0; a < A; ++a) {
+        const double w = W[lo + a];
+        const double sc = w * w * VQ[lo + a] / (static_cast<double>(N[lo + a]) + 1.0);
+        if (sc > best) { best = sc; bi = a; }
+      }
+      return bi;
+    }
+    if (algo == GAPE) {
+      if (depth == 0) {
+        int64_t bt, pick;
+        gape_root(s, bt, pick);
+        return pick;
+      }
+      double best = -INF;
+      int64_t bi = -1;
+      for (int64_t a = 0; a < A; ++a)
+        if (bi < 0 || U[lo + a] > best) { best = U[lo + a]; bi = a; }
+      return bi;
+    }
+    // GUMBEL below the root
+    int64_t mx = 0;
+    for (int64_t a = 0; a < A; ++a) mx = std::max(mx, N[lo + a]);
+    tmp.resize(A);
+    double m = -INF;
+    const double K = (p.c_visit + static_cast<double>(mx)) * p.c_scale / p.span;
+    for (int64_t a = 0; a < A; ++a) {
+      tmp[a] = K * (g[lo + a] - p.v_lo);
+      m = std::max(m, tmp[a]);
+    }
+    double z = 0.0;
+    for (int64_t a = 0; a < A; ++a) tmp[a] = std::exp(tmp[a] - m);
+    for (int64_t a = 0; a < A; ++a) z += tmp[a];
+    const double iz = 1.0 / z, inn = 1.0 / (1.0 + static_cast<double>(n[s]));
+    double best = -INF;
+    int64_t bi = 0;
+    for (int64_t a = 0; a < A; ++a) {
+      const double sc = tmp[a] * iz - static_cast<double>(N[lo + a]) * inn;
+      if (sc > best) { best = sc; bi = a; }
+    }
+    return bi;
+  }
+
+  void simulate(int64_t root_action) {
+    path.clear();
+    int64_t s = 0, depth = 0;
+    while (true) {
+      const int64_t a = (depth == 0 && root_action >= 0) ? root_action : select(s, depth);
+      const int64_t sa = t.node_off[s] + a;
+      const int64_t j = N[sa];
+      const int64_t o0 = t.out_off[sa], o1 = t.out_off[sa + 1];
+      if (j == 0) {
+        kb0[sa] = key_base(sseed, static_cast<uint64_t>(sa), t.kind == 0 ? ZIG_C : 0);
+        if (o1 - o0 > 1) kbo[sa] = key_base(sseed, static_cast<uint64_t>(sa), OUTCOME_C);
+      }
+      const double r = reward(sa, j);
+      int64_t k = 0;
+      if (o1 - o0 > 1) {  // (one outcome: k = 0 whatever the draw)
+        const double u = u01(splitmix64(kbo[sa] ^ static_cast<uint64_t>(j)));
+        k = o1 - o0 - 1;
+        double acc = 0.0;
+        for (int64_t i = o0; i < o1; ++i) {
+          acc += t.prob[i];
+          if (u < acc) { k = i - o0; break; }
+        }
+      }
+      N[sa] += 1;
+      n[s] += 1;
+      const int64_t o = o0 + k;
+      if (model) {  // the empirical model (reward moments, outcome counts) of the soft/bound backups
+        const double nn = static_cast<double>(N[sa]);
+        const double d = r - rmean[sa];
+        rmean[sa] += d / nn;
+        rm2[sa] += d * (r - rmean[sa]);
+        if (slot_of[o] < 0) {
+          slot_of[o] = nk[sa];
+          order[o0 + nk[sa]] = o;
+          nk[sa] += 1;
+        }
+        cnt[o0 + slot_of[o]] += 1;
+      }
+      path.push_back({s, a, r});
+      const int64_t c = t.child[o];
+      if (c < 0 || static_cast<double>(depth + 1) >= p.horizon) break;
+      s = c;
+      depth += 1;
+    }
+    backup();
+    sim += 1;
+  }
+
+  inline double child_val(int64_t o, const std::vector<double>& val) const {
+    const int64_t c = t.child[o];
+    return c >= 0 ? val[c] : 0.0;
+  }
+
+  void backup() {
+    const double gamma = t.gamma;
+    double G = 0.0;
+    for (auto it = path.rbegin(); it != path.rend(); ++it) {
+      const int64_t s = it->node, sa = t.node_off[s] + it->a;
+      G = it->r + gamma * G;
+      const int64_t nn = N[sa];
+      const double dn = static_cast<double>(nn);
+      if (algo == UCT || algo == SH || algo == GUMBEL) {
+        g[sa] += (G - g[sa]) / dn;
+        continue;
+      }
+      const int64_t o0 = t.out_off[sa];
+      double ev = 0.0;
+      for (int64_t i = 0; i < nk[sa]; ++i) ev += (static_cast<double>(cnt[o0 + i]) / dn) * child_val(order[o0 + i], V);
+      Q[sa] = rmean[sa] + gamma * ev;
+      if (algo == VARDE) {
+        double sr = nn >= 2 ? rm2[sa] / static_cast<double>(nn - 1) : p.prior_var;
+        if (sr < p.var_floor) sr = p.var_floor;
+        double m1 = 0.0, m2 = 0.0, vv = 0.0;
+        for (int64_t i = 0; i < nk[sa]; ++i) {
+          const double pb = static_cast<double>(cnt[o0 + i]) / dn;
+          const int64_t o = order[o0 + i];
+          const double v = child_val(o, V);
+          m1 += pb * v;
+          m2 += pb * v * v;
+          if (t.child[o] >= 0) vv += pb * pb * VV[t.child[o]];
+        }
+        double vt = m2 - m1 * m1;
+        if (vt < 0.0) vt = 0.0;
+        VQ[sa] = sr / dn + gamma * gamma * vv + gamma * gamma * vt / dn;
+      } else if (algo == GAPE) {
+        const double beta = log_inv_delta + lgt[nn + 1];
+        const double w = std::sqrt(beta / (2.0 * dn));
+        double eu = 0.0, el = 0.0;
+        for (int64_t i = 0; i < nk[sa]; ++i) {
+          const double pb = static_cast<double>(cnt[o0 + i]) / dn;
+          eu += pb * child_val(order[o0 + i], UV);
+          el += pb * child_val(order[o0 + i], LV);
+        }
+        U[sa] = rmean[sa] + p.r_span * w + gamma * (eu + p.span * w);
+        L[sa] = rmean[sa] - p.r_span * w + gamma * (el - p.span * w);
+      }
+      node_value(s);
+    }
+  }
+
+  void node_value(int64_t s) {
+    const int64_t lo = t.node_off[s], A = t.node_off[s + 1] - lo;
+    if (algo == POWER) {
+      double acc = 0.0;
+      for (int64_t a = 0; a < A; ++a)
+        if (N[lo + a] > 0) {
+          double x = Q[lo + a] - p.v_lo;
+          if (x < 0.0) x = 0.0;
+          acc += (static_cast<double>(N[lo + a]) / static_cast<double>(n[s])) * std::pow(x, p.power);
+        }
+      V[s] = p.v_lo + std::pow(acc, 1.0 / p.power);
+    } else if (algo == MENTS || algo == VARDE) {
+      double m = -INF;
+      for (int64_t a = 0; a < A; ++a)
+        if (N[lo + a] > 0 && Q[lo + a] > m) m = Q[lo + a];
+      double z = 0.0;
+      for (int64_t a = 0; a < A; ++a)
+        if (N[lo + a] > 0) {
+          E[lo + a] = std::exp((Q[lo + a] - m) / p.tau);
+          z += E[lo + a];
+        }
+      Z[s] = z;
+      V[s] = m + p.tau * std::log(z);
+      if (algo == VARDE) {
+        double vv = 0.0;
+        for (int64_t a = 0; a < A; ++a)
+          if (N[lo + a] > 0) {
+            const double w = E[lo + a] / z;
+            W[lo + a] = w;
+            vv += w * w * VQ[lo + a];
+          }
+        VV[s] = vv;
+      }
+    } else if (algo == GAPE) {
+      double uv = -INF, lv = -INF, m = -INF;
+      for (int64_t a = 0; a < A; ++a)
+        if (N[lo + a] > 0) {
+          if (U[lo + a] > uv) uv = U[lo + a];
+          if (L[lo + a] > lv) lv = L[lo + a];
+        }
+      UV[s] = uv;
+      LV[s] = lv;
+      for (int64_t a = 0; a < A; ++a)
+        if (N[lo + a] > 0 && Q[lo + a] > m) m = Q[lo + a];
+      V[s] = m;
+    }
+  }
+
+  const double* root_vals() const { return (algo == UCT || algo == SH || algo == GUMBEL) ? g.data() : Q.data(); }
+
+  int64_t recommend() const {
+    const int64_t A = t.node_off[1];
+    if (algo == GAPE) {
+      bool all = true;
+      for (int64_t a = 0; a < A; ++a) all = all && N[a] > 0;
+      if (all) {
+        int64_t bt, pick;
+        gape_root(0, bt, pick);
+        return bt;
+      }
+    }
+    const double* v = root_vals();
+    double best = -INF;
+    int64_t bi = -1;
+    for (int64_t a = 0; a < A; ++a)
+      if (N[a] > 0 && (bi < 0 || v[a] > best)) { best = v[a]; bi = a; }
+    return bi;
+  }
+
+  double score(int64_t a) const {
+    if (N[a] == 0) return -INF;
+    if (algo == SH) return g[a];
+    int64_t mx = 0;
+    for (int64_t b = 0; b < t.node_off[1]; ++b) mx = std::max(mx, N[b]);
+    return gmb[a] + (p.c_visit + static_cast<double>(mx)) * p.c_scale * (g[a] - p.v_lo) / p.span;
+  }
+
+  int64_t halving(int64_t budget) {
+    const int64_t A = t.node_off[1];
+    std::vector<int64_t> surv;
+    if (algo == GUMBEL) {
+      gmb.resize(A);
+      for (int64_t a = 0; a < A; ++a) gmb[a] = -std::log(-std::log(u01_open(key(seed, ALGO_STREAM + 1, static_cast<uint64_t>(a), 0))));
+      const int64_t m = std::min<int64_t>(A, std::max<int64_t>(1, static_cast<int64_t>(p.m_considered)));
+      std::vector<int64_t> ord(A);
+      for (int64_t a = 0; a < A; ++a) ord[a] = a;
+      std::stable_sort(ord.begin(), ord.end(), [&](int64_t x, int64_t y) { return gmb[x] > gmb[y]; });
+      surv.assign(ord.begin(), ord.begin() + m);
+      std::sort(surv.begin(), surv.end());
+    } else {
+      for (int64_t a = 0; a < A; ++a) surv.push_back(a);
+    }
+    const int64_t phases = surv.size() > 1 ? std::max<int64_t>(1, static_cast<int64_t>(std::ceil(std::log2(static_cast<double>(surv.size()))))) : 1;
+    int64_t left = budget;
+    while (left > 0) {
+      const int64_t k = static_cast<int64_t>(surv.size());
+      const int64_t per = std::max<int64_t>(1, budget / (k * phases));
+      for (int64_t r = 0; r < per; ++r)
+        for (int64_t a : surv) {
+          if (left == 0) break;
+          simulate(a);
+          left -= 1;
+        }
+      if (k > 1) {
+        std::vector<std::pair<double, int64_t>> sc;
+        for (int64_t a : surv) sc.push_back({score(a), a});
+        std::stable_sort(sc.begin(), sc.end(), [](const auto& x, const auto& y) {
+          return x.first > y.first || (x.first == y.first && x.second < y.second);
+        });
+        surv.clear();
+        for (int64_t i = 0; i < (k + 1) / 2; ++i) surv.push_back(sc[i].second);
+        std::sort(surv.begin(), surv.end());
+      }
+    }
+    double best = -INF;
+    int64_t bi = surv[0];
+    for (int64_t a : surv) {
+      const double sc = score(a);
+      if (sc > best) { best = sc; bi = a; }
+    }
+    return bi;
+  }
+
+  int64_t run(int64_t budget) {
+    if (algo == SH || algo == GUMBEL) return halving(budget);
+    for (int64_t i = 0; i < budget; ++i) simulate(-1);
+    return recommend();
+  }
+};
+
+}  // namespace mcts
+}  // namespace icml26
