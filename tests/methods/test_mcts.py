@@ -196,3 +196,27 @@ def test_gym_env_end_to_end_and_errors(capsys):
     assert code == 2 and "gymnasium cannot make it" in err
     code, _, err = _cli(["mcts", "--env", "FrozenLake-v1?map_name", "-q"], capsys)
     assert code == 2 and "key=value" in err
+
+
+def test_varde_on_rainy_taxi_beats_the_fixed_temperature_failure():
+    """Taxi's value range (-128..-8 over 20 steps) dwarfs its root gaps (1.1): a temperature in
+    units of the range made VarDE recommend a suboptimal action in every seed. With the
+    standard-error temperature and the mellowmax backup, measured 0.90 (UCT 0.50) over 40 seeds."""
+    from tests.conftest import need_module
+
+    need_module("gymnasium", "pip install gymnasium")
+    cfg = dict(env="Taxi-v4?is_rainy=true", simulations=(300,), seeds=16, horizon=20, gamma=0.95)
+    v = [r for r in M.run(M.Config(algo="varde", **cfg), seed=0) if r["kind"] == "result"][0]
+    assert v["p_correct"] >= 0.75 and v["simple_regret"] <= 0.5, v
+
+
+def test_varde_backup_is_a_mellowmax(repo_root):
+    """VarDE's node value lies between the mean and the max of its action values (no
+    log-sum-exp upward bias), for the standard-error and the fixed temperature."""
+    t = T.load_tree(repo_root / "recipes/mcts/envs/noisy.yaml")
+    for kappa in (1.0, 0.0):
+        prm = M.make_params(M.Config(kappa=kappa), *t.value_range, t.reward_span, 10**9)
+        s = R.Search(R.TreeModel(t, 3), R.VARDE, prm, 3)
+        s.run(200)
+        q = s.root.Q
+        assert min(q) <= sum(q) / len(q) - 1e-12 <= s.root.V <= max(q) + 1e-12 and s.root.T > 0

@@ -27,14 +27,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> mcts_tree_search(
     TORCH_CHECK(x->dtype() == at::kLong && x->is_contiguous() && x->dim() == 1, "mcts_tree_search: int64 1-D contiguous tensors expected");
   for (const auto* x : {&mean, &scale, &prob, &prm})
     TORCH_CHECK(x->dtype() == at::kDouble && x->is_contiguous() && x->dim() == 1, "mcts_tree_search: float64 1-D contiguous tensors expected");
-  TORCH_CHECK(prm.numel() == 14, "mcts_tree_search: prm must have 14 entries");
+  TORCH_CHECK(prm.numel() == 15, "mcts_tree_search: prm must have 15 entries");
   TORCH_CHECK(algo >= 0 && algo <= 6, "mcts_tree_search: algo must be in [0, 6]");
   Tree t{node_off.data_ptr<int64_t>(), out_off.data_ptr<int64_t>(), child.data_ptr<int64_t>(),
          mean.data_ptr<double>(), scale.data_ptr<double>(), prob.data_ptr<double>(),
          node_off.numel() - 1, mean.numel(), prob.numel(), static_cast<int>(noise_kind), df, gamma};
   TORCH_CHECK(t.n_nodes >= 1 && out_off.numel() == t.n_sa + 1 && child.numel() == t.n_out, "mcts_tree_search: inconsistent CSR arrays");
   const double* pv = prm.data_ptr<double>();
-  Prm p{pv[0], pv[1], pv[2], pv[3], pv[4], pv[5], pv[6], pv[7], pv[8], pv[9], pv[10], pv[11], pv[12], pv[13]};
+  Prm p{pv[0], pv[1], pv[2], pv[3], pv[4], pv[5], pv[6], pv[7], pv[8], pv[9], pv[10], pv[11], pv[12], pv[13], pv[14]};
   const int64_t S = seeds.numel(), B = budgets.numel(), A = t.node_off[1] - t.node_off[0];
   auto rec = at::zeros({S, B}, at::kLong);
   auto vis = at::zeros({S, B, A}, at::kLong);

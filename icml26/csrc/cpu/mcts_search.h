@@ -34,7 +34,7 @@ struct Tree {
 };
 
 struct Prm {  // same order as Params.FIELDS in the reference
-  double c, tau, power, epsilon, var_floor, prior_var, delta, c_visit, c_scale, v_lo, span, r_span, m_considered, horizon;
+  double c, tau, power, epsilon, var_floor, prior_var, delta, c_visit, c_scale, v_lo, span, r_span, m_considered, horizon, kappa;
 };
 
 // key(seed, stream, idx, c) = sm(key_base(sm(seed), stream, c) ^ idx): the first two rounds
@@ -135,7 +135,7 @@ struct Search {
   // pi_tau of the last soft backup of s (MENTS, VarDE), with its normaliser Z per node
   std::vector<uint64_t> kb0, kbo;  // kb0: c = ZIG_C (gaussian) or 0 (bernoulli)
   const ZigTables& zt = zig();
-  std::vector<double> E, W, Z;
+  std::vector<double> E, W, Z, T;  // T: VarDE's temperature of node s
   // outcomes: slot_of[o] = slot of outcome o in first-visit order (-1 unseen); order[off + slot] = o
   std::vector<int64_t> slot_of, order, cnt;
   std::vector<Step> path;
@@ -164,6 +164,7 @@ struct Search {
       E.assign(t.n_sa, 0.0);
       W.assign(t.n_sa, 0.0);
       Z.assign(t.n_nodes, 0.0);
+      T.assign(t.n_nodes, 0.0);
     }
     path.reserve(64);
     slot_of.assign(t.n_out, -1);
@@ -269,7 +270,7 @@ struct Search {
       m = std::max(m, tmp[a]);
     }
     double z = 0.0;
-    for (int64_t a = 0; a < A; ++a) tmp[a] = std::exp(tmp[a] - m);
+    for (int64_t a = 0; a < A; ++a) tmp[a] = tmp[a] == m ? 1.0 : std::exp(tmp[a] - m);  // exp(0) = 1 exactly
     for (int64_t a = 0; a < A; ++a) z += tmp[a];
     const double iz = 1.0 / z, inn = 1.0 / (1.0 + static_cast<double>(n[s]));
     double best = -INF;
@@ -393,17 +394,35 @@ struct Search {
         }
       V[s] = p.v_lo + std::pow(acc, 1.0 / p.power);
     } else if (algo == MENTS || algo == VARDE) {
+      double tau = p.tau;
+      if (algo == VARDE && p.kappa > 0.0) {  // tau(s) = kappa * standard error of Q(s, .)
+        double sv = 0.0;
+        int64_t k = 0;
+        for (int64_t a = 0; a < A; ++a)
+          if (N[lo + a] > 0) {
+            sv += VQ[lo + a];
+            k += 1;
+          }
+        tau = p.kappa * std::sqrt(sv / static_cast<double>(k));
+      }
       double m = -INF;
       for (int64_t a = 0; a < A; ++a)
         if (N[lo + a] > 0 && Q[lo + a] > m) m = Q[lo + a];
       double z = 0.0;
+      int64_t k = 0;
       for (int64_t a = 0; a < A; ++a)
         if (N[lo + a] > 0) {
-          E[lo + a] = std::exp((Q[lo + a] - m) / p.tau);
+          E[lo + a] = Q[lo + a] == m ? 1.0 : std::exp((Q[lo + a] - m) / tau);  // exp(0) = 1 exactly
           z += E[lo + a];
+          k += 1;
         }
       Z[s] = z;
-      V[s] = m + p.tau * std::log(z);
+      if (algo == MENTS) {
+        V[s] = m + tau * std::log(z);  // log-sum-exp (soft Bellman)
+      } else {
+        T[s] = tau;
+        V[s] = m + tau * std::log(z / static_cast<double>(k));  // mellowmax: between the mean and the max
+      }
       if (algo == VARDE) {
         double vv = 0.0;
         for (int64_t a = 0; a < A; ++a)

@@ -166,7 +166,7 @@ class TreeModel:
 
 # ---------------------------------------------------------------- search tree
 class Node:
-    __slots__ = ("state", "A", "n", "N", "rmean", "rm2", "g", "Q", "VQ", "U", "L", "keys", "kids", "cnt", "V", "VV", "UV", "LV")
+    __slots__ = ("state", "A", "n", "N", "rmean", "rm2", "g", "Q", "VQ", "U", "L", "keys", "kids", "cnt", "V", "VV", "UV", "LV", "T")
 
     def __init__(self, state, A: int, v0: float):
         self.state, self.A, self.n = state, A, 0
@@ -185,6 +185,7 @@ class Node:
         self.VV = 0.0
         self.UV = 0.0
         self.LV = 0.0
+        self.T = 0.0
 
 
 class Params:
@@ -192,10 +193,11 @@ class Params:
 
     v_lo: a lower bound of the values (shift of the power mean, origin of Gumbel's sigma(q));
     span: the range of mean returns (scale of UCB bonuses and of the temperature);
-    r_span: the spread of one step's reward (MDP-GapE's reward bonus)."""
+    r_span: the spread of one step's reward (MDP-GapE's reward bonus);
+    kappa: VarDE's temperature in standard errors of the node's action values (0: fixed tau)."""
 
     FIELDS = ("c", "tau", "power", "epsilon", "var_floor", "prior_var", "delta", "c_visit", "c_scale",
-              "v_lo", "span", "r_span", "m_considered", "horizon")
+              "v_lo", "span", "r_span", "m_considered", "horizon", "kappa")
 
     def __init__(self, **kw):
         for f in self.FIELDS:
@@ -264,8 +266,9 @@ class Search:
             for a in range(A):  # a second sample before the variance is known (BAI: initial_var = inf)
                 if nd.N[a] < 2:
                     return a
+            tau = nd.T
             m = max(nd.Q)
-            e = [math.exp((q - m) / p.tau) for q in nd.Q]
+            e = [math.exp((q - m) / tau) for q in nd.Q]
             z = 0.0
             for x in e:
                 z += x
@@ -398,20 +401,33 @@ class Search:
                     acc += (nd.N[a] / nd.n) * math.pow(x, p.power)
             nd.V = p.v_lo + math.pow(acc, 1.0 / p.power)
         elif algo in (MENTS, VARDE):
+            tau = p.tau
+            if algo == VARDE and p.kappa > 0.0:  # tau(s) = kappa * standard error of Q(s, .)
+                sv, k = 0.0, 0
+                for a in range(A):
+                    if nd.N[a] > 0:
+                        sv += nd.VQ[a]
+                        k += 1
+                tau = p.kappa * math.sqrt(sv / k)
+            nd.T = tau
             m = -math.inf
             for a in range(A):
                 if nd.N[a] > 0 and nd.Q[a] > m:
                     m = nd.Q[a]
-            z = 0.0
+            z, k = 0.0, 0
             for a in range(A):
                 if nd.N[a] > 0:
-                    z += math.exp((nd.Q[a] - m) / p.tau)
-            nd.V = m + p.tau * math.log(z)
+                    z += math.exp((nd.Q[a] - m) / tau)
+                    k += 1
+            if algo == MENTS:
+                nd.V = m + tau * math.log(z)  # log-sum-exp (soft Bellman)
+            else:
+                nd.V = m + tau * math.log(z / k)  # mellowmax: between the mean and the max
             if algo == VARDE:
                 vv = 0.0
                 for a in range(A):
                     if nd.N[a] > 0:
-                        w = math.exp((nd.Q[a] - m) / p.tau) / z
+                        w = math.exp((nd.Q[a] - m) / tau) / z
                         vv += w * w * nd.VQ[a]
                 nd.VV = vv
         elif algo == GAPE:
