@@ -21,24 +21,28 @@ recommend the greedy policy of the empirical MDP (value iteration on P_hat, r_ha
   exploration (sample argmin N when min N < sqrt(t) - SA/2). The paper tracks the allocation
   of a KL ball around the estimate; ours uses the point estimate (documented deviation).
 - ``varde`` (VarDE-BPI, **reconstruction**: the paper's BPI text could not be read). The final
-  decision at each state is smoothed through the soft Bellman operator (the BAI rule's
+  decision at each state is smoothed through a soft Bellman operator (the BAI rule's
   soft max over actions), and each sample goes where it most reduces the variance of the
   decisions, each state weighted by how much its decision matters at the start distribution:
 
-  1. soft values on the empirical MDP: Q = r_hat + gamma P_hat V, V(s) = tau log sum_a exp(Q(s,a)/tau),
-     tau = ``tau`` x (max_s V_hat - min_s V_hat) (temperature in units of the value range)
-  2. pi_tau = softmax(Q/tau) = dV(s)/dQ(s, .) (BAI's influence weights w at state s);
-     occupancy d(s) = rho^T (I - gamma P_pi)^-1 (the policy gap at rho is
+  1. values Q_hat, V_hat of the empirical MDP (policy iteration); per-sample variance of the
+     target r + gamma V(s'): sigma2(s,a) = max(var_hat(r), var_floor) + gamma^2 Var_{P_hat(s,a)}[V_hat]
+  2. the smooth decision at s is the mellowmax of Q_hat(s, .) with a per-state temperature on
+     the scale of the estimates' noise, tau(s) = ``kappa`` x sqrt(mean_a sigma2(s,a) / N(s,a))
+     (the standard error of Q_hat(s, .)); its derivative pi_tau = softmax(Q_hat/tau(s)) =
+     dV(s)/dQ(s, .) are BAI's influence weights w at state s (close contenders high, clearly
+     worse actions ~0); occupancy d(s) = rho^T (I - gamma P_pi)^-1 (the policy gap at rho is
      sum_s d(s) Delta(s), performance-difference lemma)
-  3. per-sample variance of the target r + gamma V(s'): sigma2(s,a) = max(var_hat(r), var_floor)
-     + gamma^2 Var_{P_hat(s,a)}[V]
-  4. objective sum_s d(s) Var V(s) ~= sum_sa d(s) pi_tau(a|s)^2 sigma2(s,a) / N(s,a); sample
+  3. objective sum_s d(s) Var V(s) ~= sum_sa d(s) pi_tau(a|s)^2 sigma2(s,a) / N(s,a); sample
      argmax d pi^2 sigma2 / (N (N+1)), its first-order drop from one more sample (VarDE's BAI
      rule at every state, weighted by the occupancy).
 
   The plain delta-method variance of V(rho) (weight d(s,a)^2 = (d(s) pi)^2) starved the states
   far from the start: P(eps-optimal) 0.33 vs 0.88 for uniform on FrozenLake 8x8 (100 seeds);
-  the occupancy-linear weight above gave 0.75-0.81 (16 seeds). Both are ours.
+  the occupancy-linear weight gave 0.74 with a fixed temperature of 0.5 x the value range
+  (soft policy iteration; ``kappa = 0``), which is far wider than FrozenLake's action gaps,
+  so pi_tau was ~uniform and the gaps played no part; the standard-error temperature gives
+  0.99. All of these choices are ours.
 
 Stopping rule (``delta`` given, all algorithms; Hoeffding-style, ours): with
 ``L = log(S A / delta) + 2 log(1 + N)``, ``b = sigma_max sqrt(2 L / N) + gamma span sqrt(L / (2 N))``
@@ -77,7 +81,8 @@ class Config:
     budget: int = 20000           # samples (the cap when delta is given)
     seeds: int = 100              # independent runs
     warm_start: int = 2           # samples of every (s, a) before the rule starts (>= 1)
-    tau: float = 0.5              # varde temperature, in units of the value range
+    kappa: float = 1.0            # varde temperature of state s = kappa x standard error of Q_hat(s, .); 0: fixed tau
+    tau: float = 0.5              # varde temperature when kappa = 0, in units of the value range
     var_floor: float = 1e-4       # varde floor on the reward variance
     gap_floor: float | None = None  # klb-ts floor on gaps; None: epsilon (1 - gamma) / 2
 
@@ -91,6 +96,8 @@ class Config:
             raise ValueError("budget, seeds and warm_start must be >= 1")
         if not self.tau > 0 or not self.var_floor > 0:
             raise ValueError("tau and var_floor must be > 0")
+        if not self.kappa >= 0:
+            raise ValueError(f"kappa must be >= 0, got {self.kappa}")
         if self.gap_floor is not None and not self.gap_floor > 0:
             raise ValueError(f"gap_floor must be > 0, got {self.gap_floor}")
 
@@ -187,15 +194,20 @@ def varde_weights(L: Learner, cfg: Config) -> np.ndarray:
     """(S, A) d(s) pi_tau(a|s)^2 sigma2(s,a): steps 1-3 of VarDE-BPI."""
     mdp = L.mdp
     Ph, Rh = L.model()
-    _, Vg, _ = L.greedy()
-    tau = cfg.tau * max(float(Vg.max() - Vg.min()), 1e-9)
-    Q, V, pi = _soft_pi(Ph, Rh, mdp.gamma, tau)                          # pi: (S, A)
-    Ppi = np.einsum("sa,sat->st", pi, Ph)                                  # (S, S)
-    d = np.linalg.solve((np.eye(mdp.S) - mdp.gamma * Ppi).T, mdp.rho)     # (S,) discounted occupancy
+    Q, V, _ = L.greedy()                                                   # (S, A), (S,)
+    if cfg.kappa == 0:  # fixed temperature in units of the value range, soft policy iteration
+        tau = cfg.tau * max(float(V.max() - V.min()), 1e-9)
+        Q, V, pi = _soft_pi(Ph, Rh, mdp.gamma, tau)
     ev = Ph @ V
     tv = np.maximum(Ph @ (V * V) - ev * ev, 0.0)
     rv = L.rvar()
-    sig2 = np.maximum(np.where(np.isfinite(rv), rv, 0.0), cfg.var_floor) + mdp.gamma ** 2 * tv
+    sig2 = np.maximum(np.where(np.isfinite(rv), rv, 0.0), cfg.var_floor) + mdp.gamma ** 2 * tv  # (S, A)
+    if cfg.kappa > 0:  # tau(s) = kappa x standard error of Q_hat(s, .)
+        tau_s = cfg.kappa * np.sqrt((sig2 / np.maximum(L.N, 1)).mean(axis=1))  # (S,)
+        pi = np.exp((Q - Q.max(axis=1, keepdims=True)) / tau_s[:, None])
+        pi /= pi.sum(axis=1, keepdims=True)
+    Ppi = np.einsum("sa,sat->st", pi, Ph)                                  # (S, S)
+    d = np.linalg.solve((np.eye(mdp.S) - mdp.gamma * Ppi).T, mdp.rho)     # (S,) discounted occupancy
     return d[:, None] * pi * pi * sig2
 
 
