@@ -24,6 +24,26 @@ def run_seeds(base_seed: int, n: int) -> list[int]:
     return [_ref.key(base_seed, _ref.ALGO_STREAM + 9, i, 0) >> 1 for i in range(n)]
 
 
+def _tree_tensors(tree) -> tuple:
+    """The kernel's view of ``tree`` (node_off, mean, scale, out_off, prob, child as contiguous
+    tensors), built once per tree object and kept on it (callers searching one tree many
+    times, one seed at a time, skip the conversions)."""
+    import torch
+
+    key = tuple(id(getattr(tree, f)) for f in ("node_off", "mean", "scale", "out_off", "prob", "child"))
+    cached = getattr(tree, "_kernel_tensors", None)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    t = lambda x, dt: torch.as_tensor(np.ascontiguousarray(x), dtype=dt)  # noqa: E731
+    arrs = (t(tree.node_off, torch.int64), t(tree.mean, torch.float64), t(tree.scale, torch.float64),
+            t(tree.out_off, torch.int64), t(tree.prob, torch.float64), t(tree.child, torch.int64))
+    try:
+        object.__setattr__(tree, "_kernel_tensors", (key, arrs))
+    except (AttributeError, TypeError):  # a tree type without attribute storage: no cache
+        pass
+    return arrs
+
+
 def tree_search(tree, algo: str, budgets, seeds, prm: "_ref.Params", *, use: str = "auto"):
     """Run one search per (seed, budget) on ``tree``.
 
@@ -46,11 +66,9 @@ def tree_search(tree, algo: str, budgets, seeds, prm: "_ref.Params", *, use: str
     if be != "ref":
         import torch
 
-        t = lambda x, dt: torch.as_tensor(np.ascontiguousarray(x), dtype=dt)  # noqa: E731
+        arrs = _tree_tensors(tree)
         rec, vis, q = torch.ops.icml26.mcts_tree_search(
-            t(tree.node_off, torch.int64), t(tree.mean, torch.float64), t(tree.scale, torch.float64),
-            t(tree.out_off, torch.int64), t(tree.prob, torch.float64), t(tree.child, torch.int64),
-            int(tree.noise_kind), float(tree.df), float(tree.gamma), aid,
+            *arrs[:6], int(tree.noise_kind), float(tree.df), float(tree.gamma), aid,
             torch.tensor(prm.vector(), dtype=torch.float64), torch.tensor(seeds, dtype=torch.int64),
             torch.tensor(budgets, dtype=torch.int64))
         return rec.numpy(), vis.numpy(), q.numpy(), be

@@ -14,10 +14,23 @@
 #include <torch/library.h>
 #include <torch/types.h>
 
+#include <memory>
+#include <mutex>
+
 #include "mcts_search.h"
 
 namespace {
 using namespace icml26::mcts;
+
+// The count tables, kept between calls (a batch-1 caller would otherwise rebuild them every
+// search); grown to the largest budget seen. Immutable once built, so runs share them freely.
+std::shared_ptr<const Tables> tables_for(int64_t n) {
+  static std::mutex mu;
+  static std::shared_ptr<const Tables> cached;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!cached || static_cast<int64_t>(cached->lg.size()) < n + 1) cached = std::make_shared<const Tables>(std::max<int64_t>(n, 4096));
+  return cached;
+}
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> mcts_tree_search(
     const at::Tensor& node_off, const at::Tensor& mean, const at::Tensor& scale, const at::Tensor& out_off,
@@ -49,7 +62,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> mcts_tree_search(
     TORCH_CHECK(bd[j] >= 1, "mcts_tree_search: budgets must be >= 1");
     max_b = std::max(max_b, bd[j]);
   }
-  const Tables tb(max_b + 2);  // n(s) <= budget; MENTS and MDP-GapE read log(n + 1)
+  const std::shared_ptr<const Tables> tbp = tables_for(max_b + 2);  // n(s) <= budget; MENTS and MDP-GapE read log(n + 1)
+  const Tables& tb = *tbp;
 #pragma omp parallel for schedule(dynamic, 1)
   for (int64_t w = 0; w < S * B; ++w) {
     const int64_t i = w / B, j = w % B;
