@@ -17,12 +17,13 @@ from icml26.ops._ref import quant as _ref
 
 GEMV_MAX_ROWS = 4
 ISA = {0: "portable", 1: "avx2+fma", 2: "avx512f/bw"}
+INT_ISA = {0: "portable", 1: "avx2 (vpmaddubsw)", 3: "avx-vnni (vpdpbusd)", 4: "avx512-vnni (vpdpbusd)"}
 pack_int4 = _ref.pack_int4
 unpack_int4 = _ref.unpack_int4
 
 
 def backend() -> str:
-    return ext.load("quant", ["cpu/quant_cpu.cpp"])
+    return ext.load("quant", ["cpu/quant_cpu.cpp", "cpu/quant_lean_cpu.cpp"])
 
 
 def isa() -> str:
@@ -30,6 +31,20 @@ def isa() -> str:
     if backend() == "ref":
         return "ref"
     return ISA.get(int(torch.ops.icml26.quant_isa_level()), "?")
+
+
+def int_isa() -> str:
+    """The instruction set of the INT8-activation (integer dot product) kernel (or 'ref')."""
+    if backend() == "ref":
+        return "ref"
+    return INT_ISA.get(int(torch.ops.icml26.quant_int_isa_level()), "?")
+
+
+def int_levels() -> list[int]:
+    """Integer-activation ISA levels this CPU can run (for parity tests)."""
+    if backend() == "ref":
+        return []
+    return [lv for lv in INT_ISA if torch.ops.icml26.quant_int_level_supported(lv)]
 
 
 def _check(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, bits: int, group_size: int) -> None:
@@ -60,32 +75,42 @@ def quant_gemm(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, bits: i
     return torch.ops.icml26.quant_gemm(x.contiguous(), qweight.contiguous(), scales.contiguous(), mins.contiguous(), bits, group_size, -1)
 
 
-def quant_gemm_i8act(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, group_size: int, *, force_ref: bool = False) -> Tensor:
-    """INT4 weights x activations quantized to INT8 per block of 64 inside the kernel
-    (integer dot products, as llama.cpp's Q8 activations). x (M, K) float32 -> (M, N)."""
-    _check(x, qweight, scales, mins, 4, group_size)
-    if x.shape[1] % 64:
-        raise ValueError(f"quant_gemm_i8act: K={x.shape[1]} must be a multiple of 64")
+def quant_gemm_i8act(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, group_size: int, *, bits: int = 4,
+                     act_bits: int = 8, force_ref: bool = False) -> Tensor:
+    """INT4 / INT8 packed weights x activations quantized per block of 64 inside the kernel,
+    integer dot products: ``act_bits`` 8 = INT8 codes (llama.cpp's Q8 activations; VNNI where
+    the CPU has it), 16 = 15-bit codes held as two int8 halves (twice the integer work, ~100x
+    smaller activation error). x (M, K) float32 -> (M, N)."""
+    _check(x, qweight, scales, mins, bits, group_size)
+    if act_bits not in (8, 16):
+        raise ValueError(f"quant_gemm_i8act: act_bits must be 8 or 16, got {act_bits}")
+    if x.shape[1] % 64 or group_size % 64:
+        raise ValueError(f"quant_gemm_i8act: K={x.shape[1]} and group_size={group_size} must be multiples of 64")
     if force_ref or x.device.type != "cpu" or backend() == "ref":
-        return _ref.quant_gemm_i8act(x, qweight, scales, mins, group_size)
-    return torch.ops.icml26.quant_gemm_i8act(x.contiguous(), qweight.contiguous(), scales.contiguous(), mins.contiguous(), group_size, -1)
+        return _ref.quant_gemm_i8act(x, qweight, scales, mins, group_size, bits, act_bits)
+    return torch.ops.icml26.quant_gemm_i8act(x.contiguous(), qweight.contiguous(), scales.contiguous(), mins.contiguous(), group_size,
+                                             -1, bits, act_bits)
 
 
 def quant_linear(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, bits: int, group_size: int,
-                 *, checked: bool = False, act_int8: bool = False) -> Tensor:
+                 *, checked: bool = False, act_int8: bool = False, int_act: int = 0) -> Tensor:
     """Linear layer on (..., K) input: kernel GEMV for few rows, dequantize + BLAS otherwise.
 
     ``checked=True`` (packed layers validated their buffers once at load time) skips the
-    per-call validation of the weight tensors, which matters at decode. ``act_int8`` (INT4
-    only) runs the decode GEMV with activations quantized to INT8 per 64-block."""
+    per-call validation of the weight tensors, which matters at decode. ``int_act`` (8 or 16;
+    ``act_int8=True`` means 8) runs the decode GEMV with activations quantized per 64-block to
+    INT8 or 15-bit integer codes (integer dot products; needs group_size % 64 == 0); 0 keeps
+    fp32 activations."""
+    if act_int8 and not int_act:
+        int_act = 8
     shp = x.shape
     x2 = x.reshape(-1, shp[-1]).float()
     if x2.shape[0] <= GEMV_MAX_ROWS:
-        if act_int8 and bits == 4:
+        if int_act and group_size % 64 == 0:
             if checked and x2.device.type == "cpu" and backend() != "ref":
-                y = torch.ops.icml26.quant_gemm_i8act(x2.contiguous(), qweight, scales, mins, group_size, -1)
+                y = torch.ops.icml26.quant_gemm_i8act(x2.contiguous(), qweight, scales, mins, group_size, -1, bits, int_act)
             else:
-                y = quant_gemm_i8act(x2.contiguous(), qweight, scales, mins, group_size)
+                y = quant_gemm_i8act(x2.contiguous(), qweight, scales, mins, group_size, bits=bits, act_bits=int_act)
         elif checked and x2.device.type == "cpu" and backend() != "ref":
             y = torch.ops.icml26.quant_gemm(x2.contiguous(), qweight, scales, mins, bits, group_size, -1)
         else:
@@ -93,3 +118,13 @@ def quant_linear(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, bits:
     else:
         y = x2 @ _ref.dequant(qweight, scales, mins, bits, group_size).T
     return y.reshape(*shp[:-1], y.shape[-1])
+
+
+def lean_ops() -> tuple:
+    """(add_rmsnorm, silu_mul, attn_decode) of the lean decode runtime: the C++ ops
+    (icml26/csrc/cpu/quant_lean_cpu.cpp) or their pure-torch twins. No validation beyond the
+    C++ checks: the runtime builds its own inputs."""
+    if backend() == "ref":
+        return _ref.lean_add_rmsnorm, _ref.lean_silu_mul, _ref.lean_attn_decode
+    return (torch.ops.icml26.lean_add_rmsnorm.default, torch.ops.icml26.lean_silu_mul.default,
+            torch.ops.icml26.lean_attn_decode.default)

@@ -202,10 +202,12 @@ def test_save_reload_packed_matches_fake_quant(model, ids, tmp_path):
         # decode path (one row -> the C++ GEMV or its twin) matches too
         with torch.no_grad():
             one = r(input_ids=ids[:1, :1]).logits
-            assert rel(one, want[:1, :1]) < (0.1 if spec.wbits == 4 else 1e-4)  # INT4 decode: INT8 activations (approximate)
+            # decode GEMV: 15-bit integer activations per 64-block (their ~1e-4 error moves a few
+            # A8 rounding decisions of later layers, hence the looser bound at A8)
+            assert rel(one, want[:1, :1]) < (5e-2 if spec.abits < 16 else 5e-3)
             for mod in r.modules():
                 if isinstance(mod, pack.PackedLinear):
-                    mod.act_int8 = False
+                    mod.int_act = 0
             one = r(input_ids=ids[:1, :1]).logits
             assert rel(one, want[:1, :1]) < 1e-4
         # stored bytes equal the reported size; INT4 weights are packed two per byte

@@ -71,19 +71,79 @@ def test_validation_errors():
         ops.quant_gemm(x, qw, s[:, :1], mins, 4, 64)
 
 
-@pytest.mark.parametrize("n,k,gs,m", [(96, 576, 576, 1), (64, 1536, 128, 2), (5, 64, 64, 1)])
-def test_int8_activation_path(n, k, gs, m):
-    _, qw, s, mins, x = _case(4, n, k, gs, m, seed=3)
-    exact = ref.quant_gemm(x, qw, s, mins, 4, gs)
-    want = ref.quant_gemm_i8act(x, qw, s, mins, gs)
-    # INT8 per-64 activations: close to the fp32-activation result
-    assert ((want - exact).abs().max() / exact.abs().max()).item() < 2e-2
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("n,k,gs,m", [(96, 576, 576, 1), (64, 1536, 128, 2), (5, 64, 64, 1), (7, 128, 64, 3)])
+def test_integer_activation_paths(bits, n, k, gs, m):
+    """INT4/INT8 weights x INT8 or 15-bit activations: kernel at every integer ISA level this CPU
+    runs (portable, AVX2 vpmaddubsw, AVX-VNNI / AVX512-VNNI vpdpbusd where present) vs the twin."""
+    _, qw, s, mins, x = _case(bits, n, k, gs, m, seed=3)
+    x[:, 3] = 60.0  # an outlier channel, as in real LLM activations
+    exact = ref.quant_gemm(x, qw, s, mins, bits, gs)
+    want8 = ref.quant_gemm_i8act(x, qw, s, mins, gs, bits, 8)
+    want16 = ref.quant_gemm_i8act(x, qw, s, mins, gs, bits, 16)
+    e8 = ((want8 - exact).norm() / exact.norm()).item()
+    e16 = ((want16 - exact).norm() / exact.norm()).item()
+    # INT8 per-64 activations lose the small channels next to the outlier; 15-bit codes do not
+    assert e16 < 1e-3 and e16 < e8 / 20
     q, xs = ref.quantize_act_int8(x)
     assert q.abs().max() <= 127 and torch.allclose(xs, x.reshape(m, -1, 64).abs().amax(-1) / 127)
+    q16, xs16 = ref.quantize_act_int16(x)
+    assert q16.abs().max() <= 16383
     if ops.backend() == "ref":
         pytest.skip("C++ extension unavailable")
-    for level in (-1, 0):
-        got = torch.ops.icml26.quant_gemm_i8act(x, qw, s, mins, gs, level)
+    levels = ops.int_levels()
+    assert 0 in levels
+    for want, ab in ((want8, 8), (want16, 16)):
+        for level in [-1] + levels:
+            got = torch.ops.icml26.quant_gemm_i8act(x, qw, s, mins, gs, level, bits, ab)
+            assert torch.allclose(got, want, rtol=1e-4, atol=1e-4 * want.abs().max().item()), (ab, level)
+        got = ops.quant_linear(x, qw, s, mins, bits, gs, int_act=ab)
         assert torch.allclose(got, want, rtol=1e-4, atol=1e-4 * want.abs().max().item())
-    got = ops.quant_linear(x, qw, s, mins, 4, gs, act_int8=True)
-    assert torch.allclose(got, want, rtol=1e-4, atol=1e-4 * want.abs().max().item())
+        assert torch.allclose(ops.quant_gemm_i8act(x, qw, s, mins, gs, bits=bits, act_bits=ab), want, rtol=1e-4,
+                              atol=1e-4 * want.abs().max().item())
+    assert ops.int_isa() in ops.INT_ISA.values()
+    with pytest.raises(ValueError):
+        ops.quant_gemm_i8act(x, qw, s, mins, gs, bits=bits, act_bits=4)
+
+
+def test_unsupported_integer_level_is_refused():
+    if ops.backend() == "ref":
+        pytest.skip("C++ extension unavailable")
+    _, qw, s, mins, x = _case(4, 8, 128, 64, 1)
+    missing = [lv for lv in ops.INT_ISA if lv not in ops.int_levels()]
+    for lv in missing:
+        with pytest.raises(RuntimeError):
+            torch.ops.icml26.quant_gemm_i8act(x, qw, s, mins, 64, lv, 4, 8)
+
+
+def test_lean_ops_match_ref():
+    """The fused decode ops (RMSNorm + residual add, SiLU * up, RoPE + cache write + GQA attention)."""
+    g = torch.Generator().manual_seed(1)
+    add, silu, attn = ops.lean_ops()
+    x = torch.randn(1, 96, generator=g)
+    d = torch.randn(1, 96, generator=g)
+    w = torch.rand(96, generator=g) + 0.5
+    x1, x2 = x.clone(), x.clone()
+    assert torch.allclose(add(x1, d, w, 1e-5), ref.lean_add_rmsnorm(x2, d, w, 1e-5), atol=1e-5)
+    assert torch.allclose(x1, x + d) and torch.allclose(x2, x + d)
+    gu = torch.randn(2, 64, generator=g) * 4
+    assert torch.allclose(silu(gu), ref.lean_silu_mul(gu), atol=1e-5)
+    H, Hk, D, T = 6, 2, 16, 20
+    qkv = torch.randn(1, (H + 2 * Hk) * D, generator=g)
+    cos, sin = torch.randn(T, D, generator=g), torch.randn(T, D, generator=g)
+    kc, vc = torch.randn(Hk, T, D, generator=g), torch.randn(Hk, T, D, generator=g)
+    kc2, vc2 = kc.clone(), vc.clone()
+    got = attn(qkv, cos, sin, kc, vc, 7, H, Hk, D ** -0.5)
+    want = ref.lean_attn_decode(qkv, cos, sin, kc2, vc2, 7, H, Hk, D ** -0.5)
+    assert torch.allclose(got, want, atol=1e-5)
+    assert torch.allclose(kc, kc2, atol=1e-6) and torch.equal(vc, vc2)
+    # the twin is HF's rotate_half RoPE and repeat_kv attention
+    x = qkv.reshape(H + 2 * Hk, D)
+    s_true = torch.cat([-sin[7, :D // 2], sin[7, D // 2:]])  # sin_signed -> plain sin
+    rot = lambda v: v * cos[7] + torch.cat([-v[..., D // 2:], v[..., :D // 2]], -1) * s_true  # noqa: E731
+    assert torch.allclose(kc2[:, 7], rot(x[H:H + Hk]), atol=1e-6)
+    q = rot(x[:H])
+    k = torch.cat([kc2[:, :7], kc2[:, 7:8]], 1).repeat_interleave(H // Hk, 0)
+    v = vc2[:, :8].repeat_interleave(H // Hk, 0)
+    p = torch.softmax((q[:, None] @ k.transpose(1, 2)) * D ** -0.5, -1)
+    assert torch.allclose(want, (p @ v).reshape(1, H * D), atol=1e-5)

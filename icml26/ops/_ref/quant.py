@@ -49,14 +49,56 @@ def quantize_act_int8(x: Tensor) -> tuple[Tensor, Tensor]:
     return q.reshape(m, k), s
 
 
-def quant_gemm_i8act(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, group_size: int) -> Tensor:
-    """INT4 weights x activations quantized to INT8 per 64-block (the offset term uses the exact x)."""
-    q, s = quantize_act_int8(x)
+def quantize_act_int16(x: Tensor) -> tuple[Tensor, Tensor]:
+    """x (M, K), K % 64 == 0 -> (15-bit codes (M, K) int32 in [-16383, 16383], scales (M, K/64)):
+    per 64-block, max|x| / 16383 (the kernel holds each code as 128 * hi + lo, two int8)."""
+    m, k = x.shape
+    xb = x.reshape(m, k // 64, 64)
+    s = xb.abs().amax(-1) / 16383.0
+    inv = torch.where(s > 0, 1.0 / s, torch.zeros_like(s))
+    q = torch.round(xb * inv[..., None]).to(torch.int32)
+    return q.reshape(m, k), s
+
+
+def quant_gemm_i8act(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, group_size: int, bits: int = 4,
+                     act_bits: int = 8) -> Tensor:
+    """Packed INT4 / INT8 weights x activations quantized per 64-block to INT8 (``act_bits`` 8) or
+    to 15-bit codes (``act_bits`` 16); the offset term uses the exact x."""
+    q, s = quantize_act_int8(x) if act_bits == 8 else quantize_act_int16(x)
     xd = (q.float().reshape(x.shape[0], -1, 64) * s[..., None]).reshape(x.shape)
     n = qweight.shape[0]
     k = x.shape[1]
     g = k // group_size
-    codes = unpack_int4(qweight).float().reshape(n, g, group_size) * scales.reshape(n, g, 1)
+    codes = (unpack_int4(qweight) if bits == 4 else qweight).float().reshape(n, g, group_size) * scales.reshape(n, g, 1)
     y = xd @ codes.reshape(n, k).T
     xsum = x.reshape(x.shape[0], g, group_size).sum(-1)  # (M, G)
     return y + xsum @ mins.reshape(n, g).T
+
+
+# ----------------------------------------------------------------------------- lean decode runtime
+def lean_add_rmsnorm(x: Tensor, delta: Tensor | None, w: Tensor, eps: float) -> Tensor:
+    """x += delta (in place, if given); returns w * x / sqrt(mean(x^2) + eps) over the last dim."""
+    if delta is not None:
+        x.add_(delta)
+    return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+
+
+def lean_silu_mul(gu: Tensor) -> Tensor:
+    """gu (M, 2I) -> silu(gu[:, :I]) * gu[:, I:]."""
+    i = gu.shape[1] // 2
+    return torch.nn.functional.silu(gu[:, :i]) * gu[:, i:]
+
+
+def lean_attn_decode(qkv: Tensor, cos: Tensor, sin_signed: Tensor, kc: Tensor, vc: Tensor, pos: int, n_heads: int, n_kv: int,
+                     scale: float) -> Tensor:
+    """One decode token: RoPE on q, k (row ``pos`` of the tables), write k, v to the caches
+    (Hkv, T_max, D) at ``pos``, GQA softmax attention over 0..pos. qkv (1, (H + 2 Hkv) D) -> (1, H D)."""
+    d = kc.shape[2]
+    x = qkv.reshape(n_heads + 2 * n_kv, d)
+    qk = x[:n_heads + n_kv]
+    r = qk * cos[pos] + torch.roll(qk, d // 2, -1) * sin_signed[pos]
+    kc[:, pos] = r[n_heads:]
+    vc[:, pos] = x[n_heads + n_kv:]
+    q = r[:n_heads].reshape(n_kv, n_heads // n_kv, d) * scale
+    p = torch.softmax(q @ kc[:, :pos + 1].transpose(1, 2), -1)
+    return (p @ vc[:, :pos + 1]).reshape(1, n_heads * d)
