@@ -30,7 +30,8 @@ from typing import Iterator
 from icml26.methods.kvcache.scoring import METHODS
 
 DEFAULT_METHODS = ("capkv", "streaming", "snapkv", "h2o", "tova", "knorm", "random", "expected-attention")
-PRESS_FIELDS = ("sink_tokens", "window_tokens", "weight", "tau", "ridge_ratio", "ridge_absolute", "query_source", "n_future_positions", "kernel_size")
+PRESS_FIELDS = ("sink_tokens", "window_tokens", "weight", "tau", "ridge_ratio", "ridge_absolute", "query_source", "n_future_positions", "kernel_size",
+                "head_budget", "head_floor")
 _KEYS = ("blue door", "old lighthouse", "north gate", "red boat", "iron chest", "glass tower", "silver key", "green lamp")
 
 
@@ -54,9 +55,11 @@ class Config:
     tau: float = 5.0
     ridge_ratio: float = 1.0
     ridge_absolute: bool = False
-    query_source: str = "window"
+    query_source: str = "future-rope"
     n_future_positions: int = 512
     kernel_size: int = 5
+    head_budget: str = "uniform"         # uniform | adaptive (every scoring method; Ada-KV style allocation across a layer's KV heads)
+    head_floor: float = 0.2
     threads: int = 0                     # torch CPU threads (0 = torch's default)
 
     def __post_init__(self) -> None:
@@ -164,9 +167,12 @@ def _truncate(cache, n: int) -> None:
 def _forward(model, ids, cache, pos0: int):
     import torch
 
+    from icml26.methods.kvcache.headmask import cache_masks
+
     t = torch.tensor([ids], dtype=torch.long, device=model.device)
     pos = torch.arange(pos0, pos0 + t.shape[1], device=model.device)[None]
-    return model(t, position_ids=pos, use_cache=True, **{_cache_kw(model): cache}).logits[0].float()
+    with cache_masks(model, cache):  # head-adaptive padding slots are never attended
+        return model(t, position_ids=pos, use_cache=True, **{_cache_kw(model): cache}).logits[0].float()
 
 
 def _cache_kw(model) -> str:
@@ -269,7 +275,8 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu") -> Iterator[dict]:
                     warm.add(method)
                 press = make_press(method, ratio)
                 cache = compress_captured(press, cap_n, model.config)
-                kept = cache_bytes(cache)
+                kept = cache_bytes(cache, kept_only=True)
+                held = cache_bytes(cache)
                 kept_tokens = cache.layers[0].keys.shape[2]
                 score_s = press.stats["score_s"]
                 if cfg.question_aware:
@@ -284,7 +291,7 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu") -> Iterator[dict]:
                 ok = needle_correct(answer, smp["answer"])
                 rec = {"kind": "sample", "method": method, "compression_ratio": ratio, "context_tokens": smp["length"],
                        "needle_depth": smp["depth"], "sample": smp["sample"], "needle_correct": ok, "answer": answer.strip(),
-                       "kl": kl, "top1_agreement": top1, "perplexity": math.exp(nll), "kept_bytes": kept,
+                       "kl": kl, "top1_agreement": top1, "perplexity": math.exp(nll), "kept_bytes": kept, "held_bytes": held,
                        "kept_tokens": kept_tokens, "score_s": score_s, "prefill_s": prefill_s,
                        "overhead_ratio": score_s / prefill_s}
                 acc[(method, ratio)].append(rec)
@@ -301,7 +308,7 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu") -> Iterator[dict]:
         res = {"kind": "result", "method": method, "compression_ratio": ratio,
                "needle_accuracy": sum(r["needle_correct"] for r in recs) / len(recs),
                "kl": _mean(r["kl"] for r in recs), "top1_agreement": _mean(r["top1_agreement"] for r in recs),
-               "perplexity": _mean(r["perplexity"] for r in recs), "kept_bytes": _mean(r["kept_bytes"] for r in recs),
+               "perplexity": _mean(r["perplexity"] for r in recs), "kept_bytes": _mean(r["kept_bytes"] for r in recs), "held_bytes": _mean(r["held_bytes"] for r in recs),
                "overhead_ratio": _mean(r["overhead_ratio"] for r in recs), "n_samples": len(recs),
                "needle_accuracy_by_depth": {k: sum(v) / len(v) for k, v in by_depth.items()},
                "needle_accuracy_by_length": {k: sum(v) / len(v) for k, v in by_len.items()}}

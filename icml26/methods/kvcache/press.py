@@ -30,6 +30,9 @@ from typing import Iterator
 
 import torch
 
+from contextlib import nullcontext as _nullcontext
+
+from icml26.methods.kvcache import headmask as _headmask
 from icml26.methods.kvcache import logdet as _logdet
 from icml26.methods.kvcache import scoring as S
 
@@ -46,12 +49,16 @@ class KVPress:
     tau: float = 5.0
     ridge_ratio: float = 1.0
     ridge_absolute: bool = False
-    query_source: str = "window"         # window | future-rope
+    query_source: str = "future-rope"    # future-rope | window | mixture | joint
     n_future_positions: int = 512
+    stat_tokens: int = 256               # future-rope statistics from this many strided prompt queries (0 = all)
+    gqa: str = "pool"                    # CapKV with GQA: pool | per-head
     kernel_size: int = 5
     seed: int = 0
     decoding_budget_tokens: int = 0      # 0 = no decoding-time compression
     decoding_interval_tokens: int = 16
+    head_budget: str = "uniform"         # uniform | adaptive (Ada-KV style, prefill only; see scoring.select_adaptive)
+    head_floor: float = 0.2              # adaptive: each head keeps at least this share of its uniform free budget
     stats: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -68,14 +75,26 @@ class KVPress:
             raise ValueError(f"ridge_ratio must be > 0, got {self.ridge_ratio}")
         if self.weight not in ("expected", "kappa", "exp-cos"):
             raise ValueError(f"weight must be expected, kappa or exp-cos, got {self.weight!r}")
-        if self.query_source not in ("window", "future-rope"):
-            raise ValueError(f"query_source must be window or future-rope, got {self.query_source!r}")
+        if self.query_source not in ("window", "future-rope", "mixture", "joint"):
+            raise ValueError(f"query_source must be window, future-rope, mixture or joint, got {self.query_source!r}")
+        if self.gqa not in ("pool", "per-head"):
+            raise ValueError(f"gqa must be pool or per-head, got {self.gqa!r}")
+        if self.stat_tokens < 0:
+            raise ValueError(f"stat_tokens must be >= 0, got {self.stat_tokens}")
         if self.decoding_budget_tokens > 0 and self.window_tokens < 1:
             raise ValueError("decoding-time compression needs window_tokens >= 1 (the recent queries score the cache)")
+        if self.head_budget not in ("uniform", "adaptive"):
+            raise ValueError(f"head_budget must be uniform or adaptive, got {self.head_budget!r}")
+        if not 0.0 <= self.head_floor <= 1.0:
+            raise ValueError(f"head_floor must be in [0, 1], got {self.head_floor}")
+        if self.head_budget == "adaptive" and (self.decoding_budget_tokens > 0 or self.method == "capkv-greedy"):
+            raise ValueError("head_budget=adaptive applies to prefill compression with a scoring method "
+                             "(not capkv-greedy, not decoding-time compression)")
         if self.kernel_size < 1 or self.kernel_size % 2 == 0:
             raise ValueError(f"kernel_size must be a positive odd integer, got {self.kernel_size}")
         self._qbuf: dict[int, torch.Tensor] = {}
         self._rotary = None
+        self.last_keep = None
         self.reset_stats()
 
     # ------------------------------------------------------------------ scoring + selection
@@ -89,24 +108,37 @@ class KVPress:
 
     @torch.no_grad()
     def select(self, x: S.LayerInputs, n_keep: int) -> torch.Tensor:
-        """Indices (B, Hkv, n_keep) of the tokens to keep in this layer."""
+        """Indices (B, Hkv, n_keep) of the tokens to keep in this layer (uniform budgets)."""
+        return self.select_masked(x, n_keep)[0]
+
+    @torch.no_grad()
+    def select_masked(self, x: S.LayerInputs, n_keep: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(indices (B, Hkv, L), keep mask (B, Hkv, L) or None when every slot is kept).
+
+        Uniform budgets: L = n_keep, no mask. Adaptive: the layer keeps Hkv * n_keep entries in
+        total, L is the largest head's count and ``keep`` marks the padding slots False."""
         t = x.keys.shape[2]
         if n_keep >= t:
-            return torch.arange(t, device=x.keys.device).expand(*x.keys.shape[:2], t)
+            return torch.arange(t, device=x.keys.device).expand(*x.keys.shape[:2], t), None
         if self.method == "capkv-greedy":
-            return self._greedy(x, n_keep)
+            return self._greedy(x, n_keep), None
         scores = S.SCORERS[self.method](x, self.params)  # (B, Hkv, T)
-        return S.select_indices(scores, n_keep, sink_tokens=self.sink_tokens, window_tokens=self.window_tokens)
+        if self.head_budget == "adaptive":
+            idx, keep = S.select_adaptive(scores, n_keep, sink_tokens=self.sink_tokens, window_tokens=self.window_tokens,
+                                          floor=self.head_floor)
+            return idx, (None if bool(keep.all()) else keep)
+        return S.select_indices(scores, n_keep, sink_tokens=self.sink_tokens, window_tokens=self.window_tokens), None
 
     def _greedy(self, x: S.LayerInputs, n_keep: int) -> torch.Tensor:
         """Exact greedy log-det selection (``logdet.greedy_logdet``) with the CapKV weights."""
         b, hkv, t, d = x.keys.shape
         p = self.params
         n_rep = x.n_heads // hkv
-        mu, cov = S.query_statistics(x, p, covariance=p.weight != "exp-cos")
-        k = x.keys.float().unsqueeze(2)  # (B, Hkv, 1, T, D)
-        w = S.capkv_weights(k, mu.view(b, hkv, n_rep, d), None if cov is None else cov.view(b, hkv, n_rep, d, d), p)
-        w = w.reshape(b * hkv, n_rep, t)  # (B*Hkv, g, T)
+        srcs = ("window", "future-rope") if p.query_source == "joint" else (p.query_source,)
+        ws = [S.capkv_token_weights(x, p, src) for src in srcs]  # each (B, Hkv, g, T)
+        if p.gqa == "pool":  # one channel per KV head (per source)
+            ws = [w_.mean(2, keepdim=True) for w_ in ws]
+        w = torch.cat(ws, 2).reshape(b * hkv, -1, t)  # (B*Hkv, channels, T): F sums their capacities
         u = x.values.float().reshape(b * hkv, t, d)
         rho = _logdet.ridge_of(u, w, p.ridge_ratio, relative=not p.ridge_absolute)
         sinks = min(self.sink_tokens, n_keep)
@@ -118,19 +150,31 @@ class KVPress:
         return idx.sort(-1).values.to(x.keys.device)
 
     def compress(self, x: S.LayerInputs, n_keep: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Kept (keys, values) of one layer, (B, Hkv, n_keep, D) each; records timing."""
+        """Kept (keys, values) of one layer, (B, Hkv, L, D) each; records timing.
+
+        L = n_keep with uniform budgets; with adaptive budgets L is the largest head's count and
+        the padding mask is left in ``self.last_keep`` ((B, Hkv, L) bool, None if no padding)."""
         t0 = time.perf_counter()
         with torch.no_grad():
-            idx = self.select(x, n_keep)
+            idx, keep = self.select_masked(x, n_keep)
             gi = idx.unsqueeze(-1).expand(-1, -1, -1, x.keys.shape[-1])
             k, v = x.keys.gather(2, gi).contiguous(), x.values.gather(2, gi).contiguous()
         self.stats["score_s"] += time.perf_counter() - t0
         self.stats["layers"] += 1
         self.stats["kept_tokens"].append(int(n_keep))
         self.stats["total_tokens"].append(int(x.keys.shape[2]))
+        self.last_keep = keep
         return k, v
 
     # ------------------------------------------------------------------ hooks
+    def _pre_hook(self, module, args, kwargs):
+        """A new prompt (this layer's cache is empty): drop the padding mask of the previous one."""
+        cache = kwargs.get("cache", kwargs.get("past_key_values"))
+        layer = cache.layers[module.layer_idx] if cache is not None and hasattr(cache, "layers") and module.layer_idx < len(cache.layers) else None
+        if layer is None or layer.keys is None or layer.keys.numel() == 0:
+            _headmask.set_layer_mask(module, None)
+        return None
+
     def _hook(self, module, args, kwargs, output):
         cache = kwargs.get("cache", kwargs.get("past_key_values"))
         hidden = kwargs.get("hidden_states", args[0] if args else None)
@@ -153,6 +197,7 @@ class KVPress:
             if self.compression_ratio > 0:
                 k, v = self.compress(x, S.n_kept(t, self.compression_ratio))
                 layer.keys, layer.values = k, v
+                _headmask.set_layer_mask(module, self.last_keep)
         elif self.decoding_budget_tokens > 0 and t > self.decoding_budget_tokens + self.decoding_interval_tokens - 1:
             # decoding: only the recent queries are known (future-rope statistics fall back to them)
             xd = S.LayerInputs(keys=keys, values=values, module=module, queries=self._qbuf[li], layer_idx=li)
@@ -169,9 +214,14 @@ class KVPress:
         self._qbuf = {}
         handles = []
         try:
-            for layer in lm.layers:
-                handles.append(layer.self_attn.register_forward_hook(self._hook, with_kwargs=True))
-            yield self
+            with _headmask.head_masks(model) if self.head_budget == "adaptive" else _nullcontext():
+                for layer in lm.layers:
+                    handles.append(layer.self_attn.register_forward_pre_hook(self._pre_hook, with_kwargs=True))
+                    handles.append(layer.self_attn.register_forward_hook(self._hook, with_kwargs=True))
+                try:
+                    yield self
+                finally:
+                    _headmask.set_masks(model, None)
         finally:
             for h in handles:
                 h.remove()
@@ -213,16 +263,34 @@ def compress_captured(press: KVPress, captured: list, config) -> "object":
     from transformers import DynamicCache
 
     cache = DynamicCache(config=config)
+    masks = {}
     for x in captured:
         t = x.keys.shape[2]
         if press.compression_ratio > 0:
             k, v = press.compress(x, S.n_kept(t, press.compression_ratio))
+            if getattr(press, "last_keep", None) is not None:
+                masks[x.layer_idx] = press.last_keep
         else:
             k, v = x.keys.clone(), x.values.clone()
         cache.update(k, v, x.layer_idx)
+    cache.icml26_keep = masks  # head-adaptive padding masks (empty for uniform budgets); see headmask.cache_masks
     return cache
 
 
-def cache_bytes(cache) -> int:
-    """Bytes held by the keys and values of a transformers cache."""
-    return int(sum(l.keys.numel() * l.keys.element_size() + l.values.numel() * l.values.element_size() for l in cache.layers if l.keys is not None))
+def cache_bytes(cache, *, kept_only: bool = False) -> int:
+    """Bytes held by the keys and values of a transformers cache (the dense, padded tensors).
+
+    ``kept_only=True``: bytes of the kept entries only, leaving out head-adaptive padding slots
+    (what a per-head variable-length layout would hold)."""
+    masks = getattr(cache, "icml26_keep", None) or {}
+    total = 0
+    for i, l in enumerate(cache.layers):
+        if l.keys is None:
+            continue
+        per_entry = l.keys.shape[-1] * l.keys.element_size() + l.values.shape[-1] * l.values.element_size()
+        n = l.keys.shape[0] * l.keys.shape[1] * l.keys.shape[2]
+        if kept_only and i in masks:
+            keep = masks[i]
+            n -= int((~keep).sum())
+        total += n * per_entry
+    return int(total)

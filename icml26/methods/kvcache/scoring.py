@@ -63,8 +63,10 @@ class ScoreParams:
     tau: float = 5.0                 # temperature of the exp-cos weight
     ridge_ratio: float = 1.0         # CapKV ridge rho, relative to trace(M)/d (or absolute)
     ridge_absolute: bool = False
-    query_source: str = "window"     # window | future-rope
+    query_source: str = "future-rope"  # future-rope | window | mixture | joint
     n_future_positions: int = 512    # averaged RoPE horizon for future-rope statistics
+    stat_tokens: int = 256           # future-rope statistics from a strided subsample of this many prompt queries (0 = all)
+    gqa: str = "pool"                # CapKV with GQA: pool (one channel per KV head) | per-head (kvpress)
     kernel_size: int = 5             # SnapKV pooling
     seed: int = 0                    # random baseline
 
@@ -135,42 +137,50 @@ def window_queries(x: LayerInputs, window: int) -> torch.Tensor:
 
 
 def averaged_rope_matrix(rotary: Callable, start: int, n: int, d: int, device, dtype) -> torch.Tensor:
-    """(D, D) rotation averaged over positions start..start+n-1 (RoPE as x -> R_p x)."""
+    """(D, D) rotation averaged over positions start..start+n-1 (RoPE as x -> R_p x).
+
+    R_p = diag(cos_p) + diag(sin_p) P is linear in (cos_p, sin_p), so the mean rotation is
+    diag(mean cos) + diag(mean sin) P: no (n, D, D) stack is built."""
     pos = torch.arange(start, start + n, device=device).unsqueeze(0)
     cos, sin = rotary(torch.zeros(1, 1, d, device=device, dtype=dtype), pos)
-    cos, sin = cos[0], sin[0]  # (n, D)
-    eye = torch.eye(d, device=device, dtype=dtype)
+    c, s_ = cos[0].to(dtype).mean(0), sin[0].to(dtype).mean(0)  # (D,)
     p = torch.zeros(d, d, device=device, dtype=dtype)
     h = d // 2
     p[h:, :h] = torch.eye(h, device=device, dtype=dtype)
     p[:h, h:] = -torch.eye(h, device=device, dtype=dtype)
-    r = cos.unsqueeze(1) * eye + sin.unsqueeze(1) * p  # (n, D, D): R_p = diag(cos) + diag(sin) P
-    return r.mean(0)
+    return torch.diag(c) + s_.unsqueeze(1) * p
 
 
-def query_statistics(x: LayerInputs, p: ScoreParams, *, covariance: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Mean (B, Hq, D) and covariance (B, Hq, D, D) of future queries, in post-RoPE key space."""
-    if p.query_source == "future-rope" and x.hidden is not None and x.rotary is not None:
+def _moments(q: torch.Tensor, covariance: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Mean (B, Hq, D) and covariance (B, Hq, D, D) of queries q (B, Hq, N, D)."""
+    mu = q.mean(2)
+    if not covariance:
+        return mu, None
+    c = q - mu.unsqueeze(2)
+    return mu, c.transpose(-1, -2) @ c / max(q.shape[2], 1)
+
+
+def query_statistics(x: LayerInputs, p: ScoreParams, *, covariance: bool = True, source: str | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Mean (B, Hq, D) and covariance (B, Hq, D, D) of future queries, in post-RoPE key space.
+
+    source (default ``p.query_source``): ``window`` = the last ``window_tokens`` post-RoPE
+    queries; ``future-rope`` = the prompt's pre-RoPE queries after the sinks (a strided
+    subsample of ``stat_tokens`` of them when the prompt is longer; 0 = all), rotated by the
+    RoPE rotation averaged over the next ``n_future_positions`` positions."""
+    source = source or p.query_source
+    if source == "future-rope" and x.hidden is not None and x.rotary is not None:
         t = x.hidden.shape[1]
         h = x.hidden[:, min(p.sink_tokens, t - 1):]
-        q = prerope_queries(x.module, h).float()  # (B, Hq, T', D)
-        mu = q.mean(2)
-        cov = None
-        if covariance:
-            c = q - mu.unsqueeze(2)
-            cov = c.transpose(-1, -2) @ c / q.shape[2]
-        r = averaged_rope_matrix(x.rotary, t, p.n_future_positions, q.shape[-1], q.device, torch.float32)
+        if p.stat_tokens and h.shape[1] > p.stat_tokens:  # strided subsample: the q_proj pass costs O(stat_tokens), not O(T)
+            idx = torch.linspace(0, h.shape[1] - 1, p.stat_tokens, device=h.device).round().long()
+            h = h[:, idx]
+        mu, cov = _moments(prerope_queries(x.module, h).float(), covariance)  # (B, Hq, T', D) -> moments
+        r = averaged_rope_matrix(x.rotary, t, p.n_future_positions, mu.shape[-1], mu.device, torch.float32)
         mu = mu @ r.T
         if cov is not None:
             cov = r @ cov @ r.T
         return mu, cov
-    q = window_queries(x, p.window_tokens).float()  # (B, Hq, W, D)
-    mu = q.mean(2)
-    cov = None
-    if covariance:
-        c = q - mu.unsqueeze(2)
-        cov = c.transpose(-1, -2) @ c / max(q.shape[2], 1)
-    return mu, cov
+    return _moments(window_queries(x, p.window_tokens).float(), covariance)  # (B, Hq, W, D)
 
 
 def _repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
@@ -224,24 +234,55 @@ def _pad_sinks(s: torch.Tensor, s0: int) -> torch.Tensor:
     return F.pad(s, (s0, 0), value=float(s.max()) + 1) if s0 else s
 
 
-def score_capkv(x: LayerInputs, p: ScoreParams) -> torch.Tensor:
-    """CapKV one-shot leverage score (module doc, steps 1-4). Returns (B, Hkv, T).
-
-    The sinks (always kept) are left out of the pool H, so they do not dominate A. Computed in
-    grouped form (B, Hkv, g, ...) so the shared KV head is never copied per query head."""
-    x, s0 = _without_sinks(x, p)
+def capkv_token_weights(x: LayerInputs, p: ScoreParams, source: str | None = None) -> torch.Tensor:
+    """CapKV weights w (B, Hkv, g, T) of the layer's tokens, for each query head of a KV group,
+    under the future-query statistics of ``source`` (default ``p.query_source``; ``mixture``
+    averages the window and future-rope weights: an equal mixture of the two query populations)."""
     b, hkv, t, d = x.keys.shape
     g = x.n_heads // hkv
-    mu, cov = query_statistics(x, p, covariance=p.weight != "exp-cos")  # (B, Hq, D), (B, Hq, D, D)
     k = x.keys.float().unsqueeze(2)  # (B, Hkv, 1, T, D)
-    u = x.values.float().unsqueeze(2)  # u_i = v_i
-    w = capkv_weights(k, mu.view(b, hkv, g, d), None if cov is None else cov.view(b, hkv, g, d, d), p)  # (B, Hkv, g, T)
+    source = source or p.query_source
+    sources = ("window", "future-rope") if source in ("mixture", "joint") else (source,)
+    w = None
+    for src in sources:
+        mu, cov = query_statistics(x, p, covariance=p.weight != "exp-cos", source=src)  # (B, Hq, D), (B, Hq, D, D)
+        wi = capkv_weights(k, mu.view(b, hkv, g, d), None if cov is None else cov.view(b, hkv, g, d, d), p)
+        w = wi if w is None else w + wi
+    return w / len(sources)
+
+
+def _leverage(u: torch.Tensor, w: torch.Tensor, p: ScoreParams) -> torch.Tensor:
+    """Step 4 for one KV layer: u (B, Hkv, T, D), w (B, Hkv, g, T) -> scores (B, Hkv, T).
+
+    ``gqa="pool"``: the KV head is one channel read by its g query heads, weighted by their mean
+    weight, one (D x D) Cholesky per KV head. ``gqa="per-head"``: one leverage per query head,
+    averaged over the group (kvpress' CapPress)."""
+    if p.gqa == "pool":
+        w, u = w.mean(2), u
+    else:
+        u = u.unsqueeze(2)  # (B, Hkv, 1, T, D), broadcast over the group
     if p.weight == "exp-cos":  # kvpress' epsilon inside A only: s_i = w_i u_i^T (I + sum (w_j + eps) u_j u_j^T)^-1 u_i
         we = w + 1e-6
         s = _kvref.weighted_leverage(u, we, p.ridge_ratio, not p.ridge_absolute) * (w / we)
     else:
-        s = _kvref.weighted_leverage(u, w, p.ridge_ratio, not p.ridge_absolute)  # step 4, (B, Hkv, g, T)
-    return _pad_sinks(s.mean(2), s0)
+        s = _kvref.weighted_leverage(u, w, p.ridge_ratio, not p.ridge_absolute)
+    return s if p.gqa == "pool" else s.mean(2)
+
+
+def score_capkv(x: LayerInputs, p: ScoreParams) -> torch.Tensor:
+    """CapKV one-shot leverage score (module doc, steps 1-4). Returns (B, Hkv, T).
+
+    The sinks (always kept) are left out of the pool H, so they do not dominate A.
+    ``query_source="joint"``: the sum of the window channel's and the future-rope channel's
+    leverage scores (each normalised in its own A), i.e. the one-shot marginal gain of the sum
+    of the two channels' capacities (RECONSTRUCTED, see the module doc)."""
+    x, s0 = _without_sinks(x, p)
+    u = x.values.float()  # u_i = v_i, (B, Hkv, T, D)
+    if p.query_source == "joint":
+        s = sum(_leverage(u, capkv_token_weights(x, p, src), p) for src in ("window", "future-rope"))
+    else:
+        s = _leverage(u, capkv_token_weights(x, p), p)
+    return _pad_sinks(s, s0)
 
 
 # ----------------------------------------------------------------------------- baselines
@@ -315,11 +356,13 @@ def score_random(x: LayerInputs, p: ScoreParams) -> torch.Tensor:
 
 def score_expected_attention(x: LayerInputs, p: ScoreParams) -> torch.Tensor:
     """Expected Attention (Devoto et al., 2025): E_q[attention] under Gaussian future queries,
-    times ||v||; softmax over tokens, group mean."""
+    times ||v||; softmax over tokens, group mean. Its queries are always its own paper's
+    statistics (pre-RoPE prompt queries rotated by the averaged future RoPE), whatever CapKV's
+    ``query_source``; during decoding (no prompt hidden states) the recent-query window."""
     x, s0 = _without_sinks(x, p)
     hkv = x.keys.shape[1]
     d = x.head_dim
-    mu, cov = query_statistics(x, p, covariance=True)
+    mu, cov = query_statistics(x, p, covariance=True, source="future-rope")  # the paper's (and kvpress') statistics
     k = _repeat_kv(x.keys, x.n_heads // hkv).float()
     logits = (k @ mu.unsqueeze(-1)).squeeze(-1) / math.sqrt(d)
     logits = logits + ((k @ cov) * k).sum(-1) / (2 * d)
@@ -364,3 +407,47 @@ def select_indices(scores: torch.Tensor, n_keep: int, *, sink_tokens: int = 0, w
     s[..., forced] = big
     idx = torch.topk(s, n_keep, dim=-1).indices
     return idx.sort(dim=-1).values
+
+
+def select_adaptive(scores: torch.Tensor, n_keep: int, *, sink_tokens: int = 0, window_tokens: int = 0,
+                    floor: float = 0.2) -> tuple[torch.Tensor, torch.Tensor]:
+    """Head-adaptive selection: the layer keeps ``H * n_keep`` entries in total, shared unevenly.
+
+    Every head keeps its sinks and recent window (as ``select_indices``) and at least
+    ``floor`` of its uniform share of the free budget (Ada-KV's safeguard, alpha = 0.2); the
+    rest of the layer's free budget goes to the highest scores over all heads of the layer
+    (Ada-KV's allocation: a global top-k across heads, so heads whose scores are concentrated
+    give budget to heads whose scores are spread).  With CapKV's leverage scores a score is the
+    token's marginal capacity gain in its head, and the layer's capacity is the sum over heads,
+    so the global top-k is the one-shot greedy maximiser of the layer's total capacity.
+
+    scores (B, H, T) -> (idx, keep), both (B, H, Lmax): ascending kept positions per head,
+    padded with position 0 where ``keep`` is False; Lmax = the largest head's count."""
+    b, h, t = scores.shape
+    if not 1 <= n_keep <= t:
+        raise ValueError(f"n_keep must be in [1, {t}], got {n_keep}")
+    if not 0.0 <= floor <= 1.0:
+        raise ValueError(f"floor must be in [0, 1], got {floor}")
+    sinks = min(sink_tokens, n_keep, t)
+    window = max(0, min(window_tokens, n_keep - sinks, t - sinks))
+    pos = torch.arange(t, device=scores.device)
+    forced = (pos < sinks) | (pos >= t - window)
+    free = n_keep - int(forced.sum())
+    s = torch.nan_to_num(scores.float(), nan=float("-inf")).masked_fill(forced, float("-inf"))
+    kept = forced.expand(b, h, t).clone()
+    if free > 0:
+        m = int(math.floor(floor * free))
+        order = s.argsort(dim=-1, descending=True)  # (B, H, T)
+        rank = torch.empty_like(order)
+        rank.scatter_(-1, order, pos.expand(b, h, t))
+        big = torch.finfo(torch.float32).max
+        g = s.masked_fill((rank < m) & ~forced, big)  # each head's guaranteed share first
+        top = g.reshape(b, h * t).topk(free * h, dim=-1).indices
+        sel = torch.zeros(b, h * t, dtype=torch.bool, device=scores.device)
+        sel.scatter_(1, top, True)
+        kept |= sel.view(b, h, t)
+    lmax = int(kept.sum(-1).max())
+    key = torch.where(kept, pos, t + pos)
+    key = key.sort(dim=-1).values[..., :lmax]
+    keep = key < t
+    return torch.where(keep, key, torch.zeros_like(key)), keep
