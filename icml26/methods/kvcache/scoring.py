@@ -22,20 +22,36 @@ objective and leverage-score selection below follow the restatement by the same 
    one-shot version over the whole pool H is the weighted ridge leverage score
    s_i = w_i u_i^T (rho I + sum_{j in H} w_j u_j u_j^T)^{-1} u_i.  Keep the top-B per head.
 
-RECONSTRUCTED (not stated in the sources; choices documented in docs/evict-kv.md):
+What kvpress' CapPress implements (NVIDIA/kvpress PR #234; its code comments say how to "fully
+reproduce the results from the paper", so it is likely the authors' own setting): w_i = exp(tau cos(k_i,
+mu)), mu = mean of all prompt queries (sinks excluded) rotated by the RoPE rotation averaged
+over the next 512 positions, u_i = v_i, rho = 1 (absolute), one leverage per query head averaged
+over the GQA group, 4 sinks kept, no recent window. ``weight="exp-cos", query_source="future-rope",
+ridge_absolute=True, gqa="per-head", stat_tokens=0, window_tokens=0`` reproduces it exactly
+(tests/methods/test_kv_kvpress_parity.py).
+
+RECONSTRUCTED (our defaults; not stated in the sources; measured in docs/evict-kv.md):
 - the weight w_i. ``weight="expected"`` (default) is the expected attention weight of token i
   under q ~ N(mu, Sigma): softmax_i(mu.k_i/sqrt(d) + k_i^T Sigma k_i / (2d)) (log-normal mean),
   which carries both the query relevance and the logit variance kappa_i = k_i^T Sigma k_i of
-  the restatement; ``weight="kappa"`` uses kappa_i alone with a diagonal Sigma (the literal
-  restatement); ``weight="exp-cos"`` is kvpress' CapPress weight exp(tau cos(k_i, mu)).
-- the query statistics: ``query_source="window"`` uses the last ``window_tokens`` post-RoPE
-  queries (SnapKV's observation window; also works during decoding);
-  ``query_source="future-rope"`` uses all pre-RoPE queries but the sinks, rotated by the RoPE
-  rotation averaged over the next ``n_future_positions`` positions (Expected Attention / kvpress).
+  the restatement (the surrogate's Lambda_Q enters through Sigma); ``weight="kappa"`` uses
+  kappa_i alone with a diagonal Sigma (the literal restatement); ``weight="exp-cos"`` is
+  CapPress' weight.
+- the query statistics (mu, Sigma): ``query_source="future-rope"`` (default; CapPress' choice
+  for mu) = pre-RoPE prompt queries after the sinks, rotated by the averaged future RoPE,
+  with the covariance as well as the mean, from a strided subsample of ``stat_tokens`` queries
+  (so the extra q_proj pass costs O(stat_tokens), not O(T)); ``window`` = the last
+  ``window_tokens`` post-RoPE queries (SnapKV's observation window; also what decoding-time
+  compression uses); ``mixture`` = an equal mixture of the two query populations (weights
+  averaged); ``joint`` = the sum of the two channels' capacities (leverage scores added).
 - the ridge rho: relative to the trace of M = sum_j w_j u_j u_j^T (``ridge_ratio``), so the
   score does not depend on how w is normalised; ``ridge_absolute=True`` uses rho = ridge_ratio.
-- GQA: scores are computed per query head (each query head reads the shared KV head as its
-  own channel) and averaged over the group, as kvpress does.
+- GQA (``gqa="pool"``, default): the KV head is one channel read by its g query heads, weighted
+  by their mean weight, so there is one (D x D) Cholesky per KV head; ``gqa="per-head"`` is
+  CapPress' per-query-head leverage averaged over the group.
+- sinks are left out of the pool H and always kept; the last ``window_tokens`` are always kept
+  (every policy in this harness gets the same protection).
+- head-adaptive budgets (``select_adaptive``, Ada-KV's rule on CapKV scores) are optional.
 """
 
 from __future__ import annotations
