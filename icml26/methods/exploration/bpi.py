@@ -29,7 +29,8 @@ recommend the greedy policy of the empirical MDP (value iteration on P_hat, r_ha
      target r + gamma V(s'): sigma2(s,a) = max(var_hat(r), var_floor) + gamma^2 Var_{P_hat(s,a)}[V_hat]
   2. the smooth decision at s is the mellowmax of Q_hat(s, .) with a per-state temperature on
      the scale of the estimates' noise, tau(s) = ``kappa`` x sqrt(mean_a sigma2(s,a) / N(s,a))
-     (the standard error of Q_hat(s, .)); its derivative pi_tau = softmax(Q_hat/tau(s)) =
+     (the standard error of Q_hat(s, .)); with a stopping rule (``delta``) the width that
+     the certificate judges instead, tau(s) = kappa x sqrt(mean_a b(s,a)^2) (b below); its derivative pi_tau = softmax(Q_hat/tau(s)) =
      dV(s)/dQ(s, .) are BAI's influence weights w at state s (close contenders high, clearly
      worse actions ~0); occupancy d(s) = rho^T (I - gamma P_pi)^-1 (the policy gap at rho is
      sum_s d(s) Delta(s), performance-difference lemma)
@@ -202,8 +203,9 @@ def varde_weights(L: Learner, cfg: Config) -> np.ndarray:
     tv = np.maximum(Ph @ (V * V) - ev * ev, 0.0)
     rv = L.rvar()
     sig2 = np.maximum(np.where(np.isfinite(rv), rv, 0.0), cfg.var_floor) + mdp.gamma ** 2 * tv  # (S, A)
-    if cfg.kappa > 0:  # tau(s) = kappa x standard error of Q_hat(s, .)
-        tau_s = cfg.kappa * np.sqrt((sig2 / np.maximum(L.N, 1)).mean(axis=1))  # (S,)
+    if cfg.kappa > 0:  # tau(s) = kappa x standard error of Q_hat(s, .); with a stopping rule, its confidence width
+        width2 = sig2 / np.maximum(L.N, 1) if cfg.delta is None else bonus(L, cfg) ** 2
+        tau_s = cfg.kappa * np.sqrt(width2.mean(axis=1))  # (S,)
         pi = np.exp((Q - Q.max(axis=1, keepdims=True)) / tau_s[:, None])
         pi /= pi.sum(axis=1, keepdims=True)
     Ppi = np.einsum("sa,sat->st", pi, Ph)                                  # (S, S)
@@ -236,6 +238,16 @@ def klb_weights(L: Learner, cfg: Config) -> np.ndarray:
     return w / w.sum()
 
 
+def bonus(L: Learner, cfg: Config) -> np.ndarray:
+    """(S, A) confidence widths b of the stopping rule (module docstring); needs cfg.delta."""
+    mdp = L.mdp
+    g = mdp.gamma
+    N = np.maximum(L.N, 1)
+    span = max(float(mdp.R.max() - mdp.R.min()), 1e-12) / (1 - g)
+    Lg = math.log(mdp.S * mdp.A / cfg.delta) + 2 * np.log1p(N)
+    return float(mdp.noise.max()) * np.sqrt(2 * Lg / N) + g * span * np.sqrt(Lg / (2 * N))
+
+
 def certified(L: Learner, pi: np.ndarray, cfg: Config) -> bool:
     """The stopping rule of the module docstring."""
     mdp = L.mdp
@@ -244,9 +256,7 @@ def certified(L: Learner, pi: np.ndarray, cfg: Config) -> bool:
     if cfg.delta is None or (L.N < 1).any():
         return False
     Ph, Rh = L.model()
-    span = max(float(mdp.R.max() - mdp.R.min()), 1e-12) / (1 - g)
-    Lg = math.log(S * A / cfg.delta) + 2 * np.log1p(L.N)
-    b = float(mdp.noise.max()) * np.sqrt(2 * Lg / L.N) + g * span * np.sqrt(Lg / (2 * L.N))
+    b = bonus(L, cfg)
     lo, hi = float(mdp.R.min()) / (1 - g), float(mdp.R.max()) / (1 - g)
     Qp, Vp, _ = M.policy_iteration(Ph, np.minimum(Rh + b, hi), g)
     Vp = np.minimum(Vp, hi)
