@@ -81,6 +81,7 @@ def test_sample_records_contract(tiny_runs, tmp_path):
         for k in ("nfe", "seconds_per_sample", "fid", "precision", "recall", "same_seed_similarity"):
             assert r[k] is not None, (r["mode"], k)
         assert 0 <= r["precision"] <= 1 and 0 <= r["recall"] <= 1 and r["fid"] >= 0
+        assert r["fid_low"] < r["fid"] < r["fid_high"] and r["fid_ratio_low"] <= r["fid_ratio"] <= r["fid_ratio_high"]
     c2f = res[2]
     assert c2f["nfe_coarse"] == 7 and c2f["nfe_fine"] == 3 and c2f["nfe"] == 10
     assert res[0]["same_seed_similarity"] == pytest.approx(1.0)

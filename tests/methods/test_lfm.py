@@ -181,6 +181,29 @@ def test_frechet_distance_and_precision_recall():
     assert p == 0.0 and r == 0.0
     m, u = metrics.paired_cosine(torch.eye(4), torch.eye(4))
     assert m == pytest.approx(1.0) and u == pytest.approx(0.0)
+    # shift = K pairs samples of the same class (labels i mod K) from other noise
+    e = torch.eye(2).repeat(3, 1)  # rows: class 0, 1, 0, 1, 0, 1
+    assert metrics.paired_cosine(e, e, shift=2)[1] == pytest.approx(1.0)
+    assert metrics.paired_cosine(e, e, shift=1)[1] == pytest.approx(0.0)
+    with pytest.raises(ValueError):
+        metrics.paired_cosine(e, e, shift=6)
+
+
+
+def test_bootstrap_fid_is_paired_and_its_spread_matches_resampling():
+    g = np.random.default_rng(1)
+    real = g.standard_normal((2000, 4))
+    # the eigen-form distance equals the sqrtm one
+    f = g.standard_normal((500, 4)) * 1.5 + 0.3
+    s = metrics._fid_from_stats(real.mean(0), np.cov(real, rowvar=False), f.mean(0), np.cov(f, rowvar=False))
+    assert s == pytest.approx(metrics.frechet_distance(real, f), rel=1e-9)
+    # paired: identical fake sets give identical replicates (ratio exactly 1 in every replicate)
+    boot = metrics.bootstrap_fid(real, [f, f.copy()], n_boot=30, seed=0)
+    assert boot.shape == (30, 2) and np.array_equal(boot[:, 0], boot[:, 1])
+    # the bootstrap sd of the FID estimates the sd across independent fake draws of the same model
+    draws = [metrics.frechet_distance(real, g.standard_normal((500, 4)) * 1.5 + 0.3) for _ in range(40)]
+    sd_boot = metrics.bootstrap_fid(real, [f], n_boot=200, seed=0)[:, 0].std(ddof=1)
+    assert 0.5 < sd_boot / np.std(draws, ddof=1) < 2.0
 
 
 # ----------------------------------------------------------------------------- images

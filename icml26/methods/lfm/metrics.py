@@ -62,8 +62,12 @@ def precision_recall(real: np.ndarray | Tensor, fake: np.ndarray | Tensor, k: in
     return float(precision), float(recall)
 
 
-def paired_cosine(a: Tensor, b: Tensor, seed: int = 0) -> tuple[float, float]:
-    """(mean cosine of matched rows, mean cosine after a fixed derangement of b's rows)."""
+def paired_cosine(a: Tensor, b: Tensor, seed: int = 0, shift: int | None = None) -> tuple[float, float]:
+    """(mean cosine of matched rows, mean cosine after a fixed derangement of b's rows).
+
+    The derangement is the cyclic shift i -> i + shift (mod n); ``shift`` None draws it from ``seed``.
+    For class-conditional samples with labels i mod K, shift = K pairs each sample with one of the
+    SAME class from other noise (the stricter baseline sample-lfm reports)."""
     a = a.flatten(1).double()
     b = b.flatten(1).double()
     if a.shape != b.shape:
@@ -71,6 +75,43 @@ def paired_cosine(a: Tensor, b: Tensor, seed: int = 0) -> tuple[float, float]:
     matched = torch.nn.functional.cosine_similarity(a, b, dim=1).mean()
     n = a.shape[0]
     g = torch.Generator().manual_seed(seed)
-    perm = (torch.arange(n) + 1 + torch.randint(max(n - 1, 1), (1,), generator=g)) % n  # a shift: no fixed point for n > 1
+    k = 1 + int(torch.randint(max(n - 1, 1), (1,), generator=g)) if shift is None else int(shift) % n
+    if n > 1 and k == 0:
+        raise ValueError(f"shift {shift} is a multiple of n = {n}: no derangement")
+    perm = (torch.arange(n) + k) % n  # a shift: no fixed point for n > 1
     unmatched = torch.nn.functional.cosine_similarity(a, b[perm], dim=1).mean()
     return float(matched), float(unmatched)
+
+
+def _fid_from_stats(mu1, s1, mu2, s2) -> float:
+    """Fréchet distance from means and covariances, via the symmetric form
+    Tr (S1 S2)^{1/2} = sum sqrt(eig(S1^{1/2} S2 S1^{1/2})) (exact for PSD S1, S2; no complex sqrtm)."""
+    w, v = np.linalg.eigh(s1)
+    r1 = (v * np.sqrt(np.clip(w, 0.0, None))) @ v.T
+    ev = np.linalg.eigvalsh(r1 @ s2 @ r1)
+    return float(((mu1 - mu2) ** 2).sum() + np.trace(s1) + np.trace(s2) - 2.0 * np.sqrt(np.clip(ev, 0.0, None)).sum())
+
+
+def bootstrap_fid(real: np.ndarray | Tensor, fakes: "list[np.ndarray | Tensor]", n_boot: int = 200, seed: int = 0) -> np.ndarray:
+    """Paired bootstrap of the Fréchet distance.
+
+    real (N, D); fakes: a list of (M, D) feature sets whose rows are PAIRED (row i of every set comes
+    from the same noise seed). Each replicate resamples the real rows and, with one shared index
+    vector, the rows of every fake set, so differences and ratios between the sets keep their pairing.
+    Returns (n_boot, len(fakes)) FIDs; percentiles of a column give that set's interval, percentiles of
+    a ratio of columns the interval of the ratio."""
+    r = np.asarray(real, dtype=np.float64)
+    fs = [np.asarray(f, dtype=np.float64) for f in fakes]
+    if not fs or any(f.shape != fs[0].shape for f in fs):
+        raise ValueError("fakes must be a non-empty list of equally shaped (M, D) arrays")
+    g = np.random.default_rng(seed)
+    out = np.empty((n_boot, len(fs)))
+    for b in range(n_boot):
+        ir = g.integers(0, len(r), len(r))
+        ig = g.integers(0, len(fs[0]), len(fs[0]))
+        rb = r[ir]
+        mu_r, s_r = rb.mean(0), np.cov(rb, rowvar=False)
+        for j, f in enumerate(fs):
+            fb = f[ig]
+            out[b, j] = _fid_from_stats(mu_r, s_r, fb.mean(0), np.cov(fb, rowvar=False))
+    return out

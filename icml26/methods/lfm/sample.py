@@ -44,12 +44,16 @@ class SampleConfig:
     atol: float = 1e-3
     grid_size: int = 64
     timing_repeats: int = 1        # sample each mode this many times; the fastest wall-clock counts
+    reference_offset: int = 0      # first test image of the reference set (a disjoint slice = a validation reference)
+    bootstrap: int = 100           # paired bootstrap replicates for the FID intervals (0 = none)
 
     def __post_init__(self):
         if self.sampler not in SAMPLERS:
             raise ValueError(f"sampler must be one of {', '.join(SAMPLERS)}, got {self.sampler!r}")
         if not 0.0 < self.t_split < 1.0:
             raise ValueError(f"t_split must be in (0, 1), got {self.t_split}")
+        if self.reference_offset < 0 or self.bootstrap < 0:
+            raise ValueError("reference_offset and bootstrap must be >= 0")
         for k in ("num_samples", "steps", "batch_size", "reference_size", "grid_size", "timing_repeats"):
             if getattr(self, k) < 1:
                 raise ValueError(f"{k} must be >= 1, got {getattr(self, k)}")
@@ -97,10 +101,13 @@ def run(cfg: SampleConfig, *, fine: str, coarse: str | None = None, compare: Seq
 
     # real reference features (test split)
     ref = load_images(lm["dataset_arg"], "test")
-    xr = torch.from_numpy(ref.images[: cfg.reference_size]).float().div_(255.0)
+    if cfg.reference_offset >= len(ref.images):
+        raise InputError(f"reference_offset {cfg.reference_offset} is past the {len(ref.images)} test images")
+    xr = torch.from_numpy(ref.images[cfg.reference_offset : cfg.reference_offset + cfg.reference_size]).float().div_(255.0)
     with torch.no_grad():
         fr = _features(feat, vae_net, xr)
-    yield {"kind": "reference", "dataset": lm["dataset"], "split": "test", "images": int(len(xr)), "feature_net": feature_name}
+    yield {"kind": "reference", "dataset": lm["dataset"], "split": "test", "offset": cfg.reference_offset, "images": int(len(xr)),
+           "feature_net": feature_name}
 
     g = torch.Generator().manual_seed(seed)
     x0 = torch.randn((cfg.num_samples, *shape), generator=g)
@@ -124,7 +131,7 @@ def run(cfg: SampleConfig, *, fine: str, coarse: str | None = None, compare: Seq
         v = fac(yb)
         flow.euler(v, x0[:4], 2)
 
-    results, imgs, ref_large = [], {}, None
+    results, imgs, ref_large, feats = [], {}, None, []
     for name, fac, meta, c2f in modes:
         times = []
         for _ in range(cfg.timing_repeats):  # same noise every repeat: identical samples, min time
@@ -146,8 +153,8 @@ def run(cfg: SampleConfig, *, fine: str, coarse: str | None = None, compare: Seq
         if ref_large is None:
             ref_large = (z, x, ff)
         zl, xl, fl = ref_large
-        r["same_seed_similarity"], r["unmatched_similarity"] = metrics.paired_cosine(ff, fl, seed)
-        r["latent_similarity"], _ = metrics.paired_cosine(z, zl, seed)
+        r["same_seed_similarity"], r["unmatched_similarity"] = metrics.paired_cosine(ff, fl, seed, shift=K if K > 0 else None)
+        r["latent_similarity"], _ = metrics.paired_cosine(z, zl, seed, shift=K if K > 0 else None)
         r["pixel_similarity"] = _pixel_corr(x, xl)
         r["parameters"] = int(meta["parameters"]) if meta else int(coarse_meta["parameters"] + fine_meta["parameters"])
         if meta:
@@ -157,6 +164,9 @@ def run(cfg: SampleConfig, *, fine: str, coarse: str | None = None, compare: Seq
         r["feature_net"] = "trained here" if feat is not None else "vae-encoder"
         results.append(r)
         imgs[name] = x
+        feats.append(ff)
+    if cfg.bootstrap:
+        add_fid_intervals(results, fr, feats, cfg.bootstrap, seed)
     base = results[0]["seconds_per_sample"]
     for r in results:
         r["speedup"] = base / r["seconds_per_sample"] if r["seconds_per_sample"] > 0 else None
@@ -182,6 +192,26 @@ def run(cfg: SampleConfig, *, fine: str, coarse: str | None = None, compare: Seq
         summary["large_fid"] = by["large"]["fid"]
         summary["c2f_same_seed_similarity"] = by["coarse-to-fine"]["same_seed_similarity"]
     yield summary
+
+
+def add_fid_intervals(results: list[dict], fr: Tensor, feats: list[Tensor], n_boot: int, seed: int) -> None:
+    """Add ``fid_sd`` / ``fid_low`` / ``fid_high`` and, vs the first result (large), ``fid_ratio`` with
+    ``fid_ratio_low`` / ``fid_ratio_high`` to each result, in place.
+
+    Paired bootstrap (metrics.bootstrap_fid: real rows and, jointly, the same-seed rows of every mode
+    resampled). Resampled FIDs are biased upwards, so the interval is the normal one around the
+    full-sample value, estimate +- 1.96 bootstrap sd (for the ratio: the sd of the replicate ratios)."""
+    boot = metrics.bootstrap_fid(fr, feats, n_boot=n_boot, seed=seed)
+    sd = boot.std(0, ddof=1)
+    rsd = (boot / boot[:, :1]).std(0, ddof=1)
+    base = results[0]["fid"]
+    for j, r in enumerate(results):
+        r["fid_sd"] = float(sd[j])
+        r["fid_low"], r["fid_high"] = r["fid"] - 1.96 * float(sd[j]), r["fid"] + 1.96 * float(sd[j])
+        ratio = r["fid"] / base
+        r["fid_ratio"] = ratio
+        r["fid_ratio_low"], r["fid_ratio_high"] = ratio - 1.96 * float(rsd[j]), ratio + 1.96 * float(rsd[j])
+        r["fid_bootstrap"] = n_boot
 
 
 def _features(feat, vae_net, x: Tensor) -> Tensor:
