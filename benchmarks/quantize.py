@@ -8,10 +8,15 @@ Prints, in one run:
     ``_weight_int4pack_mm_for_cpu``, and the pure-torch ``_ref`` twin, with the effective
     bandwidth against the machine's measured copy bandwidth;
  3. whole-model prefill / decode tokens/s and memory of FP32 vs the packed INT4 model
-    (W4A16 RTN, per-channel; lm_head / embedding INT8), each in its own process so that
-    peak RSS is the model's own.
+    (W4A16 RTN, per-channel; lm_head / embedding INT8): Hugging Face forward and ``generate``
+    and the lean runtime, each model in its own process so that peak RSS is the model's own,
+    then both lean runtimes in one process with alternating decode trials (the ratio that the
+    3x decode target is judged on), and the cost of simulated per-token A8;
+ 4. with ``--rotation-analysis``: per-linear weight / output quantization errors of the original
+    vs the QuaRot-style rotated weights (why rotation does not lead at W4A8).
 
-Usage: .venv/bin/python benchmarks/quantize.py [--records DIR/records.jsonl] [--skip-ppl] [--threads 2]
+Usage: .venv/bin/python benchmarks/quantize.py [--records DIR/records.jsonl] [--skip-ppl] [--skip-gemv]
+       [--skip-speed] [--rotation-analysis] [--threads 2] [--rounds 2]
 """
 
 from __future__ import annotations
@@ -91,16 +96,17 @@ def gemv_table(threads: int) -> None:
     from icml26.ops._ref import quant as ref
 
     torch.set_num_threads(threads)
-    print(f"\n== 2. GEMV (batch 1), {threads} threads, kernel backend {ops.backend()} / {ops.isa()} ==")
+    print(f"\n== 2. GEMV (batch 1), {threads} threads, kernel backend {ops.backend()} / fp32-activation ISA {ops.isa()} / "
+          f"integer-activation ISA {ops.int_isa()} ==")
     bw = copy_bandwidth_gbs()
-    print(f"measured copy bandwidth: {bw:.1f} GB/s")
-    print("columns: fp32 F.linear; ours i4 (fp32 activations); ours i4q (INT8 activations per 64-block); ours i8; "
-          "torch _weight_int8pack_mm / _weight_int4pack_mm_for_cpu; _ref twin; speed-up of i4q over fp32; "
-          "i4q effective GB/s; time to stream the INT4 bytes at the measured copy bandwidth")
-    print(f"{'N x K':<13}{'fp32 us':>9}{'ours i4':>9}{'ours i4q':>9}{'ours i8':>9}{'aten i8':>9}{'aten i4':>9}{'ref i4':>9}"
-          f"{'i4q/fp32':>9}{'GB/s':>7}{'bound us':>9}")
+    print(f"measured copy bandwidth: {bw:.1f} GB/s; load average {os.getloadavg()[0]:.2f}")
+    print("columns: fp32 F.linear; ours INT4 weights x fp32 / INT8 (x8) / 15-bit (x16, the decode default) activations; "
+          "ours INT8 weights x fp32 / x16 activations; torch _weight_int8pack_mm / _weight_int4pack_mm_for_cpu; _ref twin; "
+          "speed-up of i4 x16 over fp32; its effective GB/s; time to stream the INT4 bytes at the measured copy bandwidth")
+    print(f"{'N x K':<13}{'fp32 us':>9}{'i4 f32a':>9}{'i4 x8':>9}{'i4 x16':>9}{'i8 f32a':>9}{'i8 x16':>9}{'aten i8':>9}{'aten i4':>9}"
+          f"{'ref i4':>9}{'x16/fp32':>9}{'GB/s':>7}{'bound us':>9}")
     g = torch.Generator().manual_seed(0)
-    for n, k in ((576, 576), (1536, 576), (576, 1536), (49152, 576), (4096, 4096)):
+    for n, k in ((576, 576), (960, 576), (3072, 576), (576, 1536), (49152, 576), (4096, 4096)):
         w = torch.randn(n, k, generator=g)
         x = torch.randn(1, k, generator=g)
         q4 = torch.randint(0, 16, (n, k), dtype=torch.uint8, generator=g)
@@ -112,6 +118,8 @@ def gemv_table(threads: int) -> None:
         t4 = _bench(lambda: ops.quant_gemm(x, p4, s, mn, 4, k))
         t8 = _bench(lambda: ops.quant_gemm(x, q8, s, -128 * s, 8, k))
         t4q = _bench(lambda: ops.quant_gemm_i8act(x, p4, s, mn, k))
+        t4w = _bench(lambda: ops.quant_gemm_i8act(x, p4, s, mn, k, act_bits=16))
+        t8w = _bench(lambda: ops.quant_gemm_i8act(x, q8, s, -128 * s, k, bits=8, act_bits=16))
         try:
             wi8 = (q8.to(torch.int16) - 128).to(torch.int8)
             sc = s.reshape(n).contiguous()
@@ -126,8 +134,8 @@ def gemv_table(threads: int) -> None:
             t_a4 = float("nan")
         t_ref = _bench(lambda: ref.quant_gemm(x, p4, s, mn, 4, k), 0.3, 2)
         bound = (n * k / 2) / (bw * 1e9)  # INT4 bytes at the measured copy rate (read + write bytes / s)
-        print(f"{f'{n}x{k}':<13}{t_fp * 1e6:>9.0f}{t4 * 1e6:>9.0f}{t4q * 1e6:>9.0f}{t8 * 1e6:>9.0f}{t_a8 * 1e6:>9.0f}{t_a4 * 1e6:>9.0f}"
-              f"{t_ref * 1e6:>9.0f}{t_fp / t4q:>9.2f}{n * k / 2 / t4q / 1e9:>7.1f}{bound * 1e6:>9.0f}")
+        print(f"{f'{n}x{k}':<13}{t_fp * 1e6:>9.0f}{t4 * 1e6:>9.0f}{t4q * 1e6:>9.0f}{t4w * 1e6:>9.0f}{t8 * 1e6:>9.0f}{t8w * 1e6:>9.0f}"
+              f"{t_a8 * 1e6:>9.0f}{t_a4 * 1e6:>9.0f}{t_ref * 1e6:>9.0f}{t_fp / t4w:>9.2f}{n * k / 2 / t4w / 1e9:>7.1f}{bound * 1e6:>9.0f}")
 
 
 def _vm_hwm_kb() -> float:
@@ -201,6 +209,45 @@ def _speed_one(kind: str, folder: str | None, threads: int, n_dec: int = 32, tri
             "weight_bytes": weight_bytes, "peak_rss_mb": rss / 1024, "rss_before_load_mb": rss0 / 1024, "tokens": toks[:8]}
 
 
+def _speed_pair(folder: str, threads: int, n_dec: int = 32, trials: int = 7) -> dict:
+    """Child process: lean FP32 and lean INT4 in ONE process, decode trials alternating
+    (fp, int4, fp, int4, ...), so that both see the same machine load."""
+    import gc
+    import statistics
+
+    import torch
+
+    from icml26.core.data.lm import load_causal_lm
+    from icml26.core.data.text import load_corpus
+    from icml26.methods.quantization import lean as LN
+    from icml26.methods.quantization import pack
+
+    torch.set_num_threads(threads)
+    model, tok = load_causal_lm("llama")
+    prompt = tok(load_corpus("python-docs")[9], return_tensors="pt")["input_ids"][0, :128]
+    n = prompt.shape[0] + n_dec + 8
+    fp = LN.LeanLM(model, max_len=n)
+    del model
+    gc.collect()
+    q, _, _ = pack.load_quantized(folder)
+    i4 = LN.LeanLM(q, max_len=n)
+    del q
+    q, _, _ = pack.load_quantized(str(Path(folder).parent / "int4a8"))
+    a8 = LN.LeanLM(q, max_len=n)  # same INT4 weights + simulated dynamic per-token A8 in front of every linear
+    del q
+    gc.collect()
+    tf, tq, ta = [], [], []
+    for _ in range(trials):
+        tf.append(fp.generate(prompt, n_dec)["decode_s_per_token"])
+        tq.append(i4.generate(prompt, n_dec)["decode_s_per_token"])
+        ta.append(a8.generate(prompt, n_dec)["decode_s_per_token"])
+    ratios = [a / b for a, b in zip(tf, tq)]
+    return {"fp_best_ms": min(tf) * 1e3, "int4_best_ms": min(tq) * 1e3, "ratio_of_best": min(tf) / min(tq),
+            "int4_a8sim_best_ms": min(ta) * 1e3, "a8sim_fast_path": a8.fast,
+            "median_paired_ratio": statistics.median(ratios), "min_paired_ratio": min(ratios), "max_paired_ratio": max(ratios),
+            "fp_ms": [round(t * 1e3, 2) for t in tf], "int4_ms": [round(t * 1e3, 2) for t in tq]}
+
+
 def model_speed(threads: int, rounds: int = 2) -> None:
     print(f"\n== 3. whole model, batch 1, {threads} threads: prefill 128 tokens, decode 32 tokens (best of 3 trials, "
           f"{rounds} alternating rounds of one process per model) ==")
@@ -215,6 +262,9 @@ def model_speed(threads: int, rounds: int = 2) -> None:
         spec = QM.QSpec(wbits=4, abits=16, kvbits=16, w_clip_search=False)
         QM.quantize_model(model, spec)
         pack.save_quantized(model, tok, Path(d) / "int4", spec, method="rtn", extras={})
+        spec8 = QM.QSpec(wbits=4, abits=8, kvbits=16, w_clip_search=False)
+        QM.set_spec(model, spec8)
+        pack.save_quantized(model, tok, Path(d) / "int4a8", spec8, method="rtn", extras={})
         del model
         runs: dict[str, list[dict]] = {"fp": [], "int4": []}
         for _ in range(rounds):
@@ -225,6 +275,11 @@ def model_speed(threads: int, rounds: int = 2) -> None:
                     print(outp.stderr[-2000:])
                     continue
                 runs[kind].append(json.loads(outp.stdout.strip().splitlines()[-1]))
+        cmd = [sys.executable, __file__, "--speed-one", "pair", "--folder", str(Path(d) / "int4"), "--threads", str(threads)]
+        outp = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": str(threads)})
+        pair = json.loads(outp.stdout.strip().splitlines()[-1]) if not outp.returncode else None
+        if pair is None:
+            print(outp.stderr[-2000:])
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     rows = {}
     for kind, rs in runs.items():
@@ -254,6 +309,77 @@ def model_speed(threads: int, rounds: int = 2) -> None:
               f"HF INT4 vs HF FP32 (forward loop) x{fp['decode_ms_per_token'] / q['decode_ms_per_token']:.2f}; "
               f"prefill lean INT4 vs lean FP32 x{q['lean_prefill_tok_s'] / fp['lean_prefill_tok_s']:.2f}; "
               f"peak RSS x{fp['peak_rss_mb'] / q['peak_rss_mb']:.2f} smaller")
+    if pair:
+        print(f"PAIRED (one process, alternating decode trials, same load): lean FP32 best {pair['fp_best_ms']:.2f} ms/token, "
+              f"lean INT4 best {pair['int4_best_ms']:.2f} ms/token -> x{pair['ratio_of_best']:.2f} (ratio of bests); per-trial ratios "
+              f"median x{pair['median_paired_ratio']:.2f}, min x{pair['min_paired_ratio']:.2f}, max x{pair['max_paired_ratio']:.2f}")
+        print(f"  fp32 trials {pair['fp_ms']}\n  int4 trials {pair['int4_ms']}")
+        print(f"  same INT4 weights with simulated dynamic per-token A8 (quantize-dequantize before every linear): best "
+              f"{pair['int4_a8sim_best_ms']:.2f} ms/token (x{pair['int4_a8sim_best_ms'] / pair['int4_best_ms']:.2f} of W4A16)")
+
+
+def rotation_analysis() -> None:
+    """Why rotated models do not lead at W4A8: weight and output quantization errors of the
+    original vs the QuaRot-style rotated SmolLM2 linears (10 of 30 layers, one 128-token sequence)."""
+    import copy
+    import statistics
+
+    import torch
+
+    from icml26.core.data.lm import load_causal_lm
+    from icml26.core.data.text import load_corpus
+    from icml26.methods.quantization import hadamard as had
+    from icml26.methods.quantization import qmodel as QM
+    from icml26.methods.quantization import quantizers as Q
+    from icml26.methods.quantization import transforms as T
+
+    print("\n== 4. rotation analysis: per-linear quantization error, original vs QuaRot-style rotated weights ==")
+    m, tok = load_causal_lm("llama")
+    w = m.model.layers[5].self_attn.q_proj.weight
+    nd = torch.tensor([len(torch.unique(b)) for b in w.reshape(-1, 32)[:2000]]).float()
+    print(f"GGUF grid: distinct values per 32-weight block (layer 5 q_proj): mean {nd.mean():.1f}, max {int(nd.max())}")
+    r = copy.deepcopy(m)
+    T.untie_embeddings(r)
+    T.fuse_norms(r)
+    T.rotate_residual(r, had.random_hadamard(m.config.hidden_size, 0))
+    T.down_hadamard(r)
+    # full-precision wrappers: the online Hadamard before down_proj runs inside QuantLinear
+    QM.quantize_model(r, QM.QSpec(wbits=16, abits=16, kvbits=16, head_bits=16), online_down_hadamard=True)
+    ids = tok(load_corpus("python-docs")[0], return_tensors="pt")["input_ids"][:, :128]
+
+    def collect(model, online):
+        acts, hooks = {}, []
+        for i in range(0, len(model.model.layers), 3):
+            for n in QM.LINEARS:
+                def f(mod, a, key=(i, n)):
+                    x = a[0].reshape(-1, a[0].shape[-1])
+                    acts[key] = had.apply(x) if online and key[1] == "mlp.down_proj" else x
+                hooks.append(QM._get(model.model.layers[i], n).register_forward_pre_hook(f))
+        with torch.no_grad():
+            model(input_ids=ids)
+        for h in hooks:
+            h.remove()
+        return acts
+
+    acts = {"original": collect(m, False), "rotated": collect(r, True)}
+    res: dict = {}
+    for tag, model in (("original", m), ("rotated", r)):
+        for (i, n), x in acts[tag].items():
+            wt = QM._get(model.model.layers[i], n).weight.detach()
+            y = x @ wt.T
+            wq = Q.fake_quant_weight(wt, 4, sym=True, group_size=0, clip_search=True)
+            xa = Q.fake_quant_per_token(x, 8, sym=False, clip_ratio=0.9)
+            res.setdefault(tag, []).append({
+                "name": n, "w": ((wq - wt).norm() / wt.norm()).item(),
+                "w4": ((x @ wq.T - y).norm() / y.norm()).item(), "a8": ((xa @ wt.T - y).norm() / y.norm()).item(),
+                "w4a8": ((xa @ wq.T - y).norm() / y.norm()).item()})
+    print(f"{'relative error (mean over linears)':<40}{'original':>10}{'rotated':>10}")
+    for key, label in (("w", "W4 RTN weight (Frobenius)"), ("w4", "W4 output"), ("a8", "A8 output"), ("w4a8", "W4A8 output")):
+        print(f"{label:<40}{statistics.mean(d[key] for d in res['original']):>10.4f}{statistics.mean(d[key] for d in res['rotated']):>10.4f}")
+    for n in QM.LINEARS:
+        o = statistics.mean(d["w4a8"] for d in res["original"] if d["name"] == n)
+        q = statistics.mean(d["w4a8"] for d in res["rotated"] if d["name"] == n)
+        print(f"  W4A8 output {n:<20}{o:>10.4f}{q:>10.4f}")
 
 
 def main() -> None:
@@ -265,7 +391,12 @@ def main() -> None:
     ap.add_argument("--folder", default=None)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--skip-gemv", action="store_true")
+    ap.add_argument("--skip-speed", action="store_true")
+    ap.add_argument("--rotation-analysis", action="store_true", help="also print the per-linear error analysis (~3 min)")
     a = ap.parse_args()
+    if a.speed_one == "pair":
+        print(json.dumps(_speed_pair(a.folder, a.threads)))
+        return
     if a.speed_one:
         print(json.dumps(_speed_one(a.speed_one, a.folder, a.threads)))
         return
@@ -273,7 +404,10 @@ def main() -> None:
         ppl_table(a.records)
     if not a.skip_gemv:
         gemv_table(a.threads)
-    model_speed(a.threads, a.rounds)
+    if not a.skip_speed:
+        model_speed(a.threads, a.rounds)
+    if a.rotation_analysis:
+        rotation_analysis()
 
 
 if __name__ == "__main__":
