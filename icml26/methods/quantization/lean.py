@@ -8,9 +8,13 @@ directly:
 * a static, preallocated KV cache ``(L, H_kv, T_max, D)`` for keys and values;
 * RoPE from cos / sin tables precomputed once by the model's own rotary module
   (``rotate_half(x) * sin`` computed as ``roll(x, D/2) * [-sin_1, sin_2]``);
-* per layer: RMSNorm -> ONE fused q|k|v GEMV -> RoPE -> cache write -> GQA attention over
-  the cache (torch SDPA, ``enable_gqa``) -> o GEMV -> residual -> RMSNorm -> ONE fused
-  gate|up GEMV -> SiLU(gate) * up -> down GEMV -> residual;
+* decode (one token, no KV quantization, no S_n): per layer, residual add + RMSNorm (one
+  C++ op) -> ONE fused q|k|v GEMV -> RoPE + cache write + GQA softmax attention over the
+  cache (one C++ op) -> o GEMV -> add + RMSNorm -> ONE fused gate|up GEMV -> SiLU(gate) * up
+  (one C++ op) -> down GEMV; about 9 op calls per layer (icml26/csrc/cpu/quant_lean_cpu.cpp,
+  pure-torch twins in icml26/ops/_ref/quant.py);
+* prefill and the other cases: the same arithmetic with plain torch ops (F.rms_norm, torch
+  SDPA with a causal mask, RoPE as ``x cos + roll(x, D/2) [-sin_1, sin_2]``);
 * lm_head through the same kernels (INT8 rows of the tied or untied head, or FP32);
   the embedding is a gather of dequantized rows.
 
