@@ -342,6 +342,8 @@ __attribute__((target("avx2,fma"))) void dot4_q8_x16_avx2(const uint8_t* const* 
 
 using DotFn = float (*)(const uint8_t*, const float*, int64_t);
 
+constexpr int64_t kMinChunkBytes = 1 << 20;  // weight bytes per parallel_for chunk
+
 // Integer-activation ISA levels: 0 portable, 1 AVX2 (vpmaddubsw), 3 AVX-VNNI, 4 AVX512-VNNI.
 struct IntIsa {
   DotI8Fn q4 = dot4_q4_i8_scalar, q8 = dot4_q8_i8_scalar;
@@ -436,7 +438,10 @@ at::Tensor quant_gemm(const at::Tensor& x, const at::Tensor& qweight, const at::
   const float* mp = mins.data_ptr<float>();
   float* yp = y.data_ptr<float>();
   const int64_t row_bytes = K * bits / 8, grp_bytes = group_size * bits / 8;
-  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(K, 1));
+  // at least kMinChunkBytes of weights per thread: the per-layer decode GEMVs (<= 1 MiB) stay on
+  // one thread, where a thread wake-up costs more than it saves (and, on a shared machine, a
+  // thread waiting for a busy core stalls the whole op)
+  const int64_t grain = std::max<int64_t>(1, kMinChunkBytes / std::max<int64_t>(row_bytes, 1));
   at::parallel_for(0, N, grain, [&](int64_t n0, int64_t n1) {
     for (int64_t n = n0; n < n1; ++n) {
       const uint8_t* qrow = qp + n * row_bytes;
@@ -513,7 +518,7 @@ at::Tensor quant_gemm_i8act(const at::Tensor& x, const at::Tensor& qweight, cons
   float* yp = y.data_ptr<float>();
   const int64_t row_bytes = K * bits / 8, grp_bytes = group_size * bits / 8;
   const int64_t NB = (N + 3) / 4;  // blocks of 4 rows
-  const int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(K, 1));
+  const int64_t grain = std::max<int64_t>(1, kMinChunkBytes / std::max<int64_t>(4 * row_bytes, 1));  // see quant_gemm
   at::parallel_for(0, NB, grain, [&](int64_t b0, int64_t b1) {
     const uint8_t* rows[4];
     float d[4];
