@@ -71,6 +71,8 @@ def approximation(args) -> tuple[list[dict], list[dict]]:
             b, hkv, _, d = x.keys.shape
             g = x.n_heads // hkv
             w = S.capkv_token_weights(x, p)[0]  # (Hkv, g, T)
+            if p.gqa == "pool":  # the objective CapKV and the greedy maximise: one channel per KV head
+                w = w.mean(1, keepdim=True)  # (Hkv, 1, T)
             gr = KVPress(method="capkv-greedy", sink_tokens=4, window_tokens=0).select(x, n)[0]
             sel = {m: KVPress(method=m, sink_tokens=4, window_tokens=0).select(x, n)[0] for m in caps}
             for h in range(hkv):

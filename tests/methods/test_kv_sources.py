@@ -64,3 +64,25 @@ def test_future_rope_subsample_matches_all_queries_when_short_and_is_the_strided
     torch.testing.assert_close(mu2, q.mean(2) @ r.T)
     c = q - q.mean(2, keepdim=True)
     torch.testing.assert_close(cov2, r @ (c.transpose(-1, -2) @ c / 30) @ r.T)
+
+
+@torch.no_grad()
+def test_queries_saved_from_the_forward_equal_recomputed_ones():
+    _, x = _layer()
+    assert x.q_proj_out is not None  # captured from the prefill's own q_proj call
+    p = KVPress(sink_tokens=2, window_tokens=8).params
+    y = dataclasses.replace(x, q_proj_out=None)  # recompute from the hidden states
+    for src in ("future-rope", "window"):
+        q = dataclasses.replace(p, query_source=src)
+        torch.testing.assert_close(S.score_capkv(x, q), S.score_capkv(y, q), rtol=1e-5, atol=1e-7)
+    torch.testing.assert_close(S.score_snapkv(x, p), S.score_snapkv(y, p), rtol=1e-5, atol=1e-7)
+
+
+def test_grouped_expected_weights_equal_the_generic_formula():
+    g = torch.Generator().manual_seed(0)
+    k = torch.randn(1, 2, 30, 8, generator=g)
+    mu = torch.randn(1, 2, 3, 8, generator=g)
+    a = torch.randn(1, 2, 3, 8, 8, generator=g)
+    cov = a @ a.transpose(-1, -2) / 8  # symmetric PSD, like a covariance
+    p = KVPress(weight="expected").params
+    torch.testing.assert_close(S._expected_weights_grouped(k, mu, cov), S.capkv_weights(k.unsqueeze(2), mu, cov, p))

@@ -187,7 +187,9 @@ class KVPress:
             return output
         t, tq = keys.shape[2], hidden.shape[1]
         cos, sin = kwargs["position_embeddings"]
-        x = S.LayerInputs(keys=keys, values=values, module=module, hidden=hidden, cos=cos, sin=sin, rotary=self._rotary, layer_idx=li)
+        qout = module.__dict__.pop(_QOUT, None)
+        x = S.LayerInputs(keys=keys, values=values, module=module, hidden=hidden, cos=cos, sin=sin, rotary=self._rotary, layer_idx=li,
+                          q_proj_out=qout if qout is not None and qout.shape[1] == tq else None)
         if self.decoding_budget_tokens > 0 and self.window_tokens > 0:  # keep recent queries for decoding
             with torch.no_grad():
                 q = S.window_queries(x, self.window_tokens).detach()
@@ -216,6 +218,7 @@ class KVPress:
         try:
             with _headmask.head_masks(model) if self.head_budget == "adaptive" else _nullcontext():
                 for layer in lm.layers:
+                    handles.append(_save_q_proj(layer.self_attn))
                     handles.append(layer.self_attn.register_forward_pre_hook(self._pre_hook, with_kwargs=True))
                     handles.append(layer.self_attn.register_forward_hook(self._hook, with_kwargs=True))
                 try:
@@ -226,6 +229,19 @@ class KVPress:
             for h in handles:
                 h.remove()
             self._qbuf = {}
+
+
+_QOUT = "_icml26_q_proj_out"
+
+
+def _save_q_proj(attn):
+    """Keep the q_proj output of the attention's current call on the module, so scoring reuses
+    the prefill's queries instead of recomputing them (popped by the attention hook)."""
+
+    def hook(module, args, output):
+        attn.__dict__[_QOUT] = output.detach()
+
+    return attn.q_proj.register_forward_hook(hook)
 
 
 # ---------------------------------------------------------------------- capture (for the harness)
@@ -246,11 +262,14 @@ def capture_layers(model) -> Iterator[list]:
         hidden = kwargs.get("hidden_states", args[0] if args else None)
         layer = cache.layers[module.layer_idx]
         cos, sin = kwargs["position_embeddings"]
+        qout = module.__dict__.pop(_QOUT, None)
         captured.append(S.LayerInputs(keys=layer.keys, values=layer.values, module=module, hidden=hidden.detach(),
-                                      cos=cos, sin=sin, rotary=rotary, layer_idx=module.layer_idx))
+                                      cos=cos, sin=sin, rotary=rotary, layer_idx=module.layer_idx,
+                                      q_proj_out=None if qout is None else qout.detach()))
         return output
 
     handles = [layer.self_attn.register_forward_hook(hook, with_kwargs=True) for layer in lm.layers]
+    handles += [_save_q_proj(layer.self_attn) for layer in lm.layers]
     try:
         yield captured
     finally:

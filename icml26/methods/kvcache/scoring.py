@@ -108,6 +108,7 @@ class LayerInputs:
     rotary: Callable | None = None
     queries: torch.Tensor | None = None
     layer_idx: int = 0
+    q_proj_out: torch.Tensor | None = None  # (B, Tq, Hq*D): q_proj(hidden) saved during the forward, so scoring reuses it
 
     @property
     def n_heads(self) -> int:
@@ -141,6 +142,20 @@ def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     return x * cos.unsqueeze(1) + _rotate_half(x) * sin.unsqueeze(1)
 
 
+def layer_prerope_queries(x: LayerInputs, rows) -> torch.Tensor:
+    """Pre-RoPE queries (B, Hq, n, D) of the prompt rows ``rows`` (a slice or index tensor):
+    taken from the q_proj output saved during the forward when there is one (no recomputation),
+    else recomputed from the hidden states."""
+    if x.q_proj_out is None:
+        return prerope_queries(x.module, x.hidden[:, rows])
+    q = x.q_proj_out[:, rows]
+    b, n, _ = q.shape
+    q = q.view(b, n, x.n_heads, -1).transpose(1, 2)
+    if hasattr(x.module, "q_norm"):
+        q = x.module.q_norm(q)
+    return q
+
+
 def window_queries(x: LayerInputs, window: int) -> torch.Tensor:
     """The last ``window`` post-RoPE queries, (B, Hq, W, D)."""
     if x.queries is not None:
@@ -148,7 +163,7 @@ def window_queries(x: LayerInputs, window: int) -> torch.Tensor:
     if x.hidden is None or x.cos is None:
         raise ValueError("window queries need hidden states and RoPE tables (or a query buffer)")
     w = min(window, x.hidden.shape[1])
-    q = prerope_queries(x.module, x.hidden[:, -w:])
+    q = layer_prerope_queries(x, slice(x.hidden.shape[1] - w, None))
     return rope(q, x.cos[:, -w:], x.sin[:, -w:])
 
 
@@ -186,11 +201,11 @@ def query_statistics(x: LayerInputs, p: ScoreParams, *, covariance: bool = True,
     source = source or p.query_source
     if source == "future-rope" and x.hidden is not None and x.rotary is not None:
         t = x.hidden.shape[1]
-        h = x.hidden[:, min(p.sink_tokens, t - 1):]
-        if p.stat_tokens and h.shape[1] > p.stat_tokens:  # strided subsample: the q_proj pass costs O(stat_tokens), not O(T)
-            idx = torch.linspace(0, h.shape[1] - 1, p.stat_tokens, device=h.device).round().long()
-            h = h[:, idx]
-        mu, cov = _moments(prerope_queries(x.module, h).float(), covariance)  # (B, Hq, T', D) -> moments
+        s0 = min(p.sink_tokens, t - 1)
+        rows = torch.arange(s0, t, device=x.hidden.device)
+        if p.stat_tokens and t - s0 > p.stat_tokens:  # strided subsample: moments (and any q_proj pass) cost O(stat_tokens), not O(T)
+            rows = s0 + torch.linspace(0, t - s0 - 1, p.stat_tokens, device=x.hidden.device).round().long()
+        mu, cov = _moments(layer_prerope_queries(x, rows).float(), covariance)  # (B, Hq, T', D) -> moments
         r = averaged_rope_matrix(x.rotary, t, p.n_future_positions, mu.shape[-1], mu.device, torch.float32)
         mu = mu @ r.T
         if cov is not None:
@@ -262,9 +277,24 @@ def capkv_token_weights(x: LayerInputs, p: ScoreParams, source: str | None = Non
     w = None
     for src in sources:
         mu, cov = query_statistics(x, p, covariance=p.weight != "exp-cos", source=src)  # (B, Hq, D), (B, Hq, D, D)
-        wi = capkv_weights(k, mu.view(b, hkv, g, d), None if cov is None else cov.view(b, hkv, g, d, d), p)
+        if p.weight == "expected":
+            wi = _expected_weights_grouped(k.squeeze(2), mu.view(b, hkv, g, d), cov.view(b, hkv, g, d, d))
+        else:
+            wi = capkv_weights(k, mu.view(b, hkv, g, d), None if cov is None else cov.view(b, hkv, g, d, d), p)
         w = wi if w is None else w + wi
     return w / len(sources)
+
+
+def _expected_weights_grouped(k: torch.Tensor, mu: torch.Tensor, cov: torch.Tensor) -> torch.Tensor:
+    """``capkv_weights(weight="expected")`` for a KV group in one pass: k (B, Hkv, T, D),
+    mu (B, Hkv, g, D), cov (B, Hkv, g, D, D) -> (B, Hkv, g, T). The quadratic terms
+    k_i^T Sigma_h k_i of the g query heads come from one (T x D) @ (D x gD) product per KV head."""
+    b, hkv, g, d = mu.shape
+    t = k.shape[2]
+    lin = mu @ k.transpose(-1, -2) / math.sqrt(d)  # (B, Hkv, g, T)
+    kc = k @ cov.permute(0, 1, 3, 2, 4).reshape(b, hkv, d, g * d)  # (B, Hkv, T, g*D): k_i^T Sigma_h, all h
+    quad = (kc.view(b, hkv, t, g, d) * k.unsqueeze(3)).sum(-1).transpose(-1, -2)  # (B, Hkv, g, T)
+    return torch.softmax(lin + quad / (2 * d), dim=-1)
 
 
 def _leverage(u: torch.Tensor, w: torch.Tensor, p: ScoreParams) -> torch.Tensor:
@@ -351,7 +381,7 @@ def score_h2o(x: LayerInputs, p: ScoreParams, chunk: int = 256) -> torch.Tensor:
     acc = torch.zeros(k.shape[:3], dtype=torch.float32, device=k.device)
     for s0 in range(0, tq, chunk):
         s1 = min(tq, s0 + chunk)
-        q = rope(prerope_queries(x.module, x.hidden[:, s0:s1]), x.cos[:, s0:s1], x.sin[:, s0:s1]).float()
+        q = rope(layer_prerope_queries(x, slice(s0, s1)), x.cos[:, s0:s1], x.sin[:, s0:s1]).float()
         logits = q @ k.transpose(-1, -2) / math.sqrt(k.shape[-1])  # (B, Hq, c, T)
         qpos = torch.arange(s0, s1, device=k.device)[:, None] + off
         mask = torch.arange(t, device=k.device)[None, :] > qpos
