@@ -43,6 +43,29 @@ def test_ext_matches_ref_bit_for_bit(tree, algo):
     np.testing.assert_array_equal(a[2], b[2])  # same arithmetic in the same order
 
 
+# Gumbel's selection below the root decides with a fast exp and a certified margin, and falls back
+# to the reference's arithmetic on near or exact ties: trees built to hit both, and node sizes
+# that fill 4-wide vector lanes partly (5, 6 actions) or not at all (3).
+GUMBEL_TREES = {
+    "exact-ties": lambda: T.generate(3, 4, 1, reward_mean=(0.5, 0.5), noise_scale=0.0, seed=1),
+    "near-ties": lambda: T.generate(3, 6, 2, reward_mean=(0.25, 0.25 + 1e-12), noise_scale=1e-12, seed=3),
+    "five-actions": lambda: T.generate(2, 5, 1, seed=4),
+    "three-actions": lambda: T.generate(3, 3, 2, seed=6, noise="student_t"),
+}
+
+
+@pytest.mark.parametrize("tree", list(GUMBEL_TREES))
+def test_gumbel_fast_selection_matches_ref(tree):
+    _need_ext()
+    t = GUMBEL_TREES[tree]()
+    prm = _prm(t)
+    seeds = ops.run_seeds(11, 3)
+    a = ops.tree_search(t, "gumbel", [7, 60, 400], seeds, prm, use="ref")
+    b = ops.tree_search(t, "gumbel", [7, 60, 400], seeds, prm, use="ext")
+    for x, y in zip(a[:3], b[:3]):
+        np.testing.assert_array_equal(x, y)
+
+
 def test_ext_is_deterministic_across_threads():
     _need_ext()
     import torch

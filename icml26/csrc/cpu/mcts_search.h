@@ -4,6 +4,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 #include <limits>
 #include <vector>
 
@@ -97,19 +101,71 @@ inline double zig_slow(const ZigTables& z, uint64_t sseed, uint64_t stream, uint
 }
 
 // Per-count tables shared by all runs of one call (index k = a visit count <= budget + 1):
-// lg = log k, slg = sqrt(log k), isq = 1 / sqrt(k); the same values the reference computes
+// lg = log k, slg = sqrt(log k), isq = 1 / sqrt(k), inv1 = 1 / (1 + k); the same values the reference computes
 // with math.log / math.sqrt on the integer.
 struct Tables {
-  std::vector<double> lg, slg, isq;
-  explicit Tables(int64_t n) : lg(n + 1), slg(n + 1), isq(n + 1) {
+  std::vector<double> lg, slg, isq, inv1;
+  explicit Tables(int64_t n) : lg(n + 1), slg(n + 1), isq(n + 1), inv1(n + 1) {
     for (int64_t k = 0; k <= n; ++k) {
       const double x = static_cast<double>(k);
       lg[k] = std::log(x);
       slg[k] = k >= 1 ? std::sqrt(lg[k]) : 0.0;
       isq[k] = k >= 1 ? 1.0 / std::sqrt(x) : 0.0;
+      inv1[k] = 1.0 / (1.0 + x);
     }
   }
 };
+
+// exp(y) for y <= 0, to relative accuracy 1e-10 (Gumbel's fast selection path only, whose
+// decisions are certified against the reference's glibc exp, see Search::select): y = (64 q + j)
+// ln2 / 64 + r with |r| <= ln2 / 128 (Cody-Waite: the high part of ln2 / 64 has 32 significant
+// bits, so k ln2_hi / 64 is exact for |k| < 2^21), exp(r) by its degree-3 Taylor polynomial
+// (remainder < r^4 / 24 < 4e-11), times 2^(j / 64) from a table (1 ulp) and 2^q. Below -700 it
+// returns exp(-700) (absolute error < 1e-304); NaN stays NaN.
+struct Exp2Table {
+  double v[64];
+  Exp2Table() {
+    for (int j = 0; j < 64; ++j) v[j] = std::exp2(static_cast<double>(j) / 64.0);
+  }
+};
+inline const Exp2Table& exp2_table() {
+  static const Exp2Table e;
+  return e;
+}
+inline double exp_neg(double y, const double* tab) {
+  constexpr double INV = 92.33248261689366, HI = 6.93147180369123816490e-01 / 64.0, LO = 1.90821492927058770002e-10 / 64.0;
+  constexpr double SHIFT = 6755399441055744.0;  // 1.5 * 2^52: adding it rounds to an integer
+  y = y < -700.0 ? -700.0 : y;
+  const double kd = (y * INV + SHIFT) - SHIFT;
+  const double r = (y - kd * HI) - kd * LO;
+  const double p = 1.0 + r * (1.0 + r * (0.5 + r * (1.0 / 6.0)));
+  const int64_t k = static_cast<int64_t>(kd);
+  const uint64_t bits = static_cast<uint64_t>((k >> 6) + 1023) << 52;  // arithmetic shift: floor(k / 64)
+  double sc;
+  std::memcpy(&sc, &bits, 8);
+  return tab[k & 63] * sc * p;
+}
+
+#if defined(__AVX2__)
+// exp_neg on 4 lanes (the same steps; k + 64 * 1100 > 0 lets logical shifts stand in for floor)
+inline __m256d exp_neg4(__m256d y, const double* tab) {
+  const __m256d INV = _mm256_set1_pd(92.33248261689366), HI = _mm256_set1_pd(6.93147180369123816490e-01 / 64.0),
+                LO = _mm256_set1_pd(1.90821492927058770002e-10 / 64.0), SHIFT = _mm256_set1_pd(6755399441055744.0);
+  y = _mm256_max_pd(y, _mm256_set1_pd(-700.0));  // (a NaN lane would become -700: callers pass finite y)
+  const __m256d u = _mm256_add_pd(_mm256_mul_pd(y, INV), SHIFT);
+  const __m256d kd = _mm256_sub_pd(u, SHIFT);
+  const __m256d r = _mm256_sub_pd(_mm256_sub_pd(y, _mm256_mul_pd(kd, HI)), _mm256_mul_pd(kd, LO));
+  __m256d q = _mm256_add_pd(_mm256_set1_pd(0.5), _mm256_mul_pd(r, _mm256_set1_pd(1.0 / 6.0)));
+  q = _mm256_add_pd(_mm256_set1_pd(1.0), _mm256_mul_pd(r, q));
+  q = _mm256_add_pd(_mm256_set1_pd(1.0), _mm256_mul_pd(r, q));
+  // the low bits of u hold k (two's complement) above the bits of SHIFT
+  const __m256i k = _mm256_add_epi64(_mm256_sub_epi64(_mm256_castpd_si256(u), _mm256_castpd_si256(SHIFT)), _mm256_set1_epi64x(64 * 1100));
+  const __m256i j = _mm256_and_si256(k, _mm256_set1_epi64x(63));
+  const __m256i ex = _mm256_slli_epi64(_mm256_add_epi64(_mm256_srli_epi64(k, 6), _mm256_set1_epi64x(1023 - 1100)), 52);
+  const __m256d t = _mm256_i64gather_pd(tab, j, 8);
+  return _mm256_mul_pd(_mm256_mul_pd(t, _mm256_castsi256_pd(ex)), q);
+}
+#endif
 
 struct Step {
   int64_t node, a;
@@ -121,7 +177,7 @@ struct Search {
   const Prm& p;
   int algo;
   uint64_t seed, sseed;
-  const double *lgt, *slg, *isq;  // Tables(>= budget + 1)
+  const double *lgt, *slg, *isq, *inv1;  // Tables(>= budget + 1)
   double log_inv_delta;
   bool model;  // backups through the empirical model (all but uct, sequential-halving, gumbel)
   int64_t sim = 0;
@@ -135,14 +191,15 @@ struct Search {
   // pi_tau of the last soft backup of s (MENTS, VarDE), with its normaliser Z per node
   std::vector<uint64_t> kb0, kbo;  // kb0: c = ZIG_C (gaussian) or 0 (bernoulli)
   const ZigTables& zt = zig();
+  const double* e2t = exp2_table().v;
   std::vector<double> E, W, Z, T;  // T: VarDE's temperature of node s
   // outcomes: slot_of[o] = slot of outcome o in first-visit order (-1 unseen); order[off + slot] = o
   std::vector<int64_t> slot_of, order, cnt;
   std::vector<Step> path;
-  std::vector<double> gmb, tmp;
+  std::vector<double> gmb, tmp, Kt;
 
   Search(const Tree& t_, const Prm& p_, int algo_, uint64_t seed_, const Tables& tb)
-      : t(t_), p(p_), algo(algo_), seed(seed_), sseed(splitmix64(seed_)), lgt(tb.lg.data()), slg(tb.slg.data()), isq(tb.isq.data()), log_inv_delta(std::log(1.0 / p_.delta)),
+      : t(t_), p(p_), algo(algo_), seed(seed_), sseed(splitmix64(seed_)), lgt(tb.lg.data()), slg(tb.slg.data()), isq(tb.isq.data()), inv1(tb.inv1.data()), log_inv_delta(std::log(1.0 / p_.delta)),
         model(algo_ != UCT && algo_ != SH && algo_ != GUMBEL) {
     n.assign(t.n_nodes, 0);
     V.assign(t.n_nodes, 0.0);
@@ -165,6 +222,11 @@ struct Search {
       W.assign(t.n_sa, 0.0);
       Z.assign(t.n_nodes, 0.0);
       T.assign(t.n_nodes, 0.0);
+    }
+    if (algo == GUMBEL) {
+      int64_t amax = 1;
+      for (int64_t s = 0; s < t.n_nodes; ++s) amax = std::max(amax, t.node_off[s + 1] - t.node_off[s]);
+      tmp.assign(2 * amax, 0.0);
     }
     path.reserve(64);
     slot_of.assign(t.n_out, -1);
@@ -207,6 +269,7 @@ struct Search {
 
   int64_t select(int64_t s, int64_t depth) {
     const int64_t lo = t.node_off[s], A = t.node_off[s + 1] - lo;
+    if (algo == GUMBEL) return gumbel_select(s, lo, A);
     for (int64_t a = 0; a < A; ++a)
       if (N[lo + a] == 0) return a;
     if (algo == UCT || algo == POWER || algo == SH) {
@@ -259,24 +322,82 @@ struct Search {
         if (bi < 0 || U[lo + a] > best) { best = U[lo + a]; bi = a; }
       return bi;
     }
-    // GUMBEL below the root
+    return 0;  // (unreachable: GUMBEL returned above)
+  }
+
+  // K = (c_visit + k) c_scale / span for visit counts k = 0.. (grown on demand; the same division)
+  double gumbel_K(int64_t mx) {
+    while (static_cast<int64_t>(Kt.size()) <= mx) Kt.push_back((p.c_visit + static_cast<double>(Kt.size())) * p.c_scale / p.span);
+    return Kt[mx];
+  }
+
+  int64_t gumbel_select(int64_t s, int64_t lo, int64_t A) {
+    // GUMBEL below the root: argmax_a pi'(a) - N(a) / (1 + n), pi' = softmax(x), x_a = K (g_a - v_lo),
+    // K = (c_visit + max_b N(b)) c_scale / span; the reference computes
+    //   S_a = fl(fl(e_a * fl(1 / z)) - fl(N_a * fl(1 / (1 + n)))), e_a = exp(x_a - m), z = sum_b e_b,
+    // with glibc's exp (3 calls per node visit). Only the index of the best S_a leaves this function,
+    // so a certified fast path
+    // decides it: the same x_a and m, e_a from exp_neg (relative error < 1e-10 against the true
+    // exponential, glibc's within 1 ulp), and scores T_a with |T_a - S_a| <= tol. When the best T
+    // leads every other by more than 2 tol, the reference's argmax (first index of the largest
+    // S_a) is that action; otherwise (near ties, exact ties, non-finite values) the reference's
+    // own arithmetic runs. The result is the reference's, bit for bit, with no libm call.
+    const int64_t* Nn = &N[lo];
+    const double* gv = &g[lo];
     int64_t mx = 0;
-    for (int64_t a = 0; a < A; ++a) mx = std::max(mx, N[lo + a]);
-    tmp.resize(A);
-    double m = -INF;
-    const double K = (p.c_visit + static_cast<double>(mx)) * p.c_scale / p.span;
     for (int64_t a = 0; a < A; ++a) {
-      tmp[a] = K * (g[lo + a] - p.v_lo);
-      m = std::max(m, tmp[a]);
+      if (Nn[a] == 0) return a;
+      mx = std::max(mx, Nn[a]);
     }
+    const double K = gumbel_K(mx);
+    double* x = tmp.data();
+    double m = -INF, chk = 0.0;
+    for (int64_t a = 0; a < A; ++a) {
+      x[a] = K * (gv[a] - p.v_lo);
+      m = std::max(m, x[a]);
+      chk += x[a];
+    }
+    const double inn = inv1[n[s]];
+    if (chk - chk == 0.0) {  // every x_a finite (else NaN or inf: the reference's arithmetic below)
+      // compare z T_a = e_a - N_a z / (1 + n) (z > 0: the same order, no division)
+      double* e = x + A;
+      int64_t a0 = 0;
+#if defined(__AVX2__)
+      const __m256d mv = _mm256_set1_pd(m);
+      for (; a0 + 4 <= A; a0 += 4) _mm256_storeu_pd(e + a0, exp_neg4(_mm256_sub_pd(_mm256_loadu_pd(x + a0), mv), e2t));
+#endif
+      for (int64_t a = a0; a < A; ++a) e[a] = exp_neg(x[a] - m, e2t);
+      double z = 0.0;
+      for (int64_t a = 0; a < A; ++a) z += e[a];
+      const double zn = z * inn;
+      double b1 = -INF, b2 = -INF;
+      int64_t bi = 0;
+      for (int64_t a = 0; a < A; ++a) {
+        const double sc = e[a] - static_cast<double>(Nn[a]) * zn;
+        if (sc > b1) {
+          b2 = b1;
+          b1 = sc;
+          bi = a;
+        } else if (sc > b2) {
+          b2 = sc;
+        }
+      }
+      // |T_a - S_a| <= tol: exp_neg's error (1e-10 relative), the sums' rounding (A terms) and the
+      // reference's own (1 ulp per exp), with a wide margin; scaled by z here
+      const double tol = 1e-9 * static_cast<double>(A + 1) * z;
+      if (b1 - b2 > 2.0 * tol && b1 - b2 < INF) return bi;  // (A = 1: b2 = -inf, b1 - b2 = inf)
+      if (A == 1) return 0;
+    }
+    // the reference's arithmetic (near ties)
+    for (int64_t a = 0; a < A; ++a) x[a] = K * (gv[a] - p.v_lo);
+    for (int64_t a = 0; a < A; ++a) x[a] = x[a] == m ? 1.0 : std::exp(x[a] - m);  // exp(0) = 1 exactly
     double z = 0.0;
-    for (int64_t a = 0; a < A; ++a) tmp[a] = tmp[a] == m ? 1.0 : std::exp(tmp[a] - m);  // exp(0) = 1 exactly
-    for (int64_t a = 0; a < A; ++a) z += tmp[a];
-    const double iz = 1.0 / z, inn = 1.0 / (1.0 + static_cast<double>(n[s]));
+    for (int64_t a = 0; a < A; ++a) z += x[a];
+    const double iz = 1.0 / z;
     double best = -INF;
     int64_t bi = 0;
     for (int64_t a = 0; a < A; ++a) {
-      const double sc = tmp[a] * iz - static_cast<double>(N[lo + a]) * inn;
+      const double sc = x[a] * iz - static_cast<double>(Nn[a]) * inn;
       if (sc > best) { best = sc; bi = a; }
     }
     return bi;
