@@ -2,7 +2,9 @@
 //
 // The twin of icml26/ops/_ref/mcts.py (the test oracle): same counter-based random numbers,
 // the same arithmetic in the same order (build with -ffp-contract=off), so recommendations
-// and root statistics match the reference bit for bit. Algorithms, equations and references
+// and root statistics match the reference bit for bit (Gumbel's selection below the root
+// decides its argmax with a fast exp and a certified margin, falling back to the reference's
+// arithmetic on near ties: the same decisions, see mcts_search.h). Algorithms, equations and references
 // are documented in icml26/methods/exploration/mcts.py.
 //
 // The search tree is the true tree (CSR arrays, see trees.py): statistics live on its

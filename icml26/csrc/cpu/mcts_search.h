@@ -101,8 +101,8 @@ inline double zig_slow(const ZigTables& z, uint64_t sseed, uint64_t stream, uint
 }
 
 // Per-count tables shared by all runs of one call (index k = a visit count <= budget + 1):
-// lg = log k, slg = sqrt(log k), isq = 1 / sqrt(k), inv1 = 1 / (1 + k); the same values the reference computes
-// with math.log / math.sqrt on the integer.
+// lg = log k, slg = sqrt(log k), isq = 1 / sqrt(k), inv1 = 1 / (1 + k); the same values the
+// reference computes with math.log / math.sqrt / division on the integer.
 struct Tables {
   std::vector<double> lg, slg, isq, inv1;
   explicit Tables(int64_t n) : lg(n + 1), slg(n + 1), isq(n + 1), inv1(n + 1) {
@@ -117,7 +117,7 @@ struct Tables {
 };
 
 // exp(y) for y <= 0, to relative accuracy 1e-10 (Gumbel's fast selection path only, whose
-// decisions are certified against the reference's glibc exp, see Search::select): y = (64 q + j)
+// decisions are certified against the reference's glibc exp, see Search::gumbel_select): y = (64 q + j)
 // ln2 / 64 + r with |r| <= ln2 / 128 (Cody-Waite: the high part of ln2 / 64 has 32 significant
 // bits, so k ln2_hi / 64 is exact for |k| < 2^21), exp(r) by its degree-3 Taylor polynomial
 // (remainder < r^4 / 24 < 4e-11), times 2^(j / 64) from a table (1 ulp) and 2^q. Below -700 it
@@ -335,13 +335,14 @@ struct Search {
     // GUMBEL below the root: argmax_a pi'(a) - N(a) / (1 + n), pi' = softmax(x), x_a = K (g_a - v_lo),
     // K = (c_visit + max_b N(b)) c_scale / span; the reference computes
     //   S_a = fl(fl(e_a * fl(1 / z)) - fl(N_a * fl(1 / (1 + n)))), e_a = exp(x_a - m), z = sum_b e_b,
-    // with glibc's exp (3 calls per node visit). Only the index of the best S_a leaves this function,
-    // so a certified fast path
-    // decides it: the same x_a and m, e_a from exp_neg (relative error < 1e-10 against the true
-    // exponential, glibc's within 1 ulp), and scores T_a with |T_a - S_a| <= tol. When the best T
-    // leads every other by more than 2 tol, the reference's argmax (first index of the largest
-    // S_a) is that action; otherwise (near ties, exact ties, non-finite values) the reference's
-    // own arithmetic runs. The result is the reference's, bit for bit, with no libm call.
+    // with glibc's exp (3 calls per node visit). Only the index of the best S_a leaves this
+    // function, so a certified fast path decides it: the same x_a and m, e_a from exp_neg /
+    // exp_neg4 (relative error < 1e-10 against the true exponential; glibc's is within 1 ulp),
+    // and scores T_a with |T_a - S_a| <= tol. When the best T leads every other by more than
+    // 2 tol, the reference's argmax (first index of the largest S_a) is that action; otherwise
+    // (near or exact ties, non-finite values) the reference's own arithmetic runs. So the result
+    // is the reference's, bit for bit, and the fast path calls no libm function (on the benchmark
+    // tree 1 selection in ~10^6 falls back).
     const int64_t* Nn = &N[lo];
     const double* gv = &g[lo];
     int64_t mx = 0;
