@@ -73,7 +73,12 @@ def cached(path: Path, key: dict, fn):
 
 def c2f_key(a) -> dict:
     return {k: getattr(a, k) for k in ("dataset", "train_size", "c2f_train_steps", "fine_model", "coarse_model", "c2f_steps", "t_splits",
-                                       "samples_c2f", "val_samples", "val_bootstrap", "bootstrap", "timing_samples", "timing_repeats")}
+                                       "samples_c2f", "val_samples", "val_bootstrap", "bootstrap")}
+
+
+def timing_key(a) -> dict:
+    return {k: getattr(a, k) for k in ("dataset", "train_size", "c2f_train_steps", "fine_model", "coarse_model", "c2f_steps", "t_splits",
+                                       "seam_t_split", "timing_samples", "timing_repeats")}
 
 
 def target_line(res: list[dict], t: float, what: str) -> None:
@@ -202,8 +207,10 @@ def evaluate(z: dict, arts, fr, y, n_boot: int, seed: int) -> list[dict]:
 
 
 def time_modes(fine, coarse, arts, splits, n: int, steps: int, repeats: int, seed: int, K: int) -> dict:
-    """Wall-clock per sample (ODE through flow.integrate / flow.CoarseToFine, plus decoding) of every
-    mode, measured side by side: the modes take turns within each repeat; the fastest repeat counts."""
+    """Wall-clock per sample (Euler through flow.CoarseToFine, plus decoding) of every mode, measured
+    side by side: the modes take turns within each repeat, each repeat starting one mode later (so a
+    change of machine load does not always hit the same modes); the fastest repeat counts.
+    Returns {mode: {"seconds_per_sample", "nfe", "runs"}}."""
     import torch
 
     from icml26.methods.lfm import flow
@@ -213,26 +220,42 @@ def time_modes(fine, coarse, arts, splits, n: int, steps: int, repeats: int, see
     scale = float(arts["latents_meta"]["latent_scale"])
     facs = {"large": lambda: model_velocity(fine, y), "small": lambda: model_velocity(coarse, y)}
     for s in splits:
-        facs[s] = (lambda s=s: flow.CoarseToFine(model_velocity(coarse, y), model_velocity(fine, y), s))
-    best = {m: float("inf") for m in facs}
+        facs[f"c2f@{s}"] = (lambda s=s: flow.CoarseToFine(model_velocity(coarse, y), model_velocity(fine, y), s))
+    runs: dict = {m: [] for m in facs}
     nfe = {}
+    names = list(facs)
     with torch.no_grad():
         for m, f in facs.items():  # warm-up, full batch
             flow.euler(f(), x0, 2)
-        for _ in range(repeats):
-            for m, f in facs.items():
-                v = f()
+        for rep in range(repeats):
+            for m in names[rep % len(names):] + names[: rep % len(names)]:
+                v = facs[m]()
                 t0 = time.perf_counter()
                 z, _n = flow.euler(v, x0, steps)
                 arts["vae"].decode(z / scale)
-                best[m] = min(best[m], (time.perf_counter() - t0) / n)
+                runs[m].append((time.perf_counter() - t0) / n)
                 nfe[m] = (f"{v.nfe_coarse:.0f}+{v.nfe_fine:.0f}" if isinstance(v, flow.CoarseToFine) else str(_n))
-    return {m: (best[m], nfe[m]) for m in facs}
+    return {m: {"seconds_per_sample": min(runs[m]), "nfe": nfe[m], "runs": runs[m]} for m in facs}
+
+
+def timed_sweep(fine_ck: str, coarse_ck: str, splits, *, steps: int, n: int, repeats: int, seed: int = 0) -> dict:
+    fine, fm, coarse, cm, arts = _load_pair(fine_ck, coarse_ck)
+    return time_modes(fine, coarse, arts, splits, n, steps, repeats, seed, fine.arch.num_classes)
+
+
+def with_speed(res: list[dict], speed: dict) -> list[dict]:
+    """Copy of the quality records with the timed ``seconds_per_sample``, ``nfe`` and ``speedup`` (vs large)."""
+    out = [dict(r) for r in res]
+    for r in out:
+        sp = speed[r["mode"]]
+        r["seconds_per_sample"], r["nfe"], r["timing_runs"] = sp["seconds_per_sample"], sp["nfe"], sp["runs"]
+        r["speedup"] = speed["large"]["seconds_per_sample"] / sp["seconds_per_sample"]
+    return out
 
 
 def c2f_sweep(fine_ck: str, coarse_ck: str, splits, *, steps: int, n: int, seed: int, ref_offset: int, ref_size: int,
-              n_boot: int, timing: tuple[int, int] | None, check: bool = False) -> list[dict]:
-    """One sweep over t_split: quality (paired-bootstrap FID intervals) and, if ``timing`` = (n, repeats), speed."""
+              n_boot: int, check: bool = False) -> list[dict]:
+    """One sweep over t_split: quality, with paired-bootstrap FID intervals (speed: timed_sweep)."""
     import torch
 
     from icml26.methods.lfm import flow
@@ -250,17 +273,11 @@ def c2f_sweep(fine_ck: str, coarse_ck: str, splits, *, steps: int, n: int, seed:
         err = float((zc - z[s][:8]).abs().max())
         assert err < 1e-4, f"prefix-shared coarse-to-fine differs from CoarseToFine by {err}"
     res = evaluate(z, arts, fr, y, n_boot, seed)
-    speed = time_modes(fine, coarse, arts, splits, timing[0], steps, timing[1], seed, K) if timing else {}
     for r in res:
         m = r["mode"]
         r["t_split"] = m if isinstance(m, float) else None
         r["mode"] = f"c2f@{m}" if isinstance(m, float) else m
         r["nfe_coarse"] = ks[m] if isinstance(m, float) else (steps if m == "small" else 0)
-        if m in speed:
-            r["seconds_per_sample"], r["nfe"] = speed[m]
-    if speed:
-        for r in res:
-            r["speedup"] = res[0]["seconds_per_sample"] / r["seconds_per_sample"]
     for r in res:
         r["parameters"] = {"large": fm["parameters"], "small": cm["parameters"]}.get(r["mode"], fm["parameters"] + cm["parameters"])
     return res
@@ -308,7 +325,7 @@ def main() -> None:
     ap.add_argument("--fine-model", default="large")
     ap.add_argument("--eval-steps", type=int, default=30, help="Euler steps for the data-reduction FIDs")
     ap.add_argument("--c2f-steps", type=int, default=60)
-    ap.add_argument("--timing-repeats", type=int, default=2)
+    ap.add_argument("--timing-repeats", type=int, default=3)
     ap.add_argument("--reduction-only", action="store_true", help="stop after the data-reduction table")
     ap.add_argument("--no-seam", action="store_true", help="skip the coarse model trained with the seam loss")
     ap.add_argument("--quick", action="store_true", help="tiny budget smoke run")
@@ -384,7 +401,7 @@ def main() -> None:
     # 2a. validation sweep: other noise (seed 1) and the other half of the test split; picks t_split
     val = cached(out / f"c2f_val_{n_tr}.json", c2f_key(a), lambda: c2f_sweep(
         fine_ck, coarse_ck, splits, steps=a.c2f_steps, n=a.val_samples, seed=1, ref_offset=5000, ref_size=5000,
-        n_boot=a.val_bootstrap, timing=None))
+        n_boot=a.val_bootstrap))
     sweep_table(val, f"validation sweep (noise seed 1, reference = test images 5000-9999, {a.val_samples} samples, Euler {a.c2f_steps}): picks t_split", False)
     ok = [r for r in val if r["t_split"] is not None and r["fid_ratio"] <= 1.10]
     chosen = max(ok, key=lambda r: r["t_split"]) if ok else min((r for r in val if r["t_split"] is not None), key=lambda r: r["fid"])
@@ -393,7 +410,9 @@ def main() -> None:
     # 2b. reported sweep: noise seed 0, test images 0-4999, wall-clock side by side
     rep = cached(out / f"c2f_test_{n_tr}.json", c2f_key(a), lambda: c2f_sweep(
         fine_ck, coarse_ck, splits, steps=a.c2f_steps, n=a.samples_c2f, seed=0, ref_offset=0, ref_size=5000,
-        n_boot=a.bootstrap, timing=(a.timing_samples, a.timing_repeats), check=True))
+        n_boot=a.bootstrap, check=True))
+    rep = with_speed(rep, cached(out / f"c2f_timing_{n_tr}.json", timing_key(a), lambda: timed_sweep(
+        fine_ck, coarse_ck, splits, steps=a.c2f_steps, n=a.timing_samples, repeats=a.timing_repeats)))
     sweep_table(rep, f"coarse-to-fine sweep (noise seed 0, reference = test images 0-4999, {a.samples_c2f} samples, Euler {a.c2f_steps}; "
                      f"ms/sample = fastest of {a.timing_repeats} interleaved runs of {a.timing_samples} samples, ODE + decoding)", True)
     for t in splits:
@@ -407,7 +426,9 @@ def main() -> None:
         train(out / name, model=a.coarse_model, t_max=ts, seam_checkpoint=fine_ck, **dict(fm, steps=n_tr))
         res3 = cached(out / f"c2f_seam_test_{n_tr}_{ts}.json", c2f_key(a), lambda: c2f_sweep(
             fine_ck, str(out / name / "checkpoint.safetensors"), [ts], steps=a.c2f_steps, n=a.samples_c2f, seed=0, ref_offset=0,
-            ref_size=5000, n_boot=a.bootstrap, timing=(a.timing_samples, a.timing_repeats)))
+            ref_size=5000, n_boot=a.bootstrap))
+        res3 = with_speed(res3, cached(out / f"c2f_seam_timing_{n_tr}_{ts}.json", timing_key(a), lambda: timed_sweep(
+            fine_ck, str(out / name / "checkpoint.safetensors"), [ts], steps=a.c2f_steps, n=a.timing_samples, repeats=a.timing_repeats)))
         sweep_table(res3, f"coarse model trained the paper's way (t < {ts} only + seam loss 0.1 vs the fine model, {n_tr} steps), same protocol", True)
         target_line(res3, ts, "seam-trained coarse model")
     res2 = {"validation": val, "test": rep, "t_split": t_pick}
