@@ -71,7 +71,7 @@ def ppl_table(records_path: str | None) -> None:
     print(f"eval tokens {data.get('eval_tokens')}, calib tokens {data.get('calib_tokens')}, weights {data.get('weight_quant')}, "
           f"activations {cfgrec.get('act_granularity')}, local_steps {cfgrec.get('local_steps')}, e2e_steps {cfgrec.get('e2e_steps')}")
     settings = sorted({r["setting"] for r in res if r["method"] != "fp"})
-    methods = [m for m in ("fp", "rtn", "smoothquant", "quarot", "fptquant") if any(r["method"] == m for r in res)]
+    methods = [m for m in ("fp", "rtn", "gptq", "smoothquant", "quarot", "fptquant") if any(r["method"] == m for r in res)]
     print(f"{'method':<12}" + "".join(f"{s:>12}" for s in settings) + f"{'size MB':>10}")
     for m in methods:
         row = f"{m:<12}"

@@ -1,5 +1,5 @@
 """``icml26 quantize``: FPTQuant function-preserving transforms + INT4/INT8 quantization of a
-LLaMA-architecture model, beside RTN, SmoothQuant and QuaRot-style rotation."""
+LLaMA-architecture model, beside RTN, GPTQ, SmoothQuant and QuaRot-style rotation."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from icml26.core.options import DeviceOpt, OutOpt, QuietOpt, RecipeOpt, SeedOpt,
 def quantize(
     model: Annotated[Optional[str], typer.Option("--model", "-m", help="llama (SmolLM2-135M, default) | gemma3-270m | an HF folder | a .gguf | a folder saved by `quantize --out` (re-evaluated).", show_default=False)] = None,
     bits: Annotated[Optional[int], typer.Option("--bits", "-b", help="Keep only the settings with this weight width (4 or 8; default: all settings).", show_default=False)] = None,
-    method: Annotated[Optional[List[str]], typer.Option("--method", help="fp | rtn | smoothquant | quarot | fptquant (repeatable or comma-separated; default all).", show_default=False)] = None,
+    method: Annotated[Optional[List[str]], typer.Option("--method", help="fp | rtn | gptq | smoothquant | quarot | fptquant (repeatable or comma-separated; default all).", show_default=False)] = None,
     setting: Annotated[Optional[List[str]], typer.Option("--setting", help="W4A16 | W4A8 | W4A4 | W4A4KV4 | W8A8 | W<b>A<b>[KV<b>] (repeatable).", show_default=False)] = None,
     calib_text: Annotated[Optional[str], typer.Option("--calib-text", help="Your own plain-text calibration file (needs --eval-text).", show_default=False)] = None,
     eval_text: Annotated[Optional[str], typer.Option("--eval-text", help="Your own plain-text evaluation file (needs --calib-text).", show_default=False)] = None,

@@ -5,6 +5,8 @@ harness: the same model, calibration text, quantizers and evaluation for every m
 Methods
   fp           the floating-point (fp32) model
   rtn          round-to-nearest weights (+ the activation/KV quantizers of the setting)
+  gptq         GPTQ weights (Frantar et al. 2022, gptq.py) on RTN's grid, layers quantized
+               sequentially on the calibration text; activations/KV quantized as for RTN
   smoothquant  per-channel smoothing of activation outliers into weights (Xiao et al. 2023)
   quarot       QuaRot-style randomized Hadamard rotation of the residual stream, head-wise
                Hadamard on values and online Hadamard before down_proj (Ashkboos et al. 2024)
@@ -33,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-METHODS = ("fp", "rtn", "smoothquant", "quarot", "fptquant")
+METHODS = ("fp", "rtn", "gptq", "smoothquant", "quarot", "fptquant")
 GGUF_NOTE = ("SmolLM2/Gemma GGUF weights ship as 4-bit blocks of 32 (Q4_1/Q4_K); weights are quantized "
              "per channel (or in groups not aligned to 32), so 4-bit RTN does not reproduce the shipped grid")
 
@@ -71,6 +73,9 @@ class Config:
     kv_clip_ratio: float = 0.95
     head_bits: int = 8                       # embedding / lm_head weights (activations stay FP)
     smoothquant_alpha: float = 0.5
+    gptq_block_size: int = 128               # GPTQ lazy-batch block B (Algorithm 1)
+    gptq_percdamp: float = 0.01              # dampening lambda = percdamp * mean(diag H)
+    gptq_act_order: bool = False             # quantize columns by decreasing diag(H)
     fpt_qk: bool = True
     fpt_v: bool = True
     fpt_mlp: bool = True
@@ -119,6 +124,10 @@ class Config:
             raise ValueError(f"save_method must be one of {', '.join(METHODS[1:])}, got {self.save_method!r}")
         if self.save_setting:
             parse_setting(self.save_setting)
+        if self.save_method == "gptq":
+            raise ValueError("save_method gptq: saving GPTQ's packed model is not supported yet (choose rtn, smoothquant, quarot or fptquant)")
+        if self.gptq_block_size < 1 or not self.gptq_percdamp > 0:
+            raise ValueError("gptq_block_size must be >= 1 and gptq_percdamp > 0")
 
     def active_settings(self) -> list[str]:
         return [s.upper() for s in self.settings if not self.bits or parse_setting(s)[0] == self.bits]
@@ -175,7 +184,7 @@ def prepare(method: str, fp_model, cfg: Config, calib: list, seed: int):
 
     model = copy.deepcopy(fp_model)
     extras: dict = {"online_down_hadamard": False, "dyn_scale": False}
-    if method in ("fp", "rtn"):
+    if method in ("fp", "rtn", "gptq"):
         return model, extras
     if method == "smoothquant":
         T.check_llama(model)  # folds 1/s into RMSNorm gains: LLaMA-style norms only
@@ -282,7 +291,7 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | None = No
             QM.quantize_model(model, QM.QSpec(wbits=16, abits=16, kvbits=16, head_bits=16),
                               online_down_hadamard=extras["online_down_hadamard"], dyn_scale=extras["dyn_scale"])
             drift = None
-            if method != "rtn":
+            if method not in ("rtn", "gptq"):
                 ppl_t, _, _ = E.perplexity(model, evalc[:1])
                 if fp_first is None:
                     fp_first = E.perplexity(fp_model, evalc[:1])[0]
@@ -294,8 +303,24 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | None = No
                 t3 = time.time()
                 spec = cfg.spec(setting)
                 QM.set_spec(model, spec)
-                QM.calibrate_static(model, calib, spec)
                 rec_extra: dict = {}
+                if method == "gptq" and spec.wbits < 16:
+                    import dataclasses
+
+                    from icml26.methods.quantization import gptq as GQ
+
+                    key = (spec.wbits, spec.group_size, spec.w_sym)
+                    done = extras.setdefault("gptq_done", set())
+                    tg = time.time()
+                    if key not in done:  # GPTQ weights depend on the weight grid only: shared by A/KV settings
+                        QM.set_spec(model, dataclasses.replace(spec, abits=16, kvbits=16))
+                        GQ.quantize_model_gptq(model, calib, bits=spec.wbits, sym=spec.w_sym, group_size=spec.group_size,
+                                               clip_search=spec.w_clip_search, block_size=cfg.gptq_block_size,
+                                               percdamp=cfg.gptq_percdamp, act_order=cfg.gptq_act_order)
+                        QM.set_spec(model, spec)
+                        done.add(key)
+                    rec_extra = {"gptq_s": round(time.time() - tg, 2)}
+                QM.calibrate_static(model, calib, spec)
                 if method == "fptquant":
                     from icml26.methods.quantization import transforms as T
 

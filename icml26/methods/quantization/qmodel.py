@@ -69,6 +69,8 @@ class QuantLinear(nn.Module):
         self.register_buffer("act_zero", None)
         self.train_quant = False      # STE on weights, recompute every call
         self._wq: tuple[int, Tensor] | None = None
+        # ((wbits, group_size, w_sym), weight already on that grid), e.g. from GPTQ: used as is
+        self.fixed_weight: tuple[tuple, Tensor] | None = None
 
     def extra_repr(self) -> str:
         return f"{self.in_features}->{self.out_features}, w{self.wbits} a{self.abits}, had={self.online_hadamard}, dyn={self.dyn_scale}"
@@ -82,6 +84,9 @@ class QuantLinear(nn.Module):
         w = self.weight
         if self.wbits >= 16:
             return w
+        fw = self.fixed_weight
+        if fw is not None and fw[0] == (self.wbits, self.spec.group_size, self.spec.w_sym):
+            return fw[1]
         if self.train_quant or torch.is_grad_enabled() and w.requires_grad:
             return self.quant_weight(w)
         key = (w._version, w.data_ptr(), self.wbits, self.spec.group_size, self.spec.w_sym)

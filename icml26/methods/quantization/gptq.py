@@ -1,0 +1,188 @@
+"""GPTQ weight quantization (Frantar, Ashkboos, Hoefler, Alistarh 2022; arXiv 2210.17323,
+"GPTQ: Accurate Post-Training Quantization for Generative Pre-trained Transformers"),
+written by hand after the paper's Algorithm 1, as a weight-only baseline in the quantize
+harness.
+
+Per linear layer y = x W^T with W (N out, K in) and calibration inputs X (K, n tokens),
+GPTQ minimises ||W X - Q X||^2 column by column (Optimal Brain Quantization):
+
+ 1. H = 2 X X^T / n                                    (K, K)   (Eq. 1's Hessian; running mean)
+ 2. dead columns (H_jj = 0): H_jj <- 1, W[:, j] <- 0
+ 3. optional act-order: permute columns by decreasing H_jj (paper Sec. 5, "act-order")
+ 4. dampening: H <- H + lambda I, lambda = 0.01 * mean(diag H)      (paper Sec. 4, step 3)
+ 5. Hinv = Cholesky(H^-1)^T, upper triangular            (K, K)   (Algorithm 1, line 2)
+ 6. for blocks of B = 128 columns i..i+B (Algorithm 1, lines 3-15):
+      for each column j in the block:
+        q_j   = quant(w_j)                               (N,)     on the fixed grid
+        e_j   = (w_j - q_j) / Hinv[j, j]                 (N,)
+        W[:, j:i+B] -= e_j Hinv[j, j:i+B]                (N, B')  (lazy batch update, in block)
+      W[:, i+B:] -= E Hinv[i:i+B, i+B:]                  (N, K')  (one update of the rest)
+ 7. undo the act-order permutation.
+
+Grid: the scale and zero of every row / group are computed ONCE from the original weight
+with the same quantizer RTN uses (``quantizers.weight_qparams``: symmetric/asymmetric,
+per-channel or groups, fp16-rounded scales, optional MSE clipping), so GPTQ and RTN share an
+identical grid and differ only in the rounding decisions. (The paper's reference code
+recomputes group parameters on the error-updated weights unless ``static_groups`` is set;
+the static form is used here for that reason and because it commutes with act-order.)
+With a diagonal H the Cholesky factor is diagonal, the update term is zero, and GPTQ
+reduces exactly to RTN.
+
+Model pass (``quantize_model_gptq``): layers are quantized sequentially as in the paper:
+the inputs of decoder layer l are the outputs of layers 0..l-1 with their GPTQ weights
+already in place; within a layer all seven linears take their Hessians from one pass of
+the layer in floating point (the reference code's default, not its "true-sequential"
+option). Activations and the KV cache stay in floating point during this calibration;
+the harness then applies the setting's activation / KV quantizers exactly as for RTN.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from icml26.methods.quantization import quantizers as Q
+
+
+class HessianAccumulator:
+    """Running H = 2/n * sum_t x_t x_t^T over calibration tokens. x: (..., K)."""
+
+    def __init__(self, k: int) -> None:
+        self.H = torch.zeros(k, k, dtype=torch.float64)
+        self.n = 0
+
+    def add(self, x: Tensor) -> None:
+        x = x.detach().reshape(-1, x.shape[-1]).to(torch.float64)   # (t, K)
+        t = x.shape[0]
+        self.H *= self.n / (self.n + t)
+        self.n += t
+        x = x * (2.0 / self.n) ** 0.5
+        self.H += x.T @ x
+
+
+@torch.no_grad()
+def gptq_quantize(W: Tensor, H: Tensor, bits: int, *, sym: bool = True, group_size: int = 0,
+                  clip_search: bool = False, block_size: int = 128, percdamp: float = 0.01,
+                  act_order: bool = False) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """GPTQ of one weight matrix (Algorithm 1 of arXiv 2210.17323).
+
+    W: (N, K) out x in; H: (K, K) = 2 X X^T / n of the layer's inputs.
+    Returns (Wq (N, K) float32 dequantized, codes (N, K) uint8, scale (N, G), zero (N, G)),
+    with Wq == dequantize_weight(codes, scale, zero) exactly and (scale, zero) the same as
+    RTN's ``quantizers.weight_qparams(W, ...)``.
+    """
+    if W.dim() != 2 or H.shape != (W.shape[1], W.shape[1]):
+        raise ValueError(f"W must be (N, K) and H (K, K); got {tuple(W.shape)} and {tuple(H.shape)}")
+    N, K = W.shape
+    W0 = W.detach().float()
+    scale, zero = Q.weight_qparams(W0, bits, sym=sym, group_size=group_size, clip_search=clip_search)  # (N, G)
+    G = scale.shape[1]
+    gs = K // G
+    W = W0.clone().double()
+    H = H.detach().clone().double()
+    # step 2: dead columns
+    dead = torch.diag(H) == 0
+    H[dead, dead] = 1.0
+    W[:, dead] = 0.0
+    # step 3: act-order
+    perm = torch.argsort(torch.diag(H), descending=True) if act_order else torch.arange(K)
+    W, H = W[:, perm], H[perm][:, perm]
+    col_group = perm // gs                                      # (K,) group of each (permuted) column
+    # step 4: dampening
+    damp = percdamp * torch.mean(torch.diag(H))
+    H += damp * torch.eye(K, dtype=H.dtype)
+    # step 5: upper Cholesky factor of H^-1
+    L = torch.linalg.cholesky(H)
+    Hinv = torch.linalg.cholesky(torch.cholesky_inverse(L), upper=True)   # (K, K) upper
+    s64, z64 = scale.double(), zero.double()
+    codes = torch.zeros(N, K, dtype=torch.float64)
+    # step 6: blocks of B columns, lazy batch updates
+    for i1 in range(0, K, block_size):
+        i2 = min(i1 + block_size, K)
+        W1 = W[:, i1:i2].clone()                                # (N, B)
+        E1 = torch.zeros_like(W1)
+        Hinv1 = Hinv[i1:i2, i1:i2]
+        for j in range(i2 - i1):
+            w = W1[:, j]
+            g = col_group[i1 + j]
+            s, z = s64[:, g], z64[:, g]
+            q = torch.clamp(torch.round(w / s) + z, 0, 2**bits - 1)
+            codes[:, i1 + j] = q
+            err = (w - s * (q - z)) / Hinv1[j, j]
+            W1[:, j:] -= err[:, None] * Hinv1[j, j:][None, :]
+            E1[:, j] = err
+        W[:, i2:] -= E1 @ Hinv[i1:i2, i2:]
+    # step 7: undo the permutation
+    inv = torch.argsort(perm)
+    codes = codes[:, inv].to(torch.uint8)
+    Wq = Q.dequantize_weight(codes, scale, zero)
+    return Wq, codes, scale, zero
+
+
+class _Stop(Exception):
+    pass
+
+
+@torch.no_grad()
+def quantize_model_gptq(model, batches: list[Tensor], *, bits: int, sym: bool = True, group_size: int = 0,
+                        clip_search: bool = False, block_size: int = 128, percdamp: float = 0.01,
+                        act_order: bool = False) -> dict[str, Tensor]:
+    """Sequential GPTQ over the decoder layers of a model whose linears are
+    ``qmodel.QuantLinear``. Returns {module name: dequantized GPTQ weight (N, K)}, and
+    installs each on its QuantLinear (``fixed_weight``) so that the next layers'
+    calibration inputs come from the already-quantized earlier layers.
+
+    batches: calibration token ids, each (1, T)."""
+    from icml26.methods.quantization import qmodel as QM
+
+    key = (bits, group_size, sym)
+    layers = QM.layers(model)
+    inps: list[Tensor] = []
+    kws: list[dict] = []
+
+    def catch(mod, args, kwargs):
+        h = args[0] if args else kwargs.pop("hidden_states")
+        inps.append(h)
+        kws.append({k: v for k, v in kwargs.items() if k != "hidden_states"})
+        raise _Stop
+
+    hnd = layers[0].register_forward_pre_hook(catch, with_kwargs=True)
+    try:
+        for ids in batches:
+            try:
+                model(input_ids=ids, use_cache=False)
+            except _Stop:
+                pass
+    finally:
+        hnd.remove()
+
+    def out_of(o):
+        return o[0] if isinstance(o, (tuple, list)) else o
+
+    result: dict[str, Tensor] = {}
+    names = {id(m): n for n, m in model.named_modules()}
+    for layer in layers:
+        qls = [QM._get(layer, n) for n in QM.LINEARS]
+        saved_bits = [m.wbits for m in qls]
+        acc = {}
+        hooks = []
+        for m in qls:
+            m.wbits = 16                     # the layer itself runs in floating point while its Hessians are taken
+            acc[id(m)] = HessianAccumulator(m.in_features)
+            hooks.append(m.register_forward_pre_hook(lambda mod, args: acc[id(mod)].add(args[0])))
+        try:
+            for h, kw in zip(inps, kws):
+                layer(h, **kw)
+        finally:
+            for hk in hooks:
+                hk.remove()
+        for m, b in zip(qls, saved_bits):
+            Wq, _, _, _ = gptq_quantize(m.weight, acc[id(m)].H, bits, sym=sym, group_size=group_size,
+                                        clip_search=clip_search, block_size=block_size, percdamp=percdamp,
+                                        act_order=act_order)
+            Wq = Wq.to(m.weight.dtype)
+            m.fixed_weight = (key, Wq)
+            m.wbits = b
+            result[names[id(m)]] = Wq
+        inps = [out_of(layer(h, **kw)) for h, kw in zip(inps, kws)]
+    return result
