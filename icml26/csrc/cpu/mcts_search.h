@@ -346,17 +346,26 @@ struct Search {
     const int64_t* Nn = &N[lo];
     const double* gv = &g[lo];
     int64_t mx = 0;
+    double gm = -INF;
     for (int64_t a = 0; a < A; ++a) {
       if (Nn[a] == 0) return a;
       mx = std::max(mx, Nn[a]);
+      gm = std::max(gm, gv[a]);
     }
     const double K = gumbel_K(mx);
     double* x = tmp.data();
-    double m = -INF, chk = 0.0;
+    double chk = 0.0;
     for (int64_t a = 0; a < A; ++a) {
       x[a] = K * (gv[a] - p.v_lo);
-      m = std::max(m, x[a]);
       chk += x[a];
+    }
+    // m = max_a x_a: for K > 0, t -> fl(K fl(t - v_lo)) is non-decreasing, so m = K (max g - v_lo)
+    // exactly, computed beside K instead of after the x_a
+    double m = -INF;
+    if (K > 0.0) {
+      m = K * (gm - p.v_lo);
+    } else {
+      for (int64_t a = 0; a < A; ++a) m = std::max(m, x[a]);
     }
     const double inn = inv1[n[s]];
     if (chk - chk == 0.0) {  // every x_a finite (else NaN or inf: the reference's arithmetic below)
@@ -368,8 +377,14 @@ struct Search {
       for (; a0 + 4 <= A; a0 += 4) _mm256_storeu_pd(e + a0, exp_neg4(_mm256_sub_pd(_mm256_loadu_pd(x + a0), mv), e2t));
 #endif
       for (int64_t a = a0; a < A; ++a) e[a] = exp_neg(x[a] - m, e2t);
-      double z = 0.0;
-      for (int64_t a = 0; a < A; ++a) z += e[a];
+      double z0 = 0.0, z1 = 0.0;  // two chains (any order: the bound covers the rounding)
+      int64_t a1 = 0;
+      for (; a1 + 2 <= A; a1 += 2) {
+        z0 += e[a1];
+        z1 += e[a1 + 1];
+      }
+      if (a1 < A) z0 += e[a1];
+      const double z = z0 + z1;
       const double zn = z * inn;
       double b1 = -INF, b2 = -INF;
       int64_t bi = 0;
