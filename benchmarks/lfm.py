@@ -1,16 +1,21 @@
 """Benchmark for train-lfm / sample-lfm (LFM stability, ICML 2026, arXiv 2605.08398).
 
-Prints, in one run, on real Fashion-MNIST:
-  1. data reduction at equal compute: FID (feature network trained here, NOT Inception) of a
-     flow model trained on all the data vs on 50% and 25% kept by each scorer, with the same
-     number of steps; plus each reduced model's same-seed similarity to the full-data model;
-  2. coarse-to-fine vs large-only: wall-clock per sample (fastest of repeated runs), NFE, FID,
-     precision/recall, same-seed similarity to the large model's samples.
+Prints, in one run, on real Fashion-MNIST (FID etc. in the feature space of a classifier trained
+here, NOT Inception; every FID with a paired-bootstrap 95% interval, ratios with their own):
+  1. data reduction at equal compute: a flow model trained on all the data vs on 50% and 25% kept
+     by each scorer, with the same number of steps; each reduced model's same-seed similarity;
+  2. coarse-to-fine vs large-only: a large and a small model trained with the same steps and seed;
+     a validation sweep over t_split (other noise, other half of the test split) picks t_split;
+     the reported sweep gives, per split, wall-clock per sample (modes timed side by side, taking
+     turns), speed-up, NFE split, FID, precision/recall, same-seed similarity; a PNG grid;
+  3. the same at the paper's t_split 0.7 with the coarse model trained the paper's way
+     (t < t_split only, plus the seam loss against the fine model).
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/lfm.py --out /tmp/icml26-bench-lfm
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/lfm.py --out /tmp/icml26-bench-lfm --grid-copy docs/lfm_same_seed_c2f.png
 
-Runs reuse finished artefacts in --out (delete it to start over). The defaults are sized for a
-shared 2-core CPU (about 20-40 minutes there); --quick is a minutes-long smoke run.
+Runs reuse trained models and cached evaluations in --out (delete it to start over). From nothing
+the defaults take roughly 1.5-2 hours on a loaded shared 2-core CPU (mostly the 3000-step large
+model); --quick is a smoke run of every section in a few minutes.
 """
 
 from __future__ import annotations
