@@ -78,8 +78,8 @@ def gptq_quantize(W: Tensor, H: Tensor, bits: int, *, sym: bool = True, group_si
     scale, zero = Q.weight_qparams(W0, bits, sym=sym, group_size=group_size, clip_search=clip_search)  # (N, G)
     G = scale.shape[1]
     gs = K // G
-    W = W0.clone().double()
-    H = H.detach().clone().double()
+    W = W0.clone()                                              # float32, as the reference code
+    H = H.detach().clone().double()                             # Cholesky in float64
     # step 2: dead columns
     dead = torch.diag(H) == 0
     H[dead, dead] = 1.0
@@ -87,15 +87,15 @@ def gptq_quantize(W: Tensor, H: Tensor, bits: int, *, sym: bool = True, group_si
     # step 3: act-order
     perm = torch.argsort(torch.diag(H), descending=True) if act_order else torch.arange(K)
     W, H = W[:, perm], H[perm][:, perm]
-    col_group = perm // gs                                      # (K,) group of each (permuted) column
+    col_group = (perm // gs).tolist()                           # (K,) group of each (permuted) column
     # step 4: dampening
     damp = percdamp * torch.mean(torch.diag(H))
     H += damp * torch.eye(K, dtype=H.dtype)
     # step 5: upper Cholesky factor of H^-1
     L = torch.linalg.cholesky(H)
-    Hinv = torch.linalg.cholesky(torch.cholesky_inverse(L), upper=True)   # (K, K) upper
-    s64, z64 = scale.double(), zero.double()
-    codes = torch.zeros(N, K, dtype=torch.float64)
+    Hinv = torch.linalg.cholesky(torch.cholesky_inverse(L), upper=True).float()   # (K, K) upper
+    codes = torch.zeros(N, K)
+    qmax = 2**bits - 1
     # step 6: blocks of B columns, lazy batch updates
     for i1 in range(0, K, block_size):
         i2 = min(i1 + block_size, K)
@@ -105,11 +105,11 @@ def gptq_quantize(W: Tensor, H: Tensor, bits: int, *, sym: bool = True, group_si
         for j in range(i2 - i1):
             w = W1[:, j]
             g = col_group[i1 + j]
-            s, z = s64[:, g], z64[:, g]
-            q = torch.clamp(torch.round(w / s) + z, 0, 2**bits - 1)
+            s, z = scale[:, g], zero[:, g]
+            q = torch.clamp(torch.round(w / s) + z, 0, qmax)   # same arithmetic as quantizers.fake_quant
             codes[:, i1 + j] = q
             err = (w - s * (q - z)) / Hinv1[j, j]
-            W1[:, j:] -= err[:, None] * Hinv1[j, j:][None, :]
+            W1[:, j + 1:].addr_(err, Hinv1[j, j + 1:], alpha=-1.0)
             E1[:, j] = err
         W[:, i2:] -= E1 @ Hinv[i1:i2, i2:]
     # step 7: undo the permutation
