@@ -19,29 +19,15 @@ from torch import Tensor
 
 
 def frechet_distance(real: np.ndarray | Tensor, fake: np.ndarray | Tensor) -> float:
-    """Fréchet distance between Gaussians fitted to two feature sets (N, D) and (M, D)."""
-    from scipy import linalg
-
+    """Fréchet distance between Gaussians fitted to two feature sets (N, D) and (M, D)
+    (the formula of ``_fid_from_stats``, which the bootstrap shares)."""
     a = np.asarray(real, dtype=np.float64)
     b = np.asarray(fake, dtype=np.float64)
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[1]:
         raise ValueError(f"feature sets must be (N, D) and (M, D), got {a.shape} and {b.shape}")
     if min(len(a), len(b)) < 2:
         raise ValueError("need at least 2 samples per set")
-    mu1, mu2 = a.mean(0), b.mean(0)
-    s1, s2 = np.cov(a, rowvar=False), np.cov(b, rowvar=False)
-    import warnings
-
-    with warnings.catch_warnings():  # singular when there are fewer samples than feature dims
-        warnings.simplefilter("ignore", linalg.LinAlgWarning)
-        covmean = linalg.sqrtm(s1 @ s2)
-    if isinstance(covmean, tuple):  # older SciPy returns (sqrtm, error estimate) with disp=False
-        covmean = covmean[0]
-    if not np.isfinite(covmean).all():
-        off = np.eye(s1.shape[0]) * 1e-6
-        covmean = linalg.sqrtm((s1 + off) @ (s2 + off))
-    covmean = np.real(covmean)
-    return float(((mu1 - mu2) ** 2).sum() + np.trace(s1) + np.trace(s2) - 2.0 * np.trace(covmean))
+    return _fid_from_stats(a.mean(0), np.cov(a, rowvar=False), b.mean(0), np.cov(b, rowvar=False))
 
 
 def _knn_radii(x: Tensor, k: int) -> Tensor:

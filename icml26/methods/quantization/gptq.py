@@ -95,7 +95,6 @@ def gptq_quantize(W: Tensor, H: Tensor, bits: int, *, sym: bool = True, group_si
     L = torch.linalg.cholesky(H)
     Hinv = torch.linalg.cholesky(torch.cholesky_inverse(L), upper=True).float()   # (K, K) upper
     codes = torch.zeros(N, K)
-    qmax = 2**bits - 1
     # step 6: blocks of B columns, lazy batch updates
     for i1 in range(0, K, block_size):
         i2 = min(i1 + block_size, K)
@@ -106,9 +105,9 @@ def gptq_quantize(W: Tensor, H: Tensor, bits: int, *, sym: bool = True, group_si
             w = W1[:, j]
             g = col_group[i1 + j]
             s, z = scale[:, g], zero[:, g]
-            q = torch.clamp(torch.round(w / s) + z, 0, qmax)   # same arithmetic as quantizers.fake_quant
+            q = Q.quantize(w, s, z, bits)
             codes[:, i1 + j] = q
-            err = (w - s * (q - z)) / Hinv1[j, j]
+            err = (w - Q.dequantize(q, s, z)) / Hinv1[j, j]
             W1[:, j + 1:].addr_(err, Hinv1[j, j + 1:], alpha=-1.0)
             E1[:, j] = err
         W[:, i2:] -= E1 @ Hinv[i1:i2, i2:]

@@ -71,13 +71,8 @@ class ActQuant:
         return (self.bits, self.granularity, self.sym, self.clip_ratio, s)
 
     def __call__(self, x: Tensor) -> Tensor:
-        if self.bits >= 16:
-            return x
-        if self.granularity == "per-token":
-            return Q.fake_quant_per_token(x, self.bits, sym=self.sym, clip_ratio=self.clip_ratio)
-        if self.scale is not None:
-            return Q.fake_quant_per_tensor(x, self.scale, self.zero, self.bits)
-        return x
+        return Q.fake_quant_act(x, self.bits, self.granularity, sym=self.sym, clip_ratio=self.clip_ratio,
+                                scale=self.scale, zero=self.zero)
 
 
 class Lin:

@@ -165,11 +165,8 @@ class PackedLinear(nn.Module):
         s = self.token_scale if self.dyn_scale else None
         if s is not None:
             x = x / s
-        if self.abits < 16:
-            if self.spec.act_granularity == "per-token":
-                x = Q.fake_quant_per_token(x, self.abits, sym=self.spec.a_sym, clip_ratio=self.spec.a_clip_ratio)
-            elif self.act_scale is not None:
-                x = Q.fake_quant_per_tensor(x, self.act_scale, self.act_zero, self.abits)
+        x = Q.fake_quant_act(x, self.abits, self.spec.act_granularity, sym=self.spec.a_sym,
+                             clip_ratio=self.spec.a_clip_ratio, scale=self.act_scale, zero=self.act_zero)
         y = ops.quant_linear(x, self.qweight, self.scales, self.mins, self.bits, self.group_size, checked=self._checked,
                              int_act=self.int_act)
         if s is not None:

@@ -102,11 +102,8 @@ class QuantLinear(nn.Module):
             x = x / s
         if self.observer is not None:
             self.observer.update(x)
-        if self.abits < 16:
-            if self.spec.act_granularity == "per-token":
-                x = Q.fake_quant_per_token(x, self.abits, sym=self.spec.a_sym, clip_ratio=self.spec.a_clip_ratio)
-            elif self.act_scale is not None:
-                x = Q.fake_quant_per_tensor(x, self.act_scale, self.act_zero, self.abits)
+        x = Q.fake_quant_act(x, self.abits, self.spec.act_granularity, sym=self.spec.a_sym,
+                             clip_ratio=self.spec.a_clip_ratio, scale=self.act_scale, zero=self.act_zero)
         y = F.linear(x, self._weight(), self.bias)
         if s is not None:
             y = y * s

@@ -147,6 +147,20 @@ def fake_quant_per_tensor(x: Tensor, scale: Tensor, zero: Tensor, bits: int) -> 
     return ste(x, fake_quant(x, scale, zero, bits))
 
 
+def fake_quant_act(x: Tensor, bits: int, granularity: str, *, sym: bool = False, clip_ratio: float = 1.0,
+                   scale: Tensor | None = None, zero: Tensor | None = None) -> Tensor:
+    """Simulated activation quantization in front of a linear: dynamic per-token, or static
+    per-tensor with a calibrated (scale, zero); unchanged when bits >= 16 or a static range is
+    not calibrated yet (scale None). Shared by QuantLinear, PackedLinear and the lean runtime."""
+    if bits >= 16:
+        return x
+    if granularity == "per-token":
+        return fake_quant_per_token(x, bits, sym=sym, clip_ratio=clip_ratio)
+    if scale is not None:
+        return fake_quant_per_tensor(x, scale, zero, bits)
+    return x
+
+
 def fake_quant_kv(x: Tensor, bits: int, *, clip_ratio: float = 1.0) -> Tensor:
     """KV-cache quantization: x (B, H, T, D), asymmetric, one (scale, zero) per (b, h, t)."""
     return fake_quant_per_token(x, bits, sym=False, clip_ratio=clip_ratio)
