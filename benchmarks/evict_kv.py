@@ -33,16 +33,49 @@ def quality(args) -> list[dict]:
 
     methods = list(args.methods or OURS)
     if importlib.util.find_spec("kvpress") is not None and not args.no_kvpress:
-        methods += KVPRESS
+        methods += list(args.kvpress_methods)
     cfg = E.Config(methods=tuple(methods), compression_ratios=tuple(args.ratios), context_tokens=tuple(args.context_tokens),
                    needle_depths=tuple(args.depths), samples=args.samples, continuation_tokens=args.continuation_tokens,
                    question_aware=not args.question_agnostic, corpus=args.corpus)
-    results = []
+    results, samples = [], []
     for r in E.run(cfg, seed=args.seed):
+        if r["kind"] == "sample":
+            samples.append(r)
         if r["kind"] == "result":
             results.append(r)
             print(f"  {r['method']:>28} {r['compression_ratio']:.2f}  needle {r['needle_accuracy']:.2f}  kl {r['kl']:.4f}", file=sys.stderr, flush=True)
-    return results
+    return results, samples
+
+
+def paired(samples: list[dict], ours: str = "capkv") -> list[dict]:
+    """Paired comparison of ``ours`` with every other method on the same samples (same haystack,
+    needle and ratio): mean KL difference (ours - baseline) and needle accuracy difference, each
+    with a 95% percentile bootstrap interval over samples (haystacks); ``kl_verdict``/``needle_verdict``
+    say whether ours is better/worse at 95% or the difference is not resolved ("tie")."""
+    import numpy as np
+
+    from icml26.methods.kvcache.evaluate import bootstrap_mean_ci
+
+    key = lambda r: (r["context_tokens"], r["needle_depth"], r["sample"])
+    by: dict = {}
+    for r in samples:
+        by.setdefault((r["method"], r["compression_ratio"], r["context_tokens"]), {})[key(r)] = r
+    rows = []
+    for (m, ratio, n), rs in sorted(by.items(), key=lambda kv: (kv[0][2], kv[0][1], kv[0][0])):
+        mine = by.get((ours, ratio, n))
+        if m in (ours, "full") or not mine:
+            continue
+        common = sorted(set(rs) & set(mine))
+        dkl = np.array([mine[c]["kl"] - rs[c]["kl"] for c in common])
+        dnd = np.array([float(mine[c]["needle_correct"]) - float(rs[c]["needle_correct"]) for c in common])
+        kl_lo, kl_hi = bootstrap_mean_ci(dkl)
+        nd_lo, nd_hi = bootstrap_mean_ci(dnd)
+        verdict = lambda lo, hi, better_if_negative: ("better" if (hi < 0 if better_if_negative else lo > 0)
+                                                      else "worse" if (lo > 0 if better_if_negative else hi < 0) else "tie")
+        rows.append({"context_tokens": n, "compression_ratio": ratio, "baseline": m, "n": len(common),
+                     "kl_diff": float(dkl.mean()), "kl_diff_ci": f"[{kl_lo:+.4f}, {kl_hi:+.4f}]", "kl_verdict": verdict(kl_lo, kl_hi, True),
+                     "needle_diff": float(dnd.mean()), "needle_diff_ci": f"[{nd_lo:+.2f}, {nd_hi:+.2f}]", "needle_verdict": verdict(nd_lo, nd_hi, False)})
+    return rows
 
 
 def approximation(args) -> tuple[list[dict], list[dict]]:
@@ -169,7 +202,9 @@ def main() -> None:
     ap.add_argument("--corpus", default="python-docs")
     ap.add_argument("--question-agnostic", action="store_true")
     ap.add_argument("--no-kvpress", action="store_true")
+    ap.add_argument("--kvpress-methods", nargs="*", default=KVPRESS, help="kvpress presses run beside ours when kvpress is installed")
     ap.add_argument("--approx-tokens", type=int, default=512)
+    ap.add_argument("--skip-approx", action="store_true", help="skip the approximation and speed tables")
     ap.add_argument("--skip-quality", action="store_true")
     ap.add_argument("--overhead-tokens", type=int, nargs="*", default=[1024, 4096], help="prompt lengths for the overhead table (none: skip)")
     ap.add_argument("--overhead-methods", nargs="+", default=["capkv", "snapkv", "expected-attention", "tova"])
@@ -182,12 +217,21 @@ def main() -> None:
     import torch
 
     print(f"# evict-kv benchmark (torch {torch.__version__}, {torch.get_num_threads()} threads)\n")
-    res = [] if args.skip_quality else quality(args)
+    res, smp = ([], []) if args.skip_quality else quality(args)
+    pair = []
     if res:
         for r in res:
             r["kept_mb"] = r["kept_bytes"] / 2**20
-        print(f"## Quality: SmolLM2-135M, {args.context_tokens} tokens, {len(args.depths) * args.samples} needle samples per length\n")
-        print(table(res, ["method", "compression_ratio", "needle_accuracy", "kl", "top1_agreement", "perplexity", "kept_mb", "overhead_ratio"]))
+            r["needle"] = f"{r['needle_hits']}/{r['n_samples']} [{r['needle_accuracy_ci'][0]:.2f}, {r['needle_accuracy_ci'][1]:.2f}]"
+            r["kl_95ci"] = f"[{r['kl_ci'][0]:.4f}, {r['kl_ci'][1]:.4f}]"
+        n_needles = len(args.depths) * args.samples
+        print(f"## Quality: SmolLM2-135M, {args.context_tokens} tokens, {n_needles} needles (= haystacks) per length, seed {args.seed}\n")
+        print("needle: hits/n [Wilson 95%]; KL: mean per-token KL(full || evicted) over the continuation, averaged over haystacks, [bootstrap 95% over haystacks]\n")
+        print(table(res, ["method", "compression_ratio", "needle", "kl", "kl_95ci", "top1_agreement", "perplexity", "kept_mb", "overhead_ratio"]))
+        print()
+        pair = paired(smp)
+        print("## CapKV minus each baseline, paired on the same samples (bootstrap 95% over haystacks)\n")
+        print(table(pair, ["context_tokens", "compression_ratio", "baseline", "n", "kl_diff", "kl_diff_ci", "kl_verdict", "needle_diff", "needle_diff_ci", "needle_verdict"]))
         print()
     if args.overhead_tokens:
         ov = overhead(args)
@@ -196,13 +240,14 @@ def main() -> None:
         print()
     else:
         ov = []
-    approx, speed = approximation(args)
-    print(f"## Approximation: capacity of the selection / capacity of the exact greedy log-det ({args.approx_tokens} tokens, layers 0/7/15/23/29)\n")
-    print(table(approx, list(approx[0].keys())))
-    print("\n## Scoring speed on identical inputs\n")
-    print(table(speed, list(speed[0].keys())))
+    approx, speed = ([], []) if args.skip_approx else approximation(args)
+    if approx:
+        print(f"## Approximation: capacity of the selection / capacity of the exact greedy log-det ({args.approx_tokens} tokens, layers 0/7/15/23/29)\n")
+        print(table(approx, list(approx[0].keys())))
+        print("\n## Scoring speed on identical inputs\n")
+        print(table(speed, list(speed[0].keys())))
     if args.json:
-        Path(args.json).write_text(json.dumps({"quality": res, "overhead": ov, "approximation": approx, "speed": speed}, indent=1))
+        Path(args.json).write_text(json.dumps({"quality": res, "paired": pair, "samples": smp, "overhead": ov, "approximation": approx, "speed": speed}, indent=1))
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ from icml26.methods.kvcache.scoring import METHODS
 
 DEFAULT_METHODS = ("capkv", "streaming", "snapkv", "h2o", "tova", "knorm", "random", "expected-attention")
 PRESS_FIELDS = ("sink_tokens", "window_tokens", "weight", "tau", "ridge_ratio", "ridge_absolute", "query_source", "n_future_positions", "kernel_size",
-                "head_budget", "head_floor")
+                "head_budget", "head_floor", "window_mix", "pool", "recent_share", "window_stats")
 _KEYS = ("blue door", "old lighthouse", "north gate", "red boat", "iron chest", "glass tower", "silver key", "green lamp")
 
 
@@ -60,6 +60,10 @@ class Config:
     kernel_size: int = 5
     head_budget: str = "uniform"         # uniform | adaptive (every scoring method; Ada-KV style allocation across a layer's KV heads)
     head_floor: float = 0.2
+    window_mix: float = 0.5              # CapKV mixture: share of the window (question) queries
+    pool: str = "none"                   # CapKV: none | max | avg pooling of its scores over kernel_size tokens
+    recent_share: float = 0.0            # CapKV: share of the budget kept for the most recent tokens
+    window_stats: str = "gaussian"       # CapKV window channel: gaussian | observed
     threads: int = 0                     # torch CPU threads (0 = torch's default)
 
     def __post_init__(self) -> None:
@@ -197,10 +201,43 @@ def _greedy_answer(model, tok, cache, question, pos0: int, n: int, first_logits=
         if nxt == tok.eos_token_id:
             break
         out.append(nxt)
+        if _number_closed(tok.decode(out)):  # the first number is complete: the verdict cannot change
+            break
         logits = _forward(model, [nxt], cache, pos)[-1]
         pos += 1
     _truncate(cache, n0)
     return tok.decode(out)
+
+
+def _number_closed(text: str) -> bool:
+    """True once ``text`` has a digit run followed by a non-digit (its first number is final)."""
+    return re.search(r"\d\D", text) is not None
+
+
+def wilson_interval(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """95% Wilson score interval of a binomial proportion k / n (n >= 1)."""
+    if n <= 0:
+        return float("nan"), float("nan")
+    ph = k / n
+    den = 1 + z * z / n
+    c = (ph + z * z / (2 * n)) / den
+    h = z * math.sqrt(ph * (1 - ph) / n + z * z / (4 * n * n)) / den
+    return max(0.0, c - h), min(1.0, c + h)
+
+
+def bootstrap_mean_ci(values, n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean of ``values`` (one value per haystack), resampling haystacks."""
+    import numpy as np
+
+    v = np.asarray(list(values), dtype=float)
+    if v.size == 0:
+        return float("nan"), float("nan")
+    if v.size == 1:
+        return float(v[0]), float(v[0])
+    rng = np.random.default_rng(seed)
+    means = v[rng.integers(0, v.size, size=(n_boot, v.size))].mean(1)
+    a = (1 - level) / 2
+    return float(np.quantile(means, a)), float(np.quantile(means, 1 - a))
 
 
 def needle_correct(answer_text: str, code: str) -> bool:
@@ -305,9 +342,11 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu") -> Iterator[dict]:
         for r in recs:
             by_depth.setdefault(str(r["needle_depth"]), []).append(r["needle_correct"])
             by_len.setdefault(str(r["context_tokens"]), []).append(r["needle_correct"])
+        hits = sum(r["needle_correct"] for r in recs)
         res = {"kind": "result", "method": method, "compression_ratio": ratio,
-               "needle_accuracy": sum(r["needle_correct"] for r in recs) / len(recs),
-               "kl": _mean(r["kl"] for r in recs), "top1_agreement": _mean(r["top1_agreement"] for r in recs),
+               "needle_accuracy": hits / len(recs), "needle_hits": hits,
+               "needle_accuracy_ci": list(wilson_interval(hits, len(recs))),
+               "kl": _mean(r["kl"] for r in recs), "kl_ci": list(bootstrap_mean_ci([r["kl"] for r in recs], seed=seed)), "top1_agreement": _mean(r["top1_agreement"] for r in recs),
                "perplexity": _mean(r["perplexity"] for r in recs), "kept_bytes": _mean(r["kept_bytes"] for r in recs), "held_bytes": _mean(r["held_bytes"] for r in recs),
                "overhead_ratio": _mean(r["overhead_ratio"] for r in recs), "n_samples": len(recs),
                "needle_accuracy_by_depth": {k: sum(v) / len(v) for k, v in by_depth.items()},

@@ -59,6 +59,10 @@ class KVPress:
     decoding_interval_tokens: int = 16
     head_budget: str = "uniform"         # uniform | adaptive (Ada-KV style, prefill only; see scoring.select_adaptive)
     head_floor: float = 0.2              # adaptive: each head keeps at least this share of its uniform free budget
+    window_mix: float = 0.5              # CapKV query_source=mixture: share of the window (question) queries
+    pool: str = "none"                   # CapKV: pool leverage scores over kernel_size neighbours: none | max | avg
+    recent_share: float = 0.0            # CapKV: share of the budget kept for the most recent tokens (>= window_tokens)
+    window_stats: str = "gaussian"       # CapKV window channel: gaussian | observed (mean attention of the window queries)
     stats: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -90,6 +94,14 @@ class KVPress:
         if self.head_budget == "adaptive" and (self.decoding_budget_tokens > 0 or self.method == "capkv-greedy"):
             raise ValueError("head_budget=adaptive applies to prefill compression with a scoring method "
                              "(not capkv-greedy, not decoding-time compression)")
+        if not 0.0 <= self.window_mix <= 1.0:
+            raise ValueError(f"window_mix must be in [0, 1], got {self.window_mix}")
+        if self.window_stats not in ("gaussian", "observed"):
+            raise ValueError(f"window_stats must be gaussian or observed, got {self.window_stats!r}")
+        if self.pool not in ("none", "max", "avg"):
+            raise ValueError(f"pool must be none, max or avg, got {self.pool!r}")
+        if not 0.0 <= self.recent_share < 1.0:
+            raise ValueError(f"recent_share must be in [0, 1), got {self.recent_share}")
         if self.kernel_size < 1 or self.kernel_size % 2 == 0:
             raise ValueError(f"kernel_size must be a positive odd integer, got {self.kernel_size}")
         self._qbuf: dict[int, torch.Tensor] = {}
@@ -124,10 +136,16 @@ class KVPress:
             return self._greedy(x, n_keep), None
         scores = S.SCORERS[self.method](x, self.params)  # (B, Hkv, T)
         if self.head_budget == "adaptive":
-            idx, keep = S.select_adaptive(scores, n_keep, sink_tokens=self.sink_tokens, window_tokens=self.window_tokens,
+            idx, keep = S.select_adaptive(scores, n_keep, sink_tokens=self.sink_tokens, window_tokens=self._window(n_keep),
                                           floor=self.head_floor)
             return idx, (None if bool(keep.all()) else keep)
-        return S.select_indices(scores, n_keep, sink_tokens=self.sink_tokens, window_tokens=self.window_tokens), None
+        return S.select_indices(scores, n_keep, sink_tokens=self.sink_tokens, window_tokens=self._window(n_keep)), None
+
+    def _window(self, n_keep: int) -> int:
+        """Recent tokens always kept: ``window_tokens``, or for CapKV ``recent_share`` of the budget if more."""
+        if self.method in ("capkv", "capkv-greedy"):
+            return S.recent_window(n_keep, self.window_tokens, self.recent_share)
+        return self.window_tokens
 
     def _greedy(self, x: S.LayerInputs, n_keep: int) -> torch.Tensor:
         """Exact greedy log-det selection (``logdet.greedy_logdet``) with the CapKV weights."""
@@ -142,7 +160,7 @@ class KVPress:
         u = x.values.float().reshape(b * hkv, t, d)
         rho = _logdet.ridge_of(u, w, p.ridge_ratio, relative=not p.ridge_absolute)
         sinks = min(self.sink_tokens, n_keep)
-        window = max(0, min(self.window_tokens, n_keep - sinks, t - sinks))
+        window = max(0, min(self._window(n_keep), n_keep - sinks, t - sinks))
         pos = torch.arange(t)
         forced = (pos < sinks) | (pos >= t - window)
         picks = _logdet.greedy_logdet(u, w, n_keep - int(forced.sum()), rho, initial=forced)

@@ -83,8 +83,12 @@ class ScoreParams:
     n_future_positions: int = 512    # averaged RoPE horizon for future-rope statistics
     stat_tokens: int = 256           # future-rope statistics from a strided subsample of this many prompt queries (0 = all)
     gqa: str = "pool"                # CapKV with GQA: pool (one channel per KV head) | per-head (kvpress)
-    kernel_size: int = 5             # SnapKV pooling
+    kernel_size: int = 5             # SnapKV pooling (and CapKV's, when ``pool`` is not none)
     seed: int = 0                    # random baseline
+    window_mix: float = 0.5          # CapKV query_source=mixture: share of the window (question) queries in the mixture
+    pool: str = "none"               # CapKV: pool the leverage scores over kernel_size neighbours: none | max | avg
+    recent_share: float = 0.0        # CapKV: share of the per-head budget given to the most recent tokens (at least window_tokens)
+    window_stats: str = "gaussian"   # CapKV window channel: gaussian (moments of the window queries) | observed (their mean attention)
 
 
 @dataclass
@@ -268,7 +272,9 @@ def _pad_sinks(s: torch.Tensor, s0: int) -> torch.Tensor:
 def capkv_token_weights(x: LayerInputs, p: ScoreParams, source: str | None = None) -> torch.Tensor:
     """CapKV weights w (B, Hkv, g, T) of the layer's tokens, for each query head of a KV group,
     under the future-query statistics of ``source`` (default ``p.query_source``; ``mixture``
-    averages the window and future-rope weights: an equal mixture of the two query populations)."""
+    is the mixture of the two query populations, window (question) queries with probability
+    ``window_mix`` and future-rope queries otherwise: the expected attention under a mixture
+    is the mixture of the expected attentions, so the weights are mixed)."""
     b, hkv, t, d = x.keys.shape
     g = x.n_heads // hkv
     k = x.keys.float().unsqueeze(2)  # (B, Hkv, 1, T, D)
@@ -276,13 +282,28 @@ def capkv_token_weights(x: LayerInputs, p: ScoreParams, source: str | None = Non
     sources = ("window", "future-rope") if source in ("mixture", "joint") else (source,)
     w = None
     for src in sources:
+        if src == "window" and p.window_stats == "observed":
+            # the empirical distribution of the observed window queries instead of its Gaussian fit:
+            # E_q[softmax(q.k / sqrt d)] over the window = the mean attention of those queries
+            a = _window_attention(x, min(p.window_tokens, max(1, t - 1))).mean(2)  # (B, Hq, T)
+            wi = a.view(b, hkv, g, t)
+            if source == "mixture":
+                wi = wi * p.window_mix
+            elif len(sources) > 1:
+                wi = wi / len(sources)
+            w = wi if w is None else w + wi
+            continue
         mu, cov = query_statistics(x, p, covariance=p.weight != "exp-cos", source=src)  # (B, Hq, D), (B, Hq, D, D)
         if p.weight == "expected":
             wi = _expected_weights_grouped(k.squeeze(2), mu.view(b, hkv, g, d), cov.view(b, hkv, g, d, d))
         else:
             wi = capkv_weights(k, mu.view(b, hkv, g, d), None if cov is None else cov.view(b, hkv, g, d, d), p)
+        if source == "mixture":
+            wi = wi * (p.window_mix if src == "window" else 1.0 - p.window_mix)
+        elif len(sources) > 1:
+            wi = wi / len(sources)
         w = wi if w is None else w + wi
-    return w / len(sources)
+    return w
 
 
 def _expected_weights_grouped(k: torch.Tensor, mu: torch.Tensor, cov: torch.Tensor) -> torch.Tensor:
@@ -328,7 +349,31 @@ def score_capkv(x: LayerInputs, p: ScoreParams) -> torch.Tensor:
         s = sum(_leverage(u, capkv_token_weights(x, p, src), p) for src in ("window", "future-rope"))
     else:
         s = _leverage(u, capkv_token_weights(x, p), p)
-    return _pad_sinks(s, s0)
+    return _pad_sinks(pool_scores(s, p.pool, p.kernel_size), s0)
+
+
+def pool_scores(s: torch.Tensor, pool: str, kernel: int) -> torch.Tensor:
+    """Pool scores (B, H, T) over ``kernel`` neighbouring tokens (odd kernel, centred, stride 1).
+
+    ``max``: a token scores as its best neighbour, so a span whose one token carries a high
+    marginal capacity is kept whole (a multi-token fact: the digits of a code); ``avg``:
+    SnapKV's smoothing (zero-padded ends, as ``F.avg_pool1d``); ``none``: unchanged."""
+    if pool == "none" or kernel <= 1:
+        return s
+    b, h, t = s.shape
+    x = s.reshape(b * h, 1, t)
+    if pool == "max":
+        y = F.max_pool1d(x, kernel_size=kernel, stride=1, padding=kernel // 2)
+    elif pool == "avg":
+        y = F.avg_pool1d(x, kernel_size=kernel, stride=1, padding=kernel // 2)
+    else:
+        raise ValueError(f"pool must be none, max or avg, got {pool!r}")
+    return y.reshape(b, h, t)
+
+
+def recent_window(n_keep: int, window_tokens: int, recent_share: float) -> int:
+    """Recent tokens protected for a budget of ``n_keep``: max(window_tokens, floor(share * n_keep))."""
+    return max(int(window_tokens), int(math.floor(recent_share * n_keep)))
 
 
 # ----------------------------------------------------------------------------- baselines
