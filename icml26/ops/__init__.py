@@ -10,4 +10,5 @@ KERNELS: dict[str, str] = {
     "mcts": "icml26.ops.mcts",
     "kv": "icml26.ops.kv",
     "quant": "icml26.ops.quant",
+    "quant_cuda": "icml26.ops.quant_cuda",
 }

@@ -4,7 +4,9 @@ portable, chosen at run time) or the pure-torch twin ``icml26/ops/_ref/quant.py`
 
 ``quant_linear`` uses the kernel for small batches (decode: M <= ``GEMV_MAX_ROWS``) and,
 for prefill, dequantizes the weight once per call and calls the BLAS matmul.
-There is no CUDA kernel: on a GPU the reference path runs (dequantize + matmul).
+CUDA tensors go to ``icml26/ops/quant_cuda.py`` (kernel ``icml26/csrc/cuda/quant_cuda.cu``:
+GEMV and small-M GEMM, fp32 / fp16 / bf16 activations), or to the reference on the GPU if
+that kernel cannot be built.
 """
 
 from __future__ import annotations
@@ -52,8 +54,9 @@ def _check(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, bits: int, 
         raise TypeError("quant_gemm: x and qweight must be tensors")
     if bits not in (4, 8):
         raise ValueError(f"quant_gemm: bits must be 4 or 8, got {bits}")
-    if x.dim() != 2 or x.dtype != torch.float32:
-        raise ValueError(f"quant_gemm: x must be float32 (M, K), got {x.dtype} {tuple(x.shape)}")
+    half_ok = x.is_cuda and x.dtype in (torch.float16, torch.bfloat16)  # the CUDA kernel also takes these
+    if x.dim() != 2 or (x.dtype != torch.float32 and not half_ok):
+        raise ValueError(f"quant_gemm: x must be float32 (M, K) (or float16 / bfloat16 on CUDA), got {x.dtype} {tuple(x.shape)}")
     if qweight.dtype != torch.uint8 or qweight.dim() != 2:
         raise ValueError(f"quant_gemm: qweight must be uint8 (N, K*bits/8), got {qweight.dtype} {tuple(qweight.shape)}")
     k = x.shape[1]
@@ -70,8 +73,12 @@ def _check(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, bits: int, 
 def quant_gemm(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, bits: int, group_size: int, *, force_ref: bool = False) -> Tensor:
     """y = x @ W^T with W the packed weight (see module doc). x (M, K) float32 -> (M, N)."""
     _check(x, qweight, scales, mins, bits, group_size)
+    if x.is_cuda and not force_ref:
+        from icml26.ops import quant_cuda
+
+        return quant_cuda.quant_gemm(x, qweight, scales, mins, bits, group_size)
     if force_ref or x.device.type != "cpu" or backend() == "ref":
-        return _ref.quant_gemm(x, qweight, scales, mins, bits, group_size)
+        return _ref.quant_gemm(x.float(), qweight, scales, mins, bits, group_size).to(x.dtype)
     return torch.ops.icml26.quant_gemm(x.contiguous(), qweight.contiguous(), scales.contiguous(), mins.contiguous(), bits, group_size, -1)
 
 
@@ -87,7 +94,7 @@ def quant_gemm_i8act(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, g
     if x.shape[1] % 64 or group_size % 64:
         raise ValueError(f"quant_gemm_i8act: K={x.shape[1]} and group_size={group_size} must be multiples of 64")
     if force_ref or x.device.type != "cpu" or backend() == "ref":
-        return _ref.quant_gemm_i8act(x, qweight, scales, mins, group_size, bits, act_bits)
+        return _ref.quant_gemm_i8act(x.float(), qweight, scales, mins, group_size, bits, act_bits).to(x.dtype)
     return torch.ops.icml26.quant_gemm_i8act(x.contiguous(), qweight.contiguous(), scales.contiguous(), mins.contiguous(), group_size,
                                              -1, bits, act_bits)
 
@@ -100,7 +107,12 @@ def quant_linear(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, bits:
     per-call validation of the weight tensors, which matters at decode. ``int_act`` (8 or 16;
     ``act_int8=True`` means 8) runs the decode GEMV with activations quantized per 64-block to
     INT8 or 15-bit integer codes (integer dot products; needs group_size % 64 == 0); 0 keeps
-    fp32 activations."""
+    fp32 activations. CUDA input: ``quant_cuda.linear`` (the CUDA kernel for <= 16 rows, exact
+    activations of x's dtype; ``int_act`` is a CPU option and not used there)."""
+    if x.is_cuda:
+        from icml26.ops import quant_cuda
+
+        return quant_cuda.linear(x, qweight, scales, mins, bits, group_size)
     if act_int8 and not int_act:
         int_act = 8
     shp = x.shape

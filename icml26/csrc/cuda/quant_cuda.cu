@@ -1,0 +1,322 @@
+// Packed INT4 / INT8 weight GEMV (decode) and small-M GEMM (prefill) for CUDA GPUs (icml26 quantize).
+//
+// Same weight layout as the CPU kernels (icml26/csrc/cpu/quant_cpu.cpp; pure-torch twin and test
+// oracle icml26/ops/_ref/quant.py):
+//   w[n, k] = scale[n, g] * q[n, k] + minv[n, g],   g = k / group_size,  q unsigned codes,
+//   scales / mins float32 (N, K / group_size) exactly as PackedLinear holds them.
+//   INT8: qweight (N, K) uint8, one code per byte.
+//   INT4: qweight (N, K/2) uint8; in every block of 64 weights (32 bytes), byte j holds
+//         q[64b + j] in its low nibble and q[64b + 32 + j] in its high nibble.
+// y[m, n] = sum_g ( scale[n,g] * sum_{k in g} q[n,k] x[m,k] + minv[n,g] * sum_{k in g} x[m,k] ).
+//
+// Kernel (one for every case, templated on activation type T in {float, half, bfloat16}, BITS in
+// {4, 8}, R output rows per warp, MT activation rows per CTA):
+//   * a CTA of 4 warps owns 4*R consecutive output rows and MT rows of x (grid.y tiles M);
+//   * every lane reads 16 bytes (one 128-bit load) of each of its warp's R weight rows per step:
+//     INT4: half a 64-block = 32 codes (16 low nibbles -> x[k0 .. k0+15], 16 high nibbles ->
+//     x[k0+32 .. k0+47], k0 = 64 b + 16 part), INT8: 16 codes -> x[16 c .. 16 c + 15];
+//     a warp step covers 512 contiguous bytes of each row (coalesced);
+//   * the lane's x values are loaded once per step (128-bit loads, converted to fp32) and reused
+//     for the R rows; the 16 or 32 codes of a lane lie in one quantization group (INT4 needs
+//     group_size % 64 == 0, INT8 group_size % 16 == 0), so per step and row the lane adds
+//     scale * (sum q x) + minv * (sum x);
+//   * codes -> fp32 exactly with one byte permute (0x4B000000 | byte = 2^23 + byte) and one
+//     subtraction; all products and sums in fp32; a butterfly warp reduction at the end;
+//     the output has the activation's dtype.
+// R in {1, 2, 4} is chosen per launch so that small-N layers still fill the GPU; MT is 1 for
+// decode (M = 1) and 4 otherwise (small-M prefill, weights re-read from L2 per M tile).
+//
+// Two ways in, one kernel:
+//   * extern "C" icml26_quant_gemm_cuda(...) on raw pointers and a cudaStream_t: the launcher;
+//     built alone (nvcc -DICML26_CUDA_NO_TORCH -shared) it is loaded with ctypes by
+//     icml26/ops/quant_cuda.py when the torch extension cannot be built (e.g. nvcc and torch
+//     from different CUDA major versions);
+//   * without ICML26_CUDA_NO_TORCH, a torch registration of the same op schema as the CPU
+//     kernel: TORCH_LIBRARY_IMPL(icml26, CUDA) quant_gemm, so torch.ops.icml26.quant_gemm
+//     dispatches here for CUDA tensors (JIT-built by icml26/core/ext.py).
+
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#define ICML26_QUANT_CUDA_ABI 1
+
+namespace icml26_quant_cuda {
+
+constexpr int kWarps = 4;  // warps per CTA
+
+// ---------------------------------------------------------------- activations -> fp32
+__device__ __forceinline__ void load16(const float* __restrict__ p, float* v) {
+  const float4* q = reinterpret_cast<const float4*>(p);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float4 a = __ldg(q + i);
+    v[4 * i] = a.x; v[4 * i + 1] = a.y; v[4 * i + 2] = a.z; v[4 * i + 3] = a.w;
+  }
+}
+
+__device__ __forceinline__ void load16(const __half* __restrict__ p, float* v) {
+  const uint4* q = reinterpret_cast<const uint4*>(p);
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const uint4 a = __ldg(q + i);
+    const uint32_t w[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      __half2 h;
+      *reinterpret_cast<uint32_t*>(&h) = w[j];
+      const float2 f = __half22float2(h);
+      v[8 * i + 2 * j] = f.x; v[8 * i + 2 * j + 1] = f.y;
+    }
+  }
+}
+
+__device__ __forceinline__ void load16(const __nv_bfloat16* __restrict__ p, float* v) {
+  const uint4* q = reinterpret_cast<const uint4*>(p);
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const uint4 a = __ldg(q + i);
+    const uint32_t w[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      // bf16 -> fp32 is a 16-bit shift: exact, no intrinsic needed
+      v[8 * i + 2 * j] = __uint_as_float(w[j] << 16);
+      v[8 * i + 2 * j + 1] = __uint_as_float(w[j] & 0xFFFF0000u);
+    }
+  }
+}
+
+__device__ __forceinline__ void store(float* p, float v) { *p = v; }
+__device__ __forceinline__ void store(__half* p, float v) { *p = __float2half_rn(v); }
+__device__ __forceinline__ void store(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
+
+// byte i of w (0..255) as an exact fp32: bits 0x4B0000bb are 2^23 + bb
+__device__ __forceinline__ float byte_f32(uint32_t w, int i) {
+  return __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7440u + i)) - 8388608.0f;
+}
+
+// sum over the 4 bytes of w (codes) times v[0..3]
+__device__ __forceinline__ float dot4(uint32_t w, const float* v, float acc) {
+  acc = fmaf(byte_f32(w, 0), v[0], acc);
+  acc = fmaf(byte_f32(w, 1), v[1], acc);
+  acc = fmaf(byte_f32(w, 2), v[2], acc);
+  acc = fmaf(byte_f32(w, 3), v[3], acc);
+  return acc;
+}
+
+// ---------------------------------------------------------------- the kernel
+template <typename T, int BITS, int R, int MT>
+__global__ void __launch_bounds__(kWarps * 32)
+quant_gemm_kernel(const T* __restrict__ x, const uint8_t* __restrict__ qweight, const float* __restrict__ scales,
+                  const float* __restrict__ mins, T* __restrict__ y, int M, int N, int K, int group_size) {
+  constexpr int NX = BITS == 4 ? 32 : 16;  // activations per lane per step
+  const int lane = threadIdx.x & 31;
+  const int n0 = (blockIdx.x * kWarps + (threadIdx.x >> 5)) * R;
+  if (n0 >= N) return;  // whole warp leaves together
+  const int m0 = blockIdx.y * MT;
+  const int mcount = min(MT, M - m0);
+  const int G = K / group_size;
+  const int64_t row_bytes = int64_t(K) * BITS / 8;
+  const int nchunks = int(row_bytes / 16);
+
+  const uint4* rowp[R];
+  int nr[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    nr[r] = min(n0 + r, N - 1);  // rows past N repeat the last row; their sums are dropped
+    rowp[r] = reinterpret_cast<const uint4*>(qweight + int64_t(nr[r]) * row_bytes);
+  }
+  float acc[MT][R];
+#pragma unroll
+  for (int m = 0; m < MT; ++m)
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[m][r] = 0.f;
+
+  for (int c = lane; c < nchunks; c += 32) {
+    uint4 q[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) q[r] = __ldg(rowp[r] + c);
+    const int k0 = BITS == 4 ? 64 * (c >> 1) + 16 * (c & 1) : 16 * c;
+    const int g = k0 / group_size;
+    float sc[R], mn[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      sc[r] = __ldg(scales + int64_t(nr[r]) * G + g);
+      mn[r] = __ldg(mins + int64_t(nr[r]) * G + g);
+    }
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      if (m < mcount) {
+        float xv[NX];
+        const T* xr = x + int64_t(m0 + m) * K;
+        load16(xr + k0, xv);
+        if (BITS == 4) load16(xr + k0 + 32, xv + 16);
+        float xs = 0.f;
+#pragma unroll
+        for (int i = 0; i < NX; ++i) xs += xv[i];
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          const uint32_t w[4] = {q[r].x, q[r].y, q[r].z, q[r].w};
+          float d0 = 0.f, d1 = 0.f;  // two chains for latency
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            if (BITS == 4) {
+              d0 = dot4(w[j] & 0x0F0F0F0Fu, xv + 4 * j, d0);          // low nibbles: x[k0 + 4j ..]
+              d1 = dot4((w[j] >> 4) & 0x0F0F0F0Fu, xv + 16 + 4 * j, d1);  // high nibbles: x[k0 + 32 + 4j ..]
+            } else {
+              if (j & 1) d1 = dot4(w[j], xv + 4 * j, d1);
+              else d0 = dot4(w[j], xv + 4 * j, d0);
+            }
+          }
+          acc[m][r] = fmaf(sc[r], d0 + d1, fmaf(mn[r], xs, acc[m][r]));
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int m = 0; m < MT; ++m)
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      float v = acc[m][r];
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, off);
+      acc[m][r] = v;
+    }
+  if (lane == 0) {
+#pragma unroll
+    for (int m = 0; m < MT; ++m)
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+        if (m < mcount && n0 + r < N) store(y + int64_t(m0 + m) * N + n0 + r, acc[m][r]);
+  }
+}
+
+// Rows per warp: as many as still leave >= 2 CTAs per SM (more rows per warp = fewer x reloads).
+inline int pick_rows(int N, int sms) {
+  const int target = 2 * sms;
+  if ((N + 4 * kWarps - 1) / (4 * kWarps) >= target) return 4;
+  if ((N + 2 * kWarps - 1) / (2 * kWarps) >= target) return 2;
+  return 1;
+}
+
+inline dim3 grid_dims(int M, int N, int R, int MT) { return dim3((N + kWarps * R - 1) / (kWarps * R), (M + MT - 1) / MT); }
+
+#ifndef ICML26_CUDA_HOST_EMU  // tests/ops/quant_cuda_emu.cpp runs the kernel above on the CPU
+template <typename T, int BITS, int R, int MT>
+cudaError_t launch_rmt(const void* x, const uint8_t* qw, const float* s, const float* mn, void* y, int M, int N, int K, int gs,
+                       cudaStream_t st) {
+  const dim3 grid = grid_dims(M, N, R, MT);
+  quant_gemm_kernel<T, BITS, R, MT><<<grid, kWarps * 32, 0, st>>>(static_cast<const T*>(x), qw, s, mn, static_cast<T*>(y), M, N,
+                                                                  K, gs);
+  return cudaGetLastError();
+}
+
+template <typename T, int BITS>
+cudaError_t launch_bits(const void* x, const uint8_t* qw, const float* s, const float* mn, void* y, int M, int N, int K, int gs,
+                        int sms, cudaStream_t st) {
+  const int R = pick_rows(N, sms);
+  if (M == 1) {
+    if (R == 4) return launch_rmt<T, BITS, 4, 1>(x, qw, s, mn, y, M, N, K, gs, st);
+    if (R == 2) return launch_rmt<T, BITS, 2, 1>(x, qw, s, mn, y, M, N, K, gs, st);
+    return launch_rmt<T, BITS, 1, 1>(x, qw, s, mn, y, M, N, K, gs, st);
+  }
+  if (R == 4) return launch_rmt<T, BITS, 4, 4>(x, qw, s, mn, y, M, N, K, gs, st);
+  if (R == 2) return launch_rmt<T, BITS, 2, 4>(x, qw, s, mn, y, M, N, K, gs, st);
+  return launch_rmt<T, BITS, 1, 4>(x, qw, s, mn, y, M, N, K, gs, st);
+}
+
+#endif  // ICML26_CUDA_HOST_EMU
+
+}  // namespace icml26_quant_cuda
+
+#ifndef ICML26_CUDA_HOST_EMU
+// ---------------------------------------------------------------- C launcher (ABI for ctypes)
+// dtype: 0 float32, 1 float16, 2 bfloat16 (x and y). Returns 0 (cudaSuccess), a cudaError_t
+// value, or -1 for arguments the kernel does not take (the caller validates first; this is a
+// last guard). Pointers: x, y 16-byte aligned; qweight 16-byte aligned.
+extern "C" int icml26_quant_cuda_abi() { return ICML26_QUANT_CUDA_ABI; }
+
+extern "C" int icml26_quant_gemm_cuda(int dtype, const void* x, const uint8_t* qweight, const float* scales, const float* mins,
+                                      void* y, int64_t M, int64_t N, int64_t K, int64_t bits, int64_t group_size,
+                                      void* stream) {
+  using namespace icml26_quant_cuda;
+  if (dtype < 0 || dtype > 2 || M <= 0 || N <= 0 || K <= 0 || group_size <= 0 || K % group_size) return -1;
+  if (M > 65535LL * 4 || N > (1LL << 31) - 64 || K > (1LL << 30)) return -1;
+  if (!(bits == 4 && K % 64 == 0 && group_size % 64 == 0) && !(bits == 8 && K % 16 == 0 && group_size % 16 == 0)) return -1;
+  if ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(qweight) | reinterpret_cast<uintptr_t>(y)) & 15) return -1;
+  int dev = 0, sms = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e != cudaSuccess) return int(e);
+  static int sm_cache[64] = {0};
+  if (dev >= 0 && dev < 64 && sm_cache[dev] > 0) {
+    sms = sm_cache[dev];
+  } else {
+    e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    if (e != cudaSuccess) return int(e);
+    if (dev >= 0 && dev < 64) sm_cache[dev] = sms;
+  }
+  cudaStream_t st = static_cast<cudaStream_t>(stream);
+  const int m = int(M), n = int(N), k = int(K), gs = int(group_size);
+  switch (dtype * 2 + (bits == 8)) {
+    case 0: e = launch_bits<float, 4>(x, qweight, scales, mins, y, m, n, k, gs, sms, st); break;
+    case 1: e = launch_bits<float, 8>(x, qweight, scales, mins, y, m, n, k, gs, sms, st); break;
+    case 2: e = launch_bits<__half, 4>(x, qweight, scales, mins, y, m, n, k, gs, sms, st); break;
+    case 3: e = launch_bits<__half, 8>(x, qweight, scales, mins, y, m, n, k, gs, sms, st); break;
+    case 4: e = launch_bits<__nv_bfloat16, 4>(x, qweight, scales, mins, y, m, n, k, gs, sms, st); break;
+    case 5: e = launch_bits<__nv_bfloat16, 8>(x, qweight, scales, mins, y, m, n, k, gs, sms, st); break;
+    default: return -1;
+  }
+  return int(e);
+}
+
+// ---------------------------------------------------------------- torch registration
+#ifndef ICML26_CUDA_NO_TORCH
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/library.h>
+
+namespace {
+
+at::Tensor quant_gemm_cuda(const at::Tensor& x, const at::Tensor& qweight, const at::Tensor& scales, const at::Tensor& mins,
+                           int64_t bits, int64_t group_size, int64_t force_level) {
+  (void)force_level;  // CPU ISA selector; one kernel on CUDA
+  TORCH_CHECK(x.is_cuda() && qweight.device() == x.device() && scales.device() == x.device() && mins.device() == x.device(),
+              "quant_gemm (CUDA): all tensors must be on the same CUDA device");
+  TORCH_CHECK(x.dim() == 2 && x.is_contiguous(), "quant_gemm (CUDA): x must be contiguous (M, K)");
+  const auto dt = x.scalar_type();
+  TORCH_CHECK(dt == at::kFloat || dt == at::kHalf || dt == at::kBFloat16, "quant_gemm (CUDA): x must be float32, float16 or bfloat16");
+  TORCH_CHECK(qweight.scalar_type() == at::kByte && qweight.is_contiguous() && qweight.dim() == 2,
+              "quant_gemm (CUDA): qweight must be contiguous uint8 (N, K*bits/8)");
+  TORCH_CHECK(bits == 4 || bits == 8, "quant_gemm (CUDA): bits must be 4 or 8");
+  const int64_t M = x.size(0), K = x.size(1), N = qweight.size(0);
+  TORCH_CHECK(qweight.size(1) * 8 == K * bits, "quant_gemm (CUDA): qweight width does not match K");
+  TORCH_CHECK(group_size > 0 && K % group_size == 0, "quant_gemm (CUDA): group_size must divide K");
+  TORCH_CHECK(bits == 4 ? group_size % 64 == 0 : (group_size % 16 == 0 && K % 16 == 0),
+              "quant_gemm (CUDA): needs group_size % 64 == 0 (INT4) or % 16 == 0 (INT8)");
+  const int64_t G = K / group_size;
+  TORCH_CHECK(scales.scalar_type() == at::kFloat && mins.scalar_type() == at::kFloat && scales.is_contiguous() &&
+              mins.is_contiguous() && scales.numel() == N * G && mins.numel() == N * G,
+              "quant_gemm (CUDA): scales/mins must be contiguous float32 (N, K/group_size)");
+  const c10::cuda::CUDAGuard guard(x.device());
+  at::Tensor xc = x, qc = qweight;
+  if (reinterpret_cast<uintptr_t>(xc.data_ptr()) & 15) xc = x.clone();  // offset views: 128-bit loads need alignment
+  if (reinterpret_cast<uintptr_t>(qc.data_ptr()) & 15) qc = qweight.clone();
+  auto y = at::empty({M, N}, x.options());
+  const int code = dt == at::kFloat ? 0 : dt == at::kHalf ? 1 : 2;
+  const int err = icml26_quant_gemm_cuda(code, xc.data_ptr(), qc.data_ptr<uint8_t>(), scales.data_ptr<float>(),
+                                         mins.data_ptr<float>(), y.data_ptr(), M, N, K, bits, group_size,
+                                         c10::cuda::getCurrentCUDAStream(x.get_device()).stream());
+  TORCH_CHECK(err == 0, "quant_gemm (CUDA): ",
+              err < 0 ? "unsupported shape" : cudaGetErrorString(static_cast<cudaError_t>(err)));
+  return y;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(icml26, CUDA, m) { m.impl("quant_gemm", TORCH_FN(quant_gemm_cuda)); }
+#endif  // ICML26_CUDA_NO_TORCH
+#endif  // ICML26_CUDA_HOST_EMU
