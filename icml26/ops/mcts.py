@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from icml26.core import ext
 from icml26.ops._ref import mcts as _ref
 
 FAMILY = "mcts"
@@ -13,9 +14,8 @@ SOURCES = ["cpu/mcts_cpu.cpp"]
 
 def backend() -> str:
     """Load (JIT-build if needed) the kernel; "ext-cpu" or "ref"."""
-    from icml26.core import ext
-
-    return ext.load(FAMILY, SOURCES, extra_cflags=["-ffp-contract=off"])
+    be = ext.backend(FAMILY)  # already resolved: no lock, no import
+    return be if be is not None else ext.load(FAMILY, SOURCES, extra_cflags=["-ffp-contract=off"])
 
 
 def run_seeds(base_seed: int, n: int) -> list[int]:
@@ -25,23 +25,28 @@ def run_seeds(base_seed: int, n: int) -> list[int]:
 
 
 def _tree_tensors(tree) -> tuple:
-    """The kernel's view of ``tree`` (node_off, mean, scale, out_off, prob, child as contiguous
-    tensors), built once per tree object and kept on it (callers searching one tree many
-    times, one seed at a time, skip the conversions)."""
+    """The kernel's view of ``tree``: (node_off, mean, scale, out_off, prob, child) as contiguous
+    tensors, then noise_kind, df, gamma and the number of root actions; built once per tree
+    object and kept on it (callers searching one tree many times, one seed at a time, skip
+    the conversions)."""
+    key = (tree.node_off, tree.mean, tree.scale, tree.out_off, tree.prob, tree.child, tree.noise, tree.df, tree.gamma)
+    cached = getattr(tree, "_kernel_tensors", None)
+    if cached is not None and len(cached[0]) == len(key) and all(x is y for x, y in zip(cached[0], key)):
+        return cached[1]
     import torch
 
-    key = tuple(id(getattr(tree, f)) for f in ("node_off", "mean", "scale", "out_off", "prob", "child"))
-    cached = getattr(tree, "_kernel_tensors", None)
-    if cached is not None and cached[0] == key:
-        return cached[1]
     t = lambda x, dt: torch.as_tensor(np.ascontiguousarray(x), dtype=dt)  # noqa: E731
     arrs = (t(tree.node_off, torch.int64), t(tree.mean, torch.float64), t(tree.scale, torch.float64),
-            t(tree.out_off, torch.int64), t(tree.prob, torch.float64), t(tree.child, torch.int64))
+            t(tree.out_off, torch.int64), t(tree.prob, torch.float64), t(tree.child, torch.int64),
+            int(tree.noise_kind), float(tree.df), float(tree.gamma), tree.n_actions_root)
     try:
         object.__setattr__(tree, "_kernel_tensors", (key, arrs))
     except (AttributeError, TypeError):  # a tree type without attribute storage: no cache
         pass
     return arrs
+
+
+_OP = None  # torch.ops.icml26.mcts_tree_search.default, looked up on the first kernel call
 
 
 def tree_search(tree, algo: str, budgets, seeds, prm: "_ref.Params", *, use: str = "auto"):
@@ -58,20 +63,20 @@ def tree_search(tree, algo: str, budgets, seeds, prm: "_ref.Params", *, use: str
     seeds = [int(s) for s in seeds]
     if not budgets or min(budgets) < 1:
         raise ValueError(f"budgets must be >= 1, got {budgets}")
-    A = tree.n_actions_root
     aid = _ref.ALGOS.index(algo)
     be = "ref" if use == "ref" else backend()
     if use == "ext" and be == "ref":
         raise RuntimeError("the mcts C++ kernel is unavailable")
     if be != "ref":
-        import torch
+        global _OP
+        if _OP is None:
+            import torch
 
-        arrs = _tree_tensors(tree)
-        rec, vis, q = torch.ops.icml26.mcts_tree_search(
-            *arrs[:6], int(tree.noise_kind), float(tree.df), float(tree.gamma), aid,
-            torch.tensor(prm.vector(), dtype=torch.float64), torch.tensor(seeds, dtype=torch.int64),
-            torch.tensor(budgets, dtype=torch.int64))
+            _OP = torch.ops.icml26.mcts_tree_search.default
+        # prm, seeds and budgets go as plain lists (the op's float[] / int[] arguments)
+        rec, vis, q = _OP(*_tree_tensors(tree)[:9], aid, prm.vector(), seeds, budgets)
         return rec.numpy(), vis.numpy(), q.numpy(), be
+    A = tree.n_actions_root
     rec = np.zeros((len(seeds), len(budgets)), np.int64)
     vis = np.zeros((len(seeds), len(budgets), A), np.int64)
     q = np.zeros((len(seeds), len(budgets), A))

@@ -45,10 +45,16 @@ def test_ext_matches_ref_bit_for_bit(tree, algo):
 
 # Gumbel's selection below the root decides with a fast exp and a certified margin, and falls back
 # to the reference's arithmetic on near or exact ties: trees built to hit both, and node sizes
-# that fill 4-wide vector lanes partly (5, 6 actions) or not at all (3).
+# that fill 4-wide vector lanes partly (5, 6 actions) or not at all (3). Nodes with 4 actions
+# take the vectorised selection (a coarser exp, tolerance 1e-6): the "-4" trees put the score
+# gaps at, above and below that tolerance.
 GUMBEL_TREES = {
     "exact-ties": lambda: T.generate(3, 4, 1, reward_mean=(0.5, 0.5), noise_scale=0.0, seed=1),
     "near-ties": lambda: T.generate(3, 6, 2, reward_mean=(0.25, 0.25 + 1e-12), noise_scale=1e-12, seed=3),
+    "near-ties-4": lambda: T.generate(3, 4, 2, reward_mean=(0.25, 0.25 + 1e-12), noise_scale=1e-12, seed=3),
+    "tol-scale-4": lambda: T.generate(3, 4, 1, reward_mean=(0.25, 0.25 + 1e-6), noise_scale=1e-7, seed=8),
+    "coarse-4": lambda: T.generate(3, 4, 2, reward_mean=(0.25, 0.25 + 1e-4), noise_scale=1e-5, seed=9),
+    "benchmark-shape": lambda: T.generate(5, 4, 1, noise_scale=1.0, noise_spread=0.5, seed=0),
     "five-actions": lambda: T.generate(2, 5, 1, seed=4),
     "three-actions": lambda: T.generate(3, 3, 2, seed=6, noise="student_t"),
 }

@@ -167,6 +167,47 @@ inline __m256d exp_neg4(__m256d y, const double* tab) {
 }
 #endif
 
+#if defined(__AVX2__)
+// max and sum of the 4 lanes, in every lane
+inline __m256d hmax4(__m256d v) {
+  v = _mm256_max_pd(v, _mm256_permute2f128_pd(v, v, 1));
+  return _mm256_max_pd(v, _mm256_permute_pd(v, 5));
+}
+inline __m256d hsum4(__m256d v) {
+  v = _mm256_add_pd(v, _mm256_permute2f128_pd(v, v, 1));
+  return _mm256_add_pd(v, _mm256_permute_pd(v, 5));
+}
+
+// exp(y) for -700 <= y <= 0 on 4 lanes to relative accuracy 1.6e-7 (measured: 1.52e-7), for
+// gumbel_select4's certified decision: y = (8 q + j) ln2 / 8 + r with |r| <= ln2 / 16 (one FMA with
+// ln2 / 8 rounded; |k| < 2^14 keeps that error below 1e-13), exp(r) by its degree-3 Taylor
+// polynomial in Estrin's form (remainder < e^|r| r^4 / 24 < 1.6e-7), times 2^(j / 8) from an
+// 8-entry table held in two registers (no memory gather) and 2^q. Below -700 it returns about
+// exp(-700). A NaN lane becomes exp(-700): callers check that y is finite.
+inline __m256d exp_neg4_lo(__m256d y) {
+  const __m256d SHIFT = _mm256_set1_pd(6755399441055744.0);
+  y = _mm256_max_pd(y, _mm256_set1_pd(-700.0));
+  const __m256d u = _mm256_fmadd_pd(y, _mm256_set1_pd(11.541560327111707), SHIFT);  // 8 / ln2
+  const __m256d kd = _mm256_sub_pd(u, SHIFT);
+  const __m256d r = _mm256_fmadd_pd(kd, _mm256_set1_pd(-0.08664339756999316), y);  // ln2 / 8
+  const __m256d r2 = _mm256_mul_pd(r, r);
+  const __m256d p = _mm256_fmadd_pd(r2, _mm256_fmadd_pd(r, _mm256_set1_pd(1.0 / 6.0), _mm256_set1_pd(0.5)), _mm256_add_pd(r, _mm256_set1_pd(1.0)));
+  const __m256i k = _mm256_add_epi64(_mm256_sub_epi64(_mm256_castpd_si256(u), _mm256_castpd_si256(SHIFT)), _mm256_set1_epi64x(8 * 1100));
+  // 2^(j / 8), j = k mod 8: the 32-bit halves 2 (j mod 4), 2 (j mod 4) + 1 of the low or the high table
+  const __m256i T0 = _mm256_castpd_si256(_mm256_setr_pd(1.0, 1.0905077326652577, 1.189207115002721, 1.2968395546510096));
+  const __m256i T1 = _mm256_castpd_si256(_mm256_setr_pd(1.4142135623730951, 1.5422108254079407, 1.681792830507429, 1.8340080864093424));
+  const __m256i j2 = _mm256_slli_epi64(_mm256_and_si256(k, _mm256_set1_epi64x(3)), 1);
+  const __m256i idx = _mm256_or_si256(j2, _mm256_slli_epi64(_mm256_add_epi64(j2, _mm256_set1_epi64x(1)), 32));
+  const __m256d t = _mm256_blendv_pd(_mm256_castsi256_pd(_mm256_permutevar8x32_epi32(T0, idx)), _mm256_castsi256_pd(_mm256_permutevar8x32_epi32(T1, idx)),
+                                     _mm256_castsi256_pd(_mm256_slli_epi64(k, 61)));  // bit 2 of j -> sign bit
+  const __m256i ex = _mm256_slli_epi64(_mm256_add_epi64(_mm256_srli_epi64(k, 3), _mm256_set1_epi64x(1023 - 1100)), 52);
+  return _mm256_mul_pd(_mm256_mul_pd(t, _mm256_castsi256_pd(ex)), p);
+}
+
+// gumbel_select4's bound on |T_a - S_a| (fast vs reference score of action a, see there)
+constexpr double GUMBEL_TOL = 1e-6;
+#endif
+
 struct Step {
   int64_t node, a;
   double r;
@@ -196,27 +237,32 @@ struct Search {
   // outcomes: slot_of[o] = slot of outcome o in first-visit order (-1 unseen); order[off + slot] = o
   std::vector<int64_t> slot_of, order, cnt;
   std::vector<Step> path;
-  std::vector<double> gmb, tmp, Kt;
+  std::vector<double> gmb, tmp;
+  const double* Kt = nullptr;  // GUMBEL: gumbel_table(), valid for visit counts <= budget + 1
+  std::vector<int64_t> mxn;  // GUMBEL: max_a N(s, a) per node s, and Kn[s] = Kt[mxn[s]]
+  std::vector<double> Kn;
 
   Search(const Tree& t_, const Prm& p_, int algo_, uint64_t seed_, const Tables& tb)
       : t(t_), p(p_), algo(algo_), seed(seed_), sseed(splitmix64(seed_)), lgt(tb.lg.data()), slg(tb.slg.data()), isq(tb.isq.data()), inv1(tb.inv1.data()), log_inv_delta(std::log(1.0 / p_.delta)),
         model(algo_ != UCT && algo_ != SH && algo_ != GUMBEL) {
     n.assign(t.n_nodes, 0);
-    V.assign(t.n_nodes, 0.0);
-    VV.assign(t.n_nodes, 0.0);
-    UV.assign(t.n_nodes, 0.0);
-    LV.assign(t.n_nodes, 0.0);
     N.assign(t.n_sa, 0);
-    nk.assign(t.n_sa, 0);
-    rmean.assign(t.n_sa, 0.0);
-    rm2.assign(t.n_sa, 0.0);
     g.assign(t.n_sa, 0.0);
-    Q.assign(t.n_sa, 0.0);
-    VQ.assign(t.n_sa, 0.0);
-    U.assign(t.n_sa, 0.0);
-    L.assign(t.n_sa, 0.0);
     kb0.assign(t.n_sa, 0);
     kbo.assign(t.n_sa, 0);
+    if (model) {  // the empirical model and the backed-up values (the mean-return planners read none)
+      V.assign(t.n_nodes, 0.0);
+      VV.assign(t.n_nodes, 0.0);
+      UV.assign(t.n_nodes, 0.0);
+      LV.assign(t.n_nodes, 0.0);
+      nk.assign(t.n_sa, 0);
+      rmean.assign(t.n_sa, 0.0);
+      rm2.assign(t.n_sa, 0.0);
+      Q.assign(t.n_sa, 0.0);
+      VQ.assign(t.n_sa, 0.0);
+      U.assign(t.n_sa, 0.0);
+      L.assign(t.n_sa, 0.0);
+    }
     if (algo == MENTS || algo == VARDE) {
       E.assign(t.n_sa, 0.0);
       W.assign(t.n_sa, 0.0);
@@ -227,11 +273,15 @@ struct Search {
       int64_t amax = 1;
       for (int64_t s = 0; s < t.n_nodes; ++s) amax = std::max(amax, t.node_off[s + 1] - t.node_off[s]);
       tmp.assign(2 * amax, 0.0);
+      mxn.assign(t.n_nodes, 0);
+      Kn.assign(t.n_nodes, 0.0);
     }
     path.reserve(64);
-    slot_of.assign(t.n_out, -1);
-    order.assign(t.n_out, 0);
-    cnt.assign(t.n_out, 0);
+    if (model) {
+      slot_of.assign(t.n_out, -1);
+      order.assign(t.n_out, 0);
+      cnt.assign(t.n_out, 0);
+    }
   }
 
   double reward(int64_t sa, int64_t j) const {
@@ -269,7 +319,12 @@ struct Search {
 
   int64_t select(int64_t s, int64_t depth) {
     const int64_t lo = t.node_off[s], A = t.node_off[s + 1] - lo;
-    if (algo == GUMBEL) return gumbel_select(s, lo, A);
+    if (algo == GUMBEL) {
+#if defined(__AVX2__)
+      if (A == 4) return gumbel_select4(s, lo);
+#endif
+      return gumbel_select(s, lo, A);
+    }
     for (int64_t a = 0; a < A; ++a)
       if (N[lo + a] == 0) return a;
     if (algo == UCT || algo == POWER || algo == SH) {
@@ -325,10 +380,25 @@ struct Search {
     return 0;  // (unreachable: GUMBEL returned above)
   }
 
-  // K = (c_visit + k) c_scale / span for visit counts k = 0.. (grown on demand; the same division)
-  double gumbel_K(int64_t mx) {
-    while (static_cast<int64_t>(Kt.size()) <= mx) Kt.push_back((p.c_visit + static_cast<double>(Kt.size())) * p.c_scale / p.span);
-    return Kt[mx];
+  // K = (c_visit + k) c_scale / span for visit counts k <= budget + 1 (the reference's division)
+  double gumbel_K(int64_t mx) const { return Kt[mx]; }
+
+  // the K table for counts 0..n, kept per thread between searches with the same parameters (a
+  // batch-1 caller would otherwise redo n divisions per search)
+  const double* gumbel_table(int64_t n) const {
+    struct Cache {
+      double c_visit = NAN, c_scale = NAN, span = NAN;
+      std::vector<double> K;
+    };
+    static thread_local Cache c;
+    if (!(c.c_visit == p.c_visit && c.c_scale == p.c_scale && c.span == p.span) || static_cast<int64_t>(c.K.size()) <= n) {
+      c.c_visit = p.c_visit;
+      c.c_scale = p.c_scale;
+      c.span = p.span;
+      c.K.resize(std::max<int64_t>(n + 1, 4096));
+      for (size_t k = 0; k < c.K.size(); ++k) c.K[k] = (p.c_visit + static_cast<double>(k)) * p.c_scale / p.span;
+    }
+    return c.K.data();
   }
 
   int64_t gumbel_select(int64_t s, int64_t lo, int64_t A) {
@@ -341,8 +411,9 @@ struct Search {
     // and scores T_a with |T_a - S_a| <= tol. When the best T leads every other by more than
     // 2 tol, the reference's argmax (first index of the largest S_a) is that action; otherwise
     // (near or exact ties, non-finite values) the reference's own arithmetic runs. So the result
-    // is the reference's, bit for bit, and the fast path calls no libm function (on the benchmark
-    // tree 1 selection in ~10^6 falls back).
+    // is the reference's, bit for bit, and the fast path calls no libm function. Nodes with 4
+    // actions take gumbel_select4 (the same scheme, vectorised), which calls this on its rare
+    // fallbacks.
     const int64_t* Nn = &N[lo];
     const double* gv = &g[lo];
     int64_t mx = 0;
@@ -419,6 +490,53 @@ struct Search {
     return bi;
   }
 
+#if defined(__AVX2__)
+  // gumbel_select for a node with 4 actions (the common shape): the same certified scheme, one
+  // AVX2 register per quantity. It computes x_a, m and x_a - m exactly as the reference does
+  // (K = Kn[s] is the reference's K), then e'_a = exp_neg4_lo(x_a - m) = e_a (1 + d_a) with
+  // |d_a| < 1.6e-7 + 1 ulp (glibc's exp is within 1 ulp), z' = sum e'_b and
+  // F_a = e'_a - z' N_a / (1 + n) (one FMA). With T_a = F_a / z', |T_a - S_a| <= 2 max|d| + the
+  // roundings of both sides (a few 1e-16: every term is <= 1 and z' >= 1) < 3.3e-7 < GUMBEL_TOL.
+  // If only the best lane has F_a > max F - 2 GUMBEL_TOL z', the best leads every other S_a by
+  // more than 0, so it is the reference's argmax (then unique). Otherwise (ties, near ties:
+  // about 1 selection in 10^5 on the benchmark tree), and for non-finite x_a or K <= 0,
+  // gumbel_select runs the reference's arithmetic. Underflow: lanes below exp(-700) err by
+  // < 1e-304 in absolute terms, against z' >= 1.
+  int64_t gumbel_select4(int64_t s, int64_t lo) {
+    const int64_t* Nn = &N[lo];
+    const __m256i ni = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(Nn));
+    const int unvisited = _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(ni, _mm256_setzero_si256())));
+    if (unvisited) {  // the first action not yet tried
+      if (unvisited & 1) return 0;
+      if (unvisited & 2) return 1;
+      if (unvisited & 4) return 2;
+      return 3;
+    }
+    const double K = Kn[s];  // = gumbel_K(max_a N_a), kept up to date by simulate
+    if (!(K > 0.0)) return gumbel_select(s, lo, 4);
+    const __m256d gv = _mm256_loadu_pd(&g[lo]), vlo = _mm256_set1_pd(p.v_lo), Kv = _mm256_set1_pd(K);
+    const __m256d x = _mm256_mul_pd(Kv, _mm256_sub_pd(gv, vlo));
+    const __m256d m = _mm256_mul_pd(Kv, _mm256_sub_pd(hmax4(gv), vlo));  // = max_a x_a (K > 0, see gumbel_select)
+    if (_mm256_movemask_pd(_mm256_cmp_pd(_mm256_sub_pd(x, x), _mm256_setzero_pd(), _CMP_EQ_OQ)) != 15) return gumbel_select(s, lo, 4);
+    const __m256d e = exp_neg4_lo(_mm256_sub_pd(x, m));
+    const __m256d z = hsum4(e);
+    // N_a as doubles (exact below 2^52): the bits of 2^52 + N_a, minus 2^52
+    const __m256d nd = _mm256_sub_pd(_mm256_castsi256_pd(_mm256_or_si256(ni, _mm256_set1_epi64x(0x4330000000000000LL))), _mm256_set1_pd(4503599627370496.0));
+    const __m256d w = _mm256_mul_pd(nd, _mm256_set1_pd(inv1[n[s]]));  // N_a / (1 + n)
+    const __m256d sc = _mm256_fnmadd_pd(w, z, e);  // z T_a = e_a - z N_a / (1 + n)
+    // the lanes within 2 tol z of the best: the decision is certified when only the best one is
+    const __m256d cut = _mm256_fnmadd_pd(z, _mm256_set1_pd(2.0 * GUMBEL_TOL), hmax4(sc));
+    const int tm = _mm256_movemask_pd(_mm256_cmp_pd(sc, cut, _CMP_GT_OQ));
+    // one branch per answer (not a computed index): the processor predicts the child and starts
+    // the next step's loads and arithmetic before this decision is known
+    if (tm == 1) return 0;
+    if (tm == 2) return 1;
+    if (tm == 4) return 2;
+    if (tm == 8) return 3;
+    return gumbel_select(s, lo, 4);  // a tie or a near tie
+  }
+#endif
+
   void simulate(int64_t root_action) {
     path.clear();
     int64_t s = 0, depth = 0;
@@ -444,6 +562,11 @@ struct Search {
       }
       N[sa] += 1;
       n[s] += 1;
+      if (algo == GUMBEL) {  // sigma's scale at s for gumbel_select4 (no branch: always stored)
+        const int64_t mx = std::max(mxn[s], N[sa]);
+        mxn[s] = mx;
+        Kn[s] = Kt[mx];
+      }
       const int64_t o = o0 + k;
       if (model) {  // the empirical model (reward moments, outcome counts) of the soft/bound backups
         const double nn = static_cast<double>(N[sa]);
@@ -618,6 +741,7 @@ struct Search {
     const int64_t A = t.node_off[1];
     std::vector<int64_t> surv;
     if (algo == GUMBEL) {
+      Kt = gumbel_table(budget + 1);  // (visit counts <= budget)
       gmb.resize(A);
       for (int64_t a = 0; a < A; ++a) gmb[a] = -std::log(-std::log(u01_open(key(seed, ALGO_STREAM + 1, static_cast<uint64_t>(a), 0))));
       const int64_t m = std::min<int64_t>(A, std::max<int64_t>(1, static_cast<int64_t>(p.m_considered)));
