@@ -201,6 +201,8 @@ def quant_gemm(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, bits: i
     """y = x @ W^T for CUDA tensors (validated by ``icml26.ops.quant._check``); x (M, K) float32 /
     float16 / bfloat16 -> (M, N) of x's dtype."""
     b = backend()
+    if x.shape[0] == 0 or qweight.shape[0] == 0:
+        return x.new_zeros(x.shape[0], qweight.shape[0])
     if supported(bits, group_size, x.shape[1]):
         if b == "ext-cuda":
             return torch.ops.icml26.quant_gemm(x.contiguous(), qweight.contiguous(), scales.contiguous(), mins.contiguous(), bits,

@@ -169,6 +169,30 @@ def test_cpu_tensors_never_reach_the_cuda_path(monkeypatch):
         ops.quant_gemm(x.half(), qw, s, mn, 4, 64)
 
 
+def test_cuda_linear_routing(monkeypatch):
+    """quant_cuda.linear's choices, with the launcher replaced by the reference (runs on CPU tensors):
+    kernel for <= GEMM_MAX_ROWS rows and supported shapes, dequantize + matmul above, reference otherwise."""
+    calls = []
+
+    def fake(lib, x, qw, s, mn, bits, gs):
+        calls.append((x.shape[0], x.dtype, bits, gs))
+        return ref.quant_gemm(x.float(), qw, s, mn, bits, gs).to(x.dtype)
+
+    monkeypatch.setitem(quant_cuda._state, "backend", "ctypes-cuda")
+    monkeypatch.setitem(quant_cuda._state, "lib", None)
+    monkeypatch.setattr(quant_cuda, "ctypes_gemm", fake)
+    x, qw, s, mn = _case(torch.float32, 4, 16, 24, 128, 64)
+    y = quant_cuda.linear(x.reshape(2, 8, 128), qw, s, mn, 4, 64)
+    assert calls == [(16, torch.float32, 4, 64)] and y.shape == (2, 8, 24)
+    torch.testing.assert_close(y.reshape(16, 24), ref.quant_gemm(x, qw, s, mn, 4, 64), rtol=1e-5, atol=1e-5)
+    xb = torch.randn(17, 128, dtype=torch.bfloat16)
+    assert quant_cuda.linear(xb, qw, s, mn, 4, 64).dtype == torch.bfloat16 and len(calls) == 1  # 17 rows: dequantize + matmul
+    x8, q8, s8, m8 = _case(torch.float16, 8, 3, 10, 72, 24)  # INT8 groups of 24: not a kernel shape -> reference
+    y8 = quant_cuda.linear(x8, q8, s8, m8, 8, 24)
+    assert len(calls) == 1 and y8.dtype == torch.float16
+    assert quant_cuda.quant_gemm(x[:0], qw, s, mn, 4, 64).shape == (0, 24)
+
+
 def _torch_shim_dir(tmp_path) -> Path | None:
     """The CPU build of torch lacks one generated config header of c10/cuda; give it (as a CUDA build has it)."""
     inc = Path(torch.__file__).parent / "include"
