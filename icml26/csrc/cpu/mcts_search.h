@@ -209,7 +209,7 @@ constexpr double GUMBEL_TOL = 1e-6;
 #endif
 
 struct Step {
-  int64_t node, a;
+  int64_t node, sa;  // sa: the pair's index (node_off[node] + action)
   double r;
 };
 
@@ -580,7 +580,7 @@ struct Search {
         }
         cnt[o0 + slot_of[o]] += 1;
       }
-      path.push_back({s, a, r});
+      path.push_back({s, sa, r});
       const int64_t c = t.child[o];
       if (c < 0 || static_cast<double>(depth + 1) >= p.horizon) break;
       s = c;
@@ -598,8 +598,16 @@ struct Search {
   void backup() {
     const double gamma = t.gamma;
     double G = 0.0;
+    if (algo == UCT || algo == SH || algo == GUMBEL) {  // mean returns only
+      for (auto it = path.rbegin(); it != path.rend(); ++it) {
+        const int64_t sa = it->sa;
+        G = it->r + gamma * G;
+        g[sa] += (G - g[sa]) / static_cast<double>(N[sa]);
+      }
+      return;
+    }
     for (auto it = path.rbegin(); it != path.rend(); ++it) {
-      const int64_t s = it->node, sa = t.node_off[s] + it->a;
+      const int64_t s = it->node, sa = it->sa;
       G = it->r + gamma * G;
       const int64_t nn = N[sa];
       const double dn = static_cast<double>(nn);
