@@ -12,7 +12,8 @@
 // Kernel (one for every case, templated on activation type T in {float, half, bfloat16}, BITS in
 // {4, 8}, R output rows per warp, MT activation rows per CTA):
 //   * a CTA of 4 warps owns 4*R consecutive output rows and MT rows of x (grid.y tiles M);
-//   * every lane reads 16 bytes (one 128-bit load) of each of its warp's R weight rows per step:
+//   * every lane reads 16 bytes (one 128-bit load) of each of its warp's R weight rows per step
+//     (the next step's loads are issued before this step's arithmetic):
 //     INT4: half a 64-block = 32 codes (16 low nibbles -> x[k0 .. k0+15], 16 high nibbles ->
 //     x[k0+32 .. k0+47], k0 = 64 b + 16 part), INT8: 16 codes -> x[16 c .. 16 c + 15];
 //     a warp step covers 512 contiguous bytes of each row (coalesced);
@@ -134,10 +135,18 @@ quant_gemm_kernel(const T* __restrict__ x, const uint8_t* __restrict__ qweight, 
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[m][r] = 0.f;
 
-  for (int c = lane; c < nchunks; c += 32) {
-    uint4 q[R];
+  // weights of the next step are loaded before this step's arithmetic (two 128-bit loads per row in flight)
+  uint4 q[R];
+  if (lane < nchunks) {
 #pragma unroll
-    for (int r = 0; r < R; ++r) q[r] = __ldg(rowp[r] + c);
+    for (int r = 0; r < R; ++r) q[r] = __ldg(rowp[r] + lane);
+  }
+  for (int c = lane; c < nchunks; c += 32) {
+    uint4 qn[R];
+    if (c + 32 < nchunks) {
+#pragma unroll
+      for (int r = 0; r < R; ++r) qn[r] = __ldg(rowp[r] + c + 32);
+    }
     const int k0 = BITS == 4 ? 64 * (c >> 1) + 16 * (c & 1) : 16 * c;
     const int g = k0 / group_size;
     float sc[R], mn[R];
@@ -174,6 +183,8 @@ quant_gemm_kernel(const T* __restrict__ x, const uint8_t* __restrict__ qweight, 
         }
       }
     }
+#pragma unroll
+    for (int r = 0; r < R; ++r) q[r] = qn[r];
   }
 #pragma unroll
   for (int m = 0; m < MT; ++m)
