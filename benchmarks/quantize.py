@@ -204,10 +204,11 @@ def gemv_cuda_table() -> None:
     del a, c
     torch.cuda.empty_cache()
     print(f"measured device copy bandwidth: {bw:.0f} GB/s (read + write)")
-    print("columns: torch F.linear FP16 / FP32 (cuBLAS); ours INT4 (groups of 128) with fp16 / fp32 activations; ours INT8 per "
+    print("columns: torch F.linear FP16 / FP32 (cuBLAS); ours INT4 (groups of 128) with fp16 / fp32 activations; ours INT4 with "
+          "INT8 activation codes (quant_gemm_i8act, dp4a, incl. its quantization pass); ours INT8 per "
           "channel (fp16 act.); _ref INT4 (dequantize + matmul, fp16); bound = INT4 weight + scale/offset bytes at the copy "
           "bandwidth; x bound = ours fp16 / bound; FP16/ours = speed-up over FP16 F.linear; max rel. error vs _ref")
-    print(f"{'N x K':<13}{'M':>3}{'fp16 us':>9}{'fp32 us':>9}{'i4 f16':>9}{'i4 f32':>9}{'i8 f16':>9}{'ref i4':>9}{'bound':>8}"
+    print(f"{'N x K':<13}{'M':>3}{'fp16 us':>9}{'fp32 us':>9}{'i4 f16':>9}{'i4 f32':>9}{'i4 a8':>9}{'i8 f16':>9}{'ref i4':>9}{'bound':>8}"
           f"{'x bound':>8}{'GB/s':>7}{'fp16/i4':>8}{'err':>9}  timing")
     g = torch.Generator().manual_seed(0)
     shapes = [(576, 576, 1), (1536, 576, 1), (576, 1536, 1), (49152, 576, 1), (4096, 4096, 1), (11008, 4096, 1),
@@ -229,13 +230,14 @@ def gemv_cuda_table() -> None:
         t32, _ = _cuda_time(lambda: F.linear(x32, w32))
         t4h, _ = _cuda_time(lambda: ops.quant_gemm(x16, p4, s4, m4, 4, gs))
         t4f, _ = _cuda_time(lambda: ops.quant_gemm(x32, p4, s4, m4, 4, gs))
+        t4a8, _ = _cuda_time(lambda: ops.quant_gemm_i8act(x32, p4, s4, m4, gs, act_bits=8))
         t8h, _ = _cuda_time(lambda: ops.quant_gemm(x16, q8, s8, m8, 8, k))
         tref, _ = _cuda_time(lambda: ref.quant_gemm(x32, p4, s4, m4, 4, gs).half(), 20)
         want = ref.quant_gemm(x32, p4, s4, m4, 4, gs)
         err = ((ops.quant_gemm(x32, p4, s4, m4, 4, gs) - want).abs().max() / want.abs().max()).item()
         nbytes = n * k / 2 + 8 * n * (k // gs) + 2 * m * (k + n)
         bound = nbytes / (bw * 1e9)
-        print(f"{f'{n}x{k}':<13}{m:>3}{t16 * 1e6:>9.2f}{t32 * 1e6:>9.2f}{t4h * 1e6:>9.2f}{t4f * 1e6:>9.2f}{t8h * 1e6:>9.2f}"
+        print(f"{f'{n}x{k}':<13}{m:>3}{t16 * 1e6:>9.2f}{t32 * 1e6:>9.2f}{t4h * 1e6:>9.2f}{t4f * 1e6:>9.2f}{t4a8 * 1e6:>9.2f}{t8h * 1e6:>9.2f}"
               f"{tref * 1e6:>9.1f}{bound * 1e6:>8.2f}{t4h / bound:>8.2f}{nbytes / t4h / 1e9:>7.0f}{t16 / t4h:>8.2f}{err:>9.1e}  {how}")
         del p4, s4, m4, q8, s8, m8, w16, w32
         torch.cuda.empty_cache()

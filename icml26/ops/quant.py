@@ -93,6 +93,10 @@ def quant_gemm_i8act(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, g
         raise ValueError(f"quant_gemm_i8act: act_bits must be 8 or 16, got {act_bits}")
     if x.shape[1] % 64 or group_size % 64:
         raise ValueError(f"quant_gemm_i8act: K={x.shape[1]} and group_size={group_size} must be multiples of 64")
+    if x.is_cuda and not force_ref:
+        from icml26.ops import quant_cuda
+
+        return quant_cuda.quant_gemm_i8act(x, qweight, scales, mins, group_size, bits, act_bits)
     if force_ref or x.device.type != "cpu" or backend() == "ref":
         return _ref.quant_gemm_i8act(x.float(), qweight, scales, mins, group_size, bits, act_bits).to(x.dtype)
     return torch.ops.icml26.quant_gemm_i8act(x.contiguous(), qweight.contiguous(), scales.contiguous(), mins.contiguous(), group_size,

@@ -18,7 +18,8 @@ How the kernel is reached (resolved once, on first use, see ``backend()``):
 
 ``ICML26_CUDA_ROUTE=torch|ctypes`` restricts step 1/2 (tests use it); ``ICML26_FORCE_REF=1``
 forces the reference. Activations may be float32, float16 or bfloat16 (output in the same
-dtype; fp32 accumulation). ``quant_linear`` on CUDA uses the kernel up to
+dtype; fp32 accumulation). ``quant_gemm_i8act`` (activations quantized per 64-block to INT8 or
+15-bit codes inside the op, integer dot products) has a CUDA kernel too (both routes). ``quant_linear`` on CUDA uses the kernel up to
 ``GEMM_MAX_ROWS`` rows and dequantize + cuBLAS above; its ``int_act`` option (the CPU's integer
 activations) is not used on CUDA: activations stay exact.
 """
@@ -42,7 +43,7 @@ from icml26.core import ext
 from icml26.ops._ref import quant as _ref
 
 SOURCE = "cuda/quant_cuda.cu"  # relative to icml26/csrc
-ABI = 1
+ABI = 2
 GEMM_MAX_ROWS = 16  # kernel up to this many rows (decode GEMV, small-M prefill); dequantize + cuBLAS above
 # the flags torch.utils.cpp_extension gives nvcc (half/bf16 operators off): the kernel builds with them
 NVCC_COMMON_FLAGS = ["-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__", "-D__CUDA_NO_BFLOAT16_CONVERSIONS__",
@@ -114,6 +115,10 @@ def load_ctypes_lib(path: str | Path) -> ctypes.CDLL:
     i64, vp = ctypes.c_int64, ctypes.c_void_p
     lib.icml26_quant_gemm_cuda.restype = ctypes.c_int
     lib.icml26_quant_gemm_cuda.argtypes = [ctypes.c_int, vp, vp, vp, vp, vp, i64, i64, i64, i64, i64, vp]
+    lib.icml26_quant_i8act_workspace_bytes.restype = i64
+    lib.icml26_quant_i8act_workspace_bytes.argtypes = [i64, i64, i64]
+    lib.icml26_quant_gemm_i8act_cuda.restype = ctypes.c_int
+    lib.icml26_quant_gemm_i8act_cuda.argtypes = [vp, vp, vp, vp, vp, vp, i64, i64, i64, i64, i64, i64, vp]
     if lib.icml26_quant_cuda_abi() != ABI:
         raise RuntimeError(f"{path}: ABI {lib.icml26_quant_cuda_abi()} != {ABI}")
     return lib
@@ -135,6 +140,23 @@ def ctypes_gemm(lib: ctypes.CDLL, x: Tensor, qweight: Tensor, scales: Tensor, mi
                                          y.data_ptr(), m, n, k, bits, group_size, stream)
     if err != 0:
         raise RuntimeError(f"icml26 quant_gemm CUDA launch failed: {'unsupported shape' if err < 0 else f'cudaError {err}'}")
+    return y
+
+
+def ctypes_gemm_i8act(lib: ctypes.CDLL, x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, group_size: int, bits: int,
+                      act_bits: int) -> Tensor:
+    """``quant_gemm_i8act`` through the ctypes launcher; x float32 (M, K), tensors contiguous on one CUDA device."""
+    m, k = x.shape
+    n = qweight.shape[0]
+    qweight = _aligned(qweight)
+    y = torch.empty(m, n, dtype=torch.float32, device=x.device)
+    work = torch.empty(int(lib.icml26_quant_i8act_workspace_bytes(m, k, act_bits)), dtype=torch.uint8, device=x.device)
+    with torch.cuda.device(x.device):
+        stream = torch.cuda.current_stream(x.device).cuda_stream
+        err = lib.icml26_quant_gemm_i8act_cuda(x.data_ptr(), qweight.data_ptr(), scales.data_ptr(), mins.data_ptr(), y.data_ptr(),
+                                               work.data_ptr(), m, n, k, bits, group_size, act_bits, stream)
+    if err != 0:
+        raise RuntimeError(f"icml26 quant_gemm_i8act CUDA launch failed: {'unsupported shape' if err < 0 else f'cudaError {err}'}")
     return y
 
 
@@ -211,6 +233,23 @@ def quant_gemm(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, bits: i
             return ctypes_gemm(_state["lib"], x.contiguous(), qweight.contiguous(), scales.contiguous(), mins.contiguous(), bits,
                                group_size)
     return _ref.quant_gemm(x.float(), qweight, scales, mins, bits, group_size).to(x.dtype)
+
+
+def quant_gemm_i8act(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, group_size: int, bits: int, act_bits: int) -> Tensor:
+    """The integer-activation op for CUDA tensors (validated by ``icml26.ops.quant``): x quantized per
+    64-block to INT8 / 15-bit codes inside, integer dot products (dp4a / dp2a); output float32 cast to x's dtype."""
+    b = backend()
+    xf = x.float().contiguous()
+    if x.shape[0] == 0 or qweight.shape[0] == 0:
+        return x.new_zeros(x.shape[0], qweight.shape[0])
+    if b == "ext-cuda":
+        y = torch.ops.icml26.quant_gemm_i8act(xf, qweight.contiguous(), scales.contiguous(), mins.contiguous(), group_size, -1, bits,
+                                              act_bits)
+    elif b == "ctypes-cuda":
+        y = ctypes_gemm_i8act(_state["lib"], xf, qweight.contiguous(), scales.contiguous(), mins.contiguous(), group_size, bits, act_bits)
+    else:
+        y = _ref.quant_gemm_i8act(xf, qweight, scales, mins, group_size, bits, act_bits)
+    return y.to(x.dtype)
 
 
 def linear(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, bits: int, group_size: int) -> Tensor:

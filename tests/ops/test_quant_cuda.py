@@ -5,11 +5,13 @@ Without a GPU (any machine with the CUDA toolkit):
     PTX), which loads and answers (no device: a CUDA error code, bad shapes: -1);
   * the kernel source itself runs on the CPU under a host emulation (tests/ops/quant_cuda_emu.cpp:
     32 threads per warp, a barrier per shuffle) and matches the ``_ref`` twin for INT4 / INT8,
-    fp32 / fp16 / bf16 activations, every rows-per-warp choice and M tiling;
+    fp32 / fp16 / bf16 activations, every rows-per-warp choice and M tiling, and for the
+    integer-activation op (INT8 / 15-bit codes, dp4a / dp2a) with an outlier channel;
   * (slow) the torch registration compiles against torch's headers.
 With a CUDA build of torch and a GPU (marker ``gpu``; ``make test`` leaves them out, run
 ``pytest -m gpu tests/ops/test_quant_cuda.py`` or benchmarks/quantize_cuda.sh): both routes
-(torch op, ctypes) against ``_ref``, and a PackedLinear on CUDA against the same layer on CPU.
+(torch op, ctypes) against ``_ref`` for both ops, and a PackedLinear on CUDA against the same
+layer on CPU.
 """
 
 from __future__ import annotations
@@ -86,8 +88,9 @@ def test_kernel_compiles_to_ptx_sm80(tmp_path):
                         str(quant_cuda.source_path()), "-o", str(out)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     ptx = out.read_text()
-    # 3 activation dtypes x 2 widths x 3 rows-per-warp x 2 M tiles
-    assert ptx.count(".entry") == 36 and "quant_gemm_kernel" in ptx
+    # quant_gemm: 3 activation dtypes x 2 widths x 3 rows-per-warp x 2 M tiles; quant_gemm_i8act: 2 widths x
+    # 2 activation codes x 3 rows-per-warp + 2 activation-quantization passes
+    assert ptx.count(".entry") == 36 + 12 + 2 and "quant_gemm_kernel" in ptx and "quant_gemm_iact_kernel" in ptx
 
 
 def test_ctypes_library_builds_for_sm90_and_loads(tmp_path):
@@ -102,6 +105,11 @@ def test_ctypes_library_builds_for_sm90_and_loads(tmp_path):
     assert lib.icml26_quant_gemm_cuda(3, None, None, None, None, None, 1, 8, 128, 4, 64, None) == -1
     if not HAS_GPU:  # no driver / device here: the launcher returns the CUDA error instead of launching
         assert lib.icml26_quant_gemm_cuda(0, None, None, None, None, None, 1, 8, 128, 4, 64, None) > 0
+    # integer-activation op: workspace = 2 floats per 64-block (padded to 16 bytes) + the codes
+    assert lib.icml26_quant_i8act_workspace_bytes(3, 128, 8) == 48 + 3 * 128
+    assert lib.icml26_quant_i8act_workspace_bytes(1, 192, 16) == 32 + 2 * 192
+    assert lib.icml26_quant_gemm_i8act_cuda(None, None, None, None, None, None, 1, 8, 96, 4, 32, 8, None) == -1  # K % 64
+    assert lib.icml26_quant_gemm_i8act_cuda(None, None, None, None, None, None, 1, 8, 128, 4, 64, 4, None) == -1  # act_bits
 
 
 @pytest.fixture(scope="module")
@@ -117,12 +125,12 @@ def emu_binary(tmp_path_factory):
     return exe
 
 
-def _emu(exe, tmp_path, x, qw, s, mn, bits, gs, sms):
+def _emu(exe, tmp_path, x, qw, s, mn, bits, gs, sms, act_bits=0):
     m, k = x.shape
     n = qw.shape[0]
     code = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}[x.dtype]
     raw = lambda t: t.contiguous().view(torch.uint8).numpy().tobytes()  # noqa: E731
-    hdr = torch.tensor([code, bits, m, n, k, gs, sms], dtype=torch.int32)
+    hdr = torch.tensor([code, bits, m, n, k, gs, sms, act_bits], dtype=torch.int32)
     fin, fout = tmp_path / "in.bin", tmp_path / "out.bin"
     fin.write_bytes(raw(hdr) + raw(x) + raw(qw) + raw(s.float()) + raw(mn.float()))
     r = subprocess.run([str(exe), str(fin), str(fout)], capture_output=True, text=True, timeout=120)
@@ -149,6 +157,24 @@ def test_kernel_source_matches_ref_under_host_emulation(emu_binary, tmp_path, dt
     x, qw, s, mn = _case(dtype, bits, m, n, k, gs, seed=m * 1000 + n)
     y = _emu(emu_binary, tmp_path, x, qw, s, mn, bits, gs, sms)
     _assert_close(y, x, qw, s, mn, bits, gs)
+
+
+# (bits, act_bits, M, N, K, group_size, SMs) for quant_gemm_i8act (x float32; K, groups multiples of 64)
+EMU_IACT_CASES = [
+    (4, 8, 1, 72, 192, 64, 2),      # R = 4
+    (4, 16, 3, 37, 1152, 128, 100), # R = 1, two steps per lane, 3 M rows
+    (8, 8, 1, 72, 256, 128, 3),     # INT8 weights (q - 128 trick), R = 2
+    (8, 16, 2, 33, 768, 64, 1),     # INT8 x 15-bit codes, all lanes busy, partial row tile
+]
+
+
+@pytest.mark.parametrize("bits,act_bits,m,n,k,gs,sms", EMU_IACT_CASES)
+def test_integer_activation_kernel_matches_ref_under_host_emulation(emu_binary, tmp_path, bits, act_bits, m, n, k, gs, sms):
+    x, qw, s, mn = _case(torch.float32, bits, m, n, k, gs, seed=7 * n + m)
+    x[0, 5] = 40.0  # an outlier channel, as in SmolLM2's RMSNorm outputs
+    y = _emu(emu_binary, tmp_path, x, qw, s, mn, bits, gs, sms, act_bits)
+    want = ref.quant_gemm_i8act(x, qw, s, mn, gs, bits, act_bits)
+    assert (y - want).abs().max().item() <= 1e-5 * want.abs().max().item()
 
 
 def test_cpu_tensors_never_reach_the_cuda_path(monkeypatch):
@@ -264,6 +290,24 @@ def test_gpu_ctypes_route_matches_ref(ctypes_lib, dtype, bits, m, n, k, gs):
         y = quant_cuda.ctypes_gemm(ctypes_lib, x, qw, s, mn, bits, gs)
     st.synchronize()
     _assert_close(y, x, qw, s, mn, bits, gs)
+
+
+IACT_GPU_CASES = [(bits, ab, m, n, k, gs) for bits in (4, 8) for ab in (8, 16)
+                  for (m, n, k, gs) in ((1, 576, 576, 576), (1, 1536, 576, 64), (3, 577, 1536, 128), (1, 49152, 576, 576))]
+
+
+@pytest.mark.gpu
+@gpu
+@pytest.mark.parametrize("bits,act_bits,m,n,k,gs", IACT_GPU_CASES)
+def test_gpu_integer_activation_op_matches_ref(ctypes_lib, bits, act_bits, m, n, k, gs):
+    x, qw, s, mn = _case(torch.float32, bits, m, n, k, gs, device="cuda")
+    want = ref.quant_gemm_i8act(x.cpu(), qw.cpu(), s.cpu(), mn.cpu(), gs, bits, act_bits)
+    outs = [quant_cuda.ctypes_gemm_i8act(ctypes_lib, x, qw, s, mn, gs, bits, act_bits)]
+    if quant_cuda.backend() == "ext-cuda":
+        outs.append(torch.ops.icml26.quant_gemm_i8act(x, qw, s, mn, gs, -1, bits, act_bits))
+    outs.append(ops.quant_gemm_i8act(x, qw, s, mn, gs, bits=bits, act_bits=act_bits))
+    for y in outs:
+        assert (y.cpu() - want).abs().max().item() <= 1e-5 * want.abs().max().item()
 
 
 @pytest.mark.gpu
