@@ -99,7 +99,7 @@ def approximation(args) -> tuple[list[dict], list[dict]]:
             x = cap[li]
             t = x.keys.shape[2]
             n = S.n_kept(t, ratio)
-            base = KVPress(method="capkv", sink_tokens=4, window_tokens=0)
+            base = KVPress(method="capkv", sink_tokens=4, window_tokens=0, question_share=0.0)  # the leverage core
             p = base.params
             b, hkv, _, d = x.keys.shape
             g = x.n_heads // hkv
@@ -107,7 +107,7 @@ def approximation(args) -> tuple[list[dict], list[dict]]:
             if p.gqa == "pool":  # the objective CapKV and the greedy maximise: one channel per KV head
                 w = w.mean(1, keepdim=True)  # (Hkv, 1, T)
             gr = KVPress(method="capkv-greedy", sink_tokens=4, window_tokens=0).select(x, n)[0]
-            sel = {m: KVPress(method=m, sink_tokens=4, window_tokens=0).select(x, n)[0] for m in caps}
+            sel = {m: KVPress(method=m, sink_tokens=4, window_tokens=0, question_share=0.0).select(x, n)[0] for m in caps}
             for h in range(hkv):
                 u = x.values[0, h].double()
                 rho = logdet.ridge_of(u, w[h], p.ridge_ratio)
@@ -196,7 +196,7 @@ def main() -> None:
     ap.add_argument("--context-tokens", type=int, nargs="+", default=[1024])
     ap.add_argument("--ratios", type=float, nargs="+", default=[0.5, 0.75])
     ap.add_argument("--depths", type=float, nargs="+", default=[0.1, 0.3, 0.5, 0.7, 0.9])
-    ap.add_argument("--samples", type=int, default=1)
+    ap.add_argument("--samples", type=int, default=4, help="haystacks per depth (needles = haystacks = depths x samples)")
     ap.add_argument("--continuation-tokens", type=int, default=64)
     ap.add_argument("--methods", nargs="+", default=None)
     ap.add_argument("--corpus", default="python-docs")

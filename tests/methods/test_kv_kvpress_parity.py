@@ -21,7 +21,7 @@ from tests.methods.test_kv_scoring import tiny_llama  # noqa: E402
 CASES = [
     # (ours, theirs)
     (dict(method="capkv", weight="exp-cos", tau=5.0, query_source="future-rope", n_future_positions=512, sink_tokens=4,
-          window_tokens=0, ridge_ratio=1.0, ridge_absolute=True, gqa="per-head", stat_tokens=0), ("CapPress", {})),
+          window_tokens=0, ridge_ratio=1.0, ridge_absolute=True, gqa="per-head", stat_tokens=0, question_share=0.0), ("CapPress", {})),
     (dict(method="snapkv", sink_tokens=0, window_tokens=16, kernel_size=5), ("SnapKVPress", {"window_size": 16, "kernel_size": 5})),
     (dict(method="expected-attention", query_source="future-rope", sink_tokens=4, window_tokens=0), ("ExpectedAttentionPress", {})),
     (dict(method="knorm", sink_tokens=0, window_tokens=0), ("KnormPress", {})),

@@ -183,7 +183,7 @@ def test_capkv_greedy_close_to_leverage_on_a_real_layer():
 
     model = tiny_llama(layers=1)
     x = _layer_inputs(model, t=48)[0]
-    p_lev = KVPress(method="capkv", sink_tokens=0, window_tokens=0)
+    p_lev = KVPress(method="capkv", sink_tokens=0, window_tokens=0, question_share=0.0)  # the leverage core alone
     p_gr = KVPress(method="capkv-greedy", sink_tokens=0, window_tokens=0)
     n = 12
     il, ig = p_lev.select(x, n), p_gr.select(x, n)

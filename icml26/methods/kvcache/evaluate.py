@@ -31,7 +31,7 @@ from icml26.methods.kvcache.scoring import METHODS
 
 DEFAULT_METHODS = ("capkv", "streaming", "snapkv", "h2o", "tova", "knorm", "random", "expected-attention")
 PRESS_FIELDS = ("sink_tokens", "window_tokens", "weight", "tau", "ridge_ratio", "ridge_absolute", "query_source", "n_future_positions", "kernel_size",
-                "head_budget", "head_floor", "window_mix", "pool", "recent_share", "window_stats")
+                "head_budget", "head_floor", "window_mix", "pool", "recent_share", "window_stats", "stat_window", "pool_kernel", "question_share")
 _KEYS = ("blue door", "old lighthouse", "north gate", "red boat", "iron chest", "glass tower", "silver key", "green lamp")
 
 
@@ -61,9 +61,12 @@ class Config:
     head_budget: str = "uniform"         # uniform | adaptive (every scoring method; Ada-KV style allocation across a layer's KV heads)
     head_floor: float = 0.2
     window_mix: float = 0.5              # CapKV mixture: share of the window (question) queries
-    pool: str = "none"                   # CapKV: none | max | avg pooling of its scores over kernel_size tokens
+    pool: str = "none"                   # CapKV: none | max | avg pooling of its scores over pool_kernel tokens
+    pool_kernel: int = 9
     recent_share: float = 0.0            # CapKV: share of the budget kept for the most recent tokens
     window_stats: str = "gaussian"       # CapKV window channel: gaussian | observed
+    stat_window: int = 16                # CapKV window channel: last this many queries (0 = window_tokens)
+    question_share: float = 0.4          # CapKV: budget share reserved for the retrieval channel
     threads: int = 0                     # torch CPU threads (0 = torch's default)
 
     def __post_init__(self) -> None:

@@ -60,9 +60,12 @@ class KVPress:
     head_budget: str = "uniform"         # uniform | adaptive (Ada-KV style, prefill only; see scoring.select_adaptive)
     head_floor: float = 0.2              # adaptive: each head keeps at least this share of its uniform free budget
     window_mix: float = 0.5              # CapKV query_source=mixture: share of the window (question) queries
-    pool: str = "none"                   # CapKV: pool leverage scores over kernel_size neighbours: none | max | avg
+    pool: str = "none"                   # CapKV: pool leverage scores over pool_kernel neighbours: none | max | avg
+    pool_kernel: int = 9                 # CapKV pooling kernel (odd)
     recent_share: float = 0.0            # CapKV: share of the budget kept for the most recent tokens (>= window_tokens)
     window_stats: str = "gaussian"       # CapKV window channel: gaussian | observed (mean attention of the window queries)
+    question_share: float = 0.4          # CapKV: budget share reserved for the retrieval channel (last stat_window queries' attention)
+    stat_window: int = 16                # CapKV window channel: statistics of the last this many queries (0 = window_tokens)
     stats: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -70,7 +73,7 @@ class KVPress:
             raise ValueError(f"unknown method {self.method!r}; valid: {', '.join(S.METHODS)}")
         if not (isinstance(self.compression_ratio, (int, float)) and 0.0 <= self.compression_ratio < 1.0):
             raise ValueError(f"compression_ratio must be in [0, 1), got {self.compression_ratio!r}")
-        for name in ("sink_tokens", "window_tokens", "decoding_budget_tokens", "n_future_positions"):
+        for name in ("sink_tokens", "window_tokens", "decoding_budget_tokens", "n_future_positions", "stat_window"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.decoding_interval_tokens < 1:
@@ -100,8 +103,12 @@ class KVPress:
             raise ValueError(f"window_stats must be gaussian or observed, got {self.window_stats!r}")
         if self.pool not in ("none", "max", "avg"):
             raise ValueError(f"pool must be none, max or avg, got {self.pool!r}")
+        if not 0.0 <= self.question_share < 1.0:
+            raise ValueError(f"question_share must be in [0, 1), got {self.question_share}")
         if not 0.0 <= self.recent_share < 1.0:
             raise ValueError(f"recent_share must be in [0, 1), got {self.recent_share}")
+        if self.pool_kernel < 1 or self.pool_kernel % 2 == 0:
+            raise ValueError(f"pool_kernel must be a positive odd integer, got {self.pool_kernel}")
         if self.kernel_size < 1 or self.kernel_size % 2 == 0:
             raise ValueError(f"kernel_size must be a positive odd integer, got {self.kernel_size}")
         self._qbuf: dict[int, torch.Tensor] = {}
@@ -135,6 +142,9 @@ class KVPress:
         if self.method == "capkv-greedy":
             return self._greedy(x, n_keep), None
         scores = S.SCORERS[self.method](x, self.params)  # (B, Hkv, T)
+        if self.method == "capkv" and self.question_share > 0 and (x.hidden is not None or x.queries is not None):
+            # retrieval channel: its top share of the budget is kept first, the rest by the main channel
+            scores = S.reserve_top(scores, S.score_capkv_question(x, self.params), int(math.floor(self.question_share * n_keep)))
         if self.head_budget == "adaptive":
             idx, keep = S.select_adaptive(scores, n_keep, sink_tokens=self.sink_tokens, window_tokens=self._window(n_keep),
                                           floor=self.head_floor)

@@ -86,8 +86,11 @@ class ScoreParams:
     kernel_size: int = 5             # SnapKV pooling (and CapKV's, when ``pool`` is not none)
     seed: int = 0                    # random baseline
     window_mix: float = 0.5          # CapKV query_source=mixture: share of the window (question) queries in the mixture
-    pool: str = "none"               # CapKV: pool the leverage scores over kernel_size neighbours: none | max | avg
+    pool: str = "none"               # CapKV: pool the leverage scores over pool_kernel neighbours: none | max | avg
+    pool_kernel: int = 9             # CapKV pooling kernel (odd)
     recent_share: float = 0.0        # CapKV: share of the per-head budget given to the most recent tokens (at least window_tokens)
+    question_share: float = 0.4      # CapKV: share of the budget reserved for the retrieval channel (score_capkv_question)
+    stat_window: int = 16            # CapKV window channel: the last this many queries (0 = window_tokens)
     window_stats: str = "gaussian"   # CapKV window channel: gaussian (moments of the window queries) | observed (their mean attention)
 
 
@@ -215,7 +218,7 @@ def query_statistics(x: LayerInputs, p: ScoreParams, *, covariance: bool = True,
         if cov is not None:
             cov = r @ cov @ r.T
         return mu, cov
-    return _moments(window_queries(x, p.window_tokens).float(), covariance)  # (B, Hq, W, D)
+    return _moments(window_queries(x, p.stat_window or p.window_tokens).float(), covariance)  # (B, Hq, W, D)
 
 
 def _repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
@@ -285,7 +288,7 @@ def capkv_token_weights(x: LayerInputs, p: ScoreParams, source: str | None = Non
         if src == "window" and p.window_stats == "observed":
             # the empirical distribution of the observed window queries instead of its Gaussian fit:
             # E_q[softmax(q.k / sqrt d)] over the window = the mean attention of those queries
-            a = _window_attention(x, min(p.window_tokens, max(1, t - 1))).mean(2)  # (B, Hq, T)
+            a = _window_attention(x, min(p.stat_window or p.window_tokens, max(1, t - 1))).mean(2)  # (B, Hq, T)
             wi = a.view(b, hkv, g, t)
             if source == "mixture":
                 wi = wi * p.window_mix
@@ -349,7 +352,29 @@ def score_capkv(x: LayerInputs, p: ScoreParams) -> torch.Tensor:
         s = sum(_leverage(u, capkv_token_weights(x, p, src), p) for src in ("window", "future-rope"))
     else:
         s = _leverage(u, capkv_token_weights(x, p), p)
-    return _pad_sinks(pool_scores(s, p.pool, p.kernel_size), s0)
+    return _pad_sinks(pool_scores(s, p.pool, p.pool_kernel), s0)
+
+
+def score_capkv_question(x: LayerInputs, p: ScoreParams) -> torch.Tensor:
+    """CapKV's retrieval channel (ours; used with ``question_share``): the weighted ridge leverage
+    of the tokens under the observed attention of the last ``stat_window`` queries (the question
+    when it ends the prompt), in its own A, max-pooled over ``pool_kernel`` tokens so the span
+    around a retrieved token (the rest of a multi-token fact) is kept with it. Returns (B, Hkv, T)."""
+    x, s0 = _without_sinks(x, p)
+    q = dataclasses.replace(p, query_source="window", window_stats="observed")
+    s = _leverage(x.values.float(), capkv_token_weights(x, q), q)
+    return _pad_sinks(pool_scores(s, "max", p.pool_kernel), s0)
+
+
+def reserve_top(scores: torch.Tensor, other: torch.Tensor, n: int) -> torch.Tensor:
+    """``scores`` (B, H, T) with the top-``n`` tokens of ``other`` per head lifted above every other
+    score (below the selector's forced sinks/window), so the selector keeps them first and fills the
+    rest of the budget by ``scores``."""
+    if n <= 0:
+        return scores
+    top = other.topk(min(n, other.shape[-1]), dim=-1).indices
+    lift = torch.zeros_like(scores, dtype=torch.bool).scatter_(-1, top, True)
+    return scores.float().masked_fill(lift, torch.finfo(torch.float32).max / 2)
 
 
 def pool_scores(s: torch.Tensor, pool: str, kernel: int) -> torch.Tensor:
