@@ -57,6 +57,9 @@ def test_records_contract_on_real_model(tmp_path):
         for key in ("kind", "method", "compression_ratio", "needle_accuracy", "kl", "top1_agreement", "kept_bytes", "overhead_ratio"):
             assert key in x
         assert 0 <= x["needle_accuracy"] <= 1 and x["kl"] >= 0 and 0 <= x["top1_agreement"] <= 1
+        lo, hi = x["needle_accuracy_ci"]  # Wilson interval around the accuracy
+        assert 0 <= lo <= x["needle_accuracy"] <= hi <= 1 and x["needle_hits"] == round(x["needle_accuracy"] * x["n_samples"])
+        assert x["kl_ci"][0] <= x["kl"] + 1e-12 and x["kl"] <= x["kl_ci"][1] + 1e-12
     full = res[("full", 0.0)]
     assert full["kl"] == 0 and full["top1_agreement"] == 1 and full["overhead_ratio"] == 0
     # SmolLM2 config: 30 layers x (k, v) x 3 KV heads x 64 dims x fp32, per token
