@@ -52,6 +52,17 @@ RECONSTRUCTED (our defaults; not stated in the sources; measured in docs/evict-k
 - sinks are left out of the pool H and always kept; the last ``window_tokens`` are always kept
   (every policy in this harness gets the same protection).
 - head-adaptive budgets (``select_adaptive``, Ada-KV's rule on CapKV scores) are optional.
+
+OURS (not in the paper; chosen on a dev split, docs/evict-kv.md): a second channel for the
+queries that will retrieve from the cache. ``score_capkv_question`` scores tokens by the same
+weighted ridge leverage, with w_i = the observed mean attention of the last ``stat_window``
+prompt queries (the question, when the prompt ends with one) in its own A, max-pooled over
+``pool_kernel`` neighbours (a multi-token fact is kept whole); the press keeps the top
+``question_share`` of each head's budget by this channel first (``reserve_top``) and fills the
+rest by ``score_capkv`` (the paper's continuation channel). ``question_share=0`` is the
+single-channel CapKV. Also ours, off by default: ``recent_share`` (a recency share of the
+budget), ``pool`` (pooling the continuation channel), ``window_mix`` / ``window_stats`` (mixed
+query populations in one channel).
 """
 
 from __future__ import annotations
