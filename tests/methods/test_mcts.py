@@ -192,6 +192,8 @@ def test_gym_env_end_to_end_and_errors(capsys):
     assert recs[-1]["v_star"] > 0
     bj = list(M.run(M.Config(env="Blackjack-v1", algo="uct", simulations=(20,), seeds=2, horizon=5), seed=0))
     assert bj[0]["p_correct"] is None  # no transition table: no exact values
+    assert sum(bj[0]["action_counts"]) == 2 and len(bj[0]["action_counts"]) == 2  # what was recommended, per root action
+    assert "no transition table" in capsys.readouterr().err
     code, _, err = _cli(["mcts", "--env", "NoSuchEnv-v0", "-q"], capsys)
     assert code == 2 and "gymnasium cannot make it" in err
     code, _, err = _cli(["mcts", "--env", "FrozenLake-v1?map_name", "-q"], capsys)

@@ -175,6 +175,11 @@ def run(cfg: Config, *, seed: int = 0) -> Iterator[dict]:
 
     algos = parse_algos(cfg.algo)
     kind, env = load_env(cfg)
+    if kind != "tree" and env.q_root is None:
+        import sys
+
+        print(f"note: {cfg.env} has no transition table, so p_correct and simple_regret (which need exact action values) "
+              "are null; each result's action_counts says how often each root action was recommended", file=sys.stderr)
     budgets = sorted(set(int(b) for b in cfg.simulations))
     seeds = ops.run_seeds(seed, cfg.seeds)
     results = []
@@ -197,8 +202,9 @@ def run(cfg: Config, *, seed: int = 0) -> Iterator[dict]:
                     k = int(ok.sum())
                     r.update(p_correct=k / len(seeds), p_correct_ci=list(wilson(k, len(seeds))),
                              simple_regret=float(reg.mean()), simple_regret_se=float(reg.std(ddof=1) / math.sqrt(len(seeds))) if len(seeds) > 1 else None)
-                else:
-                    r.update(p_correct=None, p_correct_ci=None, simple_regret=None, simple_regret_se=None)
+                else:  # no transition table (state-copy env): no exact values, so report what was recommended
+                    r.update(p_correct=None, p_correct_ci=None, simple_regret=None, simple_regret_se=None,
+                             action_counts=np.bincount(rec[:, j], minlength=int(env.A)).tolist())
                 r["backend"] = be
                 results.append(r)
                 yield r
