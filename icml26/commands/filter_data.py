@@ -59,6 +59,32 @@ def _resolve(config_cls, section: str, recipe, sets, **typed):
     return build_config(config_cls, values, source=f"filter-data {section} config"), seed
 
 
+def _refuse_overwrite(output: str | None, *inputs: str | None, flag: str = "--output") -> None:
+    """--output must not be one of the inputs: the atomic rename would replace the input with
+    the (partial) selection. Exit 2 before anything is read or written."""
+    import os
+    from pathlib import Path
+
+    from icml26.core.errors import InputError
+
+    if output in (None, "-"):
+        return
+    out = Path(output).expanduser()
+    if out.exists() and not out.is_file():  # /dev/null, a FIFO: written straight through
+        return
+    for src in inputs:
+        if src in (None, "-"):
+            continue
+        p = Path(src).expanduser()
+        try:
+            same = out.resolve() == p.resolve() or (out.exists() and p.exists() and os.path.samefile(out, p))
+        except OSError:
+            same = False
+        if same:
+            raise InputError(f"{flag} {output!r} is the input file {src!r}: writing it would overwrite the input; "
+                             f"choose another {flag} path")
+
+
 def _finish(command: str, config: dict, summary: dict, log: str | None, quiet: bool) -> None:
     """The run record of a filter command: stderr line (+ --log file); never stdout."""
     import sys
@@ -139,6 +165,8 @@ def score(
     from icml26.methods.filtering.cqf import score_stream
     from icml26.methods.filtering.jsonl import DocumentWriter
 
+    _refuse_overwrite(output, input, model)
+    _refuse_overwrite(log, input, model, flag="--log")
     progress.set_quiet(quiet)
     m = load_model(model)
     if m.classifier == "embed":  # only the sentence encoder runs on torch
@@ -170,6 +198,8 @@ def select(
     from icml26.methods.filtering.cqf import select_stream
     from icml26.methods.filtering.jsonl import DocumentWriter
 
+    _refuse_overwrite(output, input)
+    _refuse_overwrite(log, input, flag="--log")
     with DocumentWriter(output) as w:
         st = select_stream(input, w, top=top, threshold=threshold, field=field, skip_bad=skip_bad)
     _finish("filter-data select", {"input": input, "top": top, "threshold": threshold, "field": field, "skip_bad": skip_bad},

@@ -7,7 +7,7 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from icml26.core.options import DeviceOpt, OutOpt, QuietOpt, RecipeOpt, SeedOpt, SetOpt, split_csv
+from icml26.core.options import OutOpt, QuietOpt, RecipeOpt, SeedOpt, SetOpt, split_csv
 
 
 def quantize(
@@ -20,7 +20,7 @@ def quantize(
     recipe: RecipeOpt = None,
     set_: SetOpt = None,
     seed: SeedOpt = None,
-    device: DeviceOpt = "cpu",
+    device: Annotated[str, typer.Option("--device", help="cpu (auto = cpu): the quantize pipeline runs on the CPU; cuda is not supported here yet.")] = "cpu",
     out: OutOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
@@ -42,7 +42,7 @@ def quantize(
     cfg = resolve(m.Config, "quantize", recipe, set_, model=model, bits=bits, methods=methods, settings=settings,
                   calib_text=calib_text, eval_text=eval_text)
     if device not in ("cpu", "auto"):
-        raise InputError(f"--device {device!r}: quantize runs on the CPU (its packed kernels are CPU kernels)")
+        raise InputError(f"--device {device!r}: quantize runs on the CPU; use --device cpu (or auto)")
     if (cfg.calib_text is None) != (cfg.eval_text is None):
         raise InputError("--calib-text and --eval-text go together (or neither, to split a built-in corpus)")
     for f in (cfg.calib_text, cfg.eval_text):
@@ -54,7 +54,9 @@ def quantize(
     if not packed:
         from icml26.core.data.lm import model_path
 
-        model_path(cfg.model)  # bad path / missing package -> exit 2 before any output
+        mdir = model_path(cfg.model)  # bad path / corrupt files / missing package -> exit 2 before any output
+        if cfg.group_size:
+            m.check_group_size(cfg.group_size, m.model_dims(mdir))  # before the model load
     s = recipe_seed(recipe, "quantize", seed) or 0
     cols = ["method", "setting", "wbits", "abits", "kvbits", "perplexity", "top1_agreement", "greedy_agreement", "size_bytes", "time_s"]
     gen = m.run_packed(cfg, seed=s) if packed else m.run(cfg, seed=s, out=out)

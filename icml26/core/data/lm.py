@@ -71,6 +71,66 @@ def _convert_gguf(folder: Path, gguf_file: str, dest: Path) -> Path:
     return dest
 
 
+SAFETENSORS_MAX_HEADER = 100 << 20  # the safetensors library refuses larger headers
+
+
+def check_safetensors(f: Path, fix: str) -> None:
+    """Cheap structural check of a .safetensors file (header only, no tensor data read):
+    8-byte little-endian header length, a JSON header, and a file long enough for every
+    tensor's data_offsets. InputError naming ``f`` and ``fix`` otherwise."""
+    import json
+    import struct
+
+    def bad(why: str):
+        return InputError(f"{str(f)!r} is not a valid safetensors file ({why}): {fix}")
+
+    try:
+        size = f.stat().st_size
+        with open(f, "rb") as fh:
+            head = fh.read(8)
+            if len(head) < 8:
+                raise bad("truncated or corrupt: shorter than its 8-byte header length")
+            (n,) = struct.unpack("<Q", head)
+            if n > SAFETENSORS_MAX_HEADER or 8 + n > size:
+                raise bad("truncated or corrupt: header length past the end of the file" if n <= SAFETENSORS_MAX_HEADER
+                          else "corrupt: header length too large")
+            header = json.loads(fh.read(n).decode("utf-8"))
+    except OSError as e:
+        raise InputError(f"cannot read {str(f)!r}: {e.strerror or e}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise bad("corrupt: its header is not JSON") from None
+    if not isinstance(header, dict):
+        raise bad("corrupt: its header is not a JSON object")
+    end = 0
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        try:
+            b, e = info["data_offsets"]
+            end = max(end, int(e))
+        except (TypeError, KeyError, ValueError):
+            raise bad(f"corrupt: tensor {name!r} has no data_offsets") from None
+    if 8 + n + end > size:
+        raise bad(f"truncated or corrupt: {size} bytes, its tensors need {8 + n + end}")
+
+
+def check_gguf(f: Path) -> None:
+    """A .gguf file starts with the magic bytes ``GGUF``; InputError otherwise."""
+    try:
+        with open(f, "rb") as fh:
+            magic = fh.read(4)
+    except OSError as e:
+        raise InputError(f"cannot read {str(f)!r}: {e.strerror or e}") from None
+    if magic != b"GGUF":
+        raise InputError(f"{str(f)!r} is not a GGUF file (no GGUF magic bytes; truncated or corrupt?): "
+                         "re-download it or point --model at another model")
+
+
+def _check_folder(p: Path, fix: str) -> None:
+    for f in sorted(p.glob("*.safetensors")):
+        check_safetensors(f, fix)
+
+
 def model_path(name_or_path: str = "llama") -> Path:
     """Resolve a model name or path to a local HF folder (converting a GGUF once, cached).
 
@@ -80,21 +140,33 @@ def model_path(name_or_path: str = "llama") -> Path:
     if key in BUILTIN:
         dest = cache_root() / "models" / key
         if (dest / "config.json").exists():
+            _check_folder(dest, f"delete the cached folder {str(dest)!r} and run again to rebuild it")
             return dest
         folder, fname = _gguf_source(key)
+        check_gguf(folder / fname)
         return _convert_gguf(folder, fname, dest)
     p = Path(name_or_path).expanduser()
     if p.is_file() and p.suffix == ".gguf":
         import hashlib
 
+        check_gguf(p)
         digest = hashlib.sha256(str(p.resolve()).encode() + str(p.stat().st_mtime_ns).encode()).hexdigest()[:12]
         dest = cache_root() / "models" / f"{p.stem}-{digest}"
         if (dest / "config.json").exists():
+            _check_folder(dest, f"delete the cached folder {str(dest)!r} and run again to rebuild it")
             return dest
-        return _convert_gguf(p.parent, p.name, dest)
+        try:
+            return _convert_gguf(p.parent, p.name, dest)
+        except InputError:
+            raise
+        except (ValueError, OSError, EOFError, IndexError, KeyError) as e:
+            msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise InputError(f"{str(p)!r} is not a readable GGUF model ({msg}): re-download it or point --model at "
+                             "another model") from None
     if p.is_dir():
         if not (p / "config.json").exists():
             raise InputError(f"model folder {str(p)!r} has no config.json (expected a Hugging Face model folder)")
+        _check_folder(p, "re-export it or point --model at another folder")
         return p
     raise InputError(f"model {name_or_path!r} is neither a built-in ({', '.join(BUILTIN)}, alias llama), a .gguf file nor an HF folder")
 
@@ -112,8 +184,16 @@ def load_causal_lm(name_or_path: str = "llama", *, dtype=None, device: str = "cp
     if not progress.enabled():  # -q or not a terminal: no loading bars on stderr
         hf_logging.disable_progress_bar()
     path = model_path(name_or_path)
-    tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-    model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype or torch.float32, local_files_only=True)
+    try:
+        tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(str(path), dtype=dtype or torch.float32, local_files_only=True)
+    except Exception as e:  # corrupt files the up-front checks cannot see (tokenizer, config)
+        from safetensors import SafetensorError
+
+        if isinstance(e, (SafetensorError, OSError, UnicodeDecodeError)) or type(e).__name__ == "JSONDecodeError":
+            raise InputError(f"cannot load the model in {str(path)!r} ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}): "
+                             "re-export it or point --model at another folder") from None
+        raise
     model.eval().to(device)
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token

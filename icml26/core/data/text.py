@@ -24,7 +24,9 @@ CORPORA = {"python-docs": "python3.11-doc", "gcide": "dict-gcide", "wordnet": "w
 
 
 def read_text_file(path: str | Path) -> str:
-    p = Path(path)
+    p = Path(path).expanduser()
+    if p.is_dir():
+        raise InputError(f"{str(path)!r} is a directory, expected a file (a UTF-8 text file)")
     if not p.is_file():
         raise InputError(f"text file {str(path)!r} does not exist")
     try:

@@ -76,12 +76,28 @@ def _sample_latents(v_factory, x0: Tensor, y: Tensor | None, cfg: SampleConfig, 
     return torch.cat(outs), nfe, extra
 
 
+def checkpoint_file(path: str | Path, flag: str = "--fine") -> str:
+    """A checkpoint argument: a file as given, or a train-lfm run directory -> its
+    ``checkpoint.safetensors``. InputError for a directory without one."""
+    p = Path(path).expanduser()
+    if p.is_dir():
+        c = p / "checkpoint.safetensors"
+        if c.is_file():
+            return str(c)
+        raise InputError(f"{flag} {str(path)!r} is a directory, expected a file (a train-lfm checkpoint.safetensors; "
+                         "this directory has none)")
+    return str(path)
+
+
 def run(cfg: SampleConfig, *, fine: str, coarse: str | None = None, compare: Sequence[str] = (), vae: str | None = None,
         seed: int = 0, out: str | Path | None = None, device: str = "cpu") -> Iterator[dict]:
     from icml26.core.data.images import load_images, save_png_grid
     from icml26.core.seed import seed_everything
 
     seed_everything(seed)
+    fine = checkpoint_file(fine, "--fine")
+    coarse = checkpoint_file(coarse, "--coarse") if coarse else coarse
+    compare = [checkpoint_file(p, "--compare") for p in compare]
     fine_net, fine_meta = load_flow(fine)
     coarse_net = coarse_meta = None
     if coarse:

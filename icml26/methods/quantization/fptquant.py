@@ -113,6 +113,12 @@ class Config:
             raise ValueError(f"calib_tokens ({self.calib_tokens}) and eval_tokens ({self.eval_tokens}) must be >= seq_len ({self.seq_len})")
         if self.group_size < 0:
             raise ValueError(f"group_size must be >= 0, got {self.group_size}")
+        if self.calib_text is None:
+            from icml26.core.data.text import CORPORA
+
+            if self.corpus not in CORPORA:
+                raise ValueError(f"corpus {self.corpus!r} is not a built-in corpus; choose from {', '.join(CORPORA)} "
+                                 "(or give calib_text and eval_text)")
         if not (0 < self.a_clip_ratio <= 1 and 0 < self.kv_clip_ratio <= 1):
             raise ValueError("a_clip_ratio and kv_clip_ratio must be in (0, 1]")
         if self.head_bits not in (8, 16):
@@ -143,6 +149,44 @@ class Config:
     def weight_quant_note(self) -> str:
         g = "per-channel" if self.group_size == 0 else f"group {self.group_size}"
         return f"{g} {'sym' if self.w_sym else 'asym'}"
+
+
+def check_group_size(group_size: int, dims: dict[str, int]) -> None:
+    """InputError when ``group_size`` (0 = per channel; >= a dimension = per channel for it)
+    does not divide an input dimension of the quantized linear layers. ``dims``: name -> size."""
+    from icml26.core.errors import InputError
+
+    bad = {n: k for n, k in dims.items() if group_size and group_size < k and k % group_size}
+    if bad:
+        named = ", ".join(f"{n}={k}" for n, k in bad.items())
+        ok = sorted({g for g in (32, 64, 128, 256) if all(k % g == 0 or g >= k for k in dims.values())})
+        hint = f"; e.g. {', '.join(map(str, ok))}" if ok else ""
+        raise InputError(f"group_size {group_size} does not divide the model's linear input dimensions ({named}): "
+                         f"choose 0 (per channel) or a divisor of every one of {sorted(set(dims.values()))}{hint}")
+
+
+def model_dims(model_dir) -> dict[str, int]:
+    """Input dimensions of the decoder's linear layers, read from an HF folder's config.json
+    (empty when the config does not say). No weights are read."""
+    import json
+    from pathlib import Path
+
+    try:
+        c = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    c = c.get("text_config", c) if isinstance(c.get("text_config"), dict) else c
+    dims = {}
+    if isinstance(c.get("hidden_size"), int):
+        dims["hidden_size"] = c["hidden_size"]
+    if isinstance(c.get("intermediate_size"), int):
+        dims["intermediate_size"] = c["intermediate_size"]
+    heads, hd = c.get("num_attention_heads"), c.get("head_dim")
+    if isinstance(heads, int) and not isinstance(hd, int) and dims.get("hidden_size"):
+        hd = dims["hidden_size"] // heads
+    if isinstance(heads, int) and isinstance(hd, int):
+        dims["num_attention_heads*head_dim"] = heads * hd
+    return dims
 
 
 # ----------------------------------------------------------------------------- data
@@ -250,6 +294,9 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | None = No
     settings = cfg.active_settings()
     t0 = time.time()
     fp_model, tok = load_causal_lm(cfg.model)
+    if cfg.group_size:
+        check_group_size(cfg.group_size, {n: m.in_features for n, m in fp_model.named_modules()
+                                          if isinstance(m, torch.nn.Linear) and not n.endswith("lm_head")})
     fp_model.eval()
     for p in fp_model.parameters():
         p.requires_grad_(False)

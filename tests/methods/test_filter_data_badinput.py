@@ -1,0 +1,60 @@
+"""filter-data score/select refuse an --output (or --log) that is one of their inputs (exit 2,
+input untouched): the atomic rename would otherwise replace the input with the selection."""
+
+import json
+
+from typer.testing import CliRunner
+
+from icml26.cli import app
+
+
+def _docs(path, n=20):
+    path.write_text("".join(json.dumps({"text": f"doc {i}", "metadata": {"quality_score": i / n}}) + "\n" for i in range(n)))
+    return path.read_bytes()
+
+
+def _cli(*args):
+    return CliRunner().invoke(app, ["filter-data", *args])
+
+
+def test_select_output_same_as_input_is_refused(tmp_path):
+    src = tmp_path / "same.jsonl"
+    before = _docs(src)
+    r = _cli("select", "--top", "0.3", str(src), "--output", str(src), "-q")
+    assert r.exit_code == 2, r.output
+    assert "would overwrite the input" in r.output and "--output" in r.output
+    assert src.read_bytes() == before
+
+
+def test_select_output_same_file_by_another_spelling_and_log(tmp_path):
+    src = tmp_path / "d.jsonl"
+    before = _docs(src)
+    (tmp_path / "sub").mkdir()
+    other = tmp_path / "sub" / ".." / "d.jsonl"
+    r = _cli("select", "--threshold", "0.5", str(src), "--output", str(other), "-q")
+    assert r.exit_code == 2 and "would overwrite the input" in r.output
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(src)
+    r = _cli("select", "--threshold", "0.5", str(src), "--output", str(link), "-q")
+    assert r.exit_code == 2 and "would overwrite the input" in r.output
+    r = _cli("select", "--threshold", "0.5", str(src), "--output", str(tmp_path / "kept.jsonl"), "--log", str(src), "-q")
+    assert r.exit_code == 2 and "--log" in r.output
+    assert src.read_bytes() == before
+
+
+def test_select_to_another_file_still_works(tmp_path):
+    src = tmp_path / "d.jsonl"
+    _docs(src)
+    out = tmp_path / "kept.jsonl"
+    r = _cli("select", "--top", "0.3", str(src), "--output", str(out), "-q")
+    assert r.exit_code == 0, r.output
+    assert len(out.read_text().splitlines()) == 6
+
+
+def test_score_output_same_as_input_is_refused(tmp_path):
+    src = tmp_path / "d.jsonl"
+    before = _docs(src)
+    (tmp_path / "model").mkdir()  # refused before the model is read
+    r = _cli("score", "--model", str(tmp_path / "model"), str(src), "--output", str(src), "-q")
+    assert r.exit_code == 2 and "would overwrite the input" in r.output
+    assert src.read_bytes() == before
