@@ -55,8 +55,21 @@ def _root(
     """icml26 command line."""
 
 
+def _os_error_line(e: BaseException) -> str | None:
+    """One line for a file-system refusal (no permission, read-only, disk full), else None."""
+    import errno
+
+    if not isinstance(e, OSError):
+        return None
+    if not isinstance(e, PermissionError) and e.errno not in (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC):
+        return None
+    where = f": {str(e.filename)!r}" if getattr(e, "filename", None) else ""
+    return f"icml26: error: {e.strerror or e}{where}"
+
+
 def _guard(fn):
-    """Map InputError raised by a command to one line on stderr and exit code 2."""
+    """Map InputError (and a refused write: no permission, read-only, disk full) raised by a
+    command to one line on stderr and exit code 2; an empty --out is refused the same way."""
     import functools
 
     if getattr(fn, "_icml26_guarded", False):
@@ -67,11 +80,19 @@ def _guard(fn):
         from icml26.core.errors import InputError
 
         try:
+            if isinstance(kwargs.get("out"), str) and not kwargs["out"].strip():
+                raise InputError("--out is empty; give a directory path (use --out . for the current directory)")
             return fn(*args, **kwargs)
         except InputError as e:
             if os.environ.get("ICML26_DEBUG"):
                 raise
             typer.echo(f"icml26: error: {e}", err=True)
+            raise typer.Exit(2) from None
+        except OSError as e:
+            line = _os_error_line(e)
+            if line is None or os.environ.get("ICML26_DEBUG"):
+                raise
+            typer.echo(line, err=True)
             raise typer.Exit(2) from None
 
     wrapper._icml26_guarded = True
@@ -118,6 +139,10 @@ def main(argv: list[str] | None = None) -> None:
         print(f"icml26: error: {e}", file=sys.stderr)
         sys.exit(2)
     except Exception as e:  # noqa: BLE001
+        line = _os_error_line(e)  # no permission, read-only, disk full: one line, exit 2
+        if line is not None and not os.environ.get("ICML26_DEBUG"):
+            print(line, file=sys.stderr)
+            sys.exit(2)
         if type(e).__name__ == "NoArgsIsHelpError":  # `icml26` alone: the help was printed
             sys.exit(0)
         if type(e).__name__ in ("UsageError", "BadParameter", "NoSuchOption", "MissingParameter", "BadOptionUsage", "BadArgumentUsage"):

@@ -96,11 +96,23 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
     return atomic_write_bytes(path, text.encode("utf-8"))
 
 
+# run directories that prepare_out_dir created in this process and no stream has used yet:
+# a run that fails before its first result removes them again (see ``stream``)
+_CREATED: set[str] = set()
+
+
+def _key(p: Path) -> str:
+    return os.path.abspath(p)
+
+
 def prepare_out_dir(out: str | Path | None, *, resume: bool = False, force: bool = False) -> Path | None:
     """Create the run directory. An existing non-empty directory is refused (InputError)
-    unless ``resume`` (training continues there) or ``force`` is set."""
+    unless ``resume`` (training continues there) or ``force`` is set. An empty path or a
+    folder that cannot be written is refused too (InputError naming the path)."""
     if out is None:
         return None
+    if not str(out).strip():
+        raise InputError("--out is empty; give a directory path (use --out . for the current directory)")
     p = Path(out)
     if p.exists() and not p.is_dir():
         raise InputError(f"--out {str(out)!r} exists and is not a directory")
@@ -108,10 +120,25 @@ def prepare_out_dir(out: str | Path | None, *, resume: bool = False, force: bool
         mine = [n for n in ("records.jsonl", "config.yaml") if (p / n).exists()]
         if mine:
             raise InputError(f"--out {str(out)!r} already holds a run ({mine[0]}); choose a new directory or remove it")
+    existed = p.is_dir()
     try:
         p.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise InputError(f"--out {str(out)!r}: cannot create the directory ({e.strerror})") from None
+        raise InputError(f"--out {str(out)!r}: cannot create the directory ({e.strerror or e})") from None
+    if not existed:
+        _CREATED.add(_key(p))
+    try:  # probe: a read-only or full folder is a one-line error now, not a traceback later
+        fd, probe = tempfile.mkstemp(prefix=".icml26-write-test.", dir=p)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        if not existed:
+            _CREATED.discard(_key(p))
+            try:
+                p.rmdir()
+            except OSError:
+                pass
+        raise InputError(f"--out {str(out)!r}: cannot write there ({e.strerror or e})") from None
     return p
 
 
@@ -174,7 +201,9 @@ def stream(
     from icml26.core.recipe import config_dict
 
     progress.set_quiet(quiet)
+    created = out is not None and str(out).strip() != "" and not Path(out).exists()
     out_dir = prepare_out_dir(out, resume=resume)
+    undo = _Undo(out_dir, created) if out_dir is not None else None
     head = {"kind": "config", "command": command}
     if seed is not None:
         head["seed"] = seed
@@ -182,16 +211,26 @@ def stream(
         head.update(config_dict(config))
     if extra_config:
         head.update(extra_config)
-    if out_dir is not None:
-        import yaml
-
-        atomic_write_text(out_dir / "config.yaml", yaml.safe_dump({"method": command, "seed": seed, "config": {k: v for k, v in head.items() if k not in ("kind", "command", "seed")}}, sort_keys=False))
-    rec_file = open(out_dir / "records.jsonl", "a", encoding="utf-8") if out_dir is not None else None
+    rec_file = None
     seen: list[dict] = []
+    has_result = False
     try:
+        if out_dir is not None:
+            import yaml
+
+            atomic_write_text(out_dir / "config.yaml", yaml.safe_dump({"method": command, "seed": seed, "config": {k: v for k, v in head.items() if k not in ("kind", "command", "seed")}}, sort_keys=False))
+            rec_file = open(out_dir / "records.jsonl", "a", encoding="utf-8")
         _emit(head, rec_file, seen)
         for rec in records:
             _emit(rec, rec_file, seen)
+            has_result = has_result or (isinstance(rec, dict) and rec.get("kind") == "result")
+    except Exception:
+        if rec_file is not None:
+            rec_file.close()
+            rec_file = None
+        if undo is not None and not has_result:
+            undo.rollback()  # the same --out can be used again once the input is fixed
+        raise
     finally:
         if rec_file is not None:
             rec_file.close()
@@ -206,6 +245,40 @@ def stream(
 
             Console(stderr=True).print("summary: " + ", ".join(f"{k}={_fmt(_clean(v))}" for k, v in summ[-1].items() if k != "kind" and not isinstance(v, (dict, list))))
     return seen
+
+
+class _Undo:
+    """What one ``stream`` call changed under ``--out``, to take back when the run fails
+    before its first result: the folder if this invocation created it, otherwise only
+    ``config.yaml`` / ``records.jsonl`` as they were (nothing that existed is deleted)."""
+
+    def __init__(self, out_dir: Path, created: bool):
+        self.dir = out_dir
+        self.created = created or _key(out_dir) in _CREATED
+        _CREATED.discard(_key(out_dir))
+        cfg = out_dir / "config.yaml"
+        self.config = cfg.read_bytes() if cfg.is_file() else None
+        rec = out_dir / "records.jsonl"
+        self.records_size = rec.stat().st_size if rec.is_file() else None
+
+    def rollback(self) -> None:
+        import shutil
+
+        try:
+            if self.created:
+                shutil.rmtree(self.dir, ignore_errors=True)
+                return
+            cfg, rec = self.dir / "config.yaml", self.dir / "records.jsonl"
+            if self.config is None:
+                cfg.unlink(missing_ok=True)
+            elif cfg.is_file() and cfg.read_bytes() != self.config:
+                atomic_write_bytes(cfg, self.config)
+            if self.records_size is None:
+                rec.unlink(missing_ok=True)
+            elif rec.is_file():
+                os.truncate(rec, self.records_size)
+        except OSError:
+            pass  # best effort: the run's own error is the one to report
 
 
 def _emit(rec: dict, rec_file, seen: list) -> None:

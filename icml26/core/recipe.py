@@ -10,13 +10,14 @@ A recipe is::
 
 Precedence: Config defaults < recipe < ``--set key=value`` < typed command options.
 Unknown keys, wrong types and values that the Config rejects raise ``InputError`` (exit 2)
-with the list of valid keys. YAML is read with ``yaml.safe_load`` only.
+with the list of valid keys. YAML is read with safe_load semantics only (``read_yaml``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import types
 import typing
 from pathlib import Path
@@ -27,15 +28,64 @@ from icml26.core.errors import InputError
 _TOP_KEYS = ("method", "description", "seed", "config")
 
 
+_LOADER = None
+
+
+def _safe_loader() -> type:
+    """``yaml.SafeLoader`` (safe_load semantics) that also reads ``1e-2``, ``1E5``,
+    ``-3e+4`` as floats (YAML 1.2; YAML 1.1 wants a dot) and refuses duplicate keys."""
+    global _LOADER
+    if _LOADER is not None:
+        return _LOADER
+    import yaml
+    from yaml.constructor import ConstructorError
+
+    class Loader(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            if isinstance(node, yaml.MappingNode):
+                seen = set()
+                for key_node, _ in node.value:
+                    if key_node.tag == "tag:yaml.org,2002:merge":
+                        continue
+                    key = self.construct_object(key_node, deep=True)
+                    try:
+                        dup = key in seen
+                        seen.add(key)
+                    except TypeError:  # unhashable key: left to the base class
+                        continue
+                    if dup:
+                        raise ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+            return super().construct_mapping(node, deep=deep)
+
+    # add_implicit_resolver copies the inherited table first: SafeLoader itself is untouched
+    Loader.add_implicit_resolver(
+        "tag:yaml.org,2002:float",
+        re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+        list("-+0123456789."),
+    )
+    _LOADER = Loader
+    return Loader
+
+
+def parse_yaml_text(text: str) -> Any:
+    """``yaml.safe_load`` with the loader of :func:`read_yaml` (YAMLError on bad text)."""
+    loader = _safe_loader()(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
 def read_yaml(path: str | Path, what: str = "file") -> Any:
-    """Parse a YAML file with ``yaml.safe_load``; InputError on a missing or malformed file."""
+    """Parse a YAML file (safe_load semantics, ``1e-2`` is a float, duplicate keys refused);
+    InputError on a missing or malformed file."""
     import yaml
 
     p = Path(path)
     if not p.is_file():
         raise InputError(f"{what} {str(path)!r} does not exist or is not a file")
     try:
-        return yaml.safe_load(p.read_text(encoding="utf-8"))
+        return parse_yaml_text(p.read_text(encoding="utf-8"))
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
@@ -77,7 +127,7 @@ def parse_sets(sets: Sequence[str] | None) -> dict:
         if not key:
             raise InputError(f"--set {item!r}: empty key")
         try:
-            out[key] = yaml.safe_load(raw) if raw.strip() else ""
+            out[key] = parse_yaml_text(raw) if raw.strip() else ""
         except yaml.YAMLError:
             out[key] = raw
     return out
@@ -189,12 +239,26 @@ def build_config(config_cls: type, values: dict, source: str = "config") -> Any:
 
 def resolve(config_cls: type, command: str, recipe: str | Path | None = None,
             sets: Sequence[str] | None = None, **typed: Any) -> Any:
-    """Config defaults < recipe < ``--set`` < typed options (those that are not None)."""
+    """Config defaults < recipe < ``--set`` < typed options (those that are not None).
+
+    Every recipe and ``--set`` value is type-checked even when a later layer overrides it,
+    so a bad value is always an error (exit 2), never silently dropped."""
     values: dict = {}
+    hints = typing.get_type_hints(config_cls)
+    fields = {f.name for f in dataclasses.fields(config_cls) if f.init}
+    layers = []
     if recipe is not None:
         cfg, _ = load_recipe(recipe, command)
-        values.update({str(k).replace("-", "_"): v for k, v in cfg.items()})
-    values.update(parse_sets(sets))
+        layers.append((f"recipe {str(recipe)!r}", {str(k).replace("-", "_"): v for k, v in cfg.items()}))
+    layers.append(("--set", parse_sets(sets)))
+    for where, layer in layers:
+        for k, v in layer.items():
+            if k in fields:  # unknown keys: build_config names them with the valid ones
+                try:
+                    _coerce(k, v, hints.get(k, Any))
+                except InputError as e:
+                    raise InputError(f"{command} config ({where}): {e}") from None
+        values.update(layer)
     values.update({k: v for k, v in typed.items() if v is not None})
     return build_config(config_cls, values, source=f"{command} config")
 

@@ -1,0 +1,236 @@
+"""Bad input handled by the shared core: one line on stderr, exit code 2, nothing left behind."""
+
+import errno
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from icml26 import cli
+from icml26.cli import app
+from icml26.core.errors import InputError
+from icml26.core.output import prepare_out_dir, stream
+from icml26.core.recipe import parse_sets, read_yaml, resolve
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY_BAI = ROOT / "recipes" / "bai" / "tiny.yaml"
+runner = CliRunner()
+
+
+def _one_line_error(r, *needles):
+    assert r.exit_code == 2, (r.output, r.exception)
+    err = r.stderr.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("icml26: error:"), err
+    assert "Traceback" not in err
+    for n in needles:
+        assert n in err, (n, err)
+    return err
+
+
+@dataclass(frozen=True)
+class Cfg:
+    budget: int = 10
+    std: float = 1.0
+
+
+# 1. YAML: scientific notation is a float, duplicate keys are refused ----------------------
+
+def test_read_yaml_scientific_notation(tmp_path):
+    f = tmp_path / "env.yaml"
+    f.write_text("a: 1e-2\nb: 1E5\nc: -3e+4\nd: 1e308\ne: 1.5e3\nf: 2.0\ng: 12\nh: abc\ni: 1e\nj: '1e-2'\n")
+    d = read_yaml(f)
+    assert d == {"a": 0.01, "b": 1e5, "c": -3e4, "d": 1e308, "e": 1500.0, "f": 2.0, "g": 12, "h": "abc", "i": "1e", "j": "1e-2"}
+    assert all(isinstance(d[k], float) for k in "abcdef") and isinstance(d["g"], int)
+    assert parse_sets(["std=1e-2"]) == {"std": 0.01}
+    # the process-wide SafeLoader is not changed
+    import yaml
+    assert yaml.safe_load("x: 1e-2") == {"x": "1e-2"}
+
+
+def test_bandit_env_scientific_std(tmp_path):
+    from icml26.methods.exploration.bandit_env import load_env
+
+    f = tmp_path / "b.yaml"
+    f.write_text("name: sci\narms:\n  - {dist: gaussian, mean: 0.5, std: 1e-2}\n  - {dist: gaussian, mean: 0.4, std: 1E2}\n")
+    t = load_env(f)
+    assert t.variances[0] == pytest.approx(1e-4)
+
+
+def test_read_yaml_duplicate_key(tmp_path):
+    f = tmp_path / "r.yaml"
+    f.write_text("method: bai\nconfig:\n  seeds: 10\n  budget: [50]\n  seeds: 20\n")
+    with pytest.raises(InputError, match=r"r\.yaml.*line 5.*duplicate key 'seeds'"):
+        read_yaml(f, "recipe")
+    # merge keys may still be overridden
+    g = tmp_path / "m.yaml"
+    g.write_text("base: &b {x: 1, y: 2}\nd:\n  <<: *b\n  x: 3\n")
+    assert read_yaml(g)["d"] == {"x": 3, "y": 2}
+
+
+def test_cli_duplicate_key_exits_2(tmp_path):
+    f = tmp_path / "dup.yaml"
+    f.write_text(TINY_BAI.read_text() + "  seeds: 5\n")
+    r = runner.invoke(app, ["bai", "--recipe", str(f), "-q"])
+    _one_line_error(r, "duplicate key 'seeds'", "dup.yaml")
+
+
+# 2. a run that fails before its first result leaves --out as it was -----------------------
+
+def _fails_after_one_step():
+    yield {"kind": "step", "i": 0}
+    raise InputError("bad input found inside the run")
+
+
+def _ok_run():
+    yield {"kind": "result", "x": 1.0}
+    yield {"kind": "summary", "n": 1}
+
+
+def test_stream_failure_removes_created_out_dir(tmp_path, capsys):
+    out = tmp_path / "run"
+    with pytest.raises(InputError, match="inside the run"):
+        stream(_fails_after_one_step(), command="t", out=out, quiet=True)
+    assert not out.exists()
+    # the same --out works once the input is fixed
+    stream(_ok_run(), command="t", out=out, quiet=True)
+    recs = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
+    assert [r["kind"] for r in recs] == ["config", "result", "summary"]
+
+
+def test_stream_failure_keeps_what_existed(tmp_path, capsys):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(RuntimeError):
+        def gen():
+            yield {"kind": "step"}
+            raise RuntimeError("boom")
+        stream(gen(), command="t", out=out, quiet=True)
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+    assert (out / "notes.txt").read_text() == "mine"
+
+
+def test_stream_failure_on_resume_restores_files(tmp_path, capsys):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "config.yaml").write_text("old config\n")
+    (out / "records.jsonl").write_text('{"kind": "result", "x": 0}\n')
+    with pytest.raises(InputError):
+        stream(_fails_after_one_step(), command="t", out=out, quiet=True, resume=True)
+    assert (out / "config.yaml").read_text() == "old config\n"
+    assert (out / "records.jsonl").read_text() == '{"kind": "result", "x": 0}\n'
+
+
+def test_stream_failure_after_a_result_keeps_the_records(tmp_path, capsys):
+    out = tmp_path / "run"
+
+    def gen():
+        yield {"kind": "result", "x": 1.0}
+        raise InputError("late")
+
+    with pytest.raises(InputError):
+        stream(gen(), command="t", out=out, quiet=True)
+    assert len((out / "records.jsonl").read_text().splitlines()) == 2
+
+
+def test_stream_failure_after_prepare_out_dir_removes_it(tmp_path, capsys):
+    # commands such as train-lfm call prepare_out_dir themselves, then stream(resume=True)
+    out = tmp_path / "run"
+    prepare_out_dir(out)
+    (out / "ckpt.bin").write_bytes(b"x")  # written by this invocation
+    with pytest.raises(InputError):
+        stream(_fails_after_one_step(), command="t", out=out, quiet=True, resume=True)
+    assert not out.exists()
+
+
+# 3. an unwritable --out is one line, exit 2 -----------------------------------------------
+
+@pytest.fixture
+def read_only_dir(tmp_path, monkeypatch):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    if os.geteuid() != 0:
+        ro.chmod(0o555)
+    else:  # root writes anywhere: refuse writes under ro/ as a read-only mount would
+        real = tempfile.mkstemp
+
+        def mkstemp(*a, dir=None, **k):
+            if dir is not None and Path(dir).resolve() == ro.resolve():
+                raise OSError(errno.EROFS, "Read-only file system", str(dir))
+            return real(*a, dir=dir, **k)
+
+        monkeypatch.setattr(tempfile, "mkstemp", mkstemp)
+    yield ro
+    ro.chmod(0o755)
+
+
+def test_prepare_out_dir_unwritable(read_only_dir):
+    with pytest.raises(InputError, match=r"--out '.*ro': cannot write there"):
+        prepare_out_dir(read_only_dir)
+    assert list(read_only_dir.iterdir()) == []
+
+
+def test_cli_read_only_out_exits_2(read_only_dir):
+    r = runner.invoke(app, ["bai", "--recipe", str(TINY_BAI), "-q", "--out", str(read_only_dir)])
+    _one_line_error(r, str(read_only_dir), "cannot write there")
+
+
+@pytest.mark.parametrize("exc", [
+    PermissionError(errno.EACCES, "Permission denied", "/some/run/config.yaml"),
+    OSError(errno.EROFS, "Read-only file system", "/some/run/records.jsonl"),
+    OSError(errno.ENOSPC, "No space left on device", "/some/run/records.jsonl"),
+])
+def test_main_maps_write_refusals_to_exit_2(exc, monkeypatch, capsys):
+    def boom(*a, **k):
+        raise exc
+
+    monkeypatch.setattr(cli, "app", boom)
+    monkeypatch.delenv("ICML26_DEBUG", raising=False)
+    with pytest.raises(SystemExit) as e:
+        cli.main(["bai"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("icml26: error:") and "/some/run/" in err
+
+
+def test_main_other_os_errors_stay_exit_1(monkeypatch, capsys):
+    def boom(*a, **k):
+        raise FileNotFoundError(errno.ENOENT, "No such file or directory", "/x")
+
+    monkeypatch.setattr(cli, "app", boom)
+    monkeypatch.delenv("ICML26_DEBUG", raising=False)
+    with pytest.raises(SystemExit) as e:
+        cli.main(["bai"])
+    assert e.value.code == 1
+
+
+# 4. --out "" ------------------------------------------------------------------------------
+
+def test_cli_empty_out_exits_2(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r = runner.invoke(app, ["bai", "--recipe", str(TINY_BAI), "-q", "--out", ""])
+    _one_line_error(r, "--out is empty")
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(InputError, match="--out is empty"):
+        prepare_out_dir("")
+
+
+# 5. --set values are checked even when a typed option overrides them ---------------------
+
+def test_resolve_checks_overridden_set_and_recipe_values(tmp_path):
+    with pytest.raises(InputError, match=r"--set.*budget: expected an integer, got 'abc'"):
+        resolve(Cfg, "t", None, ["budget=abc"], budget=100)
+    r = tmp_path / "r.yaml"
+    r.write_text("method: t\nconfig:\n  std: lots\n")
+    with pytest.raises(InputError, match=r"recipe .*r\.yaml.*std: expected a number"):
+        resolve(Cfg, "t", r, ["std=0.5"])
+    assert resolve(Cfg, "t", None, ["budget=7", "std=1e-2"], budget=100) == Cfg(budget=100, std=0.01)
+
+
+def test_cli_set_overridden_by_typed_option_exits_2():
+    r = runner.invoke(app, ["bai", "--recipe", str(TINY_BAI), "-q", "--set", "budget=abc", "--budget", "100"])
+    _one_line_error(r, "budget", "'abc'")
