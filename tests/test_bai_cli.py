@@ -31,6 +31,7 @@ def invoke(args):
         ([{"dist": "gaussian", "mean": 0.1}, {"dist": "bernoulli", "p": 0.5}], r"arm 0: missing field 'std'"),
         ([{"dist": "bernoulli", "p": 0.5}, {"dist": "gaussian", "mean": ".nan", "std": 1.0}], r"arm 1: field 'mean' must be"),
         ([{"dist": "bernoulli", "p": 0.5}, {"dist": "gaussian", "mean": float("inf"), "std": 1.0}], r"arm 1: field 'mean' must be finite"),
+        ([{"dist": "bernoulli", "p": 0.5}, {"dist": "gaussian", "mean": 0.0, "std": 1e308}], r"arm 1: field 'std' must be finite and at most 1e150"),
         ([{"dist": "bernoulli", "p": 1.5}, {"dist": "bernoulli", "p": 0.5}], r"arm 0: field 'p' must be in \[0, 1\]"),
         ([{"dist": "bernoulli", "p": 0.5, "label": "x"}, {"dist": "student_t", "mean": 0, "scale": 1, "df": 1}], r"arm 1: field 'df' must be > 1"),
         ([{"dist": "bernoulli", "p": 0.5}], r"at least 2 arms"),

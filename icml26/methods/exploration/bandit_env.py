@@ -81,8 +81,8 @@ def _num(arm_no: int, label: str, key: str, value, *, positive=False, unit=False
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InputError(f"{where} must be a number, got {value!r}")
     v = float(value)
-    if not math.isfinite(v):
-        raise InputError(f"{where} must be finite, got {value!r}")
+    if not math.isfinite(v) or abs(v) > 1e150:  # variances (squares) and sums must stay finite
+        raise InputError(f"{where} must be finite and at most 1e150 in magnitude, got {value!r}")
     if positive and v <= 0:
         raise InputError(f"{where} must be > 0, got {value!r}")
     if unit and not 0.0 <= v <= 1.0:

@@ -12,6 +12,7 @@ def parse_kwargs(query: str, spec: str) -> dict:
     import yaml
 
     from icml26.core.errors import InputError
+    from icml26.core.recipe import parse_yaml_text
 
     out: dict = {}
     for part in filter(None, (query or "").split("&")):
@@ -19,7 +20,7 @@ def parse_kwargs(query: str, spec: str) -> dict:
         if not eq or not k.strip():
             raise InputError(f"{spec!r}: expected key=value after '?', got {part!r}")
         try:
-            val = yaml.safe_load(v) if v.strip() else ""
+            val = parse_yaml_text(v) if v.strip() else ""
         except yaml.YAMLError:
             val = v
         if isinstance(val, (dict, list)):
