@@ -91,9 +91,10 @@ inline float __shfl_xor_sync(unsigned, float v, int off) {
 
 using namespace icml26_quant_cuda;
 
-template <typename T, int BITS, int R, int MT>
-void run_grid(const T* x, const uint8_t* q, const float* s, const float* mn, T* y, int M, int N, int K, int gs) {
-  const dim3 grid = grid_dims(M, N, R, MT);
+// Runs `kernel()` for every block of `grid`, one warp at a time, each lane on its own thread
+// (the warp's shuffles synchronise through emu::Warp).
+template <typename F>
+void emulate(const dim3 grid, F kernel) {
   for (unsigned by = 0; by < grid.y; ++by)
     for (unsigned bx = 0; bx < grid.x; ++bx)
       for (int w = 0; w < kWarps; ++w) {
@@ -105,10 +106,15 @@ void run_grid(const T* x, const uint8_t* q, const float* s, const float* mn, T* 
             threadIdx = dim3(w * 32 + l, 1, 1);
             emu::warp = &wp;
             emu::lane = l;
-            quant_gemm_kernel<T, BITS, R, MT>(x, q, s, mn, y, M, N, K, gs);
+            kernel();
           });
         for (auto& t : th) t.join();
       }
+}
+
+template <typename T, int BITS, int R, int MT>
+void run_grid(const T* x, const uint8_t* q, const float* s, const float* mn, T* y, int M, int N, int K, int gs) {
+  emulate(grid_dims(M, N, R, MT), [&] { quant_gemm_kernel<T, BITS, R, MT>(x, q, s, mn, y, M, N, K, gs); });
 }
 
 template <typename T, int BITS>
@@ -129,22 +135,7 @@ void run_bits(const void* x, const uint8_t* q, const float* s, const float* mn, 
 template <int BITS, bool X16, int R>
 void run_iact_grid(const void* xq, const float* xs, const float* xsb, const uint8_t* q, const float* s, const float* mn, float* y,
                    int M, int N, int K, int gs) {
-  const dim3 grid = grid_dims(M, N, R, 1);
-  for (unsigned by = 0; by < grid.y; ++by)
-    for (unsigned bx = 0; bx < grid.x; ++bx)
-      for (int w = 0; w < kWarps; ++w) {
-        emu::Warp wp;
-        std::vector<std::thread> th;
-        for (int l = 0; l < 32; ++l)
-          th.emplace_back([&, l] {
-            blockIdx = dim3(bx, by, 1);
-            threadIdx = dim3(w * 32 + l, 1, 1);
-            emu::warp = &wp;
-            emu::lane = l;
-            quant_gemm_iact_kernel<BITS, X16, R>(xq, xs, xsb, q, s, mn, y, N, K, gs);
-          });
-        for (auto& t : th) t.join();
-      }
+  emulate(grid_dims(M, N, R, 1), [&] { quant_gemm_iact_kernel<BITS, X16, R>(xq, xs, xsb, q, s, mn, y, N, K, gs); });
 }
 
 template <int BITS, bool X16>
