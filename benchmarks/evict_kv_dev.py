@@ -27,13 +27,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def parse_variant(spec: str) -> tuple[str, dict]:
-    import yaml
+    from icml26.core.recipe import parse_yaml_text  # the project's YAML rules (1e-2 is a float)
 
     name, _, rest = spec.partition(":")
     kw = {}
     for item in filter(None, rest.split(",")):
         k, _, v = item.partition("=")
-        kw[k.strip()] = yaml.safe_load(v)
+        kw[k.strip()] = parse_yaml_text(v)
     kw.setdefault("method", name)
     return name, kw
 

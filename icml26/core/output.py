@@ -224,7 +224,7 @@ def stream(
         for rec in records:
             _emit(rec, rec_file, seen)
             has_result = has_result or (isinstance(rec, dict) and rec.get("kind") == "result")
-    except Exception:
+    except InputError:
         if rec_file is not None:
             rec_file.close()
             rec_file = None
@@ -248,9 +248,10 @@ def stream(
 
 
 class _Undo:
-    """What one ``stream`` call changed under ``--out``, to take back when the run fails
-    before its first result: the folder if this invocation created it, otherwise only
-    ``config.yaml`` / ``records.jsonl`` as they were (nothing that existed is deleted)."""
+    """What one ``stream`` call changed under ``--out``, to take back when the run stops on bad
+    input (``InputError``) before its first result: ``config.yaml`` / ``records.jsonl`` as they
+    were, and the folder itself if this invocation created it and nothing else was written there
+    (checkpoints or caches a run already wrote are kept; nothing that existed is deleted)."""
 
     def __init__(self, out_dir: Path, created: bool):
         self.dir = out_dir
@@ -262,13 +263,14 @@ class _Undo:
         self.records_size = rec.stat().st_size if rec.is_file() else None
 
     def rollback(self) -> None:
-        import shutil
-
         try:
-            if self.created:
-                shutil.rmtree(self.dir, ignore_errors=True)
-                return
             cfg, rec = self.dir / "config.yaml", self.dir / "records.jsonl"
+            if self.created:
+                cfg.unlink(missing_ok=True)
+                rec.unlink(missing_ok=True)
+                if not any(self.dir.iterdir()):
+                    self.dir.rmdir()
+                return
             if self.config is None:
                 cfg.unlink(missing_ok=True)
             elif cfg.is_file() and cfg.read_bytes() != self.config:

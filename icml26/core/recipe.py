@@ -204,8 +204,8 @@ def _coerce(name: str, value: Any, tp: Any) -> Any:
             raise InputError(f"{name}: expected a number, got {value!r}")
         try:
             v = float(value)
-        except (TypeError, ValueError):
-            raise InputError(f"{name}: expected a number, got {value!r}") from None
+        except (TypeError, ValueError, OverflowError):  # OverflowError: an integer beyond float range
+            raise InputError(f"{name}: expected a number (within float range), got {str(value)[:40]!r}") from None
         if math.isnan(v):
             raise InputError(f"{name}: NaN is not allowed")
         return v

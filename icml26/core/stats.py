@@ -22,3 +22,22 @@ def wilson_interval(successes: float, n: int, z: float = 1.959963984540054) -> t
     lo = 0.0 if successes == 0 else max(0.0, centre - half)
     hi = 1.0 if successes == n else min(1.0, centre + half)
     return lo, hi
+
+
+def bootstrap_mean_ci(values, n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean of ``values`` (Efron & Tibshirani 1993, ch. 13),
+    resampling the values with replacement ``n_boot`` times with a seeded generator.
+
+    values: 1-D numbers (e.g. one KL per haystack). Returns (low, high); (nan, nan) for no values
+    and a zero-width interval for one value."""
+    import numpy as np
+
+    v = np.asarray(list(values), dtype=float)
+    if v.size == 0:
+        return float("nan"), float("nan")
+    if v.size == 1:
+        return float(v[0]), float(v[0])
+    rng = np.random.default_rng(seed)
+    means = v[rng.integers(0, v.size, size=(n_boot, v.size))].mean(1)
+    a = (1 - level) / 2
+    return float(np.quantile(means, a)), float(np.quantile(means, 1 - a))

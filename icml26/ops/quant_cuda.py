@@ -128,8 +128,25 @@ def _aligned(t: Tensor) -> Tensor:
     return t if t.data_ptr() % 16 == 0 else t.clone()
 
 
+def _check_launch(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, bits: int) -> None:
+    """The ctypes route hands raw pointers to the kernel, so check what the torch route's TORCH_CHECKs
+    check: one CUDA device, x (M, K), packed uint8 weights of K * bits / 8 bytes per row, one scale row
+    and one min row per output. Raises ValueError."""
+    dev = x.device
+    if dev.type != "cuda" or any(t.device != dev for t in (qweight, scales, mins)):
+        raise ValueError(f"quant_gemm (CUDA): all tensors must be on one CUDA device, got x on {dev}, qweight on {qweight.device}, "
+                         f"scales on {scales.device}, mins on {mins.device}")
+    if x.dim() != 2 or qweight.dim() != 2 or qweight.dtype != torch.uint8:
+        raise ValueError(f"quant_gemm (CUDA): expected x (M, K) and uint8 qweight (N, K*bits/8), got {tuple(x.shape)} and "
+                         f"{qweight.dtype} {tuple(qweight.shape)}")
+    if qweight.shape[1] * 8 != x.shape[1] * bits or scales.shape[0] != qweight.shape[0] or mins.shape[0] != qweight.shape[0]:
+        raise ValueError(f"quant_gemm (CUDA): shapes do not match: x {tuple(x.shape)}, qweight {tuple(qweight.shape)} at {bits} bits, "
+                         f"scales {tuple(scales.shape)}, mins {tuple(mins.shape)}")
+
+
 def ctypes_gemm(lib: ctypes.CDLL, x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, bits: int, group_size: int) -> Tensor:
-    """y = x @ W^T through the ctypes launcher; tensors contiguous on one CUDA device (validated by the caller)."""
+    """y = x @ W^T through the ctypes launcher; tensors contiguous on one CUDA device (ValueError otherwise)."""
+    _check_launch(x, qweight, scales, mins, bits)
     m, k = x.shape
     n = qweight.shape[0]
     x, qweight = _aligned(x), _aligned(qweight)
@@ -145,7 +162,8 @@ def ctypes_gemm(lib: ctypes.CDLL, x: Tensor, qweight: Tensor, scales: Tensor, mi
 
 def ctypes_gemm_i8act(lib: ctypes.CDLL, x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, group_size: int, bits: int,
                       act_bits: int) -> Tensor:
-    """``quant_gemm_i8act`` through the ctypes launcher; x float32 (M, K), tensors contiguous on one CUDA device."""
+    """``quant_gemm_i8act`` through the ctypes launcher; x float32 (M, K), tensors contiguous on one CUDA device (ValueError otherwise)."""
+    _check_launch(x, qweight, scales, mins, bits)
     m, k = x.shape
     n = qweight.shape[0]
     qweight = _aligned(qweight)

@@ -105,10 +105,10 @@ def test_stream_failure_keeps_what_existed(tmp_path, capsys):
     out = tmp_path / "run"
     out.mkdir()
     (out / "notes.txt").write_text("mine")
-    with pytest.raises(RuntimeError):
+    with pytest.raises(InputError):
         def gen():
             yield {"kind": "step"}
-            raise RuntimeError("boom")
+            raise InputError("bad")
         stream(gen(), command="t", out=out, quiet=True)
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
     assert (out / "notes.txt").read_text() == "mine"
@@ -141,10 +141,32 @@ def test_stream_failure_after_prepare_out_dir_removes_it(tmp_path, capsys):
     # commands such as train-lfm call prepare_out_dir themselves, then stream(resume=True)
     out = tmp_path / "run"
     prepare_out_dir(out)
-    (out / "ckpt.bin").write_bytes(b"x")  # written by this invocation
     with pytest.raises(InputError):
         stream(_fails_after_one_step(), command="t", out=out, quiet=True, resume=True)
     assert not out.exists()
+
+
+def test_stream_failure_keeps_what_the_run_wrote(tmp_path, capsys):
+    # a checkpoint written before the error is kept (so is the folder); only config/records go
+    out = tmp_path / "run"
+    prepare_out_dir(out)
+    (out / "ckpt.bin").write_bytes(b"x")
+    with pytest.raises(InputError):
+        stream(_fails_after_one_step(), command="t", out=out, quiet=True, resume=True)
+    assert (out / "ckpt.bin").read_bytes() == b"x"
+    assert not (out / "config.yaml").exists() and not (out / "records.jsonl").exists()
+
+
+def test_stream_crash_that_is_not_bad_input_keeps_everything(tmp_path, capsys):
+    out = tmp_path / "run"
+
+    def gen():
+        yield {"kind": "step", "step": 1}
+        raise RuntimeError("out of memory")
+
+    with pytest.raises(RuntimeError):
+        stream(gen(), command="t", out=out, quiet=True)
+    assert len((out / "records.jsonl").read_text().splitlines()) == 2 and (out / "config.yaml").is_file()
 
 
 # 3. an unwritable --out is one line, exit 2 -----------------------------------------------
@@ -234,3 +256,10 @@ def test_resolve_checks_overridden_set_and_recipe_values(tmp_path):
 def test_cli_set_overridden_by_typed_option_exits_2():
     r = runner.invoke(app, ["bai", "--recipe", str(TINY_BAI), "-q", "--set", "budget=abc", "--budget", "100"])
     _one_line_error(r, "budget", "'abc'")
+
+
+def test_an_integer_beyond_float_range_is_a_one_line_error():
+    from icml26.core.recipe import _coerce
+
+    with pytest.raises(InputError, match="within float range"):
+        _coerce("tau", 10**400, float)

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#if defined(__AVX2__)
+#if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #endif
 #include <limits>
@@ -146,7 +146,7 @@ inline double exp_neg(double y, const double* tab) {
   return tab[k & 63] * sc * p;
 }
 
-#if defined(__AVX2__)
+#if defined(__AVX2__) && defined(__FMA__)
 // exp_neg on 4 lanes (the same steps; k + 64 * 1100 > 0 lets logical shifts stand in for floor)
 inline __m256d exp_neg4(__m256d y, const double* tab) {
   const __m256d INV = _mm256_set1_pd(92.33248261689366), HI = _mm256_set1_pd(6.93147180369123816490e-01 / 64.0),
@@ -167,7 +167,7 @@ inline __m256d exp_neg4(__m256d y, const double* tab) {
 }
 #endif
 
-#if defined(__AVX2__)
+#if defined(__AVX2__) && defined(__FMA__)
 // max and sum of the 4 lanes, in every lane
 inline __m256d hmax4(__m256d v) {
   v = _mm256_max_pd(v, _mm256_permute2f128_pd(v, v, 1));
@@ -320,7 +320,7 @@ struct Search {
   int64_t select(int64_t s, int64_t depth) {
     const int64_t lo = t.node_off[s], A = t.node_off[s + 1] - lo;
     if (algo == GUMBEL) {
-#if defined(__AVX2__)
+#if defined(__AVX2__) && defined(__FMA__)
       if (A == 4) return gumbel_select4(s, lo);
 #endif
       return gumbel_select(s, lo, A);
@@ -443,7 +443,7 @@ struct Search {
       // compare z T_a = e_a - N_a z / (1 + n) (z > 0: the same order, no division)
       double* e = x + A;
       int64_t a0 = 0;
-#if defined(__AVX2__)
+#if defined(__AVX2__) && defined(__FMA__)
       const __m256d mv = _mm256_set1_pd(m);
       for (; a0 + 4 <= A; a0 += 4) _mm256_storeu_pd(e + a0, exp_neg4(_mm256_sub_pd(_mm256_loadu_pd(x + a0), mv), e2t));
 #endif
@@ -490,7 +490,7 @@ struct Search {
     return bi;
   }
 
-#if defined(__AVX2__)
+#if defined(__AVX2__) && defined(__FMA__)
   // gumbel_select for a node with 4 actions (the common shape): the same certified scheme, one
   // AVX2 register per quantity. It computes x_a, m and x_a - m exactly as the reference does
   // (K = Kn[s] is the reference's K), then e'_a = exp_neg4_lo(x_a - m) = e_a (1 + d_a) with

@@ -219,30 +219,9 @@ def _number_closed(text: str) -> bool:
     return re.search(r"\d\D", text) is not None
 
 
-def wilson_interval(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
-    """95% Wilson score interval of a binomial proportion k / n (n >= 1)."""
-    if n <= 0:
-        return float("nan"), float("nan")
-    ph = k / n
-    den = 1 + z * z / n
-    c = (ph + z * z / (2 * n)) / den
-    h = z * math.sqrt(ph * (1 - ph) / n + z * z / (4 * n * n)) / den
-    return max(0.0, c - h), min(1.0, c + h)
-
-
-def bootstrap_mean_ci(values, n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
-    """Percentile bootstrap interval of the mean of ``values`` (one value per haystack), resampling haystacks."""
-    import numpy as np
-
-    v = np.asarray(list(values), dtype=float)
-    if v.size == 0:
-        return float("nan"), float("nan")
-    if v.size == 1:
-        return float(v[0]), float(v[0])
-    rng = np.random.default_rng(seed)
-    means = v[rng.integers(0, v.size, size=(n_boot, v.size))].mean(1)
-    a = (1 - level) / 2
-    return float(np.quantile(means, a)), float(np.quantile(means, 1 - a))
+# Wilson intervals and the haystack bootstrap are the project's shared ones (icml26.core.stats);
+# imported here because benchmarks/evict_kv*.py read them from this module.
+from icml26.core.stats import bootstrap_mean_ci, wilson_interval  # noqa: E402,F401
 
 
 def needle_correct(answer_text: str, code: str) -> bool:
@@ -357,7 +336,7 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu") -> Iterator[dict]:
         hits = sum(r["needle_correct"] for r in recs)
         res = {"kind": "result", "method": method, "compression_ratio": ratio,
                "needle_accuracy": hits / len(recs), "needle_hits": hits,
-               "needle_accuracy_ci": list(wilson_interval(hits, len(recs))),
+               "needle_accuracy_ci": list(wilson_interval(hits, len(recs))) if recs else [float("nan"), float("nan")],
                "kl": _mean(r["kl"] for r in recs), "kl_ci": list(bootstrap_mean_ci([r["kl"] for r in recs], seed=seed)), "top1_agreement": _mean(r["top1_agreement"] for r in recs),
                "perplexity": _mean(r["perplexity"] for r in recs), "kept_bytes": _mean(r["kept_bytes"] for r in recs), "held_bytes": _mean(r["held_bytes"] for r in recs),
                "overhead_ratio": _mean(r["overhead_ratio"] for r in recs), "n_samples": len(recs),
