@@ -240,9 +240,9 @@ def reset() -> None:
 def quant_gemm(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, bits: int, group_size: int) -> Tensor:
     """y = x @ W^T for CUDA tensors (validated by ``icml26.ops.quant._check``); x (M, K) float32 /
     float16 / bfloat16 -> (M, N) of x's dtype."""
-    b = backend()
-    if x.shape[0] == 0 or qweight.shape[0] == 0:
+    if x.shape[0] == 0 or qweight.shape[0] == 0:  # before backend(): an empty call never triggers a build
         return x.new_zeros(x.shape[0], qweight.shape[0])
+    b = backend()
     if supported(bits, group_size, x.shape[1]):
         if b == "ext-cuda":
             return torch.ops.icml26.quant_gemm(x.contiguous(), qweight.contiguous(), scales.contiguous(), mins.contiguous(), bits,
@@ -256,10 +256,10 @@ def quant_gemm(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, bits: i
 def quant_gemm_i8act(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, group_size: int, bits: int, act_bits: int) -> Tensor:
     """The integer-activation op for CUDA tensors (validated by ``icml26.ops.quant``): x quantized per
     64-block to INT8 / 15-bit codes inside, integer dot products (dp4a / dp2a); output float32 cast to x's dtype."""
-    b = backend()
-    xf = x.float().contiguous()
     if x.shape[0] == 0 or qweight.shape[0] == 0:
         return x.new_zeros(x.shape[0], qweight.shape[0])
+    b = backend()
+    xf = x.float().contiguous()
     if b == "ext-cuda":
         y = torch.ops.icml26.quant_gemm_i8act(xf, qweight.contiguous(), scales.contiguous(), mins.contiguous(), group_size, -1, bits,
                                               act_bits)

@@ -94,7 +94,7 @@ class ScoreParams:
     n_future_positions: int = 512    # averaged RoPE horizon for future-rope statistics
     stat_tokens: int = 256           # future-rope statistics from a strided subsample of this many prompt queries (0 = all)
     gqa: str = "pool"                # CapKV with GQA: pool (one channel per KV head) | per-head (kvpress)
-    kernel_size: int = 5             # SnapKV pooling (and CapKV's, when ``pool`` is not none)
+    kernel_size: int = 5             # SnapKV pooling (CapKV pools with ``pool_kernel``)
     seed: int = 0                    # random baseline
     window_mix: float = 0.5          # CapKV query_source=mixture: share of the window (question) queries in the mixture
     pool: str = "none"               # CapKV: pool the leverage scores over pool_kernel neighbours: none | max | avg
