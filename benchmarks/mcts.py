@@ -103,6 +103,69 @@ print(json.dumps(out))
 """
 
 
+MCTX_SERVER = r"""
+import json, sys, time
+import numpy as np, jax, jax.numpy as jnp, mctx
+d = np.load(sys.argv[1]); n_sims = int(sys.argv[2])
+A = int(d["A"]); child = jnp.asarray(d["child"].reshape(-1, A)); reward = jnp.asarray(d["mean"].reshape(-1, A), jnp.float32)
+def recurrent_fn(params, rng_key, action, embedding):
+    nxt = child[embedding, action]
+    term = nxt < 0
+    return mctx.RecurrentFnOutput(reward=reward[embedding, action], discount=jnp.where(term, 0.0, 1.0),
+        prior_logits=jnp.zeros((embedding.shape[0], A)), value=jnp.zeros(embedding.shape[0])), jnp.maximum(nxt, 0)
+root = mctx.RootFnOutput(prior_logits=jnp.zeros((1, A)), value=jnp.zeros(1), embedding=jnp.zeros(1, jnp.int32))
+fs = {}
+for name in ("muzero_policy", "gumbel_muzero_policy"):
+    pol = getattr(mctx, name)
+    fs[name] = jax.jit(lambda k, pol=pol: pol(params=(), rng_key=k, root=root, recurrent_fn=recurrent_fn, num_simulations=n_sims,
+                                            max_depth=int(d["depth"])).action)
+    fs[name](jax.random.PRNGKey(0)).block_until_ready()
+print("ready", flush=True)
+for line in sys.stdin:
+    name, k, s0 = line.split()
+    ts = []
+    for i in range(int(k)):
+        t = time.perf_counter()
+        fs[name](jax.random.PRNGKey(int(s0) + i)).block_until_ready()
+        ts.append(time.perf_counter() - t)
+    print(json.dumps(ts), flush=True)
+"""
+
+
+def paired_rounds(args, tree, prm, n: int) -> dict:
+    """C++ vs mctx timed in alternating rounds (``--paired-rounds`` rounds of ``--paired-calls`` calls
+    per side, one long-lived mctx process), so that a drift of the machine's speed hits both sides
+    alike; returns, per pair, the per-round ratios of median call times (= ratio of sims/s)."""
+    from icml26.ops import mcts as ops
+
+    pairs = {"gumbel": "gumbel_muzero_policy", "uct": "muzero_policy"}
+    ratios: dict = {a: [] for a in pairs}
+    with tempfile.TemporaryDirectory() as d:
+        f = os.path.join(d, "tree.npz")
+        np.savez(f, child=tree.child, mean=tree.mean, A=4, depth=tree.depth)
+        pr = subprocess.Popen([args.mctx_python, "-c", MCTX_SERVER, f, str(n)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True)
+        try:
+            if pr.stdout.readline().strip() != "ready":
+                return {}
+            seeds = ops.run_seeds(1, args.paired_calls)
+            for r in range(args.paired_rounds):
+                for algo, name in pairs.items():
+                    ts = []
+                    for sd in seeds:
+                        t0 = time.perf_counter()
+                        ops.tree_search(tree, algo, [n], [sd], prm, use="ext")
+                        ts.append(time.perf_counter() - t0)
+                    pr.stdin.write(f"{name} {args.paired_calls} {1000 * r + 1}\n")
+                    pr.stdin.flush()
+                    tm = json.loads(pr.stdout.readline())
+                    ratios[algo].append(float(np.median(tm)) / float(np.median(ts)))
+        finally:
+            pr.stdin.close()
+            pr.wait(timeout=60)
+    return ratios
+
+
 def speed(args) -> dict:
     import torch
 
@@ -147,6 +210,7 @@ def speed(args) -> dict:
                     res[f"mctx {k}"] = out[k]
             else:
                 res["mctx_error"] = pr.stderr.strip().splitlines()[-1] if pr.stderr.strip() else "failed"
+    paired = paired_rounds(args, tree, prm, n) if args.mctx_python and be != "ref" and args.paired_rounds > 0 else {}
     print(f"  load average at end: {os.getloadavg()[0]:.2f}")
     print(f"  {'implementation':28s} {'sims/s (wall)':>14s} {'sims/s (CPU)':>14s} {'best call':>14s}")
     for k, v in res.items():
@@ -168,6 +232,12 @@ def speed(args) -> dict:
             print(f"  C++ uct / mctx muzero_policy: {ratio('C++ uct', 'mctx muzero_policy')}")
             print(f"  C++ gumbel / mctx gumbel_muzero_policy: {ratio('C++ gumbel', 'mctx gumbel_muzero_policy')}")
             print(f"  C++ varde / mctx gumbel_muzero_policy: {ratio('C++ varde', 'mctx gumbel_muzero_policy')}")
+    for algo, name in (("gumbel", "gumbel_muzero_policy"), ("uct", "muzero_policy")):
+        if paired.get(algo):
+            q = np.asarray(paired[algo])
+            res[f"paired {algo}"] = {"median": float(np.median(q)), "min": float(q.min()), "max": float(q.max()), "rounds": q.tolist()}
+            print(f"  paired, interleaved ({len(q)} rounds x {args.paired_calls} calls per side): C++ {algo} / mctx {name}: "
+                  f"median x{np.median(q):.0f} (rounds x{q.min():.0f} to x{q.max():.0f})")
     return res
 
 
@@ -201,6 +271,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="fewer seeds and repetitions")
     ap.add_argument("--mctx-python", default=None, help="a Python interpreter with jax + mctx installed")
     ap.add_argument("--sims", type=int, default=2000)
+    ap.add_argument("--paired-rounds", type=int, default=10, help="rounds of C++ vs mctx timed alternately (0: skip)")
+    ap.add_argument("--paired-calls", type=int, default=30, help="calls per side in each paired round")
     ap.add_argument("--depth", type=int, default=5)
     ap.add_argument("--skip-accuracy", action="store_true")
     args = ap.parse_args()
