@@ -76,10 +76,11 @@ def plain_uct(tree, budget: int, seed: int, c: float) -> int:
     return max(range(lo, hi), key=lambda sa: W.get(sa, -1e300) / max(N.get(sa, 1), 1)) - lo
 
 
-MCTX_SCRIPT = r"""
+# The tree as an mctx environment (argv: tree.npz, simulations), shared by the two mctx scripts.
+MCTX_SETUP = r"""
 import json, sys, time
 import numpy as np, jax, jax.numpy as jnp, mctx
-d = np.load(sys.argv[1]); n_sims = int(sys.argv[2]); reps = int(sys.argv[3])
+d = np.load(sys.argv[1]); n_sims = int(sys.argv[2])
 A = int(d["A"]); child = jnp.asarray(d["child"].reshape(-1, A)); reward = jnp.asarray(d["mean"].reshape(-1, A), jnp.float32)
 def recurrent_fn(params, rng_key, action, embedding):
     nxt = child[embedding, action]
@@ -87,6 +88,10 @@ def recurrent_fn(params, rng_key, action, embedding):
     return mctx.RecurrentFnOutput(reward=reward[embedding, action], discount=jnp.where(term, 0.0, 1.0),
         prior_logits=jnp.zeros((embedding.shape[0], A)), value=jnp.zeros(embedding.shape[0])), jnp.maximum(nxt, 0)
 root = mctx.RootFnOutput(prior_logits=jnp.zeros((1, A)), value=jnp.zeros(1), embedding=jnp.zeros(1, jnp.int32))
+"""
+
+MCTX_SCRIPT = MCTX_SETUP + r"""
+reps = int(sys.argv[3])
 out = {"jax": jax.__version__, "mctx": getattr(mctx, "__version__", "?")}
 for name in ("muzero_policy", "gumbel_muzero_policy"):
     pol = getattr(mctx, name)
@@ -103,17 +108,7 @@ print(json.dumps(out))
 """
 
 
-MCTX_SERVER = r"""
-import json, sys, time
-import numpy as np, jax, jax.numpy as jnp, mctx
-d = np.load(sys.argv[1]); n_sims = int(sys.argv[2])
-A = int(d["A"]); child = jnp.asarray(d["child"].reshape(-1, A)); reward = jnp.asarray(d["mean"].reshape(-1, A), jnp.float32)
-def recurrent_fn(params, rng_key, action, embedding):
-    nxt = child[embedding, action]
-    term = nxt < 0
-    return mctx.RecurrentFnOutput(reward=reward[embedding, action], discount=jnp.where(term, 0.0, 1.0),
-        prior_logits=jnp.zeros((embedding.shape[0], A)), value=jnp.zeros(embedding.shape[0])), jnp.maximum(nxt, 0)
-root = mctx.RootFnOutput(prior_logits=jnp.zeros((1, A)), value=jnp.zeros(1), embedding=jnp.zeros(1, jnp.int32))
+MCTX_SERVER = MCTX_SETUP + r"""
 fs = {}
 for name in ("muzero_policy", "gumbel_muzero_policy"):
     pol = getattr(mctx, name)
