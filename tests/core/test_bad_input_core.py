@@ -75,7 +75,8 @@ def test_cli_duplicate_key_exits_2(tmp_path):
     f = tmp_path / "dup.yaml"
     f.write_text(TINY_BAI.read_text() + "  seeds: 5\n")
     r = runner.invoke(app, ["bai", "--recipe", str(f), "-q"])
-    _one_line_error(r, "duplicate key 'seeds'", "dup.yaml")
+    err = _one_line_error(r, "duplicate key 'seeds'", "dup.yaml")
+    assert r.exit_code == 2 and "not valid YAML" in err
 
 
 # 2. a run that fails before its first result leaves --out as it was -----------------------
@@ -198,7 +199,8 @@ def test_prepare_out_dir_unwritable(read_only_dir):
 
 def test_cli_read_only_out_exits_2(read_only_dir):
     r = runner.invoke(app, ["bai", "--recipe", str(TINY_BAI), "-q", "--out", str(read_only_dir)])
-    _one_line_error(r, str(read_only_dir), "cannot write there")
+    err = _one_line_error(r, str(read_only_dir), "cannot write there")
+    assert r.exit_code == 2 and list(read_only_dir.iterdir()) == []
 
 
 @pytest.mark.parametrize("exc", [
@@ -255,7 +257,8 @@ def test_resolve_checks_overridden_set_and_recipe_values(tmp_path):
 
 def test_cli_set_overridden_by_typed_option_exits_2():
     r = runner.invoke(app, ["bai", "--recipe", str(TINY_BAI), "-q", "--set", "budget=abc", "--budget", "100"])
-    _one_line_error(r, "budget", "'abc'")
+    err = _one_line_error(r, "budget", "'abc'")
+    assert r.exit_code == 2 and "expected an integer" in err
 
 
 def test_an_integer_beyond_float_range_is_a_one_line_error():
