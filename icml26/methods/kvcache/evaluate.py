@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass, fields
 from typing import Iterator
 
+from icml26.core.stats import bootstrap_mean_ci, wilson_interval  # noqa: F401  (shared; benchmarks read them from here)
 from icml26.methods.kvcache.scoring import METHODS
 
 DEFAULT_METHODS = ("capkv", "streaming", "snapkv", "h2o", "tova", "knorm", "random", "expected-attention")
@@ -217,11 +218,6 @@ def _greedy_answer(model, tok, cache, question, pos0: int, n: int, first_logits=
 def _number_closed(text: str) -> bool:
     """True once ``text`` has a digit run followed by a non-digit (its first number is final)."""
     return re.search(r"\d\D", text) is not None
-
-
-# Wilson intervals and the haystack bootstrap are the project's shared ones (icml26.core.stats);
-# imported here because benchmarks/evict_kv*.py read them from this module.
-from icml26.core.stats import bootstrap_mean_ci, wilson_interval  # noqa: E402,F401
 
 
 def needle_correct(answer_text: str, code: str) -> bool:
