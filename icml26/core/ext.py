@@ -24,6 +24,7 @@ CSRC = Path(__file__).resolve().parent.parent / "csrc"
 _lock = threading.Lock()
 _state: dict[str, str] = {}  # name -> "ext-cpu" | "ext-cuda" | "ref"
 _why: dict[str, str] = {}
+_lib: dict[str, Path] = {}  # name -> the shared library loaded for it
 
 
 def force_ref() -> bool:
@@ -72,6 +73,7 @@ def load(name: str, sources: list[str], *, extra_cflags: list[str] | None = None
         try:
             if prebuilt.is_file():
                 torch.ops.load_library(str(prebuilt))
+                _lib[name] = prebuilt
             else:
                 from torch.utils import cpp_extension
 
@@ -89,6 +91,7 @@ def load(name: str, sources: list[str], *, extra_cflags: list[str] | None = None
                     is_python_module=False,
                     verbose=False,
                 )
+                _lib[name] = build / f"{key.replace('-', '_')}.so"
             _state[name] = "ext-cuda" if cuda else "ext-cpu"
         except Exception as e:  # compiler missing, build error, ...
             _state[name] = "ref"
@@ -102,6 +105,13 @@ def backend(name: str) -> str | None:
     return _state.get(name)
 
 
+def library_path(name: str) -> Path | None:
+    """The shared library loaded for ``name`` (for C entry points called through ctypes), or
+    None if it was not loaded (not yet, or the ``_ref`` twin is in use)."""
+    p = _lib.get(name)
+    return p if p is not None and p.is_file() else None
+
+
 def why(name: str) -> str | None:
     return _why.get(name)
 
@@ -112,6 +122,8 @@ def reset(name: str | None = None) -> None:
         if name is None:
             _state.clear()
             _why.clear()
+            _lib.clear()
         else:
             _state.pop(name, None)
             _why.pop(name, None)
+            _lib.pop(name, None)

@@ -72,6 +72,43 @@ def test_gumbel_fast_selection_matches_ref(tree):
         np.testing.assert_array_equal(x, y)
 
 
+@pytest.mark.parametrize("algo", ["gumbel", "uct", "varde"])
+def test_c_entry_matches_the_torch_op(algo, monkeypatch):
+    # the ctypes route (batch-1 callers) and the dispatcher route run the same search
+    _need_ext()
+    t = TREES["bernoulli-chance3"]()
+    prm = _prm(t)
+    seeds = ops.run_seeds(3, 4)
+    assert ops._c_entry(), "the kernel library should export icml26_mcts_tree_search"
+    a = ops.tree_search(t, algo, [1, 33, 250], seeds, prm, use="ext")
+    b1 = ops.tree_search(t, algo, [250], seeds[2:3], prm, use="ext")  # batch 1: no parallel region
+    monkeypatch.setattr(ops, "_C", False)
+    b = ops.tree_search(t, algo, [1, 33, 250], seeds, prm, use="ext")
+    for x, y in zip(a[:3], b[:3]):
+        assert x.shape == y.shape and x.dtype == y.dtype
+        np.testing.assert_array_equal(x, y)
+    np.testing.assert_array_equal(b1[1][0, 0], b[1][2, 2])
+    assert b1[2][0, 0].tolist() == b[2][2, 2].tolist()
+    # the parameters' tuple is rebuilt after a change, and the C route sees the new value
+    v0 = prm.vector()
+    prm.c_visit = prm.c_visit * 2.0
+    assert prm.vector() is not v0 and prm.vector()[7] == 2.0 * v0[7]
+
+
+def test_c_entry_rejects_inconsistent_arrays():
+    _need_ext()
+    t = TREES["bernoulli-chance3"]()
+    f = ops._c_entry()
+    assert f
+    view = list(ops._tree_tensors(t)[10])
+    view[7] += 1  # n_sa one more than node_off's last offset
+    with pytest.raises(ValueError, match="inconsistent"):
+        ops._c_search(f, tuple(view), 6, _prm(t), [1], [10], 3)
+    view = list(ops._tree_tensors(t)[10])
+    with pytest.raises(ValueError, match="inconsistent"):
+        ops._c_search(f, tuple(view), 9, _prm(t), [1], [10], 3)  # no algo 9
+
+
 def test_ext_is_deterministic_across_threads():
     _need_ext()
     import torch

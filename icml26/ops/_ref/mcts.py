@@ -207,8 +207,18 @@ class Params:
         if not self.span > 0:
             raise ValueError(f"span must be > 0, got {self.span}")
 
-    def vector(self) -> list[float]:
-        return [getattr(self, f) for f in self.FIELDS]
+    def __setattr__(self, name, value):
+        object.__setattr__(self, name, value)
+        object.__setattr__(self, "_vec", None)  # vector() is rebuilt after any change
+
+    def vector(self) -> tuple[float, ...]:
+        """The fields in ``FIELDS`` order (the kernel's ``prm``); the same tuple object until a
+        field changes (the kernel's ctypes route rewrites its copy only then)."""
+        v = self._vec
+        if v is None:
+            v = tuple(getattr(self, f) for f in self.FIELDS)
+            object.__setattr__(self, "_vec", v)
+        return v
 
 
 def _argmax(xs, valid=None) -> int:
