@@ -59,9 +59,10 @@ def _resolve(config_cls, section: str, recipe, sets, **typed):
     return build_config(config_cls, values, source=f"filter-data {section} config"), seed
 
 
-def _refuse_overwrite(output: str | None, *inputs: str | None, flag: str = "--output") -> None:
+def _refuse_overwrite(output: str | None, *inputs: str | None, flag: str = "--output", what: str = "input") -> None:
     """--output must not be one of the inputs: the atomic rename would replace the input with
-    the (partial) selection. Exit 2 before anything is read or written."""
+    the (partial) selection (and --log must not be --output). Exit 2 before anything is read or
+    written."""
     import os
     from pathlib import Path
 
@@ -81,7 +82,7 @@ def _refuse_overwrite(output: str | None, *inputs: str | None, flag: str = "--ou
         except OSError:
             same = False
         if same:
-            raise InputError(f"{flag} {output!r} is the input file {src!r}: writing it would overwrite the input; "
+            raise InputError(f"{flag} {output!r} is the {what} file {src!r}: writing it would overwrite the {what}; "
                              f"choose another {flag} path")
 
 
@@ -167,6 +168,7 @@ def score(
 
     _refuse_overwrite(output, input, model)
     _refuse_overwrite(log, input, model, flag="--log")
+    _refuse_overwrite(log, output, flag="--log", what="output")
     progress.set_quiet(quiet)
     m = load_model(model)
     if m.classifier == "embed":  # only the sentence encoder runs on torch
@@ -200,6 +202,7 @@ def select(
 
     _refuse_overwrite(output, input)
     _refuse_overwrite(log, input, flag="--log")
+    _refuse_overwrite(log, output, flag="--log", what="output")
     with DocumentWriter(output) as w:
         st = select_stream(input, w, top=top, threshold=threshold, field=field, skip_bad=skip_bad)
     _finish("filter-data select", {"input": input, "top": top, "threshold": threshold, "field": field, "skip_bad": skip_bad},

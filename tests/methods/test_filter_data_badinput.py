@@ -42,6 +42,21 @@ def test_select_output_same_file_by_another_spelling_and_log(tmp_path):
     assert src.read_bytes() == before
 
 
+def test_log_same_as_output_is_refused(tmp_path):
+    src = tmp_path / "d.jsonl"
+    _docs(src)
+    out = tmp_path / "kept.jsonl"
+    out.write_text("earlier selection\n")
+    r = _cli("select", "--top", "0.3", str(src), "--output", str(out), "--log", str(out), "-q")
+    assert r.exit_code == 2, r.output
+    assert "--log" in r.output and "would overwrite the output" in r.output
+    assert out.read_text() == "earlier selection\n"  # nothing written
+    (tmp_path / "model").mkdir()
+    r = _cli("score", "--model", str(tmp_path / "model"), str(src), "--output", str(out), "--log", str(out), "-q")
+    assert r.exit_code == 2 and "would overwrite the output" in r.output
+    assert out.read_text() == "earlier selection\n"
+
+
 def test_select_to_another_file_still_works(tmp_path):
     src = tmp_path / "d.jsonl"
     _docs(src)
