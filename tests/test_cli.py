@@ -56,3 +56,8 @@ def test_env_reports_backends():
     info = json.loads(r.stdout.splitlines()[0])
     assert info["torch"] and info["device"] in ("cpu", "cuda")
     assert info["kernels"]["bai"].split()[0] in ("ext-cpu", "ref")
+    import torch
+
+    if not torch.cuda.is_available():  # the CUDA family says why it is not in use
+        qc = info["kernels"]["quant_cuda"]
+        assert qc.split()[0] in ("no-cuda", "ref") and "(" in qc and qc.endswith(")"), qc

@@ -38,12 +38,16 @@ def env(
     info["force_ref"] = ext.force_ref()
     kernels = {}
     for name, mod in KERNELS.items():
+        m = importlib.import_module(mod) if build else sys.modules.get(mod)
         if build:
-            kernels[name] = importlib.import_module(mod).backend()
+            kernels[name] = m.backend()
         else:
             kernels[name] = ext.backend(name) or "not loaded"
-        if ext.why(name):
-            kernels[name] += f" ({ext.why(name)})"
+        # why a family fell back: the loader's reason, or the module's own (quant_cuda resolves
+        # its routes itself)
+        reason = ext.why(name) or (m.why() if m is not None and callable(getattr(m, "why", None)) else None)
+        if reason:
+            kernels[name] += f" ({reason})"
     info["kernels"] = kernels
     typer.echo(json.dumps(info))
     if quiet:

@@ -18,6 +18,11 @@ def backend() -> str:
     return "ref"
 
 
+def why() -> str:
+    """What ``icml26 env`` shows beside ``ref``: this family has no C++ kernel, by design."""
+    return "pure torch by design: the leverage score is a batched Cholesky solve, BLAS-bound"
+
+
 def weighted_leverage(u: torch.Tensor, w: torch.Tensor, ridge: float = 1.0, *, relative: bool = True) -> torch.Tensor:
     """Weighted ridge leverage ``s_i = w_i u_i^T (rho I + sum_j w_j u_j u_j^T)^{-1} u_i``.
 
