@@ -52,12 +52,13 @@ def env(
     typer.echo(json.dumps(info))
     if quiet:
         return
-    from rich.console import Console
     from rich.table import Table
+
+    from icml26.core.output import stderr_console
 
     t = Table(title="icml26 env", show_header=False)
     for k, v in info.items():
         if k == "kind":
             continue
         t.add_row(k, json.dumps(v) if isinstance(v, dict) else str(v))
-    Console(stderr=True).print(t)
+    stderr_console().print(t)

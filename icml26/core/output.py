@@ -154,11 +154,21 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
+def stderr_console():
+    """The rich console for tables and summaries on stderr. A terminal sets its width; a file or
+    pipe (a log) gets $COLUMNS or 200 columns rather than rich's 80, so wide result tables are
+    not cut."""
+    from rich.console import Console
+
+    if sys.stderr.isatty() or os.environ.get("COLUMNS"):
+        return Console(stderr=True)
+    return Console(stderr=True, width=200)
+
+
 def print_table(records: Sequence[dict], columns: Sequence[str] | None = None, title: str | None = None) -> None:
     """A rich table of records on stderr."""
     if not records:
         return
-    from rich.console import Console
     from rich.table import Table
 
     if columns is None:
@@ -176,7 +186,7 @@ def print_table(records: Sequence[dict], columns: Sequence[str] | None = None, t
         table.add_column(header or key, justify="left" if left else "right", no_wrap=left)
     for r in records:
         table.add_row(*[_fmt(_clean(r.get(k))) for k in keys])
-    Console(stderr=True).print(table)
+    stderr_console().print(table)
 
 
 def stream(
@@ -241,9 +251,7 @@ def stream(
         print_table(results, columns, title=f"icml26 {command}")
         summ = [r for r in seen if r.get("kind") == "summary"]
         if summ:
-            from rich.console import Console
-
-            Console(stderr=True).print("summary: " + ", ".join(f"{k}={_fmt(_clean(v))}" for k, v in summ[-1].items() if k != "kind" and not isinstance(v, (dict, list))))
+            stderr_console().print("summary: " + ", ".join(f"{k}={_fmt(_clean(v))}" for k, v in summ[-1].items() if k != "kind" and not isinstance(v, (dict, list))))
     return seen
 
 

@@ -266,3 +266,20 @@ def test_an_integer_beyond_float_range_is_a_one_line_error():
 
     with pytest.raises(InputError, match="within float range"):
         _coerce("tau", 10**400, float)
+
+
+def test_tables_in_a_log_are_not_cut_at_80_columns(capsys, monkeypatch):
+    # stderr redirected to a file or pipe: rich would wrap/cut at 80 columns
+    from icml26.core.output import print_table
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    rec = {"kind": "result", "method": "capkv-with-a-long-name", "compression_ratio": 0.5, "needle_accuracy": 0.95,
+           "kl": 0.0617, "top1_agreement": 0.93, "kept_bytes": 123456789, "overhead_ratio": 0.076}
+    print_table([rec])
+    err = capsys.readouterr().err
+    header = [ln for ln in err.splitlines() if "compression_ratio" in ln]
+    assert len(header) == 1, err  # one header line: no column wrapped onto a second line
+    for name in ("capkv-with-a-long-name", "needle_accuracy", "top1_agreement", "overhead_ratio", "123456789"):
+        assert name in err
+    assert "…" not in err
+    assert max(len(ln) for ln in err.splitlines()) > 80
