@@ -96,13 +96,33 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
     return atomic_write_bytes(path, text.encode("utf-8"))
 
 
-# run directories that prepare_out_dir created in this process and no stream has used yet:
-# a run that fails before its first result removes them again (see ``stream``)
-_CREATED: set[str] = set()
+# run directories that prepare_out_dir created in this process and no stream has used yet,
+# with the topmost folder that call created (``--out a/b/c`` may create a and b too): a run
+# that fails before its first result removes them again (see ``stream``)
+_CREATED: dict[str, Path] = {}
 
 
 def _key(p: Path) -> str:
     return os.path.abspath(p)
+
+
+def _first_missing(p: Path) -> Path | None:
+    """The topmost folder of ``p``'s path (``p`` included) that does not exist yet, or None."""
+    q, top = Path(os.path.abspath(p)), None
+    while not q.exists() and q != q.parent:
+        top, q = q, q.parent
+    return top
+
+
+def _remove_created(d: Path, top: Path) -> None:
+    """Remove ``d`` and its parents up to ``top`` (a folder this process created), while empty."""
+    q, top = Path(os.path.abspath(d)), Path(os.path.abspath(top))
+    while q == top or top in q.parents:
+        try:
+            q.rmdir()  # fails on a folder that is not empty (or is gone): stop there
+        except OSError:
+            return
+        q = q.parent
 
 
 def prepare_out_dir(out: str | Path | None, *, resume: bool = False, force: bool = False) -> Path | None:
@@ -121,23 +141,22 @@ def prepare_out_dir(out: str | Path | None, *, resume: bool = False, force: bool
         if mine:
             raise InputError(f"--out {str(out)!r} already holds a run ({mine[0]}); choose a new directory or remove it")
     existed = p.is_dir()
+    top = _first_missing(p)
     try:
         p.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise InputError(f"--out {str(out)!r}: cannot create the directory ({e.strerror or e})") from None
-    if not existed:
-        _CREATED.add(_key(p))
+    if not existed and top is not None:
+        _CREATED[_key(p)] = top
     try:  # probe: a read-only or full folder is a one-line error now, not a traceback later
         fd, probe = tempfile.mkstemp(prefix=".icml26-write-test.", dir=p)
         os.close(fd)
         os.unlink(probe)
     except OSError as e:
         if not existed:
-            _CREATED.discard(_key(p))
-            try:
-                p.rmdir()
-            except OSError:
-                pass
+            _CREATED.pop(_key(p), None)
+            if top is not None:
+                _remove_created(p, top)
         raise InputError(f"--out {str(out)!r}: cannot write there ({e.strerror or e})") from None
     return p
 
@@ -211,7 +230,7 @@ def stream(
     from icml26.core.recipe import config_dict
 
     progress.set_quiet(quiet)
-    created = out is not None and str(out).strip() != "" and not Path(out).exists()
+    created = _first_missing(Path(out)) if out is not None and str(out).strip() != "" else None
     out_dir = prepare_out_dir(out, resume=resume)
     undo = _Undo(out_dir, created) if out_dir is not None else None
     head = {"kind": "config", "command": command}
@@ -258,13 +277,14 @@ def stream(
 class _Undo:
     """What one ``stream`` call changed under ``--out``, to take back when the run stops on bad
     input (``InputError``) before its first result: ``config.yaml`` / ``records.jsonl`` as they
-    were, and the folder itself if this invocation created it and nothing else was written there
-    (checkpoints or caches a run already wrote are kept; nothing that existed is deleted)."""
+    were, and the folder itself (with the parents ``--out a/b/c`` created) if this invocation
+    created it and nothing else was written there (checkpoints or caches a run already wrote are
+    kept; nothing that existed is deleted). created: the topmost folder this run created, or None."""
 
-    def __init__(self, out_dir: Path, created: bool):
+    def __init__(self, out_dir: Path, created: Path | None):
         self.dir = out_dir
-        self.created = created or _key(out_dir) in _CREATED
-        _CREATED.discard(_key(out_dir))
+        self.top = _CREATED.pop(_key(out_dir), None) or created
+        self.created = self.top is not None
         cfg = out_dir / "config.yaml"
         self.config = cfg.read_bytes() if cfg.is_file() else None
         rec = out_dir / "records.jsonl"
@@ -276,8 +296,7 @@ class _Undo:
             if self.created:
                 cfg.unlink(missing_ok=True)
                 rec.unlink(missing_ok=True)
-                if not any(self.dir.iterdir()):
-                    self.dir.rmdir()
+                _remove_created(self.dir, self.top)
                 return
             if self.config is None:
                 cfg.unlink(missing_ok=True)

@@ -102,6 +102,22 @@ def test_stream_failure_removes_created_out_dir(tmp_path, capsys):
     assert [r["kind"] for r in recs] == ["config", "result", "summary"]
 
 
+def test_stream_failure_removes_the_parents_it_created(tmp_path, capsys):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "keep.txt").write_text("mine")
+    out = tmp_path / "a" / "b" / "c" / "run"  # b, c and run are created by this run
+    with pytest.raises(InputError):
+        stream(_fails_after_one_step(), command="t", out=out, quiet=True)
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["keep.txt"]
+    # the same through prepare_out_dir (train-lfm's way); a parent that gained a file is kept
+    prepare_out_dir(out)
+    (tmp_path / "a" / "b" / "other.txt").write_text("x")
+    with pytest.raises(InputError):
+        stream(_fails_after_one_step(), command="t", out=out, quiet=True, resume=True)
+    assert not (tmp_path / "a" / "b" / "c").exists()
+    assert (tmp_path / "a" / "b" / "other.txt").read_text() == "x"
+
+
 def test_stream_failure_keeps_what_existed(tmp_path, capsys):
     out = tmp_path / "run"
     out.mkdir()
