@@ -41,8 +41,9 @@ def _resolve(config_cls, section: str, recipe, sets, **typed):
     (``config: {make-corpus: {...}, train: {...}, proxy: {...}}``); this subcommand reads
     its own. Precedence as everywhere: defaults < recipe < --set < typed options."""
     from icml26.core.errors import InputError
-    from icml26.core.recipe import build_config, load_recipe, parse_sets
+    from icml26.core.recipe import build_config, load_recipe, parse_sets, settings_help
 
+    settings_help(config_cls, f"filter-data {section}", sets)
     values: dict = {}
     seed = None
     if recipe is not None:

@@ -7,7 +7,7 @@ from typing import Annotated, List, Optional
 import typer
 
 RecipeOpt = Annotated[Optional[str], typer.Option("--recipe", "-r", help="YAML recipe (see recipes/<command>/).", show_default=False)]
-SetOpt = Annotated[Optional[List[str]], typer.Option("--set", "-s", help="Override a config field: key=value (repeatable).", show_default=False)]
+SetOpt = Annotated[Optional[List[str]], typer.Option("--set", "-s", help="Override a config field: key=value (repeatable); --set help lists the fields and their defaults.", show_default=False)]
 SeedOpt = Annotated[Optional[int], typer.Option("--seed", help="Random seed (default: the recipe's, else 0).", min=0, show_default=False)]
 SeedsOpt = Annotated[Optional[int], typer.Option("--seeds", help="Number of independent runs (seeds) to average over.", min=1, show_default=False)]
 DeviceOpt = Annotated[str, typer.Option("--device", help="auto | cpu | cuda | cuda:N")]

@@ -237,12 +237,42 @@ def build_config(config_cls: type, values: dict, source: str = "config") -> Any:
         raise InputError(f"{source}: {e}") from None
 
 
+def settings_help(config_cls: type, command: str, sets: Sequence[str] | None) -> None:
+    """``--set help`` (or ``--set list``): print the config fields a recipe or ``--set`` can
+    change, with their types and defaults, on stdout, then exit 0 (``typer.Exit``)."""
+    if not any(str(s).strip() in ("help", "list") for s in sets or ()):
+        return
+    import typer
+
+    hints = typing.get_type_hints(config_cls)
+    rows = []
+    for f in dataclasses.fields(config_cls):
+        if not f.init:
+            continue
+        if f.default is not dataclasses.MISSING:
+            d = f.default
+        elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+            d = f.default_factory()  # type: ignore[misc]
+        else:
+            d = "(required)"
+        t = hints.get(f.name, Any)
+        rows.append((f.name, getattr(t, "__name__", None) or str(t).replace("typing.", ""), repr(d)))
+    w0 = max(len(r[0]) for r in rows)
+    w1 = max(len(r[1]) for r in rows)
+    typer.echo(f"{command}: settings for a recipe's config: section or --set key=value (default shown)")
+    for name, t, d in rows:
+        typer.echo(f"  {name:<{w0}}  {t:<{w1}}  {d}")
+    raise typer.Exit(0)
+
+
 def resolve(config_cls: type, command: str, recipe: str | Path | None = None,
             sets: Sequence[str] | None = None, **typed: Any) -> Any:
     """Config defaults < recipe < ``--set`` < typed options (those that are not None).
 
     Every recipe and ``--set`` value is type-checked even when a later layer overrides it,
-    so a bad value is always an error (exit 2), never silently dropped."""
+    so a bad value is always an error (exit 2), never silently dropped. ``--set help`` lists
+    the fields and exits (``settings_help``)."""
+    settings_help(config_cls, command, sets)
     values: dict = {}
     hints = typing.get_type_hints(config_cls)
     fields = {f.name for f in dataclasses.fields(config_cls) if f.init}

@@ -299,3 +299,14 @@ def test_tables_in_a_log_are_not_cut_at_80_columns(capsys, monkeypatch):
         assert name in err
     assert "…" not in err
     assert max(len(ln) for ln in err.splitlines()) > 80
+
+
+def test_set_help_lists_the_fields_with_their_defaults():
+    r = CliRunner().invoke(app, ["mcts", "--set", "help"])
+    assert r.exit_code == 0, r.output
+    lines = {ln.split()[0]: ln.split() for ln in r.stdout.splitlines()[1:]}
+    assert lines["c_visit"][1:] == ["float", "50.0"]
+    assert lines["simulations"][-3:] == ["(100,", "300,", "1000)"]
+    assert "kind" not in r.stdout  # nothing ran
+    r = CliRunner().invoke(app, ["bpi", "--set", "list", "--set", "epsilon=0.2"])
+    assert r.exit_code == 0 and "epsilon" in r.stdout
