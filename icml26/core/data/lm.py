@@ -17,6 +17,7 @@ from pathlib import Path
 
 from icml26.core.data import cache_root
 from icml26.core.errors import InputError, MissingDataError
+from icml26.core.safetensors_file import check as check_safetensors
 
 ALIASES = {"llama": "smollm2-135m", "smollm2": "smollm2-135m", "smollm2-135m-instruct": "smollm2-135m", "gemma": "gemma3-270m"}
 BUILTIN = ("smollm2-135m", "gemma3-270m")
@@ -69,49 +70,6 @@ def _convert_gguf(folder: Path, gguf_file: str, dest: Path) -> Path:
         model.save_pretrained(str(tmp), safe_serialization=True)
         tok.save_pretrained(str(tmp))
     return dest
-
-
-SAFETENSORS_MAX_HEADER = 100 << 20  # the safetensors library refuses larger headers
-
-
-def check_safetensors(f: Path, fix: str) -> None:
-    """Cheap structural check of a .safetensors file (header only, no tensor data read):
-    8-byte little-endian header length, a JSON header, and a file long enough for every
-    tensor's data_offsets. InputError naming ``f`` and ``fix`` otherwise."""
-    import json
-    import struct
-
-    def bad(why: str):
-        return InputError(f"{str(f)!r} is not a valid safetensors file ({why}): {fix}")
-
-    try:
-        size = f.stat().st_size
-        with open(f, "rb") as fh:
-            head = fh.read(8)
-            if len(head) < 8:
-                raise bad("truncated or corrupt: shorter than its 8-byte header length")
-            (n,) = struct.unpack("<Q", head)
-            if n > SAFETENSORS_MAX_HEADER or 8 + n > size:
-                raise bad("truncated or corrupt: header length past the end of the file" if n <= SAFETENSORS_MAX_HEADER
-                          else "corrupt: header length too large")
-            header = json.loads(fh.read(n).decode("utf-8"))
-    except OSError as e:
-        raise InputError(f"cannot read {str(f)!r}: {e.strerror or e}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise bad("corrupt: its header is not JSON") from None
-    if not isinstance(header, dict):
-        raise bad("corrupt: its header is not a JSON object")
-    end = 0
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        try:
-            b, e = info["data_offsets"]
-            end = max(end, int(e))
-        except (TypeError, KeyError, ValueError):
-            raise bad(f"corrupt: tensor {name!r} has no data_offsets") from None
-    if 8 + n + end > size:
-        raise bad(f"truncated or corrupt: {size} bytes, its tensors need {8 + n + end}")
 
 
 def check_gguf(f: Path) -> None:

@@ -157,20 +157,15 @@ class QualityModel:
 
 def load_model(path: str | Path) -> QualityModel:
     """Load a model saved by :meth:`QualityModel.save` (a file, or a ``train --out`` folder)."""
-    from safetensors import safe_open
-    from safetensors.numpy import load_file
+    from icml26.core.safetensors_file import read
 
     p = Path(path)
     if p.is_dir():
         p = p / MODEL_FILE
     if not p.is_file():
         raise InputError(f"--model {str(path)!r}: no {MODEL_FILE} there (train one with `icml26 filter-data train`)")
-    try:
-        with safe_open(str(p), framework="np") as f:
-            meta = f.metadata() or {}
-        tensors = load_file(str(p))
-    except Exception as e:  # noqa: BLE001 - safetensors raises its own error types
-        raise InputError(f"--model {str(path)!r}: not a safetensors model ({e})") from None
+    tensors, meta = read(p, fix=f"--model {str(path)!r} is not a safetensors model: train one with `icml26 filter-data train`",
+                         framework="np")
     if meta.get("format") != FORMAT or meta.get("classifier") not in CLASSIFIERS:
         raise InputError(f"--model {str(path)!r}: not a filter-data model (format {meta.get('format')!r})")
     return QualityModel(meta["classifier"], tensors, json.loads(meta["settings"]), json.loads(meta.get("metrics", "{}")))

@@ -31,20 +31,12 @@ def save(path: str | Path, tensors: dict[str, Tensor], meta: dict) -> Path:
 
 def load(path: str | Path, what: str = "checkpoint") -> tuple[dict[str, Tensor], dict]:
     """Read a file written by :func:`save`. InputError for a missing or foreign file."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
+    from icml26.core.safetensors_file import read
 
     p = Path(path)
     if not p.is_file():
         raise InputError(f"{what} {str(path)!r} does not exist")
-    try:
-        from safetensors import safe_open
-
-        with safe_open(str(p), framework="pt") as f:
-            md = f.metadata() or {}
-        tensors = load_file(str(p))
-    except (SafetensorError, OSError, ValueError) as e:
-        raise InputError(f"{what} {str(path)!r}: not a safetensors file ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+    tensors, md = read(p, fix=f"point at a {what} written by icml26 (train-lfm)", framework="pt")
     if META_KEY not in md:
         raise InputError(f"{what} {str(path)!r}: not an icml26 checkpoint (no metadata)")
     return tensors, json.loads(md[META_KEY])
