@@ -58,34 +58,31 @@ __device__ __forceinline__ void load16(const float* __restrict__ p, float* v) {
   }
 }
 
-__device__ __forceinline__ void load16(const __half* __restrict__ p, float* v) {
-  const uint4* q = reinterpret_cast<const uint4*>(p);
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const uint4 a = __ldg(q + i);
-    const uint32_t w[4] = {a.x, a.y, a.z, a.w};
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      __half2 h;
-      *reinterpret_cast<uint32_t*>(&h) = w[j];
-      const float2 f = __half22float2(h);
-      v[8 * i + 2 * j] = f.x; v[8 * i + 2 * j + 1] = f.y;
-    }
-  }
+// two 16-bit activations packed in one 32-bit word -> fp32 (o[0] = low half, o[1] = high half)
+__device__ __forceinline__ void unpack2(const __half*, uint32_t w, float* o) {
+  __half2 h;
+  *reinterpret_cast<uint32_t*>(&h) = w;
+  const float2 f = __half22float2(h);
+  o[0] = f.x;
+  o[1] = f.y;
 }
 
-__device__ __forceinline__ void load16(const __nv_bfloat16* __restrict__ p, float* v) {
+__device__ __forceinline__ void unpack2(const __nv_bfloat16*, uint32_t w, float* o) {
+  // bf16 -> fp32 is a 16-bit shift: exact, no intrinsic needed
+  o[0] = __uint_as_float(w << 16);
+  o[1] = __uint_as_float(w & 0xFFFF0000u);
+}
+
+// 16 half or bfloat16 activations: two 16-byte loads, unpacked pairwise
+template <class T>
+__device__ __forceinline__ void load16(const T* __restrict__ p, float* v) {
   const uint4* q = reinterpret_cast<const uint4*>(p);
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const uint4 a = __ldg(q + i);
     const uint32_t w[4] = {a.x, a.y, a.z, a.w};
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      // bf16 -> fp32 is a 16-bit shift: exact, no intrinsic needed
-      v[8 * i + 2 * j] = __uint_as_float(w[j] << 16);
-      v[8 * i + 2 * j + 1] = __uint_as_float(w[j] & 0xFFFF0000u);
-    }
+    for (int j = 0; j < 4; ++j) unpack2(p, w[j], v + 8 * i + 2 * j);
   }
 }
 
