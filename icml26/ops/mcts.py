@@ -53,7 +53,7 @@ def _tree_tensors(tree) -> tuple:
 
 _OP = None  # torch.ops.icml26.mcts_tree_search.default, looked up on the first kernel call
 _C = None  # the kernel's C entry point through ctypes (False: unavailable), looked up likewise
-_IO = threading.local()  # per-thread I/O buffer of the C entry point: (int64 array, its address)
+_IO = threading.local()  # per-thread I/O buffer of the C entry point: [int64 array, its float64 view, address, prm tuple in it]
 
 
 def _c_entry():
