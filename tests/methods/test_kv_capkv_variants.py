@@ -144,3 +144,91 @@ def test_question_share_reserves_that_share_of_the_budget_for_the_question_chann
         top = set(q[0, h].topk(10).indices.tolist())  # floor(0.25 * 40) = 10
         assert top <= set(idx[0, h].tolist())
     assert idx.shape[-1] == n
+
+
+def test_adaptive_recent_is_the_heads_recency_lift_over_chance():
+    # T = 40, sinks 4, window 4: free region R = [4, 36), |R| = 32; span 12 -> n = 8 candidates [28, 36), f = 1/4
+    t = 40
+    att = torch.zeros(1, 4, t)
+    att[0, 0, 4:36] = 1.0 / 32                       # no recency preference: m = f -> 0
+    att[0, 0, :4] = 5.0                              # mass on sinks / window does not count
+    att[0, 0, 36:] = 7.0
+    att[0, 1, 28:36] = 1.0 / 8                       # all of R's mass on the candidates: m = 1 -> all 8
+    att[0, 2, 4:28] = 0.5 / 24                       # m = 1/2: rho = (1/2 - 1/4) / (3/4) = 1/3 -> floor(8/3) = 2
+    att[0, 2, 28:36] = 0.5 / 8
+    att[0, 3, 4:12] = 1.0 / 8                        # far context only: m = 0 < f -> 0
+    extra = S.adaptive_recent(att, 12, sink_tokens=4, window_tokens=4)
+    assert extra.tolist() == [[0, 8, 2, 0]]
+    # no room beyond the window -> 0; the whole region recent -> all of it
+    assert S.adaptive_recent(att, 4, sink_tokens=4, window_tokens=4).tolist() == [[0, 0, 0, 0]]
+    assert S.adaptive_recent(att, 60, sink_tokens=4, window_tokens=4).tolist() == [[32, 32, 32, 32]]
+    lifted = S.reserve_recent(torch.zeros(1, 4, t), extra, 4)
+    assert (lifted[0, 1] > 0).nonzero().flatten().tolist() == list(range(28, 36))
+    assert (lifted[0, 2] > 0).nonzero().flatten().tolist() == [34, 35]
+
+
+@torch.no_grad()
+def test_recent_mode_adaptive_keeps_each_heads_recent_extra_and_the_exact_budget():
+    _, x = _layer(t=80)
+    n = 40
+    press = KVPress(method="capkv", sink_tokens=2, window_tokens=4, question_share=0.25, stat_window=4, recent_mode="adaptive")
+    idx = press.select(x, n)
+    assert idx.shape[-1] == n
+    p = press.params
+    extra = S.adaptive_recent(S.observed_attention(x, p), n - 2 - 10, sink_tokens=2, window_tokens=4)
+    q = S.score_capkv_question(x, p)
+    for h in range(idx.shape[1]):
+        kept = set(idx[0, h].tolist())
+        assert set(range(80 - 4 - int(extra[0, h]), 80)) <= kept and {0, 1} <= kept
+        assert set(q[0, h].topk(10).indices.tolist()) <= kept  # the retrieval share is still kept
+    with pytest.raises(ValueError, match="recent_mode"):
+        KVPress(recent_mode="sometimes")
+
+
+@torch.no_grad()
+def test_future_strata_weights_are_the_mean_expected_attention_over_future_positions():
+    import math as _m
+
+    _, x = _layer(t=50)
+    p = dataclasses.replace(KVPress(sink_tokens=2).params, n_future_positions=6)
+    x2, _ = S._without_sinks(x, p)
+    one = S.capkv_token_weights(x2, p)  # future_strata=1: the single averaged rotation
+    k = x2.keys.float()
+    torch.testing.assert_close(S._expected_weights_strata(x2, k, dataclasses.replace(p, future_strata=1)), one)
+    # one stratum per position: the mean over p in [T, T+6) of the expected attention under R_p
+    got = S.capkv_token_weights(x2, dataclasses.replace(p, future_strata=6))
+    b, hkv, t, d = k.shape
+    g = x.n_heads // hkv
+    mu0, cov0 = S.prerope_moments(x2, p)  # (B, Hq, D), (B, Hq, D, D) before RoPE
+    eye = torch.eye(d)[None, None]
+    ref = torch.zeros(b, hkv, g, t)
+    for pos in range(50, 56):
+        cos, sin = x.rotary(torch.zeros(1, 1, d), torch.tensor([[pos]]))
+        r = S.rope(eye, cos.expand(1, d, d), sin.expand(1, d, d))[0, 0].T  # column j = R_p e_j
+        for h in range(x.n_heads):
+            mu, cov = r @ mu0[0, h], r @ cov0[0, h] @ r.T
+            kk = k[0, h // g]
+            logits = kk @ mu / _m.sqrt(d) + ((kk @ cov) * kk).sum(-1) / (2 * d)
+            ref[0, h // g, h % g] += torch.softmax(logits, -1) / 6
+    torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-6)
+    assert not torch.allclose(got, one)
+    with pytest.raises(ValueError, match="future_strata"):
+        KVPress(future_strata=0)
+
+
+@torch.no_grad()
+def test_past_attention_on_all_queries_is_h2o_accumulated_attention_over_t():
+    _, x = _layer(t=60)
+    p = dataclasses.replace(KVPress(sink_tokens=0).params, stat_tokens=0)
+    a = S._past_attention(x, p)  # (B, Hq, T): mean over all 60 prompt queries
+    torch.testing.assert_close(S._group_mean(a, x.keys.shape[1]), S.score_h2o(x, p) / 60, rtol=1e-5, atol=1e-7)
+    assert torch.allclose(a.sum(-1), torch.ones_like(a.sum(-1)))
+    # the continuation weights mix it in with share past_mix
+    q = KVPress(sink_tokens=2).params
+    x2, _ = S._without_sinks(x, q)
+    w0 = S.capkv_token_weights(x2, q)
+    w1 = S.capkv_token_weights(x2, dataclasses.replace(q, past_mix=0.25))
+    b, hkv, g, t = w0.shape
+    torch.testing.assert_close(w1, 0.75 * w0 + 0.25 * S._past_attention(x2, q).view(b, hkv, g, t))
+    with pytest.raises(ValueError, match="past_mix"):
+        KVPress(past_mix=1.5)

@@ -32,7 +32,7 @@ from icml26.methods.kvcache.scoring import METHODS
 
 DEFAULT_METHODS = ("capkv", "streaming", "snapkv", "h2o", "tova", "knorm", "random", "expected-attention")
 PRESS_FIELDS = ("sink_tokens", "window_tokens", "weight", "tau", "ridge_ratio", "ridge_absolute", "query_source", "n_future_positions", "kernel_size",
-                "head_budget", "head_floor", "window_mix", "pool", "recent_share", "window_stats", "stat_window", "pool_kernel", "question_share")
+                "head_budget", "head_floor", "window_mix", "pool", "recent_share", "recent_mode", "future_strata", "past_mix", "past_tokens", "window_stats", "stat_window", "pool_kernel", "question_share")
 _KEYS = ("blue door", "old lighthouse", "north gate", "red boat", "iron chest", "glass tower", "silver key", "green lamp")
 
 
@@ -65,6 +65,10 @@ class Config:
     pool: str = "none"                   # CapKV: none | max | avg pooling of its scores over pool_kernel tokens
     pool_kernel: int = 9
     recent_share: float = 0.0            # CapKV: share of the budget kept for the most recent tokens
+    past_tokens: int = 0                 # past_mix: strided prompt queries observed (0 = stat_tokens)
+    past_mix: float = 0.0                # CapKV: share of the prompt queries' observed attention in the continuation weights
+    future_strata: int = 1               # CapKV: expected weights averaged over strata of the future positions
+    recent_mode: str = "fixed"           # CapKV: fixed (recent_share) | adaptive (per-head, from the recent queries' attention)
     window_stats: str = "gaussian"       # CapKV window channel: gaussian | observed
     stat_window: int = 16                # CapKV window channel: last this many queries (0 = window_tokens)
     question_share: float = 0.4          # CapKV: budget share reserved for the retrieval channel

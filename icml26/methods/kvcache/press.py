@@ -63,6 +63,10 @@ class KVPress:
     pool: str = "none"                   # CapKV: pool leverage scores over pool_kernel neighbours: none | max | avg
     pool_kernel: int = 9                 # CapKV pooling kernel (odd)
     recent_share: float = 0.0            # CapKV: share of the budget kept for the most recent tokens (>= window_tokens)
+    past_tokens: int = 0                 # past_mix: strided prompt queries observed (0 = stat_tokens)
+    past_mix: float = 0.0                # CapKV: continuation weights mixed with this share of the prompt queries' observed attention
+    future_strata: int = 1               # CapKV: expected weights averaged over this many strata of the future positions
+    recent_mode: str = "fixed"           # CapKV: fixed (recent_share) | adaptive (per-head recent window from the recent queries' attention)
     window_stats: str = "gaussian"       # CapKV window channel: gaussian | observed (mean attention of the window queries)
     question_share: float = 0.4          # CapKV: budget share reserved for the retrieval channel (last stat_window queries' attention)
     stat_window: int = 16                # CapKV window channel: statistics of the last this many queries (0 = window_tokens)
@@ -73,7 +77,7 @@ class KVPress:
             raise ValueError(f"unknown method {self.method!r}; valid: {', '.join(S.METHODS)}")
         if not (isinstance(self.compression_ratio, (int, float)) and 0.0 <= self.compression_ratio < 1.0):
             raise ValueError(f"compression_ratio must be in [0, 1), got {self.compression_ratio!r}")
-        for name in ("sink_tokens", "window_tokens", "decoding_budget_tokens", "n_future_positions", "stat_window"):
+        for name in ("sink_tokens", "window_tokens", "decoding_budget_tokens", "n_future_positions", "stat_window", "past_tokens"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.decoding_interval_tokens < 1:
@@ -105,6 +109,12 @@ class KVPress:
             raise ValueError(f"pool must be none, max or avg, got {self.pool!r}")
         if not 0.0 <= self.question_share < 1.0:
             raise ValueError(f"question_share must be in [0, 1), got {self.question_share}")
+        if self.future_strata < 1:
+            raise ValueError(f"future_strata must be >= 1, got {self.future_strata}")
+        if not 0.0 <= self.past_mix <= 1.0:
+            raise ValueError(f"past_mix must be in [0, 1], got {self.past_mix}")
+        if self.recent_mode not in ("fixed", "adaptive"):
+            raise ValueError(f"recent_mode must be fixed or adaptive, got {self.recent_mode!r}")
         if not 0.0 <= self.recent_share < 1.0:
             raise ValueError(f"recent_share must be in [0, 1), got {self.recent_share}")
         if self.pool_kernel < 1 or self.pool_kernel % 2 == 0:
@@ -142,9 +152,18 @@ class KVPress:
         if self.method == "capkv-greedy":
             return self._greedy(x, n_keep), None
         scores = S.SCORERS[self.method](x, self.params)  # (B, Hkv, T)
-        if self.method == "capkv" and self.question_share > 0 and (x.hidden is not None or x.queries is not None):
+        observed = self.method == "capkv" and (x.hidden is not None or x.queries is not None)
+        n_question = int(math.floor(self.question_share * n_keep)) if observed else 0
+        if n_question > 0:
             # retrieval channel: its top share of the budget is kept first, the rest by the main channel
-            scores = S.reserve_top(scores, S.score_capkv_question(x, self.params), int(math.floor(self.question_share * n_keep)))
+            scores = S.reserve_top(scores, S.score_capkv_question(x, self.params), n_question)
+        if observed and self.recent_mode == "adaptive":
+            # per-head recent window: the continuation share of the budget goes to recency as far as the
+            # head's observed attention beyond the window is concentrated on the most recent tokens
+            window = min(self._window(n_keep), t)
+            span = n_keep - min(self.sink_tokens, n_keep) - n_question
+            extra = S.adaptive_recent(S.observed_attention(x, self.params), span, sink_tokens=self.sink_tokens, window_tokens=window)
+            scores = S.reserve_recent(scores, extra, window)
         if self.head_budget == "adaptive":
             idx, keep = S.select_adaptive(scores, n_keep, sink_tokens=self.sink_tokens, window_tokens=self._window(n_keep),
                                           floor=self.head_floor)

@@ -61,8 +61,11 @@ prompt queries (the question, when the prompt ends with one) in its own A, max-p
 ``question_share`` of each head's budget by this channel first (``reserve_top``) and fills the
 rest by ``score_capkv`` (the paper's continuation channel). ``question_share=0`` is the
 single-channel CapKV. Also ours, off by default: ``recent_share`` (a recency share of the
-budget), ``pool`` (pooling the continuation channel), ``window_mix`` / ``window_stats`` (mixed
-query populations in one channel).
+budget), ``recent_mode="adaptive"`` (a per-head recent window from the recent queries' attention,
+``adaptive_recent``), ``future_strata`` (expected weights averaged over strata of the future
+positions), ``past_mix`` (the prompt queries' observed attention mixed into the continuation
+weights), ``pool`` (pooling the continuation channel), ``window_mix`` / ``window_stats`` (mixed
+query populations in one channel); each measured on the dev split in docs/evict-kv.md.
 """
 
 from __future__ import annotations
@@ -100,6 +103,10 @@ class ScoreParams:
     pool: str = "none"               # CapKV: pool the leverage scores over pool_kernel neighbours: none | max | avg
     pool_kernel: int = 9             # CapKV pooling kernel (odd)
     recent_share: float = 0.0        # CapKV: share of the per-head budget given to the most recent tokens (at least window_tokens)
+    past_tokens: int = 0             # past_mix: strided prompt queries observed (0 = stat_tokens)
+    past_mix: float = 0.0            # CapKV continuation weights: share of the prompt queries' observed attention (``_past_attention``)
+    future_strata: int = 1           # CapKV future-rope expected weights: mean over this many strata of the future horizon
+    recent_mode: str = "fixed"       # CapKV: fixed (recent_share) | adaptive (per-head recency from observed attention, ``adaptive_recent``)
     question_share: float = 0.4      # CapKV: share of the budget reserved for the retrieval channel (score_capkv_question)
     stat_window: int = 16            # CapKV window channel: the last this many queries (0 = window_tokens)
     window_stats: str = "gaussian"   # CapKV window channel: gaussian (moments of the window queries) | observed (their mean attention)
@@ -209,6 +216,17 @@ def _moments(q: torch.Tensor, covariance: bool) -> tuple[torch.Tensor, torch.Ten
     return mu, c.transpose(-1, -2) @ c / max(q.shape[2], 1)
 
 
+def prerope_moments(x: LayerInputs, p: ScoreParams, covariance: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Mean (B, Hq, D) and covariance of the prompt's pre-RoPE queries after the sinks (a strided
+    subsample of ``stat_tokens`` of them when the prompt is longer; 0 = all)."""
+    t = x.hidden.shape[1]
+    s0 = min(p.sink_tokens, t - 1)
+    rows = torch.arange(s0, t, device=x.hidden.device)
+    if p.stat_tokens and t - s0 > p.stat_tokens:  # strided subsample: moments (and any q_proj pass) cost O(stat_tokens), not O(T)
+        rows = s0 + torch.linspace(0, t - s0 - 1, p.stat_tokens, device=x.hidden.device).round().long()
+    return _moments(layer_prerope_queries(x, rows).float(), covariance)  # (B, Hq, T', D) -> moments
+
+
 def query_statistics(x: LayerInputs, p: ScoreParams, *, covariance: bool = True, source: str | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Mean (B, Hq, D) and covariance (B, Hq, D, D) of future queries, in post-RoPE key space.
 
@@ -219,11 +237,7 @@ def query_statistics(x: LayerInputs, p: ScoreParams, *, covariance: bool = True,
     source = source or p.query_source
     if source == "future-rope" and x.hidden is not None and x.rotary is not None:
         t = x.hidden.shape[1]
-        s0 = min(p.sink_tokens, t - 1)
-        rows = torch.arange(s0, t, device=x.hidden.device)
-        if p.stat_tokens and t - s0 > p.stat_tokens:  # strided subsample: moments (and any q_proj pass) cost O(stat_tokens), not O(T)
-            rows = s0 + torch.linspace(0, t - s0 - 1, p.stat_tokens, device=x.hidden.device).round().long()
-        mu, cov = _moments(layer_prerope_queries(x, rows).float(), covariance)  # (B, Hq, T', D) -> moments
+        mu, cov = prerope_moments(x, p, covariance)
         r = averaged_rope_matrix(x.rotary, t, p.n_future_positions, mu.shape[-1], mu.device, torch.float32)
         mu = mu @ r.T
         if cov is not None:
@@ -296,6 +310,7 @@ def capkv_token_weights(x: LayerInputs, p: ScoreParams, source: str | None = Non
     sources = ("window", "future-rope") if source in ("mixture", "joint") else (source,)
     w = None
     for src in sources:
+        wi = None
         if src == "window" and p.window_stats == "observed":
             # the empirical distribution of the observed window queries instead of its Gaussian fit:
             # E_q[softmax(q.k / sqrt d)] over the window = the mean attention of those queries
@@ -307,16 +322,70 @@ def capkv_token_weights(x: LayerInputs, p: ScoreParams, source: str | None = Non
                 wi = wi / len(sources)
             w = wi if w is None else w + wi
             continue
-        mu, cov = query_statistics(x, p, covariance=p.weight != "exp-cos", source=src)  # (B, Hq, D), (B, Hq, D, D)
-        if p.weight == "expected":
-            wi = _expected_weights_grouped(k.squeeze(2), mu.view(b, hkv, g, d), cov.view(b, hkv, g, d, d))
+        if (src == "future-rope" and p.weight == "expected" and p.future_strata > 1 and x.hidden is not None
+                and x.rotary is not None):
+            wi = _expected_weights_strata(x, k.squeeze(2), p)
         else:
-            wi = capkv_weights(k, mu.view(b, hkv, g, d), None if cov is None else cov.view(b, hkv, g, d, d), p)
+            mu, cov = query_statistics(x, p, covariance=p.weight != "exp-cos", source=src)  # (B, Hq, D), (B, Hq, D, D)
+            if p.weight == "expected":
+                wi = _expected_weights_grouped(k.squeeze(2), mu.view(b, hkv, g, d), cov.view(b, hkv, g, d, d))
+            else:
+                wi = capkv_weights(k, mu.view(b, hkv, g, d), None if cov is None else cov.view(b, hkv, g, d, d), p)
+        if src == "future-rope" and p.past_mix > 0 and x.hidden is not None and x.cos is not None:
+            wi = (1.0 - p.past_mix) * wi + p.past_mix * _past_attention(x, p).view(b, hkv, g, t)
         if source == "mixture":
             wi = wi * (p.window_mix if src == "window" else 1.0 - p.window_mix)
         elif len(sources) > 1:
             wi = wi / len(sources)
         w = wi if w is None else w + wi
+    return w
+
+
+def _past_attention(x: LayerInputs, p: ScoreParams) -> torch.Tensor:
+    """Mean observed attention (B, Hq, T) of the prompt's own queries (ours, ``past_mix``): the
+    strided subsample of ``stat_tokens`` prompt queries after the sinks (the rows the future-rope
+    moments use), each at its own position, causal, over the layer's keys (``x`` may have its
+    sinks dropped: then the softmax runs over the remaining keys). The empirical distribution of
+    the prompt's queries, not a Gaussian fit; on all queries it is H2O's accumulated attention / T.
+    ``past_tokens`` (when > 0) sets the subsample's size instead of ``stat_tokens``."""
+    tq = x.hidden.shape[1]
+    t = x.keys.shape[2]
+    off = tq - t  # positions of the layer's first key (sinks dropped)
+    s0 = min(p.sink_tokens, tq - 1)
+    rows = torch.arange(s0, tq, device=x.hidden.device)
+    n_rows = p.past_tokens or p.stat_tokens
+    if n_rows and tq - s0 > n_rows:
+        rows = s0 + torch.linspace(0, tq - s0 - 1, n_rows, device=x.hidden.device).round().long()
+    rows = rows[rows >= off]  # a query must see at least one key
+    q = rope(layer_prerope_queries(x, rows), x.cos[:, rows], x.sin[:, rows]).float()  # (B, Hq, n, D)
+    k = _repeat_kv(x.keys, x.n_heads // x.keys.shape[1]).float()
+    logits = q @ k.transpose(-1, -2) / math.sqrt(k.shape[-1])  # (B, Hq, n, T)
+    mask = (torch.arange(t, device=k.device)[None, :] + off) > rows[:, None]
+    return torch.softmax(logits.masked_fill(mask, float("-inf")), dim=-1).mean(2)
+
+
+def _expected_weights_strata(x: LayerInputs, k: torch.Tensor, p: ScoreParams) -> torch.Tensor:
+    """Expected attention of a future query averaged over its position (ours, ``future_strata``).
+
+    The future horizon [T, T + n_future_positions) is cut into ``future_strata`` equal strata;
+    in each, the query Gaussian (pre-RoPE moments) is rotated by that stratum's averaged RoPE
+    and the expected attention computed; the weights are the strata's mean (by length), i.e. the
+    expected attention under the mixture over positions. ``future_strata=1`` is the single
+    averaged rotation (the query at the mean position); as the strata shrink, the near future's
+    queries keep the high-frequency RoPE phases that one rotation averaged over 512 positions
+    cancels (the local, recency part of attention). k (B, Hkv, T, D) -> (B, Hkv, g, T)."""
+    b, hkv, t, d = k.shape
+    g = x.n_heads // hkv
+    tq = x.hidden.shape[1]
+    mu0, cov0 = prerope_moments(x, p, True)
+    n = p.n_future_positions
+    m = max(1, min(p.future_strata, n))
+    w = None
+    for j in range(m):
+        a, e = j * n // m, (j + 1) * n // m
+        r = averaged_rope_matrix(x.rotary, tq + a, e - a, d, mu0.device, torch.float32)
+        wj = _expected_weights_grouped(k, (mu0 @ r.T).view(b, hkv, g, d), (r @ cov0 @ r.T).view(b, hkv, g, d, d)) * ((e - a) / n)
+        w = wj if w is None else w + wj
     return w
 
 
@@ -405,6 +474,55 @@ def pool_scores(s: torch.Tensor, pool: str, kernel: int) -> torch.Tensor:
     else:
         raise ValueError(f"pool must be none, max or avg, got {pool!r}")
     return y.reshape(b, h, t)
+
+
+def observed_attention(x: LayerInputs, p: ScoreParams) -> torch.Tensor:
+    """Mean attention (B, Hkv, T) the last ``stat_window`` prompt queries give each token, averaged
+    over each KV head's query group (the retrieval channel's observed weights, group-pooled)."""
+    t = x.keys.shape[2]
+    a = _window_attention(x, min(p.stat_window or p.window_tokens, max(1, t - 1))).mean(2)  # (B, Hq, T)
+    return _group_mean(a, x.keys.shape[1])
+
+
+def adaptive_recent(att: torch.Tensor, span: int, *, sink_tokens: int, window_tokens: int) -> torch.Tensor:
+    """Per-head count of extra recent tokens to keep beyond the protected window (ours; ``recent_mode=adaptive``).
+
+    att (B, H, T): observed attention of the recent queries (``observed_attention``); span: the
+    part of the budget that may go to recency, counted with the window (window + extra <= span).
+    The region the selector is free to choose from is R = [sink_tokens, T - window_tokens); its
+    most recent ``n = span - window_tokens`` tokens are the candidates for recency.  With
+    m_h = (head h's attention mass on those n tokens) / (its mass on R) and f = n / |R| (the
+    share a head without any recency preference would put there),
+
+        rho_h = clamp((m_h - f) / (1 - f), 0, 1)        extra_h = floor(rho_h * n)
+
+    i.e. the head keeps as large a share of the candidates as its attention is concentrated on
+    them beyond chance: a head whose attention beyond the window decays with distance keeps a
+    longer recent window (StreamingLLM for that head when rho_h = 1), a head that reads the far
+    context as much as the near keeps none. Returns (B, H) int64 in [0, n]."""
+    b, h, t = att.shape
+    lo, hi = min(sink_tokens, t), max(min(sink_tokens, t), t - window_tokens)
+    n = max(0, min(span - window_tokens, hi - lo))
+    if n == 0:
+        return torch.zeros(b, h, dtype=torch.long, device=att.device)
+    if n == hi - lo:
+        return torch.full((b, h), n, dtype=torch.long, device=att.device)
+    a = att.float()
+    mass = a[..., lo:hi].sum(-1)
+    m = a[..., hi - n:hi].sum(-1) / mass.clamp_min(torch.finfo(torch.float32).tiny)
+    f = n / (hi - lo)
+    rho = ((m - f) / (1.0 - f)).clamp(0.0, 1.0)
+    return torch.floor(rho * n + 1e-6).long().clamp(0, n)
+
+
+def reserve_recent(scores: torch.Tensor, extra: torch.Tensor, window_tokens: int) -> torch.Tensor:
+    """``scores`` (B, H, T) with, per head, the ``extra`` (B, H) tokens just before the last
+    ``window_tokens`` lifted above every other score (below the selector's forced sinks/window)."""
+    t = scores.shape[-1]
+    hi = t - window_tokens
+    pos = torch.arange(t, device=scores.device)
+    lift = (pos < hi) & (pos >= hi - extra.unsqueeze(-1))
+    return scores.float().masked_fill(lift, torch.finfo(torch.float32).max / 2)
 
 
 def recent_window(n_keep: int, window_tokens: int, recent_share: float) -> int:
