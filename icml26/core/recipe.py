@@ -134,14 +134,17 @@ def parse_sets(sets: Sequence[str] | None) -> dict:
 
 
 def parse_choices(spec: str, valid: Sequence[str], what: str = "algo") -> list[str]:
-    """"all" (or empty) or a comma list of ``valid`` names -> list; ValueError on an unknown name."""
-    names = [s.strip() for s in str(spec).split(",") if s.strip()]
-    if not names or names == ["all"]:
+    """"all" or a comma list of ``valid`` names -> list (repeats dropped, first order kept);
+    ValueError on an empty spec, an empty item ("uct,") or an unknown name."""
+    names = [s.strip() for s in str(spec).split(",")]
+    if names == ["all"]:
         return list(valid)
+    if any(not n for n in names):
+        raise ValueError(f"{what} {str(spec)!r}: empty name; give all or a comma list of {', '.join(valid)}")
     for n in names:
         if n not in valid:
             raise ValueError(f"{what} {n!r} is not one of all, {', '.join(valid)}")
-    return names
+    return list(dict.fromkeys(names))
 
 
 def _coerce(name: str, value: Any, tp: Any) -> Any:

@@ -310,3 +310,15 @@ def test_set_help_lists_the_fields_with_their_defaults():
     assert "kind" not in r.stdout  # nothing ran
     r = CliRunner().invoke(app, ["bpi", "--set", "list", "--set", "epsilon=0.2"])
     assert r.exit_code == 0 and "epsilon" in r.stdout
+
+
+def test_algo_lists_reject_empty_names_and_drop_repeats():
+    from icml26.core.recipe import parse_choices
+
+    assert parse_choices("b,a,b", ["a", "b", "c"]) == ["b", "a"]
+    assert parse_choices("all", ["a", "b"]) == ["a", "b"]
+    for bad in ("", "a,", ",a", "a,,b"):
+        with pytest.raises(ValueError, match="empty name"):
+            parse_choices(bad, ["a", "b"])
+    r = CliRunner().invoke(app, ["mcts", "--algo", "uct,", "-n", "5", "--seeds", "1", "-q"])
+    assert r.exit_code == 2 and "empty name" in r.output
