@@ -71,7 +71,11 @@ def _refuse_overwrite(output: str | None, *inputs: str | None, flag: str = "--ou
 
     if output in (None, "-"):
         return
+    if not str(output).strip():
+        raise InputError(f"{flag} is empty: give a file path (or - for stdout)")
     out = Path(output).expanduser()
+    if out.is_dir():
+        raise InputError(f"{flag} {output!r} is a directory: give a file path")
     if out.exists() and not out.is_file():  # /dev/null, a FIFO: written straight through
         return
     for src in inputs:
@@ -167,8 +171,15 @@ def score(
     from icml26.methods.filtering.cqf import score_stream
     from icml26.methods.filtering.jsonl import DocumentWriter
 
-    _refuse_overwrite(output, input, model)
-    _refuse_overwrite(log, input, model, flag="--log")
+    from pathlib import Path
+
+    from icml26.methods.filtering.classifiers import MODEL_FILE
+
+    model_file = str(Path(model) / MODEL_FILE) if Path(model).is_dir() else model  # (a train --out folder)
+    _refuse_overwrite(output, input)
+    _refuse_overwrite(log, input, flag="--log")
+    _refuse_overwrite(output, model_file, what="model")
+    _refuse_overwrite(log, model_file, flag="--log", what="model")
     _refuse_overwrite(log, output, flag="--log", what="output")
     progress.set_quiet(quiet)
     m = load_model(model)

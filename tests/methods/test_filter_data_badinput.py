@@ -73,3 +73,29 @@ def test_score_output_same_as_input_is_refused(tmp_path):
     r = _cli("score", "--model", str(tmp_path / "model"), str(src), "--output", str(src), "-q")
     assert r.exit_code == 2 and "would overwrite the input" in r.output
     assert src.read_bytes() == before
+
+
+def test_score_refuses_to_overwrite_its_model(tmp_path):
+    # --model given as the train --out folder: its model.safetensors is protected too
+    src = tmp_path / "d.jsonl"
+    _docs(src)
+    (tmp_path / "m").mkdir()
+    mf = tmp_path / "m" / "model.safetensors"
+    mf.write_bytes(b"the trained model")
+    for flag in ("--output", "--log"):
+        for model in (str(tmp_path / "m"), str(mf)):
+            r = _cli("score", "--model", model, str(src), flag, str(mf), "-q")
+            assert r.exit_code == 2, (flag, model, r.output)
+            assert flag in r.output and "would overwrite the model" in r.output
+    assert mf.read_bytes() == b"the trained model"
+
+
+def test_select_output_directory_or_empty_and_nan_threshold(tmp_path):
+    src = tmp_path / "d.jsonl"
+    _docs(src)
+    r = _cli("select", "--top", "0.5", str(src), "--output", str(tmp_path), "-q")
+    assert r.exit_code == 2 and "is a directory" in r.output
+    r = _cli("select", "--top", "0.5", str(src), "--output", "", "-q")
+    assert r.exit_code == 2 and "--output is empty" in r.output
+    r = _cli("select", "--threshold", "nan", str(src), "-q")
+    assert r.exit_code == 2 and "--threshold is nan" in r.output

@@ -116,6 +116,8 @@ def select_stream(path: str, writer: DocumentWriter, *, top: float | None = None
         raise InputError("give exactly one of --top and --threshold")
     if top is not None and not 0.0 < top <= 1.0:
         raise InputError(f"--top must be in (0, 1], got {top}")
+    if threshold is not None and math.isnan(threshold):
+        raise InputError("--threshold is nan: give a number (scores >= it are kept)")
     st = StreamStats()
     if threshold is not None:
         rs = ReadStats()
