@@ -16,8 +16,10 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+import sys
 import threading
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
 
 CSRC = Path(__file__).resolve().parent.parent / "csrc"
@@ -46,6 +48,7 @@ def _key(name: str, sources: list[Path], flags: list[str]) -> str:
         for hdr in sorted(d.glob("*.h")):
             h.update(hdr.read_bytes())
     h.update(" ".join(flags).encode())
+    h.update(str(CSRC).encode())  # one build folder per checkout: torch's build files name the source paths
     h.update(torch.__version__.encode())
     h.update(platform.machine().encode())
     try:
@@ -82,22 +85,52 @@ def load(name: str, sources: list[str], *, extra_cflags: list[str] | None = None
                 key = _key(name, srcs, flags)
                 build = cache_dir() / key
                 build.mkdir(parents=True, exist_ok=True)
-                cpp_extension.load(
-                    name=key.replace("-", "_"),
-                    sources=[str(s) for s in srcs],
-                    extra_cflags=flags,
-                    extra_ldflags=["-fopenmp"],
-                    build_directory=str(build),
-                    is_python_module=False,
-                    verbose=False,
-                )
-                _lib[name] = build / f"{key.replace('-', '_')}.so"
+                lib = build / f"{key.replace('-', '_')}.so"
+                with _build_lock(build):
+                    if not lib.is_file():
+                        print(f"icml26: building the '{name}' C++ kernel (first use; about a minute, cached in {build.parent})",
+                              file=sys.stderr, flush=True)
+                    cpp_extension.load(
+                        name=key.replace("-", "_"),
+                        sources=[str(s) for s in srcs],
+                        extra_cflags=flags,
+                        extra_ldflags=["-fopenmp"],
+                        build_directory=str(build),
+                        is_python_module=False,
+                        verbose=False,
+                    )
+                _lib[name] = lib
             _state[name] = "ext-cuda" if cuda else "ext-cpu"
         except Exception as e:  # compiler missing, build error, ...
             _state[name] = "ref"
             _why[name] = f"{type(e).__name__}: {str(e).strip().splitlines()[-1] if str(e).strip() else ''}"
             warnings.warn(f"icml26: the '{name}' C++ kernel is unavailable ({_why[name]}); using the slower pure-Python reference", RuntimeWarning, stacklevel=2)
         return _state[name]
+
+
+@contextmanager
+def _build_lock(build: Path):
+    """Hold an exclusive lock on ``build`` while torch builds or loads the extension there.
+
+    torch's own lock (``build/lock``, a file whose presence means "a build is running") is left
+    behind when a build is killed (Ctrl-C, a timeout), and every later load then waits for it
+    forever. This lock is an flock, released by the kernel when its holder dies: whoever holds
+    it knows no other icml26 process is building there, so a leftover ``build/lock`` is stale
+    and is removed."""
+    try:
+        import fcntl
+    except ImportError:  # (not POSIX: torch's lock alone)
+        yield
+        return
+    with open(build / ".icml26-build.lock", "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            stale = build / "lock"
+            if stale.exists():
+                stale.unlink(missing_ok=True)
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def backend(name: str) -> str | None:

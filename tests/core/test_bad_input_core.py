@@ -322,3 +322,14 @@ def test_algo_lists_reject_empty_names_and_drop_repeats():
             parse_choices(bad, ["a", "b"])
     r = CliRunner().invoke(app, ["mcts", "--algo", "uct,", "-n", "5", "--seeds", "1", "-q"])
     assert r.exit_code == 2 and "empty name" in r.output
+
+
+def test_a_killed_kernel_build_does_not_block_the_next_one(tmp_path):
+    # torch leaves build/lock behind when a build is killed; the next load must not wait forever
+    from icml26.core.ext import _build_lock
+
+    (tmp_path / "lock").write_text("")
+    with _build_lock(tmp_path):
+        assert not (tmp_path / "lock").exists()
+    with _build_lock(tmp_path):  # re-entrant across calls: the flock was released
+        pass
