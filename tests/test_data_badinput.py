@@ -64,3 +64,12 @@ def test_gguf_magic_but_garbage_is_input_error(tmp_path, monkeypatch):
     f.write_bytes(b"GGUF" + b"\xff" * 60)
     with pytest.raises(InputError, match="GGUF"):
         lm.model_path(str(f))
+
+
+def test_corrupt_gguf_past_its_magic_is_an_input_error(tmp_path):
+    from icml26.core.data.lm import model_path
+
+    f = tmp_path / "m.gguf"
+    f.write_bytes(b"GGUF")  # the magic bytes, then nothing
+    with pytest.raises(InputError, match=r"m\.gguf' is not a valid GGUF model \(.*truncated or corrupt\?\): re-download"):
+        model_path(str(f))

@@ -58,9 +58,16 @@ def _convert_gguf(folder: Path, gguf_file: str, dest: Path) -> Path:
         import gguf  # noqa: F401
     except ImportError:
         raise MissingDataError("reading GGUF files needs the `gguf` package: pip install 'icml26[llm]'") from None
-    tok = AutoTokenizer.from_pretrained(str(folder), gguf_file=gguf_file)
-    src = AutoModelForCausalLM.from_pretrained(str(folder), gguf_file=gguf_file, dtype=torch.float32)
-    cfg = AutoConfig.from_pretrained(str(folder), gguf_file=gguf_file)
+    import struct
+
+    try:
+        tok = AutoTokenizer.from_pretrained(str(folder), gguf_file=gguf_file)
+        src = AutoModelForCausalLM.from_pretrained(str(folder), gguf_file=gguf_file, dtype=torch.float32)
+        cfg = AutoConfig.from_pretrained(str(folder), gguf_file=gguf_file)
+    except (struct.error, ValueError, KeyError, IndexError, EOFError) as e:  # a GGUF that gguf/transformers cannot read
+        why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise InputError(f"{str(folder / gguf_file)!r} is not a valid GGUF model ({why}; truncated or corrupt?): "
+                         "re-download it or point --model at another model") from None
     model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
     model.load_state_dict(src.state_dict(), strict=False)
     model.generation_config = src.generation_config
