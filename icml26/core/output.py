@@ -179,9 +179,9 @@ def stderr_console():
     not cut."""
     from rich.console import Console
 
-    if sys.stderr.isatty() or os.environ.get("COLUMNS"):
+    if sys.stderr.isatty() or os.environ.get("COLUMNS", "").strip().isdigit():
         return Console(stderr=True)
-    return Console(stderr=True, width=200)
+    return Console(stderr=True, width=200)  # (also when $COLUMNS is not a number: rich would use 80)
 
 
 def print_table(records: Sequence[dict], columns: Sequence[str] | None = None, title: str | None = None) -> None:

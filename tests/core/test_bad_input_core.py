@@ -299,6 +299,9 @@ def test_tables_in_a_log_are_not_cut_at_80_columns(capsys, monkeypatch):
         assert name in err
     assert "…" not in err
     assert max(len(ln) for ln in err.splitlines()) > 80
+    monkeypatch.setenv("COLUMNS", "abc")  # not a number: the same
+    print_table([rec])
+    assert "…" not in capsys.readouterr().err
 
 
 def test_set_help_lists_the_fields_with_their_defaults():
