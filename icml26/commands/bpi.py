@@ -34,4 +34,5 @@ def bpi(
     cfg = resolve(m.Config, "bpi", recipe, set_, mdp=mdp, algo=algo, epsilon=epsilon, delta=delta, budget=budget, seeds=seeds)
     s = recipe_seed(recipe, "bpi", seed)
     s = 0 if s is None else s
-    stream(m.run(cfg, seed=s), command="bpi", config=cfg, seed=s, out=out, quiet=quiet, columns=COLUMNS)
+    mdp_ = m.prepare(cfg)  # every check before the first record
+    stream(m.run(cfg, seed=s, mdp=mdp_), command="bpi", config=cfg, seed=s, out=out, quiet=quiet, columns=COLUMNS)

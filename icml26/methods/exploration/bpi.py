@@ -89,6 +89,10 @@ class Config:
 
     def __post_init__(self):
         parse_algos(self.algo)
+        for k in ("epsilon", "delta", "kappa", "tau", "var_floor", "gap_floor"):
+            v = getattr(self, k)
+            if v is not None and not math.isfinite(v):
+                raise ValueError(f"{k} must be a finite number, got {v}")
         if not self.epsilon >= 0:
             raise ValueError(f"epsilon must be >= 0, got {self.epsilon}")
         if self.delta is not None and not 0 < self.delta < 1:
@@ -217,9 +221,11 @@ def klb_weights(L: Learner, cfg: Config) -> np.ndarray:
     """(S, A) target allocation w of KLB-TS's closed form (plug-in)."""
     mdp = L.mdp
     g = mdp.gamma
+    S, A = mdp.S, mdp.A
+    if A == 1:  # one action per state: every policy is optimal, the characteristic time is 0 and
+        return np.full((S, 1), 1.0 / S)  # any allocation is optimal; uniform (the formula's w_{s,pi(s)} = 1/S when sum H = 0)
     Ph, _ = L.model()
     Q, V, pi = L.greedy()
-    S, A = Q.shape
     floor = cfg.gap_floor if cfg.gap_floor is not None else max(cfg.epsilon * (1 - g) / 2, 1e-6)
     gap = np.maximum(V[:, None] - Q, floor)
     ev = Ph @ V
@@ -234,6 +240,8 @@ def klb_weights(L: Learner, cfg: Config) -> np.ndarray:
     Hs = min(27 / (dmin ** 2 * (1 - g) ** 3), max(16 * vo / (dmin ** 2 * (1 - g) ** 2), 6 * mo ** (4 / 3) / (dmin ** (4 / 3) * (1 - g) ** (4 / 3))))
     sH = H.sum()
     den = math.sqrt(sH) + math.sqrt(Hs)
+    if not den > 0:  # both bounds vanish (gaps floored beyond float range): no preference, sample uniformly
+        return np.full((S, A), 1.0 / (S * A))
     w = np.where(opt, math.sqrt(Hs) / (S * den), H / (math.sqrt(sH) * den) if sH > 0 else 0.0)
     return w / w.sum()
 
@@ -318,13 +326,59 @@ def identify(mdp: M.MDP, algo: str, cfg: Config, seed: int) -> tuple[np.ndarray,
     return pi, t, stopped
 
 
-def run(cfg: Config, *, seed: int = 0) -> Iterator[dict]:
-    """Yield one ``result`` record per algo, then a ``summary``."""
+MAX_TOTAL_SAMPLES = 1e9   # samples are drawn one at a time in Python (~1e5 per second): larger runs are refused up front
+MAX_RUN_SAMPLES = 5e7     # one run keeps its samples (~40 bytes each): larger budgets are refused up front
+MAX_PLAN_FLOPS = 1e14     # planning (linear solves on S x S) over all runs
+
+
+def plans_per_run(budget: int, S: int, A: int, warm_start: int) -> int:
+    """How many times identify() replans in a run of ``budget`` samples (its schedule)."""
+    SA = S * A
+    t = min(budget, warm_start * SA)
+    n = 0
+    while t < budget:
+        n += 1
+        t += max(SA, int(math.ceil(0.05 * t)))
+    return n + 1
+
+
+def check_work(cfg: Config, mdp: M.MDP | None = None) -> None:
+    """InputError when the run would take hours of CPU or too much memory (before any result)."""
+    from icml26.core.errors import InputError
+
+    runs = cfg.seeds * len(parse_algos(cfg.algo))
+    work = float(cfg.budget) * runs
+    if work > MAX_TOTAL_SAMPLES:
+        raise InputError(f"this run would draw ~{work:.1e} samples (hours of CPU; limit {MAX_TOTAL_SAMPLES:.0e}); "
+                         "lower --seeds, --budget or the number of --algo")
+    if cfg.budget > MAX_RUN_SAMPLES:
+        raise InputError(f"--budget {cfg.budget} would keep ~{cfg.budget * 40 / 1e9:.1e} GB of samples per run "
+                         f"(limit {MAX_RUN_SAMPLES:.0e} samples per run); lower --budget")
+    if mdp is not None:
+        S, A = mdp.S, mdp.A
+        # ~4 solves per plan (greedy, varde, stopping rule) + up to 200 policy-iteration solves for the exact values
+        flops = (runs * plans_per_run(cfg.budget, S, A, cfg.warm_start) * 4.0 + 200) * (S ** 3 + S * S * A)
+        if flops > MAX_PLAN_FLOPS:
+            raise InputError(f"this run would spend ~{flops:.1e} flops planning on {S} states (hours of CPU; limit "
+                             f"{MAX_PLAN_FLOPS:.0e}); use a smaller MDP or lower --seeds, --budget or the number of --algo")
+
+
+def prepare(cfg: Config) -> M.MDP:
+    """Validate everything a run needs before any result: work limits, the MDP (and its size)."""
+    check_work(cfg)
+    mdp = M.load_mdp(cfg.mdp)
+    check_work(cfg, mdp)
+    return mdp
+
+
+def run(cfg: Config, *, seed: int = 0, mdp: M.MDP | None = None) -> Iterator[dict]:
+    """Yield one ``result`` record per algo, then a ``summary``. ``mdp``: from prepare(cfg)."""
     from icml26.core.progress import progress
     from icml26.core.stats import wilson_interval as wilson
     from icml26.ops.mcts import run_seeds
 
-    mdp = M.load_mdp(cfg.mdp)
+    if mdp is None:
+        mdp = prepare(cfg)
     ex = M.exact(mdp)
     algos = parse_algos(cfg.algo)
     seeds = run_seeds(seed, cfg.seeds)

@@ -33,6 +33,15 @@ from typing import Any
 import numpy as np
 
 BUILTINS = ("riverswim", "garnet", "frozenlake4x4", "frozenlake8x8")
+MAX_TRANSITIONS = 2e7  # S x A x S float64 entries (160 MB); a run holds ~5 such arrays (P, its cumsum, counts, P_hat, temporaries)
+
+
+def check_size(S: int, A: int, src: str) -> None:
+    """InputError when an (S, A, S) transition table exceeds MAX_TRANSITIONS (before allocating it)."""
+    n = float(S) * A * S
+    if n > MAX_TRANSITIONS:
+        raise _bad(src, f"S x A x S = {S} x {A} x {S} = {n:.1e} transition entries (~{n * 8 / 1e9:.3g} GB as float64, "
+                        f"held ~5 times per run) exceeds the limit of {MAX_TRANSITIONS:.0e}; use fewer states or actions")
 
 
 @dataclass
@@ -122,6 +131,7 @@ def validate(P, R, noise, rho, gamma, src: str = "<mdp>", name: str | None = Non
     if P.ndim != 3 or P.shape[0] != P.shape[2] or P.shape[0] < 1 or P.shape[1] < 1:
         raise _bad(src, f"P must have shape (S, A, S), got {P.shape}")
     S, A = P.shape[:2]
+    check_size(S, A, src)
     if R.shape != (S, A):
         raise _bad(src, f"R must have shape (S, A) = ({S}, {A}), got {R.shape}")
     if not np.all(np.isfinite(P)) or not np.all(np.isfinite(R)):
@@ -159,6 +169,7 @@ def riverswim(states: int = 6, gamma: float = 0.95, noise: float = 0.1) -> MDP:
     if states < 2:
         raise ValueError(f"riverswim needs states >= 2, got {states}")
     S, A = states, 2
+    check_size(S, A, "riverswim")
     P = np.zeros((S, A, S))
     R = np.zeros((S, A))
     for s in range(S):
@@ -177,6 +188,7 @@ def riverswim(states: int = 6, gamma: float = 0.95, noise: float = 0.1) -> MDP:
 def garnet(states: int = 10, actions: int = 3, branching: int = 3, noise: float = 0.5, gamma: float = 0.9, seed: int = 0) -> MDP:
     if not 1 <= branching <= states or actions < 1:
         raise ValueError(f"garnet needs 1 <= branching <= states and actions >= 1, got {branching}, {states}, {actions}")
+    check_size(states, actions, "garnet")
     rng = np.random.default_rng(seed)
     P = np.zeros((states, actions, states))
     for s in range(states):
@@ -218,6 +230,24 @@ def _parse_opts(spec: str) -> tuple[str, dict]:
 
     name, _, q = spec.partition("?")
     return name.strip().lower(), parse_kwargs(q, spec)
+
+
+def _check_opts(name: str, kw: dict) -> None:
+    """InputError naming an unknown option or one of the wrong type (types from the maker's defaults)."""
+    import inspect
+
+    from icml26.core.errors import InputError
+
+    fn = {"riverswim": riverswim, "garnet": garnet}.get(name, frozenlake)
+    params = {k: p.default for k, p in inspect.signature(fn).parameters.items() if k != "map_name"}
+    for k, v in kw.items():
+        if k not in params:
+            raise InputError(f"{name} has no option {k!r}; valid options: {', '.join(params)}")
+        d = params[k]
+        if isinstance(d, int) and (isinstance(v, bool) or not isinstance(v, int)):
+            raise InputError(f"{name} option {k}={v!r} must be an integer")
+        if isinstance(d, float) and (isinstance(v, bool) or not isinstance(v, (int, float))):
+            raise InputError(f"{name} option {k}={v!r} must be a number")
 
 
 def load_mdp(spec: str) -> MDP:
@@ -276,6 +306,7 @@ def load_mdp(spec: str) -> MDP:
               "frozenlake4x4": lambda **k: frozenlake("4x4", **k), "frozenlake8x8": lambda **k: frozenlake("8x8", **k)}
     if name not in makers:
         raise InputError(f"--mdp {spec!r}: not a file (.yaml/.npz) nor one of {', '.join(BUILTINS)}")
+    _check_opts(name, kw)
     try:
         return makers[name](**kw)
     except TypeError as e:
