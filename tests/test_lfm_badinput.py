@@ -17,3 +17,22 @@ def test_run_directory_resolves_to_its_checkpoint(tmp_path):
     (tmp_path / "checkpoint.safetensors").write_bytes(b"x")
     assert checkpoint_file(tmp_path) == str(tmp_path / "checkpoint.safetensors")
     assert checkpoint_file("a/file.safetensors") == "a/file.safetensors"
+
+
+def test_train_lfm_checks_checkpoints_before_writing(tmp_path):
+    # a garbage seam checkpoint: exit 2, nothing printed or written (parents included)
+    junk = tmp_path / "junk.safetensors"
+    junk.write_bytes(b"abc")
+    out = tmp_path / "o" / "a"
+    r = CliRunner().invoke(app, ["train-lfm", "-r", "recipes/train-lfm/tiny.yaml", "--set", f"seam_checkpoint={junk}",
+                                 "--set", "t_max=0.7", "-q", "--out", str(out)])
+    assert r.exit_code == 2, r.output
+    assert "not a valid safetensors file" in r.output and r.stdout == ""
+    assert not (tmp_path / "o").exists()
+    # --resume over a run whose checkpoint is corrupt: refused before the VAE stage runs
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "checkpoint.safetensors").write_bytes(b"abc")
+    r = CliRunner().invoke(app, ["train-lfm", "-r", "recipes/train-lfm/tiny.yaml", "--resume", "-q", "--out", str(run)])
+    assert r.exit_code == 2 and "--resume reads it" in r.output and r.stdout == ""
+    assert sorted(p.name for p in run.iterdir()) == ["checkpoint.safetensors"]

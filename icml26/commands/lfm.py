@@ -28,6 +28,8 @@ def train_lfm(
 ) -> None:
     """Train a small VAE and a latent flow-matching model, optionally on a reduced subset (runs under torchrun)."""
     import os
+    import sys
+    from pathlib import Path
 
     from icml26.core.recipe import recipe_seed, resolve
     from icml26.methods.lfm import train as m
@@ -35,14 +37,9 @@ def train_lfm(
     cfg = resolve(m.Config, "train-lfm", recipe, set_, stage=stage, dataset=dataset, vae=vae, model=model,
                   keep_ratio=keep_ratio, scorer=scorer, steps=steps)
     seed = recipe_seed(recipe, "train-lfm", seed) or 0
-    from icml26.core.errors import InputError
-
-    if out is None:
-        raise InputError("train-lfm needs --out DIR (checkpoints and the latent cache are written there)")
-    if cfg.stage == "fm":
-        if not cfg.vae:
-            raise InputError("--stage fm needs --vae DIR (the run directory of `train-lfm --stage vae`)")
-        m.load_vae_dir(cfg.vae)  # a bad path fails here, before anything is written
+    m.validate(cfg, out, resume)  # bad paths and checkpoints fail here, before anything is written
+    if resume and int(os.environ.get("RANK", "0")) == 0 and not any((Path(out) / n).is_file() for n in m.RUN_CHECKPOINTS):
+        print(f"train-lfm: --resume: no checkpoint in {out!r} yet; starting a new run there", file=sys.stderr)
     if device not in ("cpu", "auto"):
         from icml26.core.device import resolve_device
 

@@ -558,19 +558,40 @@ def _fm_stage(cfg: Config, *, seed: int, out: Path, resume: bool, dist: Dist, va
                        checkpoint_every=cfg.checkpoint_every, dist=dist, meta=meta, extra=extra, bar=bar)
 
 
-def run(cfg: Config, *, seed: int = 0, out: str | Path | None = None, resume: bool = False, device: str = "cpu") -> Iterator[dict]:
-    """Yield ``data``/``step``/``vae``/``reduction``/``model`` records, then the summary (with ``checkpoint``)."""
-    from icml26.core.seed import seed_everything
+RUN_CHECKPOINTS = ("vae.safetensors", "features.safetensors", "checkpoint.safetensors")
+
+
+def validate(cfg: Config, out: str | Path | None, resume: bool) -> None:
+    """Every input file a run will read, checked before it writes anything (InputError, exit 2):
+    --vae's run directory, seam_checkpoint / score_checkpoint (whole flow checkpoints), and on
+    --resume the run's own checkpoints in ``out`` (structure only)."""
+    from icml26.core.safetensors_file import check
 
     if out is None:
         raise InputError("train-lfm needs --out DIR (checkpoints and the latent cache are written there)")
     if cfg.stage == "fm" and not cfg.vae:
         raise InputError("--stage fm needs --vae DIR (the run directory of `train-lfm --stage vae`)")
     if cfg.stage == "fm":
-        load_vae_dir(cfg.vae)  # fail fast with exit 2 on a bad path
+        load_vae_dir(cfg.vae)
+    if cfg.seam_checkpoint and not cfg.t_max < 1.0:
+        raise InputError("seam_checkpoint needs t_max < 1 (the switch time of the coarse model)")
     for p, what in ((cfg.seam_checkpoint, "seam_checkpoint"), (cfg.score_checkpoint, "score_checkpoint")):
-        if p and not Path(p).is_file():
-            raise InputError(f"{what} {p!r} does not exist")
+        if p:
+            if not Path(p).is_file():
+                raise InputError(f"{what} {p!r} does not exist")
+            load_flow(p)
+    if resume:
+        for name in RUN_CHECKPOINTS:
+            f = Path(out) / name
+            if f.is_file():
+                check(f, f"--resume reads it; remove it to train that stage again, or choose another --out")
+
+
+def run(cfg: Config, *, seed: int = 0, out: str | Path | None = None, resume: bool = False, device: str = "cpu") -> Iterator[dict]:
+    """Yield ``data``/``step``/``vae``/``reduction``/``model`` records, then the summary (with ``checkpoint``)."""
+    from icml26.core.seed import seed_everything
+
+    validate(cfg, out, resume)
     dist = dist_setup()
     seed_everything(seed)
     out = Path(out)
