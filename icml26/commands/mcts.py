@@ -10,6 +10,8 @@ import typer
 from icml26.core.options import OutOpt, QuietOpt, RecipeOpt, SeedOpt, SeedsOpt, SetOpt
 
 COLUMNS = ["algo", "simulations", "seeds", "p_correct", "p_correct_ci", "simple_regret", "backend"]
+# envs without exact values (no transition table): what the seeds recommended
+COLUMNS_NO_EXACT = ["algo", "simulations", "seeds", "top_action:most chosen", "top_action_share:share", "action_counts:recommended", "backend"]
 
 
 def mcts(
@@ -33,4 +35,7 @@ def mcts(
                   simulations=tuple(simulations) if simulations else None, seeds=seeds)
     s = recipe_seed(recipe, "mcts", seed)
     s = 0 if s is None else s
-    stream(m.run(cfg, seed=s), command="mcts", config=cfg, seed=s, out=out, quiet=quiet, columns=COLUMNS, plot=m.plot)
+    loaded = m.load_env(cfg)  # a bad --env exits 2 before any record is printed or written
+    exact = loaded[0] == "tree" or loaded[1].q_root is not None
+    stream(m.run(cfg, seed=s, env=loaded), command="mcts", config=cfg, seed=s, out=out, quiet=quiet,
+           columns=COLUMNS if exact else COLUMNS_NO_EXACT, plot=m.plot)

@@ -29,6 +29,67 @@ def parse_kwargs(query: str, spec: str) -> dict:
     return out
 
 
+_TRUE, _FALSE = ("true", "1"), ("false", "0")
+
+
+def _first_line(e: BaseException) -> str:
+    t = str(e).strip()
+    return t.splitlines()[0] if t else type(e).__name__
+
+
+def _bool_options(gspec) -> set[str]:
+    """Keyword arguments of a registered env that take a boolean: those whose default (in the
+    registration or the constructor) is a bool or whose annotation is ``bool``."""
+    import inspect
+
+    names = {k for k, v in (gspec.kwargs or {}).items() if isinstance(v, bool)}
+    ep = gspec.entry_point
+    try:
+        if isinstance(ep, str):
+            import importlib
+
+            mod, _, attr = ep.partition(":")
+            ep = getattr(importlib.import_module(mod), attr)
+        for p in inspect.signature(ep).parameters.values():
+            if isinstance(p.default, bool) or p.annotation in (bool, "bool"):
+                names.add(p.name)
+    except Exception:  # noqa: BLE001  (an entry point we cannot inspect: the registration's defaults only)
+        pass
+    return names
+
+
+def check_bool_kwargs(kwargs: dict, bool_names: set[str], spec: str, raw: dict | None = None) -> dict:
+    """Boolean options must be written true/false/1/0 (any case); InputError otherwise
+    (YAML would read "maybe" as a string, which gymnasium then treats as true, and "yes" or
+    "on" as true). ``raw``: the options as typed, before YAML parsing."""
+    from icml26.core.errors import InputError
+
+    out = dict(kwargs)
+    for k, v in kwargs.items():
+        if k not in bool_names:
+            continue
+        typed = raw[k] if raw is not None and k in raw else v
+        t = str(typed).strip().lower() if not isinstance(typed, bool) else ("true" if typed else "false")
+        if t in _TRUE or t in _FALSE:
+            out[k] = t in _TRUE
+        else:
+            raise InputError(f"--env {spec!r}: option {k} takes true/false/1/0, got {typed!r}")
+    return out
+
+
+def _blame(e: BaseException, kwargs: dict) -> str:
+    """Which option(s) gymnasium rejected, when its message names a value or a key."""
+    if not kwargs:
+        return "no options"
+    msg = str(e)
+    by_value = [k for k, v in kwargs.items() if repr(v) in msg or (isinstance(v, str) and v and v in msg)]
+    by_key = [k for k in kwargs if repr(k) in msg or k in msg]
+    hit = by_value or by_key
+    if hit:
+        return "option " + ", ".join(f"{k}={kwargs[k]!r}" for k in hit)
+    return "options " + ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+
+
 def _gym():
     try:
         import gymnasium as gym
@@ -126,12 +187,19 @@ class GymProblem:
 
         gym = _gym()
         name, _, q = spec.partition("?")
+        name = name.strip()
         kwargs = parse_kwargs(q, spec)
         try:
-            env = gym.make(name.strip(), **kwargs)
-        except Exception as e:  # noqa: BLE001  (unknown id, bad keyword, missing dependency)
-            msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise InputError(f"--env {spec!r}: not a tree file (.yaml) and gymnasium cannot make it: {msg}") from None
+            gspec = gym.spec(name)
+        except Exception as e:  # noqa: BLE001  (unknown id or version)
+            raise InputError(f"--env {spec!r}: not a tree file (.yaml) and gymnasium cannot make it: {_first_line(e)}") from None
+        raw = {k.strip(): v for k, _, v in (part.partition("=") for part in filter(None, q.split("&")))}
+        kwargs = check_bool_kwargs(kwargs, _bool_options(gspec), spec, raw)
+        try:
+            env = gym.make(name, **kwargs)
+        except Exception as e:  # noqa: BLE001  (bad keyword or value, missing dependency)
+            raise InputError(f"--env {spec!r}: gymnasium cannot make {name!r} with {_blame(e, kwargs)}: "
+                             f"{type(e).__name__}: {_first_line(e)}") from None
         if not hasattr(env.action_space, "n"):
             raise InputError(f"--env {spec!r}: tree search needs a discrete action space, got {env.action_space}")
         self.spec, self.horizon, self.gamma = spec, horizon, gamma

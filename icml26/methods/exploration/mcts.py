@@ -96,9 +96,13 @@ class Config:
     backend: str = "auto"                        # auto | ext | ref (synthetic trees)
 
     def __post_init__(self):
+        _check_types(self)
         parse_algos(self.algo)
         if not self.simulations or min(self.simulations) < 1:
             raise ValueError(f"simulations must be >= 1, got {list(self.simulations)}")
+        if max(self.simulations) > MAX_SIMULATIONS:
+            raise ValueError(f"simulations must be at most {MAX_SIMULATIONS:.0e} per search (memory: the search's "
+                             f"tables and tree statistics grow with the budget), got {max(self.simulations)}")
         if self.seeds < 1:
             raise ValueError(f"seeds must be >= 1, got {self.seeds}")
         for name in ("c", "tau", "power", "var_floor", "delta", "c_visit", "c_scale"):
@@ -119,6 +123,70 @@ class Config:
             raise ValueError(f"gamma must be in (0, 1], got {self.gamma}")
         if self.backend not in ("auto", "ext", "ref"):
             raise ValueError(f"backend must be auto, ext or ref, got {self.backend!r}")
+        check_work(self)
+
+
+# Per search, the C++ kernel allocates 4 tables of budget + 3 doubles (32 bytes per simulation:
+# 320 MB at 10^7, 3.2 GB at 10^8) besides the tree's statistics, which also grow with the budget.
+MAX_SIMULATIONS = 10**7
+# Total work above which a run is refused up front: simulations summed over budgets x seeds x
+# algorithms, each search counted as at least MIN_SEARCH_COST simulations (its setup, seeds and
+# output rows cost time and memory even at a budget of 1). The C++ kernel on tree files does
+# ~4M simulations/s on one core (1e10: about an hour of CPU, more on a loaded machine); the
+# Python search on gymnasium envs does ~10^2..10^4 per second (1e7: hours to days of CPU).
+MAX_TOTAL_SIMULATIONS = 1e10
+MAX_TOTAL_SIMULATIONS_GYM = 1e7
+MIN_SEARCH_COST = {"tree": 1000, "gym": 100}
+
+_INT_FIELDS = ("seeds", "m_considered", "horizon")
+_FLOAT_FIELDS = ("c", "tau", "kappa", "power", "epsilon", "var_floor", "prior_var", "delta", "c_visit", "c_scale", "gamma")
+
+
+def _check_types(cfg: "Config") -> None:
+    """ValueError naming the field for a value of the wrong type or a non-finite number
+    (the Python API gets the same messages as ``--set``)."""
+    for name in ("env", "algo", "backend"):
+        v = getattr(cfg, name)
+        if not isinstance(v, str):
+            raise ValueError(f"{name} must be a string, got {v!r} ({type(v).__name__})")
+    sims = cfg.simulations
+    if isinstance(sims, list):
+        object.__setattr__(cfg, "simulations", tuple(sims))
+        sims = cfg.simulations
+    if not isinstance(sims, tuple) or not all(isinstance(b, int) and not isinstance(b, bool) for b in sims):
+        raise ValueError(f"simulations must be a tuple of integers, got {sims!r}")
+    for name in _INT_FIELDS:
+        v = getattr(cfg, name)
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise ValueError(f"{name} must be an integer, got {v!r} ({type(v).__name__})")
+    for name in _FLOAT_FIELDS:
+        v = getattr(cfg, name)
+        if v is None and name == "prior_var":
+            continue
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            raise ValueError(f"{name} must be a number, got {v!r} ({type(v).__name__})")
+        if not math.isfinite(v):
+            raise ValueError(f"{name} must be finite, got {v}")
+
+
+def check_work(cfg: "Config") -> None:
+    """ValueError when the run's total work (sum over budgets of max(budget, MIN_SEARCH_COST)
+    x seeds x algorithms) exceeds MAX_TOTAL_SIMULATIONS (tree files) or
+    MAX_TOTAL_SIMULATIONS_GYM (gymnasium ids)."""
+    gym = resolve_env_path(cfg.env) is None
+    limit = MAX_TOTAL_SIMULATIONS_GYM if gym else MAX_TOTAL_SIMULATIONS
+    floor = MIN_SEARCH_COST["gym" if gym else "tree"]
+    work = sum(max(b, floor) for b in cfg.simulations) * cfg.seeds * len(parse_algos(cfg.algo))
+    if work > limit:
+        where = "Python search on a gymnasium env" if gym else "tree search"
+        raise ValueError(f"this run would simulate ~{_sci(work)} simulations ({where}, each search counted as at least {floor}; "
+                         f"limit {limit:.0e}: hours of CPU or more); lower --seeds, --simulations or the number of algorithms")
+
+
+def _sci(n: int) -> str:
+    """``12345`` -> ``"1.2e+04"`` for integers of any size (float() overflows past 1e308)."""
+    d = str(int(n))
+    return f"{d[0]}.{(d[1:] + '0')[0]}e+{len(d) - 1:02d}"
 
 
 def _repo_root() -> Path:
@@ -168,13 +236,16 @@ def score(q_root: np.ndarray, recs: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return q >= v - tol, v - q
 
 
-def run(cfg: Config, *, seed: int = 0) -> Iterator[dict]:
-    """Yield one ``result`` record per (algo, simulations), then a ``summary``."""
+def run(cfg: Config, *, seed: int = 0, env=None) -> Iterator[dict]:
+    """Yield one ``result`` record per (algo, simulations), then a ``summary``.
+
+    env: ``load_env(cfg)``'s pair, loaded beforehand so that a bad --env fails before any
+    output (else it is loaded here)."""
     from icml26.core.progress import progress
     from icml26.ops import mcts as ops
 
     algos = parse_algos(cfg.algo)
-    kind, env = load_env(cfg)
+    kind, env = load_env(cfg) if env is None else env
     if kind != "tree" and env.q_root is None:
         import sys
 
@@ -203,8 +274,10 @@ def run(cfg: Config, *, seed: int = 0) -> Iterator[dict]:
                     r.update(p_correct=k / len(seeds), p_correct_ci=list(wilson(k, len(seeds))),
                              simple_regret=float(reg.mean()), simple_regret_se=float(reg.std(ddof=1) / math.sqrt(len(seeds))) if len(seeds) > 1 else None)
                 else:  # no transition table (state-copy env): no exact values, so report what was recommended
+                    counts = np.bincount(rec[:, j], minlength=int(env.A))
+                    top = int(np.argmax(counts))
                     r.update(p_correct=None, p_correct_ci=None, simple_regret=None, simple_regret_se=None,
-                             action_counts=np.bincount(rec[:, j], minlength=int(env.A)).tolist())
+                             action_counts=counts.tolist(), top_action=top, top_action_share=float(counts[top] / len(seeds)))
                 r["backend"] = be
                 results.append(r)
                 yield r
