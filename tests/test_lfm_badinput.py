@@ -36,3 +36,12 @@ def test_train_lfm_checks_checkpoints_before_writing(tmp_path):
     r = CliRunner().invoke(app, ["train-lfm", "-r", "recipes/train-lfm/tiny.yaml", "--resume", "-q", "--out", str(run)])
     assert r.exit_code == 2 and "--resume reads it" in r.output and r.stdout == ""
     assert sorted(p.name for p in run.iterdir()) == ["checkpoint.safetensors"]
+
+
+def test_sample_lfm_checks_checkpoints_before_the_first_record(tmp_path):
+    junk = tmp_path / "checkpoint.safetensors"
+    junk.write_bytes(b"abc")
+    r = CliRunner().invoke(app, ["sample-lfm", "--fine", str(junk), "-q", "--out", str(tmp_path / "s" / "t")])
+    assert r.exit_code == 2 and "not a valid safetensors file" in r.output
+    assert r.stdout == ""  # not even the config record
+    assert not (tmp_path / "s").exists()

@@ -91,10 +91,8 @@ def checkpoint_file(path: str | Path, flag: str = "--fine") -> str:
 
 def run(cfg: SampleConfig, *, fine: str, coarse: str | None = None, compare: Sequence[str] = (), vae: str | None = None,
         seed: int = 0, out: str | Path | None = None, device: str = "cpu") -> Iterator[dict]:
-    from icml26.core.data.images import load_images, save_png_grid
-    from icml26.core.seed import seed_everything
-
-    seed_everything(seed)
+    """The records of one sampling comparison (see the module doc). The checkpoints and the VAE
+    run are read and checked when ``run`` is called (InputError), before the first record."""
     fine = checkpoint_file(fine, "--fine")
     coarse = checkpoint_file(coarse, "--coarse") if coarse else coarse
     compare = [checkpoint_file(p, "--compare") for p in compare]
@@ -110,6 +108,18 @@ def run(cfg: SampleConfig, *, fine: str, coarse: str | None = None, compare: Seq
         a = net.arch
         if (a.in_channels, a.input_size, a.input_size) != shape:
             raise InputError(f"{p}: latent shape {(a.in_channels, a.input_size, a.input_size)} does not match the VAE's {shape}")
+    return _records(cfg, fine=fine, coarse=coarse, seed=seed, out=out, fine_net=fine_net, fine_meta=fine_meta,
+                    coarse_net=coarse_net, coarse_meta=coarse_meta, others=others, arts=arts)
+
+
+def _records(cfg: SampleConfig, *, fine: str, coarse: str | None, seed: int, out, fine_net, fine_meta, coarse_net, coarse_meta,
+             others, arts) -> Iterator[dict]:
+    from icml26.core.data.images import load_images, save_png_grid
+    from icml26.core.seed import seed_everything
+
+    seed_everything(seed)
+    lm = arts["latents_meta"]
+    shape = tuple(lm["latent_shape"])
     vae_net, feat = arts["vae"], arts["features"]
     scale = float(lm["latent_scale"])
     K = fine_net.arch.num_classes
