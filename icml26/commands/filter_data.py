@@ -91,6 +91,20 @@ def _refuse_overwrite(output: str | None, *inputs: str | None, flag: str = "--ou
                              f"choose another {flag} path")
 
 
+def _refuse_same(hq: str, pool: str) -> None:
+    """--hq and --pool must be different files: a classifier of a file against itself learns nothing."""
+    import os
+
+    from icml26.core.errors import InputError
+
+    try:
+        same = hq == pool or (hq != "-" and pool != "-" and os.path.samefile(hq, pool))
+    except OSError:  # a missing file: the reader names it
+        same = False
+    if same:
+        raise InputError(f"--hq and --pool are the same file ({hq!r}): give the high-quality documents and the raw pool separately")
+
+
 def _finish(command: str, config: dict, summary: dict, log: str | None, quiet: bool) -> None:
     """The run record of a filter command: stderr line (+ --log file); never stdout."""
     import sys
@@ -144,6 +158,7 @@ def train(
 
     cfg, r_seed = _resolve(m.TrainConfig, "train", recipe, set_, classifier=classifier)
     seed = seed if seed is not None else (r_seed or 0)
+    _refuse_same(hq, pool)
     if cfg.classifier == "embed":  # only the sentence encoder runs on torch
         from icml26.core.device import resolve_device
 

@@ -8,7 +8,7 @@ import typer
 
 RecipeOpt = Annotated[Optional[str], typer.Option("--recipe", "-r", help="YAML recipe (see recipes/<command>/).", show_default=False)]
 SetOpt = Annotated[Optional[List[str]], typer.Option("--set", "-s", help="Override a config field: key=value (repeatable); --set help lists the fields and their defaults.", show_default=False)]
-SeedOpt = Annotated[Optional[int], typer.Option("--seed", help="Random seed (default: the recipe's, else 0).", min=0, show_default=False)]
+SeedOpt = Annotated[Optional[int], typer.Option("--seed", help="Random seed (default: the recipe's, else 0).", min=0, max=2**63 - 1, show_default=False)]
 SeedsOpt = Annotated[Optional[int], typer.Option("--seeds", help="Number of independent runs (seeds) to average over.", min=1, show_default=False)]
 DeviceOpt = Annotated[str, typer.Option("--device", help="auto | cpu | cuda | cuda:N")]
 OutOpt = Annotated[Optional[str], typer.Option("--out", "-o", help="Run directory: config.yaml, records.jsonl, plots, artifacts.", show_default=False)]

@@ -336,3 +336,8 @@ def test_a_killed_kernel_build_does_not_block_the_next_one(tmp_path):
         assert not (tmp_path / "lock").exists()
     with _build_lock(tmp_path):  # re-entrant across calls: the flock was released
         pass
+
+
+def test_seed_beyond_64_bits_is_refused():
+    r = CliRunner().invoke(app, ["mcts", "--seed", "99999999999999999999999", "-n", "5", "--seeds", "1", "-q"])
+    assert r.exit_code == 2 and "--seed" in r.output

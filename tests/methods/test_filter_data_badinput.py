@@ -99,3 +99,11 @@ def test_select_output_directory_or_empty_and_nan_threshold(tmp_path):
     assert r.exit_code == 2 and "--output is empty" in r.output
     r = _cli("select", "--threshold", "nan", str(src), "-q")
     assert r.exit_code == 2 and "--threshold is nan" in r.output
+
+
+def test_train_refuses_the_same_file_as_hq_and_pool(tmp_path):
+    src = tmp_path / "d.jsonl"
+    _docs(src)
+    r = _cli("train", "--hq", str(src), "--pool", str(src), "--out", str(tmp_path / "m"), "-q")
+    assert r.exit_code == 2 and "--hq and --pool are the same file" in r.output
+    assert not (tmp_path / "m").exists()
