@@ -63,7 +63,7 @@ class Config:
     head_floor: float = 0.2
     window_mix: float = 0.5              # CapKV mixture: share of the window (question) queries
     pool: str = "none"                   # CapKV: none | max | avg pooling of its scores over pool_kernel tokens
-    pool_kernel: int = 9
+    pool_kernel: int = 13
     recent_share: float = 0.0            # CapKV: share of the budget kept for the most recent tokens
     past_tokens: int = 0                 # past_mix: strided prompt queries observed (0 = stat_tokens)
     past_mix: float = 0.0                # CapKV: share of the prompt queries' observed attention in the continuation weights

@@ -61,7 +61,7 @@ class KVPress:
     head_floor: float = 0.2              # adaptive: each head keeps at least this share of its uniform free budget
     window_mix: float = 0.5              # CapKV query_source=mixture: share of the window (question) queries
     pool: str = "none"                   # CapKV: pool leverage scores over pool_kernel neighbours: none | max | avg
-    pool_kernel: int = 9                 # CapKV pooling kernel (odd)
+    pool_kernel: int = 13                # CapKV pooling kernel (odd)
     recent_share: float = 0.0            # CapKV: share of the budget kept for the most recent tokens (>= window_tokens)
     past_tokens: int = 0                 # past_mix: strided prompt queries observed (0 = stat_tokens)
     past_mix: float = 0.0                # CapKV: continuation weights mixed with this share of the prompt queries' observed attention

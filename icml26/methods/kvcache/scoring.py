@@ -101,7 +101,7 @@ class ScoreParams:
     seed: int = 0                    # random baseline
     window_mix: float = 0.5          # CapKV query_source=mixture: share of the window (question) queries in the mixture
     pool: str = "none"               # CapKV: pool the leverage scores over pool_kernel neighbours: none | max | avg
-    pool_kernel: int = 9             # CapKV pooling kernel (odd)
+    pool_kernel: int = 13            # CapKV pooling kernel (odd)
     recent_share: float = 0.0        # CapKV: share of the per-head budget given to the most recent tokens (at least window_tokens)
     past_tokens: int = 0             # past_mix: strided prompt queries observed (0 = stat_tokens)
     past_mix: float = 0.0            # CapKV continuation weights: share of the prompt queries' observed attention (``_past_attention``)
