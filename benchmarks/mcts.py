@@ -232,7 +232,7 @@ def speed(args) -> dict:
             q = np.asarray(paired[algo])
             res[f"paired {algo}"] = {"median": float(np.median(q)), "min": float(q.min()), "max": float(q.max()), "rounds": q.tolist()}
             print(f"  paired, interleaved ({len(q)} rounds x {args.paired_calls} calls per side): C++ {algo} / mctx {name}: "
-                  f"median x{np.median(q):.0f} (rounds x{q.min():.0f} to x{q.max():.0f})")
+                  f"median x{np.median(q):.0f} (rounds x{q.min():.0f} to x{q.max():.0f}; {int((q >= 100).sum())}/{len(q)} rounds >= x100)")
     return res
 
 
