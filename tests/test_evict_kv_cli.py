@@ -28,6 +28,14 @@ def test_bad_input_exits_2(args, message):
     assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
+def test_bad_model_fails_before_the_config_record(tmp_path):
+    f = tmp_path / "m.gguf"
+    f.write_bytes(b"GGUF")
+    r = runner.invoke(app, ["evict-kv", "--model", str(f), "--method", "streaming", "-c", "0.5", "-q"])
+    assert r.exit_code == 2 and "is not a valid GGUF model" in r.stderr
+    assert r.stdout == ""
+
+
 def test_context_longer_than_the_model_exits_2():
     from tests.conftest import need_module
 
