@@ -87,7 +87,9 @@ def load(name: str, sources: list[str], *, extra_cflags: list[str] | None = None
                 build.mkdir(parents=True, exist_ok=True)
                 lib = build / f"{key.replace('-', '_')}.so"
                 with _build_lock(build):
-                    if not lib.is_file():
+                    from icml26.core import progress
+
+                    if not lib.is_file() and not progress.quiet():
                         print(f"icml26: building the '{name}' C++ kernel (first use; about a minute, cached in {build.parent})",
                               file=sys.stderr, flush=True)
                     cpp_extension.load(

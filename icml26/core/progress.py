@@ -17,6 +17,11 @@ def set_quiet(quiet: bool) -> None:
     _quiet = bool(quiet)
 
 
+def quiet() -> bool:
+    """Whether the running command was given -q (stderr silenced)."""
+    return _quiet
+
+
 def enabled() -> bool:
     return (not _quiet) and sys.stderr.isatty()
 
