@@ -180,15 +180,12 @@ def score(
 ) -> None:
     """Add metadata.quality_score to every document (stdout: documents only)."""
     import time
-
-    from icml26.core import progress
-    from icml26.methods.filtering.classifiers import load_model, set_device
-    from icml26.methods.filtering.cqf import score_stream
-    from icml26.methods.filtering.jsonl import DocumentWriter
-
     from pathlib import Path
 
-    from icml26.methods.filtering.classifiers import MODEL_FILE
+    from icml26.core import progress
+    from icml26.methods.filtering.classifiers import MODEL_FILE, load_model, set_device
+    from icml26.methods.filtering.cqf import score_stream
+    from icml26.methods.filtering.jsonl import DocumentWriter
 
     model_file = str(Path(model) / MODEL_FILE) if Path(model).is_dir() else model  # (a train --out folder)
     _refuse_overwrite(output, input)

@@ -230,9 +230,8 @@ def stream(
     from icml26.core.recipe import config_dict
 
     progress.set_quiet(quiet)
-    created = _first_missing(Path(out)) if out is not None and str(out).strip() != "" else None
     out_dir = prepare_out_dir(out, resume=resume)
-    undo = _Undo(out_dir, created) if out_dir is not None else None
+    undo = _Undo(out_dir) if out_dir is not None else None
     head = {"kind": "config", "command": command}
     if seed is not None:
         head["seed"] = seed
@@ -279,12 +278,12 @@ class _Undo:
     input (``InputError``) before its first result: ``config.yaml`` / ``records.jsonl`` as they
     were, and the folder itself (with the parents ``--out a/b/c`` created) if this invocation
     created it and nothing else was written there (checkpoints or caches a run already wrote are
-    kept; nothing that existed is deleted). created: the topmost folder this run created, or None."""
+    kept; nothing that existed is deleted). What was created is what ``prepare_out_dir`` recorded
+    in ``_CREATED`` in this process (the topmost new folder), by this stream or by the command."""
 
-    def __init__(self, out_dir: Path, created: Path | None):
+    def __init__(self, out_dir: Path):
         self.dir = out_dir
-        self.top = _CREATED.pop(_key(out_dir), None) or created
-        self.created = self.top is not None
+        self.top = _CREATED.pop(_key(out_dir), None)  # None: the folder existed
         cfg = out_dir / "config.yaml"
         self.config = cfg.read_bytes() if cfg.is_file() else None
         rec = out_dir / "records.jsonl"
@@ -293,7 +292,7 @@ class _Undo:
     def rollback(self) -> None:
         try:
             cfg, rec = self.dir / "config.yaml", self.dir / "records.jsonl"
-            if self.created:
+            if self.top is not None:
                 cfg.unlink(missing_ok=True)
                 rec.unlink(missing_ok=True)
                 _remove_created(self.dir, self.top)

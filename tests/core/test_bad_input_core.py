@@ -81,9 +81,13 @@ def test_cli_duplicate_key_exits_2(tmp_path):
 
 # 2. a run that fails before its first result leaves --out as it was -----------------------
 
+def _one_record_then(rec: dict, exc: Exception):
+    yield rec
+    raise exc
+
+
 def _fails_after_one_step():
-    yield {"kind": "step", "i": 0}
-    raise InputError("bad input found inside the run")
+    return _one_record_then({"kind": "step", "i": 0}, InputError("bad input found inside the run"))
 
 
 def _ok_run():
@@ -123,10 +127,7 @@ def test_stream_failure_keeps_what_existed(tmp_path, capsys):
     out.mkdir()
     (out / "notes.txt").write_text("mine")
     with pytest.raises(InputError):
-        def gen():
-            yield {"kind": "step"}
-            raise InputError("bad")
-        stream(gen(), command="t", out=out, quiet=True)
+        stream(_one_record_then({"kind": "step"}, InputError("bad")), command="t", out=out, quiet=True)
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
     assert (out / "notes.txt").read_text() == "mine"
 
@@ -144,13 +145,8 @@ def test_stream_failure_on_resume_restores_files(tmp_path, capsys):
 
 def test_stream_failure_after_a_result_keeps_the_records(tmp_path, capsys):
     out = tmp_path / "run"
-
-    def gen():
-        yield {"kind": "result", "x": 1.0}
-        raise InputError("late")
-
     with pytest.raises(InputError):
-        stream(gen(), command="t", out=out, quiet=True)
+        stream(_one_record_then({"kind": "result", "x": 1.0}, InputError("late")), command="t", out=out, quiet=True)
     assert len((out / "records.jsonl").read_text().splitlines()) == 2
 
 
@@ -176,13 +172,8 @@ def test_stream_failure_keeps_what_the_run_wrote(tmp_path, capsys):
 
 def test_stream_crash_that_is_not_bad_input_keeps_everything(tmp_path, capsys):
     out = tmp_path / "run"
-
-    def gen():
-        yield {"kind": "step", "step": 1}
-        raise RuntimeError("out of memory")
-
     with pytest.raises(RuntimeError):
-        stream(gen(), command="t", out=out, quiet=True)
+        stream(_one_record_then({"kind": "step", "step": 1}, RuntimeError("out of memory")), command="t", out=out, quiet=True)
     assert len((out / "records.jsonl").read_text().splitlines()) == 2 and (out / "config.yaml").is_file()
 
 

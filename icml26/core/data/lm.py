@@ -13,6 +13,7 @@ Anything else is a local HF folder (config.json + safetensors) or a ``.gguf`` fi
 from __future__ import annotations
 
 import importlib.util
+import struct
 from pathlib import Path
 
 from icml26.core.data import cache_root
@@ -58,13 +59,11 @@ def _convert_gguf(folder: Path, gguf_file: str, dest: Path) -> Path:
         import gguf  # noqa: F401
     except ImportError:
         raise MissingDataError("reading GGUF files needs the `gguf` package: pip install 'icml26[llm]'") from None
-    import struct
-
     try:
         tok = AutoTokenizer.from_pretrained(str(folder), gguf_file=gguf_file)
         src = AutoModelForCausalLM.from_pretrained(str(folder), gguf_file=gguf_file, dtype=torch.float32)
         cfg = AutoConfig.from_pretrained(str(folder), gguf_file=gguf_file)
-    except (struct.error, ValueError, KeyError, IndexError, EOFError) as e:  # a GGUF that gguf/transformers cannot read
+    except (struct.error, ValueError, OSError, KeyError, IndexError, EOFError) as e:  # a GGUF that gguf/transformers cannot read
         why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise InputError(f"{str(folder / gguf_file)!r} is not a valid GGUF model ({why}; truncated or corrupt?): "
                          "re-download it or point --model at another model") from None
@@ -120,14 +119,7 @@ def model_path(name_or_path: str = "llama") -> Path:
         if (dest / "config.json").exists():
             _check_folder(dest, f"delete the cached folder {str(dest)!r} and run again to rebuild it")
             return dest
-        try:
-            return _convert_gguf(p.parent, p.name, dest)
-        except InputError:
-            raise
-        except (ValueError, OSError, EOFError, IndexError, KeyError) as e:
-            msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-            raise InputError(f"{str(p)!r} is not a readable GGUF model ({msg}): re-download it or point --model at "
-                             "another model") from None
+        return _convert_gguf(p.parent, p.name, dest)
     if p.is_dir():
         if not (p / "config.json").exists():
             raise InputError(f"model folder {str(p)!r} has no config.json (expected a Hugging Face model folder)")
