@@ -343,8 +343,19 @@ def plans_per_run(budget: int, S: int, A: int, warm_start: int) -> int:
 
 
 def check_work(cfg: Config, mdp: M.MDP | None = None) -> None:
-    """InputError when the run would take hours of CPU or too much memory (before any result)."""
+    """InputError when the run would take hours of CPU or too much memory (before any result):
+    the samples' count and memory; with ``mdp``, only the planning cost on it."""
     from icml26.core.errors import InputError
+
+    if mdp is not None:
+        S, A = mdp.S, mdp.A
+        runs = cfg.seeds * len(parse_algos(cfg.algo))
+        # ~4 solves per plan (greedy, varde, stopping rule) + up to 200 policy-iteration solves for the exact values
+        flops = (runs * plans_per_run(cfg.budget, S, A, cfg.warm_start) * 4.0 + 200) * (S ** 3 + S * S * A)
+        if flops > MAX_PLAN_FLOPS:
+            raise InputError(f"this run would spend ~{flops:.1e} flops planning on {S} states (hours of CPU; limit "
+                             f"{MAX_PLAN_FLOPS:.0e}); use a smaller MDP or lower --seeds, --budget or the number of --algo")
+        return
 
     runs = cfg.seeds * len(parse_algos(cfg.algo))
     work = float(cfg.budget) * runs
@@ -354,17 +365,11 @@ def check_work(cfg: Config, mdp: M.MDP | None = None) -> None:
     if cfg.budget > MAX_RUN_SAMPLES:
         raise InputError(f"--budget {cfg.budget} would keep ~{cfg.budget * 40 / 1e9:.1e} GB of samples per run "
                          f"(limit {MAX_RUN_SAMPLES:.0e} samples per run); lower --budget")
-    if mdp is not None:
-        S, A = mdp.S, mdp.A
-        # ~4 solves per plan (greedy, varde, stopping rule) + up to 200 policy-iteration solves for the exact values
-        flops = (runs * plans_per_run(cfg.budget, S, A, cfg.warm_start) * 4.0 + 200) * (S ** 3 + S * S * A)
-        if flops > MAX_PLAN_FLOPS:
-            raise InputError(f"this run would spend ~{flops:.1e} flops planning on {S} states (hours of CPU; limit "
-                             f"{MAX_PLAN_FLOPS:.0e}); use a smaller MDP or lower --seeds, --budget or the number of --algo")
 
 
 def prepare(cfg: Config) -> M.MDP:
-    """Validate everything a run needs before any result: work limits, the MDP (and its size)."""
+    """Validate everything a run needs before any result: the samples' limits (before the MDP is
+    built), the MDP (and its size), then the planning cost on it."""
     check_work(cfg)
     mdp = M.load_mdp(cfg.mdp)
     check_work(cfg, mdp)
