@@ -216,14 +216,20 @@ def _moments(q: torch.Tensor, covariance: bool) -> tuple[torch.Tensor, torch.Ten
     return mu, c.transpose(-1, -2) @ c / max(q.shape[2], 1)
 
 
+def _stat_rows(t: int, sink_tokens: int, n_rows: int, device) -> torch.Tensor:
+    """The prompt positions after the sinks whose queries the statistics read: all of them, or a
+    strided subsample of ``n_rows`` when there are more (then the moments, and any q_proj pass,
+    cost O(n_rows), not O(T)); n_rows = 0: all."""
+    s0 = min(sink_tokens, t - 1)
+    if n_rows and t - s0 > n_rows:
+        return s0 + torch.linspace(0, t - s0 - 1, n_rows, device=device).round().long()
+    return torch.arange(s0, t, device=device)
+
+
 def prerope_moments(x: LayerInputs, p: ScoreParams, covariance: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Mean (B, Hq, D) and covariance of the prompt's pre-RoPE queries after the sinks (a strided
     subsample of ``stat_tokens`` of them when the prompt is longer; 0 = all)."""
-    t = x.hidden.shape[1]
-    s0 = min(p.sink_tokens, t - 1)
-    rows = torch.arange(s0, t, device=x.hidden.device)
-    if p.stat_tokens and t - s0 > p.stat_tokens:  # strided subsample: moments (and any q_proj pass) cost O(stat_tokens), not O(T)
-        rows = s0 + torch.linspace(0, t - s0 - 1, p.stat_tokens, device=x.hidden.device).round().long()
+    rows = _stat_rows(x.hidden.shape[1], p.sink_tokens, p.stat_tokens, x.hidden.device)
     return _moments(layer_prerope_queries(x, rows).float(), covariance)  # (B, Hq, T', D) -> moments
 
 
@@ -351,11 +357,7 @@ def _past_attention(x: LayerInputs, p: ScoreParams) -> torch.Tensor:
     tq = x.hidden.shape[1]
     t = x.keys.shape[2]
     off = tq - t  # positions of the layer's first key (sinks dropped)
-    s0 = min(p.sink_tokens, tq - 1)
-    rows = torch.arange(s0, tq, device=x.hidden.device)
-    n_rows = p.past_tokens or p.stat_tokens
-    if n_rows and tq - s0 > n_rows:
-        rows = s0 + torch.linspace(0, tq - s0 - 1, n_rows, device=x.hidden.device).round().long()
+    rows = _stat_rows(tq, p.sink_tokens, p.past_tokens or p.stat_tokens, x.hidden.device)
     rows = rows[rows >= off]  # a query must see at least one key
     q = rope(layer_prerope_queries(x, rows), x.cos[:, rows], x.sin[:, rows]).float()  # (B, Hq, n, D)
     k = _repeat_kv(x.keys, x.n_heads // x.keys.shape[1]).float()
