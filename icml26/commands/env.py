@@ -18,8 +18,10 @@ def env(
     import sys
 
     import icml26
-    from icml26.core import ext
+    from icml26.core import ext, progress
     from icml26.ops import KERNELS
+
+    progress.set_quiet(quiet)  # (-q also silences the first-build notes)
 
     info: dict = {"kind": "env", "icml26": icml26.__version__, "python": sys.version.split()[0], "platform": platform.platform()}
     from importlib import metadata
