@@ -29,6 +29,7 @@ from typing import Iterator, Optional
 import numpy as np
 
 from icml26.core.errors import InputError
+from icml26.core.limits import check_work
 from icml26.ops import bai as budget_engine  # NumPy only at import; the C++ kernels load on first use
 from icml26.ops import bai_fc as confidence_engine
 
@@ -239,8 +240,9 @@ def validate(cfg: Config, table) -> None:
     if unused:
         raise InputError(f"{unused[0]} is not a parameter of any selected algorithm ({', '.join(algos)})")
     work = (max(cfg.budget) if cfg.budget else min(cfg.max_pulls, 10_000_000)) * cfg.seeds * len(algos)
-    if work > MAX_TOTAL_PULLS:
-        raise InputError(f"this run would simulate ~{work:.1e} pulls (hours of CPU); lower --seeds, --budget or max_pulls")
+    counted, lower = ("its largest --budget", "--budget") if cfg.budget else ("max_pulls capped at 1e7", "--set max_pulls=N")
+    check_work(work, MAX_TOTAL_PULLS, "simulate", "pulls", f"--seeds, {lower} or the number of --algo",
+               detail=f"seeds x algorithms, each run counted at {counted}")
 
 
 def run(cfg: Config, *, seed: int = 0, table=None) -> Iterator[dict]:

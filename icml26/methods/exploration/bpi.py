@@ -346,22 +346,20 @@ def check_work(cfg: Config, mdp: M.MDP | None = None) -> None:
     """InputError when the run would take hours of CPU or too much memory (before any result):
     the samples' count and memory; with ``mdp``, only the planning cost on it."""
     from icml26.core.errors import InputError
+    from icml26.core.limits import check_work as check_work_limit
 
     if mdp is not None:
         S, A = mdp.S, mdp.A
         runs = cfg.seeds * len(parse_algos(cfg.algo))
         # ~4 solves per plan (greedy, varde, stopping rule) + up to 200 policy-iteration solves for the exact values
         flops = (runs * plans_per_run(cfg.budget, S, A, cfg.warm_start) * 4.0 + 200) * (S ** 3 + S * S * A)
-        if flops > MAX_PLAN_FLOPS:
-            raise InputError(f"this run would spend ~{flops:.1e} flops planning on {S} states (hours of CPU; limit "
-                             f"{MAX_PLAN_FLOPS:.0e}); use a smaller MDP or lower --seeds, --budget or the number of --algo")
+        check_work_limit(flops, MAX_PLAN_FLOPS, "spend", f"flops planning on {S} states",
+                         "--seeds, --budget or the number of --algo, or use a smaller MDP")
         return
 
     runs = cfg.seeds * len(parse_algos(cfg.algo))
-    work = float(cfg.budget) * runs
-    if work > MAX_TOTAL_SAMPLES:
-        raise InputError(f"this run would draw ~{work:.1e} samples (hours of CPU; limit {MAX_TOTAL_SAMPLES:.0e}); "
-                         "lower --seeds, --budget or the number of --algo")
+    check_work_limit(float(cfg.budget) * runs, MAX_TOTAL_SAMPLES, "draw", "samples",
+                     "--seeds, --budget or the number of --algo")
     if cfg.budget > MAX_RUN_SAMPLES:
         raise InputError(f"--budget {cfg.budget} would keep ~{cfg.budget * 40 / 1e9:.1e} GB of samples per run "
                          f"(limit {MAX_RUN_SAMPLES:.0e} samples per run); lower --budget")

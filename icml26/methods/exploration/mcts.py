@@ -64,6 +64,7 @@ from typing import Iterator
 
 import numpy as np
 
+from icml26.core import limits
 from icml26.core.recipe import parse_choices
 from icml26.core.stats import wilson_interval as wilson  # noqa: F401  (Wilson 95% interval, shared)
 from icml26.ops._ref.mcts import ALGOS
@@ -170,23 +171,16 @@ def _check_types(cfg: "Config") -> None:
 
 
 def check_work(cfg: "Config") -> None:
-    """ValueError when the run's total work (sum over budgets of max(budget, MIN_SEARCH_COST)
-    x seeds x algorithms) exceeds MAX_TOTAL_SIMULATIONS (tree files) or
-    MAX_TOTAL_SIMULATIONS_GYM (gymnasium ids)."""
+    """InputError (a ValueError) when the run's total work (sum over budgets of
+    max(budget, MIN_SEARCH_COST) x seeds x algorithms) exceeds MAX_TOTAL_SIMULATIONS (tree
+    files) or MAX_TOTAL_SIMULATIONS_GYM (gymnasium ids)."""
     gym = resolve_env_path(cfg.env) is None
     limit = MAX_TOTAL_SIMULATIONS_GYM if gym else MAX_TOTAL_SIMULATIONS
     floor = MIN_SEARCH_COST["gym" if gym else "tree"]
     work = sum(max(b, floor) for b in cfg.simulations) * cfg.seeds * len(parse_algos(cfg.algo))
-    if work > limit:
-        where = "Python search on a gymnasium env" if gym else "tree search"
-        raise ValueError(f"this run would simulate ~{_sci(work)} simulations ({where}, each search counted as at least {floor}; "
-                         f"limit {limit:.0e}: hours of CPU or more); lower --seeds, --simulations or the number of algorithms")
-
-
-def _sci(n: int) -> str:
-    """``12345`` -> ``"1.2e+04"`` for integers of any size (float() overflows past 1e308)."""
-    d = str(int(n))
-    return f"{d[0]}.{(d[1:] + '0')[0]}e+{len(d) - 1:02d}"
+    where = "Python search on a gymnasium env" if gym else "tree search"
+    limits.check_work(work, limit, "simulate", "simulations", "--seeds, --simulations or the number of algorithms",
+                      detail=f"{where}, each search counted as at least {floor}")
 
 
 def _repo_root() -> Path:
