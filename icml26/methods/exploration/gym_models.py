@@ -7,26 +7,40 @@
 from __future__ import annotations
 
 
-def parse_kwargs(query: str, spec: str) -> dict:
-    """``"a=1&b=true&c=8x8"`` -> ``{"a": 1, "b": True, "c": "8x8"}``; InputError when malformed."""
-    import yaml
-
+def split_query(query: str, spec: str) -> dict[str, str]:
+    """``"a=1&b=true"`` -> ``{"a": "1", "b": "true"}`` (the options as typed); InputError when malformed."""
     from icml26.core.errors import InputError
-    from icml26.core.recipe import parse_yaml_text
 
-    out: dict = {}
+    out: dict[str, str] = {}
     for part in filter(None, (query or "").split("&")):
         k, eq, v = part.partition("=")
         if not eq or not k.strip():
             raise InputError(f"{spec!r}: expected key=value after '?', got {part!r}")
+        out[k.strip()] = v
+    return out
+
+
+def typed_kwargs(raw: dict[str, str]) -> dict:
+    """The values of split_query() read as YAML scalars (a list or mapping stays the text)."""
+    import yaml
+
+    from icml26.core.recipe import parse_yaml_text
+
+    out: dict = {}
+    for k, v in raw.items():
         try:
             val = parse_yaml_text(v) if v.strip() else ""
         except yaml.YAMLError:
             val = v
         if isinstance(val, (dict, list)):
             val = v
-        out[k.strip()] = val
+        out[k] = val
     return out
+
+
+def parse_kwargs(query: str, spec: str) -> dict:
+    """``"a=1&b=true&c=8x8"`` -> ``{"a": 1, "b": True, "c": "8x8"}``; InputError when malformed."""
+    return typed_kwargs(split_query(query, spec))
 
 
 _TRUE, _FALSE = ("true", "1"), ("false", "0")
@@ -188,12 +202,12 @@ class GymProblem:
         gym = _gym()
         name, _, q = spec.partition("?")
         name = name.strip()
-        kwargs = parse_kwargs(q, spec)
+        raw = split_query(q, spec)
+        kwargs = typed_kwargs(raw)
         try:
             gspec = gym.spec(name)
         except Exception as e:  # noqa: BLE001  (unknown id or version)
             raise InputError(f"--env {spec!r}: not a tree file (.yaml) and gymnasium cannot make it: {_first_line(e)}") from None
-        raw = {k.strip(): v for k, _, v in (part.partition("=") for part in filter(None, q.split("&")))}
         kwargs = check_bool_kwargs(kwargs, _bool_options(gspec), spec, raw)
         try:
             env = gym.make(name, **kwargs)
