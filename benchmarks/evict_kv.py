@@ -56,7 +56,7 @@ def paired(samples: list[dict], ours: str = "capkv") -> list[dict]:
 
     from icml26.methods.kvcache.evaluate import bootstrap_mean_ci
 
-    key = lambda r: (r["context_tokens"], r["needle_depth"], r["sample"])
+    key = lambda r: (r.get("run"), r["context_tokens"], r["needle_depth"], r["sample"])
     by: dict = {}
     for r in samples:
         by.setdefault((r["method"], r["compression_ratio"], r["context_tokens"]), {})[key(r)] = r
@@ -76,6 +76,20 @@ def paired(samples: list[dict], ours: str = "capkv") -> list[dict]:
                      "kl_diff": float(dkl.mean()), "kl_diff_ci": f"[{kl_lo:+.4f}, {kl_hi:+.4f}]", "kl_verdict": verdict(kl_lo, kl_hi, True),
                      "needle_diff": float(dnd.mean()), "needle_diff_ci": f"[{nd_lo:+.2f}, {nd_hi:+.2f}]", "needle_verdict": verdict(nd_lo, nd_hi, False)})
     return rows
+
+
+def pooled(paths: list[str]) -> tuple[list[dict], list[dict]]:
+    """Result records over the sample records of several saved runs (``--json`` files, e.g. one per
+    seed), as if they were one run: each file's samples are tagged with its index (``run``) so
+    that the paired comparison pairs samples within a file."""
+    from icml26.methods.kvcache.evaluate import result_record
+
+    samples, order = [], {}
+    for i, path in enumerate(paths):
+        for r in json.loads(Path(path).read_text())["samples"]:
+            samples.append({**r, "run": i})
+            order.setdefault((r["method"], r["compression_ratio"]), []).append(samples[-1])
+    return [result_record(m, ratio, recs) for (m, ratio), recs in order.items()], samples
 
 
 def approximation(args) -> tuple[list[dict], list[dict]]:
@@ -212,20 +226,27 @@ def main() -> None:
     ap.add_argument("--adaptive", action="store_true", help="CapKV with head-adaptive budgets (the default config sets this)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", default=None, help="also write all rows to this JSON file")
+    ap.add_argument("--pool-json", nargs="+", default=None, metavar="FILE",
+                    help="no new runs: print the quality and paired tables over the samples of these saved --json runs together")
     args = ap.parse_args()
 
     import torch
 
     print(f"# evict-kv benchmark (torch {torch.__version__}, {torch.get_num_threads()} threads)\n")
-    res, smp = ([], []) if args.skip_quality else quality(args)
+    if args.pool_json:
+        res, smp = pooled(args.pool_json)
+        args.skip_approx, args.overhead_tokens, args.json = True, [], None
+    else:
+        res, smp = ([], []) if args.skip_quality else quality(args)
     pair = []
     if res:
         for r in res:
             r["kept_mb"] = r["kept_bytes"] / 2**20
             r["needle"] = f"{r['needle_hits']}/{r['n_samples']} [{r['needle_accuracy_ci'][0]:.2f}, {r['needle_accuracy_ci'][1]:.2f}]"
             r["kl_95ci"] = f"[{r['kl_ci'][0]:.4f}, {r['kl_ci'][1]:.4f}]"
-        n_needles = len(args.depths) * args.samples
-        print(f"## Quality: SmolLM2-135M, {args.context_tokens} tokens, {n_needles} needles (= haystacks) per length, seed {args.seed}\n")
+        n_needles = res[0]["n_samples"]
+        where = f"pooled over {len(args.pool_json)} runs ({', '.join(args.pool_json)})" if args.pool_json else f"seed {args.seed}"
+        print(f"## Quality: SmolLM2-135M, {n_needles} needles (= haystacks), {where}\n")
         print("needle: hits/n [Wilson 95%]; KL: mean per-token KL(full || evicted) over the continuation, averaged over haystacks, [bootstrap 95% over haystacks]\n")
         print(table(res, ["method", "compression_ratio", "needle", "kl", "kl_95ci", "top1_agreement", "perplexity", "kept_mb", "overhead_ratio"]))
         print()

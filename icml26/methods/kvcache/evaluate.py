@@ -328,20 +328,7 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu") -> Iterator[dict]:
             del cap_n, cap_f
     results = []
     for (method, ratio), recs in acc.items():
-        by_depth: dict = {}
-        by_len: dict = {}
-        for r in recs:
-            by_depth.setdefault(str(r["needle_depth"]), []).append(r["needle_correct"])
-            by_len.setdefault(str(r["context_tokens"]), []).append(r["needle_correct"])
-        hits = sum(r["needle_correct"] for r in recs)
-        res = {"kind": "result", "method": method, "compression_ratio": ratio,
-               "needle_accuracy": hits / len(recs), "needle_hits": hits,
-               "needle_accuracy_ci": list(wilson_interval(hits, len(recs))) if recs else [float("nan"), float("nan")],
-               "kl": _mean(r["kl"] for r in recs), "kl_ci": list(bootstrap_mean_ci([r["kl"] for r in recs], seed=seed)), "top1_agreement": _mean(r["top1_agreement"] for r in recs),
-               "perplexity": _mean(r["perplexity"] for r in recs), "kept_bytes": _mean(r["kept_bytes"] for r in recs), "held_bytes": _mean(r["held_bytes"] for r in recs),
-               "overhead_ratio": _mean(r["overhead_ratio"] for r in recs), "n_samples": len(recs),
-               "needle_accuracy_by_depth": {k: sum(v) / len(v) for k, v in by_depth.items()},
-               "needle_accuracy_by_length": {k: sum(v) / len(v) for k, v in by_len.items()}}
+        res = result_record(method, ratio, recs, seed=seed)
         results.append(res)
         yield res
     full = results[0]
@@ -353,6 +340,26 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu") -> Iterator[dict]:
             summary[f"best_kl_at_{ratio}"] = min(rs, key=lambda r: r["kl"])["method"]
             summary[f"best_needle_at_{ratio}"] = max(rs, key=lambda r: (r["needle_accuracy"], -r["kl"]))["method"]
     yield summary
+
+
+def result_record(method: str, ratio: float, recs: list[dict], *, seed: int = 0) -> dict:
+    """The ``result`` record (the contract fields and their intervals) of one (method, ratio) from
+    its ``sample`` records: needle hits with a 95% Wilson interval, mean KL with a 95% bootstrap
+    interval over the samples (haystacks), means of the other per-sample figures."""
+    by_depth: dict = {}
+    by_len: dict = {}
+    for r in recs:
+        by_depth.setdefault(str(r["needle_depth"]), []).append(r["needle_correct"])
+        by_len.setdefault(str(r["context_tokens"]), []).append(r["needle_correct"])
+    hits = sum(r["needle_correct"] for r in recs)
+    return {"kind": "result", "method": method, "compression_ratio": ratio,
+            "needle_accuracy": hits / len(recs), "needle_hits": hits,
+            "needle_accuracy_ci": list(wilson_interval(hits, len(recs))) if recs else [float("nan"), float("nan")],
+            "kl": _mean(r["kl"] for r in recs), "kl_ci": list(bootstrap_mean_ci([r["kl"] for r in recs], seed=seed)), "top1_agreement": _mean(r["top1_agreement"] for r in recs),
+            "perplexity": _mean(r["perplexity"] for r in recs), "kept_bytes": _mean(r["kept_bytes"] for r in recs), "held_bytes": _mean(r["held_bytes"] for r in recs),
+            "overhead_ratio": _mean(r["overhead_ratio"] for r in recs), "n_samples": len(recs),
+            "needle_accuracy_by_depth": {k: sum(v) / len(v) for k, v in by_depth.items()},
+            "needle_accuracy_by_length": {k: sum(v) / len(v) for k, v in by_len.items()}}
 
 
 def _mean(xs) -> float:
