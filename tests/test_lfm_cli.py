@@ -127,6 +127,26 @@ def test_bad_inputs_exit_2(tiny_runs, tmp_path):
         assert code == 2, args
 
 
+def test_checkpoints_are_read_once(tiny_runs, tmp_path, monkeypatch):
+    """--vae's run directory and the seam / score flow checkpoints: checked up front by
+    validate() and then used as loaded (no second read)."""
+    from icml26.methods.lfm import train
+
+    d, _, _ = tiny_runs
+    calls = []
+    load_flow, load_vae_dir = train.load_flow, train.load_vae_dir
+    monkeypatch.setattr(train, "load_flow", lambda p, **kw: calls.append(("flow", str(p))) or load_flow(p, **kw))
+    monkeypatch.setattr(train, "load_vae_dir", lambda p: calls.append(("vae", str(p))) or load_vae_dir(p))
+    flow = str(d / "small" / "checkpoint.safetensors")
+    code, recs = _invoke(["train-lfm", "-r", TINY_TRAIN, "--stage", "fm", "--vae", str(d / "small"), "--steps", "2",
+                          "--keep-ratio", "0.5", "--scorer", "loss", "-s", f"score_checkpoint={flow}", "-s", f"seam_checkpoint={flow}",
+                          "-s", "t_max=0.7", "-s", "seam_steps=2", "-q", "-o", str(tmp_path / "seam")])
+    assert code == 0, recs
+    assert sorted(calls) == [("flow", flow), ("flow", flow), ("vae", str(d / "small"))]
+    red = next(r for r in recs if r["kind"] == "reduction")
+    assert red["scoring_model"] == flow and red["kept"] == 128
+
+
 def test_ddp_two_gloo_processes_match_one(tiny_runs, tmp_path):
     torchrun = shutil.which("torchrun") or str(Path(sys.executable).with_name("torchrun"))
     if not Path(torchrun).exists():

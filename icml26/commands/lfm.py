@@ -37,7 +37,7 @@ def train_lfm(
     cfg = resolve(m.Config, "train-lfm", recipe, set_, stage=stage, dataset=dataset, vae=vae, model=model,
                   keep_ratio=keep_ratio, scorer=scorer, steps=steps)
     seed = recipe_seed(recipe, "train-lfm", seed) or 0
-    m.validate(cfg, out, resume)  # bad paths and checkpoints fail here, before anything is written
+    inputs = m.validate(cfg, out, resume)  # bad paths and checkpoints fail here, before anything is written
     if resume and int(os.environ.get("RANK", "0")) == 0 and not any((Path(out) / n).is_file() for n in m.RUN_CHECKPOINTS):
         print(f"train-lfm: --resume: no checkpoint in {out!r} yet; starting a new run there", file=sys.stderr)
     if device not in ("cpu", "auto"):
@@ -45,14 +45,14 @@ def train_lfm(
 
         resolve_device(device)
     if int(os.environ.get("RANK", "0")) != 0:  # torchrun worker: train, print nothing
-        for _ in m.run(cfg, seed=seed, out=out, resume=resume):
+        for _ in m.run(cfg, seed=seed, out=out, resume=resume, inputs=inputs):
             pass
         return
     from icml26.core.output import prepare_out_dir, stream
 
     if out is not None:
         prepare_out_dir(out, resume=resume)
-    stream(m.run(cfg, seed=seed, out=out, resume=resume), command="train-lfm", config=cfg, seed=seed, out=out, quiet=quiet,
+    stream(m.run(cfg, seed=seed, out=out, resume=resume, inputs=inputs), command="train-lfm", config=cfg, seed=seed, out=out, quiet=quiet,
            resume=True, columns=None)
 
 

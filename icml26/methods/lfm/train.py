@@ -377,11 +377,11 @@ def model_velocity(net: DiT, y: Tensor | None, cfg_scale: float = 1.0):
 
 
 # ----------------------------------------------------------------------------- stage fm
-def _proxy_scorer(cfg: Config, arts: dict, *, seed: int, dist: Dist, num_classes: int) -> DiT:
-    """A scoring model: the given FM checkpoint, else a small model trained on all data."""
+def _proxy_scorer(cfg: Config, arts: dict, *, seed: int, dist: Dist, num_classes: int, score_net: DiT | None = None) -> DiT:
+    """A scoring model: the given FM checkpoint (``score_net``: already loaded by validate()),
+    else a small model trained on all data."""
     if cfg.score_checkpoint:
-        net, _ = load_flow(cfg.score_checkpoint)
-        return net
+        return score_net if score_net is not None else load_flow(cfg.score_checkpoint)[0]
     lat, lab = arts["latents"], arts["labels"] if num_classes else None
     torch.manual_seed(seed + 7)
     net = DiT(arch_for(cfg, cfg.score_model, lat.shape[1:], num_classes))
@@ -395,8 +395,10 @@ def _proxy_scorer(cfg: Config, arts: dict, *, seed: int, dist: Dist, num_classes
 _SCORE_CACHE: dict = {}
 
 
-def select_subset(cfg: Config, arts: dict, *, seed: int, dist: Dist, num_classes: int) -> tuple[np.ndarray, dict]:
-    """Step 4: indices (into the cached latents) of the kept training samples, and a summary."""
+def select_subset(cfg: Config, arts: dict, *, seed: int, dist: Dist, num_classes: int,
+                  score_net: DiT | None = None) -> tuple[np.ndarray, dict]:
+    """Step 4: indices (into the cached latents) of the kept training samples, and a summary.
+    score_net: score_checkpoint's model when validate() has loaded it."""
     from icml26.methods.lfm import reduce
 
     n = len(arts["latents"])
@@ -422,7 +424,7 @@ def select_subset(cfg: Config, arts: dict, *, seed: int, dist: Dist, num_classes
             key = (str(Path(cfg.score_checkpoint).resolve()), st.st_mtime_ns, str(arts["dir"]), cfg.scorer, num_classes)
         raw = _SCORE_CACHE.get(key) if key else None
         if raw is None:
-            net = _proxy_scorer(cfg, arts, seed=seed, dist=dist, num_classes=num_classes)
+            net = _proxy_scorer(cfg, arts, seed=seed, dist=dist, num_classes=num_classes, score_net=score_net)
             lab = arts["labels"] if num_classes else None
             raw = reduce.fm_raw_scores(net, arts["latents"], lab, kind=cfg.scorer)
             if key:
@@ -507,10 +509,10 @@ def seam_states(fine: DiT, lat: Tensor, lab: Tensor | None, t_split: float, step
     return torch.cat(xs), torch.cat(vs)
 
 
-def _fm_stage(cfg: Config, *, seed: int, out: Path, resume: bool, dist: Dist, vae_dir: Path) -> Iterator[dict]:
+def _fm_stage(cfg: Config, *, seed: int, out: Path, resume: bool, dist: Dist, vae_dir: Path, inputs: Inputs) -> Iterator[dict]:
     from icml26.core.progress import progress
 
-    arts = load_vae_dir(vae_dir)
+    arts = inputs.vae if inputs.vae is not None else load_vae_dir(vae_dir)
     lat = arts["latents"]
     lm = arts["latents_meta"]
     num_classes = int(lm["num_classes"]) if cfg.conditional and arts["labels"] is not None else 0
@@ -525,7 +527,7 @@ def _fm_stage(cfg: Config, *, seed: int, out: Path, resume: bool, dist: Dist, va
             kept = t["kept_indices_local"].numpy()
             info = {"scorer": cfg.scorer, "keep_ratio": cfg.keep_ratio, "kept": int(len(kept)), "of": int(len(lat)), "resumed": True}
     if kept is None:
-        kept, info = select_subset(cfg, arts, seed=seed, dist=dist, num_classes=num_classes)
+        kept, info = select_subset(cfg, arts, seed=seed, dist=dist, num_classes=num_classes, score_net=inputs.score)
     kept_global = arts["indices"][torch.from_numpy(kept).long()]
     if dist.main:
         from icml26.core.output import atomic_write_text
@@ -543,7 +545,7 @@ def _fm_stage(cfg: Config, *, seed: int, out: Path, resume: bool, dist: Dist, va
     if cfg.seam_checkpoint:
         if cfg.t_max >= 1.0:
             raise InputError("seam_checkpoint needs t_max < 1 (the switch time of the coarse model)")
-        fine, _ = load_flow(cfg.seam_checkpoint)
+        fine = inputs.seam if inputs.seam is not None else load_flow(cfg.seam_checkpoint)[0]
         seam, seam_t = seam_states(fine, lat, lab, cfg.t_max, cfg.seam_steps)
         t_seam = cfg.t_max
     yield {"kind": "model", "model": cfg.model, "parameters": count_params(net), "arch": arch.to_dict()}
@@ -561,37 +563,54 @@ def _fm_stage(cfg: Config, *, seed: int, out: Path, resume: bool, dist: Dist, va
 RUN_CHECKPOINTS = ("vae.safetensors", "features.safetensors", "checkpoint.safetensors")
 
 
-def validate(cfg: Config, out: str | Path | None, resume: bool) -> None:
+@dataclass
+class Inputs:
+    """What validate() loaded to check it, handed on to run() so nothing is read twice:
+    --vae's run directory (load_vae_dir, for --stage fm) and the seam / score flow models."""
+
+    vae: dict | None = None
+    seam: DiT | None = None
+    score: DiT | None = None
+
+
+def validate(cfg: Config, out: str | Path | None, resume: bool) -> Inputs:
     """Every input file a run will read, checked before it writes anything (InputError, exit 2):
     --vae's run directory, seam_checkpoint / score_checkpoint (whole flow checkpoints), and on
-    --resume the run's own checkpoints in ``out`` (structure only)."""
+    --resume the run's own checkpoints in ``out`` (structure only). Returns what it loaded
+    (pass it to run())."""
     from icml26.core.safetensors_file import check
 
     if out is None:
         raise InputError("train-lfm needs --out DIR (checkpoints and the latent cache are written there)")
     if cfg.stage == "fm" and not cfg.vae:
         raise InputError("--stage fm needs --vae DIR (the run directory of `train-lfm --stage vae`)")
+    inputs = Inputs()
     if cfg.stage == "fm":
-        load_vae_dir(cfg.vae)
+        inputs.vae = load_vae_dir(cfg.vae)
     if cfg.seam_checkpoint and not cfg.t_max < 1.0:
         raise InputError("seam_checkpoint needs t_max < 1 (the switch time of the coarse model)")
-    for p, what in ((cfg.seam_checkpoint, "seam_checkpoint"), (cfg.score_checkpoint, "score_checkpoint")):
+    for p, what in ((cfg.seam_checkpoint, "seam"), (cfg.score_checkpoint, "score")):
         if p:
             if not Path(p).is_file():
-                raise InputError(f"{what} {p!r} does not exist")
-            load_flow(p)
+                raise InputError(f"{what}_checkpoint {p!r} does not exist")
+            setattr(inputs, what, load_flow(p)[0])
     if resume:
         for name in RUN_CHECKPOINTS:
             f = Path(out) / name
             if f.is_file():
                 check(f, f"--resume reads it; remove it to train that stage again, or choose another --out")
+    return inputs
 
 
-def run(cfg: Config, *, seed: int = 0, out: str | Path | None = None, resume: bool = False, device: str = "cpu") -> Iterator[dict]:
-    """Yield ``data``/``step``/``vae``/``reduction``/``model`` records, then the summary (with ``checkpoint``)."""
+def run(cfg: Config, *, seed: int = 0, out: str | Path | None = None, resume: bool = False, device: str = "cpu",
+        inputs: Inputs | None = None) -> Iterator[dict]:
+    """Yield ``data``/``step``/``vae``/``reduction``/``model`` records, then the summary (with ``checkpoint``).
+
+    inputs: what validate(cfg, out, resume) returned (else it is called here)."""
     from icml26.core.seed import seed_everything
 
-    validate(cfg, out, resume)
+    if inputs is None:
+        inputs = validate(cfg, out, resume)
     dist = dist_setup()
     seed_everything(seed)
     out = Path(out)
@@ -608,7 +627,7 @@ def run(cfg: Config, *, seed: int = 0, out: str | Path | None = None, resume: bo
         summary["checkpoint"] = str(out / "vae.safetensors")
     if cfg.stage in ("fm", "all"):
         vae_dir = Path(cfg.vae) if cfg.stage == "fm" else out
-        for r in _fm_stage(cfg, seed=seed, out=out, resume=resume, dist=dist, vae_dir=vae_dir):
+        for r in _fm_stage(cfg, seed=seed, out=out, resume=resume, dist=dist, vae_dir=vae_dir, inputs=inputs):
             if r["kind"] == "step":
                 last_loss = r["loss"]
             if r["kind"] == "model":
