@@ -36,14 +36,22 @@ LogOpt = Annotated[Optional[str], typer.Option("--log", help="Write the run's co
 SECTIONS = ("make-corpus", "train", "analyze", "proxy")
 
 
-def _resolve(config_cls, section: str, recipe, sets, **typed):
+def _resolve(config_cls, section: str, recipe, sets, *, required: dict | None = None, **typed):
     """A filter-data recipe holds one mapping per subcommand under ``config``
     (``config: {make-corpus: {...}, train: {...}, proxy: {...}}``); this subcommand reads
-    its own. Precedence as everywhere: defaults < recipe < --set < typed options."""
+    its own. Precedence as everywhere: defaults < recipe < --set < typed options.
+
+    required: ``{"--hq FILE": value, ...}``, options that typer leaves optional so that
+    ``--set list`` works without them; after ``--set list``/``help``, a missing one is an
+    InputError (one line, exit 2) naming every missing option."""
     from icml26.core.errors import InputError
     from icml26.core.recipe import build_config, load_recipe, parse_sets, settings_help
 
     settings_help(config_cls, f"filter-data {section}", sets)
+    missing = [flag for flag, v in (required or {}).items() if v is None]
+    if missing:
+        names = ", ".join(missing[:-1]) + " and " + missing[-1] if len(missing) > 1 else missing[0]
+        raise InputError(f"filter-data {section}: missing required option{'s' if len(missing) > 1 else ''} {names}")
     values: dict = {}
     seed = None
     if recipe is not None:
@@ -145,9 +153,9 @@ def make_corpus(
 
 @filter_app.command("train")
 def train(
-    hq: Annotated[str, typer.Option("--hq", help="High-quality documents (JSONL/parquet), label 1.")],
-    pool: Annotated[str, typer.Option("--pool", help="Raw pool documents (JSONL/parquet), label 0.")],
-    out: Annotated[str, typer.Option("--out", "-o", help="Model folder: model.safetensors, config.yaml, records.jsonl.")],
+    hq: Annotated[Optional[str], typer.Option("--hq", help="High-quality documents (JSONL/parquet), label 1. Required.", show_default=False)] = None,
+    pool: Annotated[Optional[str], typer.Option("--pool", help="Raw pool documents (JSONL/parquet), label 0. Required.", show_default=False)] = None,
+    out: Annotated[Optional[str], typer.Option("--out", "-o", help="Model folder: model.safetensors, config.yaml, records.jsonl. Required.", show_default=False)] = None,
     classifier: Annotated[Optional[str], typer.Option("--classifier", help="ngram (hashed n-gram LR) | embed (MiniLM + LR) | dsir (importance weights).", show_default=False)] = None,
     skip_bad: SkipBadOpt = False,
     recipe: RecipeOpt = None, set_: SetOpt = None, seed: SeedOpt = None, device: DeviceOpt = "auto", quiet: QuietOpt = False,
@@ -156,7 +164,9 @@ def train(
     from icml26.core.output import stream
     from icml26.methods.filtering import classifiers as m
 
-    cfg, r_seed = _resolve(m.TrainConfig, "train", recipe, set_, classifier=classifier)
+    # --hq/--pool/--out are checked here (not by typer) so that `--set list` works without them
+    cfg, r_seed = _resolve(m.TrainConfig, "train", recipe, set_, classifier=classifier,
+                           required={"--hq FILE": hq, "--pool FILE": pool, "--out DIR": out})
     seed = seed if seed is not None else (r_seed or 0)
     _refuse_same(hq, pool)
     if cfg.classifier == "embed":  # only the sentence encoder runs on torch

@@ -107,3 +107,25 @@ def test_train_refuses_the_same_file_as_hq_and_pool(tmp_path):
     r = _cli("train", "--hq", str(src), "--pool", str(src), "--out", str(tmp_path / "m"), "-q")
     assert r.exit_code == 2 and "--hq and --pool are the same file" in r.output
     assert not (tmp_path / "m").exists()
+
+
+def test_train_set_list_works_without_the_required_options():
+    for word in ("list", "help"):
+        r = _cli("train", "--set", word)
+        assert r.exit_code == 0, r.output
+        lines = r.stdout.splitlines()
+        assert lines[0].startswith("filter-data train: settings for a recipe's config")
+        rows = {ln.split()[0]: ln.split()[1:] for ln in lines[1:]}
+        assert rows["classifier"] == ["str", "'ngram'"]
+        assert rows["n_features"] == ["int", "262144"]
+        assert rows["val_fraction"] == ["float", "0.2"]
+
+
+def test_train_missing_hq_pool_is_one_line_exit_2(tmp_path):
+    r = _cli("train", "--out", str(tmp_path / "m"))
+    assert r.exit_code == 2, r.output
+    assert r.stdout == ""
+    assert r.stderr.strip().splitlines() == ["icml26: error: filter-data train: missing required options --hq FILE and --pool FILE"]
+    r = _cli("train", "--hq", "a.jsonl", "--out", str(tmp_path / "m"))
+    assert r.exit_code == 2 and r.stderr.strip() == "icml26: error: filter-data train: missing required option --pool FILE"
+    assert not (tmp_path / "m").exists()
