@@ -129,7 +129,7 @@ def _finish(command: str, config: dict, summary: dict, log: str | None, quiet: b
 
 @filter_app.command("make-corpus")
 def make_corpus(
-    out: Annotated[str, typer.Option("--out", "-o", help="Folder for hq.jsonl, hq_heldout.jsonl, pool.jsonl, pool_heldout.jsonl.")],
+    out: Annotated[Optional[str], typer.Option("--out", "-o", help="Folder for hq.jsonl, hq_heldout.jsonl, pool.jsonl, pool_heldout.jsonl. Required.", show_default=False)] = None,
     docs_per_source: Annotated[Optional[int], typer.Option("--docs-per-source", help="Documents drawn from each Debian text source.", min=10, show_default=False)] = None,
     recipe: RecipeOpt = None, set_: SetOpt = None, seed: SeedOpt = None, quiet: QuietOpt = False,
 ) -> None:
@@ -137,7 +137,9 @@ def make_corpus(
     from icml26.core.output import stream
     from icml26.methods.filtering import corpus as m
 
-    cfg, r_seed = _resolve(m.CorpusConfig, "make-corpus", recipe, set_, docs_per_source=docs_per_source)
+    # --out is checked here (not by typer) so that `--set list` works without it
+    cfg, r_seed = _resolve(m.CorpusConfig, "make-corpus", recipe, set_, docs_per_source=docs_per_source,
+                           required={"--out DIR": out})
     seed = seed if seed is not None else (r_seed or 0)
 
     def run():
@@ -246,16 +248,18 @@ def select(
 
 @filter_app.command("analyze")
 def analyze(
-    model: Annotated[str, typer.Option("--model", "-m", help="A model folder from `filter-data train`.")],
-    hq: Annotated[str, typer.Option("--hq", help="Held-out HQ documents (e.g. hq_heldout.jsonl).")],
-    pool: Annotated[str, typer.Option("--pool", help="A pool sample that defines the score CDF (e.g. pool_heldout.jsonl).")],
+    model: Annotated[Optional[str], typer.Option("--model", "-m", help="A model folder from `filter-data train`. Required.", show_default=False)] = None,
+    hq: Annotated[Optional[str], typer.Option("--hq", help="Held-out HQ documents (e.g. hq_heldout.jsonl). Required.", show_default=False)] = None,
+    pool: Annotated[Optional[str], typer.Option("--pool", help="A pool sample that defines the score CDF (e.g. pool_heldout.jsonl). Required.", show_default=False)] = None,
     recipe: RecipeOpt = None, set_: SetOpt = None, out: OutOpt = None, quiet: QuietOpt = False,
 ) -> None:
     """Implicit filtering of the HQ set: how much HQ each CQF threshold drops, HQ score deciles, length bias."""
     from icml26.core.output import stream
     from icml26.methods.filtering import analysis as m
 
-    cfg, _ = _resolve(m.AnalyzeConfig, "analyze", recipe, set_)
+    # --model/--hq/--pool are checked here (not by typer) so that `--set list` works without them
+    cfg, _ = _resolve(m.AnalyzeConfig, "analyze", recipe, set_,
+                      required={"--model DIR": model, "--hq FILE": hq, "--pool FILE": pool})
     stream(m.run(cfg, model_path=model, hq=hq, pool=pool), command="filter-data analyze", config=cfg, out=out, quiet=quiet,
            extra_config={"model": model, "hq": hq, "pool": pool},
            columns=["top_fraction", "score_threshold", "hq_filtered_fraction", "pool_kept_fraction", "gold_precision", "gold_recall"])
@@ -263,8 +267,8 @@ def analyze(
 
 @filter_app.command("proxy")
 def proxy(
-    corpus: Annotated[str, typer.Option("--corpus", help="Folder written by `filter-data make-corpus`.")],
-    model: Annotated[str, typer.Option("--model", "-m", help="The CQF classifier (a `filter-data train` folder).")],
+    corpus: Annotated[Optional[str], typer.Option("--corpus", help="Folder written by `filter-data make-corpus`. Required.", show_default=False)] = None,
+    model: Annotated[Optional[str], typer.Option("--model", "-m", help="The CQF classifier (a `filter-data train` folder). Required.", show_default=False)] = None,
     dsir: Annotated[Optional[str], typer.Option("--dsir", help="Also train on the DSIR baseline's selection (a `train --classifier dsir` folder).", show_default=False)] = None,
     experiment: Annotated[Optional[str], typer.Option("--experiment", help="selection (CQF vs HQ vs random) | conditioning (Sec. 7).", show_default=False)] = None,
     tokens: Annotated[Optional[int], typer.Option("--tokens", help="Training bytes per proxy model.", min=1, show_default=False)] = None,
@@ -274,7 +278,9 @@ def proxy(
     from icml26.core.output import stream
     from icml26.methods.filtering import proxy as m
 
-    cfg, r_seed = _resolve(m.ProxyConfig, "proxy", recipe, set_, experiment=experiment, tokens=tokens)
+    # --corpus/--model are checked here (not by typer) so that `--set list` works without them
+    cfg, r_seed = _resolve(m.ProxyConfig, "proxy", recipe, set_, experiment=experiment, tokens=tokens,
+                           required={"--corpus DIR": corpus, "--model DIR": model})
     seed = seed if seed is not None else (r_seed or 0)
     cols = (["condition", "train_docs", "gold_fraction", "hq_bpb", "pool_bpb", "gold_bpb", "word_order_acc", "continuation_acc"]
             if cfg.experiment == "selection" else ["family", "tokens", "train_k", "eval_k", "loss_bpb", "delta_bpb"])

@@ -3,6 +3,8 @@ input untouched): the atomic rename would otherwise replace the input with the s
 
 import json
 
+import pytest
+
 from typer.testing import CliRunner
 
 from icml26.cli import app
@@ -129,3 +131,96 @@ def test_train_missing_hq_pool_is_one_line_exit_2(tmp_path):
     r = _cli("train", "--hq", "a.jsonl", "--out", str(tmp_path / "m"))
     assert r.exit_code == 2 and r.stderr.strip() == "icml26: error: filter-data train: missing required option --pool FILE"
     assert not (tmp_path / "m").exists()
+
+
+# Every filter-data subcommand that takes --set: `--set list`/`help` needs none of the
+# required options; a missing one is one stderr line naming it, exit 2, nothing on stdout.
+# (subcommand, the required options as given on the command line, rows of its settings list)
+_WITH_SET = {
+    "make-corpus": ({"--out DIR": ["--out", "{tmp}/corpus"]},
+                    {"docs_per_source": ["int", "2000"], "pool_heldout_fraction": ["float", "0.2"]}),
+    "train": ({"--hq FILE": ["--hq", "{tmp}/hq.jsonl"], "--pool FILE": ["--pool", "{tmp}/pool.jsonl"],
+               "--out DIR": ["--out", "{tmp}/m"]},
+              {"classifier": ["str", "'ngram'"], "n_features": ["int", "262144"]}),
+    "analyze": ({"--model DIR": ["--model", "{tmp}/m"], "--hq FILE": ["--hq", "{tmp}/hq.jsonl"],
+                 "--pool FILE": ["--pool", "{tmp}/pool.jsonl"]},
+                {"n_deciles": ["int", "10"], "max_docs": ["int", "0"]}),
+    "proxy": ({"--corpus DIR": ["--corpus", "{tmp}/corpus"], "--model DIR": ["--model", "{tmp}/m"]},
+              {"experiment": ["str", "'selection'"], "tokens": ["int", "400000"], "top_fraction": ["float", "0.3"]}),
+}
+
+
+def test_every_set_subcommand_is_covered():
+    import typer.main
+
+    from icml26.commands.filter_data import filter_app
+
+    group = typer.main.get_command(filter_app)
+    assert {"make-corpus", "train", "score", "select", "analyze", "proxy"} <= set(group.commands)
+    with_set = {name for name, cmd in group.commands.items()
+                if any("--set" in getattr(p, "opts", ()) for p in cmd.params)}
+    assert with_set == set(_WITH_SET)
+
+
+@pytest.mark.parametrize("sub", sorted(_WITH_SET))
+@pytest.mark.parametrize("word", ["list", "help"])
+def test_set_list_works_without_the_required_options(sub, word):
+    r = _cli(sub, "--set", word)
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert lines[0] == f"filter-data {sub}: settings for a recipe's config: section or --set key=value (default shown)"
+    rows = {ln.split()[0]: ln.split()[1:] for ln in lines[1:]}
+    for key, row in _WITH_SET[sub][1].items():
+        assert rows[key] == row, (sub, key)
+
+
+@pytest.mark.parametrize("sub,flag", [(s, f) for s in sorted(_WITH_SET) for f in _WITH_SET[s][0]])
+def test_a_missing_required_option_is_one_line_exit_2(sub, flag, tmp_path):
+    given = [a.format(tmp=tmp_path) for f, args in _WITH_SET[sub][0].items() if f != flag for a in args]
+    before = sorted(tmp_path.iterdir())
+    r = _cli(sub, *given, "-q")
+    assert r.exit_code == 2, r.output
+    assert r.stdout == ""
+    assert r.stderr.splitlines() == [f"icml26: error: filter-data {sub}: missing required option {flag}"]
+    assert sorted(tmp_path.iterdir()) == before  # nothing written
+
+
+@pytest.mark.parametrize("sub", sorted(_WITH_SET))
+def test_all_required_options_missing_are_named_together(sub):
+    flags = list(_WITH_SET[sub][0])
+    names = flags[0] if len(flags) == 1 else ", ".join(flags[:-1]) + " and " + flags[-1]
+    r = _cli(sub, "-q")
+    assert r.exit_code == 2 and r.stdout == ""
+    s = "s" if len(flags) > 1 else ""
+    assert r.stderr.splitlines() == [f"icml26: error: filter-data {sub}: missing required option{s} {names}"]
+
+
+@pytest.mark.parametrize("sub", sorted(_WITH_SET))
+def test_help_says_required(sub):
+    import typer.main
+
+    from icml26.commands.filter_data import filter_app
+
+    cmd = typer.main.get_command(filter_app).commands[sub]
+    by_flag = {o: p for p in cmd.params for o in getattr(p, "opts", ())}
+    for flag in _WITH_SET[sub][0]:
+        p = by_flag[flag.split()[0]]
+        assert p.required is False and p.help.endswith("Required."), (sub, flag, p.help)
+
+
+@pytest.mark.parametrize("argv,line", [
+    (["score"], "icml26: error: Missing option '--model' / '-m'."),  # score/select take no --set:
+    (["select", "-"], "icml26: error: give exactly one of --top and --threshold"),  # the parser/method checks
+])
+def test_score_and_select_missing_options_from_the_console_entry(argv, line, capsys, monkeypatch):
+    import io
+    import sys
+
+    from icml26.cli import main
+
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    with pytest.raises(SystemExit) as e:
+        main(["filter-data", *argv])
+    assert e.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.splitlines() == [line]
