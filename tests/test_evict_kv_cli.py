@@ -28,6 +28,28 @@ def test_bad_input_exits_2(args, message):
     assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
+def test_press_options_reach_the_press():
+    """Every press option a run config carries (one declaration, ``scoring.PressOptions``) is
+    what the press of every policy gets; the run's own fields and ``seed`` are not press options."""
+    from dataclasses import fields
+
+    from icml26.methods.kvcache.evaluate import Config
+    from icml26.methods.kvcache.press import KVPress
+    from icml26.methods.kvcache.scoring import PressOptions
+
+    changed = {"sink_tokens": 2, "window_tokens": 8, "stat_tokens": 0, "gqa": "per-head", "pool_kernel": 5,
+               "question_share": 0.25, "head_budget": "adaptive", "head_floor": 0.5, "past_mix": 0.1}
+    cfg = Config(**changed)
+    kw = cfg.press_kwargs()
+    assert set(kw) == {f.name for f in fields(PressOptions)} and "seed" not in kw and "model" not in kw
+    press = KVPress(method="capkv", compression_ratio=0.5, **kw)
+    for k, v in changed.items():
+        assert getattr(press, k) == v and kw[k] == v
+    assert press.params.stat_tokens == 0 and press.params.gqa == "per-head"
+    r = runner.invoke(app, ["evict-kv", "--set", "seed=3", "-q"])
+    assert r.exit_code == 2 and "seed" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
 def test_bad_model_fails_before_the_config_record(tmp_path):
     f = tmp_path / "m.gguf"
     f.write_bytes(b"GGUF")

@@ -28,16 +28,15 @@ from dataclasses import dataclass, fields
 from typing import Iterator
 
 from icml26.core.stats import bootstrap_mean_ci, wilson_interval  # noqa: F401  (shared; benchmarks read them from here)
-from icml26.methods.kvcache.scoring import METHODS
+from icml26.methods.kvcache.scoring import METHODS, PressOptions
 
 DEFAULT_METHODS = ("capkv", "streaming", "snapkv", "h2o", "tova", "knorm", "random", "expected-attention")
-PRESS_FIELDS = ("sink_tokens", "window_tokens", "weight", "tau", "ridge_ratio", "ridge_absolute", "query_source", "n_future_positions", "kernel_size",
-                "head_budget", "head_floor", "window_mix", "pool", "recent_share", "recent_mode", "future_strata", "past_mix", "past_tokens", "window_stats", "stat_window", "pool_kernel", "question_share")
+PRESS_FIELDS = tuple(f.name for f in fields(PressOptions))  # the press options a run passes to every policy
 _KEYS = ("blue door", "old lighthouse", "north gate", "red boat", "iron chest", "glass tower", "silver key", "green lamp")
 
 
-@dataclass(frozen=True)
-class Config:
+@dataclass
+class _RunOptions:
     model: str = "llama"                 # built-in (llama = SmolLM2-135M) or a local HF folder / .gguf
     methods: tuple[str, ...] = DEFAULT_METHODS   # `full` (no eviction) is always added
     compression_ratios: tuple[float, ...] = (0.25, 0.5, 0.75, 0.9)
@@ -50,29 +49,14 @@ class Config:
     answer_tokens: int = 8               # greedy tokens decoded for the needle answer
     question_aware: bool = True          # the question is in the compressed prompt (SnapKV/LongBench setting);
                                          # False: compress the context alone, ask afterwards (kvpress' default)
-    sink_tokens: int = 4
-    window_tokens: int = 64
-    weight: str = "expected"
-    tau: float = 5.0
-    ridge_ratio: float = 1.0
-    ridge_absolute: bool = False
-    query_source: str = "future-rope"
-    n_future_positions: int = 512
-    kernel_size: int = 5
-    head_budget: str = "uniform"         # uniform | adaptive (every scoring method; Ada-KV style allocation across a layer's KV heads)
-    head_floor: float = 0.2
-    window_mix: float = 0.5              # CapKV mixture: share of the window (question) queries
-    pool: str = "none"                   # CapKV: none | max | avg pooling of its scores over pool_kernel tokens
-    pool_kernel: int = 13
-    recent_share: float = 0.0            # CapKV: share of the budget kept for the most recent tokens
-    past_tokens: int = 0                 # past_mix: strided prompt queries observed (0 = stat_tokens)
-    past_mix: float = 0.0                # CapKV: share of the prompt queries' observed attention in the continuation weights
-    future_strata: int = 1               # CapKV: expected weights averaged over strata of the future positions
-    recent_mode: str = "fixed"           # CapKV: fixed (recent_share) | adaptive (per-head, from the recent queries' attention)
-    window_stats: str = "gaussian"       # CapKV window channel: gaussian | observed
-    stat_window: int = 16                # CapKV window channel: last this many queries (0 = window_tokens)
-    question_share: float = 0.4          # CapKV: budget share reserved for the retrieval channel
     threads: int = 0                     # torch CPU threads (0 = torch's default)
+
+
+@dataclass
+class Config(PressOptions, _RunOptions):
+    """An ``evict-kv`` run: the model, the policies and ratios, the samples and the evaluation
+    (``_RunOptions``, listed first), and the press options every policy uses
+    (``scoring.PressOptions``: sinks, window, CapKV's settings, ...)."""
 
     def __post_init__(self) -> None:
         bad = [m for m in self.methods if m not in METHODS and m != "full" and not m.startswith("kvpress:")]

@@ -38,38 +38,16 @@ from icml26.methods.kvcache import scoring as S
 
 
 @dataclass
-class KVPress:
-    """Eviction policy + hooks. ``method`` is one of ``scoring.METHODS``."""
+class KVPress(S.PressOptions):
+    """Eviction policy + hooks. ``method`` is one of ``scoring.METHODS``; the scoring options
+    (``sink_tokens``, ``window_tokens``, CapKV's ``question_share``, ...) are ``scoring.PressOptions``'
+    fields, keyword-only."""
 
     method: str = "capkv"
     compression_ratio: float = 0.5       # fraction of the prompt's KV entries evicted, [0, 1)
-    sink_tokens: int = 4                 # first tokens always kept
-    window_tokens: int = 64              # most recent tokens always kept (and the observation window)
-    weight: str = "expected"             # CapKV weight: expected | kappa | exp-cos
-    tau: float = 5.0
-    ridge_ratio: float = 1.0
-    ridge_absolute: bool = False
-    query_source: str = "future-rope"    # future-rope | window | mixture | joint
-    n_future_positions: int = 512
-    stat_tokens: int = 256               # future-rope statistics from this many strided prompt queries (0 = all)
-    gqa: str = "pool"                    # CapKV with GQA: pool | per-head
-    kernel_size: int = 5
-    seed: int = 0
+    seed: int = 0                        # random baseline
     decoding_budget_tokens: int = 0      # 0 = no decoding-time compression
     decoding_interval_tokens: int = 16
-    head_budget: str = "uniform"         # uniform | adaptive (Ada-KV style, prefill only; see scoring.select_adaptive)
-    head_floor: float = 0.2              # adaptive: each head keeps at least this share of its uniform free budget
-    window_mix: float = 0.5              # CapKV query_source=mixture: share of the window (question) queries
-    pool: str = "none"                   # CapKV: pool leverage scores over pool_kernel neighbours: none | max | avg
-    pool_kernel: int = 13                # CapKV pooling kernel (odd)
-    recent_share: float = 0.0            # CapKV: share of the budget kept for the most recent tokens (>= window_tokens)
-    past_tokens: int = 0                 # past_mix: strided prompt queries observed (0 = stat_tokens)
-    past_mix: float = 0.0                # CapKV: continuation weights mixed with this share of the prompt queries' observed attention
-    future_strata: int = 1               # CapKV: expected weights averaged over this many strata of the future positions
-    recent_mode: str = "fixed"           # CapKV: fixed (recent_share) | adaptive (per-head recent window from the recent queries' attention)
-    window_stats: str = "gaussian"       # CapKV window channel: gaussian | observed (mean attention of the window queries)
-    question_share: float = 0.4          # CapKV: budget share reserved for the retrieval channel (last stat_window queries' attention)
-    stat_window: int = 16                # CapKV window channel: statistics of the last this many queries (0 = window_tokens)
     stats: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:

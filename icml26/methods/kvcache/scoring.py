@@ -83,12 +83,14 @@ from icml26.ops._ref import kv as _kvref  # hot path: inputs come from the model
 METHODS = ("capkv", "capkv-greedy", "streaming", "snapkv", "h2o", "tova", "knorm", "random", "expected-attention")
 
 
-@dataclass(frozen=True)
-class ScoreParams:
-    """Knobs of the scoring rules (a subset of the press config)."""
+@dataclass(kw_only=True)
+class PressOptions:
+    """The options a user sets for an eviction policy: declared once, here. ``KVPress`` (the press)
+    and the ``evict-kv`` config (``evaluate.Config``) are built on these fields, and the scoring
+    rules read them through ``ScoreParams``."""
 
-    window_tokens: int = 64          # observation window of recent queries (SnapKV, CapKV window mode)
-    sink_tokens: int = 4             # first tokens excluded from query statistics (future-rope mode)
+    sink_tokens: int = 4             # first tokens always kept (and left out of the query statistics)
+    window_tokens: int = 64          # most recent tokens always kept; the observation window (SnapKV, decoding-time scoring)
     weight: str = "expected"         # CapKV weight: expected | kappa | exp-cos
     tau: float = 5.0                 # temperature of the exp-cos weight
     ridge_ratio: float = 1.0         # CapKV ridge rho, relative to trace(M)/d (or absolute)
@@ -98,7 +100,8 @@ class ScoreParams:
     stat_tokens: int = 256           # future-rope statistics from a strided subsample of this many prompt queries (0 = all)
     gqa: str = "pool"                # CapKV with GQA: pool (one channel per KV head) | per-head (kvpress)
     kernel_size: int = 5             # SnapKV pooling (CapKV pools with ``pool_kernel``)
-    seed: int = 0                    # random baseline
+    head_budget: str = "uniform"     # uniform | adaptive (Ada-KV style allocation across a layer's KV heads, prefill only; ``select_adaptive``)
+    head_floor: float = 0.2          # adaptive: each head keeps at least this share of its uniform free budget
     window_mix: float = 0.5          # CapKV query_source=mixture: share of the window (question) queries in the mixture
     pool: str = "none"               # CapKV: pool the leverage scores over pool_kernel neighbours: none | max | avg
     pool_kernel: int = 13            # CapKV pooling kernel (odd)
@@ -110,6 +113,13 @@ class ScoreParams:
     question_share: float = 0.4      # CapKV: share of the budget reserved for the retrieval channel (score_capkv_question)
     stat_window: int = 16            # CapKV window channel: the last this many queries (0 = window_tokens)
     window_stats: str = "gaussian"   # CapKV window channel: gaussian (moments of the window queries) | observed (their mean attention)
+
+
+@dataclass(kw_only=True)
+class ScoreParams(PressOptions):
+    """What the scoring rules read: the press options and the random baseline's seed."""
+
+    seed: int = 0                    # random baseline
 
 
 @dataclass
