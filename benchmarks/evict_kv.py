@@ -51,7 +51,8 @@ def paired(samples: list[dict], ours: str = "capkv") -> list[dict]:
     """Paired comparison of ``ours`` with every other method on the same samples (same haystack,
     needle and ratio): mean KL difference (ours - baseline) and needle accuracy difference, each
     with a 95% percentile bootstrap interval over samples (haystacks); ``kl_verdict``/``needle_verdict``
-    say whether ours is better/worse at 95% or the difference is not resolved ("tie")."""
+    say whether ours is better/worse at 95% or the difference is not resolved ("tie");
+    ``kl_lower_on``: on how many of the samples ours has the lower KL."""
     import numpy as np
 
     from icml26.methods.kvcache.evaluate import bootstrap_mean_ci
@@ -74,6 +75,7 @@ def paired(samples: list[dict], ours: str = "capkv") -> list[dict]:
                                                       else "worse" if (lo > 0 if better_if_negative else hi < 0) else "tie")
         rows.append({"context_tokens": n, "compression_ratio": ratio, "baseline": m, "n": len(common),
                      "kl_diff": float(dkl.mean()), "kl_diff_ci": f"[{kl_lo:+.4f}, {kl_hi:+.4f}]", "kl_verdict": verdict(kl_lo, kl_hi, True),
+                     "kl_lower_on": f"{int((dkl < 0).sum())}/{len(common)}",
                      "needle_diff": float(dnd.mean()), "needle_diff_ci": f"[{nd_lo:+.2f}, {nd_hi:+.2f}]", "needle_verdict": verdict(nd_lo, nd_hi, False)})
     return rows
 
@@ -252,7 +254,7 @@ def main() -> None:
         print()
         pair = paired(smp)
         print("## CapKV minus each baseline, paired on the same samples (bootstrap 95% over haystacks)\n")
-        print(table(pair, ["context_tokens", "compression_ratio", "baseline", "n", "kl_diff", "kl_diff_ci", "kl_verdict", "needle_diff", "needle_diff_ci", "needle_verdict"]))
+        print(table(pair, ["context_tokens", "compression_ratio", "baseline", "n", "kl_diff", "kl_diff_ci", "kl_verdict", "kl_lower_on", "needle_diff", "needle_diff_ci", "needle_verdict"]))
         print()
     if args.overhead_tokens:
         ov = overhead(args)
