@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 OURS = ["capkv", "streaming", "snapkv", "h2o", "tova", "knorm", "random", "expected-attention"]
 KVPRESS = ["kvpress:CapPress", "kvpress:SnapKVPress"]
+MIN_PAIRED = 5  # fewer paired samples than this: no better/worse/tie verdict (a bootstrap over 1-4 values is not an interval)
 
 
 def quality(args) -> list[dict]:
@@ -51,7 +52,8 @@ def paired(samples: list[dict], ours: str = "capkv") -> list[dict]:
     """Paired comparison of ``ours`` with every other method on the same samples (same haystack,
     needle and ratio): mean KL difference (ours - baseline) and needle accuracy difference, each
     with a 95% percentile bootstrap interval over samples (haystacks); ``kl_verdict``/``needle_verdict``
-    say whether ours is better/worse at 95% or the difference is not resolved ("tie");
+    say whether ours is better/worse at 95% or the difference is not resolved ("tie"), or
+    "too few" with fewer than ``MIN_PAIRED`` common samples;
     ``kl_lower_on``: on how many of the samples ours has the lower KL."""
     import numpy as np
 
@@ -71,7 +73,8 @@ def paired(samples: list[dict], ours: str = "capkv") -> list[dict]:
         dnd = np.array([float(mine[c]["needle_correct"]) - float(rs[c]["needle_correct"]) for c in common])
         kl_lo, kl_hi = bootstrap_mean_ci(dkl)
         nd_lo, nd_hi = bootstrap_mean_ci(dnd)
-        verdict = lambda lo, hi, better_if_negative: ("better" if (hi < 0 if better_if_negative else lo > 0)
+        verdict = lambda lo, hi, better_if_negative: ("too few" if len(common) < MIN_PAIRED else
+                                                      "better" if (hi < 0 if better_if_negative else lo > 0)
                                                       else "worse" if (lo > 0 if better_if_negative else hi < 0) else "tie")
         rows.append({"context_tokens": n, "compression_ratio": ratio, "baseline": m, "n": len(common),
                      "kl_diff": float(dkl.mean()), "kl_diff_ci": f"[{kl_lo:+.4f}, {kl_hi:+.4f}]", "kl_verdict": verdict(kl_lo, kl_hi, True),
@@ -83,12 +86,25 @@ def paired(samples: list[dict], ours: str = "capkv") -> list[dict]:
 def pooled(paths: list[str]) -> tuple[list[dict], list[dict]]:
     """Result records over the sample records of several saved runs (``--json`` files, e.g. one per
     seed), as if they were one run: each file's samples are tagged with its index (``run``) so
-    that the paired comparison pairs samples within a file."""
+    that the paired comparison pairs samples within a file. A file given twice, or two files
+    holding the same samples, are refused (they would count the same haystacks twice)."""
     from icml26.methods.kvcache.evaluate import result_record
 
-    samples, order = [], {}
+    samples, order, seen = [], {}, {}
     for i, path in enumerate(paths):
-        for r in json.loads(Path(path).read_text())["samples"]:
+        p = Path(path)
+        try:
+            rows = json.loads(p.read_text(encoding="utf-8"))["samples"]
+            fingerprint = tuple(sorted((r["method"], r["compression_ratio"], r["context_tokens"], r["needle_depth"], r["sample"], r["kl"])
+                                       for r in rows))
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
+            raise SystemExit(f"--pool-json {path}: not a saved benchmark run (a --json file of this script): {type(e).__name__}: {e}")
+        if not rows:
+            raise SystemExit(f"--pool-json {path}: the run has no samples")
+        if fingerprint in seen:
+            raise SystemExit(f"--pool-json {path}: the same samples as {seen[fingerprint]} (a run given twice)")
+        seen[fingerprint] = path
+        for r in rows:
             samples.append({**r, "run": i})
             order.setdefault((r["method"], r["compression_ratio"]), []).append(samples[-1])
     return [result_record(m, ratio, recs) for (m, ratio), recs in order.items()], samples
@@ -231,6 +247,8 @@ def main() -> None:
     ap.add_argument("--pool-json", nargs="+", default=None, metavar="FILE",
                     help="no new runs: print the quality and paired tables over the samples of these saved --json runs together")
     args = ap.parse_args()
+    if args.json and not Path(args.json).resolve().parent.is_dir():
+        ap.error(f"--json {args.json}: the folder {str(Path(args.json).resolve().parent)!r} does not exist")
 
     import torch
 

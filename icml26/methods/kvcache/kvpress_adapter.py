@@ -57,15 +57,22 @@ def as_kvpress(press):
     return ICML26Press()
 
 
-def kvpress_press(name: str, compression_ratio: float, **kw):
-    """A kvpress press by class name (``CapPress``, ``SnapKVPress``, ``LeverageScorePress``, ...)."""
+def press_class(name: str):
+    """The kvpress press class called ``name``; InputError when kvpress has none, MissingDataError
+    when kvpress is not installed."""
     kvpress = _kvpress()
     cls = getattr(kvpress, name, None)
-    if cls is None:
+    if not (isinstance(cls, type) and name.endswith("Press")):
         from icml26.core.errors import InputError
 
-        raise InputError(f"kvpress has no press {name!r}")
-    return cls(compression_ratio=compression_ratio, **kw)
+        presses = sorted(n for n in dir(kvpress) if n.endswith("Press") and isinstance(getattr(kvpress, n), type))
+        raise InputError(f"kvpress has no press {name!r}; e.g. {', '.join(presses[:8])}")
+    return cls
+
+
+def kvpress_press(name: str, compression_ratio: float, **kw):
+    """A kvpress press by class name (``CapPress``, ``SnapKVPress``, ``LeverageScorePress``, ...)."""
+    return press_class(name)(compression_ratio=compression_ratio, **kw)
 
 
 class KvpressRunner:

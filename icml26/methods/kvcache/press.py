@@ -58,6 +58,10 @@ class KVPress(S.PressOptions):
         for name in ("sink_tokens", "window_tokens", "decoding_budget_tokens", "n_future_positions", "stat_window", "past_tokens"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.n_future_positions < 1:
+            raise ValueError(f"n_future_positions must be >= 1 (the future positions the query statistics are rotated to), got {self.n_future_positions}")
+        if not (self.tau > 0 and math.isfinite(self.tau)):
+            raise ValueError(f"tau must be > 0, got {self.tau}")
         if self.decoding_interval_tokens < 1:
             raise ValueError(f"decoding_interval_tokens must be >= 1, got {self.decoding_interval_tokens}")
         if not (self.ridge_ratio > 0 and math.isfinite(self.ridge_ratio)):
