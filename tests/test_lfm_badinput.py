@@ -1,7 +1,17 @@
 """``icml26 sample-lfm --fine``: a run directory resolves to its checkpoint.safetensors; a
-directory without one is refused with exit 2 ("is a directory, expected a file")."""
+directory without one is refused with exit 2 ("is a directory, expected a file").
 
+``icml26 train-lfm``: bad checkpoints and --resume settings that do not fit the run are one
+stderr line, exit 2, with the run folder byte-identical (or never created)."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
 from typer.testing import CliRunner
+
+from conftest import ROOT, need_debian
 
 from icml26.cli import app
 from icml26.methods.lfm.sample import checkpoint_file
@@ -45,3 +55,106 @@ def test_sample_lfm_checks_checkpoints_before_the_first_record(tmp_path):
     assert r.exit_code == 2 and "not a valid safetensors file" in r.output
     assert r.stdout == ""  # not even the config record
     assert not (tmp_path / "s").exists()
+
+
+# ----------------------------------------------------------------------------- --resume / seam checks on a real tiny run
+TINY = str(ROOT / "recipes/train-lfm/tiny.yaml")
+
+
+def _snapshot(d: Path) -> dict:
+    """Every path under ``d`` -> its bytes (None for a folder): compared before/after a refused command."""
+    return {str(p.relative_to(d)): (None if p.is_dir() else p.read_bytes()) for p in sorted(d.rglob("*"))}
+
+
+def _refused(args, *words):
+    """Run ``train-lfm args``: exit 2, nothing on stdout, exactly one stderr line holding every word."""
+    r = CliRunner().invoke(app, ["train-lfm", *args])
+    assert r.exit_code == 2, (r.exit_code, r.stdout, r.stderr)
+    assert r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    for w in words:
+        assert w in lines[0], (w, lines[0])
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def lfm_runs(tmp_path_factory):
+    """A tiny stage-all run (D) and a vae-stage run with 2-channel latents (V2)."""
+    need_debian("dataset-fashion-mnist")
+    d = tmp_path_factory.mktemp("lfmbad")
+    for args in (["-r", TINY, "--out", str(d / "D"), "-q"],
+                 ["-r", TINY, "--set", "stage=vae", "--set", "latent_channels=2", "--out", str(d / "V2"), "-q"]):
+        r = CliRunner().invoke(app, ["train-lfm", *args])
+        assert r.exit_code == 0, r.stderr
+    return d
+
+
+@pytest.mark.parametrize("setting, words", [
+    ("model=medium", ["checkpoint.safetensors", "different model", "model=medium", "width 32", "width 48", "start a new --out"]),
+    ("latent_channels=2", ["vae.safetensors", "different VAE", "latent_channels 4", "latent_channels 2", "start a new --out"]),
+    ("keep_ratio=0.5", ["checkpoint.safetensors", "keep_ratio 1.0", "keep_ratio 0.5"]),
+])
+def test_resume_with_other_settings_is_refused_before_writing(lfm_runs, setting, words):
+    D = lfm_runs / "D"
+    before = _snapshot(D)
+    _refused(["-r", TINY, "--out", str(D), "--resume", "--steps", "12", "--set", setting, "-q"], "--resume", *words)
+    assert _snapshot(D) == before
+
+
+def test_seam_checkpoint_with_other_latent_shape(lfm_runs):
+    S = lfm_runs / "S"
+    flow = str(lfm_runs / "D" / "checkpoint.safetensors")
+    _refused(["--vae", str(lfm_runs / "V2"), "-r", TINY, "--set", "stage=fm", "--set", f"seam_checkpoint={flow}",
+              "--set", "t_max=0.7", "--out", str(S), "-q"], "seam_checkpoint", "[4, 7, 7]", "[2, 7, 7]")
+    # stage all: the latent channels come from the settings
+    _refused(["-r", TINY, "--set", "latent_channels=2", "--set", f"seam_checkpoint={flow}", "--set", "t_max=0.7",
+              "--out", str(S), "-q"], "seam_checkpoint", "[4, 7, 7]", "latent_channels=2")
+    assert not S.exists()
+
+
+def test_seam_checkpoint_directory_names_the_file(lfm_runs):
+    D = lfm_runs / "D"
+    line = _refused(["-r", TINY, "--set", f"seam_checkpoint={D}", "--set", "t_max=0.7", "--out", str(lfm_runs / "S2"), "-q"],
+                    "is a directory", str(D / "checkpoint.safetensors"))
+    assert "does not exist" not in line
+    assert not (lfm_runs / "S2").exists()
+
+
+def _copy_with(lfm_runs, name, make):
+    """A copy of run D whose checkpoint.safetensors is replaced by make(path)."""
+    E = lfm_runs / name
+    shutil.copytree(lfm_runs / "D", E)
+    (E / "checkpoint.safetensors").unlink()
+    make(E / "checkpoint.safetensors")
+    return E
+
+
+def test_resume_checkpoint_that_is_a_directory(lfm_runs):
+    E = _copy_with(lfm_runs, "Edir", lambda p: p.mkdir())
+    before = _snapshot(E)
+    _refused(["-r", TINY, "--out", str(E), "--resume", "-q"], "--resume", "checkpoint.safetensors", "is a directory")
+    assert _snapshot(E) == before
+
+
+def test_resume_with_a_vae_checkpoint_in_place_of_the_flow_one(lfm_runs):
+    E = _copy_with(lfm_runs, "Evae", lambda p: shutil.copy(lfm_runs / "D" / "vae.safetensors", p))
+    before = _snapshot(E)
+    _refused(["-r", TINY, "--out", str(E), "--resume", "-q"], "--resume", "checkpoint.safetensors", "'vae' checkpoint", "'fm'")
+    assert _snapshot(E) == before
+
+
+def test_resume_keeps_the_original_reduction_record(lfm_runs):
+    """keep_ratio 1.0 records scorer "none"; a resumed run says the same (record and kept_indices.json)."""
+    F = lfm_runs / "F"
+    shutil.copytree(lfm_runs / "D", F)
+    kept = (F / "kept_indices.json").read_bytes()
+    r = CliRunner().invoke(app, ["train-lfm", "-r", TINY, "--out", str(F), "--resume", "--steps", "9", "-q"])
+    assert r.exit_code == 0, r.stderr
+    recs = [json.loads(ln) for ln in r.stdout.splitlines() if ln.strip()]
+    red = next(x for x in recs if x["kind"] == "reduction")
+    first = next(json.loads(ln) for ln in (lfm_runs / "D" / "records.jsonl").read_text().splitlines() if '"reduction"' in ln)
+    assert red["resumed"] and red["scorer"] == first["scorer"] == "none"
+    assert red["keep_ratio"] == 1.0 and red["kept"] == red["of"] == 256 and red["kept_per_class"] == first["kept_per_class"]
+    assert (F / "kept_indices.json").read_bytes() == kept
+    assert [x["step"] for x in recs if x["kind"] == "step" and x["stage"] == "fm"] == [9]

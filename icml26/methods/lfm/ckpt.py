@@ -68,3 +68,33 @@ def optim_from_flat(opt: torch.optim.Optimizer, tensors: dict[str, Tensor], grou
         i, key = k.split(".", 1)
         state.setdefault(int(i), {})[key] = v
     opt.load_state_dict({"state": state, "param_groups": groups})
+
+
+def header(path: str | Path, what: str = "checkpoint", fix: str = "") -> tuple[dict[str, list[int]], dict]:
+    """(tensor name -> shape, metadata) of a file written by :func:`save`, from its header only
+    (no tensor data read). InputError for a missing, corrupt or foreign file."""
+    from icml26.core.safetensors_file import check
+
+    p = Path(path)
+    if p.is_dir():
+        raise InputError(f"{what} {str(path)!r} is a directory; point at {str(p / 'checkpoint.safetensors')!r}")
+    if not p.is_file():
+        raise InputError(f"{what} {str(path)!r} does not exist")
+    fix = fix or f"point at a {what} written by icml26 (train-lfm)"
+    check(p, fix)
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(str(p), framework="pt") as f:
+            md = f.metadata() or {}
+            shapes = {k: list(f.get_slice(k).get_shape()) for k in f.keys()}
+    except (SafetensorError, OSError, ValueError, TypeError) as e:
+        why = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise InputError(f"{str(path)!r} is not a valid safetensors file ({why}): {fix}") from None
+    if META_KEY not in md:
+        raise InputError(f"{what} {str(path)!r}: not an icml26 checkpoint (no metadata)")
+    try:
+        meta = json.loads(md[META_KEY])
+    except json.JSONDecodeError:
+        raise InputError(f"{what} {str(path)!r}: its icml26 metadata is not JSON") from None
+    return shapes, meta
