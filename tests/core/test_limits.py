@@ -27,9 +27,10 @@ def test_check_work_passes_at_the_limit_and_names_everything_above_it():
 
 
 @pytest.mark.parametrize("args,msg", [
-    (["-b", "1000000000"], "this run would simulate ~1.1e+12 pulls (seeds x algorithms, each run counted at its largest "
-                           "--budget; hours of CPU; limit 5e+10); lower --seeds, --budget or the number of --algo"),
-    (["-d", "0.1"], "counted at max_pulls capped at 1e7; hours of CPU; limit 5e+10); lower --seeds, --set max_pulls=N"),
+    (["-b", "1000000000"], "this run would simulate ~1.1e+12 pulls (seeds x algorithms x the sum of the budgets; "
+                           "hours of CPU; limit 2e+10); lower --seeds, --budget or the number of --algo"),
+    (["-d", "0.1"], "this run would simulate ~6.0e+11 pulls (seeds x algorithms x --delta values x max_pulls, a run's "
+                    "worst case; hours of CPU; limit 2e+10); lower --set max_pulls=N, --seeds or the number of --algo"),
 ])
 def test_bai_total_work_limit_exit_2(args, msg):
     r = CliRunner().invoke(app, ["bai", "-e", "varde-3groups", "-a", "all", "--seeds", "100000" if "-d" in args else "100", *args])

@@ -40,13 +40,15 @@ def test_huge_mdp_exit_2_names_size_and_limit(spec, msg):
 
 
 @pytest.mark.parametrize("budget,msg", [
-    ("1000000000000", "this run would draw ~3.0e+12 samples (hours of CPU; limit 1e+09)"),
-    ("99999999999999999999999", "this run would draw ~3.0e+23 samples (hours of CPU; limit 1e+09)"),
+    ("1000000000000", "this run would draw ~3.0e+12 samples (seeds x algorithms x --budget, each run counted as at "
+                      "least 50; hours of CPU; limit 1e+08); lower --seeds, --budget or the number of --algo"),
+    ("99999999999999999999999", "this run would draw ~3.0e+23 samples"),
 ])
 def test_total_work_limit_exit_2(budget, msg):
     r = _run("--mdp", "riverswim", "--budget", budget, "--seeds", "1")
     assert r.exit_code == 2
-    assert msg in r.output
+    assert r.stdout == "" and len(r.stderr.strip().splitlines()) == 1
+    assert msg in " ".join(r.stderr.split())
 
 
 def test_per_run_budget_limit_exit_2():
@@ -92,3 +94,29 @@ def test_klb_weights_single_action_uniform():
     L.add(1, 0, 0.0, 0)
     w = B.klb_weights(L, B.Config())
     assert w.tolist() == [[0.5], [0.5]]
+
+
+def test_tiny_budget_runs_count_their_set_up():
+    # 3 rules x 1e6 runs of 1 sample: each run costs ~0.5 ms of set-up, counted as 50 samples
+    r = _run("--mdp", "riverswim", "--budget", "1", "--seeds", "1000000")
+    assert r.exit_code == 2 and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1
+    assert "~1.5e+08 samples" in r.stderr and "lower --seeds" in r.stderr
+
+
+@pytest.mark.parametrize("recipe", sorted(__import__("pathlib").Path(__file__).resolve().parents[2].joinpath("recipes", "bpi").glob("*.yaml")),
+                         ids=lambda p: p.stem)
+def test_every_shipped_recipe_is_under_the_limits(recipe):
+    from icml26.core.recipe import resolve
+
+    cfg = resolve(B.Config, "bpi", str(recipe), None)
+    assert max(cfg.budget, B.MIN_RUN_SAMPLES) * cfg.seeds * len(B.parse_algos(cfg.algo)) <= B.MAX_TOTAL_SAMPLES
+    B.check_work(cfg)  # the samples' limits, without building the MDP
+    if "frozenlake" in cfg.mdp:
+        pytest.importorskip("gymnasium")
+    B.check_work(cfg, M.load_mdp(cfg.mdp))  # the planning cost on it
+
+
+def test_duplicate_builtin_option_exit_2():
+    r = _run("--mdp", "garnet?states=5&states=6", "--budget", "100", "--seeds", "1")
+    assert r.exit_code == 2 and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1
+    assert "option states is given twice" in r.stderr

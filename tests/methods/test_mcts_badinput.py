@@ -41,7 +41,7 @@ def test_total_work_counts_budgets_seeds_and_algorithms():
     M.Config(env=TINY, simulations=(1000, 3000), seeds=2000)
     with pytest.raises(ValueError, match=r"would simulate ~1\.4e\+10 simulations \(tree search"):
         M.Config(env=TINY, simulations=(1000, 1_000_000), seeds=2000)
-    # the Python search on a gymnasium env has a lower limit (1e7)
+    # the Python search on a gymnasium env has a lower limit (2e6, ~30 minutes at ~1e3 simulations/s)
     with pytest.raises(ValueError, match=r"would simulate ~1\.4e\+07 simulations \(Python search"):
         M.Config(env="CartPole-v1", simulations=(1000,), seeds=2000)
     # a budget of 1 still counts as a search's fixed cost (1000 on trees)
@@ -141,3 +141,59 @@ def test_no_exact_values_table_shows_the_recommended_actions():
     assert x["top_action_share"] == pytest.approx(max(x["action_counts"]) / 3)
     assert "most chosen" in r.stderr and "share" in r.stderr
     assert f"{x['top_action_share']:.4f}" in r.stderr
+
+
+def _refused(args):
+    r = _invoke(args)
+    assert r.exit_code == 2, r.output
+    assert r.stdout == ""  # refused before the config record
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    return lines[0]
+
+
+def test_gym_work_limit_is_about_30_minutes_and_names_the_flags():
+    assert M.MAX_TOTAL_SIMULATIONS_GYM == 2e6
+    # 7 algorithms x 300 seeds x 1000 simulations = 2.1e6 (~35 minutes at ~1e3 simulations/s)
+    msg = _refused(["--env", "FrozenLake-v1", "-n", "1000", "--seeds", "300"])
+    assert "~2.1e+06 simulations (Python search on a gymnasium env" in msg and "limit 2e+06" in msg
+    assert "lower --seeds, --simulations or the number of algorithms" in msg
+
+
+@pytest.mark.parametrize("recipe", sorted(__import__("pathlib").Path(__file__).resolve().parents[2].joinpath("recipes", "mcts").glob("*.yaml")),
+                         ids=lambda p: p.stem)
+def test_every_shipped_recipe_is_under_the_limits(recipe):
+    from icml26.core.recipe import resolve
+
+    cfg = resolve(M.Config, "mcts", str(recipe), None)  # Config runs check_work (InputError above a limit)
+    gym = M.resolve_env_path(cfg.env) is None
+    floor = M.MIN_SEARCH_COST["gym" if gym else "tree"]
+    work = sum(max(b, floor) for b in cfg.simulations) * cfg.seeds * len(M.parse_algos(cfg.algo))
+    assert work <= (M.MAX_TOTAL_SIMULATIONS_GYM if gym else M.MAX_TOTAL_SIMULATIONS)
+
+
+@pytest.mark.parametrize("option,words", [
+    ("success_rate=2", ["transition probabilities are not a distribution", "state 0 action 0", "check its options (success_rate=2)"]),
+    ("success_rate=-1", ["transition probabilities are not a distribution", "check its options (success_rate=-1)"]),
+    ("success_rate=nan", ["option success_rate takes a finite number, got 'nan'"]),
+    ("success_rate=1e400", ["option success_rate takes a finite number, got '1e400'"]),
+    ("render_mode=human", ["option render_mode is not supported", "planning does not render"]),
+    ("map_name=4x4&map_name=8x8", ["option map_name is given twice", "give each option once"]),
+])
+def test_bad_gym_options_exit_2_with_one_line(option, words):
+    pytest.importorskip("gymnasium")
+    msg = _refused(["--env", f"FrozenLake-v1?{option}", "-n", "10", "--seeds", "1", "--algo", "uct"])
+    for w in words:
+        assert w in msg, msg
+    assert "TypeError" not in msg and "Traceback" not in msg
+
+
+def test_check_table_rows_must_sum_to_one_and_rewards_be_finite():
+    from icml26.core.errors import InputError
+    from icml26.methods.exploration.gym_models import check_table
+
+    check_table({0: {0: [(0.5, 0, 0.0, False), (0.5, 0, 1.0, True)]}}, 1, "X-v0", {})
+    with pytest.raises(InputError, match=r"state 0 action 0 sums to 2\b.*check its options \(p=2\)"):
+        check_table({0: {0: [(1.0, 0, 0.0, False), (1.0, 0, 1.0, True)]}}, 1, "X-v0?p=2", {"p": "2"})
+    with pytest.raises(InputError, match="rewards are not finite"):
+        check_table({0: {0: [(1.0, 0, float("inf"), False)]}}, 1, "X-v0", {})

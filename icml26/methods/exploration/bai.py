@@ -202,7 +202,21 @@ def metrics(table, out: dict) -> dict:
     }
 
 
-MAX_TOTAL_PULLS = 5e10  # larger runs are refused up front (hours of CPU); lower seeds or budget
+# Up-front limits (checked by validate() before any record), measured on this project's 2-core
+# machine, one thread: the kernels pull 1.4e7/s (uniform, successive rejects, sequential halving),
+# ~5e6/s (varde, ucb-e, continuous rejects) down to 2.4e5/s (top-two-ts with a budget) and, with a
+# stopping rule on gk2016-1, 3.5e4/s (track-and-stop) to 5e6/s (lucb).
+MAX_TOTAL_PULLS = 2e10   # pulls over all runs (~30 min at the fast kernels' 1e7 pulls/s); fixed
+#                          confidence counts every run at max_pulls (its worst case: a run that never stops)
+MAX_CPU_SECONDS = 1800   # fixed budget: pulls x each algorithm's measured seconds per pull (below)
+MAX_RESULT_BYTES = 4e9   # arrays kept per run (recommendation, counts (K,), pulls, ...): see result_bytes()
+# seconds per pull on one core in budget mode (pulls/s measured on varde-geom14, K = 14, rounded
+# down); an algorithm missing here counts at the slowest rate
+SECONDS_PER_PULL = {
+    "uniform": 1 / 1.2e7, "successive-rejects": 1 / 1.2e7, "sequential-halving": 1 / 1.2e7,
+    "varde": 1 / 4.5e6, "ucb-e": 1 / 4.5e6, "continuous-rejects": 1 / 4.5e6, "ugape": 1 / 3.5e6,
+    "lucb": 1 / 2.5e6, "kl-lucb": 1 / 2.5e6, "track-and-stop": 1 / 1e6, "top-two-ts": 1 / 2e5,
+}
 
 
 def engine_for(algo: str, cfg: Config):
@@ -239,10 +253,37 @@ def validate(cfg: Config, table) -> None:
     unused = [k for k in PARAM_FIELDS if getattr(cfg, k) is not None and k not in used]
     if unused:
         raise InputError(f"{unused[0]} is not a parameter of any selected algorithm ({', '.join(algos)})")
-    work = (max(cfg.budget) if cfg.budget else min(cfg.max_pulls, 10_000_000)) * cfg.seeds * len(algos)
-    counted, lower = ("its largest --budget", "--budget") if cfg.budget else ("max_pulls capped at 1e7", "--set max_pulls=N")
-    check_work(work, MAX_TOTAL_PULLS, "simulate", "pulls", f"--seeds, {lower} or the number of --algo",
-               detail=f"seeds x algorithms, each run counted at {counted}")
+    check_limits(cfg, table.K, algos)
+
+
+def result_bytes(K: int) -> int:
+    """Peak bytes held per run (seed) by run(): the engine's output for one algorithm
+    (recommendation, pulls: int64; counts: K int64; stopped), its chunks while they are
+    concatenated, the previous algorithm's output and metrics()'s float64 copies, plus the
+    seed itself: ~8 (3K + 13) bytes (measured: ~300 bytes per seed on 10 arms)."""
+    return 8 * (3 * K + 13)
+
+
+def check_limits(cfg: Config, K: int, algos: list[str]) -> None:
+    """InputError when the run would take more than ~30 minutes of CPU or more than a few GB
+    of memory (the limits above); every message names the flags to lower."""
+    n_algo = len(algos)
+    which = "--seeds, --budget or the number of --algo" if cfg.budget else "--set max_pulls=N, --seeds or the number of --algo"
+    if cfg.budget:
+        per_run, counted = sum(cfg.budget), "seeds x algorithms x the sum of the budgets"
+    else:
+        per_run, counted = len(cfg.delta) * cfg.max_pulls, "seeds x algorithms x --delta values x max_pulls, a run's worst case"
+    check_work(cfg.seeds * n_algo * per_run, MAX_TOTAL_PULLS, "simulate", "pulls", which, detail=counted)
+    if cfg.budget:
+        slowest = max(SECONDS_PER_PULL.values())
+        secs = cfg.seeds * sum(cfg.budget) * sum(SECONDS_PER_PULL.get(a, slowest) for a in algos)
+        check_work(secs, MAX_CPU_SECONDS, "take", "seconds of CPU", which,
+                   detail="pulls x each algorithm's measured seconds per pull on one core")
+    need = cfg.seeds * result_bytes(K)
+    if need > MAX_RESULT_BYTES:
+        raise InputError(f"--seeds {cfg.seeds} would keep ~{need / 1e9:.1f} GB of per-run results in memory "
+                         f"({result_bytes(K)} bytes per seed on {K} arms; limit {MAX_RESULT_BYTES / 1e9:.0f} GB); "
+                         f"lower --seeds to at most {int(MAX_RESULT_BYTES // result_bytes(K))}")
 
 
 def run(cfg: Config, *, seed: int = 0, table=None) -> Iterator[dict]:

@@ -115,7 +115,8 @@ def parse_env(data: object, base_dir: Path, source: str = "env") -> ArmTable:
         raise InputError(f"{source}: expected a mapping with 'name' and 'arms'")
     unknown = sorted(set(data) - {"name", "arms", "description"})
     if unknown:
-        raise InputError(f"{source}: unknown key {unknown[0]!r}; valid keys: arms, description, name")
+        hint = " (this looks like a recipe: use -r/--recipe)" if "config" in data else ""
+        raise InputError(f"{source}: unknown key {unknown[0]!r}; valid keys: arms, description, name{hint}")
     arms = data.get("arms")
     if not isinstance(arms, list):
         raise InputError(f"{source}: 'arms' must be a list of arm mappings")

@@ -326,7 +326,13 @@ def identify(mdp: M.MDP, algo: str, cfg: Config, seed: int) -> tuple[np.ndarray,
     return pi, t, stopped
 
 
-MAX_TOTAL_SAMPLES = 1e9   # samples are drawn one at a time in Python (~1e5 per second): larger runs are refused up front
+# Samples are drawn one at a time in Python: 4.5e4 (varde) to 1.7e5 (uniform) per second on one
+# core of this project's 2-core machine (riverswim, garnet, frozenlake8x8), ~7e4/s for the three
+# rules together, so 1e8 is ~25 minutes with --algo all (~37 with varde alone); larger runs are
+# refused up front. Each run also costs ~0.3-0.6 ms of set-up and evaluation (~50 samples'
+# worth): a run counts as at least MIN_RUN_SAMPLES.
+MAX_TOTAL_SAMPLES = 1e8
+MIN_RUN_SAMPLES = 50
 MAX_RUN_SAMPLES = 5e7     # one run keeps its samples (~40 bytes each): larger budgets are refused up front
 MAX_PLAN_FLOPS = 1e14     # planning (linear solves on S x S) over all runs
 
@@ -358,8 +364,9 @@ def check_work(cfg: Config, mdp: M.MDP | None = None) -> None:
         return
 
     runs = cfg.seeds * len(parse_algos(cfg.algo))
-    check_work_limit(float(cfg.budget) * runs, MAX_TOTAL_SAMPLES, "draw", "samples",
-                     "--seeds, --budget or the number of --algo")
+    check_work_limit(float(max(cfg.budget, MIN_RUN_SAMPLES)) * runs, MAX_TOTAL_SAMPLES, "draw", "samples",
+                     "--seeds, --budget or the number of --algo",
+                     detail=f"seeds x algorithms x --budget, each run counted as at least {MIN_RUN_SAMPLES}")
     if cfg.budget > MAX_RUN_SAMPLES:
         raise InputError(f"--budget {cfg.budget} would keep ~{cfg.budget * 40 / 1e9:.1e} GB of samples per run "
                          f"(limit {MAX_RUN_SAMPLES:.0e} samples per run); lower --budget")

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 
 def split_query(query: str, spec: str) -> dict[str, str]:
-    """``"a=1&b=true"`` -> ``{"a": "1", "b": "true"}`` (the options as typed); InputError when malformed."""
+    """``"a=1&b=true"`` -> ``{"a": "1", "b": "true"}`` (the options as typed); InputError when
+    malformed or when an option is given twice (``map_name=4x4&map_name=8x8``)."""
     from icml26.core.errors import InputError
 
     out: dict[str, str] = {}
@@ -16,6 +17,9 @@ def split_query(query: str, spec: str) -> dict[str, str]:
         k, eq, v = part.partition("=")
         if not eq or not k.strip():
             raise InputError(f"{spec!r}: expected key=value after '?', got {part!r}")
+        if k.strip() in out:
+            raise InputError(f"{spec!r}: option {k.strip()} is given twice ({k.strip()}={out[k.strip()]} and "
+                             f"{k.strip()}={v}); give each option once")
         out[k.strip()] = v
     return out
 
@@ -70,6 +74,76 @@ def _bool_options(gspec) -> set[str]:
     except Exception:  # noqa: BLE001  (an entry point we cannot inspect: the registration's defaults only)
         pass
     return names
+
+
+def _number_options(gspec) -> set[str]:
+    """Keyword arguments of a registered env that take a real number: a float default (in the
+    registration or the constructor) or a ``float`` annotation."""
+    import inspect
+
+    names = {k for k, v in (gspec.kwargs or {}).items() if isinstance(v, float)}
+    ep = gspec.entry_point
+    try:
+        if isinstance(ep, str):
+            import importlib
+
+            mod, _, attr = ep.partition(":")
+            ep = getattr(importlib.import_module(mod), attr)
+        for p in inspect.signature(ep).parameters.values():
+            if (isinstance(p.default, float) and not isinstance(p.default, bool)) or p.annotation in (float, "float"):
+                names.add(p.name)
+    except Exception:  # noqa: BLE001  (an entry point we cannot inspect: the registration's defaults only)
+        pass
+    return names
+
+
+def check_number_kwargs(kwargs: dict, number_names: set[str], spec: str, raw: dict | None = None) -> None:
+    """Real-valued options must be finite numbers; InputError otherwise (``nan`` reaches
+    gymnasium as a string, ``1e400`` as inf, and either makes a table of NaN)."""
+    import math
+
+    from icml26.core.errors import InputError
+
+    for k, v in kwargs.items():
+        if k not in number_names:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            typed = raw[k] if raw is not None and k in raw else v
+            raise InputError(f"--env {spec!r}: option {k} takes a finite number, got {typed!r}")
+
+
+# options that make no sense for planning: refused before gymnasium sees them
+REFUSED_OPTIONS = {"render_mode": "planning does not render; remove it"}
+
+
+def check_table(P: dict, A: int, spec: str, raw: dict) -> None:
+    """InputError unless the transition table ``P[s][a] = [(p, s', r, done), ...]`` is a
+    distribution over outcomes for every (s, a) (probabilities finite, in [0, 1], summing to 1
+    within 1e-6) with finite rewards; the message names the options given (they made it)."""
+    import math
+
+    from icml26.core.errors import InputError
+
+    given = "; check its options (" + ", ".join(f"{k}={v}" for k, v in raw.items()) + ")" if raw else ""
+
+    def bad(what: str):
+        return InputError(f"--env {spec!r}: the environment's transition {what}{given}")
+
+    for s in P:
+        for a in range(A):
+            trs = P[s].get(a) if isinstance(P[s], dict) else (P[s][a] if a < len(P[s]) else None)
+            if not trs:
+                raise bad(f"table has no outcomes for state {s} action {a}")
+            total = 0.0
+            for tr in trs:
+                p, r = float(tr[0]), float(tr[2])
+                if not math.isfinite(p) or not 0.0 <= p <= 1.0:
+                    raise bad(f"probabilities are not a distribution (state {s} action {a} has probability {p:.6g})")
+                if not math.isfinite(r):
+                    raise bad(f"rewards are not finite (state {s} action {a} has reward {r})")
+                total += p
+            if abs(total - 1.0) > 1e-6:
+                raise bad(f"probabilities are not a distribution (state {s} action {a} sums to {total:.6g})")
 
 
 def check_bool_kwargs(kwargs: dict, bool_names: set[str], spec: str, raw: dict | None = None) -> dict:
@@ -208,7 +282,11 @@ class GymProblem:
             gspec = gym.spec(name)
         except Exception as e:  # noqa: BLE001  (unknown id or version)
             raise InputError(f"--env {spec!r}: not a tree file (.yaml) and gymnasium cannot make it: {_first_line(e)}") from None
+        for k in raw:
+            if k in REFUSED_OPTIONS:
+                raise InputError(f"--env {spec!r}: option {k} is not supported ({REFUSED_OPTIONS[k]})")
         kwargs = check_bool_kwargs(kwargs, _bool_options(gspec), spec, raw)
+        check_number_kwargs(kwargs, _number_options(gspec), spec, raw)
         try:
             env = gym.make(name, **kwargs)
         except Exception as e:  # noqa: BLE001  (bad keyword or value, missing dependency)
@@ -223,6 +301,7 @@ class GymProblem:
         self.P = getattr(u, "P", None) if isinstance(getattr(u, "P", None), dict) else None
         self.q_root = None
         if self.P is not None:
+            check_table(self.P, self.A, spec, raw)
             obs, _ = env.reset(seed=0)
             self.s0 = int(obs)
             self._exact()
