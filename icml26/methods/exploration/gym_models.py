@@ -55,12 +55,16 @@ def _first_line(e: BaseException) -> str:
     return t.splitlines()[0] if t else type(e).__name__
 
 
-def _bool_options(gspec) -> set[str]:
-    """Keyword arguments of a registered env that take a boolean: those whose default (in the
-    registration or the constructor) is a bool or whose annotation is ``bool``."""
+def _options_taking(gspec, kind: type) -> set[str]:
+    """Keyword arguments of a registered env that take a ``kind`` (bool or float): those whose
+    default (in the registration or the constructor) is one, or whose annotation is ``kind``
+    (a bool default does not count as a float)."""
     import inspect
 
-    names = {k for k, v in (gspec.kwargs or {}).items() if isinstance(v, bool)}
+    def of_kind(v) -> bool:
+        return isinstance(v, kind) and (kind is bool or not isinstance(v, bool))
+
+    names = {k for k, v in (gspec.kwargs or {}).items() if of_kind(v)}
     ep = gspec.entry_point
     try:
         if isinstance(ep, str):
@@ -69,28 +73,7 @@ def _bool_options(gspec) -> set[str]:
             mod, _, attr = ep.partition(":")
             ep = getattr(importlib.import_module(mod), attr)
         for p in inspect.signature(ep).parameters.values():
-            if isinstance(p.default, bool) or p.annotation in (bool, "bool"):
-                names.add(p.name)
-    except Exception:  # noqa: BLE001  (an entry point we cannot inspect: the registration's defaults only)
-        pass
-    return names
-
-
-def _number_options(gspec) -> set[str]:
-    """Keyword arguments of a registered env that take a real number: a float default (in the
-    registration or the constructor) or a ``float`` annotation."""
-    import inspect
-
-    names = {k for k, v in (gspec.kwargs or {}).items() if isinstance(v, float)}
-    ep = gspec.entry_point
-    try:
-        if isinstance(ep, str):
-            import importlib
-
-            mod, _, attr = ep.partition(":")
-            ep = getattr(importlib.import_module(mod), attr)
-        for p in inspect.signature(ep).parameters.values():
-            if (isinstance(p.default, float) and not isinstance(p.default, bool)) or p.annotation in (float, "float"):
+            if of_kind(p.default) or p.annotation in (kind, kind.__name__):
                 names.add(p.name)
     except Exception:  # noqa: BLE001  (an entry point we cannot inspect: the registration's defaults only)
         pass
@@ -285,8 +268,8 @@ class GymProblem:
         for k in raw:
             if k in REFUSED_OPTIONS:
                 raise InputError(f"--env {spec!r}: option {k} is not supported ({REFUSED_OPTIONS[k]})")
-        kwargs = check_bool_kwargs(kwargs, _bool_options(gspec), spec, raw)
-        check_number_kwargs(kwargs, _number_options(gspec), spec, raw)
+        kwargs = check_bool_kwargs(kwargs, _options_taking(gspec, bool), spec, raw)
+        check_number_kwargs(kwargs, _options_taking(gspec, float), spec, raw)
         try:
             env = gym.make(name, **kwargs)
         except Exception as e:  # noqa: BLE001  (bad keyword or value, missing dependency)
