@@ -252,11 +252,13 @@ def main() -> None:
 
     import torch
 
-    print(f"# evict-kv benchmark (torch {torch.__version__}, {torch.get_num_threads()} threads)\n")
+    header = f"# evict-kv benchmark (torch {torch.__version__}, {torch.get_num_threads()} threads)\n"
     if args.pool_json:
-        res, smp = pooled(args.pool_json)
+        res, smp = pooled(args.pool_json)  # a bad file stops here, before anything is printed
         args.skip_approx, args.overhead_tokens, args.json = True, [], None
+        print(header)
     else:
+        print(header)
         res, smp = ([], []) if args.skip_quality else quality(args)
     pair = []
     if res:
