@@ -15,10 +15,11 @@ from icml26.core.errors import InputError
 MAX_HEADER = 100 << 20  # the safetensors library refuses larger headers
 
 
-def check(f: Path, fix: str) -> None:
+def check(f: Path, fix: str) -> dict:
     """Cheap structural check of a .safetensors file (header only, no tensor data read):
     8-byte little-endian header length, a JSON header, and a file long enough for every
-    tensor's data_offsets. InputError naming ``f`` and ``fix`` otherwise."""
+    tensor's data_offsets. Returns the parsed header (tensor name -> dtype/shape/data_offsets,
+    and ``__metadata__``); InputError naming ``f`` and ``fix`` otherwise."""
     import json
     import struct
 
@@ -53,6 +54,7 @@ def check(f: Path, fix: str) -> None:
             raise bad(f"corrupt: tensor {name!r} has no data_offsets") from None
     if 8 + n + end > size:
         raise bad(f"truncated or corrupt: {size} bytes, its tensors need {8 + n + end}")
+    return header
 
 
 def read(path: str | Path, *, fix: str, framework: str = "pt") -> tuple[dict, dict]:

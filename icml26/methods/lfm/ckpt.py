@@ -37,9 +37,17 @@ def load(path: str | Path, what: str = "checkpoint") -> tuple[dict[str, Tensor],
     if not p.is_file():
         raise InputError(f"{what} {str(path)!r} does not exist")
     tensors, md = read(p, fix=f"point at a {what} written by icml26 (train-lfm)", framework="pt")
-    if META_KEY not in md:
+    return tensors, _meta(md, path, what)
+
+
+def _meta(md: dict, path: str | Path, what: str) -> dict:
+    """The icml26 metadata of a checkpoint's safetensors metadata map; InputError if absent or not JSON."""
+    if not isinstance(md, dict) or META_KEY not in md:
         raise InputError(f"{what} {str(path)!r}: not an icml26 checkpoint (no metadata)")
-    return tensors, json.loads(md[META_KEY])
+    try:
+        return json.loads(md[META_KEY])
+    except (TypeError, json.JSONDecodeError):
+        raise InputError(f"{what} {str(path)!r}: its icml26 metadata is not JSON") from None
 
 
 def sub(tensors: dict[str, Tensor], prefix: str) -> dict[str, Tensor]:
@@ -70,31 +78,28 @@ def optim_from_flat(opt: torch.optim.Optimizer, tensors: dict[str, Tensor], grou
     opt.load_state_dict({"state": state, "param_groups": groups})
 
 
+def existing_file(path: str | Path, what: str) -> Path:
+    """``path`` as a Path when it is a file; InputError naming ``what`` when it is a folder (pointing
+    at the checkpoint inside a run folder) or does not exist."""
+    p = Path(path)
+    if p.is_dir():
+        inner = p / "checkpoint.safetensors"
+        where = f"point at {str(inner)!r}" if inner.is_file() else "point at a checkpoint file"
+        raise InputError(f"{what} {str(path)!r} is a directory; {where}")
+    if not p.is_file():
+        raise InputError(f"{what} {str(path)!r} does not exist")
+    return p
+
+
 def header(path: str | Path, what: str = "checkpoint", fix: str = "") -> tuple[dict[str, list[int]], dict]:
     """(tensor name -> shape, metadata) of a file written by :func:`save`, from its header only
     (no tensor data read). InputError for a missing, corrupt or foreign file."""
     from icml26.core.safetensors_file import check
 
-    p = Path(path)
-    if p.is_dir():
-        raise InputError(f"{what} {str(path)!r} is a directory; point at {str(p / 'checkpoint.safetensors')!r}")
-    if not p.is_file():
-        raise InputError(f"{what} {str(path)!r} does not exist")
+    p = existing_file(path, what)
     fix = fix or f"point at a {what} written by icml26 (train-lfm)"
-    check(p, fix)
-    from safetensors import SafetensorError, safe_open
-
-    try:
-        with safe_open(str(p), framework="pt") as f:
-            md = f.metadata() or {}
-            shapes = {k: list(f.get_slice(k).get_shape()) for k in f.keys()}
-    except (SafetensorError, OSError, ValueError, TypeError) as e:
-        why = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise InputError(f"{str(path)!r} is not a valid safetensors file ({why}): {fix}") from None
-    if META_KEY not in md:
-        raise InputError(f"{what} {str(path)!r}: not an icml26 checkpoint (no metadata)")
-    try:
-        meta = json.loads(md[META_KEY])
-    except json.JSONDecodeError:
-        raise InputError(f"{what} {str(path)!r}: its icml26 metadata is not JSON") from None
-    return shapes, meta
+    head = check(p, fix)
+    shapes = {k: v.get("shape") for k, v in head.items() if k != "__metadata__"}
+    if not all(isinstance(v, list) for v in shapes.values()):
+        raise InputError(f"{str(path)!r} is not a valid safetensors file (corrupt: a tensor has no shape): {fix}")
+    return shapes, _meta(head.get("__metadata__") or {}, path, what)

@@ -598,10 +598,7 @@ def validate(cfg: Config, out: str | Path | None, resume: bool) -> Inputs:
         raise InputError("seam_checkpoint needs t_max < 1 (the switch time of the coarse model)")
     for p, what in ((cfg.seam_checkpoint, "seam"), (cfg.score_checkpoint, "score")):
         if p:
-            if Path(p).is_dir():
-                raise InputError(f"{what}_checkpoint {p!r} is a directory; point at {str(Path(p) / 'checkpoint.safetensors')!r}")
-            if not Path(p).is_file():
-                raise InputError(f"{what}_checkpoint {p!r} does not exist")
+            ckpt.existing_file(p, f"{what}_checkpoint")
             net = load_flow(p)[0]
             _check_latent_shape(net, p, what, cfg, latent_shape)
             setattr(inputs, what, net)
