@@ -110,10 +110,10 @@ def test_every_shipped_recipe_is_under_the_limits(recipe):
 
     cfg = resolve(B.Config, "bpi", str(recipe), None)
     assert max(cfg.budget, B.MIN_RUN_SAMPLES) * cfg.seeds * len(B.parse_algos(cfg.algo)) <= B.MAX_TOTAL_SAMPLES
-    B.check_work(cfg)  # the samples' limits, without building the MDP
+    B.check_samples(cfg)  # the samples' limits, without building the MDP
     if "frozenlake" in cfg.mdp:
         pytest.importorskip("gymnasium")
-    B.check_work(cfg, M.load_mdp(cfg.mdp))  # the planning cost on it
+    B.check_planning(cfg, M.load_mdp(cfg.mdp))  # the planning cost on it
 
 
 def test_duplicate_builtin_option_exit_2():

@@ -348,36 +348,40 @@ def plans_per_run(budget: int, S: int, A: int, warm_start: int) -> int:
     return n + 1
 
 
-def check_work(cfg: Config, mdp: M.MDP | None = None) -> None:
-    """InputError when the run would take hours of CPU or too much memory (before any result):
-    the samples' count and memory; with ``mdp``, only the planning cost on it."""
+def check_samples(cfg: Config) -> None:
+    """InputError when the run would draw too many samples (hours of CPU) or keep too many in
+    one run (memory); needs only the config, so it runs before the MDP is built."""
     from icml26.core.errors import InputError
-    from icml26.core.limits import check_work as check_work_limit
-
-    if mdp is not None:
-        S, A = mdp.S, mdp.A
-        runs = cfg.seeds * len(parse_algos(cfg.algo))
-        # ~4 solves per plan (greedy, varde, stopping rule) + up to 200 policy-iteration solves for the exact values
-        flops = (runs * plans_per_run(cfg.budget, S, A, cfg.warm_start) * 4.0 + 200) * (S ** 3 + S * S * A)
-        check_work_limit(flops, MAX_PLAN_FLOPS, "spend", f"flops planning on {S} states",
-                         "--seeds, --budget or the number of --algo, or use a smaller MDP")
-        return
+    from icml26.core.limits import check_work
 
     runs = cfg.seeds * len(parse_algos(cfg.algo))
-    check_work_limit(float(max(cfg.budget, MIN_RUN_SAMPLES)) * runs, MAX_TOTAL_SAMPLES, "draw", "samples",
-                     "--seeds, --budget or the number of --algo",
-                     detail=f"seeds x algorithms x --budget, each run counted as at least {MIN_RUN_SAMPLES}")
+    check_work(float(max(cfg.budget, MIN_RUN_SAMPLES)) * runs, MAX_TOTAL_SAMPLES, "draw", "samples",
+               "--seeds, --budget or the number of --algo",
+               detail=f"seeds x algorithms x --budget, each run counted as at least {MIN_RUN_SAMPLES}")
     if cfg.budget > MAX_RUN_SAMPLES:
         raise InputError(f"--budget {cfg.budget} would keep ~{cfg.budget * 40 / 1e9:.1e} GB of samples per run "
                          f"(limit {MAX_RUN_SAMPLES:.0e} samples per run); lower --budget")
 
 
+def check_planning(cfg: Config, mdp: M.MDP) -> None:
+    """InputError when planning on ``mdp`` (linear solves on S x S, at every replanning of every
+    run) would take hours of CPU."""
+    from icml26.core.limits import check_work
+
+    S, A = mdp.S, mdp.A
+    runs = cfg.seeds * len(parse_algos(cfg.algo))
+    # ~4 solves per plan (greedy, varde, stopping rule) + up to 200 policy-iteration solves for the exact values
+    flops = (runs * plans_per_run(cfg.budget, S, A, cfg.warm_start) * 4.0 + 200) * (S ** 3 + S * S * A)
+    check_work(flops, MAX_PLAN_FLOPS, "spend", f"flops planning on {S} states",
+               "--seeds, --budget or the number of --algo, or use a smaller MDP")
+
+
 def prepare(cfg: Config) -> M.MDP:
     """Validate everything a run needs before any result: the samples' limits (before the MDP is
     built), the MDP (and its size), then the planning cost on it."""
-    check_work(cfg)
+    check_samples(cfg)
     mdp = M.load_mdp(cfg.mdp)
-    check_work(cfg, mdp)
+    check_planning(cfg, mdp)
     return mdp
 
 
