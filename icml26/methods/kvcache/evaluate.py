@@ -21,6 +21,7 @@ last a ``summary``.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import time
@@ -83,9 +84,7 @@ class Config(PressOptions, _RunOptions):
         if self.samples < 1 or self.continuation_tokens < 1 or self.answer_tokens < 1:
             raise ValueError("samples, continuation_tokens and answer_tokens must be >= 1")
         if self.haystack is not None:
-            from icml26.core.data.text import read_text_file
-
-            read_text_file(self.haystack)  # a directory, a missing, empty or non-UTF-8 file fails here
+            haystack_text(self.haystack)  # a directory, a missing, empty or non-UTF-8 file fails here
         else:
             from icml26.core.data.text import CORPORA
 
@@ -103,11 +102,33 @@ class Config(PressOptions, _RunOptions):
 
 # ----------------------------------------------------------------------------- data
 
+def haystack_text(path: str) -> str:
+    """A ``--haystack`` file's text (InputError for a folder, a missing, empty or non-UTF-8
+    file), read once per process while the file is unchanged: the config check, the preflight
+    and the samples share the read."""
+    import os
+
+    from icml26.core.data.text import read_text_file
+
+    try:
+        stamp = os.stat(path).st_mtime_ns
+    except OSError:
+        return read_text_file(path)  # raises the InputError naming what is wrong
+    return _read_cached(path, stamp)
+
+
+@functools.lru_cache(maxsize=4)
+def _read_cached(path: str, stamp: int) -> str:
+    from icml26.core.data.text import read_text_file
+
+    return read_text_file(path)
+
+
 def _source_text(cfg: Config) -> str:
-    from icml26.core.data.text import load_corpus, read_text_file
+    from icml26.core.data.text import load_corpus
 
     if cfg.haystack:
-        return read_text_file(cfg.haystack)
+        return haystack_text(cfg.haystack)
     return "\n\n".join(load_corpus(cfg.corpus))
 
 
@@ -270,9 +291,7 @@ def preflight(cfg: Config) -> None:
     if cfg.haystack is not None:
         from transformers import AutoTokenizer
 
-        from icml26.core.data.text import read_text_file
-
-        text = read_text_file(cfg.haystack)
+        text = haystack_text(cfg.haystack)
         need = max(cfg.context_tokens) + cfg.continuation_tokens + 16
         if len(text) < 10 * need:  # a text this short may lack the tokens: count them (a longer one has them)
             n = len(AutoTokenizer.from_pretrained(folder).encode(text, add_special_tokens=False))
