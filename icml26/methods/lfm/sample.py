@@ -29,12 +29,13 @@ from icml26.methods.lfm import flow, metrics
 from icml26.methods.lfm.train import load_flow, load_vae_dir, model_velocity
 
 SAMPLERS = ("euler", "heun", "adaptive")
+DEFAULT_STEPS = 60  # euler / heun steps when none are given (the paper's 60 Euler steps)
 
 
 @dataclass(frozen=True)
 class SampleConfig:
     num_samples: int = 500
-    steps: int = 60                # solver steps (euler/heun)
+    steps: int | None = None       # solver steps of euler/heun (None = 60); the adaptive sampler picks its own (None)
     sampler: str = "euler"         # euler | heun | adaptive
     t_split: float = 0.7           # coarse model for t < t_split
     cfg_scale: float = 1.0         # classifier-free guidance scale (1 = none)
@@ -50,11 +51,17 @@ class SampleConfig:
     def __post_init__(self):
         if self.sampler not in SAMPLERS:
             raise ValueError(f"sampler must be one of {', '.join(SAMPLERS)}, got {self.sampler!r}")
+        if self.sampler == "adaptive" and self.steps is not None:
+            raise ValueError(f"steps={self.steps} applies to the euler and heun samplers; the adaptive sampler (RK45) "
+                             "chooses its own steps from rtol/atol (each result reports its nfe): drop steps (--set steps=null over a "
+                             "recipe's steps), or choose euler/heun")
+        if self.sampler != "adaptive" and self.steps is None:
+            object.__setattr__(self, "steps", DEFAULT_STEPS)
         if not 0.0 < self.t_split < 1.0:
             raise ValueError(f"t_split must be in (0, 1), got {self.t_split}")
         if self.reference_offset < 0 or self.bootstrap < 0:
             raise ValueError("reference_offset and bootstrap must be >= 0")
-        for k in ("num_samples", "steps", "batch_size", "reference_size", "grid_size", "timing_repeats"):
+        for k in (("num_samples",) + (("steps",) if self.steps is not None else ()) + ("batch_size", "reference_size", "grid_size", "timing_repeats")):
             if getattr(self, k) < 1:
                 raise ValueError(f"{k} must be >= 1, got {getattr(self, k)}")
         if self.num_samples < 4:
@@ -68,11 +75,13 @@ def _sample_latents(v_factory, x0: Tensor, y: Tensor | None, cfg: SampleConfig, 
         xb = x0[s : s + cfg.batch_size]
         yb = None if y is None else y[s : s + cfg.batch_size]
         v = v_factory(yb)
-        x1, n = flow.integrate(v, xb, method=cfg.sampler, steps=cfg.steps, rtol=cfg.rtol, atol=cfg.atol)
+        if c2f:  # count the network evaluations of each model (integers; a mixed batch calls both)
+            v.coarse, v.fine = flow.CountingVelocity(v.coarse), flow.CountingVelocity(v.fine)
+        x1, n = flow.integrate(v, xb, method=cfg.sampler, steps=cfg.steps or 0, rtol=cfg.rtol, atol=cfg.atol)
         outs.append(x1)
-        nfe = max(nfe, n)
-        if c2f:
-            extra = {"nfe_coarse": v.nfe_coarse, "nfe_fine": v.nfe_fine}
+        if c2f and (n > nfe or not extra):  # the batch that took the most evaluations (adaptive: batches differ)
+            extra = {"nfe_coarse": int(v.coarse.calls), "nfe_fine": int(v.fine.calls)}
+        nfe = max(nfe, int(n))
     return torch.cat(outs), nfe, extra
 
 
@@ -219,6 +228,8 @@ def _records(cfg: SampleConfig, *, fine: str, coarse: str | None, seed: int, out
         grids["same_seed"] = str(outp / "same_seed.png")
     summary = {"kind": "summary", "modes": [r["mode"] for r in results], "num_samples": cfg.num_samples, "sampler": cfg.sampler,
                "steps": cfg.steps, "feature_net": feature_name, "grids": grids}
+    if cfg.sampler == "adaptive":  # no fixed steps: the solver's tolerances and the evaluations it took
+        summary.update(rtol=cfg.rtol, atol=cfg.atol, nfe={r["mode"]: r["nfe"] for r in results})
     by = {r["mode"]: r for r in results}
     if "coarse-to-fine" in by:
         summary["c2f_speedup"] = by["coarse-to-fine"]["speedup"]
