@@ -61,7 +61,7 @@ def sample_lfm(
     coarse: Annotated[Optional[str], typer.Option("--coarse", help="Small (coarse) model checkpoint for t < t-split.", show_default=False)] = None,
     compare: Annotated[Optional[List[str]], typer.Option("--compare", help="More checkpoints to sample from the same seeds (repeatable).", show_default=False)] = None,
     t_split: Annotated[Optional[float], typer.Option("--t-split", help="Switch time from the coarse to the fine model.", show_default=False)] = None,
-    steps: Annotated[Optional[int], typer.Option("--steps", help="Solver steps.", show_default=False)] = None,
+    steps: Annotated[Optional[int], typer.Option("--steps", help="Euler / Heun steps (default 60); the adaptive sampler picks its own (exit 2 with it).", show_default=False)] = None,
     sampler: Annotated[Optional[str], typer.Option("--sampler", help="euler | heun | adaptive.", show_default=False)] = None,
     num_samples: Annotated[Optional[int], typer.Option("--num-samples", "-n", help="Samples per mode.", show_default=False)] = None,
     vae: Annotated[Optional[str], typer.Option("--vae", help="VAE run dir (default: the one recorded in --fine).", show_default=False)] = None,
