@@ -190,7 +190,7 @@ def score(
     no_spool: Annotated[bool, typer.Option("--no-spool", help="Stream to stdout batch by batch (a failure then leaves partial output).")] = False,
     device: DeviceOpt = "auto", log: LogOpt = None, quiet: QuietOpt = False,
 ) -> None:
-    """Add metadata.quality_score to every document (stdout: documents only)."""
+    """Add metadata.quality_score (and quality_score_range, the values it can take) to every document (stdout: documents only)."""
     import time
     from pathlib import Path
 
@@ -217,16 +217,17 @@ def score(
         st = score_stream(m, input, w, batch_size=batch_size, skip_bad=skip_bad, field=field, bar=bar)
     dt = time.perf_counter() - t0
     _finish("filter-data score", {"input": input, "model": model, "classifier": m.classifier, "field": field,
-                                  "batch_size": batch_size, "skip_bad": skip_bad},
+                                  "batch_size": batch_size, "skip_bad": skip_bad, "score_range": m.score_range,
+                                  "score_kind": m.score_kind},
             {"n_scored": st.written, "n_bad": st.bad, "first_bad": st.first_bad, "score_mean": st.score_mean,
-             "docs_per_s": st.written / dt if dt > 0 else None}, log, quiet)
+             "score_range": m.score_range, "docs_per_s": st.written / dt if dt > 0 else None}, log, quiet)
 
 
 @filter_app.command("select")
 def select(
     input: InputArg = "-",
     top: Annotated[Optional[float], typer.Option("--top", help="Keep this fraction of documents with the highest scores (exact).", show_default=False)] = None,
-    threshold: Annotated[Optional[float], typer.Option("--threshold", help="Keep documents with score >= this (one pass).", show_default=False)] = None,
+    threshold: Annotated[Optional[float], typer.Option("--threshold", help="Keep documents with score >= this (one pass); must lie in the scores' range ([0, 1] for ngram/embed).", show_default=False)] = None,
     field: FieldOpt = "quality_score",
     output: OutputOpt = None,
     skip_bad: SkipBadOpt = False,
@@ -239,11 +240,21 @@ def select(
     _refuse_overwrite(output, input)
     _refuse_overwrite(log, input, flag="--log")
     _refuse_overwrite(log, output, flag="--log", what="output")
+    import sys
+
+    from icml26.methods.filtering.cqf import range_text
+
     with DocumentWriter(output) as w:
         st = select_stream(input, w, top=top, threshold=threshold, field=field, skip_bad=skip_bad)
+    if threshold is not None and st.read and st.written in (0, st.read) and not quiet:
+        seen = f"{st.score_min:.4g} to {st.score_max:.4g}" if st.score_min is not None else "unknown"
+        print(f"icml26 filter-data select: warning: --threshold {threshold:g} kept {'none' if st.written == 0 else 'all'} of "
+              f"the {st.read} documents (their scores: {seen}; possible range {range_text(st.score_range)}); "
+              "choose a threshold between the scores, or --top K for a fraction", file=sys.stderr)
     _finish("filter-data select", {"input": input, "top": top, "threshold": threshold, "field": field, "skip_bad": skip_bad},
             {"n_read": st.read, "n_kept": st.written, "n_bad": st.bad, "first_bad": st.first_bad,
-             "score_threshold": st.threshold}, log, quiet)
+             "score_threshold": st.threshold, "score_range": st.score_range, "score_min": st.score_min,
+             "score_max": st.score_max}, log, quiet)
 
 
 @filter_app.command("analyze")

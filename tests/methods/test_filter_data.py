@@ -116,6 +116,7 @@ def test_score_keeps_documents_and_adds_quality_score(tmp_path, toy_model):
     for a, b in zip(ins, outs):
         q = b["metadata"].pop("quality_score")
         assert isinstance(q, float) and 0.0 <= q <= 1.0
+        assert b["metadata"].pop("quality_score_range") == [0.0, 1.0]  # what a probability can take
         if "metadata" not in a:
             assert b["metadata"] == {}
             b.pop("metadata")

@@ -34,6 +34,11 @@ from icml26.core.errors import InputError
 
 FORMAT = "icml26-filter-data/1"
 CLASSIFIERS = ("ngram", "embed", "dsir")
+# The values each classifier's score can take, [low, high] (None = unbounded), and what it is.
+SCORE_RANGES = {"ngram": (0.0, 1.0), "embed": (0.0, 1.0), "dsir": (None, None)}
+SCORE_KINDS = {"ngram": "probability P(HQ | x) of the logistic regression",
+               "embed": "probability P(HQ | x) of the logistic regression",
+               "dsir": "log importance weight log p_HQ(x) - log p_pool(x) (unbounded; 0 = equally likely)"}
 MODEL_FILE = "model.safetensors"
 
 
@@ -126,6 +131,15 @@ class QualityModel:
     tensors: dict
     settings: dict
     metrics: dict = field(default_factory=dict)
+
+    @property
+    def score_range(self) -> list:
+        """[low, high] of the scores this classifier can give (None = unbounded on that side)."""
+        return list(SCORE_RANGES[self.classifier])
+
+    @property
+    def score_kind(self) -> str:
+        return SCORE_KINDS[self.classifier]
 
     def features(self, texts: Sequence[str]):
         s = self.settings

@@ -36,6 +36,9 @@ class StreamStats:
     first_bad: str | None = None
     threshold: float | None = None
     score_mean: float | None = None
+    score_min: float | None = None
+    score_max: float | None = None
+    score_range: list | None = None   # [low, high] the classifier's scores can take (None = unbounded), as scored
 
 
 def _batches(it: Iterator[tuple[int, dict]], size: int) -> Iterator[list[dict]]:
@@ -51,13 +54,16 @@ def _batches(it: Iterator[tuple[int, dict]], size: int) -> Iterator[list[dict]]:
 
 def score_stream(model, path: str, writer: DocumentWriter, *, batch_size: int = 256, skip_bad: bool = False,
                  field: str = "quality_score", bar=None) -> StreamStats:
-    """Write every document of ``path`` unchanged plus ``metadata[field] = score`` (float).
+    """Write every document of ``path`` unchanged plus ``metadata[field] = score`` (float) and
+    ``metadata[field + "_range"] = [low, high]``, the values the classifier's scores can take
+    (``model.score_range``: [0, 1] for probabilities, [None, None] for DSIR's unbounded log
+    ratios), which ``select`` checks a ``--threshold`` against.
 
     Documents are scored ``batch_size`` at a time; nothing else is held in memory."""
     if batch_size < 1:
         raise InputError(f"--batch-size must be >= 1, got {batch_size}")
     rs = ReadStats()
-    st = StreamStats()
+    st = StreamStats(score_range=list(model.score_range))
     total = 0.0
     for batch in _batches(iter_documents(path, skip_bad=skip_bad, stats=rs), batch_size):
         scores = model.score([d["text"] for d in batch])
@@ -66,6 +72,7 @@ def score_stream(model, path: str, writer: DocumentWriter, *, batch_size: int = 
             if md is None:
                 md = d["metadata"] = {}
             md[field] = float(s)
+            md[field + "_range"] = list(st.score_range)
             writer.write(d)
             total += float(s)
         writer.flush()
@@ -86,8 +93,34 @@ def get_score(doc: dict, field: str, where: str) -> float | str:
     return float(v)
 
 
-def _scored(path: str, field: str, skip_bad: bool, rs: ReadStats) -> Iterator[tuple[dict, float]]:
+def get_range(doc: dict, field: str, where: str) -> list | None | str:
+    """``metadata[field + "_range"]`` written by ``score`` ([low, high], None = unbounded), None
+    when the document has none (scored elsewhere), or an error message when it is malformed."""
+    r = (doc.get("metadata") or {}).get(field + "_range")
+    if r is None:
+        return None
+    ok = isinstance(r, list) and len(r) == 2 and all(
+        v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)) for v in r)
+    if not ok or (None not in r and r[0] > r[1]):
+        return f"{where}: metadata.{field}_range must be [low, high] (null = unbounded), got {r!r}"
+    return [None if v is None else float(v) for v in r]
+
+
+def range_text(r: list | None) -> str:
+    if r is None:
+        return "unknown (no metadata range)"
+    lo, hi = ("-inf" if r[0] is None else f"{r[0]:g}"), ("inf" if r[1] is None else f"{r[1]:g}")
+    return f"[{lo}, {hi}]"
+
+
+def _scored(path: str, field: str, skip_bad: bool, rs: ReadStats, st: StreamStats | None = None,
+            threshold: float | None = None) -> Iterator[tuple[dict, float]]:
+    """(document, score) of each scored document. With ``st``, the score range recorded by
+    ``score`` is checked to be the same on every document (InputError otherwise) and kept in
+    ``st.score_range``; a ``threshold`` outside it is an InputError at the first document,
+    before anything is written."""
     name = "<stdin>" if path == "-" else path
+    first = True
     for lineno, d in iter_documents(path, skip_bad=skip_bad, stats=rs):
         s = get_score(d, field, f"{name}:{lineno}")
         if isinstance(s, str):
@@ -97,6 +130,24 @@ def _scored(path: str, field: str, skip_bad: bool, rs: ReadStats) -> Iterator[tu
             rs.read -= 1
             rs.first_bad = rs.first_bad or s
             continue
+        if st is not None:
+            r = get_range(d, field, f"{name}:{lineno}")
+            if isinstance(r, str):
+                raise InputError(r)
+            if first:
+                st.score_range, first = r, False
+                if threshold is not None and r is not None and (
+                        (r[0] is not None and threshold < r[0]) or (r[1] is not None and threshold > r[1])):
+                    raise InputError(f"--threshold {threshold:g} is outside {range_text(r)}, the range of the scores "
+                                     f"in metadata.{field} (its classifier's {field}_range): it would keep "
+                                     f"{'nothing' if r[1] is not None and threshold > r[1] else 'everything'}; "
+                                     "choose a threshold inside it, or --top K for a fraction")
+            elif r != st.score_range:
+                raise InputError(f"{name}:{lineno}: metadata.{field}_range {range_text(r)} differs from the first document's "
+                                 f"{range_text(st.score_range)}: the documents were scored by different classifiers; "
+                                 "select from one classifier's scores")
+            st.score_min = s if st.score_min is None else min(st.score_min, s)
+            st.score_max = s if st.score_max is None else max(st.score_max, s)
         yield d, s
 
 
@@ -111,7 +162,11 @@ def select_stream(path: str, writer: DocumentWriter, *, top: float | None = None
                   field: str = "quality_score", skip_bad: bool = False) -> StreamStats:
     """Keep the top ``top`` fraction by ``metadata[field]`` (exact, ties broken by input
     order) or every document with score >= ``threshold``; documents are written unchanged,
-    in input order."""
+    in input order. ``st.threshold`` is the threshold used (with ``--top``: the k-th largest
+    score, the effective threshold); ``st.score_range`` the range recorded by ``score``.
+
+    InputError: a threshold outside the recorded score range (it would keep nothing or
+    everything), documents scored by classifiers with different ranges, unscored documents."""
     if (top is None) == (threshold is None):
         raise InputError("give exactly one of --top and --threshold")
     if top is not None and not 0.0 < top <= 1.0:
@@ -121,7 +176,7 @@ def select_stream(path: str, writer: DocumentWriter, *, top: float | None = None
     st = StreamStats()
     if threshold is not None:
         rs = ReadStats()
-        for d, s in _scored(path, field, skip_bad, rs):
+        for d, s in _scored(path, field, skip_bad, rs, st, threshold):
             if s >= threshold:
                 writer.write(d)
                 st.written += 1
@@ -137,7 +192,7 @@ def select_stream(path: str, writer: DocumentWriter, *, top: float | None = None
     try:
         # pass 1: scores only
         rs = ReadStats()
-        scores = np.fromiter((s for _, s in _scored(path, field, skip_bad, rs)), dtype=np.float64)
+        scores = np.fromiter((s for _, s in _scored(path, field, skip_bad, rs, st)), dtype=np.float64)
         n = len(scores)
         k = n_keep(n, top)
         if k == 0:
