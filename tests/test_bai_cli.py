@@ -45,13 +45,13 @@ def test_env_errors_name_arm_and_field(arms, message):
 
 
 def test_empirical_arms(tmp_path):
-    (tmp_path / "c.csv").write_text("a,b,empty\n1,2,\n3,4,\n5,x,\n")
+    (tmp_path / "c.csv").write_text("a,b,empty\n1,2,\n3,4,\n5,,\n")
     env = tmp_path / "e.yaml"
-    env.write_text("name: e\narms:\n  - {dist: empirical, file: c.csv, column: a, label: A}\n  - {dist: empirical, file: c.csv, column: b}\n")
+    env.write_text("name: e\narms:\n  - {dist: empirical, file: c.csv, column: a, label: A}\n  - {dist: empirical, file: c.csv, column: b, missing: drop}\n")
     t = load_env(env)
-    assert t.labels == ("A", "arm1") and t.means.tolist() == [3.0, 3.0]
+    assert t.labels == ("A", "arm1") and t.means.tolist() == [3.0, 3.0] and t.dropped == (0, 1)
     assert t.emp_values.tolist() == [1.0, 3.0, 5.0, 2.0, 4.0] and t.emp_offsets.tolist() == [0, 3, 5]
-    env.write_text("name: e\narms:\n  - {dist: empirical, file: c.csv, column: empty}\n  - {dist: bernoulli, p: 0.2}\n")
+    env.write_text("name: e\narms:\n  - {dist: empirical, file: c.csv, column: empty, missing: drop}\n  - {dist: bernoulli, p: 0.2}\n")
     with pytest.raises(InputError, match=r"arm 0: field 'column': 'empty' in c.csv has no numeric values"):
         load_env(env)
     env.write_text("name: e\narms:\n  - {dist: empirical, file: nope.csv, column: a}\n  - {dist: bernoulli, p: 0.2}\n")

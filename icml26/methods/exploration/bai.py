@@ -32,6 +32,9 @@ from icml26.core.errors import InputError
 from icml26.core.limits import check_work
 from icml26.ops import bai as budget_engine  # NumPy only at import; the C++ kernels load on first use
 from icml26.ops import bai_fc as confidence_engine
+from icml26.methods.exploration.bandit_env import KINDS
+
+KIND_EMPIRICAL = KINDS["empirical"]
 
 # fixed budget runs the budget engine's algorithms and the confidence engine's sampling rules
 BUDGET_ALGOS = budget_engine.ALGOS + tuple(a for a in confidence_engine.ALGOS if a not in budget_engine.ALGOS)
@@ -300,7 +303,11 @@ def run(cfg: Config, *, seed: int = 0, table=None) -> Iterator[dict]:
     settings = [("budget", b) for b in cfg.budget] or [("delta", d) for d in cfg.delta]
     seeds = run_seeds(seed, cfg.seeds)
     yield {"kind": "env", "env": table.name, "arms": table.K, "labels": list(table.labels), "means": table.means.tolist(),
-           "stds": np.sqrt(table.variances).tolist(), "best_arms": table.best_arms.tolist(), "complexity_h1": table.complexity_h1()}
+           "stds": np.sqrt(table.variances).tolist(), "best_arms": table.best_arms.tolist(), "complexity_h1": table.complexity_h1(),
+           # per arm: values an empirical arm resamples (null: a parametric arm), missing cells dropped ('missing: drop')
+           "values": [int(table.emp_offsets[k + 1] - table.emp_offsets[k]) if int(table.kind[k]) == KIND_EMPIRICAL else None
+                      for k in range(table.K)],
+           "missing_dropped": list(table.dropped) if table.dropped else [0] * table.K}
     results = []
     if cfg.backend != "ref":  # load (or build) the kernels now, so that `seconds` times the runs only
         for eng in {engine_for(a, cfg) for a in algos}:
@@ -322,7 +329,7 @@ def run(cfg: Config, *, seed: int = 0, table=None) -> Iterator[dict]:
                     rec["stopping_time_mean"] = float(pulls.mean())
                     rec["stopping_time_q90"] = float(np.quantile(pulls, 0.9))
                     rec["stopped_fraction"] = float(m["_stopped"].mean())
-                    rec["error_below_delta"] = bool(m["error_probability"] <= v)
+                    rec["error_below_delta"] = below_delta(m["error_probability_ci"], v)
                 rec["pull_share"] = (m["_counts_mean"] / max(m["_counts_mean"].sum(), 1.0)).round(4).tolist()
                 rec["seconds"] = secs
                 results.append(rec)
@@ -330,10 +337,25 @@ def run(cfg: Config, *, seed: int = 0, table=None) -> Iterator[dict]:
     yield summarize(results, cfg)
 
 
+def below_delta(ci: list[float], delta: float) -> bool | None:
+    """Whether a run's error probability is below ``delta``, decided on its Wilson 95% interval
+    ``ci = [lo, hi]`` of the empirical error rate: True when ``hi <= delta`` (below delta at 95%
+    confidence), False when ``lo > delta`` (above it), None when the interval spans delta (too few
+    seeds to tell; e.g. 1 error in 10 seeds is 0.1 [0.018, 0.404]: None at delta 0.1 or 0.2)."""
+    lo, hi = float(ci[0]), float(ci[1])
+    if hi <= delta:
+        return True
+    if lo > delta:
+        return False
+    return None
+
+
 def summarize(results: list[dict], cfg: Config) -> dict:
     """Best algorithm: fixed budget -> lowest mean error probability over settings
     (ties: lower simple regret); fixed confidence -> lowest mean stopping time among the
-    algorithms whose error rate stayed below delta in every setting."""
+    algorithms whose error rate is below delta (``error_below_delta`` True: the upper end of
+    its 95% interval at most delta) and that stopped in every run, in every setting; None when
+    no algorithm qualifies (``delta_undetermined`` lists those whose interval spans delta)."""
     by: dict[str, list[dict]] = {}
     for r in results:
         by.setdefault(r["algo"], []).append(r)
@@ -353,12 +375,15 @@ def summarize(results: list[dict], cfg: Config) -> dict:
             summary["varde_rank"] = 1 + sum(1 for a in score if score[a][0] < score["varde"][0])
     else:
         ok = {a: rs for a, rs in by.items()
-              if all(r["error_below_delta"] and r.get("stopped_fraction", 1.0) == 1.0 for r in rs)}
+              if all(r["error_below_delta"] is True and r.get("stopped_fraction", 1.0) == 1.0 for r in rs)}
         score = {a: float(np.mean([r["stopping_time_mean"] for r in rs])) for a, rs in ok.items()}
         best = min(score, key=lambda a: score[a]) if score else None
-        summary["best_algo"] = best  # None: no algorithm stopped in every run with error <= delta
+        summary["best_algo"] = best  # None: no algorithm stopped in every run with error shown below delta
         summary["stopping_time_mean"] = score[best] if best else None
         summary["delta_respected_by"] = sorted(ok)
+        # not shown above delta, but not shown below it either (more seeds would tell)
+        summary["delta_undetermined"] = sorted(a for a, rs in by.items() if any(r["error_below_delta"] is None for r in rs)
+                                               and not any(r["error_below_delta"] is False for r in rs))
     return summary
 
 

@@ -8,10 +8,15 @@ arms:
   - {dist: student_t, mean: 0.4, scale: 1.0, df: 3}
   - {dist: lognormal, mean: 0.3, sigma: 1.2}      # mean is the arm's mean reward
   - {dist: empirical, file: counts.csv, column: det_07}   # resamples recorded values
+  - {dist: empirical, file: counts.csv, column: det_08, missing: drop}  # blank cells dropped
 ```
 Each arm may carry a ``label``. ``file`` paths are relative to the YAML file; CSV files
-need a header row; values are read with pandas (``.csv``, ``.parquet``). Any problem
-raises :class:`~icml26.core.errors.InputError` naming the arm and field.
+need a header row; values are read with pandas (``.csv``, ``.parquet``). Every cell of an
+empirical column must be a finite number: a non-numeric cell is an error naming the file,
+column and row, and so is a missing one (blank, ``NA``, ``nan``, a blank line) unless the arm
+says ``missing: drop`` (default ``missing: error``); ``ArmTable.dropped`` counts the cells
+dropped per arm. Any problem raises :class:`~icml26.core.errors.InputError` naming the arm
+and field.
 
 The arrays of :class:`ArmTable` are what the kernels consume (see
 ``icml26/csrc/cpu/bandit_sampler.h`` for the kind codes and parameter meaning).
@@ -34,8 +39,9 @@ FIELDS = {
     "gaussian": (("mean", "std"), ()),
     "student_t": (("mean", "scale", "df"), ()),
     "lognormal": (("mean", "sigma"), ()),
-    "empirical": (("file", "column"), ()),
+    "empirical": (("file", "column"), ("missing",)),
 }
+MISSING = ("error", "drop")  # empirical arms: what a missing cell does
 
 
 @dataclass(frozen=True)
@@ -44,7 +50,9 @@ class ArmTable:
 
     kind: (K,) int32 codes; params: (K, 3) float64; emp_values: (M,) float64 and
     emp_offsets: (K+1,) int64 (empirical arm k resamples emp_values[off[k]:off[k+1]]);
-    means: (K,) true mean rewards; variances: (K,) true reward variances (inf if undefined)."""
+    means: (K,) true mean rewards; variances: (K,) true reward variances (inf if undefined);
+    dropped: (K,) missing cells dropped from each empirical arm's column (``missing: drop``;
+    0 for the other arms; empty for a table built by hand)."""
 
     name: str
     labels: tuple[str, ...]
@@ -55,6 +63,7 @@ class ArmTable:
     means: np.ndarray
     variances: np.ndarray
     specs: tuple[dict, ...] = field(default=(), compare=False)
+    dropped: tuple[int, ...] = field(default=(), compare=False)
 
     @property
     def K(self) -> int:
@@ -90,23 +99,57 @@ def _num(arm_no: int, label: str, key: str, value, *, positive=False, unit=False
     return v
 
 
-def _read_column(path: Path, column: str, where: str) -> np.ndarray:
+def _read_column(path: Path, column: str, where: str, missing: str = "error") -> tuple[np.ndarray, int]:
+    """The values of ``column`` in a CSV / parquet file -> ((n,) float64, cells dropped).
+
+    Every cell must be a finite number of magnitude at most 1e150 (variances stay finite).
+    A missing cell (blank, a pandas NA string such as ``NA`` / ``nan``, a blank line of a CSV)
+    is dropped when ``missing == "drop"`` and counted; otherwise, like a non-numeric cell, it
+    raises InputError naming the file, column and row (data rows counted from 1 after the
+    header; a CSV's line number too)."""
     import pandas as pd
 
     if not path.is_file():
         raise InputError(f"{where}: field 'file': {str(path)!r} does not exist")
+    csv = path.suffix != ".parquet"
     try:
-        df = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+        # blank lines are rows (a missing cell), not skipped: nothing is dropped unasked
+        df = pd.read_csv(path, skip_blank_lines=False) if csv else pd.read_parquet(path)
     except Exception as e:  # noqa: BLE001 - any parse failure is the user's file
         raise InputError(f"{where}: field 'file': cannot read {str(path)!r} ({type(e).__name__})") from None
     if column not in df.columns:
         cols = ", ".join(map(str, list(df.columns)[:12]))
         raise InputError(f"{where}: field 'column': {column!r} not in {path.name} (columns: {cols})")
-    v = pd.to_numeric(df[column], errors="coerce").to_numpy(dtype=np.float64)
-    v = v[np.isfinite(v)]
+    cells = df[column]
+    if isinstance(cells, pd.DataFrame):  # a repeated header name (parquet; pandas renames CSV repeats)
+        raise InputError(f"{where}: field 'column': {column!r} appears more than once in {path.name}")
+    absent = cells.isna().to_numpy()
+    if cells.dtype == bool or str(cells.dtype) == "boolean":
+        v = np.full(len(cells), np.nan)  # true/false is not a reward
+    else:
+        v = pd.to_numeric(cells, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    bad = ~absent & ~(np.isfinite(v) & (np.abs(v) <= 1e150))
+    if missing != "drop":
+        bad |= absent
+
+    def at(i: int) -> str:
+        return f"row {i + 1}" + (f" (line {i + 2})" if csv else "")
+
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        n_bad = int(bad.sum())
+        more = f"; {n_bad - 1} more such cell{'s' if n_bad > 2 else ''}" if n_bad > 1 else ""
+        if absent[i]:
+            raise InputError(f"{where}: field 'column': {str(path)!r} column {column!r} {at(i)} is missing{more}; "
+                             "fix the file, or give the arm 'missing: drop' to drop missing cells")
+        raw = cells.iloc[i]
+        shown = repr(raw) if isinstance(raw, str) else str(raw)
+        raise InputError(f"{where}: field 'column': {str(path)!r} column {column!r} {at(i)} is {shown}, "
+                         f"not a finite number (at most 1e150 in magnitude){more}")
+    v = v[~absent]
     if v.size == 0:
         raise InputError(f"{where}: field 'column': {column!r} in {path.name} has no numeric values")
-    return v
+    return v, int(absent.sum())
 
 
 def parse_env(data: object, base_dir: Path, source: str = "env") -> ArmTable:
@@ -123,7 +166,7 @@ def parse_env(data: object, base_dir: Path, source: str = "env") -> ArmTable:
     if len(arms) < 2:
         raise InputError(f"{source}: 'arms' needs at least 2 arms, got {len(arms)}")
     name = str(data.get("name") or Path(source).stem)
-    kinds, params, means, variances, labels, emp, offs = [], [], [], [], [], [], [0]
+    kinds, params, means, variances, labels, emp, offs, dropped = [], [], [], [], [], [], [0], []
     for i, arm in enumerate(arms):
         if not isinstance(arm, dict):
             raise InputError(f"{source}: arm {i} must be a mapping like {{dist: gaussian, mean: 0.5, std: 1}}")
@@ -135,7 +178,7 @@ def parse_env(data: object, base_dir: Path, source: str = "env") -> ArmTable:
         req, opt = FIELDS[dist]
         for k in arm:
             if k not in ("dist", "label", *req, *opt):
-                raise InputError(f"{where}: unknown field {k!r} for dist {dist}; valid: {', '.join(('label', *req))}")
+                raise InputError(f"{where}: unknown field {k!r} for dist {dist}; valid: {', '.join(('label', *req, *opt))}")
         for k in req:
             if k not in arm:
                 raise InputError(f"{where}: missing field {k!r} (dist {dist} needs {', '.join(req)})")
@@ -159,11 +202,16 @@ def parse_env(data: object, base_dir: Path, source: str = "env") -> ArmTable:
             f, col = arm["file"], arm["column"]
             if not isinstance(f, str) or not f:
                 raise InputError(f"{where}: field 'file' must be a path string")
-            vals = _read_column((base_dir / f), str(col), where)
+            missing = arm.get("missing", "error")
+            if not isinstance(missing, str) or missing not in MISSING:
+                raise InputError(f"{where}: field 'missing' must be one of {', '.join(MISSING)}, got {missing!r}")
+            vals, n_dropped = _read_column((base_dir / f), str(col), where, missing)
             emp.append(vals)
+            dropped.append(n_dropped)
             mean, var = float(vals.mean()), float(vals.var())
         if dist != "empirical":
             emp.append(np.zeros(0))
+            dropped.append(0)
         offs.append(offs[-1] + emp[-1].size)
         kinds.append(KINDS[dist])
         params.append(p)
@@ -180,6 +228,7 @@ def parse_env(data: object, base_dir: Path, source: str = "env") -> ArmTable:
         means=np.asarray(means, dtype=np.float64),
         variances=np.asarray(variances, dtype=np.float64),
         specs=tuple(dict(a) for a in arms),
+        dropped=tuple(dropped),
     )
 
 
