@@ -1,0 +1,73 @@
+"""CLI of jacobian-spectrum and equivariance: record contract, a user's model, bad input -> exit 2."""
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import save_file
+from typer.testing import CliRunner
+
+from icml26.cli import app
+
+runner = CliRunner()
+
+
+def _records(r):
+    return [json.loads(x) for x in r.stdout.splitlines()]
+
+
+JS_FIELDS = {"depth", "lyapunov", "lyapunov_pred", "gap_ratio", "alignment", "phase", "gates"}
+
+
+def test_jacobian_spectrum_user_model_records(tmp_path):
+    g = torch.Generator().manual_seed(0)
+    ws = {f"layers.{i}.weight": torch.randn(16, 16 if i else 10, generator=g) * (2 / 16) ** 0.5 for i in range(6)}
+    ws["layers.0.bias"] = torch.zeros(16)
+    f = tmp_path / "m.safetensors"
+    save_file(ws, str(f))
+    r = runner.invoke(app, ["jacobian-spectrum", "--model", str(f), "--top-k", "3", "--set", "data=noise", "--set", "n_samples=2", "-q"])
+    assert r.exit_code == 0, r.output
+    recs = _records(r)
+    res = [x for x in recs if x["kind"] == "result"]
+    assert recs[-1]["kind"] == "summary" and len(res) == 2
+    for x in res:
+        assert JS_FIELDS <= set(x) and x["depth"] == 6 and x["phase"] == "trained" and x["lyapunov_pred"] is None
+        assert len(x["lyapunov"]) == 3 and x["gates"] in ("fixed", "free")
+
+
+def test_jacobian_spectrum_record_contract_at_init():
+    r = runner.invoke(app, ["jacobian-spectrum", "--width", "16", "--depth", "3,6", "--top-k", "3", "--gates", "free",
+                            "--set", "data=noise", "--set", "n_samples=2", "-q"])
+    assert r.exit_code == 0, r.output
+    res = [x for x in _records(r) if x["kind"] == "result"]
+    assert [x["depth"] for x in res] == [3, 6]
+    for x in res:
+        assert JS_FIELDS <= set(x) and x["phase"] == "init" and x["gates"] == "free"
+        assert len(x["lyapunov_pred"]) == 3 and len(x["gap_ratio"]) == 2 and 0 < x["alignment"] <= 1
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--arch", "transformer"], "arch"),
+    (["--depth", "4,x"], "--depth"),
+    (["--top-k", "300", "--width", "16"], "top_k"),
+    (["--model", "nope.safetensors"], "nope.safetensors"),
+    (["--set", "data=/no/such/images"], "/no/such/images"),
+    (["--width", "4096", "--depth", "2000"], "this run would"),
+])
+def test_jacobian_spectrum_bad_input_exits_2(args, needle, tmp_path):
+    r = runner.invoke(app, ["jacobian-spectrum", *args, "-q", "--out", str(tmp_path / "run")])
+    assert r.exit_code == 2, r.output
+    err = r.stderr.strip().splitlines()
+    assert len(err) == 1 and needle in err[0], r.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_jacobian_spectrum_corrupt_and_non_chain_model_exit_2(tmp_path):
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json")
+    r = runner.invoke(app, ["jacobian-spectrum", "--model", str(bad), "-q"])
+    assert r.exit_code == 2 and "not a valid safetensors" in r.stderr
+    f = tmp_path / "gap.safetensors"
+    save_file({"a.0.weight": torch.zeros(8, 4), "a.1.weight": torch.zeros(8, 5)}, str(f))
+    r = runner.invoke(app, ["jacobian-spectrum", "--model", str(f), "--top-k", "2", "-q"])
+    assert r.exit_code == 2 and "not a chain" in r.stderr
