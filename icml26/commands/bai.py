@@ -7,7 +7,7 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from icml26.core.options import OutOpt, QuietOpt, RecipeOpt, SeedOpt, SeedsOpt, SetOpt, split_csv
+from icml26.core.options import OutOpt, QuietOpt, RecipeOpt, ResumeOpt, SeedOpt, SeedsOpt, SetOpt, split_csv
 
 
 def bai(
@@ -20,6 +20,7 @@ def bai(
     set_: SetOpt = None,
     seed: SeedOpt = None,
     out: OutOpt = None,
+    resume: ResumeOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
     """Identify the best arm of a stochastic bandit: VarDE against the standard algorithms.
@@ -28,7 +29,7 @@ def bai(
 
     Example: icml26 bai --env varde-geom14 --budget 200 --algo all --seeds 2000
     """
-    from icml26.core.output import stream
+    from icml26.core.output import previous_results, resume_records, stream
     from icml26.core.recipe import recipe_seed, resolve
     from icml26.methods.exploration import bai as m
 
@@ -53,4 +54,7 @@ def bai(
     cols = ["algo", "budget" if cfg.budget else "delta", "error_probability:P(error)", "error_probability_ci:95% CI", "simple_regret:regret"]
     if cfg.delta:
         cols += ["stopping_time_mean:E[stop]", "stopping_time_q90:q90 stop", "stopped_fraction:stopped"]
-    stream(m.run(cfg, seed=s, table=table), command="bai", config=cfg, seed=s, out=out, quiet=quiet, columns=cols, plot=m.plot)
+    prev = resume_records(out, command="bai", config=cfg, seed=s) if resume else None
+    done = previous_results(prev, "algo", "budget", "delta")
+    stream(m.run(cfg, seed=s, table=table, done=done), command="bai", config=cfg, seed=s, out=out, quiet=quiet, columns=cols,
+           plot=m.plot, resumable=True, previous=prev)

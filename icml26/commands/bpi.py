@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from icml26.core.options import OutOpt, QuietOpt, RecipeOpt, SeedOpt, SeedsOpt, SetOpt
+from icml26.core.options import OutOpt, QuietOpt, RecipeOpt, ResumeOpt, SeedOpt, SeedsOpt, SetOpt
 
 COLUMNS = ["algo", "samples", "seeds", "p_eps_optimal", "p_eps_optimal_ci", "policy_gap", "stopped"]
 
@@ -23,11 +23,12 @@ def bpi(
     set_: SetOpt = None,
     seed: SeedOpt = None,
     out: OutOpt = None,
+    resume: ResumeOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
     """Identify an (epsilon-)optimal policy of a tabular MDP from generative-model samples; report the
     probability of an epsilon-optimal answer (Wilson 95% interval), the policy gap and the samples used."""
-    from icml26.core.output import stream
+    from icml26.core.output import previous_results, resume_records, stream
     from icml26.core.recipe import recipe_seed, resolve
     from icml26.methods.exploration import bpi as m
 
@@ -35,4 +36,6 @@ def bpi(
     s = recipe_seed(recipe, "bpi", seed)
     s = 0 if s is None else s
     mdp_ = m.prepare(cfg)  # every check before the first record
-    stream(m.run(cfg, seed=s, mdp=mdp_), command="bpi", config=cfg, seed=s, out=out, quiet=quiet, columns=COLUMNS)
+    prev = resume_records(out, command="bpi", config=cfg, seed=s) if resume else None
+    stream(m.run(cfg, seed=s, mdp=mdp_, done=previous_results(prev, "algo")), command="bpi", config=cfg, seed=s, out=out,
+           quiet=quiet, columns=COLUMNS, resumable=True, previous=prev)

@@ -7,7 +7,7 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from icml26.core.options import OutOpt, QuietOpt, RecipeOpt, SeedOpt, SeedsOpt, SetOpt
+from icml26.core.options import OutOpt, QuietOpt, RecipeOpt, ResumeOpt, SeedOpt, SeedsOpt, SetOpt
 
 COLUMNS = ["algo", "simulations", "seeds", "p_correct", "p_correct_ci", "simple_regret", "backend"]
 # envs without exact values (no transition table): what the seeds recommended
@@ -23,11 +23,12 @@ def mcts(
     set_: SetOpt = None,
     seed: SeedOpt = None,
     out: OutOpt = None,
+    resume: ResumeOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
     """Recommend the best root action within a simulation budget; report the probability of an optimal
     recommendation (Wilson 95% interval) and the simple regret against exact values."""
-    from icml26.core.output import stream
+    from icml26.core.output import previous_results, resume_records, stream
     from icml26.core.recipe import recipe_seed, resolve
     from icml26.methods.exploration import mcts as m
 
@@ -37,5 +38,7 @@ def mcts(
     s = 0 if s is None else s
     loaded = m.load_env(cfg)  # a bad --env exits 2 before any record is printed or written
     exact = loaded[0] == "tree" or loaded[1].q_root is not None
-    stream(m.run(cfg, seed=s, env=loaded), command="mcts", config=cfg, seed=s, out=out, quiet=quiet,
-           columns=COLUMNS if exact else COLUMNS_NO_EXACT, plot=m.plot)
+    prev = resume_records(out, command="mcts", config=cfg, seed=s) if resume else None
+    done = previous_results(prev, "algo", "simulations")
+    stream(m.run(cfg, seed=s, env=loaded, done=done), command="mcts", config=cfg, seed=s, out=out, quiet=quiet,
+           columns=COLUMNS if exact else COLUMNS_NO_EXACT, plot=m.plot, resumable=True, previous=prev)

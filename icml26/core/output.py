@@ -6,6 +6,13 @@
 - ``--out DIR``: ``config.yaml`` (atomic), ``records.jsonl`` (appended per record, so an
   interrupted run keeps what it produced), and whatever artifacts the method writes
   (plots, safetensors) through :func:`atomic_write_bytes` / :func:`atomic_path`.
+- A run that ends abnormally (Ctrl-C, SIGTERM, an error after its first result) leaves
+  ``interrupted.json`` in the folder (when, why, after how many records and results); a later
+  run there is refused with a message naming ``--resume`` (commands that have it) and the folder
+  to delete. ``--resume``: :func:`resume_records` checks the settings and returns the records the
+  folder holds, the method replays the finished results (:func:`previous_results`) instead of
+  recomputing them, and ``stream(..., previous=...)`` appends only what is new; the marker goes
+  when the run completes.
 """
 
 from __future__ import annotations
@@ -20,6 +27,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from icml26.core.errors import InputError
+
+INTERRUPTED = "interrupted.json"  # marker of a run that ended abnormally (see stream)
 
 
 def _clean(v: Any) -> Any:
@@ -125,10 +134,14 @@ def _remove_created(d: Path, top: Path) -> None:
         q = q.parent
 
 
-def prepare_out_dir(out: str | Path | None, *, resume: bool = False, force: bool = False) -> Path | None:
-    """Create the run directory. An existing non-empty directory is refused (InputError)
-    unless ``resume`` (training continues there) or ``force`` is set. An empty path or a
-    folder that cannot be written is refused too (InputError naming the path)."""
+def prepare_out_dir(out: str | Path | None, *, resume: bool = False, force: bool = False,
+                    resumable: bool = False) -> Path | None:
+    """Create the run directory. A directory that holds a run (``records.jsonl`` or
+    ``config.yaml``) is refused (InputError) unless ``resume`` (the run continues there) or
+    ``force`` is set; for a run that was interrupted (``interrupted.json``) or did not finish (no
+    ``summary`` record) the message says so, names ``--resume`` when ``resumable`` (the command
+    has it) and the folder to delete. An empty path or a folder that cannot be written is refused
+    too (InputError naming the path)."""
     if out is None:
         return None
     if not str(out).strip():
@@ -139,7 +152,7 @@ def prepare_out_dir(out: str | Path | None, *, resume: bool = False, force: bool
     if p.is_dir() and not (resume or force):
         mine = [n for n in ("records.jsonl", "config.yaml") if (p / n).exists()]
         if mine:
-            raise InputError(f"--out {str(out)!r} already holds a run ({mine[0]}); choose a new directory or remove it")
+            raise InputError(_holds_run_message(p, str(out), mine[0], resumable))
     existed = p.is_dir()
     top = _first_missing(p)
     try:
@@ -159,6 +172,122 @@ def prepare_out_dir(out: str | Path | None, *, resume: bool = False, force: bool
                 _remove_created(p, top)
         raise InputError(f"--out {str(out)!r}: cannot write there ({e.strerror or e})") from None
     return p
+
+
+def read_marker(out_dir: str | Path) -> dict | None:
+    """The ``interrupted.json`` marker of a run folder (None when absent or unreadable)."""
+    try:
+        m = json.loads((Path(out_dir) / INTERRUPTED).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return m if isinstance(m, dict) else None
+
+
+def _read_lines(path: Path) -> tuple[list[str], list[int], int]:
+    """The complete lines of a records file (no newline), the byte offset where each starts, and
+    the byte length of the complete lines (a last line cut short by a kill is left out)."""
+    data = path.read_bytes()
+    end = data.rfind(b"\n") + 1  # 0 when there is no complete line
+    lines, offsets, pos = [], [], 0
+    for raw in data[:end].split(b"\n")[:-1]:
+        lines.append(raw.decode("utf-8", errors="replace"))
+        offsets.append(pos)
+        pos += len(raw) + 1
+    return lines, offsets, end
+
+
+def _count_kinds(lines: list[str]) -> tuple[int, bool]:
+    """(result records, whether a summary record is there) of records.jsonl lines."""
+    results, summary = 0, False
+    for line in lines:
+        try:
+            kind = json.loads(line).get("kind")
+        except (ValueError, AttributeError):
+            continue
+        results += kind == "result"
+        summary = summary or kind == "summary"
+    return results, summary
+
+
+def _holds_run_message(p: Path, out: str, what: str, resumable: bool) -> str:
+    head = f"--out {out!r} already holds a run ({what})"
+    marker = read_marker(p)
+    rec = p / "records.jsonl"
+    try:
+        n_results, finished = _count_kinds(_read_lines(rec)[0]) if rec.is_file() else (0, False)
+    except OSError:
+        n_results, finished = 0, True
+    if marker is None and (finished or not rec.is_file()):
+        return f"{head}; choose a new directory or remove it"
+    if marker is not None:
+        state = (f"that was interrupted ({marker.get('reason', '?')} at {marker.get('when', '?')}, "
+                 f"after {marker.get('results', n_results)} results)")
+    else:
+        state = f"that did not finish ({n_results} results, no summary)"
+    todo = "continue it with --resume, or" if resumable else "to start over,"
+    start = " to start over" if resumable else ""
+    return f"{head} {state}; {todo} delete the folder {out!r}{start} (or choose a new directory)"
+
+
+def resume_records(out: str | Path | None, *, command: str, config: Any = None, seed: int | None = None,
+                   extra_config: dict | None = None) -> list[dict]:
+    """``--resume``: the records an earlier run of ``command`` left in ``out/records.jsonl``
+    (its config record first), to continue it with ``stream(..., previous=...)``.
+
+    Returns [] (with a note on stderr) when ``out`` holds no run yet: the run starts there.
+    Raises InputError when ``out`` is not given, when the folder holds another command's run or
+    a damaged records file, or when a setting differs from the stored run's (naming the field,
+    both values and the folder to delete to start over)."""
+    if out is None:
+        raise InputError("--resume needs --out DIR: the folder of the run to continue")
+    p = Path(out)
+    rec = p / "records.jsonl"
+    if p.exists() and not p.is_dir():
+        raise InputError(f"--out {str(out)!r} exists and is not a directory")
+    if not rec.is_file():
+        print(f"icml26 {command}: --resume: {str(out)!r} holds no run yet; starting a new run there", file=sys.stderr)
+        return []
+    try:
+        lines = _read_lines(rec)[0]
+    except OSError as e:
+        raise InputError(f"--resume: cannot read {str(rec)!r} ({e.strerror or e})") from None
+    records = []
+    for i, line in enumerate(lines):
+        try:
+            r = json.loads(line)
+        except ValueError:
+            r = None
+        if not isinstance(r, dict):
+            raise InputError(f"--resume: {str(rec)!r} line {i + 1} is not a JSON record; delete the folder {str(out)!r} to start over")
+        records.append(r)
+    if not records:
+        return []
+    first = records[0]
+    if first.get("kind") != "config" or first.get("command") != command:
+        raise InputError(f"--resume: {str(rec)!r} is not a run of 'icml26 {command}' (it starts with "
+                         f"{first.get('kind')!r} of {first.get('command')!r}); choose its own folder or delete {str(out)!r}")
+    head = json.loads(to_json(_head(command, config, seed, extra_config)))
+    for k in list(head) + [k for k in first if k not in head]:
+        if head.get(k, "<absent>") != first.get(k, "<absent>"):
+            raise InputError(f"--resume: {k} is {_short(head.get(k, '<absent>'))} now but {_short(first.get(k, '<absent>'))} in the run "
+                             f"in {str(out)!r}; resume with the same settings, or delete the folder {str(out)!r} to start over")
+    return records
+
+
+def _short(v: Any) -> str:
+    t = json.dumps(v, ensure_ascii=False)
+    return t if len(t) <= 80 else t[:77] + "..."
+
+
+def previous_results(records: Sequence[dict] | None, *fields: str) -> dict[tuple, dict]:
+    """The ``result`` records of an earlier run (``resume_records``), keyed by the tuple of their
+    ``fields`` (a missing field is None): e.g. ``previous_results(prev, "algo", "simulations")``.
+    A method replays the record found under a key instead of computing it again."""
+    out: dict[tuple, dict] = {}
+    for r in records or ():
+        if r.get("kind") == "result":
+            out.setdefault(tuple(r.get(f) for f in fields), r)
+    return out
 
 
 def _fmt(v: Any) -> str:
@@ -220,48 +349,67 @@ def stream(
     plot: Callable[[list[dict], Path], None] | None = None,
     resume: bool = False,
     extra_config: dict | None = None,
+    resumable: bool = False,
+    previous: Sequence[dict] | None = None,
 ) -> list[dict]:
     """Write the config record, then every record as a JSON line on stdout (and to
     ``records.jsonl`` under ``out``), then a table of ``result`` records on stderr.
 
     ``plot(records, out_dir)`` is called at the end when ``out`` is given.
+    ``resume``: ``out`` may hold a run; the records are appended to it (train-lfm's checkpoints).
+    ``resumable``: the command has ``--resume`` (named when ``out`` holds an unfinished run).
+    ``previous``: ``resume_records``'s list (``--resume``): ``records`` starts with the earlier
+    run's records replayed (the method skips what they hold), and the leading records that equal
+    the lines already in ``records.jsonl`` are printed but not written again, so the file ends as
+    an uninterrupted run's would.
+    A run that ends by an exception (KeyboardInterrupt, SIGTERM, an error) once records are
+    written leaves ``interrupted.json`` (``{"kind": "interrupted", "when", "reason", "records",
+    "results"}``); one that completes removes it. Bad input (InputError) before the first result
+    undoes what the call wrote instead.
     Returns the list of records (config record first)."""
     from icml26.core import progress
-    from icml26.core.recipe import config_dict
 
     progress.set_quiet(quiet)
-    out_dir = prepare_out_dir(out, resume=resume)
+    out_dir = prepare_out_dir(out, resume=resume or previous is not None, resumable=resumable)
     undo = _Undo(out_dir) if out_dir is not None else None
-    head = {"kind": "config", "command": command}
-    if seed is not None:
-        head["seed"] = seed
-    if config is not None:
-        head.update(config_dict(config))
-    if extra_config:
-        head.update(extra_config)
-    rec_file = None
+    head = _head(command, config, seed, extra_config)
+    rec_file: _RecordsFile | None = None
     seen: list[dict] = []
     has_result = False
     try:
-        if out_dir is not None:
-            import yaml
+        with _sigterm_raises(out_dir is not None):
+            if out_dir is not None:
+                import yaml
 
-            atomic_write_text(out_dir / "config.yaml", yaml.safe_dump({"method": command, "seed": seed, "config": {k: v for k, v in head.items() if k not in ("kind", "command", "seed")}}, sort_keys=False))
-            rec_file = open(out_dir / "records.jsonl", "a", encoding="utf-8")
-        _emit(head, rec_file, seen)
-        for rec in records:
-            _emit(rec, rec_file, seen)
-            has_result = has_result or (isinstance(rec, dict) and rec.get("kind") == "result")
-    except InputError:
+                if previous is None or not (out_dir / "config.yaml").is_file():
+                    atomic_write_text(out_dir / "config.yaml", yaml.safe_dump({"method": command, "seed": seed, "config": {k: v for k, v in head.items() if k not in ("kind", "command", "seed")}}, sort_keys=False))
+                rec_file = _RecordsFile(out_dir / "records.jsonl", replay=previous is not None)
+            _emit(head, rec_file, seen)
+            for rec in records:
+                _emit(rec, rec_file, seen)
+                has_result = has_result or (isinstance(rec, dict) and rec.get("kind") == "result")
+            if rec_file is not None:
+                rec_file.finish()
+    except InputError as e:
         if rec_file is not None:
             rec_file.close()
-            rec_file = None
         if undo is not None and not has_result:
             undo.rollback()  # the same --out can be used again once the input is fixed
+        elif rec_file is not None:
+            _mark_interrupted(out_dir, command, e, rec_file)
+        rec_file = None
+        raise
+    except BaseException as e:  # Ctrl-C, SIGTERM, a crash: say so in the folder
+        if rec_file is not None:
+            rec_file.close()
+            _mark_interrupted(out_dir, command, e, rec_file)
+            rec_file = None
         raise
     finally:
         if rec_file is not None:
             rec_file.close()
+    if out_dir is not None:
+        (out_dir / INTERRUPTED).unlink(missing_ok=True)  # complete now (also after --resume)
     results = [r for r in seen if r.get("kind") == "result"]
     if out_dir is not None and plot is not None and results:
         plot(seen, out_dir)
@@ -303,17 +451,137 @@ class _Undo:
                 atomic_write_bytes(cfg, self.config)
             if self.records_size is None:
                 rec.unlink(missing_ok=True)
-            elif rec.is_file():
+            elif rec.is_file() and rec.stat().st_size > self.records_size:  # (never extend: a resumed file may be shorter)
                 os.truncate(rec, self.records_size)
         except OSError:
             pass  # best effort: the run's own error is the one to report
 
 
-def _emit(rec: dict, rec_file, seen: list) -> None:
+def _head(command: str, config: Any = None, seed: int | None = None, extra_config: dict | None = None) -> dict:
+    """The ``config`` record a run starts with."""
+    from icml26.core.recipe import config_dict
+
+    head = {"kind": "config", "command": command}
+    if seed is not None:
+        head["seed"] = seed
+    if config is not None:
+        head.update(config_dict(config))
+    if extra_config:
+        head.update(extra_config)
+    return head
+
+
+class _RecordsFile:
+    """``records.jsonl``, appended one flushed line per record. With ``replay`` (``--resume``)
+    the lines already there are matched in order against the records written: a record equal to
+    the next stored line is not written again; at the first one that differs the file is cut
+    back to the lines matched so far and everything from there on is appended (a run replays its
+    stored results in their order, so normally only the new records are written)."""
+
+    def __init__(self, path: Path, *, replay: bool = False):
+        self.path = path
+        self.stored: list[str] = []
+        self.offsets: list[int] = []
+        end = None
+        if replay and path.is_file():
+            self.stored, self.offsets, end = _read_lines(path)
+            if end != path.stat().st_size:
+                os.truncate(path, end)  # a last line cut short by a kill
+        self.matched = 0  # stored lines matched so far (the file's lines beyond are stale until cut)
+        self.f = open(path, "a", encoding="utf-8")
+        self.records = len(self.stored) if replay else 0  # records in the file after this run's writes
+        self.results = 0
+
+    def _cut(self) -> None:
+        if self.matched < len(self.stored):
+            self.f.flush()
+            os.truncate(self.path, self.offsets[self.matched])
+            self.stored = self.stored[: self.matched]
+            self.records = self.matched
+
+    def write(self, line: str, kind: Any) -> None:
+        if self.matched < len(self.stored):
+            if line == self.stored[self.matched]:
+                self.matched += 1
+                self.results += kind == "result"
+                return
+            self._cut()
+        self.f.write(line + "\n")
+        self.f.flush()
+        self.records += 1
+        self.results += kind == "result"
+
+    def finish(self) -> None:
+        """The run completed: stored lines it did not emit again are dropped."""
+        self._cut()
+
+    def close(self) -> None:
+        if not self.f.closed:
+            self.f.close()
+
+    def counts(self) -> tuple[int, int]:
+        """(records, results) in the file now (a stored tail not yet matched counted as kept)."""
+        if self.matched < len(self.stored):
+            rest = _count_kinds(self.stored[self.matched:])[0]
+            return self.records, self.results + rest
+        return self.records, self.results
+
+
+def _mark_interrupted(out_dir: Path | None, command: str, exc: BaseException, rec_file: "_RecordsFile") -> None:
+    """Write ``interrupted.json`` (best effort: the run's own exception is the one to report)."""
+    import datetime
+
+    if out_dir is None:
+        return
+    n_records, n_results = rec_file.counts()
+    if isinstance(exc, _Terminated):
+        reason = "SIGTERM"
+    elif isinstance(exc, KeyboardInterrupt):
+        reason = "KeyboardInterrupt"
+    else:
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        reason = f"{type(exc).__name__}: {msg}"[:300] if msg else type(exc).__name__
+    marker = {"kind": "interrupted", "command": command,
+              "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z"),
+              "reason": reason, "records": n_records, "results": n_results}
+    try:
+        atomic_write_text(out_dir / INTERRUPTED, to_json(marker) + "\n")
+    except OSError:
+        pass
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM during a run with ``--out`` (so that the folder is marked; exits as Ctrl-C does)."""
+
+
+@contextmanager
+def _sigterm_raises(active: bool) -> Iterator[None]:
+    """While active, in the main thread, and SIGTERM has its default action: SIGTERM raises
+    ``_Terminated`` instead of ending the process on the spot."""
+    import signal
+    import threading
+
+    old = None
+    if active and threading.current_thread() is threading.main_thread() and hasattr(signal, "SIGTERM"):
+        try:
+            if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+                def _raise(signum, frame):  # noqa: ARG001
+                    raise _Terminated()
+
+                old = signal.signal(signal.SIGTERM, _raise)
+        except (ValueError, OSError):
+            old = None
+    try:
+        yield
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGTERM, old)
+
+
+def _emit(rec: dict, rec_file: "_RecordsFile | None", seen: list) -> None:
     line = to_json(rec)
     sys.stdout.write(line + "\n")
     sys.stdout.flush()
     if rec_file is not None:
-        rec_file.write(line + "\n")
-        rec_file.flush()
+        rec_file.write(line, rec.get("kind") if isinstance(rec, dict) else None)
     seen.append(json.loads(line))

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Iterator, Mapping, Optional
 
 import numpy as np
 
@@ -289,10 +289,13 @@ def check_limits(cfg: Config, K: int, algos: list[str]) -> None:
                          f"lower --seeds to at most {int(MAX_RESULT_BYTES // result_bytes(K))}")
 
 
-def run(cfg: Config, *, seed: int = 0, table=None) -> Iterator[dict]:
-    """Yield one ``result`` record per (algo, setting), then a ``summary`` record.
+def run(cfg: Config, *, seed: int = 0, table=None, done: Mapping[tuple, dict] | None = None) -> Iterator[dict]:
+    """Yield an ``env`` record, one ``result`` record per (algo, setting), then a ``summary`` record.
 
-    table: an ArmTable (else ``cfg.env`` is loaded). Raises InputError on bad input."""
+    table: an ArmTable (else ``cfg.env`` is loaded). done: result records of an interrupted run
+    of the same config and seed, keyed by (algo, budget, delta) (None for the other setting;
+    ``icml26.core.output.previous_results``): yielded as they are, not recomputed.
+    Raises InputError on bad input."""
     from icml26.core.progress import progress
     from icml26.methods.exploration.bandit_env import load_env
 
@@ -309,6 +312,7 @@ def run(cfg: Config, *, seed: int = 0, table=None) -> Iterator[dict]:
                       for k in range(table.K)],
            "missing_dropped": list(table.dropped) if table.dropped else [0] * table.K}
     results = []
+    done = done or {}
     if cfg.backend != "ref":  # load (or build) the kernels now, so that `seconds` times the runs only
         for eng in {engine_for(a, cfg) for a in algos}:
             eng.backend()
@@ -317,6 +321,12 @@ def run(cfg: Config, *, seed: int = 0, table=None) -> Iterator[dict]:
             for algo in algos:
                 import time
 
+                key = (algo, v if kind == "budget" else None, v if kind == "delta" else None)
+                if key in done:  # --resume: computed before the interruption
+                    results.append(done[key])
+                    yield done[key]
+                    bar.advance()
+                    continue
                 t0 = time.perf_counter()
                 out = run_algo(table, algo, cfg, seeds, **{kind: v}, on_chunk=bar.advance)
                 secs = time.perf_counter() - t0

@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, Mapping
 
 import numpy as np
 
@@ -385,8 +385,10 @@ def prepare(cfg: Config) -> M.MDP:
     return mdp
 
 
-def run(cfg: Config, *, seed: int = 0, mdp: M.MDP | None = None) -> Iterator[dict]:
-    """Yield one ``result`` record per algo, then a ``summary``. ``mdp``: from prepare(cfg)."""
+def run(cfg: Config, *, seed: int = 0, mdp: M.MDP | None = None, done: Mapping[tuple, dict] | None = None) -> Iterator[dict]:
+    """Yield one ``result`` record per algo, then a ``summary``. ``mdp``: from prepare(cfg).
+    ``done``: result records of an interrupted run of the same config and seed, keyed by
+    ``(algo,)`` (``icml26.core.output.previous_results``): yielded as they are, not recomputed."""
     from icml26.core.progress import progress
     from icml26.core.stats import wilson_interval as wilson
     from icml26.ops.mcts import run_seeds
@@ -397,8 +399,14 @@ def run(cfg: Config, *, seed: int = 0, mdp: M.MDP | None = None) -> Iterator[dic
     algos = parse_algos(cfg.algo)
     seeds = run_seeds(seed, cfg.seeds)
     results = []
+    done = done or {}
     with progress(len(algos) * len(seeds), "bpi") as bar:
         for algo in algos:
+            if (algo,) in done:
+                results.append(done[(algo,)])
+                yield done[(algo,)]
+                bar.advance(len(seeds))
+                continue
             gaps, used, stops = [], [], []
             for s in seeds:
                 pi, t, st = identify(mdp, algo, cfg, s)

@@ -60,7 +60,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Mapping
 
 import numpy as np
 
@@ -232,11 +232,15 @@ def score(q_root: np.ndarray, recs: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return q >= v - tol, v - q
 
 
-def run(cfg: Config, *, seed: int = 0, env=None) -> Iterator[dict]:
+def run(cfg: Config, *, seed: int = 0, env=None, done: Mapping[tuple, dict] | None = None) -> Iterator[dict]:
     """Yield one ``result`` record per (algo, simulations), then a ``summary``.
 
     env: ``load_env(cfg)``'s pair, loaded beforehand so that a bad --env fails before any
-    output (else it is loaded here)."""
+    output (else it is loaded here). done: result records of an interrupted run of the same
+    config and seed, keyed by (algo, simulations) (``icml26.core.output.previous_results``):
+    they are yielded as they are; an algorithm whose budgets are all there is not searched again
+    (the budgets of one algorithm share a search, so one missing budget reruns it; same seeds,
+    same numbers)."""
     from icml26.core.progress import progress
     from icml26.ops import mcts as ops
 
@@ -251,8 +255,15 @@ def run(cfg: Config, *, seed: int = 0, env=None) -> Iterator[dict]:
     seeds = ops.run_seeds(seed, cfg.seeds)
     results = []
     env_name = cfg.env
+    done = done or {}
     with progress(len(algos), "mcts") as bar:
         for algo in algos:
+            if all((algo, b) in done for b in budgets):
+                for b in budgets:
+                    results.append(done[(algo, b)])
+                    yield done[(algo, b)]
+                bar.advance()
+                continue
             if kind == "tree":
                 v_lo, v_hi = env.value_range
                 prm = make_params(cfg, v_lo, v_hi, env.reward_span, 10**9, shift=min(0.0, float(env.v_min.min())))
@@ -275,6 +286,7 @@ def run(cfg: Config, *, seed: int = 0, env=None) -> Iterator[dict]:
                     r.update(p_correct=None, p_correct_ci=None, simple_regret=None, simple_regret_se=None,
                              action_counts=counts.tolist(), top_action=top, top_action_share=float(counts[top] / len(seeds)))
                 r["backend"] = be
+                r = done.get((algo, b), r)  # a stored record stays as it was
                 results.append(r)
                 yield r
             bar.advance()
