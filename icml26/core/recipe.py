@@ -68,10 +68,23 @@ def _safe_loader() -> type:
 
 
 def parse_yaml_text(text: str) -> Any:
-    """``yaml.safe_load`` with the loader of :func:`read_yaml` (YAMLError on bad text)."""
+    """``yaml.safe_load`` with the loader of :func:`read_yaml`; ``yaml.YAMLError`` on bad text,
+    including what PyYAML's constructors raise as other exceptions (``2020-13-45`` read as a
+    date, ``!!int abc``: ValueError; an empty ``!!float``: IndexError) and nesting deeper
+    than Python's recursion limit."""
+    import yaml
+
     loader = _safe_loader()(text)
     try:
         return loader.get_single_data()
+    except yaml.YAMLError:
+        raise
+    except RecursionError:
+        raise yaml.YAMLError("nesting too deep") from None
+    except Exception as e:  # noqa: BLE001  (a constructor's error on the user's text: ValueError, IndexError, ...)
+        err = yaml.YAMLError(f"a value cannot be read: {' '.join(str(e).split())[:200]}")
+        err.problem = err.args[0]  # type: ignore[attr-defined]
+        raise err from None
     finally:
         loader.dispose()
 
@@ -89,7 +102,8 @@ def read_yaml(path: str | Path, what: str = "file") -> Any:
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
-        raise InputError(f"{what} {str(path)!r}: not valid YAML{where}: {getattr(e, 'problem', e)}") from None
+        problem = " ".join(str(getattr(e, "problem", None) or e).split())  # one line
+        raise InputError(f"{what} {str(path)!r}: not valid YAML{where}: {problem}") from None
     except UnicodeDecodeError:
         raise InputError(f"{what} {str(path)!r}: not a UTF-8 text file") from None
 
@@ -99,7 +113,7 @@ def load_recipe(path: str | Path, command: str) -> tuple[dict, int | None]:
     data = read_yaml(path, "recipe")
     if not isinstance(data, dict):
         raise InputError(f"recipe {str(path)!r}: expected a mapping with keys {', '.join(_TOP_KEYS)}")
-    unknown = sorted(set(data) - set(_TOP_KEYS))
+    unknown = sorted(set(data) - set(_TOP_KEYS), key=str)  # keys of mixed types (1, "a") sort by text
     if unknown:
         raise InputError(f"recipe {str(path)!r}: unknown top-level key {unknown[0]!r}; valid keys: {', '.join(_TOP_KEYS)}")
     method = data.get("method")
@@ -219,25 +233,79 @@ def _coerce(name: str, value: Any, tp: Any) -> Any:
     return value
 
 
+def _takes_float(tp: Any) -> bool:
+    """Whether an annotation is float or holds one (``float | None``, ``tuple[float, ...]``)."""
+    return tp is float or any(_takes_float(a) for a in typing.get_args(tp))
+
+
+def allows_nonfinite(f: dataclasses.Field) -> bool:
+    """Whether a float field of a Config takes ``inf``/``-inf`` from a recipe or ``--set``:
+    only when it says so, with ``field(metadata={"nonfinite": True})`` or a non-finite
+    default (``math.inf`` read as "no limit"). NaN is never taken (see ``_coerce``)."""
+    if f.metadata.get("nonfinite"):
+        return True
+    d = f.default
+    return isinstance(d, float) and not math.isfinite(d)
+
+
+def _first_nonfinite(value: Any) -> float | None:
+    """The first infinite float in a coerced value (tuples and lists are walked), else None."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else value
+    if isinstance(value, (tuple, list)):
+        for v in value:
+            x = _first_nonfinite(v)
+            if x is not None:
+                return x
+    return None
+
+
+def _nonfinite_checker(config_cls: type):
+    """``check(key, coerced value) -> message or None`` for the float fields that refuse inf."""
+    fields = {f.name: f for f in dataclasses.fields(config_cls) if f.init}
+    hints = typing.get_type_hints(config_cls)
+    refuse = {k for k, f in fields.items() if _takes_float(hints.get(k, Any)) and not allows_nonfinite(f)}
+
+    def check(key: str, value: Any) -> str | None:
+        if key not in refuse:
+            return None
+        x = _first_nonfinite(value)
+        return None if x is None else f"{key} must be a finite number, got {x}"
+
+    return check
+
+
 def build_config(config_cls: type, values: dict, source: str = "config") -> Any:
     """Instantiate a frozen dataclass from a mapping, strictly.
 
     Unknown key -> InputError listing valid keys. ValueError/TypeError raised by the
-    dataclass' own validation (``__post_init__``) -> InputError with its message."""
+    dataclass' own validation (``__post_init__``) -> InputError with its message.
+    An infinite value for a float field that does not allow it (``allows_nonfinite``)
+    -> InputError ``"<field> must be a finite number, got inf"``; the Config's own
+    validation speaks first (its message when it refuses the value itself)."""
     fields = {f.name: f for f in dataclasses.fields(config_cls) if f.init}
     hints = typing.get_type_hints(config_cls)
+    check = _nonfinite_checker(config_cls)
     kwargs = {}
+    nonfinite = None
     for key, value in values.items():
         k = str(key).replace("-", "_")
         if k not in fields:
             raise InputError(f"{source}: unknown key {key!r}; valid keys: {', '.join(sorted(fields))}")
         kwargs[k] = _coerce(k, value, hints.get(k, Any))
+        nonfinite = nonfinite or check(k, kwargs[k])
     try:
-        return config_cls(**kwargs)
+        cfg = config_cls(**kwargs)
     except InputError:
         raise
     except (ValueError, TypeError) as e:
         raise InputError(f"{source}: {e}") from None
+    except Exception:  # noqa: BLE001  (e.g. OverflowError: int(inf) in a check) -- only when inf came in
+        if nonfinite is None:
+            raise
+    if nonfinite is not None:
+        raise InputError(f"{source}: {nonfinite}")
+    return cfg
 
 
 def settings_help(config_cls: type, command: str, sets: Sequence[str] | None) -> None:
@@ -284,13 +352,19 @@ def resolve(config_cls: type, command: str, recipe: str | Path | None = None,
         cfg, _ = load_recipe(recipe, command)
         layers.append((f"recipe {str(recipe)!r}", {str(k).replace("-", "_"): v for k, v in cfg.items()}))
     layers.append(("--set", parse_sets(sets)))
-    for where, layer in layers:
+    check = _nonfinite_checker(config_cls)
+    given = {k for k, v in typed.items() if v is not None}
+    for i, (where, layer) in enumerate(layers):
+        later = given.union(*(set(lay) for _, lay in layers[i + 1:]))
         for k, v in layer.items():
             if k in fields:  # unknown keys: build_config names them with the valid ones
                 try:
-                    _coerce(k, v, hints.get(k, Any))
+                    c = _coerce(k, v, hints.get(k, Any))
                 except InputError as e:
                     raise InputError(f"{command} config ({where}): {e}") from None
+                msg = check(k, c) if k in later else None  # a value the Config never sees
+                if msg:
+                    raise InputError(f"{command} config ({where}): {msg}")
         values.update(layer)
     values.update({k: v for k, v in typed.items() if v is not None})
     return build_config(config_cls, values, source=f"{command} config")
