@@ -191,8 +191,10 @@ def test_mcts_ctrl_c_then_resume_matches_an_uninterrupted_run(tmp_path, monkeypa
     d = str(tmp_path / "run")
     with monkeypatch.context() as mp:
         _interrupt_on_call(mp, ops, "tree_search", 3)  # during the third algorithm
-        code, _, _ = _main(MCTS + ["--out", d], capsys)
+        code, _, err = _main(MCTS + ["--out", d], capsys)
     assert code == 130
+    assert f"icml26 mcts: stopped (KeyboardInterrupt) after 4 results; {d!r} is marked as interrupted" in err
+    assert "continue it with --resume" in err
     m = read_marker(d)
     assert m["reason"] == "KeyboardInterrupt" and m["results"] == 4  # 2 algorithms x 2 budgets
     # a plain rerun is refused, naming --resume and the folder

@@ -396,13 +396,13 @@ def stream(
         if undo is not None and not has_result:
             undo.rollback()  # the same --out can be used again once the input is fixed
         elif rec_file is not None:
-            _mark_interrupted(out_dir, command, e, rec_file)
+            _mark_interrupted(out_dir, command, e, rec_file, resumable)
         rec_file = None
         raise
     except BaseException as e:  # Ctrl-C, SIGTERM, a crash: say so in the folder
         if rec_file is not None:
             rec_file.close()
-            _mark_interrupted(out_dir, command, e, rec_file)
+            _mark_interrupted(out_dir, command, e, rec_file, resumable)
             rec_file = None
         raise
     finally:
@@ -527,8 +527,10 @@ class _RecordsFile:
         return self.records, self.results
 
 
-def _mark_interrupted(out_dir: Path | None, command: str, exc: BaseException, rec_file: "_RecordsFile") -> None:
-    """Write ``interrupted.json`` (best effort: the run's own exception is the one to report)."""
+def _mark_interrupted(out_dir: Path | None, command: str, exc: BaseException, rec_file: "_RecordsFile",
+                      resumable: bool = False) -> None:
+    """Write ``interrupted.json`` and say so on stderr (best effort: the run's own exception is
+    the one to report)."""
     import datetime
 
     if out_dir is None:
@@ -547,6 +549,12 @@ def _mark_interrupted(out_dir: Path | None, command: str, exc: BaseException, re
     try:
         atomic_write_text(out_dir / INTERRUPTED, to_json(marker) + "\n")
     except OSError:
+        return
+    todo = "continue it with --resume (same settings), or delete it to start over" if resumable else "delete it to start over"
+    try:
+        print(f"icml26 {command}: stopped ({reason}) after {n_results} results; {str(out_dir)!r} is marked as interrupted "
+              f"({INTERRUPTED}): {todo}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
         pass
 
 
