@@ -99,6 +99,16 @@ def _num(arm_no: int, label: str, key: str, value, *, positive=False, unit=False
     return v
 
 
+def _cell_float(x) -> float:
+    """One cell as a float, NaN when it is not a plain number."""
+    if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating, str)):
+        return math.nan
+    try:
+        return float(x)
+    except (TypeError, ValueError, OverflowError):
+        return math.nan
+
+
 def _read_column(path: Path, column: str, where: str, missing: str = "error") -> tuple[np.ndarray, int]:
     """The values of ``column`` in a CSV / parquet file -> ((n,) float64, cells dropped).
 
@@ -124,10 +134,12 @@ def _read_column(path: Path, column: str, where: str, missing: str = "error") ->
     if isinstance(cells, pd.DataFrame):  # a repeated header name (parquet; pandas renames CSV repeats)
         raise InputError(f"{where}: field 'column': {column!r} appears more than once in {path.name}")
     absent = cells.isna().to_numpy()
-    if cells.dtype == bool or str(cells.dtype) == "boolean":
-        v = np.full(len(cells), np.nan)  # true/false is not a reward
-    else:
-        v = pd.to_numeric(cells, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    v = np.full(len(cells), np.nan)
+    if not (cells.dtype.kind in "bmMc" or str(cells.dtype) == "boolean"):  # true/false, dates, durations: not rewards
+        try:
+            v = pd.to_numeric(cells, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+        except (TypeError, ValueError):  # e.g. a categorical or nested parquet column
+            v = np.array([_cell_float(x) for x in cells], dtype=np.float64)
     bad = ~absent & ~(np.isfinite(v) & (np.abs(v) <= 1e150))
     if missing != "drop":
         bad |= absent
@@ -156,7 +168,7 @@ def parse_env(data: object, base_dir: Path, source: str = "env") -> ArmTable:
     """Validate a parsed env mapping and build the ArmTable. Raises InputError."""
     if not isinstance(data, dict):
         raise InputError(f"{source}: expected a mapping with 'name' and 'arms'")
-    unknown = sorted(set(data) - {"name", "arms", "description"})
+    unknown = sorted(set(data) - {"name", "arms", "description"}, key=str)  # keys of mixed types (1, "a")
     if unknown:
         hint = " (this looks like a recipe: use -r/--recipe)" if "config" in data else ""
         raise InputError(f"{source}: unknown key {unknown[0]!r}; valid keys: arms, description, name{hint}")
@@ -173,7 +185,7 @@ def parse_env(data: object, base_dir: Path, source: str = "env") -> ArmTable:
         label = str(arm.get("label", "")) if arm.get("label") is not None else ""
         where = f"{source}: arm {i}{f' ({label})' if label else ''}"
         dist = arm.get("dist")
-        if dist not in KINDS:
+        if not isinstance(dist, str) or dist not in KINDS:  # a list or mapping is unhashable
             raise InputError(f"{where}: field 'dist' must be one of {', '.join(KINDS)}, got {dist!r}")
         req, opt = FIELDS[dist]
         for k in arm:
@@ -197,6 +209,9 @@ def parse_env(data: object, base_dir: Path, source: str = "env") -> ArmTable:
             mean, var = p[0], (p[1] ** 2 * p[2] / (p[2] - 2.0) if p[2] > 2.0 else math.inf)
         elif dist == "lognormal":
             p[0], p[1] = n("mean", positive=True), n("sigma", positive=True)
+            if p[1] ** 2 > 700.0:  # exp(sigma^2) beyond float range
+                raise InputError(f"{where}: field 'sigma' must be at most 26 (the variance mean^2 (exp(sigma^2) - 1) "
+                                 f"overflows beyond), got {arm['sigma']!r}")
             mean, var = p[0], p[0] ** 2 * (math.exp(p[1] ** 2) - 1.0)
         else:  # empirical
             f, col = arm["file"], arm["column"]
@@ -208,7 +223,11 @@ def parse_env(data: object, base_dir: Path, source: str = "env") -> ArmTable:
             vals, n_dropped = _read_column((base_dir / f), str(col), where, missing)
             emp.append(vals)
             dropped.append(n_dropped)
-            mean, var = float(vals.mean()), float(vals.var())
+            with np.errstate(over="ignore", invalid="ignore"):
+                mean, var = float(vals.mean()), float(vals.var())
+            if not (math.isfinite(mean) and math.isfinite(var)):
+                raise InputError(f"{where}: field 'column': the values of {str(col)!r} are too large "
+                                 f"(their mean or variance overflows)")
         if dist != "empirical":
             emp.append(np.zeros(0))
             dropped.append(0)
