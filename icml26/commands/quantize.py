@@ -12,11 +12,11 @@ from icml26.core.options import OutOpt, QuietOpt, RecipeOpt, SeedOpt, SetOpt, sp
 
 def quantize(
     model: Annotated[Optional[str], typer.Option("--model", "-m", help="llama (SmolLM2-135M, default) | gemma3-270m | an HF folder | a .gguf | a folder saved by `quantize --out` (re-evaluated).", show_default=False)] = None,
-    bits: Annotated[Optional[int], typer.Option("--bits", "-b", help="Keep only the settings with this weight width (4 or 8; default: all settings).", show_default=False)] = None,
-    method: Annotated[Optional[List[str]], typer.Option("--method", help="fp | rtn | gptq | smoothquant | quarot | fptquant (repeatable or comma-separated; default all).", show_default=False)] = None,
-    setting: Annotated[Optional[List[str]], typer.Option("--setting", help="W4A16 | W4A8 | W4A4 | W4A4KV4 | W8A8 | W<b>A<b>[KV<b>] (repeatable).", show_default=False)] = None,
-    calib_text: Annotated[Optional[str], typer.Option("--calib-text", help="Your own plain-text calibration file (needs --eval-text).", show_default=False)] = None,
-    eval_text: Annotated[Optional[str], typer.Option("--eval-text", help="Your own plain-text evaluation file (needs --calib-text).", show_default=False)] = None,
+    bits: Annotated[Optional[int], typer.Option("--bits", "-b", help="Weight width (2..8): runs W<b>A16 and W<b>A8 (W8A8 for 8) unless --setting is given; with --setting, keeps those with this width.", show_default=False)] = None,
+    method: Annotated[Optional[List[str]], typer.Option("--method", help="fp | rtn | gptq | smoothquant | quarot | fptquant | all (repeatable or comma-separated; default fp,rtn,fptquant; all = the full comparison at the five standard settings).", show_default=False)] = None,
+    setting: Annotated[Optional[List[str]], typer.Option("--setting", help="W4A16 | W4A8 | W4A4 | W4A4KV4 | W8A8 | W<b>A<b>[KV<b>] | all (repeatable; default: what --bits implies).", show_default=False)] = None,
+    calib_text: Annotated[Optional[str], typer.Option("--calib-text", help="Your own plain-text calibration file (default: the corpus' calibration documents).", show_default=False)] = None,
+    eval_text: Annotated[Optional[str], typer.Option("--eval-text", help="Your own plain-text evaluation file (default: the corpus' evaluation documents; calibration then stays on the corpus).", show_default=False)] = None,
     recipe: RecipeOpt = None,
     set_: SetOpt = None,
     seed: SeedOpt = None,
@@ -24,17 +24,22 @@ def quantize(
     out: OutOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
-    """Quantize a real LLM with FPTQuant and the baselines; perplexity on held-out real text.
+    """Quantize a real LLM with FPTQuant and a baseline; perplexity on held-out real text.
 
-    One result record per (method, setting): perplexity, top-1 / greedy agreement with the
-    FP model, size in bytes. --out saves the packed INT4/INT8 model (safetensors) of
-    save_method/save_setting; pass that folder back as --model to re-evaluate it.
+    Default: FP, RTN and FPTQuant at the settings --bits implies (W4A16 and W4A8 for 4), a few
+    minutes; --method all is the full comparison (every method at five settings, ~30 min on
+    2 cores). One result record per (method, setting): perplexity, top-1 / greedy agreement
+    with the FP model, size in bytes, the transforms applied. --out saves the packed
+    INT4/INT8 model (safetensors) of FPTQuant (save_method / save_setting); pass that folder
+    back as --model to re-evaluate it.
 
-    Example: icml26 quantize --model llama --bits 4 --recipe recipes/quantize/smollm2.yaml
+    Example: icml26 quantize --model llama --bits 4 --out runs/q4
     """
+    import sys
+
     from icml26.core.errors import InputError
     from icml26.core.output import stream
-    from icml26.core.recipe import recipe_seed, resolve
+    from icml26.core.recipe import load_recipe, parse_sets, recipe_seed, resolve
     from icml26.methods.quantization import fptquant as m
 
     methods = split_csv(method)
@@ -43,13 +48,15 @@ def quantize(
                   calib_text=calib_text, eval_text=eval_text)
     if device not in ("cpu", "auto"):
         raise InputError(f"--device {device!r}: quantize runs on the CPU; use --device cpu (or auto)")
-    if (cfg.calib_text is None) != (cfg.eval_text is None):
-        raise InputError("--calib-text and --eval-text go together (or neither, to split a built-in corpus)")
     for f in (cfg.calib_text, cfg.eval_text):
         if f is not None:
             from icml26.core.data.text import read_text_file
 
             read_text_file(f)
+    if cfg.calib_text is None or cfg.eval_text is None:  # text from a built-in corpus: installed (else the install command)
+        from icml26.core.data.text import require_corpus
+
+        require_corpus(cfg.corpus)
     packed = m.is_packed_folder(cfg.model)
     if not packed:
         from icml26.core.data.lm import model_path
@@ -57,7 +64,32 @@ def quantize(
         mdir = model_path(cfg.model)  # bad path / corrupt files / missing package -> exit 2 before any output
         if cfg.group_size:
             m.check_group_size(cfg.group_size, m.model_dims(mdir))  # before the model load
+    extra = None
+    if not packed:
+        # every setting given must be honoured by a selected method (--set: exit 2; a recipe's: listed)
+        given = {k: f"recipe {recipe}" for k in (load_recipe(recipe, "quantize")[0] if recipe else {})}
+        given.update({k: "--set" for k in parse_sets(set_)})
+        unused = m.check_settings(cfg, given, out=out)
+        if unused:
+            extra = {"unused_settings": unused}
+            if not quiet:
+                for reason in unused.values():
+                    print(f"icml26 quantize: note: {reason} (from the recipe; not used in this run)", file=sys.stderr)
     s = recipe_seed(recipe, "quantize", seed) or 0
     cols = ["method", "setting", "wbits", "abits", "kvbits", "perplexity", "top1_agreement", "greedy_agreement", "size_bytes", "time_s"]
-    gen = m.run_packed(cfg, seed=s) if packed else m.run(cfg, seed=s, out=out)
-    stream(gen, command="quantize", config=cfg, seed=s, out=out, quiet=quiet, columns=cols)
+    gen = m.run_packed(cfg, seed=s) if packed else _announce(m.run(cfg, seed=s, out=out), quiet, m.LONG_RUN_S)
+    stream(gen, command="quantize", config=cfg, seed=s, out=out, quiet=quiet, columns=cols, extra_config=extra)
+
+
+def _announce(records, quiet: bool, long_s: float):
+    """Pass the records through; print the run's estimated time on stderr (before the first
+    result) when it is longer than ``long_s`` seconds."""
+    import sys
+
+    for r in records:
+        if r.get("stage") == "estimate" and not quiet and r["estimated_s"] > long_s:
+            mins = r["estimated_s"] / 60
+            print(f"icml26 quantize: this run should take about {mins:.0f} min ({r['runs']} quantized (method, setting) runs; "
+                  f"the FP evaluation ran at {r['fp_tokens_per_s']:.0f} tokens/s). Fewer methods or settings, or a smaller "
+                  "eval_tokens, make it shorter.", file=sys.stderr, flush=True)
+        yield r

@@ -99,7 +99,7 @@ def test_sequential_gptq_tiny_llama_beats_rtn():
 
 
 def test_cli_method_gptq(tiny_folder):  # noqa: F811
-    r = runner.invoke(app_(), _tiny_args(tiny_folder, "--method", "fp,rtn,gptq", "--setting", "W4A16", "--setting", "W4A8", "-q"))
+    r = runner.invoke(app_(), _tiny_args(tiny_folder, "--method", "fp,rtn,gptq", "--setting", "W4A16", "--setting", "W4A8", "-q", fpt=False))
     assert r.exit_code == 0, r.output
     res = {(x["method"], x["setting"]): x for x in _records(r.stdout) if x["kind"] == "result"}
     assert set(res) == {("fp", "FP32"), ("rtn", "W4A16"), ("rtn", "W4A8"), ("gptq", "W4A16"), ("gptq", "W4A8")}

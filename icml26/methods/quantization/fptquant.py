@@ -36,6 +36,27 @@ from pathlib import Path
 from typing import Iterator
 
 METHODS = ("fp", "rtn", "gptq", "smoothquant", "quarot", "fptquant")
+DEFAULT_METHODS = ("fp", "rtn", "fptquant")   # FP, FPTQuant and the baseline every paper reports; "all" = METHODS
+STANDARD_SETTINGS = ("W4A16", "W4A8", "W4A4", "W4A4KV4", "W8A8")   # the full comparison (methods "all")
+QUANTIZED = METHODS[1:]
+
+# Which methods read each setting (Config field). A field that is not listed (model, data,
+# evaluation) is read by every method. ``check_settings`` refuses a field that was set but is
+# read by none of the selected methods, and one that none of the selected settings uses.
+HONOURED_BY: dict[str, tuple[str, ...]] = {
+    **{f: QUANTIZED for f in ("group_size", "w_sym", "w_clip_search", "a_sym", "act_granularity", "a_clip_ratio",
+                               "kv_clip_ratio", "head_bits", "save_method", "save_setting")},
+    "smoothquant_alpha": ("smoothquant",),
+    **{f: ("gptq",) for f in ("gptq_block_size", "gptq_percdamp", "gptq_act_order")},
+    **{f: ("fptquant",) for f in ("fpt_qk", "fpt_v", "fpt_mlp", "fpt_dyn_scale", "fpt_rotate", "fpt_down_hadamard",
+                                   "local_steps", "local_lr", "e2e_steps", "e2e_lr", "e2e_seq_len")},
+}
+# ... and which quantizer a field belongs to: it needs a selected setting that quantizes it.
+NEEDS_QUANTIZED: dict[str, str] = {
+    **{f: "weights" for f in ("group_size", "w_sym", "w_clip_search")},
+    **{f: "activations" for f in ("a_sym", "act_granularity", "a_clip_ratio")},
+    "kv_clip_ratio": "kv",
+}
 GGUF_NOTE = ("SmolLM2/Gemma GGUF weights ship as 4-bit blocks of 32 (Q4_1/Q4_K); weights are quantized "
              "per channel (or in groups not aligned to 32), so 4-bit RTN does not reproduce the shipped grid")
 
@@ -55,12 +76,12 @@ def parse_setting(s: str) -> tuple[int, int, int]:
 @dataclass(frozen=True)
 class Config:
     model: str = "llama"                     # built-in name, HF folder or .gguf
-    methods: tuple[str, ...] = METHODS
-    settings: tuple[str, ...] = ("W4A16", "W4A8", "W4A4", "W4A4KV4", "W8A8")
+    methods: tuple[str, ...] = DEFAULT_METHODS   # "all" = every method
+    settings: tuple[str, ...] = ()           # () = implied_settings(): by bits; every standard setting for methods "all"
     bits: int = 0                            # 0 = every setting; 4 / 8 keeps settings with that weight width
     corpus: str = "python-docs"
-    calib_text: str | None = None            # user's plain-text file (replaces the corpus split)
-    eval_text: str | None = None
+    calib_text: str | None = None            # user's plain-text file (replaces the corpus' calibration split)
+    eval_text: str | None = None             # user's plain-text file (replaces the corpus' evaluation split)
     seq_len: int = 512
     calib_tokens: int = 4096
     eval_tokens: int = 4096
@@ -89,19 +110,25 @@ class Config:
     e2e_seq_len: int = 256
     greedy_prompts: int = 4
     greedy_tokens: int = 16
-    save_method: str = "fptquant"
+    save_method: str = ""                    # "" = fptquant if selected, else the first selected method that can be packed
     save_setting: str = ""                   # "" = the first setting that can be packed (W4/W8)
 
     def __post_init__(self):
-        bad = [m for m in self.methods if m not in METHODS]
-        if bad or not self.methods:
-            raise ValueError(f"methods: unknown {bad[0] if bad else '(empty)'!r}; choose from {', '.join(METHODS)}")
-        if not self.settings:
-            raise ValueError("settings: give at least one, e.g. W4A8")
-        for s in self.settings:
-            parse_setting(s)
+        methods = tuple(self.methods)
+        if "all" in methods:
+            if len(methods) > 1:
+                raise ValueError(f"methods: 'all' stands alone (it is every method: {', '.join(METHODS)})")
+            methods = METHODS
+        bad = [m for m in methods if m not in METHODS]
+        if bad or not methods:
+            raise ValueError(f"methods: unknown {bad[0] if bad else '(empty)'!r}; choose from {', '.join(METHODS)} or all")
+        object.__setattr__(self, "methods", tuple(dict.fromkeys(methods)))
         if self.bits not in (0, 2, 3, 4, 5, 6, 7, 8):
             raise ValueError(f"bits must be 0 (all settings) or a weight width in 2..8, got {self.bits}")
+        if not self.settings or tuple(x.upper() for x in self.settings) == ("ALL",):
+            object.__setattr__(self, "settings", self.implied_settings(full=bool(self.settings) or set(self.methods) == set(METHODS)))
+        for s in self.settings:
+            parse_setting(s)
         if self.bits and not self.active_settings():
             raise ValueError(f"bits={self.bits}: none of the settings {', '.join(self.settings)} has {self.bits}-bit weights")
         if self.act_granularity not in ("per-token", "per-tensor"):
@@ -113,7 +140,7 @@ class Config:
             raise ValueError(f"calib_tokens ({self.calib_tokens}) and eval_tokens ({self.eval_tokens}) must be >= seq_len ({self.seq_len})")
         if self.group_size < 0:
             raise ValueError(f"group_size must be >= 0, got {self.group_size}")
-        if self.calib_text is None:
+        if self.calib_text is None or self.eval_text is None:
             from icml26.core.data.text import CORPORA
 
             if self.corpus not in CORPORA:
@@ -126,7 +153,7 @@ class Config:
         for name in ("local_steps", "e2e_steps", "greedy_prompts", "greedy_tokens"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0")
-        if self.save_method not in METHODS or self.save_method == "fp":
+        if self.save_method and (self.save_method not in METHODS or self.save_method == "fp"):
             raise ValueError(f"save_method must be one of {', '.join(METHODS[1:])}, got {self.save_method!r}")
         if self.save_setting:
             parse_setting(self.save_setting)
@@ -135,8 +162,28 @@ class Config:
         if self.gptq_block_size < 1 or not self.gptq_percdamp > 0:
             raise ValueError("gptq_block_size must be >= 1 and gptq_percdamp > 0")
 
+    def implied_settings(self, full: bool = False) -> tuple[str, ...]:
+        """The settings run when none are given: the full comparison (STANDARD_SETTINGS, kept by
+        ``bits``) when ``full``; else the ones ``bits`` implies: W<b>A16 (weight-only, the packed
+        model the CPU kernels run) and W<b>A8 for b < 8, W8A8 for 8; bits 0 = 4."""
+        if full:
+            keep = tuple(x for x in STANDARD_SETTINGS if not self.bits or parse_setting(x)[0] == self.bits)
+            if keep:
+                return keep
+        b = self.bits or 4
+        return ("W8A8",) if b == 8 else (f"W{b}A16", f"W{b}A8")
+
     def active_settings(self) -> list[str]:
         return [s.upper() for s in self.settings if not self.bits or parse_setting(s)[0] == self.bits]
+
+    def save_target(self) -> tuple[str | None, str | None]:
+        """(method, setting) that ``--out`` packs: save_method or fptquant / the first selected
+        method that can be packed; save_setting or the first active W4/W8 setting. None where
+        there is none."""
+        m = self.save_method or next((x for x in ("fptquant", "rtn", "quarot", "smoothquant") if x in self.methods), None)
+        st = self.save_setting.upper() if self.save_setting else next(
+            (x for x in self.active_settings() if parse_setting(x)[0] in (4, 8)), None)
+        return m, st
 
     def spec(self, setting: str):
         from icml26.methods.quantization.qmodel import QSpec
@@ -146,9 +193,63 @@ class Config:
                      w_clip_search=self.w_clip_search, a_sym=self.a_sym, act_granularity=self.act_granularity,
                      a_clip_ratio=self.a_clip_ratio, kv_clip_ratio=self.kv_clip_ratio, head_bits=self.head_bits)
 
-    def weight_quant_note(self) -> str:
+    def weight_quant_note(self, wbits: int | None = None) -> str:
+        """How the decoder weights are quantized, and whether the MSE clipping search ran
+        (it runs for every quantized weight when w_clip_search is on)."""
+        if wbits is not None and wbits >= 16:
+            return f"not quantized ({wbits}-bit weights)"
         g = "per-channel" if self.group_size == 0 else f"group {self.group_size}"
-        return f"{g} {'sym' if self.w_sym else 'asym'}"
+        clip = "MSE clip search ran" if self.w_clip_search else "no clip search (w_clip_search=false)"
+        return f"{g} {'sym' if self.w_sym else 'asym'}, {clip}"
+
+
+def check_settings(cfg: Config, given: dict[str, str], *, out: str | None = None) -> dict[str, str]:
+    """Check that every setting given is honoured by the run (before anything is written).
+
+    given: field -> where it came from (``--set`` or ``recipe FILE``). A field from ``--set``
+    that none of the selected methods reads (HONOURED_BY), or that none of the selected
+    settings uses (e.g. an activation clip ratio without activation quantization), is an
+    InputError naming the methods; from a recipe (sized for every method) it is returned,
+    field -> reason, for the config record. With ``out``: the model to save must be among the
+    selected methods and settings. Raises InputError."""
+    from icml26.core.errors import InputError
+
+    unused: dict[str, str] = {}
+    refused: list[str] = []
+    specs = [parse_setting(x) for x in cfg.active_settings()]
+    quantizes = {"weights": any(w < 16 for w, _, _ in specs), "activations": any(a < 16 for _, a, _ in specs),
+                 "kv": any(kv < 16 for _, _, kv in specs)}
+    for f, where in given.items():
+        by = HONOURED_BY.get(f)
+        reason = None
+        if by is not None and not set(by) & set(cfg.methods):
+            who = by[0] if len(by) == 1 else "the quantized methods"
+            reason = (f"{f} is read by {who} only; the selected methods ({', '.join(cfg.methods)}) do not use it "
+                      f"(add {'--method ' + by[0] if len(by) == 1 else 'a quantized method'}, or drop {f})")
+        elif f in NEEDS_QUANTIZED and not quantizes[NEEDS_QUANTIZED[f]]:
+            reason = (f"{f} applies to quantized {NEEDS_QUANTIZED[f]}; none of the settings "
+                      f"({', '.join(cfg.active_settings())}) quantizes them")
+        if reason is None:
+            continue
+        if where == "--set":
+            refused.append(reason)
+        else:
+            unused[f] = reason
+    if refused:
+        raise InputError("; ".join(refused))
+    if out is not None:
+        m, st = cfg.save_target()
+        if m is None or m not in cfg.methods:
+            raise InputError(f"--out: the model to save ({'save_method ' + m if m else 'a packable method'}) is not among the "
+                             f"selected methods ({', '.join(cfg.methods)}); add it with --method, or set save_method")
+        if st is None or st not in cfg.active_settings():
+            raise InputError(f"--out: the setting to save ({'save_setting ' + st if st else 'a W4/W8 setting'}) is not among the "
+                             f"selected settings ({', '.join(cfg.active_settings())}); add it with --setting, or set save_setting")
+        if parse_setting(st)[0] not in (4, 8):
+            raise InputError(f"--out: only 4- and 8-bit weights are packed; cannot save {st} (set save_setting)")
+        if m == "gptq":
+            raise InputError("--out: saving GPTQ's packed model is not supported yet (set save_method to rtn, smoothquant, quarot or fptquant)")
+    return unused
 
 
 def check_group_size(group_size: int, dims: dict[str, int]) -> None:
@@ -191,22 +292,29 @@ def model_dims(model_dir) -> dict[str, int]:
 
 # ----------------------------------------------------------------------------- data
 def load_text(cfg: Config, tok):
-    """(calibration chunks, evaluation chunks, e2e chunks, source description)."""
+    """(calibration chunks, evaluation chunks, e2e chunks, source description).
+
+    Each side is the user's file when given (calib_text / eval_text), else the built-in
+    corpus' split for that side (evaluate.split_corpus: doc i -> eval iff i % 10 == 9): a user
+    file on one side and the corpus on the other is allowed (e.g. your own evaluation text,
+    calibration on the corpus' calibration documents)."""
     from icml26.core.data.text import load_corpus, read_text_file
+    from icml26.core.errors import InputError
     from icml26.methods.quantization import evaluate as E
 
-    if (cfg.calib_text is None) != (cfg.eval_text is None):
-        from icml26.core.errors import InputError
-
-        raise InputError("give both calib_text and eval_text (or neither, to split a built-in corpus)")
-    if cfg.calib_text is not None:
-        calib_docs, eval_docs = [read_text_file(cfg.calib_text)], [read_text_file(cfg.eval_text)]
+    rule = f"{cfg.corpus}: doc i -> eval iff i % {E.EVAL_EVERY} == {E.EVAL_EVERY - 1}, else calibration"
+    if cfg.calib_text is None or cfg.eval_text is None:
+        corpus_calib, corpus_eval = E.split_corpus(load_corpus(cfg.corpus))
+    calib_docs = [read_text_file(cfg.calib_text)] if cfg.calib_text is not None else corpus_calib
+    eval_docs = [read_text_file(cfg.eval_text)] if cfg.eval_text is not None else corpus_eval
+    if cfg.calib_text is not None and cfg.eval_text is not None:
         src = f"calib={cfg.calib_text}, eval={cfg.eval_text}"
+    elif cfg.calib_text is None and cfg.eval_text is None:
+        src = rule
+    elif cfg.eval_text is not None:
+        src = f"calib={cfg.corpus} calibration documents (built in; {rule}), eval={cfg.eval_text}"
     else:
-        calib_docs, eval_docs = E.split_corpus(load_corpus(cfg.corpus))
-        src = f"{cfg.corpus}: doc i -> eval iff i % 10 == 9, else calibration"
-    from icml26.core.errors import InputError
-
+        src = f"calib={cfg.calib_text}, eval={cfg.corpus} evaluation documents (built in; {rule})"
     try:
         cs = E.token_stream(tok, calib_docs, cfg.calib_tokens)
         es = E.token_stream(tok, eval_docs, cfg.eval_tokens)
@@ -215,40 +323,58 @@ def load_text(cfg: Config, tok):
     return E.chunks(cs, cfg.seq_len), E.chunks(es, cfg.seq_len), E.chunks(cs, min(cfg.e2e_seq_len, cfg.seq_len)), src
 
 
+def shared_lines(tok, calib: list, evalc: list, min_chars: int = 40) -> int:
+    """Distinct lines (>= min_chars characters) of the calibration text used (chunks of token
+    ids, decoded) that occur verbatim in the evaluation text used: 0 when the two are
+    disjoint. The check of a user file against the corpus split on the other side."""
+    ev = "\n".join(tok.decode(c[0].tolist()) for c in evalc)
+    lines = {ln.strip() for c in calib for ln in tok.decode(c[0].tolist()).splitlines() if len(ln.strip()) >= min_chars}
+    return sum(1 for ln in lines if ln in ev)
+
+
 # ----------------------------------------------------------------------------- methods
 def prepare(method: str, fp_model, cfg: Config, calib: list, seed: int):
     """A deep copy of the FP model with ``method``'s function-preserving transforms applied.
 
     Returns (model, extras) where extras holds what the quantized forward needs
-    (online_down_hadamard, dyn_scale) and FPTQuant's trainable state."""
+    (online_down_hadamard, dyn_scale), FPTQuant's trainable state, and ``transforms``: the
+    names of the transforms applied, in order (what each result record lists)."""
     from icml26.methods.quantization import hadamard as had
     from icml26.methods.quantization import smoothquant as sq
     from icml26.methods.quantization import train as TR
     from icml26.methods.quantization import transforms as T
 
     model = copy.deepcopy(fp_model)
-    extras: dict = {"online_down_hadamard": False, "dyn_scale": False}
+    applied: list[str] = []
+    extras: dict = {"online_down_hadamard": False, "dyn_scale": False, "transforms": applied}
     if method in ("fp", "rtn", "gptq"):
         return model, extras
     if method == "smoothquant":
         T.check_llama(model)  # folds 1/s into RMSNorm gains: LLaMA-style norms only
         sq.smooth(model, calib, cfg.smoothquant_alpha)
+        applied.append(f"smoothquant_scales(alpha={cfg.smoothquant_alpha:g})")
         return model, extras
     T.check_llama(model)
     dm = T.dims(model)
     rotate = method == "quarot" or cfg.fpt_rotate
-    down_h = (method == "quarot" or cfg.fpt_down_hadamard) and had.has_hadamard(dm["I"])
+    want_down = method == "quarot" or cfg.fpt_down_hadamard
+    down_h = want_down and had.has_hadamard(dm["I"])
+    if want_down and not down_h:
+        extras["not_applied"] = f"online_down_hadamard: no Hadamard matrix of order intermediate_size={dm['I']}"
     if rotate:
         if not had.has_hadamard(dm["D"]):
             raise ValueError(f"no Hadamard matrix of order hidden_size={dm['D']} is available")
         T.untie_embeddings(model)
         T.fuse_norms(model)
         T.rotate_residual(model, had.random_hadamard(dm["D"], seed))
+        applied += ["untie_embeddings", "fuse_norms", "residual_hadamard"]
     extras["online_down_hadamard"] = down_h
     if method == "quarot":
         T.value_hadamard(model)
+        applied.append("value_hadamard")
         if down_h:
             T.down_hadamard(model)
+            applied.append("online_down_hadamard")
         return model, extras
     # FPTQuant: trainable mergeable transforms
     import torch
@@ -259,6 +385,9 @@ def prepare(method: str, fp_model, cfg: Config, calib: list, seed: int):
     curve = TR.train_local(bases, params, dm, steps=cfg.local_steps, lr=cfg.local_lr, down_hadamard=down_h)
     with torch.no_grad():
         T.merge_into(model, bases, params, dm, down_hadamard=down_h)
+    applied += [name for on, name in ((cfg.fpt_qk, "qk_transform"), (cfg.fpt_v, "value_transform" + ("(from value_hadamard)" if rotate else "")),
+                                      (cfg.fpt_mlp, "mlp_scaler"), (down_h, "online_down_hadamard"),
+                                      (cfg.fpt_dyn_scale, "dyn_scale")) if on]
     extras.update(dyn_scale=cfg.fpt_dyn_scale, bases=bases, params=params, dm=dm, local_curve=curve)
     return model, extras
 
@@ -277,6 +406,43 @@ def model_size_bytes(model, method: str, spec) -> int:
                 total += p.numel() * 4
         return total
     return pack.packed_size_bytes(model, spec)
+
+
+def tied_embeddings(model) -> bool:
+    """True when lm_head shares the input embedding's weight (rotations untie them)."""
+    return model.get_output_embeddings().weight.data_ptr() == model.get_input_embeddings().weight.data_ptr()
+
+
+# Cost of each part of a run in units of the FP evaluation (perplexity over the eval tokens,
+# timed in the run itself) and of the FP greedy continuations; ratios measured on SmolLM2-135M
+# on the 2-core machine (docs/quantize.md, "Run time"). A rough guide, not a promise.
+COST = {"eval": 1.4, "eval_act": 2.0, "drift": 2.0, "local_step": 0.03, "e2e_step": 0.2, "gptq": 3.0}
+LONG_RUN_S = 120.0   # the command prints the estimate when a run should take longer than this
+
+
+def estimate_seconds(cfg: Config, *, eval_s: float, greedy_s: float) -> float:
+    """Estimated wall seconds of the whole run, from the FP evaluation's measured time
+    ``eval_s`` (perplexity over the eval tokens) and ``greedy_s`` (greedy continuations)."""
+    settings = [parse_setting(x) for x in cfg.active_settings()]
+    n_chunks = max(1, cfg.eval_tokens // cfg.seq_len)
+    per_tok = eval_s / max(cfg.eval_tokens, 1)   # seconds per evaluated token (FP)
+    total = eval_s + greedy_s
+    for m in cfg.methods:
+        if m == "fp":
+            continue
+        if m not in ("rtn", "gptq"):
+            total += COST["drift"] * eval_s / n_chunks
+        if m == "fptquant":
+            total += cfg.local_steps * COST["local_step"] * eval_s
+        if m == "gptq":
+            total += COST["gptq"] * per_tok * cfg.calib_tokens * len({w for w, _, _ in settings if w < 16})
+        for w, a, kv in settings:
+            total += (COST["eval_act"] if a < 16 or kv < 16 else COST["eval"]) * (eval_s + greedy_s)
+            if a < 16 and cfg.act_granularity == "per-tensor":
+                total += per_tok * cfg.calib_tokens
+            if m == "fptquant":
+                total += cfg.e2e_steps * COST["e2e_step"] * eval_s * (min(cfg.e2e_seq_len, cfg.seq_len) / 256) ** 0.5
+    return total
 
 
 def run(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | None = None) -> Iterator[dict]:
@@ -303,14 +469,25 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | None = No
     arch = getattr(fp_model.config, "model_type", "?")
     calib, evalc, e2e_batches, src = load_text(cfg, tok)
     prompts = [c[:, : min(32, cfg.seq_len // 2)] for c in evalc[: cfg.greedy_prompts]]
-    yield {"kind": "step", "stage": "data", "model": cfg.model, "arch": arch, "text": src,
-           "calib_tokens": sum(c.numel() for c in calib), "eval_tokens": sum(c.numel() for c in evalc),
-           "weight_quant": cfg.weight_quant_note(), "note": GGUF_NOTE, "load_s": round(time.time() - t0, 2)}
+    data = {"kind": "step", "stage": "data", "model": cfg.model, "arch": arch, "text": src,
+            "calib_source": cfg.calib_text or f"{cfg.corpus} (built in, calibration documents)",
+            "eval_source": cfg.eval_text or f"{cfg.corpus} (built in, evaluation documents)",
+            "calib_tokens": sum(c.numel() for c in calib), "eval_tokens": sum(c.numel() for c in evalc),
+            "weight_quant": cfg.weight_quant_note(), "note": GGUF_NOTE, "load_s": round(time.time() - t0, 2)}
+    if (cfg.calib_text is None) != (cfg.eval_text is None):  # a user file against the corpus: check they share no text
+        data["calib_eval_shared_lines"] = shared_lines(tok, calib, evalc)
+    yield data
 
     # 2. FP reference
     t1 = time.time()
     fp_ppl, _, fp_top = E.perplexity(fp_model, evalc)
+    t_eval = time.time() - t1
     fp_gen = E.greedy(fp_model, prompts, cfg.greedy_tokens) if prompts and cfg.greedy_tokens else []
+    t_greedy = time.time() - t1 - t_eval
+    est = estimate_seconds(cfg, eval_s=t_eval, greedy_s=t_greedy)
+    yield {"kind": "step", "stage": "estimate", "estimated_s": round(est, 1), "fp_eval_s": round(t_eval, 2),
+           "fp_greedy_s": round(t_greedy, 2), "fp_tokens_per_s": round(sum(c.numel() for c in evalc) / max(t_eval, 1e-9), 1),
+           "runs": len([m for m in cfg.methods if m != "fp"]) * len(settings)}
     results: list[dict] = []
     if "fp" in cfg.methods:
         rec = {"kind": "result", "method": "fp", "setting": "FP32", "wbits": 32, "abits": 32, "kvbits": 32,
@@ -320,7 +497,7 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | None = No
         yield rec
 
     saved = None
-    save_setting = cfg.save_setting.upper() if cfg.save_setting else next((s for s in settings if parse_setting(s)[0] in (4, 8)), None)
+    save_method, save_setting = cfg.save_target()
     qmethods = [m for m in cfg.methods if m != "fp"]
     fp_first = None
     with progress(len(qmethods) * len(settings), "quantize") as bar:
@@ -333,6 +510,7 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | None = No
                 for _ in settings:
                     bar.advance()
                 continue
+            prep_only_s = time.time() - t2
             # wrap in FP first (online Hadamard / S_n active) and check the function is preserved
             model = base
             QM.quantize_model(model, QM.QSpec(wbits=16, abits=16, kvbits=16, head_bits=16),
@@ -368,6 +546,7 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | None = No
                         done.add(key)
                     rec_extra = {"gptq_s": round(time.time() - tg, 2)}
                 QM.calibrate_static(model, calib, spec)
+                te = time.time()
                 if method == "fptquant":
                     from icml26.methods.quantization import transforms as T
 
@@ -379,17 +558,22 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | None = No
                         QM.calibrate_static(model, calib, spec)
                     lc = extras.get("local_curve") or []
                     rec_extra = {"local_loss_first": lc[0] if lc else None, "local_loss_last": lc[-1] if lc else None,
-                                 "e2e_kl_first": curve[0] if curve else None, "e2e_kl_last": curve[-1] if curve else None}
+                                 "e2e_kl_first": curve[0] if curve else None, "e2e_kl_last": curve[-1] if curve else None,
+                                 "local_train_s": round(prep_only_s, 2), "e2e_train_s": round(time.time() - te, 2)}
                 ppl, agree, _ = E.perplexity(model, evalc, fp_top1=fp_top)
                 gen = E.greedy(model, prompts, cfg.greedy_tokens) if fp_gen else []
                 rec = {"kind": "result", "method": method, "setting": setting, "wbits": spec.wbits, "abits": spec.abits,
                        "kvbits": spec.kvbits, "perplexity": ppl, "top1_agreement": agree,
                        "greedy_agreement": E.greedy_agreement(gen, fp_gen) if gen else None,
-                       "size_bytes": model_size_bytes(model, method, spec), "weight_quant": cfg.weight_quant_note(),
+                       "size_bytes": model_size_bytes(model, method, spec), "weight_quant": cfg.weight_quant_note(spec.wbits),
+                       "clip_search": bool(spec.w_clip_search and spec.wbits < 16),
+                       "transforms": list(extras["transforms"]), "tied_embeddings": tied_embeddings(model),
                        "fp_drift": drift, "time_s": round(time.time() - t3 + prep_s / len(settings), 2), **rec_extra}
+                if extras.get("not_applied"):
+                    rec["not_applied"] = extras["not_applied"]
                 results.append(rec)
                 yield rec
-                if out is not None and saved is None and method == cfg.save_method and setting == save_setting:
+                if out is not None and saved is None and method == save_method and setting == save_setting:
                     from icml26.methods.quantization import pack
 
                     if spec.wbits not in (4, 8):
@@ -405,7 +589,8 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | None = No
             del base, model
     # summary
     summ: dict = {"kind": "summary", "model": cfg.model, "fp_perplexity": fp_ppl, "n_results": len(results),
-                  "eval_tokens": sum(c.numel() for c in evalc), "saved": saved, "time_s": round(time.time() - t0, 1)}
+                  "eval_tokens": sum(c.numel() for c in evalc), "saved": saved, "time_s": round(time.time() - t0, 1),
+                  "estimated_s": round(est, 1)}
     for setting in settings:
         rs = [r for r in results if r["setting"] == setting]
         if rs:

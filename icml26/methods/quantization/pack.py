@@ -110,7 +110,8 @@ def save_quantized(model, tok, path: str | Path, spec: QSpec, *, method: str, ex
             "w_sym": spec.w_sym, "group_size": spec.group_size, "a_sym": spec.a_sym, "act_granularity": spec.act_granularity,
             "a_clip_ratio": spec.a_clip_ratio, "kv_clip_ratio": spec.kv_clip_ratio, "head_bits": spec.head_bits,
             "tied_embeddings": tied, "online_down_hadamard": bool(extras.get("online_down_hadamard")),
-            "dyn_scale": bool(extras.get("dyn_scale")), "fp_perplexity": fp_perplexity, "perplexity": perplexity,
+            "dyn_scale": bool(extras.get("dyn_scale")), "transforms": list(extras.get("transforms") or []),
+            "w_clip_search": bool(spec.w_clip_search and spec.wbits < 16), "fp_perplexity": fp_perplexity, "perplexity": perplexity,
             "size_bytes": int(sum(t.numel() * t.element_size() for t in tensors.values()))}
     from icml26.core.output import atomic_dir
 

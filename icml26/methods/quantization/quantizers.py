@@ -69,11 +69,18 @@ def dequantize(q: Tensor, scale: Tensor, zero: Tensor) -> Tensor:
 
 
 def fake_quant(x: Tensor, scale: Tensor, zero: Tensor, bits: int) -> Tensor:
-    return dequantize(quantize(x, scale, zero, bits), scale, zero)
+    if torch.is_grad_enabled() and (x.requires_grad or scale.requires_grad):
+        return dequantize(quantize(x, scale, zero, bits), scale, zero)
+    q = x / scale  # inference: the same arithmetic on one buffer (about 2x faster on activations)
+    q.round_().add_(zero).clamp_(0, 2**bits - 1).sub_(zero).mul_(scale)
+    return q
 
 
 def ste(x: Tensor, xq: Tensor) -> Tensor:
-    """Straight-through estimator: forward ``xq``, gradient of identity."""
+    """Straight-through estimator: forward ``xq``, gradient of identity (``xq`` itself when no
+    gradient is recorded)."""
+    if not (torch.is_grad_enabled() and x.requires_grad):
+        return xq
     return x + (xq - x).detach()
 
 
