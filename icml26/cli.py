@@ -29,6 +29,7 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("bpi", "icml26.commands.bpi:bpi", "Pure exploration (VarDE)"),
     ("filter-data", "icml26.commands.filter_data:filter_app", "Data"),
     ("probe-syntax", "icml26.commands.probe_syntax:probe_syntax", "Interpretability"),
+    ("traffic", "icml26.commands.traffic:traffic_app", "Traffic forecasting (MiniTraffic)"),
     ("sng", "icml26.commands.sng:sng", "Scientific ML (SNG / SPRING)"),
     ("jacobian-spectrum", "icml26.commands.jacobian_spectrum:jacobian_spectrum", "Theory as measurement"),
 ]

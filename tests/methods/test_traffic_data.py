@@ -1,0 +1,157 @@
+"""Traffic readers (csv / h5 / npz / long parquet), gap-aware windows, chronological splits and
+real-unit metrics (icml26.core.data.traffic, icml26.methods.traffic.data)."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from icml26.core.data import traffic as td
+from icml26.core.errors import InputError
+from icml26.methods.traffic import data as D
+from tests.methods.traffic_synth import lanes_frame, write_csv
+
+
+def test_metrics_constant_forecast_hand_computed():
+    true = np.array([[0.0, 2.0], [6.0, 10.0]])
+    m = D.metrics(np.full_like(true, 4.0), true, mape_min=5.0)
+    assert m["mae"] == pytest.approx(3.5)  # |4-0|, |4-2|, |4-6|, |4-10|
+    assert m["rmse"] == pytest.approx(math.sqrt((16 + 4 + 4 + 36) / 4))
+    assert m["mape"] == pytest.approx((2 / 6 + 6 / 10) / 2 * 100)  # only truths > 5 vehicles
+    assert D.metrics(np.zeros(3), np.array([0.0, 1.0, 5.0]), 5.0)["mape"] is None
+
+
+def test_metrics_are_in_real_units_through_the_harness():
+    """A constant forecast scored by the harness: the MAE is in vehicles, not standardized."""
+    from icml26.methods.traffic import harness as H
+
+    rng = np.random.default_rng(0)
+    y = rng.uniform(0, 200, (30, 4, 3))
+    test = {"x": rng.uniform(0, 200, (30, 8, 3)), "y": y, "tod": np.zeros(30, int), "dow": np.zeros(30, int)}
+    cfg = H.Config(horizons=(1, 4), input_steps=8)
+    ev = H.evaluate(lambda x, tod, dow: np.full((x.shape[0], 4, 3), 100.0), test, cfg)
+    for h in (1, 4):
+        assert ev["by_h"][h]["mae"] == pytest.approx(np.abs(y[:, h - 1] - 100).mean())
+        assert ev["by_h"][h]["rmse"] == pytest.approx(np.sqrt(((y[:, h - 1] - 100) ** 2).mean()))
+    # persistence through a scaler: identical real-unit error whatever the scaler
+    sc = D.Scaler(mean=57.0, std=13.0)
+    f = H.Fitted("persistence", __import__("icml26.methods.traffic.baselines", fromlist=["x"]).Persistence(), sc, 4)
+    ev = H.evaluate(f, test, cfg)
+    assert ev["by_h"][4]["mae"] == pytest.approx(np.abs(y[:, 3] - test["x"][:, -1]).mean())
+
+
+def test_csv_reader_and_gap_segments(tmp_path):
+    df = lanes_frame(days=3, gap_day=1)
+    s = td.read_series(write_csv(df, tmp_path / "l.csv"))
+    assert s.shape == (len(df), 6) and s.sensors[0] == "lane_0" and s.step_s == 900
+    np.testing.assert_allclose(s.values, df.drop(columns="timestamp").to_numpy())
+    segs = s.segments()
+    assert len(segs) == 2  # the overnight gap of day 2 splits the series
+    starts = D.window_starts(segs, (0, len(df)), 12)
+    ts = s.timestamps.astype(np.int64)
+    spans = ts[starts + 11] - ts[starts]
+    assert (spans == 11 * 900 * 10**9).all()  # no window spans the gap
+    assert len(starts) == sum(b - a - 11 for a, b in segs)
+
+
+def test_csv_missing_value_breaks_a_run(tmp_path):
+    df = lanes_frame(days=1)
+    df.loc[10, "lane_2"] = np.nan
+    s = td.read_series(write_csv(df, tmp_path / "l.csv"))
+    assert s.segments() == [(0, 10), (11, len(df))]
+
+
+def _write_pandas_h5(path, values, index_ns, columns, key="df"):
+    """The layout pandas.to_hdf (fixed format) writes, as METR-LA / PEMS-BAY ship it."""
+    import h5py
+
+    with h5py.File(path, "w") as f:
+        g = f.create_group(key)
+        g["axis0"] = np.array([c.encode() for c in columns])
+        g["axis1"] = np.asarray(index_ns, dtype=np.int64)
+        g["block0_items"] = np.array([c.encode() for c in columns])
+        g["block0_values"] = values
+
+
+def test_h5_reader_metr_la_layout(tmp_path):
+    pytest.importorskip("h5py")
+    idx = pd.date_range("2012-03-01", periods=50, freq="5min")
+    vals = np.arange(150, dtype=float).reshape(50, 3)
+    _write_pandas_h5(tmp_path / "metr-la.h5", vals, idx.asi8, ["773869", "767541", "767542"])
+    s = td.read_series(tmp_path / "metr-la.h5")
+    assert s.sensors == ["773869", "767541", "767542"] and s.step_s == 300
+    np.testing.assert_array_equal(s.values, vals)
+    assert s.timestamps[0] == np.datetime64("2012-03-01T00:00:00")
+
+
+def test_npz_reader_pemsd_layout(tmp_path):
+    data = np.random.default_rng(0).uniform(0, 300, (40, 5, 3))
+    np.savez(tmp_path / "PEMS08.npz", data=data)
+    s = td.read_series(tmp_path / "PEMS08.npz", feature=2, start="2016-07-01")
+    np.testing.assert_array_equal(s.values, data[:, :, 2])
+    assert s.step_s == 300 and str(s.timestamps[1]) == "2016-07-01T00:05:00.000000000"
+
+
+def test_long_parquet_reader(tmp_path):
+    ts = pd.date_range("2024-01-01", periods=4, freq="15min")
+    df = pd.DataFrame({"timestamp": list(ts) * 2, "detector": [1] * 4 + [2] * 4, "total": list(range(8))})
+    df.to_parquet(tmp_path / "c.parquet")
+    s = td.read_series(tmp_path / "c.parquet")
+    assert s.sensors == ["det_01", "det_02"]
+    np.testing.assert_array_equal(s.values[:, 1], [4, 5, 6, 7])
+
+
+@pytest.mark.parametrize("content,msg", [
+    ("a,b\n1,2\n", "no time column"),
+    ("timestamp,x\nnot-a-date,1\n", "not parseable"),
+    ("timestamp,x\n2024-01-01 00:00,a\n2024-01-01 00:15,b\n", "not numeric"),
+    ("timestamp,x\n2024-01-01 00:00,1\n", "at least 2 time steps"),
+    ("timestamp,x\n2024-01-01 00:00,1\n2024-01-01 00:00,2\n", "strictly increasing"),
+])
+def test_bad_csv_is_input_error(tmp_path, content, msg):
+    p = tmp_path / "bad.csv"
+    p.write_text(content)
+    with pytest.raises(InputError, match=msg):
+        td.read_series(p)
+
+
+def test_bad_h5_npz_and_suffix(tmp_path):
+    (tmp_path / "x.h5").write_bytes(b"not hdf5")
+    with pytest.raises(InputError, match="not an HDF5"):
+        td.read_series(tmp_path / "x.h5")
+    np.savez(tmp_path / "x.npz", other=np.zeros(3))
+    with pytest.raises(InputError, match="no array 'data'"):
+        td.read_series(tmp_path / "x.npz")
+    (tmp_path / "x.txt").write_text("1")
+    with pytest.raises(InputError, match="unknown format"):
+        td.read_series(tmp_path / "x.txt")
+
+
+def test_day_split_is_chronological_and_disjoint():
+    ts = pd.date_range("2024-01-01", periods=10 * 96, freq="15min").to_numpy()
+    sp = D.day_split(ts, 4, 2, 1, 2)
+    ranges = [sp.pretrain, sp.finetune, sp.val, sp.test]
+    assert ranges == [(0, 384), (384, 576), (576, 672), (672, 864)]
+    assert D.fraction_rows(sp.finetune, 0.25) == (528, 576)  # the most recent quarter
+    assert D.day_split(ts, 4, 2, 1, 0).test == (672, 960)
+    with pytest.raises(InputError, match="covers 10 day"):
+        D.day_split(ts, 8, 2, 1, 2)
+
+
+def test_group_by_correlation_finds_the_planted_roads():
+    rng = np.random.default_rng(1)
+    a, b = rng.normal(size=(500, 1)), rng.normal(size=(500, 1))
+    v = np.concatenate([a + 0.1 * rng.normal(size=(500, 3)), b + 0.1 * rng.normal(size=(500, 2))], 1)
+    lab = td.group_by_correlation(v, 2)
+    assert lab.tolist() == [0, 0, 0, 1, 1]
+    roads = td.road_series(td.SensorSeries(v, pd.date_range("2024", periods=500, freq="h").to_numpy(), list("abcde")), lab)
+    np.testing.assert_allclose(roads.values[:, 1], v[:, 3:].mean(1))
+
+
+def test_builtin_lane_counts():
+    pytest.importorskip("traffic_anomaly")
+    s = td.lane_counts()
+    assert s.shape == (2492, 22) and s.step_s == 900
+    assert len(s.segments()) == 3  # two missing intervals in the recording
+    assert abs(np.nanmean(s.values) - 19.2) < 0.5  # vehicles per 15 minutes
