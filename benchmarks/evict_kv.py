@@ -7,9 +7,11 @@ Prints three markdown tables:
    selection, on real layers (and of key-norm / random selections, for scale);
 3. speed: scoring time per layer, ours vs kvpress' CapPress on identical inputs (ratio).
 
-kvpress 0.5.5 pins transformers<5.3, so its presses run only from a venv that has it:
-    PYTHONPATH=$PWD /tmp/kvpress-venv/bin/python benchmarks/evict_kv.py          # with kvpress
-    .venv/bin/python benchmarks/evict_kv.py                                        # ours only
+kvpress 0.5.5 pins transformers<5.3, so its presses run only from a venv that has it: the
+kvpress peer venv (``make peers``). Run from the project venv, the script re-runs itself there
+on this checkout's code when that venv exists (or under ``--kvpress-python PY``):
+    .venv/bin/python benchmarks/evict_kv.py                 # with kvpress when `make peers` ran
+    .venv/bin/python benchmarks/evict_kv.py --no-kvpress    # ours only, in the project venv
 Defaults measure 1k-token contexts (CPU); pass --context-tokens 4096 8192 on a GPU.
 """
 
@@ -223,6 +225,27 @@ def table(rows: list[dict], cols: list[str]) -> str:
     return "\n".join(out)
 
 
+def _run_in_kvpress_venv(python: str | None) -> None:
+    """Without kvpress here: re-run this script (same arguments) under ``python`` or the kvpress
+    peer venv's python, on this checkout's code; return (ours only) when there is neither."""
+    import os
+
+    if importlib.util.find_spec("kvpress") is not None or os.environ.get("ICML26_PEER_RERUN"):
+        return
+    from icml26.core.peers import find_peer, peer_env
+
+    py = python or find_peer("kvpress")
+    if py is None:
+        print("kvpress is not installed here and there is no kvpress peer venv (`make peers`): running ours only", file=sys.stderr)
+        return
+    if not Path(py).exists():
+        sys.exit(f"--kvpress-python {py}: no such file")
+    env = peer_env("kvpress")
+    env["ICML26_PEER_RERUN"] = "1"
+    print(f"kvpress: re-running under {py}", file=sys.stderr, flush=True)
+    os.execve(str(py), [str(py), str(Path(__file__).resolve()), *sys.argv[1:]], env)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--context-tokens", type=int, nargs="+", default=[1024])
@@ -246,9 +269,13 @@ def main() -> None:
     ap.add_argument("--json", default=None, help="also write all rows to this JSON file")
     ap.add_argument("--pool-json", nargs="+", default=None, metavar="FILE",
                     help="no new runs: print the quality and paired tables over the samples of these saved --json runs together")
+    ap.add_argument("--kvpress-python", default=None, metavar="PY",
+                    help="python of a venv with kvpress to re-run this script in (default: the kvpress peer venv of `make peers`)")
     args = ap.parse_args()
     if args.json and not Path(args.json).resolve().parent.is_dir():
         ap.error(f"--json {args.json}: the folder {str(Path(args.json).resolve().parent)!r} does not exist")
+    if not args.no_kvpress and not args.pool_json:
+        _run_in_kvpress_venv(args.kvpress_python)
 
     import torch
 

@@ -8,7 +8,7 @@ uses seed 0; the dev split uses other seeds (other haystack offsets, needle keys
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/evict_kv_dev.py --seed 1 --samples 2 \\
         --variant base:method=capkv --variant r50:method=capkv,recent_share=0.5 --variant streaming:method=streaming \\
-        --jsonl /tmp/dev.jsonl
+        --jsonl dev.jsonl
 
 Rows already in ``--jsonl`` (same variant, ratio, length, depth, sample) are not run again, so a
 sweep can be extended; the summary reads the whole file. Summary: mean KL with a bootstrap

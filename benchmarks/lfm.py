@@ -12,7 +12,7 @@ here, NOT Inception; every FID with a paired-bootstrap 95% interval, ratios with
   3. the same at the paper's t_split 0.7 with the coarse model trained the paper's way
      (t < t_split only, plus the seam loss against the fine model).
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/lfm.py --out /tmp/icml26-bench-lfm --grid-copy docs/lfm_same_seed_c2f.png
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/lfm.py --out runs/bench-lfm --grid-copy docs/lfm_same_seed_c2f.png
 
 Runs reuse trained models and cached evaluations in --out (delete it to start over). From nothing
 the defaults take roughly 2-2.5 hours on a loaded shared 2-core CPU (mostly the 3000-step large
@@ -319,7 +319,7 @@ def sweep_table(res: list[dict], title: str, timed: bool) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default="/tmp/icml26-bench-lfm")
+    ap.add_argument("--out", default="runs/bench-lfm")
     ap.add_argument("--dataset", default="fashion-mnist")
     ap.add_argument("--train-size", type=int, default=5000)
     ap.add_argument("--vae-steps", type=int, default=300)

@@ -3,8 +3,8 @@
 1. Speed, one thread, batch 1, on one synthetic tree shape (4 actions, depth 5, deterministic
    transitions, Gaussian rewards): the C++ kernel vs its pure-Python `_ref` twin vs a plain
    Python UCT (dicts, no statistics beyond UCB1) vs DeepMind's mctx (`muzero_policy`,
-   `gumbel_muzero_policy`, jit-compiled, CPU) when a Python with jax + mctx is given by
-   --mctx-python (e.g. a venv made with `pip install "jax[cpu]" mctx`); mctx reads the same tree
+   `gumbel_muzero_policy`, jit-compiled, CPU) in the mctx peer venv of `make peers` (jax + mctx;
+   another python with both: --mctx-python, none: --no-mctx); mctx reads the same tree
    through its recurrent_fn (embedding = node id, reward = mean reward). Both sides are timed
    one search per call (batch 1, 2000 simulations, max depth = tree depth) and report the
    median over calls of both the wall time and the process CPU time (all threads, so jax's
@@ -18,7 +18,7 @@
    noisy and heavy-tailed trees (C++) and slippery FrozenLake 8x8 (Python search over
    gymnasium's table).
 
-    python benchmarks/mcts.py [--quick] [--skip-accuracy] [--mctx-python /tmp/mctx-venv/bin/python]
+    python benchmarks/mcts.py [--quick] [--skip-accuracy] [--mctx-python PY | --no-mctx]
 """
 
 from __future__ import annotations
@@ -264,13 +264,23 @@ def accuracy(args) -> list[dict]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer seeds and repetitions")
-    ap.add_argument("--mctx-python", default=None, help="a Python interpreter with jax + mctx installed")
+    ap.add_argument("--mctx-python", default=None, help="a Python interpreter with jax + mctx installed (default: the mctx peer venv of `make peers`)")
+    ap.add_argument("--no-mctx", action="store_true", help="time ours only")
     ap.add_argument("--sims", type=int, default=2000)
     ap.add_argument("--paired-rounds", type=int, default=10, help="rounds of C++ vs mctx timed alternately (0: skip)")
     ap.add_argument("--paired-calls", type=int, default=30, help="calls per side in each paired round")
     ap.add_argument("--depth", type=int, default=5)
     ap.add_argument("--skip-accuracy", action="store_true")
     args = ap.parse_args()
+    if args.no_mctx:
+        args.mctx_python = None
+    elif args.mctx_python is None:
+        from icml26.core.peers import find_peer
+
+        py = find_peer("mctx")
+        args.mctx_python = str(py) if py else None
+        if py is None:
+            print("no mctx peer venv (`make peers`) and no --mctx-python: timing ours only", file=sys.stderr)
     args.reps = 5 if args.quick else 50
     args.mctx_reps = 5 if args.quick else 30
     args.tree_seeds = 200 if args.quick else 1000

@@ -38,6 +38,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from icml26.core.lm_cache import forward as lm_forward, new_cache  # noqa: E402  (the cache API of every transformers release)
+
 
 def _bench(f, min_time=0.5, min_iter=5):
     for _ in range(2):
@@ -258,16 +260,17 @@ def model_cuda(n_dec: int = 32) -> None:
 
     def decode(model, prompt):
         with torch.no_grad():
-            out = model(input_ids=prompt, use_cache=True)
-            past, nxt = out.past_key_values, out.logits[:, -1:].argmax(-1)
+            cache = new_cache(model)
+            out = lm_forward(model, prompt, cache)
+            nxt = out.logits[:, -1:].argmax(-1)
             toks = []
             if prompt.is_cuda:
                 torch.cuda.synchronize()
             t0 = time.perf_counter()
             for _ in range(n_dec):
                 toks.append(nxt.item())
-                o = model(input_ids=nxt, past_key_values=past, use_cache=True)
-                past, nxt = o.past_key_values, o.logits[:, -1:].argmax(-1)
+                o = lm_forward(model, nxt, cache)
+                nxt = o.logits[:, -1:].argmax(-1)
             return toks, (time.perf_counter() - t0) / n_dec
 
     if not torch.cuda.is_available():
@@ -330,15 +333,16 @@ def _speed_one(kind: str, folder: str | None, threads: int, n_dec: int = 32, tri
         t_pre = _bench(lambda: model(input_ids=prompt), 1.0, 2)
         best_hf = float("inf")
         for _ in range(trials):
-            out = model(input_ids=prompt, use_cache=True)
-            past, nxt = out.past_key_values, out.logits[:, -1:].argmax(-1)
+            cache = new_cache(model)
+            out = lm_forward(model, prompt, cache)
+            nxt = out.logits[:, -1:].argmax(-1)
             hf_logits = [out.logits[0, -1]]
             t0 = time.perf_counter()
             toks = []
             for _ in range(n_dec):
                 toks.append(nxt.item())
-                o = model(input_ids=nxt, past_key_values=past, use_cache=True)
-                past, nxt = o.past_key_values, o.logits[:, -1:].argmax(-1)
+                o = lm_forward(model, nxt, cache)
+                nxt = o.logits[:, -1:].argmax(-1)
                 hf_logits.append(o.logits[0, -1])
             best_hf = min(best_hf, (time.perf_counter() - t0) / n_dec)
         # (b) Hugging Face generate (greedy), decode time = (n_dec + 1 tokens) - (1 token)

@@ -32,7 +32,10 @@ def test_root_help_lists_every_command():
 
 @pytest.mark.parametrize("recipe", TINY, ids=lambda p: p.parent.name)
 def test_tiny_recipe_contract(recipe, tmp_path):
+    from conftest import skip_if_data_missing
+
     r = runner.invoke(app, [recipe.parent.name, "--recipe", str(recipe), "-q", "--out", str(tmp_path / "run")])
+    skip_if_data_missing(r)  # a data package not installed here: skip with its install command (CI: fail)
     assert r.exit_code == 0, (r.output, r.exception)
     recs = [json.loads(line) for line in r.stdout.splitlines()]
     assert recs and recs[0]["kind"] == "config" and recs[-1]["kind"] == "summary"

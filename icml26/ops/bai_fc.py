@@ -53,7 +53,7 @@ Common pieces (all algorithms)
 
 Sampling rules
 --------------
-* ``varde`` — VarDE (Luong et al., ICML 2026; see /work/shared/methods/varde.md): pull
+* ``varde`` — VarDE (Luong et al., ICML 2026; see shared/methods/varde.md): pull
   argmax_i w_i^2 (s_i^2)^ve / (N_i (N_i + 1)) with w = softmax(mu / tau): the arm whose next
   sample most reduces the delta-method variance sum_i w_i^2 s_i^2 / N_i of the log-sum-exp
   soft maximum of the means (1/N - 1/(N+1) = 1/(N (N+1))). Stopping: GLR.

@@ -10,6 +10,7 @@ from icml26.methods.kvcache import scoring as S
 from icml26.methods.kvcache.headmask import cache_masks, masked_attention
 from icml26.methods.kvcache.press import cache_bytes
 from tests.methods.test_kv_scoring import tiny_llama
+from icml26.core.lm_cache import forward as lm_forward  # noqa: E402  (runs on transformers 5.2 and >= 5.3)
 
 
 def test_adaptive_keeps_the_layer_budget_and_protects_sinks_window():
@@ -72,7 +73,7 @@ def test_adaptive_press_hooks_equal_capture_and_generate():
     cache = DynamicCache(config=model.config)
     with torch.no_grad():
         with press(model):
-            model(ids, cache=cache, use_cache=True)
+            lm_forward(model, ids, cache)
             out = model.generate(ids, max_new_tokens=5, do_sample=False)
         with capture_layers(model) as cap:
             model(ids, use_cache=True)
@@ -84,10 +85,10 @@ def test_adaptive_press_hooks_equal_capture_and_generate():
         # the padded cache with masks gives the same next-token logits in both paths
         nxt = torch.tensor([[7]])
         with cache_masks(model, other):
-            got = model(nxt, cache=other, position_ids=torch.tensor([[60]])).logits[0, -1]
+            got = lm_forward(model, nxt, other, position_ids=torch.tensor([[60]])).logits[0, -1]
         # a uniform allocation with the same total changes the result (the allocation matters)
         uni = compress_captured(KVPress(method="capkv", compression_ratio=0.5, sink_tokens=2, window_tokens=6), cap, model.config)
-        ref_u = model(nxt, cache=uni, position_ids=torch.tensor([[60]])).logits[0, -1]
+        ref_u = lm_forward(model, nxt, uni, position_ids=torch.tensor([[60]])).logits[0, -1]
     assert out.shape == (1, 65)
     assert n_bytes[0] == 2 * 2 * 2 * n_kept(60, 0.5) * 16 * 4  # layers * (k,v) * heads * budget * dim * fp32
     assert n_bytes[1] > n_bytes[0]  # the dense layout holds the padding too
@@ -117,9 +118,9 @@ def test_adaptive_multi_token_forward_over_layers_of_different_lengths():
         b = compress_captured(press, cap, model.config)
         assert len({l.keys.shape[2] for l in a.layers}) > 1 or a.icml26_keep  # padded
         with cache_masks(model, a):
-            many = model(cont, cache=a, position_ids=torch.arange(60, 64)[None]).logits[0]
+            many = lm_forward(model, cont, a, position_ids=torch.arange(60, 64)[None]).logits[0]
         one = []
         with cache_masks(model, b):
             for i in range(4):
-                one.append(model(cont[:, i:i + 1], cache=b, position_ids=torch.tensor([[60 + i]])).logits[0, -1])
+                one.append(lm_forward(model, cont[:, i:i + 1], b, position_ids=torch.tensor([[60 + i]])).logits[0, -1])
     torch.testing.assert_close(many, torch.stack(one), rtol=1e-4, atol=1e-4)

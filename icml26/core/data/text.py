@@ -17,7 +17,7 @@ import subprocess
 from functools import lru_cache
 from pathlib import Path
 
-from icml26.core.data import require_debian
+from icml26.core.data import debian_path, require_debian
 from icml26.core.errors import InputError
 
 CORPORA = {"python-docs": "python3.11-doc", "gcide": "dict-gcide", "wordnet": "wordnet-base", "kjv": "bible-kjv", "fortunes": "fortunes"}
@@ -53,33 +53,31 @@ def _chunks(text: str, max_chars: int) -> list[str]:
 
 @lru_cache(maxsize=None)
 def _load(name: str, max_chars: int) -> tuple[str, ...]:
-    if name not in CORPORA:
-        raise InputError(f"unknown corpus {name!r}; built-ins: {', '.join(CORPORA)}")
-    require_debian(CORPORA[name])
+    require_corpus(name)
     docs: list[str] = []
     if name == "python-docs":
-        root = Path("/usr/share/doc/python3.11/html/_sources")
+        root = debian_path("/usr/share/doc/python3.11/html/_sources")
         for f in sorted(root.rglob("*.rst.txt")):
             docs.extend(_chunks(f.read_text(encoding="utf-8", errors="replace"), max_chars))
     elif name == "fortunes":
-        root = Path("/usr/share/games/fortunes")
+        root = debian_path("/usr/share/games/fortunes")
         for f in sorted(root.iterdir()):
             if f.is_file() and not f.suffix and not f.name.endswith(".dat"):
                 raw = f.read_text(encoding="utf-8", errors="replace")
                 docs.extend(d.strip() for d in raw.split("\n%\n") if d.strip())
     elif name == "wordnet":
         for pos in ("noun", "verb", "adj", "adv"):
-            for line in Path(f"/usr/share/wordnet/data.{pos}").read_text(encoding="utf-8", errors="replace").splitlines():
+            for line in debian_path(f"/usr/share/wordnet/data.{pos}").read_text(encoding="utf-8", errors="replace").splitlines():
                 if line.startswith("  ") or "|" not in line:
                     continue
                 gloss = line.split("|", 1)[1].strip()
                 if gloss:
                     docs.append(gloss)
     elif name == "gcide":
-        raw = gzip.open("/usr/share/dictd/gcide.dict.dz", "rt", encoding="utf-8", errors="replace").read()
+        raw = gzip.open(debian_path("/usr/share/dictd/gcide.dict.dz"), "rt", encoding="utf-8", errors="replace").read()
         docs.extend(e.strip() for e in re.split(r"\n(?=\S)", raw) if len(e.strip()) > 40)
     elif name == "kjv":
-        out = subprocess.run(["bible", "-f", "gen1:1-rev22:21"], capture_output=True, text=True, check=True).stdout
+        out = subprocess.run([str(debian_path("/usr/bin/bible")), "-f", "gen1:1-rev22:21"], capture_output=True, text=True, check=True).stdout
         chapters: dict[str, list[str]] = {}
         for line in out.splitlines():
             m = re.match(r"^([1-3]?[A-Za-z]+\d+):(\d+)\s+(.*)$", line.strip())
@@ -90,6 +88,15 @@ def _load(name: str, max_chars: int) -> tuple[str, ...]:
                 chapters[last][-1] += " " + line.strip()
         docs.extend(" ".join(v) for v in chapters.values())
     return tuple(docs)
+
+
+def require_corpus(name: str) -> None:
+    """Check that built-in corpus ``name`` can be read, without reading it: InputError for an
+    unknown name, MissingDataError (naming the install command) when its package is missing.
+    Commands call it before their config record."""
+    if name not in CORPORA:
+        raise InputError(f"unknown corpus {name!r}; built-ins: {', '.join(CORPORA)}")
+    require_debian(CORPORA[name])
 
 
 def load_corpus(name: str, *, max_chars: int = 4000) -> list[str]:

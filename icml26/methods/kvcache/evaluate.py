@@ -191,19 +191,13 @@ def _truncate(cache, n: int) -> None:
 def _forward(model, ids, cache, pos0: int):
     import torch
 
+    from icml26.core.lm_cache import forward as lm_forward
     from icml26.methods.kvcache.headmask import cache_masks
 
     t = torch.tensor([ids], dtype=torch.long, device=model.device)
     pos = torch.arange(pos0, pos0 + t.shape[1], device=model.device)[None]
     with cache_masks(model, cache):  # head-adaptive padding slots are never attended
-        return model(t, position_ids=pos, use_cache=True, **{_cache_kw(model): cache}).logits[0].float()
-
-
-def _cache_kw(model) -> str:
-    """``cache`` (transformers >= 5.3) or ``past_key_values`` (older, e.g. beside kvpress)."""
-    import inspect
-
-    return "cache" if "cache" in inspect.signature(type(model).forward).parameters else "past_key_values"
+        return lm_forward(model, t, cache, position_ids=pos).logits[0].float()
 
 
 def _greedy_answer(model, tok, cache, question, pos0: int, n: int, first_logits=None) -> str:
@@ -271,8 +265,8 @@ def check_positions(cfg: Config, limit: int | None) -> None:
 def preflight(cfg: Config) -> None:
     """What can be checked before a run writes anything (the command calls it before the config
     record): the model resolves (a missing or corrupt one raises InputError), the contexts fit
-    its positions, every ``kvpress:<Press>`` names a press of an installed kvpress, and a
-    ``--haystack`` file has enough tokens for the longest context."""
+    its positions, every ``kvpress:<Press>`` names a press of an installed kvpress, the built-in
+    corpus is installed, or a ``--haystack`` file has enough tokens for the longest context."""
     import json
 
     from icml26.core.data.lm import model_path
@@ -288,7 +282,11 @@ def preflight(cfg: Config) -> None:
             from icml26.methods.kvcache.kvpress_adapter import press_class
 
             press_class(m.split(":", 1)[1])
-    if cfg.haystack is not None:
+    if cfg.haystack is None:  # the built-in corpus: its package is installed (else the install command)
+        from icml26.core.data.text import require_corpus
+
+        require_corpus(cfg.corpus)
+    else:
         from transformers import AutoTokenizer
 
         text = haystack_text(cfg.haystack)

@@ -8,8 +8,8 @@
   evaluation harness runs kvpress' CapPress / SnapKVPress / LeverageScorePress beside ours on
   identical inputs. ``kvpress_press(name, ratio)`` builds one by class name.
 
-kvpress 0.5.5 pins transformers<5.3; install it where that is acceptable, e.g. a separate venv:
-``python -m venv /tmp/kvp && /tmp/kvp/bin/pip install kvpress==0.5.5`` (see docs/evict-kv.md).
+kvpress 0.5.5 pins transformers<5.3, so it lives in a venv of its own: ``make peers`` builds one
+under the user cache (icml26.core.peers; see docs/evict-kv.md).
 """
 
 from __future__ import annotations

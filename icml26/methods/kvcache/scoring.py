@@ -10,7 +10,7 @@ remainder per KV head, so every head keeps exactly the same budgeted count.
 CapKV ("Rethinking KV Cache Eviction via a Unified Information-Theoretic Objective",
 Yang et al., ICML 2026, arXiv 2604.25975). The paper's text was not available to us; the
 objective and leverage-score selection below follow the restatement by the same authors
-(Jacap, Sec. 3.2/3.4, App. A-B), see ``/work/shared/methods/capkv.md``:
+(Jacap, Sec. 3.2/3.4, App. A-B), see ``shared/methods/capkv.md``:
 
 1. Linear-Gaussian surrogate of one attention head: a future query q ~ N(mu, Sigma); the
    retained cache C is a channel Y_C = U_C K_C q + eps, eps ~ N(0, sigma^2 I).

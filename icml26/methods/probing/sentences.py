@@ -42,9 +42,10 @@ from pathlib import Path
 
 import numpy as np
 
+from icml26.core.data import debian_path, require_debian
 from icml26.core.errors import InputError, MissingDataError
 
-WORDNET = Path("/usr/share/wordnet")
+WORDNET = "/usr/share/wordnet"  # Debian wordnet-base, under icml26.core.data.data_root()
 
 # name -> template; slots: A agent, R recipient, T theme, VD past tense, VN past participle
 STRUCTURES: dict[str, str] = {
@@ -164,14 +165,13 @@ def load_tsv(path: str | Path, *, min_sentences: int = 8) -> SentenceSet:
 # ----------------------------------------------------------------------------- WordNet
 
 def _require_wordnet() -> None:
-    if not (WORDNET / "data.noun").exists():
-        raise MissingDataError("WordNet is not installed: run `make data` as root (or `apt-get install -y wordnet-base`)")
+    require_debian("wordnet-base")
 
 
 def _read_data(pos: str) -> dict[str, dict]:
     """offset -> {lex, words, ptrs, frames} from ``data.<pos>`` (WordNet 3 wndb(5) format)."""
     out: dict[str, dict] = {}
-    for line in (WORDNET / f"data.{pos}").read_text(encoding="utf-8", errors="replace").splitlines():
+    for line in (debian_path(WORDNET) / f"data.{pos}").read_text(encoding="utf-8", errors="replace").splitlines():
         if line.startswith("  ") or not line.strip():
             continue
         t = line.split("|", 1)[0].split()
@@ -194,7 +194,7 @@ def _read_data(pos: str) -> dict[str, dict]:
 def _read_index(pos: str) -> dict[str, tuple[int, list[str]]]:
     """lemma -> (SemCor tagged-sense count, synset offsets by frequency) from ``index.<pos>``."""
     out = {}
-    for line in (WORDNET / f"index.{pos}").read_text(encoding="utf-8", errors="replace").splitlines():
+    for line in (debian_path(WORDNET) / f"index.{pos}").read_text(encoding="utf-8", errors="replace").splitlines():
         if line.startswith("  ") or not line.strip():
             continue
         t = line.split()
@@ -235,7 +235,7 @@ def wordnet_vocabulary() -> dict[str, list]:
     nouns, verbs = _read_data("noun"), _read_data("verb")
     inoun, iverb, iadj = _read_index("noun"), _read_index("verb"), _read_index("adj")
     exc: dict[str, list[str]] = {}
-    for line in (WORDNET / "verb.exc").read_text(encoding="utf-8").splitlines():
+    for line in (debian_path(WORDNET) / "verb.exc").read_text(encoding="utf-8").splitlines():
         t = line.split()
         if len(t) >= 2:
             exc.setdefault(t[1], []).append(t[0])

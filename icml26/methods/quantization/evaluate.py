@@ -66,14 +66,15 @@ def perplexity(model, batches: list[Tensor], *, fp_top1: list[Tensor] | None = N
 @torch.no_grad()
 def greedy(model, prompts: list[Tensor], new_tokens: int) -> list[Tensor]:
     """Greedy continuations (no sampling) of each prompt (1, T) -> (new_tokens,)."""
+    from icml26.core.lm_cache import forward, new_cache
+
     outs = []
     for p in prompts:
-        past = None
+        cache = new_cache(model)
         ids = p
         gen = []
         for _ in range(new_tokens):
-            o = model(input_ids=ids, past_key_values=past, use_cache=True)
-            past = o.past_key_values
+            o = forward(model, ids, cache)
             nxt = o.logits[:, -1].argmax(-1, keepdim=True)
             gen.append(nxt)
             ids = nxt
