@@ -35,11 +35,13 @@ def test_data_root_locates_every_debian_package(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("command, package", [("train-lfm", "dataset-fashion-mnist"), ("evict-kv", "python3.11-doc"),
-                                              ("quantize", "python3.11-doc"), ("probe-syntax", "wordnet-base")])
+                                              ("quantize", "python3.11-doc"), ("probe-syntax", "wordnet-base"),
+                                              ("filter-data make-corpus", "python3.11-doc")])
 def test_missing_data_is_refused_before_the_config_record(command, package, tmp_path, monkeypatch):
     monkeypatch.setenv("ICML26_DATA_ROOT", str(tmp_path / "empty"))
     out = tmp_path / "run"
-    r = runner.invoke(app, [command, "--recipe", str(ROOT / "recipes" / command / "tiny.yaml"), "-q", "--out", str(out)])
+    recipe = ROOT / "recipes" / command.split()[0] / "tiny.yaml"
+    r = runner.invoke(app, [*command.split(), "--recipe", str(recipe), "-q", "--out", str(out)])
     assert r.exit_code == 2, r.output
     assert r.stdout == ""  # no config record (nor anything else) on stdout
     assert r.stderr.strip() == f"icml26: error: Debian package {package} is not installed: run `make data` as root (or `apt-get install -y {package}`)"

@@ -141,6 +141,10 @@ def make_corpus(
     cfg, r_seed = _resolve(m.CorpusConfig, "make-corpus", recipe, set_, docs_per_source=docs_per_source,
                            required={"--out DIR": out})
     seed = seed if seed is not None else (r_seed or 0)
+    from icml26.core.data.text import require_corpus
+
+    for src in (*cfg.hq_sources, m.INFORMAL_SOURCE):  # every source installed (else its install command), before the config record
+        require_corpus(src)
 
     def run():
         parts = m.build(cfg, seed)
