@@ -13,7 +13,8 @@ from the abstract, a summary and the overview figure):
    model's forward has no randomness in eval mode. lambda, tau, sigma, D: RECON.
 2. Adaptive Head = per-patch embedding Linear(patch_len -> d_model) + positions (RECON); the
    Reduction Head = flatten -> Linear -> horizon (as in the official code).
-3. RevIN + patching (patch length 3, stride 1, as in the official code).
+3. RevIN + patching (the official code: patch length 3, stride 1; our default 4 / 2 halves the
+   tokens at the same validation MAE, docs/traffic.md).
 4. Contrastive clustering: InfoNCE (temperature 0.5, the code's default; defined there but never
    called) between each entity's pooled representation under two views (unmasked and 40%
    patch-masked); then ``cluster_graph``: k-means on those representations into small groups
