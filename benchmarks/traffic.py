@@ -8,6 +8,8 @@ skips what is there; ``--print`` only prints.
     OMP_NUM_THREADS=1 timeout 3600 .venv/bin/python benchmarks/traffic.py --seeds 0      # one part
     OMP_NUM_THREADS=1 timeout 3600 .venv/bin/python benchmarks/traffic.py --seeds 1,2    # another
     .venv/bin/python benchmarks/traffic.py --print
+    # two parts of one seed at once: another model order and its own file
+    ... benchmarks/traffic.py --seeds 2 --models graph,stid,patchtst --tag b
 
 Targets (issue 19): MiniTraffic with pre-training has a lower MAE than without at every lane
 fraction <= 10%; the lowest MAE of all models at horizon 4 with 10% lane data; < 150k parameters.
@@ -41,13 +43,13 @@ def load_all() -> dict:
     return out
 
 
-def save(seed: int, units: dict, meta: dict) -> None:
+def save(seed: int, units: dict, meta: dict, tag: str = "") -> None:
     from icml26.core.output import atomic_write_text
 
-    atomic_write_text(RESULTS / f"seed{seed}.json", json.dumps({"meta": meta, "units": units}, indent=0) + "\n")
+    atomic_write_text(RESULTS / f"seed{seed}{tag}.json", json.dumps({"meta": meta, "units": units}, indent=0) + "\n")
 
 
-def run_seed(seed: int, models, fractions) -> None:
+def run_seed(seed: int, models, fractions, tag: str = "") -> None:
     import torch
     from safetensors.torch import load_file, save_file
 
@@ -58,14 +60,15 @@ def run_seed(seed: int, models, fractions) -> None:
     cfg = H.Config(models=tuple(models), horizons=HORIZONS, lane_fractions=tuple(fractions))
     inp = H.load_inputs(cfg)
     test = H._windows(inp.lanes, inp.split.test, cfg)
-    path = RESULTS / f"seed{seed}.json"
+    path = RESULTS / f"seed{seed}{tag}.json"
     units = json.loads(path.read_text())["units"] if path.exists() else {}
+    done = load_all()  # units another part already saved
     for name in models:
         if name in H.DETERMINISTIC and seed != 0:
             continue
         for f in fractions:
             key = f"{name}|{f:g}|{seed}"
-            if key in units:
+            if key in units or key in done:
                 continue
             state, pre_s = None, None
             if H.pretrained_flag(name, inp):
@@ -86,7 +89,7 @@ def run_seed(seed: int, models, fractions) -> None:
                           "infer_ms_per_batch": ev["infer_ms_per_batch"], "epochs_run": info.get("epochs_run"),
                           "by_h": {str(h): v for h, v in ev["by_h"].items()}, "load": os.getloadavg()[0],
                           "n_test_windows": int(test["x"].shape[0])}
-            save(seed, units, {"commit": _commit(), "config": "harness.Config defaults, horizons 1/4/8"})
+            save(seed, units, {"commit": _commit(), "config": "harness.Config defaults, horizons 1/4/8"}, tag)
             print(f"[seed {seed}] {key}: MAE h4 {ev['by_h'][4]['mae']:.3f} ({info['train_s']:.0f}s, load {os.getloadavg()[0]:.1f})", flush=True)
 
 
@@ -158,13 +161,14 @@ def main() -> None:
     ap.add_argument("--seeds", default="0,1,2", help="comma list of seeds this part runs")
     ap.add_argument("--models", default=",".join(ORDER))
     ap.add_argument("--fractions", default=",".join(f"{f:g}" for f in FRACTIONS))
+    ap.add_argument("--tag", default="", help="suffix of this part's JSON file (two parts of one seed in parallel)")
     ap.add_argument("--print", dest="print_only", action="store_true", help="only print the saved results")
     a = ap.parse_args()
     RESULTS.mkdir(parents=True, exist_ok=True)
     if not a.print_only:
         t0 = time.time()
         for s in (int(x) for x in a.seeds.split(",")):
-            run_seed(s, a.models.split(","), [float(x) for x in a.fractions.split(",")])
+            run_seed(s, a.models.split(","), [float(x) for x in a.fractions.split(",")], a.tag)
         print(f"part done in {time.time() - t0:.0f} s")
     report(load_all())
 
