@@ -32,6 +32,7 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("traffic", "icml26.commands.traffic:traffic_app", "Traffic forecasting (MiniTraffic)"),
     ("sng", "icml26.commands.sng:sng", "Scientific ML (SNG / SPRING)"),
     ("jacobian-spectrum", "icml26.commands.jacobian_spectrum:jacobian_spectrum", "Theory as measurement"),
+    ("equivariance", "icml26.commands.equivariance:equivariance", "Theory as measurement"),
 ]
 
 app = typer.Typer(

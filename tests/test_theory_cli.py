@@ -71,3 +71,55 @@ def test_jacobian_spectrum_corrupt_and_non_chain_model_exit_2(tmp_path):
     save_file({"a.0.weight": torch.zeros(8, 4), "a.1.weight": torch.zeros(8, 5)}, str(f))
     r = runner.invoke(app, ["jacobian-spectrum", "--model", str(f), "--top-k", "2", "-q"])
     assert r.exit_code == 2 and "not a chain" in r.stderr
+
+
+EQ_FIELDS = {"layer", "rel_equivariance_error", "perm_projection_error", "end_to_end_error"}
+
+
+def _user_net(tmp_path, acts_n=2):
+    g = torch.Generator().manual_seed(0)
+    t = {"l.0.weight": torch.randn(8, 16, generator=g), "l.0.bias": torch.zeros(8),
+         "l.1.weight": torch.randn(6, 8, generator=g), "l.2.weight": torch.randn(3, 6, generator=g)}
+    f = tmp_path / "net.safetensors"
+    save_file(t, str(f))
+    return f
+
+
+def test_equivariance_user_model_records(tmp_path):
+    f = _user_net(tmp_path)
+    r = runner.invoke(app, ["equivariance", "--model", str(f), "--group", "hflip,rot90", "--set", "layer_acts=[tanh,gelu]",
+                            "--set", "n_noise=400", "-q"])
+    assert r.exit_code == 0, r.output
+    recs = _records(r)
+    res = [x for x in recs if x["kind"] == "result"]
+    assert recs[-1]["kind"] == "summary" and len(res) == 4  # 2 groups x 2 hidden layers
+    for x in res:
+        assert EQ_FIELDS <= set(x) and x["layer"] in (1, 2) and x["rel_equivariance_error"] > 0.05
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--group", "shear"], "shear"),
+    (["--task", "segmentation"], "task"),
+    (["--act", "swish"], "act"),
+    (["--group", "perm:/no/such.npy"], "/no/such.npy"),
+    (["--data", "/no/such/dir"], "/no/such/dir"),
+    (["--seeds", "100000"], "this run would"),
+])
+def test_equivariance_bad_input_exits_2(args, needle, tmp_path):
+    r = runner.invoke(app, ["equivariance", *args, "-q", "--out", str(tmp_path / "run")])
+    assert r.exit_code == 2, r.output
+    err = r.stderr.strip().splitlines()
+    assert len(err) == 1 and needle in err[0], r.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_equivariance_bad_model_and_spec_exit_2(tmp_path):
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(b"garbage")
+    r = runner.invoke(app, ["equivariance", "--model", str(bad), "-q"])
+    assert r.exit_code == 2 and "not a valid safetensors" in r.stderr
+    f = _user_net(tmp_path)
+    r = runner.invoke(app, ["equivariance", "--model", str(f), "--set", "layer_acts=[tanh]", "-q"])
+    assert r.exit_code == 2 and "layer_acts" in r.stderr
+    r = runner.invoke(app, ["equivariance", "--model", str(f), "--set", "layer_acts=[tanh,gelu]", "--group", "hflip", "--set", "out_action=same", "-q"])
+    assert r.exit_code == 2 and "out_action" in r.stderr
