@@ -52,7 +52,8 @@ class ArmTable:
     emp_offsets: (K+1,) int64 (empirical arm k resamples emp_values[off[k]:off[k+1]]);
     means: (K,) true mean rewards; variances: (K,) true reward variances (inf if undefined);
     dropped: (K,) missing cells dropped from each empirical arm's column (``missing: drop``;
-    0 for the other arms; empty for a table built by hand)."""
+    0 for the other arms; empty for a table built by hand); reward_range: the env file's
+    declared (lo, hi) scale of the rewards (key ``reward_range``), None when not declared."""
 
     name: str
     labels: tuple[str, ...]
@@ -64,6 +65,7 @@ class ArmTable:
     variances: np.ndarray
     specs: tuple[dict, ...] = field(default=(), compare=False)
     dropped: tuple[int, ...] = field(default=(), compare=False)
+    reward_range: tuple[float, float] | None = field(default=None, compare=False)
 
     @property
     def K(self) -> int:
@@ -168,10 +170,11 @@ def parse_env(data: object, base_dir: Path, source: str = "env") -> ArmTable:
     """Validate a parsed env mapping and build the ArmTable. Raises InputError."""
     if not isinstance(data, dict):
         raise InputError(f"{source}: expected a mapping with 'name' and 'arms'")
-    unknown = sorted(set(data) - {"name", "arms", "description"}, key=str)  # keys of mixed types (1, "a")
+    unknown = sorted(set(data) - {"name", "arms", "description", "reward_range"}, key=str)  # keys of mixed types (1, "a")
     if unknown:
         hint = " (this looks like a recipe: use -r/--recipe)" if "config" in data else ""
-        raise InputError(f"{source}: unknown key {unknown[0]!r}; valid keys: arms, description, name{hint}")
+        raise InputError(f"{source}: unknown key {unknown[0]!r}; valid keys: arms, description, name, reward_range{hint}")
+    reward_range = parse_reward_range(data.get("reward_range"), f"{source}: key 'reward_range'")
     arms = data.get("arms")
     if not isinstance(arms, list):
         raise InputError(f"{source}: 'arms' must be a list of arm mappings")
@@ -183,7 +186,8 @@ def parse_env(data: object, base_dir: Path, source: str = "env") -> ArmTable:
         if not isinstance(arm, dict):
             raise InputError(f"{source}: arm {i} must be a mapping like {{dist: gaussian, mean: 0.5, std: 1}}")
         label = str(arm.get("label", "")) if arm.get("label") is not None else ""
-        where = f"{source}: arm {i}{f' ({label})' if label else ''}"
+        shown = label if label.isprintable() else repr(label)  # a message stays one line
+        where = f"{source}: arm {i}{f' ({shown})' if label else ''}"
         dist = arm.get("dist")
         if not isinstance(dist, str) or dist not in KINDS:  # a list or mapping is unhashable
             raise InputError(f"{where}: field 'dist' must be one of {', '.join(KINDS)}, got {dist!r}")
@@ -195,7 +199,7 @@ def parse_env(data: object, base_dir: Path, source: str = "env") -> ArmTable:
             if k not in arm:
                 raise InputError(f"{where}: missing field {k!r} (dist {dist} needs {', '.join(req)})")
         p = [0.0, 0.0, 0.0]
-        n = lambda k, **kw: _num(i, label, k, arm[k], source=source, **kw)  # noqa: E731
+        n = lambda k, **kw: _num(i, shown, k, arm[k], source=source, **kw)  # noqa: E731
         if dist == "bernoulli":
             p[0] = n("p", unit=True)
             mean, var = p[0], p[0] * (1 - p[0])
@@ -244,7 +248,25 @@ def parse_env(data: object, base_dir: Path, source: str = "env") -> ArmTable:
         variances=np.asarray(variances, dtype=np.float64),
         specs=tuple(dict(a) for a in arms),
         dropped=tuple(dropped),
+        reward_range=reward_range,
     )
+
+
+def parse_reward_range(value, where: str = "reward_range") -> tuple[float, float] | None:
+    """None, or [lo, hi] (two finite numbers, lo < hi) -> (lo, hi); InputError otherwise.
+    The declared scale of the rewards (bai: every scale parameter is in units of hi - lo)."""
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__len__") or len(value) != 2:
+        raise InputError(f"{where} must be [lo, hi] (two numbers), got {value!r}")
+    out = []
+    for v in value:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(float(v)) or abs(float(v)) > 1e150:
+            raise InputError(f"{where} must be [lo, hi] with finite numbers, got {list(value)!r}")
+        out.append(float(v))
+    if not out[0] < out[1]:
+        raise InputError(f"{where} must be [lo, hi] with lo < hi, got {list(value)!r}")
+    return (out[0], out[1])
 
 
 def load_env(path: str | Path) -> ArmTable:

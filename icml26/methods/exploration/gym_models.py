@@ -7,6 +7,12 @@
 from __future__ import annotations
 
 
+def _shown(text: str) -> str:
+    """An option as typed, or its repr when it holds a newline or another control character
+    (a message stays one line)."""
+    return text if text.isprintable() else repr(text)
+
+
 def split_query(query: str, spec: str) -> dict[str, str]:
     """``"a=1&b=true"`` -> ``{"a": "1", "b": "true"}`` (the options as typed); InputError when
     malformed or when an option is given twice (``map_name=4x4&map_name=8x8``)."""
@@ -18,8 +24,9 @@ def split_query(query: str, spec: str) -> dict[str, str]:
         if not eq or not k.strip():
             raise InputError(f"{spec!r}: expected key=value after '?', got {part!r}")
         if k.strip() in out:
-            raise InputError(f"{spec!r}: option {k.strip()} is given twice ({k.strip()}={out[k.strip()]} and "
-                             f"{k.strip()}={v}); give each option once")
+            key = _shown(k.strip())
+            raise InputError(f"{spec!r}: option {key} is given twice ({key}={_shown(out[k.strip()])} and "
+                             f"{key}={_shown(v)}); give each option once")
         out[k.strip()] = v
     return out
 
@@ -107,7 +114,7 @@ def check_table(P: dict, A: int, spec: str, raw: dict) -> None:
 
     from icml26.core.errors import InputError
 
-    given = "; check its options (" + ", ".join(f"{k}={v}" for k, v in raw.items()) + ")" if raw else ""
+    given = "; check its options (" + ", ".join(f"{_shown(k)}={_shown(v)}" for k, v in raw.items()) + ")" if raw else ""
 
     def bad(what: str):
         return InputError(f"--env {spec!r}: the environment's transition {what}{given}")
@@ -119,7 +126,13 @@ def check_table(P: dict, A: int, spec: str, raw: dict) -> None:
                 raise bad(f"table has no outcomes for state {s} action {a}")
             total = 0.0
             for tr in trs:
-                p, r = float(tr[0]), float(tr[2])
+                try:  # an option of the wrong type (reward_schedule=[1,0,0] reaches gymnasium as text)
+                    p, r = float(tr[0]), float(tr[2])
+                    if not 0 <= int(tr[1]) < len(P):
+                        raise ValueError
+                except (TypeError, ValueError, IndexError, OverflowError):
+                    raise bad(f"table is not made of (probability, next state, reward, done) entries "
+                              f"(state {s} action {a} has {str(tr)[:60]})") from None
                 if not math.isfinite(p) or not 0.0 <= p <= 1.0:
                     raise bad(f"probabilities are not a distribution (state {s} action {a} has probability {p:.6g})")
                 if not math.isfinite(r):
@@ -285,12 +298,19 @@ class GymProblem:
         self.q_root = None
         if self.P is not None:
             check_table(self.P, self.A, spec, raw)
-            obs, _ = env.reset(seed=0)
-            self.s0 = int(obs)
-            self._exact()
-        else:
-            self.obs0, _ = env.reset(seed=0)
-            self._rollout_range()
+        try:  # options gymnasium took at make() can still break reset() or a step
+            if self.P is not None:
+                obs, _ = env.reset(seed=0)
+                self.s0 = int(obs)
+                self._exact()
+            else:
+                self.obs0, _ = env.reset(seed=0)
+                self._rollout_range()
+        except InputError:
+            raise
+        except Exception as e:  # noqa: BLE001
+            raise InputError(f"--env {spec!r}: gymnasium made {name!r} with {_blame(e, kwargs)} but cannot run it: "
+                             f"{type(e).__name__}: {_first_line(e)}") from None
 
     def _exact(self) -> None:
         """Backward induction over the horizon: Q_h(s, a) = sum_tr p (r + gamma (1 - done) V_{h-1}(s'))."""

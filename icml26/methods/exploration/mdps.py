@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 BUILTINS = ("riverswim", "garnet", "frozenlake4x4", "frozenlake8x8")
+MAX_MAGNITUDE = 1e150  # |R| and noise: values (R / (1 - gamma)) and variances stay finite
 MAX_TRANSITIONS = 2e7  # S x A x S float64 entries (160 MB); a run holds ~5 such arrays (P, its cumsum, counts, P_hat, temporaries)
 
 
@@ -123,6 +124,8 @@ def _bad(src: str, msg: str):
 
 def validate(P, R, noise, rho, gamma, src: str = "<mdp>", name: str | None = None) -> MDP:
     """Check shapes and values; InputError naming the bad entry."""
+    if isinstance(P, list) and P and isinstance(P[0], list):  # nested lists (YAML aliases can make them
+        check_size(len(P), len(P[0]), src)                   # huge from a small file): size before converting
     try:
         P = np.asarray(P, dtype=np.float64)
         R = np.asarray(R, dtype=np.float64)
@@ -136,6 +139,8 @@ def validate(P, R, noise, rho, gamma, src: str = "<mdp>", name: str | None = Non
         raise _bad(src, f"R must have shape (S, A) = ({S}, {A}), got {R.shape}")
     if not np.all(np.isfinite(P)) or not np.all(np.isfinite(R)):
         raise _bad(src, "P and R must be finite")
+    if np.abs(R).max() > MAX_MAGNITUDE:
+        raise _bad(src, f"R must be at most {MAX_MAGNITUDE:g} in magnitude (values sum over the horizon)")
     if (P < 0).any():
         s, a, t = map(int, np.argwhere(P < 0)[0])
         raise _bad(src, f"P[{s}][{a}][{t}] = {P[s, a, t]} is negative")
@@ -152,17 +157,20 @@ def validate(P, R, noise, rho, gamma, src: str = "<mdp>", name: str | None = Non
         noise = np.full((S, A), float(noise))
     if noise.shape != (S, A):
         raise _bad(src, f"noise must be a number or have shape (S, A) = ({S}, {A}), got {noise.shape}")
-    if not np.all(np.isfinite(noise)) or (noise < 0).any():
-        raise _bad(src, "noise (reward std) must be finite and >= 0")
+    if not np.all(np.isfinite(noise)) or (noise < 0).any() or (noise > MAX_MAGNITUDE).any():
+        raise _bad(src, f"noise (reward std) must be finite, >= 0 and at most {MAX_MAGNITUDE:g}")
     if rho is None:
         rho = np.zeros(S)
         rho[0] = 1.0
-    rho = np.asarray(rho, dtype=np.float64)
-    if rho.shape != (S,) or (rho < 0).any() or abs(rho.sum() - 1) > 1e-6:
+    try:
+        rho = np.asarray(rho, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise _bad(src, f"rho must be a probability vector of length {S}") from None
+    if rho.shape != (S,) or not np.all(np.isfinite(rho)) or (rho < 0).any() or abs(rho.sum() - 1) > 1e-6:
         raise _bad(src, f"rho must be a probability vector of length {S}")
     if isinstance(gamma, bool) or not isinstance(gamma, (int, float, np.floating)) or not 0.0 <= float(gamma) < 1.0:
         raise _bad(src, f"gamma must be a number in [0, 1), got {gamma!r}")
-    return MDP(P, R, noise, rho / rho.sum(), float(gamma), name or Path(src).stem)
+    return MDP(P, R, noise, rho / rho.sum(), float(gamma), str(name) if name is not None else Path(src).stem)
 
 
 def riverswim(states: int = 6, gamma: float = 0.95, noise: float = 0.1) -> MDP:
@@ -271,8 +279,14 @@ def load_mdp(spec: str) -> MDP:
                 if k not in d:
                     raise _bad(spec, f"missing array {k!r} (has {', '.join(sorted(d)) or 'none'})")
             g = d.get("gamma", 0.95)
-            g = float(np.asarray(g)) if np.ndim(g) == 0 else g
-            return validate(d["P"], d["R"], d.get("noise"), d.get("rho"), g, spec, d.get("name") and str(d["name"]))
+            if np.ndim(g) == 0:
+                try:
+                    g = float(np.asarray(g))
+                except (TypeError, ValueError):
+                    raise _bad(spec, f"gamma must be a number in [0, 1), got {np.asarray(g)!r}") from None
+            name = d.get("name")
+            name = str(name.item() if np.ndim(name) == 0 else name.tolist()) if name is not None else None
+            return validate(d["P"], d["R"], d.get("noise"), d.get("rho"), g, spec, name)
         from icml26.core.recipe import read_yaml
 
         d = read_yaml(p, "MDP")
@@ -287,14 +301,16 @@ def load_mdp(spec: str) -> MDP:
                 raise _bad(spec, f"missing key {k!r}")
         rho = d.get("rho")
         if rho is None and "start" in d:
-            try:
-                S = len(d["P"])
-                st = int(d["start"])
-            except (TypeError, ValueError):
-                raise _bad(spec, "start must be a state index") from None
+            st = d["start"]
+            if isinstance(st, float) and st.is_integer():
+                st = int(st)
+            if isinstance(st, bool) or not isinstance(st, int) or not isinstance(d["P"], list):
+                raise _bad(spec, f"start must be a state index (an integer), got {str(st)[:40]!r}")
+            S = len(d["P"])
             if not 0 <= st < S:
                 raise _bad(spec, f"start must be in [0, {S}), got {st}")
-            rho = np.eye(S)[st]
+            rho = np.zeros(S)  # not np.eye(S): S x S floats for one row
+            rho[st] = 1.0
         try:
             return validate(d["P"], d["R"], d.get("noise"), rho, d.get("gamma", 0.95), spec, d.get("name"))
         except ValueError as e:

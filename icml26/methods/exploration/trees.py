@@ -53,6 +53,8 @@ import numpy as np
 
 NOISE_KINDS = {"gaussian": 0, "student_t": 1, "bernoulli": 2}
 MAX_NODES = 2_000_000
+MAX_OUTCOMES = 20_000_000  # (s, a, outcome) entries: prob float64 + child int64, 16 B each
+MAX_MAGNITUDE = 1e150  # means and scales: sums over up to MAX_NODES steps (and squares) stay finite
 
 
 @dataclass
@@ -146,10 +148,15 @@ def _bad(path: str, msg: str):
 def _num(path: str, what: str, x: Any, lo: float | None = None, hi: float | None = None) -> float:
     if isinstance(x, bool) or not isinstance(x, (int, float)):
         raise _bad(path, f"{what} must be a number, got {x!r}")
-    x = float(x)
+    try:
+        x = float(x)
+    except OverflowError:  # an integer beyond float range
+        raise _bad(path, f"{what} must be at most {MAX_MAGNITUDE:g} in magnitude, got {str(x)[:30]}...") from None
     if not np.isfinite(x) or (lo is not None and x < lo) or (hi is not None and x > hi):
         rng = f" in [{lo}, {hi}]" if lo is not None and hi is not None else (f" >= {lo}" if lo is not None else "")
         raise _bad(path, f"{what} must be finite{rng}, got {x!r}")
+    if abs(x) > MAX_MAGNITUDE:
+        raise _bad(path, f"{what} must be at most {MAX_MAGNITUDE:g} in magnitude, got {x!r}")
     return x
 
 
@@ -164,10 +171,20 @@ def generate(depth: int, branching: int, chance: int = 2, *, reward_mean=(0.0, 1
              noise: str = "gaussian", df: float = 3.0, name: str = "random-tree") -> Tree:
     """A random tree: ``depth`` decision levels, ``branching`` actions, ``chance`` outcomes each.
 
-    Nodes are numbered breadth-first. Raises ValueError when the tree would exceed MAX_NODES."""
-    n_nodes = sum((branching * chance) ** k for k in range(depth))
+    Nodes are numbered breadth-first. Raises ValueError when the tree would exceed MAX_NODES
+    nodes or MAX_OUTCOMES outcome entries (counted level by level: a depth of 10**12 stops
+    at the limit, it is not summed)."""
+    n_nodes, level = (depth, 1) if branching * chance == 1 else (0, 1)  # a chain: depth nodes
+    for _ in range(depth if branching * chance > 1 else 0):
+        n_nodes += level
+        if n_nodes > MAX_NODES:
+            raise ValueError(f"a tree of depth {depth}, branching {branching}, chance {chance} has more than {MAX_NODES} nodes")
+        level *= branching * chance
     if n_nodes > MAX_NODES:
-        raise ValueError(f"a tree of depth {depth}, branching {branching}, chance {chance} has {n_nodes} nodes (> {MAX_NODES})")
+        raise ValueError(f"a tree of depth {depth}, branching {branching}, chance {chance} has more than {MAX_NODES} nodes")
+    if n_nodes * branching * chance > MAX_OUTCOMES:
+        raise ValueError(f"a tree of depth {depth}, branching {branching}, chance {chance} has "
+                         f"{n_nodes * branching * chance:.3g} outcome entries (> {MAX_OUTCOMES:.0e})")
     rng = np.random.default_rng(seed)
     lo, hi = float(reward_mean[0]), float(reward_mean[1])
     nsa = n_nodes * branching
@@ -263,6 +280,8 @@ def from_dict(data: Any, path: str = "<tree>") -> Tree:
                     child.append(-1)
                 if len(queue) > MAX_NODES:
                     raise _bad(path, f"more than {MAX_NODES} nodes")
+            if len(prob) + len(ps) > MAX_OUTCOMES:
+                raise _bad(path, f"more than {MAX_OUTCOMES:.0e} outcome entries")
             if abs(sum(ps) - 1.0) > 1e-6:
                 raise _bad(path, f"{w}.next: probabilities sum to {sum(ps):.6g}, not 1")
             prob.extend(p / sum(ps) for p in ps)
