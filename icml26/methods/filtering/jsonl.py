@@ -22,10 +22,13 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import math
 import os
+import re
 import shutil
 import sys
 import tempfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Iterator
@@ -33,6 +36,37 @@ from typing import IO, Iterator
 from icml26.core.errors import InputError
 
 GZIP_MAGIC = b"\x1f\x8b"
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # \ud800..\udfff: a pair is fine, a lone one is not text
+
+
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    v = float(text)
+    if not math.isfinite(v):
+        raise ValueError(f"{text[:20]} is beyond float range")
+    return v
+
+
+def _loads_line(line: bytes):
+    """``json.loads`` of one line, strictly: NaN/Infinity (which Python's json reads but cannot
+    write back), numbers beyond float range, integers past Python's digit limit, nesting past
+    the recursion limit and lone surrogates (``"\ud800"``: not encodable as UTF-8) raise
+    ValueError with a short reason; JSONDecodeError / UnicodeDecodeError pass through."""
+    try:
+        obj = json.loads(line, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise
+    except RecursionError:
+        raise ValueError("nested too deep") from None
+    if _SURROGATE_ESCAPE.search(line):
+        try:
+            dumps(obj).encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("a string holds a lone surrogate (\\ud800-\\udfff), not text") from None
+    return obj
 
 
 @dataclass
@@ -97,7 +131,7 @@ def iter_documents(path: str, *, skip_bad: bool = False, stats: ReadStats | None
         while True:
             try:
                 line = f.readline()
-            except (OSError, EOFError) as e:  # truncated / corrupt gzip
+            except (OSError, EOFError, zlib.error) as e:  # truncated / corrupt gzip
                 raise InputError(f"{name}:{lineno + 1}: cannot read compressed input: {e}") from None
             if not line:
                 break
@@ -106,12 +140,15 @@ def iter_documents(path: str, *, skip_bad: bool = False, stats: ReadStats | None
                 continue
             where = f"{name}:{lineno}"
             try:
-                obj = json.loads(line)
+                obj = _loads_line(line)
             except UnicodeDecodeError as e:
                 _bad(f"{where}: not UTF-8 ({e.reason} at byte {e.start})", stats, skip_bad)
                 continue
             except json.JSONDecodeError as e:
                 _bad(f"{where}: not valid JSON ({e.msg} at column {e.colno})", stats, skip_bad)
+                continue
+            except ValueError as e:  # NaN, 1e999, a 5000-digit integer, deep nesting, a lone surrogate
+                _bad(f"{where}: not valid JSON ({e})", stats, skip_bad)
                 continue
             err = _check_doc(obj, where)
             if err:
@@ -196,8 +233,16 @@ class DocumentWriter:
         return self
 
     def write(self, doc: dict) -> None:
+        """Append one document; InputError (nothing is left behind: see __exit__) when it
+        holds what JSON lines cannot (NaN or infinity, e.g. from a parquet column; a lone
+        surrogate)."""
         assert self._f is not None
-        self._f.write((dumps(doc) + "\n").encode("utf-8"))
+        try:
+            line = (dumps(doc) + "\n").encode("utf-8")
+        except (ValueError, UnicodeEncodeError) as e:
+            what = "a lone surrogate" if isinstance(e, UnicodeEncodeError) else "NaN or infinity"
+            raise InputError(f"document {str(doc.get('id', ''))[:60]!r} holds {what}, which JSON lines cannot hold") from None
+        self._f.write(line)
         self.count += 1
 
     def flush(self) -> None:
