@@ -36,7 +36,9 @@ def test_defaults_are_fp_rtn_fptquant_at_the_settings_bits_implies():
     c = m.Config()
     assert c.methods == ("fp", "rtn", "fptquant") and c.settings == ("W4A16", "W4A8")
     assert m.Config(bits=4).settings == ("W4A16", "W4A8") and m.Config(bits=8).settings == ("W8A8",)
-    assert m.Config(bits=3).settings == ("W3A16", "W3A8")
+    with pytest.raises(ValueError, match="only 4 and 8"):
+        m.Config(bits=3)  # no implied settings: --bits 3 alone is bad input, as before
+    assert m.Config(bits=3, settings=("W3A16",)).settings == ("W3A16",)
     full = m.Config(methods=("all",))
     assert full.methods == m.METHODS and full.settings == m.STANDARD_SETTINGS
     assert m.Config(methods=("all",), bits=4).active_settings() == ["W4A16", "W4A8", "W4A4", "W4A4KV4"]

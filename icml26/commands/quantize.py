@@ -12,7 +12,7 @@ from icml26.core.options import OutOpt, QuietOpt, RecipeOpt, SeedOpt, SetOpt, sp
 
 def quantize(
     model: Annotated[Optional[str], typer.Option("--model", "-m", help="llama (SmolLM2-135M, default) | gemma3-270m | an HF folder | a .gguf | a folder saved by `quantize --out` (re-evaluated).", show_default=False)] = None,
-    bits: Annotated[Optional[int], typer.Option("--bits", "-b", help="Weight width (2..8): runs W<b>A16 and W<b>A8 (W8A8 for 8) unless --setting is given; with --setting, keeps those with this width.", show_default=False)] = None,
+    bits: Annotated[Optional[int], typer.Option("--bits", "-b", help="Weight width: 4 runs W4A16 and W4A8, 8 runs W8A8 (unless --setting is given); with --setting, keeps those of this width (2..8).", show_default=False)] = None,
     method: Annotated[Optional[List[str]], typer.Option("--method", help="fp | rtn | gptq | smoothquant | quarot | fptquant | all (repeatable or comma-separated; default fp,rtn,fptquant; all = the full comparison at the five standard settings).", show_default=False)] = None,
     setting: Annotated[Optional[List[str]], typer.Option("--setting", help="W4A16 | W4A8 | W4A4 | W4A4KV4 | W8A8 | W<b>A<b>[KV<b>] | all (repeatable; default: what --bits implies).", show_default=False)] = None,
     calib_text: Annotated[Optional[str], typer.Option("--calib-text", help="Your own plain-text calibration file (default: the corpus' calibration documents).", show_default=False)] = None,

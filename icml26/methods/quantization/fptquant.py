@@ -164,13 +164,17 @@ class Config:
 
     def implied_settings(self, full: bool = False) -> tuple[str, ...]:
         """The settings run when none are given: the full comparison (STANDARD_SETTINGS, kept by
-        ``bits``) when ``full``; else the ones ``bits`` implies: W<b>A16 (weight-only, the packed
-        model the CPU kernels run) and W<b>A8 for b < 8, W8A8 for 8; bits 0 = 4."""
+        ``bits``) when ``full``; else the ones ``bits`` implies: W4A16 (weight-only, the packed
+        model the CPU kernels run) and W4A8 for 4, W8A8 for 8; bits 0 = 4. ValueError for other
+        widths (give the settings)."""
         if full:
             keep = tuple(x for x in STANDARD_SETTINGS if not self.bits or parse_setting(x)[0] == self.bits)
             if keep:
                 return keep
         b = self.bits or 4
+        if b not in (4, 8):
+            raise ValueError(f"bits={b}: only 4 and 8 imply settings (the packed formats); give the settings, "
+                             f"e.g. --setting W{b}A16")
         return ("W8A8",) if b == 8 else (f"W{b}A16", f"W{b}A8")
 
     def active_settings(self) -> list[str]:
