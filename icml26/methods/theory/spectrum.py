@@ -294,7 +294,7 @@ def fgln_rates(net: jac.GatedNet, x: torch.Tensor, y: torch.Tensor, k: int, swee
         s = torch.exp(ts.log_s)
     net.zero_grad()
     return {"log_sv": ts.log_s.numpy(), "exact": exact.numpy(), "decoupled": (-c * g).numpy(),
-            "balanced": (-L * s ** (2.0 - 2.0 / L) * g).numpy(), "loss": float(loss)}
+            "balanced": (-L * s ** (2.0 - 2.0 / L) * g).numpy(), "loss": float(loss.detach())}
 
 
 def train(net: jac.GatedNet, cfg: Config, xs: torch.Tensor, ys: torch.Tensor, probe: torch.Tensor, seed: int,
