@@ -103,9 +103,9 @@ class Config:
     fpt_dyn_scale: bool = True
     fpt_rotate: bool = True
     fpt_down_hadamard: bool = True
-    local_steps: int = 200
+    local_steps: int = 50                    # FPTQuant local steps (~2 CPU-s each on SmolLM2-135M)
     local_lr: float = 1e-2
-    e2e_steps: int = 16
+    e2e_steps: int = 4                       # FPTQuant end-to-end steps per setting (~8 CPU-s each)
     e2e_lr: float = 1e-3
     e2e_seq_len: int = 256
     greedy_prompts: int = 4
@@ -417,35 +417,44 @@ def tied_embeddings(model) -> bool:
     return model.get_output_embeddings().weight.data_ptr() == model.get_input_embeddings().weight.data_ptr()
 
 
-# Cost of each part of a run in units of the FP evaluation (perplexity over the eval tokens,
-# timed in the run itself) and of the FP greedy continuations; ratios measured on SmolLM2-135M
-# on the 2-core machine (docs/quantize.md, "Run time"). A rough guide, not a promise.
-COST = {"eval": 1.4, "eval_act": 2.0, "drift": 2.0, "local_step": 0.03, "e2e_step": 0.2, "gptq": 3.0}
+# Cost of each part of a run in FP-evaluation token equivalents (one unit = the time the FP
+# model takes per evaluated token, measured in the run itself), from CPU times measured on
+# SmolLM2-135M (one thread, 2-core EPYC; docs/quantize.md, "Run time"). A guide, not a promise.
+COST = {
+    "eval": 1.1,            # quantized evaluation (perplexity + greedy), x the FP one, weight-only settings
+    "eval_act": 1.2,        # ... with activation / KV quantization
+    "prepare": 1750,        # rotations + merges of quarot / fptquant (tokens), + the drift check (2 chunks)
+    "local_step": 285,      # one FPTQuant local step (tokens)
+    "e2e_step": 4.2,        # one FPTQuant end-to-end step, x e2e_seq_len tokens
+    "gptq": 3.0,            # GPTQ per weight width, x calib_tokens (not measured: a rough guide)
+}
 LONG_RUN_S = 120.0   # the command prints the estimate when a run should take longer than this
 
 
 def estimate_seconds(cfg: Config, *, eval_s: float, greedy_s: float) -> float:
     """Estimated wall seconds of the whole run, from the FP evaluation's measured time
-    ``eval_s`` (perplexity over the eval tokens) and ``greedy_s`` (greedy continuations)."""
+    ``eval_s`` (perplexity over the eval tokens) and ``greedy_s`` (greedy continuations): the
+    parts of the run (COST) in FP token equivalents times the measured seconds per token."""
     settings = [parse_setting(x) for x in cfg.active_settings()]
-    n_chunks = max(1, cfg.eval_tokens // cfg.seq_len)
-    per_tok = eval_s / max(cfg.eval_tokens, 1)   # seconds per evaluated token (FP)
+    per_tok = eval_s / max(cfg.eval_tokens, 1)   # seconds per evaluated token (FP, this run)
     total = eval_s + greedy_s
     for m in cfg.methods:
         if m == "fp":
             continue
-        if m not in ("rtn", "gptq"):
-            total += COST["drift"] * eval_s / n_chunks
+        if m in ("quarot", "fptquant", "smoothquant"):
+            total += (COST["prepare"] if m != "smoothquant" else 0) * per_tok + 2 * cfg.seq_len * per_tok
+        if m == "smoothquant":
+            total += cfg.calib_tokens * per_tok
         if m == "fptquant":
-            total += cfg.local_steps * COST["local_step"] * eval_s
+            total += cfg.local_steps * COST["local_step"] * per_tok
         if m == "gptq":
-            total += COST["gptq"] * per_tok * cfg.calib_tokens * len({w for w, _, _ in settings if w < 16})
+            total += COST["gptq"] * cfg.calib_tokens * per_tok * len({w for w, _, _ in settings if w < 16})
         for w, a, kv in settings:
             total += (COST["eval_act"] if a < 16 or kv < 16 else COST["eval"]) * (eval_s + greedy_s)
             if a < 16 and cfg.act_granularity == "per-tensor":
-                total += per_tok * cfg.calib_tokens
+                total += cfg.calib_tokens * per_tok * (2 if m == "fptquant" else 1)
             if m == "fptquant":
-                total += cfg.e2e_steps * COST["e2e_step"] * eval_s * (min(cfg.e2e_seq_len, cfg.seq_len) / 256) ** 0.5
+                total += cfg.e2e_steps * COST["e2e_step"] * min(cfg.e2e_seq_len, cfg.seq_len) * per_tok
     return total
 
 
