@@ -161,6 +161,17 @@ def parse_choices(spec: str, valid: Sequence[str], what: str = "algo") -> list[s
     return list(dict.fromkeys(names))
 
 
+def _short(value: Any) -> str:
+    """``repr`` bounded in depth and length: a YAML value built from aliases (``*a`` nine
+    times, nine levels deep) has a repr of 9**9 items, and a message must stay a line."""
+    import reprlib
+
+    r = reprlib.Repr()
+    r.maxlevel, r.maxlist, r.maxtuple, r.maxdict, r.maxset = 2, 6, 6, 6, 6
+    r.maxstring, r.maxother, r.maxlong = 80, 80, 40
+    return r.repr(value)
+
+
 def _coerce(name: str, value: Any, tp: Any) -> Any:
     """Coerce a YAML value to the annotated field type, or raise InputError."""
     origin = typing.get_origin(tp)
@@ -178,16 +189,16 @@ def _coerce(name: str, value: Any, tp: Any) -> Any:
                 return _coerce(name, value, a)
             except InputError as e:
                 errs.append(str(e))
-        raise InputError(errs[0] if errs else f"{name}: invalid value {value!r}")
+        raise InputError(errs[0] if errs else f"{name}: invalid value {_short(value)}")
     if origin is typing.Literal:
         if value in args:
             return value
-        raise InputError(f"{name}: {value!r} is not one of {', '.join(map(repr, args))}")
+        raise InputError(f"{name}: {_short(value)} is not one of {', '.join(map(repr, args))}")
     if origin in (tuple, list):
         if isinstance(value, (str, int, float)) and not isinstance(value, bool):
             value = [value]
         if not isinstance(value, (list, tuple)):
-            raise InputError(f"{name}: expected a list, got {value!r}")
+            raise InputError(f"{name}: expected a list, got {_short(value)}")
         if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
             return tuple(_coerce(name, v, args[0]) for v in value)
         if origin is tuple and args:
@@ -202,10 +213,10 @@ def _coerce(name: str, value: Any, tp: Any) -> Any:
             return value
         if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0"):
             return value.lower() in ("true", "yes", "1")
-        raise InputError(f"{name}: expected true/false, got {value!r}")
+        raise InputError(f"{name}: expected true/false, got {_short(value)}")
     if tp is int:
         if isinstance(value, bool):
-            raise InputError(f"{name}: expected an integer, got {value!r}")
+            raise InputError(f"{name}: expected an integer, got {_short(value)}")
         if isinstance(value, int):
             return value
         if isinstance(value, float) and value.is_integer():
@@ -215,20 +226,20 @@ def _coerce(name: str, value: Any, tp: Any) -> Any:
                 return int(value)
             except ValueError:
                 pass
-        raise InputError(f"{name}: expected an integer, got {value!r}")
+        raise InputError(f"{name}: expected an integer, got {_short(value)}")
     if tp is float:
         if isinstance(value, bool):
-            raise InputError(f"{name}: expected a number, got {value!r}")
+            raise InputError(f"{name}: expected a number, got {_short(value)}")
         try:
             v = float(value)
         except (TypeError, ValueError, OverflowError):  # OverflowError: an integer beyond float range
-            raise InputError(f"{name}: expected a number (within float range), got {str(value)[:40]!r}") from None
+            raise InputError(f"{name}: expected a number (within float range), got {_short(value)}") from None
         if math.isnan(v):
             raise InputError(f"{name}: NaN is not allowed")
         return v
     if tp is str:
         if isinstance(value, (dict, list)):
-            raise InputError(f"{name}: expected a string, got {value!r}")
+            raise InputError(f"{name}: expected a string, got {_short(value)}")
         return str(value)
     return value
 

@@ -319,3 +319,22 @@ def test_gym_option_regressions(q, msg):
     with pytest.raises(InputError) as e:
         G.make_problem(f"FrozenLake-v1?{q}", horizon=3, gamma=0.9)
     assert msg in one_line(e.value)
+
+
+@pytest.mark.parametrize("text", ["P: [[[1e1000000]]]\nR: [[0]]\n".replace("1e1000000", "1" + "0" * 400),
+                                  "P: [[[1]]]\nR: [[" + "1" + "0" * 400 + "]]\n",
+                                  "P: [[[1]]]\nR: [[0]]\nnoise: " + "1" + "0" * 400 + "\n",
+                                  "P: [[[1]]]\nR: [[0]]\nrho: [" + "1" + "0" * 400 + "]\n"])
+def test_mdp_integer_beyond_float_range(tmp_dir, text):
+    """np.asarray(10**400, float64) raised OverflowError (found by the slow profile)."""
+    with pytest.raises(InputError) as e:
+        M.load_mdp(str(_write(tmp_dir, "m.yaml", text)))
+    one_line(e.value)
+
+
+def test_bandit_integer_beyond_float_range(tmp_dir):
+    """float(10**400) raised OverflowError in the arm's number check."""
+    env = {"arms": [{"dist": "gaussian", "mean": 10**400, "std": 1}, {"dist": "bernoulli", "p": 0.5}]}
+    with pytest.raises(InputError) as e:
+        B.parse_env(env, tmp_dir, source="env.yaml")
+    assert "field 'mean' must be finite and at most 1e150 in magnitude" in one_line(e.value)

@@ -220,3 +220,19 @@ def test_non_finite_default_or_metadata_allows_inf():
         build_config(Cfg, {"rate": "inf"})
     with pytest.raises(InputError, match="NaN is not allowed"):
         build_config(Cfg, {"limit": "nan"})
+
+
+def test_aliased_value_in_a_message_is_bounded(tmp_path):
+    """A value built from YAML aliases (9 ** 8 leaves from a 300-byte file) went into the
+    message whole (repr took seconds and hundreds of MB); now the repr is bounded."""
+    import time
+
+    levels = ["&l0 [" + ", ".join(["x"] * 9) + "]"] + [
+        f"&l{k} [" + ", ".join([f"*l{k - 1}"] * 9) + "]" for k in range(1, 8)]
+    p = tmp_path / "r.yaml"
+    p.write_text("method: bai\nconfig:\n  seeds: [" + ", ".join(levels) + "]\n")
+    t0 = time.perf_counter()
+    with pytest.raises(InputError) as e:
+        resolve(config_cls("bai"), "bai", recipe=p)
+    assert "seeds: expected an integer, got [" in one_line(e.value) and len(str(e.value)) < 600
+    assert time.perf_counter() - t0 < 2.0

@@ -129,7 +129,7 @@ def validate(P, R, noise, rho, gamma, src: str = "<mdp>", name: str | None = Non
     try:
         P = np.asarray(P, dtype=np.float64)
         R = np.asarray(R, dtype=np.float64)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an integer beyond float range
         raise _bad(src, "P and R must be numeric arrays (P: S x A x S, R: S x A)") from None
     if P.ndim != 3 or P.shape[0] != P.shape[2] or P.shape[0] < 1 or P.shape[1] < 1:
         raise _bad(src, f"P must have shape (S, A, S), got {P.shape}")
@@ -151,7 +151,7 @@ def validate(P, R, noise, rho, gamma, src: str = "<mdp>", name: str | None = Non
     P = P / sums[:, :, None]
     try:
         noise = np.asarray(0.0 if noise is None else noise, dtype=np.float64)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an integer beyond float range
         raise _bad(src, "noise must be a number or an S x A array") from None
     if noise.ndim == 0:
         noise = np.full((S, A), float(noise))
@@ -164,7 +164,7 @@ def validate(P, R, noise, rho, gamma, src: str = "<mdp>", name: str | None = Non
         rho[0] = 1.0
     try:
         rho = np.asarray(rho, dtype=np.float64)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an integer beyond float range
         raise _bad(src, f"rho must be a probability vector of length {S}") from None
     if rho.shape != (S,) or not np.all(np.isfinite(rho)) or (rho < 0).any() or abs(rho.sum() - 1) > 1e-6:
         raise _bad(src, f"rho must be a probability vector of length {S}")
@@ -282,7 +282,7 @@ def load_mdp(spec: str) -> MDP:
             if np.ndim(g) == 0:
                 try:
                     g = float(np.asarray(g))
-                except (TypeError, ValueError):
+                except (TypeError, ValueError, OverflowError):  # OverflowError: an integer beyond float range
                     raise _bad(spec, f"gamma must be a number in [0, 1), got {np.asarray(g)!r}") from None
             name = d.get("name")
             name = str(name.item() if np.ndim(name) == 0 else name.tolist()) if name is not None else None
