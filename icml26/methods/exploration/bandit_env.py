@@ -91,7 +91,10 @@ def _num(arm_no: int, label: str, key: str, value, *, positive=False, unit=False
     where = f"{source + ': ' if source else ''}arm {arm_no}{f' ({label})' if label else ''}: field '{key}'"
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InputError(f"{where} must be a number, got {value!r}")
-    v = float(value)
+    try:
+        v = float(value)
+    except OverflowError:  # an integer beyond float range
+        v = math.inf
     if not math.isfinite(v) or abs(v) > 1e150:  # variances (squares) and sums must stay finite
         raise InputError(f"{where} must be finite and at most 1e150 in magnitude, got {value!r}")
     if positive and v <= 0:
