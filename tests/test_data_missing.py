@@ -80,3 +80,13 @@ def test_a_missing_data_error_in_a_test_becomes_a_skip(tmp_path, monkeypatch, py
     assert "needs Debian dict-gcide: run `make data` as root" in r.stdout.str()
     monkeypatch.setenv("ICML26_REQUIRE_DATA", "1")
     pytester.runpytest_inprocess(*QUICK).assert_outcomes(failed=1)
+
+
+def test_make_data_installs_every_package_the_code_looks_for():
+    from icml26.core.data import DEBIAN_DATA
+
+    make = (ROOT / "Makefile").read_text()
+    line = next(x for x in make.splitlines() if "apt-get install" in x)
+    assert set(DEBIAN_DATA) <= set(line.split()), line
+    # make demo / make test run it themselves where the user can (root with apt-get)
+    assert "demo: setup data-if-missing" in make and "test: setup data-if-missing" in make
