@@ -7,10 +7,18 @@ Prints, in one run:
   (b) error probability P(recommendation != best arm) with Wilson 95% intervals of every
       fixed-budget algorithm (and of the fixed-confidence engine's sampling rules run in
       budget mode, when ``icml26.ops.bai_fc`` is importable) at 3 budgets on 3
-      high-variance instances.
+      high-variance instances;
+  (c) rewards at their natural scale (issue 15): the real traffic counts unscaled (vehicles
+      per 15 minutes, i.e. the built-in traffic envs x 100) and the heavy-tailed,
+      heteroscedastic built-in heavy-mixed6, budget 1500: VarDE before the scale fix (tau and
+      var_floor absolute, i.e. reward_range fixed at [0, 1]) and after (the default: the
+      scale observed online), beside every baseline (online scale); target: VarDE no worse
+      than uniform allocation at 95% (its Wilson interval reaches below uniform's upper end).
+      Cells are cached in benchmarks/results/bai_scale.json (rerun to resume).
 
     .venv/bin/python benchmarks/bai.py            # full: 20,000 runs per cell (the paper's n)
     .venv/bin/python benchmarks/bai.py --quick    # 2,000 runs per cell, smaller speed test
+    .venv/bin/python benchmarks/bai.py --only-scale --seeds 2000   # (c) alone
 """
 
 from __future__ import annotations
@@ -169,6 +177,69 @@ def error_table(quick: bool, seeds_n: int | None, fc_seeds_n: int | None) -> Non
                     print(f"  {name}: {ci}")
 
 
+SCALE_JSON = Path(__file__).resolve().parent / "results" / "bai_scale.json"
+
+
+def scale_instances():
+    """(c): (ArmTable, budget) at the rewards' natural scale, no reward_range declared."""
+    import dataclasses
+
+    from icml26.methods.exploration.bai import resolve_env_path
+    from icml26.methods.exploration.bandit_env import load_env
+
+    out = []
+    for name in ("traffic-top5", "traffic-mid5"):  # counts in hundreds of vehicles -> vehicles
+        try:
+            t = load_env(resolve_env_path(name))
+        except Exception as e:  # noqa: BLE001 - the traffic data package may be missing
+            print(f"note: {name} skipped ({type(e).__name__}: {e})")
+            continue
+        out.append((dataclasses.replace(t, name=f"{name} x100 (vehicles / 15 min)", emp_values=t.emp_values * 100.0,
+                                        means=t.means * 100.0, variances=t.variances * 1e4, reward_range=None), 1500))
+    out.append((load_env(resolve_env_path("heavy-mixed6")), 1500))
+    return out
+
+
+def scale_table(seeds_n: int | None, fc_seeds_n: int | None) -> None:
+    import json
+
+    from icml26.core.output import atomic_write_text
+    from icml26.ops import bai_fc
+
+    S = seeds_n or 2000
+    S_fc = min(S, fc_seeds_n or 2000)
+    cache = json.loads(SCALE_JSON.read_text()) if SCALE_JSON.is_file() else {}
+    rows = [("varde before (tau, var_floor absolute)", "varde", (0.0, 1.0)), ("varde (online scale, default)", "varde", None)]
+    rows += [(f"{a} (online scale)", a, None) for a in bai.ALGOS if a != "varde"]
+    rows += [(f"{a} (fc rule, online scale)", a, None) for a in bai_fc.ALGOS if a not in bai.ALGOS]
+    print(f"\n(c) natural-scale rewards: error probability in % [Wilson 95%], {S} runs per cell "
+          f"({S_fc} for the fc rules); cache {SCALE_JSON.relative_to(SCALE_JSON.parents[2])}")
+    for t, T in scale_instances():
+        best = int(np.argmax(t.means))
+        print(f"\n{t.name}: K={t.K}, budget {T}, means {np.round(t.means, 3).tolist()}, stds {np.round(np.sqrt(t.variances), 3).tolist()}")
+        res = {}
+        for label, algo, rr in rows:
+            n = S_fc if algo not in bai.ALGOS else S
+            key = f"{t.name}|{T}|{label}|{n}"
+            if key not in cache:
+                t0 = time.perf_counter()
+                if algo in bai.ALGOS:
+                    rec = bai.run_fixed_budget(t, algo, T, np.arange(n), reward_range=rr)["recommendation"]
+                else:
+                    rec = bai_fc.run_fixed_confidence(t, algo, np.arange(n), budget=T, reward_range=rr)["recommendation"]
+                cache[key] = {"errors": int((np.asarray(rec) != best).sum()), "runs": n, "seconds": time.perf_counter() - t0}
+                SCALE_JSON.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write_text(SCALE_JSON, json.dumps(cache, indent=1))
+            c = cache[key]
+            lo, hi = wilson(c["errors"], c["runs"])
+            res[label] = (c["errors"] / c["runs"], lo, hi)
+            print(f"  {label:44s} {100 * res[label][0]:6.2f} [{100 * lo:5.2f},{100 * hi:5.2f}]")
+        v, u = res["varde (online scale, default)"], res["uniform (online scale)"]
+        ok = v[1] <= u[2]
+        print(f"  target VarDE no worse than uniform at 95%: {'met' if ok else 'NOT met'} "
+              f"(VarDE {100 * v[0]:.2f}% [{100 * v[1]:.2f}, {100 * v[2]:.2f}] vs uniform {100 * u[0]:.2f}% upper {100 * u[2]:.2f})")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="2,000 runs per cell and a smaller speed test")
@@ -176,16 +247,22 @@ def main() -> None:
     ap.add_argument("--fc-seeds", type=int, default=None, help="runs per cell for the fixed-confidence rules (default 5,000)")
     ap.add_argument("--skip-speed", action="store_true")
     ap.add_argument("--skip-error", action="store_true")
+    ap.add_argument("--skip-scale", action="store_true", help="skip (c), the natural-scale instances")
+    ap.add_argument("--only-scale", action="store_true", help="run (c) only")
     args = ap.parse_args()
     b = bai.backend()
     print(f"icml26.ops.bai backend: {b}")
     if b != "ext-cpu":
         print("the C++ kernel is unavailable; this benchmark needs it")
         sys.exit(1)
+    if args.only_scale:
+        args.skip_speed = args.skip_error = True
     if not args.skip_speed:
         speed(args.quick)
     if not args.skip_error:
         error_table(args.quick, args.seeds, args.fc_seeds)
+    if not args.skip_scale:
+        scale_table(args.seeds or (2000 if args.quick else None), args.fc_seeds)
 
 
 if __name__ == "__main__":

@@ -49,6 +49,7 @@ def bai(
     from icml26.methods.exploration.bandit_env import load_env
 
     table = load_env(env_path)
+    cfg = dataclasses.replace(cfg, reward_range=m.resolve_reward_range(cfg, table))  # the value used, in the config record
     m.validate(cfg, table)
     s = recipe_seed(recipe, "bai", seed) or 0
     cols = ["algo", "budget" if cfg.budget else "delta", "error_probability:P(error)", "error_probability_ci:95% CI", "simple_regret:regret"]

@@ -78,6 +78,21 @@ mean_{k in C\\l} mu_k - mu_l (A) or min_{k in C\\l} mu_k - mu_l (C),
 beta = logbar(j) sum_{k in C} N_k / (T - sum_{k not in C} N_k), G(beta) = 1/sqrt(beta) - 1;
 then pull the least-pulled active arm; recommend argmax of mu over C. Uses all T pulls.
 
+Reward scale (``reward_range`` argument of ``run_fixed_budget``)
+----------------------------------------------------------------
+Every parameter above that is in reward units is taken relative to a reward scale s, so that
+every algorithm's pulls and recommendation are unchanged when the rewards become a r + b
+(a > 0): tau, pairwise_delta and the power smoother's shift are multiplied by s; var_floor,
+ucbe_a and ugape_a by s^2 (UCB-E's and UGapE's bonuses sqrt(a / N) assume rewards in [0, 1],
+i.e. a range b = 1 folded into a); continuous rejects compares gap / s with G(beta).
+``reward_range=(lo, hi)`` (a declared range) normalises every reward to (x - lo) / (hi - lo)
+at the draw and s = 1; the default (0, 1) leaves rewards and decisions exactly as in the
+papers, whose instances lie in [0, 1]. ``reward_range=None`` uses the rewards as drawn with
+s = max - min of the rewards observed so far in the run (s = 1 while that is 0), i.e. the
+observed range plays the part of hi - lo (RECONSTRUCTION: the VarDE code and scripts use
+rewards in [0, 0.4] and an absolute tau; the rule keeps its tau = 0.1 for a unit range).
+uniform, successive-rejects and sequential-halving compare means only: s does not enter.
+
 Budget accounting: all algorithms use exactly ``budget`` pulls per run except
 successive-rejects and sequential-halving, which leave the rounding remainder unused (as
 their papers do). ``budget`` below what an algorithm needs raises ``ValueError``.
@@ -119,7 +134,7 @@ DEFAULTS: dict[str, dict] = {
 # flat layout of the C++ parameter vector
 _PKEYS = ("tau", "var_floor", "warm_start", "smoother", "variance_exponent", "use_influence_weights",
           "use_empirical_variance", "const_c", "entmax_alpha", "pairwise_delta", "power_p",
-          "ucbe_a", "ugape_a", "cr_variant")
+          "ucbe_a", "ugape_a", "cr_variant", "reward_lo", "reward_width")
 _SOURCES = ["cpu/bai_cpu.cpp"]
 
 
@@ -179,8 +194,24 @@ def resolve_params(algo: str, params: dict | None) -> dict:
     return p
 
 
-def _pack(p: dict) -> np.ndarray:
+def check_reward_range(reward_range):
+    """None (online scale) or a (lo, hi) pair of finite numbers with lo < hi -> that value
+    (a tuple of floats); ValueError otherwise."""
+    if reward_range is None:
+        return None
+    try:
+        lo, hi = (float(v) for v in reward_range)
+    except (TypeError, ValueError):
+        raise ValueError(f"reward_range must be [lo, hi] (two numbers), got {reward_range!r}") from None
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        raise ValueError(f"reward_range must be [lo, hi] with finite lo < hi, got {list(reward_range)!r}")
+    return (lo, hi)
+
+
+def _pack(p: dict, reward_range=(0.0, 1.0)) -> np.ndarray:
+    rr = check_reward_range(reward_range)
     full = {**{k: 0.0 for k in _PKEYS}, **p}
+    full["reward_lo"], full["reward_width"] = (0.0, 0.0) if rr is None else (rr[0], rr[1] - rr[0])
     full["smoother"] = _ref.SMOOTHERS[full["smoother"]] if isinstance(full["smoother"], str) else 0
     full["cr_variant"] = 1.0 if full["cr_variant"] == "C" else 0.0
     return np.asarray([float(full[k]) for k in _PKEYS], dtype=np.float64)
@@ -222,12 +253,15 @@ def _use_ext(backend_: str) -> bool:
 
 
 def run_fixed_budget(table, algo: str, budget: int, seeds: np.ndarray, params: dict | None = None,
-                     backend: str = "auto") -> dict:
+                     backend: str = "auto", reward_range=(0.0, 1.0)) -> dict:
     """Run ``algo`` with ``budget`` pulls in each of the S runs ``seeds``.
 
     table: an ArmTable (``kind (K,)``, ``params (K, 3)``, ``emp_values``, ``emp_offsets``).
     seeds: (S,) non-negative integers, one independent run each.
     params: overrides of ``DEFAULTS[algo]`` (unknown key -> ValueError).
+    reward_range: (lo, hi) declared range (rewards normalised to [0, 1] units at the draw;
+    default (0, 1): rewards as they are) or None (scale = the range observed online); see
+    "Reward scale" above.
     Returns {"recommendation": (S,) int64, "counts": (S, K) int64}.
     Raises ValueError for an unknown algo, a bad parameter or a budget below what the
     algorithm needs (``min_budget``)."""
@@ -246,9 +280,9 @@ def run_fixed_budget(table, algo: str, budget: int, seeds: np.ndarray, params: d
 
         rec, cnt = torch.ops.icml26.bai_fixed_budget(
             torch.from_numpy(kind), torch.from_numpy(prm), torch.from_numpy(ev), torch.from_numpy(eo),
-            torch.from_numpy(s.view(np.int64)), _ref.ALGO_CODES[algo], budget, torch.from_numpy(_pack(p)))
+            torch.from_numpy(s.view(np.int64)), _ref.ALGO_CODES[algo], budget, torch.from_numpy(_pack(p, reward_range)))
         return {"recommendation": rec.numpy(), "counts": cnt.numpy()}
-    rec, cnt = _ref.run_fixed_budget(kind, prm, ev, eo, s, algo, budget, p)
+    rec, cnt = _ref.run_fixed_budget(kind, prm, ev, eo, s, algo, budget, p, check_reward_range(reward_range))
     return {"recommendation": rec, "counts": cnt}
 
 

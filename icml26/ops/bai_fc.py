@@ -81,6 +81,18 @@ Sampling rules
   argmax over the other arms of the last draw) and pull J. Stopping: GLR (as in Jourdan et
   al. 2022, "Top two algorithms revisited", NeurIPS).
 
+Reward scale (``reward_range`` argument)
+----------------------------------------
+``reward_range=(lo, hi)`` normalises every reward to (x - lo) / (hi - lo) at the draw (the
+default (0, 1) leaves them as they are); ``None`` keeps the rewards as drawn and measures the
+scale s online as max - min of the rewards observed so far in the run (1 while 0). var_floor
+is in units of s^2 and VarDE's tau in units of s, so that with the gaussian model (plug-in
+variances) every sampling and stopping rule is unchanged under r -> a r + b (a > 0). The
+bernoulli model fixes the scale: it needs rewards in [0, 1] after the normalisation, i.e.
+support in [lo, hi] of a declared range, or in [0, 1] when none is declared (then it runs as
+if reward_range were (0, 1)); ``noise_model: bernoulli`` on an arm that can leave that range
+is a ValueError, and ``auto`` picks bernoulli only when every arm's support lies in it.
+
 Budget mode (``budget=``) runs exactly ``budget`` pulls of the sampling rule and never
 stops (``stopped`` is all False). LUCB and KL-LUCB need a delta in their bounds even then:
 ``budget_delta``.
@@ -156,42 +168,49 @@ def resolve_params(algo: str, params: dict | None) -> dict:
     return p
 
 
-def in_unit_interval(table) -> np.ndarray:
-    """(K,) bool: arm k's rewards all lie in [0, 1] (bernoulli arms, empirical arms with
-    recorded values in [0, 1])."""
+def in_unit_interval(table, reward_range=(0.0, 1.0)) -> np.ndarray:
+    """(K,) bool: arm k's rewards all lie in ``reward_range`` ([0, 1] by default; bernoulli
+    arms {0, 1}, empirical arms by their recorded values; other arms are unbounded)."""
+    lo, hi = (0.0, 1.0) if reward_range is None else (float(reward_range[0]), float(reward_range[1]))
     kind = np.asarray(table.kind)
     off = np.asarray(table.emp_offsets)
     ev = np.asarray(table.emp_values)
     out = np.zeros(kind.shape[0], dtype=bool)
     for k in range(kind.shape[0]):
         if kind[k] == 0:
-            out[k] = True
+            out[k] = lo <= 0.0 and hi >= 1.0
         elif kind[k] == 4:
             v = ev[off[k]:off[k + 1]]
-            out[k] = v.size > 0 and bool(np.all((v >= 0.0) & (v <= 1.0)))
+            out[k] = v.size > 0 and bool(np.all((v >= lo) & (v <= hi)))
     return out
 
 
-def noise_of(table, noise_model: str) -> str:
-    """Resolve ``noise_model`` ("auto" -> "bernoulli" when every arm lies in [0, 1])."""
-    unit = in_unit_interval(table)
+def noise_of(table, noise_model: str, reward_range=(0.0, 1.0)) -> str:
+    """Resolve ``noise_model`` ("auto" -> "bernoulli" when every arm lies in the reward range,
+    [0, 1] when none is declared); bernoulli on an arm that can leave it -> ValueError."""
+    unit = in_unit_interval(table, reward_range)
+    where = "[0, 1]" if reward_range is None or tuple(map(float, reward_range)) == (0.0, 1.0) else \
+        f"reward_range [{float(reward_range[0]):g}, {float(reward_range[1]):g}]"
     if noise_model == "auto":
         return "bernoulli" if unit.all() else "gaussian"
     if noise_model == "bernoulli" and not unit.all():
         k = int(np.flatnonzero(~unit)[0])
         lab = table.labels[k] if getattr(table, "labels", None) else f"arm{k}"
-        raise ValueError(f"noise_model 'bernoulli' needs rewards in [0, 1], but arm {k} ({lab}) can leave [0, 1]; use 'gaussian' or 'auto'")
+        raise ValueError(f"noise_model 'bernoulli' needs rewards in {where}, but arm {k} ({lab}) can leave it; "
+                         "use 'gaussian' or 'auto', or declare the rewards' range as reward_range")
     return noise_model
 
 
 def run_fixed_confidence(table, algo: str, seeds: np.ndarray, params: dict | None = None, *,
                          delta: float | None = None, budget: int | None = None,
-                         max_pulls: int = 1_000_000, backend: str = "auto") -> dict:
+                         max_pulls: int = 1_000_000, backend: str = "auto", reward_range=(0.0, 1.0)) -> dict:
     """Run ``algo`` on ``table`` (an ArmTable) once per seed.
 
     Exactly one of ``delta`` (fixed confidence: sample until the stopping rule fires or
     ``max_pulls``; then ``stopped`` is False) and ``budget`` (exactly ``budget`` pulls, no
     stopping, recommend the empirical best). ``params`` override DEFAULTS[algo].
+    ``reward_range``: (lo, hi) declared (rewards normalised at the draw) or None (scale
+    measured online; the bernoulli model then uses (0, 1)); see "Reward scale" above.
     ``backend``: "auto" (C++ if it builds, else NumPy), "ext" (C++, error if unavailable), "ref".
 
     Returns {"recommendation": (S,) int64, "counts": (S, K) int64, "pulls": (S,) int64,
@@ -216,7 +235,12 @@ def run_fixed_confidence(table, algo: str, seeds: np.ndarray, params: dict | Non
         raise ValueError("seeds must not be empty")
     if backend not in ("auto", "ext", "ref"):
         raise ValueError(f"backend must be auto, ext or ref, got {backend!r}")
-    noise = noise_of(table, p["noise_model"])
+    from icml26.ops.bai import check_reward_range
+
+    reward_range = check_reward_range(reward_range)
+    noise = noise_of(table, p["noise_model"], reward_range)
+    if noise == "bernoulli" and reward_range is None:
+        reward_range = (0.0, 1.0)  # the bernoulli model fixes the scale
     if p["threshold"] == "auto":
         p["threshold"] = "heuristic" if noise == "bernoulli" else "theory"
     if table.K < 2:
@@ -235,17 +259,20 @@ def run_fixed_confidence(table, algo: str, seeds: np.ndarray, params: dict | Non
     if use == "ref":
         from icml26.ops._ref import bai_fc as ref
 
-        return ref.run(tab, seeds, algo, p, ref.NOISE[noise], delta=delta, budget=budget, max_pulls=max_pulls)
-    return _run_ext(tab, seeds, algo, p, noise, delta, budget, max_pulls)
+        return ref.run(tab, seeds, algo, p, ref.NOISE[noise], delta=delta, budget=budget, max_pulls=max_pulls,
+                       reward_range=reward_range)
+    return _run_ext(tab, seeds, algo, p, noise, delta, budget, max_pulls, reward_range)
 
 
-def _run_ext(tab, seeds, algo, p, noise, delta, budget, max_pulls) -> dict:
+def _run_ext(tab, seeds, algo, p, noise, delta, budget, max_pulls, reward_range=(0.0, 1.0)) -> dict:
     import torch
 
     from icml26.ops._ref import bai_fc as ref
 
     f = torch.tensor([float(p["var_floor"]), float(p.get("tau", 0.1)), float(p.get("variance_exponent", 1.0)),
-                      float(p.get("tts_beta", 0.5)), float(p.get("budget_delta", 0.1))], dtype=torch.float64)
+                      float(p.get("tts_beta", 0.5)), float(p.get("budget_delta", 0.1)),
+                      0.0 if reward_range is None else float(reward_range[0]),
+                      0.0 if reward_range is None else float(reward_range[1]) - float(reward_range[0])], dtype=torch.float64)
     i = torch.tensor([p["warm_start"], p.get("tas_bisection_iters", 16), p.get("tts_max_resample", 1000),
                       ref.THRESHOLDS[p["threshold"]], ref.NOISE[noise]], dtype=torch.int64)
     rec, counts, pulls, stopped = torch.ops.icml26.bai_fc_run(

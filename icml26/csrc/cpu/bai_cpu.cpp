@@ -13,7 +13,14 @@
 // Parameter vector p (float64), see _PKEYS in icml26/ops/bai.py:
 //   0 tau, 1 var_floor, 2 warm_start, 3 smoother, 4 variance_exponent,
 //   5 use_influence_weights, 6 use_empirical_variance, 7 const_c, 8 entmax_alpha,
-//   9 pairwise_delta, 10 power_p, 11 ucbe_a, 12 ugape_a, 13 cr_variant (0 = A, 1 = C)
+//   9 pairwise_delta, 10 power_p, 11 ucbe_a, 12 ugape_a, 13 cr_variant (0 = A, 1 = C),
+//   14 reward_lo, 15 reward_width: width > 0 -> every reward is normalised to
+//      (x - reward_lo) / reward_width at the draw (a declared reward range; [0, 1] leaves
+//      the rewards as they are, bit for bit) and the scale s below is 1; width 0 -> the
+//      rewards are used as drawn and s = max - min of the rewards observed so far in the run
+//      (1 while that is 0). Every parameter in reward units is multiplied by s (tau,
+//      pairwise_delta, the power smoother's shift), by s^2 (var_floor, ucbe_a, ugape_a), and
+//      continuous rejects compares gap / s with G: decisions do not change under r -> a r + b.
 #include <torch/library.h>
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -56,13 +63,24 @@ struct Run {
   int64_t K;
   int64_t* N;  // (K,) row of the output counts
   std::vector<double> mean, M2, tie;
+  double lo, width;  // declared reward range (width > 0) or online scale (width == 0)
+  double obs_min = INF, obs_max = -INF;
 
-  Run(const ArmTable& table, uint64_t s, int64_t* counts) : t(table), seed(s), K(table.K), N(counts),
-      mean(table.K, 0.0), M2(table.K, 0.0), tie(table.K) {
+  Run(const ArmTable& table, uint64_t s, int64_t* counts, double lo_, double width_) : t(table), seed(s), K(table.K), N(counts),
+      mean(table.K, 0.0), M2(table.K, 0.0), tie(table.K), lo(lo_), width(width_) {
     for (int64_t k = 0; k < K; ++k) { N[k] = 0; tie[k] = bandit::tie_rank(seed, k); }
   }
+  // reward scale: 1 for a declared range (rewards already normalised), else the observed range
+  double scale() const {
+    if (width > 0.0) return 1.0;
+    const double r = obs_max - obs_min;
+    return r > 0.0 ? r : 1.0;
+  }
   double pull(int64_t k) {
-    const double x = bandit::sample(t, seed, k, N[k]);
+    double x = bandit::sample(t, seed, k, N[k]);
+    if (width > 0.0) x = (x - lo) / width;
+    obs_min = std::min(obs_min, x);
+    obs_max = std::max(obs_max, x);
     const int64_t n = N[k] + 1;
     const double d = x - mean[k];
     mean[k] = mean[k] + d / static_cast<double>(n);
@@ -107,10 +125,10 @@ struct Run {
 inline double pw(double x, double e) { return e == 2.0 ? x * x : std::pow(x, e); }
 
 // Unnormalised influence weights w (a common factor does not change the argmax).
-void varde_weights(const Run& r, const double* p, std::vector<double>& w, std::vector<double>& tmp) {
+void varde_weights(const Run& r, const double* p, double sc, std::vector<double>& w, std::vector<double>& tmp) {
   const int64_t K = r.K;
   const auto& mu = r.mean;
-  const double tau = p[0];
+  const double tau = p[0] * sc;
   switch (static_cast<int>(p[3])) {
     case LSE: {
       double m = mu[0];
@@ -153,7 +171,8 @@ void varde_weights(const Run& r, const double* p, std::vector<double>& w, std::v
       break;
     }
     case PAIRWISE: {
-      const double d2 = p[9] * p[9];
+      const double pd = p[9] * sc;
+      const double d2 = pd * pd;
       double s = mu[0];
       w[0] = 1.0;
       for (int64_t k = 1; k < K; ++k) {
@@ -188,7 +207,8 @@ int64_t run_varde(Run& r, int64_t budget, const double* p) {
   }
   const bool use_w = p[5] != 0.0, use_v = p[6] != 0.0;
   const bool lse = static_cast<int>(p[3]) == LSE;
-  const double floor_ = p[1], ve = p[4], tau = p[0];
+  const double ve = p[4];
+  double floor_ = p[1], tau = p[0], sc_prev = 0.0;
   std::vector<double> w(K, 1.0), tmp(K), score(K);
   auto arm_score = [&](int64_t k) {
     if (r.N[k] < 2) return INF;
@@ -204,6 +224,13 @@ int64_t run_varde(Run& r, int64_t budget, const double* p) {
   double m_prev = 0.0;
   for (; spent < budget; ++spent) {  // 3. pull argmax of the variance drop
     bool all = last < 0;
+    const double sc = r.scale();
+    if (all || sc != sc_prev) {  // tau and var_floor in reward units: every score changes
+      all = true;
+      tau = p[0] * sc;
+      floor_ = p[1] * sc * sc;
+      sc_prev = sc;
+    }
     if (use_w && lse) {
       double m = r.mean[0];
       for (int64_t k = 1; k < K; ++k) m = std::max(m, r.mean[k]);
@@ -215,7 +242,7 @@ int64_t run_varde(Run& r, int64_t budget, const double* p) {
       }
       m_prev = m;
     } else if (use_w) {
-      varde_weights(r, p, w, tmp);
+      varde_weights(r, p, sc, w, tmp);
       all = true;
     }
     if (all) {
@@ -291,7 +318,7 @@ int64_t run_ucbe(Run& r, int64_t budget, double a) {
   std::vector<double> idx(K);
   for (int64_t t = 0; t < budget; ++t) {
     for (int64_t k = 0; k < K; ++k)
-      idx[k] = r.N[k] == 0 ? INF : r.mean[k] + std::sqrt(a / static_cast<double>(r.N[k]));
+      idx[k] = r.N[k] == 0 ? INF : r.mean[k] + r.scale() * std::sqrt(a / static_cast<double>(r.N[k]));
     r.pull(r.pick_max([&](int64_t k) { return idx[k]; }, [](int64_t) { return true; }));
   }
   return r.best_mean();
@@ -305,8 +332,9 @@ int64_t run_ugape(Run& r, int64_t budget, double a) {
   int64_t rec = 0;
   auto all = [](int64_t) { return true; };
   for (int64_t t = K; t < budget; ++t) {
+    const double sc = r.scale();
     for (int64_t k = 0; k < K; ++k) {
-      beta[k] = std::sqrt(a / static_cast<double>(r.N[k]));
+      beta[k] = sc * std::sqrt(a / static_cast<double>(r.N[k]));
       U[k] = r.mean[k] + beta[k];
       L[k] = r.mean[k] - beta[k];
     }
@@ -358,7 +386,7 @@ int64_t run_cr(Run& r, int64_t budget, bool conservative) {
       const double denom = T - n_rej;
       const double beta = denom > 0 ? lbs[j] * n_act / denom : INF;
       const double G = beta > 0 ? 1.0 / std::sqrt(beta) - 1.0 : INF;
-      if (elim_ok && gap > G) active[l] = 0;
+      if (elim_ok && gap > G * r.scale()) active[l] = 0;
     }
     r.pull(r.pick_min([&](int64_t k) { return static_cast<double>(r.N[k]); }, is_active));
   }
@@ -383,7 +411,7 @@ std::tuple<at::Tensor, at::Tensor> bai_fixed_budget(const at::Tensor& kind, cons
                                                     const at::Tensor& p) {
   const ArmTable t = make_table(kind, params, emp_values, emp_offsets);
   TORCH_CHECK(seeds.dtype() == at::kLong && seeds.dim() == 1 && seeds.is_contiguous(), "seeds must be contiguous (S,) int64");
-  TORCH_CHECK(p.dtype() == at::kDouble && p.is_contiguous() && p.numel() >= 14, "p must be contiguous float64 with 14 entries");
+  TORCH_CHECK(p.dtype() == at::kDouble && p.is_contiguous() && p.numel() >= 16, "p must be contiguous float64 with 16 entries");
   TORCH_CHECK(algo >= 0 && algo <= 6, "unknown algo code ", algo);
   TORCH_CHECK(budget >= t.K, "budget ", budget, " < K = ", t.K);
   const int64_t S = seeds.size(0), K = t.K;
@@ -395,7 +423,7 @@ std::tuple<at::Tensor, at::Tensor> bai_fixed_budget(const at::Tensor& kind, cons
   const double* pp = p.data_ptr<double>();
   at::parallel_for(0, S, 1, [&](int64_t b, int64_t e) {
     for (int64_t s = b; s < e; ++s) {
-      Run r(t, static_cast<uint64_t>(sd[s]), cp + s * K);
+      Run r(t, static_cast<uint64_t>(sd[s]), cp + s * K, pp[14], pp[15]);
       int64_t out = 0;
       switch (algo) {
         case VARDE: out = run_varde(r, budget, pp); break;

@@ -7,7 +7,10 @@
 // Op: icml26::bai_fc_run(kind, params, emp_values, emp_offsets, seeds, algo, fparams, iparams,
 //                        delta, budget, max_pulls) -> (recommendation, counts, pulls, stopped)
 //   algo: 0 varde, 1 uniform, 2 lucb, 3 kl-lucb, 4 track-and-stop, 5 top-two-ts
-//   fparams (float64): var_floor, tau, variance_exponent, tts_beta, budget_delta
+//   fparams (float64): var_floor, tau, variance_exponent, tts_beta, budget_delta, reward_lo,
+//                      reward_width (> 0: rewards normalised to (x - lo) / width at the draw,
+//                      scale s = 1; 0: rewards as drawn, s = max - min observed so far, 1 while
+//                      0); var_floor is in units of s^2 and tau of s (affine invariance)
 //   iparams (int64):   warm_start, tas_bisection_iters, tts_max_resample, threshold (0 heuristic,
 //                      1 theory), noise (0 bernoulli, 1 gaussian)
 //   delta > 0: fixed confidence (stop by the rule, at most max_pulls); else budget pulls exactly.
@@ -41,7 +44,7 @@ constexpr double INF = std::numeric_limits<double>::infinity();
 struct Params {
   int algo, noise, thr, warm, tas_iters;
   int64_t tts_cap;
-  double var_floor, tau, ve, tts_beta, budget_delta, delta;
+  double var_floor, tau, ve, tts_beta, budget_delta, delta, lo, width;
   bool fc;
   int64_t limit;
 };
@@ -116,6 +119,13 @@ struct Run {
   std::vector<int64_t> N;
   std::vector<double> mean, M2, sums, tie, var, buf, buf2, buf3;
   std::unique_ptr<bool[]> elig;
+  double obs_min = INF, obs_max = -INF;
+
+  double scale() const {
+    if (P.width > 0.0) return 1.0;
+    const double r = obs_max - obs_min;
+    return r > 0.0 ? r : 1.0;
+  }
 
   Run(const bandit::ArmTable& t, const Params& p, uint64_t s)
       : tab(t), P(p), seed(s), K(t.K), N(K, 0), mean(K, 0.0), M2(K, 0.0), sums(K, 0.0), tie(K), var(K),
@@ -124,8 +134,9 @@ struct Run {
   }
 
   void update_var() {
+    const double sc = scale(), vf = P.var_floor * sc * sc;
     for (int64_t k = 0; k < K; ++k)
-      var[k] = N[k] < 2 ? INF : std::fmax(M2[k] / (static_cast<double>(N[k]) - 1.0), P.var_floor);
+      var[k] = N[k] < 2 ? INF : std::fmax(M2[k] / (static_cast<double>(N[k]) - 1.0), vf);
   }
 
   double glr_stat(int64_t a) const {
@@ -272,7 +283,10 @@ struct Run {
 
   void pull(int64_t k) {
     const int64_t j = N[k];
-    const double x = bandit::sample(tab, seed, k, j);
+    double x = bandit::sample(tab, seed, k, j);
+    if (P.width > 0.0) x = (x - P.lo) / P.width;
+    obs_min = std::fmin(obs_min, x);
+    obs_max = std::fmax(obs_max, x);
     const int64_t nn = j + 1;
     double mo = mean[k];
     const double d = x - mo;
@@ -339,10 +353,11 @@ struct Run {
           case 0: {  // VarDE
             double mx = -INF;
             for (int64_t k = 0; k < K; ++k) mx = std::fmax(mx, mean[k]);
+            const double sc = scale(), tau = P.tau * sc, vf = P.var_floor * sc * sc;
             for (int64_t k = 0; k < K; ++k) {
               const double Nf = static_cast<double>(N[k]);
-              const double w = std::exp((mean[k] - mx) / P.tau);
-              double v = std::fmax(M2[k] / (Nf - 1.0), P.var_floor);
+              const double w = std::exp((mean[k] - mx) / tau);
+              double v = std::fmax(M2[k] / (Nf - 1.0), vf);
               if (P.ve != 1.0) v = std::pow(v, P.ve);
               th[k] = N[k] < 2 ? INF : w * w * v / (Nf * (Nf + 1.0));
             }
@@ -424,7 +439,7 @@ std::vector<at::Tensor> bai_fc_run(const at::Tensor& kind, const at::Tensor& par
                   iparams.scalar_type() == at::kLong,
               "bai_fc_run: wrong dtypes");
   TORCH_CHECK(algo >= 0 && algo <= 5, "bai_fc_run: algo must be in [0, 5]");
-  TORCH_CHECK(fparams.numel() == 5 && iparams.numel() == 5, "bai_fc_run: fparams/iparams must have 5 entries");
+  TORCH_CHECK(fparams.numel() == 7 && iparams.numel() == 5, "bai_fc_run: fparams must have 7 entries, iparams 5");
   auto kd = kind.contiguous(), pr = params.contiguous(), ev = emp_values.contiguous(), eo = emp_offsets.contiguous();
   auto sd = seeds.contiguous();
   auto fp = fparams.contiguous(), ip = iparams.contiguous();
@@ -439,6 +454,8 @@ std::vector<at::Tensor> bai_fc_run(const at::Tensor& kind, const at::Tensor& par
   P.ve = f[2];
   P.tts_beta = f[3];
   P.budget_delta = f[4];
+  P.lo = f[5];
+  P.width = f[6];
   P.warm = static_cast<int>(i[0]);
   P.tas_iters = static_cast<int>(i[1]);
   P.tts_cap = i[2];

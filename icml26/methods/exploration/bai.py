@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Mapping, Optional
+from typing import Iterator, Mapping, Optional, Union
 
 import numpy as np
 
@@ -56,6 +56,10 @@ class Config:
     seeds: int = 1000                  # independent runs per (algo, setting)
     max_pulls: int = 1_000_000         # fixed confidence: cap per run (run counted as not stopped)
     backend: str = "auto"              # auto | ext | ref
+    # reward scale: [lo, hi] (every scale parameter in units of hi - lo), "online" (the range
+    # of the rewards observed so far in each run), or None = the env file's reward_range if it
+    # declares one, else "online". The config record holds the value used.
+    reward_range: Optional[Union[tuple[float, float], str]] = None
     # ---- algorithm hyper-parameters; None = the engine's documented default ----
     # VarDE (authors' code defaults: tau 0.1, var_floor 0.01, warm start 1 round)
     tau: Optional[float] = None            # temperature of the soft maximum (reward units)
@@ -94,6 +98,13 @@ class Config:
                 raise ValueError(f"delta must be in (0, 1), got {d}")
         if self.max_pulls < 1:
             raise ValueError(f"max_pulls must be >= 1, got {self.max_pulls}")
+        if isinstance(self.reward_range, str):
+            if self.reward_range != "online":
+                raise ValueError(f"reward_range must be [lo, hi] or 'online', got {self.reward_range!r}")
+        elif self.reward_range is not None:
+            from icml26.methods.exploration.bandit_env import parse_reward_range
+
+            object.__setattr__(self, "reward_range", parse_reward_range(self.reward_range))
         if self.backend not in ("auto", "ext", "ref"):
             raise ValueError(f"backend must be auto, ext or ref, got {self.backend!r}")
         valid = set(BUDGET_ALGOS) | {"all"}
@@ -151,6 +162,22 @@ def run_seeds(seed: int, n: int) -> np.ndarray:
     return np.arange(n, dtype=np.uint64) + np.uint64(seed) * np.uint64(1 << 32)
 
 
+def resolve_reward_range(cfg: Config, table) -> Union[tuple[float, float], str]:
+    """The reward scale a run uses: cfg.reward_range, else the env's declared reward_range,
+    else "online"."""
+    if cfg.reward_range is not None:
+        return cfg.reward_range
+    if getattr(table, "reward_range", None) is not None:
+        return tuple(table.reward_range)
+    return "online"
+
+
+def _engine_range(cfg: Config, table):
+    """Engine argument: (lo, hi), or None for the online scale."""
+    rr = resolve_reward_range(cfg, table)
+    return None if rr == "online" else rr
+
+
 def _params_for(cfg: Config, defaults: dict) -> dict:
     return {k: getattr(cfg, k) for k in defaults if hasattr(cfg, k) and getattr(cfg, k) is not None}
 
@@ -174,13 +201,15 @@ def run_algo(table, algo: str, cfg: Config, seeds: np.ndarray, *, budget: int | 
 
 def _run_algo(table, algo: str, cfg: Config, seeds: np.ndarray, *, budget: int | None = None, delta: float | None = None) -> dict:
     eng = engine_for(algo, cfg)
+    rr = _engine_range(cfg, table)
     if eng is budget_engine:
-        out = eng.run_fixed_budget(table, algo, budget, seeds, _params_for(cfg, eng.DEFAULTS.get(algo, {})), backend=cfg.backend)
+        out = eng.run_fixed_budget(table, algo, budget, seeds, _params_for(cfg, eng.DEFAULTS.get(algo, {})), backend=cfg.backend,
+                                   reward_range=rr)
         out.setdefault("pulls", out["counts"].sum(axis=1))
         out.setdefault("stopped", np.ones(len(seeds), dtype=bool))
         return out
     return eng.run_fixed_confidence(table, algo, seeds, _params_for(cfg, eng.DEFAULTS.get(algo, {})), delta=delta, budget=budget,
-                                    max_pulls=cfg.max_pulls, backend=cfg.backend)
+                                    max_pulls=cfg.max_pulls, backend=cfg.backend, reward_range=rr)
 
 
 def metrics(table, out: dict) -> dict:
@@ -245,7 +274,9 @@ def validate(cfg: Config, table) -> None:
         keys = eng.DEFAULTS.get(algo, {})
         used.update(keys)
         try:
-            eng.resolve_params(algo, _params_for(cfg, keys))
+            p = eng.resolve_params(algo, _params_for(cfg, keys))
+            if eng is confidence_engine:  # the bernoulli model needs rewards inside the range
+                eng.noise_of(table, p["noise_model"], _engine_range(cfg, table))
         except ValueError as e:
             raise InputError(f"{algo}: {e}") from None
         if eng is budget_engine:
@@ -310,7 +341,9 @@ def run(cfg: Config, *, seed: int = 0, table=None, done: Mapping[tuple, dict] | 
            # per arm: values an empirical arm resamples (null: a parametric arm), missing cells dropped ('missing: drop')
            "values": [int(table.emp_offsets[k + 1] - table.emp_offsets[k]) if int(table.kind[k]) == KIND_EMPIRICAL else None
                       for k in range(table.K)],
-           "missing_dropped": list(table.dropped) if table.dropped else [0] * table.K}
+           "missing_dropped": list(table.dropped) if table.dropped else [0] * table.K,
+           # the reward scale used: [lo, hi] (declared) or "online" (observed range per run)
+           "reward_range": _json_range(resolve_reward_range(cfg, table))}
     results = []
     done = done or {}
     if cfg.backend != "ref":  # load (or build) the kernels now, so that `seconds` times the runs only
@@ -345,6 +378,10 @@ def run(cfg: Config, *, seed: int = 0, table=None, done: Mapping[tuple, dict] | 
                 results.append(rec)
                 yield rec
     yield summarize(results, cfg)
+
+
+def _json_range(rr):
+    return list(rr) if isinstance(rr, tuple) else rr
 
 
 def below_delta(ci: list[float], delta: float) -> bool | None:

@@ -261,12 +261,16 @@ def parse_reward_range(value, where: str = "reward_range") -> tuple[float, float
     if value is None:
         return None
     if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__len__") or len(value) != 2:
-        raise InputError(f"{where} must be [lo, hi] (two numbers), got {value!r}")
+        raise InputError(f"{where} must be [lo, hi] (two numbers), got {value!r}"[:300])
     out = []
     for v in value:
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(float(v)) or abs(float(v)) > 1e150:
-            raise InputError(f"{where} must be [lo, hi] with finite numbers, got {list(value)!r}")
-        out.append(float(v))
+        try:
+            f = float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else math.nan
+        except OverflowError:  # an integer beyond float range
+            f = math.inf
+        if not (math.isfinite(f) and abs(f) <= 1e150):
+            raise InputError(f"{where} must be [lo, hi] with finite numbers (at most 1e150 in magnitude), got {list(value)!r}"[:300])
+        out.append(f)
     if not out[0] < out[1]:
         raise InputError(f"{where} must be [lo, hi] with lo < hi, got {list(value)!r}")
     return (out[0], out[1])

@@ -88,9 +88,13 @@ def _order(seeds: np.ndarray, K: int, purpose: int, c: int = 0) -> np.ndarray:
 
 
 class _State:
-    """Per-run, per-arm Welford statistics (S, K): N pulls, mean, M2."""
+    """Per-run, per-arm Welford statistics (S, K): N pulls, mean, M2; per run the smallest and
+    largest reward observed (S,).
 
-    def __init__(self, table, seeds: np.ndarray):
+    reward_range (lo, hi): every reward is normalised to (x - lo) / (hi - lo) at the draw and
+    the scale is 1; None: rewards as drawn, the scale is the observed range (1 while 0)."""
+
+    def __init__(self, table, seeds: np.ndarray, reward_range=(0.0, 1.0)):
         self.kind = np.asarray(table[0], dtype=np.int32)
         self.params = np.asarray(table[1], dtype=np.float64)
         self.emp_values = np.asarray(table[2], dtype=np.float64)
@@ -102,6 +106,19 @@ class _State:
         self.mean = np.zeros((S, K), dtype=np.float64)
         self.M2 = np.zeros((S, K), dtype=np.float64)
         self.rows = np.arange(S)
+        if reward_range is None:
+            self.lo, self.width = 0.0, 0.0
+        else:
+            self.lo, self.width = float(reward_range[0]), float(reward_range[1]) - float(reward_range[0])
+        self.obs_min = np.full(S, np.inf)
+        self.obs_max = np.full(S, -np.inf)
+
+    def scale(self) -> np.ndarray:
+        """(S,) reward scale: 1 with a declared range, else max - min observed (1 while 0)."""
+        if self.width > 0.0:
+            return np.ones(self.S)
+        r = self.obs_max - self.obs_min
+        return np.where(r > 0.0, r, 1.0)
 
     def draw(self, rows: np.ndarray, arms: np.ndarray) -> np.ndarray:
         """Rewards of the next pull of ``arms`` in runs ``rows`` (does not update)."""
@@ -114,6 +131,10 @@ class _State:
         if rows.size == 0:
             return np.zeros(0)
         x = self.draw(rows, arms)
+        if self.width > 0.0:
+            x = (x - self.lo) / self.width
+        np.minimum.at(self.obs_min, rows, x)
+        np.maximum.at(self.obs_max, rows, x)
         n = self.N[rows, arms] + 1
         m = self.mean[rows, arms]
         d = x - m
@@ -138,12 +159,13 @@ def _pw(x: np.ndarray, e: float) -> np.ndarray:
     return x * x if e == 2.0 else x**e
 
 
-def varde_weights(mu: np.ndarray, tie: np.ndarray, p: dict) -> np.ndarray:
+def varde_weights(mu: np.ndarray, tie: np.ndarray, p: dict, sc=1.0) -> np.ndarray:
     """Unnormalised influence weights w (S, K) of the smoothed decision (scale is irrelevant
-    for the argmax of the score)."""
+    for the argmax of the score). sc: reward scale, scalar or (S, 1): tau and pairwise_delta
+    are in units of it."""
     S, K = mu.shape
     sm = p["smoother"]
-    tau = p["tau"]
+    tau = p["tau"] * sc
     if sm == "lse":  # w = softmax(mu / tau) up to a factor
         m = mu.max(axis=1, keepdims=True)
         return np.exp((mu - m) / tau)
@@ -179,7 +201,10 @@ def varde_weights(mu: np.ndarray, tie: np.ndarray, p: dict) -> np.ndarray:
             hi = np.where(ge, hi, mid)
         return _pw(np.maximum(z - lo[:, None], 0.0), inv)
     if sm == "pairwise":  # gradient of the left fold s <- (s+b)/2 + sqrt(((s-b)/2)^2 + delta^2)
-        d2 = p["pairwise_delta"] ** 2
+        pd = p["pairwise_delta"] * sc
+        d2 = pd * pd
+        if np.ndim(d2):
+            d2 = d2[:, 0]
         s = mu[:, 0].copy()
         g = np.zeros((S, K))
         g[:, 0] = 1.0
@@ -199,16 +224,17 @@ def varde_weights(mu: np.ndarray, tie: np.ndarray, p: dict) -> np.ndarray:
     raise ValueError(f"unknown smoother {sm!r}")
 
 
-def varde_score(N: np.ndarray, mean: np.ndarray, M2: np.ndarray, tie: np.ndarray, p: dict) -> np.ndarray:
-    """score_i = w_i^2 max(s_i^2, var_floor)^ve / (N_i (N_i + 1)); +inf where N_i < 2."""
+def varde_score(N: np.ndarray, mean: np.ndarray, M2: np.ndarray, tie: np.ndarray, p: dict, sc=1.0) -> np.ndarray:
+    """score_i = w_i^2 max(s_i^2, var_floor sc^2)^ve / (N_i (N_i + 1)); +inf where N_i < 2.
+    sc: reward scale (scalar or (S, 1)); tau is in units of sc, var_floor of sc^2."""
     if p["use_influence_weights"]:
-        w = varde_weights(mean, tie, p)
+        w = varde_weights(mean, tie, p, sc)
     else:
         w = np.ones(mean.shape)
     Nf = N.astype(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         if p["use_empirical_variance"]:
-            v = np.maximum(M2 / (Nf - 1.0), p["var_floor"])
+            v = np.maximum(M2 / (Nf - 1.0), p["var_floor"] * sc * sc)
         else:
             v = np.ones(mean.shape)
         if p["variance_exponent"] != 1.0:
@@ -237,7 +263,7 @@ def _warm_start(st: _State, budget: int, rounds: int) -> int:
 def _varde(st: _State, budget: int, tie: np.ndarray, p: dict) -> np.ndarray:
     spent = _warm_start(st, budget, int(p["warm_start"]))
     for _ in range(budget - spent):
-        sc = varde_score(st.N, st.mean, st.M2, tie, p)
+        sc = varde_score(st.N, st.mean, st.M2, tie, p, st.scale()[:, None])
         st.pull(st.rows, _pick_max(sc, tie))
     return _pick_max(st.mean, tie)
 
@@ -297,7 +323,7 @@ def _sequential_halving(st: _State, budget: int, tie: np.ndarray) -> np.ndarray:
 def _ucbe(st: _State, budget: int, tie: np.ndarray, a: float) -> np.ndarray:
     for _ in range(budget):
         with np.errstate(divide="ignore"):
-            idx = st.mean + np.sqrt(a / st.N.astype(np.float64))
+            idx = st.mean + st.scale()[:, None] * np.sqrt(a / st.N.astype(np.float64))
         idx = np.where(st.N == 0, np.inf, idx)
         st.pull(st.rows, _pick_max(idx, tie))
     return _pick_max(st.mean, tie)
@@ -310,7 +336,7 @@ def _ugape(st: _State, budget: int, tie: np.ndarray, a: float) -> np.ndarray:
     rec = np.zeros(S, dtype=np.int64)
     rows = st.rows
     for _ in range(budget - K):
-        beta = np.sqrt(a / st.N.astype(np.float64))
+        beta = st.scale()[:, None] * np.sqrt(a / st.N.astype(np.float64))
         U = st.mean + beta
         Lo = st.mean - beta
         i1 = _pick_max(U, tie)
@@ -367,7 +393,7 @@ def _continuous_rejects(st: _State, budget: int, tie: np.ndarray, variant: str) 
         with np.errstate(divide="ignore", invalid="ignore"):
             beta = np.where(denom > 0, lbs[j] * n_act / denom, np.inf)
             G = np.where(beta > 0, 1.0 / np.sqrt(beta) - 1.0, np.inf)
-        rej = check & elim_ok & (gap > G)
+        rej = check & elim_ok & (gap > G * st.scale())
         active[rows[rej], l[rej]] = False
         arm = _pick_min(st.N.astype(np.float64), tie, active)
         st.pull(rows, arm)
@@ -375,10 +401,12 @@ def _continuous_rejects(st: _State, budget: int, tie: np.ndarray, variant: str) 
 
 
 # ---------------------------------------------------------------------------- entry point
-def run_fixed_budget(kind, params, emp_values, emp_offsets, seeds, algo: str, budget: int, p: dict):
-    """Run ``algo`` for ``budget`` pulls in every run; returns (recommendation (S,), counts (S, K))."""
+def run_fixed_budget(kind, params, emp_values, emp_offsets, seeds, algo: str, budget: int, p: dict,
+                     reward_range=(0.0, 1.0)):
+    """Run ``algo`` for ``budget`` pulls in every run; returns (recommendation (S,), counts (S, K)).
+    reward_range: (lo, hi) declared (rewards normalised at the draw), or None (online scale)."""
     seeds = np.asarray(seeds, dtype=np.uint64).reshape(-1)
-    st = _State((kind, params, emp_values, emp_offsets), seeds)
+    st = _State((kind, params, emp_values, emp_offsets), seeds, reward_range)
     tie = bs.tie_rank(seeds, st.K)
     if algo == "varde":
         rec = _varde(st, budget, tie, p)

@@ -271,9 +271,12 @@ def posterior_draw(seeds, t, r: np.ndarray, N, mean, M2, sums, noise: int, var_f
 
 # ---------------------------------------------------------------------------- main loop
 def run(table, seeds: np.ndarray, algo: str, p: dict, noise: int, *, delta: float | None,
-        budget: int | None, max_pulls: int) -> dict:
+        budget: int | None, max_pulls: int, reward_range=(0.0, 1.0)) -> dict:
     """Run ``algo`` on every seed. Exactly one of delta (stop by the algorithm's stopping
     rule, at most max_pulls) / budget (exactly ``budget`` pulls, no stopping).
+    reward_range (lo, hi): rewards normalised to (x - lo) / (hi - lo) at the draw, scale 1;
+    None: rewards as drawn, scale = max - min observed so far (1 while 0); var_floor is in
+    units of scale^2 and tau of scale.
     Returns recommendation (S,), counts (S, K), pulls (S,), stopped (S,)."""
     kind = np.asarray(table[0], dtype=np.int32)
     params = np.asarray(table[1], dtype=np.float64)
@@ -295,6 +298,12 @@ def run(table, seeds: np.ndarray, algo: str, p: dict, noise: int, *, delta: floa
     pending = np.full(S, -1, dtype=np.int64)
     stopped = np.zeros(S, dtype=bool)
     tie = bs.tie_rank(seeds, K)
+    if reward_range is None:
+        lo, width = 0.0, 0.0
+    else:
+        lo, width = float(reward_range[0]), float(reward_range[1]) - float(reward_range[0])
+    obs_min = np.full(S, np.inf)
+    obs_max = np.full(S, -np.inf)
     act = np.arange(S)
     while act.size:
         n, mu, m2 = N[act], mean[act], M2[act]
@@ -305,7 +314,12 @@ def run(table, seeds: np.ndarray, algo: str, p: dict, noise: int, *, delta: floa
         nrow = act.size
         rr = np.arange(nrow)
         best = pick_max(mu, tr)
-        var = plugin_var(n, m2, vf)
+        if width > 0.0:
+            sc = np.ones(nrow)
+        else:
+            rg = obs_max[act] - obs_min[act]
+            sc = np.where(rg > 0.0, rg, 1.0)
+        var = plugin_var(n, m2, (vf * sc * sc)[:, None])
         lucb = code in (2, 3)
         # 1. stopping rule (delta mode; after the warm start; LUCB only between rounds)
         stop = np.zeros(nrow, dtype=bool)
@@ -338,7 +352,7 @@ def run(table, seeds: np.ndarray, algo: str, p: dict, noise: int, *, delta: floa
                 break
             keep = ~leave
             n, mu, m2, sd, tr, t = n[keep], mu[keep], m2[keep], sd[keep], tr[keep], t[keep]
-            warming, pend, best, var = warming[keep], pend[keep], best[keep], var[keep]
+            warming, pend, best, var, sc = warming[keep], pend[keep], best[keep], var[keep], sc[keep]
             if lucb:
                 chal = chal[keep]
             nrow = act.size
@@ -355,12 +369,16 @@ def run(table, seeds: np.ndarray, algo: str, p: dict, noise: int, *, delta: floa
         g = np.flatnonzero(~warming)
         if g.size:
             arm[g] = _choose(code, p, noise, g, n, mu, m2, var, sums[act], sd, tr, t, best,
-                             pend, chal if lucb else None)
+                             pend, chal if lucb else None, sc)
             if lucb:
                 pending[act[g]] = np.where(pend[g] >= 0, -1, chal[g])
         # 3. pull and update (Welford)
         j = n[rr, arm]
         x = bs.sample(kind, params, emp_values, emp_offsets, sd, arm, j.astype(np.uint64))
+        if width > 0.0:
+            x = (x - lo) / width
+        obs_min[act] = np.fmin(obs_min[act], x)
+        obs_max[act] = np.fmax(obs_max[act], x)
         nn = j + 1
         mo = mu[rr, arm]
         d = x - mo
@@ -374,16 +392,18 @@ def run(table, seeds: np.ndarray, algo: str, p: dict, noise: int, *, delta: floa
             "stopped": stopped}
 
 
-def _choose(code, p, noise, g, n, mu, m2, var, sums, sd, tr, t, best, pend, chal):
-    """Arm to pull for the rows g (indices into the active arrays) past the warm start."""
+def _choose(code, p, noise, g, n, mu, m2, var, sums, sd, tr, t, best, pend, chal, scale):
+    """Arm to pull for the rows g (indices into the active arrays) past the warm start;
+    scale: (rows,) reward scale (tau in its units, var_floor in its square)."""
     n, mu, m2, var, sums, sd, tr, t, best = n[g], mu[g], m2[g], var[g], sums[g], sd[g], tr[g], t[g], best[g]
+    scale = scale[g][:, None]
     S, K = n.shape
     r = np.arange(S)
     Nf = n.astype(np.float64)
     if code == 0:  # VarDE: w_i^2 max(s_i^2, var_floor)^ve / (N_i (N_i + 1)), w = softmax(mu / tau)
-        w = np.exp((mu - mu.max(axis=1, keepdims=True)) / p["tau"])
+        w = np.exp((mu - mu.max(axis=1, keepdims=True)) / (p["tau"] * scale))
         with np.errstate(divide="ignore", invalid="ignore"):
-            v = np.maximum(m2 / (Nf - 1.0), p["var_floor"])
+            v = np.maximum(m2 / (Nf - 1.0), p["var_floor"] * scale * scale)
             if p["variance_exponent"] != 1.0:
                 v = v ** p["variance_exponent"]
             sc = w * w * v / (Nf * (Nf + 1.0))
@@ -407,7 +427,8 @@ def _choose(code, p, noise, g, n, mu, m2, var, sums, sd, tr, t, best, pend, chal
             out[f] = pick_max(tf[f, None] * w - Nf[f], tr[f])
         return out
     # code == 5: top-two Thompson sampling (Russo 2016), beta = tts_beta
-    th = posterior_draw(sd, t, np.zeros(1), n, mu, m2, sums, noise, p["var_floor"])[:, 0]
+    vfs = p["var_floor"] * scale * scale  # (rows, 1): var_floor in units of scale^2
+    th = posterior_draw(sd, t, np.zeros(1), n, mu, m2, sums, noise, vfs)[:, 0]
     lead = pick_max(th, tr)
     coin = bs.u01(bs.key(sd, bs.ALGO_STREAM + np.uint64(P_COIN), t.astype(np.uint64), 0)) < p["tts_beta"]
     out = lead.copy()
@@ -417,7 +438,7 @@ def _choose(code, p, noise, g, n, mu, m2, var, sums, sd, tr, t, best, pend, chal
     while need.size and r0 <= cap:  # redraws r0 .. r0 + R - 1 at once (same draws as one by one)
         R = min(chunk, cap - r0 + 1)
         rs = np.arange(r0, r0 + R)
-        th = posterior_draw(sd[need], t[need], rs, n[need], mu[need], m2[need], sums[need], noise, p["var_floor"])
+        th = posterior_draw(sd[need], t[need], rs, n[need], mu[need], m2[need], sums[need], noise, vfs[need])
         M = need.size
         j = pick_max(th.reshape(M * R, K), np.repeat(tr[need], R, axis=0)).reshape(M, R)
         li = lead[need]
