@@ -5,7 +5,7 @@
   steps, then held (a standard PINN schedule; the values are ours).
 - ``sgd``: torch.optim.SGD with heavy-ball momentum on mini-batches.
 - ``lbfgs``: torch.optim.LBFGS on the whole pool, strong-Wolfe line search, history 100
-  (one outer iteration per ``step``).
+  (5 L-BFGS iterations per ``step`` call; ``iteration`` counts L-BFGS iterations).
 - ``engd``: energy natural gradient (Mueller & Zeinhofer 2023): the Gauss-Newton solve on every
   collocation point of the pool, in Woodbury form, with the grid line search
   (``optim.SNG`` with the full pool as its batch).
@@ -31,9 +31,19 @@ def sgd(theta: Tensor, lr: float, momentum: float):
     return torch.optim.SGD([theta], lr=lr, momentum=momentum)
 
 
-def lbfgs(theta: Tensor, history_size: int = 100):
-    return torch.optim.LBFGS([theta], lr=1.0, max_iter=1, history_size=history_size,
+def lbfgs(theta: Tensor, history_size: int = 100, inner_iterations: int = 5):
+    """torch L-BFGS, strong Wolfe; ``inner_iterations`` L-BFGS iterations per ``step`` call.
+
+    (With max_iter=1 per call, torch's L-BFGS stalled on Poisson 2D after 5 iterations: the
+    line search returned t = 0 from then on; 5 per call does not.)"""
+    return torch.optim.LBFGS([theta], lr=1.0, max_iter=inner_iterations, history_size=history_size,
                              line_search_fn="strong_wolfe", tolerance_grad=0.0, tolerance_change=0.0)
+
+
+def lbfgs_iterations(opt) -> int:
+    """L-BFGS iterations done so far (torch keeps the count in the parameter's state)."""
+    st = next(iter(opt.state.values()), {})
+    return int(st.get("n_iter", 0))
 
 
 def spectral_decay(J: Tensor, rel_floor: float = 1e-10) -> float:

@@ -177,7 +177,7 @@ def _run_one(cfg: Config, problem: PR.Problem, optim: str, batch: Optional[int],
     elif optim == "sgd":
         opt = B.sgd(theta, cfg.sgd_lr, cfg.sgd_momentum)
     elif optim == "lbfgs":
-        opt = B.lbfgs(theta, cfg.lbfgs_history)
+        opt = B.lbfgs(theta, cfg.lbfgs_history, min(5, cfg.max_iterations))
 
     pool_J: Optional[Tensor] = None
 
@@ -198,11 +198,16 @@ def _run_one(cfg: Config, problem: PR.Problem, optim: str, batch: Optional[int],
         scale = math.sqrt(pool.N / b)
         return pool.Xi[torch.from_numpy(ii)], pool.Xb[torch.from_numpy(ib)], wi * scale, wb * scale
 
-    def one_step(it: int) -> None:
-        nonlocal pool_J
-        if cfg.pool_resample_every and it > 0 and it % cfg.pool_resample_every == 0:
+    next_redraw = cfg.pool_resample_every
+
+    def one_step(it: int) -> int:
+        """One step from iteration ``it``; returns the iterations done (L-BFGS: several)."""
+        nonlocal pool_J, next_redraw
+        if cfg.pool_resample_every and it >= next_redraw:
             pool.redraw()
             pool_J = None
+            while next_redraw <= it:
+                next_redraw += cfg.pool_resample_every
         if optim in ("sng", "spring"):
             if cfg.sampling == "uniform":
                 Xi, Xb, wi, wb = uniform_batch(batch)
@@ -228,7 +233,10 @@ def _run_one(cfg: Config, problem: PR.Problem, optim: str, batch: Optional[int],
                 loss = res.loss(theta, pool.Xi, pool.Xb)
                 loss.backward()
                 return loss
+            before = B.lbfgs_iterations(opt)
             opt.step(closure)
+            return max(1, B.lbfgs_iterations(opt) - before)
+        return 1
 
     def evaluate() -> tuple[float, float]:
         with torch.no_grad():
@@ -244,9 +252,8 @@ def _run_one(cfg: Config, problem: PR.Problem, optim: str, batch: Optional[int],
     diverged = False
     while it < cfg.max_iterations and wall < cfg.time_budget_s:
         t0 = time.perf_counter()
-        one_step(it)
+        it += one_step(it)
         wall += time.perf_counter() - t0
-        it += 1
         done = it >= cfg.max_iterations or wall >= cfg.time_budget_s
         if done or it <= 10 or wall - last_eval >= cfg.eval_interval_s:
             last_eval = wall
