@@ -53,10 +53,6 @@ def quantize(
             from icml26.core.data.text import read_text_file
 
             read_text_file(f)
-    if cfg.calib_text is None or cfg.eval_text is None:  # text from a built-in corpus: installed (else the install command)
-        from icml26.core.data.text import require_corpus
-
-        require_corpus(cfg.corpus)
     packed = m.is_packed_folder(cfg.model)
     if not packed:
         from icml26.core.data.lm import model_path
@@ -75,6 +71,10 @@ def quantize(
             if not quiet:
                 for reason in unused.values():
                     print(f"icml26 quantize: note: {reason} (from the recipe; not used in this run)", file=sys.stderr)
+    if cfg.calib_text is None or cfg.eval_text is None:  # text from a built-in corpus: installed (else the install command)
+        from icml26.core.data.text import require_corpus
+
+        require_corpus(cfg.corpus)
     s = recipe_seed(recipe, "quantize", seed) or 0
     cols = ["method", "setting", "wbits", "abits", "kvbits", "perplexity", "top1_agreement", "greedy_agreement", "size_bytes", "time_s"]
     gen = m.run_packed(cfg, seed=s) if packed else _announce(m.run(cfg, seed=s, out=out), quiet, m.LONG_RUN_S)

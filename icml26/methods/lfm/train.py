@@ -581,19 +581,15 @@ class Inputs:
 
 def validate(cfg: Config, out: str | Path | None, resume: bool) -> Inputs:
     """Every input file a run will read, checked before it writes anything (InputError, exit 2):
-    the data set (a built-in not installed: MissingDataError naming the install command), --vae's
-    run directory, seam_checkpoint / score_checkpoint (whole flow checkpoints, whose latent
-    shape must be this run's), and on --resume the run's own checkpoints in ``out``
-    (structure, stage, and tensor names/shapes against the networks these settings build).
+    --vae's run directory, seam_checkpoint / score_checkpoint (whole flow checkpoints, whose
+    latent shape must be this run's), on --resume the run's own checkpoints in ``out``
+    (structure, stage, and tensor names/shapes against the networks these settings build),
+    then the data set (a built-in not installed: MissingDataError naming the install command).
     Returns what it loaded (pass it to run())."""
     if out is None:
         raise InputError("train-lfm needs --out DIR (checkpoints and the latent cache are written there)")
     if cfg.stage == "fm" and not cfg.vae:
         raise InputError("--stage fm needs --vae DIR (the run directory of `train-lfm --stage vae`)")
-    if cfg.stage != "fm":  # a built-in data set not installed / a missing path: before the config record
-        from icml26.core.data.images import require_images
-
-        require_images(cfg.dataset)
     inputs = Inputs()
     latent_shape: list | None = None  # (C, h, w) of this run's latents, where known before training
     if cfg.stage == "fm":
@@ -609,6 +605,10 @@ def validate(cfg: Config, out: str | Path | None, resume: bool) -> Inputs:
             setattr(inputs, what, net)
     if resume:
         _check_resume(cfg, Path(out), latent_shape, inputs)
+    if cfg.stage != "fm":  # a built-in data set not installed / a missing path: before the config record
+        from icml26.core.data.images import require_images
+
+        require_images(cfg.dataset)
     return inputs
 
 
