@@ -95,9 +95,27 @@ class Config:
     horizon: int = 100                           # steps per simulation (gymnasium envs; trees end by themselves)
     gamma: float = 0.95                          # discount for gymnasium envs (a tree file sets its own)
     backend: str = "auto"                        # auto | ext | ref (synthetic trees)
+    # value normalisation of the UCB bonuses, temperatures and Gumbel's sigma(q):
+    # oracle = the exact value range (a tree's exact values; a gymnasium env's transition table,
+    # or random rollouts without one); declared = value_range [lo, hi] given by the user
+    value_norm: str = "oracle"
+    value_range: tuple[float, float] | None = None
 
     def __post_init__(self):
         _check_types(self)
+        if self.value_norm not in ("oracle", "declared"):
+            raise ValueError(f"value_norm must be oracle or declared, got {self.value_norm!r}")
+        if self.value_range is not None:
+            vr = self.value_range
+            if not (isinstance(vr, (tuple, list)) and len(vr) == 2
+                    and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in vr)
+                    and vr[0] < vr[1]):
+                raise ValueError(f"value_range must be [lo, hi] with finite lo < hi, got {list(vr) if isinstance(vr, (tuple, list)) else vr!r}")
+            object.__setattr__(self, "value_range", (float(vr[0]), float(vr[1])))
+        if self.value_norm == "declared" and self.value_range is None:
+            raise ValueError("value_norm 'declared' needs value_range: --set value_range=[lo,hi]")
+        if self.value_norm == "oracle" and self.value_range is not None:
+            raise ValueError("value_range is used only with value_norm 'declared': add --set value_norm=declared")
         parse_algos(self.algo)
         if not self.simulations or min(self.simulations) < 1:
             raise ValueError(f"simulations must be >= 1, got {list(self.simulations)}")
@@ -148,7 +166,7 @@ _FLOAT_FIELDS = ("c", "tau", "kappa", "power", "epsilon", "var_floor", "prior_va
 def _check_types(cfg: "Config") -> None:
     """ValueError naming the field for a value of the wrong type or a non-finite number
     (the Python API gets the same messages as ``--set``)."""
-    for name in ("env", "algo", "backend"):
+    for name in ("env", "algo", "backend", "value_norm"):
         v = getattr(cfg, name)
         if not isinstance(v, str):
             raise ValueError(f"{name} must be a string, got {v!r} ({type(v).__name__})")
@@ -265,12 +283,16 @@ def run(cfg: Config, *, seed: int = 0, env=None, done: Mapping[tuple, dict] | No
                 bar.advance()
                 continue
             if kind == "tree":
-                v_lo, v_hi = env.value_range
-                prm = make_params(cfg, v_lo, v_hi, env.reward_span, 10**9, shift=min(0.0, float(env.v_min.min())))
+                if cfg.value_norm == "declared":
+                    (v_lo, v_hi), shift = cfg.value_range, cfg.value_range[0]
+                else:
+                    (v_lo, v_hi), shift = env.value_range, min(0.0, float(env.v_min.min()))
+                prm = make_params(cfg, v_lo, v_hi, env.reward_span, 10**9, shift=shift)
                 rec, _, _, be = ops.tree_search(env, algo, budgets, seeds, prm, use=cfg.backend)
                 q_root = env.root_q()
             else:
-                prm = make_params(cfg, env.v_lo, env.v_hi, env.r_span, cfg.horizon)
+                v_lo, v_hi = cfg.value_range if cfg.value_norm == "declared" else (env.v_lo, env.v_hi)
+                prm = make_params(cfg, v_lo, v_hi, env.r_span, cfg.horizon)
                 rec = env.search(algo, budgets, seeds, prm)
                 be, q_root = "python", env.q_root
             for j, b in enumerate(budgets):
@@ -286,6 +308,8 @@ def run(cfg: Config, *, seed: int = 0, env=None, done: Mapping[tuple, dict] | No
                     r.update(p_correct=None, p_correct_ci=None, simple_regret=None, simple_regret_se=None,
                              action_counts=counts.tolist(), top_action=top, top_action_share=float(counts[top] / len(seeds)))
                 r["backend"] = be
+                r["value_norm"] = cfg.value_norm  # the value range that scaled the search, and where it came from
+                r["value_range"] = [float(v_lo), float(v_hi)]
                 r = done.get((algo, b), r)  # a stored record stays as it was
                 results.append(r)
                 yield r
