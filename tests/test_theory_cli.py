@@ -123,3 +123,18 @@ def test_equivariance_bad_model_and_spec_exit_2(tmp_path):
     assert r.exit_code == 2 and "layer_acts" in r.stderr
     r = runner.invoke(app, ["equivariance", "--model", str(f), "--set", "layer_acts=[tanh,gelu]", "--group", "hflip", "--set", "out_action=same", "-q"])
     assert r.exit_code == 2 and "out_action" in r.stderr
+
+
+def test_jacobian_spectrum_trains_on_a_users_npz_of_another_size(tmp_path):
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    f = tmp_path / "imgs.npz"
+    np.savez(f, x_train=rng.integers(0, 255, (64, 10, 10), dtype=np.uint8), y_train=rng.integers(0, 3, 64),
+             x_test=rng.integers(0, 255, (16, 10, 10), dtype=np.uint8), y_test=rng.integers(0, 3, 16))
+    r = runner.invoke(app, ["jacobian-spectrum", "--width", "8", "--depth", "2", "--top-k", "2", "--gates", "fixed", "--train", str(f),
+                            "--set", "train_steps=4", "--set", "log_every=2", "--set", "n_samples=2", "--set", "batch_size=8", "-q"])
+    assert r.exit_code == 0, r.output
+    recs = _records(r)
+    assert [x["step"] for x in recs if x["kind"] == "step"] == [0, 2, 4]
+    assert {x["phase"] for x in recs if x["kind"] == "result"} == {"init", "trained"}

@@ -57,8 +57,6 @@ def jacobian_spectrum(
             raise InputError(f"top_k {cfg.top_k} exceeds the narrowest layer of {cfg.model!r} ({min(w.shape[0] for w in user[0])} units)")
         m.probe_inputs(cfg, user[0][0].shape[1], s)
     else:
-        m.probe_inputs(cfg, 784, s)
-        if cfg.train is not None:
-            m.check_train_data(cfg)
+        m.probe_inputs(cfg, m.check_train_data(cfg) if cfg.train is not None else 784, s)
     stream(m.run(cfg, seed=s, device="cpu", user_model=user), command="jacobian-spectrum", config=cfg, seed=s, out=out,
            quiet=quiet, columns=list(m.COLUMNS), plot=m.plot)

@@ -129,14 +129,16 @@ def probe_inputs(cfg: Config, in_dim: int, seed: int) -> torch.Tensor:
     return x
 
 
-def check_train_data(cfg: Config) -> None:
-    """InputError unless ``cfg.train`` loads as labelled images the network can take."""
+def check_train_data(cfg: Config) -> int:
+    """The input size of ``cfg.train``'s images; InputError unless they load as labelled images
+    the network can take."""
     from icml26.core.errors import InputError
 
-    _, y = _flat_images(cfg.train, "train", 1, need_28=cfg.arch == "cnn")
+    x, y = _flat_images(cfg.train, "train", 1, need_28=cfg.arch == "cnn")
     _, yt = _flat_images(cfg.train, "test", 1, need_28=cfg.arch == "cnn")
     if y is None or yt is None:
         raise InputError(f"train {cfg.train!r}: the images need class labels (sub-folders, labels array or IDX labels file)")
+    return int(x.shape[1])
 
 
 def check_work(cfg: Config) -> None:
@@ -144,13 +146,14 @@ def check_work(cfg: Config) -> None:
     mode and sample, plus training (6 flops per weight per example)."""
     from icml26.core.limits import check_work as _check
 
-    n = cfg.width * (196 * 9 if cfg.arch == "cnn" else 1)
+    # multiply-adds of one core layer applied to one column: n^2 (dense) or 9 C^2 196 (3x3 conv, 14x14)
+    per_col = cfg.width * cfg.width * (9 * 196 if cfg.arch == "cnn" else 1)
     kk = cfg.top_k + cfg.oversample
-    per_layer = 2.0 * n * (cfg.width if cfg.arch != "cnn" else 1) * (cfg.top_k + 1.5 * (2 * cfg.qr_sweeps + 1) * kk + 2 * cfg.top_k)
+    per_layer = 2.0 * per_col * (cfg.top_k + 1.5 * (2 * cfg.qr_sweeps + 1) * kk + 2 * cfg.top_k)
     phases = 1 + (cfg.train is not None)
     flops = sum(d for d in cfg.depths) * per_layer * len(cfg.gates) * cfg.n_samples * phases
     if cfg.train is not None:
-        flops += sum(d for d in cfg.depths) * 6.0 * n * (cfg.width if cfg.arch != "cnn" else 1) * cfg.batch_size * cfg.train_steps
+        flops += sum(d for d in cfg.depths) * 6.0 * per_col * cfg.batch_size * cfg.train_steps
     _check(flops, 3e13, "spend", "flops", "depths, width, n_samples, train_steps or top_k")
 
 
