@@ -11,6 +11,9 @@ A recipe is::
 Precedence: Config defaults < recipe < ``--set key=value`` < typed command options.
 Unknown keys, wrong types and values that the Config rejects raise ``InputError`` (exit 2)
 with the list of valid keys. YAML is read with safe_load semantics only (``read_yaml``).
+Floats: NaN is never taken; ``inf``/``-inf`` (``.inf``, ``1e400``) only by a field that
+allows it (``allows_nonfinite``: ``field(metadata={"nonfinite": True})`` or an infinite
+default); every other float field refuses it, also where its Config does not check.
 """
 
 from __future__ import annotations
