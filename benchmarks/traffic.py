@@ -151,6 +151,10 @@ def report(units: dict) -> None:
         others = sorted((v["mae"], m) for m, v in row.items() if m != "minitraffic")
         print(f"- lowest MAE at h4, 10% lanes: {best} ({row[best]['mae']:.3f}); minitraffic {row['minitraffic']['mae']:.3f}, "
               f"best other {others[0][1]} {others[0][0]:.3f} -> {'MET' if best == 'minitraffic' else 'NOT MET'}")
+        base = sorted((v["mae"], m) for m, v in row.items() if not m.startswith("minitraffic"))
+        if base:
+            print(f"- against the baselines only (h4, 10% lanes): minitraffic {row['minitraffic']['mae']:.3f}, best baseline {base[0][1]} "
+                  f"{base[0][0]:.3f} ({100 * (1 - row['minitraffic']['mae'] / base[0][0]):.1f}% lower)")
         print(f"- parameters: {row['minitraffic']['params']:,} -> {'MET' if row['minitraffic']['params'] < 150_000 else 'NOT MET'} (< 150k)")
     loads = [u["load"] for u in units.values()]
     print(f"\nload average (1 min) during the runs: {min(loads):.1f}-{max(loads):.1f} on 2 cores (times are wall-clock under that load)")
