@@ -71,6 +71,12 @@ def _os_error_line(e: BaseException) -> str | None:
     return f"icml26: error: {e.strerror or e}{where}"
 
 
+def _one_line(e: BaseException) -> str:
+    """An InputError's message on one line: newlines (a file name, a value shown as typed)
+    become spaces, so every bad input stays one line on stderr whatever the parser said."""
+    return " ".join(str(e).split())
+
+
 def _guard(fn):
     """Map InputError (and a refused write: no permission, read-only, disk full) raised by a
     command to one line on stderr and exit code 2; an empty --out is refused the same way."""
@@ -90,7 +96,7 @@ def _guard(fn):
         except InputError as e:
             if os.environ.get("ICML26_DEBUG"):
                 raise
-            typer.echo(f"icml26: error: {e}", err=True)
+            typer.echo(f"icml26: error: {_one_line(e)}", err=True)
             raise typer.Exit(2) from None
         except OSError as e:
             line = _os_error_line(e)
@@ -140,7 +146,7 @@ def main(argv: list[str] | None = None) -> None:
     except InputError as e:
         if os.environ.get("ICML26_DEBUG"):
             raise
-        print(f"icml26: error: {e}", file=sys.stderr)
+        print(f"icml26: error: {_one_line(e)}", file=sys.stderr)
         sys.exit(2)
     except Exception as e:  # noqa: BLE001
         line = _os_error_line(e)  # no permission, read-only, disk full: one line, exit 2
