@@ -158,3 +158,17 @@ def test_resume_keeps_the_original_reduction_record(lfm_runs):
     assert red["keep_ratio"] == 1.0 and red["kept"] == red["of"] == 256 and red["kept_per_class"] == first["kept_per_class"]
     assert (F / "kept_indices.json").read_bytes() == kept
     assert [x["step"] for x in recs if x["kind"] == "step" and x["stage"] == "fm"] == [9]
+
+
+def test_unfinished_train_lfm_folder_names_resume(tmp_path):
+    """A train-lfm folder left by an interrupted run: the refusal names --resume (the command has it)."""
+    from typer.testing import CliRunner
+
+    from icml26.cli import app
+
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "records.jsonl").write_text('{"kind": "config", "command": "train-lfm"}\n{"kind": "step", "step": 1}\n')
+    r = CliRunner().invoke(app, ["train-lfm", "--recipe", "recipes/train-lfm/tiny.yaml", "-q", "--out", str(out)])
+    assert r.exit_code == 2, r.output
+    assert "did not finish" in r.stderr and "--resume" in r.stderr, r.stderr

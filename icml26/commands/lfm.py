@@ -51,9 +51,9 @@ def train_lfm(
     from icml26.core.output import prepare_out_dir, stream
 
     if out is not None:
-        prepare_out_dir(out, resume=resume)
+        prepare_out_dir(out, resume=resume, resumable=True)
     stream(m.run(cfg, seed=seed, out=out, resume=resume, inputs=inputs), command="train-lfm", config=cfg, seed=seed, out=out, quiet=quiet,
-           resume=True, columns=None)
+           resume=True, resumable=True, columns=None)
 
 
 def sample_lfm(
