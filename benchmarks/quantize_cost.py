@@ -5,7 +5,7 @@ the figures hold on a loaded machine): FP evaluation and greedy continuations, q
 evaluation at W4A16 / W4A8 for RTN and FPTQuant, the rotations and merges of ``prepare``
 with 0 and 4 local steps, and two end-to-end FPTQuant steps. Writes the JSON to --out.
 
-    OMP_NUM_THREADS=1 python benchmarks/quantize_cost.py --out /tmp/quantize_cost.json
+    OMP_NUM_THREADS=1 python benchmarks/quantize_cost.py --out runs/quantize_cost.json
 """
 
 import argparse
