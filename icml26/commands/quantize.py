@@ -60,6 +60,7 @@ def quantize(
         mdir = model_path(cfg.model)  # bad path / corrupt files / missing package -> exit 2 before any output
         if cfg.group_size:
             m.check_group_size(cfg.group_size, m.model_dims(mdir))  # before the model load
+        m.check_text_tokens(cfg, mdir)  # a user's text long enough: before the config record
     extra = None
     if not packed:
         # every setting given must be honoured by a selected method (--set: exit 2; a recipe's: listed)

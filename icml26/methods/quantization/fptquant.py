@@ -256,6 +256,28 @@ def check_settings(cfg: Config, given: dict[str, str], *, out: str | None = None
     return unused
 
 
+def check_text_tokens(cfg: Config, model_dir) -> None:
+    """A user's --calib-text / --eval-text holds at least calib_tokens / eval_tokens tokens of
+    the model's tokenizer; checked before the config record (InputError naming the file and the
+    counts). The built-in corpus always has enough."""
+    from transformers import AutoTokenizer
+
+    from icml26.core.data.text import read_text_file
+    from icml26.core.errors import InputError
+
+    sides = [(o, f, n) for o, f, n in (("--calib-text", cfg.calib_text, cfg.calib_tokens),
+                                        ("--eval-text", cfg.eval_text, cfg.eval_tokens)) if f is not None]
+    if not sides:
+        return
+    tok = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
+    for opt, f, n in sides:
+        have = len(tok(read_text_file(f) + "\n\n", add_special_tokens=False)["input_ids"])
+        if have < n:
+            side = "calib_tokens" if opt == "--calib-text" else "eval_tokens"
+            raise InputError(f"{opt} {str(f)!r} has only {have} tokens, {n} needed ({side}); "
+                             f"give a longer text or lower it with --set {side}=N (at least seq_len={cfg.seq_len})")
+
+
 def check_group_size(group_size: int, dims: dict[str, int]) -> None:
     """InputError when ``group_size`` (0 = per channel; >= a dimension = per channel for it)
     does not divide an input dimension of the quantized linear layers. ``dims``: name -> size."""
