@@ -146,3 +146,19 @@ def test_cli_few_seeds_leave_error_below_delta_undetermined():
     r = next(r for r in recs if r["kind"] == "result")
     assert r["error_probability_ci"][1] <= 0.1 and r["error_below_delta"] is True
     assert recs[-1]["best_algo"] == "lucb"
+
+
+def test_directory_where_a_file_is_expected(tmp_path):
+    """--env DIR and an arm's `file: DIR` say it is a directory (one line, exit 2)."""
+    from typer.testing import CliRunner
+
+    from icml26.cli import app
+
+    r = CliRunner().invoke(app, ["bai", "--env", str(tmp_path), "--budget", "100", "-q"])
+    assert r.exit_code == 2 and "is a directory" in r.stderr, r.stderr
+    (tmp_path / "d").mkdir()
+    env = tmp_path / "e.yaml"
+    env.write_text("arms:\n  - {dist: empirical, file: d, column: x}\n  - {dist: bernoulli, p: 0.5}\n")
+    r = CliRunner().invoke(app, ["bai", "--env", str(env), "--budget", "100", "-q"])
+    assert r.exit_code == 2 and "is a directory" in r.stderr, r.stderr
+    assert r.stdout == ""

@@ -140,6 +140,8 @@ def resolve_env_path(env: str, search_dirs: tuple[Path, ...] = ()) -> Path:
         return BUILTIN_DIR / f"{env}.yaml"
     if env in INSTANCES:
         return builtin_traffic_env(env)
+    if p.is_dir():
+        raise InputError(f"--env {env!r} is a directory; give an env file (.yaml) or a built-in name ({', '.join(builtin_envs())})")
     raise InputError(f"--env {env!r}: no such file and not a built-in ({', '.join(builtin_envs())})")
 
 

@@ -124,6 +124,8 @@ def _read_column(path: Path, column: str, where: str, missing: str = "error") ->
     header; a CSV's line number too)."""
     import pandas as pd
 
+    if path.is_dir():
+        raise InputError(f"{where}: field 'file': {str(path)!r} is a directory, not a CSV or parquet file")
     if not path.is_file():
         raise InputError(f"{where}: field 'file': {str(path)!r} does not exist")
     csv = path.suffix != ".parquet"
