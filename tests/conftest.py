@@ -106,3 +106,32 @@ def need_module(name: str, install: str):
 @pytest.fixture
 def repo_root() -> Path:
     return ROOT
+
+
+@pytest.fixture(autouse=True)
+def _torch_default_dtype_unchanged(request):
+    """A test that changes torch's default dtype (or a module that does it on import) fails
+    here, instead of breaking every test that runs after it."""
+    import sys
+
+    if "torch" not in sys.modules:
+        yield
+        return
+    import torch
+
+    before = torch.get_default_dtype()
+    yield
+    after = torch.get_default_dtype()
+    if after != before:
+        torch.set_default_dtype(before)
+        pytest.fail(f"{request.node.nodeid} left torch's default dtype at {after} (was {before})")
+
+
+def pytest_collection_finish(session):
+    """A test module that sets torch's default dtype when imported changes it for every test."""
+    if "torch" in sys.modules:
+        import torch
+
+        if torch.get_default_dtype() != torch.float32:
+            raise pytest.UsageError(f"a test module set torch's default dtype to {torch.get_default_dtype()} "
+                                    "at import; set it in a fixture that restores it")

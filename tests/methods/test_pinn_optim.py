@@ -9,7 +9,16 @@ import torch
 from icml26.methods.pinn import optim as O
 from icml26.methods.pinn import problems as PR
 
-torch.set_default_dtype(torch.float64)
+
+
+@pytest.fixture(autouse=True)
+def _float64_default():
+    """float64 for this module's tests only (a module-level default leaked into every test
+    collected after it)."""
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(old)
 
 
 def _ls(b=20, P=50, seed=0):
