@@ -34,6 +34,21 @@ def test_data_root_locates_every_debian_package(tmp_path, monkeypatch):
     assert data_root() == Path("/")
 
 
+@pytest.fixture(autouse=True)
+def _fresh_data_caches():
+    """The loaders memoise what they read (one data root per process); these tests change the
+    root mid-process, so each starts and ends with empty caches, whatever ran before."""
+    from icml26.core.data import text
+    from icml26.methods.probing import sentences
+
+    caches = [text._load, sentences.wordnet_vocabulary]
+    for c in caches:
+        c.cache_clear()
+    yield
+    for c in caches:
+        c.cache_clear()
+
+
 @pytest.mark.parametrize("command, package", [("train-lfm", "dataset-fashion-mnist"), ("evict-kv", "python3.11-doc"),
                                               ("quantize", "python3.11-doc"), ("probe-syntax", "wordnet-base"),
                                               ("filter-data make-corpus", "python3.11-doc")])
