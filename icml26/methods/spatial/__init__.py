@@ -1,0 +1,3 @@
+"""Spatial reasoning for vision-language models: GeoThinker's Spatial-Grounded Fusion (``sgf``),
+the rendered VSI-style benchmark (``bench``), its VSI-Bench scorer (``scoring``) and the CPU
+experiment (``experiment``). shared/methods/geothinker.md."""
