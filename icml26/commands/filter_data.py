@@ -31,6 +31,8 @@ OutputOpt = Annotated[Optional[str], typer.Option("--output", help="Write docume
 SkipBadOpt = Annotated[bool, typer.Option("--skip-bad", help="Skip malformed lines (counted in the summary) instead of stopping at the first.")]
 FieldOpt = Annotated[str, typer.Option("--field", help="Score key inside each document's metadata.")]
 LogOpt = Annotated[Optional[str], typer.Option("--log", help="Write the run's config and summary JSON lines to this file.", show_default=False)]
+LevelOpt = Annotated[str, typer.Option("--level", help="document (whole documents, the default) | line (every line of the text: split on newlines, blank lines kept as separators).")]
+LineFieldOpt = Annotated[str, typer.Option("--line-field", help="Line-scores key inside each document's metadata (--level line).")]
 
 
 SECTIONS = ("make-corpus", "train", "analyze", "proxy")
@@ -192,9 +194,12 @@ def score(
     field: FieldOpt = "quality_score",
     skip_bad: SkipBadOpt = False,
     no_spool: Annotated[bool, typer.Option("--no-spool", help="Stream to stdout batch by batch (a failure then leaves partial output).")] = False,
+    level: LevelOpt = "document",
+    doc_score: Annotated[str, typer.Option("--doc-score", help="With --level line, metadata.quality_score is: document (the whole-text score, as at document level) | mean | min | len-weighted (of the line scores; words as weights).")] = "document",
+    line_field: LineFieldOpt = "line_scores",
     device: DeviceOpt = "auto", log: LogOpt = None, quiet: QuietOpt = False,
 ) -> None:
-    """Add metadata.quality_score (and quality_score_range, the values it can take) to every document (stdout: documents only)."""
+    """Add metadata.quality_score (and quality_score_range, the values it can take) to every document; with --level line also metadata.line_scores, one per line (stdout: documents only)."""
     import time
     from pathlib import Path
 
@@ -202,7 +207,9 @@ def score(
     from icml26.methods.filtering.classifiers import MODEL_FILE, load_model, set_device
     from icml26.methods.filtering.cqf import score_stream
     from icml26.methods.filtering.jsonl import DocumentWriter
+    from icml26.methods.filtering.lines import check_score_options
 
+    check_score_options(level, doc_score, field, line_field)
     model_file = str(Path(model) / MODEL_FILE) if Path(model).is_dir() else model  # (a train --out folder)
     _refuse_overwrite(output, input)
     _refuse_overwrite(log, input, flag="--log")
@@ -218,11 +225,13 @@ def score(
     m.score(["warm-up"])  # imports / encoder load stay out of docs_per_s
     t0 = time.perf_counter()
     with progress.progress(None, f"scoring ({m.classifier})") as bar, DocumentWriter(output, spool=not no_spool) as w:
-        st = score_stream(m, input, w, batch_size=batch_size, skip_bad=skip_bad, field=field, bar=bar)
+        st = score_stream(m, input, w, batch_size=batch_size, skip_bad=skip_bad, field=field, bar=bar,
+                          level=level, doc_score=doc_score, line_field=line_field)
     dt = time.perf_counter() - t0
+    lvl = {} if level == "document" else {"level": level, "doc_score": doc_score, "line_field": line_field}
     _finish("filter-data score", {"input": input, "model": model, "classifier": m.classifier, "field": field,
                                   "batch_size": batch_size, "skip_bad": skip_bad, "score_range": m.score_range,
-                                  "score_kind": m.score_kind},
+                                  "score_kind": m.score_kind, **lvl},
             {"n_scored": st.written, "n_bad": st.bad, "first_bad": st.first_bad, "score_mean": st.score_mean,
              "score_range": m.score_range, "docs_per_s": st.written / dt if dt > 0 else None}, log, quiet)
 
@@ -235,12 +244,18 @@ def select(
     field: FieldOpt = "quality_score",
     output: OutputOpt = None,
     skip_bad: SkipBadOpt = False,
+    level: LevelOpt = "document",
+    min_kept: Annotated[Optional[float], typer.Option("--min-kept", help="--level line: keep a document when its kept lines hold at least this fraction of its words [default: 0.5].", show_default=False)] = None,
+    line_field: LineFieldOpt = "line_scores",
+    model: Annotated[Optional[str], typer.Option("--model", "-m", help="--level line, documents scored with --doc-score document: the classifier that rescores the kept text.", show_default=False)] = None,
     log: LogOpt = None, quiet: QuietOpt = False,
 ) -> None:
-    """Keep the top fraction (or those above a threshold) of scored documents (stdout: documents only)."""
+    """Keep the top fraction (or those above a threshold) of scored documents; with --level line, drop the lines below --threshold (stdout: documents only)."""
     from icml26.methods.filtering.cqf import select_stream
     from icml26.methods.filtering.jsonl import DocumentWriter
+    from icml26.methods.filtering.lines import check_select_options
 
+    check_select_options(level, top=top, threshold=threshold, min_kept=min_kept, model=model)
     _refuse_overwrite(output, input)
     _refuse_overwrite(log, input, flag="--log")
     _refuse_overwrite(log, output, flag="--log", what="output")
@@ -248,6 +263,10 @@ def select(
 
     from icml26.methods.filtering.cqf import range_text
 
+    if level == "line":
+        _select_lines(input, output, threshold=threshold, min_kept=0.5 if min_kept is None else min_kept, field=field,
+                      line_field=line_field, model=model, skip_bad=skip_bad, log=log, quiet=quiet)
+        return
     with DocumentWriter(output) as w:
         st = select_stream(input, w, top=top, threshold=threshold, field=field, skip_bad=skip_bad)
     if threshold is not None and st.read and st.written in (0, st.read) and not quiet:
@@ -259,6 +278,37 @@ def select(
             {"n_read": st.read, "n_kept": st.written, "n_bad": st.bad, "first_bad": st.first_bad,
              "score_threshold": st.threshold, "score_range": st.score_range, "score_min": st.score_min,
              "score_max": st.score_max}, log, quiet)
+
+
+def _select_lines(input, output, *, threshold, min_kept, field, line_field, model, skip_bad, log, quiet) -> None:
+    """select --level line (see icml26.methods.filtering.lines.select_line_stream)."""
+    import sys
+    from pathlib import Path
+
+    from icml26.methods.filtering.jsonl import DocumentWriter
+    from icml26.methods.filtering.lines import select_line_stream
+
+    m = None
+    if model is not None:
+        from icml26.methods.filtering.classifiers import MODEL_FILE, load_model
+
+        model_file = str(Path(model) / MODEL_FILE) if Path(model).is_dir() else model
+        _refuse_overwrite(output, model_file, what="model")
+        _refuse_overwrite(log, model_file, flag="--log", what="model")
+        m = load_model(model)
+    with DocumentWriter(output) as w:
+        st = select_line_stream(input, w, threshold=threshold, min_kept=min_kept, field=field, line_field=line_field,
+                                model=m, skip_bad=skip_bad)
+    if st.read and st.lines_total and st.lines_dropped + st.dropped_min_kept == 0 and not quiet:
+        print(f"icml26 filter-data select: warning: --threshold {threshold:g} dropped none of the {st.lines_total} lines; "
+              f"choose a threshold between the values of metadata.{line_field}", file=sys.stderr)
+    _finish("filter-data select", {"input": input, "level": "line", "threshold": threshold, "min_kept": min_kept,
+                                   "field": field, "line_field": line_field, "model": model, "skip_bad": skip_bad},
+            {"n_read": st.read, "n_kept": st.written, "n_dropped": st.dropped_min_kept, "n_bad": st.bad,
+             "first_bad": st.first_bad, "lines_total": st.lines_total, "lines_dropped": st.lines_dropped,
+             "words_total": st.words_total, "words_kept": st.words_kept,
+             "words_kept_fraction": st.words_kept / st.words_total if st.words_total else None,
+             "score_threshold": st.threshold, "score_range": st.score_range}, log, quiet)
 
 
 @filter_app.command("analyze")

@@ -53,26 +53,49 @@ def _batches(it: Iterator[tuple[int, dict]], size: int) -> Iterator[list[dict]]:
 
 
 def score_stream(model, path: str, writer: DocumentWriter, *, batch_size: int = 256, skip_bad: bool = False,
-                 field: str = "quality_score", bar=None) -> StreamStats:
+                 field: str = "quality_score", bar=None, level: str = "document", doc_score: str = "document",
+                 line_field: str = "line_scores") -> StreamStats:
     """Write every document of ``path`` unchanged plus ``metadata[field] = score`` (float) and
     ``metadata[field + "_range"] = [low, high]``, the values the classifier's scores can take
     (``model.score_range``: [0, 1] for probabilities, [None, None] for DSIR's unbounded log
     ratios), which ``select`` checks a ``--threshold`` against.
 
+    ``level="line"`` also writes ``metadata[line_field]``, the score of every line of the text
+    (``lines.split_lines``; null for blank lines), and ``metadata[field + "_from"] = doc_score``;
+    ``metadata[field]`` is then the ``doc_score`` rule of ``lines.DOC_SCORES`` (``document``:
+    the whole-text score, as at document level; ``mean``/``min``/``len-weighted``: derived from
+    the line scores). InputError on an unknown level or rule, or a rule other than ``document``
+    at document level.
+
     Documents are scored ``batch_size`` at a time; nothing else is held in memory."""
+    from icml26.methods.filtering import lines as L
+
     if batch_size < 1:
         raise InputError(f"--batch-size must be >= 1, got {batch_size}")
+    L.check_score_options(level, doc_score, field, line_field)
     rs = ReadStats()
     st = StreamStats(score_range=list(model.score_range))
     total = 0.0
     for batch in _batches(iter_documents(path, skip_bad=skip_bad, stats=rs), batch_size):
-        scores = model.score([d["text"] for d in batch])
-        for d, s in zip(batch, scores):
+        texts = [d["text"] for d in batch]
+        whole = model.score(texts) if level == "document" or doc_score == "document" else [None] * len(batch)
+        per_line = L.score_lines(model, texts) if level == "line" else None
+        for j, d in enumerate(batch):
             md = d.get("metadata")
             if md is None:
                 md = d["metadata"] = {}
+            if per_line is None:
+                s = float(whole[j])
+            else:
+                w = None if whole[j] is None else float(whole[j])
+                s = L.doc_score_from_lines(per_line[j], L.split_lines(texts[j]), doc_score, whole=w)
+                if s is None:  # no non-blank line, derived rule: the score of the (blank) text
+                    s = float(model.score([texts[j]])[0])
             md[field] = float(s)
             md[field + "_range"] = list(st.score_range)
+            if per_line is not None:
+                md[line_field] = per_line[j]
+                md[field + "_from"] = doc_score
             writer.write(d)
             total += float(s)
         writer.flush()
@@ -113,9 +136,9 @@ def range_text(r: list | None) -> str:
     return f"[{lo}, {hi}]"
 
 
-def _scored(path: str, field: str, skip_bad: bool, rs: ReadStats, st: StreamStats | None = None,
-            threshold: float | None = None) -> Iterator[tuple[dict, float]]:
-    """(document, score) of each scored document. With ``st``, the score range recorded by
+def _scored(path: str, field: str, skip_bad: bool, rs: ReadStats, st=None,
+            threshold: float | None = None, with_lineno: bool = False) -> Iterator[tuple]:
+    """(document, score) of each scored document (``with_lineno``: (line number, document, score)). With ``st``, the score range recorded by
     ``score`` is checked to be the same on every document (InputError otherwise) and kept in
     ``st.score_range``; a ``threshold`` outside it is an InputError at the first document,
     before anything is written."""
@@ -148,7 +171,7 @@ def _scored(path: str, field: str, skip_bad: bool, rs: ReadStats, st: StreamStat
                                  "select from one classifier's scores")
             st.score_min = s if st.score_min is None else min(st.score_min, s)
             st.score_max = s if st.score_max is None else max(st.score_max, s)
-        yield d, s
+        yield (lineno, d, s) if with_lineno else (d, s)
 
 
 def n_keep(n: int, top: float) -> int:
