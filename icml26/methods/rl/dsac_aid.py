@@ -1,0 +1,527 @@
+"""``icml26 dsac-aid``: DSAC-AID (aleatoric impulse damping, ICML 2026, PMLR 306; no arXiv id)
+against DSAC-T (arXiv 2310.05858) and SAC on gymnasium MuJoCo and dm_control tasks.
+
+The learner is ``icml26.methods.rl.sac.Learner`` (one learner, ``algo`` a flag); this module is
+the harness: vector environments, the replay buffer, evaluation with the bias/uncertainty
+diagnostics, checkpoints and ``--resume``, the records. Defaults per task family are those of
+the official scripts (yzy-yuzhouyang/GOPS example_train/dsacaid/, as summarised in
+shared/methods/dsac_aid.md "Hyper-parameters per script"), never mixed:
+
+- ``mujoco`` (mujoco_vecoffserial, every gymnasium id but Ant): GroupNorm(16) + ReLU, orthogonal
+  init, lambda 0.71, beta0 0.1, beta lr 5e-3, reward scale 50, Huber + homogeneous, lr 3e-4.
+- ``ant`` (gym-mujoco ant): GELU MLP, lambda 0.5, beta0 0.03, beta lr 1.5e-4, reward scale 0.1,
+  plain loss with sigma^3, lr q/pi/alpha 1e-4/1e-4/3e-4.
+- ``dmc`` (dmc humanoidrun): GroupNorm + ReLU, lambda 1e-4, beta0 0.1, beta lr 2e-3, reward
+  scale 50, Huber + homogeneous, lr 3e-4, evaluation every 10k iterations.
+Common: 3x256 hidden, batch 256, gamma 0.99, tau 0.005, delay 2, 4 envs x 5 steps = 20
+environment steps per iteration (one update), 10k warm-up transitions, 1M buffer, 10
+deterministic evaluation episodes, bias over their first 200 steps.
+
+Evaluation (every ``eval_interval`` environment steps): ``eval_return`` = mean undiscounted
+return of ``eval_episodes`` deterministic (tanh(mean)) episodes without injected noise;
+``q_bias`` = mean over their first ``bias_horizon`` states of the ensemble-mean Q(s_t, a_t)
+minus the discounted soft Monte-Carlo return G_t = r_t + gamma (G_{t+1} - alpha log pi_{t+1})
+(bootstrapped with the critic at the horizon when the episode goes on; for SAC the same soft
+return), divided by the reward scale (env units); ``sigma_aleatoric`` = sqrt(mean_i sigma_i^2),
+``sigma_epistemic`` = sqrt(Var_i Q_i) averaged over the same states, env units. beta's
+annealing uses [C]'s bias of the bound mean Q - lambda std Q in scaled units.
+
+RECON: see ``sac.py``; the injected reward noise (``envs.py``); the evaluation is synchronous.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from icml26.core.errors import InputError
+from icml26.methods.rl.sac import ALGOS
+
+FAMILIES = ("auto", "mujoco", "ant", "dmc")
+# family -> defaults of the official script (shared/methods/dsac_aid.md)
+PRESETS: dict[str, dict] = {
+    "mujoco": dict(activation="relu", norm_groups=16, init="orthogonal", lam=0.71, beta0=0.1, beta_lr=5e-3, reward_scale=50.0,
+                   huber=True, homogeneous=True, lr_q=3e-4, lr_pi=3e-4, lr_alpha=3e-4, eval_interval=50_000),
+    "ant": dict(activation="gelu", norm_groups=0, init="default", lam=0.5, beta0=0.03, beta_lr=1.5e-4, reward_scale=0.1,
+                huber=False, homogeneous=False, lr_q=1e-4, lr_pi=1e-4, lr_alpha=3e-4, eval_interval=50_000),
+    "dmc": dict(activation="relu", norm_groups=16, init="orthogonal", lam=1e-4, beta0=0.1, beta_lr=2e-3, reward_scale=50.0,
+                huber=True, homogeneous=True, lr_q=3e-4, lr_pi=3e-4, lr_alpha=3e-4, eval_interval=200_000),
+}
+CHECKPOINT = "checkpoint-{algo}.safetensors"
+
+
+@dataclass(frozen=True)
+class Config:
+    env: str = "Hopper-v5"  # gymnasium id or dmc:domain-task
+    algo: tuple[str, ...] = ("dsac-aid", "dsac-t", "sac")
+    steps: int = 200_000  # environment steps per seed
+    seeds: int = 3  # batched in one process
+    family: str = "auto"  # auto | mujoco | ant | dmc: the official script whose defaults apply
+    num_envs: int = 4  # environments per seed (vector env)
+    vector_env: str = "sync"  # sync | async (gymnasium SyncVectorEnv / AsyncVectorEnv)
+    env_steps_per_update: int = 20  # [C] 4 envs x 5 steps per iteration
+    warmup_steps: int = 10_000
+    buffer_size: int = 1_000_000
+    batch_size: int = 256
+    hidden: tuple[int, ...] = (256, 256, 256)
+    num_q: int = 4
+    gamma: float = 0.99
+    tau: float = 0.005
+    delay_update: int = 2
+    activation: str | None = None  # None: the family's
+    norm_groups: int | None = None
+    init: str | None = None
+    lam: float | None = None
+    beta0: float | None = None
+    beta_lr: float | None = None
+    reward_scale: float | None = None
+    huber: bool | None = None
+    homogeneous: bool | None = None
+    lr_q: float | None = None
+    lr_pi: float | None = None
+    lr_alpha: float | None = None
+    eval_interval: int | None = None  # environment steps
+    eval_episodes: int = 10
+    bias_horizon: int = 200
+    checkpoint_interval: int = 50_000  # environment steps (0: only at the end)
+    reward_noise: float = 0.0  # injected heteroscedastic reward noise (controlled test)
+    d4rl: bool = False  # write the replay buffers (and policy rollouts) in the D4RL layout
+    d4rl_rollout_steps: int = 0  # steps of final-policy rollouts per seed (0: none)
+
+    def __post_init__(self):
+        for k in ("steps", "seeds", "num_envs", "env_steps_per_update", "batch_size", "num_q", "eval_episodes", "bias_horizon", "delay_update"):
+            if getattr(self, k) < 1:
+                raise ValueError(f"{k} must be >= 1, got {getattr(self, k)}")
+        for k in ("warmup_steps", "checkpoint_interval", "d4rl_rollout_steps"):
+            if getattr(self, k) < 0:
+                raise ValueError(f"{k} must be >= 0, got {getattr(self, k)}")
+        if not self.algo:
+            raise ValueError("algo is empty; give one or more of " + ", ".join(ALGOS))
+        bad = [a for a in self.algo if a not in ALGOS]
+        if bad:
+            raise ValueError(f"algo {bad[0]!r} is not one of {', '.join(ALGOS)}")
+        if len(set(self.algo)) != len(self.algo):
+            raise ValueError(f"algo lists a method twice: {list(self.algo)}")
+        if self.family not in FAMILIES:
+            raise ValueError(f"family must be one of {', '.join(FAMILIES)}, got {self.family!r}")
+        if self.vector_env not in ("sync", "async"):
+            raise ValueError(f"vector_env must be sync or async, got {self.vector_env!r}")
+        if self.env_steps_per_update % self.num_envs:
+            raise ValueError(f"env_steps_per_update ({self.env_steps_per_update}) must be a multiple of num_envs ({self.num_envs})")
+        if not self.hidden or any(h < 1 for h in self.hidden):
+            raise ValueError(f"hidden must be positive layer widths, got {list(self.hidden)}")
+        if self.buffer_size < self.batch_size:
+            raise ValueError(f"buffer_size ({self.buffer_size}) must be >= batch_size ({self.batch_size})")
+        if not 0 < self.gamma <= 1 or not 0 < self.tau <= 1:
+            raise ValueError(f"gamma and tau must be in (0, 1], got {self.gamma}, {self.tau}")
+        if self.reward_noise < 0 or not math.isfinite(self.reward_noise):
+            raise ValueError(f"reward_noise must be >= 0, got {self.reward_noise}")
+        if self.eval_interval is not None and self.eval_interval < 1:
+            raise ValueError(f"eval_interval must be >= 1, got {self.eval_interval}")
+        if self.reward_scale is not None and not self.reward_scale > 0:
+            raise ValueError(f"reward_scale must be > 0, got {self.reward_scale}")
+        if self.norm_groups is not None and self.norm_groups > 0 and any(h % self.norm_groups for h in self.hidden):
+            raise ValueError(f"hidden widths {list(self.hidden)} must be multiples of norm_groups ({self.norm_groups})")
+
+
+def family_of(env_id: str) -> str:
+    if env_id.startswith("dmc:"):
+        return "dmc"
+    return "ant" if env_id.split("-")[0].lower() == "ant" else "mujoco"
+
+
+def resolve_family(cfg: Config) -> Config:
+    """The Config with every None field set from its family's official script (the values used
+    are the ones in the config record)."""
+    fam = family_of(cfg.env) if cfg.family == "auto" else cfg.family
+    preset = PRESETS[fam]
+    vals = {k: v for k, v in preset.items() if getattr(cfg, k) is None}
+    cfg = dataclasses.replace(cfg, family=fam, **vals)
+    if cfg.norm_groups and any(h % cfg.norm_groups for h in cfg.hidden):
+        raise InputError(f"dsac-aid config: hidden widths {list(cfg.hidden)} must be multiples of norm_groups "
+                         f"({cfg.norm_groups}, family {fam}); set norm_groups=0 or other widths")
+    return cfg
+
+
+def validate(cfg: Config) -> tuple[int, int]:
+    """Check the environment id (InputError) and return (obs_dim, act_dim)."""
+    from icml26.methods.rl.envs import env_dims
+
+    return env_dims(cfg.env)
+
+
+def learner_spec(cfg: Config, algo: str, obs_dim: int, act_dim: int):
+    from icml26.methods.rl.sac import LearnerSpec
+
+    return LearnerSpec(algo=algo, obs_dim=obs_dim, act_dim=act_dim, seeds=cfg.seeds, hidden=tuple(cfg.hidden),
+                       activation=cfg.activation, norm_groups=cfg.norm_groups, init=cfg.init, lr_q=cfg.lr_q, lr_pi=cfg.lr_pi,
+                       lr_alpha=cfg.lr_alpha, gamma=cfg.gamma, tau=cfg.tau, tau_b=cfg.tau, delay_update=cfg.delay_update,
+                       num_q=cfg.num_q, lam=cfg.lam, beta0=cfg.beta0, beta_lr=cfg.beta_lr, huber=cfg.huber,
+                       homogeneous=cfg.homogeneous)
+
+
+def _algo_seed(seed: int, algo: str) -> int:
+    return int(np.random.SeedSequence([seed, ALGOS.index(algo)]).generate_state(1, np.uint32)[0])
+
+
+def _env_seed(seed: int, k: int, n: int, kind: int) -> int:
+    """Base seed of environment n of seed k (kind 0: training, 1: evaluation episode n)."""
+    return int(np.random.SeedSequence([seed + k, n, kind]).generate_state(1, np.uint32)[0])
+
+
+# ---------------- evaluation ----------------
+
+def soft_returns(r: np.ndarray, logp: np.ndarray, alpha: float, gamma: float, boot: float | None) -> np.ndarray:
+    """Discounted soft Monte-Carlo returns of one episode segment.
+
+    r, logp: (T,) scaled rewards and log pi(a_t|s_t) of the actions taken; boot: the critic's
+    value Q(s_T, a_T) - alpha log pi(a_T|s_T) at the step after the segment (None: it ended).
+    G_t = r_t + gamma (G_{t+1} - alpha log pi_{t+1}), with G_T - alpha log pi_T := boot.
+    Returns G (T,)."""
+    T = len(r)
+    g = np.zeros(T)
+    nxt = 0.0 if boot is None else boot  # the soft value after the last step
+    for t in range(T - 1, -1, -1):
+        g[t] = r[t] + gamma * nxt
+        nxt = g[t] - alpha * logp[t]
+    return g
+
+
+def evaluate(learner, cfg: Config, seed: int, device: str) -> dict[str, np.ndarray]:
+    """Deterministic evaluation of the S batched policies: ``eval_episodes`` episodes each (no
+    injected noise), all stepped together. Returns per-seed arrays (S,): eval_return, q_bias,
+    sigma_aleatoric, sigma_epistemic (env units) and bias_bound (scaled units, beta's signal)."""
+    import torch
+
+    from icml26.methods.rl.envs import SeededEnv
+
+    S, E, H = cfg.seeds, cfg.eval_episodes, cfg.bias_horizon
+    scale = float(cfg.reward_scale)
+    envs = [[SeededEnv(cfg.env, _env_seed(seed, k, e, 1)) for e in range(E)] for k in range(S)]
+    try:
+        obs = np.stack([np.stack([env.reset()[0] for env in row]) for row in envs])  # (S, E, o)
+        active = np.ones((S, E), bool)
+        ret = np.zeros((S, E))
+        seg_len = np.full((S, E), H)
+        hist: dict[str, list] = {"obs": [], "act": [], "r": [], "logp": []}  # first H steps, each (S, E, ...)
+        tail = None
+        t = 0
+        while active.any():
+            with torch.no_grad():
+                a, logp = learner.policy(torch.as_tensor(obs, device=device), deterministic=True)
+            a_np, logp_np = a.cpu().numpy(), logp.cpu().numpy()
+            if t < H:
+                hist["obs"].append(obs.copy()), hist["act"].append(a_np), hist["logp"].append(logp_np)
+            elif t == H:
+                tail = (obs.copy(), a_np, logp_np, active.copy())
+            r_t = np.zeros((S, E))
+            for k in range(S):
+                for e in range(E):
+                    if active[k, e]:
+                        o2, r, term, trunc, _ = envs[k][e].step(a_np[k, e])
+                        ret[k, e] += r
+                        r_t[k, e] = r * scale
+                        obs[k, e] = o2
+                        if term or trunc:
+                            active[k, e] = False
+                            if t < H:
+                                seg_len[k, e] = t + 1
+            if t < H:
+                hist["r"].append(r_t)
+            t += 1
+    finally:
+        for row in envs:
+            for env in row:
+                env.close()
+    T = len(hist["obs"])
+    O, A = np.stack(hist["obs"], 1), np.stack(hist["act"], 1)  # (S, T, E, ...)
+    R, LP = np.stack(hist["r"], 1), np.stack(hist["logp"], 1)  # (S, T, E)
+    sp = learner.spec
+    with torch.no_grad():
+        q, sig = learner.critic_forward(learner.critic, torch.as_tensor(O.reshape(S, T * E, -1), device=device),
+                                        torch.as_tensor(A.reshape(S, T * E, -1), device=device))
+        q = q.cpu().numpy().reshape(S, -1, T, E).astype(np.float64)  # (S, M, T, E)
+        sig2 = None if sig is None else (sig.cpu().numpy().reshape(S, -1, T, E).astype(np.float64) ** 2)
+        boot = None
+        if tail is not None:
+            qt, _ = learner.critic_forward(learner.critic, torch.as_tensor(tail[0], device=device), torch.as_tensor(tail[1], device=device))
+            boot = qt.cpu().numpy().astype(np.float64)  # (S, M, E)
+    qmean, qvar = q.mean(1), q.var(1, ddof=1)  # (S, T, E)
+    lam = sp.lam if sp.aid else 0.0
+    qbound = qmean - lam * np.sqrt(np.maximum(qvar, 1e-8))
+    alpha = np.exp(learner.log_alpha.detach().cpu().numpy().astype(np.float64))  # (S,)
+    out = {k: np.zeros(S) for k in ("eval_return", "q_bias", "sigma_aleatoric", "sigma_epistemic", "bias_bound")}
+    for k in range(S):
+        d_mean, d_bound, ale, epi = [], [], [], []
+        for e in range(E):
+            L = int(seg_len[k, e])
+            go_on = tail is not None and L == H and bool(tail[3][k, e])
+            bm = bb = None
+            if go_on:
+                bq = boot[k, :, e]
+                lp = float(tail[2][k, e])
+                bm = float(bq.mean()) - alpha[k] * lp
+                bb = float(bq.mean() - lam * math.sqrt(max(float(bq.var(ddof=1)), 1e-8))) - alpha[k] * lp
+            g_m = soft_returns(R[k, :L, e], LP[k, :L, e], alpha[k], cfg.gamma, bm)
+            g_b = soft_returns(R[k, :L, e], LP[k, :L, e], alpha[k], cfg.gamma, bb)
+            d_mean.append(qmean[k, :L, e] - g_m)
+            d_bound.append(qbound[k, :L, e] - g_b)
+            epi.append(qvar[k, :L, e])
+            if sig2 is not None:
+                ale.append(sig2[k, :, :L, e].mean(0))
+        out["eval_return"][k] = ret[k].mean()
+        out["q_bias"][k] = np.concatenate(d_mean).mean() / scale
+        out["bias_bound"][k] = np.concatenate(d_bound).mean()
+        out["sigma_epistemic"][k] = math.sqrt(np.concatenate(epi).mean()) / scale
+        out["sigma_aleatoric"][k] = math.sqrt(np.concatenate(ale).mean()) / scale if ale else float("nan")
+    return out
+
+
+# ---------------- checkpoints ----------------
+
+def _meta(cfg: Config, algo: str, seed: int) -> str:
+    from icml26.core.recipe import config_dict
+
+    return json.dumps({"config": config_dict(cfg), "algo": algo, "seed": seed}, sort_keys=True)
+
+
+def save_checkpoint(path: Path, learner, buffer, venv, loop: dict, meta: str) -> None:
+    """Everything the continuation depends on, in one safetensors file (atomic): weights and
+    their targets, Adam states, EMAs, beta, the torch RNG, the replay buffer, each environment's
+    (episode, actions since reset) for replay, the loop counters and the evaluation history."""
+    import torch
+    from safetensors.torch import save_file
+
+    from icml26.core.output import atomic_path
+
+    t = learner.state_tensors()
+    t.update(buffer.state_tensors())
+    for i, (ep, acts) in enumerate(venv.call("get_replay")):
+        t[f"env.{i}.episode"] = torch.tensor([ep], dtype=torch.int64)
+        t[f"env.{i}.actions"] = torch.as_tensor(np.ascontiguousarray(acts), dtype=torch.float32).reshape(-1, learner.spec.act_dim)
+    t["loop.counters"] = torch.tensor([loop["step"], loop["updates"], loop["next_eval"], loop["next_ckpt"]], dtype=torch.int64)
+    t["loop.times"] = torch.tensor([loop["wall_s"], loop["interval_update_s"], loop["interval_updates"]], dtype=torch.float64)
+    t["loop.evals"] = torch.as_tensor(np.asarray(loop["evals"], dtype=np.float64).reshape(-1, learner.spec.seeds + 1))
+    with atomic_path(path) as tmp:
+        save_file({k: v.contiguous() for k, v in t.items()}, str(tmp), metadata={"icml26": meta})
+
+
+def load_checkpoint(path: Path, meta: str) -> dict:
+    """The tensors of a checkpoint written by ``save_checkpoint`` for the same settings
+    (InputError naming the file otherwise)."""
+    from icml26.core import safetensors_file
+
+    t, md = safetensors_file.read(path, fix="delete it to start this method over")
+    if md.get("icml26") != meta:
+        raise InputError(f"--resume: {str(path)!r} was written with other settings; resume with the same settings or delete it")
+    return t
+
+
+# ---------------- training ----------------
+
+def train(cfg: Config, algo: str, *, seed: int, device: str, obs_dim: int, act_dim: int, out: Path | None = None,
+          resume: bool = False, previous: list[dict] | None = None, stop_after_steps: int | None = None) -> Iterator[dict]:
+    """Train ``cfg.seeds`` batched seeds of ``algo``; yield a ``step`` record per seed at each
+    evaluation and a ``result`` record at the end. ``stop_after_steps`` (tests): stop the loop
+    there (after checkpointing) without a result, as an interruption would."""
+    import torch
+
+    from icml26.methods.rl.envs import make_vector
+    from icml26.methods.rl.sac import Learner, ReplayBuffer
+
+    S, N = cfg.seeds, cfg.num_envs
+    spec = learner_spec(cfg, algo, obs_dim, act_dim)
+    gen = torch.Generator(device=device).manual_seed(_algo_seed(seed, algo))
+    learner = Learner(spec, device=device, generator=gen)
+    cap = min(cfg.buffer_size, cfg.steps + N)
+    cap += (-cap) % N
+    buf = ReplayBuffer(S, cap, obs_dim, act_dim, device)
+    eval_every = int(cfg.eval_interval)
+    loop = {"step": 0, "updates": 0, "next_eval": eval_every, "next_ckpt": cfg.checkpoint_interval or cfg.steps,
+            "wall_s": 0.0, "interval_update_s": 0.0, "interval_updates": 0, "evals": []}
+    meta = _meta(cfg, algo, seed)
+    ckpt = out / CHECKPOINT.format(algo=algo) if out is not None else None
+    venv = make_vector(cfg.env, [_env_seed(seed, k, n, 0) for k in range(S) for n in range(N)], kind=cfg.vector_env,
+                       reward_noise=cfg.reward_noise)
+    try:
+        if resume and ckpt is not None and ckpt.is_file():
+            t = load_checkpoint(ckpt, meta)
+            learner.load_state_tensors(t)
+            buf.load_state_tensors(t)
+            c = t["loop.counters"].tolist()
+            loop.update(step=c[0], updates=c[1], next_eval=c[2], next_ckpt=c[3])
+            w = t["loop.times"].tolist()
+            loop.update(wall_s=w[0], interval_update_s=w[1], interval_updates=int(w[2]))
+            loop["evals"] = t["loop.evals"].tolist()
+            states = [(int(t[f"env.{i}.episode"][0]), t[f"env.{i}.actions"].numpy()) for i in range(S * N)]
+            venv.set_attr("pending_replay", states)  # the next reset replays each env to its state
+            for r in previous or ():  # the records up to the checkpoint, replayed
+                if r.get("kind") == "step" and r.get("algo") == algo and r.get("step", 0) <= loop["step"]:
+                    yield r
+        obs_np, _ = venv.reset()
+        obs = torch.as_tensor(obs_np, device=device).view(S, N, obs_dim)
+        scale = float(cfg.reward_scale)
+        per_iter = cfg.env_steps_per_update // N
+        t0 = time.perf_counter()
+        while loop["step"] < cfg.steps:
+            for _ in range(per_iter):
+                with torch.no_grad():
+                    a = learner.behaviour_policy(obs)  # (S, N, act)
+                o2, r, term, trunc, info = venv.step(a.reshape(S * N, act_dim).cpu().numpy())
+                nxt = o2.copy()
+                if "_final_obs" in info:
+                    for i in np.flatnonzero(info["_final_obs"]):
+                        nxt[i] = info["final_obs"][i]
+                f = lambda x: torch.as_tensor(np.asarray(x, dtype=np.float32), device=device).view(S, N, *np.shape(x)[1:])  # noqa: E731
+                buf.add(observations=obs, actions=a, rewards=f(r), next_observations=f(nxt), terminals=f(term), timeouts=f(trunc & ~term))
+                obs = f(o2)
+                loop["step"] += N
+            if buf.size >= max(cfg.warmup_steps, cfg.batch_size):
+                tu = time.perf_counter()
+                b = buf.sample(cfg.batch_size, gen)
+                learner.update(b["observations"], b["actions"], b["rewards"] * scale, b["next_observations"], b["terminals"])
+                loop["interval_update_s"] += time.perf_counter() - tu
+                loop["interval_updates"] += 1
+                loop["updates"] += 1
+            final = loop["step"] >= cfg.steps
+            if loop["step"] >= loop["next_eval"] or final:
+                ev = evaluate(learner, cfg, seed, device)
+                learner.anneal_beta(torch.as_tensor(ev["bias_bound"]))
+                ups = loop["interval_updates"] / loop["interval_update_s"] if loop["interval_update_s"] > 0 else float("nan")
+                loop["evals"].append([loop["step"], *ev["eval_return"].tolist()])
+                for k in range(S):
+                    yield {"kind": "step", "step": loop["step"], "updates": loop["updates"], "algo": algo, "seed": seed + k,
+                           "eval_return": float(ev["eval_return"][k]), "q_bias": float(ev["q_bias"][k]),
+                           "sigma_aleatoric": float(ev["sigma_aleatoric"][k]), "sigma_epistemic": float(ev["sigma_epistemic"][k]),
+                           "updates_per_s": ups}
+                loop["interval_update_s"], loop["interval_updates"] = 0.0, 0
+                while loop["next_eval"] <= loop["step"]:
+                    loop["next_eval"] += eval_every
+            stop = stop_after_steps is not None and loop["step"] >= stop_after_steps
+            if ckpt is not None and (loop["step"] >= loop["next_ckpt"] or final or stop):
+                loop["wall_s"] += time.perf_counter() - t0
+                t0 = time.perf_counter()
+                save_checkpoint(ckpt, learner, buf, venv, loop, meta)
+                while loop["next_ckpt"] <= loop["step"]:
+                    loop["next_ckpt"] += cfg.checkpoint_interval or cfg.steps
+            if stop:
+                return
+        loop["wall_s"] += time.perf_counter() - t0
+        if out is not None and cfg.d4rl:
+            write_d4rl(out, cfg, algo, seed, learner, buf, device)
+        yield result_record(cfg, algo, loop)
+        train.last_learner = learner  # (for tests and benchmarks: the trained learner)
+    finally:
+        venv.close()
+
+
+def result_record(cfg: Config, algo: str, loop: dict) -> dict:
+    """The ``result`` of one (algo, env) from its evaluation history (rows: step, return per seed).
+
+    final_return: mean over seeds of the last evaluation's return; max_avg_return: the highest
+    mean-over-seeds return over all evaluations (the seed-averaged learning curve's maximum).
+    ``_ci``: 95% percentile-bootstrap interval of the mean over seeds at that evaluation."""
+    from icml26.core.stats import bootstrap_mean_ci
+
+    ev = np.asarray(loop["evals"], dtype=np.float64).reshape(-1, cfg.seeds + 1)
+    rets = ev[:, 1:]
+    best = int(np.argmax(rets.mean(1)))
+    return {"kind": "result", "algo": algo, "env": cfg.env, "final_return": float(rets[-1].mean()),
+            "final_return_ci": list(bootstrap_mean_ci(rets[-1])), "max_avg_return": float(rets[best].mean()),
+            "max_avg_return_ci": list(bootstrap_mean_ci(rets[best])), "seeds": cfg.seeds, "steps": int(ev[-1, 0]),
+            "wall_s": float(loop["wall_s"])}
+
+
+def write_d4rl(out: Path, cfg: Config, algo: str, seed: int, learner, buf, device: str) -> list[Path]:
+    """Each seed's replay buffer (oldest first, each environment's transitions in time order) and,
+    with ``d4rl_rollout_steps``, rollouts of its final (stochastic) policy, as D4RL/Minari-layout
+    hdf5 files under ``out/d4rl/`` (see ``d4rl.write``)."""
+    from icml26.methods.rl import d4rl
+
+    paths = []
+    N = cfg.num_envs
+    for k in range(cfg.seeds):
+        data = {key: v.numpy() for key, v in buf.ordered(k).items()}
+        n = len(data["rewards"])
+        order = np.concatenate([np.arange(i, n, N) for i in range(N)])  # env-major: whole trajectories
+        data = {key: v[order] for key, v in data.items()}
+        data["timeouts"][np.cumsum([len(range(i, n, N)) for i in range(N)]) - 1] = 1.0  # each env's cut-off tail
+        data["timeouts"] = np.where(data["terminals"] > 0, 0.0, data["timeouts"])
+        p = out / "d4rl" / f"{algo}-seed{seed + k}-replay.hdf5"
+        d4rl.write(p, data, attrs={"env": cfg.env, "algo": algo, "seed": seed + k, "kind": "replay", "steps": cfg.steps})
+        paths.append(p)
+        if cfg.d4rl_rollout_steps:
+            ro = d4rl.rollout(learner, cfg.env, k, cfg.d4rl_rollout_steps, seed=_env_seed(seed, k, 0, 2), device=device)
+            p = out / "d4rl" / f"{algo}-seed{seed + k}-policy.hdf5"
+            d4rl.write(p, ro, attrs={"env": cfg.env, "algo": algo, "seed": seed + k, "kind": "policy", "steps": cfg.steps})
+            paths.append(p)
+    return paths
+
+
+def run(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | Path | None = None, resume: bool = False,
+        previous: list[dict] | None = None, dims: tuple[int, int] | None = None) -> Iterator[dict]:
+    """Train every ``cfg.algo`` (``cfg`` resolved by ``resolve_family``) on ``cfg.env``; yield its
+    ``step`` records, one ``result`` per algo and a ``summary``. ``resume``: methods whose
+    result is in ``previous`` are replayed; an unfinished one continues from its checkpoint."""
+    import torch
+
+    from icml26.core.output import previous_results
+
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    obs_dim, act_dim = dims or validate(cfg)
+    out_p = Path(out) if out is not None else None
+    done = previous_results(previous, "algo", "env")
+    results = []
+    for algo in cfg.algo:
+        if (algo, cfg.env) in done:
+            for r in previous or ():
+                if r.get("kind") == "step" and r.get("algo") == algo:
+                    yield r
+            results.append(done[(algo, cfg.env)])
+            yield done[(algo, cfg.env)]
+            continue
+        for r in train(cfg, algo, seed=seed, device=device, obs_dim=obs_dim, act_dim=act_dim, out=out_p, resume=resume, previous=previous):
+            if r["kind"] == "result":
+                results.append(r)
+            yield r
+    best = max(results, key=lambda r: r["final_return"]) if results else None
+    yield {"kind": "summary", "env": cfg.env, "family": cfg.family, "algos": list(cfg.algo), "seeds": cfg.seeds, "steps": cfg.steps,
+           "best_algo": best["algo"] if best else None, "best_final_return": best["final_return"] if best else None,
+           "final_return": {r["algo"]: r["final_return"] for r in results}}
+
+
+def plot(records: list[dict], out_dir: Path) -> None:
+    """returns.png and q_bias.png: seed-mean curves per algo (shaded: min-max over seeds)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from icml26.core.output import atomic_path
+
+    steps = [r for r in records if r.get("kind") == "step"]
+    algos = list(dict.fromkeys(r["algo"] for r in steps))
+    for key, fname, ylabel in (("eval_return", "returns.png", "evaluation return"), ("q_bias", "q_bias.png", "Q bias (env reward units)")):
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for algo in algos:
+            rows = [r for r in steps if r["algo"] == algo and r.get(key) is not None]
+            xs = sorted({r["step"] for r in rows})
+            ys = [[r[key] for r in rows if r["step"] == x] for x in xs]
+            ax.plot(xs, [np.mean(y) for y in ys], label=algo)
+            ax.fill_between(xs, [min(y) for y in ys], [max(y) for y in ys], alpha=0.2)
+        ax.set_xlabel("environment steps")
+        ax.set_ylabel(ylabel)
+        ax.legend()
+        env = next((r.get("env") for r in records if r.get("kind") == "config"), "")
+        ax.set_title(f"{env}: {ylabel}")
+        fig.tight_layout()
+        with atomic_path(out_dir / fname) as tmp:
+            fig.savefig(tmp, format="png", dpi=110)
+        plt.close(fig)
