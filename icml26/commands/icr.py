@@ -1,0 +1,122 @@
+"""``icml26 icr``: the Invariant Contamination Ratio of diffusion models (arXiv 2606.09718), as an
+analysis of a trained U-Net's features across noise levels and as a training-time memorization
+monitor (shared/methods/icr.md; docs/icr.md).
+
+Subcommands: analyze (noise sweep: ICR and linear-probe accuracy), train (small U-Net with the ICR
+monitor and a memorization measure; resumable), report (the PNG plots of a run folder). Settings:
+``recipes/icr/*.yaml`` (``method: icr``), ``--set key=value``, ``--set help``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, List, Optional
+
+import typer
+
+from icml26.core.options import DeviceOpt, OutOpt, QuietOpt, RecipeOpt, ResumeOpt, SeedOpt, SetOpt, split_csv
+
+icr_app = typer.Typer(
+    help="ICR (Invariant Contamination Ratio) of diffusion-model features: noise sweep with a linear probe, "
+    "and a training-time memorization monitor.",
+    no_args_is_help=True,
+    rich_markup_mode="rich",
+)
+
+DataOpt = Annotated[Optional[str], typer.Option("--data", help="fashion-mnist | mnist | an .npz | an image folder.", show_default=False)]
+
+
+def _floats(values, flag):
+    from icml26.core.errors import InputError
+
+    items = split_csv(values)
+    if items is None:
+        return None
+    try:
+        return tuple(float(v) for v in items)
+    except ValueError:
+        raise InputError(f"{flag}: expected numbers, got {','.join(items)!r}") from None
+
+
+def _device(device: str) -> None:
+    from icml26.core.device import resolve_device
+
+    resolve_device(device)  # bad names exit 2; the computation runs on the CPU (see docs/icr.md)
+
+
+@icr_app.command("analyze")
+def analyze(
+    model: Annotated[Optional[str], typer.Option("--model", help="A diffusers UNet2DModel folder (config.json + safetensors), e.g. RUN/size-N/unet.", show_default=False)] = None,
+    data: DataOpt = None,
+    noise_level: Annotated[Optional[List[str]], typer.Option("--noise-level", help="Noise levels: sigma (EDM) or timesteps t (DDPM), comma-separated or repeated (default: the paper's grid).", show_default=False)] = None,
+    feature_layer: Annotated[Optional[str], typer.Option("--feature-layer", help="mid_block (default) | down_blocks.K | up_blocks.K | any submodule.", show_default=False)] = None,
+    recipe: RecipeOpt = None, set_: SetOpt = None, seed: SeedOpt = None, device: DeviceOpt = "cpu",
+    out: OutOpt = None, quiet: QuietOpt = False,
+) -> None:
+    """Noise sweep: ICR and linear-probe accuracy of the U-Net's features at each noise level.
+
+    Example: icml26 icr analyze --model runs/icr-full/size-60000/unet --data fashion-mnist --out runs/icr-sweep
+    """
+    from icml26.core.output import stream
+    from icml26.core.recipe import recipe_seed, resolve
+    from icml26.methods.diffusion import analyze as m
+
+    cfg = resolve(m.AnalyzeConfig, "icr", recipe, set_, data=data, noise_levels=_floats(noise_level, "--noise-level"),
+                  feature_layer=feature_layer)
+    s = recipe_seed(recipe, "icr", seed) or 0
+    _device(device)
+    inputs = m.validate(cfg, model, s)  # every input check before the config record
+    stream(m.run(cfg, inputs=inputs, seed=s), command="icr analyze", config=cfg, seed=s, out=out, quiet=quiet,
+           extra_config={"model": str(model)},
+           columns=["noise_level", "noise_param", "alpha_bar", "icr", "probe_accuracy", "shrinkage", "trace_sigma_s", "trace_sigma_xi", "seconds"])
+
+
+@icr_app.command("train")
+def train(
+    data: DataOpt = None,
+    train_size: Annotated[Optional[List[str]], typer.Option("--train-size", help="Training images, comma-separated or repeated for several runs (0 = the whole split).", show_default=False)] = None,
+    steps: Annotated[Optional[int], typer.Option("--steps", help="Training steps per size.", min=1, show_default=False)] = None,
+    resume: ResumeOpt = False,
+    recipe: RecipeOpt = None, set_: SetOpt = None, seed: SeedOpt = None, device: DeviceOpt = "cpu",
+    out: OutOpt = None, quiet: QuietOpt = False,
+) -> None:
+    """Train a small U-Net (EDM) with the ICR monitor and a memorization measure; one result per training size.
+
+    Example: icml26 icr train --data fashion-mnist --train-size 64,256 --out runs/icr-small
+    """
+    from icml26.core.errors import InputError
+    from icml26.core.output import prepare_out_dir, resume_records, stream
+    from icml26.core.recipe import recipe_seed, resolve
+    from icml26.methods.diffusion import train as m
+
+    sizes = split_csv(train_size)
+    if sizes is not None:
+        try:
+            sizes = tuple(int(v) for v in sizes)
+        except ValueError:
+            raise InputError(f"--train-size: expected integers, got {','.join(sizes)!r}") from None
+    cfg = resolve(m.TrainConfig, "icr", recipe, set_, data=data, train_sizes=sizes, steps=steps)
+    s = recipe_seed(recipe, "icr", seed) or 0
+    _device(device)
+    inputs = m.validate(cfg, out, resume)
+    previous = None
+    if resume:
+        previous = resume_records(out, command="icr train", config=cfg, seed=s)
+    if out is not None:
+        prepare_out_dir(out, resume=resume, resumable=True)
+    stream(m.run(cfg, inputs=inputs, seed=s, out=out, previous=previous), command="icr train", config=cfg, seed=s, out=out,
+           quiet=quiet, resumable=True, previous=previous,
+           columns=["train_size", "icr_min_step", "icr_min", "memorization_onset_step", "onset_minus_icr_min_steps",
+                    "final_memorization_fraction", "train_step_seconds", "icr_eval_seconds", "sample_seconds"])
+
+
+@icr_app.command("report")
+def report(
+    run_dir: Annotated[str, typer.Argument(help="The --out folder of `icml26 icr analyze` or `icml26 icr train`.")],
+    quiet: QuietOpt = False,
+) -> None:
+    """Write the PNG plots of a run folder (icr_sweep.png, or icr_training.png and icr_quality.png) into it."""
+    from icml26.core.output import stream
+    from icml26.methods.diffusion import report as m
+
+    m.read_run(run_dir)  # bad folder: exit 2 before any output
+    stream(m.run(run_dir), command="icr report", quiet=quiet, extra_config={"run_dir": run_dir}, columns=["plot", "bytes"])

@@ -1,0 +1,407 @@
+"""``icml26 icr train``: train a small diffusers ``UNet2DModel`` (EDM preconditioning and loss) on a
+data-limited subset and log the ICR as a training-time monitor beside a memorization measure of
+generated samples (paper Sec. 4.2, Fig. 5/6; shared/methods/icr.md, Protocol B).
+
+Per training size N (``train_sizes``; 0 = the whole training split):
+  1. the first N images of a seeded permutation of the training split, resized to ``image_size``,
+     in [-1, 1]; no augmentation in training (so that memorization can happen);
+  2. AdamW steps on the EDM loss (P_mean -1.2, P_std 1.2, sigma_data 0.5), EMA of the weights;
+     each step's batch and noise come from a generator seeded by (seed, N, step) (exact --resume);
+  3. every ``monitor_every`` steps, with the EMA weights:
+     a. ICR at sigma* = ``monitor_sigma`` (paper: 0.29 for EDM) on the training images (up to
+        ``monitor_images``; ``monitor_views`` perturbations each, so that N (V - 1) >> d also for
+        N = 64), the feature layer and augmentations of ``analyze``;
+     b. memorization: ``memorization_samples`` samples of the EDM Heun sampler (fixed noise);
+        a sample is memorized when ||x - NN1|| / ||x - NN2|| < 1/3 in pixel space against the
+        training images (Yoon et al. 2023; Gu et al. 2023). RECON: stands in for the paper's SSCD
+        cosine > 0.6, whose weights are not available offline;
+     c. sample quality: Frechet distance of the samples to 2000 test images in the penultimate layer
+        of a small CNN classifier trained here (``lfm.nets.FeatureNet``; not Inception FID);
+     d. a checkpoint (safetensors: weights, EMA, AdamW state, step).
+  4. the ``result``: ``icr_min_step`` = the step of the minimum of the ICR curve smoothed by a centred
+     moving average over ``smoothing_window`` monitor points (window shrunk at the ends; the rule was
+     fixed before any run), ``memorization_onset_step`` = the first monitored step with
+     memorization_fraction > ``memorization_threshold`` (0.05; null if never), and their difference.
+The EMA U-Net is saved as ``size-<N>/unet/`` (diffusers folder) for ``icml26 icr analyze --model``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from icml26.core.errors import InputError
+
+NN_RATIO = 1.0 / 3.0
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    data: str = "fashion-mnist"             # fashion-mnist | mnist | an .npz | an image folder
+    train_sizes: tuple[int, ...] = (256,)   # training images per run; 0 = the whole training split
+    image_size: int = 16                    # images are resized to image_size x image_size
+    preset: str = "tiny"                    # U-Net preset (unet.PRESETS): tiny | small | base
+    steps: int = 4000
+    batch_size: int = 32
+    lr: float = 1e-3
+    ema_decay: float = 0.995
+    monitor_every: int = 250                # steps between monitor points (ICR, memorization, checkpoint)
+    monitor_sigma: float = 0.29             # sigma* of the ICR monitor (paper, EDM)
+    monitor_images: int = 512
+    monitor_views: int = 4
+    feature_layer: str = "mid_block"
+    shrinkage_rel: float = 1e-6
+    shift_px: int = 2
+    hflip: bool = True
+    jitter: float = 0.1
+    memorization_samples: int = 128
+    sampler_steps: int = 18                 # Heun steps (2 * steps - 1 network evaluations)
+    memorization_threshold: float = 0.05    # onset: first memorization_fraction above this
+    smoothing_window: int = 3               # monitor points in the moving average of the ICR curve
+    quality: bool = True                    # Frechet distance in a classifier trained here
+    feature_steps: int = 300                # training steps of that classifier
+    p_mean: float = -1.2
+    p_std: float = 1.2
+    sigma_data: float = 0.5
+
+    def __post_init__(self):
+        from icml26.methods.diffusion.unet import PRESETS
+
+        if self.preset not in PRESETS:
+            raise ValueError(f"preset must be one of {', '.join(PRESETS)}, got {self.preset!r}")
+        if not self.train_sizes or any(n < 0 for n in self.train_sizes):
+            raise ValueError(f"train_sizes must be a non-empty list of sizes >= 0 (0 = all), got {list(self.train_sizes)}")
+        if len(set(self.train_sizes)) != len(self.train_sizes):
+            raise ValueError(f"train_sizes repeat a value: {list(self.train_sizes)}")
+        if self.image_size < 8 or self.image_size % 4:
+            raise ValueError(f"image_size must be a multiple of 4 and >= 8, got {self.image_size}")
+        for name in ("steps",):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("batch_size", "monitor_every", "monitor_images", "memorization_samples", "smoothing_window"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.monitor_views < 2:
+            raise ValueError(f"monitor_views must be >= 2, got {self.monitor_views}")
+        if self.sampler_steps < 2:
+            raise ValueError(f"sampler_steps must be >= 2, got {self.sampler_steps}")
+        if not self.monitor_sigma >= 0 or not math.isfinite(self.monitor_sigma):
+            raise ValueError(f"monitor_sigma must be a finite sigma >= 0, got {self.monitor_sigma}")
+        if not 0.0 <= self.ema_decay < 1.0:
+            raise ValueError(f"ema_decay must be in [0, 1), got {self.ema_decay}")
+        if not 0.0 <= self.memorization_threshold < 1.0:
+            raise ValueError(f"memorization_threshold must be in [0, 1), got {self.memorization_threshold}")
+        if self.lr <= 0 or self.sigma_data <= 0 or self.p_std <= 0:
+            raise ValueError("lr, sigma_data and p_std must be > 0")
+        if self.feature_steps < 0:
+            raise ValueError(f"feature_steps must be >= 0, got {self.feature_steps}")
+
+
+def check_monitor_sigma(sigma: float) -> None:
+    from icml26.methods.diffusion.unet import Schedule
+
+    Schedule("edm").check_level(sigma)
+
+
+# ----------------------------------------------------------------------------- measures
+def smoothed(values: list[float], window: int) -> list[float]:
+    """Centred moving average; the window shrinks at the ends (window 1 = the values)."""
+    h = (window - 1) // 2
+    v = np.asarray(values, dtype=np.float64)
+    return [float(v[max(0, i - h) : i + h + 1 + (window - 1) % 2].mean()) for i in range(len(v))]
+
+
+def icr_min_step(steps: list[int], icrs: list[float], window: int) -> int | None:
+    """The step of the minimum of the smoothed ICR curve (first one on ties); None for an empty curve."""
+    ok = [(s, v) for s, v in zip(steps, icrs) if v is not None and math.isfinite(v)]
+    if not ok:
+        return None
+    sm = smoothed([v for _, v in ok], window)
+    return ok[int(np.argmin(sm))][0]
+
+
+def onset_step(steps: list[int], fractions: list[float | None], threshold: float) -> int | None:
+    """First step whose memorization fraction exceeds ``threshold``; None if none does."""
+    for s, f in zip(steps, fractions):
+        if f is not None and f > threshold:
+            return s
+    return None
+
+
+def memorization(samples, train) -> tuple[float, np.ndarray]:
+    """(fraction memorized, ratio per sample) of samples (M, ...) against training images (N, ...), N >= 2:
+    a sample is memorized when its nearest training image is 3x closer than the second nearest (L2)."""
+    import torch
+
+    a = samples.flatten(1).double()
+    b = train.flatten(1).double()
+    if b.shape[0] < 2:
+        raise ValueError("memorization needs at least 2 training images")
+    d2 = []
+    for s in range(0, a.shape[0], 256):
+        d = torch.cdist(a[s : s + 256], b)  # (m, N)
+        d2.append(d.topk(2, dim=1, largest=False).values)
+    d2 = torch.cat(d2)  # (M, 2)
+    ratio = (d2[:, 0] / d2[:, 1].clamp_min(1e-12)).numpy()
+    return float((ratio < NN_RATIO).mean()), ratio
+
+
+# ----------------------------------------------------------------------------- data and checks
+@dataclass
+class TrainInputs:
+    x_all: object   # uint8 (N, C, H, W) training split
+    y_all: object
+    x_test: object  # uint8 test split (quality reference), or None
+    y_test: object
+    name: str
+    channels: int
+
+
+def validate(cfg: TrainConfig, out: str | None, resume: bool) -> TrainInputs:
+    """Every check before the config record (data, sizes, layer, resume checkpoints). InputError."""
+    from icml26.core.data.images import load_images, require_images
+    from icml26.methods.diffusion import features as F
+    from icml26.methods.diffusion import unet as U
+
+    require_images(cfg.data)
+    check_monitor_sigma(cfg.monitor_sigma)
+    tr = load_images(cfg.data, "train")
+    too_big = [n for n in cfg.train_sizes if n > len(tr)]
+    if too_big:
+        raise InputError(f"train_sizes {too_big} exceed the {len(tr)} training images of {cfg.data!r}")
+    if any(0 < n < 2 for n in cfg.train_sizes):
+        raise InputError("train_sizes must be >= 2 (the memorization measure needs two training images)")
+    F.resolve_layer(U.build_unet(cfg.preset, image_size=cfg.image_size, in_channels=tr.images.shape[1]), cfg.feature_layer)
+    te = None
+    if cfg.quality and tr.labels is not None:
+        try:
+            te = load_images(cfg.data, "test")
+        except InputError:
+            te = None
+    if resume and out is not None:
+        for n in cfg.train_sizes:
+            f = Path(out) / f"size-{n or len(tr)}" / "checkpoint.safetensors"
+            if f.is_file():
+                from icml26.methods.lfm import ckpt
+
+                _, meta = ckpt.header(f, "checkpoint", "delete it to start that size over")
+                want = _ckpt_meta(cfg, n or len(tr))
+                for k, v in want.items():
+                    if meta.get(k) != v:
+                        raise InputError(f"--resume: checkpoint {f} has {k} = {meta.get(k)!r}, these settings give {v!r}; "
+                                         f"resume with the same settings or delete {str(out)!r} to start over")
+    return TrainInputs(tr.images, tr.labels, te.images if te is not None else None, te.labels if te is not None else None,
+                       tr.name, int(tr.images.shape[1]))
+
+
+def _ckpt_meta(cfg: TrainConfig, n: int) -> dict:
+    return {"kind": "icr-unet", "train_size": n, "preset": cfg.preset, "image_size": cfg.image_size, "batch_size": cfg.batch_size,
+            "lr": cfg.lr, "ema_decay": cfg.ema_decay, "data": str(cfg.data)}
+
+
+def _gen(seed: int, n: int, step: int, code: int):
+    import torch
+
+    return torch.Generator().manual_seed((seed * 1_000_003 + n * 10_007 + step * 7919 + code * 104_729) % (2**63 - 1))
+
+
+# ----------------------------------------------------------------------------- quality network
+def _feature_net(cfg: TrainConfig, inp: TrainInputs, x_all, *, seed: int, out: Path | None):
+    """A classifier trained here (cached as out/features.safetensors) and the reference test features."""
+    import torch
+
+    from icml26.methods.diffusion import features as Fe
+    from icml26.methods.lfm import ckpt
+    from icml26.methods.lfm.nets import FeatureNet
+
+    if not cfg.quality or inp.y_all is None or inp.x_test is None:
+        return None, None
+    net = FeatureNet(inp.channels, int(inp.y_all.max()) + 1, cfg.image_size)
+    path = out / "features.safetensors" if out is not None else None
+    if path is not None and path.is_file():
+        t, _ = ckpt.load(path, "feature network")
+        net.load_state_dict(ckpt.sub(t, "model"))
+    else:
+        torch.manual_seed(seed + 11)
+        opt = torch.optim.AdamW(net.parameters(), lr=1e-3)
+        y = torch.from_numpy(inp.y_all)
+        for step in range(cfg.feature_steps):
+            g = _gen(seed, 0, step, 5)
+            i = torch.randint(len(x_all), (64,), generator=g)
+            loss = torch.nn.functional.cross_entropy(net((x_all[i] + 1) / 2), y[i])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+        if path is not None:
+            ckpt.save(path, ckpt.prefixed(net.state_dict(), "model"), {"kind": "icr-features", "steps": cfg.feature_steps})
+    net.eval()
+    xt = Fe.prepare_images(inp.x_test[:2000], cfg.image_size, inp.channels)
+    with torch.no_grad():
+        ref = net.features((xt + 1) / 2).double().numpy()
+        acc = float((net((xt + 1) / 2).argmax(1).numpy() == inp.y_test[:2000]).mean())
+    return (net, acc), ref
+
+
+# ----------------------------------------------------------------------------- one training size
+def _train_size(cfg: TrainConfig, inp: TrainInputs, n_req: int, *, seed: int, out: Path | None, previous: list[dict],
+                x_full, quality) -> Iterator[dict]:
+    import torch
+
+    from icml26.methods.diffusion import estimator as E
+    from icml26.methods.diffusion import features as Fe
+    from icml26.methods.diffusion import unet as U
+    from icml26.methods.lfm import ckpt
+    from icml26.methods.lfm.metrics import frechet_distance
+
+    n_all = len(x_full)
+    n = n_req or n_all
+    perm = np.random.default_rng(seed).permutation(n_all)[:n]
+    x = x_full[torch.from_numpy(np.sort(perm))]  # (n, C, H, W) in [-1, 1]
+    sdir = out / f"size-{n}" if out is not None else None
+    path = sdir / "checkpoint.safetensors" if sdir is not None else None
+
+    # 1. model, optimizer, EMA; resume from the checkpoint of this size
+    torch.manual_seed(seed)
+    net = U.build_unet(cfg.preset, image_size=cfg.image_size, in_channels=inp.channels)
+    ema = U.build_unet(cfg.preset, image_size=cfg.image_size, in_channels=inp.channels)
+    ema.load_state_dict(net.state_dict())
+    ema.eval()
+    opt = torch.optim.AdamW(net.parameters(), lr=cfg.lr)
+    start, elapsed0 = 0, 0.0
+    if path is not None and path.is_file():
+        t, m = ckpt.load(path)
+        net.load_state_dict(ckpt.sub(t, "model"))
+        ema.load_state_dict(ckpt.sub(t, "ema"))
+        ckpt.optim_from_flat(opt, t, m["param_groups"])
+        start, elapsed0 = int(m["step"]), float(m.get("seconds", 0.0))
+    hist = [r for r in previous if r.get("kind") == "step" and r.get("train_size") == n and r["step"] <= start]
+    yield from hist  # replayed monitor points (records already in records.jsonl)
+    steps_seen = [r["step"] for r in hist]
+    icrs = [r["icr"] for r in hist]
+    mems = [r["memorization_fraction"] for r in hist]
+    n_params = sum(p.numel() for p in net.parameters())
+    xm = x[: cfg.monitor_images]
+    noise = torch.randn((cfg.memorization_samples, inp.channels, cfg.image_size, cfg.image_size), generator=_gen(seed, n, 0, 3))
+    aug = {"shift_px": cfg.shift_px, "hflip": cfg.hflip, "jitter": cfg.jitter}
+    sched = U.Schedule("edm", cfg.sigma_data)
+    t_train = t_monitor = t_icr = t_sample = 0.0
+    n_train_steps = n_monitors = 0
+    window: list[float] = []
+    t0 = time.perf_counter()
+    net.train()
+    for step in range(start, cfg.steps):
+        # 2. one EDM training step
+        ts = time.perf_counter()
+        g = _gen(seed, n, step, 1)
+        i = torch.randint(n, (cfg.batch_size,), generator=g)
+        z = torch.randn(cfg.batch_size, generator=g)
+        eps = torch.randn((cfg.batch_size, *x.shape[1:]), generator=g)
+        loss = U.edm_loss(net, x[i], z, eps, p_mean=cfg.p_mean, p_std=cfg.p_std, sigma_data=cfg.sigma_data)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        d = min(cfg.ema_decay, (1.0 + step) / (10.0 + step))
+        with torch.no_grad():
+            for pe, pn in zip(ema.parameters(), net.parameters()):
+                pe.mul_(d).add_(pn.detach(), alpha=1.0 - d)
+        window.append(float(loss.detach()))
+        t_train += time.perf_counter() - ts
+        n_train_steps += 1
+        if (step + 1) % cfg.monitor_every and step + 1 != cfg.steps:
+            continue
+        # 3a. ICR monitor on the training images
+        tm = time.perf_counter()
+        h = Fe.view_features(ema, xm, sched, cfg.monitor_sigma, views=cfg.monitor_views, layer=cfg.feature_layer,
+                             seed=seed + 7, **aug)
+        r = E.icr(h, shrinkage_rel=cfg.shrinkage_rel)
+        t_icr += time.perf_counter() - tm
+        # 3b. memorization of generated samples
+        tsm = time.perf_counter()
+        samples = U.edm_sample(ema, noise, steps=cfg.sampler_steps, sigma_data=cfg.sigma_data)
+        t_sample += time.perf_counter() - tsm
+        frac, ratio = memorization(samples, x)
+        # 3c. sample quality
+        fd = None
+        if quality[0] is not None:
+            with torch.no_grad():
+                fg = quality[0][0].features((samples + 1) / 2).double().numpy()
+            fd = frechet_distance(quality[1], fg)
+        rec = {"kind": "step", "train_size": n, "step": step + 1, "loss": float(np.mean(window)), "icr": r.icr,
+               "memorization_fraction": frac, "nn_ratio_median": float(np.median(ratio)), "frechet_distance": fd,
+               "shrinkage": r.shrinkage, "trace_sigma_s": r.trace_sigma_s, "trace_sigma_xi": r.trace_sigma_xi,
+               "seconds": elapsed0 + time.perf_counter() - t0}
+        window = []
+        t_monitor += time.perf_counter() - tm
+        n_monitors += 1
+        steps_seen.append(step + 1)
+        icrs.append(r.icr)
+        mems.append(frac)
+        # 3d. checkpoint (then the record: a resumed run recomputes nothing it has printed)
+        if path is not None:
+            flat, groups = ckpt.optim_to_flat(opt)
+            ckpt.save(path, {**ckpt.prefixed(net.state_dict(), "model"), **ckpt.prefixed(ema.state_dict(), "ema"), **flat},
+                      {**_ckpt_meta(cfg, n), "step": step + 1, "seconds": rec["seconds"], "param_groups": groups, "seed": seed})
+        yield rec
+    # 4. result for this size
+    s_min = icr_min_step(steps_seen, icrs, cfg.smoothing_window)
+    s_on = onset_step(steps_seen, mems, cfg.memorization_threshold)
+    unet_dir = None
+    if sdir is not None:
+        unet_dir = U.save_unet(ema, sdir / "unet", {"schedule": "edm", "sigma_data": cfg.sigma_data, "data": str(cfg.data),
+                                                    "train_size": n, "step": cfg.steps, "image_size": cfg.image_size})
+    icr_at = dict(zip(steps_seen, icrs))
+    yield {"kind": "result", "train_size": n, "icr_min_step": s_min, "icr_min": icr_at.get(s_min) if s_min else None,
+           "memorization_onset_step": s_on, "onset_minus_icr_min_steps": (s_on - s_min) if (s_on is not None and s_min is not None) else None,
+           "icr_min_before_onset": (s_min < s_on) if (s_on is not None and s_min is not None) else None,
+           "final_memorization_fraction": mems[-1] if mems else None, "final_icr": icrs[-1] if icrs else None,
+           "steps": cfg.steps, "parameters": int(n_params), "monitor_images": int(len(xm)),
+           "train_step_seconds": t_train / n_train_steps if n_train_steps else None,
+           "icr_eval_seconds": t_icr / n_monitors if n_monitors else None,
+           "sample_seconds": t_sample / n_monitors if n_monitors else None,
+           "unet_dir": str(unet_dir) if unet_dir else None}
+
+
+def run(cfg: TrainConfig, *, inputs: TrainInputs, seed: int = 0, out: str | Path | None = None,
+        previous: list[dict] | None = None) -> Iterator[dict]:
+    """Yield ``step`` records (monitor points), one ``result`` per training size, then the ``summary``.
+
+    previous: the records of an interrupted run (``resume_records``): finished sizes are replayed,
+    an unfinished size continues from its checkpoint."""
+    import torch
+
+    from icml26.core.seed import seed_everything
+    from icml26.methods.diffusion import features as Fe
+
+    seed_everything(seed)
+    previous = previous or []
+    outp = Path(out) if out is not None else None
+    x_full = Fe.prepare_images(inputs.x_all, cfg.image_size, inputs.channels)  # (N, C, S, S) in [-1, 1]
+    done = {r["train_size"]: r for r in previous if r.get("kind") == "result"}
+    qnet, ref = _feature_net(cfg, inputs, x_full, seed=seed, out=outp)
+    if qnet is not None:
+        yield {"kind": "feature_network", "test_accuracy": qnet[1], "note": "Frechet distance in a CNN classifier trained here (not Inception)"}
+    results = []
+    for n_req in cfg.train_sizes:
+        n = n_req or len(x_full)
+        if n in done:
+            yield from (r for r in previous if r.get("kind") == "step" and r.get("train_size") == n)
+            yield done[n]
+            results.append(done[n])
+            continue
+        for rec in _train_size(cfg, inputs, n_req, seed=seed, out=outp, previous=previous, x_full=x_full, quality=(qnet, ref)):
+            if rec["kind"] == "result":
+                results.append(rec)
+            yield rec
+    small = [r for r in results if r["train_size"] < len(x_full)]
+    before = [r["icr_min_before_onset"] for r in small]
+    yield {"kind": "summary", "sizes": [r["train_size"] for r in results],
+           "icr_min_steps": [r["icr_min_step"] for r in results],
+           "memorization_onset_steps": [r["memorization_onset_step"] for r in results],
+           "claim_icr_min_before_onset": (all(b is True for b in before) if before and all(b is not None for b in before) else None),
+           "memorization_threshold": cfg.memorization_threshold, "nn_ratio_threshold": NN_RATIO,
+           "torch_threads": torch.get_num_threads()}
