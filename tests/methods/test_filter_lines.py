@@ -272,3 +272,77 @@ def test_select_line_stream_library_errors(tmp_path):
     with DocumentWriter(str(tmp_path / "k.jsonl")) as w:
         st = L.select_line_stream(str(src), w, threshold=0.5, min_kept=1.0)
     assert st.written == 1 and st.lines_dropped == 0 and math.isclose(st.words_kept, st.words_total)
+
+
+# ---------------------------------------------------------------- seeded line corruption, real text
+def test_insert_bad_lines_keeps_the_document_and_labels_every_inserted_line():
+    from icml26.methods.filtering import corpus as K
+
+    text = "first line\n\n  indented second\nthird"
+    informal = ["so it goes, said the man", "what a day it has been"]
+    for seed in range(20):
+        new, labels = K.insert_bad_lines(text, 5, np.random.default_rng(seed), informal)
+        lines = L.split_lines(new)
+        assert len(labels) == len(lines) and sum(lab is not None for lab in labels) == 5
+        assert L.join_lines([ln for ln, lab in zip(lines, labels) if lab is None]) == text  # own lines, in order
+        for ln, lab in zip(lines, labels):
+            if lab in ("informal", "shuffled"):
+                assert sorted(ln.split()) in [sorted(x.split()) for x in informal]
+            if lab == "informal":
+                assert ln in informal
+            if lab == "spam":
+                assert "http://" in ln
+    a = K.insert_bad_lines(text, 5, np.random.default_rng(3), informal)
+    assert a == K.insert_bad_lines(text, 5, np.random.default_rng(3), informal)  # seeded
+    with pytest.raises(ValueError, match="kind"):
+        K.insert_bad_lines(text, 1, np.random.default_rng(0), informal, kinds=("typo",))
+
+
+def test_line_level_beats_document_level_on_real_corrupted_text():
+    """Real held-out HQ documents (tiny corpus) with 20% inserted bad lines: at T = 0.1 the line
+    filter drops most boilerplate and spam lines and keeps more clean words, and fewer bad ones,
+    than document-level filtering at the same kept-word budget (the benchmark's measure)."""
+    from conftest import need_debian
+
+    from icml26.methods.filtering import corpus as K
+
+    for pkg in ("python3.11-doc", "dict-gcide", "wordnet-base", "bible-kjv", "fortunes"):
+        need_debian(pkg)
+    parts = K.build(K.CorpusConfig(docs_per_source=120), 0)
+    m = C.train_model([d["text"] for d in parts["hq"]], [d["text"] for d in parts["pool"]], classifier="ngram", seed=0,
+                      n_features=1 << 16)
+    informal = [ln.strip() for t in K.source_documents("fortunes")[:3000] for ln in t.split("\n") if len(ln.split()) >= 3]
+    rng = np.random.default_rng(1)
+    docs = []
+    for d in parts["hq_heldout"]:
+        n = sum(not L.is_blank(ln) for ln in L.split_lines(d["text"]))
+        docs.append(K.insert_bad_lines(d["text"], max(1, n // 5), rng, informal))
+    texts = [t for t, _ in docs]
+    whole, per_line = m.score(texts), L.score_lines(m, texts)
+    t = 0.1
+    clean_w, bad_w = np.zeros(len(docs)), np.zeros(len(docs))
+    kept_clean = kept_bad = 0
+    hit, n_kind = {}, {}
+    for j, ((text, labels), ls) in enumerate(zip(docs, per_line)):
+        lines = L.split_lines(text)
+        sel = L.select_lines(lines, ls, t, 0.5, doc_score=float(whole[j]))
+        for i, (ln, lab) in enumerate(zip(lines, labels)):
+            w = L.n_words(ln)
+            (clean_w if lab is None else bad_w)[j] += w
+            if sel.keep_document and i in sel.kept:
+                kept_clean += w if lab is None else 0
+                kept_bad += w if lab is not None else 0
+            if lab is not None:
+                n_kind[lab] = n_kind.get(lab, 0) + 1
+                hit[lab] = hit.get(lab, 0) + (i in sel.dropped)
+    # (this tiny classifier sees 192 HQ documents: boilerplate recall was 35/51 and spam 64/64 as written)
+    assert hit["spam"] / n_kind["spam"] >= 0.9 and hit["boilerplate"] / n_kind["boilerplate"] >= 0.6
+    # document level: the top documents by whole-text score up to the same kept-word budget (last one in part)
+    budget, c, b = kept_clean + kept_bad, 0.0, 0.0
+    for j in np.argsort(-whole, kind="stable"):
+        tot = clean_w[j] + bad_w[j]
+        f = min(1.0, (budget - c - b) / tot)
+        c, b = c + f * clean_w[j], b + f * bad_w[j]
+        if f < 1.0:
+            break
+    assert kept_clean > c and kept_bad < b - 0.1 * bad_w.sum()  # as written: 14628 > 14135 clean, 711 < 1204 bad of 1744

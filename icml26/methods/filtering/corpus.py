@@ -16,6 +16,9 @@ documents are drawn without replacement and split disjointly into
 plus ``docs_per_source`` informal documents from ``fortunes`` (pool only). The pool is then
 shuffled and 20% of it is held out (``pool_heldout``).
 
+Line-level corruption (``insert_bad_lines``, the line-level benchmark): lines inserted at
+seeded positions among a document's own lines, each labelled with its kind (see its doc).
+
 Degradations (each takes the document and a ``numpy`` Generator; all are seeded):
   ``boilerplate``  web navigation / cookie / footer lines around and inside the text
   ``shuffle``      the words of the document in a random order
@@ -92,6 +95,46 @@ def spam(text: str, rng: np.random.Generator) -> str:
             kw = " ".join(str(x) for x in rng.choice(_SPAM, size=int(rng.integers(2, 5))))
             out.append(f"{kw.upper() if rng.random() < 0.3 else kw} http://{rng.choice(_DOMAINS)}/?ref={int(rng.integers(1e6))}")
     return " ".join(out)
+
+
+BAD_LINE_KINDS = ("boilerplate", "spam", "informal", "shuffled")
+
+
+def bad_line(kind: str, rng: np.random.Generator, informal_lines: list[str]) -> str:
+    """One inserted line of ``kind`` (BAD_LINE_KINDS):
+
+    ``boilerplate``  a navigation / cookie / footer line (the ``boilerplate`` degradation's lines)
+    ``spam``         2-4 spam keywords and a link (the ``spam`` degradation's insert)
+    ``informal``     a line of informal text (``informal_lines``: lines of fortunes)
+    ``shuffled``     such an informal line with its words in a random order"""
+    if kind == "boilerplate":
+        return str(rng.choice(_NAV + _FOOT))
+    if kind == "spam":
+        kw = " ".join(str(x) for x in rng.choice(_SPAM, size=int(rng.integers(2, 5))))
+        return f"{kw.upper() if rng.random() < 0.3 else kw} http://{rng.choice(_DOMAINS)}/?ref={int(rng.integers(1e6))}"
+    if kind in ("informal", "shuffled"):
+        line = informal_lines[int(rng.integers(len(informal_lines)))]
+        if kind == "informal":
+            return line
+        words = line.split()
+        rng.shuffle(words)
+        return " ".join(words)
+    raise ValueError(f"bad-line kind must be one of {', '.join(BAD_LINE_KINDS)}, got {kind!r}")
+
+
+def insert_bad_lines(text: str, n_bad: int, rng: np.random.Generator, informal_lines: list[str],
+                     kinds: tuple[str, ...] = BAD_LINE_KINDS) -> tuple[str, list[str | None]]:
+    """``text`` with ``n_bad`` bad lines inserted at uniformly drawn line boundaries (before the
+    first line, between two lines, after the last), each of a kind drawn uniformly from
+    ``kinds``. Returns the new text and one label per line of it (``text.split("\n")``):
+    None for the document's own lines (kept in their order), else the inserted line's kind.
+    ``informal_lines``: non-blank lines of informal text, for ``informal``/``shuffled``."""
+    lines = text.split("\n")
+    out: list[tuple[str, str | None]] = [(ln, None) for ln in lines]
+    for _ in range(int(n_bad)):
+        kind = kinds[int(rng.integers(len(kinds)))]
+        out.insert(int(rng.integers(0, len(out) + 1)), (bad_line(kind, rng, informal_lines), kind))
+    return "\n".join(ln for ln, _ in out), [k for _, k in out]
 
 
 DEGRADE: dict[str, Callable[[str, np.random.Generator], str]] = {
