@@ -15,6 +15,9 @@ def evict_kv(
     compression_ratio: Annotated[Optional[List[float]], typer.Option("--compression-ratio", "-c", help="Fraction of the prompt's KV entries evicted, in (0, 1) (repeatable; default 0.25 0.5 0.75 0.9).", show_default=False)] = None,
     context_tokens: Annotated[Optional[List[int]], typer.Option("--context-tokens", "-n", help="Haystack length in tokens (repeatable; default 1024).", show_default=False)] = None,
     haystack: Annotated[Optional[str], typer.Option("--haystack", help="Your own UTF-8 text file as the haystack (default: the python-docs corpus).", show_default=False)] = None,
+    mode: Annotated[Optional[str], typer.Option("--mode", help="prefill (compress the prompt; default) | decode (keep the cache at --decoding-budget tokens while generating --new-tokens).", show_default=False)] = None,
+    decoding_budget: Annotated[Optional[List[int]], typer.Option("--decoding-budget", help="Mode decode: cache budget in tokens per KV head (repeatable; default 256 512).", show_default=False)] = None,
+    new_tokens: Annotated[Optional[int], typer.Option("--new-tokens", help="Mode decode: tokens generated after the prompt (default 512).", show_default=False)] = None,
     recipe: RecipeOpt = None,
     set_: SetOpt = None,
     seed: SeedOpt = None,
@@ -26,8 +29,12 @@ def evict_kv(
     fidelity (KL / top-1 vs the full cache, perplexity), bytes kept and scoring overhead.
 
     One `result` record per (method, compression_ratio); `full` is the uncompressed reference.
+    With --mode decode: one per (method, decoding budget), re-compressing every
+    `decoding_interval_tokens` (--set) generated tokens; KL / top-1 teacher-forced on the
+    full-cache generation, answer and needle match, peak cache bytes, ms per token.
 
     Example: icml26 evict-kv --method capkv --method snapkv -c 0.5 -c 0.75 -n 1024
+    Example: icml26 evict-kv --mode decode --decoding-budget 256 --new-tokens 128
     """
     from icml26.core.device import resolve_device
     from icml26.core.output import stream
@@ -37,9 +44,14 @@ def evict_kv(
     methods = split_csv(method)
     cfg = resolve(m.Config, "evict-kv", recipe, set_, model=model, methods=methods,
                   compression_ratios=tuple(compression_ratio) if compression_ratio else None,
-                  context_tokens=tuple(context_tokens) if context_tokens else None, haystack=haystack)
+                  context_tokens=tuple(context_tokens) if context_tokens else None, haystack=haystack,
+                  mode=mode, decoding_budgets=tuple(decoding_budget) if decoding_budget else None, new_tokens=new_tokens)
     s = recipe_seed(recipe, "evict-kv", seed) or 0
     dev = resolve_device(device)
     m.preflight(cfg)  # model, positions, kvpress names, haystack length: before the config record
-    cols = ["method", "compression_ratio", "needle_accuracy", "kl", "top1_agreement", "perplexity", "kept_bytes", "overhead_ratio"]
-    stream((r for r in m.run(cfg, seed=s, device=dev)), command="evict-kv", config=cfg, seed=s, out=out, quiet=quiet, columns=cols)
+    if cfg.mode == "decode":
+        cols = ["method", "decoding_budget_tokens", "kl", "top1_agreement", "answer_match", "needle_match", "peak_cache_bytes", "decode_ms_per_token"]
+    else:
+        cols = ["method", "compression_ratio", "needle_accuracy", "kl", "top1_agreement", "perplexity", "kept_bytes", "overhead_ratio", "kept_per_head_gini"]
+    stream((r for r in m.run(cfg, seed=s, device=dev)), command="evict-kv", config=cfg, seed=s, out=out, quiet=quiet, columns=cols,
+           plot=m.write_head_budgets)

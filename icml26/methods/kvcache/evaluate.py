@@ -51,6 +51,11 @@ class _RunOptions:
     question_aware: bool = True          # the question is in the compressed prompt (SnapKV/LongBench setting);
                                          # False: compress the context alone, ask afterwards (kvpress' default)
     threads: int = 0                     # torch CPU threads (0 = torch's default)
+    mode: str = "prefill"                # prefill (compress the prompt) | decode (keep the cache at a budget while generating; decode.py)
+    decoding_budgets: tuple[int, ...] = (256, 512)   # mode decode: cache budgets (tokens per KV head)
+    decoding_interval_tokens: int = 16   # mode decode: re-compress every this many generated tokens
+    new_tokens: int = 512                # mode decode: tokens generated (greedy, full cache) and teacher-forced per policy
+    timed_tokens: int = 32               # mode decode: greedy steps decoded with the compressed cache (answer span, ms/token)
 
 
 @dataclass
@@ -92,6 +97,27 @@ class Config(PressOptions, _RunOptions):
                 raise ValueError(f"corpus: unknown {self.corpus!r}; built-ins: {', '.join(CORPORA)} (or --haystack FILE)")
         if self.threads < 0:
             raise ValueError(f"threads must be >= 0, got {self.threads}")
+        if self.mode not in ("prefill", "decode"):
+            raise ValueError(f"mode must be prefill or decode, got {self.mode!r}")
+        if self.mode == "decode":
+            from icml26.methods.kvcache.decode import DECODE_METHODS, check_decode_methods
+
+            if self.methods == DEFAULT_METHODS:
+                self.methods = DECODE_METHODS
+            check_decode_methods(self.methods)
+            self.decoding_budgets = tuple(dict.fromkeys(self.decoding_budgets))
+            if not self.decoding_budgets:
+                raise ValueError("decoding_budgets: give at least one")
+            for b in self.decoding_budgets:
+                if not (isinstance(b, int) and b >= max(8, self.sink_tokens + self.window_tokens)):
+                    raise ValueError(f"decoding budget must be an integer >= max(8, sink_tokens + window_tokens) = "
+                                     f"{max(8, self.sink_tokens + self.window_tokens)}, got {b!r}")
+            if self.decoding_interval_tokens < 1:
+                raise ValueError(f"decoding_interval_tokens must be >= 1, got {self.decoding_interval_tokens}")
+            if self.new_tokens < 1 or not 1 <= self.timed_tokens <= self.new_tokens:
+                raise ValueError(f"new_tokens must be >= 1 and timed_tokens in [1, new_tokens], got {self.new_tokens}, {self.timed_tokens}")
+            if self.head_budget == "adaptive":
+                raise ValueError("head_budget=adaptive applies to mode prefill (decoding-time compression keeps uniform budgets)")
         from icml26.methods.kvcache.press import KVPress
 
         KVPress(**self.press_kwargs())  # validates the press fields
@@ -254,11 +280,12 @@ def _fidelity(model, cache, cont, pos0: int, ref_logp):
 def check_positions(cfg: Config, limit: int | None) -> None:
     """InputError when the longest sample (context + question + answer + continuation) does not
     fit in the model's ``max_position_embeddings`` (``limit``; None = unknown, no check)."""
-    longest = max(cfg.context_tokens) + cfg.continuation_tokens + cfg.answer_tokens + 64  # + question and needle slack
+    extra = cfg.new_tokens if cfg.mode == "decode" else cfg.continuation_tokens + cfg.answer_tokens
+    longest = max(cfg.context_tokens) + extra + 64  # + question and needle slack
     if limit and longest > limit:
         from icml26.core.errors import InputError
 
-        raise InputError(f"context_tokens {max(cfg.context_tokens)} + continuation and answer need about {longest} positions, "
+        raise InputError(f"context_tokens {max(cfg.context_tokens)} + {'new_tokens' if cfg.mode == 'decode' else 'continuation and answer'} need about {longest} positions, "
                          f"more than the model's max_position_embeddings {limit}: use context_tokens <= {limit - longest + max(cfg.context_tokens)}")
 
 
@@ -281,7 +308,8 @@ def preflight(cfg: Config) -> None:
         if m.startswith("kvpress:"):
             from icml26.methods.kvcache.kvpress_adapter import press_class
 
-            press_class(m.split(":", 1)[1])
+            for name in m.split(":", 1)[1].split("/"):  # kvpress:DecodingPress/KnormPress names both presses
+                press_class(name)
     if cfg.haystack is None:  # the built-in corpus: its package is installed (else the install command)
         from icml26.core.data.text import require_corpus
 
@@ -306,13 +334,19 @@ def _too_short(need: int, have: int | None = None) -> None:
 
 
 def run(cfg: Config, *, seed: int = 0, device: str = "cpu") -> Iterator[dict]:
-    """Yield ``sample`` records, one ``result`` per (method, ratio), then a ``summary``."""
+    """Yield ``sample`` records, one ``result`` per (method, ratio), then a ``summary``
+    (mode decode: per (method, decoding budget), ``decode.run_decode``)."""
+    if cfg.mode == "decode":
+        from icml26.methods.kvcache.decode import run_decode
+
+        yield from run_decode(cfg, seed=seed, device=device)
+        return
     import torch
 
     from icml26.core.data.lm import load_causal_lm
     from icml26.core.progress import progress
     from icml26.core.seed import seed_everything
-    from icml26.methods.kvcache.press import KVPress, cache_bytes, capture_layers, compress_captured
+    from icml26.methods.kvcache.press import KVPress, cache_bytes, capture_layers, compress_captured, kept_per_head
 
     seed_everything(seed)
     if cfg.threads:
@@ -358,6 +392,7 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu") -> Iterator[dict]:
                 kept = cache_bytes(cache, kept_only=True)
                 held = cache_bytes(cache)
                 kept_tokens = cache.layers[0].keys.shape[2]
+                per_head = kept_per_head(cache)  # (layers x KV heads) entries kept
                 score_s = press.stats["score_s"]
                 if cfg.question_aware:
                     answer = _greedy_answer(model, tok, cache, q, len(ctx) + len(q), cfg.answer_tokens, first_logits=last_n)
@@ -372,7 +407,7 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu") -> Iterator[dict]:
                 rec = {"kind": "sample", "method": method, "compression_ratio": ratio, "context_tokens": smp["length"],
                        "needle_depth": smp["depth"], "sample": smp["sample"], "needle_correct": ok, "answer": answer.strip(),
                        "kl": kl, "top1_agreement": top1, "perplexity": math.exp(nll), "kept_bytes": kept, "held_bytes": held,
-                       "kept_tokens": kept_tokens, "score_s": score_s, "prefill_s": prefill_s,
+                       "kept_tokens": kept_tokens, "kept_per_head": per_head, "score_s": score_s, "prefill_s": prefill_s,
                        "overhead_ratio": score_s / prefill_s}
                 acc[(method, ratio)].append(rec)
                 yield rec
@@ -404,7 +439,8 @@ def result_record(method: str, ratio: float, recs: list[dict], *, seed: int = 0)
         by_depth.setdefault(str(r["needle_depth"]), []).append(r["needle_correct"])
         by_len.setdefault(str(r["context_tokens"]), []).append(r["needle_correct"])
     hits = sum(r["needle_correct"] for r in recs)
-    return {"kind": "result", "method": method, "compression_ratio": ratio,
+    heads = head_budget_summary(recs)
+    return {**heads, "kind": "result", "method": method, "compression_ratio": ratio,
             "needle_accuracy": hits / len(recs), "needle_hits": hits,
             "needle_accuracy_ci": list(wilson_interval(hits, len(recs))) if recs else [float("nan"), float("nan")],
             "kl": _mean(r["kl"] for r in recs), "kl_ci": list(bootstrap_mean_ci([r["kl"] for r in recs], seed=seed)), "top1_agreement": _mean(r["top1_agreement"] for r in recs),
@@ -412,6 +448,78 @@ def result_record(method: str, ratio: float, recs: list[dict], *, seed: int = 0)
             "overhead_ratio": _mean(r["overhead_ratio"] for r in recs), "n_samples": len(recs),
             "needle_accuracy_by_depth": {k: sum(v) / len(v) for k, v in by_depth.items()},
             "needle_accuracy_by_length": {k: sum(v) / len(v) for k, v in by_len.items()}}
+
+
+def head_budget_summary(recs: list[dict]) -> dict:
+    """Summary of the per-head budgets (``kept_per_head``, layers x KV heads) of sample records:
+    ``kept_per_head_min`` / ``_max`` (over every layer, head and sample) and ``kept_per_head_gini``
+    (the Gini coefficient of a sample's layers x heads counts, averaged over the samples; 0 for
+    uniform budgets). Empty when the records carry none (e.g. saved by an older version)."""
+    from icml26.methods.kvcache.press import gini
+
+    mats = [r["kept_per_head"] for r in recs if r.get("kept_per_head")]
+    if not mats:
+        return {}
+    flat = [[c for row in m for c in row] for m in mats]
+    return {"kept_per_head_min": min(min(f) for f in flat), "kept_per_head_max": max(max(f) for f in flat),
+            "kept_per_head_gini": sum(gini(f) for f in flat) / len(flat)}
+
+
+def mean_kept_per_head(recs: list[dict]) -> list[list[float]]:
+    """The (layers x KV heads) mean over sample records of their ``kept_per_head``."""
+    mats = [r["kept_per_head"] for r in recs if r.get("kept_per_head")]
+    if not mats:
+        return []
+    return [[sum(m[i][j] for m in mats) / len(mats) for j in range(len(mats[0][0]))] for i in range(len(mats[0]))]
+
+
+def write_head_budgets(records: list[dict], out_dir) -> None:
+    """``kept_per_head.json`` (per method and ratio: the mean layers x KV heads counts over the
+    samples, and each sample's) and ``kept_per_head.png`` (one heat map per method and ratio)
+    under ``out_dir``, from a run's records (the ``plot`` hook of ``icml26 evict-kv --out``)."""
+    import json
+    from pathlib import Path
+
+    from icml26.core.output import atomic_path, atomic_write_text
+
+    groups: dict = {}
+    for r in records:
+        if r.get("kind") == "sample" and r.get("kept_per_head"):
+            groups.setdefault((r["method"], r.get("compression_ratio", r.get("decoding_budget_tokens"))), []).append(r)
+    if not groups:
+        return
+    out = Path(out_dir)
+    doc = {"layout": "kept_per_head[layer][kv_head]: cache entries kept (batch element 0)", "runs": [
+        {"method": m, "compression_ratio" if isinstance(k, float) else "decoding_budget_tokens": k,
+         **head_budget_summary(rs), "mean": mean_kept_per_head(rs),
+         "samples": [{"context_tokens": r.get("context_tokens"), "needle_depth": r.get("needle_depth"), "sample": r.get("sample"),
+                      "kept_per_head": r["kept_per_head"]} for r in rs]} for (m, k), rs in groups.items()]}
+    atomic_write_text(out / "kept_per_head.json", json.dumps(doc))
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = len(groups)
+    cols = min(n, 4)
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 3.6 * rows), squeeze=False)
+    for ax, ((m, k), rs) in zip(axes.flat, groups.items()):
+        mat = mean_kept_per_head(rs)
+        im = ax.imshow(mat, aspect="auto", cmap="viridis", interpolation="nearest")
+        hs = head_budget_summary(rs)
+        ax.set_title(f"{m} @ {k}\ngini {hs['kept_per_head_gini']:.3f}", fontsize=8)
+        ax.set_xlabel("KV head", fontsize=7)
+        ax.set_ylabel("layer", fontsize=7)
+        ax.tick_params(labelsize=6)
+        fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04).ax.tick_params(labelsize=6)
+    for ax in list(axes.flat)[n:]:
+        ax.axis("off")
+    fig.suptitle("entries kept per (layer, KV head), mean over samples", fontsize=9)
+    fig.tight_layout()
+    with atomic_path(out / "kept_per_head.png") as tmp:
+        fig.savefig(tmp, format="png", dpi=110)
+    plt.close(fig)
 
 
 def _mean(xs) -> float:

@@ -12,9 +12,13 @@ Keys are cached after RoPE, so kept keys keep their positions; ``model.generate`
 derives position ids from the attention mask) continues at the right positions. When you
 call ``model(...)`` yourself on a compressed cache, pass ``position_ids`` explicitly.
 
-Decoding-time compression (``decoding_budget_tokens > 0``): while generating, whenever a
-layer's cache exceeds budget + ``decoding_interval_tokens`` it is compressed back to the
-budget, scored with the queries of the last ``window_tokens`` steps.
+Decoding-time compression (``decoding_budget_tokens > 0``): a prompt longer than budget +
+``decoding_interval_tokens`` - 1 is compressed to the budget at prefill (with the prompt's own
+query statistics, as prefill compression); while generating, whenever a layer's cache
+reaches budget + ``decoding_interval_tokens`` it is compressed back to the budget, scored with
+the queries of the last ``window_tokens`` steps. So between steps a layer holds at most
+budget + interval - 1 entries, and budget + interval while a step attends (tested at every
+step). ``start_decoding`` does the prefill part on a captured prefill (the harness).
 
 Works with transformers' LLaMA-style attention (LLaMA, Mistral, Qwen2/3; the hook reads
 ``cache``/``past_key_values``, ``hidden_states`` and ``position_embeddings`` from the call).
@@ -225,8 +229,9 @@ class KVPress(S.PressOptions):
             old = self._qbuf.get(li)
             self._qbuf[li] = q if (old is None or t == tq) else torch.cat([old, q], 2)[:, :, -self.window_tokens:]
         if t == tq:  # prefill: the cache held nothing before this call
-            if self.compression_ratio > 0:
-                k, v = self.compress(x, S.n_kept(t, self.compression_ratio))
+            n = self.prefill_kept(t)
+            if n < t:
+                k, v = self.compress(x, n)
                 layer.keys, layer.values = k, v
                 _headmask.set_layer_mask(module, self.last_keep)
         elif self.decoding_budget_tokens > 0 and t > self.decoding_budget_tokens + self.decoding_interval_tokens - 1:
@@ -236,6 +241,39 @@ class KVPress(S.PressOptions):
             k, v = self.compress(xd, p_keep)
             layer.keys, layer.values = k, v
         return output
+
+    def prefill_kept(self, t: int) -> int:
+        """Entries per KV head a layer keeps after a prefill of ``t`` tokens: ``n_kept(t, ratio)``
+        (t when ratio = 0), capped at ``decoding_budget_tokens`` when the result would reach
+        budget + interval (the decoding rule applied to the prompt)."""
+        n = S.n_kept(t, self.compression_ratio) if self.compression_ratio > 0 else t
+        if self.decoding_budget_tokens > 0 and n > self.decoding_budget_tokens + self.decoding_interval_tokens - 1:
+            n = self.decoding_budget_tokens
+        return n
+
+    @torch.no_grad()
+    def start_decoding(self, captured: list, config) -> "object":
+        """The cache the hooks would leave after the prefill that ``captured`` recorded
+        (``capture_layers``): each layer compressed to ``prefill_kept(T)`` entries, and the query
+        buffer of decoding-time compression filled with the prompt's last ``window_tokens``
+        queries. Call inside ``with press(model):`` (entering clears the buffer), then decode on
+        the returned ``DynamicCache`` with explicit ``position_ids``. Uniform budgets only."""
+        from transformers import DynamicCache
+
+        if self.head_budget == "adaptive":
+            raise ValueError("start_decoding: head_budget=adaptive is prefill-only (use compress_captured)")
+        cache = DynamicCache(config=config)
+        for x in captured:
+            t = x.keys.shape[2]
+            n = self.prefill_kept(t)
+            if self.decoding_budget_tokens > 0 and self.window_tokens > 0:
+                self._qbuf[x.layer_idx] = S.window_queries(x, self.window_tokens).detach()
+            if n < t:
+                k, v = self.compress(x, n)
+            else:
+                k, v = x.keys.clone(), x.values.clone()
+            cache.update(k, v, x.layer_idx)
+        return cache
 
     @contextmanager
     def __call__(self, model) -> Iterator["KVPress"]:
@@ -323,6 +361,36 @@ def compress_captured(press: KVPress, captured: list, config) -> "object":
         cache.update(k, v, x.layer_idx)
     cache.icml26_keep = masks  # head-adaptive padding masks (empty for uniform budgets); see headmask.cache_masks
     return cache
+
+
+def kept_per_head(cache) -> list[list[int]]:
+    """Entries kept per (layer, KV head) of a cache (batch element 0): (layers x Hkv) ints.
+
+    With uniform budgets every head of a layer holds the layer's length; with head-adaptive
+    budgets the padding slots (``cache.icml26_keep``, from ``compress_captured``) are not counted,
+    so a layer's row sums to Hkv * its uniform budget."""
+    masks = getattr(cache, "icml26_keep", None) or {}
+    out = []
+    for i, l in enumerate(cache.layers):
+        if l.keys is None:
+            continue
+        if i in masks:
+            out.append([int(c) for c in masks[i][0].sum(-1).tolist()])
+        else:
+            out.append([int(l.keys.shape[2])] * int(l.keys.shape[1]))
+    return out
+
+
+def gini(values) -> float:
+    """Gini coefficient of non-negative numbers (0 = all equal, -> 1 = all on one): the mean
+    absolute difference over all pairs / (2 * mean). Empty or all-zero input: 0."""
+    xs = sorted(float(v) for v in values)
+    n = len(xs)
+    total = sum(xs)
+    if n == 0 or total <= 0:
+        return 0.0
+    # sorted form: G = sum_i (2i - n - 1) x_i / (n * sum x), i = 1..n
+    return float(sum((2 * (i + 1) - n - 1) * x for i, x in enumerate(xs)) / (n * total))
 
 
 def cache_bytes(cache, *, kept_only: bool = False) -> int:

@@ -1,0 +1,257 @@
+"""``icml26 evict-kv --mode decode``: decoding-time KV-cache compression during long generation.
+
+For every sample (a real haystack with a needle, then the question; ``evaluate.make_samples``):
+
+1. full cache: one prefill (captured, ``press.capture_layers``), then greedy decoding of
+   ``new_tokens`` tokens one step at a time; the next-token distributions along the way are the
+   reference, the generated tokens are the sequence every policy is teacher-forced on;
+2. every (policy, decoding budget B): ``KVPress(method, decoding_budget_tokens=B,
+   decoding_interval_tokens=I)`` on the same captured prefill (``KVPress.start_decoding``: a
+   prompt longer than B + I - 1 is compressed to B with the prompt's statistics), then
+   - fidelity: the full-cache generation fed back (teacher forcing) while the press re-compresses
+     every I tokens; mean per-token KL(full || compressed) and top-1 agreement over the
+     ``new_tokens`` distributions. The tokens are fed in chunks that end exactly where a
+     re-compression happens (the first chunk fills the cache to B + I, then I tokens each), which
+     is the same computation as one token per step (tested): the hooks act after a forward;
+   - answer: greedy decoding with the compressed cache for ``timed_tokens`` steps, one token
+     per step (timed: ``decode_ms_per_token`` includes the scoring and re-compression);
+     ``answer_match``: its answer span (up to the first newline or full stop) equals the
+     full-cache generation's; ``needle_match``: the span contains the inserted code;
+   - ``peak_cache_bytes``: the most keys + values the layers hold while a decoding step attends
+     (the step's own entries included, before re-compression).
+3. kvpress' ``DecodingPress`` (``kvpress:DecodingPress/<ScorerPress>``, in a venv with kvpress)
+   runs on the same captured prefill and the same token sequences; it does not compress the
+   prompt (its own rule: every ``compression_interval`` steps, to ``target_size``).
+
+Records: ``sample`` per (method, budget, sample); ``result`` per (method, budget) with
+``mode: decode``, ``decoding_budget_tokens``, ``new_tokens``, ``kl`` (+ ``kl_ci``),
+``top1_agreement``, ``answer_match``, ``needle_match``, ``peak_cache_bytes``,
+``decode_ms_per_token``, ``decode_overhead_ratio`` (ms/token / the full cache's - 1); last a
+``summary``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from typing import Iterator
+
+DECODE_METHODS = ("capkv", "streaming", "snapkv", "tova", "knorm", "random", "expected-attention")
+# h2o: during decoding only the recent queries are known, so its score is SnapKV's (scoring.score_h2o);
+# capkv-greedy: exact greedy log-det, prefill only
+NOT_DECODING = ("capkv-greedy", "h2o")
+
+
+def kvpress_decoding(name: str, budget: int, interval: int):
+    """kvpress' ``DecodingPress`` around the scorer press named in ``DecodingPress/<Scorer>``
+    (default KnormPress), keeping ``budget`` tokens, re-compressing every ``interval`` steps."""
+    from icml26.methods.kvcache.kvpress_adapter import press_class
+
+    base = name.split("/", 1)[1] if "/" in name else "KnormPress"
+    dp = press_class("DecodingPress")
+    return dp(base_press=press_class(base)(), compression_interval=interval, target_size=budget)
+
+
+def check_decode_methods(methods) -> None:
+    """ValueError for a policy that has no decoding-time rule."""
+    for m in methods:
+        if m in NOT_DECODING:
+            raise ValueError(f"method {m!r} has no decoding-time compression (mode decode: {', '.join(DECODE_METHODS)}, "
+                             "kvpress:DecodingPress/<ScorerPress>)")
+        if m.startswith("kvpress:") and not m.split(":", 1)[1].startswith("DecodingPress"):
+            raise ValueError(f"method {m!r}: in mode decode the kvpress press is kvpress:DecodingPress/<ScorerPress>")
+
+
+def answer_span(text: str) -> str:
+    """The answer: ``text`` up to its first newline or full stop (not included), stripped."""
+    m = re.search(r"[\n.]", text)
+    return (text[: m.start()] if m else text).strip()
+
+
+def _layer_entry_bytes(cache) -> list[int]:
+    """Bytes of one cached position (all KV heads, keys + values) per layer."""
+    return [l.keys.shape[0] * l.keys.shape[1] * (l.keys.shape[-1] * l.keys.element_size() + l.values.shape[-1] * l.values.element_size())
+            for l in cache.layers]
+
+
+def _step(model, ids, cache, pos0: int):
+    """Logits (n, V) float32 of feeding ``ids`` at positions pos0.. onto ``cache``."""
+    import torch
+
+    from icml26.core.lm_cache import forward
+
+    t = torch.tensor([ids], dtype=torch.long, device=model.device)
+    pos = torch.arange(pos0, pos0 + len(ids), device=model.device)[None]
+    return forward(model, t, cache, position_ids=pos).logits[0].float()
+
+
+def teacher_forced(model, cache, tokens: list[int], pos0: int, chunks) -> tuple[object, int]:
+    """Log-probs (len(tokens), V) of feeding ``tokens`` onto ``cache`` from position ``pos0``,
+    in chunks of the sizes ``chunks(current cache length)`` returns, and the peak cache bytes
+    (the largest, over the chunks, of the cache before the chunk + the chunk's entries)."""
+    import torch
+
+    per = _layer_entry_bytes(cache)
+    out, fed, peak = [], 0, 0
+    while fed < len(tokens):
+        n = max(1, min(chunks(cache.layers[0].keys.shape[2]), len(tokens) - fed))
+        peak = max(peak, sum((l.keys.shape[2] + n) * b for l, b in zip(cache.layers, per)))
+        out.append(torch.log_softmax(_step(model, tokens[fed:fed + n], cache, pos0 + fed), -1))
+        fed += n
+    return torch.cat(out, 0), peak
+
+
+def greedy(model, cache, first: int, pos0: int, n: int) -> tuple[list[int], list[float], int, object]:
+    """Greedy decoding, one token per step: feed ``first`` (at ``pos0``), then each argmax, for
+    ``n`` steps. Returns (the tokens fed, seconds of each step, peak cache bytes while a step
+    attends, log-probs (n, V) of the steps' next-token distributions)."""
+    import torch
+
+    per = _layer_entry_bytes(cache)
+    toks, rows, secs, peak = [first], [], [], 0
+    for i in range(n):
+        peak = max(peak, sum((l.keys.shape[2] + 1) * b for l, b in zip(cache.layers, per)))
+        t0 = time.perf_counter()
+        logp = torch.log_softmax(_step(model, [toks[-1]], cache, pos0 + i)[-1], -1)
+        nxt = int(logp.argmax())
+        secs.append(time.perf_counter() - t0)
+        rows.append(logp)
+        if i + 1 < n:
+            toks.append(nxt)
+    return toks, secs, peak, torch.stack(rows)
+
+
+def run_decode(cfg, *, seed: int = 0, device: str = "cpu", skip=None) -> Iterator[dict]:
+    """Yield ``sample`` records, one ``result`` per (method, budget), then a ``summary``.
+
+    ``skip``: optional set of sample indices not to run (a resumed benchmark)."""
+    import torch
+
+    from icml26.core.data.lm import load_causal_lm
+    from icml26.core.progress import progress
+    from icml26.core.seed import seed_everything
+    from icml26.methods.kvcache import evaluate as E
+    from icml26.methods.kvcache.press import KVPress, capture_layers, kept_per_head
+
+    seed_everything(seed)
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    t_start = time.perf_counter()
+    model, tok = load_causal_lm(cfg.model, device=device)
+    E.check_positions(cfg, getattr(model.config, "max_position_embeddings", None))
+    samples = E.make_samples(cfg, tok, seed)
+    methods = [m for m in cfg.methods if m != "full"]
+    combos = [("full", 0)] + [(m, b) for m in methods for b in cfg.decoding_budgets]
+    acc: dict = {c: [] for c in combos}
+    interval = cfg.decoding_interval_tokens
+    n_new, n_ans = cfg.new_tokens, cfg.timed_tokens
+
+    def make(method, budget, kvpress_interval):
+        if method.startswith("kvpress:"):
+            return kvpress_decoding(method.split(":", 1)[1], budget, kvpress_interval)
+        return KVPress(method=method, compression_ratio=0.0, seed=seed, decoding_budget_tokens=budget,
+                       decoding_interval_tokens=interval, **cfg.press_kwargs())
+
+    with progress(len(samples) * len(combos), "evict-kv decode") as bar, torch.no_grad():
+        for si, smp in enumerate(samples):
+            if skip is not None and si in skip:
+                bar.advance(len(combos))
+                continue
+            prompt = smp["context"] + smp["question"]
+            t0 = len(prompt)
+            with capture_layers(model) as cap:
+                from icml26.core.lm_cache import forward, new_cache
+
+                full_cache = new_cache(model)
+                last = forward(model, torch.tensor([prompt], device=model.device), full_cache, logits_to_keep=1).logits[0, -1].float()
+            first = int(last.argmax())
+            base = [(x.keys.clone(), x.values.clone()) for x in cap]  # the prompt's cache, before any policy
+
+            def fresh():
+                from transformers import DynamicCache
+
+                c = DynamicCache(config=model.config)
+                for li, (k, v) in enumerate(base):
+                    c.update(k.clone(), v.clone(), li)
+                return c
+
+            # 1. the full cache: greedy generation, its distributions are the reference; its first
+            # answer_tokens steps time the full-cache decode (the policies' answers take as many)
+            gen, full_secs, full_peak, ref = greedy(model, fresh(), first, t0, n_new)
+            full_ms = 1000 * sum(full_secs[:n_ans]) / len(full_secs[:n_ans])
+            full_text = tok.decode(gen[:n_ans])
+            full_span = answer_span(full_text)
+            for method, budget in combos:
+                if method == "full":
+                    kl, top1, peak, ms, span, score_s = 0.0, 1.0, full_peak, full_ms, full_span, 0.0
+                    per_head = [[t0 + n_new] * int(k.shape[1]) for k, _ in base]
+                else:
+                    kvp = method.startswith("kvpress:")
+                    # 2a. fidelity, teacher-forced on the full-cache generation
+                    press = make(method, budget, 1 if kvp else interval)
+                    with press(model):
+                        if kvp:
+                            cache = fresh()  # DecodingPress keeps the prompt; one call of `interval` tokens = its interval steps
+                            chunks = lambda n: interval
+                        else:
+                            cache = press.start_decoding(cap, model.config)
+                            chunks = lambda n, b=budget: (b + interval - n) if n < b + interval else interval
+                        logp, peak = teacher_forced(model, cache, gen, t0, chunks)
+                    per_head = kept_per_head(cache)  # (layers x KV heads) at the end of the generation
+                    del cache
+                    kl = float((ref.exp() * (ref - logp)).sum(-1).mean())
+                    top1 = float((ref.argmax(-1) == logp.argmax(-1)).float().mean())
+                    # 2b. answer: free greedy decoding with the compressed cache, one token per step, timed
+                    # (the prompt's compression by start_decoding counts in the scoring time, not per token)
+                    press = make(method, budget, interval)
+                    with press(model):
+                        cache = fresh() if kvp else press.start_decoding(cap, model.config)
+                        toks, secs, _, _ = greedy(model, cache, first, t0, n_ans)
+                    del cache
+                    score_s = float("nan") if kvp else float(press.stats["score_s"])
+                    ms = 1000 * sum(secs) / n_ans
+                    span = answer_span(tok.decode(toks))
+                rec = {"kind": "sample", "mode": "decode", "method": method, "decoding_budget_tokens": budget,
+                       "decoding_interval_tokens": interval, "new_tokens": n_new, "context_tokens": smp["length"],
+                       "prompt_tokens": t0, "needle_depth": smp["depth"], "sample": smp["sample"], "sample_index": si,
+                       "kl": kl, "top1_agreement": top1, "answer_match": span == full_span, "needle_match": smp["answer"] in span,
+                       "answer": span, "peak_cache_bytes": int(peak), "decode_ms_per_token": ms,
+                       "decode_overhead_ratio": ms / full_ms - 1.0, "score_s": score_s, "kept_per_head": per_head}
+                acc[(method, budget)].append(rec)
+                yield rec
+                bar.advance()
+            del cap, base, full_cache
+    results = []
+    for (method, budget), recs in acc.items():
+        if recs:
+            res = decode_result(method, budget, recs, seed=seed)
+            results.append(res)
+            yield res
+    summary = {"kind": "summary", "mode": "decode", "model": cfg.model, "samples": len(samples), "new_tokens": n_new,
+               "seconds": time.perf_counter() - t_start}
+    for b in cfg.decoding_budgets:
+        rs = [r for r in results if r["decoding_budget_tokens"] == b]
+        if rs:
+            summary[f"best_kl_at_{b}"] = min(rs, key=lambda r: r["kl"])["method"]
+    yield summary
+
+
+def decode_result(method: str, budget: int, recs: list[dict], *, seed: int = 0) -> dict:
+    """The ``result`` record of one (method, budget) from its ``sample`` records: means over
+    samples, KL with a 95% bootstrap interval over samples (haystacks)."""
+    from icml26.core.stats import bootstrap_mean_ci, wilson_interval
+
+    from icml26.methods.kvcache.evaluate import head_budget_summary
+
+    n = len(recs)
+    mean = lambda k: sum(float(r[k]) for r in recs) / n
+    hits = sum(r["needle_match"] for r in recs)
+    return {"kind": "result", "mode": "decode", "method": method, "decoding_budget_tokens": budget,
+            "decoding_interval_tokens": recs[0]["decoding_interval_tokens"], "new_tokens": recs[0]["new_tokens"],
+            "kl": mean("kl"), "kl_ci": list(bootstrap_mean_ci([r["kl"] for r in recs], seed=seed)),
+            "top1_agreement": mean("top1_agreement"), "answer_match": mean("answer_match"),
+            "needle_match": hits / n, "needle_match_ci": list(wilson_interval(hits, n)),
+            "peak_cache_bytes": max(int(r["peak_cache_bytes"]) for r in recs),
+            "decode_ms_per_token": mean("decode_ms_per_token"), "decode_overhead_ratio": mean("decode_overhead_ratio"),
+            "n_samples": n, **head_budget_summary(recs)}
