@@ -21,7 +21,7 @@ except ImportError:  # the project venv: the tests run in the peer venv (test_in
 ROOT = Path(__file__).resolve().parents[2]
 # run in the kvpress peer: these parity tests, and our code that touches transformers' cache API
 PEER_TESTS = ["tests/methods/test_kv_kvpress_parity.py", "tests/core/test_lm_cache.py", "tests/methods/test_kv_press.py",
-              "tests/methods/test_kv_headmask.py"]
+              "tests/methods/test_kv_headmask.py", "tests/methods/test_kv_decode.py"]
 
 from icml26.methods.kvcache import KVPress  # noqa: E402
 from icml26.methods.kvcache.kvpress_adapter import KvpressRunner, as_kvpress  # noqa: E402
@@ -84,6 +84,38 @@ def adapter_runs_inside_kvpress_hooks():
         assert _sets(layer.keys, x.keys) == _sets(k, x.keys)
 
 
+def decoding_press_chunks_equal_steps():
+    """kvpress' DecodingPress as the decode harness runs it: chunks of ``interval`` tokens with
+    ``compression_interval=1`` give the same distributions and caches as one token per step with
+    ``compression_interval=interval`` (its own counting), and the cache is cut to ``target_size``."""
+    from icml26.methods.kvcache import decode as D
+    from tests.methods.test_kv_decode import _prefill
+
+    model = tiny_llama(layers=2, seed=3)
+    ids = torch.randint(0, 128, (1, 60), generator=torch.Generator().manual_seed(8))
+    cap, _, first = _prefill(model, ids)
+    gen = torch.randint(0, 128, (40,), generator=torch.Generator().manual_seed(9)).tolist()
+    from transformers import DynamicCache
+
+    def fresh():
+        c = DynamicCache(config=model.config)
+        for x in cap:
+            c.update(x.keys.clone(), x.values.clone(), x.layer_idx)
+        return c
+
+    out = {}
+    for base in ("KnormPress", "CapPress", "StreamingLLMPress"):
+        for mode, (ci, chunk) in {"chunks": (1, 8), "steps": (8, 1)}.items():
+            press = D.kvpress_decoding(f"DecodingPress/{base}", 24, ci)
+            cache = fresh()
+            with torch.no_grad(), press(model):
+                logp, peak = D.teacher_forced(model, cache, gen, 60, lambda n, c=chunk: c)
+            out[mode] = (logp, peak, cache.layers[0].keys.shape[2])
+        torch.testing.assert_close(out["chunks"][0], out["steps"][0], atol=2e-5, rtol=1e-4)
+        assert out["chunks"][2] == out["steps"][2] == 24  # 40 = 5 intervals: compressed to target_size last
+        assert out["chunks"][1] == out["steps"][1] == 2 * 2 * 2 * 16 * 4 * (60 + 8)  # the prompt is kept until the first interval
+
+
 def in_the_kvpress_peer():
     """From the project venv: PEER_TESTS in the kvpress peer venv, all run and pass (none skipped)."""
     from conftest import need_peer
@@ -102,5 +134,6 @@ def in_the_kvpress_peer():
 if kvpress is not None:  # the kvpress venv: the parity tests themselves
     test_same_selection_as_kvpress = same_selection_as_kvpress
     test_adapter_runs_inside_kvpress_hooks = adapter_runs_inside_kvpress_hooks
+    test_decoding_press_chunks_equal_steps = decoding_press_chunks_equal_steps
 else:  # the project venv: run them (and PEER_TESTS) in the peer venv; `make test-peers`
     test_in_the_kvpress_peer = pytest.mark.peer(in_the_kvpress_peer)
