@@ -9,6 +9,9 @@ documents only (one JSON object per line, the input documents), so
 ``score ... | select ... > kept.jsonl`` works. Their run record goes to stderr as one
 ``filter-data score: ...`` line (``-q`` silences it) and, with ``--log FILE``, as the
 usual ``config`` and ``summary`` JSON lines written atomically to FILE.
+
+``score --level line`` and ``select --level line`` work on the lines of each text
+(``icml26.methods.filtering.lines``); without ``--level`` both behave as before.
 """
 
 from __future__ import annotations
