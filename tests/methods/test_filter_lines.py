@@ -346,3 +346,12 @@ def test_line_level_beats_document_level_on_real_corrupted_text():
         if f < 1.0:
             break
     assert kept_clean > c and kept_bad < b - 0.1 * bad_w.sum()  # as written: 14628 > 14135 clean, 711 < 1204 bad of 1744
+
+
+def test_select_warns_when_the_threshold_drops_no_line(tmp_path):
+    src = write_jsonl(tmp_path / "s.jsonl", [_with({})])
+    r = _cli(["select", "--level", "line", "--threshold", "0.0", str(src)])
+    assert r.exit_code == 0 and len(r.stdout.splitlines()) == 1
+    assert "warning: --threshold 0 dropped none of the 6 lines" in r.stderr
+    r = _cli(["select", "--level", "line", "--threshold", "0.6", str(src), "-q"])  # every line below: nothing kept, no warning
+    assert r.exit_code == 0 and r.stdout == "" and r.stderr == ""
