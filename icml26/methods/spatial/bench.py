@@ -1,0 +1,379 @@
+"""A deterministic VSI-style spatial-QA benchmark rendered with POV-Ray (RECON; the question
+types, templates and scoring follow VSI-Bench, Yang et al. CVPR 2025, and shared/methods/geothinker.md).
+
+Generator (seeded, one ``numpy`` generator per scene from (seed, scene index)):
+1. A room W x D x 2.8 m (W, D in [room_min_m, room_max_m]), floor/walls/ceiling, two lights.
+2. objects_min..objects_max objects of 9 primitive-built classes with metric size ranges
+   (table, chair, sofa, bed, cabinet, lamp, plant, tv, box), axis-aligned, placed without
+   overlap in the ring between the camera path and the walls.
+3. views_min..views_max pinhole views along an ellipse around the room centre (one turn), each
+   looking across the room; exact K, camera-to-world, depth and instance ids
+   (:mod:`icml26.core.data.renders`).
+4. Questions from the scene graph (objects unique in their class are the ones named, as
+   VSI-Bench does): object_counting, object_abs_distance (closest points of the boxes, m),
+   object_size_estimation (longest side, cm), room_size_estimation (m^2), object_rel_distance
+   (4 options, a margin >= 0.15 m), object_rel_direction_easy/medium/hard (standing at / facing /
+   query objects, a margin >= 10 degrees from every boundary), obj_appearance_order (first frame
+   with >= min_pixels of the object). route_planning is not generated (no navigable layout).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from icml26.core.data import renders as R
+from icml26.core.errors import InputError
+
+CLASSES = ("table", "chair", "sofa", "bed", "cabinet", "lamp", "plant", "tv", "box")
+# size ranges (x, y, z) in metres; colour (linear rgb) of the class's main part
+SIZES = {
+    "table": ((0.8, 1.8), (0.70, 0.80), (0.6, 1.0)), "chair": ((0.40, 0.55), (0.80, 1.00), (0.40, 0.55)),
+    "sofa": ((1.5, 2.2), (0.70, 0.90), (0.8, 1.0)), "bed": ((1.4, 2.0), (0.90, 1.10), (1.9, 2.1)),
+    "cabinet": ((0.5, 1.2), (0.80, 2.00), (0.4, 0.6)), "lamp": ((0.3, 0.5), (1.20, 1.80), (0.3, 0.5)),
+    "plant": ((0.3, 0.6), (0.50, 1.20), (0.3, 0.6)), "tv": ((0.8, 1.4), (0.60, 0.90), (0.12, 0.2)),
+    "box": ((0.3, 0.5), (0.30, 0.60), (0.3, 0.5)),
+}
+COLOURS = {"table": (0.35, 0.18, 0.07), "chair": (0.75, 0.08, 0.06), "sofa": (0.08, 0.15, 0.6), "bed": (0.85, 0.75, 0.8),
+           "cabinet": (0.1, 0.45, 0.12), "lamp": (0.9, 0.8, 0.1), "plant": (0.05, 0.25, 0.05), "tv": (0.03, 0.03, 0.03),
+           "box": (0.9, 0.4, 0.05)}
+ROOM_HEIGHT_M = 2.8
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    scenes: int = 40
+    views_min: int = 8
+    views_max: int = 16
+    width: int = 128
+    height: int = 96
+    hfov_deg: float = 75.0
+    objects_min: int = 6
+    objects_max: int = 9
+    room_min_m: float = 4.0
+    room_max_m: float = 8.0
+    min_pixels: int = 20
+    max_questions_per_task: int = 2  # per scene
+    hdr: bool = False  # also write hdr/ (and ldr/ at the HDR-NeRF exposures)
+
+    def __post_init__(self):
+        if self.scenes < 1:
+            raise ValueError(f"scenes must be >= 1, got {self.scenes}")
+        if not 2 <= self.views_min <= self.views_max <= 64:
+            raise ValueError(f"need 2 <= views_min <= views_max <= 64, got {self.views_min}, {self.views_max}")
+        if not 1 <= self.objects_min <= self.objects_max <= 12:
+            raise ValueError(f"need 1 <= objects_min <= objects_max <= 12, got {self.objects_min}, {self.objects_max}")
+        if not 3.0 <= self.room_min_m <= self.room_max_m <= 15.0:
+            raise ValueError(f"need 3 <= room_min_m <= room_max_m <= 15, got {self.room_min_m}, {self.room_max_m}")
+        if not (16 <= self.width <= 2048 and 16 <= self.height <= 2048):
+            raise ValueError(f"width/height must be in [16, 2048], got {self.width}x{self.height}")
+        if not 20.0 <= self.hfov_deg <= 120.0:
+            raise ValueError(f"hfov_deg must be in [20, 120], got {self.hfov_deg}")
+
+
+# --------------------------------------------------------------------------- scene graph
+
+
+def generate_layout(rng: np.random.Generator, cfg: BenchConfig) -> dict:
+    """Room and objects (scene.json content): positions are box centres, sizes (x, y, z) in m."""
+    W = float(np.round(rng.uniform(cfg.room_min_m, cfg.room_max_m), 2))
+    D = float(np.round(rng.uniform(cfg.room_min_m, cfg.room_max_m), 2))
+    n = int(rng.integers(cfg.objects_min, cfg.objects_max + 1))
+    distinct = min(n, len(CLASSES), max(1, n - int(rng.integers(0, 3))))  # 0-2 repeated classes (for counting)
+    chosen = [CLASSES[i] for i in rng.permutation(len(CLASSES))[:distinct]]
+    wanted = chosen + [chosen[int(rng.integers(distinct))] for _ in range(n - distinct)]
+    objs: list[dict] = []
+    for cls in wanted:  # up to 300 placements per object; one that does not fit is left out
+        for _ in range(300):
+            (x0, x1), (y0, y1), (z0, z1) = SIZES[cls]
+            sx, sy, sz = (float(np.round(rng.uniform(a, b), 3)) for a, b in ((x0, x1), (y0, y1), (z0, z1)))
+            if rng.random() < 0.5:
+                sx, sz = sz, sx
+            px = float(rng.uniform(-W / 2 + sx / 2 + 0.05, W / 2 - sx / 2 - 0.05))
+            pz = float(rng.uniform(-D / 2 + sz / 2 + 0.05, D / 2 - sz / 2 - 0.05))
+            # keep out of the camera zone (|x| < 0.32 W, |z| < 0.32 D)
+            if abs(px) - sx / 2 < 0.32 * W and abs(pz) - sz / 2 < 0.32 * D:
+                continue
+            if any(abs(px - o["position"][0]) < (sx + o["size"][0]) / 2 + 0.15 and abs(pz - o["position"][2]) < (sz + o["size"][2]) / 2 + 0.15
+                   for o in objs):
+                continue
+            objs.append({"id": len(objs) + 1, "class": cls, "size": [sx, sy, sz], "position": [round(px, 4), sy / 2, round(pz, 4)]})
+            break
+    return {"units": "m", "up": "+y", "room": {"width_m": W, "depth_m": D, "height_m": ROOM_HEIGHT_M,
+                                                 "floor_area_m2": round(W * D, 4)}, "objects": objs}
+
+
+def camera_path(rng: np.random.Generator, layout: dict, cfg: BenchConfig) -> list[R.Camera]:
+    W, D = layout["room"]["width_m"], layout["room"]["depth_m"]
+    n = int(rng.integers(cfg.views_min, cfg.views_max + 1))
+    a0 = float(rng.uniform(0, 2 * math.pi))
+    K = R.intrinsics(cfg.width, cfg.height, cfg.hfov_deg)
+    cams = []
+    for i in range(n):
+        a = a0 + 2 * math.pi * i / n
+        eye = np.array([0.22 * W * math.cos(a), 1.5 + 0.1 * math.sin(3 * a), 0.22 * D * math.sin(a)])
+        target = np.array([-0.45 * W * math.cos(a + 0.35), 0.7, -0.45 * D * math.sin(a + 0.35)])
+        cams.append(R.Camera(cfg.width, cfg.height, K, R.look_at(eye, target)))
+    return cams
+
+
+def _box(lo, hi) -> str:
+    return f"box {{ {R.pov_vec(lo)}, {R.pov_vec(hi)} }}"
+
+
+def _cyl(a, b, r) -> str:
+    return f"cylinder {{ {R.pov_vec(a)}, {R.pov_vec(b)}, {r:.6g} }}"
+
+
+def object_shape(o: dict) -> str:
+    """SDL union of one object, built from primitives inside its box (world coordinates)."""
+    cls = o["class"]
+    (sx, sy, sz), (px, _, pz) = o["size"], o["position"]
+    x0, x1, z0, z1 = px - sx / 2, px + sx / 2, pz - sz / 2, pz + sz / 2
+    parts: list[str] = []
+    leg = 0.05
+    if cls in ("table", "chair"):
+        top = sy if cls == "table" else 0.47
+        parts.append(_box([x0, top - 0.05, z0], [x1, top, z1]))
+        for lx, lz in ((x0, z0), (x1 - leg, z0), (x0, z1 - leg), (x1 - leg, z1 - leg)):
+            parts.append(_box([lx, 0, lz], [lx + leg, top - 0.05, lz + leg]))
+        if cls == "chair":
+            parts.append(_box([x0, top, z1 - 0.06], [x1, sy, z1]))
+    elif cls == "sofa":
+        parts += [_box([x0, 0, z0], [x1, 0.45, z1]), _box([x0, 0.45, z1 - 0.2], [x1, sy, z1]),
+                  _box([x0, 0.45, z0], [x0 + 0.15, 0.65, z1]), _box([x1 - 0.15, 0.45, z0], [x1, 0.65, z1])]
+    elif cls == "bed":
+        parts += [_box([x0, 0, z0], [x1, 0.55, z1]), _box([x0, 0, z1 - 0.08], [x1, sy, z1])]
+    elif cls == "lamp":
+        r = min(sx, sz) / 2
+        parts += [_cyl([px, 0, pz], [px, 0.03, pz], r * 0.6), _cyl([px, 0, pz], [px, sy - 0.3, pz], 0.025),
+                  f"cone {{ {R.pov_vec([px, sy - 0.35, pz])}, {r:.6g}, {R.pov_vec([px, sy, pz])}, {r * 0.5:.6g} }}"]
+    elif cls == "plant":
+        r = min(sx, sz) / 2
+        pot = min(0.35, 0.35 * sy)
+        parts += [_cyl([px, 0, pz], [px, pot, pz], r * 0.6),
+                  f"sphere {{ <0, 0, 0>, 1 scale <{r:.6g}, {(sy - pot) / 2:.6g}, {r:.6g}> "
+                  f"translate {R.pov_vec([px, pot + (sy - pot) / 2, pz])} }}"]
+    elif cls == "tv":
+        parts += [_box([x0, 0, z0], [x1, 0.04, z1]), _box([px - 0.03, 0, pz - 0.03], [px + 0.03, sy * 0.35, pz + 0.03])]
+        if sx >= sz:  # screen across the longer side, thin along the other
+            parts.append(_box([x0, sy * 0.35, pz - 0.03], [x1, sy, pz + 0.03]))
+        else:
+            parts.append(_box([px - 0.03, sy * 0.35, z0], [px + 0.03, sy, z1]))
+    else:  # cabinet, box
+        parts.append(_box([x0, 0, z0], [x1, sy, z1]))
+    return "union { " + " ".join(parts) + " }"
+
+
+def pov_objects(layout: dict) -> list[R.PovObject]:
+    W, D, H = layout["room"]["width_m"], layout["room"]["depth_m"], layout["room"]["height_m"]
+    t = 0.1
+    room = [
+        R.PovObject(_box([-W / 2 - t, -t, -D / 2 - t], [W / 2 + t, 0, D / 2 + t]),
+                    "pigment { checker rgb 0.55 rgb 0.42 scale 0.5 } finish { diffuse 0.8 }", 0),
+        R.PovObject(_box([-W / 2 - t, H, -D / 2 - t], [W / 2 + t, H + t, D / 2 + t]), "pigment { rgb 0.8 } finish { diffuse 0.7 }", 0),
+        R.PovObject(_box([-W / 2 - t, 0, -D / 2 - t], [-W / 2, H, D / 2 + t]), "pigment { rgb <0.75, 0.7, 0.6> }", 0),
+        R.PovObject(_box([W / 2, 0, -D / 2 - t], [W / 2 + t, H, D / 2 + t]), "pigment { rgb <0.7, 0.72, 0.6> }", 0),
+        R.PovObject(_box([-W / 2, 0, -D / 2 - t], [W / 2, H, -D / 2]), "pigment { rgb <0.72, 0.68, 0.62> }", 0),
+        R.PovObject(_box([-W / 2, 0, D / 2], [W / 2, H, D / 2 + t]), "pigment { rgb <0.68, 0.7, 0.66> }", 0),
+    ]
+    objs = [R.PovObject(object_shape(o), "pigment { rgb <%.4g, %.4g, %.4g> } finish { diffuse 0.8 specular 0.1 }" % COLOURS[o["class"]],
+                        int(o["id"])) for o in layout["objects"]]
+    return room + objs
+
+
+def lights(layout: dict) -> str:
+    W, D, H = layout["room"]["width_m"], layout["room"]["depth_m"], layout["room"]["height_m"]
+    return (f"light_source {{ {R.pov_vec([0.2 * W, H - 0.2, 0.2 * D])} color rgb 1.1 }}\n"
+            f"light_source {{ {R.pov_vec([-0.25 * W, H - 0.2, -0.2 * D])} color rgb 0.5 shadowless }}\n")
+
+
+# --------------------------------------------------------------------------- questions
+
+
+def box_distance(a: dict, b: dict) -> float:
+    """Closest-point distance of two axis-aligned boxes (0 when they touch), m."""
+    gap = [max(0.0, abs(pa - pb) - (sa + sb) / 2) for pa, pb, sa, sb in zip(a["position"], b["position"], a["size"], b["size"])]
+    return float(math.sqrt(sum(g * g for g in gap)))
+
+
+def first_appearance(instances: list[np.ndarray], ids, min_pixels: int) -> dict[int, int | None]:
+    """Object id -> first frame index with >= min_pixels of it (None when never seen)."""
+    out: dict[int, int | None] = {}
+    for i in ids:
+        out[i] = next((f for f, m in enumerate(instances) if int((m == i).sum()) >= min_pixels), None)
+    return out
+
+
+def _letters(opts: list[str]) -> list[str]:
+    return [f"{chr(65 + k)}. {o}" for k, o in enumerate(opts)]
+
+
+def direction_angle(pos: dict, ori: dict, query: dict) -> float:
+    """Signed angle (degrees) of ``query`` seen from ``pos`` facing ``ori`` on the floor plane:
+    0 = straight ahead, positive = to the right (y up, right = facing x up)."""
+    p, o, q = (np.array([d["position"][0], d["position"][2]]) for d in (pos, ori, query))
+    f = (o - p) / np.linalg.norm(o - p)
+    r = np.array([-f[1], f[0]])  # cross((fx, 0, fz), (0, 1, 0)) = (-fz, 0, fx)
+    v = q - p
+    return float(math.degrees(math.atan2(v @ r, v @ f)))
+
+
+def make_questions(layout: dict, first_frame: dict[int, int | None], rng: np.random.Generator, cfg: BenchConfig) -> list[dict]:
+    """Questions (without id / scene / frames) with exact answers from the scene graph."""
+    objs = layout["objects"]
+    counts: dict[str, int] = {}
+    for o in objs:
+        counts[o["class"]] = counts.get(o["class"], 0) + 1
+    unique = [o for o in objs if counts[o["class"]] == 1]
+    cap = cfg.max_questions_per_task
+    qs: list[dict] = []
+
+    def num(task, question, answer, refs):
+        qs.append({"task": task, "question_type": "numeric", "question": question, "answer": answer, "objects": refs})
+
+    def mc(task, question, options, correct, refs):
+        qs.append({"task": task, "question_type": "multiple_choice", "question": question, "options": _letters(options),
+                   "answer": chr(65 + options.index(correct)), "objects": refs})
+
+    # object_counting
+    for cls in list(rng.permutation(sorted(counts)))[:cap]:
+        num("object_counting", f"How many {cls}(s) are in this room?", str(counts[cls]), [str(cls)])
+    # object_abs_distance
+    pairs = [(a, b) for a, b in itertools.combinations(unique, 2) if box_distance(a, b) >= 0.2]
+    for k in rng.permutation(len(pairs))[:cap]:
+        a, b = pairs[k]
+        num("object_abs_distance", f"Measuring from the closest point of each object, what is the direct distance between the "
+            f"{a['class']} and the {b['class']} (in meters)?", f"{box_distance(a, b):.2f}", [a["class"], b["class"]])
+    # object_size_estimation
+    for k in rng.permutation(len(unique))[:cap]:
+        o = unique[k]
+        num("object_size_estimation", f"What is the length of the longest dimension (length, width, or height) of the "
+            f"{o['class']}, measured in centimeters?", str(int(round(100 * max(o["size"])))), [o["class"]])
+    # room_size_estimation
+    num("room_size_estimation", "What is the size of this room (in square meters)? If multiple rooms are shown, estimate the "
+        "size of the combined space.", f"{layout['room']['floor_area_m2']:.1f}", [])
+    # object_rel_distance
+    made = 0
+    for k in rng.permutation(len(unique)):
+        if made >= cap or len(unique) < 5:
+            break
+        target = unique[k]
+        others = [o for o in unique if o is not target]
+        cand = [others[j] for j in rng.permutation(len(others))[:4]]
+        d = sorted((box_distance(target, c), c["class"]) for c in cand)
+        if d[1][0] - d[0][0] < 0.15:
+            continue
+        opts = [c["class"] for c in cand]
+        mc("object_rel_distance", f"Measuring from the closest point of each object, which of these objects "
+           f"({', '.join(opts)}) is the closest to the {target['class']}?", opts, d[0][1], [target["class"], *opts])
+        made += 1
+    # object_rel_direction_*
+    triples = list(itertools.permutations(unique, 3))
+    order = rng.permutation(len(triples)) if triples else []
+    done = {"easy": 0, "medium": 0, "hard": 0}
+    for k in order:
+        if all(v >= cap for v in done.values()):
+            break
+        pos, ori, q = triples[k]
+        if math.dist(pos["position"][::2], ori["position"][::2]) < 0.5 or math.dist(pos["position"][::2], q["position"][::2]) < 0.5:
+            continue
+        th = direction_angle(pos, ori, q)
+        a = abs(th)
+        refs = [pos["class"], ori["class"], q["class"]]
+        lead = f"If I am standing by the {pos['class']} and facing the {ori['class']}, "
+        if done["easy"] < cap and 10 <= a <= 170:
+            mc("object_rel_direction_easy", lead + f"is the {q['class']} to the left or the right of the {ori['class']}?",
+               ["left", "right"], "right" if th > 0 else "left", refs)
+            done["easy"] += 1
+        elif done["medium"] < cap and a >= 40 and abs(a - 135) >= 10:
+            mc("object_rel_direction_medium", lead + f"is the {q['class']} to my left, right, or back? An object is to my "
+               "back if I would have to turn at least 135 degrees in order to face it.", ["left", "right", "back"],
+               "back" if a >= 135 else ("right" if th > 0 else "left"), refs)
+            done["medium"] += 1
+        elif done["hard"] < cap and min(abs(a - 0), abs(a - 90), abs(a - 180)) >= 10:
+            quad = ("front" if a < 90 else "back") + "-" + ("right" if th > 0 else "left")
+            mc("object_rel_direction_hard", f"If I am standing by the {pos['class']}, facing the {ori['class']}, is the "
+               f"{q['class']} to my front-left, front-right, back-left, or back-right? The directions refer to the quadrants of "
+               "a Cartesian plane (if I am standing at the origin and facing along the positive y-axis).",
+               ["front-left", "front-right", "back-left", "back-right"], quad, refs)
+            done["hard"] += 1
+    # obj_appearance_order
+    seen = sorted((first_frame[o["id"]], o["class"]) for o in unique if first_frame.get(o["id"]) is not None)
+    frames = [f for f, _ in seen]
+    distinct = [(f, c) for f, c in seen if frames.count(f) == 1]
+    if len(distinct) >= 4:
+        pick = sorted(distinct[j] for j in rng.permutation(len(distinct))[:4])
+        true = [c for _, c in pick]
+        shown = list(rng.permutation(true))
+        opts = {", ".join(true)}
+        while len(opts) < 4:
+            opts.add(", ".join(rng.permutation(true)))
+        opts = [", ".join(true)] + sorted(opts - {", ".join(true)})
+        opts = [opts[j] for j in rng.permutation(4)]
+        mc("obj_appearance_order", f"What will be the first-time appearance order of the following categories in the video: "
+           f"{', '.join(shown)}?", opts, ", ".join(true), [str(c) for c in shown])
+    return qs
+
+
+# --------------------------------------------------------------------------- writing a benchmark
+
+
+def scene_rng(seed: int, index: int) -> np.random.Generator:
+    return np.random.default_rng([int(seed), int(index), 2602_06037])
+
+
+def render_one(folder: Path, index: int, seed: int, cfg: BenchConfig) -> tuple[dict, list[np.ndarray]]:
+    """Generate and render scene ``index`` into ``folder`` (skipped when its cameras.json exists)."""
+    rng = scene_rng(seed, index)
+    layout = generate_layout(rng, cfg)
+    cams = camera_path(rng, layout, cfg)
+    if not (folder / "cameras.json").is_file():
+        res = R.render_scene(pov_objects(layout), cams, lights=lights(layout), hdr=cfg.hdr,
+                             exposures_s=R.HDR_NERF_EXPOSURES_S if cfg.hdr else (), depth_max_m=32.0)
+        R.write_scene(folder, cams, layout, res)
+    rs = R.read_scene(folder)
+    return rs.scene, [rs.instances(i) for i in range(len(rs))]
+
+
+def build(out_dir: str | Path, cfg: BenchConfig, *, seed: int, first_index: int = 0) -> Iterator[dict]:
+    """Render the scenes and write ``questions.jsonl`` and ``bench.json``; one ``step`` record
+    per scene, then one ``result`` per task (question counts). Resumes scene by scene."""
+    from icml26.core.output import atomic_write_text, to_json
+
+    R.require_povray()
+    out = Path(out_dir)
+    allq: list[dict] = []
+    for s in range(cfg.scenes):
+        idx = first_index + s
+        name = f"scene_{idx:04d}"
+        layout, inst = render_one(out / "scenes" / name, idx, seed, cfg)
+        ff = first_appearance(inst, [o["id"] for o in layout["objects"]], cfg.min_pixels)
+        qs = make_questions(layout, ff, scene_rng(seed + 1, idx), cfg)
+        frames = [f"scenes/{name}/rgb/{i:03d}.png" for i in range(len(inst))]
+        for k, q in enumerate(qs):
+            allq.append({"id": f"{name}-{k:02d}", "scene": name, "task": q["task"], "question_type": q["question_type"],
+                         "question": q["question"], **({"options": q["options"]} if "options" in q else {}),
+                         "answer": q["answer"], "frames": frames, "objects": q["objects"]})
+        yield {"kind": "step", "scene": name, "views": len(inst), "objects": len(layout["objects"]), "questions": len(qs)}
+    atomic_write_text(out / "questions.jsonl", "".join(to_json(q) + "\n" for q in allq))
+    per: dict[str, int] = {}
+    for q in allq:
+        per[q["task"]] = per.get(q["task"], 0) + 1
+    atomic_write_text(out / "bench.json", json.dumps({"seed": seed, "first_index": first_index, "config": cfg.__dict__,
+                                                      "questions": len(allq), "per_task": per}, indent=1))
+    for t, n in sorted(per.items()):
+        yield {"kind": "result", "task": t, "questions": n}
+
+
+def read_questions(bench_dir: str | Path) -> list[dict]:
+    p = Path(bench_dir) / "questions.jsonl"
+    if not p.is_file():
+        raise InputError(f"{str(bench_dir)!r} is not a benchmark folder (no questions.jsonl; run `icml26 geo-fusion make-bench`)")
+    return [json.loads(line) for line in p.read_text(encoding="utf-8").splitlines() if line.strip()]
