@@ -165,6 +165,31 @@ class Learner(nn.Module):
         return self.policy(obs, behaviour=True)[0]
 
     # ----- one iteration -----
+    def targets(self, rew: Tensor, done: Tensor, qn: Tensor, sn: Tensor, logp2: Tensor, eps: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Distributional targets from the target critics at a' (before the 3 sbar bound).
+
+        rew, done, logp2: (S, B); qn, sn, eps: (S, M, B) (eps: standard normal clipped to +-3).
+        Returns (y (S, B): the mean target, z (S, M, B): each critic's sampled target, unc (S, B):
+        sqrt(U_epi + (beta/lam)^2 U_ale), the LCB's uncertainty over lam; zeros for dsac-t)."""
+        sp = self.spec
+        alpha = self.log_alpha.detach().exp()[:, None]
+        notdone = sp.gamma * (1.0 - done)
+        zn = qn + eps * sn
+        unc = torch.zeros_like(rew)
+        if sp.aid:
+            beta = self.beta[:, None] if sp.algo == "dsac-aid" else 0.0
+            qnext = lower_bound(qn, sn, 1, sp.lam, beta)  # (S, B)
+            znext = zn  # [C]: each critic's own sample
+            if sp.lam > 0:
+                unc = torch.sqrt(torch.clamp(qn.var(1) + (beta / sp.lam) ** 2 * (sn * sn).mean(1), min=1e-8))
+        else:
+            qnext = qn.min(1).values
+            k = qn.argmin(1, keepdim=True)  # (S, 1, B): the critic with the smaller mean
+            znext = zn.gather(1, k).expand_as(zn)
+        y = rew + notdone * (qnext - alpha * logp2)
+        z = rew[:, None] + notdone[:, None] * (znext - alpha[:, None] * logp2[:, None])
+        return y, z, unc
+
     def critic_loss(self, obs, act, rew, obs2, done) -> tuple[Tensor, dict]:
         """The critic loss of one batch (summed over seeds and critics). rew, done: (S, B), rew
         already scaled. Updates the EMAs sbar, Ubar_epi, m_u (no gradient)."""
@@ -181,20 +206,8 @@ class Learner(nn.Module):
         if not sp.distributional:
             return 0.5 * ((q - y[:, None]) ** 2).mean(-1).sum(), {"q": q.detach(), "sigma": None}
         with torch.no_grad():
-            zn = qn + self._noise(*qn.shape).clamp(-3.0, 3.0) * sn  # (S, M, B)
-            if sp.aid:
-                beta = self.beta[:, None] if sp.algo == "dsac-aid" else 0.0
-                qnext = lower_bound(qn, sn, 1, sp.lam, beta)  # (S, B)
-                znext = zn
-                mean, epi, ale = qn.mean(1), qn.var(1), (sn * sn).mean(1)
-                lam = sp.lam
-                unc = torch.sqrt(torch.clamp(epi + (beta / lam) ** 2 * ale, min=1e-8)) if lam > 0 else torch.zeros_like(mean)
-            else:
-                qnext = qn.min(1).values
-                k = qn.argmin(1, keepdim=True)  # (S, 1, B): the critic with the smaller mean
-                znext = zn.gather(1, k).expand_as(zn)
-            y = rew + notdone * (qnext - alpha * logp2)  # (S, B)
-            z = rew[:, None] + notdone[:, None] * (znext - alpha[:, None] * logp2[:, None])  # (S, M, B)
+            eps = self._noise(*qn.shape).clamp(-3.0, 3.0)  # (S, M, B)
+            y, z, unc = self.targets(rew, done, qn, sn, logp2, eps)
             qd, sd = q.detach(), sig.detach().clamp(min=0.0)
             u_epi = qd.var(1) if sp.aid else None  # (S, B) online ensemble variance
             bm = sd.mean(-1)  # (S, M)

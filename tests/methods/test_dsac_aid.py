@@ -1,0 +1,154 @@
+"""The dsac-aid harness: resume bit for bit, deterministic evaluation, the soft Monte-Carlo
+return, family defaults, the D4RL-layout writer/reader round trip."""
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("mujoco")
+
+from icml26.core.errors import InputError  # noqa: E402
+from icml26.methods.rl import d4rl  # noqa: E402
+from icml26.methods.rl import dsac_aid as m  # noqa: E402
+
+
+def tiny(**kw) -> m.Config:
+    base = dict(env="Hopper-v5", algo=("dsac-aid",), steps=160, seeds=2, num_envs=2, env_steps_per_update=2, warmup_steps=40,
+                batch_size=16, hidden=(32, 32), norm_groups=4, eval_interval=80, eval_episodes=2, bias_horizon=20, checkpoint_interval=80)
+    base.update(kw)
+    return m.resolve_family(m.Config(**base))
+
+
+def _final_tensors(path):
+    from safetensors.torch import load_file
+
+    t = load_file(str(path))
+    t.pop("loop.times")
+    return t
+
+
+@pytest.mark.parametrize("algo", ["dsac-aid", pytest.param("sac", marks=pytest.mark.slow)])
+def test_resume_reproduces_uninterrupted_run_bit_for_bit(tmp_path, algo):
+    cfg = tiny(algo=(algo,))
+    dims = m.validate(cfg)
+    full = list(m.train(cfg, algo, seed=3, device="cpu", obs_dim=dims[0], act_dim=dims[1], out=tmp_path / "a"))
+    (tmp_path / "b").mkdir()
+    part = list(m.train(cfg, algo, seed=3, device="cpu", obs_dim=dims[0], act_dim=dims[1], out=tmp_path / "b", stop_after_steps=90))
+    assert part and all(r["kind"] == "step" for r in part) and max(r["step"] for r in part) <= 90
+    rest = list(m.train(cfg, algo, seed=3, device="cpu", obs_dim=dims[0], act_dim=dims[1], out=tmp_path / "b", resume=True, previous=part))
+    from icml26.core.output import to_json
+
+    strip = lambda rs: [to_json({k: v for k, v in r.items() if k not in ("updates_per_s", "wall_s")}) for r in rs]  # noqa: E731
+    assert strip(rest) == strip(full)
+    a, b = _final_tensors(tmp_path / "a" / f"checkpoint-{algo}.safetensors"), _final_tensors(tmp_path / "b" / f"checkpoint-{algo}.safetensors")
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    # and a run with another seed differs (the comparison can fail)
+    (tmp_path / "c").mkdir()
+    other = list(m.train(cfg, algo, seed=4, device="cpu", obs_dim=dims[0], act_dim=dims[1], out=tmp_path / "c"))
+    assert strip(other) != strip(full)
+
+
+def test_resume_refuses_a_checkpoint_of_other_settings(tmp_path):
+    cfg = tiny(steps=80)
+    dims = m.validate(cfg)
+    list(m.train(cfg, "dsac-aid", seed=0, device="cpu", obs_dim=dims[0], act_dim=dims[1], out=tmp_path))
+    cfg2 = dataclasses.replace(cfg, lr_q=1e-3)
+    with pytest.raises(InputError, match="other settings"):
+        list(m.train(cfg2, "dsac-aid", seed=0, device="cpu", obs_dim=dims[0], act_dim=dims[1], out=tmp_path, resume=True))
+
+
+def test_evaluation_is_deterministic_and_seeds_differ():
+    from icml26.methods.rl.sac import Learner
+
+    cfg = tiny()
+    o, a = m.validate(cfg)
+    L = Learner(m.learner_spec(cfg, "dsac-aid", o, a), generator=torch.Generator().manual_seed(0))
+    e1, e2 = m.evaluate(L, cfg, 0, "cpu"), m.evaluate(L, cfg, 0, "cpu")
+    for k in e1:
+        np.testing.assert_array_equal(e1[k], e2[k])
+    assert np.all(np.isfinite(e1["q_bias"])) and np.all(e1["sigma_aleatoric"] > 0) and np.all(e1["sigma_epistemic"] > 0)
+    assert e1["eval_return"][0] != e1["eval_return"][1]  # two seeds: two different untrained policies
+
+
+def test_soft_returns_oracle():
+    r = np.array([1.0, 2.0, 3.0])
+    lp = np.array([0.5, -0.2, 0.1])
+    a, g = 0.3, 0.9
+    # G_2 = r2 + g*boot; G_1 = r1 + g(G_2 - a lp2); G_0 = r0 + g(G_1 - a lp1)
+    boot = 4.0
+    G2 = 3 + g * boot
+    G1 = 2 + g * (G2 - a * 0.1)
+    G0 = 1 + g * (G1 - a * -0.2)
+    np.testing.assert_allclose(m.soft_returns(r, lp, a, g, boot), [G0, G1, G2])
+    np.testing.assert_allclose(m.soft_returns(r, lp, 0.0, 1.0, None), [6.0, 5.0, 3.0])
+
+
+def test_family_defaults_follow_the_official_scripts():
+    hop, ant, dmc = (m.resolve_family(m.Config(env=e)) for e in ("Hopper-v5", "Ant-v5", "dmc:cheetah-run"))
+    assert (hop.family, hop.lam, hop.beta0, hop.reward_scale, hop.activation, hop.norm_groups, hop.huber, hop.lr_q) == \
+        ("mujoco", 0.71, 0.1, 50.0, "relu", 16, True, 3e-4)
+    assert (ant.family, ant.lam, ant.beta0, ant.beta_lr, ant.reward_scale, ant.activation, ant.norm_groups, ant.huber, ant.lr_q, ant.lr_alpha) == \
+        ("ant", 0.5, 0.03, 1.5e-4, 0.1, "gelu", 0, False, 1e-4, 3e-4)
+    assert (dmc.family, dmc.lam, dmc.beta_lr, dmc.reward_scale) == ("dmc", 1e-4, 2e-3, 50.0)
+    # a value set by the user wins over the family's
+    assert m.resolve_family(m.Config(env="Ant-v5", lam=0.9)).lam == 0.9
+
+
+def test_dmc_wrapper_steps_and_ends_as_truncated():
+    pytest.importorskip("dm_control")
+    from icml26.methods.rl.envs import SeededEnv
+
+    env = SeededEnv("dmc:cartpole-swingup", 1)
+    o, _ = env.reset()
+    assert o.dtype == np.float32 and o.shape == (5,)
+    T, done = 0, False
+    while not done:
+        o, r, term, trunc, _ = env.step(np.zeros(1, np.float32))
+        T += 1
+        done = term or trunc
+    assert T == 1000 and trunc and not term
+    env2 = SeededEnv("dmc:cartpole-swingup", 1)
+    np.testing.assert_array_equal(env2.reset()[0], SeededEnv("dmc:cartpole-swingup", 1).reset()[0])
+
+
+def test_d4rl_round_trip_and_checks(tmp_path):
+    rng = np.random.default_rng(0)
+    n = 50
+    data = {"observations": rng.normal(size=(n, 3)).astype(np.float32), "actions": rng.uniform(-1, 1, (n, 2)).astype(np.float32),
+            "rewards": rng.normal(size=n).astype(np.float32), "next_observations": rng.normal(size=(n, 3)).astype(np.float32),
+            "terminals": np.zeros(n, bool), "timeouts": np.zeros(n, bool)}
+    data["terminals"][19] = True
+    data["timeouts"][n - 1] = True
+    p = d4rl.write(tmp_path / "x.hdf5", data, attrs={"env": "Hopper-v5", "seed": 3})
+    back, attrs = d4rl.read(p)
+    for k in data:
+        np.testing.assert_array_equal(back[k], data[k])
+    assert attrs["env"] == "Hopper-v5" and attrs["seed"] == 3
+    assert [(s.start, s.stop) for s in d4rl.episodes(back)] == [(0, 20), (20, 50)]
+    bad = dict(data, rewards=data["rewards"][:-1])
+    with pytest.raises(InputError, match="rows"):
+        d4rl.write(tmp_path / "y.hdf5", bad)
+    with pytest.raises(InputError, match="NaN"):
+        d4rl.write(tmp_path / "y.hdf5", dict(data, rewards=np.full(n, np.nan, np.float32)))
+    with pytest.raises(InputError, match="missing field 'timeouts'"):
+        d4rl.write(tmp_path / "y.hdf5", {k: v for k, v in data.items() if k != "timeouts"})
+    assert not (tmp_path / "y.hdf5").exists()
+
+
+def test_run_writes_replay_buffer_as_d4rl_trajectories(tmp_path):
+    cfg = tiny(steps=120, seeds=1, d4rl=True, d4rl_rollout_steps=30, eval_interval=120)
+    recs = list(m.run(cfg, seed=0, out=tmp_path))
+    assert recs[-1]["kind"] == "summary"
+    data, attrs = d4rl.read(tmp_path / "d4rl" / "dsac-aid-seed0-replay.hdf5")
+    assert len(data["rewards"]) == 120 and attrs["kind"] == "replay"
+    # trajectories are contiguous: within an episode, next_observations[t] == observations[t+1]
+    for s in d4rl.episodes(data):
+        o, o2 = data["observations"][s], data["next_observations"][s]
+        np.testing.assert_array_equal(o2[:-1], o[1:])
+    ro, _ = d4rl.read(tmp_path / "d4rl" / "dsac-aid-seed0-policy.hdf5")
+    assert len(ro["rewards"]) == 30 and ro["timeouts"][-1]

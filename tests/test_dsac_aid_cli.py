@@ -1,0 +1,86 @@
+"""icml26 dsac-aid through the CLI: the tiny recipe's contract, bad env id / bad option -> exit 2
+with one line before anything is written, --resume continues a stopped run."""
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from icml26.cli import app
+
+pytest.importorskip("mujoco")
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ROOT / "recipes" / "dsac-aid" / "tiny.yaml"
+runner = CliRunner()
+STEP_FIELDS = {"kind", "step", "updates", "algo", "seed", "eval_return", "q_bias", "sigma_aleatoric", "sigma_epistemic", "updates_per_s"}
+RESULT_FIELDS = {"kind", "algo", "env", "final_return", "final_return_ci", "max_avg_return", "max_avg_return_ci", "seeds", "steps", "wall_s"}
+
+
+def _run(args):
+    return runner.invoke(app, ["dsac-aid", *args])
+
+
+def test_records_follow_the_contract(tmp_path):
+    out = tmp_path / "run"
+    r = _run(["-r", str(TINY), "--algo", "dsac-aid,sac", "--steps", "120", "--set", "eval_interval=60", "-q", "--out", str(out)])
+    assert r.exit_code == 0, (r.output, r.exception)
+    recs = [json.loads(x) for x in r.stdout.splitlines()]
+    assert recs[0]["kind"] == "config" and recs[0]["family"] == "mujoco" and recs[0]["lam"] == 0.71
+    steps = [x for x in recs if x["kind"] == "step"]
+    results = [x for x in recs if x["kind"] == "result"]
+    assert steps and all(set(x) == STEP_FIELDS for x in steps)
+    assert {x["algo"] for x in steps} == {"dsac-aid", "sac"} and {x["seed"] for x in steps} == {0, 1}
+    assert all(x["sigma_aleatoric"] is None for x in steps if x["algo"] == "sac")
+    assert all(x["sigma_aleatoric"] > 0 for x in steps if x["algo"] == "dsac-aid")
+    assert len(results) == 2 and all(set(x) == RESULT_FIELDS for x in results)
+    assert all(x["steps"] == 120 and x["seeds"] == 2 for x in results)
+    assert recs[-1]["kind"] == "summary"
+    assert (out / "returns.png").is_file() and (out / "q_bias.png").is_file() and (out / "checkpoint-sac.safetensors").is_file()
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--env", "Hopperr-v5"], "--env 'Hopperr-v5'"),
+    (["--env", "dmc:cheetah-fly"], "no such dm_control task"),
+    (["--env", "CartPole-v1"], "continuous (Box) action space"),
+    (["--algo", "td3"], "algo 'td3'"),
+    (["--set", "vector_env=threads"], "vector_env"),
+    (["--set", "env_steps_per_update=3"], "multiple of num_envs"),
+    (["--set", "no_such=1"], "valid keys"),
+    (["--set", "lam=abc"], "lam"),
+])
+def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, args, needle):
+    out = tmp_path / "run"
+    r = _run(["-r", str(TINY), *args, "-q", "--out", str(out)])
+    assert r.exit_code == 2, r.output
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and needle in lines[0], r.stderr
+    assert not out.exists()
+
+
+def test_resume_after_interruption_matches_uninterrupted(tmp_path, monkeypatch):
+    from icml26.methods.rl import dsac_aid as m
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    base = ["-r", str(TINY), "--algo", "dsac-t", "--steps", "200", "-q"]
+    r = _run([*base, "--out", str(a)])
+    assert r.exit_code == 0, r.output
+    orig = m.train
+
+    def stopping(*args, **kw):  # an interruption after the first checkpoint (as Ctrl-C would)
+        for rec in orig(*args, **{**kw, "stop_after_steps": 100}):
+            yield rec
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(m, "train", stopping)
+    r = _run([*base, "--out", str(b)])
+    assert r.exit_code != 0 and (b / "interrupted.json").is_file()
+    monkeypatch.setattr(m, "train", orig)
+    r = _run([*base, "--out", str(b)])
+    assert r.exit_code == 2 and "--resume" in r.stderr
+    r = _run([*base, "--out", str(b), "--resume"])
+    assert r.exit_code == 0, r.output
+    strip = lambda p: [{k: v for k, v in json.loads(x).items() if k not in ("updates_per_s", "wall_s")}  # noqa: E731
+                       for x in (p / "records.jsonl").read_text().splitlines()]
+    assert strip(a) == strip(b)
+    assert not (b / "interrupted.json").exists()
