@@ -1,0 +1,168 @@
+"""icml26 icr through the CLI on real Fashion-MNIST (tiny recipes): the record contracts of train,
+analyze and report, --resume continuing an interrupted run exactly, bad model folders and bad
+noise levels -> exit 2 with one line before anything is written."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, need_debian
+
+TINY_TRAIN = str(ROOT / "recipes/icr/tiny-train.yaml")
+TINY_ANALYZE = str(ROOT / "recipes/icr/tiny-analyze.yaml")
+
+
+def _cli(args, capsys):
+    from icml26.cli import main
+
+    try:
+        main(list(args))
+        code = 0
+    except SystemExit as e:
+        code = int(e.code or 0)
+    cap = capsys.readouterr()
+    recs = [json.loads(x) for x in cap.out.splitlines() if x.strip()]
+    return code, recs, cap.err
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    need_debian("dataset-fashion-mnist")
+    import subprocess
+    import sys
+
+    out = tmp_path_factory.mktemp("icr") / "train"
+    r = subprocess.run([sys.executable, "-m", "icml26", "icr", "train", "--recipe", TINY_TRAIN, "-q", "--out", str(out)],
+                       capture_output=True, text=True, cwd=ROOT, timeout=900)
+    assert r.returncode == 0, r.stderr
+    return out, [json.loads(x) for x in r.stdout.splitlines()]
+
+
+def test_train_record_contract(trained):
+    out, recs = trained
+    assert recs[0]["kind"] == "config" and recs[0]["command"] == "icr train" and recs[-1]["kind"] == "summary"
+    steps = [r for r in recs if r["kind"] == "step"]
+    assert [r["step"] for r in steps] == [10, 20]
+    for r in steps:
+        assert {"step", "loss", "icr", "memorization_fraction"} <= set(r)
+        assert 0.0 < r["icr"] < 1.0 and 0.0 <= r["memorization_fraction"] <= 1.0 and r["shrinkage"] > 0
+    (res,) = [r for r in recs if r["kind"] == "result"]
+    assert {"icr_min_step", "memorization_onset_step", "train_size"} <= set(res)
+    assert res["train_size"] == 64 and res["icr_min_step"] in (10, 20)
+    assert (out / "size-64" / "unet" / "config.json").is_file()
+    assert (out / "size-64" / "unet" / "diffusion_pytorch_model.safetensors").is_file()
+    assert (out / "size-64" / "checkpoint.safetensors").is_file()
+
+
+def test_analyze_record_contract_and_report(trained, tmp_path, capsys):
+    out, _ = trained
+    code, recs, err = _cli(["icr", "analyze", "--model", str(out / "size-64" / "unet"), "--recipe", TINY_ANALYZE, "-q",
+                            "--out", str(tmp_path / "sweep")], capsys)
+    assert code == 0, err
+    res = [r for r in recs if r["kind"] == "result"]
+    assert [r["noise_level"] for r in res] == [0.0, 0.29, 1.0, 3.0]
+    for r in res:
+        for k in ("kind", "noise_level", "noise_param", "alpha_bar", "icr", "probe_accuracy", "feature_layer", "shrinkage"):
+            assert k in r, k
+        assert r["noise_param"] == "sigma" and r["feature_layer"] == "mid_block" and 0 < r["icr"] < 1 and r["shrinkage"] > 0
+        assert r["alpha_bar"] == pytest.approx(1 / (1 + r["noise_level"] ** 2))
+    # residual variance grows with the noise: heavy noise leaves the least image identity
+    assert res[-1]["icr"] > res[0]["icr"]
+    assert recs[-1]["kind"] == "summary" and recs[-1]["icr_min_level"] is not None
+    code, recs, err = _cli(["icr", "report", str(tmp_path / "sweep"), "-q"], capsys)
+    assert code == 0, err
+    assert (tmp_path / "sweep" / "icr_sweep.png").stat().st_size > 1000
+    code, recs, err = _cli(["icr", "report", str(out), "-q"], capsys)
+    assert code == 0, err
+    assert (out / "icr_training.png").is_file() and (out / "icr_quality.png").is_file()
+
+
+@pytest.mark.slow
+def test_resume_continues_an_interrupted_run_exactly(trained, tmp_path, capsys):
+    """Stop after the first monitor point (checkpoint at step 10), then --resume: the records equal
+    the uninterrupted run's (same ICR, loss, memorization at step 20)."""
+    from icml26.core.output import stream
+    from icml26.core.recipe import resolve
+    from icml26.methods.diffusion import train as m
+
+    _, full = trained
+    cfg = resolve(m.TrainConfig, "icr", TINY_TRAIN, None)
+    out = tmp_path / "run"
+    inputs = m.validate(cfg, str(out), False)
+
+    def cut(gen):
+        for r in gen:
+            yield r
+            if r["kind"] == "step":
+                raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        stream(cut(m.run(cfg, inputs=inputs, seed=0, out=out)), command="icr train", config=cfg, seed=0, out=out,
+               quiet=True, resumable=True)
+    capsys.readouterr()
+    assert (out / "interrupted.json").is_file()
+    code, recs, err = _cli(["icr", "train", "--recipe", TINY_TRAIN, "-q", "--out", str(out), "--resume"], capsys)
+    assert code == 0, err
+    a = [r for r in full if r["kind"] in ("step", "result")]
+    b = [r for r in recs if r["kind"] in ("step", "result")]
+    assert len(a) == len(b) == 3
+    for x, y in zip(a, b):
+        for k in ("step", "loss", "icr", "memorization_fraction", "icr_min_step"):
+            if k in x:
+                assert y[k] == pytest.approx(x[k], rel=1e-6, abs=1e-9), k
+    stored = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
+    assert [r["kind"] for r in stored].count("step") == 2 and stored[-1]["kind"] == "summary"
+    assert not (out / "interrupted.json").exists()
+
+
+def _one_line_exit_2(code, err, *needles):
+    assert code == 2, err
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert len(lines) == 1, err
+    for n in needles:
+        assert n in lines[0], lines[0]
+
+
+def test_bad_model_folder_exits_2_before_writing(tmp_path, capsys):
+    out = tmp_path / "never"
+    code, recs, err = _cli(["icr", "analyze", "--model", str(tmp_path / "nope"), "-q", "--out", str(out)], capsys)
+    _one_line_exit_2(code, err, "does not exist")
+    assert recs == [] and not out.exists()
+    (tmp_path / "empty").mkdir()
+    code, recs, err = _cli(["icr", "analyze", "--model", str(tmp_path / "empty"), "-q", "--out", str(out)], capsys)
+    _one_line_exit_2(code, err, "config.json")
+    assert recs == [] and not out.exists()
+    code, _, err = _cli(["icr", "analyze", "-q"], capsys)
+    _one_line_exit_2(code, err, "--model")
+
+
+def test_bad_noise_level_and_layer_exit_2(trained, tmp_path, capsys):
+    out, _ = trained
+    model = str(out / "size-64" / "unet")
+    dest = tmp_path / "never"
+    code, recs, err = _cli(["icr", "analyze", "--model", model, "--noise-level", "0.29,-1", "-q", "--out", str(dest)], capsys)
+    _one_line_exit_2(code, err, "negative")
+    assert recs == [] and not dest.exists()
+    code, _, err = _cli(["icr", "analyze", "--model", model, "--noise-level", "abc", "-q"], capsys)
+    _one_line_exit_2(code, err, "--noise-level")
+    code, _, err = _cli(["icr", "analyze", "--model", model, "--feature-layer", "nope", "--recipe", TINY_ANALYZE, "-q"], capsys)
+    _one_line_exit_2(code, err, "mid_block")
+    # a DDPM folder (no icml26 metadata): t must be an integer timestep
+    foreign = tmp_path / "ddpm"
+    shutil.copytree(model, foreign)
+    (foreign / "icml26_icr.json").unlink()
+    code, _, err = _cli(["icr", "analyze", "--model", str(foreign), "--noise-level", "1000", "-q"], capsys)
+    _one_line_exit_2(code, err, "timestep")
+
+
+def test_train_bad_input_exits_2(tmp_path, capsys):
+    code, _, err = _cli(["icr", "train", "--train-size", "x", "-q"], capsys)
+    _one_line_exit_2(code, err, "--train-size")
+    code, _, err = _cli(["icr", "train", "--train-size", "1000000", "--recipe", TINY_TRAIN, "-q"], capsys)
+    _one_line_exit_2(code, err, "exceed")
+    code, _, err = _cli(["icr", "train", "--recipe", TINY_TRAIN, "--set", "monitor_sigma=-1", "-q"], capsys)
+    _one_line_exit_2(code, err, "monitor_sigma")
+    code, _, err = _cli(["icr", "report", str(tmp_path), "-q"], capsys)
+    _one_line_exit_2(code, err, "records.jsonl")
