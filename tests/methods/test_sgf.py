@@ -189,3 +189,13 @@ def test_zero_init_logits_identical_qwen2_vl_with_images():
 def test_attach_bad_layers():
     with pytest.raises(ValueError, match="out of range"):
         attach_sgf(_llama(), layers=[4])
+
+
+def test_per_sequence_frame_layouts():
+    """(B, N) frame ids: each sequence is masked by its own layout, as if run alone."""
+    x, geo, _ = _tokens(n_frames=2, per=6)
+    fids = torch.tensor([[0] * 6 + [1] * 6, [0] * 4 + [1] * 4 + [2] * 4])
+    m = _live(SpatialGroundedFusion(16, 4))
+    out = m(x, geo, fids)
+    for b in range(2):
+        torch.testing.assert_close(out[b:b + 1], m(x[b:b + 1], geo[b:b + 1], fids[b]), atol=1e-6, rtol=1e-6)

@@ -54,9 +54,10 @@ class Config:
     hidden_size: int = 64
     layers: int = 4  # SGF in layers < layers - layers // 4
     heads: int = 4
-    steps: int = 600
+    mlp_ratio: int = 2  # LM MLP width = mlp_ratio * hidden_size
+    steps: int = 200
     batch_size: int = 32
-    lr: float = 1e-3
+    lr: float = 2e-3
     weight_decay: float = 0.01
     encoder_steps: int = 300
     geometry_scale: Literal["metric", "relative"] = "metric"
@@ -66,7 +67,7 @@ class Config:
         bad = [v for v in self.variants if v not in VARIANTS]
         if bad or not self.variants:
             raise ValueError(f"variants: {bad or '(empty)'} not in {', '.join(VARIANTS)}")
-        for k in ("seeds", "frames", "hidden_size", "layers", "heads", "steps", "batch_size", "encoder_steps", "threads"):
+        for k in ("seeds", "frames", "hidden_size", "layers", "heads", "mlp_ratio", "steps", "batch_size", "encoder_steps", "threads"):
             if getattr(self, k) < 1:
                 raise ValueError(f"{k} must be >= 1, got {getattr(self, k)}")
         if self.hidden_size % self.heads:
@@ -211,7 +212,7 @@ class SpatialQA(nn.Module):
 
         d = cfg.hidden_size
         self.variant, self.F, self.T = variant, cfg.frames, tokens_per_frame
-        lc = LlamaConfig(hidden_size=d, intermediate_size=4 * d, num_hidden_layers=cfg.layers, num_attention_heads=cfg.heads,
+        lc = LlamaConfig(hidden_size=d, intermediate_size=cfg.mlp_ratio * d, num_hidden_layers=cfg.layers, num_attention_heads=cfg.heads,
                          num_key_value_heads=cfg.heads, vocab_size=8, max_position_embeddings=512)
         self.lm = LlamaModel(lc)
         self.vis_proj = nn.Linear(128, d)
@@ -361,7 +362,7 @@ def train_eval(cfg: Config, variant: str, seed: int, train: tuple, test: tuple) 
     if model.att is not None:
         model.att.detach()
     return {"variant": variant, "seed": seed, "scores": {r["task"]: r["score"] for r in records},
-            "overall": summary["overall"], "params_trained": n_params, "train_s": train_s, "final_loss": float(loss),
+            "overall": summary["overall"], "params_trained": n_params, "train_s": train_s, "final_loss": float(loss.detach()),
             "tanh_gamma": gammas, "predictions": rows}
 
 

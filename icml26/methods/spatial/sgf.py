@@ -93,11 +93,14 @@ class SpatialGroundedFusion(nn.Module):
         if geometry.shape[:2] != (B, N):
             raise ValueError(f"SGF: {N} visual tokens but {geometry.shape[1]} geometry tokens (batch {B} vs {geometry.shape[0]}); "
                              "one geometry token per visual token is required")
-        if frame_ids.dim() == 1:
-            frame_ids = frame_ids[None].expand(B, -1)
-        if frame_ids.shape != (B, N):
-            raise ValueError(f"SGF: frame_ids shape {tuple(frame_ids.shape)}, expected ({B}, {N})")
-        allowed = frame_mask(frame_ids, frame_ids, strict=self.frame_strict)  # (B, N, N)
+        if frame_ids.dim() == 1:  # one layout for the whole batch: one (1, N, N) mask
+            if frame_ids.shape != (N,):
+                raise ValueError(f"SGF: frame_ids shape {tuple(frame_ids.shape)}, expected ({N},) or ({B}, {N})")
+            allowed = frame_mask(frame_ids[None], frame_ids[None], strict=self.frame_strict)  # (1, N, N)
+        else:
+            if frame_ids.shape != (B, N):
+                raise ValueError(f"SGF: frame_ids shape {tuple(frame_ids.shape)}, expected ({B}, {N})")
+            allowed = frame_mask(frame_ids, frame_ids, strict=self.frame_strict)  # (B, N, N)
         xn, gn = self.norm_x(x), self.norm_g(geometry)
         dh = self.d // self.h
         q = self.q_proj(xn).view(B, N, self.h, dh).transpose(1, 2)  # (B, h, N, dh)
@@ -138,7 +141,7 @@ class SGFAttachment:
     layers: list[int]
     handles: list = field(default_factory=list)
     geometry: Tensor | None = None  # (B, N_img, d)
-    frame_ids: Tensor | None = None  # (B, N_img)
+    frame_ids: Tensor | None = None  # (N_img,) shared by the batch, or (B, N_img)
     image_mask: Tensor | None = None  # (B, T) bool
     _layer_input: dict = field(default_factory=dict)
 
@@ -152,8 +155,8 @@ class SGFAttachment:
         counts = image_mask.sum(1)
         if not torch.all(counts == geometry.shape[1]):
             raise ValueError(f"SGF: {counts.tolist()} image tokens per sequence but {geometry.shape[1]} geometry tokens")
-        if frame_ids.dim() == 1:
-            frame_ids = frame_ids[None].expand(geometry.shape[0], -1)
+        if frame_ids.dim() == 2 and bool((frame_ids == frame_ids[:1]).all()):
+            frame_ids = frame_ids[0]  # the same layout in every sequence: one mask for the batch
         self.geometry, self.frame_ids, self.image_mask = geometry, frame_ids, image_mask.bool()
 
     def clear(self) -> None:

@@ -1,0 +1,178 @@
+"""geo-fusion benchmark: every fusion variant x seeds on the rendered VSI-style benchmark, per-task table.
+
+Resumable in parts; everything lands in benchmarks/results/geo_fusion/ (runs.json is the cache,
+a rerun prints from it):
+
+    OMP_NUM_THREADS=1 nice -n 5 timeout 3000 .venv/bin/python benchmarks/geo_fusion.py --part render
+    OMP_NUM_THREADS=1 nice -n 5 timeout 3000 .venv/bin/python benchmarks/geo_fusion.py --part train --budget-s 2400
+    .venv/bin/python benchmarks/geo_fusion.py --print-only
+
+Protocol: evaluation set = 40 scenes (make-bench seed 0, first index 0, 8-16 views, 128x96),
+training set = disjoint scenes (first index 1000, 8 views each); the recipe
+recipes/geo-fusion/vsi-cpu.yaml holds the training settings. Targets (issue 27): SGF above passive
+and none on the overall score (intervals over seeds), frame-strict SGF above global SGF, gating
+(sgf vs sgf-nogate) helping on the distance and direction tasks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+RES = ROOT / "benchmarks" / "results" / "geo_fusion"
+DATA = ROOT / "runs" / "geo-fusion"
+EVAL_SCENES, TRAIN_SCENES = 40, 60
+DISTANCE = ("object_abs_distance", "object_rel_distance")
+DIRECTION = ("object_rel_direction",)
+
+
+def _cfg():
+    from icml26.core.recipe import load_recipe, build_config
+    from icml26.methods.spatial import experiment as E
+
+    cfg, _ = load_recipe(ROOT / "recipes" / "geo-fusion" / "vsi-cpu.yaml", "geo-fusion")
+    return build_config(E.Config, dict(cfg["train"]))
+
+
+def render() -> None:
+    from icml26.methods.spatial import bench as B
+
+    for name, cfg, first in (("bench-test", B.BenchConfig(scenes=EVAL_SCENES), 0),
+                             ("bench-train", B.BenchConfig(scenes=TRAIN_SCENES, views_min=8, views_max=8), 1000)):
+        t0 = time.perf_counter()
+        for r in B.build(DATA / name, cfg, seed=0, first_index=first):
+            pass
+        print(f"{name}: {cfg.scenes} scenes in {time.perf_counter() - t0:.0f} s (load {os.getloadavg()[0]:.1f})", flush=True)
+
+
+def _load_runs() -> dict:
+    p = RES / "runs.json"
+    return json.loads(p.read_text()) if p.is_file() else {"runs": {}, "info": {}}
+
+
+def _save_runs(data: dict) -> None:
+    from icml26.core.output import atomic_write_text
+
+    atomic_write_text(RES / "runs.json", json.dumps(data, indent=1))
+
+
+def train(budget_s: float, only: list[str] | None) -> None:
+    import torch
+
+    from icml26.methods.spatial import experiment as E
+
+    cfg = _cfg()
+    data = _load_runs()
+    todo = [(v, s) for s in range(cfg.seeds) for v in cfg.variants if f"{v}/{s}" not in data["runs"] and (not only or v in only)]
+    if not todo:
+        return
+    t0 = time.perf_counter()
+    trn, tst, info = E.prepare(cfg, DATA / "bench-test", DATA / "bench-train", 0)
+    info["load_at_start"] = os.getloadavg()[0]
+    data["info"] = info
+    print(f"prepared in {time.perf_counter() - t0:.0f} s: {info}", flush=True)
+    for v, s in todo:
+        if time.perf_counter() - t0 > budget_s:
+            print(f"budget of {budget_s:.0f} s spent; rerun to continue", flush=True)
+            break
+        r = E.train_eval(cfg, v, s, trn, tst)
+        r["load"] = os.getloadavg()[0]
+        preds = r.pop("predictions")
+        from icml26.core.output import atomic_write_text, to_json
+
+        atomic_write_text(RES / f"predictions-{v}-seed{s}.jsonl", "".join(to_json(p) + "\n" for p in preds))
+        data["runs"][f"{v}/{s}"] = r
+        _save_runs(data)
+        print(f"{v} seed {s}: overall {r['overall']:.4f} in {r['train_s']:.0f} s (load {r['load']:.1f})", flush=True)
+    torch.set_num_threads(1)
+
+
+def table() -> int:
+    from icml26.methods.spatial import experiment as E
+    from icml26.methods.spatial import scoring as S
+
+    data = _load_runs()
+    runs = list(data["runs"].values())
+    if not runs:
+        print("no runs yet: run --part train")
+        return 1
+    res = list(E.aggregate(runs))
+    tasks = [t for t in list(S.NA_QUESTION_TYPES) + ["object_rel_distance", "object_rel_direction", "obj_appearance_order", "overall"]
+             if any(r["task"] == t for r in res)]
+    short = {"object_abs_distance": "abs_dist", "object_counting": "count", "object_size_estimation": "obj_size",
+             "room_size_estimation": "room_size", "object_rel_distance": "rel_dist", "object_rel_direction": "rel_dir",
+             "obj_appearance_order": "appear", "overall": "overall"}
+    info = data.get("info", {})
+    print(f"geo-fusion: {info.get('test_questions')} evaluation questions / {info.get('test_scenes')} scenes; "
+          f"{info.get('train_questions')} training questions / {info.get('train_scenes')} scenes; encoder patch F1 "
+          f"{info.get('encoder_patch_f1_train', float('nan')):.3f}")
+    print("| variant | seeds | params | " + " | ".join(short[t] for t in tasks) + " |")
+    print("|---|---|---|" + "---|" * len(tasks))
+    by = {(r["variant"], r["task"]): r for r in res}
+    variants = [v for v in E.VARIANTS if (v, "overall") in by]
+    for v in variants:
+        cells = []
+        for t in tasks:
+            r = by.get((v, t))
+            cells.append("-" if r is None else (f"{100 * r['score']:.1f} [{100 * r['score_ci'][0]:.1f}, {100 * r['score_ci'][1]:.1f}]"
+                                                 if t == "overall" else f"{100 * r['score']:.1f}"))
+        print(f"| {v} | {by[(v, 'overall')]['seeds']} | {by[(v, 'overall')]['params_trained']} | " + " | ".join(cells) + " |")
+    print("scores x 100; overall = VSI-Bench's mean of tasks with the 95% t-interval over seeds")
+
+    def ov(v):
+        r = by.get((v, "overall"))
+        return None if r is None else r
+
+    def mean(v, ts):
+        vals = [by[(v, t)]["score"] for t in ts if (v, t) in by]
+        return sum(vals) / len(vals) if vals else None
+
+    checks = []
+    if ov("sgf") and ov("passive"):
+        checks.append(("SGF > passive (overall, intervals disjoint)", ov("sgf")["score"] > ov("passive")["score"],
+                       ov("sgf")["score_ci"][0] > ov("passive")["score_ci"][1], ov("sgf")["score"], ov("passive")["score"]))
+    if ov("sgf") and ov("none"):
+        checks.append(("SGF > none (overall, intervals disjoint)", ov("sgf")["score"] > ov("none")["score"],
+                       ov("sgf")["score_ci"][0] > ov("none")["score_ci"][1], ov("sgf")["score"], ov("none")["score"]))
+    if ov("sgf") and ov("sgf-global"):
+        checks.append(("frame-strict SGF > global SGF (overall)", ov("sgf")["score"] > ov("sgf-global")["score"],
+                       ov("sgf")["score_ci"][0] > ov("sgf-global")["score_ci"][1], ov("sgf")["score"], ov("sgf-global")["score"]))
+    if ov("sgf") and ov("sgf-nogate"):
+        for name, ts in (("distance", DISTANCE), ("direction", DIRECTION)):
+            a, b = mean("sgf", ts), mean("sgf-nogate", ts)
+            if a is not None and b is not None:
+                checks.append((f"gating helps on {name} (sgf vs sgf-nogate)", a > b, None, a, b))
+    for name, met, sep, a, b in checks:
+        sep_s = "" if sep is None else f"; intervals disjoint: {'yes' if sep else 'no'}"
+        print(f"target {name}: {'MET' if met else 'NOT MET'} ({100 * a:.1f} vs {100 * b:.1f}{sep_s})")
+    if data["runs"]:
+        ts = [r["train_s"] for r in runs]
+        print(f"training time per run: {min(ts):.0f}-{max(ts):.0f} s on 1 thread (load {min(r['load'] for r in runs):.1f}-"
+              f"{max(r['load'] for r in runs):.1f} on 2 cores)")
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--part", choices=["render", "train", "all"], default="all")
+    ap.add_argument("--budget-s", type=float, default=2400)
+    ap.add_argument("--variant", action="append", help="only these variants (repeatable)")
+    ap.add_argument("--print-only", action="store_true")
+    a = ap.parse_args()
+    RES.mkdir(parents=True, exist_ok=True)
+    if not a.print_only:
+        if a.part in ("render", "all"):
+            render()
+        if a.part in ("train", "all"):
+            train(a.budget_s, a.variant)
+    return table()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
