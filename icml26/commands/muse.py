@@ -1,0 +1,135 @@
+"""``icml26 muse``: MuSe multipole semantic attention (shared/methods/muse.md) against exact SDPA
+and a MoBA-style block baseline: isolated attention (bench), drop-in perplexity (eval), and
+pretraining of a small LLaMA-style model (train).
+
+Every subcommand reads the same settings (``recipes/muse/*.yaml`` with ``method: muse``;
+``--set key=value``; ``--set help``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, List, Optional
+
+import typer
+
+from icml26.core.options import DeviceOpt, OutOpt, QuietOpt, RecipeOpt, ResumeOpt, SeedOpt, SetOpt, split_csv
+
+muse_app = typer.Typer(
+    help="MuSe multipole semantic attention: error and speed vs exact SDPA and block sparsity, drop-in perplexity, pretraining.",
+    no_args_is_help=True,
+    rich_markup_mode="rich",
+)
+
+MethodOpt = Annotated[Optional[List[str]], typer.Option("--method", help="sdpa | muse | muse-v1 | muse-noretrieval | block (repeatable or comma-separated).", show_default=False)]
+CtxOpt = Annotated[Optional[List[int]], typer.Option("--context-tokens", "-n", help="Context length in tokens (repeatable).", show_default=False)]
+TextOpt = Annotated[Optional[str], typer.Option("--text", help="Your own UTF-8 text file (split train/val/test by the documented rule) instead of python-docs + GCIDE.", show_default=False)]
+ModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", help="llama (SmolLM2-135M, built in) | a local LLaMA-architecture HF folder | a .gguf file.", show_default=False)]
+BENCH_COLS = ["method", "context_tokens:N", "seconds", "speedup_vs_sdpa:speed-up", "rel_squared_error:rel. sq. error", "sparsity", "backend"]
+EVAL_COLS = ["method", "context_tokens:N", "perplexity", "perplexity_ratio:ratio", "seconds", "windows"]
+TRAIN_COLS = ["method", "context_tokens:N", "final_loss", "val_loss", "wall_s", "steps"]
+
+
+def _config(recipe, set_, **typed):
+    from icml26.core.errors import InputError
+    from icml26.core.recipe import resolve
+    from icml26.methods.attention import harness as H
+
+    try:
+        return resolve(H.Config, "muse", recipe, set_, **typed)
+    except ValueError as e:
+        if isinstance(e, InputError):
+            raise
+        raise InputError(str(e)) from None
+
+
+def _seed(recipe, seed):
+    from icml26.core.recipe import recipe_seed
+
+    return recipe_seed(recipe, "muse", seed) or 0
+
+
+def _ctx(context_tokens):
+    from icml26.core.errors import InputError
+
+    if context_tokens and any(n < 2 for n in context_tokens):
+        raise InputError(f"--context-tokens must be >= 2, got {list(context_tokens)}")
+    return tuple(context_tokens) if context_tokens else None
+
+
+@muse_app.command("bench")
+def bench(
+    method: MethodOpt = None, context_tokens: CtxOpt = None, text: TextOpt = None, model: ModelOpt = None,
+    recipe: RecipeOpt = None, set_: SetOpt = None, seed: SeedOpt = None, device: DeviceOpt = "cpu",
+    out: OutOpt = None, quiet: QuietOpt = False,
+) -> None:
+    """Isolated attention on real q/k/v (one SmolLM2 layer, real test text): seconds, speed-up vs
+    SDPA, relative squared error and sparsity, one `result` per (method, context_tokens).
+
+    Example: icml26 muse bench -n 4096 -n 8192 --method sdpa,muse,block
+    """
+    from icml26.core.output import stream
+    from icml26.methods.attention import harness as H
+
+    cfg = _config(recipe, set_, methods=split_csv(method), context_tokens=_ctx(context_tokens), text=text, model=model)
+    s = _seed(recipe, seed)
+    H.preflight(cfg, "bench")
+    stream(H.run_bench(cfg, seed=s), command="muse bench", config=cfg, seed=s, out=out, quiet=quiet, columns=BENCH_COLS)
+
+
+@muse_app.command("eval")
+def eval_(
+    method: MethodOpt = None, context_tokens: CtxOpt = None, text: TextOpt = None, model: ModelOpt = None,
+    windows: Annotated[Optional[int], typer.Option("--windows", help="Test windows per context length.", min=1, show_default=False)] = None,
+    recipe: RecipeOpt = None, set_: SetOpt = None, seed: SeedOpt = None, device: DeviceOpt = "cpu",
+    out: OutOpt = None, quiet: QuietOpt = False,
+) -> None:
+    """Perplexity of a pretrained LLaMA-style model with attn_implementation="muse" (sdpa is
+    always run as the reference), one `result` per (method, context_tokens).
+
+    Example: icml26 muse eval --model llama -n 2048 -n 8192 --windows 2 --method muse,block
+    """
+    from icml26.core.device import resolve_device
+    from icml26.core.output import stream
+    from icml26.methods.attention import harness as H
+
+    cfg = _config(recipe, set_, methods=split_csv(method), context_tokens=_ctx(context_tokens), text=text, model=model, windows=windows)
+    s = _seed(recipe, seed)
+    dev = resolve_device(device)
+    H.preflight(cfg, "eval")
+    stream(H.run_eval(cfg, seed=s, device=dev), command="muse eval", config=cfg, seed=s, out=out, quiet=quiet, columns=EVAL_COLS)
+
+
+@muse_app.command("train")
+def train(
+    method: MethodOpt = None,
+    context_tokens: Annotated[Optional[int], typer.Option("--context-tokens", "-n", help="Training context in tokens (bytes).", min=2, show_default=False)] = None,
+    text: TextOpt = None,
+    steps: Annotated[Optional[int], typer.Option("--steps", help="Optimizer steps per method.", min=1, show_default=False)] = None,
+    recipe: RecipeOpt = None, set_: SetOpt = None, seed: SeedOpt = None, device: DeviceOpt = "cpu",
+    out: OutOpt = None, resume: ResumeOpt = False, quiet: QuietOpt = False,
+) -> None:
+    """Pretrain a small LLaMA-style model per method at long context (same seed, data and steps);
+    `step` records, one `result` per method; resumable with --out/--resume; runs under
+    `torchrun --nproc_per_node 2` (gloo).
+
+    Example: icml26 muse train -n 8192 --steps 200 --method sdpa,muse --out runs/muse-train
+    """
+    import os
+
+    from icml26.core.device import resolve_device
+    from icml26.core.output import resume_records, stream
+    from icml26.methods.attention import harness as H
+
+    cfg = _config(recipe, set_, methods=split_csv(method), context_tokens=(context_tokens,) if context_tokens else None,
+                  text=text, train_steps=steps)
+    s = _seed(recipe, seed)
+    dev = resolve_device(device)
+    H.preflight(cfg, "train")
+    previous = resume_records(out, command="muse train", config=cfg, seed=s) if resume else None
+    gen = H.run_train(cfg, seed=s, device=dev, out=out, previous=previous)
+    if int(os.environ.get("RANK", "0")) != 0:  # other torchrun ranks train silently
+        for _ in gen:
+            pass
+        return
+    stream(gen, command="muse train", config=cfg, seed=s, out=out, quiet=quiet, columns=TRAIN_COLS, resumable=True,
+           previous=previous)

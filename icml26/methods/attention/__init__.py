@@ -1,0 +1,11 @@
+"""Approximate causal attention: MuSe (ICML 2026, arXiv 2509.10406) beside exact SDPA and a
+MoBA-style spatial-block baseline, as a library and a transformers attention implementation.
+
+    from icml26.methods.attention import muse
+    out = muse.muse_attention(q, k, v, muse.MuseSettings(block_tokens=256))
+    from icml26.methods.attention.hf import register
+    register(muse.MuseSettings())       # then from_pretrained(..., attn_implementation="muse")
+
+Modules: ``muse`` (the method, its ablations, the block baseline), ``hf`` (the transformers
+registration), ``kernel`` (the C++ forward and its torch twin), ``harness`` (bench / eval / train).
+"""

@@ -1,0 +1,99 @@
+"""icml26 muse: bench / eval / train through the CLI on real data (tiny recipes), the record
+contract, quality thresholds, resume, and bad settings -> exit 2 with one line."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from icml26.cli import app
+
+ROOT = Path(__file__).resolve().parents[1]
+R = ROOT / "recipes" / "muse"
+runner = CliRunner()
+
+
+def _run(args):
+    from conftest import skip_if_data_missing
+
+    r = runner.invoke(app, ["muse", *args])
+    skip_if_data_missing(r)
+    assert r.exit_code == 0, (r.output, r.exception)
+    recs = [json.loads(line) for line in r.stdout.splitlines()]
+    assert recs[0]["kind"] == "config" and recs[-1]["kind"] == "summary"
+    return recs
+
+
+def test_bench_tiny_contract_and_muse_beats_block_at_equal_sparsity(tmp_path):
+    recs = _run(["bench", "--recipe", str(R / "bench-tiny.yaml"), "-q", "--out", str(tmp_path / "b")])
+    res = {r["method"]: r for r in recs if r["kind"] == "result"}
+    assert set(res) == {"sdpa", "muse", "muse-v1", "muse-noretrieval", "block"}
+    for r in res.values():
+        for f in ("kind", "method", "context_tokens", "seconds", "speedup_vs_sdpa", "rel_squared_error", "sparsity"):
+            assert f in r
+        assert r["context_tokens"] == 1024 and r["seconds"] > 0
+    assert res["sdpa"]["rel_squared_error"] == 0 and res["sdpa"]["sparsity"] == 0
+    assert res["muse"]["sparsity"] == pytest.approx(res["block"]["sparsity"]) and res["muse"]["sparsity"] > 0.5
+    # real SmolLM2 q/k/v: MuSe's error is small and below the block baseline's at the same sparsity
+    assert res["muse"]["rel_squared_error"] < 0.02
+    assert res["muse"]["rel_squared_error"] < res["block"]["rel_squared_error"]
+    assert res["muse"]["rel_squared_error"] < res["muse-noretrieval"]["rel_squared_error"]
+    assert (tmp_path / "b" / "records.jsonl").is_file()
+
+
+@pytest.mark.slow
+def test_eval_tiny_perplexity_close_to_sdpa():
+    recs = _run(["eval", "--recipe", str(R / "eval-tiny.yaml"), "-q"])
+    res = {r["method"]: r for r in recs if r["kind"] == "result"}
+    assert res["sdpa"]["perplexity_ratio"] == 1.0 and 3 < res["sdpa"]["perplexity"] < 40
+    assert res["muse"]["perplexity_ratio"] < 1.15
+    assert res["muse"]["perplexity_ratio"] < res["block"]["perplexity_ratio"]
+    for r in res.values():
+        assert r["seconds"] > 0 and r["context_tokens"] == 512
+
+
+def test_train_tiny_contract_determinism_and_resume(tmp_path):
+    a = _run(["train", "--recipe", str(R / "train-tiny.yaml"), "-q", "--out", str(tmp_path / "a")])
+    steps = [r for r in a if r["kind"] == "step"]
+    assert steps and all({"step", "loss", "tokens_per_s", "wall_s"} <= set(r) for r in steps)
+    res = {r["method"]: r for r in a if r["kind"] == "result"}
+    assert set(res) == {"sdpa", "muse"} and all({"final_loss", "val_loss", "wall_s"} <= set(r) for r in res.values())
+    assert res["sdpa"]["val_loss"] < 5.545  # below the uniform byte loss ln(256) after 6 steps
+    # an interrupted run (muse's last checkpoint written, its result not yet): --resume loads the
+    # checkpoint and gives the uninterrupted run's result
+    d = tmp_path / "b"
+    shutil.copytree(tmp_path / "a", d)
+    lines = (d / "records.jsonl").read_text().splitlines()
+    keep = [ln for ln in lines if json.loads(ln)["kind"] in ("config", "step") or json.loads(ln).get("method") == "sdpa"]
+    keep = [ln for ln in keep if json.loads(ln)["kind"] != "summary"]
+    (d / "records.jsonl").write_text("\n".join(keep) + "\n")
+    b = _run(["train", "--recipe", str(R / "train-tiny.yaml"), "-q", "--out", str(d), "--resume"])
+    rb = {r["method"]: r for r in b if r["kind"] == "result"}
+    assert rb["muse"]["val_loss"] == res["muse"]["val_loss"] and rb["muse"]["final_loss"] == res["muse"]["final_loss"]
+    assert [r["loss"] for r in b if r["kind"] == "step"] == [r["loss"] for r in steps]
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["bench", "--set", "query_clusters=3"], "query_clusters"),
+    (["bench", "--method", "moba"], "moba"),
+    (["bench", "-n", "1"], "context-tokens"),
+    (["bench", "--set", "layer=99", "-n", "64"], "layer"),
+    (["eval", "--set", "block_tokens=1"], "block_tokens"),
+    (["train", "--set", "d_model=30"], "d_model"),
+    (["bench", "--set", "no_such_key=1"], "valid keys"),
+    (["eval", "--text", "/nonexistent/file.txt"], "does not exist"),
+])
+def test_bad_settings_exit_2_one_line(args, needle, tmp_path):
+    r = runner.invoke(app, ["muse", *args, "-q", "--out", str(tmp_path / "o")])
+    assert r.exit_code == 2, r.output
+    err = r.stderr.strip().splitlines()
+    assert len(err) == 1 and needle in err[0], err
+    assert not (tmp_path / "o").exists()
+
+
+def test_help():
+    for sub in ("bench", "eval", "train"):
+        r = runner.invoke(app, ["muse", sub, "--help"])
+        assert r.exit_code == 0 and "Usage" in r.output
