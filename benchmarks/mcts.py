@@ -15,10 +15,14 @@
    step; mctx's stop at the first unexpanded node and read the mean reward. jax keeps its
    own thread settings.
 2. Accuracy: P(optimal root action) and simple regret of every algorithm vs budget on the
-   noisy and heavy-tailed trees (C++) and slippery FrozenLake 8x8 (Python search over
-   gymnasium's table).
+   noisy and heavy-tailed trees (C++), slippery FrozenLake 8x8 and rainy Taxi (Python search
+   over gymnasium's table), under ``--value-norm`` (default minmax, the command's default;
+   oracle gives the paper-style tables). Each env's records go to
+   benchmarks/results/mcts_accuracy_<value-norm>.json as it finishes (``--print-only`` reprints
+   them; an env already there is not rerun).
 
-    python benchmarks/mcts.py [--quick] [--skip-accuracy] [--mctx-python PY | --no-mctx]
+    python benchmarks/mcts.py [--quick] [--skip-speed] [--skip-accuracy] [--value-norm NORM]
+                              [--envs noisy,heavy,frozenlake8x8,taxi] [--mctx-python PY | --no-mctx]
 """
 
 from __future__ import annotations
@@ -170,11 +174,12 @@ def speed(args) -> dict:
 
     torch.set_num_threads(1)
     tree = T.generate(args.depth, 4, 1, noise_scale=1.0, noise_spread=0.5, seed=0, name="speed")
-    prm = M.make_params(M.Config(), *tree.value_range, tree.reward_span, 10**9, shift=0.0)
+    prm = M.make_params(M.Config(value_norm=args.speed_value_norm), *tree.value_range, tree.reward_span, 10**9, shift=0.0)
     n = args.sims
     be = ops.backend()
     res = {"tree": f"depth {tree.depth}, 4 actions, {tree.n_nodes} nodes", "simulations": n, "kernel": be}
-    print(f"\n== speed: {res['tree']}, {n} simulations per search, batch 1, 1 thread ==")
+    res["value_norm"] = args.speed_value_norm
+    print(f"\n== speed: {res['tree']}, {n} simulations per search, batch 1, 1 thread, value_norm {args.speed_value_norm} ==")
     print(f"  load average at start: {os.getloadavg()[0]:.2f} ({os.cpu_count()} CPUs)")
     def rate(fn, calls):  # simulations/s from the median wall and the median process-CPU time per call
         ts, cs = [], []
@@ -236,20 +241,40 @@ def speed(args) -> dict:
     return res
 
 
+ACCURACY_ENVS = {
+    "noisy": ("recipes/mcts/envs/noisy.yaml", "tree", (100, 300, 1000, 3000), {}),
+    "heavy": ("recipes/mcts/envs/heavy.yaml", "tree", (100, 300, 1000, 3000), {}),
+    "frozenlake8x8": ("FrozenLake-v1?map_name=8x8&is_slippery=true", "gym", (100, 300), {"horizon": 40, "gamma": 0.95}),
+    "taxi": ("Taxi-v4?is_rainy=true", "taxi", (100, 300, 1000), {"horizon": 20, "gamma": 0.95}),
+}
+
+
 def accuracy(args) -> list[dict]:
+    from icml26.core.output import atomic_write_text
     from icml26.methods.exploration import mcts as M
 
-    envs = [("recipes/mcts/envs/noisy.yaml", args.tree_seeds, (100, 300, 1000, 3000), {}),
-            ("recipes/mcts/envs/heavy.yaml", args.tree_seeds, (100, 300, 1000, 3000), {}),
-            ("FrozenLake-v1?map_name=8x8&is_slippery=true", args.gym_seeds, (100, 300), {"horizon": 40, "gamma": 0.95})]
+    path = ROOT / "benchmarks" / "results" / f"mcts_accuracy_{args.value_norm}.json"
+    store = json.loads(path.read_text()) if path.is_file() else {}
     rows = []
-    for env, seeds, budgets, kw in envs:
-        try:
-            recs = [r for r in M.run(M.Config(env=env, simulations=budgets, seeds=seeds, **kw), seed=0) if r["kind"] == "result"]
-        except Exception as e:  # noqa: BLE001  (gymnasium missing)
-            print(f"\n{env}: skipped ({e})")
+    for name in args.envs:
+        env, kind, budgets, kw = ACCURACY_ENVS[name]
+        seeds = {"tree": args.tree_seeds, "gym": args.gym_seeds, "taxi": args.taxi_seeds}[kind]
+        key = f"{name}/{seeds}"
+        if key not in store and not args.print_only:
+            try:
+                t0 = time.time()
+                cfg = M.Config(env=env, simulations=budgets, seeds=seeds, value_norm=args.value_norm, **kw)
+                recs = [r for r in M.run(cfg, seed=0) if r["kind"] == "result"]
+            except Exception as e:  # noqa: BLE001  (gymnasium missing)
+                print(f"\n{env}: skipped ({e})")
+                continue
+            store[key] = {"records": recs, "wall_s": time.time() - t0, "load_avg": os.getloadavg()[0]}
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(path, json.dumps(store, indent=1) + "\n")
+        if key not in store:
             continue
-        print(f"\n== accuracy: {env}, {seeds} seeds: P(optimal root action) [Wilson 95%] / simple regret ==")
+        recs = store[key]["records"]
+        print(f"\n== accuracy: {env}, {seeds} seeds, value_norm {args.value_norm}: P(optimal root action) [Wilson 95%] / simple regret ==")
         print(f"  {'algo':20s}" + "".join(f"{b:>26d}" for b in budgets))
         for algo in dict.fromkeys(r["algo"] for r in recs):
             cells = []
@@ -271,7 +296,17 @@ def main() -> None:
     ap.add_argument("--paired-calls", type=int, default=30, help="calls per side in each paired round")
     ap.add_argument("--depth", type=int, default=5)
     ap.add_argument("--skip-accuracy", action="store_true")
+    ap.add_argument("--skip-speed", action="store_true")
+    ap.add_argument("--print-only", action="store_true", help="reprint the stored accuracy tables, run nothing")
+    ap.add_argument("--value-norm", default="minmax", help="value normalisation of the accuracy runs (minmax | minmax-tree | oracle)")
+    ap.add_argument("--envs", default="noisy,heavy,frozenlake8x8,taxi", help="comma list of " + ", ".join(ACCURACY_ENVS))
+    ap.add_argument("--taxi-seeds", type=int, default=20)
+    ap.add_argument("--speed-value-norm", default="oracle", help="value normalisation of the speed runs (the docs' speed tables: oracle)")
     args = ap.parse_args()
+    args.envs = [e.strip() for e in args.envs.split(",") if e.strip()]
+    bad = [e for e in args.envs if e not in ACCURACY_ENVS]
+    if bad:
+        ap.error(f"unknown env {bad[0]!r}; valid: {', '.join(ACCURACY_ENVS)}")
     if args.no_mctx:
         args.mctx_python = None
     elif args.mctx_python is None:
@@ -286,7 +321,10 @@ def main() -> None:
     args.tree_seeds = 200 if args.quick else 1000
     args.gym_seeds = 10 if args.quick else 50
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    speed(args)
+    if args.print_only:
+        args.skip_speed = True
+    if not args.skip_speed:
+        speed(args)
     if not args.skip_accuracy:
         accuracy(args)
 

@@ -37,6 +37,7 @@ def mcts(
     s = recipe_seed(recipe, "mcts", seed)
     s = 0 if s is None else s
     loaded = m.load_env(cfg)  # a bad --env exits 2 before any record is printed or written
+    m.value_scale(cfg, *loaded)  # value_norm declared without a range: likewise
     exact = loaded[0] == "tree" or loaded[1].q_root is not None
     prev = resume_records(out, command="mcts", config=cfg, seed=s) if resume else None
     done = previous_results(prev, "algo", "simulations")

@@ -80,11 +80,12 @@ def _c_entry():
 
 def _c_search(f, view, aid: int, prm, seeds: list[int], budgets: list[int], A: int):
     """One call of the C entry point; (rec, vis, q) as fresh arrays. The inputs and outputs go
-    through one per-thread int64 buffer, laid out [prm (15, as float64) | seeds | budgets | rec |
+    through one per-thread int64 buffer, laid out [prm (16, as float64) | seeds | budgets | rec |
     vis | q (as float64)], whose address is taken when it is (re)allocated, not per call."""
     S, B = len(seeds), len(budgets)
     SB = S * B
-    o = 15 + S + B
+    P = len(_ref.Params.FIELDS)  # 16
+    o = P + S + B
     n = o + SB * (1 + 2 * A)
     io = getattr(_IO, "io", None)
     if io is None or len(io[0]) < n:
@@ -93,13 +94,13 @@ def _c_search(f, view, aid: int, prm, seeds: list[int], budgets: list[int], A: i
     arr, farr, addr, last = io
     v = prm.vector()
     if v is not last:  # (the same tuple while prm is unchanged: a planner's calls)
-        farr[:15] = v
+        farr[:P] = v
         io[3] = v
     if S == 1 and B == 1:
-        arr[15], arr[16] = seeds[0], budgets[0]
+        arr[P], arr[P + 1] = seeds[0], budgets[0]
     else:
-        arr[15:o] = seeds + budgets
-    if f(*view, aid, addr, addr + 120, S, addr + 8 * (15 + S), B, addr + 8 * o, addr + 8 * (o + SB),
+        arr[P:o] = seeds + budgets
+    if f(*view, aid, addr, addr + 8 * P, S, addr + 8 * (P + S), B, addr + 8 * o, addr + 8 * (o + SB),
          addr + 8 * (o + SB * (1 + A))) != 0:
         raise ValueError("mcts_tree_search: inconsistent tree arrays or arguments")
     out = arr[o:n].copy()

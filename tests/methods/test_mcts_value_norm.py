@@ -24,7 +24,7 @@ def _run(args):
 
 def test_value_norm_recorded_and_declared_range_used():
     tree = load_tree(TINY)
-    code, recs, err = _run(["--algo", "uct,gumbel"])
+    code, recs, err = _run(["--algo", "uct,gumbel", "--set", "value_norm=oracle"])
     assert code == 0, err
     assert recs[0]["kind"] == "config" and recs[0]["value_norm"] == "oracle" and recs[0]["value_range"] is None
     res = [r for r in recs if r["kind"] == "result"]
@@ -43,7 +43,7 @@ def test_value_norm_recorded_and_declared_range_used():
 
 
 @pytest.mark.parametrize("sets, message", [
-    (["value_norm=minmax"], "value_norm must be oracle or declared"),
+    (["value_norm=minmx"], "value_norm must be one of minmax, minmax-tree, declared, oracle"),
     (["value_norm=declared"], "value_norm 'declared' needs value_range"),
     (["value_norm=declared", "value_range=[1,1]"], "value_range must be [lo, hi] with finite lo < hi"),
     (["value_range=[0,1]"], "value_range is used only with value_norm 'declared'"),

@@ -12,7 +12,7 @@
 // exactly as the reference's on-demand tree does.
 //
 // op: mcts_tree_search(node_off, mean, scale, out_off, prob, child, noise_kind, df, gamma,
-//                      algo, prm (15 floats), seeds (S ints), budgets (B ints))
+//                      algo, prm (N_PRM = 16 floats, Params.FIELDS), seeds (S ints), budgets (B ints))
 //   -> (rec (S,B) int64, visits (S,B,A) int64, q (S,B,A) f64)
 // prm, seeds and budgets are plain lists, not tensors: a batch-1 caller builds no tensor per call.
 // The same search is exported as a C function (icml26_mcts_tree_search, below) for ctypes.
@@ -66,7 +66,7 @@ void run_searches(const Tree& t, const Prm& p, int algo, const int64_t* sd, int6
 
 // The checks shared by both entry points; nullptr when the arguments are consistent.
 const char* check_args(const Tree& t, int64_t algo, int64_t n_prm, const int64_t* bd, int64_t B) {
-  if (n_prm != 15) return "mcts_tree_search: prm must have 15 entries";
+  if (n_prm != N_PRM) return "mcts_tree_search: prm must have 16 entries";
   if (algo < 0 || algo > 6) return "mcts_tree_search: algo must be in [0, 6]";
   if (t.n_nodes < 1 || t.node_off[0] != 0 || t.node_off[t.n_nodes] != t.n_sa || t.out_off[t.n_sa] != t.n_out)
     return "mcts_tree_search: inconsistent CSR arrays";
@@ -92,7 +92,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> mcts_tree_search(
   const char* err = check_args(t, algo, static_cast<int64_t>(prm.size()), budgets.data(), B);
   TORCH_CHECK(err == nullptr, err);
   const double* pv = prm.data();
-  Prm p{pv[0], pv[1], pv[2], pv[3], pv[4], pv[5], pv[6], pv[7], pv[8], pv[9], pv[10], pv[11], pv[12], pv[13], pv[14]};
+  Prm p{pv[0], pv[1], pv[2], pv[3], pv[4], pv[5], pv[6], pv[7], pv[8], pv[9], pv[10], pv[11], pv[12], pv[13], pv[14], pv[15]};
   const int64_t A = t.node_off[1] - t.node_off[0];
   auto rec = at::empty({S, B}, at::kLong);
   auto vis = at::empty({S, B, A}, at::kLong);
@@ -115,8 +115,8 @@ extern "C" int icml26_mcts_tree_search(const int64_t* node_off, const double* me
                                        int64_t* rec, int64_t* vis, double* q) {
   if (n_nodes < 1 || S < 0 || B < 0) return -1;
   Tree t{node_off, out_off, child, mean, scale, prob, n_nodes, n_sa, n_out, static_cast<int>(noise_kind), df, gamma};
-  if (check_args(t, algo, 15, budgets, B) != nullptr) return -1;
-  Prm p{prm[0], prm[1], prm[2], prm[3], prm[4], prm[5], prm[6], prm[7], prm[8], prm[9], prm[10], prm[11], prm[12], prm[13], prm[14]};
+  if (check_args(t, algo, N_PRM, budgets, B) != nullptr) return -1;
+  Prm p{prm[0], prm[1], prm[2], prm[3], prm[4], prm[5], prm[6], prm[7], prm[8], prm[9], prm[10], prm[11], prm[12], prm[13], prm[14], prm[15]};
   run_searches(t, p, static_cast<int>(algo), seeds, S, budgets, B, rec, vis, q);
   return 0;
 }

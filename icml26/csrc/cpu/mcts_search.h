@@ -38,8 +38,9 @@ struct Tree {
 };
 
 struct Prm {  // same order as Params.FIELDS in the reference
-  double c, tau, power, epsilon, var_floor, prior_var, delta, c_visit, c_scale, v_lo, span, r_span, m_considered, horizon, kappa;
+  double c, tau, power, epsilon, var_floor, prior_var, delta, c_visit, c_scale, v_lo, span, r_span, m_considered, horizon, kappa, minmax;
 };
+constexpr int N_PRM = 16;
 
 // key(seed, stream, idx, c) = sm(key_base(sm(seed), stream, c) ^ idx): the first two rounds
 // depend only on (seed, stream, c), so each (s, a) caches them on its first visit.
@@ -173,6 +174,10 @@ inline __m256d hmax4(__m256d v) {
   v = _mm256_max_pd(v, _mm256_permute2f128_pd(v, v, 1));
   return _mm256_max_pd(v, _mm256_permute_pd(v, 5));
 }
+inline __m256d hmin4(__m256d v) {
+  v = _mm256_min_pd(v, _mm256_permute2f128_pd(v, v, 1));
+  return _mm256_min_pd(v, _mm256_permute_pd(v, 5));
+}
 inline __m256d hsum4(__m256d v) {
   v = _mm256_add_pd(v, _mm256_permute2f128_pd(v, v, 1));
   return _mm256_add_pd(v, _mm256_permute_pd(v, 5));
@@ -228,6 +233,13 @@ struct Search {
   int64_t hz;  // the horizon as a depth: depth + 1 >= hz <=> depth + 1 >= p.horizon
   bool model;  // backups through the empirical model (all but uct, sequential-halving, gumbel)
   int64_t sim = 0;
+  // the value scale: fixed (p.span, p.v_lo, p.tau); p.minmax = 1: the min-max [lo_t, hi_t] of
+  // every Q estimate backed up so far in this search (observe(); the reference's Search._observe);
+  // p.minmax = 2: per node, the min-max of its current action estimates (node_range()), except
+  // MDP-GapE's value bonus, which keeps the search-wide range (observing)
+  int mode;
+  bool minmax, observing;
+  double span_t, vlo_t, tau_t, lo_t = INF, hi_t = -INF;
   // node statistics
   std::vector<int64_t> n;
   std::vector<double> V, VV, UV, LV;
@@ -251,7 +263,8 @@ struct Search {
   Search(const Tree& t_, const Prm& p_, int algo_, uint64_t seed_, const Tables& tb)
       : t(t_), p(p_), algo(algo_), seed(seed_), sseed(splitmix64(seed_)), lgt(tb.lg.data()), slg(tb.slg.data()), isq(tb.isq.data()), inv1(tb.inv1.data()), log_inv_delta(std::log(1.0 / p_.delta)),
         hz(p_.horizon < 9e18 ? static_cast<int64_t>(std::ceil(p_.horizon)) : std::numeric_limits<int64_t>::max()),
-        model(algo_ != UCT && algo_ != SH && algo_ != GUMBEL) {
+        model(algo_ != UCT && algo_ != SH && algo_ != GUMBEL), mode(static_cast<int>(p_.minmax)), minmax(p_.minmax > 0.0),
+        observing(mode == 1 || (mode == 2 && algo_ == GAPE)), span_t(p_.span), vlo_t(p_.v_lo), tau_t(p_.tau) {
     n.assign(t.n_nodes, 0);
     N.assign(t.n_sa, 0);
     g.assign(t.n_sa, 0.0);
@@ -288,6 +301,34 @@ struct Search {
       order.assign(t.n_out, 0);
       cnt.assign(t.n_out, 0);
     }
+  }
+
+  // minmax: widen [lo_t, hi_t] by a new Q estimate; span = max(hi - lo, 1e-9 max(1, |hi|)),
+  // v_lo = lo, tau = p.tau * span (the reference's arithmetic)
+  inline void observe(double q) {
+    bool ch = false;
+    if (q < lo_t) { lo_t = q; ch = true; }
+    if (q > hi_t) { hi_t = q; ch = true; }
+    if (ch) {
+      const double s = hi_t - lo_t, f = 1e-9 * std::max(1.0, std::fabs(hi_t));
+      span_t = s >= f ? s : f;
+      vlo_t = lo_t;
+      tau_t = p.tau * span_t;
+    }
+  }
+
+  // (lo, span) of vals[a] over the tried actions (Nn[a] > 0), span floored as in observe()
+  static inline void node_range(const double* vals, const int64_t* Nn, int64_t A, double& lo_out, double& span_out) {
+    double lo = INF, hi = -INF;
+    for (int64_t a = 0; a < A; ++a)
+      if (Nn[a] > 0) {
+        const double v = vals[a];
+        if (v < lo) lo = v;
+        if (v > hi) hi = v;
+      }
+    const double s = hi - lo, f = 1e-9 * std::max(1.0, std::fabs(hi));
+    lo_out = lo;
+    span_out = s >= f ? s : f;
   }
 
   double reward(int64_t sa, int64_t j) const {
@@ -330,8 +371,10 @@ struct Search {
       if (N[lo + a] == 0) return a;
     if (algo == UCT || algo == POWER || algo == SH) {
       // UCB1: Q + c span sqrt(log n) / sqrt(N), from the tables
-      const double sl = slg[n[s]], cs = p.c * p.span;
       const double* vals = (algo != POWER) ? &g[lo] : &Q[lo];
+      double span = span_t, vl;
+      if (mode == 2) node_range(vals, &N[lo], A, vl, span);
+      const double sl = slg[n[s]], cs = p.c * span;
       double best = -INF;
       int64_t bi = 0;
       for (int64_t a = 0; a < A; ++a) {
@@ -381,8 +424,9 @@ struct Search {
     return 0;  // (unreachable: GUMBEL returned above)
   }
 
-  // K = (c_visit + k) c_scale / span for visit counts k <= budget + 1 (the reference's division)
-  double gumbel_K(int64_t mx) const { return Kt[mx]; }
+  // K = (c_visit + k) c_scale / span for visit counts k <= budget + 1 (the reference's division);
+  // minmax: the table holds (c_visit + k) c_scale (divided by 1.0, exactly) and span moves
+  double gumbel_K(int64_t mx) const { return minmax ? Kt[mx] / span_t : Kt[mx]; }
 
   // the K table for counts 0..n, kept per thread between searches with the same parameters (a
   // batch-1 caller would otherwise redo n divisions per search)
@@ -392,12 +436,13 @@ struct Search {
       std::vector<double> K;
     };
     static thread_local Cache c;
-    if (!(c.c_visit == p.c_visit && c.c_scale == p.c_scale && c.span == p.span) || static_cast<int64_t>(c.K.size()) <= n) {
+    const double span = minmax ? 1.0 : p.span;
+    if (!(c.c_visit == p.c_visit && c.c_scale == p.c_scale && c.span == span) || static_cast<int64_t>(c.K.size()) <= n) {
       c.c_visit = p.c_visit;
       c.c_scale = p.c_scale;
-      c.span = p.span;
+      c.span = span;
       c.K.resize(std::max<int64_t>(n + 1, 4096));
-      for (size_t k = 0; k < c.K.size(); ++k) c.K[k] = (p.c_visit + static_cast<double>(k)) * p.c_scale / p.span;
+      for (size_t k = 0; k < c.K.size(); ++k) c.K[k] = (p.c_visit + static_cast<double>(k)) * p.c_scale / span;
     }
     return c.K.data();
   }
@@ -424,18 +469,25 @@ struct Search {
       mx = std::max(mx, Nn[a]);
       gm = std::max(gm, gv[a]);
     }
-    const double K = gumbel_K(mx);
+    double vlo = vlo_t, K;
+    if (mode == 2) {
+      double span;
+      node_range(gv, Nn, A, vlo, span);
+      K = Kt[mx] / span;
+    } else {
+      K = gumbel_K(mx);
+    }
     double* x = tmp.data();
     double chk = 0.0;
     for (int64_t a = 0; a < A; ++a) {
-      x[a] = K * (gv[a] - p.v_lo);
+      x[a] = K * (gv[a] - vlo);
       chk += x[a];
     }
     // m = max_a x_a: for K > 0, t -> fl(K fl(t - v_lo)) is non-decreasing, so m = K (max g - v_lo)
     // exactly, computed beside K instead of after the x_a
     double m = -INF;
     if (K > 0.0) {
-      m = K * (gm - p.v_lo);
+      m = K * (gm - vlo);
     } else {
       for (int64_t a = 0; a < A; ++a) m = std::max(m, x[a]);
     }
@@ -477,7 +529,7 @@ struct Search {
       if (A == 1) return 0;
     }
     // the reference's arithmetic (near ties)
-    for (int64_t a = 0; a < A; ++a) x[a] = K * (gv[a] - p.v_lo);
+    for (int64_t a = 0; a < A; ++a) x[a] = K * (gv[a] - vlo);
     for (int64_t a = 0; a < A; ++a) x[a] = x[a] == m ? 1.0 : std::exp(x[a] - m);  // exp(0) = 1 exactly
     double z = 0.0;
     for (int64_t a = 0; a < A; ++a) z += x[a];
@@ -509,9 +561,18 @@ struct Search {
     // come from the halving schedule), whose visits 1-4 took actions 0-3 in turn
     if (ns < 4) return ns;
     const __m256i ni = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&N[lo]));
-    const double K = Kt[mxn[s]];  // = gumbel_K(max_a N_a): simulate_mean keeps mxn up to date
+    const __m256d gv = _mm256_loadu_pd(&g[lo]);
+    double K, vl = vlo_t;
+    if (mode == 2) {  // the node's range (every action tried: ns >= 4 below the root), as node_range()
+      const double hi = _mm256_cvtsd_f64(hmax4(gv));
+      vl = _mm256_cvtsd_f64(hmin4(gv));
+      const double sp = hi - vl, f = 1e-9 * std::max(1.0, std::fabs(hi));
+      K = Kt[mxn[s]] / (sp >= f ? sp : f);
+    } else {
+      K = gumbel_K(mxn[s]);  // max_a N_a: simulate_mean keeps mxn up to date
+    }
     if (!(K > 0.0)) return gumbel_select(s, lo, 4);
-    const __m256d gv = _mm256_loadu_pd(&g[lo]), vlo = _mm256_set1_pd(p.v_lo), Kv = _mm256_set1_pd(K);
+    const __m256d vlo = _mm256_set1_pd(vl), Kv = _mm256_set1_pd(K);
     const __m256d x = _mm256_mul_pd(Kv, _mm256_sub_pd(gv, vlo));
     const __m256d m = _mm256_mul_pd(Kv, _mm256_sub_pd(hmax4(gv), vlo));  // = max_a x_a (K > 0, see gumbel_select)
     if (_mm256_movemask_pd(_mm256_cmp_pd(_mm256_sub_pd(x, x), _mm256_setzero_pd(), _CMP_EQ_OQ)) != 15) return gumbel_select(s, lo, 4);
@@ -617,6 +678,7 @@ struct Search {
       const int64_t sa = ps[i].sa;
       G = ps[i].r + gamma * G;
       gv[sa] += (G - gv[sa]) / ps[i].dn;
+      if (observing) observe(gv[sa]);
     }
     sim += 1;
   }
@@ -691,6 +753,7 @@ struct Search {
       double ev = 0.0;
       for (int64_t i = 0; i < nk[sa]; ++i) ev += (static_cast<double>(cnt[o0 + i]) / dn) * child_val(order[o0 + i], V);
       Q[sa] = rmean[sa] + gamma * ev;
+      if (observing) observe(Q[sa]);
       if (algo == VARDE) {
         double sr = nn >= 2 ? rm2[sa] / static_cast<double>(nn - 1) : p.prior_var;
         if (sr < p.var_floor) sr = p.var_floor;
@@ -715,8 +778,8 @@ struct Search {
           eu += pb * child_val(order[o0 + i], UV);
           el += pb * child_val(order[o0 + i], LV);
         }
-        U[sa] = rmean[sa] + p.r_span * w + gamma * (eu + p.span * w);
-        L[sa] = rmean[sa] - p.r_span * w + gamma * (el - p.span * w);
+        U[sa] = rmean[sa] + p.r_span * w + gamma * (eu + span_t * w);
+        L[sa] = rmean[sa] - p.r_span * w + gamma * (el - span_t * w);
       }
       node_value(s);
     }
@@ -725,16 +788,23 @@ struct Search {
   void node_value(int64_t s) {
     const int64_t lo = t.node_off[s], A = t.node_off[s + 1] - lo;
     if (algo == POWER) {
+      double vlo = vlo_t, span;
+      if (mode == 2) node_range(&Q[lo], &N[lo], A, vlo, span);
       double acc = 0.0;
       for (int64_t a = 0; a < A; ++a)
         if (N[lo + a] > 0) {
-          double x = Q[lo + a] - p.v_lo;
+          double x = Q[lo + a] - vlo;
           if (x < 0.0) x = 0.0;
           acc += (static_cast<double>(N[lo + a]) / static_cast<double>(n[s])) * std::pow(x, p.power);
         }
-      V[s] = p.v_lo + std::pow(acc, 1.0 / p.power);
+      V[s] = vlo + std::pow(acc, 1.0 / p.power);
     } else if (algo == MENTS || algo == VARDE) {
-      double tau = p.tau;
+      double tau = tau_t;
+      if (mode == 2) {
+        double vl, span;
+        node_range(&Q[lo], &N[lo], A, vl, span);
+        tau = p.tau * span;
+      }
       if (algo == VARDE && p.kappa > 0.0) {  // tau(s) = kappa * standard error of Q(s, .)
         double sv = 0.0;
         int64_t k = 0;
@@ -814,7 +884,9 @@ struct Search {
     if (algo == SH) return g[a];
     int64_t mx = 0;
     for (int64_t b = 0; b < t.node_off[1]; ++b) mx = std::max(mx, N[b]);
-    return gmb[a] + (p.c_visit + static_cast<double>(mx)) * p.c_scale * (g[a] - p.v_lo) / p.span;
+    double vlo = vlo_t, span = span_t;
+    if (mode == 2) node_range(g.data(), N.data(), t.node_off[1], vlo, span);
+    return gmb[a] + (p.c_visit + static_cast<double>(mx)) * p.c_scale * (g[a] - vlo) / span;
   }
 
   int64_t halving(int64_t budget) {

@@ -53,6 +53,18 @@ Algorithms (the backups are what separate them):
   restores a fixed ``tau`` x the value range (``span``), which failed where the value range
   dwarfs the gaps (rainy Taxi: range 120, root gap 1.1, P(correct) 0). Exact ties in a
   recommendation go to the lowest action index.
+
+Value normalisation (``value_norm``; the ``span`` and origin above). ``minmax`` (default): per
+node, the min and max of the node's current action estimates, as mctx rescales Q before its
+selection rules (google-deepmind/mctx, mctx/_src/qtransforms.py: qtransform_by_parent_and_siblings,
+and the ``rescale_values`` step of qtransform_completed_by_mix_value; our floor is relative,
+1e-9 max(1, |max|), where mctx's epsilon is 1e-8): UCB bonus ``c span(s)``, temperature
+``tau span(s)``, power-mean origin and Gumbel's sigma(q) at s; MDP-GapE's value bonus bounds the
+successors' values and takes the search-wide range of ``minmax-tree``: the min and max of every
+Q estimate backed up so far (MuZero's MinMaxStats, Schrittwieser et al. 2020, App. B).
+``declared``: a fixed ``value_range`` [lo, hi] (``--set``, else the tree file's key; mctx's
+qtransform_by_min_max with given bounds). ``oracle``: the exact range (paper-style tables).
+VarDE at ``kappa > 0`` reads none of these (its temperature is a standard error).
 """
 
 from __future__ import annotations
@@ -95,26 +107,24 @@ class Config:
     horizon: int = 100                           # steps per simulation (gymnasium envs; trees end by themselves)
     gamma: float = 0.95                          # discount for gymnasium envs (a tree file sets its own)
     backend: str = "auto"                        # auto | ext | ref (synthetic trees)
-    # value normalisation of the UCB bonuses, temperatures and Gumbel's sigma(q):
+    # value normalisation of the UCB bonuses, temperatures, MDP-GapE's value bonus, the power
+    # mean's origin and Gumbel's sigma(q) (see VALUE_NORMS and docs/mcts.md):
+    # minmax = per node, the range of the node's current Q estimates (mctx's rescaling; what a
+    # planner knows); minmax-tree = the range of every Q estimate backed up so far in the search
+    # (MuZero's MinMaxStats);
+    # declared = value_range [lo, hi] (this field, else the tree file's value_range key);
     # oracle = the exact value range (a tree's exact values; a gymnasium env's transition table,
-    # or random rollouts without one); declared = value_range [lo, hi] given by the user
-    value_norm: str = "oracle"
+    # or random rollouts without one): the paper-style tables
+    value_norm: str = "minmax"
     value_range: tuple[float, float] | None = None
 
     def __post_init__(self):
         _check_types(self)
-        if self.value_norm not in ("oracle", "declared"):
-            raise ValueError(f"value_norm must be oracle or declared, got {self.value_norm!r}")
+        if self.value_norm not in VALUE_NORMS:
+            raise ValueError(f"value_norm must be one of {', '.join(VALUE_NORMS)}, got {self.value_norm!r}")
         if self.value_range is not None:
-            vr = self.value_range
-            if not (isinstance(vr, (tuple, list)) and len(vr) == 2
-                    and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in vr)
-                    and vr[0] < vr[1]):
-                raise ValueError(f"value_range must be [lo, hi] with finite lo < hi, got {list(vr) if isinstance(vr, (tuple, list)) else vr!r}")
-            object.__setattr__(self, "value_range", (float(vr[0]), float(vr[1])))
-        if self.value_norm == "declared" and self.value_range is None:
-            raise ValueError("value_norm 'declared' needs value_range: --set value_range=[lo,hi]")
-        if self.value_norm == "oracle" and self.value_range is not None:
+            object.__setattr__(self, "value_range", check_value_range(self.value_range, "value_range"))
+        if self.value_norm != "declared" and self.value_range is not None:
             raise ValueError("value_range is used only with value_norm 'declared': add --set value_norm=declared")
         parse_algos(self.algo)
         if not self.simulations or min(self.simulations) < 1:
@@ -143,6 +153,19 @@ class Config:
         if self.backend not in ("auto", "ext", "ref"):
             raise ValueError(f"backend must be auto, ext or ref, got {self.backend!r}")
         check_work(self)
+
+
+VALUE_NORMS = ("minmax", "minmax-tree", "declared", "oracle")
+_MINMAX_MODE = {"minmax": 2.0, "minmax-tree": 1.0}  # Params.minmax
+
+
+def check_value_range(vr, what: str) -> tuple[float, float]:
+    """``[lo, hi]`` -> (lo, hi) floats; ValueError naming ``what`` unless two finite numbers with lo < hi."""
+    if not (isinstance(vr, (tuple, list)) and len(vr) == 2
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in vr)
+            and vr[0] < vr[1]):
+        raise ValueError(f"{what} must be [lo, hi] with finite lo < hi, got {list(vr) if isinstance(vr, (tuple, list)) else vr!r}")
+    return float(vr[0]), float(vr[1])
 
 
 # Per search, the C++ kernel allocates 4 tables of budget + 3 doubles (32 bytes per simulation:
@@ -218,16 +241,57 @@ def resolve_env_path(env: str) -> Path | None:
     return None
 
 
-def make_params(cfg: Config, v_lo: float, v_hi: float, r_span: float, horizon: int, shift: float | None = None):
+def make_params(cfg: Config, v_lo: float | None, v_hi: float | None, r_span: float, horizon: int, shift: float | None = None):
     """Search parameters: UCB bonus and temperature scaled by the value range v_hi - v_lo;
-    ``shift`` (default v_lo) is the origin of the power mean and of Gumbel's sigma(q)."""
+    ``shift`` (default v_lo) is the origin of the power mean and of Gumbel's sigma(q).
+    With ``cfg.value_norm`` minmax or minmax-tree the range is the search's own (per node or
+    search-wide min-max of its Q estimates, ``icml26.ops._ref.mcts.Search.node_range`` /
+    ``_observe``): v_lo, v_hi and shift are ignored (may be None) and ``tau`` stays in units of
+    that range."""
     from icml26.ops._ref.mcts import Params
 
     prior = cfg.prior_var if cfg.prior_var is not None else (r_span / 2.0) ** 2
+    common = dict(c=cfg.c, power=cfg.power, epsilon=cfg.epsilon, var_floor=cfg.var_floor, prior_var=prior, delta=cfg.delta,
+                  c_visit=cfg.c_visit, c_scale=cfg.c_scale, r_span=r_span, m_considered=cfg.m_considered, horizon=horizon, kappa=cfg.kappa)
+    if cfg.value_norm in _MINMAX_MODE:
+        return Params(tau=cfg.tau, v_lo=0.0, span=1.0, minmax=_MINMAX_MODE[cfg.value_norm], **common)
     span = max(v_hi - v_lo, 1e-9 * max(1.0, abs(v_hi)))
-    return Params(c=cfg.c, tau=cfg.tau * span, power=cfg.power, epsilon=cfg.epsilon, var_floor=cfg.var_floor, prior_var=prior,
-                  delta=cfg.delta, c_visit=cfg.c_visit, c_scale=cfg.c_scale, v_lo=v_lo if shift is None else shift, span=span, r_span=r_span,
-                  m_considered=cfg.m_considered, horizon=horizon, kappa=cfg.kappa)
+    return Params(tau=cfg.tau * span, v_lo=v_lo if shift is None else shift, span=span, minmax=0.0, **common)
+
+
+def value_scale(cfg: Config, kind: str, env) -> dict:
+    """The value range that scales the search: {"value_norm", "value_range" ([lo, hi] or None
+    for minmax), "value_range_source" (observed | set | file | exact), "shift" (origin of the
+    power mean and sigma(q))}. InputError when value_norm is declared and neither --set
+    value_range nor the tree file's value_range key gives one."""
+    from icml26.core.errors import InputError
+
+    if cfg.value_norm in _MINMAX_MODE:
+        return {"value_norm": cfg.value_norm, "value_range": None, "value_range_source": "observed", "shift": None}
+    if cfg.value_norm == "declared":
+        if cfg.value_range is not None:
+            vr, src = cfg.value_range, "set"
+        elif kind == "tree" and getattr(env, "declared_value_range", None) is not None:
+            vr, src = env.declared_value_range, "file"
+        else:
+            where = "a value_range key in the tree file or " if kind == "tree" else ""
+            raise InputError(f"value_norm 'declared' needs value_range: {where}--set value_range=[lo,hi]")
+        return {"value_norm": "declared", "value_range": [float(vr[0]), float(vr[1])], "value_range_source": src, "shift": float(vr[0])}
+    if kind == "tree":
+        lo, hi = env.value_range
+        return {"value_norm": "oracle", "value_range": [float(lo), float(hi)], "value_range_source": "exact",
+                "shift": min(0.0, float(env.v_min.min()))}
+    return {"value_norm": "oracle", "value_range": [float(env.v_lo), float(env.v_hi)],
+            "value_range_source": "exact" if env.q_root is not None else "rollouts", "shift": float(env.v_lo)}
+
+
+def search_params(cfg: Config, kind: str, env, vs: dict | None = None):
+    """``make_params`` for a loaded env (``load_env``'s pair) under ``cfg.value_norm``."""
+    vs = value_scale(cfg, kind, env) if vs is None else vs
+    lo, hi = vs["value_range"] if vs["value_range"] is not None else (None, None)
+    if kind == "tree":
+        return make_params(cfg, lo, hi, env.reward_span, 10**9, shift=vs["shift"])
+    return make_params(cfg, lo, hi, env.r_span, cfg.horizon, shift=vs["shift"])
 
 
 def load_env(cfg: Config):
@@ -269,6 +333,12 @@ def run(cfg: Config, *, seed: int = 0, env=None, done: Mapping[tuple, dict] | No
 
         print(f"note: {cfg.env} has no transition table, so p_correct and simple_regret (which need exact action values) "
               "are null; each result's action_counts says how often each root action was recommended", file=sys.stderr)
+    vs = value_scale(cfg, kind, env)  # InputError (declared without a range) before any record
+    if kind == "tree" and cfg.value_norm != "declared" and getattr(env, "declared_value_range", None) is not None:
+        import sys
+
+        print(f"note: {cfg.env} declares value_range {list(env.declared_value_range)}, used only with "
+              f"--set value_norm=declared (value_norm is {cfg.value_norm})", file=sys.stderr)
     budgets = sorted(set(int(b) for b in cfg.simulations))
     seeds = ops.run_seeds(seed, cfg.seeds)
     results = []
@@ -282,17 +352,11 @@ def run(cfg: Config, *, seed: int = 0, env=None, done: Mapping[tuple, dict] | No
                     yield done[(algo, b)]
                 bar.advance()
                 continue
+            prm = search_params(cfg, kind, env, vs)
             if kind == "tree":
-                if cfg.value_norm == "declared":
-                    (v_lo, v_hi), shift = cfg.value_range, cfg.value_range[0]
-                else:
-                    (v_lo, v_hi), shift = env.value_range, min(0.0, float(env.v_min.min()))
-                prm = make_params(cfg, v_lo, v_hi, env.reward_span, 10**9, shift=shift)
                 rec, _, _, be = ops.tree_search(env, algo, budgets, seeds, prm, use=cfg.backend)
                 q_root = env.root_q()
             else:
-                v_lo, v_hi = cfg.value_range if cfg.value_norm == "declared" else (env.v_lo, env.v_hi)
-                prm = make_params(cfg, v_lo, v_hi, env.r_span, cfg.horizon)
                 rec = env.search(algo, budgets, seeds, prm)
                 be, q_root = "python", env.q_root
             for j, b in enumerate(budgets):
@@ -308,8 +372,8 @@ def run(cfg: Config, *, seed: int = 0, env=None, done: Mapping[tuple, dict] | No
                     r.update(p_correct=None, p_correct_ci=None, simple_regret=None, simple_regret_se=None,
                              action_counts=counts.tolist(), top_action=top, top_action_share=float(counts[top] / len(seeds)))
                 r["backend"] = be
-                r["value_norm"] = cfg.value_norm  # the value range that scaled the search, and where it came from
-                r["value_range"] = [float(v_lo), float(v_hi)]
+                # the value range that scaled the search (None: each search's observed min-max), and where it came from
+                r.update(value_norm=vs["value_norm"], value_range=vs["value_range"], value_range_source=vs["value_range_source"])
                 r = done.get((algo, b), r)  # a stored record stays as it was
                 results.append(r)
                 yield r

@@ -14,6 +14,8 @@ File format (YAML, read with ``safe_load``), either generated::
 
     name: noisy-d3-b4          # optional
     gamma: 1.0                 # optional, default 1
+    value_range: [0.0, 3.0]    # optional: the user's bound on the values, used by `mcts` with
+                               # value_norm: declared (--set value_range=[lo,hi] overrides it)
     noise: gaussian            # gaussian | student_t | bernoulli
     df: 2.5                    # student_t degrees of freedom (> 0; <= 2: infinite variance)
     random:
@@ -82,6 +84,7 @@ class Tree:
     v_star: np.ndarray = field(default=None, repr=False)  # (n_nodes,)
     v_min: np.ndarray = field(default=None, repr=False)   # (n_nodes,) worst policy's value
     depth: int = 0
+    declared_value_range: tuple | None = None  # the file's value_range key (lo, hi), if any
 
     @property
     def n_nodes(self) -> int:
@@ -206,7 +209,7 @@ def from_dict(data: Any, path: str = "<tree>") -> Tree:
     """Build (and solve) a tree from the parsed YAML mapping; InputError on a bad file."""
     if not isinstance(data, dict):
         raise _bad(path, "expected a mapping with 'random' or 'root'")
-    known = {"name", "gamma", "noise", "df", "random", "root", "description"}
+    known = {"name", "gamma", "noise", "df", "random", "root", "description", "value_range"}
     unknown = sorted(set(map(str, data)) - known)
     if unknown:
         raise _bad(path, f"unknown key {unknown[0]!r}; valid keys: {', '.join(sorted(known))}")
@@ -216,6 +219,20 @@ def from_dict(data: Any, path: str = "<tree>") -> Tree:
         raise _bad(path, f"noise must be one of {', '.join(NOISE_KINDS)}, got {noise!r}")
     df = _num(path, "df", data.get("df", 3.0), 1e-6)
     name = str(data.get("name") or Path(path).stem)
+    declared = None
+    if "value_range" in data:
+        from icml26.methods.exploration.mcts import check_value_range
+
+        try:
+            declared = check_value_range(data["value_range"], "value_range")
+        except ValueError as e:
+            raise _bad(path, str(e)) from None
+    t = _from_dict(data, path, gamma, noise, df, name)
+    t.declared_value_range = declared
+    return t
+
+
+def _from_dict(data: dict, path: str, gamma: float, noise: str, df: float, name: str) -> Tree:
     if ("random" in data) == ("root" in data):
         raise _bad(path, "give exactly one of 'random' (generated tree) or 'root' (explicit tree)")
     if "random" in data:

@@ -194,12 +194,18 @@ class Params:
     v_lo: a lower bound of the values (shift of the power mean, origin of Gumbel's sigma(q));
     span: the range of mean returns (scale of UCB bonuses and of the temperature);
     r_span: the spread of one step's reward (MDP-GapE's reward bonus);
-    kappa: VarDE's temperature in standard errors of the node's action values (0: fixed tau)."""
+    kappa: VarDE's temperature in standard errors of the node's action values (0: fixed tau);
+    minmax: 0 = the fixed range above (``tau`` is then in value units); 1 = the range of every
+    Q estimate backed up so far in this search (``Search._observe``); 2 = per node, the range of
+    the node's current action estimates (``node_range``; MDP-GapE's value bonus, which bounds
+    the successors' values, takes the search-wide range of 1). With 1 or 2, v_lo and span are
+    ignored and ``tau`` is in units of the range."""
 
     FIELDS = ("c", "tau", "power", "epsilon", "var_floor", "prior_var", "delta", "c_visit", "c_scale",
-              "v_lo", "span", "r_span", "m_considered", "horizon", "kappa")
+              "v_lo", "span", "r_span", "m_considered", "horizon", "kappa", "minmax")
 
     def __init__(self, **kw):
+        kw.setdefault("minmax", 0.0)
         for f in self.FIELDS:
             setattr(self, f, float(kw.pop(f)))
         if kw:
@@ -237,7 +243,46 @@ class Search:
         self.gamma = float(model.gamma)
         self.horizon = int(prm.horizon)
         self.sim = 0
+        # the value scale: fixed (prm's span, v_lo, tau) or the min-max of the Q estimates observed
+        self.mode = int(prm.minmax)
+        self.observing = self.mode == 1 or (self.mode == 2 and algo == GAPE)
+        self.span, self.v_lo, self.tau = prm.span, prm.v_lo, prm.tau
+        self.lo, self.hi = math.inf, -math.inf
         self.root = self._new(model.root())
+
+    def node_range(self, vals, N) -> tuple[float, float]:
+        """(lo, span) of ``vals[a]`` over the tried actions (N[a] > 0), span floored at
+        1e-9 max(1, |hi|) (as ``_observe``; mctx's epsilon, relative here)."""
+        lo, hi = math.inf, -math.inf
+        for a in range(len(vals)):
+            if N[a] > 0:
+                v = vals[a]
+                if v < lo:
+                    lo = v
+                if v > hi:
+                    hi = v
+        s = hi - lo
+        f = 1e-9 * max(1.0, abs(hi))
+        return lo, (s if s >= f else f)
+
+    def _observe(self, q: float) -> None:
+        """minmax: widen [lo, hi], the range of every Q estimate this search has backed up (as
+        MuZero's MinMaxStats, Schrittwieser et al. 2020 App. B; mctx normalises per node, see
+        icml26/methods/exploration/mcts.py), then span = max(hi - lo, 1e-9 max(1, |hi|)),
+        v_lo = lo, tau = prm.tau * span."""
+        ch = False
+        if q < self.lo:
+            self.lo = q
+            ch = True
+        if q > self.hi:
+            self.hi = q
+            ch = True
+        if ch:
+            s = self.hi - self.lo
+            f = 1e-9 * max(1.0, abs(self.hi))
+            self.span = s if s >= f else f
+            self.v_lo = self.lo
+            self.tau = self.p.tau * self.span
 
     def _new(self, state) -> Node:
         return Node(state, self.m.n_actions(state), 0.0)
@@ -250,8 +295,8 @@ class Search:
                 return a
         algo = self.algo
         if algo in (UCT, POWER, SH):
-            sl, cs = math.sqrt(math.log(nd.n)), p.c * p.span  # UCB1, as the kernel's tables
             vals = nd.g if algo != POWER else nd.Q
+            sl, cs = math.sqrt(math.log(nd.n)), p.c * (self.node_range(vals, nd.N)[1] if self.mode == 2 else self.span)  # UCB1, as the kernel's tables
             best, bi = -math.inf, 0
             for a in range(A):
                 s = vals[a] + cs * (sl * (1.0 / math.sqrt(nd.N[a])))
@@ -260,7 +305,8 @@ class Search:
             return bi
         if algo == MENTS:
             m = max(nd.Q)
-            e = [math.exp((q - m) / p.tau) for q in nd.Q]
+            tau = nd.T  # the temperature of the node's last backup (= tau unless minmax moved it since)
+            e = [math.exp((q - m) / tau) for q in nd.Q]
             z = 0.0
             for x in e:
                 z += x
@@ -295,8 +341,9 @@ class Search:
             return _argmax(nd.U)
         # GUMBEL below the root: argmax pi'(a) - N(a) / (1 + n), pi' = softmax(sigma(q))
         mx = max(nd.N)
-        K = (p.c_visit + mx) * p.c_scale / p.span
-        sig = [K * (q - p.v_lo) for q in nd.g]
+        lo, span = self.node_range(nd.g, nd.N) if self.mode == 2 else (self.v_lo, self.span)
+        K = (p.c_visit + mx) * p.c_scale / span
+        sig = [K * (q - lo) for q in nd.g]
         m = max(sig)
         e = [math.exp(s - m) for s in sig]
         z = 0.0
@@ -365,12 +412,16 @@ class Search:
             n = nd.N[a]
             if algo in (UCT, SH, GUMBEL):
                 nd.g[a] += (G - nd.g[a]) / n
+                if self.observing:
+                    self._observe(nd.g[a])
                 continue
             kids, cnt = nd.kids[a], nd.cnt[a]
             ev = 0.0
             for i in range(len(kids)):
                 ev += (cnt[i] / n) * (kids[i].V if kids[i] is not None else 0.0)
             nd.Q[a] = nd.rmean[a] + gamma * ev
+            if self.observing:
+                self._observe(nd.Q[a])
             if algo == VARDE:
                 sr = nd.rm2[a] / (n - 1) if n >= 2 else p.prior_var
                 if sr < p.var_floor:
@@ -395,23 +446,24 @@ class Search:
                     pb = cnt[i] / n
                     eu += pb * (kids[i].UV if kids[i] is not None else 0.0)
                     el += pb * (kids[i].LV if kids[i] is not None else 0.0)
-                nd.U[a] = nd.rmean[a] + p.r_span * w + gamma * (eu + p.span * w)
-                nd.L[a] = nd.rmean[a] - p.r_span * w + gamma * (el - p.span * w)
+                nd.U[a] = nd.rmean[a] + p.r_span * w + gamma * (eu + self.span * w)
+                nd.L[a] = nd.rmean[a] - p.r_span * w + gamma * (el - self.span * w)
             self._node_value(nd)
 
     def _node_value(self, nd: Node) -> None:
         p, algo, A = self.p, self.algo, nd.A
         if algo == POWER:
+            v_lo = self.node_range(nd.Q, nd.N)[0] if self.mode == 2 else self.v_lo
             acc = 0.0
             for a in range(A):
                 if nd.N[a] > 0:
-                    x = nd.Q[a] - p.v_lo
+                    x = nd.Q[a] - v_lo
                     if x < 0.0:
                         x = 0.0
                     acc += (nd.N[a] / nd.n) * math.pow(x, p.power)
-            nd.V = p.v_lo + math.pow(acc, 1.0 / p.power)
+            nd.V = v_lo + math.pow(acc, 1.0 / p.power)
         elif algo in (MENTS, VARDE):
-            tau = p.tau
+            tau = p.tau * self.node_range(nd.Q, nd.N)[1] if self.mode == 2 else self.tau
             if algo == VARDE and p.kappa > 0.0:  # tau(s) = kappa * standard error of Q(s, .)
                 sv, k = 0.0, 0
                 for a in range(A):
@@ -479,7 +531,8 @@ class Search:
             return -math.inf
         if self.algo == SH:
             return nd.g[a]
-        return self.gmb[a] + (p.c_visit + max(nd.N)) * p.c_scale * (nd.g[a] - p.v_lo) / p.span
+        lo, span = self.node_range(nd.g, nd.N) if self.mode == 2 else (self.v_lo, self.span)
+        return self.gmb[a] + (p.c_visit + max(nd.N)) * p.c_scale * (nd.g[a] - lo) / span
 
     def _halving(self, budget: int) -> int:
         """Sequential halving over the root actions (Karnin et al. 2013; Gumbel MuZero's
