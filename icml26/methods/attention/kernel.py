@@ -54,11 +54,15 @@ def attention(q: Tensor, k: Tensor, v: Tensor, s: M.MuseSettings, *, scale: floa
         raise ValueError(f"attention: expected q (B, H, N, D), k, v (B, Hkv, N, D), got {tuple(q.shape)}, {tuple(k.shape)}")
     if force_ref or not _kernel_ok(q, k, v, s):
         return M.muse_attention(q, k, v, s, scale=scale)
-    d = q.shape[-1]
+    n, d = q.shape[2], q.shape[-1]
     c = float(scale) if scale is not None else d ** -0.5
     variant = KERNEL_VARIANTS.index(s.variant)
-    return torch.ops.icml26.muse_forward(q.contiguous(), k.contiguous(), v.contiguous(), c, s.block_tokens, s.query_clusters,
-                                         s.key_clusters, s.lloyd_iters, s.retrieval, variant, level)
+    pad = (-n) % s.block_tokens  # zero rows at the end, as the twin
+    if pad:
+        q, k, v = (torch.nn.functional.pad(x, (0, 0, 0, pad)) for x in (q, k, v))
+    out = torch.ops.icml26.muse_forward(q.contiguous(), k.contiguous(), v.contiguous(), c, s.block_tokens, s.query_clusters,
+                                        s.key_clusters, s.lloyd_iters, s.retrieval, variant, level)
+    return out[:, :, :n] if pad else out
 
 
 def exact_pairs(q: Tensor, k: Tensor, s: M.MuseSettings) -> float:

@@ -1,0 +1,431 @@
+// MuSe causal attention forward for CPU (icml26 muse; the torch twin and test oracle is
+// icml26/methods/attention/muse.py::muse_attention, the wrapper icml26/methods/attention/kernel.py).
+//
+// Inputs: q (B, H, N, D), k, v (B, Hkv, N, D) float32 contiguous, N a multiple of the block size
+// (the wrapper zero-pads, as the twin does). Per head and block of bt tokens:
+//   1. queries and keys are put in cluster order by recursive balanced 2-means (median split of
+//      the projection on the difference of the half means, `iters` times per split, stable sort:
+//      the twin's order); `block` (variant 2) keeps contiguous groups;
+//   2. for query block t >= 1 and each query cluster a (centroid qbar): the tilted summary of every
+//      past key cluster b: L_ab = log sum_j exp(c qbar.k_j), k~_ab, v~_ab (variants 0, 1);
+//      `block` uses the MoBA gate c qbar.mean(k_b) instead;
+//   3. retrieval: the top-r past clusters by L_ab (gate) are attended exactly (variants 0, 2);
+//   4. far field of query q in a: scores L_ab + c (q - qbar).k~_ab over the other past clusters,
+//      values v~_ab (variants 0, 1); one softmax over retrieval + far field;
+//   5. exact causal attention inside block t, merged with 3-4 by log-sum-exp.
+// Only past key clusters are summarised (the twin's loop does the same).
+// Parallel over (head, query block) with at::parallel_for. Dot products / axpy of length D:
+// AVX2+FMA or portable C++, chosen at run time (level -1 = best available, 0 portable, 1 AVX2).
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <vector>
+
+#if defined(__x86_64__) || defined(_M_X64)
+#include <immintrin.h>
+#define ICML26_X86 1
+#endif
+
+namespace {
+
+// ---------------------------------------------------------------- portable
+float dot_scalar(const float* a, const float* b, int64_t n) {
+  float acc = 0.f;
+  for (int64_t i = 0; i < n; ++i) acc += a[i] * b[i];
+  return acc;
+}
+void axpy_scalar(float alpha, const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+}
+// out[j] = scale * q . K[j], j < n (rows of length D)
+void dots_scalar(const float* q, const float* K, int64_t n, int64_t D, float scale, float* out) {
+  for (int64_t j = 0; j < n; ++j) out[j] = scale * dot_scalar(q, K + j * D, D);
+}
+// s[j] = exp(s[j] - mx); returns the sum
+float expsum_scalar(float* s, int64_t n, float mx) {
+  float z = 0.f;
+  for (int64_t j = 0; j < n; ++j) {
+    s[j] = std::exp(s[j] - mx);
+    z += s[j];
+  }
+  return z;
+}
+// acc += sum_j w[j] V[j]
+void wsum_scalar(const float* w, const float* V, int64_t n, int64_t D, float* acc) {
+  for (int64_t j = 0; j < n; ++j) axpy_scalar(w[j], V + j * D, acc, D);
+}
+
+#ifdef ICML26_X86
+// ---------------------------------------------------------------- AVX2 + FMA
+__attribute__((target("avx2,fma"))) inline float hsum256(__m256 v) {
+  __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
+  lo = _mm_add_ps(lo, hi);
+  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+  lo = _mm_add_ss(lo, _mm_shuffle_ps(lo, lo, 0x55));
+  return _mm_cvtss_f32(lo);
+}
+__attribute__((target("avx2,fma"))) float dot_avx2(const float* a, const float* b, int64_t n) {
+  __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+    s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+  }
+  for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+  float acc = hsum256(_mm256_add_ps(s0, s1));
+  for (; i < n; ++i) acc += a[i] * b[i];
+  return acc;
+}
+__attribute__((target("avx2,fma"))) void axpy_avx2(float alpha, const float* x, float* y, int64_t n) {
+  const __m256 al = _mm256_set1_ps(alpha);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(al, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  for (; i < n; ++i) y[i] += alpha * x[i];
+}
+// four rows at a time: one pass over q per four keys, one horizontal sum per key
+__attribute__((target("avx2,fma"))) void dots_avx2(const float* q, const float* K, int64_t n, int64_t D, float scale, float* out) {
+  if (D % 8) {
+    for (int64_t j = 0; j < n; ++j) out[j] = scale * dot_avx2(q, K + j * D, D);
+    return;
+  }
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    const float *k0 = K + j * D, *k1 = k0 + D, *k2 = k1 + D, *k3 = k2 + D;
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+    for (int64_t e = 0; e < D; e += 8) {
+      const __m256 qv = _mm256_loadu_ps(q + e);
+      a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + e), a0);
+      a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k1 + e), a1);
+      a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k2 + e), a2);
+      a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k3 + e), a3);
+    }
+    out[j] = scale * hsum256(a0);
+    out[j + 1] = scale * hsum256(a1);
+    out[j + 2] = scale * hsum256(a2);
+    out[j + 3] = scale * hsum256(a3);
+  }
+  for (; j < n; ++j) out[j] = scale * dot_avx2(q, K + j * D, D);
+}
+// exp on 8 lanes: 2^n * p(r), r = x - n ln2 (Cephes' polynomial; ~1 ulp on [-87, 88])
+__attribute__((target("avx2,fma"))) inline __m256 exp256(__m256 x) {
+  const __m256 hi = _mm256_set1_ps(88.3762626647949f), lo = _mm256_set1_ps(-87.3365447504019f);
+  x = _mm256_max_ps(_mm256_min_ps(x, hi), lo);
+  __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+  x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
+  __m256 y = _mm256_set1_ps(1.9875691500E-4f);
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507E-3f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073E-3f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894E-2f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459E-1f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201E-1f));
+  const __m256 x2 = _mm256_mul_ps(x, x);
+  y = _mm256_fmadd_ps(y, x2, _mm256_add_ps(x, _mm256_set1_ps(1.f)));
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+}
+__attribute__((target("avx2,fma"))) float expsum_avx2(float* s, int64_t n, float mx) {
+  const __m256 m = _mm256_set1_ps(mx), ninf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  __m256 z = _mm256_setzero_ps();
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m256 x = _mm256_loadu_ps(s + j);
+    __m256 w = exp256(_mm256_sub_ps(x, m));
+    w = _mm256_andnot_ps(_mm256_cmp_ps(x, ninf, _CMP_EQ_OQ), w);  // exp(-inf) = 0
+    _mm256_storeu_ps(s + j, w);
+    z = _mm256_add_ps(z, w);
+  }
+  float acc = hsum256(z);
+  for (; j < n; ++j) {
+    s[j] = std::exp(s[j] - mx);
+    acc += s[j];
+  }
+  return acc;
+}
+// the accumulator stays in registers for D <= 64 (chunks of 64 otherwise)
+__attribute__((target("avx2,fma"))) void wsum_avx2(const float* w, const float* V, int64_t n, int64_t D, float* acc) {
+  if (D % 8) {
+    for (int64_t j = 0; j < n; ++j) axpy_avx2(w[j], V + j * D, acc, D);
+    return;
+  }
+  for (int64_t e0 = 0; e0 < D; e0 += 64) {
+    const int64_t nv = std::min<int64_t>(64, D - e0) / 8;
+    __m256 a[8];
+    for (int64_t u = 0; u < nv; ++u) a[u] = _mm256_loadu_ps(acc + e0 + 8 * u);
+    for (int64_t j = 0; j < n; ++j) {
+      const __m256 wj = _mm256_set1_ps(w[j]);
+      const float* vj = V + j * D + e0;
+      for (int64_t u = 0; u < nv; ++u) a[u] = _mm256_fmadd_ps(wj, _mm256_loadu_ps(vj + 8 * u), a[u]);
+    }
+    for (int64_t u = 0; u < nv; ++u) _mm256_storeu_ps(acc + e0 + 8 * u, a[u]);
+  }
+}
+#endif
+
+struct Ops {
+  float (*dot)(const float*, const float*, int64_t);
+  void (*axpy)(float, const float*, float*, int64_t);
+  void (*dots)(const float*, const float*, int64_t, int64_t, float, float*);
+  float (*expsum)(float*, int64_t, float);
+  void (*wsum)(const float*, const float*, int64_t, int64_t, float*);
+  int level;
+};
+
+bool avx2_ok() {
+#ifdef ICML26_X86
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+  return false;
+#endif
+}
+
+Ops pick(int64_t level) {
+#ifdef ICML26_X86
+  if ((level < 0 || level >= 1) && avx2_ok()) return {dot_avx2, axpy_avx2, dots_avx2, expsum_avx2, wsum_avx2, 1};
+#endif
+  return {dot_scalar, axpy_scalar, dots_scalar, expsum_scalar, wsum_scalar, 0};
+}
+
+// 1. balanced recursive 2-means order of the bt rows of x (row stride D), as the twin.
+void balanced_order(const float* x, int64_t bt, int64_t D, int64_t C, int64_t iters, int64_t* idx, const Ops& op,
+                    std::vector<float>& proj, std::vector<float>& dvec, std::vector<int64_t>& tmp) {
+  for (int64_t i = 0; i < bt; ++i) idx[i] = i;
+  proj.resize(bt);
+  dvec.resize(D);
+  tmp.resize(bt);
+  std::vector<float> c2(D);
+  for (int64_t g = 1; g < C; g *= 2) {
+    const int64_t m = bt / g, h = m / 2;
+    for (int64_t gi = 0; gi < g; ++gi) {
+      int64_t* ig = idx + gi * m;
+      for (int64_t it = 0; it < iters; ++it) {
+        std::fill(dvec.begin(), dvec.end(), 0.f);
+        std::fill(c2.begin(), c2.end(), 0.f);
+        for (int64_t j = 0; j < h; ++j) op.axpy(1.f, x + ig[j] * D, dvec.data(), D);
+        for (int64_t j = h; j < m; ++j) op.axpy(1.f, x + ig[j] * D, c2.data(), D);
+        for (int64_t e = 0; e < D; ++e) dvec[e] = dvec[e] / float(h) - c2[e] / float(m - h);
+        for (int64_t j = 0; j < m; ++j) proj[j] = op.dot(x + ig[j] * D, dvec.data(), D);
+        std::vector<int64_t> ord(m);
+        std::iota(ord.begin(), ord.end(), 0);
+        std::stable_sort(ord.begin(), ord.end(), [&](int64_t a, int64_t b) { return proj[a] > proj[b]; });
+        for (int64_t j = 0; j < m; ++j) tmp[j] = ig[ord[j]];
+        std::memcpy(ig, tmp.data(), sizeof(int64_t) * m);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+namespace icml26 {
+namespace muse {
+
+int64_t muse_isa_level() { return avx2_ok() ? 1 : 0; }
+
+at::Tensor muse_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale, int64_t bt, int64_t cq,
+                        int64_t ck, int64_t iters, int64_t r, int64_t variant, int64_t level) {
+  TORCH_CHECK(q.dtype() == at::kFloat && k.dtype() == at::kFloat && v.dtype() == at::kFloat, "muse_forward: float32 only");
+  TORCH_CHECK(q.is_contiguous() && k.is_contiguous() && v.is_contiguous(), "muse_forward: inputs must be contiguous");
+  TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && k.sizes() == v.sizes(), "muse_forward: q (B,H,N,D), k, v (B,Hkv,N,D)");
+  const int64_t Bz = q.size(0), H = q.size(1), N = q.size(2), D = q.size(3), Hk = k.size(1);
+  TORCH_CHECK(k.size(0) == Bz && k.size(2) == N && k.size(3) == D && Hk > 0 && H % Hk == 0, "muse_forward: shape mismatch");
+  TORCH_CHECK(bt >= 2 && N % bt == 0 && cq >= 1 && ck >= 1 && bt % cq == 0 && bt % ck == 0, "muse_forward: bad block / cluster sizes");
+  TORCH_CHECK(variant >= 0 && variant <= 2 && r >= 0 && iters >= 0, "muse_forward: bad variant / r / iters");
+  const Ops op = pick(level);
+  const float c = float(scale);
+  const int64_t nb = N / bt, rep = H / Hk, m = bt / cq, sz = bt / ck, G = Bz * H, Gk = Bz * Hk;
+  const bool tilted = variant != 2;
+  const int64_t rmax = variant == 1 ? 0 : r;
+  const float* qp = q.data_ptr<float>();
+  const float* kp0 = k.data_ptr<float>();
+  const float* vp0 = v.data_ptr<float>();
+  auto out = at::empty_like(q);
+  float* op_out = out.data_ptr<float>();
+
+  // 1. key order per (KV head, block): sorted keys / values, block means (block baseline)
+  std::vector<float> ks(Gk * N * D), vs(Gk * N * D), kmean(variant == 2 ? Gk * nb * ck * D : 0);
+  std::vector<int64_t> permq(G * N);
+  at::parallel_for(0, Gk * nb, 1, [&](int64_t b0, int64_t b1) {
+    std::vector<float> proj, dvec;
+    std::vector<int64_t> tmp, idx(bt);
+    for (int64_t gb = b0; gb < b1; ++gb) {
+      const int64_t gk = gb / nb, t = gb % nb;
+      const float* kb = kp0 + (gk * N + t * bt) * D;
+      const float* vb = vp0 + (gk * N + t * bt) * D;
+      if (variant == 2) {
+        for (int64_t i = 0; i < bt; ++i) idx[i] = i;
+      } else {
+        balanced_order(kb, bt, D, ck, iters, idx.data(), op, proj, dvec, tmp);
+      }
+      float* ksb = ks.data() + (gk * N + t * bt) * D;
+      float* vsb = vs.data() + (gk * N + t * bt) * D;
+      for (int64_t i = 0; i < bt; ++i) {
+        std::memcpy(ksb + i * D, kb + idx[i] * D, sizeof(float) * D);
+        std::memcpy(vsb + i * D, vb + idx[i] * D, sizeof(float) * D);
+      }
+      if (variant == 2) {
+        for (int64_t b = 0; b < ck; ++b) {
+          float* mu = kmean.data() + ((gk * nb + t) * ck + b) * D;
+          std::fill(mu, mu + D, 0.f);
+          for (int64_t j = 0; j < sz; ++j) op.axpy(1.f / float(sz), ksb + (b * sz + j) * D, mu, D);
+        }
+      }
+    }
+  });
+  // query order per (head, block)
+  at::parallel_for(0, G * nb, 1, [&](int64_t b0, int64_t b1) {
+    std::vector<float> proj, dvec;
+    std::vector<int64_t> tmp;
+    for (int64_t gb = b0; gb < b1; ++gb) {
+      const int64_t g = gb / nb, t = gb % nb;
+      int64_t* idx = permq.data() + g * N + t * bt;
+      if (variant == 2) {
+        for (int64_t i = 0; i < bt; ++i) idx[i] = i;
+      } else {
+        balanced_order(qp + (g * N + t * bt) * D, bt, D, cq, iters, idx, op, proj, dvec, tmp);
+      }
+    }
+  });
+
+  // 2-5. per (head, query block)
+  const float ninf = -std::numeric_limits<float>::infinity();
+  at::parallel_for(0, G * nb, 1, [&](int64_t b0, int64_t b1) {
+    std::vector<float> sc(bt), L, kt, vt, gate, qbar(cq * D), delta(D), acc(D), sbuf, wbuf(cq * sz);
+    std::vector<float> lo(bt * D), llse(bt);
+    std::vector<int64_t> order, ret;
+    std::vector<char> isret;
+    for (int64_t gb = b0; gb < b1; ++gb) {
+      const int64_t g = gb / nb, t = gb % nb, gk = (g / H) * Hk + (g % H) / rep;
+      const float* qb = qp + (g * N + t * bt) * D;
+      const float* kb = kp0 + (gk * N + t * bt) * D;
+      const float* vb = vp0 + (gk * N + t * bt) * D;
+      float* ob = op_out + (g * N + t * bt) * D;
+      // 5. exact causal attention inside the block
+      for (int64_t i = 0; i < bt; ++i) {
+        op.dots(qb + i * D, kb, i + 1, D, c, sc.data());
+        const float mx = *std::max_element(sc.begin(), sc.begin() + i + 1);
+        const float z = op.expsum(sc.data(), i + 1, mx);
+        float* o = lo.data() + i * D;
+        std::fill(o, o + D, 0.f);
+        op.wsum(sc.data(), vb, i + 1, D, o);
+        const float inv = 1.f / z;
+        for (int64_t e = 0; e < D; ++e) o[e] *= inv;
+        llse[i] = mx + std::log(z);
+      }
+      if (t == 0) {
+        std::memcpy(ob, lo.data(), sizeof(float) * bt * D);
+        continue;
+      }
+      const int64_t kpc = t * ck;  // past key clusters
+      const float* ksg = ks.data() + gk * N * D;
+      const float* vsg = vs.data() + gk * N * D;
+      const int64_t* pq = permq.data() + g * N + t * bt;
+      const int64_t rr = std::min(rmax, kpc);
+      // centroids of the query clusters
+      std::fill(qbar.begin(), qbar.end(), 0.f);
+      for (int64_t a = 0; a < cq; ++a) {
+        float* qa = qbar.data() + a * D;
+        for (int64_t i = 0; i < m; ++i) op.axpy(1.f, qb + pq[a * m + i] * D, qa, D);
+        for (int64_t e = 0; e < D; ++e) qa[e] /= float(m);
+      }
+      L.resize(cq * kpc);
+      gate.resize(cq * kpc);
+      if (tilted) {
+        // 2. tilted summaries of every past key cluster toward each centroid (cluster in cache once)
+        kt.assign(cq * kpc * D, 0.f);
+        vt.assign(cq * kpc * D, 0.f);
+        for (int64_t b = 0; b < kpc; ++b) {
+          const float* kc = ksg + b * sz * D;
+          const float* vc = vsg + b * sz * D;
+          for (int64_t a = 0; a < cq; ++a) {
+            float* w = wbuf.data() + a * sz;
+            op.dots(qbar.data() + a * D, kc, sz, D, c, w);
+            const float mx = *std::max_element(w, w + sz);
+            const float z = op.expsum(w, sz, mx);
+            const float inv = 1.f / z;
+            for (int64_t j = 0; j < sz; ++j) w[j] *= inv;
+            op.wsum(w, kc, sz, D, kt.data() + (a * kpc + b) * D);
+            op.wsum(w, vc, sz, D, vt.data() + (a * kpc + b) * D);
+            L[a * kpc + b] = mx + std::log(z);
+          }
+        }
+        std::copy(L.begin(), L.end(), gate.begin());
+      } else {
+        for (int64_t a = 0; a < cq; ++a)
+          op.dots(qbar.data() + a * D, kmean.data() + gk * nb * ck * D, kpc, D, c, gate.data() + a * kpc);
+      }
+      sbuf.resize(rr * sz + kpc);
+      isret.resize(kpc);
+      for (int64_t a = 0; a < cq; ++a) {
+        const float* ga = gate.data() + a * kpc;
+        const float* qa = qbar.data() + a * D;
+        // 3. retrieval: top-rr clusters by the gate
+        std::fill(isret.begin(), isret.end(), 0);
+        ret.resize(rr);
+        if (rr > 0) {
+          order.resize(kpc);
+          std::iota(order.begin(), order.end(), 0);
+          std::partial_sort(order.begin(), order.begin() + rr, order.end(),
+                            [&](int64_t x, int64_t y) { return ga[x] > ga[y] || (ga[x] == ga[y] && x < y); });
+          for (int64_t j = 0; j < rr; ++j) {
+            ret[j] = order[j];
+            isret[order[j]] = 1;
+          }
+        }
+        const float* La = L.data() + a * kpc;
+        const float* kta = tilted ? kt.data() + a * kpc * D : nullptr;
+        const float* vta = tilted ? vt.data() + a * kpc * D : nullptr;
+        // 4. per query of the cluster: one softmax over retrieved keys and far-field summaries
+        for (int64_t i = 0; i < m; ++i) {
+          const int64_t row = pq[a * m + i];
+          const float* qi = qb + row * D;
+          for (int64_t j = 0; j < rr; ++j) op.dots(qi, ksg + ret[j] * sz * D, sz, D, c, sbuf.data() + j * sz);
+          int64_t ns = rr * sz;
+          if (tilted) {
+            for (int64_t e = 0; e < D; ++e) delta[e] = qi[e] - qa[e];
+            float* sf = sbuf.data() + ns;
+            op.dots(delta.data(), kta, kpc, D, c, sf);
+            for (int64_t b = 0; b < kpc; ++b) sf[b] = isret[b] ? ninf : sf[b] + La[b];
+            ns += kpc;
+          }
+          float* o = ob + row * D;
+          const float* ol = lo.data() + row * D;
+          if (ns == 0) {
+            std::memcpy(o, ol, sizeof(float) * D);
+            continue;
+          }
+          const float mx = *std::max_element(sbuf.begin(), sbuf.begin() + ns);
+          const float z = op.expsum(sbuf.data(), ns, mx);
+          std::fill(acc.begin(), acc.end(), 0.f);
+          for (int64_t j = 0; j < rr; ++j) op.wsum(sbuf.data() + j * sz, vsg + ret[j] * sz * D, sz, D, acc.data());
+          if (tilted) op.wsum(sbuf.data() + rr * sz, vta, kpc, D, acc.data());
+          // 5. merge with the local block by log-sum-exp
+          const float lrf = mx + std::log(z), ll = llse[row];
+          const float mm = std::max(lrf, ll);
+          const float wl = std::exp(ll - mm), wr = std::exp(lrf - mm);
+          const float den = wl + wr;
+          for (int64_t e = 0; e < D; ++e) o[e] = (wl * ol[e] + wr * acc[e] / z) / den;
+        }
+      }
+    }
+  });
+  return out;
+}
+
+}  // namespace muse
+}  // namespace icml26
+
+TORCH_LIBRARY_FRAGMENT(icml26, m) {
+  m.def("muse_forward(Tensor q, Tensor k, Tensor v, float scale, int block_tokens, int query_clusters, int key_clusters, int lloyd_iters, int retrieved, int variant, int level) -> Tensor");
+  m.def("muse_isa_level() -> int");
+  m.impl("muse_forward", c10::DispatchKey::CPU, TORCH_FN(icml26::muse::muse_forward));
+  m.impl("muse_isa_level", c10::DispatchKey::CatchAll, TORCH_FN(icml26::muse::muse_isa_level));
+}
