@@ -170,15 +170,27 @@ def print_train(parts: dict) -> None:
     verdicts = []
     for name, p in parts.items():
         res = [r for r in p["records"] if r.get("kind") == "result"]
-        if not res:
-            print(f"| {name} | (not finished) | | | | | | | |")
-            continue
+        partial = ""
+        if not res:  # an unfinished run: the same rules on the monitor points so far
+            from icml26.methods.diffusion import train as T
+
+            st = [r for r in p["records"] if r.get("kind") == "step"]
+            if not st:
+                print(f"| {name} | (not started) | | | | | | | |")
+                continue
+            s_, i_, m_ = [r["step"] for r in st], [r["icr"] for r in st], [r["memorization_fraction"] for r in st]
+            smin, on = T.icr_min_step(s_, i_, 3), T.onset_step(s_, m_, 0.05)
+            res = [{"train_size": st[0]["train_size"], "steps": s_[-1], "icr_min_step": smin, "icr_min": dict(zip(s_, i_))[smin],
+                    "memorization_onset_step": on, "onset_minus_icr_min_steps": (on - smin) if on is not None else None,
+                    "final_memorization_fraction": m_[-1], "final_icr": i_[-1],
+                    "icr_min_before_onset": (smin < on) if on is not None else None}]
+            partial = " (partial)"
         r = res[0]
         small = name.startswith("small")
         if small:
             verdicts.append(r["icr_min_before_onset"])
         f = lambda v, fmt="{}": "-" if v is None else fmt.format(v)  # noqa: E731
-        print(f"| {r['train_size']} | {r['steps']} | {f(r['icr_min_step'])} | {f(r['icr_min'], '{:.4f}')} | {f(r['memorization_onset_step'])} "
+        print(f"| {r['train_size']} | {r['steps']}{partial} | {f(r['icr_min_step'])} | {f(r['icr_min'], '{:.4f}')} | {f(r['memorization_onset_step'])} "
               f"| {f(r['onset_minus_icr_min_steps'])} | {f(r['final_memorization_fraction'], '{:.3f}')} | {f(r['final_icr'], '{:.4f}')} "
               f"| {_verdict(r['icr_min_before_onset']) if small else '-'} |")
     for name, p in parts.items():
