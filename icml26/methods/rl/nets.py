@@ -83,10 +83,8 @@ class BatchedGroupNorm(nn.Module):
 
     def forward(self, x: Tensor, detach: bool = False) -> Tensor:
         G, B, C = x.shape
-        y = x.reshape(G, B, self.num_groups, C // self.num_groups)
-        mu = y.mean(-1, keepdim=True)
-        var = y.var(-1, unbiased=False, keepdim=True)
-        y = ((y - mu) / torch.sqrt(var + self.eps)).reshape(G, B, C)
+        # each row normalised over its channel groups (torch's kernel), then each member's affine
+        y = torch.nn.functional.group_norm(x.reshape(G * B, C), self.num_groups, eps=self.eps).view(G, B, C)
         w, b = (self.weight.detach(), self.bias.detach()) if detach else (self.weight, self.bias)
         return y * w + b
 
