@@ -117,6 +117,10 @@ class Config:
     # or random rollouts without one): the paper-style tables
     value_norm: str = "minmax"
     value_range: tuple[float, float] | None = None
+    # full episodes (mcts_episodes.py): plan, act in the real env, repeat; None: root searches only
+    episodes: int | None = None                  # episodes per (algo, simulations)
+    reuse_tree: bool = False                     # keep the chosen child's subtree between moves
+    episode_steps: int | None = None             # moves per episode at most (None: the env's TimeLimit, a tree's depth)
 
     def __post_init__(self):
         _check_types(self)
@@ -126,6 +130,14 @@ class Config:
             object.__setattr__(self, "value_range", check_value_range(self.value_range, "value_range"))
         if self.value_norm != "declared" and self.value_range is not None:
             raise ValueError("value_range is used only with value_norm 'declared': add --set value_norm=declared")
+        for name, top in (("episodes", MAX_EPISODES), ("episode_steps", MAX_EPISODE_STEPS)):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= top):
+                raise ValueError(f"{name} must be an integer in [1, {top}], got {v!r}")
+        if not isinstance(self.reuse_tree, bool):
+            raise ValueError(f"reuse_tree must be true or false, got {self.reuse_tree!r}")
+        if self.episodes is None and (self.reuse_tree or self.episode_steps is not None):
+            raise ValueError("reuse_tree and episode_steps apply to episodes: add --episodes N")
         parse_algos(self.algo)
         if not self.simulations or min(self.simulations) < 1:
             raise ValueError(f"simulations must be >= 1, got {list(self.simulations)}")
@@ -156,6 +168,8 @@ class Config:
 
 
 VALUE_NORMS = ("minmax", "minmax-tree", "declared", "oracle")
+MAX_EPISODES = 100_000
+MAX_EPISODE_STEPS = 100_000
 _MINMAX_MODE = {"minmax": 2.0, "minmax-tree": 1.0}  # Params.minmax
 
 
@@ -224,6 +238,20 @@ def check_work(cfg: "Config") -> None:
     where = "Python search on a gymnasium env" if gym else "tree search"
     limits.check_work(work, limit, "simulate", "simulations", "--seeds, --simulations or the number of algorithms",
                       detail=f"{where}, each search counted as at least {floor}")
+
+
+def check_episode_work(cfg: "Config", kind: str, env) -> None:
+    """InputError when the episodes' searches (Python: episodes x moves per episode at most x
+    sum of budgets x algorithms) exceed MAX_TOTAL_SIMULATIONS_GYM."""
+    if cfg.episodes is None:
+        return
+    from icml26.methods.exploration.mcts_episodes import max_episode_steps
+
+    steps = max_episode_steps(kind, env, cfg)
+    work = cfg.episodes * steps * sum(max(b, MIN_SEARCH_COST["gym"]) for b in set(cfg.simulations)) * len(parse_algos(cfg.algo))
+    limits.check_work(work, MAX_TOTAL_SIMULATIONS_GYM, "simulate", "simulations",
+                      "--episodes, --simulations, --set episode_steps=N or the number of algorithms",
+                      detail=f"episodes in the Python search, up to {steps} moves each")
 
 
 def _repo_root() -> Path:
@@ -334,6 +362,7 @@ def run(cfg: Config, *, seed: int = 0, env=None, done: Mapping[tuple, dict] | No
         print(f"note: {cfg.env} has no transition table, so p_correct and simple_regret (which need exact action values) "
               "are null; each result's action_counts says how often each root action was recommended", file=sys.stderr)
     vs = value_scale(cfg, kind, env)  # InputError (declared without a range) before any record
+    check_episode_work(cfg, kind, env)
     if kind == "tree" and cfg.value_norm != "declared" and getattr(env, "declared_value_range", None) is not None:
         import sys
 
@@ -359,6 +388,11 @@ def run(cfg: Config, *, seed: int = 0, env=None, done: Mapping[tuple, dict] | No
             else:
                 rec = env.search(algo, budgets, seeds, prm)
                 be, q_root = "python", env.q_root
+            episodes = {}
+            if cfg.episodes is not None:
+                from icml26.methods.exploration.mcts_episodes import run_episodes
+
+                episodes = dict(run_episodes(kind, env, cfg, algo, budgets, prm, seed))
             for j, b in enumerate(budgets):
                 r = {"kind": "result", "algo": algo, "env": env_name, "simulations": b, "seeds": len(seeds)}
                 if q_root is not None:
@@ -374,6 +408,7 @@ def run(cfg: Config, *, seed: int = 0, env=None, done: Mapping[tuple, dict] | No
                 r["backend"] = be
                 # the value range that scaled the search (None: each search's observed min-max), and where it came from
                 r.update(value_norm=vs["value_norm"], value_range=vs["value_range"], value_range_source=vs["value_range_source"])
+                r.update(episodes.get(b, {}))
                 r = done.get((algo, b), r)  # a stored record stays as it was
                 results.append(r)
                 yield r
@@ -386,6 +421,8 @@ def run(cfg: Config, *, seed: int = 0, env=None, done: Mapping[tuple, dict] | No
     else:
         summ.update(root_actions=env.A, horizon=cfg.horizon, gamma=cfg.gamma,
                     v_star=float(np.max(env.q_root)) if env.q_root is not None else None)
+    if cfg.episodes is not None:
+        summ["episode_return"] = {r["algo"]: r.get("episode_return") for r in results if r["simulations"] == top}
     if final:
         best = max(final, key=lambda r: (r["p_correct"], -r["simple_regret"]))
         summ.update(best_algo=best["algo"], best_p_correct=best["p_correct"],

@@ -166,7 +166,7 @@ class TreeModel:
 
 # ---------------------------------------------------------------- search tree
 class Node:
-    __slots__ = ("state", "A", "n", "N", "rmean", "rm2", "g", "Q", "VQ", "U", "L", "keys", "kids", "cnt", "V", "VV", "UV", "LV", "T")
+    __slots__ = ("state", "A", "n", "N", "rmean", "rm2", "g", "Q", "VQ", "U", "L", "keys", "kids", "cnt", "V", "VV", "UV", "LV", "T", "cut")
 
     def __init__(self, state, A: int, v0: float):
         self.state, self.A, self.n = state, A, 0
@@ -186,6 +186,7 @@ class Node:
         self.UV = 0.0
         self.LV = 0.0
         self.T = 0.0
+        self.cut = None  # (keep_cuts) {(action, slot): next state} of the slots cut by the horizon
 
 
 class Params:
@@ -243,6 +244,8 @@ class Search:
         self.gamma = float(model.gamma)
         self.horizon = int(prm.horizon)
         self.sim = 0
+        self.moves = 0  # re-rootings so far (reroot); Gumbel's root noise is drawn per move
+        self.keep_cuts = False  # remember the horizon's cut states, so that reroot can expand them
         # the value scale: fixed (prm's span, v_lo, tau) or the min-max of the Q estimates observed
         self.mode = int(prm.minmax)
         self.observing = self.mode == 1 or (self.mode == 2 and algo == GAPE)
@@ -393,7 +396,16 @@ class Search:
             if slot is None:
                 slot = len(nd.kids[a])
                 nd.keys[a][k] = slot
-                nd.kids[a].append(None if (done or depth + 1 >= self.horizon) else self._new(st))
+                if done:
+                    nd.kids[a].append(None)
+                elif depth + 1 >= self.horizon:
+                    nd.kids[a].append(None)
+                    if self.keep_cuts:
+                        if nd.cut is None:
+                            nd.cut = {}
+                        nd.cut[(a, len(nd.kids[a]) - 1)] = st
+                else:
+                    nd.kids[a].append(self._new(st))
                 nd.cnt[a].append(0)
             nd.cnt[a][slot] += 1
             path.append((nd, a, r))
@@ -539,7 +551,7 @@ class Search:
         root, Danihelka et al. 2022, with Gumbel-top-m when ``algo`` is gumbel)."""
         A = self.root.A
         if self.algo == GUMBEL:
-            self.gmb = [gumbel(self.seed, a) for a in range(A)]
+            self.gmb = [gumbel(self.seed, self.moves * A + a) for a in range(A)]
             m = min(A, max(1, int(self.p.m_considered)))
             order = sorted(range(A), key=lambda a: (-self.gmb[a], a))
             surv = sorted(order[:m])
@@ -564,6 +576,32 @@ class Search:
             if s > best:
                 best, bi = s, a
         return bi
+
+    def reroot(self, a: int, outcome) -> bool:
+        """Keep the subtree below root action ``a`` and observed outcome key ``outcome`` (the
+        child's counts, estimates and the search-wide statistics stay as they are) as the new
+        root, and expand the slots the horizon cut at its fringe, now one step nearer the root
+        (fresh nodes, value 0 as the cut slot had: the parents' estimates do not change).
+        False, with nothing changed, when that child was never expanded (or ends the episode)."""
+        nd = self.root
+        slot = nd.keys[a].get(outcome) if 0 <= a < nd.A else None
+        child = nd.kids[a][slot] if slot is not None else None
+        if child is None:
+            return False
+        self.root = child
+        self.moves += 1
+        stack = [(child, 0)]
+        while stack:
+            x, d = stack.pop()
+            if x.cut is not None and d + 1 < self.horizon:
+                for (b, k), st in x.cut.items():
+                    x.kids[b][k] = self._new(st)
+                x.cut = None
+            for ks in x.kids:
+                for k in ks:
+                    if k is not None:
+                        stack.append((k, d + 1))
+        return True
 
     def root_stats(self) -> dict:
         nd = self.root
