@@ -97,3 +97,23 @@ def test_help():
     for sub in ("bench", "eval", "train"):
         r = runner.invoke(app, ["muse", sub, "--help"])
         assert r.exit_code == 0 and "Usage" in r.output
+
+
+@pytest.mark.slow
+def test_train_under_torchrun_gloo_two_ranks(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    torchrun = Path(sys.executable).parent / "torchrun"
+    if not torchrun.is_file():
+        pytest.skip("torchrun not installed beside this python")
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    r = subprocess.run([str(torchrun), "--nproc_per_node", "2", "-m", "icml26", "muse", "train", "--recipe",
+                        str(R / "train-tiny.yaml"), "-q", "--out", str(tmp_path / "t")], capture_output=True, text=True,
+                       env=env, timeout=600, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-2000:]
+    recs = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+    res = [x for x in recs if x["kind"] == "result"]
+    assert len(res) == 2 and all(x["world_size"] == 2 and x["val_loss"] < 5.545 for x in res)
+    assert recs[-1]["kind"] == "summary"
