@@ -1,0 +1,7 @@
+"""Multimodal learning: stochastic modality pairing (DML, ICML 2026) beside fixed pairing, SAM,
+label smoothing and SWA, with flatness / robustness measurements (shared/methods/modality_pairing.md).
+
+Modules: ``pairing`` (the StochasticPairing Dataset wrapper and collate), ``models`` (encoders and
+fusion), ``flatness`` (Hessian power iteration, Hutchinson, loss curves, PGD, 2-D landscape),
+``train`` (Config and run).
+"""
