@@ -117,3 +117,14 @@ def test_train_under_torchrun_gloo_two_ranks(tmp_path):
     res = [x for x in recs if x["kind"] == "result"]
     assert len(res) == 2 and all(x["world_size"] == 2 and x["val_loss"] < 5.545 for x in res)
     assert recs[-1]["kind"] == "summary"
+
+
+def test_every_muse_recipe_builds_a_config():
+    from icml26.core.recipe import build_config, load_recipe
+    from icml26.methods.attention.harness import Config
+
+    recipes = sorted(R.glob("*.yaml"))
+    assert len(recipes) >= 6
+    for p in recipes:
+        cfg, seed = load_recipe(p, "muse")
+        assert build_config(Config, cfg).context_tokens and seed == 0
