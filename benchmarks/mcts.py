@@ -21,8 +21,16 @@
    benchmarks/results/mcts_accuracy_<value-norm>.json as it finishes (``--print-only`` reprints
    them; an env already there is not rerun).
 
+3. Episodes (``--episodes``): the mean undiscounted return (Student-t 95%) of full episodes
+   on slippery FrozenLake 8x8 and rainy Taxi, per planner and budget, without and with
+   ``reuse_tree``; sized by --episode-count, --episode-budgets, --episode-steps (defaults: 3
+   episodes, budgets 20 and 60, at most 40 moves on either env; --episode-envs, --episode-algos
+   pick a subset). Stored per
+   (env, reuse, algo) in benchmarks/results/mcts_episodes_<value-norm>.json (resumable).
+
     python benchmarks/mcts.py [--quick] [--skip-speed] [--skip-accuracy] [--value-norm NORM]
                               [--envs noisy,heavy,frozenlake8x8,taxi] [--mctx-python PY | --no-mctx]
+                              [--episodes [--episode-count 3] [--episode-budgets 20,60]]
 """
 
 from __future__ import annotations
@@ -286,6 +294,52 @@ def accuracy(args) -> list[dict]:
     return rows
 
 
+EPISODE_ENVS = {
+    "frozenlake8x8": ("FrozenLake-v1?map_name=8x8&is_slippery=true", {"horizon": 40, "gamma": 0.95}, 40),
+    "taxi": ("Taxi-v4?is_rainy=true", {"horizon": 20, "gamma": 0.95}, 40),
+}
+
+
+def episodes(args) -> None:
+    from icml26.core.output import atomic_write_text
+    from icml26.methods.exploration import mcts as M
+    from icml26.ops._ref.mcts import ALGOS
+
+    path = ROOT / "benchmarks" / "results" / f"mcts_episodes_{args.value_norm}.json"
+    store = json.loads(path.read_text()) if path.is_file() else {}
+    budgets = tuple(int(b) for b in args.episode_budgets.split(","))
+    algos = ALGOS if args.episode_algos == "all" else [a.strip() for a in args.episode_algos.split(",")]
+    for name in args.episode_envs.split(","):
+        env, kw, cap = EPISODE_ENVS[name]
+        steps = args.episode_steps or cap
+        for reuse in (False, True):
+            for algo in algos:
+                key = f"{name}/{algo}/reuse={reuse}/{args.episode_count}x{steps}/{','.join(map(str, budgets))}"
+                if key in store or args.print_only:
+                    continue
+                t0 = time.time()
+                cfg = M.Config(env=env, algo=algo, simulations=budgets, seeds=args.episode_root_seeds, episodes=args.episode_count,
+                               reuse_tree=reuse, episode_steps=steps, value_norm=args.value_norm, **kw)
+                recs = [r for r in M.run(cfg, seed=0) if r["kind"] == "result"]
+                store[key] = {"records": recs, "wall_s": time.time() - t0, "load_avg": os.getloadavg()[0]}
+                path.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write_text(path, json.dumps(store, indent=1) + "\n")
+                print(f"  {key}: " + ", ".join(f"n={r['simulations']} {r['episode_return']:.2f}" for r in recs) + f" ({time.time() - t0:.0f} s)",
+                      flush=True)
+        print(f"\n== episodes: {env}, {args.episode_count} episodes of at most {steps} moves, value_norm {args.value_norm}: "
+              f"mean return [t 95%], steps; root P(correct) over {args.episode_root_seeds} seeds ==")
+        hdr = "".join(f"{f'n={b} ' + lab:>34s}" for b in budgets for lab in ("fresh", "reuse"))
+        print(f"  {'algo':20s}{hdr}")
+        for algo in algos:
+            cells = []
+            for b in budgets:
+                for reuse in (False, True):
+                    key = f"{name}/{algo}/reuse={reuse}/{args.episode_count}x{steps}/{','.join(map(str, budgets))}"
+                    r = next((x for x in store.get(key, {}).get("records", []) if x["simulations"] == b), None)
+                    cells.append("-" if r is None else f"{r['episode_return']:.2f} [{r['episode_return_ci'][0]:.1f},{r['episode_return_ci'][1]:.1f}] {r['episode_steps_mean']:.0f}")
+            print(f"  {algo:20s}" + "".join(f"{c:>34s}" for c in cells))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer seeds and repetitions")
@@ -301,6 +355,13 @@ def main() -> None:
     ap.add_argument("--value-norm", default="minmax", help="value normalisation of the accuracy runs (minmax | minmax-tree | oracle)")
     ap.add_argument("--envs", default="noisy,heavy,frozenlake8x8,taxi", help="comma list of " + ", ".join(ACCURACY_ENVS))
     ap.add_argument("--taxi-seeds", type=int, default=20)
+    ap.add_argument("--episodes", action="store_true", help="run the episode benchmark (section 3) instead of speed and accuracy")
+    ap.add_argument("--episode-count", type=int, default=3)
+    ap.add_argument("--episode-budgets", default="20,60")
+    ap.add_argument("--episode-steps", type=int, default=None, help="moves per episode at most (default: 40)")
+    ap.add_argument("--episode-root-seeds", type=int, default=3)
+    ap.add_argument("--episode-envs", default="taxi,frozenlake8x8", help="comma list of " + ", ".join(EPISODE_ENVS))
+    ap.add_argument("--episode-algos", default="all", help="all or a comma list of planners")
     ap.add_argument("--speed-value-norm", default="oracle", help="value normalisation of the speed runs (the docs' speed tables: oracle)")
     args = ap.parse_args()
     args.envs = [e.strip() for e in args.envs.split(",") if e.strip()]
@@ -321,6 +382,9 @@ def main() -> None:
     args.tree_seeds = 200 if args.quick else 1000
     args.gym_seeds = 10 if args.quick else 50
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    if args.episodes:
+        episodes(args)
+        return
     if args.print_only:
         args.skip_speed = True
     if not args.skip_speed:
