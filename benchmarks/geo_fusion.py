@@ -62,6 +62,33 @@ def _save_runs(data: dict) -> None:
     atomic_write_text(RES / "runs.json", json.dumps(data, indent=1))
 
 
+def _prepared(cfg):
+    """E.prepare's encoded splits, cached in runs/geo-fusion/features.safetensors (the frozen
+    encoders are deterministic for seed 0; a later part reuses them instead of training again)."""
+    from safetensors.torch import load_file, save_file
+
+    from icml26.methods.spatial import bench as B
+    from icml26.methods.spatial import experiment as E
+
+    cache, meta = DATA / "features.safetensors", DATA / "features.json"
+    if cache.is_file() and meta.is_file():
+        m = json.loads(meta.read_text())
+        if m.get("config") == repr(cfg):
+            t = load_file(str(cache))
+            splits = []
+            for split, bench in (("train", "bench-train"), ("test", "bench-test")):
+                qs = [q for q in B.read_questions(DATA / bench) if q["task"] in E.TASK_IDS]
+                feats = {n: (t[f"{split}/{n}/sem"], t[f"{split}/{n}/geo"]) for n in m[split]}
+                splits.append((qs, feats))
+            return splits[0], splits[1], m["info"]
+    trn, tst, info = E.prepare(cfg, DATA / "bench-test", DATA / "bench-train", 0)
+    tensors = {f"{split}/{n}/{k}": v.contiguous() for split, (_, f) in (("train", trn), ("test", tst))
+               for n, pair in f.items() for k, v in zip(("sem", "geo"), pair)}
+    save_file(tensors, str(cache))
+    meta.write_text(json.dumps({"config": repr(cfg), "train": sorted(trn[1]), "test": sorted(tst[1]), "info": info}))
+    return trn, tst, info
+
+
 def train(budget_s: float, only: list[str] | None) -> None:
     import torch
 
@@ -73,7 +100,7 @@ def train(budget_s: float, only: list[str] | None) -> None:
     if not todo:
         return
     t0 = time.perf_counter()
-    trn, tst, info = E.prepare(cfg, DATA / "bench-test", DATA / "bench-train", 0)
+    trn, tst, info = _prepared(cfg)
     info["load_at_start"] = os.getloadavg()[0]
     data["info"] = info
     print(f"prepared in {time.perf_counter() - t0:.0f} s: {info}", flush=True)

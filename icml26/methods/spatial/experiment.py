@@ -2,9 +2,9 @@
 fusion on the rendered VSI-style benchmark (shared/methods/geothinker.md, "CPU experiment").
 
 Everything here is RECON (no pretrained VLM or VGGT ships offline):
-1. Semantic encoder (frozen after training here): a 4-layer stride-16 CNN trained on the
+1. Semantic encoder (frozen after training here): a per-pixel colour MLP + 4-layer stride-16 CNN trained on the
    training scenes' frames to tell which object classes each 16x16 patch holds (multi-label,
-   from the instance pass); 2x2 patches merged into one visual token (32x32 px).
+   from the instance pass; BCE with positive weights = negative/positive ratio); 2x2 patches merged into one visual token (32x32 px).
 2. Geometry tokens, the stand-in for VGGT's per-patch tokens: for every visual token, statistics
    of the points back-projected from the exact depth and pose (in frame-0 camera coordinates,
    metric, or scaled to unit median depth with ``geometry_scale: relative``, VGGT-like) and the
@@ -141,7 +141,7 @@ class PatchCNN(nn.Module):
 
     def __init__(self, classes: int = len(B.CLASSES), width: int = 32):
         super().__init__()
-        layers, c = [], 3
+        layers, c = [nn.Conv2d(3, width, 1), nn.GELU(), nn.Conv2d(width, width, 1), nn.GELU()], width  # per-pixel colour
         for _ in range(4):
             layers += [nn.Conv2d(c, width, 3, stride=2, padding=1), nn.GELU()]
             c = width
@@ -160,9 +160,11 @@ def train_semantic_encoder(scenes: dict[str, SceneData], steps: int, seed: int) 
     y = torch.from_numpy(np.concatenate([s.patch_labels for s in scenes.values()])).permute(0, 3, 1, 2)
     net = PatchCNN()
     opt = torch.optim.AdamW(net.parameters(), lr=3e-3)
+    pos = y.mean((0, 2, 3))
+    pos_weight = ((1 - pos) / pos.clamp(min=1e-3)).clamp(max=50)[None, :, None, None]  # rare classes: recall matters
     for _ in range(steps):
         b = torch.randint(0, len(x), (min(32, len(x)),), generator=g)
-        loss = nn.functional.binary_cross_entropy_with_logits(net.head(net(x[b])), y[b])
+        loss = nn.functional.binary_cross_entropy_with_logits(net.head(net(x[b])), y[b], pos_weight=pos_weight)
         opt.zero_grad()
         loss.backward()
         opt.step()
