@@ -33,10 +33,12 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("sng", "icml26.commands.sng:sng", "Scientific ML (SNG / SPRING)"),
     ("jacobian-spectrum", "icml26.commands.jacobian_spectrum:jacobian_spectrum", "Theory as measurement"),
     ("equivariance", "icml26.commands.equivariance:equivariance", "Theory as measurement"),
+    ("modality-pairing", "icml26.commands.modality_pairing:modality_pairing", "Multimodal learning (stochastic pairing)"),
     ("geo-fusion", "icml26.commands.geo_fusion:geo_fusion_app", "Spatial reasoning (GeoThinker SGF)"),
     ("muse", "icml26.commands.muse:muse_app", "Efficient attention (MuSe)"),
     ("icr", "icml26.commands.icr:icr_app", "Diffusion representations (ICR)"),
     ("dsac-aid", "icml26.commands.dsac_aid:dsac_aid", "Reinforcement learning (DSAC-AID)"),
+    ("hdr-gs", "icml26.commands.hdr_gs:hdr_gs_app", "HDR novel-view synthesis (Expo-GS)"),
 ]
 
 app = typer.Typer(

@@ -1,0 +1,223 @@
+"""Benchmark of `icml26 modality-pairing` on av-digits (image + audio): the arms x 5 seeds table with
+95% intervals, paired stochastic - fixed differences, the loss-landscape PNG, and the paper's claims.
+
+Resumable: every (arm, seed) is cached in benchmarks/results/modality_pairing.json as soon as it is
+done; a rerun computes only what is missing (``--print-only`` just prints). Run it in parts under a
+timeout on a shared CPU:
+
+    OMP_NUM_THREADS=1 nice -n 5 timeout 1500 .venv/bin/python benchmarks/modality_pairing.py
+    .venv/bin/python benchmarks/modality_pairing.py --print-only
+
+Targets (the paper's claims, Lee & Yoon ICML 2026; shared/methods/modality_pairing.md):
+  1. multimodal (fixed and stochastic, reg none) beats each unimodal model in test accuracy;
+  2. stochastic pairing has a lower top Hessian eigenvalue than fixed pairing (reg none);
+  3. stochastic pairing has a higher corrupted-modality accuracy than fixed pairing (each modality);
+  4. stochastic pairing (reg none) is at least as accurate as fixed + SAM and fixed + LS, at lower
+     training wall time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+RESULTS = ROOT / "benchmarks" / "results" / "modality_pairing.json"
+PNG = ROOT / "docs" / "modality_pairing_landscape.png"
+SEEDS = [1000, 1001, 1002, 1003, 1004]
+
+
+def config():
+    from icml26.methods.multimodal.train import Config
+
+    return Config(data="av-digits", modalities=("image", "audio"), reg=("none", "sam", "ls", "swa"), fusion=("late",),
+                  epochs=8, train_size=600, hessian_samples=128, hessian_iters=6, hutchinson_samples=2, noise_draws=5,
+                  loss_curve_directions=3, robust_samples=300, pgd_steps=5)
+
+
+def order(arms):
+    """Priority groups, each over all seeds before the next: unimodal + reg none, then SAM, LS, SWA."""
+    groups = [[a for a in arms if a[1] == "none"]] + [[a for a in arms if a[1] == r and a[0] != "unimodal"] for r in ("sam", "ls", "swa")]
+    return [(a, s) for g in groups for s in SEEDS for a in g]
+
+
+def _load():
+    if RESULTS.is_file():
+        return json.loads(RESULTS.read_text())
+    return {"runs": {}}
+
+
+def _save(state):
+    from icml26.core.output import atomic_write_text
+
+    atomic_write_text(RESULTS, json.dumps(state, indent=1))
+
+
+def _key(arm, seed):
+    return "/".join(arm) + f"/{seed}"
+
+
+def compute(state, budget_s: float):
+    import torch
+
+    from icml26.methods.multimodal import train as m
+
+    torch.set_num_threads(1)
+    cfg = config()
+    ms = m.load(cfg)
+    arms = m._arms(cfg, ms.modalities)
+    t_start = time.time()
+    for arm, seed in order(arms):  # a partial run still gives paired differences on the seeds done
+        if True:
+            k = _key(arm, seed)
+            if k in state["runs"]:
+                continue
+            if time.time() - t_start > budget_s:
+                return False
+            pairing, reg, fusion, modality = arm
+            train, valid, test, variants = m._prepare(ms, cfg, seed)
+            model, hist, wall = m.train_one(cfg, train, valid, pairing=pairing, reg=reg, fusion=fusion, modality=modality,
+                                            num_classes=ms.num_classes, seed=seed)
+            t0 = time.time()
+            met = m.evaluate(cfg, model, train, test, variants, seed=seed, modality=modality)
+            met.update(train_wall_s=wall, eval_wall_s=time.time() - t0, val_accuracy=max(h[2] for h in hist),
+                       load=os.getloadavg()[0])
+            state["runs"][k] = met
+            _save(state)
+            print(f"{k}: acc {met['test_accuracy']:.3f} eig {met['hessian_top_eig']:.2f} train {wall:.0f}s (load {met['load']:.1f})", flush=True)
+            if seed == SEEDS[0] and pairing in ("fixed", "stochastic") and reg == "none":
+                from icml26.methods.multimodal.flatness import landscape_2d
+
+                sub = train.subset(np.arange(256))
+                c, z = landscape_2d(model, sub.batches(256), points=9, span=1.0, seed=seed)
+                state.setdefault("landscape", {})[pairing] = {"coords": c.tolist(), "loss": z.tolist()}
+                _save(state)
+    return True
+
+
+def _ci(v):
+    v = np.asarray(v, dtype=float)
+    if v.size < 2:
+        return float(v.mean()) if v.size else float("nan"), float("nan")
+    from scipy import stats
+
+    return float(v.mean()), float(stats.t.ppf(0.975, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
+
+
+def report(state):
+    from icml26.methods.multimodal import train as m
+
+    cfg = config()
+    arms = m._arms(cfg, ("image", "audio"))
+    runs = state["runs"]
+    fields = ["test_accuracy", "corrupted_accuracy_image", "corrupted_accuracy_audio", "missing_accuracy_image",
+              "missing_accuracy_audio", "pgd_accuracy_image", "pgd_accuracy_audio", "shift_accuracy_audio",
+              "hessian_top_eig", "hessian_trace", "weight_noise_loss_gap", "train_wall_s"]
+    short = {"test_accuracy": "acc", "corrupted_accuracy_image": "corr img", "corrupted_accuracy_audio": "corr aud",
+             "missing_accuracy_image": "miss img", "missing_accuracy_audio": "miss aud", "pgd_accuracy_image": "pgd img",
+             "pgd_accuracy_audio": "pgd aud", "shift_accuracy_audio": "shift aud", "hessian_top_eig": "λmax",
+             "hessian_trace": "tr H", "weight_noise_loss_gap": "noise gap", "train_wall_s": "train s"}
+    print(f"av-digits image+audio, {cfg.train_size} train pairs (90/10 train/val), {cfg.epochs} epochs Adam {cfg.lr:g}, "
+          f"seeds {SEEDS}; mean ± 95% t-interval half-width over the seeds done")
+    print("| arm | n | " + " | ".join(short[f] for f in fields) + " |")
+    print("|---|---|" + "---|" * len(fields))
+    table = {}
+    for arm in arms:
+        vals = [runs[_key(arm, s)] for s in SEEDS if _key(arm, s) in runs]
+        if not vals:
+            continue
+        name = f"{arm[0]}/{arm[1]}" + (f"/{arm[3]}" if arm[0] == "unimodal" else "")
+        cells = []
+        for f in fields:
+            xs = [v.get(f) for v in vals if v.get(f) is not None]
+            if not xs:
+                cells.append("-")
+                continue
+            mu, h = _ci(xs)
+            table[(name, f)] = xs
+            cells.append(f"{mu:.3f} ± {h:.3f}" if f not in ("train_wall_s",) else f"{mu:.1f}")
+        print(f"| {name} | {len(vals)} | " + " | ".join(cells) + " |")
+
+    def paired(a, b, f):
+        """per-seed a - b over the seeds both have."""
+        d = [runs[_key(a, s)][f] - runs[_key(b, s)][f] for s in SEEDS if _key(a, s) in runs and _key(b, s) in runs
+             and runs[_key(a, s)].get(f) is not None and runs[_key(b, s)].get(f) is not None]
+        return d
+
+    print("\nPaired differences stochastic - fixed (same seed, same reg): mean ± 95% half-width [n]")
+    for reg in cfg.reg:
+        a, b = ("stochastic", reg, "late", "all"), ("fixed", reg, "late", "all")
+        cells = []
+        for f in ("test_accuracy", "hessian_top_eig", "corrupted_accuracy_image", "corrupted_accuracy_audio", "pgd_accuracy_audio", "shift_accuracy_audio"):
+            d = paired(a, b, f)
+            mu, h = _ci(d) if d else (float("nan"), float("nan"))
+            cells.append(f"{short[f]} {mu:+.3f} ± {h:.3f} [{len(d)}]")
+        print(f"  reg {reg}: " + "; ".join(cells))
+
+    print("\nTargets")
+    fx, st = ("fixed", "none", "late", "all"), ("stochastic", "none", "late", "all")
+
+    def mean(arm, f):
+        xs = [runs[_key(arm, s)][f] for s in SEEDS if _key(arm, s) in runs and runs[_key(arm, s)].get(f) is not None]
+        return float(np.mean(xs)) if xs else float("nan")
+
+    uni = {mod: mean(("unimodal", "none", "none", mod), "test_accuracy") for mod in ("image", "audio")}
+    ok1 = all(mean(x, "test_accuracy") > max(uni.values()) for x in (fx, st))
+    print(f"  1. multimodal > each unimodal: fixed {mean(fx, 'test_accuracy'):.3f}, stochastic {mean(st, 'test_accuracy'):.3f} "
+          f"vs image {uni['image']:.3f}, audio {uni['audio']:.3f}: {'met' if ok1 else 'NOT met'}")
+    d = paired(st, fx, "hessian_top_eig")
+    mu, h = _ci(d) if d else (float("nan"), float("nan"))
+    print(f"  2. λmax stochastic < fixed: {mean(st, 'hessian_top_eig'):.2f} vs {mean(fx, 'hessian_top_eig'):.2f} "
+          f"(paired {mu:+.2f} ± {h:.2f}, n={len(d)}): {'met' if mu < 0 else 'NOT met'}{' (interval excludes 0)' if d and mu + h < 0 else ''}")
+    res = []
+    for mod in ("image", "audio"):
+        d = paired(st, fx, f"corrupted_accuracy_{mod}")
+        mu, h = _ci(d) if d else (float("nan"), float("nan"))
+        res.append(mu > 0)
+        print(f"  3. corrupted-{mod} accuracy stochastic > fixed: {mean(st, f'corrupted_accuracy_{mod}'):.3f} vs "
+              f"{mean(fx, f'corrupted_accuracy_{mod}'):.3f} (paired {mu:+.3f} ± {h:.3f}): {'met' if mu > 0 else 'NOT met'}")
+    for reg in ("sam", "ls"):
+        other = ("fixed", reg, "late", "all")
+        acc_ok = mean(st, "test_accuracy") >= mean(other, "test_accuracy")
+        t_ok = mean(st, "train_wall_s") < mean(other, "train_wall_s")
+        print(f"  4. stochastic vs fixed+{reg}: acc {mean(st, 'test_accuracy'):.3f} vs {mean(other, 'test_accuracy'):.3f}, "
+              f"train {mean(st, 'train_wall_s'):.1f}s vs {mean(other, 'train_wall_s'):.1f}s: "
+              f"{'met' if acc_ok and t_ok else 'NOT met'} (accuracy {'>=' if acc_ok else '<'}, time {'lower' if t_ok else 'not lower'})")
+    loads = [v.get("load") for v in runs.values() if v.get("load") is not None]
+    if loads:
+        print(f"\nload average (1 min) during the runs: median {np.median(loads):.1f}, max {max(loads):.1f} on {os.cpu_count()} cores "
+              "(wall times are comparable within this run only)")
+    if state.get("landscape") and len(state["landscape"]) == 2:
+        from icml26.methods.multimodal.flatness import plot_landscapes
+
+        panels = [(f"{p} pairing (seed {SEEDS[0]})", np.asarray(v["coords"]), np.asarray(v["loss"])) for p, v in sorted(state["landscape"].items())]
+        plot_landscapes(panels, PNG)
+        print(f"landscape: {PNG.relative_to(ROOT)}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--print-only", action="store_true")
+    ap.add_argument("--budget-s", type=float, default=1e9, help="stop starting new runs after this many seconds")
+    a = ap.parse_args()
+    state = _load()
+    if not a.print_only:
+        print(f"uptime: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}", flush=True)
+        done = compute(state, a.budget_s)
+        if not done:
+            print("budget reached; rerun to continue", flush=True)
+    report(state)
+
+
+if __name__ == "__main__":
+    main()
