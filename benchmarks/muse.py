@@ -30,6 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 RESULTS = Path(__file__).resolve().parent / "results" / "muse.json"
+KERNEL_TAG = "kern2"  # bench entries of the current C++ kernel (tiled far field); older tags are history
 
 
 def _load(path: Path) -> dict:
@@ -62,7 +63,7 @@ def part_bench(cfg, args, data: dict) -> None:
     model, tok = None, None
     for n in args.context_tokens:
         methods = [m for m in ("sdpa", "muse", "muse-noretrieval", "block", "muse-v1") if m != "muse-v1" or n <= args.v1_max]
-        key = f"{n}|L{args.layer}|{_settings_key(cfg)}|t{args.threads}"
+        key = f"{n}|L{args.layer}|{_settings_key(cfg)}|t{args.threads}|{KERNEL_TAG}"
         if key in store and all(m in store[key] for m in methods):
             continue
         if model is None:
@@ -138,7 +139,7 @@ def _fmt(x, f="{:.4f}"):
 def report(data: dict) -> list[str]:
     lines = []
     targets = []
-    bench = data.get("bench", {})
+    bench = {k: v for k, v in data.get("bench", {}).items() if k.endswith(KERNEL_TAG)}
     if bench:
         lines += ["### bench: isolated attention (SmolLM2-135M q/k/v, all 9 heads)", "",
                   "| N | settings | method | seconds | speed-up vs sdpa | rel. sq. error | sparsity | load avg |",
@@ -205,7 +206,7 @@ def plot(data: dict, folder: Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     made = []
-    bench = data.get("bench", {})
+    bench = {k: v for k, v in data.get("bench", {}).items() if k.endswith(KERNEL_TAG)}
     if bench:
         fig, ax = plt.subplots(figsize=(6, 4.2))
         marks = {"muse": "o", "muse-noretrieval": "s", "block": "^", "muse-v1": "D"}

@@ -297,9 +297,10 @@ at::Tensor muse_forward(const at::Tensor& q, const at::Tensor& k, const at::Tens
 
   // 2-5. per (head, query block)
   const float ninf = -std::numeric_limits<float>::infinity();
+  constexpr int64_t kTile = 32;  // summaries per tile of the far field
   at::parallel_for(0, G * nb, 1, [&](int64_t b0, int64_t b1) {
     std::vector<float> sc(bt), L, kt, vt, gate, qbar(cq * D), delta(D), acc(D), sbuf, wbuf(cq * sz);
-    std::vector<float> lo(bt * D), llse(bt);
+    std::vector<float> lo(bt * D), llse(bt), S, A, Dl, mxs, zs;
     std::vector<int64_t> order, ret;
     std::vector<char> isret;
     for (int64_t gb = b0; gb < b1; ++gb) {
@@ -383,36 +384,62 @@ at::Tensor muse_forward(const at::Tensor& q, const at::Tensor& k, const at::Tens
         const float* La = L.data() + a * kpc;
         const float* kta = tilted ? kt.data() + a * kpc * D : nullptr;
         const float* vta = tilted ? vt.data() + a * kpc * D : nullptr;
-        // 4. per query of the cluster: one softmax over retrieved keys and far-field summaries
+        // 4. one softmax per query over the retrieved keys and the far-field summaries; rows are
+        //    visited in tiles shared by all m queries of the cluster (each tile read once from cache)
+        const int64_t ns = rr * sz + (tilted ? kpc : 0);
+        if (ns == 0) {
+          for (int64_t i = 0; i < m; ++i) std::memcpy(ob + pq[a * m + i] * D, lo.data() + pq[a * m + i] * D, sizeof(float) * D);
+          continue;
+        }
+        S.resize(m * ns);
+        A.assign(m * D, 0.f);
+        for (int64_t j = 0; j < rr; ++j) {
+          const float* kc = ksg + ret[j] * sz * D;
+          for (int64_t i = 0; i < m; ++i) op.dots(qb + pq[a * m + i] * D, kc, sz, D, c, S.data() + i * ns + j * sz);
+        }
+        if (tilted) {
+          Dl.resize(m * D);
+          for (int64_t i = 0; i < m; ++i) {
+            const float* qi = qb + pq[a * m + i] * D;
+            for (int64_t e = 0; e < D; ++e) Dl[i * D + e] = qi[e] - qa[e];
+          }
+          for (int64_t b0 = 0; b0 < kpc; b0 += kTile) {
+            const int64_t nt = std::min(kTile, kpc - b0);
+            for (int64_t i = 0; i < m; ++i) op.dots(Dl.data() + i * D, kta + b0 * D, nt, D, c, S.data() + i * ns + rr * sz + b0);
+          }
+          for (int64_t i = 0; i < m; ++i) {
+            float* sf = S.data() + i * ns + rr * sz;
+            for (int64_t b = 0; b < kpc; ++b) sf[b] = isret[b] ? ninf : sf[b] + La[b];
+          }
+        }
+        mxs.resize(m);
+        zs.resize(m);
+        for (int64_t i = 0; i < m; ++i) {
+          float* si = S.data() + i * ns;
+          mxs[i] = *std::max_element(si, si + ns);
+          zs[i] = op.expsum(si, ns, mxs[i]);
+        }
+        for (int64_t j = 0; j < rr; ++j) {
+          const float* vc = vsg + ret[j] * sz * D;
+          for (int64_t i = 0; i < m; ++i) op.wsum(S.data() + i * ns + j * sz, vc, sz, D, A.data() + i * D);
+        }
+        if (tilted) {
+          for (int64_t b0 = 0; b0 < kpc; b0 += kTile) {
+            const int64_t nt = std::min(kTile, kpc - b0);
+            for (int64_t i = 0; i < m; ++i) op.wsum(S.data() + i * ns + rr * sz + b0, vta + b0 * D, nt, D, A.data() + i * D);
+          }
+        }
+        // 5. merge with the local block by log-sum-exp
         for (int64_t i = 0; i < m; ++i) {
           const int64_t row = pq[a * m + i];
-          const float* qi = qb + row * D;
-          for (int64_t j = 0; j < rr; ++j) op.dots(qi, ksg + ret[j] * sz * D, sz, D, c, sbuf.data() + j * sz);
-          int64_t ns = rr * sz;
-          if (tilted) {
-            for (int64_t e = 0; e < D; ++e) delta[e] = qi[e] - qa[e];
-            float* sf = sbuf.data() + ns;
-            op.dots(delta.data(), kta, kpc, D, c, sf);
-            for (int64_t b = 0; b < kpc; ++b) sf[b] = isret[b] ? ninf : sf[b] + La[b];
-            ns += kpc;
-          }
           float* o = ob + row * D;
           const float* ol = lo.data() + row * D;
-          if (ns == 0) {
-            std::memcpy(o, ol, sizeof(float) * D);
-            continue;
-          }
-          const float mx = *std::max_element(sbuf.begin(), sbuf.begin() + ns);
-          const float z = op.expsum(sbuf.data(), ns, mx);
-          std::fill(acc.begin(), acc.end(), 0.f);
-          for (int64_t j = 0; j < rr; ++j) op.wsum(sbuf.data() + j * sz, vsg + ret[j] * sz * D, sz, D, acc.data());
-          if (tilted) op.wsum(sbuf.data() + rr * sz, vta, kpc, D, acc.data());
-          // 5. merge with the local block by log-sum-exp
-          const float lrf = mx + std::log(z), ll = llse[row];
+          const float* ai = A.data() + i * D;
+          const float lrf = mxs[i] + std::log(zs[i]), ll = llse[row];
           const float mm = std::max(lrf, ll);
           const float wl = std::exp(ll - mm), wr = std::exp(lrf - mm);
-          const float den = wl + wr;
-          for (int64_t e = 0; e < D; ++e) o[e] = (wl * ol[e] + wr * acc[e] / z) / den;
+          const float den = wl + wr, iz = 1.f / zs[i];
+          for (int64_t e = 0; e < D; ++e) o[e] = (wl * ol[e] + wr * ai[e] * iz) / den;
         }
       }
     }
