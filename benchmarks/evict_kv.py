@@ -22,6 +22,10 @@ haystack. Resumable: each finished haystack is saved to ``--results`` (default
 benchmarks/results/evict_kv_decode.json); a rerun with the same settings skips the saved ones,
 ``--max-haystacks K`` stops after K new ones, ``--print-only`` reprints the tables:
     OMP_NUM_THREADS=1 timeout 3000 .venv/bin/python benchmarks/evict_kv.py --mode decode --max-haystacks 5
+Two parts in parallel, then the pooled tables:
+    ... --mode decode --haystacks 0 10 --results benchmarks/results/evict_kv_decode_a.json
+    ... --mode decode --haystacks 10 20 --results benchmarks/results/evict_kv_decode_b.json
+    ... --mode decode --print-only --results benchmarks/results/evict_kv_decode_a.json benchmarks/results/evict_kv_decode_b.json
 """
 
 from __future__ import annotations
@@ -245,20 +249,33 @@ def decode_run(args) -> dict:
     from icml26.methods.kvcache import evaluate as E
     from icml26.methods.kvcache.decode import run_decode
 
-    path = Path(args.results)
+    if args.print_only:  # the samples of every --results file (parts of one run: same settings)
+        docs = [json.loads(Path(p).read_text(encoding="utf-8")) for p in args.results if Path(p).exists()]
+        if not docs:
+            raise SystemExit(f"no results file among {args.results}")
+        if any(d["settings"] != docs[0]["settings"] for d in docs):
+            raise SystemExit("--results files with different settings cannot be pooled")
+        seen, merged = set(), []
+        for d in docs:
+            for r in d["samples"]:
+                k = (r["sample_index"], r["method"], r["decoding_budget_tokens"])
+                if k not in seen:
+                    seen.add(k)
+                    merged.append(r)
+        return {"settings": docs[0]["settings"], "samples": merged}
+    if len(args.results) != 1:
+        raise SystemExit("--results: one file per run (several only with --print-only)")
+    path = Path(args.results[0])
     settings = _decode_settings(args)
     doc = {"settings": settings, "samples": []}
     if path.exists():
         doc = json.loads(path.read_text(encoding="utf-8"))
-        if args.print_only:
-            return doc
         if doc.get("settings") != settings:
             raise SystemExit(f"{path} holds a run with other settings ({doc.get('settings')}); pass another --results")
-    if args.print_only:
-        return doc
     done = {r["sample_index"] for r in doc["samples"]}
     n_total = len(args.depths) * args.samples
-    todo = [i for i in range(n_total) if i not in done][: args.max_haystacks or None]
+    lo, hi = args.haystacks if args.haystacks else (0, n_total)
+    todo = [i for i in range(max(0, lo), min(hi, n_total)) if i not in done][: args.max_haystacks or None]
     if not todo:
         return doc
     cfg = E.Config(mode="decode", methods=tuple(settings["methods"]), context_tokens=(settings["context_tokens"],),
@@ -414,11 +431,14 @@ def main() -> None:
                     help="python of a venv with kvpress to re-run this script in (default: the kvpress peer venv of `make peers`)")
     ap.add_argument("--mode", choices=["prefill", "decode"], default="prefill")
     ap.add_argument("--budgets", type=int, nargs="+", default=[256, 512], help="decode: cache budgets (tokens)")
-    ap.add_argument("--new-tokens", type=int, default=128, help="decode: tokens generated per haystack")
+    ap.add_argument("--new-tokens", type=int, default=64, help="decode: tokens generated per haystack")
     ap.add_argument("--timed-tokens", type=int, default=16, help="decode: greedy steps with the press (answer span, ms/token)")
     ap.add_argument("--interval", type=int, default=16, help="decode: re-compression interval (tokens)")
     ap.add_argument("--decode-kvpress", nargs="*", default=DECODE_KVPRESS, help="decode: kvpress presses run beside ours")
-    ap.add_argument("--results", default=str(DECODE_RESULTS), help="decode: the resumable results file")
+    ap.add_argument("--results", nargs="+", default=[str(DECODE_RESULTS)],
+                    help="decode: the resumable results file (with --print-only: several parts of one run, pooled)")
+    ap.add_argument("--haystacks", type=int, nargs=2, default=None, metavar=("FROM", "TO"),
+                    help="decode: run only haystacks FROM..TO-1 (parts in parallel, each with its own --results)")
     ap.add_argument("--max-haystacks", type=int, default=0, help="decode: stop after this many new haystacks (0: all)")
     ap.add_argument("--print-only", action="store_true", help="decode: reprint the tables of --results")
     args = ap.parse_args()

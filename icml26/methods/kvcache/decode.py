@@ -26,7 +26,8 @@ For every sample (a real haystack with a needle, then the question; ``evaluate.m
 Records: ``sample`` per (method, budget, sample); ``result`` per (method, budget) with
 ``mode: decode``, ``decoding_budget_tokens``, ``new_tokens``, ``kl`` (+ ``kl_ci``),
 ``top1_agreement``, ``answer_match``, ``needle_match``, ``peak_cache_bytes``,
-``decode_ms_per_token``, ``decode_overhead_ratio`` (ms/token / the full cache's - 1); last a
+``decode_ms_per_token``, ``decode_overhead_ratio`` (ms/token / the full cache's - 1),
+``score_ms_per_token`` (the re-compression scoring within the timed steps, per token); last a
 ``summary``.
 """
 
@@ -188,7 +189,7 @@ def run_decode(cfg, *, seed: int = 0, device: str = "cpu", skip=None) -> Iterato
             full_span = answer_span(full_text)
             for method, budget in combos:
                 if method == "full":
-                    kl, top1, peak, ms, span, score_s = 0.0, 1.0, full_peak, full_ms, full_span, 0.0
+                    kl, top1, peak, ms, span, score_s, score_ms = 0.0, 1.0, full_peak, full_ms, full_span, 0.0, 0.0
                     per_head = [[t0 + n_new] * int(k.shape[1]) for k, _ in base]
                 else:
                     kvp = method.startswith("kvpress:")
@@ -211,9 +212,11 @@ def run_decode(cfg, *, seed: int = 0, device: str = "cpu", skip=None) -> Iterato
                     press = make(method, budget, interval)
                     with press(model):
                         cache = fresh() if kvp else press.start_decoding(cap, model.config)
+                        s0 = float("nan") if kvp else float(press.stats["score_s"])
                         toks, secs, _, _ = greedy(model, cache, first, t0, n_ans)
                     del cache
                     score_s = float("nan") if kvp else float(press.stats["score_s"])
+                    score_ms = 1000 * (score_s - s0) / n_ans  # re-compression scoring during the timed steps, per token
                     ms = 1000 * sum(secs) / n_ans
                     span = answer_span(tok.decode(toks))
                 rec = {"kind": "sample", "mode": "decode", "method": method, "decoding_budget_tokens": budget,
@@ -221,7 +224,7 @@ def run_decode(cfg, *, seed: int = 0, device: str = "cpu", skip=None) -> Iterato
                        "prompt_tokens": t0, "needle_depth": smp["depth"], "sample": smp["sample"], "sample_index": si,
                        "kl": kl, "top1_agreement": top1, "answer_match": span == full_span, "needle_match": smp["answer"] in span,
                        "answer": span, "peak_cache_bytes": int(peak), "decode_ms_per_token": ms,
-                       "decode_overhead_ratio": ms / full_ms - 1.0, "score_s": score_s, "kept_per_head": per_head}
+                       "decode_overhead_ratio": ms / full_ms - 1.0, "score_s": score_s, "score_ms_per_token": score_ms, "kept_per_head": per_head}
                 acc[(method, budget)].append(rec)
                 yield rec
                 bar.advance()
@@ -258,4 +261,5 @@ def decode_result(method: str, budget: int, recs: list[dict], *, seed: int = 0) 
             "needle_match": hits / n, "needle_match_ci": list(wilson_interval(hits, n)),
             "peak_cache_bytes": max(int(r["peak_cache_bytes"]) for r in recs),
             "decode_ms_per_token": mean("decode_ms_per_token"), "decode_overhead_ratio": mean("decode_overhead_ratio"),
+            "score_ms_per_token": mean("score_ms_per_token") if all("score_ms_per_token" in r for r in recs) else None,
             "n_samples": n, **head_budget_summary(recs)}
