@@ -28,8 +28,6 @@ def dsac_aid(
 
     Example: icml26 dsac-aid --env Hopper-v5 --algo dsac-aid,dsac-t,sac --steps 200000 --seeds 3 --out runs/hopper
     """
-    import dataclasses
-
     from icml26.core.device import resolve_device
     from icml26.core.errors import InputError
     from icml26.core.output import resume_records, stream
@@ -44,7 +42,6 @@ def dsac_aid(
         raise InputError("d4rl=true writes hdf5 files into the run folder: give --out DIR")
     dev = resolve_device(device)
     s = recipe_seed(recipe, "dsac-aid", seed) or 0
-    cfg = dataclasses.replace(cfg)
     prev = resume_records(out, command="dsac-aid", config=cfg, seed=s) if resume else None
     cols = ["algo", "env", "final_return:final", "final_return_ci:95% CI", "max_avg_return:max avg", "max_avg_return_ci:95% CI",
             "seeds", "steps", "wall_s"]

@@ -35,7 +35,7 @@ import dataclasses
 import json
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -417,7 +417,6 @@ def train(cfg: Config, algo: str, *, seed: int, device: str, obs_dim: int, act_d
         if out is not None and cfg.d4rl:
             write_d4rl(out, cfg, algo, seed, learner, buf, device)
         yield result_record(cfg, algo, loop)
-        train.last_learner = learner  # (for tests and benchmarks: the trained learner)
     finally:
         venv.close()
 
@@ -470,11 +469,8 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | Path | No
     """Train every ``cfg.algo`` (``cfg`` resolved by ``resolve_family``) on ``cfg.env``; yield its
     ``step`` records, one ``result`` per algo and a ``summary``. ``resume``: methods whose
     result is in ``previous`` are replayed; an unfinished one continues from its checkpoint."""
-    import torch
-
     from icml26.core.output import previous_results
 
-    torch.set_num_threads(max(1, torch.get_num_threads()))
     obs_dim, act_dim = dims or validate(cfg)
     out_p = Path(out) if out is not None else None
     done = previous_results(previous, "algo", "env")
