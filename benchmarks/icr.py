@@ -3,7 +3,7 @@
 Parts (each resumable; results cached in --json, default benchmarks/results/icr.json; run folders
 under --runs, default runs/icr-bench/; a rerun prints from the cache and computes what is missing):
   cost        one training step (batch 32) vs one ICR evaluation (512 images x 4 views and
-              1024 x 2, features + ICR) vs one memorization check (128 Heun samples), tiny preset, 16x16;
+              1024 x 2, features + ICR) vs one memorization check (64 Heun samples, 12 steps); CPU seconds (process_time), tiny preset, 16x16;
   small-<N>   ``icml26 icr train --train-size N`` with the monitor (--resume on rerun), N in --sizes;
   full        ``icml26 icr train --train-size 0`` (all 60k images), a short run (--full-steps);
   sweep       ``icml26 icr analyze`` on the full-data model: ICR and probe accuracy on the paper's sigma grid;
@@ -82,33 +82,33 @@ def part_cost(args) -> dict:
     opt = torch.optim.AdamW(net.parameters(), lr=1e-3)
     ts = []
     for k in range(12):
-        t0 = time.perf_counter()
+        t0 = time.process_time()  # CPU seconds of this process: robust to the other jobs on the machine
         loss = U.edm_loss(net, x[:32], torch.randn(32), torch.randn(32, 1, 16, 16))
         opt.zero_grad()
         loss.backward()
         opt.step()
         if k >= 2:
-            ts.append(time.perf_counter() - t0)
+            ts.append(time.process_time() - t0)
     sched = U.Schedule("edm")
     out = {"train_step_s": float(np.median(ts)), "parameters": sum(p.numel() for p in net.parameters()), "batch": 32,
            "threads": torch.get_num_threads(), "load": _uptime()}
     for n, v in ((512, 4), (1024, 2)):
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         h = F.view_features(net, x[:n], sched, 0.29, views=v, layer="mid_block", seed=0)
-        t1 = time.perf_counter()
+        t1 = time.process_time()
         E.icr(h)
-        t2 = time.perf_counter()
+        t2 = time.process_time()
         out[f"icr_{n}x{v}_features_s"] = t1 - t0
         out[f"icr_{n}x{v}_estimator_s"] = t2 - t1
-    t0 = time.perf_counter()
-    U.edm_sample(net.eval(), torch.randn(128, 1, 16, 16), steps=18)
-    out["sample_128_s"] = time.perf_counter() - t0
+    t0 = time.process_time()
+    U.edm_sample(net.eval(), torch.randn(64, 1, 16, 16), steps=12)
+    out["sample_64_s"] = time.process_time() - t0
     return out
 
 
 def print_cost(c: dict) -> None:
-    print(f"\n## Cost (tiny U-Net, {c['parameters']} parameters, 16x16, {c['threads']} thread; {c['load']})")
-    print("| what | seconds | x one training step |")
+    print(f"\n## Cost (tiny U-Net, {c['parameters']} parameters, 16x16, {c['threads']} thread; CPU seconds of the process; {c['load']})")
+    print("| what | CPU seconds | x one training step |")
     print("|---|---|---|")
     st = c["train_step_s"]
     print(f"| one training step (batch {c['batch']}, forward + backward + AdamW) | {st:.3f} | 1.0 |")
@@ -116,12 +116,12 @@ def print_cost(c: dict) -> None:
         f, e = c[f"icr_{k}_features_s"], c[f"icr_{k}_estimator_s"]
         print(f"| one ICR evaluation, {k.replace('x', ' images x ')} views: features | {f:.3f} | {f / st:.1f} |")
         print(f"| one ICR evaluation, {k.replace('x', ' images x ')} views: estimator (Cholesky) | {e:.4f} | {e / st:.3f} |")
-    print(f"| 128 samples, Heun 18 steps (35 evaluations) | {c['sample_128_s']:.3f} | {c['sample_128_s'] / st:.1f} |")
+    print(f"| memorization check: 64 samples, Heun 12 steps (23 evaluations) | {c['sample_64_s']:.3f} | {c['sample_64_s'] / st:.1f} |")
 
 
 # ----------------------------------------------------------------------------- training runs
 def part_train(args, size: int, steps: int, monitor_every: int, run_dir: Path) -> dict:
-    if not _finished(run_dir):
+    if not _finished(run_dir) and not args.collect:
         resume = ["--resume"] if (run_dir / "records.jsonl").is_file() else []
         _icml26(["icr", "train", "--data", args.data, "--train-size", str(size), "--steps", str(steps),
                  "--set", f"monitor_every={monitor_every}", "--set", f"memorization_samples={args.samples}", "--set", f"sampler_steps={args.sampler_steps}",
@@ -132,7 +132,7 @@ def part_train(args, size: int, steps: int, monitor_every: int, run_dir: Path) -
 
 
 def part_sweep(args, run_dir: Path, model_dir: Path) -> dict:
-    if not _finished(run_dir):
+    if not _finished(run_dir) and not args.collect:
         if run_dir.exists():
             shutil.rmtree(run_dir)
         _icml26(["icr", "analyze", "--model", str(model_dir), "--data", args.data, "--set", f"icr_images={args.sweep_images}",
@@ -146,7 +146,19 @@ def _verdict(ok: bool | None) -> str:
 
 def print_sweep(s: dict) -> None:
     rows = [r for r in s["records"] if r.get("kind") == "result"]
+    if not rows:
+        print("\n## A. Noise sweep: not run yet")
+        return
     summ = s["records"][-1]
+    if summ.get("kind") != "summary":  # unfinished: the same rule on the levels done so far
+        from icml26.methods.diffusion.analyze import grid_argext
+
+        i, j = grid_argext([r["icr"] for r in rows], False), grid_argext([r["probe_accuracy"] for r in rows], True)
+        n = len(rows)
+        summ = {"icr_min_level": rows[i]["noise_level"], "icr_min": rows[i]["icr"], "probe_peak_level": rows[j]["noise_level"],
+                "probe_peak_accuracy": rows[j]["probe_accuracy"], "grid_steps_apart": abs(i - j),
+                "icr_min_intermediate": f"{0 < i < n - 1} (partial: {n} levels)", "probe_peak_intermediate": 0 < j < n - 1,
+                "claim_window": None}
     print(f"\n## A. Noise sweep on the full-data model ({rows[0]['n_images']} training images x {rows[0]['views']} views, "
           f"{rows[0]['feature_layer']}, d = {rows[0]['feature_dim']}; probe: logistic regression on those images, "
           f"accuracy on 1000 test images; {s['load']})")
@@ -238,6 +250,7 @@ def main() -> None:
     ap.add_argument("--part", action="append", help="cost | small-<N> | full | sweep | figures (repeatable; default: all)")
     ap.add_argument("--print-only", action="store_true")
     ap.add_argument("--redo", action="append", default=[])
+    ap.add_argument("--collect", action="store_true", help="read the run folders as they are (unfinished runs are printed as partial); run nothing")
     ap.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "icr.json"))
     ap.add_argument("--runs", default=str(ROOT / "runs" / "icr-bench"))
     ap.add_argument("--fig-dir", default=str(ROOT / "docs"))
@@ -260,7 +273,7 @@ def main() -> None:
     parts = args.part or ["cost", *[f"small-{n}" for n in sizes], "full", "sweep", "figures"]
     if not args.print_only:
         for p in parts:
-            if p in res and p not in args.redo and p != "figures":
+            if p in res and p not in args.redo and p != "figures" and not (args.collect and p != "cost"):
                 continue
             t0 = time.time()
             if p == "cost":
