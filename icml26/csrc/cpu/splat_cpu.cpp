@@ -15,7 +15,8 @@
 // into a per-thread buffer (OpenMP over tiles), then reduced: no atomics, deterministic for
 // a fixed thread count. The inner loops run over the 256 pixels of a tile (`omp simd`: AVX2
 // lanes, with glibc's vector exp) for one Gaussian at a time, so each pixel keeps its own
-// front-to-back order.
+// front-to-back order; only the rows and columns of the tile inside the Gaussian's
+// alpha >= 1/255 box (pixel_box) are visited.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
@@ -49,6 +50,27 @@ void check_inputs(const at::Tensor& mean2d, const at::Tensor& conic, const at::T
   TORCH_CHECK(width > 0 && height > 0, "splat: empty image");
 }
 
+// The tile-local pixel box [u0, u1] x [v0, v1] outside which o exp(power) < 1/255 (so no pixel
+// there is touched: skipping it changes nothing), with one pixel of margin; false when empty.
+// The ellipse d^T conic d <= 2 ln(255 o) has half-widths sqrt(2 ln(255 o) Sigma_xx) and
+// sqrt(2 ln(255 o) Sigma_yy), Sigma = conic^-1.
+template <typename T>
+inline bool pixel_box(T mx, T my, T a, T b, T c, T o, int64_t x0, int64_t y0, int& u0, int& u1, int& v0, int& v1) {
+  const T det = a * c - b * b;
+  if (!(o * T(255) > T(1)) || !(det > T(0))) return false;
+  const T k2 = T(2) * std::log(o * T(255));
+  const T rx = std::sqrt(k2 * c / det), ry = std::sqrt(k2 * a / det);
+  if (!(rx == rx) || !(ry == ry)) return false;  // NaN
+  const T lx = mx - rx - T(0.5) - T(x0), hx = mx + rx - T(0.5) - T(x0);
+  const T ly = my - ry - T(0.5) - T(y0), hy = my + ry - T(0.5) - T(y0);
+  if (hx < T(-1) || hy < T(-1) || lx > T(BS) || ly > T(BS)) return false;
+  u0 = std::max(0, int(std::floor(std::max(lx, T(-1)))) - 1);
+  u1 = std::min(BS - 1, int(std::ceil(std::min(hx, T(BS)))) + 1);
+  v0 = std::max(0, int(std::floor(std::max(ly, T(-1)))) - 1);
+  v1 = std::min(BS - 1, int(std::ceil(std::min(hy, T(BS)))) + 1);
+  return u0 <= u1 && v0 <= v1;
+}
+
 template <typename T>
 void forward_impl(const T* m2, const T* cn, const T* col, const T* op, const int32_t* plist, const int64_t* off,
                   int64_t W, int64_t H, int64_t C, T* img, T* tfin, int32_t* ncon) {
@@ -75,9 +97,12 @@ void forward_impl(const T* m2, const T* cn, const T* col, const T* op, const int
       const int32_t g = plist[k];
       const T mx = m2[2 * g], my = m2[2 * g + 1], a = cn[3 * g], b = cn[3 * g + 1], c = cn[3 * g + 2], o = op[g];
       const int32_t kk = int32_t(k - s + 1);
+      int u0, u1, v0, v1;
+      if (!pixel_box(mx, my, a, b, c, o, x0, y0, u0, u1, v0, v1)) continue;
       int dead = 0;
+      for (int row = v0; row <= v1; ++row) {
 #pragma omp simd reduction(+ : dead)
-      for (int p = 0; p < NPIX; ++p) {
+      for (int p = row * BS + u0; p <= row * BS + u1; ++p) {
         const T dx = px[p] - mx, dy = py[p] - my;
         const T power = T(-0.5) * (a * dx * dx + c * dy * dy) - b * dx * dy;
         const T al = std::min(cap, o * std::exp(std::min(power, T(0))));
@@ -91,12 +116,15 @@ void forward_impl(const T* m2, const T* cn, const T* col, const T* op, const int
         alive[p] = stop ? T(0) : alive[p];
         dead += stop ? 1 : 0;
       }
+      }
       n_alive -= dead;
       for (int64_t ch = 0; ch < C; ++ch) {
         const T cc = col[g * C + ch];
         T* ac = acc.data() + ch * NPIX;
+        for (int row = v0; row <= v1; ++row) {
 #pragma omp simd
-        for (int p = 0; p < NPIX; ++p) ac[p] += w[p] * cc;
+          for (int p = row * BS + u0; p <= row * BS + u1; ++p) ac[p] += w[p] * cc;
+        }
       }
     }
     for (int p = 0; p < NPIX; ++p) {
@@ -154,8 +182,14 @@ void backward_impl(const T* m2, const T* cn, const T* col, const T* op, const in
     for (int32_t j = maxlast - 1; j >= 0; --j) {
       const int32_t g = plist[s + j];
       const T mx = m2[2 * g], my = m2[2 * g + 1], a = cn[3 * g], b = cn[3 * g + 1], c = cn[3 * g + 2], o = op[g];
+      int u0, u1, v0, v1;
+      if (!pixel_box(mx, my, a, b, c, o, x0, y0, u0, u1, v0, v1)) continue;
+      T* gdst = mine + size_t(g) * size_t(stride);
+      T gmx = 0, gmy = 0, ga = 0, gb = 0, gc_ = 0, go = 0;
+      for (int row = v0; row <= v1; ++row) {
+      const int pa = row * BS + u0, pb = row * BS + u1;
 #pragma omp simd
-      for (int p = 0; p < NPIX; ++p) {
+      for (int p = pa; p <= pb; ++p) {
         const T dx = px[p] - mx, dy = py[p] - my;
         const T power = T(-0.5) * (a * dx * dx + c * dy * dy) - b * dx * dy;
         const T gg = std::exp(std::min(power, T(0)));
@@ -172,23 +206,21 @@ void backward_impl(const T* m2, const T* cn, const T* col, const T* op, const in
         dla[p] = in ? (T(1) - SA[p]) * gA[p] : T(0);
         SA[p] = in ? aa + (T(1) - aa) * SA[p] : SA[p];
       }
-      T* gdst = mine + size_t(g) * size_t(stride);
       for (int64_t ch = 0; ch < C; ++ch) {
         const T cc = col[g * C + ch];
         T* Sc = S.data() + ch * NPIX;
         const T* gc = gI.data() + ch * NPIX;
         T gsum = T(0);
 #pragma omp simd reduction(+ : gsum)
-        for (int p = 0; p < NPIX; ++p) {
+        for (int p = pa; p <= pb; ++p) {
           gsum += w[p] * gc[p];
           dla[p] += msk[p] * (cc - Sc[p]) * gc[p];
           Sc[p] = msk[p] > T(0) ? al[p] * cc + (T(1) - al[p]) * Sc[p] : Sc[p];
         }
         gdst[6 + ch] += gsum;
       }
-      T gmx = 0, gmy = 0, ga = 0, gb = 0, gc_ = 0, go = 0;
 #pragma omp simd reduction(+ : gmx, gmy, ga, gb, gc_, go)
-      for (int p = 0; p < NPIX; ++p) {
+      for (int p = pa; p <= pb; ++p) {
         const T dx = px[p] - mx, dy = py[p] - my;
         // d alpha / d (o G) is 0 where the 0.99 cap is active
         const T d = (msk[p] > T(0) && araw[p] <= cap) ? dla[p] * Tr[p] : T(0);
@@ -199,6 +231,7 @@ void backward_impl(const T* m2, const T* cn, const T* col, const T* op, const in
         ga += T(-0.5) * dx * dx * dp;
         gb += -dx * dy * dp;
         gc_ += T(-0.5) * dy * dy * dp;
+      }
       }
       gdst[0] += gmx;
       gdst[1] += gmy;
