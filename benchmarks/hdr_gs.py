@@ -26,6 +26,10 @@ RES = ROOT / "benchmarks" / "results"
 CACHE = RES / "hdr_gs.json"
 TRAIN_OUT = RES / "hdr_gs" / "train"
 RECIPE = ROOT / "recipes" / "hdr-gs" / "cpu-3scenes.yaml"
+# the training runs, in two parts that can run side by side: scene000 with every method (seed 0),
+# scene001 and scene002 with Expo-GS and HDR-GS (seed 1: scenes are seeded by seed + k)
+TRAIN_PARTS = [(TRAIN_OUT, []),
+               (RES / "hdr_gs" / "train_s12", ["--seed", "1", "--set", "scenes=2", "--method", "expo-gs,hdr-gs"])]
 RASTER_CASES = [(128, 10_000), (128, 50_000), (256, 10_000), (256, 50_000)]
 
 
@@ -105,12 +109,13 @@ def part_raster(d: dict) -> None:
 
 
 def part_train(d: dict) -> None:
-    cmd = [sys.executable, "-m", "icml26", "hdr-gs", "train", "--recipe", str(RECIPE), "--out", str(TRAIN_OUT), "--resume", "-q"]
     t0 = time.perf_counter()
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if p.returncode != 0:
-        print(p.stderr[-2000:], file=sys.stderr)
-        return
+    for out, extra in TRAIN_PARTS:
+        cmd = [sys.executable, "-m", "icml26", "hdr-gs", "train", "--recipe", str(RECIPE), "--out", str(out), "--resume", "-q", *extra]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            print(p.stderr[-2000:], file=sys.stderr)
+            return
     d["train_wall_s_last_part"] = time.perf_counter() - t0
     d["train_load"] = _load_avg()
     _save(d)
@@ -118,8 +123,19 @@ def part_train(d: dict) -> None:
 
 
 def _records() -> list[dict]:
-    f = TRAIN_OUT / "records.jsonl"
-    return [json.loads(x) for x in f.read_text().splitlines() if x.strip()] if f.is_file() else []
+    """The config record of the first part, then every part's step/result records (each result
+    tagged with its run folder)."""
+    recs: list[dict] = []
+    for out, _ in TRAIN_PARTS:
+        f = out / "records.jsonl"
+        if not f.is_file():
+            continue
+        rs = [json.loads(x) for x in f.read_text().splitlines() if x.strip()]
+        for r in rs:
+            if r.get("kind") == "result":
+                r["run"] = str(out.relative_to(ROOT))
+        recs += rs if not recs else [r for r in rs if r.get("kind") != "config"]
+    return recs
 
 
 def renders(d: dict) -> None:
@@ -134,11 +150,11 @@ def renders(d: dict) -> None:
     out.mkdir(parents=True, exist_ok=True)
     res = [r for r in _records() if r.get("kind") == "result"]
     rows = []
-    for scene in sorted({r["scene"] for r in res}):
-        sc = R.read_scene(TRAIN_OUT / "scenes" / scene)
+    for scene, run in sorted({(r["scene"], r["run"]) for r in res}):
+        sc = R.read_scene(ROOT / run / "scenes" / scene)
         cols = [sc.ldr(0.5, 1)]
         for m in ("expo-gs", "hdr-gs", "expo-gs-norel", "expo-gs-nosdfdc"):
-            ck = TRAIN_OUT / "ckpt" / f"{scene}-{m}.safetensors"
+            ck = ROOT / run / "ckpt" / f"{scene}-{m}.safetensors"
             if ck.is_file():
                 model, _ = H.load_ckpt(ck)
                 import torch
@@ -154,7 +170,21 @@ def renders(d: dict) -> None:
         im = im.resize((im.width * 4, im.height * 4), Image.NEAREST)
         im.save(out / "test_view1_t0.5.png")
         d["renders"] = str((out / "test_view1_t0.5.png").relative_to(ROOT))
+        d["render_rows"] = [f"{scene} ({run})" for scene, run in sorted({(r["scene"], r["run"]) for r in res})]
         _save(d)
+
+
+def _floaters_from_checkpoints(res: list[dict]) -> None:
+    """Recompute floaters from each run's final checkpoint with the current metric (3x3 minimum
+    of the POV-Ray depth; runs recorded before that change stored a one-pixel lookup)."""
+    from icml26.methods.splatting import hdr_gs as H
+
+    for r in res:
+        ck = ROOT / r["run"] / "ckpt" / f"{r['scene']}-{r['method']}.safetensors"
+        if ck.is_file():
+            model, _ = H.load_ckpt(ck)
+            sd = H.load_scene(ROOT / r["run"] / "scenes" / r["scene"], model.cfg)
+            r.update(H.floaters(model, sd, model.cfg))
 
 
 def part_print(d: dict) -> None:
@@ -169,6 +199,7 @@ def part_print(d: dict) -> None:
     if not res:
         print("\n(no training results yet: run `benchmarks/hdr_gs.py train`)")
         return
+    _floaters_from_checkpoints(res)
     cfg = recs[0]
     print(f"\n## Training: {len(res)} runs; iters {cfg.get('iters')}, views {cfg.get('views')} at {cfg.get('size')} px, "
           f"{cfg.get('scenes')} scenes, max {cfg.get('max_gaussians')} Gaussians (recipes/hdr-gs/cpu-3scenes.yaml)")
@@ -191,8 +222,13 @@ def part_print(d: dict) -> None:
     for m, v in means.items():
         print(f"| {m} | {v['n']} | {v['psnr_ldr_oe']:.2f} | {v['psnr_ldr_ne']:.2f} | {v['psnr_hdr']:.2f} | {v['psnr_hdr_predmax']:.2f} | "
               f"{v['floaters']:.0f} | {v['floater_frac']:.3f} |")
-    if "expo-gs" in means and "hdr-gs" in means:
-        e, h = means["expo-gs"], means["hdr-gs"]
+    both = sorted({r["scene"] for r in res if r["method"] == "expo-gs"} & {r["scene"] for r in res if r["method"] == "hdr-gs"})
+    if both:
+        pm = lambda m, k: float(np.mean([r[k] for r in res if r["method"] == m and r["scene"] in both]))  # noqa: E731
+        e = {k: pm("expo-gs", k) for k in ("psnr_hdr", "psnr_ldr_oe", "floaters")}
+        h = {k: pm("hdr-gs", k) for k in ("psnr_hdr", "psnr_ldr_oe", "floaters")}
+        print(f"\nTargets on the {len(both)} scene(s) with both methods ({', '.join(both)}): Expo-GS HDR {e['psnr_hdr']:.2f} vs "
+              f"HDR-GS {h['psnr_hdr']:.2f}; LDR-OE {e['psnr_ldr_oe']:.2f} vs {h['psnr_ldr_oe']:.2f}; floaters {e['floaters']:.0f} vs {h['floaters']:.0f}")
         for what, ok in (("Expo-GS above HDR-GS on HDR PSNR (GT max)", e["psnr_hdr"] > h["psnr_hdr"]),
                          ("Expo-GS above HDR-GS on LDR-OE PSNR", e["psnr_ldr_oe"] > h["psnr_ldr_oe"]),
                          ("Expo-GS fewer floaters than HDR-GS", e["floaters"] < h["floaters"])):

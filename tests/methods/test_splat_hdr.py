@@ -117,3 +117,23 @@ def test_bad_checkpoint_is_input_error(tmp_path):
     p.write_bytes(b"not a checkpoint")
     with pytest.raises(InputError):
         H.load_ckpt(p)
+
+
+def test_floaters_against_true_depth():
+    """Centres on a wall at z = 5 are not floaters; the same centres 0.5 in front of it are."""
+    from icml26.core.data.renders import Camera, intrinsics, look_at
+
+    cam = Camera(32, 32, intrinsics(32, 32, 60), look_at((0, 0, 0), (0, 0, 5)))
+    g = torch.Generator().manual_seed(0)
+    xy = (torch.rand(40, 2, generator=g) - 0.5) * 4
+    depth = {0: np.full((32, 32), 5.0, np.float32)}
+    sd = H.SceneData("wall", [cam], [0], [], {}, {}, depth, 5.0, np.zeros(3))
+    model, cfg = _model(40)
+    with torch.no_grad():
+        model.p["means"].copy_(torch.cat([xy, torch.full((40, 1), 5.0)], 1))
+    assert H.floaters(model, sd, cfg) == {"floaters": 0, "floater_frac": 0.0}
+    with torch.no_grad():
+        model.p["means"][:10, 2] = 4.5
+        model.p["logit_opacity"][5:10] = -5.0  # transparent ones are not counted
+    f = H.floaters(model, sd, cfg)
+    assert f["floaters"] == 5 and f["floater_frac"] == pytest.approx(5 / 35)
