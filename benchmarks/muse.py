@@ -87,7 +87,7 @@ def part_eval(cfg, args, data: dict) -> None:
     store = data.setdefault("eval", {})
     for n in args.context_tokens:
         key = f"{n}|w{args.windows}|{_settings_key(cfg)}|t{args.threads}"
-        if key in store:
+        if key in store and all(m in store[key] for m in ("sdpa", "muse", "block")):
             continue
         c = replace(cfg, methods=("sdpa", "muse", "block"), context_tokens=(n,), windows=args.windows, threads=args.threads)
         rows = {}
@@ -95,6 +95,8 @@ def part_eval(cfg, args, data: dict) -> None:
             if rec["kind"] == "result":
                 rec["load_avg"] = _load_avg()
                 rows[rec["method"]] = rec
+                store[key] = rows  # saved per method: a part cut by its timeout keeps what it measured
+                _save(args.results, data)
                 print(f"eval {n}: {rec['method']}: ppl {rec['perplexity']:.3f} (x{rec['perplexity_ratio']:.4f}), "
                       f"{rec['seconds']:.1f} s", flush=True)
         store[key] = rows

@@ -211,6 +211,7 @@ def bench_tensors(cfg: Config, q, k, v, scale, n: int, *, methods=None) -> Itera
     from icml26.methods.attention import kernel
 
     methods = list(methods or cfg.methods)
+    kernel.backend()  # load (or build) the C++ kernel before anything is timed
     with torch.no_grad():
         exact, t_sdpa = _timed(lambda: M.sdpa(q, k, v, scale=scale), cfg.repeats)
         ref = exact.double()
