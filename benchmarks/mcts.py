@@ -312,8 +312,8 @@ def episodes(args) -> None:
     for name in args.episode_envs.split(","):
         env, kw, cap = EPISODE_ENVS[name]
         steps = args.episode_steps or cap
-        for reuse in (False, True):
-            for algo in algos:
+        for algo in algos:
+            for reuse in (False, True):
                 key = f"{name}/{algo}/reuse={reuse}/{args.episode_count}x{steps}/{','.join(map(str, budgets))}"
                 if key in store or args.print_only:
                     continue
