@@ -226,7 +226,7 @@ def plot_landscapes(panels: list[tuple[str, object, object]], path) -> None:
 
     from icml26.core.output import atomic_write_bytes
 
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.8), squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels) + 1.0, 3.8), squeeze=False)
     vmax = max(float(np.percentile(z, 95)) for _, _, z in panels)
     levels = np.linspace(min(float(z.min()) for _, _, z in panels), vmax, 15)
     for ax, (title, c, z) in zip(axes[0], panels):
@@ -236,6 +236,7 @@ def plot_landscapes(panels: list[tuple[str, object, object]], path) -> None:
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("filter-normalised direction 1")
         ax.set_ylabel("direction 2")
+    fig.subplots_adjust(wspace=0.35, right=0.8)
     fig.colorbar(cs, ax=axes[0].tolist(), label="train loss")
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
