@@ -50,7 +50,9 @@ def _group(ctx: typer.Context, recipe: RecipeOpt = None, set_: SetOpt = None, se
     if recipe is None and not set_:
         typer.echo(ctx.get_help())
         raise typer.Exit(0)
-    train(data=None, method=None, iters=None, recipe=recipe, set_=set_, seed=seed, out=out, resume=False, quiet=quiet)
+    from icml26.cli import _guard  # group callbacks are not wrapped by cli._guard_group: bad input -> exit 2 here too
+
+    _guard(train)(data=None, method=None, iters=None, recipe=recipe, set_=set_, seed=seed, out=out, resume=False, quiet=quiet)
 
 
 @hdr_gs_app.command("train")
