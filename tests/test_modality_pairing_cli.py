@@ -143,3 +143,19 @@ def test_prepare_data_av_digits_bad_out(tmp_path):
     f.write_text("x")
     r = CliRunner().invoke(app, ["prepare-data", "av-digits", "--out", str(f), "-q"])
     assert r.exit_code == 2 and "not a directory" in r.stderr
+
+
+def test_resume_replays_finished_arms(folder, tmp_path):
+    out = tmp_path / "run"
+    args = ["--data", str(folder), "--pairing", "unimodal", "--reg", "none", "--epochs", "1", *SMALL[2:], "--out", str(out)]
+    r, full = invoke(args)
+    assert r.exit_code == 0, r.output
+    rec = out / "records.jsonl"
+    lines = rec.read_text().splitlines()
+    first = next(i for i, x in enumerate(lines) if json.loads(x)["kind"] == "result")
+    rec.write_text("\n".join(lines[: first + 1]) + "\n")  # as if killed after the first arm
+    r2, again = invoke([*args, "--resume"])
+    assert r2.exit_code == 0, r2.output
+    strip = lambda rs: [{k: v for k, v in x.items() if not k.endswith("wall_s")} for x in rs]  # noqa: E731
+    assert strip(again) == strip(full)
+    assert strip([json.loads(x) for x in rec.read_text().splitlines()]) == strip(full)
