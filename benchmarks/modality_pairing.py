@@ -105,6 +105,74 @@ def compute(state, budget_s: float):
     return True
 
 
+EXTRA_SEEDS = SEEDS[:3]
+
+
+def extra_arms():
+    """N = 3 (image, audio, text; audio and text re-drawn) and intermediate fusion (N = 2), reg none, 3 seeds."""
+    return [("n3", ("image", "audio", "text"), a) for a in [("unimodal", "none", "none", "text"), ("fixed", "none", "late", "all"),
+                                                          ("stochastic", "none", "late", "all")]] + \
+           [("mid", ("image", "audio"), a) for a in [("fixed", "none", "intermediate", "all"), ("stochastic", "none", "intermediate", "all")]]
+
+
+def compute_extra(state, budget_s: float):
+    import torch
+
+    from icml26.methods.multimodal import train as m
+
+    torch.set_num_threads(1)
+    t_start = time.time()
+    loaded = {}
+    for seed in EXTRA_SEEDS:
+        for tag, mods, arm in extra_arms():
+            k = f"{tag}/" + _key(arm, seed)
+            if k in state.setdefault("extra", {}):
+                continue
+            if time.time() - t_start > budget_s:
+                return False
+            cfg = replace(config(), modalities=mods, fusion=(arm[2],) if arm[2] != "none" else ("late",))
+            if mods not in loaded:
+                loaded[mods] = m.load(cfg)
+            ms = loaded[mods]
+            train, valid, test, variants = m._prepare(ms, cfg, seed)
+            model, hist, wall = m.train_one(cfg, train, valid, pairing=arm[0], reg=arm[1], fusion=arm[2], modality=arm[3],
+                                            num_classes=ms.num_classes, seed=seed)
+            met = m.evaluate(cfg, model, train, test, variants, seed=seed, modality=arm[3])
+            met.update(train_wall_s=wall, load=os.getloadavg()[0])
+            state["extra"][k] = met
+            _save(state)
+            print(f"{k}: acc {met['test_accuracy']:.3f} eig {met['hessian_top_eig']:.2f} train {wall:.0f}s", flush=True)
+    return True
+
+
+def report_extra(state):
+    ex = state.get("extra", {})
+    if not ex:
+        return
+    print(f"\nN = 3 (image, audio, text; stochastic re-draws audio and text) and intermediate fusion (image, audio); reg none, "
+          f"seeds {EXTRA_SEEDS}, same budget")
+    print("| setting | arm | n | acc | corr img | corr aud | corr txt | λmax |")
+    print("|---|---|---|---|---|---|---|---|")
+    for tag, mods, arm in extra_arms():
+        vals = [ex[f"{tag}/" + _key(arm, s)] for s in EXTRA_SEEDS if f"{tag}/" + _key(arm, s) in ex]
+        if not vals:
+            continue
+        cells = []
+        for f in ("test_accuracy", "corrupted_accuracy_image", "corrupted_accuracy_audio", "corrupted_accuracy_text", "hessian_top_eig"):
+            xs = [v.get(f) for v in vals if v.get(f) is not None]
+            cells.append("-" if not xs else "%.3f ± %.3f" % _ci(xs))
+        name = f"{arm[0]}/{arm[2]}" + (f"/{arm[3]}" if arm[0] == "unimodal" else "")
+        print(f"| {tag} | {name} | {len(vals)} | " + " | ".join(cells) + " |")
+    for tag in ("n3", "mid"):
+        fx = [a for t, _, a in extra_arms() if t == tag and a[0] == "fixed"][0]
+        st = [a for t, _, a in extra_arms() if t == tag and a[0] == "stochastic"][0]
+        for f in ("test_accuracy", "hessian_top_eig"):
+            d = [ex[f"{tag}/" + _key(st, s)][f] - ex[f"{tag}/" + _key(fx, s)][f] for s in EXTRA_SEEDS
+                 if f"{tag}/" + _key(st, s) in ex and f"{tag}/" + _key(fx, s) in ex]
+            if d:
+                print(f"  {tag}: stochastic - fixed {f}: %+.3f ± %.3f [{len(d)}]" % _ci(d))
+
+
 def timing(state, rounds: int = 2):
     """Training wall time of the cost-relevant arms measured back to back, in alternating rounds (so a load
     change hits every arm alike): seed 1000, the table's settings; cached in the results file."""
@@ -243,6 +311,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--print-only", action="store_true")
     ap.add_argument("--budget-s", type=float, default=1e9, help="stop starting new runs after this many seconds")
+    ap.add_argument("--extra", action="store_true", help="also the N = 3 and intermediate-fusion runs (3 seeds)")
     a = ap.parse_args()
     state = _load()
     if not a.print_only:
@@ -252,7 +321,10 @@ def main():
             print("budget reached; rerun to continue", flush=True)
         else:
             timing(state)
+            if a.extra:
+                compute_extra(state, a.budget_s)
     report(state)
+    report_extra(state)
 
 
 if __name__ == "__main__":
