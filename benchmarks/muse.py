@@ -151,7 +151,7 @@ def report(data: dict) -> list[str]:
             for mth in ("sdpa", "muse", "muse-noretrieval", "block", "muse-v1"):
                 if mth in rows:
                     r = rows[mth]
-                    lines.append(f"| {r['context_tokens']} | {key.split('|', 1)[1]} | {mth} | {r['seconds']:.3f} | "
+                    lines.append(f"| {r['context_tokens']} | {key.split('|', 1)[1].replace('|', ' ')} | {mth} | {r['seconds']:.3f} | "
                                  f"{r['speedup_vs_sdpa']:.2f} | {r['rel_squared_error']:.4f} | {r['sparsity']:.3f} | "
                                  f"{r.get('load_avg', 0):.1f} |")
             n = int(key.split("|")[0])
@@ -187,14 +187,15 @@ def report(data: dict) -> list[str]:
             for mth in ("sdpa", "muse"):
                 if mth in e:
                     r = e[mth]
-                    lines.append(f"| {key} | {mth} | {r['final_loss']:.4f} | {r['val_loss']:.4f} | {r['wall_s']:.1f} | "
+                    lines.append(f"| {key.replace('|', ' ')} | {mth} | {r['final_loss']:.4f} | {r['val_loss']:.4f} | {r['wall_s']:.1f} | "
                                  f"{r.get('load_avg', 0):.1f} |")
             if "sdpa" in e and "muse" in e:
                 a, b = e["sdpa"], e["muse"]
                 ratio = b["val_loss"] / a["val_loss"]
-                ok = ratio <= 1.01 and b["wall_s"] < a["wall_s"]
+                wall = b["wall_s"] / a["wall_s"]
+                ok = ratio <= 1.01 and wall < 0.98  # "less wall time": measurably (2%) below SDPA's
                 targets.append(f"- train {key}: val loss ratio {ratio:.4f} (target <= 1.01), wall {b['wall_s']:.1f} s vs "
-                               f"{a['wall_s']:.1f} s (target less): {'MET' if ok else 'NOT MET'}")
+                               f"{a['wall_s']:.1f} s, ratio {wall:.3f} (target < 0.98): {'MET' if ok else 'NOT MET'}")
         lines.append("")
     if targets:
         lines += ["### targets", ""] + targets
