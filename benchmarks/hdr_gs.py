@@ -236,13 +236,15 @@ def part_print(d: dict) -> None:
     both = sorted({r["scene"] for r in res if r["method"] == "expo-gs"} & {r["scene"] for r in res if r["method"] == "hdr-gs"})
     if both:
         pm = lambda m, k: float(np.mean([r[k] for r in res if r["method"] == m and r["scene"] in both]))  # noqa: E731
-        e = {k: pm("expo-gs", k) for k in ("psnr_hdr", "psnr_ldr_oe", "floaters")}
-        h = {k: pm("hdr-gs", k) for k in ("psnr_hdr", "psnr_ldr_oe", "floaters")}
+        e = {k: pm("expo-gs", k) for k in ("psnr_hdr", "psnr_ldr_oe", "floaters", "floater_frac")}
+        h = {k: pm("hdr-gs", k) for k in ("psnr_hdr", "psnr_ldr_oe", "floaters", "floater_frac")}
         print(f"\nTargets on the {len(both)} scene(s) with both methods ({', '.join(both)}): Expo-GS HDR {e['psnr_hdr']:.2f} vs "
               f"HDR-GS {h['psnr_hdr']:.2f}; LDR-OE {e['psnr_ldr_oe']:.2f} vs {h['psnr_ldr_oe']:.2f}; floaters {e['floaters']:.0f} vs {h['floaters']:.0f}")
         for what, ok in (("Expo-GS above HDR-GS on HDR PSNR (GT max)", e["psnr_hdr"] > h["psnr_hdr"]),
                          ("Expo-GS above HDR-GS on LDR-OE PSNR", e["psnr_ldr_oe"] > h["psnr_ldr_oe"]),
-                         ("Expo-GS fewer floaters than HDR-GS", e["floaters"] < h["floaters"])):
+                         ("Expo-GS fewer floaters than HDR-GS (count)", e["floaters"] < h["floaters"]),
+                         (f"Expo-GS smaller floater fraction than HDR-GS ({e['floater_frac']:.3f} vs {h['floater_frac']:.3f})",
+                          e["floater_frac"] < h["floater_frac"])):
             print(f"- target: {what}: {'met' if ok else 'NOT met'}")
     sens = RES / "hdr_gs" / "train_sigma0.2" / "records.jsonl"
     if sens.is_file():
