@@ -19,7 +19,7 @@ def test_tone_mapper_monotone_and_invertible(seed):
     with torch.no_grad():
         for p in tm.parameters():
             p.add_(torch.randn_like(p))  # any parameters: monotone by construction
-    x = torch.linspace(-12, 8, 2001)[:, None].repeat(1, 3)
+    x = torch.linspace(-12, 8, 401)[:, None].repeat(1, 3)
     y = tm(x)
     assert (y[1:] - y[:-1] >= 0).all()
     assert ((y >= 0) & (y <= 1)).all() and y[0].max() < 0.5 and y[-1].min() > 0.5
