@@ -110,7 +110,9 @@ def part_train(cfg, args, data: dict) -> None:
     n = args.context_tokens[0]
     key = f"{n}|s{args.steps}|d{cfg.d_model}x{cfg.n_layers}|{_settings_key(cfg)}|t{args.threads}"
     entry = store.setdefault(key, {})
-    out = args.results.parent / f"muse-train-{n}-{args.steps}"
+    from icml26.core.data import cache_root
+
+    out = cache_root() / "benchmarks" / f"muse-train-{n}-{args.steps}"  # checkpoints stay out of git
     for mth in ("sdpa", "muse"):
         if mth in entry:
             continue
