@@ -1,4 +1,4 @@
-"""VSI-Bench scoring (Yang et al., "Thinking in Space", CVPR 2025), reproduced from its public
+"""VSI-Bench scoring (Yang et al., "Thinking in Space", CVPR 2025), written to the rules of its public
 lmms-eval task, vision-x-nyu/thinking-in-space ``lmms_eval/tasks/vsibench/utils.py`` (commit
 e6a72f39; notes in shared/methods/geothinker.md):
 
