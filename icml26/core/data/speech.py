@@ -21,7 +21,6 @@ Sources: espeak-ng manual (``-v voice+variant -s wpm -p pitch --stdout``); HTK b
 
 from __future__ import annotations
 
-import io
 import shutil
 import subprocess
 import tarfile

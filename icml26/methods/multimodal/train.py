@@ -312,8 +312,6 @@ def train_one(cfg: Config, train: Split, valid: Split, *, pairing: str, reg: str
     else:
         model.load_state_dict(best_state)
         final = model
-    for p in final.parameters():
-        p.requires_grad_(p.requires_grad)
     final.eval()
     return final, history, wall
 
