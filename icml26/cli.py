@@ -104,6 +104,12 @@ def _guard(fn):
                 raise
             typer.echo(f"icml26: error: {_one_line(e)}", err=True)
             raise typer.Exit(2) from None
+        except EOFError as e:
+            # np.load / torch / h5py on an empty or truncated file; click would report it as Ctrl-C
+            if os.environ.get("ICML26_DEBUG"):
+                raise
+            typer.echo(f"icml26: error: an input file ended early (empty or truncated?): {_one_line(e) or 'EOFError'}", err=True)
+            raise typer.Exit(2) from None
         except OSError as e:
             line = _os_error_line(e)
             if line is None or os.environ.get("ICML26_DEBUG"):

@@ -64,3 +64,24 @@ def test_env_reports_backends():
     if not torch.cuda.is_available():  # the CUDA family says why it is not in use
         qc = info["kernels"]["quant_cuda"]
         assert qc.split()[0] in ("no-cuda", "ref") and "(" in qc and qc.endswith(")"), qc
+
+
+def test_eof_in_a_command_is_bad_input_not_an_interrupt(tmp_path, capsys):
+    """An empty or truncated input file (np.load raises EOFError) gives exit 2 and one line;
+    click alone would report it as Ctrl-C (exit 130)."""
+    import numpy as np
+    import typer
+
+    from icml26.cli import _guard
+
+    empty = tmp_path / "audio.npz"
+    empty.write_bytes(b"")
+
+    def cmd():
+        np.load(empty)
+
+    with pytest.raises(typer.Exit) as ei:
+        _guard(cmd)()
+    assert ei.value.exit_code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "ended early" in err[0]
