@@ -39,6 +39,12 @@ def test_bad_data_folder_exits_2(tmp_path):
     assert r.exit_code == 2 and "expo-gs" in r.stderr
 
 
+def test_huge_render_size_exits_2_before_writing(tmp_path):
+    r = runner.invoke(app, ["hdr-gs", "train", "--recipe", str(TINY), "--set", "size=100000", "--out", str(tmp_path / "run")])
+    assert r.exit_code == 2 and "size <= 2048" in r.stderr
+    assert not r.stdout.strip() and not (tmp_path / "run").exists()
+
+
 def test_scene_without_exposure_exits_2(tmp_path):
     import numpy as np
 

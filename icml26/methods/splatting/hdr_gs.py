@@ -96,6 +96,10 @@ class Config:
             raise ValueError("train_exposures: at least one exposure")
         if self.views < 2 or self.size < 16 or self.scenes < 1:
             raise ValueError("views >= 2, size >= 16 and scenes >= 1")
+        if self.size > 2048 or self.views > 1000 or self.scenes > 1000:
+            # a rendered scene of size^2 x views pixels per exposure; beyond these it would not finish on a CPU
+            raise ValueError(f"size <= 2048, views <= 1000 and scenes <= 1000 (got size {self.size}, views {self.views}, "
+                             f"scenes {self.scenes}); bring your own renders with --data DIR for larger ones")
 
 
 # --------------------------------------------------------------------------- data
