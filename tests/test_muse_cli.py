@@ -83,6 +83,7 @@ def test_train_tiny_contract_determinism_and_resume(tmp_path):
     (["eval", "--set", "block_tokens=1"], "block_tokens"),
     (["train", "--set", "d_model=30"], "d_model"),
     (["bench", "--set", "no_such_key=1"], "valid keys"),
+    (["bench", "-n", "100000000000"], "context_tokens"),
     (["eval", "--text", "/nonexistent/file.txt"], "does not exist"),
 ])
 def test_bad_settings_exit_2_one_line(args, needle, tmp_path):

@@ -260,11 +260,18 @@ def bench_summary(results: list[dict], cfg: Config) -> dict:
     return out
 
 
+MAX_CONTEXT_TOKENS = 262144
+
+
 def preflight(cfg: Config, command: str) -> None:
     """Every input check of a subcommand before its config record."""
     from icml26.core.data.lm import model_path
 
     require_text(cfg)
+    too_long = [n for n in (cfg.context_tokens or ()) if n > MAX_CONTEXT_TOKENS]
+    if too_long:
+        raise InputError(f"context_tokens {too_long[0]} is beyond {MAX_CONTEXT_TOKENS:,} (the built-in test split holds "
+                         f"~750k tokens and exact attention at that length would not finish on a CPU); use at most {MAX_CONTEXT_TOKENS}")
     if command in ("bench", "eval"):
         model_path(cfg.model)
         try:
