@@ -46,6 +46,9 @@ def render() -> None:
     for name, cfg, first in (("bench-test", B.BenchConfig(scenes=EVAL_SCENES), 0),
                              ("bench-train", B.BenchConfig(scenes=TRAIN_SCENES, views_min=8, views_max=8), 1000)):
         t0 = time.perf_counter()
+        settings = DATA / name / B.SETTINGS_FILE
+        if (DATA / name / "scenes").is_dir() and not settings.exists():  # renders of this script from before the settings file
+            settings.write_text(json.dumps(B._settings(cfg, 0, first)))
         for r in B.build(DATA / name, cfg, seed=0, first_index=first):
             pass
         print(f"{name}: {cfg.scenes} scenes in {time.perf_counter() - t0:.0f} s (load {os.getloadavg()[0]:.1f})", flush=True)

@@ -95,3 +95,32 @@ def test_tiny_recipe_end_to_end(tmp_path):
     r2 = runner.invoke(app, ["geo-fusion", "score", "--predictions", str(pred), "-q"])
     assert r2.exit_code == 0
     assert json.loads(r2.stdout.splitlines()[-1])["overall"] == pytest.approx(ov["sgf"]["score"])
+
+
+def test_make_bench_refuses_a_folder_of_other_settings(tmp_path):
+    """Scene folders are reused on a rerun (resume), so a folder rendered with another seed or
+    config, or stale scenes without the settings file, must be refused before anything is written."""
+    import dataclasses
+    import json as _json
+
+    from icml26.core.errors import InputError
+    from icml26.methods.spatial import bench as B
+
+    cfg = B.BenchConfig(scenes=2)
+    out = tmp_path / "b"
+    out.mkdir()
+    (out / B.SETTINGS_FILE).write_text(_json.dumps(B._settings(cfg, 0, 0)))
+    B.check_out(out, cfg, seed=0, first_index=0)                                  # same settings: resume
+    B.check_out(out, dataclasses.replace(cfg, scenes=5), seed=0, first_index=0)  # more scenes: extends
+    with pytest.raises(InputError, match="seed"):
+        B.check_out(out, cfg, seed=1, first_index=0)
+    with pytest.raises(InputError, match="first_index"):
+        B.check_out(out, cfg, seed=0, first_index=100)
+    stale = tmp_path / "stale"
+    (stale / "scenes" / "scene_0000").mkdir(parents=True)
+    with pytest.raises(InputError, match="no make-bench.json"):
+        B.check_out(stale, cfg, seed=0, first_index=0)
+    r = runner.invoke(app, ["geo-fusion", "make-bench", "--out", str(stale), "--scenes", "1", "-q"])
+    assert r.exit_code == 2 and not r.stdout.strip()
+    with pytest.raises(ValueError, match="scenes"):
+        B.BenchConfig(scenes=10**9)

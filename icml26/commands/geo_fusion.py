@@ -74,6 +74,7 @@ def make_bench(
         raise InputError("geo-fusion make-bench: missing required option --out")
     require_povray()  # exit 2 naming the install command, before anything is written
     s = seed if seed is not None else (rseed or 0)
+    B.check_out(out, cfg, seed=s, first_index=first_index)
     stream(B.build(out, cfg, seed=s, first_index=first_index), command="geo-fusion make-bench", config=cfg, seed=s, out=None,
            quiet=quiet, columns=["task", "questions"], extra_config={"out": out, "first_index": first_index})
 

@@ -63,8 +63,8 @@ class BenchConfig:
     hdr: bool = False  # also write hdr/ (and ldr/ at the HDR-NeRF exposures)
 
     def __post_init__(self):
-        if self.scenes < 1:
-            raise ValueError(f"scenes must be >= 1, got {self.scenes}")
+        if not 1 <= self.scenes <= 100_000:
+            raise ValueError(f"scenes must be in [1, 100000], got {self.scenes}")
         if not 2 <= self.views_min <= self.views_max <= 64:
             raise ValueError(f"need 2 <= views_min <= views_max <= 64, got {self.views_min}, {self.views_max}")
         if not 1 <= self.objects_min <= self.objects_max <= 12:
@@ -342,6 +342,40 @@ def render_one(folder: Path, index: int, seed: int, cfg: BenchConfig) -> tuple[d
     return rs.scene, [rs.instances(i) for i in range(len(rs))]
 
 
+SETTINGS_FILE = "make-bench.json"
+
+
+def _settings(cfg: BenchConfig, seed: int, first_index: int) -> dict:
+    # the scene count is left out: scene k depends only on (seed, first_index + k, config), so a rerun may ask for more
+    conf = {k: v for k, v in cfg.__dict__.items() if k != "scenes"}
+    return json.loads(json.dumps({"seed": int(seed), "first_index": int(first_index), "config": conf}))
+
+
+def check_out(out_dir: str | Path, cfg: BenchConfig, *, seed: int, first_index: int = 0) -> None:
+    """Refuse (InputError) an --out folder whose scenes were rendered with other settings: a scene
+    folder is reused when its cameras.json exists (that is how a stopped make-bench resumes), so
+    scenes of another seed, first index or config would be mixed in silently."""
+    from icml26.core.errors import InputError
+
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {str(out)!r} is a file; give a folder")
+    f = out / SETTINGS_FILE
+    if f.is_file():
+        try:
+            old = json.loads(f.read_text())
+        except ValueError:
+            old = None
+        new = _settings(cfg, seed, first_index)
+        if old != new:
+            diff = sorted(k for k in set(new) | set(old or {}) if (old or {}).get(k) != new.get(k))
+            raise InputError(f"--out {str(out)!r} holds a benchmark made with other settings ({', '.join(diff) or 'unreadable'}"
+                             f" differ); rerun with the same settings to resume it, or choose a new folder")
+    elif (out / "scenes").is_dir() and any((out / "scenes").iterdir()):
+        raise InputError(f"--out {str(out)!r} holds scenes/ but no {SETTINGS_FILE} (not made by this version of make-bench, "
+                         f"or from elsewhere); choose a new folder")
+
+
 def build(out_dir: str | Path, cfg: BenchConfig, *, seed: int, first_index: int = 0) -> Iterator[dict]:
     """Render the scenes and write ``questions.jsonl`` and ``bench.json``; one ``step`` record
     per scene, then one ``result`` per task (question counts). Resumes scene by scene."""
@@ -349,6 +383,9 @@ def build(out_dir: str | Path, cfg: BenchConfig, *, seed: int, first_index: int 
 
     R.require_povray()
     out = Path(out_dir)
+    check_out(out, cfg, seed=seed, first_index=first_index)
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / SETTINGS_FILE, json.dumps(_settings(cfg, seed, first_index), indent=1))
     allq: list[dict] = []
     for s in range(cfg.scenes):
         idx = first_index + s
