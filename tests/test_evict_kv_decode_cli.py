@@ -20,6 +20,8 @@ runner = CliRunner()
     (["--mode", "decode", "--set", "decoding_interval_tokens=0"], "decoding_interval_tokens must be >= 1"),
     (["--mode", "decode", "--set", "head_budget=adaptive"], "head_budget=adaptive applies to mode prefill"),
     (["--mode", "decode", "--new-tokens", "9000"], "max_position_embeddings"),
+    (["--decoding-budget", "64"], "apply to --mode decode"),
+    (["--mode", "prefill", "--new-tokens", "64"], "apply to --mode decode"),
 ])
 def test_bad_decode_input_exits_2(args, message, tmp_path):
     r = runner.invoke(app, ["evict-kv", *args, "-q", "--out", str(tmp_path / "run")])

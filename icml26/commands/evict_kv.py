@@ -41,11 +41,16 @@ def evict_kv(
     from icml26.core.recipe import recipe_seed, resolve
     from icml26.methods.kvcache import evaluate as m
 
+    from icml26.core.errors import InputError
+
     methods = split_csv(method)
     cfg = resolve(m.Config, "evict-kv", recipe, set_, model=model, methods=methods,
                   compression_ratios=tuple(compression_ratio) if compression_ratio else None,
                   context_tokens=tuple(context_tokens) if context_tokens else None, haystack=haystack,
                   mode=mode, decoding_budgets=tuple(decoding_budget) if decoding_budget else None, new_tokens=new_tokens)
+    if cfg.mode != "decode" and (decoding_budget or new_tokens is not None):
+        # a decode-only option on a prefill run would be ignored silently
+        raise InputError("--decoding-budget and --new-tokens apply to --mode decode; add --mode decode (or drop them)")
     s = recipe_seed(recipe, "evict-kv", seed) or 0
     dev = resolve_device(device)
     m.preflight(cfg)  # model, positions, kvpress names, haystack length: before the config record

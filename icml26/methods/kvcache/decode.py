@@ -205,7 +205,7 @@ def run_decode(cfg, *, seed: int = 0, device: str = "cpu", skip=None) -> Iterato
                         logp, peak = teacher_forced(model, cache, gen, t0, chunks)
                     per_head = kept_per_head(cache)  # (layers x KV heads) at the end of the generation
                     del cache
-                    kl = float((ref.exp() * (ref - logp)).sum(-1).mean())
+                    kl = max(0.0, float((ref.exp() * (ref - logp)).sum(-1).mean()))  # >= 0; float rounding gave -1e-8
                     top1 = float((ref.argmax(-1) == logp.argmax(-1)).float().mean())
                     # 2b. answer: free greedy decoding with the compressed cache, one token per step, timed
                     # (the prompt's compression by start_decoding counts in the scoring time, not per token)
