@@ -360,7 +360,7 @@ def train_eval(cfg: Config, variant: str, seed: int, train: tuple, test: tuple) 
     rows = [{"id": q["id"], "task": q["task"], "question_type": q["question_type"], "answer": q["answer"],
              **({"options": q["options"]} if "options" in q else {}), "prediction": p} for q, p in zip(test_qs, preds)]
     records, summary = S.score(rows)
-    gammas = [float(torch.tanh(m.gamma)) for m in model.sgf.values()] if model.att is not None else []
+    gammas = [float(torch.tanh(m.gamma.detach())) for m in model.sgf.values()] if model.att is not None else []
     if model.att is not None:
         model.att.detach()
     return {"variant": variant, "seed": seed, "scores": {r["task"]: r["score"] for r in records},
