@@ -33,21 +33,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def _load(path: Path) -> dict:
-    return json.loads(path.read_text()) if path.is_file() else {}
+from _results import load_results as _load  # noqa: E402
+from _results import save_results  # noqa: E402
 
 
 def _save(path: Path, data: dict) -> None:
-    from icml26.core.output import atomic_write_text
-
-    atomic_write_text(path, json.dumps(data, indent=1))
+    save_results(path, data)
 
 
-def _uptime() -> str:
-    try:
-        return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    except OSError:
-        return "?"
+from _results import uptime as _uptime  # noqa: E402
 
 
 def _records(run_dir: Path) -> list[dict]:

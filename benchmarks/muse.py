@@ -33,15 +33,12 @@ RESULTS = Path(__file__).resolve().parent / "results" / "muse.json"
 KERNEL_TAG = "kern2"  # bench entries of the current C++ kernel (tiled far field); older tags are history
 
 
-def _load(path: Path) -> dict:
-    return json.loads(path.read_text()) if path.is_file() else {}
+from _results import load_results as _load  # noqa: E402
+from _results import save_results  # noqa: E402
 
 
 def _save(path: Path, data: dict) -> None:
-    from icml26.core.output import atomic_write_text
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True))
+    save_results(path, data, sort_keys=True)
 
 
 def _load_avg() -> float:

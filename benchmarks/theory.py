@@ -35,21 +35,15 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 
-def _load(path: Path) -> dict:
-    return json.loads(path.read_text()) if path.is_file() else {}
+from _results import load_results as _load  # noqa: E402
+from _results import save_results  # noqa: E402
 
 
 def _save(path: Path, data: dict) -> None:
-    from icml26.core.output import atomic_write_text
-
-    atomic_write_text(path, json.dumps(data, indent=1))
+    save_results(path, data)
 
 
-def _uptime() -> str:
-    try:
-        return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    except OSError:
-        return "?"
+from _results import uptime as _uptime  # noqa: E402
 
 
 # ----------------------------------------------------------------------------- part 1
