@@ -42,7 +42,7 @@ def _need_gym():
 def test_bai_env_file(tmp_path, text, needle):
     p = tmp_path / "env.yaml"
     p.write_text(text)
-    _exit_2_one_line(_invoke(["bai", "--env", str(p), "--budget", "10", "--seeds", "1", "-q"]), needle)
+    assert needle in _exit_2_one_line(_invoke(["bai", "--env", str(p), "--budget", "10", "--seeds", "1", "-q"]))
 
 
 @pytest.mark.parametrize("text, needle", [
@@ -53,13 +53,13 @@ def test_bai_env_file(tmp_path, text, needle):
 def test_mcts_env_file(tmp_path, text, needle):
     p = tmp_path / "tree.yaml"
     p.write_text(text)
-    _exit_2_one_line(_invoke(["mcts", "--env", str(p), "-n", "10", "--seeds", "1", "--algo", "uct", "-q"]), needle)
+    assert needle in _exit_2_one_line(_invoke(["mcts", "--env", str(p), "-n", "10", "--seeds", "1", "--algo", "uct", "-q"]))
 
 
 def test_mcts_gym_option_of_the_wrong_type():
     _need_gym()
     r = _invoke(["mcts", "--env", "FrozenLake-v1?reward_schedule=[1,0,0]", "-n", "10", "--seeds", "1", "--algo", "uct", "-q"])
-    _exit_2_one_line(r, "transition table is not made of")
+    assert "transition table is not made of" in _exit_2_one_line(r)
 
 
 @pytest.mark.parametrize("text, needle", [
@@ -69,12 +69,12 @@ def test_mcts_gym_option_of_the_wrong_type():
 def test_bpi_mdp_file(tmp_path, text, needle):
     p = tmp_path / "m.yaml"
     p.write_text(text)
-    _exit_2_one_line(_invoke(["bpi", "--mdp", str(p), "--budget", "100", "--seeds", "1", "-q"]), needle)
+    assert needle in _exit_2_one_line(_invoke(["bpi", "--mdp", str(p), "--budget", "100", "--seeds", "1", "-q"]))
 
 
 def test_bpi_builtin_option_that_reads_as_a_date():
     r = _invoke(["bpi", "--mdp", "garnet?seed=2020-99-99", "--budget", "100", "--seeds", "1", "-q"])
-    _exit_2_one_line(r, "garnet option seed='2020-99-99' must be an integer")
+    assert "garnet option seed='2020-99-99' must be an integer" in _exit_2_one_line(r)
 
 
 @pytest.mark.parametrize("cmd, item, needle", [
@@ -83,7 +83,7 @@ def test_bpi_builtin_option_that_reads_as_a_date():
     (["mcts", "--env", TINY_TREE, "-n", "10"], "c=" + "[" * 600, "c: expected a number"),  # RecursionError
 ])
 def test_set_values(cmd, item, needle):
-    _exit_2_one_line(_invoke([*cmd, "--seeds", "1", "--set", item, "-q"]), needle)
+    assert needle in _exit_2_one_line(_invoke([*cmd, "--seeds", "1", "--set", item, "-q"]))
 
 
 def test_filter_data_select_nan_in_metadata(tmp_path):
