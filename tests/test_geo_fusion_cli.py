@@ -14,7 +14,7 @@ from icml26.core.data import renders as R
 from tests.conftest import need
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = ROOT / "recipes" / "geo-fusion" / "tiny-pipeline.yaml"
+TINY = ROOT / "recipes" / "geo-fusion" / "tiny.yaml"
 runner = CliRunner()
 
 

@@ -27,7 +27,7 @@ def _run(args):
 
 
 def test_bench_tiny_contract_and_muse_beats_block_at_equal_sparsity(tmp_path):
-    recs = _run(["bench", "--recipe", str(R / "bench-tiny.yaml"), "-q", "--out", str(tmp_path / "b")])
+    recs = _run(["bench", "--recipe", str(R / "tiny.yaml"), "-q", "--out", str(tmp_path / "b")])
     res = {r["method"]: r for r in recs if r["kind"] == "result"}
     assert set(res) == {"sdpa", "muse", "muse-v1", "muse-noretrieval", "block"}
     for r in res.values():
