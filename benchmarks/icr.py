@@ -44,9 +44,22 @@ def _save(path: Path, data: dict) -> None:
 from _results import uptime as _uptime  # noqa: E402
 
 
+def _rel(path) -> str:
+    """``path`` relative to the checkout when inside it (the saved results hold no machine paths)."""
+    p = Path(path)
+    try:
+        return str(p.resolve().relative_to(ROOT))
+    except ValueError:
+        return str(p)
+
+
 def _records(run_dir: Path) -> list[dict]:
     f = run_dir / "records.jsonl"
-    return [json.loads(x) for x in f.read_text().splitlines() if x.strip()] if f.is_file() else []
+    recs = [json.loads(x) for x in f.read_text().splitlines() if x.strip()] if f.is_file() else []
+    for r in recs:
+        if "unet_dir" in r:
+            r["unet_dir"] = _rel(r["unet_dir"])
+    return recs
 
 
 def _finished(run_dir: Path) -> bool:
@@ -122,7 +135,7 @@ def part_train(args, size: int, steps: int, monitor_every: int, run_dir: Path) -
                  "-q", "--out", str(run_dir), *resume])
     recs = _records(run_dir)
     return {"records": [r for r in recs if r.get("kind") in ("step", "result", "summary", "feature_network")],
-            "load": _uptime(), "run_dir": str(run_dir)}
+            "load": _uptime(), "run_dir": _rel(run_dir)}
 
 
 def part_sweep(args, run_dir: Path, model_dir: Path) -> dict:
@@ -131,7 +144,7 @@ def part_sweep(args, run_dir: Path, model_dir: Path) -> dict:
             shutil.rmtree(run_dir)
         _icml26(["icr", "analyze", "--model", str(model_dir), "--data", args.data, "--set", f"icr_images={args.sweep_images}",
                  "-q", "--out", str(run_dir)])
-    return {"records": _records(run_dir), "load": _uptime(), "run_dir": str(run_dir)}
+    return {"records": _records(run_dir), "load": _uptime(), "run_dir": _rel(run_dir)}
 
 
 def _verdict(ok: bool | None) -> str:
@@ -281,7 +294,7 @@ def main() -> None:
                 if not fr:
                     print("sweep: the full-data run has not finished; run --part full first", file=sys.stderr)
                     continue
-                res[p] = part_sweep(args, runs["sweep"], Path(fr[0]["unet_dir"]))
+                res[p] = part_sweep(args, runs["sweep"], ROOT / fr[0]["unet_dir"])
             elif p == "figures":
                 res[p] = part_figures(args, runs)
             else:
