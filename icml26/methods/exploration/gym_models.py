@@ -169,9 +169,10 @@ def _blame(e: BaseException, kwargs: dict) -> str:
     by_value = [k for k, v in kwargs.items() if repr(v) in msg or (isinstance(v, str) and v and v in msg)]
     by_key = [k for k in kwargs if repr(k) in msg or k in msg]
     hit = by_value or by_key
+    name = lambda k: k if k.isidentifier() else repr(k)  # a key such as '0\n0' stays on one line
     if hit:
-        return "option " + ", ".join(f"{k}={kwargs[k]!r}" for k in hit)
-    return "options " + ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+        return "option " + ", ".join(f"{name(k)}={kwargs[k]!r}" for k in hit)
+    return "options " + ", ".join(f"{name(k)}={v!r}" for k, v in kwargs.items())
 
 
 def _gym():
