@@ -18,9 +18,10 @@ Defaults measure 1k-token contexts (CPU); pass --context-tokens 4096 8192 on a G
 on real haystacks (needle + question), the cache kept at each ``--budgets`` while generating
 ``--new-tokens``; every decoding policy and kvpress' DecodingPress (peer venv), KL / top-1 /
 answer / needle match / peak bytes / ms per token, and CapKV minus each baseline paired per
-haystack. Resumable: each finished haystack is saved to ``--results`` (default
-benchmarks/results/evict_kv_decode.json); a rerun with the same settings skips the saved ones,
-``--max-haystacks K`` stops after K new ones, ``--print-only`` reprints the tables:
+haystack. Resumable per (haystack, policy, budget): each finished one is saved to ``--results``
+(default benchmarks/results/evict_kv_decode.json), with the full cache's generation of the
+haystack, so a rerun with the same settings skips what is saved (and does not generate again);
+``--max-haystacks K`` stops after K new haystacks, ``--print-only`` reprints the tables:
     OMP_NUM_THREADS=1 timeout 3000 .venv/bin/python benchmarks/evict_kv.py --mode decode --max-haystacks 5
 Two parts in parallel, then the pooled tables:
     ... --mode decode --haystacks 0 10 --results benchmarks/results/evict_kv_decode_a.json
@@ -239,7 +240,8 @@ def _decode_settings(args) -> dict:
         methods += list(args.decode_kvpress)
     return {"model": "llama", "corpus": args.corpus, "context_tokens": args.context_tokens[0], "depths": list(args.depths),
             "samples": args.samples, "budgets": list(args.budgets), "new_tokens": args.new_tokens, "timed_tokens": args.timed_tokens,
-            "interval": args.interval, "methods": methods, "seed": args.seed}
+            "interval": args.interval, "methods": methods, "seed": args.seed,
+            "overhead_baseline": "full cache timed before each policy"}  # runs before this key: the haystack's first full-cache steps
 
 
 def decode_run(args) -> dict:
@@ -272,28 +274,38 @@ def decode_run(args) -> dict:
         doc = json.loads(path.read_text(encoding="utf-8"))
         if doc.get("settings") != settings:
             raise SystemExit(f"{path} holds a run with other settings ({doc.get('settings')}); pass another --results")
-    done = {r["sample_index"] for r in doc["samples"]}
+    doc.setdefault("references", {})
+    done = {(r["sample_index"], r["method"], r["decoding_budget_tokens"]) for r in doc["samples"]}
     n_total = len(args.depths) * args.samples
-    lo, hi = args.haystacks if args.haystacks else (0, n_total)
-    todo = [i for i in range(max(0, lo), min(hi, n_total)) if i not in done][: args.max_haystacks or None]
+    n_combos = 1 + len(settings["methods"]) * len(args.budgets)
+    complete = {i for i in range(n_total) if sum(1 for d in done if d[0] == i) == n_combos}
+    if args.indices:
+        bad = [i for i in args.indices if not 0 <= i < n_total]
+        if bad:
+            raise SystemExit(f"--indices {bad}: haystacks are 0..{n_total - 1}")
+        order = list(dict.fromkeys(args.indices))
+    else:
+        lo, hi = args.haystacks if args.haystacks else (0, n_total)
+        order = list(range(max(0, lo), min(hi, n_total)))
+    todo = [i for i in order if i not in complete][: args.max_haystacks or None]
     if not todo:
         return doc
     cfg = E.Config(mode="decode", methods=tuple(settings["methods"]), context_tokens=(settings["context_tokens"],),
                    needle_depths=tuple(args.depths), samples=args.samples, corpus=args.corpus, decoding_budgets=tuple(args.budgets),
                    new_tokens=args.new_tokens, timed_tokens=args.timed_tokens, decoding_interval_tokens=args.interval)
-    skip = set(range(n_total)) - set(todo)
-    pending: dict = {}
-    n_combos = 1 + len(settings["methods"]) * len(args.budgets)
-    for r in run_decode(cfg, seed=args.seed, skip=skip):
+    refs = {int(k): v for k, v in doc["references"].items()}  # sample index -> the full cache's generation
+    one_by_one = (r for i in todo for r in run_decode(cfg, seed=args.seed, skip=set(range(n_total)) - {i}, done=done, references=refs))
+    for r in one_by_one:  # in the order asked (--indices), one haystack per call
         if r["kind"] != "sample":
             continue
         r.pop("kept_per_head", None)  # uniform budgets in decode mode: the per-head file adds nothing here
-        pending.setdefault(r["sample_index"], []).append(r)
-        if len(pending[r["sample_index"]]) == n_combos:  # a haystack is complete: save it
-            doc["samples"] += pending.pop(r["sample_index"])
-            atomic_write_text(path, json.dumps(doc, indent=0))
-            print(f"  haystack {r['sample_index']} saved ({len({x['sample_index'] for x in doc['samples']})}/{n_total})",
-                  file=sys.stderr, flush=True)
+        si = r["sample_index"]
+        doc["samples"].append(r)  # saved after every (haystack, policy, budget): a rerun resumes from the next one
+        doc["references"][str(si)] = refs[si]
+        atomic_write_text(path, json.dumps(doc, indent=0))
+        n_done = sum(1 for x in doc["samples"] if x["sample_index"] == si)
+        print(f"  haystack {si} {r['method']} {r['decoding_budget_tokens']} saved ({n_done}/{n_combos}; kl {r['kl']:.4f}, "
+              f"overhead {r['decode_overhead_ratio']:+.3f})", file=sys.stderr, flush=True)
     return doc
 
 
@@ -431,7 +443,7 @@ def main() -> None:
                     help="python of a venv with kvpress to re-run this script in (default: the kvpress peer venv of `make peers`)")
     ap.add_argument("--mode", choices=["prefill", "decode"], default="prefill")
     ap.add_argument("--budgets", type=int, nargs="+", default=[256, 512], help="decode: cache budgets (tokens)")
-    ap.add_argument("--new-tokens", type=int, default=64, help="decode: tokens generated per haystack")
+    ap.add_argument("--new-tokens", type=int, default=512, help="decode: tokens generated per haystack")
     ap.add_argument("--timed-tokens", type=int, default=16, help="decode: greedy steps with the press (answer span, ms/token)")
     ap.add_argument("--interval", type=int, default=16, help="decode: re-compression interval (tokens)")
     ap.add_argument("--decode-kvpress", nargs="*", default=DECODE_KVPRESS, help="decode: kvpress presses run beside ours")
@@ -439,6 +451,8 @@ def main() -> None:
                     help="decode: the resumable results file (with --print-only: several parts of one run, pooled)")
     ap.add_argument("--haystacks", type=int, nargs=2, default=None, metavar=("FROM", "TO"),
                     help="decode: run only haystacks FROM..TO-1 (parts in parallel, each with its own --results)")
+    ap.add_argument("--indices", type=int, nargs="+", default=None, metavar="I",
+                    help="decode: run these haystacks, in this order (e.g. one needle depth after another, so a part stopped early stays balanced)")
     ap.add_argument("--max-haystacks", type=int, default=0, help="decode: stop after this many new haystacks (0: all)")
     ap.add_argument("--print-only", action="store_true", help="decode: reprint the tables of --results")
     args = ap.parse_args()
