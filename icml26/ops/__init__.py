@@ -8,6 +8,7 @@ KERNELS: dict[str, str] = {
     "bai": "icml26.ops.bai",
     "bai_fc": "icml26.ops.bai_fc",
     "mcts": "icml26.ops.mcts",
+    "mcts_table": "icml26.ops.mcts_table",
     "kv": "icml26.ops.kv",
     "quant": "icml26.ops.quant",
     "quant_cuda": "icml26.ops.quant_cuda",
