@@ -3,7 +3,7 @@ HDR novel-view synthesis from multi-exposure views (shared/methods/expo_gs.md).
 
 Subcommands: train (every method on every scene: step records, one result per (method, scene)
 with the HDR-NeRF protocol's metrics, a summary; resumable, safetensors checkpoints), render (a
-checkpoint at any exposure: PNG and Radiance .hdr), eval (a checkpoint on a scene folder).
+checkpoint at any exposure: PNG, Radiance .hdr and OpenEXR .exr), eval (a checkpoint on a scene folder).
 Without ``--data`` train renders ``scenes`` small scenes with POV-Ray into ``--out``/scenes.
 """
 
@@ -21,7 +21,8 @@ hdr_gs_app = typer.Typer(
     rich_markup_mode="rich",
 )
 
-DataOpt = Annotated[Optional[str], typer.Option("--data", help="A scene folder (cameras.json, hdr/, ldr/<t>/, depth/: icml26.core.data.renders layout) or a folder of them.", show_default=False)]
+DataOpt = Annotated[Optional[str], typer.Option("--data", help="A scene folder (cameras.json, hdr/, ldr/<t>/, depth/: icml26.core.data.renders layout; "
+                   "or the HDR-NeRF dataset's layout: transforms_*.json, exposure_*.json, <view>_<k>.png, exr/ or test_hdr/) or a folder of them.", show_default=False)]
 CkptOpt = Annotated[Optional[str], typer.Option("--ckpt", help="A checkpoint written by `icml26 hdr-gs train` (--out DIR/ckpt/<scene>-<method>.safetensors).", show_default=False)]
 COLUMNS = ["method", "scene", "psnr_ldr_oe:LDR-OE", "psnr_ldr_ne:LDR-NE", "psnr_hdr:HDR", "psnr_hdr_predmax:HDR(predmax)",
            "ssim_ldr_oe:SSIM-OE", "gaussians", "floaters", "train_s"]
@@ -98,10 +99,10 @@ def render(
     data: DataOpt = None,
     exposure: Annotated[Optional[float], typer.Option("--exposure", help="Exposure time (s) of the LDR images; the .hdr files do not depend on it.", show_default=False)] = None,
     views: Annotated[Optional[str], typer.Option("--views", help="View indices of --data's cameras, comma list (default: all).", show_default=False)] = None,
-    out: Annotated[Optional[str], typer.Option("--out", "-o", help="Folder for ldr_NNN.png and hdr_NNN.hdr. Required.", show_default=False)] = None,
+    out: Annotated[Optional[str], typer.Option("--out", "-o", help="Folder for ldr_NNN.png, hdr_NNN.hdr and hdr_NNN.exr. Required.", show_default=False)] = None,
     quiet: QuietOpt = False,
 ) -> None:
-    """Render a trained model at the cameras of a scene folder: LDR PNG at --exposure and linear HDR (.hdr).
+    """Render a trained model at the cameras of a scene folder: LDR PNG at --exposure and linear HDR (.hdr and OpenEXR .exr).
 
     Example: icml26 hdr-gs render --ckpt runs/hdrgs/ckpt/scene000-expo-gs.safetensors --data runs/hdrgs/scenes/scene000 --exposure 2 --out runs/img
     """
@@ -114,10 +115,11 @@ def render(
         raise InputError(f"hdr-gs render: missing required option {' and '.join(missing)}")
     if exposure is not None and not exposure > 0:
         raise InputError(f"--exposure must be > 0 s, got {exposure}")
-    model, meta = H.load_ckpt(ckpt)
-    from icml26.core.data.renders import read_scene
+    from icml26.core.data.hdr_nerf import _openexr
 
-    sc = read_scene(data)
+    _openexr()  # the .exr writer: MissingDataError (exit 2, install line) before anything is written
+    model, meta = H.load_ckpt(ckpt)
+    sc = H.open_scene(data)
     idx = list(range(len(sc)))
     if views is not None:
         try:
@@ -128,7 +130,7 @@ def render(
         if bad:
             raise InputError(f"--views: view {bad[0]} out of range 0..{len(sc) - 1}")
     stream(H.render_views(model, sc, idx, exposure, out), command="hdr-gs render", out=None, quiet=quiet,
-           columns=["view", "ldr", "hdr"], extra_config={"ckpt": ckpt, "data": data, "exposure": exposure})
+           columns=["view", "ldr", "hdr", "exr"], extra_config={"ckpt": ckpt, "data": data, "exposure": exposure})
 
 
 @hdr_gs_app.command("eval")

@@ -16,7 +16,9 @@ Methods (``Config.methods``):
 RECON (the paper is silent or only a secondary summary was read): stage lengths scaled to a CPU
 budget (the paper: 8k / 12k / 10k); loss weights 0.2 (SDF) / 0.1 (disk) as in Table 6, the
 normal term L_normal is not implemented; w_s = 2e-4 (GSDF's code), w_p = 1, tau_g = 2e-4 (3DGS,
-NDC units), tau_p = 0.005, s = ``sdf_sigma`` in scene units; f at the centres is the mean over
+NDC units), tau_p = 0.005, s = max(``sdf_sigma``, ``sdf_sigma_px`` pixel footprints) in scene units
+(the footprint floor is a fix of ours: with a fixed s = 0.05 below one pixel's footprint, stage 3
+pruned 80-92% of the Gaussians; docs/hdr-gs.md); f at the centres is the mean over
 the training views of |rendered depth at the centre's pixel - its camera depth| (rendered
 depths refreshed every ``sdf_refresh`` iterations); f_hat samples are drawn inside the Gaussians
 seen in the training view; LDR loss 0.8 L1 + 0.2 D-SSIM; ``hdr_weight`` adds HDR-GS's synthetic
@@ -59,6 +61,10 @@ class Config:
     lambda_disk: float = 0.1
     sdf_samples: int = 1024
     sdf_sigma: float = 0.05  # scene units (RECON)
+    # RECON fix of the pruning band: s per Gaussian = max(sdf_sigma, sdf_sigma_px x the pixel footprint
+    # z / fx at its centre, mean over the training views); f is read from rendered depth at one pixel,
+    # so it cannot be finer than a pixel's footprint (0.08 units at 48 px). 0 = a fixed s (before)
+    sdf_sigma_px: float = 2.0
     sdf_refresh: int = 100
     omega_s: float = 2e-4
     omega_p: float = 1.0
@@ -118,25 +124,40 @@ class SceneData:
     centre: np.ndarray
 
 
+def _is_scene(p: Path) -> bool:
+    from icml26.core.data.hdr_nerf import is_hdr_nerf
+
+    return (p / "cameras.json").is_file() or is_hdr_nerf(p)
+
+
 def scene_folders(data: str | Path) -> list[Path]:
-    """The scene folders under ``data``: itself when it holds cameras.json, else its
-    sub-folders that do. InputError when there is none."""
+    """The scene folders under ``data``: itself when it is one (cameras.json: the renders layout;
+    transforms_*.json: the HDR-NeRF layout), else its sub-folders that are. InputError when there is none."""
     d = Path(data)
     if not d.is_dir():
         raise InputError(f"--data {str(data)!r} does not exist or is not a folder")
-    if (d / "cameras.json").is_file():
+    if _is_scene(d):
         return [d]
-    subs = sorted(p for p in d.iterdir() if (p / "cameras.json").is_file())
+    subs = sorted(p for p in d.iterdir() if p.is_dir() and _is_scene(p))
     if not subs:
-        raise InputError(f"--data {str(data)!r}: no scene folder (cameras.json, hdr/, ldr/<t>/) in it or under it")
+        raise InputError(f"--data {str(data)!r}: no scene folder (cameras.json, hdr/, ldr/<t>/; or HDR-NeRF's "
+                         "transforms_*.json, exposure_*.json) in it or under it")
     return subs
 
 
-def load_scene(folder: str | Path, cfg: Config) -> SceneData:
-    """Read one scene folder (icml26.core.data.renders layout); InputError naming what is missing."""
+def open_scene(folder: str | Path):
+    """A scene folder in either layout: renders.RenderedScene or hdr_nerf.HdrNerfScene."""
+    from icml26.core.data import hdr_nerf as HN
     from icml26.core.data import renders as R
 
-    s = R.read_scene(folder)
+    return HN.read_hdr_nerf(folder) if HN.is_hdr_nerf(folder) else R.read_scene(folder)
+
+
+def load_scene(folder: str | Path, cfg: Config) -> SceneData:
+    """Read one scene folder (icml26.core.data.renders layout or the HDR-NeRF layout); InputError
+    naming what is missing or malformed. HDR ground truth is needed for the test views (and for
+    the training views when ``hdr_weight`` > 0)."""
+    s = open_scene(folder)
     need = sorted(set(map(float, cfg.train_exposures + cfg.test_exposures_oe + cfg.test_exposures_ne)))
     have = set(s.ldr_exposures_s)
     miss = [t for t in need if t not in have]
@@ -149,11 +170,21 @@ def load_scene(folder: str | Path, cfg: Config) -> SceneData:
     if n < 2:
         raise InputError(f"scene {str(folder)!r}: needs at least 2 views (even train, odd test)")
     train, test = list(range(0, n, 2)), list(range(1, n, 2))
+    if hasattr(s, "train_views"):  # the HDR-NeRF layout's own split
+        train, test = list(s.train_views), list(s.test_views)
+        if not train or not test:
+            raise InputError(f"scene {str(folder)!r}: needs training and test views")
+    has_hdr = getattr(s, "has_hdr", lambda i: True)
+    if cfg.hdr_weight > 0 and not all(has_hdr(i) for i in train):
+        raise InputError(f"scene {str(folder)!r}: hdr_weight > 0 needs HDR ground truth for every training view")
     ldr = {(t, i): s.ldr(t, i).astype(np.float32) / 255.0 for t in need for i in range(n)}
-    hdr = {i: s.hdr(i) for i in range(n)}
+    hdr = {i: s.hdr(i) for i in range(n) if has_hdr(i)}
     depth = {i: s.depth(i) for i in range(n)} if s.has("depth") else {}
-    for i in range(n):
-        if hdr[i].shape[:2] != (s.cameras[i].height, s.cameras[i].width):
+    for (t, i), a in ldr.items():
+        if a.shape[:2] != (s.cameras[i].height, s.cameras[i].width):
+            raise InputError(f"scene {str(folder)!r}: the LDR image of view {i} at {t:g} s differs in size from its camera")
+    for i, a in hdr.items():
+        if a.shape[:2] != (s.cameras[i].height, s.cameras[i].width):
             raise InputError(f"scene {str(folder)!r}: hdr/{i:03d}.hdr size differs from cameras.json")
     eyes = np.stack([c.c2w[:3, 3] for c in s.cameras])
     centre = eyes.mean(0)
@@ -437,15 +468,47 @@ def centre_sdf(model: Model, sd: SceneData, depth_maps: dict) -> "torch.Tensor":
     return torch.as_tensor(f, dtype=torch.float32)
 
 
-def density_control(model: Model, cfg: Config, sdf_guided: bool, f_centre, rng_t) -> None:
-    """Grow and prune once (module docstring); gradients are screen-space norms in NDC units."""
+def centre_footprint(model: Model, sd: SceneData) -> "torch.Tensor":  # noqa: F821
+    """(N,) scene units: the mean over the training views that see a centre of its pixel footprint
+    z / fx (the depth resolution of a one-pixel depth read-out); +inf where no view sees it."""
+    import torch
+
+    from icml26.core.data import renders as R
+
+    mu = model.p["means"].detach().double().numpy()
+    acc = np.zeros(len(mu))
+    cnt = np.zeros(len(mu))
+    for i in sd.train:
+        cam = sd.cams[i]
+        uv, z = R.project(mu, cam)
+        ok = (z > 0.01) & (uv[:, 0] >= 0) & (uv[:, 1] >= 0) & (uv[:, 0] < cam.width) & (uv[:, 1] < cam.height)
+        acc[ok] += z[ok] / float(cam.K[0, 0])
+        cnt[ok] += 1
+    return torch.as_tensor(np.where(cnt > 0, acc / np.maximum(cnt, 1), np.inf), dtype=torch.float32)
+
+
+def prune_band(model: Model, sd: SceneData, cfg: Config):
+    """The per-Gaussian band s (N,) of the SDF-guided density control: max(sdf_sigma,
+    sdf_sigma_px x :func:`centre_footprint`) (RECON, Config); None with sdf_sigma_px = 0 (fixed s)."""
+    import torch
+
+    if cfg.sdf_sigma_px <= 0:
+        return None
+    fp = centre_footprint(model, sd)
+    return torch.clamp(cfg.sdf_sigma_px * torch.where(torch.isfinite(fp), fp, torch.zeros_like(fp)), min=cfg.sdf_sigma)
+
+
+def density_control(model: Model, cfg: Config, sdf_guided: bool, f_centre, rng_t, sigma=None) -> None:
+    """Grow and prune once (module docstring); gradients are screen-space norms in NDC units.
+    sigma: (N,) band s per Gaussian (scene units; :func:`prune_band`), None = ``cfg.sdf_sigma``."""
     import torch
 
     with torch.no_grad():
         g = model.grad_acc / model.grad_cnt.clamp_min(1)
         opac = torch.sigmoid(model.p["logit_opacity"].detach())
+        s = cfg.sdf_sigma if sigma is None else sigma
         if sdf_guided and f_centre is not None:
-            near = torch.exp(-f_centre ** 2 / (2 * cfg.sdf_sigma ** 2))
+            near = torch.exp(-f_centre ** 2 / (2 * s ** 2))
             eg = g + cfg.omega_s * near
             ep = opac - cfg.omega_p * (1 - near)
             grow, prune = eg > cfg.tau_g, ep < cfg.tau_p
@@ -456,7 +519,7 @@ def density_control(model: Model, cfg: Config, sdf_guided: bool, f_centre, rng_t
         prune |= sc > 0.1 * model.extent
         room = cfg.max_gaussians - model.n + int(prune.sum())
         if int(grow.sum()) > max(room, 0):  # keep the largest scores within the cap
-            score = (g + (cfg.omega_s * torch.exp(-f_centre ** 2 / (2 * cfg.sdf_sigma ** 2)) if sdf_guided and f_centre is not None else 0))
+            score = (g + (cfg.omega_s * torch.exp(-f_centre ** 2 / (2 * s ** 2)) if sdf_guided and f_centre is not None else 0))
             score = torch.where(grow & ~prune, score, torch.full_like(score, -1.0))
             k = max(room, 0) // 2  # a split adds two
             grow = torch.zeros_like(grow)
@@ -519,8 +582,8 @@ def train_one(sd: SceneData, cfg: Config, method: str, *, seed: int, ckpt: Path 
     pairs = [(t, i) for i in sd.train for t in cfg.train_exposures]
     gt_t = {k: torch.as_tensor(v) for k, v in sd.ldr.items()}
     rel_t = {k: reliability(v) for k, v in gt_t.items()}
-    hdr_t = {i: torch.as_tensor(sd.hdr[i]) for i in sd.train}
-    hmax = {i: float(sd.hdr[i].max()) or 1.0 for i in sd.train}
+    hdr_t = {i: torch.as_tensor(sd.hdr[i]) for i in sd.train if i in sd.hdr}
+    hmax = {i: float(sd.hdr[i].max()) or 1.0 for i in sd.train if i in sd.hdr}
     depth_maps: dict = {}
     f_centre = None
     t0 = time.perf_counter()
@@ -586,7 +649,7 @@ def train_one(sd: SceneData, cfg: Config, method: str, *, seed: int, ckpt: Path 
                 with torch.no_grad():
                     depth_maps = {k: render(model, sd.cams[k], None, depth=True)["depth"].numpy() for k in sd.train}
             f_centre = centre_sdf(model, sd, depth_maps) if guided else None
-            density_control(model, cfg, guided, f_centre, rng_t)
+            density_control(model, cfg, guided, f_centre, rng_t, sigma=prune_band(model, sd, cfg) if guided else None)
         if cfg.opacity_reset_every and done % cfg.opacity_reset_every == 0 and done < cfg.iters:
             with torch.no_grad():
                 model.p["logit_opacity"].clamp_(max=math.log(0.01 / 0.99))
@@ -733,10 +796,12 @@ def run(cfg: Config, *, seed: int = 0, data: str | Path | None = None, out: str 
 
 
 def render_views(model: Model, scene, views: list[int], exposure_s: float | None, out: str | Path) -> Iterator[dict]:
-    """Write ``ldr_NNN.png`` (at ``exposure_s``, when given) and ``hdr_NNN.hdr`` (linear radiance)
-    for the cameras ``views`` of ``scene`` (a renders.RenderedScene); one result record per view."""
+    """Write ``ldr_NNN.png`` (at ``exposure_s``, when given), ``hdr_NNN.hdr`` (linear radiance,
+    Radiance RGBE) and ``hdr_NNN.exr`` (the same, OpenEXR float32) for the cameras ``views`` of
+    ``scene`` (renders.RenderedScene or hdr_nerf.HdrNerfScene); one result record per view."""
     import torch
 
+    from icml26.core.data import hdr_nerf as HN
     from icml26.core.data import renders as R
     from icml26.core.output import atomic_write_bytes
 
@@ -745,8 +810,10 @@ def render_views(model: Model, scene, views: list[int], exposure_s: float | None
         with torch.no_grad():
             r = render(model, scene.cameras[i], exposure_s)
         h = d / f"hdr_{i:03d}.hdr"
-        R.write_hdr(h, r["hdr"].numpy())
-        rec = {"kind": "result", "view": i, "hdr": str(h), "exposure_s": exposure_s}
+        hdr = r["hdr"].numpy()
+        R.write_hdr(h, hdr)
+        e = HN.write_exr(d / f"hdr_{i:03d}.exr", hdr)
+        rec = {"kind": "result", "view": i, "hdr": str(h), "exr": str(e), "exposure_s": exposure_s}
         if exposure_s is not None:
             p = d / f"ldr_{i:03d}.png"
             import io
