@@ -314,3 +314,28 @@ def babble(clips=None) -> np.ndarray:
     """All LibriVox clips concatenated (float32, 16 kHz): a real-speech noise background."""
     clips = librivox_clips() if clips is None else clips
     return np.concatenate([c.audio for c in clips]).astype(np.float32)
+
+
+# ----------------------------------------------------------------------------- sentences to speak
+def spoken_sentences(corpus: str = "wordnet", *, min_words: int = 3, max_words: int = 10, seed: int = 0) -> list[str]:
+    """Real sentences for synthesis from a built-in text corpus (``icml26.core.data.text``: wordnet glosses,
+    kjv verses, python-docs, fortunes), cleaned to lowercase words (letters and apostrophes; no digits, which
+    espeak-ng and recognizers spell differently), ``min_words``..``max_words`` words, deduplicated, in a seeded
+    random order (so that any prefix / suffix split is a disjoint split). MissingDataError without the corpus."""
+    import re
+
+    from icml26.core.data.text import load_corpus
+
+    if not 1 <= min_words <= max_words:
+        raise InputError(f"spoken_sentences: need 1 <= min_words <= max_words, got {min_words}, {max_words}")
+    out: dict[str, None] = {}
+    for doc in load_corpus(corpus, max_chars=400):
+        for part in re.split(r"[;.!?:\n]|\s\(|\)\s", doc):
+            if re.search(r"[0-9_\\/<>=@#{}\[\]|*`~^$%&+]", part):
+                continue
+            s = " ".join(re.sub(r"[^a-z' ]+", " ", part.lower().replace("-", " ")).split()).strip("' ")
+            if min_words <= len(s.split()) <= max_words:
+                out.setdefault(s, None)
+    sents = sorted(out)
+    rng = np.random.default_rng(seed)
+    return [sents[i] for i in rng.permutation(len(sents))]
