@@ -167,3 +167,40 @@ def test_train_bad_input_exits_2(tmp_path, capsys):
     assert "monitor_sigma" in _one_line_exit_2(code, err)
     code, _, err = _cli(["icr", "report", str(tmp_path), "-q"], capsys)
     assert "records.jsonl" in _one_line_exit_2(code, err)
+
+
+def test_train_under_torchrun_two_gloo_ranks_matches_one_process(trained, tmp_path):
+    """2 processes (gloo), each on half of the same global batch: the losses, ICR and memorization
+    of the monitor points equal the single-process run's (the trained fixture) up to float
+    reduction order; rank 0 alone writes."""
+    import os
+    import subprocess
+    import sys
+
+    torchrun = Path(sys.executable).with_name("torchrun")
+    if not torchrun.is_file():
+        pytest.skip("torchrun not installed beside this python")
+    _, one = trained
+    out = tmp_path / "ddp"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    r = subprocess.run([str(torchrun), "--standalone", "--nproc_per_node", "2", "-m", "icml26", "icr", "train", "--recipe",
+                        TINY_TRAIN, "-q", "--out", str(out)], capture_output=True, text=True, cwd=ROOT, env=env, timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    ddp = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
+    assert ddp[-1]["kind"] == "summary" and ddp[-1]["processes"] == 2
+    assert [x["kind"] for x in ddp].count("config") == 1  # one writer
+    s_one = [x for x in one if x["kind"] == "step"]
+    s_ddp = [x for x in ddp if x["kind"] == "step"]
+    assert [x["step"] for x in s_ddp] == [x["step"] for x in s_one] == [10, 20]
+    assert [x["loss"] for x in s_ddp] == pytest.approx([x["loss"] for x in s_one], rel=1e-4)
+    assert [x["icr"] for x in s_ddp] == pytest.approx([x["icr"] for x in s_one], rel=1e-3)
+    assert (out / "size-64" / "checkpoint.safetensors").is_file()
+
+
+def test_train_batch_not_divisible_by_processes_exits_2(tmp_path, capsys, monkeypatch):
+    need_debian("dataset-fashion-mnist")
+    monkeypatch.setenv("WORLD_SIZE", "3")  # validation reads the world size before joining a group
+    code, recs, err = _cli(["icr", "train", "--recipe", TINY_TRAIN, "-q", "--out", str(tmp_path / "o")], capsys)
+    assert code == 2 and recs == []
+    assert "batch_size 16 does not split over 3 torchrun processes" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "o").exists()

@@ -82,6 +82,8 @@ def train(
     """Train a small U-Net (EDM) with the ICR monitor and a memorization measure; one result per training size.
 
     Example: icml26 icr train --data fashion-mnist --train-size 64,256 --out runs/icr-small
+
+    Data parallel: torchrun --standalone --nproc_per_node 2 -m icml26 icr train ... (gloo; the batch is split over the processes).
     """
     from icml26.core.errors import InputError
     from icml26.core.output import prepare_out_dir, resume_records, stream
@@ -101,9 +103,14 @@ def train(
     previous = None
     if resume:
         previous = resume_records(out, command="icr train", config=cfg, seed=s)
-    if out is not None:
+    from icml26.core.dist import drain_unless_main, is_main
+
+    if out is not None and is_main():
         prepare_out_dir(out, resume=resume, resumable=True)
-    stream(m.run(cfg, inputs=inputs, seed=s, out=out, previous=previous), command="icr train", config=cfg, seed=s, out=out,
+    gen = m.run(cfg, inputs=inputs, seed=s, out=out, previous=previous)
+    if drain_unless_main(gen):  # other torchrun ranks train silently; rank 0 writes
+        return
+    stream(gen, command="icr train", config=cfg, seed=s, out=out,
            quiet=quiet, resumable=True, previous=previous,
            columns=["train_size", "icr_min_step", "icr_min", "memorization_onset_step", "onset_minus_icr_min_steps",
                     "final_memorization_fraction", "train_step_seconds", "icr_eval_seconds", "sample_seconds"])

@@ -114,9 +114,8 @@ def train(
 
     Example: icml26 muse train -n 8192 --steps 200 --method sdpa,muse --out runs/muse-train
     """
-    import os
-
     from icml26.core.device import resolve_device
+    from icml26.core.dist import drain_unless_main
     from icml26.core.output import resume_records, stream
     from icml26.methods.attention import harness as H
 
@@ -127,9 +126,7 @@ def train(
     H.preflight(cfg, "train")
     previous = resume_records(out, command="muse train", config=cfg, seed=s) if resume else None
     gen = H.run_train(cfg, seed=s, device=dev, out=out, previous=previous)
-    if int(os.environ.get("RANK", "0")) != 0:  # other torchrun ranks train silently
-        for _ in gen:
-            pass
+    if drain_unless_main(gen):  # other torchrun ranks train silently; rank 0 writes
         return
     stream(gen, command="muse train", config=cfg, seed=s, out=out, quiet=quiet, columns=TRAIN_COLS, resumable=True,
            previous=previous)

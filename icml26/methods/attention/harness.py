@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import statistics
 import time
 from dataclasses import dataclass, replace
@@ -355,14 +354,10 @@ def _loss(model, ids):
 
 def _dist():
     """(rank, world) under torchrun (gloo process group, initialised once), else (0, 1)."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world <= 1:
-        return 0, 1
-    import torch.distributed as dist
+    from icml26.core.dist import setup
 
-    if not dist.is_initialized():
-        dist.init_process_group("gloo")
-    return dist.get_rank(), world
+    d = setup()
+    return d.rank, d.world
 
 
 def run_train(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | None = None,

@@ -23,6 +23,11 @@ Per training size N (``train_sizes``; 0 = the whole training split):
      fixed before any run), ``memorization_onset_step`` = the first monitored step with
      memorization_fraction > ``memorization_threshold`` (0.05; null if never), and their difference.
 The EMA U-Net is saved as ``size-<N>/unet/`` (diffusers folder) for ``icml26 icr analyze --model``.
+
+Under ``torchrun --nproc_per_node W`` (gloo; ``icml26.core.dist``) every rank draws the same global
+batch and trains on its ``batch_size / W`` rows, DDP averages the gradients (so the run follows the
+single-process one up to float reduction order), and rank 0 alone runs the monitor, the feature
+network and the checkpoints while the others wait at a barrier.
 """
 
 from __future__ import annotations
@@ -168,8 +173,13 @@ def validate(cfg: TrainConfig, out: str | None, resume: bool) -> TrainInputs:
     from icml26.methods.diffusion import features as F
     from icml26.methods.diffusion import unet as U
 
+    from icml26.core.dist import world_size
+
     require_images(cfg.data)
     check_monitor_sigma(cfg.monitor_sigma)
+    if cfg.batch_size % world_size():
+        raise InputError(f"batch_size {cfg.batch_size} does not split over {world_size()} torchrun processes; "
+                         f"use a multiple of {world_size()} (--set batch_size=...)")
     tr = load_images(cfg.data, "train")
     too_big = [n for n in cfg.train_sizes if n > len(tr)]
     if too_big:
@@ -249,7 +259,7 @@ def _feature_net(cfg: TrainConfig, inp: TrainInputs, x_all, *, seed: int, out: P
 
 # ----------------------------------------------------------------------------- one training size
 def _train_size(cfg: TrainConfig, inp: TrainInputs, n_req: int, *, seed: int, out: Path | None, previous: list[dict],
-                x_full, quality) -> Iterator[dict]:
+                x_full, quality, dist) -> Iterator[dict]:
     import torch
 
     from icml26.methods.diffusion import estimator as E
@@ -273,7 +283,7 @@ def _train_size(cfg: TrainConfig, inp: TrainInputs, n_req: int, *, seed: int, ou
     ema.eval()
     opt = torch.optim.AdamW(net.parameters(), lr=cfg.lr)
     start, elapsed0 = 0, 0.0
-    if path is not None and path.is_file():
+    if path is not None and path.is_file():  # every rank loads the same checkpoint
         t, m = ckpt.load(path)
         net.load_state_dict(ckpt.sub(t, "model"))
         ema.load_state_dict(ckpt.sub(t, "ema"))
@@ -294,6 +304,7 @@ def _train_size(cfg: TrainConfig, inp: TrainInputs, n_req: int, *, seed: int, ou
     window: list[float] = []
     t0 = time.perf_counter()
     net.train()
+    model = dist.wrap(net)  # DDP under torchrun: the gradients are averaged over the ranks' slices
     for step in range(start, cfg.steps):
         # 2. one EDM training step
         ts = time.perf_counter()
@@ -301,7 +312,9 @@ def _train_size(cfg: TrainConfig, inp: TrainInputs, n_req: int, *, seed: int, ou
         i = torch.randint(n, (cfg.batch_size,), generator=g)
         z = torch.randn(cfg.batch_size, generator=g)
         eps = torch.randn((cfg.batch_size, *x.shape[1:]), generator=g)
-        loss = U.edm_loss(net, x[i], z, eps, p_mean=cfg.p_mean, p_std=cfg.p_std, sigma_data=cfg.sigma_data)
+        if dist.world > 1:
+            i, z, eps = dist.shard(i, z, eps)
+        loss = U.edm_loss(model, x[i], z, eps, p_mean=cfg.p_mean, p_std=cfg.p_std, sigma_data=cfg.sigma_data)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -313,6 +326,11 @@ def _train_size(cfg: TrainConfig, inp: TrainInputs, n_req: int, *, seed: int, ou
         t_train += time.perf_counter() - ts
         n_train_steps += 1
         if (step + 1) % cfg.monitor_every and step + 1 != cfg.steps:
+            continue
+        mean_loss = dist.mean(float(np.mean(window)))
+        window = []
+        if not dist.main:  # rank 0 monitors and checkpoints; the others wait for it
+            dist.barrier()
             continue
         # 3a. ICR monitor on the training images
         tm = time.perf_counter()
@@ -331,11 +349,10 @@ def _train_size(cfg: TrainConfig, inp: TrainInputs, n_req: int, *, seed: int, ou
             with torch.no_grad():
                 fg = quality[0][0].features((samples + 1) / 2).double().numpy()
             fd = frechet_distance(quality[1], fg)
-        rec = {"kind": "step", "train_size": n, "step": step + 1, "loss": float(np.mean(window)), "icr": r.icr,
+        rec = {"kind": "step", "train_size": n, "step": step + 1, "loss": mean_loss, "icr": r.icr,
                "memorization_fraction": frac, "nn_ratio_median": float(np.median(ratio)), "frechet_distance": fd,
                "shrinkage": r.shrinkage, "trace_sigma_s": r.trace_sigma_s, "trace_sigma_xi": r.trace_sigma_xi,
                "seconds": elapsed0 + time.perf_counter() - t0}
-        window = []
         t_monitor += time.perf_counter() - tm
         n_monitors += 1
         steps_seen.append(step + 1)
@@ -346,8 +363,11 @@ def _train_size(cfg: TrainConfig, inp: TrainInputs, n_req: int, *, seed: int, ou
             flat, groups = ckpt.optim_to_flat(opt)
             ckpt.save(path, {**ckpt.prefixed(net.state_dict(), "model"), **ckpt.prefixed(ema.state_dict(), "ema"), **flat},
                       {**_ckpt_meta(cfg, n), "step": step + 1, "seconds": rec["seconds"], "param_groups": groups, "seed": seed})
+        dist.barrier()
         yield rec
     # 4. result for this size
+    if not dist.main:
+        return
     s_min = icr_min_step(steps_seen, icrs, cfg.smoothing_window)
     s_on = onset_step(steps_seen, mems, cfg.memorization_threshold)
     unet_dir = None
@@ -374,15 +394,17 @@ def run(cfg: TrainConfig, *, inputs: TrainInputs, seed: int = 0, out: str | Path
     an unfinished size continues from its checkpoint."""
     import torch
 
+    from icml26.core.dist import setup
     from icml26.core.seed import seed_everything
     from icml26.methods.diffusion import features as Fe
 
+    dist = setup()
     seed_everything(seed)
     previous = previous or []
     outp = Path(out) if out is not None else None
     x_full = Fe.prepare_images(inputs.x_all, cfg.image_size, inputs.channels)  # (N, C, S, S) in [-1, 1]
     done = {r["train_size"]: r for r in previous if r.get("kind") == "result"}
-    qnet, ref = _feature_net(cfg, inputs, x_full, seed=seed, out=outp)
+    qnet, ref = _feature_net(cfg, inputs, x_full, seed=seed, out=outp) if dist.main else (None, None)
     if qnet is not None:
         yield {"kind": "feature_network", "test_accuracy": qnet[1], "note": "Frechet distance in a CNN classifier trained here (not Inception)"}
     results = []
@@ -393,7 +415,8 @@ def run(cfg: TrainConfig, *, inputs: TrainInputs, seed: int = 0, out: str | Path
             yield done[n]
             results.append(done[n])
             continue
-        for rec in _train_size(cfg, inputs, n_req, seed=seed, out=outp, previous=previous, x_full=x_full, quality=(qnet, ref)):
+        for rec in _train_size(cfg, inputs, n_req, seed=seed, out=outp, previous=previous, x_full=x_full, quality=(qnet, ref),
+                               dist=dist):
             if rec["kind"] == "result":
                 results.append(rec)
             yield rec
@@ -404,4 +427,4 @@ def run(cfg: TrainConfig, *, inputs: TrainInputs, seed: int = 0, out: str | Path
            "memorization_onset_steps": [r["memorization_onset_step"] for r in results],
            "claim_icr_min_before_onset": (all(b is True for b in before) if before and all(b is not None for b in before) else None),
            "memorization_threshold": cfg.memorization_threshold, "nn_ratio_threshold": NN_RATIO,
-           "torch_threads": torch.get_num_threads()}
+           "torch_threads": torch.get_num_threads(), "processes": dist.world}

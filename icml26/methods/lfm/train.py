@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,37 +111,8 @@ class Config:
 
 
 # ----------------------------------------------------------------------------- distributed
-@dataclass
-class Dist:
-    rank: int = 0
-    world: int = 1
-
-    @property
-    def main(self) -> bool:
-        return self.rank == 0
-
-    def barrier(self) -> None:
-        if self.world > 1:
-            torch.distributed.barrier()
-
-    def mean(self, x: float) -> float:
-        if self.world == 1:
-            return x
-        t = torch.tensor([x], dtype=torch.float64)
-        torch.distributed.all_reduce(t)
-        return float(t) / self.world
-
-
-def dist_setup() -> Dist:
-    """Join the process group when launched by torchrun (WORLD_SIZE > 1); gloo on CPU."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world <= 1:
-        return Dist()
-    import torch.distributed as dist
-
-    if not dist.is_initialized():
-        dist.init_process_group("nccl" if torch.cuda.is_available() and os.environ.get("ICML26_NCCL") else "gloo")
-    return Dist(dist.get_rank(), dist.get_world_size())
+from icml26.core.dist import Dist  # noqa: E402  (re-exported: tests and callers import it from here)
+from icml26.core.dist import setup as dist_setup  # noqa: E402
 
 
 def step_generator(seed: int, stage: str, step: int) -> torch.Generator:
