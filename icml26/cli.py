@@ -38,8 +38,10 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("muse", "icml26.commands.muse:muse_app", "Efficient attention (MuSe)"),
     ("icr", "icml26.commands.icr:icr_app", "Diffusion representations (ICR)"),
     ("dsac-aid", "icml26.commands.dsac_aid:dsac_aid", "Reinforcement learning (DSAC-AID)"),
+    ("bfq", "icml26.commands.bfq:bfq_app", "Offline reinforcement learning (BFQ)"),
     ("hdr-gs", "icml26.commands.hdr_gs:hdr_gs_app", "HDR novel-view synthesis (Expo-GS)"),
     ("mamoe", "icml26.commands.mamoe:mamoe_app", "Speech-text MoE (MoST MAMoE)"),
+    ("fed-lora", "icml26.commands.fed_lora:fed_lora", "Federated LLM fine-tuning (Het-CPFLoRA)"),
 ]
 
 app = typer.Typer(
