@@ -41,9 +41,17 @@ def test_total_work_counts_budgets_seeds_and_algorithms():
     M.Config(env=TINY, simulations=(1000, 3000), seeds=2000)
     with pytest.raises(ValueError, match=r"would simulate ~1\.4e\+10 simulations \(tree search"):
         M.Config(env=TINY, simulations=(1000, 1_000_000), seeds=2000)
-    # the Python search on a gymnasium env has a lower limit (2e6, ~30 minutes at ~1e3 simulations/s)
+    # the Python search on a gymnasium env has a lower limit (2e6, ~30 minutes at ~1e3 simulations/s):
+    # at once with backend ref, else once the env is loaded and has no transition table
     with pytest.raises(ValueError, match=r"would simulate ~1\.4e\+07 simulations \(Python search"):
-        M.Config(env="CartPole-v1", simulations=(1000,), seeds=2000)
+        M.Config(env="CartPole-v1", simulations=(1000,), seeds=2000, backend="ref")
+    cfg = M.Config(env="CartPole-v1", simulations=(1000,), seeds=2000)
+    pytest.importorskip("gymnasium")
+    with pytest.raises(ValueError, match=r"would simulate ~1\.4e\+07 simulations \(Python search on a gymnasium env without a transition table"):
+        M.check_episode_work(cfg, *M.load_env(cfg))
+    # the C++ table search (FrozenLake, Taxi, ...): 2e8
+    with pytest.raises(ValueError, match=r"would simulate ~2\.1e\+08 simulations \(search on a gymnasium env"):
+        M.Config(env="FrozenLake-v1", simulations=(100_000,), seeds=300)
     # a budget of 1 still counts as a search's fixed cost (1000 on trees)
     with pytest.raises(ValueError, match="each search counted as at least 1000"):
         M.Config(env=TINY, algo="uct", simulations=(1,), seeds=10**7 + 1)
@@ -155,9 +163,23 @@ def _refused(args):
 def test_gym_work_limit_is_about_30_minutes_and_names_the_flags():
     assert M.MAX_TOTAL_SIMULATIONS_GYM == 2e6
     # 7 algorithms x 300 seeds x 1000 simulations = 2.1e6 (~35 minutes at ~1e3 simulations/s)
-    msg = _refused(["--env", "FrozenLake-v1", "-n", "1000", "--seeds", "300"])
-    assert "~2.1e+06 simulations (Python search on a gymnasium env" in msg and "limit 2e+06" in msg
-    assert "lower --seeds, --simulations or the number of algorithms" in msg
+    for extra in (["--env", "FrozenLake-v1", "--set", "backend=ref"], ["--env", "Blackjack-v1"]):  # the Python search
+        msg = _refused(extra + ["-n", "1000", "--seeds", "300"])
+        assert "~2.1e+06 simulations (Python search on a gymnasium env" in msg and "limit 2e+06" in msg
+        assert "lower --seeds, --simulations or the number of algorithms" in msg
+
+
+def test_table_search_memory_limit_exits_2_before_any_record():
+    pytest.importorskip("gymnasium")
+    # budget x horizon nodes at most: 10^6 x 100 on FrozenLake is ~63 GiB of tree, refused
+    msg = _refused(["--env", "FrozenLake-v1", "-n", "1000000", "--seeds", "1", "--algo", "uct"])
+    assert "may hold up to" in msg and "GiB of tree" in msg and "lower --simulations or --set horizon=H" in msg
+
+
+def test_backend_ext_on_an_env_without_a_table_exits_2():
+    pytest.importorskip("gymnasium")
+    msg = _refused(["--env", "Blackjack-v1", "-n", "10", "--seeds", "1", "--algo", "uct", "--set", "backend=ext"])
+    assert "backend ext: the env has no transition table" in msg
 
 
 @pytest.mark.parametrize("recipe", sorted(__import__("pathlib").Path(__file__).resolve().parents[2].joinpath("recipes", "mcts").glob("*.yaml")),

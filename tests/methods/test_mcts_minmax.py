@@ -155,11 +155,14 @@ def test_declared_without_any_range_exits_2_naming_both_sources():
     assert "a value_range key in the tree file or --set value_range=[lo,hi]" in err and len(err.strip().splitlines()) == 1
 
 
-def test_minmax_on_a_gymnasium_table_env_runs_the_python_search():
+def test_minmax_on_a_gymnasium_table_env_runs_the_table_search():
     pytest.importorskip("gymnasium")
+    from icml26.ops import mcts_table
+
     cfg = M.Config(env="FrozenLake-v1?map_name=4x4&is_slippery=false", algo="uct,ments", simulations=(60,), seeds=3, horizon=8)
     res = [r for r in M.run(cfg, seed=0) if r["kind"] == "result"]
-    assert all(r["backend"] == "python" and r["value_norm"] == "minmax" and r["value_range"] is None for r in res)
+    be = "ext-cpu" if mcts_table.available() else "python"  # the C++ table kernel where it builds
+    assert all(r["backend"] == be and r["value_norm"] == "minmax" and r["value_range"] is None for r in res)
     # deterministic 4x4 over 8 steps: the goal is reachable, so a search with its own range finds the optimum
     assert all(r["p_correct"] is not None for r in res)
 

@@ -68,6 +68,21 @@ struct Store {
   std::vector<int64_t> scut;   // keep_cuts: the cut slot's env state ...
   std::vector<uint64_t> scuid; // ... and its uid
   std::vector<double> slg, isq;  // count tables (Search::grow_tables), kept by clear()
+  size_t bytes() const {
+    return nodes.capacity() * sizeof(NodeH) + acts.capacity() * sizeof(Act) + slots.capacity() * sizeof(Slot) +
+           scut.capacity() * sizeof(int64_t) + scuid.capacity() * sizeof(uint64_t);
+  }
+  // clear(), and give the memory back when it is larger than `keep` bytes
+  void trim(size_t keep) {
+    if (bytes() > keep) {
+      std::vector<NodeH>().swap(nodes);
+      std::vector<Act>().swap(acts);
+      std::vector<Slot>().swap(slots);
+      std::vector<int64_t>().swap(scut);
+      std::vector<uint64_t>().swap(scuid);
+    }
+    clear();
+  }
   void clear() {
     nodes.clear();
     acts.clear();

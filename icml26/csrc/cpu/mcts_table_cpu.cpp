@@ -18,6 +18,8 @@
 namespace {
 using namespace icml26::mcts_table;
 
+constexpr size_t KEEP_BYTES = size_t(1) << 28;  // storage kept for reuse: up to 256 MB per store
+
 // Storage of freed handles, reused by the next ones (an episode opens a search per move without
 // reuse: their memory is not faulted in afresh each time)
 std::mutex pool_mu;
@@ -34,7 +36,7 @@ std::unique_ptr<Store> take_store() {
 void give_store(std::unique_ptr<Store> s) {
   std::lock_guard<std::mutex> lock(pool_mu);
   if (pool.size() < 4) {
-    s->clear();
+    s->trim(KEEP_BYTES);
     pool.push_back(std::move(s));
   }
 }
@@ -85,7 +87,9 @@ extern "C" int icml26_mcts_table_search(int64_t n_states, int64_t n_actions, con
       Search s(t, p, static_cast<int>(algo), static_cast<uint64_t>(seeds[i]), s0, false, thread_store());
       rec[w] = s.run(budgets[j]);
       s.root_stats(vis + w * A, q + w * A);
+      thread_store().trim(KEEP_BYTES);
     } catch (const std::bad_alloc&) {
+      thread_store().trim(0);
 #pragma omp atomic write
       err = -2;
     }

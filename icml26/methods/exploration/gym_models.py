@@ -364,18 +364,51 @@ class GymProblem:
             return TableModel(self.P, self.A, self.s0, self.gamma, seed)
         return CopyModel(self.env, self.obs0, self.A, self.gamma, seed)
 
-    def search(self, algo: str, budgets, seeds, prm):
-        """(S, B) recommended root actions, one search per (seed, budget), in Python."""
+    def table(self):
+        """The transition table compiled for the C++ search (``icml26.ops.mcts_table.CompiledTable``),
+        built once per problem; None without a table or when the kernel cannot reproduce the
+        Python model on it (see ``compile_table``)."""
+        if self.P is None:
+            return None
+        if not hasattr(self, "_table"):
+            from icml26.ops.mcts_table import compile_table
+
+            self._table = compile_table(self.P, self.A, self.gamma)
+        return self._table
+
+    def kernel_path(self, use: str = "auto") -> bool:
+        """Whether searches on this problem run in the C++ table kernel: a compiled table, the
+        kernel available (JIT-built on first use) and ``use`` not "ref". RuntimeError when
+        ``use`` is "ext" and either is missing."""
+        if use == "ref":
+            return False
+        from icml26.ops import mcts_table
+
+        ok = self.table() is not None and mcts_table.available()
+        if use == "ext" and not ok:
+            why = "the env has no transition table the kernel can read" if self.table() is None else "the mcts_table C++ kernel is unavailable"
+            raise RuntimeError(f"backend ext: {why}")
+        return ok
+
+    def search(self, algo: str, budgets, seeds, prm, use: str = "auto"):
+        """One search per (seed, budget) from the root state: ((S, B) recommended root actions,
+        backend) with backend "ext-cpu" (the C++ table kernel: envs with a transition table)
+        or "python" (the reference search; envs without a table, or ``use="ref"``). Both give
+        the same recommendations on a table env (same seeds, bit-for-bit root statistics)."""
         import numpy as np
 
         from icml26.ops._ref import mcts as R
 
+        if self.kernel_path(use):
+            from icml26.ops.mcts_table import table_search
+
+            return table_search(self.table(), self.s0, algo, budgets, seeds, prm)[0], "ext-cpu"
         aid = R.ALGOS.index(algo)
         rec = np.zeros((len(seeds), len(budgets)), np.int64)
         for i, s in enumerate(seeds):
             for j, b in enumerate(budgets):
                 rec[i, j] = R.search(self.model(s), aid, prm, s, b)[0]
-        return rec
+        return rec, "python"
 
 
 def make_problem(spec: str, *, horizon: int, gamma: float) -> GymProblem:

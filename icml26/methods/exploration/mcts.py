@@ -106,7 +106,7 @@ class Config:
     c_scale: float = 0.1
     horizon: int = 100                           # steps per simulation (gymnasium envs; trees end by themselves)
     gamma: float = 0.95                          # discount for gymnasium envs (a tree file sets its own)
-    backend: str = "auto"                        # auto | ext | ref (synthetic trees)
+    backend: str = "auto"                        # auto | ext | ref: C++ kernel or Python search (tree files; gymnasium envs with a transition table)
     # value normalisation of the UCB bonuses, temperatures, MDP-GapE's value bonus, the power
     # mean's origin and Gumbel's sigma(q) (see VALUE_NORMS and docs/mcts.md):
     # minmax = per node, the range of the node's current Q estimates (mctx's rescaling; what a
@@ -194,6 +194,14 @@ MAX_SIMULATIONS = 10**7
 # project's 2-core machine: 2e6 is ~30 minutes at ~1e3/s.
 MAX_TOTAL_SIMULATIONS = 1e10
 MAX_TOTAL_SIMULATIONS_GYM = 2e6
+# Gymnasium envs with a transition table run in the C++ table kernel (icml26/ops/mcts_table.py):
+# 3e4..3e5 simulations/s per core on FrozenLake 8x8 (horizon 40) and Taxi (horizon 20) on this
+# project's loaded 2-core machine, so 2e8 is about an hour at the slow end.
+MAX_TOTAL_SIMULATIONS_TABLE = 2e8
+# One table search holds at most budget x horizon + 1 nodes (each simulation expands at most one
+# node per step); refused up front above this many bytes (NodeH 64 B, 80 B per action, 24 B
+# per outcome slot; see icml26/csrc/cpu/mcts_table.h)
+MAX_TABLE_SEARCH_BYTES = 4 * 2**30
 MIN_SEARCH_COST = {"tree": 1000, "gym": 100}
 
 _INT_FIELDS = ("seeds", "m_considered", "horizon")
@@ -232,26 +240,66 @@ def check_work(cfg: "Config") -> None:
     max(budget, MIN_SEARCH_COST) x seeds x algorithms) exceeds MAX_TOTAL_SIMULATIONS (tree
     files) or MAX_TOTAL_SIMULATIONS_GYM (gymnasium ids)."""
     gym = resolve_env_path(cfg.env) is None
-    limit = MAX_TOTAL_SIMULATIONS_GYM if gym else MAX_TOTAL_SIMULATIONS
+    # (a gymnasium env is checked against the table kernel's limit here, and against the Python
+    # search's once it is loaded and has no table: check_env_work)
+    limit = (MAX_TOTAL_SIMULATIONS_GYM if cfg.backend == "ref" else MAX_TOTAL_SIMULATIONS_TABLE) if gym else MAX_TOTAL_SIMULATIONS
     floor = MIN_SEARCH_COST["gym" if gym else "tree"]
     work = sum(max(b, floor) for b in cfg.simulations) * cfg.seeds * len(parse_algos(cfg.algo))
-    where = "Python search on a gymnasium env" if gym else "tree search"
+    where = ("Python search on a gymnasium env" if cfg.backend == "ref" else "search on a gymnasium env") if gym else "tree search"
     limits.check_work(work, limit, "simulate", "simulations", "--seeds, --simulations or the number of algorithms",
                       detail=f"{where}, each search counted as at least {floor}")
 
 
+def uses_table_kernel(cfg: "Config", kind: str, env) -> bool:
+    """Whether a loaded gymnasium env's searches run in the C++ table kernel (a transition
+    table, the kernel available, backend not ref); InputError for backend ext without it."""
+    if kind != "gym":
+        return False
+    from icml26.core.errors import InputError
+
+    try:
+        return env.kernel_path(cfg.backend)
+    except RuntimeError as e:
+        raise InputError(f"--env {cfg.env!r}: {e}; use --set backend=auto or backend=ref") from None
+
+
+def check_env_work(cfg: "Config", kind: str, env) -> None:
+    """Once the env is loaded: InputError when a gymnasium env without the C++ table path
+    exceeds the Python search's work limit (MAX_TOTAL_SIMULATIONS_GYM), or when one table
+    search could exceed MAX_TABLE_SEARCH_BYTES (budget x horizon nodes)."""
+    if kind != "gym":
+        return
+    algos = len(parse_algos(cfg.algo))
+    if not uses_table_kernel(cfg, kind, env):
+        work = sum(max(b, MIN_SEARCH_COST["gym"]) for b in cfg.simulations) * cfg.seeds * algos
+        limits.check_work(work, MAX_TOTAL_SIMULATIONS_GYM, "simulate", "simulations", "--seeds, --simulations or the number of algorithms",
+                          detail=f"Python search on a gymnasium env without a transition table, each search counted as at least {MIN_SEARCH_COST['gym']}")
+        return
+    from icml26.core.errors import InputError
+
+    t = env.table()
+    per_node = 64 + t.A * 80 + 24 * float(t.nout.sum()) / t.S
+    need = (max(cfg.simulations) * cfg.horizon + 1) * per_node
+    if need > MAX_TABLE_SEARCH_BYTES:
+        raise InputError(f"one search of {max(cfg.simulations)} simulations at horizon {cfg.horizon} may hold up to "
+                         f"{need / 2**30:.1f} GiB of tree (limit {MAX_TABLE_SEARCH_BYTES / 2**30:.0f} GiB): lower --simulations or --set horizon=H")
+
+
 def check_episode_work(cfg: "Config", kind: str, env) -> None:
-    """InputError when the episodes' searches (Python: episodes x moves per episode at most x
-    sum of budgets x algorithms) exceed MAX_TOTAL_SIMULATIONS_GYM."""
+    """``check_env_work``, then InputError when the episodes' searches (episodes x moves per
+    episode at most x sum of budgets x algorithms) exceed MAX_TOTAL_SIMULATIONS_TABLE (C++
+    table kernel) or MAX_TOTAL_SIMULATIONS_GYM (the Python search)."""
+    check_env_work(cfg, kind, env)
     if cfg.episodes is None:
         return
     from icml26.methods.exploration.mcts_episodes import max_episode_steps
 
     steps = max_episode_steps(kind, env, cfg)
+    kernel = uses_table_kernel(cfg, kind, env)
     work = cfg.episodes * steps * sum(max(b, MIN_SEARCH_COST["gym"]) for b in set(cfg.simulations)) * len(parse_algos(cfg.algo))
-    limits.check_work(work, MAX_TOTAL_SIMULATIONS_GYM, "simulate", "simulations",
+    limits.check_work(work, MAX_TOTAL_SIMULATIONS_TABLE if kernel else MAX_TOTAL_SIMULATIONS_GYM, "simulate", "simulations",
                       "--episodes, --simulations, --set episode_steps=N or the number of algorithms",
-                      detail=f"episodes in the Python search, up to {steps} moves each")
+                      detail=f"episodes in the {'C++ table' if kernel else 'Python'} search, up to {steps} moves each")
 
 
 def _repo_root() -> Path:
@@ -386,8 +434,8 @@ def run(cfg: Config, *, seed: int = 0, env=None, done: Mapping[tuple, dict] | No
                 rec, _, _, be = ops.tree_search(env, algo, budgets, seeds, prm, use=cfg.backend)
                 q_root = env.root_q()
             else:
-                rec = env.search(algo, budgets, seeds, prm)
-                be, q_root = "python", env.q_root
+                rec, be = env.search(algo, budgets, seeds, prm, use=cfg.backend)
+                q_root = env.q_root
             episodes = {}
             if cfg.episodes is not None:
                 from icml26.methods.exploration.mcts_episodes import run_episodes

@@ -2,8 +2,11 @@
 budget, act in the real environment, repeat until the episode ends (``icml26 mcts --episodes N``).
 
 Each move runs one search of ``simulations`` new simulations from the current state (the
-Python search, icml26/ops/_ref/mcts.py; the same algorithms, parameters and value
-normalisation as the root searches) and plays its recommended action in the real env:
+same algorithms, parameters and value normalisation as the root searches: on gymnasium envs
+with a transition table the C++ table search, icml26/ops/mcts_table.py, kept alive between
+moves and re-rooted in place; elsewhere, or with ``backend: ref``, the Python search,
+icml26/ops/_ref/mcts.py, which gives the same actions on table envs) and plays its
+recommended action in the real env:
 
 - gymnasium ids: the env itself, ``reset(seed=episode seed)``, then ``step``; the episode ends
   when gymnasium says terminated or truncated (its TimeLimit), or after ``episode_steps`` moves;
@@ -93,6 +96,7 @@ def play_episode(kind: str, env, cfg, algo: str, budget: int, prm, env_seed: int
     aid = R.ALGOS.index(algo)
     actions, rewards, reused = [], [], 0
     search = None
+    kernel = kind == "gym" and env.kernel_path(getattr(cfg, "backend", "auto"))
     if kind == "tree":
         real = _TreeEnv(env, env_seed)
         state = 0
@@ -102,7 +106,11 @@ def play_episode(kind: str, env, cfg, algo: str, budget: int, prm, env_seed: int
     for t in range(max_steps):
         if search is None or not reuse:
             sd = move_seed(planner_seed, t)
-            if kind == "tree":
+            if kernel:  # the C++ table search: the same tree, statistics and re-rooting as below
+                from icml26.ops.mcts_table import TableSearch
+
+                search = TableSearch(env.table(), int(obs), algo, prm, sd, keep_cuts=reuse)
+            elif kind == "tree":
                 model = _RootedTreeModel(env, sd, state)
             elif env.P is not None:
                 model = G.TableModel(env.P, env.A, int(obs), env.gamma, sd)
@@ -110,8 +118,9 @@ def play_episode(kind: str, env, cfg, algo: str, budget: int, prm, env_seed: int
                 import copy
 
                 model = G.CopyModel(copy.deepcopy(genv), obs, env.A, env.gamma, sd)
-            search = R.Search(model, aid, prm, sd)
-            search.keep_cuts = reuse
+            if not kernel:
+                search = R.Search(model, aid, prm, sd)
+                search.keep_cuts = reuse
         a = int(search.run(budget))
         if kind == "tree":
             r, key, done = real.step(a)
@@ -129,7 +138,8 @@ def play_episode(kind: str, env, cfg, algo: str, budget: int, prm, env_seed: int
                 reused += 1
             else:
                 search = None
-    return {"return": float(sum(rewards)), "steps": len(actions), "actions": actions, "rewards": rewards, "reused": reused}
+    return {"return": float(sum(rewards)), "steps": len(actions), "actions": actions, "rewards": rewards, "reused": reused,
+            "backend": "ext-cpu" if kernel else "python"}
 
 
 def max_episode_steps(kind: str, env, cfg) -> int:
@@ -157,5 +167,5 @@ def run_episodes(kind: str, env, cfg, algo: str, budgets, prm, seed: int) -> Ite
         lo, hi = t_interval(rets)
         yield b, {"episodes": len(eps), "episode_return": float(rets.mean()), "episode_return_ci": [lo, hi],
                   "episode_return_se": float(rets.std(ddof=1) / math.sqrt(len(rets))) if len(rets) > 1 else None,
-                  "episode_steps_mean": moves / len(eps), "reuse_tree": bool(cfg.reuse_tree),
+                  "episode_steps_mean": moves / len(eps), "reuse_tree": bool(cfg.reuse_tree), "episode_backend": eps[0]["backend"],
                   "episode_reuse_share": (sum(e["reused"] for e in eps) / max(1, moves - len(eps))) if cfg.reuse_tree else None}
