@@ -137,18 +137,21 @@ class KVPress(S.PressOptions):
             return torch.arange(t, device=x.keys.device).expand(*x.keys.shape[:2], t), None
         if self.method == "capkv-greedy":
             return self._greedy(x, n_keep), None
-        scores = S.SCORERS[self.method](x, self.params)  # (B, Hkv, T)
+        params = self.params
         observed = self.method == "capkv" and (x.hidden is not None or x.queries is not None)
         n_question = int(math.floor(self.question_share * n_keep)) if observed else 0
         if n_question > 0:
             # retrieval channel: its top share of the budget is kept first, the rest by the main channel
-            scores = S.reserve_top(scores, S.score_capkv_question(x, self.params), n_question)
+            scores, question = S.score_capkv_channels(x, params)  # (B, Hkv, T) each, one batched leverage
+            scores = S.reserve_top(scores, question, n_question)
+        else:
+            scores = S.SCORERS[self.method](x, params)  # (B, Hkv, T)
         if observed and self.recent_mode == "adaptive":
             # per-head recent window: the continuation share of the budget goes to recency as far as the
             # head's observed attention beyond the window is concentrated on the most recent tokens
             window = min(self._window(n_keep), t)
             span = n_keep - min(self.sink_tokens, n_keep) - n_question
-            extra = S.adaptive_recent(S.observed_attention(x, self.params), span, sink_tokens=self.sink_tokens, window_tokens=window)
+            extra = S.adaptive_recent(S.observed_attention(x, params), span, sink_tokens=self.sink_tokens, window_tokens=window)
             scores = S.reserve_recent(scores, extra, window)
         if self.head_budget == "adaptive":
             idx, keep = S.select_adaptive(scores, n_keep, sink_tokens=self.sink_tokens, window_tokens=self._window(n_keep),

@@ -341,6 +341,10 @@ def capkv_token_weights(x: LayerInputs, p: ScoreParams, source: str | None = Non
         if (src == "future-rope" and p.weight == "expected" and p.future_strata > 1 and x.hidden is not None
                 and x.rotary is not None):
             wi = _expected_weights_strata(x, k.squeeze(2), p)
+        elif p.weight == "expected" and _window_source(x, src) and _window_count(x, p) < d:
+            # the window's Gaussian has a covariance of rank < D: its quadratic terms from the centred queries
+            q = window_queries(x, p.stat_window or p.window_tokens).float()  # (B, Hq, n, D)
+            wi = _expected_weights_window(k.squeeze(2), q.view(b, hkv, g, q.shape[2], d))
         else:
             mu, cov = query_statistics(x, p, covariance=p.weight != "exp-cos", source=src)  # (B, Hq, D), (B, Hq, D, D)
             if p.weight == "expected":
@@ -413,22 +417,54 @@ def _expected_weights_grouped(k: torch.Tensor, mu: torch.Tensor, cov: torch.Tens
     return torch.softmax(lin + quad / (2 * d), dim=-1)
 
 
+def _window_source(x: LayerInputs, source: str) -> bool:
+    """Whether ``query_statistics(x, p, source=source)`` reads the recent-query window (the
+    ``window`` source, and ``future-rope`` without the prompt's hidden states: decoding)."""
+    return not (source == "future-rope" and x.hidden is not None and x.rotary is not None)
+
+
+def _window_count(x: LayerInputs, p: ScoreParams) -> int:
+    """How many queries the window statistics read (``window_queries(x, stat_window or window_tokens)``)."""
+    w = p.stat_window or p.window_tokens
+    return min(w, x.queries.shape[2]) if x.queries is not None else min(w, x.hidden.shape[1])
+
+
+def _expected_weights_window(k: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """``_expected_weights_grouped`` under the Gaussian fitted to n window queries, from the
+    queries themselves: k (B, Hkv, T, D), q (B, Hkv, g, n, D) -> (B, Hkv, g, T).
+
+    With the centred queries c_j = q_j - mu, Sigma = C^T C / n, so k_i^T Sigma k_i =
+    ||C k_i||^2 / n: O(T n D) per query head instead of O(T D^2) for the (D x D) covariance
+    (decoding: n = ``stat_window`` = 16 against D = 64); the same weights (tested)."""
+    n, d = q.shape[-2], q.shape[-1]
+    mu = q.mean(-2)  # (B, Hkv, g, D)
+    c = q - mu.unsqueeze(-2)
+    b, hkv, g, _ = mu.shape
+    t = k.shape[-2]
+    kt = k.transpose(-1, -2)  # (B, Hkv, D, T)
+    lin = mu @ kt / math.sqrt(d)  # (B, Hkv, g, T)
+    ck = (c.reshape(b, hkv, g * n, d) @ kt).view(b, hkv, g, n, t)  # C k_i for every query head: one product per KV head
+    quad = (ck * ck).sum(-2) / max(n, 1)
+    return torch.softmax(lin + quad / (2 * d), dim=-1)
+
+
 def _leverage(u: torch.Tensor, w: torch.Tensor, p: ScoreParams) -> torch.Tensor:
-    """Step 4 for one KV layer: u (B, Hkv, T, D), w (B, Hkv, g, T) -> scores (B, Hkv, T).
+    """Step 4 for one KV layer: u (B, Hkv, T, D), w (B, Hkv, g, T) -> scores (B, Hkv, T)
+    (leading dims broadcast: u (1, B, Hkv, T, D) with w (C, B, Hkv, g, T) scores C channels at once).
 
     ``gqa="pool"``: the KV head is one channel read by its g query heads, weighted by their mean
     weight, one (D x D) Cholesky per KV head. ``gqa="per-head"``: one leverage per query head,
     averaged over the group (kvpress' CapPress)."""
     if p.gqa == "pool":
-        w, u = w.mean(2), u
+        w, u = w.mean(-2), u
     else:
-        u = u.unsqueeze(2)  # (B, Hkv, 1, T, D), broadcast over the group
+        u = u.unsqueeze(-3)  # (B, Hkv, 1, T, D), broadcast over the group
     if p.weight == "exp-cos":  # kvpress' epsilon inside A only: s_i = w_i u_i^T (I + sum (w_j + eps) u_j u_j^T)^-1 u_i
         we = w + 1e-6
         s = _kvref.weighted_leverage(u, we, p.ridge_ratio, not p.ridge_absolute) * (w / we)
     else:
         s = _kvref.weighted_leverage(u, w, p.ridge_ratio, not p.ridge_absolute)
-    return s if p.gqa == "pool" else s.mean(2)
+    return s if p.gqa == "pool" else s.mean(-2)
 
 
 def score_capkv(x: LayerInputs, p: ScoreParams) -> torch.Tensor:
@@ -456,6 +492,21 @@ def score_capkv_question(x: LayerInputs, p: ScoreParams) -> torch.Tensor:
     q = dataclasses.replace(p, query_source="window", window_stats="observed")
     s = _leverage(x.values.float(), capkv_token_weights(x, q), q)
     return _pad_sinks(pool_scores(s, "max", p.pool_kernel), s0)
+
+
+def score_capkv_channels(x: LayerInputs, p: ScoreParams) -> tuple[torch.Tensor, torch.Tensor]:
+    """(``score_capkv(x, p)``, ``score_capkv_question(x, p)``) in one pass: both channels' weighted
+    ridge leverages share u = v, so their two (D x D) systems per KV head are built and solved in
+    one batched call. Each (B, Hkv, T); the same scores as the two functions (tested).
+    ``query_source="joint"`` (two continuation channels) falls back to the two functions."""
+    if p.query_source == "joint":
+        return score_capkv(x, p), score_capkv_question(x, p)
+    x, s0 = _without_sinks(x, p)
+    q = dataclasses.replace(p, query_source="window", window_stats="observed")
+    w = torch.stack([capkv_token_weights(x, p), capkv_token_weights(x, q)])  # (2, B, Hkv, g, T)
+    s = _leverage(x.values.float().unsqueeze(0), w, p)  # (2, B, Hkv, T)
+    return (_pad_sinks(pool_scores(s[0], p.pool, p.pool_kernel), s0),
+            _pad_sinks(pool_scores(s[1], "max", p.pool_kernel), s0))
 
 
 def reserve_top(scores: torch.Tensor, other: torch.Tensor, n: int) -> torch.Tensor:
