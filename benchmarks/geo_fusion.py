@@ -161,11 +161,11 @@ def table() -> int:
         print("no runs yet: run --part train")
         return 1
     res = list(E.aggregate(runs)) + _prior_results()
-    tasks = [t for t in list(S.NA_QUESTION_TYPES) + ["object_rel_distance", "object_rel_direction", "obj_appearance_order", "overall"]
+    tasks = [t for t in list(S.NA_QUESTION_TYPES) + ["object_rel_distance", "object_rel_direction", "route_planning", "obj_appearance_order", "overall"]
              if any(r["task"] == t for r in res)]
     short = {"object_abs_distance": "abs_dist", "object_counting": "count", "object_size_estimation": "obj_size",
              "room_size_estimation": "room_size", "object_rel_distance": "rel_dist", "object_rel_direction": "rel_dir",
-             "obj_appearance_order": "appear", "overall": "overall"}
+             "route_planning": "route", "obj_appearance_order": "appear", "overall": "overall"}
     info = data.get("info", {})
     print(f"geo-fusion: {info.get('test_questions')} evaluation questions / {info.get('test_scenes')} scenes; "
           f"{info.get('train_questions')} training questions / {info.get('train_scenes')} scenes; encoder patch F1 "

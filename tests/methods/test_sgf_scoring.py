@@ -133,3 +133,55 @@ def test_box_distance_and_first_appearance():
     m1 = m0.copy()
     m1[:2, :2] = 3
     assert B.first_appearance([m0, m1, m1], [3, 5], 4) == {3: 1, 5: None}
+
+
+def test_turn_angle_and_word_by_hand():
+    """Heading +z from (0, 0) to (0, 1): right is -x (y up), so (-1, 1) is a right turn of 90 degrees,
+    (1, 1) a left one, (0, 0) straight back, (0, 3) straight on (no turn word)."""
+    p = lambda x, z: {"position": [x, 0.5, z]}  # noqa: E731
+    assert B.turn_angle(p(0, 0), p(0, 1), p(-1, 1)) == pytest.approx(90.0)
+    assert B.turn_angle(p(0, 0), p(0, 1), p(1, 1)) == pytest.approx(-90.0)
+    assert abs(B.turn_angle(p(0, 0), p(0, 1), p(0, 0))) == pytest.approx(180.0)
+    assert B.turn_angle(p(0, 0), p(0, 1), p(0, 3)) == pytest.approx(0.0)
+    assert [B.turn_word(a) for a in (90, -90, 180, -150, 0, 25, 130, 140)] == [
+        "turn right", "turn left", "turn back", "turn back", None, None, None, None]
+
+
+def test_route_planning_rederived_from_hand_built_scene():
+    layout = _scene()
+    first = {1: 0, 2: 1, 3: 2, 4: 3, 5: 4, 6: 5, 7: 6}
+    qs = B.make_questions(layout, first, np.random.default_rng(0), B.BenchConfig(max_questions_per_task=50))
+    routes = [q for q in qs if q["task"] == "route_planning"]
+    assert len(routes) >= 5
+    obj = {o["class"]: o for o in layout["objects"]}
+    for q in routes:
+        start, w1, w2, goal = (obj[c] for c in q["objects"])
+        want = f"{B.turn_word(B.turn_angle(start, w1, w2))}, {B.turn_word(B.turn_angle(w1, w2, goal))}"
+        opts = [o.split(". ", 1)[1] for o in q["options"]]
+        assert len(set(opts)) == 4 and opts[ord(q["answer"]) - 65] == want
+        assert f"beginning at the {start['class']} facing the {w1['class']}" in q["question"]
+        assert "chair" not in q["objects"]  # only objects unique in their class are named
+
+
+
+def test_route_head_loss_and_prediction_follow_the_turn_logits():
+    """With the route head's bias favouring (turn right, turn back), the prediction is the option
+    spelling those turns, and the loss is lower for a question whose answer it is."""
+    import torch
+
+    from icml26.methods.spatial import experiment as E
+
+    torch.manual_seed(0)
+    model = E.SpatialQA(E.Config(hidden_size=8, layers=1, heads=1, frames=2), "none", 2)
+    with torch.no_grad():
+        model.route_head.weight.zero_()
+        model.route_head.bias.copy_(torch.tensor([0.0, 3.0, 0.0, 0.0, 0.0, 3.0]))  # turn 1: right; turn 2: back
+    opts = ["A. turn left, turn left", "B. turn right, turn left", "C. turn right, turn back", "D. turn back, turn back"]
+    q = {"task": "route_planning", "question_type": "multiple_choice", "options": opts, "answer": "C"}
+    h = torch.randn(2, 8)
+    assert E.predict(model, h[:1], [q]) == ["C"]
+    good = float(E.batch_loss(model, h[:1], [q]))
+    bad = float(E.batch_loss(model, h[:1], [{**q, "answer": "A"}]))
+    lp = torch.log_softmax(torch.tensor([[0.0, 3.0, 0.0], [0.0, 0.0, 3.0]]), -1)
+    assert good == pytest.approx(-float(lp[0, 1] + lp[1, 2]) / 2, rel=1e-5)
+    assert bad == pytest.approx(-float(lp[0, 0] + lp[1, 0]) / 2, rel=1e-5)

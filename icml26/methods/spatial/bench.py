@@ -14,7 +14,16 @@ Generator (seeded, one ``numpy`` generator per scene from (seed, scene index)):
    object_size_estimation (longest side, cm), room_size_estimation (m^2), object_rel_distance
    (4 options, a margin >= 0.15 m), object_rel_direction_easy/medium/hard (standing at / facing /
    query objects, a margin >= 10 degrees from every boundary), obj_appearance_order (first frame
-   with >= min_pixels of the object). route_planning is not generated (no navigable layout).
+   with >= min_pixels of the object), route_planning (below).
+
+route_planning (RECON: VSI-Bench builds routes on the scanned rooms' navigable floor; our rooms are
+open floors with the objects along the walls, so a route is a polyline of straight legs between
+object centres and walking around objects is not modelled): "beginning at A facing W1 ... go
+forward until W1, [turn], go forward until W2, [turn], go forward until G", with VSI-Bench's three
+turn words. The turn at a waypoint is the signed angle between the incoming leg and the outgoing
+leg (``turn_angle``): |angle| >= 135 degrees is "turn back", otherwise left / right; routes with a
+turn within 10 degrees of 135 or below 30 degrees (no "go straight" word) are not asked, and every
+leg is >= 0.5 m. Options: the true turn sequence and three other sequences.
 """
 
 from __future__ import annotations
@@ -225,6 +234,26 @@ def direction_angle(pos: dict, ori: dict, query: dict) -> float:
     return float(math.degrees(math.atan2(v @ r, v @ f)))
 
 
+ROUTE_TURNS = ("turn left", "turn right", "turn back")
+
+
+def turn_angle(prev: dict, at: dict, nxt: dict) -> float:
+    """Signed floor-plane angle (degrees) of the leg at -> nxt relative to the heading prev -> at:
+    0 = straight on, positive = to the right (the convention of ``direction_angle``)."""
+    a, b = (np.array([d["position"][0], d["position"][2]]) for d in (prev, at))
+    ahead = {"position": [float(b[0] + (b - a)[0]), 0.0, float(b[1] + (b - a)[1])]}
+    return direction_angle(at, ahead, nxt)
+
+
+def turn_word(angle: float) -> str | None:
+    """VSI-Bench's turn word for a signed angle, or None when the turn is ambiguous (within 10 degrees
+    of 135) or too slight to be a turn (< 30 degrees)."""
+    a = abs(angle)
+    if a < 30 or abs(a - 135) < 10:
+        return None
+    return "turn back" if a >= 135 else ("turn right" if angle > 0 else "turn left")
+
+
 def make_questions(layout: dict, first_frame: dict[int, int | None], rng: np.random.Generator, cfg: BenchConfig) -> list[dict]:
     """Questions (without id / scene / frames) with exact answers from the scene graph."""
     objs = layout["objects"]
@@ -319,6 +348,29 @@ def make_questions(layout: dict, first_frame: dict[int, int | None], rng: np.ran
         opts = [opts[j] for j in rng.permutation(4)]
         mc("obj_appearance_order", f"What will be the first-time appearance order of the following categories in the video: "
            f"{', '.join(shown)}?", opts, ", ".join(true), [str(c) for c in shown])
+    # route_planning (last, so that the questions above do not depend on it)
+    routes = list(itertools.permutations(unique, 4))
+    made = 0
+    for k in (rng.permutation(len(routes)) if routes else []):
+        if made >= cap:
+            break
+        start, w1, w2, goal = routes[k]
+        legs = ((start, w1), (w1, w2), (w2, goal))
+        if min(math.dist(a["position"][::2], b["position"][::2]) for a, b in legs) < 0.5:
+            continue
+        turns = [turn_word(turn_angle(start, w1, w2)), turn_word(turn_angle(w1, w2, goal))]
+        if None in turns:
+            continue
+        true = ", ".join(turns)
+        others = [", ".join(c) for c in itertools.product(ROUTE_TURNS, repeat=2) if ", ".join(c) != true]
+        opts = [true] + [others[j] for j in rng.permutation(len(others))[:3]]
+        opts = [opts[j] for j in rng.permutation(4)]
+        mc("route_planning", f"You are a robot beginning at the {start['class']} facing the {w1['class']}. You want to navigate to "
+           f"the {goal['class']}. You will perform the following actions (Note: for each [please fill in], choose either 'turn "
+           f"back,' 'turn left,' or 'turn right.'): 1. Go forward until the {w1['class']} 2. [please fill in] 3. Go forward until "
+           f"the {w2['class']} 4. [please fill in] 5. Go forward until the {goal['class']}. You have reached the final "
+           "destination.", opts, true, [start["class"], w1["class"], w2["class"], goal["class"]])
+        made += 1
     return qs
 
 

@@ -232,6 +232,7 @@ class SpatialQA(nn.Module):
         if variant.startswith("sgf"):
             self.att = attach_sgf(self.lm, gate=variant != "sgf-nogate", frame_strict=variant != "sgf-global")
             self.sgf = self.att.modules  # registered here so that they train and save with the model
+        self.route_head = nn.Linear(d, 2 * len(B.ROUTE_TURNS))  # route_planning: logits of each of the 2 turns
 
     def forward(self, sem: torch.Tensor, geo: torch.Tensor, task: torch.Tensor, refs: torch.Tensor) -> torch.Tensor:
         """sem, geo: (B, F*T, 128); task (B,); refs (B, MAX_REFS) class ids or -1. Returns (B, d)."""
@@ -271,10 +272,15 @@ def _option_classes(q: dict) -> list[str]:
     return [o.split(". ", 1)[1] for o in q["options"]]
 
 
+def _route_turns(option: str) -> list[int]:
+    """Indices in ``bench.ROUTE_TURNS`` of an option's turns ("turn left, turn back" -> [0, 2])."""
+    return [B.ROUTE_TURNS.index(w) for w in option.split(", ")]
+
+
 def batch_loss(model: SpatialQA, h: torch.Tensor, qs: list[dict]) -> torch.Tensor:
     """Mean per-question loss, grouped by task (vectorized): smooth-L1 on log values (numeric),
     cross-entropy over the options (multiple choice), pairwise logistic on the true order
-    (appearance order)."""
+    (appearance order), cross-entropy on each turn of the true route (route planning)."""
     total = h.new_zeros(())
     groups: dict[str, list[int]] = {}
     for i, q in enumerate(qs):
@@ -299,6 +305,11 @@ def batch_loss(model: SpatialQA, h: torch.Tensor, qs: list[dict]) -> torch.Tenso
             tt = model.time_head(h[ix]).gather(1, order)  # (n, 4) predicted times in the true order
             a, b = torch.triu_indices(order.shape[1], order.shape[1], 1)
             total = total + nn.functional.softplus(tt[:, a] - tt[:, b]).mean(1).sum()
+        elif t == "route_planning":
+            gold = torch.tensor([_route_turns(_option_classes(q)[ord(q["answer"]) - 65]) for q in sub])  # (n, 2)
+            logits = model.route_head(h[ix]).view(len(sub), 2, len(B.ROUTE_TURNS))
+            total = total + nn.functional.cross_entropy(logits.reshape(-1, len(B.ROUTE_TURNS)), gold.reshape(-1),
+                                                        reduction="sum") / 2
     return total / len(qs)
 
 
@@ -321,8 +332,12 @@ def predict(model: SpatialQA, h: torch.Tensor, qs: list[dict]) -> list[str]:
                 oid = [CLASS_IDS[c] for c in o.split(", ")]
                 scores.append(sum(float(tim[i, oid[b]] > tim[i, oid[a]]) for a in range(len(oid)) for b in range(a + 1, len(oid))))
             preds.append(chr(65 + int(np.argmax(scores))))
-        else:  # route_planning: not generated here; no head
-            preds.append("")
+        elif t == "route_planning":  # the option whose turns have the highest summed log-probability
+            lp = torch.log_softmax(model.route_head(h[i]).detach().view(2, len(B.ROUTE_TURNS)), -1)
+            scores = [float(lp[0, a] + lp[1, b]) for a, b in (_route_turns(o) for o in _option_classes(q))]
+            preds.append(chr(65 + int(np.argmax(scores))))
+        else:
+            raise ValueError(f"no head for task {t!r}")
     return preds
 
 
