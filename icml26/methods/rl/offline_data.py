@@ -283,17 +283,22 @@ def train_sac(mc: MakeConfig, run_dir: Path, *, seed: int, device: str) -> Itera
     ckpt = run_dir / dsac_aid.CHECKPOINT.format(algo="sac")
     snaps = run_dir / "snapshots"
     snaps.mkdir(exist_ok=True)
-    records, last_step = [], None
+    head = {"kind": "config", "command": "dsac-aid", "seed": seed, **config_dict(cfg)}
+    records, last_step = [head], None
+
+    def write_records():  # after every evaluation: a stopped run is still usable with --from
+        atomic_write_text(run_dir / "records.jsonl", "".join(to_json(r) + "\n" for r in records))
+
     for r in dsac_aid.train(cfg, "sac", seed=seed, device=device, obs_dim=o, act_dim=a, out=run_dir):
         if r["kind"] == "step" and last_step is not None and r["step"] != last_step and ckpt.is_file():
             _snapshot(ckpt, snaps / f"step-{last_step:09d}.safetensors")  # the checkpoint holds last_step's state now
+            write_records()
         if r["kind"] == "step":
             last_step = r["step"]
         records.append(r)
         yield r
     _snapshot(ckpt, snaps / f"step-{last_step:09d}.safetensors")
-    head = {"kind": "config", "command": "dsac-aid", "seed": seed, **config_dict(cfg)}
-    atomic_write_text(run_dir / "records.jsonl", "".join(to_json(r) + "\n" for r in [head, *records]))
+    write_records()
 
 
 def _snapshot(ckpt: Path, dest: Path) -> None:
