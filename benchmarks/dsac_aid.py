@@ -38,9 +38,15 @@ def load() -> dict:
     return json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
 
 
-def save(res: dict) -> None:
+def save(res: dict, *keys: str) -> None:
+    """Write the results; with ``keys``, only those top-level entries are merged into the file as
+    it is now (parts may run in separate processes at the same time)."""
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    tmp = RESULTS.with_suffix(".tmp")
+    if keys:
+        cur = load()
+        cur.update({k: res[k] for k in keys if k in res})
+        res = cur
+    tmp = RESULTS.with_suffix(f".tmp{os.getpid()}")
     tmp.write_text(json.dumps(res, indent=1, sort_keys=True))
     os.replace(tmp, RESULTS)
 
@@ -111,10 +117,76 @@ def sb3_updates_per_s(n: int, threads: int) -> tuple[float, str]:
     return n / (time.perf_counter() - t), stable_baselines3.__version__
 
 
+def _group_norm_before(self, x, detach=False):
+    """BatchedGroupNorm.forward as it was before the layer_norm form (torch's group_norm kernel,
+    then the affine as a mul and an add): the 'before' implementation of the speed comparison."""
+    import torch
+
+    G, B, C = x.shape
+    y = torch.nn.functional.group_norm(x.reshape(G * B, C), self.num_groups, eps=self.eps).view(G, B, C)
+    w, b = (self.weight.detach(), self.bias.detach()) if detach else (self.weight, self.bias)
+    return y * w + b
+
+
+def cpu_rate(seeds: int, n: int, impl: str) -> float:
+    """DSAC-AID seed-updates per CPU second of ``seeds`` batched seeds on 1 thread (MuJoCo family
+    defaults, Hopper-v5 sizes). impl 'now': this code (layer_norm GroupNorm, fused Adam, allocator
+    kept); 'before': the previous implementation (group_norm kernel, for-loop Adam, default malloc)."""
+    from icml26.methods.rl import dsac_aid as m
+    from icml26.methods.rl import nets
+
+    if impl == "now":
+        m.tune_allocator()
+    else:
+        nets.BatchedGroupNorm.forward = _group_norm_before
+    import torch
+
+    from icml26.methods.rl.sac import Learner
+
+    torch.set_num_threads(1)
+    cfg = m.resolve_family(m.Config(env="Hopper-v5", seeds=seeds))
+    L = Learner(m.learner_spec(cfg, "dsac-aid", 11, 3, fused_adam=impl == "now"), generator=torch.Generator().manual_seed(0))
+    buf, g = _random_batches(11, 3, seeds)
+
+    def step():
+        b = buf.sample(256, g)
+        L.update(b["observations"], b["actions"], b["rewards"], b["next_observations"], b["terminals"])
+
+    for _ in range(6):
+        step()
+    t = time.process_time()
+    for _ in range(n):
+        step()
+    return seeds * n / (time.process_time() - t)
+
+
 def worker(args) -> None:
-    """One separate run (a subprocess of the batched-vs-separate test): prints updates/s."""
+    """One separate run (a subprocess of the batched-vs-separate tests): prints updates/s."""
+    if args.impl:
+        print(json.dumps({"ups": cpu_rate(args.seeds, args.n, args.impl)}))
+        return
     ups = ours_updates_per_s("dsac-aid", 1, args.n, 1, False)
     print(json.dumps({"ups": ups}))
+
+
+def part_seeds_cpu(res: dict, rounds: int = 2, cpu_s: float = 6.0) -> None:
+    """Batched vs separate, per CPU second (1 thread; robust to other users' load): S = 1, 2, 4
+    seeds, 'before' and 'now' implementations, each a fresh process, interleaved over rounds."""
+    key = "seeds_cpu_v2"
+    cur = res.setdefault("speed", {}).setdefault(key, {"rounds": [], "load": []})
+    per_update_s = {1: 0.09, 2: 0.18, 4: 0.35}  # CPU seconds of one update (rough), to size n
+    while len(cur["rounds"]) < rounds:
+        row = {}
+        for impl in ("before", "now"):
+            for S in (1, 2, 4):
+                n = max(8, int(cpu_s / per_update_s[S]))
+                p = subprocess.run([sys.executable, __file__, "--worker", "--impl", impl, "--seeds", str(S), "--n", str(n)],
+                                   capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, check=True)
+                row[f"{impl}_S{S}"] = json.loads(p.stdout.strip().splitlines()[-1])["ups"]
+                print(f"{impl} S={S}: {row[f'{impl}_S{S}']:.2f} seed-updates/CPU-s", flush=True)
+        cur["rounds"].append(row)
+        cur["load"].append(load_avg())
+        save(res, "speed")
 
 
 def part_speed(res: dict, n: int) -> None:
@@ -125,7 +197,7 @@ def part_speed(res: dict, n: int) -> None:
             ours = ours_updates_per_s("sac", 1, n, threads, True)
             sb3, ver = sb3_updates_per_s(n, threads)
             sp[key] = {"ours": ours, "sb3": sb3, "sb3_version": ver, "threads": threads, "updates": n, "load": load_avg()}
-            save(res)
+            save(res, "speed")
             print(f"SAC {threads} thread(s): ours {ours:.1f} /s, SB3 {sb3:.1f} /s", flush=True)
     if "seeds4" not in sp:
         nb = max(20, n // 4)
@@ -140,13 +212,13 @@ def part_speed(res: dict, n: int) -> None:
         # per-process ups give the seed-updates/s while all four run side by side)
         sp["seeds4"] = {"batched_seed_updates_per_s": 4 * batched, "separate_seed_updates_per_s": sum(sep_each),
                         "separate_each": sep_each, "separate_wall_s": wall, "updates": nb, "load": load_avg()}
-        save(res)
+        save(res, "speed")
     if "seeds4_cpu" not in sp:  # per CPU second, 1 thread each: what 2 dedicated cores would give
         nb = max(20, n // 4)
         b4 = ours_updates_per_s("dsac-aid", 4, nb, 1, False, cpu_time=True)
         s1 = ours_updates_per_s("dsac-aid", 1, 2 * nb, 1, False, cpu_time=True)
         sp["seeds4_cpu"] = {"batched_seed_updates_per_cpu_s": 4 * b4, "single_updates_per_cpu_s": s1, "updates": nb, "load": load_avg()}
-        save(res)
+        save(res, "speed")
 
 
 # ---------------- (2) impulse and (3) mujoco: CLI runs, resumable ----------------
@@ -203,29 +275,83 @@ def plot_curves(recs: list[dict], title: str, fname: str) -> None:
     plt.close(fig)
 
 
-def part_impulse(res: dict, budget_s: float) -> None:
-    out = RUNS / "impulse-s3"
-    state = run_cli("impulse-pendulum.yaml", out, budget_s)
-    recs = read_records(out)
-    res["impulse"] = summarise_impulse(recs, state)
-    save(res)
-    if recs:
-        plot_curves(recs, "Pendulum-v1, reward noise 3 (0.5 + mean a^2) N(0,1): DSAC-T vs AID beta=0 vs AID", "dsac_aid_impulse.png")
+# name -> (recipe, run folder, results key, PNG or None, title): the first run (reward scale 1,
+# 5k steps; kept for reference) and the planned rerun (reward scale 50, 20k steps)
+IMPULSE = {
+    "s3": ("impulse-pendulum.yaml", "impulse-s3", "impulse", None,
+           "Pendulum-v1, reward noise 3, reward scale 1, 5k steps"),
+    "rs50": ("impulse-pendulum-rs50.yaml", "impulse-rs50", "impulse_rs50", "dsac_aid_impulse.png",
+             "Pendulum-v1, reward noise 3 (0.5 + mean a^2) N(0,1), reward scale 50: DSAC-T vs AID beta=0 vs AID"),
+}
+
+
+PER_ALGO = {"rs50"}  # variants run as one CLI run per algo in parallel (folder/<algo>): equal progress when stopped
+
+
+def run_cli_parallel(recipe: str, out: Path, algos: list[str], budget_s: float) -> str:
+    """One resumable CLI run per algo (``--set algo=[a]`` into ``out/a``), all at the same time,
+    for at most ``budget_s`` seconds; 'done' when every one finished, else 'partial'."""
+    procs, t0 = {}, time.perf_counter()
+    for a in algos:
+        d = out / a
+        args = [sys.executable, "-m", "icml26", "dsac-aid", "-r", str(ROOT / "recipes" / "dsac-aid" / recipe), "--set", f"algo=[{a}]",
+                "--out", str(d), "-q"] + (["--resume"] if d.exists() else [])
+        procs[a] = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    state = "done"
+    for a, p in procs.items():
+        try:
+            err = p.communicate(timeout=max(1.0, budget_s - (time.perf_counter() - t0)))[1]
+            if p.returncode != 0:
+                raise SystemExit(f"{recipe} ({a}): exit {p.returncode}: {err.strip()[-500:]}")
+        except subprocess.TimeoutExpired:
+            p.terminate()
+            p.communicate()
+            state = "partial"
+    return state
+
+
+def recipe_algos(recipe: str) -> list[str]:
+    import yaml
+
+    return list(yaml.safe_load((ROOT / "recipes" / "dsac-aid" / recipe).read_text())["config"]["algo"])
+
+
+def part_impulse(res: dict, budget_s: float, variant: str = "rs50") -> None:
+    recipe, folder, key, png, title = IMPULSE[variant]
+    out = RUNS / folder
+    done = res.get(key, {}).get("state") == "done"
+    if variant in PER_ALGO:
+        algos = recipe_algos(recipe)
+        state = "done" if done else run_cli_parallel(recipe, out, algos, budget_s)
+        recs = [r for a in algos for r in read_records(out / a)]
+    else:
+        state = "done" if done else run_cli(recipe, out, budget_s)
+        recs = read_records(out)
+    res[key] = summarise_impulse(recs, state)
+    res[key]["recipe"] = f"recipes/dsac-aid/{recipe}"
+    save(res, key)
+    if recs and png:
+        plot_curves(recs, title, png)
 
 
 def summarise_impulse(recs: list[dict], state: str, skip_steps: int = 2000) -> dict:
-    """Peak seed-mean q_bias over evaluations at step >= skip_steps (after 1000 updates: the
-    untrained critic's offset at the first evaluations is not an impulse), final return."""
+    """Per algo, over the evaluations at skip_steps <= step <= the last step every algo reached
+    (runs stopped part-way compare at equal progress; before skip_steps = 1000 updates the
+    untrained critic's offset is not an impulse): the peak and the mean |.| of the seed-mean
+    q_bias, the q_bias and the return at that common last step (seed means, and per seed)."""
     import numpy as np
 
     qb, ret = curves(recs, "q_bias"), curves(recs, "eval_return")
-    out = {"state": state, "algos": {}}
+    common = min((c[-1][0] for c in ret.values()), default=0)
+    out = {"state": state, "common_step": common, "algos": {}}
     for algo in qb:
-        late = [y for x, y in qb[algo] if x >= skip_steps]
+        late = [y for x, y in qb[algo] if skip_steps <= x <= common]
         rows = [r for r in recs if r["kind"] == "step" and r["algo"] == algo]
-        last = max(r["step"] for r in rows)
-        out["algos"][algo] = {"peak_q_bias": max(late) if late else None, "final_return": ret[algo][-1][1], "steps": last,
-                              "final_return_seeds": [r["eval_return"] for r in rows if r["step"] == last],
+        at = [r for r in rows if r["step"] == common]
+        out["algos"][algo] = {"peak_q_bias": max(late) if late else None, "steps": max(r["step"] for r in rows),
+                              "final_return": float(np.mean([r["eval_return"] for r in at])) if at else None,
+                              "final_return_seeds": [r["eval_return"] for r in at],
+                              "final_q_bias": float(np.mean([r["q_bias"] for r in at])) if at else None,
                               "mean_abs_q_bias": float(np.mean([abs(y) for y in late])) if late else None}
     return out
 
@@ -243,7 +369,7 @@ def part_mujoco(res: dict, budget_s: float) -> None:
         ret = curves(recs, "eval_return")
         mj[env] = {"state": state or "not started", "algos": {a: {"steps": c[-1][0], "return": c[-1][1], "curve": c} for a, c in ret.items()},
                    "results": [r for r in recs if r["kind"] == "result"]}
-        save(res)
+        save(res, "mujoco")
         if recs:
             plot_curves(recs, f"{env}: SAC / DSAC-T / DSAC-AID, 3 seeds (official MuJoCo defaults)", f"dsac_aid_{env.split('-')[0].lower()}.png")
 
@@ -275,21 +401,13 @@ def report(res: dict) -> None:
             print(f"| DSAC-AID 4 seeds per CPU second (1 thread): batched vs one seed alone | {r['batched_seed_updates_per_cpu_s']:.2f} "
                   f"seed-updates/CPU-s | {r['single_updates_per_cpu_s']:.2f} updates/CPU-s | {ratio:.2f}x | >= 1.5x | "
                   f"{'met' if ratio >= 1.5 else 'NOT met'} | {r['load']} |")
-    im = res.get("impulse")
-    if im:
-        print(f"\n(2) controlled impulse test, Pendulum-v1, reward noise 3, 5 seeds ({im['state']})")
-        print("| algo | steps | peak q_bias (step >= 2000) | mean abs q_bias | final return |")
-        print("|---|---|---|---|---|")
-        for a, r in im["algos"].items():
-            pk = "-" if r["peak_q_bias"] is None else f"{r['peak_q_bias']:.1f}"
-            mb = "-" if r["mean_abs_q_bias"] is None else f"{r['mean_abs_q_bias']:.1f}"
-            print(f"| {a} | {r['steps']} | {pk} | {mb} | {r['final_return']:.1f} |")
-        A = im["algos"]
-        if all(k in A and A[k]["peak_q_bias"] is not None for k in ("dsac-aid", "dsac-t", "dsac-aid-epi")):
-            damp = A["dsac-aid"]["peak_q_bias"] < min(A["dsac-t"]["peak_q_bias"], A["dsac-aid-epi"]["peak_q_bias"])
-            keep = A["dsac-aid"]["final_return"] >= A["dsac-t"]["final_return"]
-            print(f"target: AID peak q_bias below DSAC-T's and beta=0's: {'met' if damp else 'NOT met'}; "
-                  f"AID return >= DSAC-T's: {'met' if keep else 'NOT met'}")
+    v2 = sp.get("seeds_cpu_v2") if sp else None
+    if v2 and v2["rounds"]:
+        report_seeds_cpu(v2)
+    for name, (_, _, key, _, title) in IMPULSE.items():
+        im = res.get(key)
+        if im:
+            report_impulse(im, f"{title}; 5 seeds; {im.get('recipe', 'recipes/dsac-aid/' + IMPULSE[name][0])}")
     mj = res.get("mujoco")
     if mj:
         print("\n(3) MuJoCo, 3 batched seeds, official MuJoCo defaults (20 env steps per update)")
@@ -307,12 +425,62 @@ def report(res: dict) -> None:
               ("met" if any(wins) else "NOT met" if len(wins) == 2 else "not reached (runs unfinished)"))
 
 
+def seeds_cpu_summary(v2: dict) -> dict:
+    """Medians over rounds of seed-updates per CPU second; the batched-vs-separate ratio per
+    implementation; the least-squares fit of CPU-ms per update t(S) = a + b S (a: the per-update
+    cost that batching shares, b: the per-seed cost it cannot)."""
+    import numpy as np
+
+    out = {}
+    for impl in ("before", "now"):
+        r = {S: float(np.median([row[f"{impl}_S{S}"] for row in v2["rounds"]])) for S in (1, 2, 4)}
+        Ss = np.array([1.0, 2.0, 4.0])
+        t = np.array([1000 * S / r[int(S)] for S in Ss])  # CPU-ms per update of S seeds
+        b, a = np.polyfit(Ss, t, 1)
+        out[impl] = {"rate": r, "ratio4": r[4] / r[1], "a_ms": float(a), "b_ms": float(b),
+                     "bound4": float((a + b) / (a / 4 + b))}
+    out["speedup_S4"] = out["now"]["rate"][4] / out["before"]["rate"][4]
+    out["speedup_S1"] = out["now"]["rate"][1] / out["before"]["rate"][1]
+    return out
+
+
+def report_seeds_cpu(v2: dict) -> None:
+    sm = seeds_cpu_summary(v2)
+    print(f"\nDSAC-AID batched seeds per CPU second (1 thread, each figure a fresh process, median of {len(v2['rounds'])} rounds; load {', '.join(v2['load'])})")
+    print("| implementation | 1 seed | 2 seeds batched | 4 seeds batched | 4 batched vs 4 separate | fit a + b S (CPU-ms/update) | target >= 1.5x |")
+    print("|---|---|---|---|---|---|---|")
+    for impl in ("before", "now"):
+        x = sm[impl]
+        print(f"| {impl} | {x['rate'][1]:.2f} | {x['rate'][2]:.2f} | {x['rate'][4]:.2f} | {x['ratio4']:.2f}x | {x['a_ms']:.1f} + {x['b_ms']:.1f} S | "
+              f"{'met' if x['ratio4'] >= 1.5 else 'NOT met'} |")
+    print(f"now vs before: {sm['speedup_S4']:.2f}x at 4 seeds, {sm['speedup_S1']:.2f}x at 1 seed")
+
+
+def report_impulse(im: dict, title: str) -> None:
+    c = im.get("common_step")
+    print(f"\n(2) controlled impulse test: {title} ({im['state']}; compared up to step {c})")
+    print("| algo | steps reached | peak q_bias (2000 <= step <= common) | mean abs q_bias | q_bias at common step | return at common step |")
+    print("|---|---|---|---|---|---|")
+    f = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
+    for a, r in im["algos"].items():
+        print(f"| {a} | {r['steps']} | {f(r['peak_q_bias'])} | {f(r['mean_abs_q_bias'])} | {f(r.get('final_q_bias'))} | {f(r['final_return'])} |")
+    A = im["algos"]
+    if all(k in A and A[k]["peak_q_bias"] is not None for k in ("dsac-aid", "dsac-t", "dsac-aid-epi")):
+        damp = A["dsac-aid"]["peak_q_bias"] < min(A["dsac-t"]["peak_q_bias"], A["dsac-aid-epi"]["peak_q_bias"])
+        keep = A["dsac-aid"]["final_return"] >= A["dsac-t"]["final_return"]
+        print(f"target: AID peak q_bias below DSAC-T's and beta=0's: {'met' if damp else 'NOT met'}; "
+              f"AID return >= DSAC-T's: {'met' if keep else 'NOT met'}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--part", choices=["speed", "impulse", "mujoco"], action="append")
+    ap.add_argument("--part", choices=["speed", "seeds-cpu", "impulse", "mujoco"], action="append")
     ap.add_argument("--n", type=int, default=300, help="timed updates per speed measurement")
     ap.add_argument("--budget-s", type=float, default=1800, help="seconds for the impulse / mujoco runs in this call")
+    ap.add_argument("--impulse", choices=sorted(IMPULSE), default="rs50", help="which controlled impulse test (default: rs50)")
     ap.add_argument("--print-only", action="store_true")
+    ap.add_argument("--impl", choices=["before", "now"], help=argparse.SUPPRESS)
+    ap.add_argument("--seeds", type=int, default=1, help=argparse.SUPPRESS)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -320,8 +488,8 @@ def main() -> None:
         return
     res = load()
     if not args.print_only:
-        for part in args.part or ["speed", "impulse", "mujoco"]:
-            {"speed": lambda: part_speed(res, args.n), "impulse": lambda: part_impulse(res, args.budget_s),
+        for part in args.part or ["speed", "seeds-cpu", "impulse", "mujoco"]:
+            {"speed": lambda: part_speed(res, args.n), "seeds-cpu": lambda: part_seeds_cpu(res), "impulse": lambda: part_impulse(res, args.budget_s, args.impulse),
              "mujoco": lambda: part_mujoco(res, args.budget_s)}[part]()
     report(res)
 

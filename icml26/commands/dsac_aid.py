@@ -41,6 +41,7 @@ def dsac_aid(
     if cfg.d4rl and out is None:
         raise InputError("d4rl=true writes hdf5 files into the run folder: give --out DIR")
     dev = resolve_device(device)
+    m.tune_allocator()
     s = recipe_seed(recipe, "dsac-aid", seed) or 0
     prev = resume_records(out, command="dsac-aid", config=cfg, seed=s) if resume else None
     cols = ["algo", "env", "final_return:final", "final_return_ci:95% CI", "max_avg_return:max avg", "max_avg_return_ci:95% CI",

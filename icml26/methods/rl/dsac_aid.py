@@ -157,14 +157,33 @@ def validate(cfg: Config) -> tuple[int, int]:
     return env_dims(cfg.env)
 
 
-def learner_spec(cfg: Config, algo: str, obs_dim: int, act_dim: int):
+def learner_spec(cfg: Config, algo: str, obs_dim: int, act_dim: int, *, fused_adam: bool = True):
+    """The ``LearnerSpec`` of ``algo`` under ``cfg``; ``fused_adam``: torch's fused Adam kernel (the
+    same update up to float rounding, ~8% faster per update on CPU)."""
     from icml26.methods.rl.sac import LearnerSpec
 
-    return LearnerSpec(algo=algo, obs_dim=obs_dim, act_dim=act_dim, seeds=cfg.seeds, hidden=tuple(cfg.hidden),
+    return LearnerSpec(fused_adam=fused_adam, algo=algo, obs_dim=obs_dim, act_dim=act_dim, seeds=cfg.seeds, hidden=tuple(cfg.hidden),
                        activation=cfg.activation, norm_groups=cfg.norm_groups, init=cfg.init, lr_q=cfg.lr_q, lr_pi=cfg.lr_pi,
                        lr_alpha=cfg.lr_alpha, gamma=cfg.gamma, tau=cfg.tau, tau_b=cfg.tau, delay_update=cfg.delay_update,
                        num_q=cfg.num_q, lam=cfg.lam, beta0=cfg.beta0, beta_lr=cfg.beta_lr, huber=cfg.huber,
                        homogeneous=cfg.homogeneous)
+
+
+def tune_allocator() -> bool:
+    """Keep freed heap memory in the process (glibc ``mallopt``: mmap threshold 64 MiB, trim
+    threshold 1 GiB) so that the update's many 0.1-4 MiB temporaries reuse pages instead of
+    faulting fresh zeroed ones on every allocation (~15% of a one-seed update on CPU). A process
+    setting: the command calls it, the library does not. Returns whether it applied (glibc only)."""
+    import ctypes
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        return bool(libc.mallopt(-3, 64 << 20)) and bool(libc.mallopt(-1, 1 << 30))  # M_MMAP_THRESHOLD, M_TRIM_THRESHOLD
+    except (OSError, AttributeError):
+        return False
 
 
 def _algo_seed(seed: int, algo: str) -> int:

@@ -83,10 +83,14 @@ class BatchedGroupNorm(nn.Module):
 
     def forward(self, x: Tensor, detach: bool = False) -> Tensor:
         G, B, C = x.shape
-        # each row normalised over its channel groups (torch's kernel), then each member's affine
-        y = torch.nn.functional.group_norm(x.reshape(G * B, C), self.num_groups, eps=self.eps).view(G, B, C)
+        # GroupNorm on (rows, C) is LayerNorm without affine over each group's C / num_groups
+        # contiguous channels (the same mean and biased variance); torch's layer_norm kernel is
+        # about 2x faster than group_norm's on CPU with one position per row (forward + backward),
+        # then each member's affine in one fused addcmul
+        cg = C // self.num_groups
+        y = torch.nn.functional.layer_norm(x.reshape(G * B * self.num_groups, cg), (cg,), eps=self.eps).view(G, B, C)
         w, b = (self.weight.detach(), self.bias.detach()) if detach else (self.weight, self.bias)
-        return y * w + b
+        return torch.addcmul(b, y, w)
 
 
 class BatchedMLP(nn.Module):

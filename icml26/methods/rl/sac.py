@@ -74,6 +74,7 @@ class LearnerSpec:
     log_std_max: float = 0.5
     q_bias_lower_threshold: float = -1000.0
     freeze_fraction: float = 0.2
+    fused_adam: bool = False  # torch's fused Adam kernel (same update up to float rounding; faster on CPU)
 
     def __post_init__(self):
         if self.algo not in ALGOS:
@@ -132,10 +133,11 @@ class Learner(nn.Module):
         self.register_buffer("ema_started", torch.zeros(()))
         self.register_buffer("iteration", torch.zeros((), dtype=torch.int64))
         self.to(device)
-        self.opt_q = torch.optim.Adam(self.critic.parameters(), lr=spec.lr_q)
-        self.opt_pi = torch.optim.Adam(self.actor.parameters(), lr=spec.lr_pi)
-        self.opt_b = torch.optim.Adam(self.behaviour.parameters(), lr=spec.lr_pi) if self.behaviour is not None else None
-        self.opt_alpha = torch.optim.Adam([self.log_alpha], lr=spec.lr_alpha)
+        fz = {"fused": True} if spec.fused_adam else {}
+        self.opt_q = torch.optim.Adam(self.critic.parameters(), lr=spec.lr_q, **fz)
+        self.opt_pi = torch.optim.Adam(self.actor.parameters(), lr=spec.lr_pi, **fz)
+        self.opt_b = torch.optim.Adam(self.behaviour.parameters(), lr=spec.lr_pi, **fz) if self.behaviour is not None else None
+        self.opt_alpha = torch.optim.Adam([self.log_alpha], lr=spec.lr_alpha, **fz)
         self.target_entropy = -float(a)
 
     # ----- forward helpers -----
