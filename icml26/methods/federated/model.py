@@ -274,7 +274,7 @@ def train(worker: Worker, adapter: dict, rank: int, examples, *, epochs: int, ba
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()
-                losses.append(float(loss))
+                losses.append(float(loss.detach()))
         out = read_adapter(mods, rank)
     worker.model.eval()
     return out, (sum(losses) / len(losses) if losses else float("nan"))
