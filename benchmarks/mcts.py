@@ -28,9 +28,16 @@
    pick a subset). Stored per
    (env, reuse, algo) in benchmarks/results/mcts_episodes_<value-norm>.json (resumable).
 
+4. Gymnasium tables (``--gym-speed``): the C++ table kernel vs the Python search on slippery
+   FrozenLake 8x8 (horizon 40), Taxi and rainy Taxi (horizon 20), every planner, batch 1, one
+   thread, value_norm minmax; target >= 100x, printed per row with met / not met, and whether
+   the two gave the same root statistics bit for bit. Resumable per (env, algo) in
+   benchmarks/results/mcts_gym_speed.json.
+
     python benchmarks/mcts.py [--quick] [--skip-speed] [--skip-accuracy] [--value-norm NORM]
                               [--envs noisy,heavy,frozenlake8x8,taxi] [--mctx-python PY | --no-mctx]
                               [--episodes [--episode-count 3] [--episode-budgets 20,60]]
+                              [--gym-speed [--gym-envs frozenlake8x8,taxi,rainy-taxi] [--gym-sims 2000]]
 """
 
 from __future__ import annotations
@@ -249,6 +256,82 @@ def speed(args) -> dict:
     return res
 
 
+GYM_SPEED_ENVS = {
+    "frozenlake8x8": ("FrozenLake-v1?map_name=8x8&is_slippery=true", 40),
+    "taxi": ("Taxi-v4", 20),
+    "rainy-taxi": ("Taxi-v4?is_rainy=true", 20),
+}
+
+
+def gym_speed(args) -> None:
+    """C++ table kernel vs the Python search on gymnasium transition tables, one thread, batch 1
+    (one search of --gym-sims simulations per call from the env's root state, value_norm
+    minmax, the command's default). Per (env, algo): the Python search once (seed 1), the C++
+    kernel --gym-reps times right before and right after it (seeds 1.., median call), so a
+    drift of the machine's speed hits both sides; the C++ root statistics for seed 1 are
+    compared with the Python ones (bit for bit). Stored per (env, algo) in
+    benchmarks/results/mcts_gym_speed.json (resumable; --print-only reprints)."""
+    from icml26.core.output import atomic_write_text
+    from icml26.methods.exploration import mcts as M
+    from icml26.methods.exploration.gym_models import TableModel
+    from icml26.ops import mcts_table as T
+    from icml26.ops._ref import mcts as R
+
+    path = ROOT / "benchmarks" / "results" / "mcts_gym_speed.json"
+    store = json.loads(path.read_text()) if path.is_file() else {}
+    n = args.gym_sims
+    for name in args.gym_envs.split(","):
+        env_id, hz = GYM_SPEED_ENVS[name]
+        cfg = M.Config(env=env_id, horizon=hz)
+        kind, env = M.load_env(cfg)
+        prm = M.search_params(cfg, kind, env)
+        for algo in R.ALGOS:
+            key = f"{name}/{algo}/{n}"
+            if key in store or args.print_only:
+                continue
+            if not T.available():
+                print("  the mcts_table kernel is unavailable: skipped")
+                return
+            tab = env.table()
+            T.table_search(tab, env.s0, algo, [n], [0], prm)  # warm (the storage is then reused)
+            cpp = []
+
+            def c_calls(k0):
+                for i in range(args.gym_reps):
+                    t0 = time.perf_counter()
+                    T.table_search(tab, env.s0, algo, [n], [k0 + i], prm)
+                    cpp.append(time.perf_counter() - t0)
+
+            load0 = os.getloadavg()[0]
+            c_calls(1)
+            t0 = time.perf_counter()
+            a, st = R.search(TableModel(env.P, env.A, env.s0, env.gamma, 1), R.ALGOS.index(algo), prm, 1, n)
+            py = time.perf_counter() - t0
+            c_calls(1)
+            rec, vis, q = T.table_search(tab, env.s0, algo, [n], [1], prm)
+            same = bool(rec[0, 0] == a and vis[0, 0].tolist() == st["visits"] and q[0, 0].tolist() == st["q"])
+            store[key] = {"env": env_id, "horizon": hz, "algo": algo, "simulations": n, "cpp_sims_s": n / float(np.median(cpp)),
+                          "cpp_best_sims_s": n / float(np.min(cpp)), "python_sims_s": n / py, "identical": same,
+                          "load_avg": [load0, os.getloadavg()[0]]}
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(path, json.dumps(store, indent=1) + "\n")
+            r = store[key]
+            print(f"  {key}: C++ {r['cpp_sims_s']:,.0f}/s, Python {r['python_sims_s']:,.0f}/s, x{r['cpp_sims_s'] / r['python_sims_s']:.0f}, "
+                  f"identical {same}", flush=True)
+    print(f"\n== gymnasium tables: C++ table kernel vs Python search, {n} simulations per search, batch 1, 1 thread, "
+          f"value_norm minmax; target >= x100 ==")
+    print(f"  {'env':34s} {'algo':20s} {'C++ sims/s':>12s} {'Python sims/s':>14s} {'ratio':>8s} {'bit for bit':>12s} {'load':>10s}  target")
+    for name in args.gym_envs.split(","):
+        for algo in R.ALGOS:
+            r = store.get(f"{name}/{algo}/{n}")
+            if r is None:
+                continue
+            x = r["cpp_sims_s"] / r["python_sims_s"]
+            label = f"{r['env']} (h {r['horizon']})"
+            print(f"  {label:34s} {algo:20s} {r['cpp_sims_s']:12,.0f} {r['python_sims_s']:14,.0f} {x:7.0f}x "
+                  f"{'yes' if r['identical'] else 'NO':>12s} {r['load_avg'][0]:4.1f}-{r['load_avg'][1]:4.1f}  {'met' if x >= 100 else 'not met'}")
+
+
 ACCURACY_ENVS = {
     "noisy": ("recipes/mcts/envs/noisy.yaml", "tree", (100, 300, 1000, 3000), {}),
     "heavy": ("recipes/mcts/envs/heavy.yaml", "tree", (100, 300, 1000, 3000), {}),
@@ -362,6 +445,10 @@ def main() -> None:
     ap.add_argument("--episode-root-seeds", type=int, default=3)
     ap.add_argument("--episode-envs", default="taxi,frozenlake8x8", help="comma list of " + ", ".join(EPISODE_ENVS))
     ap.add_argument("--episode-algos", default="all", help="all or a comma list of planners")
+    ap.add_argument("--gym-speed", action="store_true", help="run the gymnasium-table speed benchmark (C++ table kernel vs Python search) instead of speed and accuracy")
+    ap.add_argument("--gym-envs", default="frozenlake8x8,taxi,rainy-taxi", help="comma list of " + ", ".join(GYM_SPEED_ENVS))
+    ap.add_argument("--gym-sims", type=int, default=2000)
+    ap.add_argument("--gym-reps", type=int, default=5, help="C++ calls before and after the Python one")
     ap.add_argument("--speed-value-norm", default="oracle", help="value normalisation of the speed runs (the docs' speed tables: oracle)")
     args = ap.parse_args()
     args.envs = [e.strip() for e in args.envs.split(",") if e.strip()]
@@ -384,6 +471,9 @@ def main() -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     if args.episodes:
         episodes(args)
+        return
+    if args.gym_speed:
+        gym_speed(args)
         return
     if args.print_only:
         args.skip_speed = True

@@ -95,6 +95,13 @@ def test_reroot_keeps_the_subtree_and_continues_as_the_python_search(kernel, alg
     assert not cc.reroot(a, unseen) and cc.root_stats() == py.root_stats()  # an unseen outcome: nothing changes
     assert cc.reroot(a, key) and py.reroot(a, key)
     assert cc.root_stats() == want  # the child's counts and values, as they were
+    # the nodes outside the kept subtree were dropped: as many nodes as the Python subtree has
+    stack, n_py = [py.root], 0
+    while stack:
+        nd = stack.pop()
+        n_py += 1
+        stack.extend(k for ks in nd.kids for k in ks if k is not None)
+    assert cc.n_nodes == n_py
     for b in (40, 80):  # then both continue from the kept subtree identically
         assert cc.run(b) == py.run(b)
         assert cc.root_stats() == py.root_stats()

@@ -600,7 +600,9 @@ struct Search {
     moves += 1;
     stack_n.assign(1, child);
     stack_d.assign(1, 0);
+    int64_t live = 0;
     while (!stack_n.empty()) {
+      live += 1;
       const int64_t y = stack_n.back(), d = stack_d.back();
       stack_n.pop_back();
       stack_d.pop_back();
@@ -612,6 +614,7 @@ struct Search {
           if (kid == KID_CUT && d + 1 < hz) {
             const int64_t c = new_node(st.scuid[q], st.scut[q]);  // a fresh node, no kids: nothing to descend
             st.slots[q].kid = c;
+            live += 1;
           } else if (kid >= 0) {
             stack_n.push_back(kid);
             stack_d.push_back(d + 1);
@@ -619,7 +622,60 @@ struct Search {
         }
       }
     }
+    if (2 * live < static_cast<int64_t>(st.nodes.size())) compact();
     return true;
+  }
+
+  // Drop the nodes outside the root's subtree (the Python search's garbage collector frees
+  // them): the live nodes are copied, in breadth-first order from the root, into fresh arrays
+  // and the children's indices renumbered. Nothing the search computes depends on a node's
+  // index, so the results do not change; memory stays proportional to the kept subtree.
+  void compact() {
+    const int64_t n_old = static_cast<int64_t>(st.nodes.size());
+    std::vector<int64_t> map(n_old, -1), order;
+    order.push_back(root);
+    map[root] = 0;
+    for (size_t i = 0; i < order.size(); ++i) {
+      const int64_t o = order[i];
+      for (int64_t a = 0; a < A; ++a) {
+        const Act& x = st.acts[o * A + a];
+        for (int64_t k = 0; k < x.ns; ++k) {
+          const int64_t kid = st.slots[x.soff + k].kid;
+          if (kid >= 0 && map[kid] < 0) {
+            map[kid] = static_cast<int64_t>(order.size());
+            order.push_back(kid);
+          }
+        }
+      }
+    }
+    Store nw;
+    nw.nodes.reserve(order.size());
+    nw.acts.reserve(order.size() * A);
+    for (const int64_t o : order) {
+      const NodeH& h = st.nodes[o];
+      nw.nodes.push_back(h);
+      for (int64_t a = 0; a < A; ++a) {
+        Act x = st.acts[o * A + a];
+        const int64_t cap = t.nout[h.st * A + a], so = x.soff;
+        x.soff = static_cast<int64_t>(nw.slots.size());
+        for (int64_t k = 0; k < cap; ++k) {
+          Slot sl = st.slots[so + k];
+          if (sl.kid >= 0) sl.kid = map[sl.kid];
+          nw.slots.push_back(sl);
+          if (keep_cuts) {
+            nw.scut.push_back(st.scut[so + k]);
+            nw.scuid.push_back(st.scuid[so + k]);
+          }
+        }
+        nw.acts.push_back(x);
+      }
+    }
+    st.nodes.swap(nw.nodes);
+    st.acts.swap(nw.acts);
+    st.slots.swap(nw.slots);
+    st.scut.swap(nw.scut);
+    st.scuid.swap(nw.scuid);
+    root = 0;
   }
 };
 
