@@ -64,3 +64,48 @@ def test_decoding_selection_is_unchanged(monkeypatch):
     assert S._window_count(layers[0], press.params) == 6 < layers[0].head_dim
     other = dataclasses.replace(layers[0], queries=layers[1].queries)
     assert not torch.equal(press.select(other, 40), new[0])
+
+
+@pytest.fixture(scope="module")
+def tiny_lm_folder(tmp_path_factory):
+    """A tiny random LLaMA with SmolLM2's tokenizer (so the real haystacks and needles apply)."""
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    from icml26.core.data.lm import model_path
+
+    d = tmp_path_factory.mktemp("tiny-lm")
+    tok = AutoTokenizer.from_pretrained(str(model_path("llama")), local_files_only=True)
+    tok.save_pretrained(str(d))
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, head_dim=16, tie_word_embeddings=True, max_position_embeddings=1024)
+    LlamaForCausalLM(cfg).save_pretrained(str(d))
+    return d
+
+
+@pytest.mark.slow  # about 15 s of CPU (the tokenizer folder, three runs)
+def test_resumed_decode_run_measures_what_an_uninterrupted_one_does(tiny_lm_folder):
+    """The benchmark resumes per (haystack, policy, budget): with the saved records and the full
+    cache's generations given back, ``run_decode`` runs only what is missing, and those
+    measurements equal an uninterrupted run's (the reference distributions do not depend on
+    whether the full cache generated in the same call)."""
+    from icml26.methods.kvcache import evaluate as E
+    from icml26.methods.kvcache.decode import run_decode
+
+    cfg = E.Config(mode="decode", model=str(tiny_lm_folder), methods=("capkv", "streaming"), context_tokens=(128,),
+                   needle_depths=(0.5,), samples=2, decoding_budgets=(40, 56), new_tokens=20, timed_tokens=4,
+                   decoding_interval_tokens=8, window_tokens=8)
+    key = lambda r: (r["sample_index"], r["method"], r["decoding_budget_tokens"])
+    refs: dict = {}
+    whole = {key(r): r for r in run_decode(cfg, references=refs) if r["kind"] == "sample"}
+    assert len(whole) == 2 * 5 and sorted(refs) == [0, 1] and all(len(g) == 20 for g in refs.values())
+    assert whole[(0, "capkv", 40)]["kl"] > 0  # not a vacuous comparison
+    done = {k for k in whole if not (k[0] == 1 and k[1] != "full") and k != (0, "streaming", 56)}
+    again = {key(r): r for r in run_decode(cfg, done=done, references={i: list(g) for i, g in refs.items()}) if r["kind"] == "sample"}
+    assert set(again) == set(whole) - done
+    for k, r in again.items():
+        for f in ("kl", "top1_agreement", "answer", "needle_match", "peak_cache_bytes"):
+            assert r[f] == whole[k][f], (k, f)
+    # a haystack whose full-cache record is missing generates again (and yields it)
+    redo = {key(r) for r in run_decode(cfg, done=set(whole) - {(1, "full", 0)}, references=dict(refs)) if r["kind"] == "sample"}
+    assert redo == {(1, "full", 0)}
