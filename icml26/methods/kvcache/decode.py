@@ -26,7 +26,8 @@ For every sample (a real haystack with a needle, then the question; ``evaluate.m
 Records: ``sample`` per (method, budget, sample); ``result`` per (method, budget) with
 ``mode: decode``, ``decoding_budget_tokens``, ``new_tokens``, ``kl`` (+ ``kl_ci``),
 ``top1_agreement``, ``answer_match``, ``needle_match``, ``peak_cache_bytes``,
-``decode_ms_per_token``, ``decode_overhead_ratio`` (ms/token / the full cache's - 1),
+``decode_ms_per_token``, ``full_ms_per_token`` (the full cache on the same steps, timed right before),
+``decode_overhead_ratio`` (ms/token / full_ms_per_token - 1),
 ``score_ms_per_token`` (the re-compression scoring within the timed steps, per token); last a
 ``summary``.
 """
@@ -281,5 +282,6 @@ def decode_result(method: str, budget: int, recs: list[dict], *, seed: int = 0) 
             "needle_match": hits / n, "needle_match_ci": list(wilson_interval(hits, n)),
             "peak_cache_bytes": max(int(r["peak_cache_bytes"]) for r in recs),
             "decode_ms_per_token": mean("decode_ms_per_token"), "decode_overhead_ratio": mean("decode_overhead_ratio"),
+            "full_ms_per_token": mean("full_ms_per_token") if all("full_ms_per_token" in r for r in recs) else None,
             "score_ms_per_token": mean("score_ms_per_token") if all("score_ms_per_token" in r for r in recs) else None,
             "n_samples": n, **head_budget_summary(recs)}
