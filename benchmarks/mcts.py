@@ -478,7 +478,13 @@ def main() -> None:
     if args.print_only:
         args.skip_speed = True
     if not args.skip_speed:
-        speed(args)
+        from icml26.core.output import atomic_write_text
+
+        res = speed(args)
+        res["load_avg_end"] = os.getloadavg()[0]
+        res["utc"] = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
+        out = ROOT / "benchmarks" / "results" / f"mcts_speed_{args.speed_value_norm}.json"
+        atomic_write_text(out, json.dumps(res, indent=1) + "\n")  # the last run's figures, reprinted in docs/mcts.md
     if not args.skip_accuracy:
         accuracy(args)
 
