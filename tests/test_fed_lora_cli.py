@@ -79,9 +79,16 @@ def test_resume_continues_from_the_round_checkpoint(tmp_path, monkeypatch):
     monkeypatch.setattr(harness, "_save_ckpt", stop_after_fedit_round_1)
     cut = runner.invoke(app, ["fed-lora", "--recipe", str(TINY), "-q", "--out", str(tmp_path / "b"), *FAST])
     assert cut.exit_code != 0 and (tmp_path / "b" / "interrupted.json").is_file()
-    monkeypatch.setattr(harness, "_save_ckpt", real)
+    resumed = []
+
+    def record(ckpt_dir, name, strat, grid, recs, wall_s):
+        real(ckpt_dir, name, strat, grid, recs, wall_s)
+        resumed.append((name, len(recs)))
+
+    monkeypatch.setattr(harness, "_save_ckpt", record)
     again = runner.invoke(app, ["fed-lora", "--recipe", str(TINY), "-q", "--out", str(tmp_path / "b"), "--resume", *FAST])
     assert again.exit_code == 0, again.output
+    assert resumed == [("fedit", 2)]  # only the missing round was trained (het-cpflora replayed, fedit round 1 from its checkpoint)
     a = [x for x in _recs(full.stdout) if x["kind"] == "result"]
     b = [x for x in _recs(again.stdout) if x["kind"] == "result"]
     assert [x["strategy"] for x in b] == ["het-cpflora", "fedit"]

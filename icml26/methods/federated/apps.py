@@ -7,9 +7,10 @@ The same ``client_app`` and ``server_app`` objects run
   other on the one base model). Flower's own simulation engine in flwr 1.42 runs ClientApps only
   on its Ray backend (``flwr[simulation]``, ray 2.55.1), heavy for a 2-core machine; the
   in-process grid is what ``run`` uses;
-- on real machines with ``flower-superlink`` / ``flower-supernode`` (docs/fed-lora.md): every
-  SuperNode sets ``--node-config "partition-id=<i> num-partitions=<n>"``; the run config holds
-  ``config`` (the Config as JSON) and ``seed``.
+- on real machines with ``flower-superlink`` / ``flower-supernode``: every SuperNode sets
+  ``--node-config "partition-id=<i> num-partitions=<n>"``; the run config holds ``config`` (the
+  Config as JSON) and ``seed``. This path is written against Flower's API but NOT yet run or
+  tested here (no two-process loopback test; docs/fed-lora.md says so).
 
 Client state (its last local adapter, FLoRA's merged update) lives in ``Context.state``; the
 personal slots of Het-CPFLoRA never leave it.
