@@ -66,6 +66,7 @@ class Config:
     batch_size: int = 8
     lr: float = 1e-4
     text_lm_ratio: float = 0.2
+    train_all: bool = False  # train every parameter (a model trained from scratch, e.g. tiny-random); else the notes' frozen plan
     max_units: int = 150  # longest run-length unit sequence trained on (longer utterances are dropped)
     eval_utterances: int = 40  # ASR test utterances (held-out sentences x held-out voices)
     tts_eval_utterances: int = 10  # TTS test utterances (each decoded, vocoded and recognized)
@@ -335,25 +336,33 @@ def collate(samples, pad_id: int):
 
 
 def lm_loss(lm: SpeechLM, ids, lab, att):
-    """Mean next-token cross-entropy on the labelled positions (+ nothing else). Returns (loss, token count)."""
+    """Mean next-token cross-entropy on the labelled positions; the LM head runs on those positions only.
+    Returns (loss, token count)."""
     import torch.nn.functional as F
 
     from icml26.methods.speech.mamoe import modality_context
 
     with modality_context(lm.model, lm.marks(ids)):
-        logits = lm.model(input_ids=ids, attention_mask=att).logits
+        hid = lm.model.model(input_ids=ids, attention_mask=att).last_hidden_state  # (B, L, d)
     tgt = lab[:, 1:]
-    loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]).float(), tgt.reshape(-1), ignore_index=-100, reduction="sum")
-    n = int((tgt != -100).sum())
+    sel = tgt != -100
+    logits = lm.model.lm_head(hid[:, :-1][sel])  # (n, V)
+    n = int(sel.sum())
+    loss = F.cross_entropy(logits.float(), tgt[sel], reduction="sum")
     return loss / max(n, 1), n
 
 
 # ----------------------------------------------------------------------------- training
-def trainable(lm: SpeechLM):
-    """Freeze all but the MoE / widened-MLP layers and the new embedding rows. Returns the trainable params."""
+def trainable(lm: SpeechLM, train_all: bool = False):
+    """Freeze all but the MoE / widened-MLP layers and the new embedding rows (``train_all``: nothing frozen).
+    Returns the trainable params."""
     import torch
 
     m = lm.model
+    if train_all:
+        for p in m.parameters():
+            p.requires_grad_(True)
+        return [p for p in m.parameters()]
     for p in m.parameters():
         p.requires_grad_(False)
     params = []
@@ -388,7 +397,7 @@ def train_variant(cfg: Config, lm: SpeechLM, data: dict, variant: str, *, seed: 
     tasks = list(cfg.stages)
     probs = [(1 - cfg.text_lm_ratio) / len(tasks)] * len(tasks) + [cfg.text_lm_ratio]
     kinds = tasks + ["text"]
-    params = trainable(lm)
+    params = trainable(lm, cfg.train_all)
     opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 - s / cfg.steps)
     rng = np.random.default_rng(seed + 17)
