@@ -5,8 +5,9 @@ Problem. Given a generative model and a budget of ``n`` simulations from the roo
 a root action; quality = probability that it is optimal and simple regret
 ``V*(root) - Q*(root, a_rec)`` against exact values (backward induction, see ``trees.py``).
 
-Every algorithm runs the same simulation loop (icml26/ops/_ref/mcts.py, and the C++ kernel
-for synthetic trees): descend with the algorithm's tree policy, trying each action of a node
+Every algorithm runs the same simulation loop (icml26/ops/_ref/mcts.py, the C++ kernel for
+synthetic trees, and the C++ table kernel for gymnasium envs with a transition table,
+icml26/ops/mcts_table.py; the same results bit for bit): descend with the algorithm's tree policy, trying each action of a node
 once first, until the episode ends (or ``horizon`` steps), then back up along the path.
 The search tree is closed-loop: one node per observed outcome.
 
