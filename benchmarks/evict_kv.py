@@ -376,7 +376,9 @@ def decode_tables(doc: dict) -> None:
         if cap:
             ov = [r["decode_overhead_ratio"] for r in cap]
             lo, hi = bootstrap_mean_ci(ov)
-            kl_ok = all(p["kl_verdict"] in ("better", "tie") for p in pair if p["decoding_budget_tokens"] == b)
+            verdicts = [p["kl_verdict"] for p in pair if p["decoding_budget_tokens"] == b]
+            kl_ok = (f"too few (n < {MIN_PAIRED})" if "too few" in verdicts or not verdicts
+                     else all(v in ("better", "tie") for v in verdicts))
             rows.append({"decoding_budget_tokens": b, "capkv_kl_not_worse_than_every_baseline": kl_ok,
                          "capkv_decode_overhead": sum(ov) / len(ov), "overhead_95ci": f"[{lo:+.3f}, {hi:+.3f}]",
                          "overhead_under_15pct": sum(ov) / len(ov) < 0.15})
