@@ -86,11 +86,12 @@ def test_tiny_recipe_train_eval_render_resume(tmp_path):
     ev = [x for x in _recs(r) if x["kind"] == "result"][0]
     exp = [x for x in res if x["method"] == "expo-gs"][0]
     assert ev["psnr_hdr"] == pytest.approx(exp["psnr_hdr"], rel=1e-6) and ev["gaussians"] == exp["gaussians"]
-    # render: PNG + .hdr per view
+    # render: PNG + .hdr + .exr per view
     r = runner.invoke(app, ["hdr-gs", "render", "--ckpt", str(ck), "--data", str(out / "scenes" / "scene000"), "--exposure", "2",
                             "--views", "1,3", "--out", str(tmp_path / "img"), "-q"])
     assert r.exit_code == 0, r.output
-    assert sorted(p.name for p in (tmp_path / "img").iterdir()) == ["hdr_001.hdr", "hdr_003.hdr", "ldr_001.png", "ldr_003.png"]
+    assert sorted(p.name for p in (tmp_path / "img").iterdir()) == ["hdr_001.exr", "hdr_001.hdr", "hdr_003.exr", "hdr_003.hdr",
+                                                                    "ldr_001.png", "ldr_003.png"]
     # --resume of a finished run replays its results
     r = runner.invoke(app, ["hdr-gs", "train", "--recipe", str(TINY), "-q", "--out", str(out), "--resume"])
     assert r.exit_code == 0, r.output
