@@ -14,8 +14,8 @@ from the cache and computes what is missing):
               Targets: MAMoE's ASR WER and TTS WER below the plain MoE's and the no-shared variant's.
 
     OMP_NUM_THREADS=1 nice -n 5 timeout 1200 .venv/bin/python benchmarks/mamoe.py --part forward,perplexity
-    for s in 0 1 2; do OMP_NUM_THREADS=1 nice -n 5 timeout 3000 .venv/bin/python benchmarks/mamoe.py --part table-$s \\
-        --json benchmarks/results/mamoe/table-$s.json --data ~/.cache/icml26/mamoe/speech-b9244f86948c & done; wait
+    for v in mamoe moe mamoe-noshared dense; do OMP_NUM_THREADS=1 nice -n 5 timeout 3000 .venv/bin/python benchmarks/mamoe.py \\
+        --part table-0-$v --json benchmarks/results/mamoe/table-0-$v.json --data ~/.cache/icml26/mamoe/speech-b9244f86948c & done; wait   # one process per variant (table-<seed>-<variant>; the same numbers as one run)
     (the folder `icml26 mamoe prepare --recipe recipes/mamoe/cpu-small.yaml` prepares; the same data for every seed)
     .venv/bin/python benchmarks/mamoe.py --print-only
 """
@@ -99,9 +99,9 @@ def part_perplexity() -> dict:
     from icml26.core.data.speech import spoken_sentences
     from icml26.methods.speech import train as T
 
-    texts = spoken_sentences("wordnet", seed=0)[-200:]  # the tail: never among the first sentences the recipes train on
+    texts = spoken_sentences("wordnet", seed=0)[-60:]  # the tail: never among the first sentences the recipes train on
     cfg = T.Config(model="smollm2-135m")
-    res = {"texts": len(texts), "corpus": "wordnet glosses (last 200 of the seeded order)"}
+    res = {"texts": len(texts), "corpus": "wordnet glosses (last 60 of the seeded order)"}
     t0 = time.perf_counter()
     dense = T.build_model(cfg, None, 128, seed=0)
     res["dense"] = T.text_perplexity(dense, texts)
@@ -115,15 +115,15 @@ def part_perplexity() -> dict:
     return res
 
 
-def part_table(seed: int, runs: Path, data: str | None = None) -> dict:
-    out = runs / f"seed{seed}"
+def part_table(seed: int, runs: Path, data: str | None = None, variant: str | None = None) -> dict:
+    out = runs / (f"seed{seed}" + (f"-{variant}" if variant else ""))
     if out.exists():
         import shutil
 
         shutil.rmtree(out)
     t0 = time.perf_counter()
     r = subprocess.run([sys.executable, "-m", "icml26", "mamoe", "train", "--recipe", RECIPE, "--seed", str(seed), "-q", "--out", str(out)]
-                       + (["--data", data] if data else []),
+                       + (["--data", data] if data else []) + (["--variant", variant] if variant else []),
                        capture_output=True, text=True, cwd=ROOT)
     if r.returncode != 0:
         raise SystemExit(f"table-{seed} failed: {r.stderr.strip().splitlines()[-1] if r.stderr.strip() else r.returncode}")
@@ -157,8 +157,9 @@ def report(data: dict) -> None:
             rel = pp[k] / pp["dense"] - 1
             print(f"| {k.replace('_', ' upcycle_init ')} | {pp[k]:.2f} | {rel * 100:+.2f}% | {'met' if abs(rel) <= 0.05 else 'NOT met'} |")
     tabs = [data[k] for k in sorted(data) if k.startswith("table-")]
+    seeds = sorted({t["seed"] for t in tabs})
     if tabs:
-        print(f"\n## variant x task ({RECIPE}; seeds {[t['seed'] for t in tabs]}; mean over seeds, per-seed in brackets)")
+        print(f"\n## variant x task ({RECIPE}; seeds {seeds}; mean over seeds, per-seed in brackets)")
         print("| variant | ASR WER | ASR WER LibriVox | TTS WER (pocketsphinx) | TTS unit error | text ppl | text->speech | speech->text | active / total params |")
         print("|---|---|---|---|---|---|---|---|---|")
         rows = {}
@@ -189,6 +190,11 @@ def report(data: dict) -> None:
             if mw is not None and all(o is not None for o in others):
                 ok = all(mw < o for o in others)
                 print(f"target: MAMoE {task.upper()} WER {mw:.3f} below moe {others[0]:.3f} and mamoe-noshared {others[1]:.3f}: {'met' if ok else 'NOT met'}")
+        losses = {}
+        for t in tabs:
+            for v, x in t["final_loss"].items():
+                losses.setdefault(v, []).append(x)
+        print("final training loss (mean of the last log window): " + ", ".join(f"{v} {statistics.mean(x):.3f}" for v, x in sorted(losses.items())))
         print("load: " + "; ".join(f"seed {t['seed']}: {t.get('load')}" for t in tabs))
 
 
@@ -215,7 +221,8 @@ def main() -> None:
             elif part == "perplexity":
                 res = part_perplexity()
             elif part.startswith("table-"):
-                res = part_table(int(part.split("-", 1)[1]), ROOT / a.runs, a.data)
+                seed_s, _, variant = part.split("-", 1)[1].partition("-")  # table-<seed> or table-<seed>-<variant>
+                res = part_table(int(seed_s), ROOT / a.runs, a.data, variant or None)
                 res["data_seed"] = 0 if a.data else res["seed"]
             else:
                 raise SystemExit(f"unknown part {part!r}")

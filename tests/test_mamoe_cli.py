@@ -48,7 +48,7 @@ def tiny_run(tmp_path_factory):
     _need_speech()
     out = tmp_path_factory.mktemp("mamoe") / "train"
     r = subprocess.run([sys.executable, "-m", "icml26", "mamoe", "train", "--recipe", TINY, "-q", "--out", str(out)],
-                       capture_output=True, text=True, cwd=ROOT, timeout=900)
+                       capture_output=True, text=True, cwd=ROOT, timeout=3000)
     assert r.returncode == 0, r.stderr
     return out, [json.loads(x) for x in r.stdout.splitlines()]
 
