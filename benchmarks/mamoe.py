@@ -136,6 +136,33 @@ def part_table(seed: int, runs: Path, data: str | None = None, variant: str | No
             "seconds": time.perf_counter() - t0}
 
 
+KEEP = ("variant", "task", "wer", "wer_librivox", "unit_error_rate", "text_perplexity", "text_perplexity_dense", "text_perplexity_init",
+        "routing_text_to_speech_experts", "routing_speech_to_text_experts", "active_params", "total_params", "train_seconds", "eval_seconds")
+
+
+def part_collect(runs: Path) -> dict:
+    """The result records that the table runs under ``runs`` wrote so far (runs stopped before their end included):
+    {"table-<seed>-partial": {...}} per seed, marked partial."""
+    out = {}
+    for d in sorted(runs.glob("seed*")):
+        f = d / "records.jsonl"
+        if not f.is_file():
+            continue
+        recs = [json.loads(x) for x in f.read_text().splitlines() if x.strip()]
+        seed = recs[0].get("seed") if recs else None
+        done = any(r.get("kind") == "summary" for r in recs)
+        t = out.setdefault(seed, {"seed": seed, "results": [], "final_loss": {}, "partial": True, "runs": []})
+        t["runs"].append({"run": d.name, "complete": done})
+        have = {(r["variant"], r["task"]) for r in t["results"]}
+        for r in recs:
+            if r.get("kind") == "result" and (r["variant"], r["task"]) not in have:
+                t["results"].append({k: r.get(k) for k in KEEP})
+            if r.get("kind") == "step" and "variant" in r and r["step"] >= t.setdefault("final_step", {}).get(r["variant"], 0):
+                t["final_step"][r["variant"]] = r["step"]
+                t["final_loss"][r["variant"]] = r["loss"]
+    return {f"table-{s}-partial": t for s, t in out.items()}
+
+
 def _f(x, nd=3):
     return "-" if x is None else (f"{x:.{nd}f}" if isinstance(x, float) else str(x))
 
@@ -162,16 +189,21 @@ def report(data: dict) -> None:
         print(f"\n## variant x task ({RECIPE}; seeds {seeds}; mean over seeds, per-seed in brackets)")
         print("| variant | ASR WER | ASR WER LibriVox | TTS WER (pocketsphinx) | TTS unit error | text ppl | text->speech | speech->text | active / total params |")
         print("|---|---|---|---|---|---|---|---|---|")
-        rows = {}
-        for t in tabs:
+        rows, seen = {}, set()
+        for t in sorted(tabs, key=lambda t: t.get("partial", False)):  # complete parts first
             for r in t["results"]:
+                if (t["seed"], r["variant"], r["task"]) in seen:
+                    continue
+                seen.add((t["seed"], r["variant"], r["task"]))
                 rows.setdefault((r["variant"], r["task"]), []).append(r)
+        if any(t.get("partial") for t in tabs):
+            print("(partial: results of runs stopped before their end are included; n per cell below)")
 
         def m(v, task, key):
             xs = [r[key] for r in rows.get((v, task), []) if r[key] is not None]
             if not xs:
                 return "-"
-            return f"{statistics.mean(xs):.3f}" + (f" [{', '.join(f'{x:.2f}' for x in xs)}]" if len(xs) > 1 else "")
+            return f"{statistics.mean(xs):.3f}" + (f" [{', '.join(f'{x:.2f}' for x in xs)}]" if len(xs) > 1 else "") + f" (n={len(xs)})"
 
         for v in ("mamoe", "moe", "mamoe-noshared", "dense"):
             if (v, "asr") not in rows:
@@ -194,7 +226,9 @@ def report(data: dict) -> None:
         for t in tabs:
             for v, x in t["final_loss"].items():
                 losses.setdefault(v, []).append(x)
-        print("final training loss (mean of the last log window): " + ", ".join(f"{v} {statistics.mean(x):.3f}" for v, x in sorted(losses.items())))
+        steps = {v: s for t in tabs for v, s in t.get("final_step", {}).items()}
+        print("training loss (mean of the last log window; partial runs: at the step reached): "
+              + ", ".join(f"{v} {statistics.mean(x):.3f}" + (f" (step {steps[v]})" if v in steps else "") for v, x in sorted(losses.items())))
         print("load: " + "; ".join(f"seed {t['seed']}: {t.get('load')}" for t in tabs))
 
 
@@ -220,6 +254,12 @@ def main() -> None:
                 res = part_forward()
             elif part == "perplexity":
                 res = part_perplexity()
+            elif part == "collect":
+                for k, v in part_collect(ROOT / a.runs).items():
+                    v["load"] = uptime()
+                    data[k] = v
+                    save_results(path, {**load_results(path), k: v})
+                continue
             elif part.startswith("table-"):
                 seed_s, _, variant = part.split("-", 1)[1].partition("-")  # table-<seed> or table-<seed>-<variant>
                 res = part_table(int(seed_s), ROOT / a.runs, a.data, variant or None)
