@@ -278,7 +278,7 @@ def plot_curves(recs: list[dict], title: str, fname: str) -> None:
 # name -> (recipe, run folder, results key, PNG or None, title): the first run (reward scale 1,
 # 5k steps; kept for reference) and the planned rerun (reward scale 50, 20k steps)
 IMPULSE = {
-    "s3": ("impulse-pendulum.yaml", "impulse-s3", "impulse", None,
+    "s3": ("impulse-pendulum.yaml", "impulse-s3", "impulse", "dsac_aid_impulse_s3.png",
            "Pendulum-v1, reward noise 3, reward scale 1, 5k steps"),
     "rs50": ("impulse-pendulum-rs50.yaml", "impulse-rs50", "impulse_rs50", "dsac_aid_impulse.png",
              "Pendulum-v1, reward noise 3 (0.5 + mean a^2) N(0,1), reward scale 50: DSAC-T vs AID beta=0 vs AID"),
@@ -317,16 +317,16 @@ def recipe_algos(recipe: str) -> list[str]:
 
 
 def part_impulse(res: dict, budget_s: float, variant: str = "rs50") -> None:
+    """Continue the controlled impulse test for at most ``budget_s`` seconds (0: run nothing,
+    summarise what the run folders hold), then summarise and plot it."""
     recipe, folder, key, png, title = IMPULSE[variant]
     out = RUNS / folder
-    done = res.get(key, {}).get("state") == "done"
-    if variant in PER_ALGO:
-        algos = recipe_algos(recipe)
-        state = "done" if done else run_cli_parallel(recipe, out, algos, budget_s)
-        recs = [r for a in algos for r in read_records(out / a)]
-    else:
-        state = "done" if done else run_cli(recipe, out, budget_s)
-        recs = read_records(out)
+    per_algo = variant in PER_ALGO
+    algos = recipe_algos(recipe)
+    state = res.get(key, {}).get("state", "partial")
+    if state != "done" and budget_s > 0:
+        state = run_cli_parallel(recipe, out, algos, budget_s) if per_algo else run_cli(recipe, out, budget_s)
+    recs = [r for a in algos for r in read_records(out / a)] if per_algo else read_records(out)
     res[key] = summarise_impulse(recs, state)
     res[key]["recipe"] = f"recipes/dsac-aid/{recipe}"
     save(res, key)
