@@ -92,7 +92,7 @@ def part_speed(res: dict, rounds: int, timing_s: float, train_n: int) -> None:
 
 
 def part_scores(res: dict, data_dir: Path, datasets: list[str], steps: int, algos: list[str], hidden: tuple[int, ...],
-                eval_episodes: int, evals: int) -> None:
+                eval_episodes: int, evals: int, bfq_eta: float = 1.0) -> None:
     from icml26.core.output import to_json
     from icml26.methods.rl import offline
 
@@ -104,10 +104,12 @@ def part_scores(res: dict, data_dir: Path, datasets: list[str], steps: int, algo
             continue
         for algo in algos:
             key = f"{ds}/{algo}/{steps}" + ("" if hidden == (256, 256, 256) else "/" + "x".join(map(str, hidden)))
+            if algo == "bfq" and bfq_eta != 1.0:
+                key += f"/eta{bfq_eta:g}"
             if key in scores:
                 continue
             cfg = offline.Config(dataset=str(f), algo=(algo,), steps=steps, seeds=SEEDS[algo], eval_interval=max(1, steps // evals),
-                                 checkpoint_interval=max(1, steps // 8), eval_episodes=eval_episodes, hidden=hidden)
+                                 checkpoint_interval=max(1, steps // 8), eval_episodes=eval_episodes, hidden=hidden, bfq_eta=bfq_eta)
             out = ROOT / "runs" / "bfq-bench" / ds / key.split("/", 1)[1].replace("/", "-")
             out.mkdir(parents=True, exist_ok=True)
             inputs = offline.validate(cfg)
@@ -278,6 +280,29 @@ def part_d3rlpy(res: dict, data_dir: Path, ds: str, steps: int, hidden: tuple[in
         _save_part(res, ("d3rlpy", key))
 
 
+def partial(data_dir: Path, at: int) -> dict:
+    """Scores at ``at`` updates of every run under runs/bfq-bench/ (finished or stopped), read from
+    its checkpoint's evaluation history (seed-mean normalised score), for a same-budget comparison
+    that includes runs the time did not let finish; saved under "partial"."""
+    import numpy as np
+    from safetensors.torch import load_file
+
+    from icml26.methods.rl import offline, offline_data
+
+    out: dict = {}
+    for ck in sorted((ROOT / "runs" / "bfq-bench").glob("*/*/checkpoint-*.safetensors")):
+        ds, run = ck.parent.parent.name, ck.parent.name
+        ev = load_file(str(ck))["loop.evals"].numpy()
+        rows = [r for r in ev if int(r[0]) == at]
+        if not rows:
+            continue
+        data = offline_data.load(data_dir / f"{ds}.hdf5")
+        ref = offline_data.score_reference(data, data.env)
+        sc = offline.normalized_score(rows[0][1:], ref["ref_min_return"], ref["ref_max_return"])
+        out[f"{ds}/{run}"] = {"at": at, "scores": sc.tolist(), "mean": float(np.mean(sc)), "updates_done": int(load_file(str(ck))["loop.counters"][0])}
+    return out
+
+
 def _fmt(x, nd=1):
     return "-" if x is None else f"{x:,.{nd}f}"
 
@@ -300,6 +325,12 @@ def report(res: dict) -> None:
                                 ("BFQ inference b256 >= 3x DQL-5", b["b256"] / d5["b256"], 3.0), ("BFQ inference b256 >= 20x DQL-50", b["b256"] / d50["b256"], 20.0),
                                 ("BFQ training >= 1.5x DQL-5", b["train"] / d5["train"], 1.5)):
             print(f"| {name} | {val:.2f}x | {'met' if val >= want else 'NOT met'} |")
+    for at, rows in (res.get("partial") or {}).items():
+        print(f"\nSeed-mean normalised score at {at} updates, from each run's checkpoint (finished or stopped runs):")
+        print("| run | seeds' scores | mean | updates done |")
+        print("|---|---|---|---|")
+        for k, v in rows.items():
+            print(f"| {k} | {', '.join(f'{x:.1f}' for x in v['scores'])} | {v['mean']:.1f} | {v['updates_done']} |")
     toy = res.get("toy")
     if toy:
         print(f"\nToy: 8-Gaussian mixture, L_BC only, {toy['steps']} updates; MMD^2 (RBF 0.1) to held-out data, lower is better "
@@ -325,7 +356,7 @@ def report(res: dict) -> None:
         print("\nNormalised scores (final [95% CI] / best; seeds: BFQ, FQL, DQL 3, others 1)")
         print("| dataset | steps | " + " | ".join(SEEDS) + " |")
         print("|---|---|" + "---|" * len(SEEDS))
-        keys = sorted({(k.split("/")[0], "/".join(k.split("/")[2:])) for k in sc})
+        keys = sorted({(k.split("/")[0], "/".join(k.split("/")[2:4])) for k in sc})
         for ds, steps in keys:
             cells = []
             for algo in SEEDS:
@@ -338,6 +369,12 @@ def report(res: dict) -> None:
                 cells.append(f"{_fmt(r['normalized_score_final'])}" + (f" [{ci[0]:.1f}, {ci[1]:.1f}]" if ci and r["seeds"] > 1 else "") +
                              f" / {_fmt(r['normalized_score_best'])}")
             print(f"| {ds} | {steps} | " + " | ".join(cells) + " |")
+        for k, e in sc.items():
+            if "/eta" in k:
+                r = e["result"]
+                ci = r.get("normalized_score_final_ci")
+                print(f"BFQ with {k.split('/')[-1].replace('eta', 'eta = ')} on {k.split('/')[0]} ({'/'.join(k.split('/')[2:4])}): final "
+                      f"{_fmt(r['normalized_score_final'])} [{ci[0]:.1f}, {ci[1]:.1f}], best {_fmt(r['normalized_score_best'])}")
         wins = 0
         n = 0
         for ds, steps in keys:
@@ -366,6 +403,8 @@ def main() -> None:
     ap.add_argument("--hidden", default="256,256,256", help="hidden widths of every network in the scores part")
     ap.add_argument("--eval-episodes", type=int, default=10)
     ap.add_argument("--evals", type=int, default=4, help="evaluations per run (the last at --steps)")
+    ap.add_argument("--bfq-eta", type=float, default=1.0, help="BFQ's eta in the scores part (bfq.md: grid {0.001 .. 1} per task)")
+    ap.add_argument("--partial-at", type=int, default=0, help="also save the scores at this many updates read from every run's checkpoint")
     ap.add_argument("--print", action="store_true")
     a = ap.parse_args()
     hidden = tuple(int(h) for h in a.hidden.split(","))
@@ -381,7 +420,10 @@ def main() -> None:
         _save_part(res, ("toy",))
     if "scores" in a.part:
         part_scores(res, ROOT / a.data_dir, [d for d in a.datasets.split(",") if d], a.steps, [x for x in a.algos.split(",") if x],
-                    hidden, a.eval_episodes, a.evals)
+                    hidden, a.eval_episodes, a.evals, a.bfq_eta)
+    if a.partial_at:
+        res.setdefault("partial", {})[str(a.partial_at)] = partial(ROOT / a.data_dir, a.partial_at)
+        _save_part(res, ("partial", str(a.partial_at)))
     if "d3rlpy" in a.part:
         part_d3rlpy(res, ROOT / a.data_dir, [d for d in a.datasets.split(",") if d][0], a.steps, hidden, a.eval_episodes, a.seeds_peer)
     report(load_results(RESULTS))
