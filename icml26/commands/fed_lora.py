@@ -61,7 +61,7 @@ def fed_lora(
                   ranks=_ints("--ranks", ranks), personal_ranks=_ints("--personal-ranks", personal_ranks), tasks=tasks)
     s = recipe_seed(recipe, "fed-lora", seed) or 0
     dev = resolve_device(device)
-    m.preflight(cfg)  # Flower/peft, ranks vs the model's dimensions, the task source: before the config record
+    m.preflight(cfg, s)  # Flower/peft, ranks vs the model's dimensions, the task source: before the config record
     previous = resume_records(out, command="fed-lora", config=cfg, seed=s) if resume else None
     cols = ["strategy", "local_perplexity", "local_rouge1", "global_perplexity", "comm_bytes_total", "wall_s"]
     stream(m.run(cfg, seed=s, device=dev, out=out, previous=previous), command="fed-lora", config=cfg, seed=s, out=out, quiet=quiet,

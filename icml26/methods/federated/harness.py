@@ -110,10 +110,10 @@ class Config:
             raise ValueError(f"threads must be >= 0, got {self.threads}")
 
 
-def preflight(cfg: Config) -> None:
+def preflight(cfg: Config, seed: int = 0) -> None:
     """Checks that need the model's shapes or the data (InputError, before the config record):
     Flower and peft installed, every rank within the targeted projections' dimensions, the
-    task source readable and large enough."""
+    task source readable and large enough for the clients' split (built here, cached for the run)."""
     from icml26.core.errors import InputError, MissingDataError
 
     try:
@@ -137,6 +137,9 @@ def preflight(cfg: Config) -> None:
     from icml26.core.data.instructions import require_tasks
 
     require_tasks(cfg.tasks, cfg.domains)
+    from icml26.methods.federated.apps import client_split
+
+    client_split(cfg, seed)  # too few examples for the sizes asked: InputError now
 
 
 def run_on_grid(cfg: Config, seed: int, make_grid: Callable[[], object], *, ckpt_dir: Path | None = None,
