@@ -23,6 +23,9 @@ def split_query(query: str, spec: str) -> dict[str, str]:
         k, eq, v = part.partition("=")
         if not eq or not k.strip():
             raise InputError(f"{spec!r}: expected key=value after '?', got {part!r}")
+        if not k.strip().isidentifier():
+            raise InputError(f"{spec!r}: option name {k.strip()!r} is not a keyword name (letters, digits and _, "
+                             "not starting with a digit)")
         if k.strip() in out:
             key = _shown(k.strip())
             raise InputError(f"{spec!r}: option {key} is given twice ({key}={_shown(out[k.strip()])} and "
