@@ -202,3 +202,22 @@ def test_patched_host_routes_text_to_text_experts(kind, kw):
 def test_modality_marks_from_ids():
     ids = torch.tensor([[5, 100, 117, 118, 119, 3]])
     assert M.modality_marks(ids, (100, 118), other_ids=(119,)).tolist() == [[0, 1, 1, 0, 2, 0]]
+
+
+def test_text_perplexity_is_over_the_text_vocabulary():
+    """The unit rows added for speech take no mass in text perplexity: it equals exp(NLL) of the
+    logits sliced to the original vocabulary (recomputed here), and is below the full-vocabulary one."""
+    import math
+
+    from icml26.methods.speech import train as T
+
+    lm = T.build_model(T.Config(model="tiny-random"), None, 32, seed=0)
+    texts = ["the quick brown fox", "a word of the dictionary"]
+    ids, lab, att = T.collate([T.text_sample(lm, t) for t in texts], lm.tok.pad_token_id)
+    with torch.no_grad():
+        logits = lm.model(input_ids=ids, attention_mask=att).logits[:, :-1].float()
+    tgt, sel = lab[:, 1:], lab[:, 1:] != -100
+    nll = lambda z: float(torch.nn.functional.cross_entropy(z[sel], tgt[sel]))  # noqa: E731
+    assert T.text_perplexity(lm, texts) == pytest.approx(math.exp(nll(logits[..., :lm.base])), rel=1e-4)
+    assert math.exp(nll(logits)) > T.text_perplexity(lm, texts)
+    assert lm.model.get_input_embeddings().weight.shape[0] == lm.base + 32 + 2

@@ -335,8 +335,9 @@ def collate(samples, pad_id: int):
     return ids, lab, att
 
 
-def lm_loss(lm: SpeechLM, ids, lab, att):
+def lm_loss(lm: SpeechLM, ids, lab, att, vocab: int | None = None):
     """Mean next-token cross-entropy on the labelled positions; the LM head runs on those positions only.
+    ``vocab``: the softmax over the first ``vocab`` ids only (the text vocabulary, for text perplexity).
     Returns (loss, token count)."""
     import torch.nn.functional as F
 
@@ -347,6 +348,8 @@ def lm_loss(lm: SpeechLM, ids, lab, att):
     tgt = lab[:, 1:]
     sel = tgt != -100
     logits = lm.model.lm_head(hid[:, :-1][sel])  # (n, V)
+    if vocab is not None:
+        logits = logits[:, :vocab]
     n = int(sel.sum())
     loss = F.cross_entropy(logits.float(), tgt[sel], reduction="sum")
     return loss / max(n, 1), n
@@ -456,14 +459,16 @@ def greedy(lm: SpeechLM, prompt: list[int], *, allowed: tuple[int, int], stop: i
 
 
 def text_perplexity(lm: SpeechLM, texts: list[str], batch: int = 8) -> float:
-    """exp(mean token NLL) of plain text (all tokens text)."""
+    """exp(mean token NLL) of plain text (all tokens text), the softmax over the text vocabulary (ids below
+    ``lm.base``): the unit tokens added for speech take no probability mass, so before any training the
+    dense model scores exactly what the original LM does."""
     import torch
 
     tot, n = 0.0, 0
     with torch.no_grad():
         for i in range(0, len(texts), batch):
             ids, lab, att = collate([text_sample(lm, t) for t in texts[i: i + batch]], lm.tok.pad_token_id)
-            loss, k = lm_loss(lm, ids, lab, att)
+            loss, k = lm_loss(lm, ids, lab, att, vocab=lm.base)
             tot += float(loss) * k
             n += k
     return math.exp(tot / max(n, 1))
