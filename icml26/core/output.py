@@ -290,6 +290,27 @@ def previous_results(records: Sequence[dict] | None, *fields: str) -> dict[tuple
     return out
 
 
+def replay_or_run(methods: Iterable[str], previous: Sequence[dict] | None, run_one, *, field: str, key: tuple,
+                  results: list[dict]) -> Iterator[dict]:
+    """For each method name (its records carry ``field``, e.g. "algo"): when an earlier run finished it
+    (a ``result`` under ``(method, *key)`` in ``previous``), yield that run's ``step`` records of the
+    method and its result again; otherwise yield from ``run_one(method)``. Every ``result`` yielded
+    is appended to ``results`` (for the caller's summary)."""
+    fields = (field, *(f for f, _ in key))
+    done = previous_results(previous, *fields)
+    for m in methods:
+        k = (m, *(v for _, v in key))
+        if k in done:
+            yield from (r for r in previous or () if r.get("kind") == "step" and r.get(field) == m)
+            results.append(done[k])
+            yield done[k]
+            continue
+        for r in run_one(m):
+            if r.get("kind") == "result":
+                results.append(r)
+            yield r
+
+
 def _fmt(v: Any) -> str:
     if v is None:
         return "-"

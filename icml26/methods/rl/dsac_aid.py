@@ -488,24 +488,14 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | Path | No
     """Train every ``cfg.algo`` (``cfg`` resolved by ``resolve_family``) on ``cfg.env``; yield its
     ``step`` records, one ``result`` per algo and a ``summary``. ``resume``: methods whose
     result is in ``previous`` are replayed; an unfinished one continues from its checkpoint."""
-    from icml26.core.output import previous_results
+    from icml26.core.output import replay_or_run
 
     obs_dim, act_dim = dims or validate(cfg)
     out_p = Path(out) if out is not None else None
-    done = previous_results(previous, "algo", "env")
-    results = []
-    for algo in cfg.algo:
-        if (algo, cfg.env) in done:
-            for r in previous or ():
-                if r.get("kind") == "step" and r.get("algo") == algo:
-                    yield r
-            results.append(done[(algo, cfg.env)])
-            yield done[(algo, cfg.env)]
-            continue
-        for r in train(cfg, algo, seed=seed, device=device, obs_dim=obs_dim, act_dim=act_dim, out=out_p, resume=resume, previous=previous):
-            if r["kind"] == "result":
-                results.append(r)
-            yield r
+    results: list[dict] = []
+    yield from replay_or_run(cfg.algo, previous, lambda algo: train(cfg, algo, seed=seed, device=device, obs_dim=obs_dim, act_dim=act_dim,
+                                                                    out=out_p, resume=resume, previous=previous),
+                             field="algo", key=(("env", cfg.env),), results=results)
     best = max(results, key=lambda r: r["final_return"]) if results else None
     yield {"kind": "summary", "env": cfg.env, "family": cfg.family, "algos": list(cfg.algo), "seeds": cfg.seeds, "steps": cfg.steps,
            "best_algo": best["algo"] if best else None, "best_final_return": best["final_return"] if best else None,

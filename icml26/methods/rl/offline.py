@@ -429,25 +429,15 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | Path | No
         previous: list[dict] | None = None, inputs=None) -> Iterator[dict]:
     """Train every ``cfg.algo`` on ``cfg.dataset``: ``step`` records, one ``result`` per algo,
     then a ``summary``. ``resume``: finished methods are replayed, an unfinished one continues."""
-    from icml26.core.output import previous_results
+    from icml26.core.output import replay_or_run
 
     data, env_id, ref = inputs or validate(cfg)
     data = data.to(device)
     out_p = Path(out) if out is not None else None
-    done = previous_results(previous, "algo", "dataset")
-    results = []
-    for algo in cfg.algo:
-        if (algo, data.name) in done:
-            for r in previous or ():
-                if r.get("kind") == "step" and r.get("algo") == algo:
-                    yield r
-            results.append(done[(algo, data.name)])
-            yield done[(algo, data.name)]
-            continue
-        for r in train(cfg, algo, data, seed=seed, device=device, env_id=env_id, ref=ref, out=out_p, resume=resume, previous=previous):
-            if r["kind"] == "result":
-                results.append(r)
-            yield r
+    results: list[dict] = []
+    yield from replay_or_run(cfg.algo, previous, lambda algo: train(cfg, algo, data, seed=seed, device=device, env_id=env_id, ref=ref,
+                                                                    out=out_p, resume=resume, previous=previous),
+                             field="algo", key=(("dataset", data.name),), results=results)
     scored = [r for r in results if r.get("normalized_score_final") is not None]
     best = max(scored, key=lambda r: r["normalized_score_final"]) if scored else None
     yield {"kind": "summary", "dataset": data.name, "env": env_id, "algos": list(cfg.algo), "seeds": cfg.seeds, "steps": cfg.steps,
