@@ -123,7 +123,9 @@ def _bad_files(tmp_path):
 
     out = {}
     for name, edit in (("missing", lambda d: d.pop("terminals")), ("nan", lambda d: d["rewards"].__setitem__(3, np.nan)),
-                       ("lengths", lambda d: d.__setitem__("observations", d["observations"][:-2]))):
+                       ("lengths", lambda d: d.__setitem__("observations", d["observations"][:-2])),
+                       ("strings", lambda d: d.__setitem__("rewards", np.array([b"x"] * len(d["rewards"])))),
+                       ("flags", lambda d: d.__setitem__("terminals", np.full(len(d["terminals"]), 0.5)))):
         d = episodes_data(np.random.default_rng(1), (10, 10), o=11, a=3)
         edit(d)
         p = tmp_path / f"{name}.hdf5"
@@ -144,6 +146,10 @@ def _bad_files(tmp_path):
     ("lengths", [], "has 18 rows but rewards has 20"),
     ("folder", [], "not a Minari dataset"),
     ("junk", [], "not a readable hdf5 file"),
+    ("strings", [], "field 'rewards' holds |S1 values; numbers are expected"),
+    ("flags", [], "field 'terminals' holds values other than 0 and 1"),
+    ("good", ["--set", "seeds=100000", "--set", "batch_size=8"], "100000 batched seeds of [32, 32] networks would hold"),
+    ("good", ["--steps", "1000000000000", "--set", "batch_size=8"], "flops of training"),
     ("none", [], "does not exist"),
     ("good", ["--env", "Walker2d-v5"], "observations of 17"),
     ("good", ["--env", "Hopperr-v5"], "--env 'Hopperr-v5'"),

@@ -139,3 +139,13 @@ def test_sampler_distributions():
     # deterministic and distinct across seeds
     r1 = sample(kind, params, ev, off, np.array([1, 1, 2]), np.array([1, 1, 1]), np.array([5, 5, 5]))
     assert r1[0] == r1[1] and r1[0] != r1[2]
+
+
+def test_best_of_names_a_winner_only_without_ties():
+    from icml26.core.stats import best_of
+
+    rows = [{"s": "a", "wer": 0.5}, {"s": "b", "wer": 0.25}, {"s": "c", "wer": float("nan")}, {"s": "d", "wer": None}]
+    assert best_of(rows, "wer", "s") == "b"
+    assert best_of(rows, "wer", "s", lower=False) == "a"
+    assert best_of([{"s": "a", "wer": 1.0}, {"s": "b", "wer": 1.0}], "wer", "s") is None  # every variant ties
+    assert best_of([{"s": "a", "wer": None}], "wer", "s") is None

@@ -41,3 +41,15 @@ def bootstrap_mean_ci(values, n_boot: int = 2000, seed: int = 0, level: float = 
     means = v[rng.integers(0, v.size, size=(n_boot, v.size))].mean(1)
     a = (1 - level) / 2
     return float(np.quantile(means, a)), float(np.quantile(means, 1 - a))
+
+
+def best_of(rows, key: str, name: str, *, lower: bool = True):
+    """``row[name]`` of the row with the lowest (``lower``) or highest ``row[key]``, skipping rows
+    where it is None or NaN; None when no row has a value or when several rows tie at the best
+    (so that a summary never names a winner among equals)."""
+    vals = [(r[key], r[name]) for r in rows if r.get(key) is not None and r[key] == r[key]]
+    if not vals:
+        return None
+    best = min(v for v, _ in vals) if lower else max(v for v, _ in vals)
+    winners = [n for v, n in vals if v == best]
+    return winners[0] if len(winners) == 1 else None

@@ -189,9 +189,11 @@ def run_on_grid(cfg: Config, seed: int, make_grid: Callable[[], object], *, ckpt
         yield res
     summary = {"kind": "summary", "model": cfg.model, "clients": cfg.clients, "rounds": cfg.rounds, "strategies": list(cfg.strategies)}
     if results:
-        summary["best_local_perplexity"] = min(results, key=lambda r: r["local_perplexity"])["strategy"]
-        summary["best_global_perplexity"] = min(results, key=lambda r: r["global_perplexity"])["strategy"]
-        summary["best_local_rouge1"] = max(results, key=lambda r: r["local_rouge1"] if r["local_rouge1"] == r["local_rouge1"] else -1)["strategy"]
+        from icml26.core.stats import best_of  # None when strategies tie
+
+        summary["best_local_perplexity"] = best_of(results, "local_perplexity", "strategy")
+        summary["best_global_perplexity"] = best_of(results, "global_perplexity", "strategy")
+        summary["best_local_rouge1"] = best_of(results, "local_rouge1", "strategy", lower=False)
     yield summary
 
 

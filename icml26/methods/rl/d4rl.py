@@ -43,7 +43,11 @@ def check(data: dict[str, np.ndarray], where: str = "dataset") -> dict[str, np.n
         want = 2 if k in ("observations", "actions", "next_observations") else 1
         if v.ndim != want:
             raise InputError(f"{where}: field {k!r} must be {want}-D, got shape {v.shape}")
+        if v.dtype.kind not in "biuf":
+            raise InputError(f"{where}: field {k!r} holds {v.dtype} values; numbers are expected")
         if k in ("terminals", "timeouts"):
+            if v.dtype.kind == "f" and not np.isin(v, (0.0, 1.0)).all():
+                raise InputError(f"{where}: field {k!r} holds values other than 0 and 1 (flags are expected)")
             out[k] = v.astype(bool)
         else:
             v = v.astype(np.float32)

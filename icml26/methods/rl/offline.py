@@ -422,7 +422,32 @@ def validate(cfg: Config):
             raise InputError(f"--env {env_id!r} has observations of {o} and actions of {a} dims, the dataset {data.obs_dim} and {data.act_dim}")
     if cfg.batch_size > data.size:
         raise InputError(f"batch_size ({cfg.batch_size}) exceeds the dataset's {data.size} transitions")
+    check_size(cfg, data.obs_dim, data.act_dim)
     return data, env_id, od.score_reference(data, env_id)
+
+
+MAX_STATE_BYTES = 16 * 2**30  # networks + Adam state of all batched seeds
+MAX_TRAIN_FLOPS = 1e18  # ~230 days of one core at 50 GFLOP/s: only a mistyped size is refused (the paper's D4RL setting is ~6e17)
+
+
+def check_size(cfg: Config, obs_dim: int, act_dim: int) -> None:
+    """InputError when the batched seeds' networks would not fit in memory, or the run is beyond any
+    machine (a mistyped --steps); estimated before anything is written. Per seed: an actor / flow network
+    and twin critics with target copies (about 8 networks of ``hidden``), float32, with gradients and
+    Adam's two moments (x4); an update costs ~6 flops per parameter and sample (forward + backward),
+    times the flow / denoising steps of the slowest method asked for."""
+    from icml26.core.limits import check_work
+
+    widths = (obs_dim + act_dim, *cfg.hidden, max(act_dim, 1))
+    per_net = sum(a * b + b for a, b in zip(widths[:-1], widths[1:]))
+    state = cfg.seeds * 8 * per_net * 4 * 4
+    if state > MAX_STATE_BYTES:
+        raise InputError(f"{cfg.seeds} batched seeds of {list(cfg.hidden)} networks would hold ~{state / 2**30:.0f} GiB "
+                         f"(limit {MAX_STATE_BYTES // 2**30} GiB); lower seeds or hidden")
+    chain = max([1] + [cfg.dql_steps for a in cfg.algo if a == "diffusion-ql"] + [cfg.fql_flow_steps for a in cfg.algo if a == "fql"])
+    flops = 6.0 * 8 * per_net * cfg.batch_size * cfg.steps * cfg.seeds * len(cfg.algo) * chain
+    check_work(flops, MAX_TRAIN_FLOPS, "take", "flops of training", "--steps, seeds, batch_size, hidden or --algo",
+               detail=f"{len(cfg.algo)} algos x {cfg.seeds} seeds x {cfg.steps} steps x batch {cfg.batch_size}")
 
 
 def run(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | Path | None = None, resume: bool = False,

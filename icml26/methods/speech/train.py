@@ -625,9 +625,10 @@ def run(cfg: Config, *, inputs: dict, seed: int, out: str | None = None, train: 
     for task in cfg.stages:
         rs = [r for r in results if r["task"] == task and r["wer"] is not None]
         if rs:
-            best = min(rs, key=lambda r: r["wer"])
-            summ[f"best_{task}_variant"] = best["variant"]
-            summ[f"best_{task}_wer"] = best["wer"]
+            from icml26.core.stats import best_of  # None when variants tie
+
+            summ[f"best_{task}_variant"] = best_of(rs, "wer", "variant")
+            summ[f"best_{task}_wer"] = min(r["wer"] for r in rs)
     yield summ
 
 
