@@ -20,6 +20,7 @@ runner = CliRunner()
     (["--mode", "decode", "--set", "decoding_interval_tokens=0"], "decoding_interval_tokens must be >= 1"),
     (["--mode", "decode", "--set", "head_budget=adaptive"], "head_budget=adaptive applies to mode prefill"),
     (["--mode", "decode", "--new-tokens", "9000"], "max_position_embeddings"),
+    (["--mode", "decode", "--new-tokens", "100000000"], "leave no room for a context: use new_tokens <= 8127"),
     (["--decoding-budget", "64"], "apply to --mode decode"),
     (["--mode", "prefill", "--new-tokens", "64"], "apply to --mode decode"),
 ])

@@ -285,8 +285,13 @@ def check_positions(cfg: Config, limit: int | None) -> None:
     if limit and longest > limit:
         from icml26.core.errors import InputError
 
-        raise InputError(f"context_tokens {max(cfg.context_tokens)} + {'new_tokens' if cfg.mode == 'decode' else 'continuation and answer'} need about {longest} positions, "
-                         f"more than the model's max_position_embeddings {limit}: use context_tokens <= {limit - longest + max(cfg.context_tokens)}")
+        what = "new_tokens" if cfg.mode == "decode" else "continuation and answer"
+        room = limit - longest + max(cfg.context_tokens)
+        fix = (f"use context_tokens <= {room}" if room >= 1 else
+               f"{what} ({extra}) alone leave no room for a context: use {'new_tokens' if cfg.mode == 'decode' else 'continuation_tokens + answer_tokens'} "
+               f"<= {limit - 64 - 1}")
+        raise InputError(f"context_tokens {max(cfg.context_tokens)} + {what} need about {longest} positions, "
+                         f"more than the model's max_position_embeddings {limit}: {fix}")
 
 
 def preflight(cfg: Config) -> None:
