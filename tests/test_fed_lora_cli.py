@@ -29,7 +29,7 @@ def _recs(text):
     (["--personal-ranks", "1,8,4"], ["personal_ranks", "client 1"]),             # personal >= rank
     (["--ranks", "4,x,8"], ["--ranks", "comma list of integers"]),
     (["--strategy", "fedavg"], ["unknown 'fedavg'"]),
-    (["--set", "train_examples=100000"], ["too few examples"]),                 # the task source cannot fill the split
+    (["--set", "train_examples=100000"], ["runs out of examples: a draw of 100000"]),  # the task source cannot fill the split
 ])
 def test_bad_ranks_exit_2_before_anything_is_written(tmp_path, args, words):
     out = tmp_path / "run"

@@ -266,7 +266,9 @@ def _counts(weights, domains, n: int, avail: dict[str, int]) -> dict[str, int]:
         out[d] += take
         short -= take
     if short:
-        raise InputError(f"the task source has too few examples for {n} more per client; lower train_examples / test_examples or clients")
+        raise InputError(f"the task source runs out of examples: a draw of {n} finds only {n - short} left in its domains "
+                         f"(train and test examples are drawn without replacement, client after client); lower train_examples, "
+                         f"test_examples, global_test_examples or clients, or give a larger --tasks file")
     return out
 
 
