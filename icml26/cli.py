@@ -105,7 +105,8 @@ def _guard(fn):
         except InputError as e:
             if os.environ.get("ICML26_DEBUG"):
                 raise
-            typer.echo(f"icml26: error: {_one_line(e)}", err=True)
+            if os.environ.get("RANK", "0").strip() in ("", "0"):  # under torchrun every rank validates; rank 0 says why
+                typer.echo(f"icml26: error: {_one_line(e)}", err=True)
             raise typer.Exit(2) from None
         except EOFError as e:
             # np.load / torch / h5py on an empty or truncated file; click would report it as Ctrl-C
