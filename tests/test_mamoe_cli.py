@@ -26,12 +26,12 @@ def _cli(args, capsys):
     return code, [json.loads(x) for x in cap.out.splitlines() if x.strip()], cap.err
 
 
-def _one_line_exit_2(code, err, *needles):
+def _error_line(code, err) -> str:
+    """The one stderr line of an exit-2 refusal."""
     assert code == 2, err
     lines = [x for x in err.splitlines() if x.strip()]
     assert len(lines) == 1, err
-    for n in needles:
-        assert n in lines[0], lines[0]
+    return lines[0]
 
 
 def _need_speech():
@@ -88,10 +88,11 @@ def test_eval_of_the_checkpoints_reproduces_train(tiny_run, tmp_path, capsys):
 
 def test_bad_stage_exits_2(capsys, tmp_path):
     code, _, err = _cli(["mamoe", "train", "--stage", "asr,vc", "--recipe", TINY, "--out", str(tmp_path / "r")], capsys)
-    _one_line_exit_2(code, err, "vc", "asr, tts")
+    line = _error_line(code, err)
+    assert "vc" in line and "asr, tts" in line, line
     assert not (tmp_path / "r").exists()
     code, _, err = _cli(["mamoe", "train", "--recipe", TINY, "--set", "variants=[mamoe,switch]"], capsys)
-    _one_line_exit_2(code, err, "switch")
+    assert "switch" in _error_line(code, err)
 
 
 def test_missing_espeak_exits_2_with_the_install_command(capsys, tmp_path, monkeypatch):
@@ -104,10 +105,10 @@ def test_missing_espeak_exits_2_with_the_install_command(capsys, tmp_path, monke
     S.espeak_voices.cache_clear()
     # a setting no cached corpus has, so the run must synthesize
     code, _, err = _cli(["mamoe", "train", "--recipe", TINY, "--set", "num_units=31", "--out", str(tmp_path / "r")], capsys)
-    _one_line_exit_2(code, err, "apt-get install -y espeak-ng")
+    assert "apt-get install -y espeak-ng" in _error_line(code, err)
     assert not (tmp_path / "r").exists()
     code, _, err = _cli(["mamoe", "prepare", "--recipe", TINY], capsys)
-    _one_line_exit_2(code, err, "apt-get install -y espeak-ng")
+    assert "apt-get install -y espeak-ng" in _error_line(code, err)
 
 
 def test_missing_pocketsphinx_exits_2_with_the_install_command(capsys, monkeypatch, tmp_path):
@@ -115,9 +116,9 @@ def test_missing_pocketsphinx_exits_2_with_the_install_command(capsys, monkeypat
 
     monkeypatch.setattr(W, "pocketsphinx_available", lambda: False)
     code, _, err = _cli(["mamoe", "train", "--recipe", TINY, "--out", str(tmp_path / "r")], capsys)
-    _one_line_exit_2(code, err, "pip install 'pocketsphinx==5.1.1'")
+    assert "pip install 'pocketsphinx==5.1.1'" in _error_line(code, err)
 
 
 def test_eval_bad_run_folder_exits_2(capsys, tmp_path):
     code, _, err = _cli(["mamoe", "eval", "--run", str(tmp_path)], capsys)
-    _one_line_exit_2(code, err, "config.yaml")
+    assert "config.yaml" in _error_line(code, err)
