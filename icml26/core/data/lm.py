@@ -155,3 +155,20 @@ def load_causal_lm(name_or_path: str = "llama", *, dtype=None, device: str = "cp
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     return model, tok
+
+
+def collate_prompt_response(pairs, pad_id: int):
+    """[(prompt ids, response ids)] -> (input_ids, labels, attention_mask), each (B, L) long, right-padded
+    with ``pad_id``; labels are -100 on the prompt and the padding (the loss is on the response only)."""
+    import torch
+
+    L = max(len(p) + len(r) for p, r in pairs)
+    ids = torch.full((len(pairs), L), pad_id, dtype=torch.long)
+    lab = torch.full((len(pairs), L), -100, dtype=torch.long)
+    att = torch.zeros((len(pairs), L), dtype=torch.long)
+    for i, (p, r) in enumerate(pairs):
+        s = p + r
+        ids[i, : len(s)] = torch.tensor(s)
+        lab[i, len(p): len(s)] = torch.tensor(r)
+        att[i, : len(s)] = 1
+    return ids, lab, att

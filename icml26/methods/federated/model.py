@@ -227,17 +227,9 @@ def encode(tok, instruction: str, output: str | None, max_seq_tokens: int) -> tu
 
 
 def _batch(worker: Worker, pairs: list[tuple[list[int], list[int]]]):
-    import torch
+    from icml26.core.data.lm import collate_prompt_response
 
-    n = max(len(p) + len(r) for p, r in pairs)
-    ids = torch.full((len(pairs), n), worker.tok.pad_token_id, dtype=torch.long)
-    labels = torch.full((len(pairs), n), -100, dtype=torch.long)
-    att = torch.zeros((len(pairs), n), dtype=torch.long)
-    for i, (p, r) in enumerate(pairs):
-        seq = p + r
-        ids[i, : len(seq)] = torch.tensor(seq)
-        labels[i, len(p): len(seq)] = torch.tensor(r)
-        att[i, : len(seq)] = 1
+    ids, labels, att = collate_prompt_response(pairs, worker.tok.pad_token_id)
     dev = worker.device
     return ids.to(dev), labels.to(dev), att.to(dev)
 

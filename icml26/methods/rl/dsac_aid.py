@@ -102,13 +102,9 @@ class Config:
         for k in ("warmup_steps", "checkpoint_interval", "d4rl_rollout_steps"):
             if getattr(self, k) < 0:
                 raise ValueError(f"{k} must be >= 0, got {getattr(self, k)}")
-        if not self.algo:
-            raise ValueError("algo is empty; give one or more of " + ", ".join(ALGOS))
-        bad = [a for a in self.algo if a not in ALGOS]
-        if bad:
-            raise ValueError(f"algo {bad[0]!r} is not one of {', '.join(ALGOS)}")
-        if len(set(self.algo)) != len(self.algo):
-            raise ValueError(f"algo lists a method twice: {list(self.algo)}")
+        from icml26.methods.rl import check_algos
+
+        check_algos(self.algo, ALGOS)
         if self.family not in FAMILIES:
             raise ValueError(f"family must be one of {', '.join(FAMILIES)}, got {self.family!r}")
         if self.vector_env not in ("sync", "async"):

@@ -321,18 +321,9 @@ def text_sample(lm: SpeechLM, text: str) -> tuple[list[int], list[int]]:
 
 def collate(samples, pad_id: int):
     """[(prompt, response)] -> input_ids (B, L), labels (B, L; -100 on prompt and padding), attention_mask."""
-    import torch
+    from icml26.core.data.lm import collate_prompt_response
 
-    L = max(len(p) + len(r) for p, r in samples)
-    ids = torch.full((len(samples), L), pad_id, dtype=torch.long)
-    lab = torch.full((len(samples), L), -100, dtype=torch.long)
-    att = torch.zeros((len(samples), L), dtype=torch.long)
-    for i, (p, r) in enumerate(samples):
-        s = p + r
-        ids[i, : len(s)] = torch.tensor(s)
-        lab[i, len(p): len(s)] = torch.tensor(r)
-        att[i, : len(s)] = 1
-    return ids, lab, att
+    return collate_prompt_response(samples, pad_id)
 
 
 def lm_loss(lm: SpeechLM, ids, lab, att, vocab: int | None = None):
