@@ -124,6 +124,27 @@ def test_questions_rederived_from_hand_built_scene():
     assert len(by["object_rel_direction_medium"]) > 0 and len(by["object_rel_distance"]) > 0
 
 
+def test_appearance_order_questions_have_untied_true_orders():
+    """Several appearance-order questions per scene (up to max_questions_per_task), each naming 4
+    objects first seen in 4 different frames; objects sharing a first frame are never asked
+    together, and the answer spells the classes by first frame."""
+    layout = _scene()
+    ids = {o["class"]: o["id"] for o in layout["objects"] if o["class"] != "chair"}
+    first = {1: 0, 2: 0, 3: 1, 4: 2, 5: 3, 6: 3, 7: 5}  # tv & sofa tie at frame 3: 2 possible sets of 4
+    qs = [q for q in B.make_questions(layout, first, np.random.default_rng(0), B.BenchConfig(max_questions_per_task=3))
+          if q["task"] == "obj_appearance_order"]
+    assert len(qs) == 2 and len({tuple(sorted(q["objects"])) for q in qs}) == 2
+    for q in qs:
+        frames = [first[ids[c]] for c in q["objects"]]
+        assert len(set(frames)) == 4 and not {"tv", "sofa"} <= set(q["objects"])
+        opts = [o.split(". ", 1)[1] for o in q["options"]]
+        assert len(set(opts)) == 4
+        assert opts[ord(q["answer"]) - 65] == ", ".join(sorted(q["objects"], key=lambda c: first[ids[c]]))
+    # fewer than 4 distinct first frames: no question
+    none = {1: 0, 2: 0, 3: 0, 4: 1, 5: 1, 6: 2, 7: None}
+    assert not [q for q in B.make_questions(layout, none, np.random.default_rng(0), B.BenchConfig()) if q["task"] == "obj_appearance_order"]
+
+
 def test_box_distance_and_first_appearance():
     a = {"position": [0, 0.5, 0], "size": [1, 1, 1]}
     b = {"position": [3, 0.5, 4], "size": [1, 1, 1]}

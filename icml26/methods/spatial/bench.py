@@ -333,13 +333,21 @@ def make_questions(layout: dict, first_frame: dict[int, int | None], rng: np.ran
                "a Cartesian plane (if I am standing at the origin and facing along the positive y-axis).",
                ["front-left", "front-right", "back-left", "back-right"], quad, refs)
             done["hard"] += 1
-    # obj_appearance_order
-    seen = sorted((first_frame[o["id"]], o["class"]) for o in unique if first_frame.get(o["id"]) is not None)
-    frames = [f for f, _ in seen]
-    distinct = [(f, c) for f, c in seen if frames.count(f) == 1]
-    if len(distinct) >= 4:
-        pick = sorted(distinct[j] for j in rng.permutation(len(distinct))[:4])
-        true = [c for _, c in pick]
+    # obj_appearance_order: up to `cap` sets of 4 objects (unique in their class) first seen in 4 different frames, so
+    # that the true order has no ties; objects first seen in the same frame are never asked together
+    by_frame: dict[int, list[str]] = {}
+    for o in unique:
+        if first_frame.get(o["id"]) is not None:
+            by_frame.setdefault(int(first_frame[o["id"]]), []).append(o["class"])
+    frames = sorted(by_frame)
+    asked: set[tuple[str, ...]] = set()
+    for _ in range(4 * cap if len(frames) >= 4 else 0):
+        if len(asked) >= cap:
+            break
+        true = [by_frame[f][int(rng.integers(len(by_frame[f])))] for f in sorted(frames[j] for j in rng.permutation(len(frames))[:4])]
+        if tuple(sorted(true)) in asked:
+            continue
+        asked.add(tuple(sorted(true)))
         shown = list(rng.permutation(true))
         opts = {", ".join(true)}
         while len(opts) < 4:
