@@ -4,6 +4,7 @@ noise levels -> exit 2 with one line before anything is written."""
 
 import json
 import shutil
+from types import SimpleNamespace
 from pathlib import Path
 
 import pytest
@@ -204,3 +205,83 @@ def test_train_batch_not_divisible_by_processes_exits_2(tmp_path, capsys, monkey
     assert code == 2 and recs == []
     assert "batch_size 16 does not split over 3 torchrun processes" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "o").exists()
+
+
+def test_seed_reaches_the_run_and_changes_the_monitor(trained, tmp_path, capsys):
+    """--seed is the run's seed: the config record carries it, and it draws another training subset,
+    initialisation and sampler noise, so the monitor values differ from seed 0's."""
+    _, seed0 = trained
+    out = tmp_path / "s1"
+    code, recs, err = _cli(["icr", "train", "--recipe", TINY_TRAIN, "--seed", "1", "-q", "--out", str(out)], capsys)
+    assert code == 0, err
+    assert recs[0]["kind"] == "config" and recs[0]["seed"] == 1
+    a = [r for r in seed0 if r["kind"] == "step"]
+    b = [r for r in recs if r["kind"] == "step"]
+    assert [r["step"] for r in a] == [r["step"] for r in b] == [10, 20]
+    for x, y in zip(a, b):
+        assert abs(x["icr"] - y["icr"]) > 1e-4 and abs(x["loss"] - y["loss"]) > 1e-4
+    code, _, err = _cli(["icr", "train", "--recipe", TINY_TRAIN, "--seed", "-1", "-q", "--out", str(tmp_path / "bad")], capsys)
+    assert code == 2 and "--seed" in err
+    assert not (tmp_path / "bad").exists()
+
+
+def _bench():
+    import importlib.util
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    spec = importlib.util.spec_from_file_location("icr_bench", ROOT / "benchmarks" / "icr.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_benchmark_parts_pass_the_seed_and_bad_parts_exit_2(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
+    b = _bench()
+    assert b.parse_part("small-32") == b.parse_part("small-32-s0")  # seed 0 keeps the folder it had
+    assert b.parse_part("mnist-32-s2") == {"kind": "train", "name": "mnist-32-s2", "family": "mnist", "size": 32, "seed": 2}
+    for bad in ("small-32-s", "small-32-sx", "small-32-s-1", "small-1", "full-x", "seeds"):
+        with pytest.raises(ValueError):
+            b.parse_part(bad)
+    calls = []
+    monkeypatch.setattr(b, "_icml26", lambda args: calls.append(args))
+    args = SimpleNamespace(collect=False, data="fashion-mnist", samples=64, sampler_steps=12)
+    p = b.part_train(args, 32, 1500, 100, tmp_path / "small-32-s2", seed=2)
+    (cmd,) = calls
+    assert cmd[cmd.index("--seed") + 1] == "2" and cmd[cmd.index("--out") + 1] == str(tmp_path / "small-32-s2")
+    assert cmd[cmd.index("--data") + 1] == "fashion-mnist" and "--resume" not in cmd and p["seed"] == 2
+    j = tmp_path / "r.json"
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "icr.py"), "--part", "small-32-s1", "--part", "small-32-sx",
+                        "--json", str(j), "--runs", str(tmp_path / "runs")], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "small-32-sx" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not j.exists() and not (tmp_path / "runs").exists()
+
+
+def _part(seed, onset, icr_min, steps=1500, n=32):
+    recs = [{"kind": "config", "seed": seed},
+            {"kind": "result", "train_size": n, "steps": steps, "icr_min_step": icr_min, "memorization_onset_step": onset,
+             "onset_minus_icr_min_steps": None if onset is None else onset - icr_min,
+             "icr_min_before_onset": None if onset is None else icr_min < onset}]
+    return {"records": recs}
+
+
+def test_seed_verdicts_count_and_interval():
+    """Claim B over seeds: k of n seeds, and mean onset - ICR-min with its t-interval, recomputed here."""
+    import numpy as np
+    from scipy import stats
+
+    b = _bench()
+    parts = {"small-32": _part(0, 800, 1000), "small-32-s1": _part(1, 900, 400), "small-32-s2": _part(2, 700, 600),
+             "small-64": _part(0, None, 1500, n=64), "small-64-s1": _part(1, 1300, 1200, n=64), "full": _part(0, None, 600, n=60000)}
+    rows = b.seed_verdicts(parts)
+    assert [(r["train_size"], r["seeds"]) for r in rows] == [(32, [0, 1, 2]), (64, [0, 1])]
+    r32, r64 = rows
+    assert r32["verdicts"] == [False, True, True] and r32["shown"] == 2 and r32["measured"] == 3
+    d = np.array([-200, 500, 100])
+    assert r32["differences"] == d.tolist() and r32["mean_onset_minus_icr_min"] == pytest.approx(d.mean())
+    h = stats.t.ppf(0.975, 2) * d.std(ddof=1) / np.sqrt(3)
+    assert r32["ci95"] == pytest.approx([d.mean() - h, d.mean() + h])
+    assert r64["verdicts"] == [None, True] and r64["shown"] == 1 and r64["measured"] == 1 and r64["ci95"] is None

@@ -128,6 +128,46 @@ def plot_training(records: list[dict], path: Path, quality_path: Path | None = N
     return out
 
 
+def plot_seeds(groups: dict[str, dict[int, list[dict]]], path: Path) -> Path:
+    """icr_seeds.png: one column per group (e.g. "Fashion-MNIST, N = 32"), ICR (top) and memorized fraction
+    (bottom) against the step, one line per seed, each seed's ICR-minimum step (dashed) and onset (dotted)
+    marked. ``groups``: label -> {seed: the records of that seed's ``icr train`` run (one training size)}.
+    InputError when no group has monitor points."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = {g: runs for g, runs in groups.items() if any(r.get("kind") == "step" for rs in runs.values() for r in rs)}
+    if not groups:
+        raise InputError("no run with monitor (step) records to plot")
+    fig, axes = plt.subplots(2, len(groups), figsize=(3.6 * len(groups), 5.2), sharex="col", squeeze=False)
+    for c, (label, runs) in enumerate(groups.items()):
+        a1, a2 = axes[0][c], axes[1][c]
+        for k, (seed, recs) in enumerate(sorted(runs.items())):
+            st = [r for r in recs if r.get("kind") == "step"]
+            res = next((r for r in recs if r.get("kind") == "result"), {})
+            col = f"C{k}"
+            s = [r["step"] for r in st]
+            a1.plot(s, [r["icr"] for r in st], "o-", ms=2.5, lw=1, color=col, label=f"seed {seed}")
+            a2.plot(s, [r["memorization_fraction"] for r in st], "o-", ms=2.5, lw=1, color=col)
+            if res.get("icr_min_step"):
+                for a in (a1, a2):
+                    a.axvline(res["icr_min_step"], color=col, ls="--", lw=0.8)
+            if res.get("memorization_onset_step"):
+                a2.axvline(res["memorization_onset_step"], color=col, ls=":", lw=1.0)
+        a1.set_title(label, fontsize=9)
+        a2.set_xlabel("training step")
+        a1.legend(fontsize=7)
+    axes[0][0].set_ylabel("ICR at sigma*")
+    axes[1][0].set_ylabel("memorized fraction")
+    fig.suptitle("ICR monitor over seeds (dashed: smoothed ICR minimum, dotted: onset > 0.05)", fontsize=10)
+    fig.tight_layout()
+    out = _save(fig, path)
+    plt.close(fig)
+    return out
+
+
 def run(run_dir: str | Path, *, out: str | Path | None = None) -> Iterator[dict]:
     """Yield one ``result`` per PNG written, then the summary."""
     cmd, records = read_run(run_dir)
