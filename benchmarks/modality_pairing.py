@@ -51,10 +51,22 @@ def order(arms):
     return [(a, s) for g in groups for s in SEEDS for a in g]
 
 
-def _load():
+def data_stamp():
+    """The av-digits build the results belong to (format version, settings, LibriVox present)."""
+    from icml26.core.data.multimodal import build_stamp
+    from icml26.methods.multimodal.train import _spec
+
+    return build_stamp(_spec(config()))
+
+
+def _load(fresh_ok: bool = True):
+    """The cached results; results of another av-digits build are not mixed in (a fresh state instead)."""
     if RESULTS.is_file():
-        return json.loads(RESULTS.read_text())
-    return {"runs": {}}
+        state = json.loads(RESULTS.read_text())
+        if state.get("data") == data_stamp() or not fresh_ok:
+            return state
+        print("cached results belong to another av-digits build: starting afresh", flush=True)
+    return {"data": data_stamp(), "runs": {}}
 
 
 def _save(state):
@@ -213,10 +225,10 @@ def report(state):
     runs = state["runs"]
     fields = ["test_accuracy", "corrupted_accuracy_image", "corrupted_accuracy_audio", "missing_accuracy_image",
               "missing_accuracy_audio", "pgd_accuracy_image", "pgd_accuracy_audio", "shift_accuracy_audio",
-              "babble_accuracy_audio", "hessian_top_eig", "hessian_trace", "weight_noise_loss_gap", "train_wall_s"]
+              "librivox_noise_accuracy_audio", "hessian_top_eig", "hessian_trace", "weight_noise_loss_gap", "train_wall_s"]
     short = {"test_accuracy": "acc", "corrupted_accuracy_image": "corr img", "corrupted_accuracy_audio": "corr aud",
              "missing_accuracy_image": "miss img", "missing_accuracy_audio": "miss aud", "pgd_accuracy_image": "pgd img",
-             "pgd_accuracy_audio": "pgd aud", "shift_accuracy_audio": "shift aud", "babble_accuracy_audio": "babble aud", "hessian_top_eig": "λmax",
+             "pgd_accuracy_audio": "pgd aud", "shift_accuracy_audio": "shift aud", "librivox_noise_accuracy_audio": "librivox aud", "hessian_top_eig": "λmax",
              "hessian_trace": "tr H", "weight_noise_loss_gap": "noise gap", "train_wall_s": "train s"}
     print(f"av-digits image+audio, {cfg.train_size} train pairs (90/10 train/val), {cfg.epochs} epochs Adam {cfg.lr:g}, "
           f"seeds {SEEDS}; mean ± 95% t-interval half-width over the seeds done")
@@ -249,7 +261,7 @@ def report(state):
     for reg in cfg.reg:
         a, b = ("stochastic", reg, "late", "all"), ("fixed", reg, "late", "all")
         cells = []
-        for f in ("test_accuracy", "hessian_top_eig", "corrupted_accuracy_image", "corrupted_accuracy_audio", "pgd_accuracy_audio", "shift_accuracy_audio", "babble_accuracy_audio"):
+        for f in ("test_accuracy", "hessian_top_eig", "corrupted_accuracy_image", "corrupted_accuracy_audio", "pgd_accuracy_audio", "shift_accuracy_audio", "librivox_noise_accuracy_audio"):
             d = paired(a, b, f)
             mu, h = _ci(d) if d else (float("nan"), float("nan"))
             cells.append(f"{short[f]} {mu:+.3f} ± {h:.3f} [{len(d)}]")
@@ -295,6 +307,10 @@ def report(state):
         base = t["stochastic/none"]
         print("  timing (alternating rounds, median train wall s; ratio to stochastic/none): "
               + ", ".join(f"{k} {v:.1f} ({v / base:.2f}x)" for k, v in t.items()) + f"; load {state['timing']['load']:.1f}")
+    if runs and not any("librivox_noise_accuracy_audio" in v for v in runs.values()):
+        from icml26.core.data.speech import librivox_missing_message
+
+        print(f"  librivox aud: not measured, {librivox_missing_message()}")
     loads = [v.get("load") for v in runs.values() if v.get("load") is not None]
     if loads:
         print(f"\nload average (1 min) during the runs: median {np.median(loads):.1f}, max {max(loads):.1f} on {os.cpu_count()} cores "
@@ -313,7 +329,7 @@ def main():
     ap.add_argument("--budget-s", type=float, default=1e9, help="stop starting new runs after this many seconds")
     ap.add_argument("--extra", action="store_true", help="also the N = 3 and intermediate-fusion runs (3 seeds)")
     a = ap.parse_args()
-    state = _load()
+    state = _load(fresh_ok=not a.print_only)
     if not a.print_only:
         print(f"uptime: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}", flush=True)
         done = compute(state, a.budget_s)

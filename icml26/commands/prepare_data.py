@@ -22,7 +22,7 @@ def prepare_data(
 
     traffic-bandit: counts.csv (15-minute vehicle counts per lane, in hundreds of vehicles, from PyPI traffic-anomaly) and two bandit env files whose arms resample the recorded counts of real lanes: traffic-top5.yaml (the 5 busiest lanes) and traffic-mid5.yaml (5 lanes with close means, a hard and highly stochastic instance).
 
-    av-digits: image.npz (real MNIST digits, degraded), audio.npz (the digit spoken by espeak-ng, log-mel; test variants shift / babble), text.npz (the digit's word rendered in Debian fonts), aligned by label (docs/modality-pairing.md).
+    av-digits: image.npz (real MNIST digits, degraded), audio.npz (the digit spoken by espeak-ng, log-mel; test variants shift (voices held out of training) / librivox_noise (real LibriVox speech at 5 dB)), text.npz (the digit's word rendered in Debian fonts), aligned by label (docs/modality-pairing.md).
     """
     from pathlib import Path
 
