@@ -1,6 +1,7 @@
-"""Differentiable 3D Gaussian splatting rasterizer: EWA projection in torch autograd, then a
-tile-based compositor — the C++ kernel (``torch.ops.icml26.splat_forward/backward``,
-``icml26/csrc/cpu/splat_cpu.cpp``), its pure torch twin (:mod:`icml26.ops._ref.splat`, same tiles),
+"""Differentiable 3D Gaussian splatting rasterizer: EWA projection and tile binning, then a
+tile-based compositor — the C++ kernel (``icml26/csrc/cpu/splat_cpu.cpp``: projection + binning
+``torch.ops.icml26.splat_project_bin/_backward`` and the compositor ``splat_forward/backward``),
+its pure torch twin (:func:`project`, :func:`bin_gaussians`, :mod:`icml26.ops._ref.splat`, same tiles),
 or gsplat (PyPI ``gsplat``) on CUDA tensors when it is installed (never required).
 
 Model (3DGS, Kerbl et al. 2023, Sec. 4 and Eq. 3; shared/methods/expo_gs.md, "C++ rasteriser"):
@@ -191,6 +192,46 @@ class _Composite(torch.autograd.Function):
         return gm, gc, gcol, gop, None, None, None, None
 
 
+class _ProjectBin(torch.autograd.Function):
+    """The C++ projection + binning (``torch.ops.icml26.splat_project_bin``; the formulas of
+    :func:`project` and the lists of :func:`bin_gaussians`) as an autograd function: mean2d and
+    conic are differentiable in means, scales, quats (opacities get no gradient here, as in
+    :func:`project`); depth, radii, point list and offsets are not."""
+
+    @staticmethod
+    def forward(ctx, means, scales, quats, opacities, viewmat, cam: tuple):
+        m2, cn, depth, radii, plist, offsets = torch.ops.icml26.splat_project_bin(means, scales, quats, opacities, viewmat, *cam)
+        ctx.save_for_backward(means, scales, quats, viewmat)
+        ctx.cam = cam
+        ctx.mark_non_differentiable(depth, radii, plist, offsets)
+        return m2, cn, depth, radii, plist, offsets
+
+    @staticmethod
+    def backward(ctx, g_m2, g_cn, *_):
+        means, scales, quats, viewmat = ctx.saved_tensors
+        n = means.shape[0]
+        g_m2 = means.new_zeros(n, 2) if g_m2 is None else g_m2.contiguous()
+        g_cn = means.new_zeros(n, 3) if g_cn is None else g_cn.contiguous()
+        gm, gs, gq = torch.ops.icml26.splat_project_backward(means, scales, quats, viewmat, *ctx.cam, g_m2, g_cn)
+        return gm, gs, gq, None, None, None
+
+
+def project_bin_ext(means: torch.Tensor, scales: torch.Tensor, quats: torch.Tensor, opacities: torch.Tensor, camera: PinholeCamera,
+                    *, near: float = NEAR, blur: float = BLUR):
+    """:func:`project` + :func:`bin_gaussians` in the C++ kernel (CPU tensors; RuntimeError without
+    the kernel). Returns (Projected, point_list, tile_offsets); ``Projected.mean2d`` and ``.conic`` are
+    differentiable in means, scales, quats; the radii and lists are those of the torch functions up
+    to float rounding of the projection (the binning's own arithmetic is the same)."""
+    if backend() == "ref":
+        raise RuntimeError(f"the splat C++ kernel is unavailable ({ext.why(FAMILY)})")
+    cam = (float(camera.fx), float(camera.fy), float(camera.cx), float(camera.cy), int(camera.width), int(camera.height),
+           float(near), float(blur))
+    V = camera.viewmat.detach().to(device="cpu", dtype=means.dtype).contiguous()
+    m2, cn, depth, radii, plist, offsets = _ProjectBin.apply(means.contiguous(), scales.contiguous(), quats.contiguous(),
+                                                             opacities.detach().to(means.dtype).contiguous(), V, cam)
+    return Projected(m2, cn, depth, radii, radii > 0), plist, offsets
+
+
 def composite(mean2d, conic, colors, opacities, plist, offsets, width: int, height: int, *, use: str = "auto"):
     """Tile compositor only (inputs of :func:`icml26.ops._ref.splat.rasterize_tiles`).
     use: "auto" | "ext" (RuntimeError without the kernel) | "ref". Returns (image, alpha, backend)."""
@@ -242,8 +283,12 @@ def rasterize(means: torch.Tensor, scales: torch.Tensor, quats: torch.Tensor, co
         if not gsplat_available():
             raise RuntimeError("gsplat is not installed or no CUDA device is present")
         return _rasterize_gsplat(means, scales, quats, colors, opacities, camera)
-    p = project(means, scales, quats, opacities, camera)
-    plist, offsets = bin_gaussians(p.mean2d, p.radii, p.depth, camera.width, camera.height)
+    if use != "ref" and means.device.type == "cpu" and backend() != "ref":
+        # the kernel path: projection and binning in C++ too
+        p, plist, offsets = project_bin_ext(means, scales, quats, opacities, camera)
+    else:
+        p = project(means, scales, quats, opacities, camera)
+        plist, offsets = bin_gaussians(p.mean2d, p.radii, p.depth, camera.width, camera.height)
     img, alpha, be = composite(p.mean2d, p.conic, colors, opacities, plist, offsets, camera.width, camera.height, use=use)
     return RasterOutput(img, alpha, p.mean2d, p.radii, be)
 

@@ -1,8 +1,9 @@
 // Tile-based Gaussian splatting rasterizer (forward and backward) on the CPU.
 //
 // The image is cut into 16x16 tiles; every tile holds the list of the 2D Gaussians whose
-// screen-space box touches it, sorted front to back (the binning is done in Python,
-// icml26/ops/splat.py, and shared with the pure torch twin icml26/ops/_ref/splat.py).
+// screen-space box touches it, sorted front to back (binning in Python, icml26/ops/splat.py,
+// for the pure torch twin icml26/ops/_ref/splat.py; the same projection and binning in C++ at
+// the end of this file for the kernel path).
 // Per pixel (centre of column u at u + 0.5), front to back (3DGS, Kerbl et al. 2023, Eq. 3):
 //   power = -1/2 (a dx^2 + c dy^2) - b dx dy     (conic [[a, b], [b, c]] = inverse 2D covariance)
 //   alpha = min(0.99, o exp(power)); skipped when power > 0 or alpha < 1/255
@@ -521,6 +522,261 @@ std::vector<at::Tensor> splat_backward(const at::Tensor& mean2d_, const at::Tens
   return {gm2, gcn, gcol, gop};
 }
 
+// ------------------------------------------------------------------ projection and binning
+// The EWA projection of icml26/ops/splat.py::project (same formulas, same order of operations
+// where it matters) and the tile binning of bin_gaussians (same double arithmetic for the tile
+// box, same lists: each tile's run in depth order, ties by index), so that the kernel path does
+// no per-Gaussian torch work. Its backward (means, scales, quats) is below; opacities get no
+// gradient here (the radius is not differentiated, as in the torch projection).
+
+template <typename T>
+struct Cam {
+  T R[9], t[3];
+  T fx, fy, cx, cy, limx, limy, near_, blur;
+};
+
+template <typename T>
+inline void quat_rot(const T* q, T* Rg, T* qn, T& nrm) {
+  const T n0 = std::sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]);
+  nrm = std::max(n0, T(1e-12));
+  const T w = q[0] / nrm, x = q[1] / nrm, y = q[2] / nrm, z = q[3] / nrm;
+  qn[0] = w, qn[1] = x, qn[2] = y, qn[3] = z;
+  Rg[0] = 1 - 2 * (y * y + z * z), Rg[1] = 2 * (x * y - w * z), Rg[2] = 2 * (x * z + w * y);
+  Rg[3] = 2 * (x * y + w * z), Rg[4] = 1 - 2 * (x * x + z * z), Rg[5] = 2 * (y * z - w * x);
+  Rg[6] = 2 * (x * z - w * y), Rg[7] = 2 * (y * z + w * x), Rg[8] = 1 - 2 * (x * x + y * y);
+}
+
+// Everything the forward and backward of one Gaussian need.
+template <typename T>
+struct ProjState {
+  T pc[3], zs, txz, tyz, M[9], S[9] /* camera-space covariance */, J[6], sxx, sxy, syy, det;
+  bool zvalid, valid, inx, iny;
+};
+
+template <typename T>
+inline void project_one(const Cam<T>& k, const T* mu, const T* s, const T* q, ProjState<T>& st, T* Rg, T* qn, T& nrm) {
+  for (int i = 0; i < 3; ++i) st.pc[i] = mu[0] * k.R[3 * i] + mu[1] * k.R[3 * i + 1] + mu[2] * k.R[3 * i + 2] + k.t[i];
+  st.zvalid = st.pc[2] > k.near_;
+  st.zs = st.zvalid ? st.pc[2] : T(1);
+  const T u = st.pc[0] / st.zs, v = st.pc[1] / st.zs;
+  st.inx = u >= -k.limx && u <= k.limx;
+  st.iny = v >= -k.limy && v <= k.limy;
+  st.txz = std::min(std::max(u, -k.limx), k.limx);
+  st.tyz = std::min(std::max(v, -k.limy), k.limy);
+  quat_rot(q, Rg, qn, nrm);
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) st.M[3 * i + j] = Rg[3 * i + j] * s[j];
+  T cov[9], RC[9];
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) cov[3 * i + j] = st.M[3 * i] * st.M[3 * j] + st.M[3 * i + 1] * st.M[3 * j + 1] + st.M[3 * i + 2] * st.M[3 * j + 2];
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) RC[3 * i + j] = k.R[3 * i] * cov[j] + k.R[3 * i + 1] * cov[3 + j] + k.R[3 * i + 2] * cov[6 + j];
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) st.S[3 * i + j] = RC[3 * i] * k.R[3 * j] + RC[3 * i + 1] * k.R[3 * j + 1] + RC[3 * i + 2] * k.R[3 * j + 2];
+  st.J[0] = k.fx / st.zs, st.J[1] = 0, st.J[2] = -k.fx * st.txz / st.zs;
+  st.J[3] = 0, st.J[4] = k.fy / st.zs, st.J[5] = -k.fy * st.tyz / st.zs;
+  T JS[6];
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j) JS[3 * i + j] = st.J[3 * i] * st.S[j] + st.J[3 * i + 1] * st.S[3 + j] + st.J[3 * i + 2] * st.S[6 + j];
+  const T c00 = JS[0] * st.J[0] + JS[1] * st.J[1] + JS[2] * st.J[2];
+  const T c01 = JS[0] * st.J[3] + JS[1] * st.J[4] + JS[2] * st.J[5];
+  const T c11 = JS[3] * st.J[3] + JS[4] * st.J[4] + JS[5] * st.J[5];
+  st.sxx = c00 + k.blur, st.sxy = c01, st.syy = c11 + k.blur;
+  st.det = st.sxx * st.syy - st.sxy * st.sxy;
+  st.valid = st.zvalid && st.det > T(0);
+}
+
+template <typename T>
+void project_bin_impl(const Cam<T>& k, const T* mu, const T* sc, const T* qu, const T* op, int64_t N, int64_t W, int64_t H,
+                      T* m2, T* cn, T* depth, int64_t* radii, std::vector<int32_t>& plist, std::vector<int64_t>& offsets) {
+  const T amin = T(1.0 / 255.0);
+  at::parallel_for(0, N, 2048, [&](int64_t lo, int64_t hi) {
+    for (int64_t g = lo; g < hi; ++g) {
+      ProjState<T> st;
+      T Rg[9], qn[4], nrm;
+      project_one(k, mu + 3 * g, sc + 3 * g, qu + 4 * g, st, Rg, qn, nrm);
+      m2[2 * g] = k.fx * st.pc[0] / st.zs + k.cx;
+      m2[2 * g + 1] = k.fy * st.pc[1] / st.zs + k.cy;
+      depth[g] = st.pc[2];
+      const T dets = st.valid ? st.det : T(1);
+      cn[3 * g] = st.syy / dets, cn[3 * g + 1] = -st.sxy / dets, cn[3 * g + 2] = st.sxx / dets;
+      const T mid = T(0.5) * (st.sxx + st.syy);
+      const T lam = mid + std::sqrt(std::max(mid * mid - dets, T(0.1)));
+      const T o = op[g];
+      const T kk = std::log(std::max(o * T(255), T(1)));
+      const T r = std::ceil(std::sqrt(T(2) * kk * lam));
+      radii[g] = (st.valid && o >= amin && std::isfinite(lam) && std::isfinite(r)) ? int64_t(r) : 0;
+    }
+  });
+  const int64_t tx = (W + BS - 1) / BS, ty = (H + BS - 1) / BS, nt = tx * ty;
+  std::vector<int32_t> ids;
+  std::vector<int32_t> box(4 * size_t(N));
+  ids.reserve(size_t(N));
+  offsets.assign(size_t(nt) + 1, 0);
+  for (int64_t g = 0; g < N; ++g) {
+    const double r = double(radii[g]), mx = double(m2[2 * g]), my = double(m2[2 * g + 1]);
+    if (!(r > 0) || !std::isfinite(mx) || !std::isfinite(my)) continue;
+    if (!(mx + r >= 0 && mx - r < double(W) && my + r >= 0 && my - r < double(H))) continue;
+    const int64_t x0 = std::clamp<int64_t>(int64_t(std::floor((mx - r) / BS)), 0, tx - 1);
+    const int64_t x1 = std::clamp<int64_t>(int64_t(std::floor((mx + r) / BS)), 0, tx - 1);
+    const int64_t y0 = std::clamp<int64_t>(int64_t(std::floor((my - r) / BS)), 0, ty - 1);
+    const int64_t y1 = std::clamp<int64_t>(int64_t(std::floor((my + r) / BS)), 0, ty - 1);
+    box[4 * g] = int32_t(x0), box[4 * g + 1] = int32_t(x1), box[4 * g + 2] = int32_t(y0), box[4 * g + 3] = int32_t(y1);
+    for (int64_t yy = y0; yy <= y1; ++yy)
+      for (int64_t xx = x0; xx <= x1; ++xx) ++offsets[size_t(yy * tx + xx) + 1];
+    ids.push_back(int32_t(g));
+  }
+  // front to back, ties by index (the inside Gaussians have finite depth > near)
+  std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return depth[a] < depth[b]; });
+  for (int64_t t = 0; t < nt; ++t) offsets[size_t(t) + 1] += offsets[size_t(t)];
+  plist.resize(size_t(offsets[size_t(nt)]));
+  std::vector<int64_t> pos(offsets.begin(), offsets.end() - 1);
+  for (const int32_t g : ids) {
+    const int32_t* bx = box.data() + 4 * size_t(g);
+    for (int64_t yy = bx[2]; yy <= bx[3]; ++yy)
+      for (int64_t xx = bx[0]; xx <= bx[1]; ++xx) plist[size_t(pos[size_t(yy * tx + xx)]++)] = g;
+  }
+}
+
+template <typename T>
+void project_backward_impl(const Cam<T>& k, const T* mu, const T* sc, const T* qu, int64_t N, const T* gm2, const T* gcn,
+                           T* gmu, T* gsc, T* gqu) {
+  at::parallel_for(0, N, 2048, [&](int64_t lo, int64_t hi) {
+    for (int64_t g = lo; g < hi; ++g) {
+      ProjState<T> st;
+      T Rg[9], qn[4], nrm;
+      const T* s = sc + 3 * g;
+      project_one(k, mu + 3 * g, s, qu + 4 * g, st, Rg, qn, nrm);
+      const T zs = st.zs, ga = gcn[3 * g], gb = gcn[3 * g + 1], gc = gcn[3 * g + 2];
+      // conic = (syy, -sxy, sxx) / dets, dets = det where valid, else the constant 1
+      T gxx, gxy, gyy;
+      if (st.valid) {
+        const T d = st.det, gdet = -(ga * st.syy - gb * st.sxy + gc * st.sxx) / (d * d);
+        gxx = gc / d + gdet * st.syy;
+        gyy = ga / d + gdet * st.sxx;
+        gxy = -gb / d - T(2) * gdet * st.sxy;
+      } else {
+        gxx = gc, gyy = ga, gxy = -gb;
+      }
+      // c2 = J S J^T with dL/dc2 = [[gxx, gxy], [0, gyy]]; Gs = G + G^T
+      const T Gs[4] = {2 * gxx, gxy, gxy, 2 * gyy};
+      T GJ[6];  // Gs J (2x3)
+      for (int i = 0; i < 2; ++i)
+        for (int j = 0; j < 3; ++j) GJ[3 * i + j] = Gs[2 * i] * st.J[j] + Gs[2 * i + 1] * st.J[3 + j];
+      T gJ[6];  // Gs J S
+      for (int i = 0; i < 2; ++i)
+        for (int j = 0; j < 3; ++j) gJ[3 * i + j] = GJ[3 * i] * st.S[j] + GJ[3 * i + 1] * st.S[3 + j] + GJ[3 * i + 2] * st.S[6 + j];
+      T gS[9];  // J^T Gs J (= dL/dS + its transpose)
+      for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 3; ++j) gS[3 * i + j] = st.J[i] * GJ[j] + st.J[3 + i] * GJ[3 + j];
+      T tmp[9], gcov[9];  // R^T gS R
+      for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 3; ++j) tmp[3 * i + j] = k.R[i] * gS[j] + k.R[3 + i] * gS[3 + j] + k.R[6 + i] * gS[6 + j];
+      for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 3; ++j) gcov[3 * i + j] = tmp[3 * i] * k.R[j] + tmp[3 * i + 1] * k.R[3 + j] + tmp[3 * i + 2] * k.R[6 + j];
+      T gM[9];  // (gcov + gcov^T) M, gcov here already symmetric-summed
+      for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 3; ++j) gM[3 * i + j] = gcov[3 * i] * st.M[j] + gcov[3 * i + 1] * st.M[3 + j] + gcov[3 * i + 2] * st.M[6 + j];
+      // J entries: J00 = fx / zs, J02 = -fx txz / zs, J11 = fy / zs, J12 = -fy tyz / zs
+      const T izs = T(1) / zs, izs2 = izs * izs;
+      T gzs = -gJ[0] * k.fx * izs2 + gJ[2] * k.fx * st.txz * izs2 - gJ[4] * k.fy * izs2 + gJ[5] * k.fy * st.tyz * izs2;
+      const T gu = st.inx ? -gJ[2] * k.fx * izs : T(0), gv = st.iny ? -gJ[5] * k.fy * izs : T(0);
+      const T gmx = gm2[2 * g], gmy = gm2[2 * g + 1];
+      T gpc[3];
+      gpc[0] = gu * izs + gmx * k.fx * izs;
+      gpc[1] = gv * izs + gmy * k.fy * izs;
+      gzs += -(gu + gmx * k.fx) * st.pc[0] * izs2 - (gv + gmy * k.fy) * st.pc[1] * izs2;
+      gpc[2] = st.zvalid ? gzs : T(0);
+      for (int j = 0; j < 3; ++j) gmu[3 * g + j] = k.R[j] * gpc[0] + k.R[3 + j] * gpc[1] + k.R[6 + j] * gpc[2];
+      // M = Rg diag(s)
+      T gR[9];
+      for (int j = 0; j < 3; ++j) {
+        gsc[3 * g + j] = gM[j] * Rg[j] + gM[3 + j] * Rg[3 + j] + gM[6 + j] * Rg[6 + j];
+        for (int i = 0; i < 3; ++i) gR[3 * i + j] = gM[3 * i + j] * s[j];
+      }
+      const T w = qn[0], x = qn[1], y = qn[2], z = qn[3];
+      T gq[4];
+      gq[0] = 2 * (-z * gR[1] + y * gR[2] + z * gR[3] - x * gR[5] - y * gR[6] + x * gR[7]);
+      gq[1] = 2 * (y * gR[1] + z * gR[2] + y * gR[3] - 2 * x * gR[4] - w * gR[5] + z * gR[6] + w * gR[7] - 2 * x * gR[8]);
+      gq[2] = 2 * (-2 * y * gR[0] + x * gR[1] + w * gR[2] + x * gR[3] + z * gR[5] - w * gR[6] + z * gR[7] - 2 * y * gR[8]);
+      gq[3] = 2 * (-2 * z * gR[0] - w * gR[1] + x * gR[2] + w * gR[3] - 2 * z * gR[4] + y * gR[5] + x * gR[6] + y * gR[7]);
+      // qn = q / max(|q|, 1e-12)
+      const T n0 = std::sqrt(qu[4 * g] * qu[4 * g] + qu[4 * g + 1] * qu[4 * g + 1] + qu[4 * g + 2] * qu[4 * g + 2] + qu[4 * g + 3] * qu[4 * g + 3]);
+      const T dotq = n0 > T(1e-12) ? w * gq[0] + x * gq[1] + y * gq[2] + z * gq[3] : T(0);
+      for (int i = 0; i < 4; ++i) gqu[4 * g + i] = (gq[i] - qn[i] * dotq) / nrm;
+    }
+  });
+}
+
+template <typename T>
+Cam<T> make_cam(const at::Tensor& viewmat, double fx, double fy, double cx, double cy, int64_t W, int64_t H, double near_, double blur) {
+  auto V = viewmat.to(at::kDouble).contiguous();
+  const double* v = V.data_ptr<double>();
+  Cam<T> k;
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 3; ++j) k.R[3 * i + j] = T(v[4 * i + j]);
+    k.t[i] = T(v[4 * i + 3]);
+  }
+  k.fx = T(fx), k.fy = T(fy), k.cx = T(cx), k.cy = T(cy);
+  k.limx = T(1.3 * 0.5 * double(W) / fx), k.limy = T(1.3 * 0.5 * double(H) / fy);
+  k.near_ = T(near_), k.blur = T(blur);
+  return k;
+}
+
+void check_project(const at::Tensor& means, const at::Tensor& scales, const at::Tensor& quats, const at::Tensor& viewmat) {
+  const auto n = means.size(0);
+  TORCH_CHECK(means.dim() == 2 && means.size(1) == 3, "splat: means must be (N, 3)");
+  TORCH_CHECK(scales.dim() == 2 && scales.size(0) == n && scales.size(1) == 3, "splat: scales must be (N, 3)");
+  TORCH_CHECK(quats.dim() == 2 && quats.size(0) == n && quats.size(1) == 4, "splat: quats must be (N, 4)");
+  TORCH_CHECK(viewmat.dim() == 2 && viewmat.size(0) == 4 && viewmat.size(1) == 4, "splat: viewmat must be (4, 4)");
+  TORCH_CHECK(means.scalar_type() == scales.scalar_type() && means.scalar_type() == quats.scalar_type(),
+              "splat: float inputs must share one dtype");
+}
+
+std::vector<at::Tensor> splat_project_bin(const at::Tensor& means_, const at::Tensor& scales_, const at::Tensor& quats_,
+                                          const at::Tensor& opac_, const at::Tensor& viewmat, double fx, double fy, double cx,
+                                          double cy, int64_t width, int64_t height, double near_, double blur) {
+  check_project(means_, scales_, quats_, viewmat);
+  TORCH_CHECK(width > 0 && height > 0, "splat: empty image");
+  const int64_t N = means_.size(0);
+  TORCH_CHECK(opac_.dim() == 1 && opac_.size(0) == N, "splat: opacities must be (N,)");
+  auto means = means_.contiguous(), scales = scales_.contiguous(), quats = quats_.contiguous();
+  auto opac = opac_.to(means.scalar_type()).contiguous();
+  auto m2 = at::empty({N, 2}, means.options()), cn = at::empty({N, 3}, means.options()), depth = at::empty({N}, means.options());
+  auto radii = at::empty({N}, means.options().dtype(at::kLong));
+  std::vector<int32_t> pl;
+  std::vector<int64_t> off;
+  AT_DISPATCH_FLOATING_TYPES(means.scalar_type(), "splat_project_bin", [&] {
+    const auto k = make_cam<scalar_t>(viewmat, fx, fy, cx, cy, width, height, near_, blur);
+    project_bin_impl<scalar_t>(k, means.data_ptr<scalar_t>(), scales.data_ptr<scalar_t>(), quats.data_ptr<scalar_t>(),
+                               opac.data_ptr<scalar_t>(), N, width, height, m2.data_ptr<scalar_t>(), cn.data_ptr<scalar_t>(),
+                               depth.data_ptr<scalar_t>(), radii.data_ptr<int64_t>(), pl, off);
+  });
+  auto plist = at::empty({int64_t(pl.size())}, means.options().dtype(at::kInt));
+  if (!pl.empty()) std::copy(pl.begin(), pl.end(), plist.data_ptr<int32_t>());
+  auto offsets = at::empty({int64_t(off.size())}, means.options().dtype(at::kLong));
+  std::copy(off.begin(), off.end(), offsets.data_ptr<int64_t>());
+  return {m2, cn, depth, radii, plist, offsets};
+}
+
+std::vector<at::Tensor> splat_project_backward(const at::Tensor& means_, const at::Tensor& scales_, const at::Tensor& quats_,
+                                               const at::Tensor& viewmat, double fx, double fy, double cx, double cy, int64_t width,
+                                               int64_t height, double near_, double blur, const at::Tensor& gm2_, const at::Tensor& gcn_) {
+  check_project(means_, scales_, quats_, viewmat);
+  const int64_t N = means_.size(0);
+  auto means = means_.contiguous(), scales = scales_.contiguous(), quats = quats_.contiguous();
+  auto gm2 = gm2_.to(means.scalar_type()).contiguous(), gcn = gcn_.to(means.scalar_type()).contiguous();
+  TORCH_CHECK(gm2.sizes() == at::IntArrayRef({N, 2}) && gcn.sizes() == at::IntArrayRef({N, 3}), "splat_project_backward: grad shapes");
+  auto gmu = at::empty_like(means), gsc = at::empty_like(scales), gqu = at::empty_like(quats);
+  AT_DISPATCH_FLOATING_TYPES(means.scalar_type(), "splat_project_backward", [&] {
+    const auto k = make_cam<scalar_t>(viewmat, fx, fy, cx, cy, width, height, near_, blur);
+    project_backward_impl<scalar_t>(k, means.data_ptr<scalar_t>(), scales.data_ptr<scalar_t>(), quats.data_ptr<scalar_t>(), N,
+                                    gm2.data_ptr<scalar_t>(), gcn.data_ptr<scalar_t>(), gmu.data_ptr<scalar_t>(),
+                                    gsc.data_ptr<scalar_t>(), gqu.data_ptr<scalar_t>());
+  });
+  return {gmu, gsc, gqu};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(icml26, m) {
@@ -528,6 +784,12 @@ TORCH_LIBRARY_FRAGMENT(icml26, m) {
         "int width, int height) -> Tensor[]");
   m.def("splat_backward(Tensor mean2d, Tensor conic, Tensor colors, Tensor opacities, Tensor point_list, Tensor tile_offsets, "
         "int width, int height, Tensor final_T, Tensor n_contrib, Tensor grad_image, Tensor grad_alpha) -> Tensor[]");
+  m.def("splat_project_bin(Tensor means, Tensor scales, Tensor quats, Tensor opacities, Tensor viewmat, float fx, float fy, "
+        "float cx, float cy, int width, int height, float near, float blur) -> Tensor[]");
+  m.def("splat_project_backward(Tensor means, Tensor scales, Tensor quats, Tensor viewmat, float fx, float fy, float cx, float cy, "
+        "int width, int height, float near, float blur, Tensor grad_mean2d, Tensor grad_conic) -> Tensor[]");
+  m.impl("splat_project_bin", c10::DispatchKey::CPU, TORCH_FN(splat_project_bin));
+  m.impl("splat_project_backward", c10::DispatchKey::CPU, TORCH_FN(splat_project_backward));
   m.impl("splat_forward", c10::DispatchKey::CPU, TORCH_FN(splat_forward));
   m.impl("splat_backward", c10::DispatchKey::CPU, TORCH_FN(splat_backward));
 }
