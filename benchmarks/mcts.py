@@ -31,8 +31,9 @@
 4. Gymnasium tables (``--gym-speed``): the C++ table kernel vs the Python search on slippery
    FrozenLake 8x8 (horizon 40), Taxi and rainy Taxi (horizon 20), every planner, batch 1, one
    thread, value_norm minmax; target >= 100x, printed per row with met / not met, and whether
-   the two gave the same root statistics bit for bit. Resumable per (env, algo) in
-   benchmarks/results/mcts_gym_speed.json.
+   the two gave the same root statistics bit for bit. ``--gym-envs garnet50,riverswim``: the
+   same on MDP files (``mdp:`` specs, bpi's format, with Gaussian reward noise). Resumable per
+   (env, algo) in benchmarks/results/mcts_gym_speed.json.
 
     python benchmarks/mcts.py [--quick] [--skip-speed] [--skip-accuracy] [--value-norm NORM]
                               [--envs noisy,heavy,frozenlake8x8,taxi] [--mctx-python PY | --no-mctx]
@@ -260,6 +261,10 @@ GYM_SPEED_ENVS = {
     "frozenlake8x8": ("FrozenLake-v1?map_name=8x8&is_slippery=true", 40),
     "taxi": ("Taxi-v4", 20),
     "rainy-taxi": ("Taxi-v4?is_rainy=true", 20),
+    # MDP files (bpi's format) on the same table path: a Garnet instance with reward noise
+    # (50 states, 4 actions, 5 successors) and RiverSwim (6 states), horizon 30
+    "garnet50": ("mdp:garnet?states=50&actions=4&branching=5&seed=0", 30),
+    "riverswim": ("mdp:riverswim", 30),
 }
 
 
@@ -273,7 +278,6 @@ def gym_speed(args) -> None:
     benchmarks/results/mcts_gym_speed.json (resumable; --print-only reprints)."""
     from icml26.core.output import atomic_write_text
     from icml26.methods.exploration import mcts as M
-    from icml26.methods.exploration.gym_models import TableModel
     from icml26.ops import mcts_table as T
     from icml26.ops._ref import mcts as R
 
@@ -305,7 +309,7 @@ def gym_speed(args) -> None:
             load0 = os.getloadavg()[0]
             c_calls(1)
             t0 = time.perf_counter()
-            a, st = R.search(TableModel(env.P, env.A, env.s0, env.gamma, 1), R.ALGOS.index(algo), prm, 1, n)
+            a, st = R.search(env.model(1), R.ALGOS.index(algo), prm, 1, n)
             py = time.perf_counter() - t0
             c_calls(1)
             rec, vis, q = T.table_search(tab, env.s0, algo, [n], [1], prm)

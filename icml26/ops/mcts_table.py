@@ -33,7 +33,9 @@ def backend() -> str:
 @dataclass(frozen=True)
 class CompiledTable:
     """``P[s][a] = [(p, s', r, done), ...]`` as arrays: entries of (s, a) = ``off[s A + a] ..
-    off[s A + a + 1] - 1`` in the table's order; ``nout[s A + a]`` distinct next states."""
+    off[s A + a + 1] - 1`` in the table's order; ``nout[s A + a]`` distinct next states;
+    ``noise`` (S A,) float64 the std of a Gaussian reward noise of (s, a) added to the entry's
+    reward (MDP files), or None (deterministic rewards: gymnasium's tables)."""
 
     S: int
     A: int
@@ -44,11 +46,12 @@ class CompiledTable:
     done: np.ndarray   # (E,) int64 0/1
     nout: np.ndarray   # (S A,) int64
     gamma: float
+    noise: np.ndarray | None = None  # (S A,) float64 or None
 
     def args(self) -> tuple:
         """The C entry points' leading arguments (the arrays' addresses; the arrays live on self)."""
         return (self.S, self.A, self.off.ctypes.data, self.next.ctypes.data, self.done.ctypes.data, self.nout.ctypes.data,
-                self.prob.ctypes.data, self.rew.ctypes.data, self.gamma)
+                self.prob.ctypes.data, self.rew.ctypes.data, self.gamma, None if self.noise is None else self.noise.ctypes.data)
 
 
 def _exact_prob(p) -> bool:
@@ -60,9 +63,10 @@ def _exact_prob(p) -> bool:
     return type(p) in (float, int, np.float64) or (isinstance(p, numbers.Integral) and not isinstance(p, np.floating))
 
 
-def compile_table(P: dict, A: int, gamma: float) -> CompiledTable | None:
+def compile_table(P: dict, A: int, gamma: float, noise=None) -> CompiledTable | None:
     """The table as arrays, or None when the kernel cannot reproduce the Python model on it
-    (states not numbered 0..S-1, or probabilities of a type other than float64 / int)."""
+    (states not numbered 0..S-1, or probabilities of a type other than float64 / int).
+    ``noise``: None, or an (S, A) array of reward-noise std (``gym_models.TableModel``'s)."""
     S = len(P)
     if S == 0 or set(P) != set(range(S)):
         return None
@@ -83,8 +87,11 @@ def compile_table(P: dict, A: int, gamma: float) -> CompiledTable | None:
                 seen.add(int(s2))
             nout[s * A + a] = len(seen)
             off[s * A + a + 1] = off[s * A + a] + len(trs)
+    nz = None
+    if noise is not None:
+        nz = np.ascontiguousarray(np.asarray(noise, np.float64).reshape(S * A))
     return CompiledTable(S, A, off, np.asarray(prob, np.float64), np.asarray(nxt, np.int64), np.asarray(rew, np.float64),
-                         np.asarray(done, np.int64), nout, float(gamma))
+                         np.asarray(done, np.int64), nout, float(gamma), nz)
 
 
 _C = None  # the kernel's C entry points (a namespace of ctypes functions), or False
@@ -102,7 +109,7 @@ def _entries():
         except OSError:
             return _C
         P, I, D = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double
-        tab = [I, I, P, P, P, P, P, P, D]
+        tab = [I, I, P, P, P, P, P, P, D, P]
         lib.icml26_mcts_table_search.argtypes = tab + [I, P, P, I, P, I, I, P, P, P]
         lib.icml26_mcts_table_search.restype = ctypes.c_int
         lib.icml26_mcts_table_new.argtypes = tab + [I, P, I, I, I]

@@ -12,7 +12,9 @@
 // arithmetic in the same order (built with -ffp-contract=off; glibc's exp/log/pow/sqrt as
 // Python's math module), so recommendations and root statistics match it bit for bit.
 // Re-rooting (reroot) keeps the chosen child's subtree and expands the horizon's cut slots,
-// as Search.reroot does.
+// as Search.reroot does. Reward noise (MDP files, icml26/methods/exploration/mdp_env.py): with
+// noise[s A + a] > 0 the reward of an entry of (s, a) is rew + noise[s A + a] z, z the same
+// ziggurat N(0, 1) draw (key(seed, uid * A + a, j, ZIG_C ..)) as TableModel.step (mcts_search.h).
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "bandit_sampler.h"
+#include "mcts_search.h"
 
 namespace icml26 {
 namespace mcts_table {
@@ -34,12 +37,14 @@ constexpr double INF = std::numeric_limits<double>::infinity();
 enum { UCT = 0, POWER, MENTS, VARDE, GAPE, SH, GUMBEL };
 
 // The table: S states, A actions; the entries of (s, a) are off[s A + a] .. off[s A + a + 1] - 1
-// in the table's order, each (prob, next, rew, done); nout[s A + a] = distinct next states.
+// in the table's order, each (prob, next, rew, done); nout[s A + a] = distinct next states;
+// noise (S A) the std of the Gaussian reward noise of (s, a), or nullptr (deterministic rewards).
 struct Table {
   int64_t S, A;
   const int64_t *off, *next, *done, *nout;
   const double *prob, *rew;
   double gamma;
+  const double* noise;
 };
 
 struct Prm {  // same order as Params.FIELDS in the reference
@@ -313,6 +318,14 @@ struct Search {
       if (u < acc) { pick = i; break; }
     }
     r = t.rew[pick];
+    if (t.noise != nullptr && t.noise[sa] != 0.0) {  // TableModel.step: r + sd * std_normal_zig(seed, stream, j)
+      const auto& zt = icml26::mcts::zig();
+      const uint64_t h = key(seed, stream, static_cast<uint64_t>(j), icml26::mcts::ZIG_C);
+      const int l = static_cast<int>(h & (icml26::mcts::ZIG_LAYERS - 1));
+      const double v = 2.0 * u01(h) - 1.0;
+      const double z = std::fabs(v) < zt.Rt[l] ? v * zt.X[l] : icml26::mcts::zig_slow(zt, icml26::bandit::splitmix64(seed), stream, static_cast<uint64_t>(j), h);
+      r = r + t.noise[sa] * z;
+    }
     s2 = t.next[pick];
     dn = t.done[pick] != 0;
     uid += 1;

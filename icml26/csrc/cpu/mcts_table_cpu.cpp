@@ -5,7 +5,8 @@
 //
 // Table arrays (all contiguous): off (S A + 1) int64 entry offsets of (s, a) = s A + a,
 // next / done (n_entries) int64, prob / rew (n_entries) float64, nout (S A) int64 distinct next
-// states of (s, a). prm: the 16 floats of Params.FIELDS.
+// states of (s, a); noise (S A) float64 reward-noise std of (s, a), or null. prm: the 16 floats
+// of Params.FIELDS.
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -70,10 +71,10 @@ bool bad(const Table& t, int64_t algo, int64_t s0) {
 // vis / q (S*B*A) root visit counts and root statistics, row-major in (seed, budget).
 // Returns 0; -1 (nothing written) on inconsistent arguments; -2 when memory ran out.
 extern "C" int icml26_mcts_table_search(int64_t n_states, int64_t n_actions, const int64_t* off, const int64_t* next, const int64_t* done,
-                                        const int64_t* nout, const double* prob, const double* rew, double gamma, int64_t algo,
+                                        const int64_t* nout, const double* prob, const double* rew, double gamma, const double* noise, int64_t algo,
                                         const double* prm, const int64_t* seeds, int64_t S, const int64_t* budgets, int64_t B, int64_t s0,
                                         int64_t* rec, int64_t* vis, double* q) {
-  const Table t{n_states, n_actions, off, next, done, nout, prob, rew, gamma};
+  const Table t{n_states, n_actions, off, next, done, nout, prob, rew, gamma, noise};
   if (bad(t, algo, s0) || S < 0 || B < 0) return -1;
   for (int64_t j = 0; j < B; ++j)
     if (budgets[j] < 1) return -1;
@@ -100,9 +101,9 @@ extern "C" int icml26_mcts_table_search(int64_t n_states, int64_t n_actions, con
 // A search kept between calls (episodes: plan, act, re-root). nullptr on bad arguments or
 // memory exhaustion. The table arrays must outlive the handle.
 extern "C" void* icml26_mcts_table_new(int64_t n_states, int64_t n_actions, const int64_t* off, const int64_t* next, const int64_t* done,
-                                       const int64_t* nout, const double* prob, const double* rew, double gamma, int64_t algo,
+                                       const int64_t* nout, const double* prob, const double* rew, double gamma, const double* noise, int64_t algo,
                                        const double* prm, int64_t seed, int64_t s0, int64_t keep_cuts) {
-  const Table t{n_states, n_actions, off, next, done, nout, prob, rew, gamma};
+  const Table t{n_states, n_actions, off, next, done, nout, prob, rew, gamma, noise};
   if (bad(t, algo, s0)) return nullptr;
   try {
     return new Handle(t, make_prm(prm), static_cast<int>(algo), static_cast<uint64_t>(seed), s0, keep_cuts != 0);

@@ -208,10 +208,14 @@ def _freeze(obs):
 class TableModel:
     """Generative model from a toy-text transition table ``P[s][a] = [(p, s', r, done), ...]``
     (FrozenLake, Taxi, CliffWalking), with counter-based random numbers: the j-th sample of
-    (tree node, a) is a pure function of (seed, node, a, j). State = (node uid, env state)."""
+    (tree node, a) is a pure function of (seed, node, a, j). State = (node uid, env state).
+    ``noise``: None, or per state a list of A reward-noise std (MDP files): the reward of an
+    entry of (s, a) is then ``r + noise[s][a] z``, z the ziggurat N(0, 1) draw
+    ``std_normal_zig(seed, uid A + a, j)`` (the tree files' reward draw)."""
 
-    def __init__(self, P: dict, A: int, s0: int, gamma: float, seed: int):
+    def __init__(self, P: dict, A: int, s0: int, gamma: float, seed: int, noise=None):
         self.P, self.A, self.s0, self.gamma, self.seed = P, A, s0, gamma, seed
+        self.noise = noise
         self.uid = 0
 
     def root(self):
@@ -233,8 +237,15 @@ class TableModel:
                 pick = tr
                 break
         _, s2, r, done = pick
+        r = float(r)
+        if self.noise is not None:
+            sd = self.noise[s][a]
+            if sd != 0.0:
+                from icml26.ops._ref.mcts import std_normal_zig
+
+                r = r + sd * std_normal_zig(self.seed, uid * self.A + a, j)
         self.uid += 1
-        return float(r), int(s2), (self.uid, int(s2)), bool(done)
+        return r, int(s2), (self.uid, int(s2)), bool(done)
 
 
 class CopyModel:
@@ -362,9 +373,15 @@ class GymProblem:
             self.v_hi = self.v_lo + 1.0
         self.r_span = float(max(rewards) - min(rewards)) or 1.0
 
+    noise = None  # reward-noise std per (state, action) of the table (MDP files), else None
+
+    def table_model(self, s0: int, seed: int) -> TableModel:
+        """The Python generative model of the table from state ``s0``."""
+        return TableModel(self.P, self.A, s0, self.gamma, seed, self.noise)
+
     def model(self, seed: int):
         if self.P is not None:
-            return TableModel(self.P, self.A, self.s0, self.gamma, seed)
+            return self.table_model(self.s0, seed)
         return CopyModel(self.env, self.obs0, self.A, self.gamma, seed)
 
     def table(self):
@@ -376,7 +393,7 @@ class GymProblem:
         if not hasattr(self, "_table"):
             from icml26.ops.mcts_table import compile_table
 
-            self._table = compile_table(self.P, self.A, self.gamma)
+            self._table = compile_table(self.P, self.A, self.gamma, self.noise)
         return self._table
 
     def kernel_path(self, use: str = "auto") -> bool:

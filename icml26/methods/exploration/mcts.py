@@ -278,6 +278,9 @@ def check_env_work(cfg: "Config", kind: str, env) -> None:
         return
     from icml26.core.errors import InputError
 
+    work = sum(max(b, MIN_SEARCH_COST["gym"]) for b in cfg.simulations) * cfg.seeds * algos
+    limits.check_work(work, MAX_TOTAL_SIMULATIONS_TABLE, "simulate", "simulations", "--seeds, --simulations or the number of algorithms",
+                      detail=f"search in the C++ table kernel, each search counted as at least {MIN_SEARCH_COST['gym']}")
     t = env.table()
     per_node = 64 + t.A * 80 + 24 * float(t.nout.sum()) / t.S
     need = (max(cfg.simulations) * cfg.horizon + 1) * per_node
@@ -308,7 +311,10 @@ def _repo_root() -> Path:
 
 
 def resolve_env_path(env: str) -> Path | None:
-    """A tree file path (as given, else relative to the repository), or None for a gymnasium id."""
+    """A tree file path (as given, else relative to the repository), or None for a gymnasium id
+    or an ``mdp:`` spec (a ``.yaml`` MDP file is a path here; ``load_env`` tells it apart)."""
+    if env.startswith("mdp:"):
+        return None
     p = Path(env)
     if p.suffix.lower() in (".yaml", ".yml"):
         if p.is_file() or p.is_absolute():
@@ -372,8 +378,15 @@ def search_params(cfg: Config, kind: str, env, vs: dict | None = None):
 
 
 def load_env(cfg: Config):
-    """Return ("tree", Tree) or ("gym", GymProblem); InputError on a bad env."""
+    """Return ("tree", Tree) or ("gym", GymProblem); an MDP file or ``mdp:`` spec (``bpi``'s
+    format, ``mdp_env.mdp_spec``) is ("gym", MDPProblem), searched on the table path of the
+    gymnasium envs. InputError on a bad env."""
+    from icml26.methods.exploration.mdp_env import MDPProblem, mdp_spec
+
     path = resolve_env_path(cfg.env)
+    spec = mdp_spec(cfg.env, path)
+    if spec is not None:
+        return "gym", MDPProblem(cfg.env, spec, cfg.horizon)
     if path is not None:
         from icml26.methods.exploration.trees import load_tree
 
@@ -468,7 +481,7 @@ def run(cfg: Config, *, seed: int = 0, env=None, done: Mapping[tuple, dict] | No
     if kind == "tree":
         summ.update(n_nodes=env.n_nodes, root_actions=env.n_actions_root, depth=env.depth, v_star=float(env.v_star[0]))
     else:
-        summ.update(root_actions=env.A, horizon=cfg.horizon, gamma=cfg.gamma,
+        summ.update(root_actions=env.A, horizon=cfg.horizon, gamma=env.gamma,
                     v_star=float(np.max(env.q_root)) if env.q_root is not None else None)
     if cfg.episodes is not None:
         summ["episode_return"] = {r["algo"]: r.get("episode_return") for r in results if r["simulations"] == top}

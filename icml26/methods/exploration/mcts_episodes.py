@@ -113,7 +113,7 @@ def play_episode(kind: str, env, cfg, algo: str, budget: int, prm, env_seed: int
             elif kind == "tree":
                 model = _RootedTreeModel(env, sd, state)
             elif env.P is not None:
-                model = G.TableModel(env.P, env.A, int(obs), env.gamma, sd)
+                model = env.table_model(int(obs), sd)
             else:
                 import copy
 
