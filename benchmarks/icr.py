@@ -347,6 +347,15 @@ def print_full(parts: dict, fdn: dict | None) -> None:
         print("|---|---|---|---|---|")
         for m, v in fdn["by_m"].items():
             print(f"| {m} | {v['mean']:.2f} | {v['sd']:.2f} | {v['min']:.2f} | {v['max']:.2f} |")
+        if fdn.get("models"):
+            print("\nSamples of the full-data models (512 Heun samples, fresh noise, cut into disjoint sets of M):")
+            print("| model | step | M | sets | mean FD | sd | min | max |")
+            print("|---|---|---|---|---|---|---|---|")
+            for name, row in fdn["models"].items():
+                for m in ("64", "256"):
+                    v = row[m]
+                    print(f"| {name} | {row['step']} | {m} | {len(v['values'])} | {v['mean']:.2f} | {v['sd']:.2f} | {v['min']:.2f} | {v['max']:.2f} |")
+                print(f"| {name} | {row['step']} | 512 | 1 | {row['512']:.2f} | | | |")
 
 
 def part_fd_noise(args) -> dict:
@@ -380,6 +389,28 @@ def part_fd_noise(args) -> dict:
         v = np.array([frechet_distance(ref, real[k * m : (k + 1) * m]) for k in range(20)])
         out["by_m"][str(m)] = {"mean": float(v.mean()), "sd": float(v.std(ddof=1)), "min": float(v.min()), "max": float(v.max()),
                                "values": v.tolist()}
+    # the same for the samples of each finished full-data model: 512 samples (12 Heun steps, fresh noise) cut
+    # into 8 sets of 64 and 2 sets of 256, so the spread is that of one monitor point at a fixed model
+    from icml26.methods.diffusion import unet as U
+
+    out["models"] = {}
+    for name in ("full", "full-3000"):
+        res = [r for r in _records(Path(args.runs) / name) if r.get("kind") == "result"]
+        if not res:
+            continue
+        d, _, _, meta = U.check_model_dir(ROOT / res[0]["unet_dir"])
+        ema = U.load_unet(d)
+        torch.manual_seed(0)
+        with torch.no_grad():
+            x = U.edm_sample(ema, torch.randn(512, 1, 16, 16, generator=torch.Generator().manual_seed(12345)), steps=args.sampler_steps,
+                             sigma_data=float(meta.get("sigma_data", 0.5)))
+            fg = net.features((x.clamp(-1, 1) + 1) / 2).double().numpy()
+        row = {"step": meta.get("step")}
+        for m in (64, 256):
+            v = np.array([frechet_distance(ref, fg[k * m : (k + 1) * m]) for k in range(512 // m)])
+            row[str(m)] = {"mean": float(v.mean()), "sd": float(v.std(ddof=1)), "min": float(v.min()), "max": float(v.max()), "values": v.tolist()}
+        row["512"] = float(frechet_distance(ref, fg))
+        out["models"][name] = row
     return out
 
 
@@ -485,7 +516,7 @@ def main() -> None:
     if tr:
         print_train(tr)
         print_seeds(tr)
-        print_full(tr, res.get("fd-noise"))
+    print_full(tr, res.get("fd-noise"))
     if "figures" in res:
         print(f"\nfigures: {res['figures']}")
 

@@ -285,3 +285,18 @@ def test_seed_verdicts_count_and_interval():
     h = stats.t.ppf(0.975, 2) * d.std(ddof=1) / np.sqrt(3)
     assert r32["ci95"] == pytest.approx([d.mean() - h, d.mean() + h])
     assert r64["verdicts"] == [None, True] and r64["shown"] == 1 and r64["measured"] == 1 and r64["ci95"] is None
+
+
+def test_plot_seeds_writes_one_column_per_group(tmp_path):
+    from icml26.core.errors import InputError
+    from icml26.methods.diffusion import report as R
+
+    def recs(seed):
+        st = [{"kind": "step", "train_size": 32, "step": s, "icr": 0.4 - 0.01 * seed + 0.001 * s / 100,
+               "memorization_fraction": max(0.0, (s - 500) / 1000)} for s in range(100, 1001, 100)]
+        return st + [{"kind": "result", "train_size": 32, "icr_min_step": 100, "memorization_onset_step": 600}]
+
+    f = R.plot_seeds({"A, N = 32": {0: recs(0), 1: recs(1)}, "B, N = 32": {0: recs(2)}}, tmp_path / "s.png")
+    assert f.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f.stat().st_size > 5000
+    with pytest.raises(InputError):
+        R.plot_seeds({"empty": {0: [{"kind": "result"}]}}, tmp_path / "e.png")

@@ -156,6 +156,7 @@ def plot_seeds(groups: dict[str, dict[int, list[dict]]], path: Path) -> Path:
                     a.axvline(res["icr_min_step"], color=col, ls="--", lw=0.8)
             if res.get("memorization_onset_step"):
                 a2.axvline(res["memorization_onset_step"], color=col, ls=":", lw=1.0)
+        a2.axhline(0.05, color="0.6", lw=0.6)
         a1.set_title(label, fontsize=9)
         a2.set_xlabel("training step")
         a1.legend(fontsize=7)
