@@ -14,11 +14,17 @@ Prints, in one run:
       var_floor absolute, i.e. reward_range fixed at [0, 1]) and after (the default: the
       scale observed online), beside every baseline (online scale); target: VarDE no worse
       than uniform allocation at 95% (its Wilson interval reaches below uniform's upper end).
-      Cells are cached in benchmarks/results/bai_scale.json (rerun to resume).
+      Cells are cached in benchmarks/results/bai_scale.json (rerun to resume);
+  (d) heavy tails (``--only-robust``): VarDE with its plain mean and with the robust location
+      estimates (``mean_estimator`` mom, trimmed) beside uniform, successive rejects,
+      sequential halving and the Track-and-Stop rule on heavy-mixed6 (T = 1500), the Student-t
+      df 3 instance of (b) (T = 150, 300, 600) and heavy-lognormal (T = 500, 1500); cached in
+      benchmarks/results/bai_robust.json.
 
     .venv/bin/python benchmarks/bai.py            # full: 20,000 runs per cell (the paper's n)
     .venv/bin/python benchmarks/bai.py --quick    # 2,000 runs per cell, smaller speed test
     .venv/bin/python benchmarks/bai.py --only-scale --seeds 2000   # (c) alone
+    .venv/bin/python benchmarks/bai.py --only-robust --seeds 2000  # (d) alone
 """
 
 from __future__ import annotations
@@ -240,6 +246,76 @@ def scale_table(seeds_n: int | None, fc_seeds_n: int | None) -> None:
               f"(VarDE {100 * v[0]:.2f}% [{100 * v[1]:.2f}, {100 * v[2]:.2f}] vs uniform {100 * u[0]:.2f}% upper {100 * u[2]:.2f})")
 
 
+ROBUST_JSON = Path(__file__).resolve().parent / "results" / "bai_robust.json"
+
+
+def robust_instances():
+    """(d): heavy-tailed instances at their budgets: heavy-mixed6 (section (c), 1500), the
+    Student-t df 3 instance of section (b) (150, 300, 600) and heavy-lognormal (500, 1500)."""
+    from icml26.methods.exploration.bai import resolve_env_path
+    from icml26.methods.exploration.bandit_env import load_env
+
+    return [(load_env(resolve_env_path("heavy-mixed6")), (1500,)),
+            (heavy_student_t("student-t3 (scale=mean)", [0.5, 0.4, 0.35, 0.3, 0.25, 0.2]), (150, 300, 600)),
+            (load_env(resolve_env_path("heavy-lognormal")), (500, 1500))]
+
+
+ROBUST_ROWS = [
+    ("varde (mean, default)", "varde", {}),
+    ("varde mom (5 groups)", "varde", {"mean_estimator": "mom", "mom_groups": 5}),
+    ("varde mom (9 groups)", "varde", {"mean_estimator": "mom", "mom_groups": 9}),
+    ("varde trimmed (0.1)", "varde", {"mean_estimator": "trimmed", "trim": 0.1}),
+    ("varde trimmed (0.2)", "varde", {"mean_estimator": "trimmed", "trim": 0.2}),
+    ("uniform", "uniform", {}),
+    ("successive-rejects", "successive-rejects", {}),
+    ("sequential-halving", "sequential-halving", {}),
+    ("track-and-stop (fc rule)", "track-and-stop", {}),
+]
+
+
+def robust_table(seeds_n: int | None) -> None:
+    """(d) VarDE's robust location estimates (mean_estimator mom / trimmed) against the plain
+    mean and the baselines on heavy tails; each instance at its own scale rule (the declared
+    reward_range, else the online scale). Cells cached in benchmarks/results/bai_robust.json."""
+    import json
+
+    from icml26.core.output import atomic_write_text
+    from icml26.ops import bai_fc
+
+    S = seeds_n or 2000
+    cache = json.loads(ROBUST_JSON.read_text()) if ROBUST_JSON.is_file() else {}
+    print(f"\n(d) heavy tails, VarDE's location estimate: error probability in % [Wilson 95%], {S} runs per cell; "
+          f"cache {ROBUST_JSON.relative_to(ROBUST_JSON.parents[2])}")
+    for t, budgets in robust_instances():
+        best = int(np.argmax(t.means))
+        rr = t.reward_range
+        print(f"\n{t.name}: K={t.K}, reward_range {list(rr) if rr is not None else 'online'}, means {np.round(t.means, 3).tolist()}")
+        print(f"  {'algorithm':30s}" + "".join(f"{'T=' + str(T):>22s}" for T in budgets))
+        res = {}
+        for label, algo, prm in ROBUST_ROWS:
+            cells = []
+            for T in budgets:
+                key = f"{t.name}|{T}|{label}|{S}"
+                if key not in cache:
+                    t0 = time.perf_counter()
+                    if algo in bai.ALGOS:
+                        rec = bai.run_fixed_budget(t, algo, T, np.arange(S), prm, reward_range=rr)["recommendation"]
+                    else:
+                        rec = bai_fc.run_fixed_confidence(t, algo, np.arange(S), budget=T, reward_range=rr)["recommendation"]
+                    cache[key] = {"errors": int((np.asarray(rec) != best).sum()), "runs": S, "seconds": time.perf_counter() - t0}
+                    ROBUST_JSON.parent.mkdir(parents=True, exist_ok=True)
+                    atomic_write_text(ROBUST_JSON, json.dumps(cache, indent=1))
+                c = cache[key]
+                lo, hi = wilson(c["errors"], c["runs"])
+                res[(label, T)] = (c["errors"] / c["runs"], lo, hi)
+                cells.append(f"{100 * res[(label, T)][0]:6.2f} [{100 * lo:5.2f},{100 * hi:5.2f}]".rjust(22))
+            print(f"  {label:30s}" + "".join(cells), flush=True)
+        for T in budgets:
+            v, u = res[("varde (mean, default)", T)], res[("uniform", T)]
+            print(f"  T={T}: default VarDE no worse than uniform at 95%: {'met' if v[1] <= u[2] else 'NOT met'} "
+                  f"({100 * v[0]:.2f}% [{100 * v[1]:.2f}, {100 * v[2]:.2f}] vs uniform {100 * u[0]:.2f}% upper {100 * u[2]:.2f})")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="2,000 runs per cell and a smaller speed test")
@@ -249,12 +325,16 @@ def main() -> None:
     ap.add_argument("--skip-error", action="store_true")
     ap.add_argument("--skip-scale", action="store_true", help="skip (c), the natural-scale instances")
     ap.add_argument("--only-scale", action="store_true", help="run (c) only")
+    ap.add_argument("--only-robust", action="store_true", help="run (d) only: VarDE's robust location estimates on heavy tails")
     args = ap.parse_args()
     b = bai.backend()
     print(f"icml26.ops.bai backend: {b}")
     if b != "ext-cpu":
         print("the C++ kernel is unavailable; this benchmark needs it")
         sys.exit(1)
+    if args.only_robust:
+        robust_table(args.seeds or 2000)
+        return
     if args.only_scale:
         args.skip_speed = args.skip_error = True
     if not args.skip_speed:

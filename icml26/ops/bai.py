@@ -40,6 +40,14 @@ w_i^2 sigma_i^2 / (N_i (N_i + 1)).
   Ablations: ``use_influence_weights=False`` -> w = 1 (pure variance rule);
   ``use_empirical_variance=False`` -> sigma^2 = 1 (weights only).
   Not implemented: the code's optional EMA of the variance (ema_alpha, default 0 = off).
+  Location estimate (``mean_estimator``; ours, for heavy tails, not in the VarDE code):
+  ``mean`` (default) the running mean; ``mom`` the median of means (Nemirovski & Yudin 1983;
+  for bandits Bubeck, Cesa-Bianchi & Lugosi, IEEE Trans. IT 2013, "Bandits with heavy tail"):
+  reward j (0-based) of an arm joins block j mod ``mom_groups``, mu_i = the median of the
+  non-empty block means; ``trimmed`` the trimmed mean cutting floor(``trim`` N_i) rewards at
+  each end (scipy.stats.trim_mean's rule). The estimate replaces mu_i in the weights and the
+  recommendation; the variance s_i^2 stays Welford's. Both are affine-equivariant (scale-free).
+  Cost per pull of arm i: O(mom_groups log mom_groups) (mom), O(N_i) (trimmed).
 
 ``uniform`` -- round robin over a per-run random order of the arms; exactly ``budget``
 pulls (floor(T/K) each, +1 for the first T mod K arms of the order); recommend argmax mu.
@@ -122,6 +130,9 @@ DEFAULTS: dict[str, dict] = {
         "entmax_alpha": 1.5,  # entmax smoother alpha (1.5-entmax, Peters et al. 2019)
         "pairwise_delta": 0.1,  # pairwise soft-max smoothing width (same scale as tau)
         "power_p": 4.0,  # power-mean smoother exponent (code default p = 4)
+        "mean_estimator": "mean",  # mean | mom | trimmed: the arms' location estimate (heavy tails; ours)
+        "mom_groups": 5,  # mom: blocks of the median of means (reward j of an arm joins block j mod g)
+        "trim": 0.1,  # trimmed: fraction cut from each end of the sorted rewards
     },
     "uniform": {},
     "successive-rejects": {},
@@ -134,7 +145,8 @@ DEFAULTS: dict[str, dict] = {
 # flat layout of the C++ parameter vector
 _PKEYS = ("tau", "var_floor", "warm_start", "smoother", "variance_exponent", "use_influence_weights",
           "use_empirical_variance", "const_c", "entmax_alpha", "pairwise_delta", "power_p",
-          "ucbe_a", "ugape_a", "cr_variant", "reward_lo", "reward_width")
+          "ucbe_a", "ugape_a", "cr_variant", "reward_lo", "reward_width", "mean_estimator", "mom_groups", "trim")
+MEAN_ESTIMATORS = ("mean", "mom", "trimmed")  # codes 0, 1, 2 of the C++ parameter vector
 _SOURCES = ["cpu/bai_cpu.cpp"]
 
 
@@ -180,6 +192,15 @@ def resolve_params(algo: str, params: dict | None) -> dict:
             raise ValueError(f"power_p must be >= 1, got {p['power_p']!r}")
         if not (isinstance(p["variance_exponent"], (int, float)) and math.isfinite(p["variance_exponent"]) and p["variance_exponent"] >= 0):
             raise ValueError(f"variance_exponent must be a finite number >= 0, got {p['variance_exponent']!r}")
+        if p["mean_estimator"] not in MEAN_ESTIMATORS:
+            raise ValueError(f"mean_estimator must be one of {', '.join(MEAN_ESTIMATORS)}, got {p['mean_estimator']!r}")
+        g = p["mom_groups"]
+        if isinstance(g, bool) or not isinstance(g, (int, float)) or int(g) != g or not 1 <= g <= 10**6:
+            raise ValueError(f"mom_groups must be an integer in [1, 1000000], got {g!r}")
+        tr = p["trim"]
+        if isinstance(tr, bool) or not isinstance(tr, (int, float)) or not 0.0 <= tr < 0.5:
+            raise ValueError(f"trim must be a number in [0, 0.5), got {tr!r}")
+        p["mom_groups"], p["trim"] = int(g), float(tr)
         p["warm_start"] = int(p["warm_start"])
         p["use_influence_weights"] = bool(p["use_influence_weights"])
         p["use_empirical_variance"] = bool(p["use_empirical_variance"])
@@ -214,6 +235,8 @@ def _pack(p: dict, reward_range=(0.0, 1.0)) -> np.ndarray:
     full["reward_lo"], full["reward_width"] = (0.0, 0.0) if rr is None else (rr[0], rr[1] - rr[0])
     full["smoother"] = _ref.SMOOTHERS[full["smoother"]] if isinstance(full["smoother"], str) else 0
     full["cr_variant"] = 1.0 if full["cr_variant"] == "C" else 0.0
+    full["mean_estimator"] = MEAN_ESTIMATORS.index(full["mean_estimator"]) if isinstance(full["mean_estimator"], str) else 0
+    full["mom_groups"] = full["mom_groups"] or 1
     return np.asarray([float(full[k]) for k in _PKEYS], dtype=np.float64)
 
 

@@ -90,6 +90,21 @@ def test_fixed_budget_invariant(tables, algo):
         assert not _differ(x, y)
 
 
+@pytest.mark.parametrize("prm", [{"mean_estimator": "mom", "mom_groups": 4}, {"mean_estimator": "trimmed", "trim": 0.15}])
+def test_varde_robust_location_estimates_invariant(tables, prm):
+    """VarDE's mean_estimator options (median of means, trimmed mean) are affine-equivariant:
+    the same pulls and recommendations under r -> 1000 r + 50, online and declared scale."""
+    for budget in (40, 150):
+        x = bai.run_fixed_budget(tables["base"], "varde", budget, SEEDS, prm, reward_range=None)
+        y = bai.run_fixed_budget(tables["affine"], "varde", budget, SEEDS, prm, reward_range=None)
+        assert not _differ(x, y)
+        x = bai.run_fixed_budget(tables["base"], "varde", budget, SEEDS, prm, reward_range=(-1.0, 2.0))
+        y = bai.run_fixed_budget(tables["affine"], "varde", budget, SEEDS, prm, reward_range=(A * -1.0 + B, A * 2.0 + B))
+        assert not _differ(x, y)
+    plain = bai.run_fixed_budget(tables["base"], "varde", 150, SEEDS, reward_range=None)
+    assert _differ(plain, bai.run_fixed_budget(tables["base"], "varde", 150, SEEDS, prm, reward_range=None))
+
+
 @pytest.mark.parametrize("algo", ("varde", "ucb-e", "ugape", "continuous-rejects"))
 def test_fixed_range_is_not_invariant(tables, algo):
     """The scale-dependent rules do change under r -> 1000 r + 50 when the scale is fixed

@@ -21,6 +21,8 @@
 //      (1 while that is 0). Every parameter in reward units is multiplied by s (tau,
 //      pairwise_delta, the power smoother's shift), by s^2 (var_floor, ucbe_a, ugape_a), and
 //      continuous rejects compares gap / s with G: decisions do not change under r -> a r + b.
+//   16 mean_estimator (VarDE: 0 = the running mean, 1 = median of means, 2 = trimmed mean),
+//   17 mom_groups, 18 trim (read only when p has 19 entries; see RobustLoc).
 #include <torch/library.h>
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -124,10 +126,49 @@ struct Run {
 // ------------------------------------------------------------------------------ VarDE
 inline double pw(double x, double e) { return e == 2.0 ? x * x : std::pow(x, e); }
 
-// Unnormalised influence weights w (a common factor does not change the argmax).
-void varde_weights(const Run& r, const double* p, double sc, std::vector<double>& w, std::vector<double>& tmp) {
+// VarDE's location estimates under mean_estimator mom / trimmed (the twin of
+// icml26/ops/_ref/bai.py::RobustLoc), updated after each pull of arm k with its n-th reward x:
+//   mom: the j-th reward (0-based) of an arm joins block j mod g (running mean per block);
+//        loc = the median of the min(n, g) non-empty block means (mean of the two middle ones
+//        when that number is even);
+//   trimmed: loc = the mean of the rewards sorted ascending without the floor(trim n) smallest
+//        and largest (scipy.stats.trim_mean's rule), summed in ascending order.
+// Both are affine-equivariant, so decisions stay invariant under r -> a r + b.
+struct RobustLoc {
+  int kind;
+  int64_t g;
+  double trim;
+  std::vector<double> loc, bm, tmp;
+  std::vector<int64_t> bn;
+  std::vector<std::vector<double>> xs;
+  RobustLoc(int64_t K, int kind_, int64_t g_, double trim_) : kind(kind_), g(g_ < 1 ? 1 : g_), trim(trim_), loc(K, 0.0) {
+    if (kind == 1) { bm.assign(K * g, 0.0); bn.assign(K * g, 0); }
+    if (kind == 2) xs.resize(K);
+  }
+  void add(int64_t k, int64_t n, double x) {
+    if (kind == 1) {
+      const int64_t b = k * g + (n - 1) % g;
+      bn[b] += 1;
+      bm[b] = bm[b] + (x - bm[b]) / static_cast<double>(bn[b]);
+      const int64_t used = std::min(n, g);
+      tmp.assign(bm.begin() + k * g, bm.begin() + k * g + used);
+      std::sort(tmp.begin(), tmp.end());
+      loc[k] = used % 2 ? tmp[used / 2] : 0.5 * (tmp[used / 2 - 1] + tmp[used / 2]);
+    } else {
+      auto& v = xs[k];
+      v.insert(std::upper_bound(v.begin(), v.end(), x), x);
+      const int64_t cut = static_cast<int64_t>(trim * static_cast<double>(n));
+      double s = 0.0;
+      for (int64_t i = cut; i < n - cut; ++i) s += v[i];
+      loc[k] = s / static_cast<double>(n - 2 * cut);
+    }
+  }
+};
+
+// Unnormalised influence weights w (a common factor does not change the argmax); mu: the arms'
+// location estimates (the running means, or RobustLoc's).
+void varde_weights(const Run& r, const std::vector<double>& mu, const double* p, double sc, std::vector<double>& w, std::vector<double>& tmp) {
   const int64_t K = r.K;
-  const auto& mu = r.mean;
   const double tau = p[0] * sc;
   switch (static_cast<int>(p[3])) {
     case LSE: {
@@ -137,7 +178,7 @@ void varde_weights(const Run& r, const double* p, double sc, std::vector<double>
       break;
     }
     case CONSTANT: {
-      const int64_t b = r.best_mean();
+      const int64_t b = r.pick_max([&](int64_t k) { return mu[k]; }, [](int64_t) { return true; });
       for (int64_t k = 0; k < K; ++k) w[k] = 1.0;
       w[b] = p[7];
       break;
@@ -197,13 +238,21 @@ void varde_weights(const Run& r, const double* p, double sc, std::vector<double>
   }
 }
 
-int64_t run_varde(Run& r, int64_t budget, const double* p) {
+int64_t run_varde(Run& r, int64_t budget, const double* p, int64_t np_) {
   const int64_t K = r.K;
   int64_t spent = 0;
+  const int est = np_ >= 19 ? static_cast<int>(p[16]) : 0;
+  RobustLoc rl(est != 0 ? K : 0, est, np_ >= 19 ? static_cast<int64_t>(p[17]) : 1, np_ >= 19 ? p[18] : 0.0);
+  const std::vector<double>& mu = est != 0 ? rl.loc : r.mean;
+  auto pull = [&](int64_t k) {
+    const double x = r.pull(k);
+    if (est != 0) rl.add(k, r.N[k], x);
+  };
+  if (est != 0) rl.loc.assign(K, 0.0);
   const int64_t rounds = static_cast<int64_t>(p[2]);
   for (int64_t rd = 0; rd < rounds && spent < budget; ++rd) {  // 1. warm start
     const auto o = r.order(P_WARM_ORDER, static_cast<uint64_t>(rd));
-    for (int64_t i = 0; i < K && spent < budget; ++i) { r.pull(o[i]); ++spent; }
+    for (int64_t i = 0; i < K && spent < budget; ++i) { pull(o[i]); ++spent; }
   }
   const bool use_w = p[5] != 0.0, use_v = p[6] != 0.0;
   const bool lse = static_cast<int>(p[3]) == LSE;
@@ -232,17 +281,17 @@ int64_t run_varde(Run& r, int64_t budget, const double* p) {
       sc_prev = sc;
     }
     if (use_w && lse) {
-      double m = r.mean[0];
-      for (int64_t k = 1; k < K; ++k) m = std::max(m, r.mean[k]);
+      double m = mu[0];
+      for (int64_t k = 1; k < K; ++k) m = std::max(m, mu[k]);
       if (all || m != m_prev) {
         all = true;
-        for (int64_t k = 0; k < K; ++k) w[k] = std::exp((r.mean[k] - m) / tau);
+        for (int64_t k = 0; k < K; ++k) w[k] = std::exp((mu[k] - m) / tau);
       } else {
-        w[last] = std::exp((r.mean[last] - m) / tau);
+        w[last] = std::exp((mu[last] - m) / tau);
       }
       m_prev = m;
     } else if (use_w) {
-      varde_weights(r, p, sc, w, tmp);
+      varde_weights(r, mu, p, sc, w, tmp);
       all = true;
     }
     if (all) {
@@ -251,9 +300,9 @@ int64_t run_varde(Run& r, int64_t budget, const double* p) {
       score[last] = arm_score(last);
     }
     last = r.pick_max([&](int64_t k) { return score[k]; }, [](int64_t) { return true; });
-    r.pull(last);
+    pull(last);
   }
-  return r.best_mean();  // 4.
+  return r.pick_max([&](int64_t k) { return mu[k]; }, [](int64_t) { return true; });  // 4. (best_mean() for the running mean)
 }
 
 // ------------------------------------------------------------------------------ baselines
@@ -421,12 +470,14 @@ std::tuple<at::Tensor, at::Tensor> bai_fixed_budget(const at::Tensor& kind, cons
   int64_t* rp = rec.data_ptr<int64_t>();
   int64_t* cp = cnt.data_ptr<int64_t>();
   const double* pp = p.data_ptr<double>();
+  const int64_t np_ = p.numel();
+  TORCH_CHECK(np_ < 19 || (pp[16] >= 0.0 && pp[16] <= 2.0 && pp[17] >= 1.0 && pp[18] >= 0.0 && pp[18] < 0.5), "bad mean_estimator parameters");
   at::parallel_for(0, S, 1, [&](int64_t b, int64_t e) {
     for (int64_t s = b; s < e; ++s) {
       Run r(t, static_cast<uint64_t>(sd[s]), cp + s * K, pp[14], pp[15]);
       int64_t out = 0;
       switch (algo) {
-        case VARDE: out = run_varde(r, budget, pp); break;
+        case VARDE: out = run_varde(r, budget, pp, np_); break;
         case UNIFORM: out = run_uniform(r, budget); break;
         case SR: out = run_sr(r, budget); break;
         case SH: out = run_sh(r, budget); break;

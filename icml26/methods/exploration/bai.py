@@ -73,6 +73,9 @@ class Config:
     entmax_alpha: Optional[float] = None   # entmax smoother
     pairwise_delta: Optional[float] = None # pairwise soft-max smoother
     power_p: Optional[float] = None        # power-mean smoother
+    mean_estimator: Optional[str] = None   # fixed budget: mean | mom | trimmed (heavy tails; see icml26.ops.bai)
+    mom_groups: Optional[int] = None       # mom: number of blocks
+    trim: Optional[float] = None           # trimmed: fraction cut at each end
     # fixed-budget baselines
     ucbe_a: Optional[float] = None         # UCB-E exploration a in sqrt(a / N)
     ugape_a: Optional[float] = None        # UGapE exploration a

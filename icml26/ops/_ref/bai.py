@@ -112,6 +112,7 @@ class _State:
             self.lo, self.width = float(reward_range[0]), float(reward_range[1]) - float(reward_range[0])
         self.obs_min = np.full(S, np.inf)
         self.obs_max = np.full(S, -np.inf)
+        self.hook = None  # called as hook(rows, arms, x, n) after each pull (VarDE's RobustLoc)
 
     def scale(self) -> np.ndarray:
         """(S,) reward scale: 1 with a declared range, else max - min observed (1 while 0)."""
@@ -142,6 +143,8 @@ class _State:
         self.mean[rows, arms] = m
         self.M2[rows, arms] += d * (x - m)
         self.N[rows, arms] = n
+        if self.hook is not None:
+            self.hook(rows, arms, x, n)
         return x
 
     def pull_to(self, target: np.ndarray) -> None:
@@ -260,12 +263,70 @@ def _warm_start(st: _State, budget: int, rounds: int) -> int:
     return spent
 
 
+class RobustLoc:
+    """VarDE's location estimates under ``mean_estimator`` mom / trimmed, (S, K) in ``loc``
+    (the twin of ``RobustLoc`` in bai_cpu.cpp; documented in icml26.ops.bai), updated by
+    ``add(rows, arms, x, n)`` after each pull (x the rewards, n the arms' counts after it):
+    ``mom``: reward j (0-based) joins block j mod g (running mean per block), loc = median of
+    the min(n, g) non-empty block means (0.5 (a + b) of the two middle ones for an even number);
+    ``trimmed``: mean of the sorted rewards without floor(trim n) at each end, summed in
+    ascending order."""
+
+    def __init__(self, S: int, K: int, kind: str, g: int, trim: float):
+        self.kind, self.g, self.trim = kind, max(1, int(g)), float(trim)
+        self.loc = np.zeros((S, K))
+        if kind == "mom":
+            self.bm = np.zeros((S, K, self.g))
+            self.bn = np.zeros((S, K, self.g), dtype=np.int64)
+        else:
+            self.xs = [[[] for _ in range(K)] for _ in range(S)]
+
+    @staticmethod
+    def median(vals: list[float]) -> float:
+        v = sorted(vals)
+        u = len(v)
+        return v[u // 2] if u % 2 else 0.5 * (v[u // 2 - 1] + v[u // 2])
+
+    @staticmethod
+    def trimmed(v: list[float], trim: float) -> float:
+        n = len(v)
+        cut = int(trim * n)
+        s = 0.0
+        for i in range(cut, n - cut):
+            s += v[i]
+        return s / float(n - 2 * cut)
+
+    def add(self, rows: np.ndarray, arms: np.ndarray, x: np.ndarray, n: np.ndarray) -> None:
+        import bisect
+
+        for r, a, xv, nv in zip(rows.tolist(), arms.tolist(), np.asarray(x).tolist(), np.asarray(n).tolist()):
+            if self.kind == "mom":
+                b = (nv - 1) % self.g
+                self.bn[r, a, b] += 1
+                m = float(self.bm[r, a, b])
+                m = m + (xv - m) / float(self.bn[r, a, b])
+                self.bm[r, a, b] = m
+                self.loc[r, a] = self.median(self.bm[r, a, :min(nv, self.g)].tolist())
+            else:
+                v = self.xs[r][a]
+                bisect.insort_right(v, xv)
+                self.loc[r, a] = self.trimmed(v, self.trim)
+
+
 def _varde(st: _State, budget: int, tie: np.ndarray, p: dict) -> np.ndarray:
+    est = p.get("mean_estimator", "mean")
+    loc = None
+    if est != "mean":
+        rl = RobustLoc(st.S, st.K, est, p["mom_groups"], p["trim"])
+        st.hook = rl.add
+        loc = rl.loc
+    mu = st.mean if loc is None else loc  # st.mean is updated in place by every pull
     spent = _warm_start(st, budget, int(p["warm_start"]))
     for _ in range(budget - spent):
-        sc = varde_score(st.N, st.mean, st.M2, tie, p, st.scale()[:, None])
+        sc = varde_score(st.N, mu, st.M2, tie, p, st.scale()[:, None])
         st.pull(st.rows, _pick_max(sc, tie))
-    return _pick_max(st.mean, tie)
+    st.hook = None
+    return _pick_max(mu, tie)
 
 
 # ---------------------------------------------------------------------------- baselines
