@@ -8,7 +8,9 @@ Methods (``Config.methods``):
   the exposure reliability of its pixel in the training image, plus the disk (flattening) loss;
   no densification); stage 3 joint training (render loss + the halved geometric losses) with
   SDF-guided density control (GSDF, Eqs. 13-14): grow if grad + w_s exp(-f^2 / 2 s^2) > tau_g,
-  prune if opacity - w_p (1 - exp(-f^2 / 2 s^2)) < tau_p, f at the centres.
+  prune if opacity - w_p (1 - exp(-f^2 / 2 s^2)) < tau_p and the Gaussian is large (max scale
+  > 0.1 extent), as GSDF's adjust_anchor does (``sdf_prune_large_only``), f at the centres (no
+  SDF penalty for a centre no training view sees, as GSDF outside its box).
 - ``hdr-gs``: the same rasterizer and tone mapper, standard 3DGS density control, no Expo-SDF.
 - ``expo-gs-norel``: Expo-GS with reliability = 1 (the paper's "vanilla SDF", E = 1).
 - ``expo-gs-nosdfdc``: Expo-GS with the standard density control in stage 3.
@@ -66,6 +68,10 @@ class Config:
     # so it cannot be finer than a pixel's footprint (0.08 units at 48 px). 0 = a fixed s (before)
     sdf_sigma_px: float = 2.0
     sdf_refresh: int = 100
+    # GSDF's adjust_anchor (city-super/GSDF, gaussian_model.py): the SDF-guided prune mask is ANDed with
+    # "large" (max scale > 0.1 extent), and centres outside the SDF's domain (here: seen by no training
+    # view) get no SDF penalty. False = the earlier reading (SDF prune on every Gaussian, OR large)
+    sdf_prune_large_only: bool = True
     omega_s: float = 2e-4
     omega_p: float = 1.0
     tau_g: float = 2e-4
@@ -507,16 +513,21 @@ def density_control(model: Model, cfg: Config, sdf_guided: bool, f_centre, rng_t
         g = model.grad_acc / model.grad_cnt.clamp_min(1)
         opac = torch.sigmoid(model.p["logit_opacity"].detach())
         s = cfg.sdf_sigma if sigma is None else sigma
+        sc = torch.exp(model.p["log_scales"].detach()).max(1).values
+        large = sc > 0.1 * model.extent
         if sdf_guided and f_centre is not None:
             near = torch.exp(-f_centre ** 2 / (2 * s ** 2))
             eg = g + cfg.omega_s * near
-            ep = opac - cfg.omega_p * (1 - near)
-            grow, prune = eg > cfg.tau_g, ep < cfg.tau_p
+            if cfg.sdf_prune_large_only:
+                # GSDF: no SDF penalty outside the field's domain; prune only low-score Gaussians that are also large
+                ep = opac - cfg.omega_p * (1 - torch.where(torch.isfinite(f_centre), near, torch.ones_like(near)))
+                grow, prune = eg > cfg.tau_g, (ep < cfg.tau_p) & large
+            else:
+                ep = opac - cfg.omega_p * (1 - near)
+                grow, prune = eg > cfg.tau_g, (ep < cfg.tau_p) | large
             grow &= model.grad_cnt > 0
         else:
-            grow, prune = g > cfg.tau_g, opac < cfg.tau_p
-        sc = torch.exp(model.p["log_scales"].detach()).max(1).values
-        prune |= sc > 0.1 * model.extent
+            grow, prune = g > cfg.tau_g, (opac < cfg.tau_p) | large
         room = cfg.max_gaussians - model.n + int(prune.sum())
         if int(grow.sum()) > max(room, 0):  # keep the largest scores within the cap
             score = (g + (cfg.omega_s * torch.exp(-f_centre ** 2 / (2 * s ** 2)) if sdf_guided and f_centre is not None else 0))
