@@ -4,8 +4,14 @@ Resumable in parts; everything lands in benchmarks/results/geo_fusion/ (runs.jso
 a rerun prints from it):
 
     OMP_NUM_THREADS=1 nice -n 5 timeout 3000 .venv/bin/python benchmarks/geo_fusion.py --part render
+    OMP_NUM_THREADS=1 nice -n 5 timeout 3000 .venv/bin/python benchmarks/geo_fusion.py --part tune --budget-s 2400
     OMP_NUM_THREADS=1 nice -n 5 timeout 3000 .venv/bin/python benchmarks/geo_fusion.py --part train --budget-s 2400
     .venv/bin/python benchmarks/geo_fusion.py --print-only
+
+``--part tune`` chooses the LM's training budget on the training scenes only (45 to train, the
+last 15 held out; tune.json); ``--part train`` parts may run side by side with different
+``--variant`` (runs.json is merged under a lock). Cached runs of other settings or other
+question files are dropped (the ``protocol`` key).
 
 Protocol: evaluation set = 40 scenes (make-bench seed 0, first index 0, 8-16 views, 128x96),
 training set = disjoint scenes (first index 1000, 8 views each); the recipe
@@ -59,10 +65,41 @@ def _load_runs() -> dict:
     return json.loads(p.read_text()) if p.is_file() else {"runs": {}, "info": {}}
 
 
-def _save_runs(data: dict) -> None:
+def _merge_save(name: str, data: dict) -> dict:
+    """Write RES/name with data["runs"] merged into what is there now (under a lock), so that two
+    parts running side by side (e.g. --variant none and --variant sgf) keep each other's runs."""
+    import fcntl
+
     from icml26.core.output import atomic_write_text
 
-    atomic_write_text(RES / "runs.json", json.dumps(data, indent=1))
+    DATA.mkdir(parents=True, exist_ok=True)
+    with open(DATA / f".{name}.lock", "w") as lock:  # runs/ is not tracked
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        p = RES / name
+        cur = json.loads(p.read_text()) if p.is_file() else {"runs": {}}
+        if cur.get("protocol") != data.get("protocol"):  # runs of other settings or other questions are not mixed in
+            cur = {"runs": {}}
+        merged = {**cur, **{k: v for k, v in data.items() if k != "runs"}, "runs": {**cur.get("runs", {}), **data["runs"]}}
+        atomic_write_text(p, json.dumps(merged, indent=1))
+    return merged
+
+
+def _save_runs(data: dict) -> None:
+    _merge_save("runs.json", data)
+
+
+def _protocol(cfg) -> dict:
+    """What a cached run depends on: the training settings and both question files (sha256)."""
+    import hashlib
+
+    digest = {b: hashlib.sha256((DATA / b / "questions.jsonl").read_bytes()).hexdigest()[:16] for b in ("bench-train", "bench-test")}
+    return {"config": repr(cfg), "questions": digest}
+
+
+def _encoder_key(cfg) -> str:
+    """The settings the encoded features depend on (not the LM's training settings: a change of
+    steps or lr reuses the frozen encoders' features)."""
+    return repr({k: getattr(cfg, k) for k in ("frames", "encoder_steps", "geometry_scale", "threads")})
 
 
 def _prepared(cfg):
@@ -74,9 +111,10 @@ def _prepared(cfg):
     from icml26.methods.spatial import experiment as E
 
     cache, meta = DATA / "features.safetensors", DATA / "features.json"
+    key = _encoder_key(cfg)
     if cache.is_file() and meta.is_file():
         m = json.loads(meta.read_text())
-        if m.get("config") == repr(cfg):
+        if m.get("config") == key:
             t = load_file(str(cache))
             splits = []
             for split, bench in (("train", "bench-train"), ("test", "bench-test")):
@@ -88,7 +126,7 @@ def _prepared(cfg):
     tensors = {f"{split}/{n}/{k}": v.contiguous() for split, (_, f) in (("train", trn), ("test", tst))
                for n, pair in f.items() for k, v in zip(("sem", "geo"), pair)}
     save_file(tensors, str(cache))
-    meta.write_text(json.dumps({"config": repr(cfg), "train": sorted(trn[1]), "test": sorted(tst[1]), "info": info}))
+    meta.write_text(json.dumps({"config": key, "train": sorted(trn[1]), "test": sorted(tst[1]), "info": info}))
     return trn, tst, info
 
 
@@ -99,6 +137,8 @@ def train(budget_s: float, only: list[str] | None) -> None:
 
     cfg = _cfg()
     data = _load_runs()
+    if data.get("protocol") != _protocol(cfg):
+        data = {"runs": {}, "info": {}, "protocol": _protocol(cfg)}
     todo = [(v, s) for s in range(cfg.seeds) for v in cfg.variants if f"{v}/{s}" not in data["runs"] and (not only or v in only)]
     if not todo:
         return
@@ -123,7 +163,7 @@ def train(budget_s: float, only: list[str] | None) -> None:
     torch.set_num_threads(1)
 
 
-def _prior_results() -> list[dict]:
+def _prior_results(train_q: list[dict] | None = None, test_q: list[dict] | None = None) -> list[dict]:
     """The answer prior of the training questions, no images: per task the geometric mean of the
     numeric answers, the most frequent letter of the multiple-choice ones (a floor for the table)."""
     import math
@@ -132,10 +172,11 @@ def _prior_results() -> list[dict]:
     from icml26.methods.spatial import bench as B
     from icml26.methods.spatial import scoring as S
 
-    try:
-        train_q, test_q = B.read_questions(DATA / "bench-train"), B.read_questions(DATA / "bench-test")
-    except Exception:  # noqa: BLE001  (benchmarks not rendered here)
-        return []
+    if train_q is None:
+        try:
+            train_q, test_q = B.read_questions(DATA / "bench-train"), B.read_questions(DATA / "bench-test")
+        except Exception:  # noqa: BLE001  (benchmarks not rendered here)
+            return []
     guess = {}
     for t in {q["task"] for q in train_q}:
         ans = [q["answer"] for q in train_q if q["task"] == t]
@@ -149,6 +190,66 @@ def _prior_results() -> list[dict]:
             "params_trained": 0} for r in recs]
     return out + [{"variant": "prior", "task": "overall", "score": summ["overall"], "score_ci": [summ["overall"]] * 2,
                    "seeds": 0, "params_trained": 0}]
+
+
+HELD_OUT = 15  # training scenes held out by --part tune (the last ones by name)
+TUNE = ((200, 2e-3), (800, 2e-3), (800, 5e-3))  # (steps, lr) tried by --part tune, variant none, seed 0
+
+
+def tune(budget_s: float, only: list[str] | None = None) -> None:
+    """Choose the LM's training budget on the training scenes only: train ``none`` on the first
+    45 training scenes with each (steps, lr) of TUNE, score the 15 held-out training scenes every
+    100 steps; cached in tune.json. The evaluation scenes are not read."""
+    import dataclasses
+
+    from icml26.methods.spatial import experiment as E
+
+    cfg = _cfg()
+    p = RES / "tune.json"
+    done = json.loads(p.read_text()) if p.is_file() else {"runs": {}}
+    proto = {**_protocol(cfg), "config": repr({k: v for k, v in vars(cfg).items() if k not in ("steps", "lr", "variants", "seeds")})}
+    if done.get("protocol") != proto:
+        done = {"runs": {}, "protocol": proto}
+    todo = [(st, lr) for st, lr in TUNE if f"{st}/{lr:g}" not in done["runs"] and (not only or f"{st}/{lr:g}" in only)]
+    if not todo:
+        return
+    t0 = time.perf_counter()
+    (qs, feats), _, _ = _prepared(cfg)
+    names = sorted(feats)
+    held = set(names[-HELD_OUT:])
+    trn = ([q for q in qs if q["scene"] not in held], {n: f for n, f in feats.items() if n not in held})
+    val = ([q for q in qs if q["scene"] in held], {n: f for n, f in feats.items() if n in held})
+    pri = _prior_results(trn[0], val[0])
+    done["prior_overall"] = next(r["score"] for r in pri if r["task"] == "overall")
+    done["prior"] = {r["task"]: r["score"] for r in pri}
+    done["split"] = {"train_scenes": len(trn[1]), "train_questions": len(trn[0]), "val_scenes": len(val[1]),
+                     "val_questions": len(val[0])}
+    for st, lr in todo:
+        if time.perf_counter() - t0 > budget_s:
+            print(f"budget of {budget_s:.0f} s spent; rerun to continue", flush=True)
+            break
+        r = E.train_eval(dataclasses.replace(cfg, steps=st, lr=lr), "none", 0, trn, val, eval_every=100)
+        r.pop("predictions")
+        r["load"] = os.getloadavg()[0]
+        done["runs"][f"{st}/{lr:g}"] = r
+        _merge_save("tune.json", done)
+        print(f"tune steps {st} lr {lr:g}: held-out overall {r['overall']:.4f} in {r['train_s']:.0f} s (load {r['load']:.1f})",
+              flush=True)
+
+
+def tune_table() -> None:
+    p = RES / "tune.json"
+    if not p.is_file():
+        return
+    d = json.loads(p.read_text())
+    print(f"tune (variant none, seed 0; {d['split']['train_questions']} questions of {d['split']['train_scenes']} training "
+          f"scenes, scored on {d['split']['val_questions']} of {d['split']['val_scenes']} held-out training scenes; answer prior "
+          f"{100 * d['prior_overall']:.1f}):")
+    for k, r in d["runs"].items():
+        st, lr = k.split("/")
+        ev = ", ".join(f"{s}: {100 * v:.1f}" for s, v in r["eval_curve"])
+        lc = ", ".join(f"{s}: {v:.3f}" for s, v in r["loss_curve"][3::4])
+        print(f"  steps {st} lr {lr}: held-out overall by step {ev}; training loss {lc}; {r['train_s']:.0f} s (load {r['load']:.1f})")
 
 
 def table() -> int:
@@ -249,17 +350,21 @@ def table() -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--part", choices=["render", "train", "all"], default="all")
+    ap.add_argument("--part", choices=["render", "tune", "train", "all"], default="all")
     ap.add_argument("--budget-s", type=float, default=2400)
     ap.add_argument("--variant", action="append", help="only these variants (repeatable)")
+    ap.add_argument("--tune", action="append", help="--part tune: only these STEPS/LR of TUNE, e.g. 800/0.002 (repeatable)")
     ap.add_argument("--print-only", action="store_true")
     a = ap.parse_args()
     RES.mkdir(parents=True, exist_ok=True)
     if not a.print_only:
         if a.part in ("render", "all"):
             render()
+        if a.part == "tune":
+            tune(a.budget_s, a.tune)
         if a.part in ("train", "all"):
             train(a.budget_s, a.variant)
+    tune_table()
     return table()
 
 

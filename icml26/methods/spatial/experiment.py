@@ -341,9 +341,29 @@ def predict(model: SpatialQA, h: torch.Tensor, qs: list[dict]) -> list[str]:
     return preds
 
 
-def train_eval(cfg: Config, variant: str, seed: int, train: tuple, test: tuple) -> dict:
+def _evaluate(model: "SpatialQA", test_qs: list[dict], test_feats: dict) -> tuple[list[dict], list[dict], dict]:
+    """Predict every test question (eval mode, no gradients); rows, score records, summary."""
+    was_training = model.training
+    model.eval()
+    preds = []
+    with torch.no_grad():
+        for i in range(0, len(test_qs), 64):
+            qs = test_qs[i:i + 64]
+            preds += predict(model, model(*_batch(qs, test_feats)), qs)
+    model.train(was_training)
+    rows = [{"id": q["id"], "task": q["task"], "question_type": q["question_type"], "answer": q["answer"],
+             **({"options": q["options"]} if "options" in q else {}), "prediction": p} for q, p in zip(test_qs, preds)]
+    records, summary = S.score(rows)
+    return rows, records, summary
+
+
+def train_eval(cfg: Config, variant: str, seed: int, train: tuple, test: tuple, *, curve_every: int = 25,
+               eval_every: int = 0) -> dict:
     """Train one variant with one seed; returns per-task scores on the test questions, the
-    predictions, params_trained and timings."""
+    predictions, params_trained, timings and the training-loss curve (``loss_curve``: mean batch
+    loss over each ``curve_every`` steps, as [step, loss]). ``eval_every`` > 0 also scores the
+    test questions every that many steps (``eval_curve``: [step, overall]); use it with held-out
+    training scenes only (choosing settings on the evaluation scenes would leak them)."""
     train_qs, train_feats = train
     test_qs, test_feats = test
     torch.manual_seed(seed)
@@ -356,7 +376,9 @@ def train_eval(cfg: Config, variant: str, seed: int, train: tuple, test: tuple) 
     rng = np.random.default_rng(seed)
     t0 = time.perf_counter()
     model.train()
-    for _ in range(cfg.steps):
+    curve, eval_curve, window = [], [], []
+    eval_s = 0.0
+    for step in range(1, cfg.steps + 1):
         qs = [train_qs[j] for j in rng.integers(0, len(train_qs), cfg.batch_size)]
         h = model(*_batch(qs, train_feats))
         loss = batch_loss(model, h, qs)
@@ -365,22 +387,23 @@ def train_eval(cfg: Config, variant: str, seed: int, train: tuple, test: tuple) 
         nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         sched.step()
-    train_s = time.perf_counter() - t0
-    model.eval()
-    preds = []
-    with torch.no_grad():
-        for i in range(0, len(test_qs), 64):
-            qs = test_qs[i:i + 64]
-            preds += predict(model, model(*_batch(qs, test_feats)), qs)
-    rows = [{"id": q["id"], "task": q["task"], "question_type": q["question_type"], "answer": q["answer"],
-             **({"options": q["options"]} if "options" in q else {}), "prediction": p} for q, p in zip(test_qs, preds)]
-    records, summary = S.score(rows)
+        window.append(float(loss.detach()))
+        if step % curve_every == 0 or step == cfg.steps:
+            curve.append([step, sum(window) / len(window)])
+            window = []
+        if eval_every and (step % eval_every == 0 or step == cfg.steps):
+            te = time.perf_counter()
+            eval_curve.append([step, _evaluate(model, test_qs, test_feats)[2]["overall"]])
+            eval_s += time.perf_counter() - te
+    train_s = time.perf_counter() - t0 - eval_s
+    rows, records, summary = _evaluate(model, test_qs, test_feats)
     gammas = [float(torch.tanh(m.gamma.detach())) for m in model.sgf.values()] if model.att is not None else []
     if model.att is not None:
         model.att.detach()
     return {"variant": variant, "seed": seed, "scores": {r["task"]: r["score"] for r in records},
             "overall": summary["overall"], "params_trained": n_params, "train_s": train_s, "final_loss": float(loss.detach()),
-            "tanh_gamma": gammas, "predictions": rows}
+            "tanh_gamma": gammas, "loss_curve": curve, **({"eval_curve": eval_curve} if eval_every else {}),
+            "predictions": rows}
 
 
 def prepare(cfg: Config, bench: str | Path, train_bench: str | Path, seed: int) -> tuple[tuple, tuple, dict]:
