@@ -13,8 +13,9 @@
 // Backward walks each tile list in reverse from the last contributor and recovers T by
 // dividing by (1 - alpha) (as 3DGS does); it returns dL/d mean2d, dL/d conic, dL/d colour,
 // dL/d opacity. Gradients of a Gaussian are summed over a tile's pixels in SIMD lanes, then
-// into a per-thread buffer (OpenMP over tiles), then reduced: no atomics, deterministic for
-// a fixed thread count. The inner loops run over the 256 pixels of a tile (`omp simd`: AVX2
+// into a per-thread buffer (OpenMP over tiles, a static round-robin schedule so that each tile
+// always lands in the same thread's buffer), then reduced: no atomics, deterministic for a fixed
+// thread count. The inner loops run over the 256 pixels of a tile (`omp simd`: AVX2
 // lanes, with glibc's vector exp) for one Gaussian at a time, so each pixel keeps its own
 // front-to-back order; only the rows and columns of the tile inside the Gaussian's
 // alpha >= 1/255 box (pixel_box) are visited.
@@ -359,7 +360,7 @@ void backward_impl(const T* m2, const T* cn, const T* col, const T* op, const in
   const int nth = std::max(1, at::get_num_threads());
   const int64_t stride = 6 + C;  // per Gaussian: mx, my, a, b, c, o, colours
   std::vector<T> buf(size_t(nth) * size_t(N) * size_t(stride), T(0));
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nth)
+#pragma omp parallel for schedule(static, 1) num_threads(nth)
   for (int64_t t = 0; t < ntiles; ++t) {
 #ifdef _OPENMP
     const int tid = omp_get_thread_num();
