@@ -121,7 +121,8 @@ def _prepared(cfg):
                 qs = [q for q in B.read_questions(DATA / bench) if q["task"] in E.TASK_IDS]
                 feats = {n: (t[f"{split}/{n}/sem"], t[f"{split}/{n}/geo"]) for n in m[split]}
                 splits.append((qs, feats))
-            return splits[0], splits[1], m["info"]
+            info = {**m["info"], "train_questions": len(splits[0][0]), "test_questions": len(splits[1][0])}  # questions may be newer
+            return splits[0], splits[1], info
     trn, tst, info = E.prepare(cfg, DATA / "bench-test", DATA / "bench-train", 0)
     tensors = {f"{split}/{n}/{k}": v.contiguous() for split, (_, f) in (("train", trn), ("test", tst))
                for n, pair in f.items() for k, v in zip(("sem", "geo"), pair)}
@@ -130,7 +131,7 @@ def _prepared(cfg):
     return trn, tst, info
 
 
-def train(budget_s: float, only: list[str] | None) -> None:
+def train(budget_s: float, only: list[str] | None, reverse: bool = False) -> None:
     import torch
 
     from icml26.methods.spatial import experiment as E
@@ -140,6 +141,8 @@ def train(budget_s: float, only: list[str] | None) -> None:
     if data.get("protocol") != _protocol(cfg):
         data = {"runs": {}, "info": {}, "protocol": _protocol(cfg)}
     todo = [(v, s) for s in range(cfg.seeds) for v in cfg.variants if f"{v}/{s}" not in data["runs"] and (not only or v in only)]
+    if reverse:  # last seed first: a second part beside a first one meets it in the middle
+        todo = todo[::-1]
     if not todo:
         return
     t0 = time.perf_counter()
@@ -151,6 +154,9 @@ def train(budget_s: float, only: list[str] | None) -> None:
         if time.perf_counter() - t0 > budget_s:
             print(f"budget of {budget_s:.0f} s spent; rerun to continue", flush=True)
             break
+        cur = _load_runs()
+        if cur.get("protocol") == data["protocol"] and f"{v}/{s}" in cur["runs"]:  # done meanwhile by a part running beside
+            continue
         r = E.train_eval(cfg, v, s, trn, tst)
         r["load"] = os.getloadavg()[0]
         preds = r.pop("predictions")
@@ -267,7 +273,15 @@ def table() -> int:
     short = {"object_abs_distance": "abs_dist", "object_counting": "count", "object_size_estimation": "obj_size",
              "room_size_estimation": "room_size", "object_rel_distance": "rel_dist", "object_rel_direction": "rel_dir",
              "route_planning": "route", "obj_appearance_order": "appear", "overall": "overall"}
-    info = data.get("info", {})
+    info = dict(data.get("info", {}))
+    try:  # the question counts of the files the runs were made on (the cached info may predate them)
+        if data.get("protocol", {}).get("questions") == _protocol(_cfg())["questions"]:
+            from icml26.methods.spatial import bench as B
+
+            for k, b in (("train_questions", "bench-train"), ("test_questions", "bench-test")):
+                info[k] = sum(q["task"] in E.TASK_IDS for q in B.read_questions(DATA / b))
+    except OSError:
+        pass
     print(f"geo-fusion: {info.get('test_questions')} evaluation questions / {info.get('test_scenes')} scenes; "
           f"{info.get('train_questions')} training questions / {info.get('train_scenes')} scenes; encoder patch F1 "
           f"{info.get('encoder_patch_f1_train', float('nan')):.3f}")
@@ -285,17 +299,18 @@ def table() -> int:
     print("scores x 100; overall = VSI-Bench's mean of tasks with the 95% t-interval over seeds")
     # the appearance-order task has only a handful of evaluation questions: the mean of the other 6 tasks too
     seven = {}
+    n_other = len([t for t in runs[0]["scores"] if t not in S.DIRECTION_SPLITS + ("obj_appearance_order",)])
     pri = [r for r in res if r["variant"] == "prior" and r["task"] not in S.DIRECTION_SPLITS + ("obj_appearance_order", "overall")]
     if pri:
         m6 = sum(r["score"] for r in pri) / len(pri)
-        print(f"  prior: mean of the 6 tasks without appearance order {100 * m6:.1f}")
+        print(f"  prior: mean of the {len(pri)} tasks without appearance order {100 * m6:.1f}")
     for v in E.VARIANTS:
         rs = [r for r in runs if r["variant"] == v]
         if rs:
             vals = [sum(r["scores"][t] for t in r["scores"] if t not in S.DIRECTION_SPLITS + ("obj_appearance_order",))
                     / len([t for t in r["scores"] if t not in S.DIRECTION_SPLITS + ("obj_appearance_order",)]) for r in rs]
             seven[v] = (sum(vals) / len(vals), E.ci95(vals))
-            print(f"  {v}: mean of the 6 tasks without appearance order {100 * seven[v][0]:.1f} "
+            print(f"  {v}: mean of the {n_other} tasks without appearance order {100 * seven[v][0]:.1f} "
                   f"[{100 * seven[v][1][0]:.1f}, {100 * seven[v][1][1]:.1f}]")
 
     def ov(v):
@@ -323,7 +338,7 @@ def table() -> int:
                 checks.append((f"gating helps on {name} (sgf vs sgf-nogate)", a > b, None, a, b))
     for a_, b_ in (("sgf", "passive"), ("sgf", "none"), ("sgf", "sgf-global")):
         if a_ in seven and b_ in seven:
-            checks.append((f"{a_} > {b_} (6 tasks without appearance order)", seven[a_][0] > seven[b_][0],
+            checks.append((f"{a_} > {b_} ({n_other} tasks without appearance order)", seven[a_][0] > seven[b_][0],
                            seven[a_][1][0] > seven[b_][1][1], seven[a_][0], seven[b_][0]))
     n_seeds = min((by[(v, "overall")]["seeds"] for v in E.VARIANTS if (v, "overall") in by), default=0)
     for name, met, sep, a, b in checks:
@@ -354,6 +369,7 @@ def main() -> int:
     ap.add_argument("--budget-s", type=float, default=2400)
     ap.add_argument("--variant", action="append", help="only these variants (repeatable)")
     ap.add_argument("--tune", action="append", help="--part tune: only these STEPS/LR of TUNE, e.g. 800/0.002 (repeatable)")
+    ap.add_argument("--reverse", action="store_true", help="--part train: last seed first")
     ap.add_argument("--print-only", action="store_true")
     a = ap.parse_args()
     RES.mkdir(parents=True, exist_ok=True)
@@ -363,7 +379,7 @@ def main() -> int:
         if a.part == "tune":
             tune(a.budget_s, a.tune)
         if a.part in ("train", "all"):
-            train(a.budget_s, a.variant)
+            train(a.budget_s, a.variant, a.reverse)
     tune_table()
     return table()
 

@@ -206,3 +206,30 @@ def test_route_head_loss_and_prediction_follow_the_turn_logits():
     lp = torch.log_softmax(torch.tensor([[0.0, 3.0, 0.0], [0.0, 0.0, 3.0]]), -1)
     assert good == pytest.approx(-float(lp[0, 1] + lp[1, 2]) / 2, rel=1e-5)
     assert bad == pytest.approx(-float(lp[0, 0] + lp[1, 0]) / 2, rel=1e-5)
+
+
+def test_appearance_head_loss_and_prediction_agree_on_the_order():
+    """With the time head's bias giving tv < sofa < lamp < plant, the prediction is the option in
+    that order, the pairwise loss of that answer is the hand value, and it is lower than for the
+    reversed order (loss and prediction read the head the same way round)."""
+    import torch
+
+    from icml26.methods.spatial import experiment as E
+
+    torch.manual_seed(0)
+    model = E.SpatialQA(E.Config(hidden_size=8, layers=1, heads=1, frames=2), "none", 2)
+    t = {"tv": 0.0, "sofa": 1.0, "lamp": 2.0, "plant": 3.0}
+    with torch.no_grad():
+        model.time_head.weight.zero_()
+        model.time_head.bias.zero_()
+        for c, v in t.items():
+            model.time_head.bias[E.CLASS_IDS[c]] = v
+    opts = ["A. plant, lamp, sofa, tv", "B. sofa, tv, lamp, plant", "C. tv, sofa, lamp, plant", "D. lamp, tv, plant, sofa"]
+    q = {"task": "obj_appearance_order", "question_type": "multiple_choice", "options": opts, "answer": "C"}
+    h = torch.randn(1, 8)
+    assert E.predict(model, h, [q]) == ["C"]
+    good = float(E.batch_loss(model, h, [q]))
+    bad = float(E.batch_loss(model, h, [{**q, "answer": "A"}]))
+    sp = lambda x: math.log1p(math.exp(x))  # noqa: E731
+    assert good == pytest.approx(sum(sp(-d) for d in (1, 2, 3, 1, 2, 1)) / 6, rel=1e-5)
+    assert bad == pytest.approx(sum(sp(d) for d in (1, 2, 3, 1, 2, 1)) / 6, rel=1e-5) and bad > good
