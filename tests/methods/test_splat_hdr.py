@@ -73,18 +73,26 @@ def _model(n=50, seed=0):
 
 
 def test_sdf_guided_density_control_prunes_far_from_surface():
-    model, cfg = _model()
-    f = torch.full((model.n,), 0.01)
-    f[:10] = 1.0  # ten Gaussians far from the surface
-    before = model.p["means"][10:].detach().clone()
-    model.grad_cnt[:] = 1
-    model.grad_acc[:] = 1e-5  # below tau_g = 2e-4 alone
-    H.density_control(model, cfg, True, f, torch.Generator().manual_seed(0))
-    # far: opacity sigmoid(2) = 0.88, 0.88 - 1 * (1 - exp(-200)) < tau_p -> pruned;
-    # near: 1e-5 + 2e-4 exp(-0.01^2 / (2 0.05^2)) = 2.06e-4 > tau_g -> cloned (small Gaussians)
-    assert model.n == 40 + 40
-    torch.testing.assert_close(model.p["means"][:40].detach(), before)
-    torch.testing.assert_close(model.p["means"][40:].detach(), before)
+    import dataclasses
+
+    for large_only in (True, False):
+        model, cfg = _model()
+        cfg = dataclasses.replace(cfg, sdf_prune_large_only=large_only)
+        with torch.no_grad():
+            model.p["log_scales"][:5] = math.log(0.5)  # five of the far ones are large (> 0.1 x extent 3)
+        orig = model.p["means"].detach().clone()
+        f = torch.full((model.n,), 0.01)
+        f[:10] = 1.0  # ten Gaussians far from the surface
+        model.grad_cnt[:] = 1
+        model.grad_acc[:] = 1e-5  # below tau_g = 2e-4 alone
+        H.density_control(model, cfg, True, f, torch.Generator().manual_seed(0))
+        # far: opacity sigmoid(2) = 0.88, 0.88 - 1 * (1 - exp(-200)) < tau_p -> pruned if large (GSDF's rule),
+        # every far one with the earlier reading; near: 1e-5 + 2e-4 exp(-0.01^2 / (2 0.05^2)) = 2.06e-4 > tau_g
+        # -> cloned (small Gaussians)
+        kept = orig[5:] if large_only else orig[10:]
+        assert model.n == len(kept) + 40
+        torch.testing.assert_close(model.p["means"][:len(kept)].detach(), kept)
+        torch.testing.assert_close(model.p["means"][len(kept):].detach(), orig[10:])
     m2, cfg2 = _model()
     m2.grad_cnt[:] = 1
     m2.grad_acc[:] = 1e-5
