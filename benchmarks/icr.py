@@ -7,12 +7,17 @@ under --runs, default runs/icr-bench/; a rerun prints from the cache and compute
   small-<N>   ``icml26 icr train --train-size N`` with the monitor (--resume on rerun), N in --sizes;
   full        ``icml26 icr train --train-size 0`` (all 60k images), a short run (--full-steps);
   sweep       ``icml26 icr analyze`` on the full-data model: ICR and probe accuracy on the paper's sigma grid;
-  figures     the PNGs of the run folders, copied to --fig-dir (default docs/).
+  small-<N>-s<K>, mnist-<N>[-s<K>]   the same with --seed K (seed 0 keeps the name small-<N>); MNIST: --mnist-steps;
+  full-<S>    the full-data run with S steps, 12 monitor points of --full-samples samples;
+  sweep-<S>   the noise sweep on that model;
+  fd-noise    the Frechet distance of real images and of the full-data models' samples (noise floor, spread);
+  figures     the PNGs of the run folders, copied to --fig-dir (default docs/); icr_seeds.png shows every seed.
 Targets (the paper's claims, reported as shown / refuted / not measured):
   A. ICR's minimum and the probe accuracy's peak at an intermediate noise level, within one grid step;
   B. at every small training size ICR's minimum (smoothed, train.icr_min_step) comes before the
      memorization onset (memorization_fraction > 0.05); with the full data ICR keeps falling as the
-     Frechet distance falls.
+     Frechet distance falls. Over seeds: per (data, size), "shown on k of n seeds" and the mean of
+     onset - ICR min over the seeds with an onset, with its 95% t-interval.
 
     OMP_NUM_THREADS=1 nice -n 5 timeout 3000 .venv/bin/python benchmarks/icr.py --part small-32 --json benchmarks/results/icr_small32.json
     .venv/bin/python benchmarks/icr.py --print-only
@@ -356,6 +361,9 @@ def print_full(parts: dict, fdn: dict | None) -> None:
                     v = row[m]
                     print(f"| {name} | {row['step']} | {m} | {len(v['values'])} | {v['mean']:.2f} | {v['sd']:.2f} | {v['min']:.2f} | {v['max']:.2f} |")
                 print(f"| {name} | {row['step']} | 512 | 1 | {row['512']:.2f} | | | |")
+                if "monitor_noise" in row:
+                    mn = row["monitor_noise"]
+                    print(f"| {name}, the monitor's noise draw | {row['step']} | {mn['samples']} | 1 | {mn['fd']:.2f} | | | |")
 
 
 def part_fd_noise(args) -> dict:
@@ -410,6 +418,15 @@ def part_fd_noise(args) -> dict:
             v = np.array([frechet_distance(ref, fg[k * m : (k + 1) * m]) for k in range(512 // m)])
             row[str(m)] = {"mean": float(v.mean()), "sd": float(v.std(ddof=1)), "min": float(v.min()), "max": float(v.max()), "values": v.tolist()}
         row["512"] = float(frechet_distance(ref, fg))
+        # and the monitor's own fixed noise draw (train._gen(seed, N, 0, 3)): reproduces the last monitor point
+        from icml26.methods.diffusion import train as T
+
+        cfg = next(r for r in _records(Path(args.runs) / name) if r.get("kind") == "config")
+        with torch.no_grad():
+            noise = torch.randn((cfg["memorization_samples"], 1, 16, 16), generator=T._gen(cfg["seed"], res[0]["train_size"], 0, 3))
+            xm = U.edm_sample(ema, noise, steps=cfg["sampler_steps"], sigma_data=float(meta.get("sigma_data", 0.5)))
+            row["monitor_noise"] = {"samples": cfg["memorization_samples"],
+                                    "fd": float(frechet_distance(ref, net.features((xm + 1) / 2).double().numpy()))}
         out["models"][name] = row
     return out
 
@@ -480,7 +497,7 @@ def main() -> None:
     if not args.print_only:
         for sp in specs:
             p = sp["name"]
-            if p in res and p not in args.redo and p != "figures" and not (args.collect and p != "cost"):
+            if p in res and p not in args.redo and p != "figures" and not (args.collect and p not in ("cost", "fd-noise")):
                 continue
             t0 = time.time()
             if p == "cost":
