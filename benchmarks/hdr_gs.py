@@ -189,7 +189,9 @@ def part_gsdf(d: dict) -> None:
         if p.returncode != 0:
             print(p.stderr[-2000:], file=sys.stderr)
             return
-        d.setdefault("gsdf_load", {})[out.name] = _load_avg()
+        if not isinstance(d.get("gsdf_load"), dict):
+            d["gsdf_load"] = {GSDF_OUT.name: d["gsdf_load"]} if d.get("gsdf_load") else {}
+        d["gsdf_load"][out.name] = _load_avg()
         _save(d)
 
 
