@@ -120,6 +120,11 @@ struct Search {
   std::vector<PStep> path;
   std::vector<double> gmb, e, sig;
   std::vector<int64_t> stack_n, stack_d;
+  // compact()'s target, swapped with st: the storage of the previous tree is kept (capacity and
+  // faulted pages) for the next compaction and the next moves' growth, instead of fresh arrays
+  // per re-rooting (which cost more than the moves' searches on rainy Taxi)
+  Store spare;
+  std::vector<int64_t> cmap, corder;
 
   Search(const Table& t_, const Prm& p_, int algo_, uint64_t seed_, int64_t s0, bool keep, Store& store)
       : t(t_), p(p_), algo(algo_), seed(seed_), A(t_.A), hz(static_cast<int64_t>(p_.horizon)), mode(static_cast<int>(p_.minmax)),
@@ -645,7 +650,10 @@ struct Search {
   // index, so the results do not change; memory stays proportional to the kept subtree.
   void compact() {
     const int64_t n_old = static_cast<int64_t>(st.nodes.size());
-    std::vector<int64_t> map(n_old, -1), order;
+    std::vector<int64_t>& map = cmap;
+    std::vector<int64_t>& order = corder;
+    map.assign(n_old, -1);
+    order.clear();
     order.push_back(root);
     map[root] = 0;
     for (size_t i = 0; i < order.size(); ++i) {
@@ -661,7 +669,8 @@ struct Search {
         }
       }
     }
-    Store nw;
+    Store& nw = spare;
+    nw.clear();
     nw.nodes.reserve(order.size());
     nw.acts.reserve(order.size() * A);
     for (const int64_t o : order) {
@@ -688,6 +697,8 @@ struct Search {
     st.slots.swap(nw.slots);
     st.scut.swap(nw.scut);
     st.scuid.swap(nw.scuid);
+    nw.clear();  // the old tree's arrays, kept for the next compaction
+    if (nw.bytes() > (size_t(1) << 28)) nw.trim(0);
     root = 0;
   }
 };
