@@ -6,7 +6,7 @@ sample of every modality is the same sample, so the label arrays must be identic
 (checked: mismatched labels are an InputError). ``x`` arrays are float or uint8, (N, H, W) or
 (N, C, H, W) (images, spectrograms) or (N, D) (vectors); uint8 is scaled to [0, 1]. Optional
 arrays ``x_test_<variant>`` (same shape as ``x_test``, same samples) hold test-time variants of that
-modality, e.g. ``x_test_shift`` (distribution shift) or ``x_test_babble``. An optional
+modality, e.g. ``x_test_shift`` (distribution shift) or ``x_test_librivox_noise``. An optional
 ``classes.txt`` names the classes, one per line. See docs/modality-pairing.md.
 
 ``av-digits`` (``icml26 prepare-data av-digits``; built on first use, cached under
