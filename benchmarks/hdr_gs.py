@@ -10,6 +10,11 @@ Parts:
           3 scenes (seed 0), into benchmarks/results/hdr_gs/train_band (resumable)
   gsdf    GSDF's prune rule (Config.sdf_prune_large_only, the default since): Expo-GS and HDR-GS on the same
           3 scenes (seed 0), into benchmarks/results/hdr_gs/train_gsdf (resumable)
+  dc      Expo-GS's growth term omega_n (1 - |grad f|) and GSDF's visibility gate (Config.sdf_grow_eikonal,
+          Config.visibility_gate, the defaults since): Expo-GS on the same 3 scenes with seeds 0 and 1, HDR-GS with
+          seed 1 (its rule is unchanged: its seed-0 runs are those of the gsdf part), one run folder per
+          (seed, method, scene) under benchmarks/results/hdr_gs/train_dc (resumable; `dc 0` = seed 0 only,
+          `dc 0 scene001` = one scene)
   print   the tables with the targets
 
 Usage: OMP_NUM_THREADS=1 nice -n 5 timeout 3000 .venv/bin/python benchmarks/hdr_gs.py [raster|train|band|gsdf|print|all]
@@ -44,6 +49,10 @@ BAND_METHODS = "expo-gs,expo-gs-norel,hdr-gs,expo-gs-nosdfdc"
 GSDF_OUT = RES / "hdr_gs" / "train_gsdf"
 GSDF_METHODS = "expo-gs,hdr-gs"
 GSDF_PARTS = [(GSDF_OUT, GSDF_METHODS), (RES / "hdr_gs" / "train_gsdf_norel", "expo-gs-norel")]  # the ablation second
+# Expo-GS's growth term + GSDF's visibility gate: (seed, method) pairs; HDR-GS seed 0 = the gsdf part's runs
+DC_OUT = RES / "hdr_gs" / "train_dc"
+DC_RUNS = [(0, "expo-gs"), (1, "expo-gs"), (1, "hdr-gs")]
+DC_SCENES = ("scene000", "scene001", "scene002")
 RASTER_CASES = [(128, 10_000), (128, 50_000), (256, 10_000), (256, 50_000)]
 
 
@@ -234,6 +243,92 @@ def print_gsdf() -> None:
         print(f"- target (GSDF prune rule, {len(both)} scenes): {what}: {'met' if ok else 'NOT met'}")
 
 
+def part_dc(d: dict, seeds=None, scenes=None) -> None:
+    """One `icml26 hdr-gs train` per (seed, method, scene), so that parts can run side by side."""
+    for seed, method in DC_RUNS:
+        if seeds is not None and seed not in seeds:
+            continue
+        for scene in DC_SCENES:
+            if scenes is not None and scene not in scenes:
+                continue
+            out = DC_OUT / f"s{seed}-{method}-{scene}"
+            f = out / "records.jsonl"
+            if f.is_file() and any(json.loads(x).get("kind") == "summary" for x in f.read_text().splitlines() if x.strip()):
+                continue
+            cmd = [sys.executable, "-m", "icml26", "hdr-gs", "train", "--recipe", str(RECIPE.relative_to(ROOT)), "--data",
+                   str((TRAIN_OUT / "scenes" / scene).relative_to(ROOT)), "--out", str(out.relative_to(ROOT)),
+                   "--method", method, "--seed", str(seed), "-q"]
+            if f.is_file():
+                cmd.append("--resume")
+            p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+            if p.returncode != 0:
+                print(p.stderr[-2000:], file=sys.stderr)
+                return
+            d = _load()  # parts run side by side: re-read before writing
+            d.setdefault("dc_load", {})[out.name] = _load_avg()
+            _save(d)
+            print(f"dc: {out.name} done", file=sys.stderr, flush=True)
+
+
+def _dc_results() -> list[dict]:
+    res = []
+    for seed, method in DC_RUNS:
+        for scene in DC_SCENES:
+            f = DC_OUT / f"s{seed}-{method}-{scene}" / "records.jsonl"
+            if f.is_file():
+                res += [r | {"seed": seed} for r in (json.loads(x) for x in f.read_text().splitlines() if x.strip())
+                        if r.get("kind") == "result"]
+    f = GSDF_OUT / "records.jsonl"  # HDR-GS, seed 0: its density control is unchanged by this part
+    if f.is_file():
+        res += [r | {"seed": 0} for r in (json.loads(x) for x in f.read_text().splitlines() if x.strip())
+                if r.get("kind") == "result" and r.get("method") == "hdr-gs"]
+    return res
+
+
+def print_dc() -> None:
+    import numpy as np
+
+    res = _dc_results()
+    if not res:
+        return
+    print("\n## Expo-GS growth term omega_n (1 - |grad f|) + GSDF's visibility gate (defaults since), same 3 scenes, seeds 0 and 1"
+          "\n(HDR-GS seed 0: the gsdf part's runs, its rule is unchanged)")
+    print("| method | seed | scene | LDR-OE | LDR-NE | HDR (GT max) | HDR (pred max) | Gaussians | floater frac | train s |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in sorted(res, key=lambda r: (r["method"], r["seed"], r["scene"])):
+        print(f"| {r['method']} | {r['seed']} | {r['scene']} | {r['psnr_ldr_oe']:.2f} | {r['psnr_ldr_ne']:.2f} | {r['psnr_hdr']:.2f} | "
+              f"{r['psnr_hdr_predmax']:.2f} | {r['gaussians']} | {r.get('floater_frac', float('nan')):.3f} | {r['train_s']:.0f} |")
+    key = {(r["method"], r["seed"], r["scene"]): r for r in res}
+    seeds = sorted({s for _, s, _ in key if all((m, s, sc) in key for m in ("expo-gs", "hdr-gs") for sc in DC_SCENES)})
+    if not seeds:
+        print("\n(no seed with both methods on all 3 scenes yet)")
+        return
+    ks = ("psnr_ldr_oe", "psnr_hdr", "psnr_ldr_ne", "floater_frac")
+    per = {m: {s: {k: float(np.mean([key[(m, s, sc)][k] for sc in DC_SCENES])) for k in ks} for s in seeds} for m in ("expo-gs", "hdr-gs")}
+    print(f"\n| method | mean over 3 scenes, seed {' / '.join(map(str, seeds))}: LDR-OE | HDR | LDR-NE | floater frac |")
+    print("|---|---|---|---|---|")
+    for m in per:
+        print(f"| {m} | " + " | ".join(" / ".join(f"{per[m][s][k]:.3f}" if k == "floater_frac" else f"{per[m][s][k]:.2f}" for s in seeds)
+                                      for k in ks) + " |")
+    for k, name in (("psnr_hdr", "HDR"), ("psnr_ldr_oe", "LDR-OE")):
+        diffs = [per["expo-gs"][s][k] - per["hdr-gs"][s][k] for s in seeds]
+        mean = float(np.mean(diffs))
+        spread = (max(diffs) - min(diffs)) / 2 if len(diffs) > 1 else float("nan")
+        e_sp = (max(per["expo-gs"][s][k] for s in seeds) - min(per["expo-gs"][s][k] for s in seeds)) / 2 if len(seeds) > 1 else float("nan")
+        if len(diffs) < 2:
+            verdict = "met" if mean > 0 else "NOT met"
+            verdict += " (one seed: no spread)"
+        elif all(x > 0 for x in diffs) and mean > spread:
+            verdict = "met"
+        elif all(x < 0 for x in diffs) and -mean > spread:
+            verdict = "NOT met"
+        else:
+            verdict = "tie within the seed spread"
+        print(f"- target: Expo-GS above HDR-GS on {name} PSNR: Expo-GS - HDR-GS per seed "
+              f"{', '.join(f'{x:+.2f}' for x in diffs)} dB, mean {mean:+.2f} (half-range over seeds {spread:.2f}; "
+              f"Expo-GS's own seed half-range {e_sp:.2f}): {verdict}")
+
+
 def print_band() -> None:
     import numpy as np
 
@@ -409,6 +504,7 @@ def part_print(d: dict) -> None:
                       f"Gaussians {r['gaussians']}, floaters {r['floaters']} ({r['floater_frac']:.3f})")
     print_band()
     print_gsdf()
+    print_dc()
     if d.get("renders"):
         print(f"\nRenders (GT | expo-gs | hdr-gs | expo-gs-norel | expo-gs-nosdfdc, test view 1 at 0.5 s): {d['renders']}")
 
@@ -424,6 +520,11 @@ def main(argv: list[str]) -> None:
         part_band(d)
     if part == "gsdf":
         part_gsdf(d)
+    if part == "dc":
+        seeds = [int(argv[2])] if len(argv) > 2 else None
+        part_dc(d, seeds, argv[3:] or None)
+        print_dc()  # (the full tables: the print part)
+        return
     if part == "renders":
         renders(d)
     part_print(d)

@@ -65,7 +65,7 @@ def test_pseudo_sdf_closed_form():
 
 
 def _model(n=50, seed=0):
-    cfg = H.Config(init_points=n, max_gaussians=4 * n, sdf_sigma=0.05)
+    cfg = H.Config(init_points=n, max_gaussians=4 * n, sdf_sigma=0.05, visibility_gate=False)  # gate: test_splat_expo_dc.py
     torch.manual_seed(seed)
     params = {"means": torch.randn(n, 3), "log_scales": torch.full((n, 3), -5.0), "quats": torch.randn(n, 4),
               "logit_opacity": torch.full((n,), 2.0), "log_radiance": torch.randn(n, 3)}

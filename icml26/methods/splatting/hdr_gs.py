@@ -72,6 +72,18 @@ class Config:
     # "large" (max scale > 0.1 extent), and centres outside the SDF's domain (here: seen by no training
     # view) get no SDF penalty. False = the earlier reading (SDF prune on every Gaussian, OR large)
     sdf_prune_large_only: bool = True
+    # Expo-GS's own growth term (shared/methods/expo_gs.md, Eq. 13): + omega_n (1 - |grad f|) with f the pseudo-SDF
+    # (model.py) at the centres, |grad f| by autograd in the query point. False = the term left out (before)
+    sdf_grow_eikonal: bool = True
+    omega_n: float = 2e-4  # RECON (the paper's value is not public): omega_s's scale
+    # GSDF's (Scaffold-GS's) visibility gate in adjust_anchor: a Gaussian is a growth candidate only when seen in
+    # more than check_interval x visibility_success x 0.5 training iterations since its last growth check, a pruning
+    # candidate only when seen in more than check_interval x visibility_success since its last pruning check; the
+    # counters of the Gaussians not checked keep accumulating. check_interval = densify_every. It gates the
+    # SDF-guided density control (stage 3); 3DGS's rule (HDR-GS, Expo-GS stage 1) has no gate.
+    # False = every Gaussian checked every time (before)
+    visibility_gate: bool = True
+    visibility_success: float = 0.8  # GSDF's success_threshold
     omega_s: float = 2e-4
     omega_p: float = 1.0
     tau_g: float = 2e-4
@@ -237,7 +249,8 @@ class Model:
         self.tv = {k: torch.zeros_like(v) for k, v in tone.named_parameters()}
         self.step_n = 0
         self.grad_acc = torch.zeros(self.n)
-        self.grad_cnt = torch.zeros(self.n)
+        self.grad_cnt = torch.zeros(self.n)  # views seeing a Gaussian since its last growth check
+        self.vis_cnt = torch.zeros(self.n)  # ... since its last pruning check (GSDF's anchor_demon)
 
     @property
     def n(self) -> int:
@@ -282,7 +295,7 @@ class Model:
                 for k in d:
                     d[k] = d[k][keep].clone()
             self.p = {k: v.detach()[keep].clone().requires_grad_(True) for k, v in self.p.items()}
-            self.grad_acc, self.grad_cnt = self.grad_acc[keep], self.grad_cnt[keep]
+            self.grad_acc, self.grad_cnt, self.vis_cnt = self.grad_acc[keep], self.grad_cnt[keep], self.vis_cnt[keep]
 
     def append(self, new: dict):
         import torch
@@ -294,6 +307,7 @@ class Model:
                 self.p[k] = torch.cat([self.p[k].detach(), new[k]]).requires_grad_(True)
             z = torch.zeros(new["means"].shape[0])
             self.grad_acc, self.grad_cnt = torch.cat([self.grad_acc, z]), torch.cat([self.grad_cnt, z])
+            self.vis_cnt = torch.cat([self.vis_cnt, z])
 
     def tensors(self) -> dict:
         out = {}
@@ -306,6 +320,7 @@ class Model:
         for k in self.tm:
             out[f"tone_m.{k}"], out[f"tone_v.{k}"] = self.tm[k].contiguous(), self.tv[k].contiguous()
         out["grad_acc"], out["grad_cnt"] = self.grad_acc.contiguous(), self.grad_cnt.contiguous()
+        out["vis_cnt"] = self.vis_cnt.contiguous()
         return out
 
 
@@ -348,6 +363,7 @@ def load_ckpt(path: str | Path, cfg: Config | None = None) -> tuple[Model, dict]
         for k in Model.KEYS:
             m.m[k], m.v[k] = t[f"m.{k}"].clone(), t[f"v.{k}"].clone()
         m.grad_acc, m.grad_cnt = t["grad_acc"].clone(), t["grad_cnt"].clone()
+        m.vis_cnt = t["vis_cnt"].clone() if "vis_cnt" in t else t["grad_cnt"].clone()  # older checkpoints: one counter
         for k in m.tm:
             m.tm[k], m.tv[k] = t[f"tone_m.{k}"].clone(), t[f"tone_v.{k}"].clone()
     m.step_n = int(meta.get("adam_step", 0))
@@ -504,9 +520,31 @@ def prune_band(model: Model, sd: SceneData, cfg: Config):
     return torch.clamp(cfg.sdf_sigma_px * torch.where(torch.isfinite(fp), fp, torch.zeros_like(fp)), min=cfg.sdf_sigma)
 
 
-def density_control(model: Model, cfg: Config, sdf_guided: bool, f_centre, rng_t, sigma=None) -> None:
+def centre_sdf_grad_norm(model: Model) -> "torch.Tensor":  # noqa: F821
+    """|grad f| (N,) of the pseudo-SDF f (model.py ``pseudo_sdf``, the Expo-SDF of stage 2) at the
+    Gaussians' centres, by autograd in the query point (the Gaussians held fixed); the Eikonal
+    residual 1 - |grad f| is the growth term omega_n (1 - |grad f|) of Eq. 13 (shared/methods/expo_gs.md).
+    Where d(p) saturates at 1 (inside an opaque cluster) f is flat and |grad f| = 0."""
+    import torch
+
+    from icml26.methods.splatting.model import pseudo_sdf
+
+    P = model.p
+    with torch.enable_grad():
+        mu = P["means"].detach()
+        q = mu.clone().requires_grad_(True)
+        f = pseudo_sdf(q, mu, torch.exp(P["log_scales"].detach()), P["quats"].detach(), torch.sigmoid(P["logit_opacity"].detach()))
+        (g,) = torch.autograd.grad(f.sum(), q)
+    return g.norm(dim=1).detach()
+
+
+def density_control(model: Model, cfg: Config, sdf_guided: bool, f_centre, rng_t, sigma=None, grad_f=None) -> None:
     """Grow and prune once (module docstring); gradients are screen-space norms in NDC units.
-    sigma: (N,) band s per Gaussian (scene units; :func:`prune_band`), None = ``cfg.sdf_sigma``."""
+    sigma: (N,) band s per Gaussian (scene units; :func:`prune_band`), None = ``cfg.sdf_sigma``.
+    grad_f: (N,) |grad f| at the centres (:func:`centre_sdf_grad_norm`) for the growth term
+    omega_n (1 - |grad f|) when ``cfg.sdf_grow_eikonal``; None = the term left out.
+    With ``cfg.visibility_gate`` the SDF-guided control checks only the Gaussians seen often enough
+    (Config) and resets only their counters; otherwise every counter is reset."""
     import torch
 
     with torch.no_grad():
@@ -515,9 +553,15 @@ def density_control(model: Model, cfg: Config, sdf_guided: bool, f_centre, rng_t
         s = cfg.sdf_sigma if sigma is None else sigma
         sc = torch.exp(model.p["log_scales"].detach()).max(1).values
         large = sc > 0.1 * model.extent
-        if sdf_guided and f_centre is not None:
+        guided = sdf_guided and f_centre is not None
+        gated = guided and cfg.visibility_gate
+        grow_ok = model.grad_cnt > cfg.densify_every * cfg.visibility_success * 0.5 if gated else None
+        prune_ok = model.vis_cnt > cfg.densify_every * cfg.visibility_success if gated else None
+        if guided:
             near = torch.exp(-f_centre ** 2 / (2 * s ** 2))
             eg = g + cfg.omega_s * near
+            if cfg.sdf_grow_eikonal and grad_f is not None:
+                eg = eg + cfg.omega_n * (1 - grad_f)
             if cfg.sdf_prune_large_only:
                 # GSDF: no SDF penalty outside the field's domain; prune only low-score Gaussians that are also large
                 ep = opac - cfg.omega_p * (1 - torch.where(torch.isfinite(f_centre), near, torch.ones_like(near)))
@@ -526,23 +570,33 @@ def density_control(model: Model, cfg: Config, sdf_guided: bool, f_centre, rng_t
                 ep = opac - cfg.omega_p * (1 - near)
                 grow, prune = eg > cfg.tau_g, (ep < cfg.tau_p) | large
             grow &= model.grad_cnt > 0
+            if gated:
+                grow &= grow_ok
+                prune &= prune_ok
+            score = eg
         else:
             grow, prune = g > cfg.tau_g, (opac < cfg.tau_p) | large
+            score = g
         room = cfg.max_gaussians - model.n + int(prune.sum())
         if int(grow.sum()) > max(room, 0):  # keep the largest scores within the cap
-            score = (g + (cfg.omega_s * torch.exp(-f_centre ** 2 / (2 * s ** 2)) if sdf_guided and f_centre is not None else 0))
             score = torch.where(grow & ~prune, score, torch.full_like(score, -1.0))
             k = max(room, 0) // 2  # a split adds two
             grow = torch.zeros_like(grow)
             if k > 0:
                 grow[score.topk(k).indices] = True
         grow &= ~prune
+        if gated:  # GSDF resets the counters of the checked Gaussians only
+            model.grad_acc[grow_ok] = 0
+            model.grad_cnt[grow_ok] = 0
+            model.vis_cnt[prune_ok] = 0
+        else:
+            model.grad_acc.zero_()
+            model.grad_cnt.zero_()
+            model.vis_cnt.zero_()
         model.select(~prune)
         grow = grow[~prune]
         if grow.any():
             _split_clone(model, grow, rng_t)
-        model.grad_acc.zero_()
-        model.grad_cnt.zero_()
 
 
 # --------------------------------------------------------------------------- training
@@ -651,6 +705,7 @@ def train_one(sd: SceneData, cfg: Config, method: str, *, seed: int, ckpt: Path 
                 gn = (g * torch.tensor([sd.cams[i].width / 2.0, sd.cams[i].height / 2.0])).norm(dim=1)
                 model.grad_acc[seen] += gn[seen]
                 model.grad_cnt[seen] += 1
+                model.vis_cnt[seen] += 1
         model.step()
         done = it + 1
         densify = stage != 2 and done >= cfg.densify_from and done % cfg.densify_every == 0 and done < cfg.iters
@@ -660,7 +715,8 @@ def train_one(sd: SceneData, cfg: Config, method: str, *, seed: int, ckpt: Path 
                 with torch.no_grad():
                     depth_maps = {k: render(model, sd.cams[k], None, depth=True)["depth"].numpy() for k in sd.train}
             f_centre = centre_sdf(model, sd, depth_maps) if guided else None
-            density_control(model, cfg, guided, f_centre, rng_t, sigma=prune_band(model, sd, cfg) if guided else None)
+            gf = centre_sdf_grad_norm(model) if guided and cfg.sdf_grow_eikonal else None
+            density_control(model, cfg, guided, f_centre, rng_t, sigma=prune_band(model, sd, cfg) if guided else None, grad_f=gf)
         if cfg.opacity_reset_every and done % cfg.opacity_reset_every == 0 and done < cfg.iters:
             with torch.no_grad():
                 model.p["logit_opacity"].clamp_(max=math.log(0.01 / 0.99))
