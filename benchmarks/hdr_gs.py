@@ -17,7 +17,7 @@ Parts:
           `dc 0 scene001` = one scene)
   print   the tables with the targets
 
-Usage: OMP_NUM_THREADS=1 nice -n 5 timeout 3000 .venv/bin/python benchmarks/hdr_gs.py [raster|train|band|gsdf|print|all]
+Usage: OMP_NUM_THREADS=1 nice -n 5 timeout 3000 .venv/bin/python benchmarks/hdr_gs.py [raster|train|band|gsdf|dc|print|all]
 (the raster part: OMP_NUM_THREADS=1 .venv/bin/python benchmarks/hdr_gs.py raster; without nice, which starves it on a
 busy machine)
 """

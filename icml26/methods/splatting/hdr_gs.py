@@ -7,17 +7,20 @@ Methods (``Config.methods``):
   model.py supervised by camera-projected rendered depth, |f| vs |f_hat|, each sample weighted by
   the exposure reliability of its pixel in the training image, plus the disk (flattening) loss;
   no densification); stage 3 joint training (render loss + the halved geometric losses) with
-  SDF-guided density control (GSDF, Eqs. 13-14): grow if grad + w_s exp(-f^2 / 2 s^2) > tau_g,
-  prune if opacity - w_p (1 - exp(-f^2 / 2 s^2)) < tau_p and the Gaussian is large (max scale
-  > 0.1 extent), as GSDF's adjust_anchor does (``sdf_prune_large_only``), f at the centres (no
-  SDF penalty for a centre no training view sees, as GSDF outside its box).
+  SDF-guided density control (GSDF, Eqs. 13-14): grow if grad + w_s exp(-f^2 / 2 s^2)
+  + w_n (1 - |grad f|) > tau_g (the last term Expo-GS's own, ``sdf_grow_eikonal``; |grad f| of the
+  pseudo-SDF at the centres), prune if opacity - w_p (1 - exp(-f^2 / 2 s^2)) < tau_p and the
+  Gaussian is large (max scale > 0.1 extent), as GSDF's adjust_anchor does
+  (``sdf_prune_large_only``), f at the centres (no SDF penalty for a centre no training view sees,
+  as GSDF outside its box); with GSDF's visibility gate (``visibility_gate``): only Gaussians seen
+  often enough since their last check are grown / pruned.
 - ``hdr-gs``: the same rasterizer and tone mapper, standard 3DGS density control, no Expo-SDF.
 - ``expo-gs-norel``: Expo-GS with reliability = 1 (the paper's "vanilla SDF", E = 1).
 - ``expo-gs-nosdfdc``: Expo-GS with the standard density control in stage 3.
 
 RECON (the paper is silent or only a secondary summary was read): stage lengths scaled to a CPU
 budget (the paper: 8k / 12k / 10k); loss weights 0.2 (SDF) / 0.1 (disk) as in Table 6, the
-normal term L_normal is not implemented; w_s = 2e-4 (GSDF's code), w_p = 1, tau_g = 2e-4 (3DGS,
+normal term L_normal is not implemented; w_s = 2e-4 (GSDF's code), w_n = 2e-4 (w_s's scale), w_p = 1, tau_g = 2e-4 (3DGS,
 NDC units), tau_p = 0.005, s = max(``sdf_sigma``, ``sdf_sigma_px`` pixel footprints) in scene units
 (the footprint floor is a fix of ours: with a fixed s = 0.05 below one pixel's footprint, stage 3
 pruned 80-92% of the Gaussians; docs/hdr-gs.md); f at the centres is the mean over
