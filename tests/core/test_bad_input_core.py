@@ -332,3 +332,22 @@ def test_a_killed_kernel_build_does_not_block_the_next_one(tmp_path):
 def test_seed_beyond_64_bits_is_refused():
     r = CliRunner().invoke(app, ["mcts", "--seed", "99999999999999999999999", "-n", "5", "--seeds", "1", "-q"])
     assert r.exit_code == 2 and "--seed" in r.output
+
+
+@pytest.mark.parametrize("content", [b"not an archive\n", b"\x80\x04\x95pickle-looking bytes"])
+def test_image_npz_that_is_not_an_archive_names_the_format(tmp_path, content):
+    """A text or pickle file named .npz: one InputError naming numpy.savez, never numpy's pickle advice."""
+    import numpy as np
+
+    from icml26.core.data.images import load_images
+
+    bad = tmp_path / "bad.npz"
+    bad.write_bytes(content)
+    with pytest.raises(InputError) as e:
+        load_images(bad)
+    msg = str(e.value)
+    assert "not an .npz archive" in msg and "numpy.savez" in msg and "allow_pickle" not in msg
+    good = tmp_path / "good.npz"
+    np.savez(good, x_train=np.zeros((3, 8, 8), np.uint8), y_train=np.array([0, 1, 2]))
+    s = load_images(good)
+    assert s.images.shape[0] == 3 and list(s.labels) == [0, 1, 2]

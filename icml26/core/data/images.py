@@ -197,11 +197,16 @@ def _mnist(split: str) -> ImageSet:
 
 # ----------------------------------------------------------------------------- user files
 def _npz(p: Path, split: str) -> ImageSet:
+    import zipfile
+
+    if not zipfile.is_zipfile(p):  # np.load would read anything else as a pickle and say so
+        raise InputError(f"image file {str(p)!r}: not an .npz archive (arrays saved with numpy.savez); "
+                         "pickled or text files are not read")
     try:
         z = np.load(p, allow_pickle=False)
-    except (ValueError, OSError) as e:
+        keys = set(z.files)
+    except (ValueError, OSError, zipfile.BadZipFile) as e:
         raise InputError(f"image file {str(p)!r}: not a readable .npz ({e})") from None
-    keys = set(z.files)
     sx, sy = ("x_train", "y_train") if split == "train" else ("x_test", "y_test")
     for xk, yk in ((sx, sy), ("images", "labels"), ("x", "y")):
         if xk in keys:
