@@ -156,7 +156,10 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(rc if isinstance(rc, int) else 0)
     except SystemExit:
         raise
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
+        if type(e).__name__ == "_Terminated":  # SIGTERM during a run with --out: the shell's 128 + 15
+            print("icml26: terminated", file=sys.stderr)
+            sys.exit(143)
         print("icml26: interrupted", file=sys.stderr)
         sys.exit(130)
     except InputError as e:

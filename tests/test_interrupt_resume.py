@@ -262,3 +262,19 @@ def test_bpi_ctrl_c_then_resume(tmp_path, monkeypatch, capsys):
     assert code == 0 and len(calls) == (n_algos - 1) * seeds
     assert out == full_out
     assert (Path(d) / "records.jsonl").read_text() == (tmp_path / "full" / "records.jsonl").read_text()
+
+
+@pytest.mark.parametrize("exc, code, word", [("sigterm", 143, "terminated"), ("ctrl-c", 130, "interrupted")])
+def test_cli_exit_code_is_the_shells_for_the_signal(monkeypatch, capsys, exc, code, word):
+    """SIGTERM (raised as output._Terminated inside a run) exits 128 + 15, Ctrl-C 128 + 2."""
+    from icml26 import cli
+    from icml26.core.output import _Terminated
+
+    def boom(*a, **k):
+        raise _Terminated() if exc == "sigterm" else KeyboardInterrupt()
+
+    monkeypatch.setattr(cli, "app", boom)
+    with pytest.raises(SystemExit) as e:
+        cli.main(["env"])
+    assert e.value.code == code
+    assert capsys.readouterr().err.strip() == f"icml26: {word}"
