@@ -174,3 +174,23 @@ def test_t_interval_matches_the_textbook_formula():
     h = 3.182446305284263 * x.std(ddof=1) / 2.0  # t_{0.975, 3}
     assert abs(lo - (x.mean() - h)) < 1e-12 and abs(hi - (x.mean() + h)) < 1e-12
     assert E.t_interval([5.0]) == (5.0, 5.0)
+
+
+@pytest.mark.parametrize("env_id, steps", [("mdp:riverswim", 20), ("FrozenLake-v1?map_name=4x4&is_slippery=true", 3)])
+def test_reuse_share_counts_only_moves_with_a_next_move(env_id, steps):
+    # an episode cut at episode_steps re-roots nowhere after its last move: reused <= steps - 1,
+    # so episode_reuse_share = sum(reused) / (moves - episodes) stays in [0, 1]
+    if not env_id.startswith("mdp:"):
+        _gym()
+    cfg = M.Config(env=env_id, horizon=20, algo="varde", simulations=(100,), seeds=2, episodes=3, reuse_tree=True,
+                   episode_steps=steps)
+    kind, env = M.load_env(cfg)
+    prm = M.search_params(cfg, kind, env)
+    eps = [E.play_episode(kind, env, cfg, "varde", 100, prm, *E.episode_seeds(0, i), reuse=True, max_steps=steps)
+           for i in range(3)]
+    for ep in eps:
+        assert 0 <= ep["reused"] <= ep["steps"] - 1, ep
+    (_, rec), = E.run_episodes(kind, env, cfg, "varde", (100,), prm, 0)
+    assert 0.0 <= rec["episode_reuse_share"] <= 1.0, rec
+    if env_id.startswith("mdp:"):  # riverswim never ends by itself: every move but the last re-roots
+        assert rec["episode_reuse_share"] == 1.0 and all(ep["reused"] == steps - 1 for ep in eps)

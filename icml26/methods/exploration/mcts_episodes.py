@@ -19,7 +19,9 @@ recommended action in the real env:
 played and the outcome observed, with its counts and estimates; the search-wide statistics of
 ``minmax-tree`` stay too) and adds ``simulations`` new ones to it; the slots the horizon cut at
 the fringe are expanded (``Search.reroot``). Without reuse (or when the observed outcome was
-never sampled) a fresh search starts at the new state with the move's own seed.
+never sampled) a fresh search starts at the new state with the move's own seed. No search is
+re-rooted after an episode's last move (the env ended it, or ``episode_steps`` did), so
+``episode_reuse_share`` = moves that continued a subtree / (moves - episodes) lies in [0, 1].
 
 The return is the undiscounted sum of the env's rewards over the episode; its 95% interval
 over episodes is Student's t (mean +- t_{0.975, n-1} s / sqrt(n); a single episode: a point).
@@ -88,7 +90,8 @@ class _RootedTreeModel(R.TreeModel):
 def play_episode(kind: str, env, cfg, algo: str, budget: int, prm, env_seed: int, planner_seed: int,
                  *, reuse: bool, max_steps: int) -> dict:
     """One episode; {"return", "steps", "actions", "rewards", "reused"} (``reused``: moves that
-    continued the previous search's subtree).
+    continued the previous search's subtree, at most ``steps - 1``: the last move, ended by the
+    env or by ``max_steps``, re-roots nothing).
 
     kind/env: ``mcts.load_env``'s pair. prm: the search parameters (``mcts.search_params``)."""
     from icml26.methods.exploration import gym_models as G
@@ -131,7 +134,7 @@ def play_episode(kind: str, env, cfg, algo: str, budget: int, prm, env_seed: int
             key = int(obs) if env.P is not None else G._freeze(obs)
         actions.append(a)
         rewards.append(float(r))
-        if done:
+        if done or t == max_steps - 1:  # the episode's last move: nothing to re-root for
             break
         if reuse:
             if search.reroot(a, key):
