@@ -293,10 +293,16 @@ def table() -> int:
         cells = []
         for t in tasks:
             r = by.get((v, t))
-            cells.append("-" if r is None else (f"{100 * r['score']:.1f} [{100 * r['score_ci'][0]:.1f}, {100 * r['score_ci'][1]:.1f}]"
-                                                 if t == "overall" else f"{100 * r['score']:.1f}"))
+            if r is None:
+                cells.append("-")
+            elif t == "overall":
+                cells.append(f"{100 * r['score']:.1f} [{100 * r['score_ci'][0]:.1f}, {100 * r['score_ci'][1]:.1f}]")
+            else:  # the half-width of the 95% t-interval over seeds
+                half = 100 * (r["score_ci"][1] - r["score_ci"][0]) / 2
+                cells.append(f"{100 * r['score']:.1f}" + (f" ±{half:.1f}" if r["seeds"] > 1 else ""))
         print(f"| {v} | {by[(v, 'overall')]['seeds']} | {by[(v, 'overall')]['params_trained']} | " + " | ".join(cells) + " |")
-    print("scores x 100; overall = VSI-Bench's mean of tasks with the 95% t-interval over seeds")
+    print("scores x 100; overall = VSI-Bench's mean of tasks with the 95% t-interval over seeds; per task the mean ± the "
+          "half-width of that interval")
     # the appearance-order task has only a handful of evaluation questions: the mean of the other 6 tasks too
     seven = {}
     n_other = len([t for t in runs[0]["scores"] if t not in S.DIRECTION_SPLITS + ("obj_appearance_order",)])
@@ -335,7 +341,9 @@ def table() -> int:
         for name, ts in (("distance", DISTANCE), ("direction", DIRECTION)):
             a, b = mean("sgf", ts), mean("sgf-nogate", ts)
             if a is not None and b is not None:
-                checks.append((f"gating helps on {name} (sgf vs sgf-nogate)", a > b, None, a, b))
+                ci = {v: E.ci95([sum(r["scores"][t] for t in ts) / len(ts) for r in runs if r["variant"] == v])
+                      for v in ("sgf", "sgf-nogate")}
+                checks.append((f"gating helps on {name} (sgf vs sgf-nogate)", a > b, ci["sgf"][0] > ci["sgf-nogate"][1], a, b))
     for a_, b_ in (("sgf", "passive"), ("sgf", "none"), ("sgf", "sgf-global")):
         if a_ in seven and b_ in seven:
             checks.append((f"{a_} > {b_} ({n_other} tasks without appearance order)", seven[a_][0] > seven[b_][0],
