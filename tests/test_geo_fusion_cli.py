@@ -124,3 +124,32 @@ def test_make_bench_refuses_a_folder_of_other_settings(tmp_path):
     assert r.exit_code == 2 and not r.stdout.strip()
     with pytest.raises(ValueError, match="scenes"):
         B.BenchConfig(scenes=10**9)
+
+
+_Q = {"id": "s0-00", "scene": "s0", "task": "object_counting", "question_type": "numeric", "question": "How many lamp(s)?", "answer": "1"}
+
+
+@pytest.mark.parametrize("bad,msg", [
+    ({**_Q, "id": 5, "task": "nosuch"}, "line 2: field 'id' must be a string"),
+    ({**_Q, "task": "nosuch"}, "line 2: unknown task 'nosuch'"),
+    ({k: v for k, v in _Q.items() if k != "answer"}, "line 2: field 'answer' must be a string"),
+    ({**_Q, "options": "A. tv"}, "line 2: field 'options' must be a list of strings"),
+    ("[1, 2]", "line 2: expected a JSON object"),
+    ("{not json", "line 2: not JSON"),
+    (None, "holds no questions"),
+])
+def test_train_checks_every_question_line_before_writing(tmp_path, bad, msg):
+    """A bad line of questions.jsonl (or an empty file) in --bench: exit 2 naming the flag, the file and the line,
+    before the config record, and no --out folder."""
+    ev, tr = tmp_path / "ev", tmp_path / "tr"
+    ev.mkdir(), tr.mkdir()
+    _write(tr / "questions.jsonl", [_Q])
+    if bad is None:
+        (ev / "questions.jsonl").write_text("")
+    else:
+        (ev / "questions.jsonl").write_text(json.dumps(_Q) + "\n" + (bad if isinstance(bad, str) else json.dumps(bad)) + "\n")
+    r = runner.invoke(app, ["geo-fusion", "train", "--bench", str(ev), "--train-bench", str(tr), "--out", str(tmp_path / "run")])
+    err = r.stderr.strip()
+    assert r.exit_code == 2 and len(err.splitlines()) == 1 and err.startswith("icml26: error: --bench:"), err
+    assert msg in err and "questions.jsonl" in err, err
+    assert r.stdout == "" and not (tmp_path / "run").exists()

@@ -108,9 +108,15 @@ def train(
     missing = [f for f, v in (("--bench", bench), ("--train-bench", train_bench)) if v is None]
     if missing:
         raise InputError(f"geo-fusion train: missing required option {' and '.join(missing)}")
+    from icml26.methods.spatial.bench import read_questions
+
     for flag, d in (("--bench", bench), ("--train-bench", train_bench)):
         if not (Path(d) / "questions.jsonl").is_file():
             raise InputError(f"{flag} {d!r} is not a benchmark folder (no questions.jsonl; run `icml26 geo-fusion make-bench`)")
+        try:
+            read_questions(d)  # every line checked before the first record is written
+        except InputError as e:
+            raise InputError(f"{flag}: {e}") from None
     if Path(bench).resolve() == Path(train_bench).resolve():
         raise InputError("--train-bench and --bench are the same folder: train on disjoint scenes (make-bench --first-index)")
     s = seed if seed is not None else (rseed or 0)

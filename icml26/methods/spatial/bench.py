@@ -473,4 +473,27 @@ def read_questions(bench_dir: str | Path) -> list[dict]:
     p = Path(bench_dir) / "questions.jsonl"
     if not p.is_file():
         raise InputError(f"{str(bench_dir)!r} is not a benchmark folder (no questions.jsonl; run `icml26 geo-fusion make-bench`)")
-    return [json.loads(line) for line in p.read_text(encoding="utf-8").splitlines() if line.strip()]
+    from icml26.methods.spatial.scoring import TASKS
+
+    out = []
+    for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{str(p)!r} line {i}"
+        try:
+            q = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise InputError(f"{where}: not JSON ({e.msg})") from None
+        if not isinstance(q, dict):
+            raise InputError(f"{where}: expected a JSON object (one question), got {type(q).__name__}")
+        for key in ("id", "scene", "task", "question_type", "answer"):
+            if not isinstance(q.get(key), str):
+                raise InputError(f"{where}: field {key!r} must be a string (got {q.get(key)!r})")
+        if q["task"] not in TASKS:
+            raise InputError(f"{where}: unknown task {q['task']!r} (VSI-Bench tasks: {', '.join(TASKS)})")
+        if "options" in q and not (isinstance(q["options"], list) and all(isinstance(o, str) for o in q["options"])):
+            raise InputError(f"{where}: field 'options' must be a list of strings")
+        out.append(q)
+    if not out:
+        raise InputError(f"{str(p)!r} holds no questions (rerun `icml26 geo-fusion make-bench`)")
+    return out
