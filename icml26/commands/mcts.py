@@ -40,6 +40,7 @@ def mcts(
     s = recipe_seed(recipe, "mcts", seed)
     s = 0 if s is None else s
     loaded = m.load_env(cfg)  # a bad --env exits 2 before any record is printed or written
+    cfg = m.config_used(cfg, loaded[1])  # the config record holds the gamma used (a file's own)
     m.value_scale(cfg, *loaded)  # value_norm declared without a range: likewise
     m.check_episode_work(cfg, *loaded)
     exact = loaded[0] == "tree" or loaded[1].q_root is not None

@@ -71,7 +71,7 @@ def test_non_finite_settings_exit_2(setting):
     (dict(seeds=2.5), "seeds must be an integer, got 2.5 (float)"),
     (dict(seeds=True), "seeds must be an integer, got True (bool)"),
     (dict(c="1"), "c must be a number, got '1' (str)"),
-    (dict(gamma=None), "gamma must be a number, got None"),
+    (dict(gamma="0.9"), "gamma must be a number, got '0.9' (str)"),
     (dict(simulations=(1.5,)), "simulations must be a tuple of integers"),
     (dict(env=3), "env must be a string"),
     (dict(c=float("inf")), "c must be finite, got inf"),

@@ -157,3 +157,31 @@ def test_mdp_yaml_file_work_limit_applies_once_loaded():
     # a .yaml MDP file is told apart from a tree file only when loaded: the table kernel's limit then
     r = _invoke(["--env", TWO_STATE, "-n", "10000", "--seeds", "20000", "--algo", "uct,varde", "--set", "horizon=5"])
     assert r.exit_code == 2 and "this run would simulate ~" in r.stderr and "limit 2e+08" in r.stderr, r.output
+
+
+@pytest.mark.parametrize("env, own", [(TWO_STATE, 0.9), (RIVERSWIM, 0.95), ("recipes/mcts/envs/noisy.yaml", None)])
+def test_explicit_gamma_with_an_env_that_sets_its_own_exits_2(tmp_path, env, own):
+    out = tmp_path / "o"
+    r = _invoke(["--env", env, "-n", "20", "--seeds", "2", "--set", "gamma=0.5", "--out", str(out)])
+    assert r.exit_code == 2, r.output
+    assert r.stdout == "" and not out.exists()
+    line = r.stderr.strip()
+    assert "\n" not in line and "its own gamma" in line and "--set gamma" in line, line
+    if own is not None:
+        assert f"({own:g})" in line, line
+
+
+@pytest.mark.parametrize("env, used", [(TWO_STATE, 0.9), (RIVERSWIM, 0.95), ("recipes/mcts/envs/noisy.yaml", "tree"),
+                                       ("FrozenLake-v1?map_name=4x4&is_slippery=true", 0.95)])
+def test_config_record_shows_the_gamma_used(tmp_path, env, used):
+    if env.startswith("Frozen"):
+        pytest.importorskip("gymnasium")
+    if used == "tree":
+        from icml26.methods.exploration.trees import load_tree
+
+        used = load_tree(env).gamma
+    r = _invoke(["--env", env, "-n", "10", "--seeds", "2", "--set", "horizon=5", "--algo", "uct", "--out", str(tmp_path / "o"), "-q"])
+    assert r.exit_code == 0, r.output
+    recs = [json.loads(x) for x in (tmp_path / "o" / "records.jsonl").read_text().splitlines()]
+    cfg = [x for x in recs if x["kind"] == "config"][0]
+    assert cfg["gamma"] == used, cfg

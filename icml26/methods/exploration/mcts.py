@@ -106,7 +106,9 @@ class Config:
     c_visit: float = 50.0                        # sigma(q) constants of Gumbel MuZero (mctx defaults)
     c_scale: float = 0.1
     horizon: int = 100                           # steps per simulation (gymnasium envs; trees end by themselves)
-    gamma: float = 0.95                          # discount for gymnasium envs (a tree file sets its own)
+    # discount for gymnasium envs (None: DEFAULT_GAMMA); tree and MDP files set their own, and an
+    # explicit gamma with one exits 2 (load_env). The config record holds the value used.
+    gamma: float | None = None
     backend: str = "auto"                        # auto | ext | ref: C++ kernel or Python search (tree files; gymnasium envs with a transition table)
     # value normalisation of the UCB bonuses, temperatures, MDP-GapE's value bonus, the power
     # mean's origin and Gumbel's sigma(q) (see VALUE_NORMS and docs/mcts.md):
@@ -161,7 +163,7 @@ class Config:
             raise ValueError(f"prior_var must be > 0, got {self.prior_var}")
         if self.m_considered < 1 or self.horizon < 1:
             raise ValueError("m_considered and horizon must be >= 1")
-        if not 0 < self.gamma <= 1:
+        if self.gamma is not None and not 0 < self.gamma <= 1:
             raise ValueError(f"gamma must be in (0, 1], got {self.gamma}")
         if self.backend not in ("auto", "ext", "ref"):
             raise ValueError(f"backend must be auto, ext or ref, got {self.backend!r}")
@@ -169,6 +171,7 @@ class Config:
 
 
 VALUE_NORMS = ("minmax", "minmax-tree", "declared", "oracle")
+DEFAULT_GAMMA = 0.95  # gymnasium envs' discount when gamma is not given
 MAX_EPISODES = 100_000
 MAX_EPISODE_STEPS = 100_000
 _MINMAX_MODE = {"minmax": 2.0, "minmax-tree": 1.0}  # Params.minmax
@@ -228,7 +231,7 @@ def _check_types(cfg: "Config") -> None:
             raise ValueError(f"{name} must be an integer, got {v!r} ({type(v).__name__})")
     for name in _FLOAT_FIELDS:
         v = getattr(cfg, name)
-        if v is None and name == "prior_var":
+        if v is None and name in ("prior_var", "gamma"):
             continue
         if not isinstance(v, (int, float)) or isinstance(v, bool):
             raise ValueError(f"{name} must be a number, got {v!r} ({type(v).__name__})")
@@ -380,20 +383,43 @@ def search_params(cfg: Config, kind: str, env, vs: dict | None = None):
 def load_env(cfg: Config):
     """Return ("tree", Tree) or ("gym", GymProblem); an MDP file or ``mdp:`` spec (``bpi``'s
     format, ``mdp_env.mdp_spec``) is ("gym", MDPProblem), searched on the table path of the
-    gymnasium envs. InputError on a bad env."""
+    gymnasium envs. InputError on a bad env, and when ``cfg.gamma`` is given with a tree or MDP
+    file (their own gamma is the discount).
+    ``config_used(cfg, env)`` is ``cfg`` with the gamma that the search uses."""
     from icml26.methods.exploration.mdp_env import MDPProblem, mdp_spec
 
     path = resolve_env_path(cfg.env)
     spec = mdp_spec(cfg.env, path)
     if spec is not None:
-        return "gym", MDPProblem(cfg.env, spec, cfg.horizon)
+        return _own_gamma(cfg, "gym", MDPProblem(cfg.env, spec, cfg.horizon))
     if path is not None:
         from icml26.methods.exploration.trees import load_tree
 
-        return "tree", load_tree(path)
+        return _own_gamma(cfg, "tree", load_tree(path))
     from icml26.methods.exploration.gym_models import make_problem
 
-    return "gym", make_problem(cfg.env, horizon=cfg.horizon, gamma=cfg.gamma)
+    return "gym", make_problem(cfg.env, horizon=cfg.horizon, gamma=DEFAULT_GAMMA if cfg.gamma is None else cfg.gamma)
+
+
+def _own_gamma(cfg: Config, kind: str, env):
+    """(kind, env), or InputError when gamma was given: a tree or MDP file discounts by its own."""
+    if cfg.gamma is not None:
+        from icml26.core.errors import InputError
+
+        what = "tree file" if kind == "tree" else "MDP"
+        raise InputError(f"--env {cfg.env!r}: a {what} discounts by its own gamma ({float(env.gamma):g}), "
+                         f"not --set gamma={cfg.gamma:g}; drop it")
+    return kind, env
+
+
+def config_used(cfg: Config, env) -> Config:
+    """``cfg`` with ``gamma`` = the discount the search uses (``env``: ``load_env``'s env), for
+    the config record (set without re-validating: a tree or MDP file may discount by 0)."""
+    import copy
+
+    c = copy.copy(cfg)
+    object.__setattr__(c, "gamma", float(env.gamma))
+    return c
 
 
 def score(q_root: np.ndarray, recs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

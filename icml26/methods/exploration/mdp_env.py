@@ -13,8 +13,8 @@ runs on exactly the path of the gymnasium envs with a table (``gym_models.GymPro
 ``compile_table`` to the C++ table kernel, ``TableModel`` for the Python search, the same
 random numbers and the same results bit for bit; a reward is ``R[s, a] + noise[s, a] z`` with
 z the ziggurat N(0, 1) draw of the tree files). No state is terminal: a simulation runs
-``horizon`` steps. The MDP's own ``gamma`` is the discount (``--set gamma`` does not apply, as
-for tree files). The root state is ``reset(seed=0)``: a draw from ``rho`` with
+``horizon`` steps. The MDP's own ``gamma`` is the discount (an explicit ``--set gamma`` exits 2,
+as for tree files; ``mcts.load_env``). The root state is ``reset(seed=0)``: a draw from ``rho`` with
 ``numpy.random.default_rng(0)`` (the start state when ``rho`` is a point mass, as for every
 built-in). Exact root values are finite-horizon backward induction over ``horizon`` steps
 (``GymProblem._exact``), what the search estimates.
