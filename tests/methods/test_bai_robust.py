@@ -57,7 +57,8 @@ def test_robust_estimates_are_robust_on_one_outlier():
 @pytest.mark.parametrize("prm", [{"mean_estimator": "mom"}, {"mean_estimator": "mom", "mom_groups": 2, "warm_start": 2},
                                  {"mean_estimator": "trimmed", "trim": 0.2},
                                  {"mean_estimator": "trimmed", "smoother": "constant"},
-                                 {"mean_estimator": "mom", "smoother": "sparsemax", "mom_groups": 3}])
+                                 {"mean_estimator": "mom", "smoother": "sparsemax", "mom_groups": 3},
+                                 {"mean_estimator": "mom", "mom_groups": 100}])  # more blocks than any arm's pulls
 @pytest.mark.parametrize("rr", [None, (-2.0, 5.0)])
 def test_kernel_equals_the_numpy_twin(prm, rr):
     if bai.backend() != "ext-cpu":
@@ -108,4 +109,47 @@ def test_cli_runs_the_option_and_refuses_it_with_a_stopping_rule():
     r = CliRunner().invoke(app, [*base, "--budget", "100"])
     assert r.exit_code == 0, r.output
     r = CliRunner().invoke(app, [*base, "--delta", "0.1"])
-    assert r.exit_code == 2 and "mean_estimator is not a parameter of any selected algorithm" in r.stderr, r.output
+    assert r.exit_code == 2 and "mean_estimator is a fixed-budget option of varde: use --budget" in r.stderr, r.output
+
+
+@pytest.mark.parametrize("sets, text", [
+    (["trim=0.2"], "trim applies only with mean_estimator=trimmed"),
+    (["mean_estimator=mom", "trim=0.2"], "trim applies only with mean_estimator=trimmed"),
+    (["mom_groups=3"], "mom_groups applies only with mean_estimator=mom"),
+    (["mean_estimator=trimmed", "mom_groups=3"], "mom_groups applies only with mean_estimator=mom"),
+])
+def test_cli_estimator_option_without_its_estimator_exits_2(sets, text):
+    from typer.testing import CliRunner
+
+    from icml26.cli import app
+
+    args = ["bai", "--env", "heavy-mixed6", "--algo", "varde", "--budget", "60", "--seeds", "5", "-q"]
+    for s in sets:
+        args += ["--set", s]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 2 and r.stdout == "", r.output
+    assert text in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+@pytest.mark.parametrize("key, value", [("mean_estimator", "mom"), ("trim", "0.2"), ("mom_groups", "3")])
+def test_cli_estimator_with_delta_says_it_is_a_fixed_budget_option(key, value):
+    from typer.testing import CliRunner
+
+    from icml26.cli import app
+
+    r = CliRunner().invoke(app, ["bai", "--env", "heavy-t3groups", "--delta", "0.1", "--algo", "varde", "--seeds", "5",
+                                 "-q", "--set", f"{key}={value}"])
+    assert r.exit_code == 2 and r.stdout == "", r.output
+    line = r.stderr.strip()
+    assert "\n" not in line and f"{key} is a fixed-budget option" in line and "--budget" in line, line
+    assert "not a parameter of any selected algorithm" not in line
+
+
+def test_mom_groups_above_an_arms_pulls_is_the_median_of_its_rewards():
+    # the kernel's rule (docs/bai.md): with n < g rewards every non-empty block holds one reward,
+    # so the median of means is the median of the arm's rewards (the twin agrees pull for pull)
+    x = np.array([5.0, -1.0, 30.0, 2.0, 0.5, 7.0])
+    rl = RobustLoc(1, 1, "mom", 50, 0.1)
+    for j, v in enumerate(x):
+        rl.add(np.array([0]), np.array([0]), np.array([v]), np.array([j + 1]))
+        assert rl.loc[0, 0] == pytest.approx(np.median(x[:j + 1]), abs=1e-12)

@@ -289,10 +289,27 @@ def validate(cfg: Config, table) -> None:
                 need = eng.min_budget(algo, table.K)
                 if b < need:
                     raise InputError(f"{algo} needs a budget of at least {need} on {table.K} arms, got {b}")
+    check_estimator(cfg)
     unused = [k for k in PARAM_FIELDS if getattr(cfg, k) is not None and k not in used]
     if unused:
         raise InputError(f"{unused[0]} is not a parameter of any selected algorithm ({', '.join(algos)})")
     check_limits(cfg, table.K, algos)
+
+
+ESTIMATOR_FIELDS = ("mean_estimator", "mom_groups", "trim")  # VarDE, fixed budget only
+
+
+def check_estimator(cfg: Config) -> None:
+    """InputError when VarDE's location-estimate options are given with --delta (the stopping
+    rules use the running means), or ``trim`` / ``mom_groups`` without the estimator that reads
+    them (``trimmed`` / ``mom``)."""
+    given = [k for k in ESTIMATOR_FIELDS if getattr(cfg, k) is not None]
+    if given and cfg.delta:
+        raise InputError(f"{given[0]} is a fixed-budget option of varde: use --budget, not --delta")
+    if cfg.trim is not None and cfg.mean_estimator != "trimmed":
+        raise InputError("trim applies only with mean_estimator=trimmed: add --set mean_estimator=trimmed or drop trim")
+    if cfg.mom_groups is not None and cfg.mean_estimator != "mom":
+        raise InputError("mom_groups applies only with mean_estimator=mom: add --set mean_estimator=mom or drop mom_groups")
 
 
 def result_bytes(K: int) -> int:
