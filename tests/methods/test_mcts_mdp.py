@@ -185,3 +185,19 @@ def test_config_record_shows_the_gamma_used(tmp_path, env, used):
     recs = [json.loads(x) for x in (tmp_path / "o" / "records.jsonl").read_text().splitlines()]
     cfg = [x for x in recs if x["kind"] == "config"][0]
     assert cfg["gamma"] == used, cfg
+
+
+@pytest.mark.parametrize("name, text, want", [
+    ("empty.yaml", "", "env file '{p}': expected a tree file's mapping with 'random' or 'root', or an MDP file's with 'P'"),
+    ("list.yaml", "- 1\n", "env file '{p}': expected a tree file's mapping with 'random' or 'root', or an MDP file's with 'P'"),
+    ("missing.yaml", None, "env file '{p}' (a tree or MDP file) does not exist or is not a file"),
+])
+def test_env_file_that_is_neither_form_names_both(tmp_path, name, text, want):
+    p = tmp_path / name
+    if text is not None:
+        p.write_text(text)
+    out = tmp_path / "o"
+    r = _invoke(["--env", str(p), "-n", "10", "--seeds", "2", "--out", str(out)])
+    assert r.exit_code == 2 and r.stdout == "" and not out.exists(), r.output
+    line = r.stderr.strip()
+    assert "\n" not in line and want.format(p=p) in line, line

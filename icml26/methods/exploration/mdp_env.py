@@ -47,7 +47,7 @@ def mdp_spec(env: str, path: Path | None = None) -> str | None:
     if path is not None and path.is_file():
         from icml26.core.recipe import read_yaml
 
-        d = read_yaml(path, "tree")
+        d = read_yaml(path, "env file")
         if isinstance(d, dict) and "P" in d and "root" not in d and "random" not in d:
             return str(path)
     return None

@@ -207,8 +207,11 @@ def generate(depth: int, branching: int, chance: int = 2, *, reward_mean=(0.0, 1
 
 def from_dict(data: Any, path: str = "<tree>") -> Tree:
     """Build (and solve) a tree from the parsed YAML mapping; InputError on a bad file."""
-    if not isinstance(data, dict):
-        raise _bad(path, "expected a mapping with 'random' or 'root'")
+    if not isinstance(data, dict):  # an empty file, a list, a scalar: neither --env file form
+        from icml26.core.errors import InputError
+
+        raise InputError(f"env file {path!r}: expected a tree file's mapping with 'random' or 'root', "
+                         "or an MDP file's with 'P'")
     known = {"name", "gamma", "noise", "df", "random", "root", "description", "value_range"}
     unknown = sorted(set(map(str, data)) - known)
     if unknown:
@@ -310,7 +313,11 @@ def _from_dict(data: dict, path: str, gamma: float, noise: str, df: float, name:
 
 
 def load_tree(path: str | Path) -> Tree:
-    """Read a tree YAML file (see the module docstring)."""
+    """Read a tree YAML file (see the module docstring); InputError on a missing file (named
+    as ``mcts --env`` takes it: a tree or an MDP file) or a bad one."""
+    from icml26.core.errors import InputError
     from icml26.core.recipe import read_yaml
 
-    return from_dict(read_yaml(path, "tree"), str(path))
+    if not Path(path).is_file():
+        raise InputError(f"env file {str(path)!r} (a tree or MDP file) does not exist or is not a file")
+    return from_dict(read_yaml(path, "env file"), str(path))
