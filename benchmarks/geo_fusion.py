@@ -199,7 +199,7 @@ def _prior_results(train_q: list[dict] | None = None, test_q: list[dict] | None 
 
 
 HELD_OUT = 15  # training scenes held out by --part tune (the last ones by name)
-TUNE = ((200, 2e-3), (800, 2e-3), (800, 5e-3))  # (steps, lr) tried by --part tune, variant none, seed 0
+TUNE = ((200, 2e-3), (400, 2e-3), (800, 2e-3))  # (steps, lr) tried by --part tune, variant none, seed 0
 
 
 def tune(budget_s: float, only: list[str] | None = None) -> None:
