@@ -264,10 +264,16 @@ def load_mdp(spec: str) -> MDP:
 
     p = Path(spec)
     if p.suffix.lower() in (".yaml", ".yml", ".npz"):
-        if not p.is_file():
+        def _is_file(q: Path) -> bool:
+            try:
+                return q.is_file()
+            except OSError:  # e.g. a name too long for the file system
+                return False
+
+        if not _is_file(p):
             alt = Path(__file__).resolve().parents[3] / p
-            if not alt.is_file():
-                raise InputError(f"MDP file {spec!r} does not exist")
+            if not _is_file(alt):
+                raise InputError(f"MDP file {spec[:200]!r} does not exist")
             p = alt
         if p.suffix.lower() == ".npz":
             try:
