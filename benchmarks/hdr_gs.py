@@ -175,14 +175,21 @@ def part_train(d: dict) -> None:
     renders(d)
 
 
-def part_band(d: dict) -> None:
+def _train_scenes(data: Path, out: Path, methods: str, *extra: str) -> bool:
+    """One `icml26 hdr-gs train` of the benchmark recipe on ``data`` into ``out`` (resumed when it
+    holds records); False (its stderr printed) when it fails."""
     cmd = [sys.executable, "-m", "icml26", "hdr-gs", "train", "--recipe", str(RECIPE.relative_to(ROOT)), "--data",
-           str((TRAIN_OUT / "scenes").relative_to(ROOT)), "--out", str(BAND_OUT.relative_to(ROOT)), "--method", BAND_METHODS, "-q"]
-    if (BAND_OUT / "records.jsonl").is_file():
+           str(data.relative_to(ROOT)), "--out", str(out.relative_to(ROOT)), "--method", methods, *extra, "-q"]
+    if (out / "records.jsonl").is_file():
         cmd.append("--resume")
     p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     if p.returncode != 0:
         print(p.stderr[-2000:], file=sys.stderr)
+    return p.returncode == 0
+
+
+def part_band(d: dict) -> None:
+    if not _train_scenes(TRAIN_OUT / "scenes", BAND_OUT, BAND_METHODS):
         return
     d["band_load"] = _load_avg()
     _save(d)
@@ -190,13 +197,7 @@ def part_band(d: dict) -> None:
 
 def part_gsdf(d: dict) -> None:
     for out, methods in GSDF_PARTS:
-        cmd = [sys.executable, "-m", "icml26", "hdr-gs", "train", "--recipe", str(RECIPE.relative_to(ROOT)), "--data",
-               str((TRAIN_OUT / "scenes").relative_to(ROOT)), "--out", str(out.relative_to(ROOT)), "--method", methods, "-q"]
-        if (out / "records.jsonl").is_file():
-            cmd.append("--resume")
-        p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
-        if p.returncode != 0:
-            print(p.stderr[-2000:], file=sys.stderr)
+        if not _train_scenes(TRAIN_OUT / "scenes", out, methods):
             return
         if not isinstance(d.get("gsdf_load"), dict):
             d["gsdf_load"] = {GSDF_OUT.name: d["gsdf_load"]} if d.get("gsdf_load") else {}
@@ -255,14 +256,7 @@ def part_dc(d: dict, seeds=None, scenes=None) -> None:
             f = out / "records.jsonl"
             if f.is_file() and any(json.loads(x).get("kind") == "summary" for x in f.read_text().splitlines() if x.strip()):
                 continue
-            cmd = [sys.executable, "-m", "icml26", "hdr-gs", "train", "--recipe", str(RECIPE.relative_to(ROOT)), "--data",
-                   str((TRAIN_OUT / "scenes" / scene).relative_to(ROOT)), "--out", str(out.relative_to(ROOT)),
-                   "--method", method, "--seed", str(seed), "-q"]
-            if f.is_file():
-                cmd.append("--resume")
-            p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
-            if p.returncode != 0:
-                print(p.stderr[-2000:], file=sys.stderr)
+            if not _train_scenes(TRAIN_OUT / "scenes" / scene, out, method, "--seed", str(seed)):
                 return
             d = _load()  # parts run side by side: re-read before writing
             d.setdefault("dc_load", {})[out.name] = _load_avg()
