@@ -175,6 +175,17 @@ def part_train(d: dict) -> None:
     renders(d)
 
 
+def _print_targets(e: dict, h: dict, label: str) -> None:
+    """The issue's targets on scene means of Expo-GS (e) against HDR-GS (h), one line each."""
+    for what, ok in ((f"Expo-GS above HDR-GS on HDR PSNR ({e['psnr_hdr']:.2f} vs {h['psnr_hdr']:.2f})", e["psnr_hdr"] > h["psnr_hdr"]),
+                     (f"Expo-GS above HDR-GS on LDR-OE PSNR ({e['psnr_ldr_oe']:.2f} vs {h['psnr_ldr_oe']:.2f})",
+                      e["psnr_ldr_oe"] > h["psnr_ldr_oe"]),
+                     (f"Expo-GS fewer floaters than HDR-GS ({e['floaters']:.0f} vs {h['floaters']:.0f})", e["floaters"] < h["floaters"]),
+                     (f"Expo-GS smaller floater fraction ({e['floater_frac']:.3f} vs {h['floater_frac']:.3f})",
+                      e["floater_frac"] < h["floater_frac"])):
+        print(f"- target ({label}): {what}: {'met' if ok else 'NOT met'}")
+
+
 def _train_scenes(data: Path, out: Path, methods: str, *extra: str) -> bool:
     """One `icml26 hdr-gs train` of the benchmark recipe on ``data`` into ``out`` (resumed when it
     holds records); False (its stderr printed) when it fails."""
@@ -234,14 +245,7 @@ def print_gsdf() -> None:
     for m, v in means.items():
         print(f"| {m} | {v['psnr_ldr_oe']:.2f} | {v['psnr_ldr_ne']:.2f} | {v['psnr_hdr']:.2f} | {v['psnr_hdr_predmax']:.2f} | "
               f"{v['gaussians']:.0f} | {v['floaters']:.0f} | {v['floater_frac']:.3f} |")
-    e, h = means["expo-gs"], means["hdr-gs"]
-    for what, ok in ((f"Expo-GS above HDR-GS on HDR PSNR ({e['psnr_hdr']:.2f} vs {h['psnr_hdr']:.2f})", e["psnr_hdr"] > h["psnr_hdr"]),
-                     (f"Expo-GS above HDR-GS on LDR-OE PSNR ({e['psnr_ldr_oe']:.2f} vs {h['psnr_ldr_oe']:.2f})",
-                      e["psnr_ldr_oe"] > h["psnr_ldr_oe"]),
-                     (f"Expo-GS fewer floaters than HDR-GS ({e['floaters']:.0f} vs {h['floaters']:.0f})", e["floaters"] < h["floaters"]),
-                     (f"Expo-GS smaller floater fraction ({e['floater_frac']:.3f} vs {h['floater_frac']:.3f})",
-                      e["floater_frac"] < h["floater_frac"])):
-        print(f"- target (GSDF prune rule, {len(both)} scenes): {what}: {'met' if ok else 'NOT met'}")
+    _print_targets(means["expo-gs"], means["hdr-gs"], f"GSDF prune rule, {len(both)} scenes")
 
 
 def part_dc(d: dict, seeds=None, scenes=None) -> None:
@@ -347,14 +351,7 @@ def print_band() -> None:
         print(f"| {m} | {v['n']} | {v['psnr_ldr_oe']:.2f} | {v['psnr_ldr_ne']:.2f} | {v['psnr_hdr']:.2f} | {v['psnr_hdr_predmax']:.2f} | "
               f"{v['gaussians']:.0f} | {v['floaters']:.0f} | {v['floater_frac']:.3f} |")
     if "expo-gs" in means and "hdr-gs" in means and means["expo-gs"]["n"] == means["hdr-gs"]["n"]:
-        e, h = means["expo-gs"], means["hdr-gs"]
-        for what, ok in ((f"Expo-GS above HDR-GS on HDR PSNR ({e['psnr_hdr']:.2f} vs {h['psnr_hdr']:.2f})", e["psnr_hdr"] > h["psnr_hdr"]),
-                         (f"Expo-GS above HDR-GS on LDR-OE PSNR ({e['psnr_ldr_oe']:.2f} vs {h['psnr_ldr_oe']:.2f})",
-                          e["psnr_ldr_oe"] > h["psnr_ldr_oe"]),
-                         (f"Expo-GS fewer floaters than HDR-GS ({e['floaters']:.0f} vs {h['floaters']:.0f})", e["floaters"] < h["floaters"]),
-                         (f"Expo-GS smaller floater fraction ({e['floater_frac']:.3f} vs {h['floater_frac']:.3f})",
-                          e["floater_frac"] < h["floater_frac"])):
-            print(f"- target (band fix): {what}: {'met' if ok else 'NOT met'}")
+        _print_targets(means["expo-gs"], means["hdr-gs"], "band fix")
 
 
 def _records() -> list[dict]:
