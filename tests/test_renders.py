@@ -90,6 +90,14 @@ def test_layout_roundtrip(tmp_path):
     (tmp_path / "s" / "depth" / "001.npy").unlink()
     with pytest.raises(InputError, match="depth/001.npy"):
         rs.depth(1)
+    (tmp_path / "s" / "depth" / "000.npy").write_bytes(b"not an array")
+    with pytest.raises(InputError, match="depth/000.npy is not a readable"):
+        rs.depth(0)
+    for sub, read in (("rgb/001.png", lambda: rs.rgb(1)), ("ldr/2/000.png", lambda: rs.ldr(2.0, 0)),
+                      ("instances/001.png", lambda: rs.instances(1))):
+        (tmp_path / "s" / sub).write_bytes(b"\x89PNG truncated")
+        with pytest.raises(InputError, match=f"{sub} is not a readable PNG"):
+            read()
     with pytest.raises(InputError, match="does not exist"):
         R.read_scene(tmp_path / "nope")
     with pytest.raises(InputError, match="cameras.json"):

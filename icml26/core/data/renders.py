@@ -445,29 +445,37 @@ class RenderedScene:
             raise InputError(f"scene {str(self.folder)!r}: missing {sub}/{i:03d}{ext}")
         return p
 
-    def rgb(self, i: int) -> np.ndarray:
+    def _png(self, sub: str, i: int, mode: str | None) -> np.ndarray:
+        """One PNG of the folder as an array; InputError naming the file when it is not a readable PNG."""
         from PIL import Image
 
-        return np.asarray(Image.open(self._file("rgb", i, ".png")).convert("RGB"))
+        p = self._file(sub, i, ".png")
+        try:
+            with Image.open(p) as im:
+                return np.asarray(im.convert(mode) if mode else im.copy())
+        except (OSError, ValueError, SyntaxError) as e:
+            raise InputError(f"scene {str(self.folder)!r}: {sub}/{i:03d}.png is not a readable PNG ({e})") from None
+
+    def rgb(self, i: int) -> np.ndarray:
+        return self._png("rgb", i, "RGB")
 
     def hdr(self, i: int) -> np.ndarray:
         return read_hdr(self._file("hdr", i, ".hdr"))
 
     def ldr(self, exposure_s: float, i: int) -> np.ndarray:
-        from PIL import Image
-
-        return np.asarray(Image.open(self._file(f"ldr/{exposure_name(exposure_s)}", i, ".png")).convert("RGB"))
+        return self._png(f"ldr/{exposure_name(exposure_s)}", i, "RGB")
 
     def depth(self, i: int) -> np.ndarray:
-        a = np.load(self._file("depth", i, ".npy"), allow_pickle=False)
+        try:
+            a = np.load(self._file("depth", i, ".npy"), allow_pickle=False)
+        except (OSError, ValueError, EOFError) as e:
+            raise InputError(f"scene {str(self.folder)!r}: depth/{i:03d}.npy is not a readable .npy file ({e})") from None
         if a.ndim != 2:
             raise InputError(f"scene {str(self.folder)!r}: depth/{i:03d}.npy is not (H, W)")
         return a.astype(np.float32)
 
     def instances(self, i: int) -> np.ndarray:
-        from PIL import Image
-
-        return np.asarray(Image.open(self._file("instances", i, ".png")))
+        return self._png("instances", i, None)
 
     def has(self, what: str) -> bool:
         return (self.folder / what / "000").with_suffix({"rgb": ".png", "hdr": ".hdr", "depth": ".npy", "instances": ".png"}[what]).is_file()
