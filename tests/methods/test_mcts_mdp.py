@@ -23,15 +23,6 @@ GARNET = "mdp:garnet?states=12&actions=3&branching=3&seed=4"
 SEEDS = [7, 2**62 + 12345]
 
 
-@pytest.fixture(scope="module")
-def kernel():
-    from icml26.ops import mcts_table as T
-
-    if not T.available():
-        pytest.skip("the mcts_table C++ kernel does not build here")
-    return T
-
-
 def _load(env_id, **kw):
     cfg = M.Config(env=env_id, **kw)
     kind, env = M.load_env(cfg)
