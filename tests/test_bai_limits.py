@@ -2,6 +2,7 @@
 run exits 2 with one stderr line naming the flag to lower, before any record; every shipped
 recipe's estimate is under the limits (checked with the estimator, not by running it)."""
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -68,6 +69,16 @@ def test_slow_algorithm_is_refused_by_its_cpu_time():
     # 1e9 pulls is far under the pulls limit, but top-two-ts pulls ~2e5/s on one core
     msg = _refused(["--env", "varde-geom14", "--algo", "top-two-ts", "--budget", "10000", "--seeds", "100000"])
     assert "seconds of CPU" in msg and "limit 2e+03" in msg and "lower --seeds, --budget" in msg
+
+
+def test_trimmed_mean_is_counted_by_its_quadratic_cost():
+    # 2e8 pulls pass the per-pull limit (44 s), but the trimmed mean sorts ~budget/14 rewards a pull
+    mean = m.Config(env="varde-geom14", algo=("varde",), budget=(2_000_000,), seeds=100)
+    m.check_limits(mean, 14, ["varde"])
+    with pytest.raises(InputError) as e:  # checked on the config: without the limit this run takes hours
+        m.check_limits(dataclasses.replace(mean, mean_estimator="trimmed"), 14, ["varde"])
+    assert "seconds of CPU" in str(e.value) and "limit 2e+03" in str(e.value)
+    assert 100 * 4e12 / 14 * m.SECONDS_PER_TRIMMED_ELEMENT > m.MAX_CPU_SECONDS
 
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: p.stem)
