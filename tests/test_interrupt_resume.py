@@ -76,6 +76,10 @@ def test_resume_keeps_stored_results_and_ends_as_an_uninterrupted_run(tmp_path, 
     # settings must match
     with pytest.raises(InputError, match=r"--resume: x is 2 now but 1 in the run in '.*run'; .*delete the folder"):
         resume_records(d, command="toy", extra_config={"x": 2})
+    # a setting added since the run was stored: unset now resumes, set now is a different run
+    assert len(resume_records(d, command="toy", extra_config={"x": 1, "new_option": None})) == 3
+    with pytest.raises(InputError, match=r"--resume: new_option is 0.5 now but \"<absent>\" in the run"):
+        resume_records(d, command="toy", extra_config={"x": 1, "new_option": 0.5})
     with pytest.raises(InputError, match=r"is not a run of 'icml26 other'"):
         resume_records(d, command="other", extra_config={"x": 1})
     with pytest.raises(InputError, match=r"--resume needs --out"):

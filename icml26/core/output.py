@@ -237,7 +237,8 @@ def resume_records(out: str | Path | None, *, command: str, config: Any = None, 
     Returns [] (with a note on stderr) when ``out`` holds no run yet: the run starts there.
     Raises InputError when ``out`` is not given, when the folder holds another command's run or
     a damaged records file, or when a setting differs from the stored run's (naming the field,
-    both values and the folder to delete to start over)."""
+    both values and the folder to delete to start over). A setting the stored run lacks counts as
+    equal while it is unset (None) now: runs stored before an optional setting existed resume."""
     if out is None:
         raise InputError("--resume needs --out DIR: the folder of the run to continue")
     p = Path(out)
@@ -268,6 +269,8 @@ def resume_records(out: str | Path | None, *, command: str, config: Any = None, 
                          f"{first.get('kind')!r} of {first.get('command')!r}); choose its own folder or delete {str(out)!r}")
     head = json.loads(to_json(_head(command, config, seed, extra_config)))
     for k in list(head) + [k for k in first if k not in head]:
+        if k not in first and head[k] is None:
+            continue  # a setting added since that run, left unset now: the run was made without it
         if head.get(k, "<absent>") != first.get(k, "<absent>"):
             raise InputError(f"--resume: {k} is {_short(head.get(k, '<absent>'))} now but {_short(first.get(k, '<absent>'))} in the run "
                              f"in {str(out)!r}; resume with the same settings, or delete the folder {str(out)!r} to start over")
