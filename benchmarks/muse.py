@@ -110,7 +110,7 @@ def part_train(cfg, args, data: dict) -> None:
     from icml26.core.data import cache_root
 
     out = cache_root() / "benchmarks" / f"muse-train-{n}-{args.steps}"  # checkpoints stay out of git
-    for mth in ("sdpa", "muse"):
+    for mth in args.train_methods:
         if mth in entry:
             continue
         c = replace(cfg, methods=(mth,), context_tokens=(n,), train_steps=args.steps, threads=args.threads,
@@ -265,6 +265,8 @@ def main() -> None:
     ap.add_argument("--v1-max", type=int, default=8192)
     ap.add_argument("--windows", type=int, default=1)
     ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--train-methods", nargs="+", default=["sdpa", "muse"], choices=["sdpa", "muse"],
+                    help="train part: which methods to run now (each is saved as it finishes)")
     ap.add_argument("--set", action="append", default=[], help="a muse Config field: key=value")
     ap.add_argument("--results", type=Path, default=RESULTS)
     ap.add_argument("--print-only", action="store_true")

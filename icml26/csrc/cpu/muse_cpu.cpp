@@ -223,6 +223,62 @@ void balanced_order(const float* x, int64_t bt, int64_t D, int64_t C, int64_t it
   }
 }
 
+
+// 1. for every (KV head, block): keys / values in cluster order (ks, vs), the original token index
+// of every sorted row (korig, per KV head), the block baseline's cluster means (kmean); for every
+// (head, block): the query order (permq, block-local indices). The twin's orders.
+void sort_blocks(const float* qp, const float* kp0, const float* vp0, int64_t Bz, int64_t H, int64_t Hk, int64_t N, int64_t D,
+                 int64_t bt, int64_t cq, int64_t ck, int64_t iters, int64_t variant, const Ops& op, std::vector<float>& ks,
+                 std::vector<float>& vs, std::vector<float>& kmean, std::vector<int64_t>& permq, std::vector<int64_t>& korig) {
+  const int64_t nb = N / bt, sz = bt / ck, G = Bz * H, Gk = Bz * Hk;
+  ks.assign(Gk * N * D, 0.f);
+  vs.assign(Gk * N * D, 0.f);
+  kmean.assign(variant == 2 ? Gk * nb * ck * D : 0, 0.f);
+  permq.assign(G * N, 0);
+  korig.assign(Gk * N, 0);
+  at::parallel_for(0, Gk * nb, 1, [&](int64_t b0, int64_t b1) {
+    std::vector<float> proj, dvec;
+    std::vector<int64_t> tmp, idx(bt);
+    for (int64_t gb = b0; gb < b1; ++gb) {
+      const int64_t gk = gb / nb, t = gb % nb;
+      const float* kb = kp0 + (gk * N + t * bt) * D;
+      const float* vb = vp0 + (gk * N + t * bt) * D;
+      if (variant == 2) {
+        for (int64_t i = 0; i < bt; ++i) idx[i] = i;
+      } else {
+        balanced_order(kb, bt, D, ck, iters, idx.data(), op, proj, dvec, tmp);
+      }
+      float* ksb = ks.data() + (gk * N + t * bt) * D;
+      float* vsb = vs.data() + (gk * N + t * bt) * D;
+      for (int64_t i = 0; i < bt; ++i) {
+        std::memcpy(ksb + i * D, kb + idx[i] * D, sizeof(float) * D);
+        std::memcpy(vsb + i * D, vb + idx[i] * D, sizeof(float) * D);
+        korig[gk * N + t * bt + i] = t * bt + idx[i];
+      }
+      if (variant == 2) {
+        for (int64_t b = 0; b < ck; ++b) {
+          float* mu = kmean.data() + ((gk * nb + t) * ck + b) * D;
+          std::fill(mu, mu + D, 0.f);
+          for (int64_t j = 0; j < sz; ++j) op.axpy(1.f / float(sz), ksb + (b * sz + j) * D, mu, D);
+        }
+      }
+    }
+  });
+  at::parallel_for(0, G * nb, 1, [&](int64_t b0, int64_t b1) {
+    std::vector<float> proj, dvec;
+    std::vector<int64_t> tmp;
+    for (int64_t gb = b0; gb < b1; ++gb) {
+      const int64_t g = gb / nb, t = gb % nb;
+      int64_t* idx = permq.data() + g * N + t * bt;
+      if (variant == 2) {
+        for (int64_t i = 0; i < bt; ++i) idx[i] = i;
+      } else {
+        balanced_order(qp + (g * N + t * bt) * D, bt, D, cq, iters, idx, op, proj, dvec, tmp);
+      }
+    }
+  });
+}
+
 }  // namespace
 
 namespace icml26 {
@@ -250,50 +306,10 @@ at::Tensor muse_forward(const at::Tensor& q, const at::Tensor& k, const at::Tens
   auto out = at::empty_like(q);
   float* op_out = out.data_ptr<float>();
 
-  // 1. key order per (KV head, block): sorted keys / values, block means (block baseline)
-  std::vector<float> ks(Gk * N * D), vs(Gk * N * D), kmean(variant == 2 ? Gk * nb * ck * D : 0);
-  std::vector<int64_t> permq(G * N);
-  at::parallel_for(0, Gk * nb, 1, [&](int64_t b0, int64_t b1) {
-    std::vector<float> proj, dvec;
-    std::vector<int64_t> tmp, idx(bt);
-    for (int64_t gb = b0; gb < b1; ++gb) {
-      const int64_t gk = gb / nb, t = gb % nb;
-      const float* kb = kp0 + (gk * N + t * bt) * D;
-      const float* vb = vp0 + (gk * N + t * bt) * D;
-      if (variant == 2) {
-        for (int64_t i = 0; i < bt; ++i) idx[i] = i;
-      } else {
-        balanced_order(kb, bt, D, ck, iters, idx.data(), op, proj, dvec, tmp);
-      }
-      float* ksb = ks.data() + (gk * N + t * bt) * D;
-      float* vsb = vs.data() + (gk * N + t * bt) * D;
-      for (int64_t i = 0; i < bt; ++i) {
-        std::memcpy(ksb + i * D, kb + idx[i] * D, sizeof(float) * D);
-        std::memcpy(vsb + i * D, vb + idx[i] * D, sizeof(float) * D);
-      }
-      if (variant == 2) {
-        for (int64_t b = 0; b < ck; ++b) {
-          float* mu = kmean.data() + ((gk * nb + t) * ck + b) * D;
-          std::fill(mu, mu + D, 0.f);
-          for (int64_t j = 0; j < sz; ++j) op.axpy(1.f / float(sz), ksb + (b * sz + j) * D, mu, D);
-        }
-      }
-    }
-  });
-  // query order per (head, block)
-  at::parallel_for(0, G * nb, 1, [&](int64_t b0, int64_t b1) {
-    std::vector<float> proj, dvec;
-    std::vector<int64_t> tmp;
-    for (int64_t gb = b0; gb < b1; ++gb) {
-      const int64_t g = gb / nb, t = gb % nb;
-      int64_t* idx = permq.data() + g * N + t * bt;
-      if (variant == 2) {
-        for (int64_t i = 0; i < bt; ++i) idx[i] = i;
-      } else {
-        balanced_order(qp + (g * N + t * bt) * D, bt, D, cq, iters, idx, op, proj, dvec, tmp);
-      }
-    }
-  });
+  // 1. key order per (KV head, block): sorted keys / values, block means (block baseline); query order
+  std::vector<float> ks, vs, kmean;
+  std::vector<int64_t> permq, korig;
+  sort_blocks(qp, kp0, vp0, Bz, H, Hk, N, D, bt, cq, ck, iters, variant, op, ks, vs, kmean, permq, korig);
 
   // 2-5. per (head, query block)
   const float ninf = -std::numeric_limits<float>::infinity();
@@ -447,12 +463,248 @@ at::Tensor muse_forward(const at::Tensor& q, const at::Tensor& k, const at::Tens
   return out;
 }
 
+
+// Backward of muse_forward (same inputs, the forward's output `out` and its gradient `dout`):
+// (dq, dk, dv). The forward is recomputed block by block (same orders, summaries and retrieved
+// sets: deterministic); cluster orders and retrieved sets are constants, the query centroids are
+// detached (the twin with detach_query_centroids=True). For query i, the output is one softmax
+// over entries e (local keys, retrieved keys, far-field summaries) with logits s_e, values u_e:
+//   P_e = exp(s_e - lse_i), dS_e = P_e (dO_i.u_e - dO_i.O_i), du_e += P_e dO_i;
+//   exact key j: s = c q_i.k_j -> dq_i += c dS k_j, dk_j += c dS q_i;
+//   summary (a, b): s = L_ab + c (q_i - qbar_a).kt_ab -> dq_i += c dS kt_ab, dkt_ab += c dS (q_i - qbar_a), dL_ab += dS;
+//   summary through its tilt weights w_j = softmax_j(c qbar_a.k_j) over cluster b:
+//     dlogit_j = w_j (dL + (k_j - kt).dkt + (v_j - vt).dvt), dk_j += w_j dkt + c dlogit_j qbar_a, dv_j += w_j dvt.
+// Parallel over query heads (each with its own dk / dv buffer, summed per KV head at the end).
+std::vector<at::Tensor> muse_backward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& out,
+                                      const at::Tensor& dout, double scale, int64_t bt, int64_t cq, int64_t ck, int64_t iters,
+                                      int64_t r, int64_t variant, int64_t level) {
+  TORCH_CHECK(q.dtype() == at::kFloat && k.dtype() == at::kFloat && v.dtype() == at::kFloat && out.dtype() == at::kFloat &&
+                  dout.dtype() == at::kFloat,
+              "muse_backward: float32 only");
+  TORCH_CHECK(q.is_contiguous() && k.is_contiguous() && v.is_contiguous() && out.is_contiguous() && dout.is_contiguous(),
+              "muse_backward: inputs must be contiguous");
+  TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && k.sizes() == v.sizes() && out.sizes() == q.sizes() && dout.sizes() == q.sizes(),
+              "muse_backward: q, out, dout (B,H,N,D), k, v (B,Hkv,N,D)");
+  const int64_t Bz = q.size(0), H = q.size(1), N = q.size(2), D = q.size(3), Hk = k.size(1);
+  TORCH_CHECK(k.size(0) == Bz && k.size(2) == N && k.size(3) == D && Hk > 0 && H % Hk == 0, "muse_backward: shape mismatch");
+  TORCH_CHECK(bt >= 2 && N % bt == 0 && cq >= 1 && ck >= 1 && bt % cq == 0 && bt % ck == 0, "muse_backward: bad block / cluster sizes");
+  TORCH_CHECK(variant >= 0 && variant <= 2 && r >= 0 && iters >= 0, "muse_backward: bad variant / r / iters");
+  const Ops op = pick(level);
+  const float c = float(scale);
+  const int64_t nb = N / bt, rep = H / Hk, m = bt / cq, sz = bt / ck, G = Bz * H, Gk = Bz * Hk;
+  const bool tilted = variant != 2;
+  const int64_t rmax = variant == 1 ? 0 : r;
+  const float* qp = q.data_ptr<float>();
+  const float* kp0 = k.data_ptr<float>();
+  const float* vp0 = v.data_ptr<float>();
+  const float* pout = out.data_ptr<float>();
+  const float* pdo = dout.data_ptr<float>();
+  std::vector<float> ks, vs, kmean;
+  std::vector<int64_t> permq, korig;
+  sort_blocks(qp, kp0, vp0, Bz, H, Hk, N, D, bt, cq, ck, iters, variant, op, ks, vs, kmean, permq, korig);
+  auto dq = at::zeros_like(q);
+  float* pdq = dq.data_ptr<float>();
+  std::vector<float> dkg(G * N * D, 0.f), dvg(G * N * D, 0.f);  // per query head, token order
+  const float ninf = -std::numeric_limits<float>::infinity();
+
+  at::parallel_for(0, G, 1, [&](int64_t g0, int64_t g1) {
+    std::vector<float> dsum(bt), sl(bt), sr, sf, dp, dsv, qbar(cq * D), delta(D), L, kt, vt, W, gate, gK, gV, gL, wbuf(sz);
+    std::vector<int64_t> order, ret;
+    std::vector<char> isret;
+    for (int64_t g = g0; g < g1; ++g) {
+      const int64_t gk = (g / H) * Hk + (g % H) / rep;
+      float* dkh = dkg.data() + g * N * D;
+      float* dvh = dvg.data() + g * N * D;
+      const float* ksg = ks.data() + gk * N * D;
+      const float* vsg = vs.data() + gk * N * D;
+      const int64_t* kog = korig.data() + gk * N;
+      for (int64_t t = 0; t < nb; ++t) {
+        const float* qb = qp + (g * N + t * bt) * D;
+        const float* kb = kp0 + (gk * N + t * bt) * D;
+        const float* vb = vp0 + (gk * N + t * bt) * D;
+        const float* ob = pout + (g * N + t * bt) * D;
+        const float* dob = pdo + (g * N + t * bt) * D;
+        float* dqb = pdq + (g * N + t * bt) * D;
+        for (int64_t i = 0; i < bt; ++i) dsum[i] = op.dot(dob + i * D, ob + i * D, D);
+        const int64_t kpc = t * ck;
+        const int64_t rr = t > 0 ? std::min(rmax, kpc) : 0;
+        const bool far = tilted && t > 0;
+        const int64_t* pq = permq.data() + g * N + t * bt;
+        if (t > 0) {
+          std::fill(qbar.begin(), qbar.end(), 0.f);
+          for (int64_t a = 0; a < cq; ++a) {
+            float* qa = qbar.data() + a * D;
+            for (int64_t i = 0; i < m; ++i) op.axpy(1.f, qb + pq[a * m + i] * D, qa, D);
+            for (int64_t e = 0; e < D; ++e) qa[e] /= float(m);
+          }
+          L.resize(cq * kpc);
+          gate.resize(cq * kpc);
+          if (tilted) {
+            kt.assign(cq * kpc * D, 0.f);
+            vt.assign(cq * kpc * D, 0.f);
+            W.resize(cq * kpc * sz);
+            for (int64_t b = 0; b < kpc; ++b) {
+              const float* kc = ksg + b * sz * D;
+              const float* vc = vsg + b * sz * D;
+              for (int64_t a = 0; a < cq; ++a) {
+                float* w = W.data() + (a * kpc + b) * sz;
+                op.dots(qbar.data() + a * D, kc, sz, D, c, w);
+                const float mx = *std::max_element(w, w + sz);
+                const float z = op.expsum(w, sz, mx);
+                const float inv = 1.f / z;
+                for (int64_t j = 0; j < sz; ++j) w[j] *= inv;
+                op.wsum(w, kc, sz, D, kt.data() + (a * kpc + b) * D);
+                op.wsum(w, vc, sz, D, vt.data() + (a * kpc + b) * D);
+                L[a * kpc + b] = mx + std::log(z);
+              }
+            }
+            std::copy(L.begin(), L.end(), gate.begin());
+            gK.assign(cq * kpc * D, 0.f);
+            gV.assign(cq * kpc * D, 0.f);
+            gL.assign(cq * kpc, 0.f);
+          } else {
+            for (int64_t a = 0; a < cq; ++a)
+              op.dots(qbar.data() + a * D, kmean.data() + gk * nb * ck * D, kpc, D, c, gate.data() + a * kpc);
+          }
+        }
+        const int64_t acount = t > 0 ? cq : 1;
+        for (int64_t a = 0; a < acount; ++a) {
+          const float* qa = t > 0 ? qbar.data() + a * D : nullptr;
+          isret.assign(std::max<int64_t>(kpc, 1), 0);
+          ret.resize(rr);
+          if (rr > 0) {
+            const float* ga = gate.data() + a * kpc;
+            order.resize(kpc);
+            std::iota(order.begin(), order.end(), 0);
+            std::partial_sort(order.begin(), order.begin() + rr, order.end(),
+                              [&](int64_t x, int64_t y) { return ga[x] > ga[y] || (ga[x] == ga[y] && x < y); });
+            for (int64_t j = 0; j < rr; ++j) {
+              ret[j] = order[j];
+              isret[order[j]] = 1;
+            }
+          }
+          const float* La = far ? L.data() + a * kpc : nullptr;
+          const float* kta = far ? kt.data() + a * kpc * D : nullptr;
+          const float* vta = far ? vt.data() + a * kpc * D : nullptr;
+          float* gKa = far ? gK.data() + a * kpc * D : nullptr;
+          float* gVa = far ? gV.data() + a * kpc * D : nullptr;
+          float* gLa = far ? gL.data() + a * kpc : nullptr;
+          sr.resize(std::max<int64_t>(rr * sz, 1));
+          sf.resize(std::max<int64_t>(kpc, 1));
+          dp.resize(std::max<int64_t>(std::max(bt, rr * sz), std::max<int64_t>(kpc, 1)));
+          dsv.resize(dp.size());
+          const int64_t rows = t > 0 ? m : bt;
+          for (int64_t ii = 0; ii < rows; ++ii) {
+            const int64_t row = t > 0 ? pq[a * m + ii] : ii;
+            const float* qi = qb + row * D;
+            const float* doi = dob + row * D;
+            float* dqi = dqb + row * D;
+            const int64_t nl = row + 1;
+            // logits of every entry, then one max / sum
+            op.dots(qi, kb, nl, D, c, sl.data());
+            float mx = *std::max_element(sl.begin(), sl.begin() + nl);
+            for (int64_t j = 0; j < rr; ++j) op.dots(qi, ksg + ret[j] * sz * D, sz, D, c, sr.data() + j * sz);
+            if (rr > 0) mx = std::max(mx, *std::max_element(sr.begin(), sr.begin() + rr * sz));
+            if (far) {
+              for (int64_t e = 0; e < D; ++e) delta[e] = qi[e] - qa[e];
+              op.dots(delta.data(), kta, kpc, D, c, sf.data());
+              for (int64_t b = 0; b < kpc; ++b) {
+                sf[b] = isret[b] ? ninf : sf[b] + La[b];
+                mx = std::max(mx, sf[b]);
+              }
+            }
+            float z = op.expsum(sl.data(), nl, mx);
+            if (rr > 0) z += op.expsum(sr.data(), rr * sz, mx);
+            if (far) z += op.expsum(sf.data(), kpc, mx);
+            const float iz = 1.f / z, ds = dsum[row];
+            // local keys
+            op.dots(doi, vb, nl, D, 1.f, dp.data());
+            for (int64_t j = 0; j < nl; ++j) {
+              const float P = sl[j] * iz, dS = P * (dp[j] - ds);
+              dsv[j] = c * dS;
+              op.axpy(c * dS, qi, dkh + (t * bt + j) * D, D);
+              op.axpy(P, doi, dvh + (t * bt + j) * D, D);
+            }
+            op.wsum(dsv.data(), kb, nl, D, dqi);
+            // retrieved keys
+            for (int64_t jr = 0; jr < rr; ++jr) {
+              const float* kc = ksg + ret[jr] * sz * D;
+              const float* vc = vsg + ret[jr] * sz * D;
+              op.dots(doi, vc, sz, D, 1.f, dp.data());
+              for (int64_t j = 0; j < sz; ++j) {
+                const float P = sr[jr * sz + j] * iz, dS = P * (dp[j] - ds);
+                dsv[j] = c * dS;
+                const int64_t o = kog[ret[jr] * sz + j];
+                op.axpy(c * dS, qi, dkh + o * D, D);
+                op.axpy(P, doi, dvh + o * D, D);
+              }
+              op.wsum(dsv.data(), kc, sz, D, dqi);
+            }
+            // far-field summaries
+            if (far) {
+              op.dots(doi, vta, kpc, D, 1.f, dp.data());
+              for (int64_t b = 0; b < kpc; ++b) {
+                if (isret[b]) {
+                  dsv[b] = 0.f;
+                  continue;
+                }
+                const float P = sf[b] * iz, dS = P * (dp[b] - ds);
+                dsv[b] = c * dS;
+                gLa[b] += dS;
+                op.axpy(c * dS, delta.data(), gKa + b * D, D);
+                op.axpy(P, doi, gVa + b * D, D);
+              }
+              op.wsum(dsv.data(), kta, kpc, D, dqi);
+            }
+          }
+          // through the tilted summaries of query cluster a
+          if (far) {
+            for (int64_t b = 0; b < kpc; ++b) {
+              if (isret[b]) continue;
+              const float* w = W.data() + (a * kpc + b) * sz;
+              const float* kc = ksg + b * sz * D;
+              const float* vc = vsg + b * sz * D;
+              const float* gkb = gKa + b * D;
+              const float* gvb = gVa + b * D;
+              const float base = gLa[b] - op.dot(kta + b * D, gkb, D) - op.dot(vta + b * D, gvb, D);
+              for (int64_t j = 0; j < sz; ++j) {
+                const float dl = w[j] * (base + op.dot(kc + j * D, gkb, D) + op.dot(vc + j * D, gvb, D));
+                const int64_t o = kog[b * sz + j];
+                op.axpy(w[j], gkb, dkh + o * D, D);
+                op.axpy(c * dl, qa, dkh + o * D, D);
+                op.axpy(w[j], gvb, dvh + o * D, D);
+              }
+            }
+          }
+        }
+      }
+    }
+  });
+  // dk, dv: sum over the query heads of each KV head
+  auto dk = at::zeros_like(k), dv = at::zeros_like(v);
+  float* pdk = dk.data_ptr<float>();
+  float* pdv = dv.data_ptr<float>();
+  at::parallel_for(0, Gk, 1, [&](int64_t a0, int64_t a1) {
+    for (int64_t gk = a0; gk < a1; ++gk) {
+      const int64_t bz = gk / Hk, hk = gk % Hk;
+      for (int64_t u = 0; u < rep; ++u) {
+        const int64_t g = bz * H + hk * rep + u;
+        op.axpy(1.f, dkg.data() + g * N * D, pdk + gk * N * D, N * D);
+        op.axpy(1.f, dvg.data() + g * N * D, pdv + gk * N * D, N * D);
+      }
+    }
+  });
+  return {dq, dk, dv};
+}
+
 }  // namespace muse
 }  // namespace icml26
 
 TORCH_LIBRARY_FRAGMENT(icml26, m) {
   m.def("muse_forward(Tensor q, Tensor k, Tensor v, float scale, int block_tokens, int query_clusters, int key_clusters, int lloyd_iters, int retrieved, int variant, int level) -> Tensor");
+  m.def("muse_backward(Tensor q, Tensor k, Tensor v, Tensor out, Tensor dout, float scale, int block_tokens, int query_clusters, int key_clusters, int lloyd_iters, int retrieved, int variant, int level) -> Tensor[]");
   m.def("muse_isa_level() -> int");
   m.impl("muse_forward", c10::DispatchKey::CPU, TORCH_FN(icml26::muse::muse_forward));
+  m.impl("muse_backward", c10::DispatchKey::CPU, TORCH_FN(icml26::muse::muse_backward));
   m.impl("muse_isa_level", c10::DispatchKey::CatchAll, TORCH_FN(icml26::muse::muse_isa_level));
 }

@@ -1,9 +1,12 @@
-"""MuSe forward: the C++ kernel (icml26/csrc/cpu/muse_cpu.cpp, ``torch.ops.icml26.muse_forward``;
-AVX2+FMA / portable, chosen at run time) or its torch twin ``muse.muse_attention``.
+"""MuSe forward and backward: the C++ kernel (icml26/csrc/cpu/muse_cpu.cpp,
+``torch.ops.icml26.muse_forward`` / ``muse_backward``; AVX2+FMA / portable, chosen at run time)
+or its torch twin ``muse.muse_attention``.
 
-The kernel is the inference forward (no autograd) of ``muse``, ``muse-noretrieval`` and
-``block`` for float32 CPU tensors: clustering, tilted summaries of the past key clusters only,
-retrieval, far field, local block, merge. Anything else (a tensor that needs a gradient,
+The kernel covers ``muse``, ``muse-noretrieval`` and ``block`` for float32 CPU tensors:
+clustering, tilted summaries of the past key clusters only, retrieval, far field, local block,
+merge; and, through ``MuseFunction`` (a ``torch.autograd.Function``), the backward of all of it
+(the forward is recomputed block by block; cluster orders and retrieved sets are constants, the
+query centroids detached). Anything else (``detach_query_centroids=False`` with a gradient,
 another dtype or device, ``muse-v1``, ``ICML26_FORCE_REF=1``, no compiler) runs the twin,
 which is also the test oracle (tests/methods/test_muse_kernel.py).
 """
@@ -34,8 +37,8 @@ def isa() -> str:
 def _kernel_ok(q: Tensor, k: Tensor, v: Tensor, s: M.MuseSettings) -> bool:
     if s.variant not in KERNEL_VARIANTS:
         return False
-    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
-        return False
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad) and not s.detach_query_centroids:
+        return False  # the kernel's backward treats the query centroids as constants
     if any(t.device.type != "cpu" or t.dtype != torch.float32 for t in (q, k, v)):
         return False
     return backend() != "ref"
@@ -60,9 +63,32 @@ def attention(q: Tensor, k: Tensor, v: Tensor, s: M.MuseSettings, *, scale: floa
     pad = (-n) % s.block_tokens  # zero rows at the end, as the twin
     if pad:
         q, k, v = (torch.nn.functional.pad(x, (0, 0, 0, pad)) for x in (q, k, v))
-    out = torch.ops.icml26.muse_forward(q.contiguous(), k.contiguous(), v.contiguous(), c, s.block_tokens, s.query_clusters,
-                                        s.key_clusters, s.lloyd_iters, s.retrieval, variant, level)
+    args = (c, s.block_tokens, s.query_clusters, s.key_clusters, s.lloyd_iters, s.retrieval, variant, level)
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+        out = MuseFunction.apply(q.contiguous(), k.contiguous(), v.contiguous(), args)
+    else:
+        out = torch.ops.icml26.muse_forward(q.contiguous(), k.contiguous(), v.contiguous(), *args)
     return out[:, :, :n] if pad else out
+
+
+class MuseFunction(torch.autograd.Function):
+    """The C++ forward and backward as one autograd node: q (B, H, N, D), k, v (B, Hkv, N, D)
+    float32 contiguous CPU, N a multiple of the block; ``args`` = (scale, block_tokens,
+    query_clusters, key_clusters, lloyd_iters, retrieved, variant index, ISA level). Saves q, k,
+    v and the output; the backward recomputes orders, summaries and retrieved sets."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, args):
+        out = torch.ops.icml26.muse_forward(q, k, v, *args)
+        ctx.save_for_backward(q, k, v, out)
+        ctx.args = args
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        q, k, v, out = ctx.saved_tensors
+        dq, dk, dv = torch.ops.icml26.muse_backward(q, k, v, out, dout.contiguous(), *ctx.args)
+        return dq, dk, dv, None
 
 
 def exact_pairs(q: Tensor, k: Tensor, s: M.MuseSettings) -> float:
