@@ -221,3 +221,34 @@ def test_text_perplexity_is_over_the_text_vocabulary():
     assert T.text_perplexity(lm, texts) == pytest.approx(math.exp(nll(logits[..., :lm.base])), rel=1e-4)
     assert math.exp(nll(logits)) > T.text_perplexity(lm, texts)
     assert lm.model.get_input_embeddings().weight.shape[0] == lm.base + 32 + 2
+
+
+def test_modality_softmax_loss_is_over_each_targets_modality():
+    """With ``modality_softmax`` a unit target's softmax runs over the speech ids only and a text target's over
+    the text ids only (recomputed here from the full logits); the full-vocabulary loss is larger."""
+    from icml26.methods.speech import train as T
+
+    lm = T.build_model(T.Config(model="tiny-random"), "mamoe", 16, seed=0)
+    samples = [T.tts_sample(lm, "a brief experience", [3, 3, 7, 1]), T.asr_sample(lm, [2, 2, 9, 4], "a range of vision")]
+    ids, lab, att = T.collate(samples, lm.tok.pad_token_id)
+    from icml26.methods.speech.mamoe import modality_context
+
+    with torch.no_grad():
+        with modality_context(lm.model, lm.marks(ids)):
+            logits = lm.model(input_ids=ids, attention_mask=att).logits[:, :-1].float()
+        got, n = T.lm_loss(lm, ids, lab, att, modality_softmax=True)
+        full, _ = T.lm_loss(lm, ids, lab, att)
+    tgt = lab[:, 1:]
+    lo, hi = lm.speech_range
+    tot, cnt = 0.0, 0
+    for b in range(tgt.shape[0]):
+        for t in range(tgt.shape[1]):
+            y = int(tgt[b, t])
+            if y == -100:
+                continue
+            a, z = (lo, hi) if lo <= y < hi else (0, lm.base)
+            tot -= float(torch.log_softmax(logits[b, t, a:z], -1)[y - a])
+            cnt += 1
+    assert n == cnt == 4 + 1 + len(T._enc(lm.tok, " a range of vision")) + 1  # units + end of speech, words + eos
+    assert float(got) == pytest.approx(tot / cnt, rel=1e-5)
+    assert float(full) > float(got)

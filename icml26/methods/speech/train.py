@@ -35,7 +35,7 @@ from icml26.methods.speech.mamoe import VARIANTS
 STAGES = ("asr", "tts")
 ASR_PROMPT = "Transcribe the following speech into text."
 TTS_PROMPT = "Convert the following text into speech."
-PREP_FIELDS = ("corpus", "train_sentences", "test_sentences", "train_voices", "test_voices", "speeds_wpm", "pitches",
+PREP_FIELDS = ("corpus", "max_words", "train_sentences", "test_sentences", "train_voices", "test_voices", "speeds_wpm", "pitches",
                "num_units", "unit_features", "librivox")
 
 
@@ -44,6 +44,7 @@ class Config:
     model: str = "smollm2-135m"  # a causal LLaMA: smollm2-135m, an HF folder, or tiny-random (random LLaMA, SmolLM2 tokenizer)
     data: str = ""  # a `icml26 mamoe prepare` folder; "" prepares one in the cache ($ICML26_CACHE/mamoe/), reused
     corpus: str = "wordnet"  # sentences to speak (icml26.core.data.text)
+    max_words: int = 10  # longest sentence kept (words; at least 3)
     train_sentences: int = 400
     test_sentences: int = 40
     train_voices: tuple[str, ...] = ("en-us", "en-gb", "en-gb-scotland", "en-029")
@@ -66,6 +67,7 @@ class Config:
     batch_size: int = 8
     lr: float = 1e-4
     text_lm_ratio: float = 0.2
+    modality_softmax: bool = False  # training softmax of each target over its modality's ids only (units vs text; as greedy decoding)
     train_all: bool = False  # train every parameter (a model trained from scratch, e.g. tiny-random); else the notes' frozen plan
     max_units: int = 150  # longest run-length unit sequence trained on (longer utterances are dropped)
     eval_utterances: int = 40  # ASR test utterances (held-out sentences x held-out voices)
@@ -89,6 +91,8 @@ class Config:
             raise ValueError(f"upcycle_init must be official or equal, got {self.upcycle_init!r}")
         if self.unit_features not in ("log-mel", "mfcc"):
             raise ValueError(f"unit_features must be log-mel or mfcc, got {self.unit_features!r}")
+        if self.max_words < 3:
+            raise ValueError(f"max_words must be >= 3, got {self.max_words}")
         for name in ("train_sentences", "test_sentences", "num_units", "steps", "batch_size", "num_text_experts",
                      "num_speech_experts", "top_k", "moe_every", "max_units", "eval_utterances", "log_every", "tiny_hidden", "tiny_layers"):
             if getattr(self, name) < 1:
@@ -173,7 +177,7 @@ def prepare(cfg: Config, *, seed: int, data_dir: Path) -> Iterator[dict]:
     from icml26.methods.speech.units import UnitCodec
 
     t0 = time.perf_counter()
-    sents = S.spoken_sentences(cfg.corpus, seed=seed)
+    sents = S.spoken_sentences(cfg.corpus, max_words=cfg.max_words, seed=seed)
     need = cfg.train_sentences + cfg.test_sentences
     if len(sents) < need:
         raise InputError(f"corpus {cfg.corpus!r} has {len(sents)} usable sentences, {need} asked")
@@ -326,10 +330,13 @@ def collate(samples, pad_id: int):
     return collate_prompt_response(samples, pad_id)
 
 
-def lm_loss(lm: SpeechLM, ids, lab, att, vocab: int | None = None):
+def lm_loss(lm: SpeechLM, ids, lab, att, vocab: int | None = None, modality_softmax: bool = False):
     """Mean next-token cross-entropy on the labelled positions; the LM head runs on those positions only.
     ``vocab``: the softmax over the first ``vocab`` ids only (the text vocabulary, for text perplexity).
-    Returns (loss, token count)."""
+    ``modality_softmax``: each position's softmax runs over its target's modality only: a speech target (a unit or
+    a speech marker, ids in ``lm.speech_range``) over the speech ids, a text target over the text ids (below
+    ``lm.base``); the same restriction greedy decoding applies (``greedy``), and it spares the full-vocabulary head
+    on the run-length unit targets of TTS (RECON, a cost measure). Returns (loss, token count)."""
     import torch.nn.functional as F
 
     from icml26.methods.speech.mamoe import modality_context
@@ -338,11 +345,23 @@ def lm_loss(lm: SpeechLM, ids, lab, att, vocab: int | None = None):
         hid = lm.model.model(input_ids=ids, attention_mask=att).last_hidden_state  # (B, L, d)
     tgt = lab[:, 1:]
     sel = tgt != -100
-    logits = lm.model.lm_head(hid[:, :-1][sel])  # (n, V)
+    n = int(sel.sum())
+    h, t = hid[:, :-1][sel], tgt[sel]  # (n, d), (n,)
+    if modality_softmax:
+        lo, hi = lm.speech_range
+        sp = (t >= lo) & (t < hi)
+        w = lm.model.lm_head.weight  # (V, d)
+        b = getattr(lm.model.lm_head, "bias", None)
+        loss = h.new_zeros(())
+        for m, a, z in ((sp, lo, hi), (~sp, 0, lm.base)):
+            if m.any():
+                lg = h[m] @ w[a:z].T + (b[a:z] if b is not None else 0)
+                loss = loss + F.cross_entropy(lg.float(), t[m] - a, reduction="sum")
+        return loss / max(n, 1), n
+    logits = lm.model.lm_head(h)  # (n, V)
     if vocab is not None:
         logits = logits[:, :vocab]
-    n = int(sel.sum())
-    loss = F.cross_entropy(logits.float(), tgt[sel], reduction="sum")
+    loss = F.cross_entropy(logits.float(), t, reduction="sum")
     return loss / max(n, 1), n
 
 
@@ -405,7 +424,7 @@ def train_variant(cfg: Config, lm: SpeechLM, data: dict, variant: str, *, seed: 
             pool = pools[k]
             batch.append(pool[int(rng.integers(len(pool)))])
         ids, lab, att = collate(batch, lm.tok.pad_token_id)
-        loss, _ = lm_loss(lm, ids, lab, att)
+        loss, _ = lm_loss(lm, ids, lab, att, modality_softmax=cfg.modality_softmax)
         aux = aux_loss(lm.model)
         opt.zero_grad(set_to_none=True)
         (loss + aux).backward()
