@@ -8,9 +8,10 @@ The same ``client_app`` and ``server_app`` objects run
   on its Ray backend (``flwr[simulation]``, ray 2.55.1), heavy for a 2-core machine; the
   in-process grid is what ``run`` uses;
 - on real machines with ``flower-superlink`` / ``flower-supernode``: every SuperNode sets
-  ``--node-config "partition-id=<i> num-partitions=<n>"``; the run config holds ``config`` (the
-  Config as JSON) and ``seed``. This path is written against Flower's API but NOT yet run or
-  tested here (no two-process loopback test; docs/fed-lora.md says so).
+  ``--node-config "partition-id=<i>"``; the run config (``flower_app/pyproject.toml``) names a
+  recipe (or the Config as JSON) and the seed; ``flwr run`` of ``flower_app/`` starts the
+  ServerApp on the SuperLink, which waits for the recipe's number of SuperNodes and writes the
+  same records as a simulation (tested on loopback: tests/methods/test_fed_lora_deploy.py).
 
 Client state (its last local adapter, FLoRA's merged update) lives in ``Context.state``; the
 personal slots of Het-CPFLoRA never leave it.
@@ -54,8 +55,30 @@ def _config(text: str):
     return Config(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in json.loads(text).items()})
 
 
+@lru_cache(maxsize=4)
+def _recipe_config_text(recipe: str, sets: str) -> str:
+    from icml26.core.recipe import config_dict, resolve
+    from icml26.methods.federated.harness import Config
+
+    cfg = resolve(Config, "fed-lora", recipe or None, sets.split() or None)
+    return json.dumps(config_dict(cfg), sort_keys=True)
+
+
+def run_config_text(run_config) -> str:
+    """The run's Config as canonical JSON, from a Flower run config: ``config`` (JSON) when set,
+    else ``recipe`` (a fed-lora recipe path) with ``set`` (space-separated ``key=value``, as
+    ``--set``). Raises InputError (bad recipe or setting) or ValueError (a bad Config)."""
+    text = str(run_config.get("config", "") or "")
+    if text:
+        return text
+    return _recipe_config_text(str(run_config.get("recipe", "") or ""), str(run_config.get("set", "") or ""))
+
+
 def _ctx_config(ctx):
-    return _config(str(ctx.run_config["config"])), int(ctx.run_config["seed"])
+    cfg = _config(run_config_text(ctx.run_config))
+    if cfg.threads and torch.get_num_threads() != cfg.threads:
+        torch.set_num_threads(cfg.threads)  # a deployed ClientApp process: the recipe's thread count
+    return cfg, int(ctx.run_config.get("seed", 0))
 
 
 @lru_cache(maxsize=2)
@@ -268,9 +291,13 @@ def client_specs(cfg, grid) -> list[S.ClientSpec]:
         pid = int(r.content["metrics"]["partition_id"])
         if not 0 <= pid < cfg.clients:
             raise RuntimeError(f"node {r.metadata.src_node_id} has partition-id {pid}, outside 0..{cfg.clients - 1}")
-        specs.append(S.ClientSpec(r.metadata.src_node_id, cfg.ranks[pid], cfg.personal_ranks[pid], int(r.content["metrics"]["num_examples"])))
+        specs.append(S.ClientSpec(r.metadata.src_node_id, cfg.ranks[pid], cfg.personal_ranks[pid], int(r.content["metrics"]["num_examples"]),
+                                  pid))
     if len(specs) != cfg.clients:
         raise RuntimeError(f"{len(specs)} nodes answered, the run needs {cfg.clients}")
+    pids = sorted(s.partition_id for s in specs)
+    if pids != list(range(cfg.clients)):
+        raise RuntimeError(f"the nodes' partition-ids are {pids}; the run needs each of 0..{cfg.clients - 1} once")
     return sorted(specs, key=lambda s: s.node_id)
 
 
@@ -316,7 +343,7 @@ def result_record(cfg, strategy: S.LoraStrategy, rounds_recs: list[dict], metric
     per = []
     for spec in strategy.specs:
         m = metrics[spec.node_id]
-        row = {"client": len(per), "node_id": spec.node_id, "rank": strategy.rank_of(spec),
+        row = {"client": len(per), "node_id": spec.node_id, "partition_id": spec.partition_id, "rank": strategy.rank_of(spec),
                "personal_rank": spec.personal_rank if strategy.name == "het-cpflora" else 0, "n_train": spec.n_train,
                "local_perplexity": math.exp(m["local_nll"] / max(1, m["local_tokens"])),
                "global_perplexity": math.exp(m["global_nll"] / max(1, m["global_tokens"])), "local_rouge1": m["local_rouge1"]}
@@ -333,28 +360,39 @@ def result_record(cfg, strategy: S.LoraStrategy, rounds_recs: list[dict], metric
             "final_train_loss": rounds_recs[-1]["mean_train_loss"] if rounds_recs else float("nan"), "wall_s": wall_s}
 
 
+def wait_for_nodes(grid, n: int, timeout_s: float, poll_s: float = 0.5) -> list[int]:
+    """Node ids once at least ``n`` SuperNodes are connected; RuntimeError after ``timeout_s`` s."""
+    t0 = time.monotonic()
+    while True:
+        ids = list(grid.get_node_ids())
+        if len(ids) >= n:
+            return ids
+        if time.monotonic() - t0 > timeout_s:
+            raise RuntimeError(f"{len(ids)} SuperNodes connected after {timeout_s:.0f} s; the run needs {n}")
+        time.sleep(poll_s)
+
+
+def serve(grid, run_config: dict) -> list[dict]:
+    """The deployment's round loop: every strategy of the run config on ``grid`` (Flower's grid of
+    the connected SuperNodes), after waiting for the recipe's number of nodes; the records are the
+    simulation's (``config`` first, ``summary`` last), on stdout and, when ``out`` is set, in
+    ``out/records.jsonl`` and ``out/config.yaml``. Returns the records."""
+    from icml26.core.output import stream
+    from icml26.methods.federated.harness import run_on_grid
+
+    cfg = _config(run_config_text(run_config))
+    seed = int(run_config.get("seed", 0))
+    out = str(run_config.get("out", "") or "") or None
+    wait_for_nodes(grid, cfg.clients, float(run_config.get("wait_nodes_s", 300)))
+    return stream(run_on_grid(cfg, seed, lambda: grid), command="fed-lora", config=cfg, seed=seed, out=out, quiet=True)
+
+
 if ServerApp is not None:
     server_app = ServerApp()
 
     @server_app.main()
     def _server_main(grid, context) -> None:
-        """Deployment entry: every strategy of the run config, one after the other; the records go
-        to the ServerApp's log (and ``records.jsonl`` in the run config's ``out``, when set)."""
-        import logging
-
-        from flwr.common.logger import log
-
-        cfg = _config(str(context.run_config["config"]))
-        seed = int(context.run_config["seed"])
-        out = str(context.run_config.get("out", "") or "")
-        from icml26.methods.federated.harness import run_on_grid
-
-        for rec in run_on_grid(cfg, seed, lambda: grid):
-            log(logging.INFO, "%s", json.dumps(rec))
-            if out:
-                from pathlib import Path
-
-                with open(Path(out) / "records.jsonl", "a", encoding="utf-8") as f:
-                    f.write(json.dumps(rec) + "\n")
+        """Deployment entry (``flwr run`` against a SuperLink): :func:`serve`."""
+        serve(grid, dict(context.run_config))
 else:  # pragma: no cover
     server_app = None

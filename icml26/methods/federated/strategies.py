@@ -40,12 +40,14 @@ HOMOGENEOUS = ("fedit", "ffa-lora", "fedsa-lora")
 
 @dataclass(frozen=True)
 class ClientSpec:
-    """What the server knows of one client: its node id, rank, personal rank, train examples."""
+    """What the server knows of one client: its node id, rank, personal rank, train examples, and
+    its data partition (the SuperNode's ``partition-id``; -1: not known)."""
 
     node_id: int
     rank: int
     personal_rank: int
     n_train: int
+    partition_id: int = -1
 
     @property
     def shared_rank(self) -> int:

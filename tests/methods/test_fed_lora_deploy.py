@@ -1,0 +1,247 @@
+"""fed-lora as a Flower deployment: the Flower App bundle (icml26/methods/federated/flower_app),
+the run config (recipe / set / JSON config), the ServerApp's round loop on a grid, and (slow) a
+real two-process loopback deployment -- ``flower-superlink`` plus two ``flower-supernode``
+processes on 127.0.0.1 and ``flwr run`` of the app -- whose records equal the in-process run's."""
+
+import json
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("flwr")
+pytest.importorskip("peft")
+
+try:
+    from conftest import need_debian  # noqa: E402
+except ImportError:  # tests/methods/conftest.py shadows tests/conftest.py as `conftest`
+    import importlib.util as _ilu
+    from pathlib import Path as _P
+
+    _spec = _ilu.spec_from_file_location("_tests_root_conftest", _P(__file__).resolve().parents[1] / "conftest.py")
+    _root = _ilu.module_from_spec(_spec)
+    _spec.loader.exec_module(_root)
+    need_debian = _root.need_debian
+
+from icml26.core.errors import InputError  # noqa: E402
+from icml26.methods.federated import apps, harness  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+APP = ROOT / "icml26" / "methods" / "federated" / "flower_app"
+TINY = "recipes/fed-lora/tiny.yaml"
+# 2 clients, 2 rounds of Het-CPFLoRA: round 2 uses each client's personal slots kept in its
+# Context between two ClientApp processes
+SETS = "clients=2 ranks=[4,8] personal_ranks=[1,2] rounds=2 strategies=[het-cpflora]"
+
+
+@pytest.fixture(scope="module")
+def debian():
+    need_debian("wordnet-base", "bible-kjv", "fortunes")
+
+
+def test_flower_app_bundle_validates_builds_and_names_the_apps(monkeypatch):
+    from flwr.cli.build import build_fab_from_disk
+    from flwr.cli.config_utils import load_and_validate
+
+    config, warnings = load_and_validate(APP / "pyproject.toml")
+    assert config is not None, warnings
+    comp = config["tool"]["flwr"]["app"]["components"]
+    assert comp == {"serverapp": "fed_lora_app:server_app", "clientapp": "fed_lora_app:client_app"}
+    assert set(config["tool"]["flwr"]["app"]["config"]) == {"recipe", "set", "config", "seed", "out", "wait_nodes_s"}
+    import io
+    import zipfile
+
+    names = zipfile.ZipFile(io.BytesIO(build_fab_from_disk(APP))).namelist()
+    assert "fed_lora_app.py" in names and "pyproject.toml" in names
+    monkeypatch.syspath_prepend(str(APP))
+    import fed_lora_app
+
+    assert fed_lora_app.server_app is apps.server_app and fed_lora_app.client_app is apps.client_app
+
+
+def test_run_config_from_recipe_set_or_json():
+    from icml26.core.recipe import config_dict, resolve
+
+    text = apps.run_config_text({"recipe": TINY, "set": "clients=2 ranks=[4,8] personal_ranks=[1,2]", "config": ""})
+    cfg = apps._config(text)
+    assert (cfg.clients, cfg.ranks, cfg.personal_ranks, cfg.model) == (2, (4, 8), (1, 2), "tiny-llama")
+    want = resolve(harness.Config, "fed-lora", TINY, ["clients=2", "ranks=[4,8]", "personal_ranks=[1,2]"])
+    assert json.loads(text) == config_dict(want)
+    js = json.dumps(config_dict(harness.Config(model="tiny-llama", clients=1, ranks=(4,), personal_ranks=(1,))))
+    assert apps.run_config_text({"recipe": TINY, "config": js}) == js  # the JSON config wins
+    with pytest.raises(InputError):
+        apps.run_config_text({"recipe": TINY, "set": "clients=2"})  # 3 ranks for 2 clients
+    with pytest.raises(InputError):
+        apps.run_config_text({"recipe": "recipes/fed-lora/no-such.yaml"})
+
+
+class _Grid:
+    def __init__(self, ids):
+        self.ids = ids
+
+    def get_node_ids(self):
+        return self.ids
+
+
+def test_wait_for_nodes():
+    assert apps.wait_for_nodes(_Grid([5, 7]), 2, 0.0) == [5, 7]
+    with pytest.raises(RuntimeError, match="1 SuperNodes connected .* needs 2"):
+        apps.wait_for_nodes(_Grid([5]), 2, 0.0, poll_s=0.0)
+
+
+def _strip(rec):
+    return {k: v for k, v in rec.items() if k not in ("wall_s", "round_s")}
+
+
+def test_server_loop_on_a_grid_writes_the_simulation_records(debian, tmp_path):
+    """The ServerApp's ``serve`` (what ``flwr run`` starts) on an in-process grid of the same
+    ClientApp: the same records.jsonl as ``icml26 fed-lora`` in one process."""
+    rc = {"recipe": TINY, "set": "clients=2 ranks=[4,8] personal_ranks=[1,2] rounds=1 strategies=[het-cpflora]", "seed": 3,
+          "out": str(tmp_path / "dep"), "wait_nodes_s": 0}
+    cfg = apps._config(apps.run_config_text(rc))
+    got = apps.serve(apps.InProcessGrid.for_run(cfg, 3), rc)
+    lines = [json.loads(x) for x in (tmp_path / "dep" / "records.jsonl").read_text().splitlines()]
+    assert [_strip(r) for r in lines] == [_strip(r) for r in got]
+    want = list(harness.run(cfg, seed=3))
+    assert [r["kind"] for r in lines] == ["config", "round", "result", "summary"]
+    assert [_strip(r) for r in lines[1:]] == [_strip(r) for r in want]
+    assert lines[0]["seed"] == 3 and lines[0]["clients"] == 2
+
+
+# ----------------------------------------------------------------------------- loopback deployment
+
+def _free_ports(n):
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def _descendants(pid):
+    """Every process below ``pid`` (from /proc): Flower starts SuperExec, ServerApp and ClientApp
+    processes in sessions of their own."""
+    kids = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            kids.setdefault(ppid, []).append(int(d.name))
+    out, todo = [], [pid]
+    while todo:
+        for c in kids.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def _stop(procs):
+    pids = []
+    for p in procs:
+        pids += _descendants(p.pid) + [p.pid]
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    t0 = time.monotonic()
+    for p in procs:
+        try:
+            p.wait(timeout=max(0.1, 15 - (time.monotonic() - t0)))
+        except subprocess.TimeoutExpired:
+            pass
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    for p in procs:
+        p.wait(timeout=15)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to tear the Flower processes down")
+def test_two_process_loopback_deployment(debian, tmp_path):
+    """flower-superlink + 2 flower-supernode (--insecure, free 127.0.0.1 ports), ``flwr run`` of
+    the Flower App: 2 rounds of Het-CPFLoRA on the tiny recipe. The deployed run's records equal
+    the in-process run's with the same seed (bytes and train losses, perplexities to float
+    summation order), on the SuperNodes' own node ids; the processes are always torn down."""
+    bindir = Path(sys.executable).parent
+    link_port, *node_ports = _free_ports(3)
+    home = tmp_path / "flwr-home"
+    home.mkdir()
+    (home / "config.toml").write_text(f'[superlink]\ndefault = "loopback"\n\n[superlink.loopback]\n'
+                                      f'address = "127.0.0.1:{link_port}"\ninsecure = true\n')
+    out = tmp_path / "out"
+    (tmp_path / "run.toml").write_text(f'recipe = "{TINY}"\nset = "{SETS}"\nseed = 1\nout = "{out}"\nwait_nodes_s = 600\n')
+    env = {**os.environ, "FLWR_HOME": str(home), "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}", "OMP_NUM_THREADS": "1"}
+    logs = {}
+
+    def start(name, *args):
+        logs[name] = tmp_path / f"{name}.log"
+        return subprocess.Popen([str(bindir / args[0]), *args[1:]], cwd=ROOT, env=env, stdout=logs[name].open("wb"),
+                                stderr=subprocess.STDOUT)
+
+    procs = []
+    deadline = time.monotonic() + 1500
+    try:
+        procs.append(start("superlink", "flower-superlink", "--insecure", "--port", str(link_port),
+                           "--disable-runtime-dependency-installation"))
+        for i, port in enumerate(node_ports):
+            procs.append(start(f"supernode{i}", "flower-supernode", "--insecure", "--superlink", f"127.0.0.1:{link_port}",
+                               "--port", str(port), "--node-config", f"partition-id={i}"))
+        # flwr run submits the app (retrying while the SuperLink starts); the ServerApp waits for both nodes
+        while True:
+            r = subprocess.run([str(bindir / "flwr"), "run", str(APP), "loopback", "--run-config", str(tmp_path / "run.toml")],
+                               cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+            if r.returncode == 0:
+                break
+            assert time.monotonic() < deadline and all(p.poll() is None for p in procs), r.stdout + r.stderr
+            time.sleep(3)
+        assert "Successfully started run" in r.stdout, r.stdout + r.stderr
+        rec_file = out / "records.jsonl"
+        while not (rec_file.is_file() and '"kind": "summary"' in rec_file.read_text()):
+            assert all(p.poll() is None for p in procs), {k: v.read_text()[-3000:] for k, v in logs.items()}
+            assert time.monotonic() < deadline, {k: v.read_text()[-3000:] for k, v in logs.items()}
+            time.sleep(2)
+        dep = [json.loads(x) for x in rec_file.read_text().splitlines()]
+        node_ids = set()
+        for i in range(2):
+            text = logs[f"supernode{i}"].read_text()
+            node_ids |= {int(line.rsplit(":", 1)[1]) for line in text.splitlines() if "SuperNode ID:" in line}
+    finally:
+        _stop(procs)
+    assert all(p.returncode is not None for p in procs)
+
+    cfg = apps._config(apps.run_config_text({"recipe": TINY, "set": SETS}))
+    sim = list(harness.run(cfg, seed=1))
+    assert [r["kind"] for r in dep] == ["config", "round", "round", "result", "summary"]
+    assert [r["kind"] for r in dep[1:]] == [r["kind"] for r in sim]
+    assert dep[0]["seed"] == 1 and dep[0]["clients"] == 2 and dep[0]["strategies"] == ["het-cpflora"]
+    for d, s in zip(dep[1:3], sim[:2]):
+        assert set(d) == set(s)
+        assert (d["round"], d["strategy"], d["upload_bytes"], d["download_bytes"]) == (s["round"], s["strategy"], s["upload_bytes"], s["download_bytes"])
+        assert d["mean_train_loss"] == pytest.approx(s["mean_train_loss"], rel=1e-5)
+    d, s = dep[3], sim[2]
+    assert set(d) == set(s) and d["comm_bytes_total"] == s["comm_bytes_total"] > 0
+    assert d["rounds"] == 2 and d["download_bytes_total"] == s["download_bytes_total"]
+    for k in ("local_perplexity", "global_perplexity"):
+        assert math.isfinite(d[k]) and d[k] == pytest.approx(s[k], rel=1e-4)
+    dpc = sorted(d["per_client"], key=lambda c: c["partition_id"])
+    spc = sorted(s["per_client"], key=lambda c: c["partition_id"])
+    assert [c["partition_id"] for c in dpc] == [0, 1] and [c["rank"] for c in dpc] == [4, 8]
+    assert {c["node_id"] for c in dpc} == node_ids and len(node_ids) == 2  # the deployed SuperNodes, not in-process ids
+    for a, b in zip(dpc, spc):
+        assert set(a) == set(b)
+        for k in ("local_perplexity", "global_perplexity", "sigma_local", "sigma_global"):
+            assert a[k] == pytest.approx(b[k], rel=1e-3)
