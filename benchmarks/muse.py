@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 RESULTS = Path(__file__).resolve().parent / "results" / "muse.json"
 KERNEL_TAG = "kern2"  # bench entries of the current C++ kernel (tiled far field); older tags are history
+BACKWARD_TAG = "bwd2"  # fwdbwd entries of the current backward (per-key sums over a cluster's queries); bwd1 is history
 
 
 from _results import load_results as _load  # noqa: E402
@@ -38,6 +39,17 @@ from _results import save_results  # noqa: E402
 
 
 def _save(path: Path, data: dict) -> None:
+    """Write ``data``, keeping the entries another part wrote to the file meanwhile (parts may
+    run at the same time in separate processes): part -> key -> method entries are merged."""
+    disk = _load(path)
+    for part, keys in disk.items():
+        mine = data.setdefault(part, {})
+        for key, entry in keys.items():
+            if key not in mine:
+                mine[key] = entry
+            elif isinstance(entry, dict) and isinstance(mine[key], dict):
+                for mth, rec in entry.items():
+                    mine[key].setdefault(mth, rec)
     save_results(path, data, sort_keys=True)
 
 
@@ -74,6 +86,67 @@ def part_bench(cfg, args, data: dict) -> None:
             rows[rec["method"]] = rec
             print(f"bench {n}: {rec['method']}: {rec['seconds']:.3f} s, x{rec['speedup_vs_sdpa']:.2f}, "
                   f"rse {rec['rel_squared_error']:.4f}, sparsity {rec['sparsity']:.3f}", flush=True)
+        store[key] = rows
+        _save(args.results, data)
+
+
+def part_fwdbwd(cfg, args, data: dict) -> None:
+    """Forward + backward of the attention alone on the bench q/k/v: SDPA (torch autograd), the
+    C++ kernel (MuseFunction) and the torch twin (autograd through muse_attention), one dout
+    (seeded) for all; rel. squared error of out and of dq / dk / dv against SDPA's."""
+    import statistics
+
+    import torch
+
+    from icml26.core.data.lm import load_causal_lm
+    from icml26.methods.attention import harness as H
+    from icml26.methods.attention import kernel
+    from icml26.methods.attention import muse as M
+
+    torch.set_num_threads(args.threads)
+    kernel.backend()  # build / load before timing
+    store = data.setdefault("fwdbwd", {})
+    model, tok = None, None
+    for n in args.context_tokens:
+        key = f"{n}|L{args.layer}|{_settings_key(cfg)}|t{args.threads}|{BACKWARD_TAG}"
+        methods = ["sdpa", "muse", "muse-torch"] if n <= args.twin_max else ["sdpa", "muse"]
+        if key in store and all(m in store[key] for m in methods):
+            continue
+        if model is None:
+            model, tok = load_causal_lm("llama")
+        ids = H.token_windows(tok, "test", n, 1, None)[0]
+        q, k, v, scale = H.capture_qkv(model, ids, args.layer)
+        dout = torch.randn(q.shape, generator=torch.Generator().manual_seed(0))
+        s = cfg.settings("muse")
+        fns = {"sdpa": lambda a, b, c: M.sdpa(a, b, c, scale=scale),
+               "muse": lambda a, b, c: kernel.attention(a, b, c, s, scale=scale),
+               "muse-torch": lambda a, b, c: M.muse_attention(a, b, c, s, scale=scale)}
+        rows = store.get(key, {})
+        ref = None
+        for mth in methods:
+            fw, bw = [], []
+            for _ in range(args.repeats):
+                xs = [x.clone().requires_grad_(True) for x in (q, k, v)]
+                t0 = time.perf_counter()
+                out = fns[mth](*xs)
+                t1 = time.perf_counter()
+                (out * dout).sum().backward()
+                t2 = time.perf_counter()
+                fw.append(t1 - t0)
+                bw.append(t2 - t1)
+            got = [out.detach().double()] + [x.grad.double() for x in xs]
+            if mth == "sdpa":
+                ref = got
+            errs = [((a - b) ** 2).sum().item() / (b ** 2).sum().item() for a, b in zip(got, ref)]
+            rec = {"method": mth, "context_tokens": n, "forward_s": statistics.median(fw), "backward_s": statistics.median(bw),
+                   "seconds": statistics.median([a + b for a, b in zip(fw, bw)]), "rse_out": errs[0], "rse_dq": errs[1],
+                   "rse_dk": errs[2], "rse_dv": errs[3], "load_avg": _load_avg(), "threads": args.threads}
+            rows[mth] = rec
+            print(f"fwdbwd {n}: {mth}: fwd {rec['forward_s']:.3f} s, bwd {rec['backward_s']:.3f} s, rse out/dq/dk/dv "
+                  f"{errs[0]:.4f}/{errs[1]:.4f}/{errs[2]:.4f}/{errs[3]:.4f}", flush=True)
+        for mth in methods:
+            rows[mth]["speedup_vs_sdpa"] = rows["sdpa"]["seconds"] / rows[mth]["seconds"]
+            rows[mth]["backward_speedup_vs_sdpa"] = rows["sdpa"]["backward_s"] / rows[mth]["backward_s"]
         store[key] = rows
         _save(args.results, data)
 
@@ -164,6 +237,24 @@ def report(data: dict) -> list[str]:
                 ok = mu["speedup_vs_sdpa"] >= 3 and mu["rel_squared_error"] < 0.2
                 targets.append(f"- 16k: muse x{mu['speedup_vs_sdpa']:.2f} vs SDPA (target >= 3), rel. sq. error "
                                f"{mu['rel_squared_error']:.4f} (target < 0.2): {'MET' if ok else 'NOT MET'}")
+        lines.append("")
+    fb = data.get("fwdbwd", {})
+    if fb:
+        lines += ["### fwdbwd: attention forward + backward (SmolLM2-135M q/k/v, all 9 heads, one dout)", "",
+                  "| N | settings | method | forward s | backward s | fwd+bwd s | speed-up vs sdpa (fwd+bwd) | backward speed-up | "
+                  "rse out | rse dq | rse dk | rse dv | load avg |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for key in sorted(fb, key=lambda s: (int(s.split("|")[0]), s)):
+            for mth in ("sdpa", "muse", "muse-torch"):
+                r = fb[key].get(mth)
+                if r:
+                    lines.append(f"| {r['context_tokens']} | {key.split('|', 1)[1].replace('|', ' ')} | {mth} | {r['forward_s']:.3f} | "
+                                 f"{r['backward_s']:.3f} | {r['seconds']:.3f} | {r['speedup_vs_sdpa']:.2f} | "
+                                 f"{r['backward_speedup_vs_sdpa']:.2f} | {r['rse_out']:.4f} | {r['rse_dq']:.4f} | "
+                                 f"{r['rse_dk']:.4f} | {r['rse_dv']:.4f} | {r.get('load_avg', 0):.1f} |")
+            r = fb[key].get("muse")
+            if r and r["context_tokens"] == 8192 and key.endswith(BACKWARD_TAG):
+                targets.append(f"- 8k attention fwd+bwd: kernel x{r['speedup_vs_sdpa']:.2f} vs SDPA (backward alone "
+                               f"x{r['backward_speedup_vs_sdpa']:.2f}): {'pays' if r['backward_speedup_vs_sdpa'] > 1 else 'does NOT pay'}")
         lines.append("")
     ev = data.get("eval", {})
     if ev:
@@ -257,12 +348,13 @@ def plot(data: dict, folder: Path) -> list[Path]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--part", choices=["bench", "eval", "train"], action="append", default=[])
+    ap.add_argument("--part", choices=["bench", "fwdbwd", "eval", "train"], action="append", default=[])
     ap.add_argument("--context-tokens", type=int, nargs="+", default=None)
     ap.add_argument("--layer", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--v1-max", type=int, default=8192)
+    ap.add_argument("--twin-max", type=int, default=4096, help="fwdbwd: the torch twin is timed up to this length")
     ap.add_argument("--windows", type=int, default=1)
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--train-methods", nargs="+", default=["sdpa", "muse"], choices=["sdpa", "muse"],
@@ -279,10 +371,11 @@ def main() -> None:
     data = _load(args.results)
     if not args.print_only:
         for part in args.part:
-            default = {"bench": [4096, 8192, 16384, 32768], "eval": [2048, 4096, 8192], "train": [2048]}[part]
+            default = {"bench": [4096, 8192, 16384, 32768], "fwdbwd": [4096, 8192], "eval": [2048, 4096, 8192],
+                       "train": [2048]}[part]
             a = argparse.Namespace(**{**vars(args), "context_tokens": args.context_tokens or default})
             t0 = time.time()
-            {"bench": part_bench, "eval": part_eval, "train": part_train}[part](cfg, a, data)
+            {"bench": part_bench, "fwdbwd": part_fwdbwd, "eval": part_eval, "train": part_train}[part](cfg, a, data)
             print(f"part {part}: {time.time() - t0:.0f} s, load {_load_avg():.1f}", flush=True)
     print("\n".join(report(data)))
     if args.plot:

@@ -286,8 +286,9 @@ namespace muse {
 
 int64_t muse_isa_level() { return avx2_ok() ? 1 : 0; }
 
-at::Tensor muse_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale, int64_t bt, int64_t cq,
-                        int64_t ck, int64_t iters, int64_t r, int64_t variant, int64_t level) {
+// the forward; with `lse`, also the log-sum-exp of every row's softmax (B, H, N) (for the backward)
+at::Tensor forward_impl(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale, int64_t bt, int64_t cq,
+                        int64_t ck, int64_t iters, int64_t r, int64_t variant, int64_t level, at::Tensor* lse) {
   TORCH_CHECK(q.dtype() == at::kFloat && k.dtype() == at::kFloat && v.dtype() == at::kFloat, "muse_forward: float32 only");
   TORCH_CHECK(q.is_contiguous() && k.is_contiguous() && v.is_contiguous(), "muse_forward: inputs must be contiguous");
   TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && k.sizes() == v.sizes(), "muse_forward: q (B,H,N,D), k, v (B,Hkv,N,D)");
@@ -305,6 +306,8 @@ at::Tensor muse_forward(const at::Tensor& q, const at::Tensor& k, const at::Tens
   const float* vp0 = v.data_ptr<float>();
   auto out = at::empty_like(q);
   float* op_out = out.data_ptr<float>();
+  if (lse != nullptr) *lse = at::empty({Bz, H, N}, q.options());
+  float* plse = lse != nullptr ? lse->data_ptr<float>() : nullptr;
 
   // 1. key order per (KV head, block): sorted keys / values, block means (block baseline); query order
   std::vector<float> ks, vs, kmean;
@@ -337,8 +340,10 @@ at::Tensor muse_forward(const at::Tensor& q, const at::Tensor& k, const at::Tens
         for (int64_t e = 0; e < D; ++e) o[e] *= inv;
         llse[i] = mx + std::log(z);
       }
+      float* lseb = plse != nullptr ? plse + g * N + t * bt : nullptr;
       if (t == 0) {
         std::memcpy(ob, lo.data(), sizeof(float) * bt * D);
+        if (lseb != nullptr) std::memcpy(lseb, llse.data(), sizeof(float) * bt);
         continue;
       }
       const int64_t kpc = t * ck;  // past key clusters
@@ -404,7 +409,10 @@ at::Tensor muse_forward(const at::Tensor& q, const at::Tensor& k, const at::Tens
         //    visited in tiles shared by all m queries of the cluster (each tile read once from cache)
         const int64_t ns = rr * sz + (tilted ? kpc : 0);
         if (ns == 0) {
-          for (int64_t i = 0; i < m; ++i) std::memcpy(ob + pq[a * m + i] * D, lo.data() + pq[a * m + i] * D, sizeof(float) * D);
+          for (int64_t i = 0; i < m; ++i) {
+            std::memcpy(ob + pq[a * m + i] * D, lo.data() + pq[a * m + i] * D, sizeof(float) * D);
+            if (lseb != nullptr) lseb[pq[a * m + i]] = llse[pq[a * m + i]];
+          }
           continue;
         }
         S.resize(m * ns);
@@ -456,6 +464,7 @@ at::Tensor muse_forward(const at::Tensor& q, const at::Tensor& k, const at::Tens
           const float wl = std::exp(ll - mm), wr = std::exp(lrf - mm);
           const float den = wl + wr, iz = 1.f / zs[i];
           for (int64_t e = 0; e < D; ++e) o[e] = (wl * ol[e] + wr * ai[e] * iz) / den;
+          if (lseb != nullptr) lseb[row] = mm + std::log(den);
         }
       }
     }
@@ -463,29 +472,45 @@ at::Tensor muse_forward(const at::Tensor& q, const at::Tensor& k, const at::Tens
   return out;
 }
 
+at::Tensor muse_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale, int64_t bt, int64_t cq,
+                        int64_t ck, int64_t iters, int64_t r, int64_t variant, int64_t level) {
+  return forward_impl(q, k, v, scale, bt, cq, ck, iters, r, variant, level, nullptr);
+}
 
-// Backward of muse_forward (same inputs, the forward's output `out` and its gradient `dout`):
-// (dq, dk, dv). The forward is recomputed block by block (same orders, summaries and retrieved
-// sets: deterministic); cluster orders and retrieved sets are constants, the query centroids are
-// detached (the twin with detach_query_centroids=True). For query i, the output is one softmax
-// over entries e (local keys, retrieved keys, far-field summaries) with logits s_e, values u_e:
+std::vector<at::Tensor> muse_forward_lse(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale, int64_t bt,
+                                         int64_t cq, int64_t ck, int64_t iters, int64_t r, int64_t variant, int64_t level) {
+  at::Tensor lse;
+  at::Tensor out = forward_impl(q, k, v, scale, bt, cq, ck, iters, r, variant, level, &lse);
+  return {out, lse};
+}
+
+
+// Backward of muse_forward_lse (same inputs, its output `out`, its row log-sum-exp `lse` and the
+// output gradient `dout`): (dq, dk, dv). Orders, summaries and retrieved sets are recomputed block
+// by block (deterministic: the forward's); cluster orders and retrieved sets are constants, the
+// query centroids detached (the twin with detach_query_centroids=True). Query i's output is one
+// softmax over entries e (local keys, retrieved keys, far-field summaries), logits s_e, values u_e:
 //   P_e = exp(s_e - lse_i), dS_e = P_e (dO_i.u_e - dO_i.O_i), du_e += P_e dO_i;
 //   exact key j: s = c q_i.k_j -> dq_i += c dS k_j, dk_j += c dS q_i;
 //   summary (a, b): s = L_ab + c (q_i - qbar_a).kt_ab -> dq_i += c dS kt_ab, dkt_ab += c dS (q_i - qbar_a), dL_ab += dS;
-//   summary through its tilt weights w_j = softmax_j(c qbar_a.k_j) over cluster b:
+//   through the tilt weights w_j = softmax_j(c qbar_a.k_j) of cluster b:
 //     dlogit_j = w_j (dL + (k_j - kt).dkt + (v_j - vt).dvt), dk_j += w_j dkt + c dlogit_j qbar_a, dv_j += w_j dvt.
-// Parallel over query heads (each with its own dk / dv buffer, summed per KV head at the end).
+// Key / value gradients are accumulated per key over the queries of a cluster (P and dS stored
+// transposed, one register-accumulated weighted sum per key). Parallel over query heads, each with
+// its own dk / dv buffer, summed per KV head at the end.
 std::vector<at::Tensor> muse_backward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& out,
-                                      const at::Tensor& dout, double scale, int64_t bt, int64_t cq, int64_t ck, int64_t iters,
-                                      int64_t r, int64_t variant, int64_t level) {
+                                      const at::Tensor& lse, const at::Tensor& dout, double scale, int64_t bt, int64_t cq, int64_t ck,
+                                      int64_t iters, int64_t r, int64_t variant, int64_t level) {
   TORCH_CHECK(q.dtype() == at::kFloat && k.dtype() == at::kFloat && v.dtype() == at::kFloat && out.dtype() == at::kFloat &&
-                  dout.dtype() == at::kFloat,
+                  lse.dtype() == at::kFloat && dout.dtype() == at::kFloat,
               "muse_backward: float32 only");
-  TORCH_CHECK(q.is_contiguous() && k.is_contiguous() && v.is_contiguous() && out.is_contiguous() && dout.is_contiguous(),
+  TORCH_CHECK(q.is_contiguous() && k.is_contiguous() && v.is_contiguous() && out.is_contiguous() && lse.is_contiguous() &&
+                  dout.is_contiguous(),
               "muse_backward: inputs must be contiguous");
   TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && k.sizes() == v.sizes() && out.sizes() == q.sizes() && dout.sizes() == q.sizes(),
               "muse_backward: q, out, dout (B,H,N,D), k, v (B,Hkv,N,D)");
   const int64_t Bz = q.size(0), H = q.size(1), N = q.size(2), D = q.size(3), Hk = k.size(1);
+  TORCH_CHECK(lse.dim() == 3 && lse.size(0) == Bz && lse.size(1) == H && lse.size(2) == N, "muse_backward: lse (B,H,N)");
   TORCH_CHECK(k.size(0) == Bz && k.size(2) == N && k.size(3) == D && Hk > 0 && H % Hk == 0, "muse_backward: shape mismatch");
   TORCH_CHECK(bt >= 2 && N % bt == 0 && cq >= 1 && ck >= 1 && bt % cq == 0 && bt % ck == 0, "muse_backward: bad block / cluster sizes");
   TORCH_CHECK(variant >= 0 && variant <= 2 && r >= 0 && iters >= 0, "muse_backward: bad variant / r / iters");
@@ -498,6 +523,7 @@ std::vector<at::Tensor> muse_backward(const at::Tensor& q, const at::Tensor& k, 
   const float* kp0 = k.data_ptr<float>();
   const float* vp0 = v.data_ptr<float>();
   const float* pout = out.data_ptr<float>();
+  const float* plse = lse.data_ptr<float>();
   const float* pdo = dout.data_ptr<float>();
   std::vector<float> ks, vs, kmean;
   std::vector<int64_t> permq, korig;
@@ -508,7 +534,8 @@ std::vector<at::Tensor> muse_backward(const at::Tensor& q, const at::Tensor& k, 
   const float ninf = -std::numeric_limits<float>::infinity();
 
   at::parallel_for(0, G, 1, [&](int64_t g0, int64_t g1) {
-    std::vector<float> dsum(bt), sl(bt), sr, sf, dp, dsv, qbar(cq * D), delta(D), L, kt, vt, W, gate, gK, gV, gL, wbuf(sz);
+    std::vector<float> dsum(bt), sl(bt), dp, dsv, lPT(bt * bt), ldST(bt * bt), qbar(cq * D), L, kt, vt, W, gate, gK, gV, gL, base;
+    std::vector<float> Qa(m * D), dOa(m * D), Da(m * D), dQa(m * D), PT, dST, wa(cq), dl(cq), kd(cq), vd(cq);
     std::vector<int64_t> order, ret;
     std::vector<char> isret;
     for (int64_t g = g0; g < g1; ++g) {
@@ -523,54 +550,81 @@ std::vector<at::Tensor> muse_backward(const at::Tensor& q, const at::Tensor& k, 
         const float* kb = kp0 + (gk * N + t * bt) * D;
         const float* vb = vp0 + (gk * N + t * bt) * D;
         const float* ob = pout + (g * N + t * bt) * D;
+        const float* lb = plse + g * N + t * bt;
         const float* dob = pdo + (g * N + t * bt) * D;
         float* dqb = pdq + (g * N + t * bt) * D;
-        for (int64_t i = 0; i < bt; ++i) dsum[i] = op.dot(dob + i * D, ob + i * D, D);
         const int64_t kpc = t * ck;
         const int64_t rr = t > 0 ? std::min(rmax, kpc) : 0;
         const bool far = tilted && t > 0;
         const int64_t* pq = permq.data() + g * N + t * bt;
-        if (t > 0) {
-          std::fill(qbar.begin(), qbar.end(), 0.f);
-          for (int64_t a = 0; a < cq; ++a) {
-            float* qa = qbar.data() + a * D;
-            for (int64_t i = 0; i < m; ++i) op.axpy(1.f, qb + pq[a * m + i] * D, qa, D);
-            for (int64_t e = 0; e < D; ++e) qa[e] /= float(m);
+        const int64_t wide = std::max<int64_t>(std::max(bt, sz), std::max<int64_t>(kpc, 1));
+        dp.resize(wide);
+        dsv.resize(wide);
+        sl.resize(wide);
+        for (int64_t i = 0; i < bt; ++i) dsum[i] = op.dot(dob + i * D, ob + i * D, D);
+        // local block (exact, causal): rows i, keys j <= i
+        for (int64_t i = 0; i < bt; ++i) {
+          const float* qi = qb + i * D;
+          const float* doi = dob + i * D;
+          const int64_t nl = i + 1;
+          op.dots(qi, kb, nl, D, c, sl.data());
+          op.expsum(sl.data(), nl, lb[i]);
+          op.dots(doi, vb, nl, D, 1.f, dp.data());
+          for (int64_t j = 0; j < nl; ++j) {
+            const float P = sl[j], dS = c * P * (dp[j] - dsum[i]);
+            dsv[j] = dS;
+            lPT[j * bt + i] = P;
+            ldST[j * bt + i] = dS;
           }
-          L.resize(cq * kpc);
-          gate.resize(cq * kpc);
-          if (tilted) {
-            kt.assign(cq * kpc * D, 0.f);
-            vt.assign(cq * kpc * D, 0.f);
-            W.resize(cq * kpc * sz);
-            for (int64_t b = 0; b < kpc; ++b) {
-              const float* kc = ksg + b * sz * D;
-              const float* vc = vsg + b * sz * D;
-              for (int64_t a = 0; a < cq; ++a) {
-                float* w = W.data() + (a * kpc + b) * sz;
-                op.dots(qbar.data() + a * D, kc, sz, D, c, w);
-                const float mx = *std::max_element(w, w + sz);
-                const float z = op.expsum(w, sz, mx);
-                const float inv = 1.f / z;
-                for (int64_t j = 0; j < sz; ++j) w[j] *= inv;
-                op.wsum(w, kc, sz, D, kt.data() + (a * kpc + b) * D);
-                op.wsum(w, vc, sz, D, vt.data() + (a * kpc + b) * D);
-                L[a * kpc + b] = mx + std::log(z);
-              }
-            }
-            std::copy(L.begin(), L.end(), gate.begin());
-            gK.assign(cq * kpc * D, 0.f);
-            gV.assign(cq * kpc * D, 0.f);
-            gL.assign(cq * kpc, 0.f);
-          } else {
-            for (int64_t a = 0; a < cq; ++a)
-              op.dots(qbar.data() + a * D, kmean.data() + gk * nb * ck * D, kpc, D, c, gate.data() + a * kpc);
-          }
+          op.wsum(dsv.data(), kb, nl, D, dqb + i * D);
         }
-        const int64_t acount = t > 0 ? cq : 1;
-        for (int64_t a = 0; a < acount; ++a) {
-          const float* qa = t > 0 ? qbar.data() + a * D : nullptr;
-          isret.assign(std::max<int64_t>(kpc, 1), 0);
+        for (int64_t j = 0; j < bt; ++j) {
+          op.wsum(ldST.data() + j * bt + j, qb + j * D, bt - j, D, dkh + (t * bt + j) * D);
+          op.wsum(lPT.data() + j * bt + j, dob + j * D, bt - j, D, dvh + (t * bt + j) * D);
+        }
+        if (t == 0 || (rr == 0 && !far)) continue;
+        // summaries (recomputed) and the gate
+        std::fill(qbar.begin(), qbar.end(), 0.f);
+        for (int64_t a = 0; a < cq; ++a) {
+          float* qa = qbar.data() + a * D;
+          for (int64_t i = 0; i < m; ++i) op.axpy(1.f, qb + pq[a * m + i] * D, qa, D);
+          for (int64_t e = 0; e < D; ++e) qa[e] /= float(m);
+        }
+        L.resize(cq * kpc);
+        gate.resize(cq * kpc);
+        if (tilted) {
+          kt.assign(cq * kpc * D, 0.f);
+          vt.assign(cq * kpc * D, 0.f);
+          W.resize(cq * kpc * sz);
+          for (int64_t b = 0; b < kpc; ++b) {
+            const float* kc = ksg + b * sz * D;
+            const float* vc = vsg + b * sz * D;
+            for (int64_t a = 0; a < cq; ++a) {
+              float* w = W.data() + (a * kpc + b) * sz;
+              op.dots(qbar.data() + a * D, kc, sz, D, c, w);
+              const float mx = *std::max_element(w, w + sz);
+              const float z = op.expsum(w, sz, mx);
+              const float inv = 1.f / z;
+              for (int64_t j = 0; j < sz; ++j) w[j] *= inv;
+              op.wsum(w, kc, sz, D, kt.data() + (a * kpc + b) * D);
+              op.wsum(w, vc, sz, D, vt.data() + (a * kpc + b) * D);
+              L[a * kpc + b] = mx + std::log(z);
+            }
+          }
+          std::copy(L.begin(), L.end(), gate.begin());
+          gK.assign(kpc * cq * D, 0.f);  // (b, a) order: the cq rows of key cluster b are contiguous
+          gV.assign(kpc * cq * D, 0.f);
+          gL.assign(cq * kpc, 0.f);
+        } else {
+          for (int64_t a = 0; a < cq; ++a)
+            op.dots(qbar.data() + a * D, kmean.data() + gk * nb * ck * D, kpc, D, c, gate.data() + a * kpc);
+        }
+        isret.assign(cq * kpc, 0);
+        PT.resize(std::max<int64_t>(sz, kpc) * m);
+        dST.resize(PT.size());
+        for (int64_t a = 0; a < cq; ++a) {
+          const float* qa = qbar.data() + a * D;
+          char* isr = isret.data() + a * kpc;
           ret.resize(rr);
           if (rr > 0) {
             const float* ga = gate.data() + a * kpc;
@@ -580,100 +634,94 @@ std::vector<at::Tensor> muse_backward(const at::Tensor& q, const at::Tensor& k, 
                               [&](int64_t x, int64_t y) { return ga[x] > ga[y] || (ga[x] == ga[y] && x < y); });
             for (int64_t j = 0; j < rr; ++j) {
               ret[j] = order[j];
-              isret[order[j]] = 1;
+              isr[order[j]] = 1;
             }
           }
-          const float* La = far ? L.data() + a * kpc : nullptr;
-          const float* kta = far ? kt.data() + a * kpc * D : nullptr;
-          const float* vta = far ? vt.data() + a * kpc * D : nullptr;
-          float* gKa = far ? gK.data() + a * kpc * D : nullptr;
-          float* gVa = far ? gV.data() + a * kpc * D : nullptr;
-          float* gLa = far ? gL.data() + a * kpc : nullptr;
-          sr.resize(std::max<int64_t>(rr * sz, 1));
-          sf.resize(std::max<int64_t>(kpc, 1));
-          dp.resize(std::max<int64_t>(std::max(bt, rr * sz), std::max<int64_t>(kpc, 1)));
-          dsv.resize(dp.size());
-          const int64_t rows = t > 0 ? m : bt;
-          for (int64_t ii = 0; ii < rows; ++ii) {
-            const int64_t row = t > 0 ? pq[a * m + ii] : ii;
-            const float* qi = qb + row * D;
-            const float* doi = dob + row * D;
-            float* dqi = dqb + row * D;
-            const int64_t nl = row + 1;
-            // logits of every entry, then one max / sum
-            op.dots(qi, kb, nl, D, c, sl.data());
-            float mx = *std::max_element(sl.begin(), sl.begin() + nl);
-            for (int64_t j = 0; j < rr; ++j) op.dots(qi, ksg + ret[j] * sz * D, sz, D, c, sr.data() + j * sz);
-            if (rr > 0) mx = std::max(mx, *std::max_element(sr.begin(), sr.begin() + rr * sz));
-            if (far) {
-              for (int64_t e = 0; e < D; ++e) delta[e] = qi[e] - qa[e];
-              op.dots(delta.data(), kta, kpc, D, c, sf.data());
-              for (int64_t b = 0; b < kpc; ++b) {
-                sf[b] = isret[b] ? ninf : sf[b] + La[b];
-                mx = std::max(mx, sf[b]);
-              }
-            }
-            float z = op.expsum(sl.data(), nl, mx);
-            if (rr > 0) z += op.expsum(sr.data(), rr * sz, mx);
-            if (far) z += op.expsum(sf.data(), kpc, mx);
-            const float iz = 1.f / z, ds = dsum[row];
-            // local keys
-            op.dots(doi, vb, nl, D, 1.f, dp.data());
-            for (int64_t j = 0; j < nl; ++j) {
-              const float P = sl[j] * iz, dS = P * (dp[j] - ds);
-              dsv[j] = c * dS;
-              op.axpy(c * dS, qi, dkh + (t * bt + j) * D, D);
-              op.axpy(P, doi, dvh + (t * bt + j) * D, D);
-            }
-            op.wsum(dsv.data(), kb, nl, D, dqi);
-            // retrieved keys
-            for (int64_t jr = 0; jr < rr; ++jr) {
-              const float* kc = ksg + ret[jr] * sz * D;
-              const float* vc = vsg + ret[jr] * sz * D;
-              op.dots(doi, vc, sz, D, 1.f, dp.data());
+          for (int64_t i = 0; i < m; ++i) {
+            const int64_t row = pq[a * m + i];
+            std::memcpy(Qa.data() + i * D, qb + row * D, sizeof(float) * D);
+            std::memcpy(dOa.data() + i * D, dob + row * D, sizeof(float) * D);
+            for (int64_t e = 0; e < D; ++e) Da[i * D + e] = qb[row * D + e] - qa[e];
+          }
+          std::fill(dQa.begin(), dQa.end(), 0.f);
+          // retrieved key clusters
+          for (int64_t jr = 0; jr < rr; ++jr) {
+            const float* kc = ksg + ret[jr] * sz * D;
+            const float* vc = vsg + ret[jr] * sz * D;
+            for (int64_t i = 0; i < m; ++i) {
+              const int64_t row = pq[a * m + i];
+              op.dots(Qa.data() + i * D, kc, sz, D, c, sl.data());
+              op.expsum(sl.data(), sz, lb[row]);
+              op.dots(dOa.data() + i * D, vc, sz, D, 1.f, dp.data());
               for (int64_t j = 0; j < sz; ++j) {
-                const float P = sr[jr * sz + j] * iz, dS = P * (dp[j] - ds);
-                dsv[j] = c * dS;
-                const int64_t o = kog[ret[jr] * sz + j];
-                op.axpy(c * dS, qi, dkh + o * D, D);
-                op.axpy(P, doi, dvh + o * D, D);
+                const float P = sl[j], dS = c * P * (dp[j] - dsum[row]);
+                dsv[j] = dS;
+                PT[j * m + i] = P;
+                dST[j * m + i] = dS;
               }
-              op.wsum(dsv.data(), kc, sz, D, dqi);
+              op.wsum(dsv.data(), kc, sz, D, dQa.data() + i * D);
             }
-            // far-field summaries
-            if (far) {
-              op.dots(doi, vta, kpc, D, 1.f, dp.data());
+            for (int64_t j = 0; j < sz; ++j) {
+              const int64_t o = kog[ret[jr] * sz + j];
+              op.wsum(dST.data() + j * m, Qa.data(), m, D, dkh + o * D);
+              op.wsum(PT.data() + j * m, dOa.data(), m, D, dvh + o * D);
+            }
+          }
+          // far-field summaries
+          if (far) {
+            const float* La = L.data() + a * kpc;
+            const float* kta = kt.data() + a * kpc * D;
+            const float* vta = vt.data() + a * kpc * D;
+            float* gLa = gL.data() + a * kpc;
+            for (int64_t i = 0; i < m; ++i) {
+              const int64_t row = pq[a * m + i];
+              float* sf = sl.data();
+              op.dots(Da.data() + i * D, kta, kpc, D, c, sf);
+              for (int64_t b = 0; b < kpc; ++b) sf[b] = isr[b] ? ninf : sf[b] + La[b];
+              op.expsum(sf, kpc, lb[row]);
+              op.dots(dOa.data() + i * D, vta, kpc, D, 1.f, dp.data());
               for (int64_t b = 0; b < kpc; ++b) {
-                if (isret[b]) {
-                  dsv[b] = 0.f;
-                  continue;
-                }
-                const float P = sf[b] * iz, dS = P * (dp[b] - ds);
+                const float P = sf[b], dS = isr[b] ? 0.f : P * (dp[b] - dsum[row]);
                 dsv[b] = c * dS;
                 gLa[b] += dS;
-                op.axpy(c * dS, delta.data(), gKa + b * D, D);
-                op.axpy(P, doi, gVa + b * D, D);
+                PT[b * m + i] = P;
+                dST[b * m + i] = c * dS;
               }
-              op.wsum(dsv.data(), kta, kpc, D, dqi);
+              op.wsum(dsv.data(), kta, kpc, D, dQa.data() + i * D);
+            }
+            for (int64_t b = 0; b < kpc; ++b) {
+              if (isr[b]) continue;
+              op.wsum(dST.data() + b * m, Da.data(), m, D, gK.data() + (b * cq + a) * D);
+              op.wsum(PT.data() + b * m, dOa.data(), m, D, gV.data() + (b * cq + a) * D);
             }
           }
-          // through the tilted summaries of query cluster a
-          if (far) {
-            for (int64_t b = 0; b < kpc; ++b) {
-              if (isret[b]) continue;
-              const float* w = W.data() + (a * kpc + b) * sz;
-              const float* kc = ksg + b * sz * D;
-              const float* vc = vsg + b * sz * D;
-              const float* gkb = gKa + b * D;
-              const float* gvb = gVa + b * D;
-              const float base = gLa[b] - op.dot(kta + b * D, gkb, D) - op.dot(vta + b * D, gvb, D);
-              for (int64_t j = 0; j < sz; ++j) {
-                const float dl = w[j] * (base + op.dot(kc + j * D, gkb, D) + op.dot(vc + j * D, gvb, D));
-                const int64_t o = kog[b * sz + j];
-                op.axpy(w[j], gkb, dkh + o * D, D);
-                op.axpy(c * dl, qa, dkh + o * D, D);
-                op.axpy(w[j], gvb, dvh + o * D, D);
+          for (int64_t i = 0; i < m; ++i) op.axpy(1.f, dQa.data() + i * D, dqb + pq[a * m + i] * D, D);
+        }
+        // through the tilted summaries: every past key, all query clusters at once
+        if (far) {
+          base.resize(cq * kpc);
+          for (int64_t a = 0; a < cq; ++a)
+            for (int64_t b = 0; b < kpc; ++b)
+              base[a * kpc + b] = isret[a * kpc + b] ? 0.f
+                                                     : gL[a * kpc + b] - op.dot(kt.data() + (a * kpc + b) * D, gK.data() + (b * cq + a) * D, D) -
+                                                           op.dot(vt.data() + (a * kpc + b) * D, gV.data() + (b * cq + a) * D, D);
+          for (int64_t b = 0; b < kpc; ++b) {
+            const float* gkb = gK.data() + b * cq * D;
+            const float* gvb = gV.data() + b * cq * D;
+            for (int64_t j = 0; j < sz; ++j) {
+              const float* kj = ksg + (b * sz + j) * D;
+              const float* vj = vsg + (b * sz + j) * D;
+              op.dots(kj, gkb, cq, D, 1.f, kd.data());
+              op.dots(vj, gvb, cq, D, 1.f, vd.data());
+              for (int64_t a = 0; a < cq; ++a) {
+                const float w = isret[a * kpc + b] ? 0.f : W[(a * kpc + b) * sz + j];
+                wa[a] = w;
+                dl[a] = c * w * (base[a * kpc + b] + kd[a] + vd[a]);
               }
+              const int64_t o = kog[b * sz + j];
+              op.wsum(wa.data(), gkb, cq, D, dkh + o * D);
+              op.wsum(dl.data(), qbar.data(), cq, D, dkh + o * D);
+              op.wsum(wa.data(), gvb, cq, D, dvh + o * D);
             }
           }
         }
@@ -702,9 +750,11 @@ std::vector<at::Tensor> muse_backward(const at::Tensor& q, const at::Tensor& k, 
 
 TORCH_LIBRARY_FRAGMENT(icml26, m) {
   m.def("muse_forward(Tensor q, Tensor k, Tensor v, float scale, int block_tokens, int query_clusters, int key_clusters, int lloyd_iters, int retrieved, int variant, int level) -> Tensor");
-  m.def("muse_backward(Tensor q, Tensor k, Tensor v, Tensor out, Tensor dout, float scale, int block_tokens, int query_clusters, int key_clusters, int lloyd_iters, int retrieved, int variant, int level) -> Tensor[]");
+  m.def("muse_forward_lse(Tensor q, Tensor k, Tensor v, float scale, int block_tokens, int query_clusters, int key_clusters, int lloyd_iters, int retrieved, int variant, int level) -> Tensor[]");
+  m.def("muse_backward(Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, Tensor dout, float scale, int block_tokens, int query_clusters, int key_clusters, int lloyd_iters, int retrieved, int variant, int level) -> Tensor[]");
   m.def("muse_isa_level() -> int");
   m.impl("muse_forward", c10::DispatchKey::CPU, TORCH_FN(icml26::muse::muse_forward));
+  m.impl("muse_forward_lse", c10::DispatchKey::CPU, TORCH_FN(icml26::muse::muse_forward_lse));
   m.impl("muse_backward", c10::DispatchKey::CPU, TORCH_FN(icml26::muse::muse_backward));
   m.impl("muse_isa_level", c10::DispatchKey::CatchAll, TORCH_FN(icml26::muse::muse_isa_level));
 }

@@ -75,19 +75,20 @@ class MuseFunction(torch.autograd.Function):
     """The C++ forward and backward as one autograd node: q (B, H, N, D), k, v (B, Hkv, N, D)
     float32 contiguous CPU, N a multiple of the block; ``args`` = (scale, block_tokens,
     query_clusters, key_clusters, lloyd_iters, retrieved, variant index, ISA level). Saves q, k,
-    v and the output; the backward recomputes orders, summaries and retrieved sets."""
+    v, the output and its row log-sum-exp (B, H, N); the backward recomputes orders, summaries
+    and retrieved sets."""
 
     @staticmethod
     def forward(ctx, q, k, v, args):
-        out = torch.ops.icml26.muse_forward(q, k, v, *args)
-        ctx.save_for_backward(q, k, v, out)
+        out, lse = torch.ops.icml26.muse_forward_lse(q, k, v, *args)
+        ctx.save_for_backward(q, k, v, out, lse)
         ctx.args = args
         return out
 
     @staticmethod
     def backward(ctx, dout):
-        q, k, v, out = ctx.saved_tensors
-        dq, dk, dv = torch.ops.icml26.muse_backward(q, k, v, out, dout.contiguous(), *ctx.args)
+        q, k, v, out, lse = ctx.saved_tensors
+        dq, dk, dv = torch.ops.icml26.muse_backward(q, k, v, out, lse, dout.contiguous(), *ctx.args)
         return dq, dk, dv, None
 
 
