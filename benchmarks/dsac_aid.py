@@ -189,6 +189,97 @@ def part_seeds_cpu(res: dict, rounds: int = 2, cpu_s: float = 6.0) -> None:
         save(res, "speed")
 
 
+# op-name -> category of the per-update profile (torch.profiler self CPU time)
+CATEGORIES = (("matmul (bmm / baddbmm / mm)", ("aten::bmm", "aten::baddbmm", "aten::mm", "aten::addmm")),
+              ("GroupNorm (layer_norm fwd + bwd)", ("aten::native_layer_norm", "aten::native_layer_norm_backward")),
+              ("Adam + Polyak", ("aten::_fused_adam_", "aten::lerp_", "aten::_foreach_lerp_")),
+              ("replay sampling (index)", ("aten::index",)))
+
+
+def profile_update(seeds: int, n: int, hidden: tuple[int, ...] = (256, 256, 256)) -> dict:
+    """CPU-ms per update of ``seeds`` batched DSAC-AID seeds (MuJoCo defaults, Hopper-v5 sizes, 1
+    thread), unprofiled (process time over ``n`` updates), and its split by category from
+    torch.profiler's self CPU times over ``n`` profiled updates (shares applied to the unprofiled
+    time; 'elementwise and the rest' = every other aten op; 'Python and dispatch' = the update's
+    CPU time outside any aten op's self time)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from icml26.methods.rl import dsac_aid as m
+    from icml26.methods.rl.sac import Learner
+
+    m.tune_allocator()
+    torch.set_num_threads(1)
+    # GroupNorm groups of 16 channels as the MuJoCo family's 16 groups of 256 (3x16: one group)
+    cfg = m.resolve_family(m.Config(env="Hopper-v5", seeds=seeds, hidden=hidden, norm_groups=hidden[0] // 16))
+    L = Learner(m.learner_spec(cfg, "dsac-aid", 11, 3), generator=torch.Generator().manual_seed(0))
+    buf, g = _random_batches(11, 3, seeds)
+
+    def step():
+        b = buf.sample(256, g)
+        L.update(b["observations"], b["actions"], b["rewards"], b["next_observations"], b["terminals"])
+
+    for _ in range(4):
+        step()
+    t = time.process_time()
+    for _ in range(n):
+        step()
+    ms = 1000 * (time.process_time() - t) / n
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        t = time.process_time()
+        for _ in range(n):
+            step()
+        prof_ms = 1000 * (time.process_time() - t)
+    self_ms = {e.key: e.self_cpu_time_total / 1000 for e in prof.key_averages()}
+    aten = sum(v for k, v in self_ms.items() if k.startswith("aten::"))
+    cats = {}
+    for name, ops in CATEGORIES:
+        cats[name] = sum(self_ms.get(o, 0.0) for o in ops)
+    cats["elementwise and the rest (aten)"] = aten - sum(cats.values())
+    cats["Python and dispatch"] = max(prof_ms - aten, 0.0)
+    tot = sum(cats.values())
+    return {"seeds": seeds, "hidden": list(hidden), "cpu_ms_per_update": ms,
+            "cpu_ms_by_category": {k: ms * v / tot for k, v in cats.items()}, "calls_per_update": sum(e.count for e in prof.key_averages() if e.key.startswith("aten::")) / n}
+
+
+def part_profile(res: dict, n: int = 6) -> None:
+    """The profile of one update at 1 and 4 batched seeds (each in a fresh process, interleaved),
+    and the fixed per-update cost measured directly: the same update with 3x16 networks, where
+    the arithmetic is ~0.1% of the 3x256 update's (GroupNorm in groups of 16 channels as there),
+    so its CPU time is the per-call cost (dispatch, allocation, Python) that batching shares."""
+    out = {"runs": [], "load": load_avg()}
+    for S, hidden in ((1, "256"), (4, "256"), (1, "16"), (4, "16")):
+        p = subprocess.run([sys.executable, __file__, "--worker-profile", "--seeds", str(S), "--n", str(n), "--hidden", hidden],
+                           capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, check=True)
+        r = json.loads(p.stdout.strip().splitlines()[-1])
+        out["runs"].append(r)
+        print(f"S={S} hidden 3x{hidden}: {r['cpu_ms_per_update']:.1f} CPU-ms/update", flush=True)
+        res.setdefault("speed", {})["profile"] = {**out, "load": out["load"] + " / " + load_avg()}
+        save(res, "speed")
+
+
+def report_profile(pr: dict) -> None:
+    runs = {(r["seeds"], r["hidden"][0]): r for r in pr["runs"]}
+    r1, r4 = runs.get((1, 256)), runs.get((4, 256))
+    if not (r1 and r4):
+        return
+    print(f"\nProfile of one DSAC-AID update (MuJoCo defaults, 1 thread; load {pr['load']}): CPU-ms per update")
+    print("| category | 1 seed | 4 seeds batched | 4 batched / 1 |")
+    print("|---|---|---|---|")
+    for k in r1["cpu_ms_by_category"]:
+        a, b = r1["cpu_ms_by_category"][k], r4["cpu_ms_by_category"][k]
+        print(f"| {k} | {a:.1f} | {b:.1f} | {b / a:.2f}x |")
+    print(f"| total | {r1['cpu_ms_per_update']:.1f} | {r4['cpu_ms_per_update']:.1f} | {r4['cpu_ms_per_update'] / r1['cpu_ms_per_update']:.2f}x |")
+    print(f"aten calls per update: {r1['calls_per_update']:.0f} (1 seed), {r4['calls_per_update']:.0f} (4 seeds)")
+    t1, t4 = runs.get((1, 16)), runs.get((4, 16))
+    if t1 and t4:
+        a = t1["cpu_ms_per_update"]
+        b = (r1["cpu_ms_per_update"] - a)
+        print(f"fixed per-update cost (3x16 networks): {a:.1f} CPU-ms at 1 seed, {t4['cpu_ms_per_update']:.1f} at 4 seeds; "
+              f"with b = {b:.1f} CPU-ms of per-seed work the 4-seed bound is (a + b) / (a / 4 + b) = {(a + b) / (a / 4 + b):.2f}x "
+              f"(1.5x needs a >= 0.8 b = {0.8 * b:.1f})")
+
+
 def part_speed(res: dict, n: int) -> None:
     sp = res.setdefault("speed", {})
     for threads in (1, 2):
@@ -280,12 +371,14 @@ def plot_curves(recs: list[dict], title: str, fname: str) -> None:
 IMPULSE = {
     "s3": ("impulse-pendulum.yaml", "impulse-s3", "impulse", "dsac_aid_impulse_s3.png",
            "Pendulum-v1, reward noise 3, reward scale 1, 5k steps"),
-    "rs50": ("impulse-pendulum-rs50.yaml", "impulse-rs50", "impulse_rs50", "dsac_aid_impulse.png",
+    "rs50": ("impulse-pendulum-rs50.yaml", "impulse-rs50", "impulse_rs50", "dsac_aid_impulse_rs50.png",
              "Pendulum-v1, reward noise 3 (0.5 + mean a^2) N(0,1), reward scale 50: DSAC-T vs AID beta=0 vs AID"),
+    "onset": ("impulse-pendulum-onset.yaml", "impulse-onset", "impulse_onset", "dsac_aid_impulse.png",
+              "Pendulum-v1, reward noise 5 (0.5 + mean a^2) N(0,1) from step 6000: DSAC-T vs AID beta=0 vs AID"),
 }
 
 
-PER_ALGO = {"rs50"}  # variants run as one CLI run per algo in parallel (folder/<algo>): equal progress when stopped
+PER_ALGO = {"rs50", "onset"}  # variants run as one CLI run per algo in parallel (folder/<algo>): equal progress when stopped
 
 
 def run_cli_parallel(recipe: str, out: Path, algos: list[str], budget_s: float) -> str:
@@ -401,6 +494,8 @@ def report(res: dict) -> None:
             print(f"| DSAC-AID 4 seeds per CPU second (1 thread): batched vs one seed alone | {r['batched_seed_updates_per_cpu_s']:.2f} "
                   f"seed-updates/CPU-s | {r['single_updates_per_cpu_s']:.2f} updates/CPU-s | {ratio:.2f}x | >= 1.5x | "
                   f"{'met' if ratio >= 1.5 else 'NOT met'} | {r['load']} |")
+    if sp and sp.get("profile"):
+        report_profile(sp["profile"])
     v2 = sp.get("seeds_cpu_v2") if sp else None
     if v2 and v2["rounds"]:
         report_seeds_cpu(v2)
@@ -474,22 +569,27 @@ def report_impulse(im: dict, title: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--part", choices=["speed", "seeds-cpu", "impulse", "mujoco"], action="append")
+    ap.add_argument("--part", choices=["speed", "seeds-cpu", "profile", "impulse", "mujoco"], action="append")
     ap.add_argument("--n", type=int, default=300, help="timed updates per speed measurement")
     ap.add_argument("--budget-s", type=float, default=1800, help="seconds for the impulse / mujoco runs in this call")
-    ap.add_argument("--impulse", choices=sorted(IMPULSE), default="rs50", help="which controlled impulse test (default: rs50)")
+    ap.add_argument("--impulse", choices=sorted(IMPULSE), default="onset", help="which controlled impulse test (default: onset)")
     ap.add_argument("--print-only", action="store_true")
     ap.add_argument("--impl", choices=["before", "now"], help=argparse.SUPPRESS)
     ap.add_argument("--seeds", type=int, default=1, help=argparse.SUPPRESS)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--worker-profile", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--hidden", type=int, default=256, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         worker(args)
         return
+    if args.worker_profile:
+        print(json.dumps(profile_update(args.seeds, args.n, (args.hidden,) * 3)))
+        return
     res = load()
     if not args.print_only:
         for part in args.part or ["speed", "seeds-cpu", "impulse", "mujoco"]:
-            {"speed": lambda: part_speed(res, args.n), "seeds-cpu": lambda: part_seeds_cpu(res), "impulse": lambda: part_impulse(res, args.budget_s, args.impulse),
+            {"speed": lambda: part_speed(res, args.n), "seeds-cpu": lambda: part_seeds_cpu(res), "profile": lambda: part_profile(res), "impulse": lambda: part_impulse(res, args.budget_s, args.impulse),
              "mujoco": lambda: part_mujoco(res, args.budget_s)}[part]()
     report(res)
 

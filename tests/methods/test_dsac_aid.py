@@ -152,3 +152,44 @@ def test_run_writes_replay_buffer_as_d4rl_trajectories(tmp_path):
         np.testing.assert_array_equal(o2[:-1], o[1:])
     ro, _ = d4rl.read(tmp_path / "d4rl" / "dsac-aid-seed0-policy.hdf5")
     assert len(ro["rewards"]) == 30 and ro["timeouts"][-1]
+
+
+def test_onset_noise_is_off_before_its_step_and_redrawn_identically():
+    cfg = tiny(reward_noise=2.0, reward_noise_from=100)
+    a = np.array([[0.0, 0.0, 0.0], [1.0, -1.0, 1.0], [0.5, 0.5, -0.5], [3.0, -3.0, 0.0]])  # the last is clipped to [-1, 1]
+    assert np.array_equal(m.onset_noise(cfg, 0, 99, a), np.zeros(4))
+    n = m.onset_noise(cfg, 0, 100, a)
+    eps = np.random.default_rng(np.random.SeedSequence([0, 100, 3])).standard_normal(4)
+    np.testing.assert_allclose(n, 2.0 * np.array([0.5, 1.5, 0.75, 0.5 + 2 / 3]) * eps)
+    assert np.array_equal(m.onset_noise(cfg, 0, 100, a), n)  # a resumed run draws the same
+    assert not np.array_equal(m.onset_noise(cfg, 1, 100, a), n) and not np.array_equal(m.onset_noise(cfg, 0, 101, a), n)
+    big = m.onset_noise(cfg, 0, 500, np.zeros((20000, 3)))  # zero action: std 2 * 0.5
+    assert abs(big.std() - 1.0) < 0.03 and abs(big.mean()) < 0.03
+    assert np.array_equal(m.onset_noise(tiny(reward_noise=2.0), 0, 100, a), np.zeros(4))  # no onset step: the envs add it
+    with pytest.raises(ValueError, match="reward_noise_from"):
+        tiny(reward_noise_from=-1)
+
+
+@pytest.mark.slow
+def test_run_with_noise_onset_resumes_bit_for_bit_and_the_noise_changes_it(tmp_path):
+    cfg = tiny(steps=120, eval_interval=60, checkpoint_interval=60, reward_noise=3.0, reward_noise_from=50)
+    dims = m.validate(cfg)
+    run = lambda c, d, **kw: list(m.train(c, "dsac-aid", seed=3, device="cpu", obs_dim=dims[0], act_dim=dims[1], out=tmp_path / d, **kw))  # noqa: E731
+    full = run(cfg, "a")
+    (tmp_path / "b").mkdir()
+    part = run(cfg, "b", stop_after_steps=60)
+    rest = run(cfg, "b", resume=True, previous=part)
+    from icml26.core.output import to_json
+
+    strip = lambda rs: [to_json({k: v for k, v in r.items() if k not in ("updates_per_s", "wall_s")}) for r in rs]  # noqa: E731
+    assert strip(rest) == strip(full)
+    a, b = _final_tensors(tmp_path / "a" / "checkpoint-dsac-aid.safetensors"), _final_tensors(tmp_path / "b" / "checkpoint-dsac-aid.safetensors")
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    clean = run(dataclasses.replace(cfg, reward_noise_from=None, reward_noise=0.0), "c")
+    late = _final_tensors(tmp_path / "c" / "checkpoint-dsac-aid.safetensors")
+    r_noisy, r_clean = a["buffer.rewards"], late["buffer.rewards"]
+    # before the onset (env step 50; 2 seeds x 2 envs, 2 steps per update, 40 warm-up steps) the stored rewards are the clean ones
+    assert torch.equal(r_noisy[:, :50], r_clean[:, :50])
+    assert not torch.equal(r_noisy[:, 50:], r_clean[:, 50:])
+    assert strip(clean) != strip(full)

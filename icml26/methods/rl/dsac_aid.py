@@ -92,6 +92,7 @@ class Config:
     bias_horizon: int = 200
     checkpoint_interval: int = 50_000  # environment steps (0: only at the end)
     reward_noise: float = 0.0  # injected heteroscedastic reward noise (controlled test)
+    reward_noise_from: int | None = None  # environment step at which that noise switches on (None: from the start)
     d4rl: bool = False  # write the replay buffers (and policy rollouts) in the D4RL layout
     d4rl_rollout_steps: int = 0  # steps of final-policy rollouts per seed (0: none)
 
@@ -119,6 +120,8 @@ class Config:
             raise ValueError(f"gamma and tau must be in (0, 1], got {self.gamma}, {self.tau}")
         if self.reward_noise < 0 or not math.isfinite(self.reward_noise):
             raise ValueError(f"reward_noise must be >= 0, got {self.reward_noise}")
+        if self.reward_noise_from is not None and self.reward_noise_from < 0:
+            raise ValueError(f"reward_noise_from must be >= 0 environment steps, got {self.reward_noise_from}")
         if self.eval_interval is not None and self.eval_interval < 1:
             raise ValueError(f"eval_interval must be >= 1, got {self.eval_interval}")
         if self.reward_scale is not None and not self.reward_scale > 0:
@@ -304,7 +307,23 @@ def evaluate(learner, cfg: Config, seed: int, device: str) -> dict[str, np.ndarr
 def _meta(cfg: Config, algo: str, seed: int) -> str:
     from icml26.core.recipe import config_dict
 
-    return json.dumps({"config": config_dict(cfg), "algo": algo, "seed": seed}, sort_keys=True)
+    c = config_dict(cfg)
+    if c.get("reward_noise_from") is None:  # unset: the meta of checkpoints written before the setting existed
+        c.pop("reward_noise_from", None)
+    return json.dumps({"config": c, "algo": algo, "seed": seed}, sort_keys=True)
+
+
+def onset_noise(cfg: Config, seed: int, step: int, actions: np.ndarray) -> np.ndarray:
+    """The injected reward noise of the environment step ``step`` (all S x N environments) when it
+    switches on at ``cfg.reward_noise_from``: reward_noise * (0.5 + mean a^2) * N(0, 1), the
+    envs.SeededEnv form, with the normals drawn from a generator seeded by (seed, step) so that a
+    resumed run draws the same. actions (S * N, act_dim) in [-1, 1]; returns (S * N,) env units
+    (zeros before the onset)."""
+    if cfg.reward_noise_from is None or step < cfg.reward_noise_from or cfg.reward_noise <= 0:
+        return np.zeros(len(actions))
+    eps = np.random.default_rng(np.random.SeedSequence([seed, step, 3])).standard_normal(len(actions))
+    a = np.clip(np.asarray(actions, dtype=np.float64), -1.0, 1.0)
+    return cfg.reward_noise * (0.5 + (a * a).mean(-1)) * eps
 
 
 def save_checkpoint(path: Path, learner, buffer, venv, loop: dict, meta: str) -> None:
@@ -363,8 +382,9 @@ def train(cfg: Config, algo: str, *, seed: int, device: str, obs_dim: int, act_d
             "wall_s": 0.0, "interval_update_s": 0.0, "interval_updates": 0, "evals": []}
     meta = _meta(cfg, algo, seed)
     ckpt = out / CHECKPOINT.format(algo=algo) if out is not None else None
+    onset = cfg.reward_noise_from is not None  # the harness injects the noise from that step on, else the envs do
     venv = make_vector(cfg.env, [_env_seed(seed, k, n, 0) for k in range(S) for n in range(N)], kind=cfg.vector_env,
-                       reward_noise=cfg.reward_noise)
+                       reward_noise=0.0 if onset else cfg.reward_noise)
     try:
         if resume and ckpt is not None and ckpt.is_file():
             t = load_checkpoint(ckpt, meta)
@@ -389,7 +409,10 @@ def train(cfg: Config, algo: str, *, seed: int, device: str, obs_dim: int, act_d
             for _ in range(per_iter):
                 with torch.no_grad():
                     a = learner.behaviour_policy(obs)  # (S, N, act)
-                o2, r, term, trunc, info = venv.step(a.reshape(S * N, act_dim).cpu().numpy())
+                a_np = a.reshape(S * N, act_dim).cpu().numpy()
+                o2, r, term, trunc, info = venv.step(a_np)
+                if onset:
+                    r = np.asarray(r, dtype=np.float64) + onset_noise(cfg, seed, loop["step"], a_np)
                 nxt = o2.copy()
                 if "_final_obs" in info:
                     for i in np.flatnonzero(info["_final_obs"]):
