@@ -36,7 +36,8 @@ sys.path.insert(0, str(ROOT))
 from _results import load_results, save_results, uptime  # noqa: E402
 
 DEFAULT_JSON = ROOT / "benchmarks/results/mamoe/mamoe.json"
-RECIPE = "recipes/mamoe/cpu-small.yaml"
+RECIPE = "recipes/mamoe/cpu-table.yaml"
+T95 = {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776}  # Student t, two-sided 95%, by number of seeds (df = n - 1)
 
 
 def _time_pair(fa, fb, rounds: int = 7, reps: int = 3) -> tuple[float, float]:
@@ -115,29 +116,54 @@ def part_perplexity() -> dict:
     return res
 
 
-def part_table(seed: int, runs: Path, data: str | None = None, variant: str | None = None) -> dict:
+def part_ceiling(data_dir: str, n: int = 20) -> dict:
+    """What the judge can reach at all: pocketsphinx WER on the first ``n`` test utterances spoken by espeak-ng (the
+    stored voice, speed and pitch, synthesized again: espeak-ng is deterministic), on Griffin-Lim audio from their
+    reference units (the unit-to-waveform decoder alone), and on the 5 real LibriVox clips; and the ASR scoring of the
+    true transcripts (WER 0 by construction: the scoring path, not a model)."""
+    from icml26.core.data import speech as S
+    from icml26.methods.speech import train as T, vocoder, wer as W
+
+    t0 = time.perf_counter()
+    data = T.read_prepared(data_dir)
+    test = [u for u in data["utterances"] if u["split"] == "test"][:n]
+    refs = [u["text"] for u in test]
+    espeak, units = [], []
+    for u in test:
+        voice, _, var = u["voice"].partition("+")
+        espeak.append(W.recognize(S.synthesize(u["text"], voice=voice, variant=var or None, speed_wpm=u["speed_wpm"], pitch=u["pitch"])))
+        units.append(W.recognize(vocoder.units_to_wave(u["units"], data["codec"].mel_centroids, seed=0)))
+    clips = S.librivox_clips()
+    lib = [W.recognize(c.audio) for c in clips]
+    return {"examples": len(test), "wer_espeak_audio": W.wer(refs, espeak), "wer_reference_units_griffin_lim": W.wer(refs, units),
+            "wer_librivox_pocketsphinx": W.wer([c.transcript for c in clips], lib), "wer_true_transcript": W.wer(refs, refs),
+            "examples_espeak": list(zip(refs[:3], espeak[:3])), "examples_units": list(zip(refs[:3], units[:3])),
+            "seconds": time.perf_counter() - t0}
+
+
+def part_table(seed: int, runs: Path, data: str | None = None, variant: str | None = None, recipe: str = RECIPE) -> dict:
     out = runs / (f"seed{seed}" + (f"-{variant}" if variant else ""))
     if out.exists():
         import shutil
 
         shutil.rmtree(out)
     t0 = time.perf_counter()
-    r = subprocess.run([sys.executable, "-m", "icml26", "mamoe", "train", "--recipe", RECIPE, "--seed", str(seed), "-q", "--out", str(out)]
+    r = subprocess.run([sys.executable, "-m", "icml26", "mamoe", "train", "--recipe", recipe, "--seed", str(seed), "-q", "--out", str(out)]
                        + (["--data", data] if data else []) + (["--variant", variant] if variant else []),
                        capture_output=True, text=True, cwd=ROOT)
     if r.returncode != 0:
         raise SystemExit(f"table-{seed} failed: {r.stderr.strip().splitlines()[-1] if r.stderr.strip() else r.returncode}")
     recs = [json.loads(x) for x in r.stdout.splitlines()]
-    keep = ("variant", "task", "wer", "wer_librivox", "unit_error_rate", "text_perplexity", "text_perplexity_dense", "text_perplexity_init",
-            "routing_text_to_speech_experts", "routing_speech_to_text_experts", "active_params", "total_params", "train_seconds", "eval_seconds")
-    res = [{k: x.get(k) for k in keep} for x in recs if x["kind"] == "result"]
+    res = [{k: x.get(k) for k in KEEP} for x in recs if x["kind"] == "result"]
     steps = [x for x in recs if x["kind"] == "step" and "variant" in x]
-    return {"seed": seed, "results": res, "final_loss": {v: [s["loss"] for s in steps if s["variant"] == v][-1] for v in {s["variant"] for s in steps}},
+    return {"seed": seed, "recipe": recipe, "results": res,
+            "final_loss": {v: [s["loss"] for s in steps if s["variant"] == v][-1] for v in {s["variant"] for s in steps}},
             "seconds": time.perf_counter() - t0}
 
 
 KEEP = ("variant", "task", "wer", "wer_librivox", "unit_error_rate", "text_perplexity", "text_perplexity_dense", "text_perplexity_init",
-        "routing_text_to_speech_experts", "routing_speech_to_text_experts", "active_params", "total_params", "train_seconds", "eval_seconds")
+        "routing_text_to_speech_experts", "routing_speech_to_text_experts", "active_params", "total_params", "train_seconds", "eval_seconds",
+        "empty_hypotheses", "stopped", "length_ratio", "example_hypothesis")
 
 
 def part_collect(runs: Path) -> dict:
@@ -183,53 +209,90 @@ def report(data: dict) -> None:
         for k in ("mamoe_official", "moe_official", "mamoe_equal", "moe_equal"):
             rel = pp[k] / pp["dense"] - 1
             print(f"| {k.replace('_', ' upcycle_init ')} | {pp[k]:.2f} | {rel * 100:+.2f}% | {'met' if abs(rel) <= 0.05 else 'NOT met'} |")
+    ce = data.get("ceiling")
+    if ce:
+        print(f"\n## judge ceilings (pocketsphinx 5.1.1, first {ce['examples']} test utterances of the table data; load: {ce.get('load')})")
+        print("| audio | WER |\n|---|---|")
+        print(f"| espeak-ng audio of the test sentences (ground truth) | {ce['wer_espeak_audio']:.3f} |")
+        print(f"| Griffin-Lim from the reference units (the decoder alone) | {ce['wer_reference_units_griffin_lim']:.3f} |")
+        print(f"| the 5 real LibriVox clips | {ce['wer_librivox_pocketsphinx']:.3f} |")
+        print(f"| ASR scoring of the true transcripts | {ce['wer_true_transcript']:.3f} |")
     tabs = [data[k] for k in sorted(data) if k.startswith("table-")]
-    seeds = sorted({t["seed"] for t in tabs})
     if tabs:
-        print(f"\n## variant x task ({RECIPE}; seeds {seeds}; mean over seeds, per-seed in brackets)")
-        print("| variant | ASR WER | ASR WER LibriVox | TTS WER (pocketsphinx) | TTS unit error | text ppl | text->speech | speech->text | active / total params |")
-        print("|---|---|---|---|---|---|---|---|---|")
-        rows, seen = {}, set()
-        for t in sorted(tabs, key=lambda t: t.get("partial", False)):  # complete parts first
-            for r in t["results"]:
-                if (t["seed"], r["variant"], r["task"]) in seen:
-                    continue
-                seen.add((t["seed"], r["variant"], r["task"]))
-                rows.setdefault((r["variant"], r["task"]), []).append(r)
-        if any(t.get("partial") for t in tabs):
-            print("(partial: results of runs stopped before their end are included; n per cell below)")
+        table_report(tabs)
 
-        def m(v, task, key):
-            xs = [r[key] for r in rows.get((v, task), []) if r[key] is not None]
-            if not xs:
-                return "-"
-            return f"{statistics.mean(xs):.3f}" + (f" [{', '.join(f'{x:.2f}' for x in xs)}]" if len(xs) > 1 else "") + f" (n={len(xs)})"
 
-        for v in ("mamoe", "moe", "mamoe-noshared", "dense"):
-            if (v, "asr") not in rows:
+def mean_ci(xs: list[float]) -> tuple[float, float | None]:
+    """Mean and the half width of its two-sided 95% Student-t interval over seeds (None for one seed)."""
+    m = statistics.mean(xs)
+    if len(xs) < 2:
+        return m, None
+    return m, T95.get(len(xs), 1.96) * statistics.stdev(xs) / len(xs) ** 0.5
+
+
+def _mc(xs, nd=3) -> str:
+    xs = [x for x in xs if x is not None]
+    if not xs:
+        return "-"
+    m, h = mean_ci(xs)
+    return f"{m:.{nd}f}" + (f" ± {h:.{nd}f}" if h is not None else "") + f" (n={len(xs)})"
+
+
+def table_report(tabs: list[dict]) -> None:
+    """The variant x task table: mean ± 95% interval over seeds; targets by the paired (same seed) difference."""
+    recipes = sorted({t.get("recipe", "recipes/mamoe/cpu-small.yaml") for t in tabs})
+    seeds = sorted({t["seed"] for t in tabs})
+    rows: dict = {}
+    seen = set()
+    for t in tabs:
+        for r in t["results"]:
+            key = (t["seed"], r["variant"], r["task"])
+            if key not in seen:
+                seen.add(key)
+                rows.setdefault((r["variant"], r["task"]), {})[t["seed"]] = r
+    print(f"\n## variant x task ({', '.join(recipes)}; seeds {seeds}; mean ± 95% t-interval over seeds)")
+    print("| variant | ASR WER | ASR WER LibriVox | ASR empty hyp. | TTS WER (pocketsphinx) | TTS unit error | TTS stopped | text ppl | "
+          "text->speech | speech->text | active / total params |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+
+    def col(v, task, key):
+        return [r.get(key) for r in rows.get((v, task), {}).values()]
+
+    for v in ("mamoe", "moe", "mamoe-noshared", "dense"):
+        if (v, "asr") not in rows and (v, "tts") not in rows:
+            continue
+        a = next(iter(rows.get((v, "asr"), rows.get((v, "tts"), {})).values()))
+        print(f"| {v} | {_mc(col(v, 'asr', 'wer'))} | {_mc(col(v, 'asr', 'wer_librivox'))} | {_mc(col(v, 'asr', 'empty_hypotheses'), 2)} | "
+              f"{_mc(col(v, 'tts', 'wer'))} | {_mc(col(v, 'tts', 'unit_error_rate'))} | {_mc(col(v, 'tts', 'stopped'), 2)} | "
+              f"{_mc(col(v, 'asr', 'text_perplexity'), 0)} | {_mc(col(v, 'asr', 'routing_text_to_speech_experts'))} | "
+              f"{_mc(col(v, 'asr', 'routing_speech_to_text_experts'))} | {a['active_params']:,} / {a['total_params']:,} |")
+    for task, key in (("asr", "wer"), ("tts", "wer"), ("tts", "unit_error_rate")):
+        for other in ("moe", "mamoe-noshared"):
+            mine, theirs = rows.get(("mamoe", task), {}), rows.get((other, task), {})
+            both = sorted(set(mine) & set(theirs))
+            diffs = [mine[s][key] - theirs[s][key] for s in both if mine[s].get(key) is not None and theirs[s].get(key) is not None]
+            if not diffs:
                 continue
-            a = rows[(v, "asr")][0]
-            print(f"| {v} | {m(v, 'asr', 'wer')} | {m(v, 'asr', 'wer_librivox')} | {m(v, 'tts', 'wer')} | {m(v, 'tts', 'unit_error_rate')} | "
-                  f"{m(v, 'asr', 'text_perplexity')} | {m(v, 'asr', 'routing_text_to_speech_experts')} | {m(v, 'asr', 'routing_speech_to_text_experts')} | "
-                  f"{a['active_params']:,} / {a['total_params']:,} |")
-
-        def mean(v, task):
-            xs = [r["wer"] for r in rows.get((v, task), []) if r["wer"] is not None]
-            return statistics.mean(xs) if xs else None
-
-        for task in ("asr", "tts"):
-            mw, others = mean("mamoe", task), [mean(v, task) for v in ("moe", "mamoe-noshared")]
-            if mw is not None and all(o is not None for o in others):
-                ok = all(mw < o for o in others)
-                print(f"target: MAMoE {task.upper()} WER {mw:.3f} below moe {others[0]:.3f} and mamoe-noshared {others[1]:.3f}: {'met' if ok else 'NOT met'}")
-        losses = {}
-        for t in tabs:
-            for v, x in t["final_loss"].items():
-                losses.setdefault(v, []).append(x)
-        steps = {v: s for t in tabs for v, s in t.get("final_step", {}).items()}
-        print("training loss (mean of the last log window; partial runs: at the step reached): "
-              + ", ".join(f"{v} {statistics.mean(x):.3f}" + (f" (step {steps[v]})" if v in steps else "") for v, x in sorted(losses.items())))
-        print("load: " + "; ".join(f"seed {t['seed']}: {t.get('load')}" for t in tabs))
+            m, h = mean_ci(diffs)
+            if h is None:
+                verdict = "one seed: no interval"
+            elif m + h < 0:
+                verdict = "shown (MAMoE lower, interval excludes 0)"
+            elif m - h > 0:
+                verdict = "refuted (MAMoE higher, interval excludes 0)"
+            else:
+                verdict = "tie (interval holds 0)"
+            print(f"target {task.upper()} {key}: mamoe - {other} = {m:+.3f}" + (f" ± {h:.3f}" if h is not None else "")
+                  + f" over seeds {both}: {verdict}")
+    losses: dict = {}
+    for t in tabs:
+        for v, x in t["final_loss"].items():
+            losses.setdefault(v, []).append(x)
+    print("training loss (mean of the last log window): " + ", ".join(f"{v} {_mc(x)}" for v, x in sorted(losses.items())))
+    secs = [r.get("train_seconds") for rs in rows.values() for r in rs.values() if r.get("task") == "asr"]
+    if secs:
+        print(f"train seconds per (variant, seed): {_mc(secs, 0)}")
+    print("load: " + "; ".join(sorted({str(t.get('load')) for t in tabs}))[:600])
 
 
 def main() -> None:
@@ -240,6 +303,8 @@ def main() -> None:
     ap.add_argument("--print-only", action="store_true")
     ap.add_argument("--data", default=None, help="a prepared folder for the table parts (default: each seed prepares its own)")
     ap.add_argument("--force", action="store_true", help="recompute the parts given")
+    ap.add_argument("--recipe", default=RECIPE, help="the recipe of the table parts")
+    ap.add_argument("--ceiling-n", type=int, default=20, help="test utterances the ceiling part recognizes")
     a = ap.parse_args()
     path = Path(a.json)
     data = load_results(path)
@@ -254,6 +319,10 @@ def main() -> None:
                 res = part_forward()
             elif part == "perplexity":
                 res = part_perplexity()
+            elif part == "ceiling":
+                if not a.data:
+                    raise SystemExit("the ceiling part needs --data (the table's prepared folder)")
+                res = part_ceiling(a.data, a.ceiling_n)
             elif part == "collect":
                 for k, v in part_collect(ROOT / a.runs).items():
                     v["load"] = uptime()
@@ -262,7 +331,7 @@ def main() -> None:
                 continue
             elif part.startswith("table-"):
                 seed_s, _, variant = part.split("-", 1)[1].partition("-")  # table-<seed> or table-<seed>-<variant>
-                res = part_table(int(seed_s), ROOT / a.runs, a.data, variant or None)
+                res = part_table(int(seed_s), ROOT / a.runs, a.data, variant or None, a.recipe)
                 res["data_seed"] = 0 if a.data else res["seed"]
             else:
                 raise SystemExit(f"unknown part {part!r}")

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from conftest import need
+from tests.conftest import need
 from icml26.methods.speech import units as U
 from icml26.methods.speech import vocoder as V
 from icml26.methods.speech import wer as W
@@ -96,3 +96,13 @@ def test_pocketsphinx_recognizes_real_librivox_speech():
     need(lambda: S.pocketsphinx_sdist() is not None, S.librivox_missing_message())
     c = [c for c in S.librivox_clips() if c.id.endswith("0930")][0]  # "he might even have been made amiable himself"
     assert W.wer([c.transcript], [W.recognize(c.audio)]) < 0.35
+
+
+def test_closed_vocabulary_keeps_sentences_of_the_most_frequent_words():
+    from icml26.methods.speech.train import closed_vocabulary
+
+    sents = ["a b c", "a b", "b d", "a e", "c a b"]  # counts: a 4, b 4, c 2, d 1, e 1
+    assert closed_vocabulary(sents, 2) == ["a b"]
+    assert closed_vocabulary(sents, 3) == ["a b c", "a b", "c a b"]
+    assert closed_vocabulary(sents, 4) == ["a b c", "a b", "b d", "c a b"]  # d before e: first appearance
+    assert closed_vocabulary(sents, 0) == sents

@@ -35,7 +35,7 @@ from icml26.methods.speech.mamoe import VARIANTS
 STAGES = ("asr", "tts")
 ASR_PROMPT = "Transcribe the following speech into text."
 TTS_PROMPT = "Convert the following text into speech."
-PREP_FIELDS = ("corpus", "max_words", "train_sentences", "test_sentences", "train_voices", "test_voices", "speeds_wpm", "pitches",
+PREP_FIELDS = ("corpus", "max_words", "vocab_words", "train_sentences", "test_sentences", "train_voices", "test_voices", "speeds_wpm", "pitches",
                "num_units", "unit_features", "librivox")
 
 
@@ -45,6 +45,7 @@ class Config:
     data: str = ""  # a `icml26 mamoe prepare` folder; "" prepares one in the cache ($ICML26_CACHE/mamoe/), reused
     corpus: str = "wordnet"  # sentences to speak (icml26.core.data.text)
     max_words: int = 10  # longest sentence kept (words; at least 3)
+    vocab_words: int = 0  # > 0: keep only sentences made of the corpus's `vocab_words` most frequent words (a closed-vocabulary task; 0: open)
     train_sentences: int = 400
     test_sentences: int = 40
     train_voices: tuple[str, ...] = ("en-us", "en-gb", "en-gb-scotland", "en-029")
@@ -91,6 +92,8 @@ class Config:
             raise ValueError(f"upcycle_init must be official or equal, got {self.upcycle_init!r}")
         if self.unit_features not in ("log-mel", "mfcc"):
             raise ValueError(f"unit_features must be log-mel or mfcc, got {self.unit_features!r}")
+        if self.vocab_words < 0:
+            raise ValueError(f"vocab_words must be >= 0, got {self.vocab_words}")
         if self.max_words < 3:
             raise ValueError(f"max_words must be >= 3, got {self.max_words}")
         for name in ("train_sentences", "test_sentences", "num_units", "steps", "batch_size", "num_text_experts",
@@ -170,6 +173,17 @@ def read_prepared(path: str | Path) -> dict:
     return {"meta": meta, "utterances": utts, "codec": codec, "path": p}
 
 
+def closed_vocabulary(sents: list[str], vocab_words: int) -> list[str]:
+    """The sentences (order kept) whose every word is among the ``vocab_words`` most frequent words of ``sents``
+    (ties broken by first appearance); ``vocab_words`` 0: all of them."""
+    if vocab_words <= 0:
+        return list(sents)
+    from collections import Counter
+
+    top = {w for w, _ in Counter(w for x in sents for w in x.split()).most_common(vocab_words)}
+    return [x for x in sents if all(w in top for w in x.split())]
+
+
 def prepare(cfg: Config, *, seed: int, data_dir: Path) -> Iterator[dict]:
     """Synthesize the corpus, fit the units, write ``data_dir``. Yields step records then one result record."""
     from icml26.core.data import speech as S
@@ -177,7 +191,7 @@ def prepare(cfg: Config, *, seed: int, data_dir: Path) -> Iterator[dict]:
     from icml26.methods.speech.units import UnitCodec
 
     t0 = time.perf_counter()
-    sents = S.spoken_sentences(cfg.corpus, max_words=cfg.max_words, seed=seed)
+    sents = closed_vocabulary(S.spoken_sentences(cfg.corpus, max_words=cfg.max_words, seed=seed), cfg.vocab_words)
     need = cfg.train_sentences + cfg.test_sentences
     if len(sents) < need:
         raise InputError(f"corpus {cfg.corpus!r} has {len(sents)} usable sentences, {need} asked")
@@ -528,12 +542,14 @@ def evaluate(cfg: Config, lm: SpeechLM, data: dict, variant: str, *, seed: int, 
                 wl = W.wer([u["text"] for u in lib], lh)
             ts, st = routing_readout(lm, samples)
             rec = {**common, "task": "asr", "wer": w, "wer_librivox": wl, "unit_error_rate": None, "examples": len(us),
-                   "example_hypothesis": hyps[0] if hyps else None}
+                   "example_hypothesis": hyps[0] if hyps else None,
+                   "empty_hypotheses": sum(not W.normalize_text(h) for h in hyps) / max(len(hyps), 1)}
         else:
             us = test[: cfg.tts_eval_utterances] if cfg.tts_eval_utterances else test[:0]
             samples = [tts_sample(lm, u["text"], u["units"]) for u in us]
-            gen = [greedy(lm, p, allowed=(lm.base, lm.base + lm.num_units), stop=lm.eos_speech, max_new=int(len(u["units"]) * 1.5) + 10)
-                   for (p, _), u in zip(samples, us)]
+            caps = [int(len(u["units"]) * 1.5) + 10 for u in us]
+            gen = [greedy(lm, p, allowed=(lm.base, lm.base + lm.num_units), stop=lm.eos_speech, max_new=c)
+                   for (p, _), c in zip(samples, caps)]
             units = [[g - lm.base for g in x] for x in gen]
             uer = W.unit_error_rate([u["units"] for u in us], units) if us else None
             w = None
@@ -543,7 +559,9 @@ def evaluate(cfg: Config, lm: SpeechLM, data: dict, variant: str, *, seed: int, 
                 w = W.wer([u["text"] for u in us], hyps)
             ts, st = routing_readout(lm, samples or [tts_sample(lm, u["text"], u["units"]) for u in test[:8]])
             rec = {**common, "task": "tts", "wer": w, "wer_librivox": None, "unit_error_rate": uer, "examples": len(us),
-                   "example_hypothesis": hyps[0] if us else None}
+                   "example_hypothesis": hyps[0] if us else None,
+                   "stopped": sum(len(g) < c for g, c in zip(gen, caps)) / len(us) if us else None,  # ended by end-of-speech
+                   "length_ratio": sum(len(g) for g in gen) / max(sum(len(u["units"]) for u in us), 1) if us else None}
         rec.update({"routing_text_to_speech_experts": ts, "routing_speech_to_text_experts": st, "eval_seconds": round(time.perf_counter() - t0, 2)})
         rec.update(extra or {})
         yield rec
