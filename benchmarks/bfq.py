@@ -92,9 +92,13 @@ def part_speed(res: dict, rounds: int, timing_s: float, train_n: int) -> None:
 
 
 def part_scores(res: dict, data_dir: Path, datasets: list[str], steps: int, algos: list[str], hidden: tuple[int, ...],
-                eval_episodes: int, evals: int, bfq_eta: float = 1.0) -> None:
+                eval_episodes: int, evals: int, bfq_eta: float | None = None) -> None:
+    """``bfq_eta`` None: Config's default. BFQ rows measured before the one-step fixes (docs/bfq.md,
+    "What was wrong") are kept under keys ending in ``/prefix-eta<eta>``."""
     from icml26.core.output import to_json
     from icml26.methods.rl import offline
+
+    eta = offline.Config().bfq_eta if bfq_eta is None else bfq_eta
 
     scores = res.setdefault("scores", {})
     for ds in datasets:
@@ -104,12 +108,12 @@ def part_scores(res: dict, data_dir: Path, datasets: list[str], steps: int, algo
             continue
         for algo in algos:
             key = f"{ds}/{algo}/{steps}" + ("" if hidden == (256, 256, 256) else "/" + "x".join(map(str, hidden)))
-            if algo == "bfq" and bfq_eta != 1.0:
-                key += f"/eta{bfq_eta:g}"
+            if algo == "bfq" and eta != offline.Config().bfq_eta:
+                key += f"/eta{eta:g}"
             if key in scores:
                 continue
             cfg = offline.Config(dataset=str(f), algo=(algo,), steps=steps, seeds=SEEDS[algo], eval_interval=max(1, steps // evals),
-                                 checkpoint_interval=max(1, steps // 8), eval_episodes=eval_episodes, hidden=hidden, bfq_eta=bfq_eta)
+                                 checkpoint_interval=max(1, steps // 8), eval_episodes=eval_episodes, hidden=hidden, bfq_eta=eta)
             out = ROOT / "runs" / "bfq-bench" / ds / key.split("/", 1)[1].replace("/", "-")
             out.mkdir(parents=True, exist_ok=True)
             inputs = offline.validate(cfg)
@@ -370,7 +374,11 @@ def report(res: dict) -> None:
                              f" / {_fmt(r['normalized_score_best'])}")
             print(f"| {ds} | {steps} | " + " | ".join(cells) + " |")
         for k, e in sc.items():
-            if "/eta" in k:
+            if "/prefix-eta" in k:
+                r = e["result"]
+                print(f"BFQ before the one-step fixes, {k.split('/')[-1].replace('prefix-eta', 'eta = ')}, on {k.split('/')[0]}: final "
+                      f"{_fmt(r['normalized_score_final'])}, best {_fmt(r['normalized_score_best'])}")
+            elif "/eta" in k:
                 r = e["result"]
                 ci = r.get("normalized_score_final_ci")
                 print(f"BFQ with {k.split('/')[-1].replace('eta', 'eta = ')} on {k.split('/')[0]} ({'/'.join(k.split('/')[2:4])}): final "
@@ -403,7 +411,7 @@ def main() -> None:
     ap.add_argument("--hidden", default="256,256,256", help="hidden widths of every network in the scores part")
     ap.add_argument("--eval-episodes", type=int, default=10)
     ap.add_argument("--evals", type=int, default=4, help="evaluations per run (the last at --steps)")
-    ap.add_argument("--bfq-eta", type=float, default=1.0, help="BFQ's eta in the scores part (bfq.md: grid {0.001 .. 1} per task)")
+    ap.add_argument("--bfq-eta", type=float, default=None, help="BFQ's eta in the scores part (default: Config's, 0.1; bfq.md: grid {0.001 .. 1} per task)")
     ap.add_argument("--partial-at", type=int, default=0, help="also save the scores at this many updates read from every run's checkpoint")
     ap.add_argument("--print", action="store_true")
     a = ap.parse_args()

@@ -205,3 +205,51 @@ def test_bfq_bernoulli_selects_one_term_per_seed(monkeypatch):
         for _ in range(3):
             out = ag.update(b)
         assert (calls["bnd"], calls["comp"]) == want and out["actor_loss"].shape == (2,)
+
+
+def _bandit_one_step_spread(**kw):
+    """BFQ on a bandit (terminal rewards = sum of the action, so the critic's best action is the
+    bound +1) whose behaviour actions are N(0, 0.3^2): the spread (std) and the share at the
+    bounds of the stochastic one-step actions after 300 updates."""
+    g = torch.Generator().manual_seed(0)
+    ag = bfq.BFQ(_cfg(hidden=(64, 64), batch_size=128, ema_start=0, **kw), 4, 2, 2, generator=g)
+    dg = torch.Generator().manual_seed(1)
+    obs = torch.randn(4096, 4, generator=dg)
+    act = (0.3 * torch.randn(4096, 2, generator=dg)).clamp(-1, 1)
+    fields = {"observations": obs, "next_observations": obs, "actions": act, "rewards": act.sum(-1), "terminals": torch.ones(4096)}
+    for _ in range(300):
+        idx = torch.randint(0, 4096, (2, 128), generator=dg)
+        ag.update({k: v[idx] for k, v in fields.items()})
+    with torch.no_grad():
+        a = ag.act(obs[:512].expand(2, 512, 4), deterministic=False)
+    return a.std().item(), (a.abs() > 0.99).float().mean().item()
+
+
+def test_bfq_one_step_map_stays_tied_to_the_behaviour_under_the_q_term():
+    """The Q term acts on pi(eps, 0, 1); the behaviour term must reach that same map. With DDPM's
+    1000 t features and no L_comp rows at (r, t) = (0, 1), the one-step map collapsed onto the
+    bound (std 0.009, 99.7% of actions at +-1, also at eta = 0.1), as BFQ's Hopper runs did; with
+    the defaults it keeps part of the behaviour's spread (0.3) while moving towards the bound."""
+    std, sat = _bandit_one_step_spread()
+    assert std > 0.1 and sat < 0.8, (std, sat)
+    std0, sat0 = _bandit_one_step_spread(bfq_time_scale=1000.0, bfq_onestep_frac=0.0)
+    assert std0 < 0.05 and sat0 > 0.95, (std0, sat0)  # the former settings, same eta: collapsed
+
+
+def test_bfq_time_features_put_the_one_step_query_near_training_times():
+    """r = 0 (the one-step query) must look like the small r that L_comp trains on (sorted
+    uniforms: P(r < 0.02) ~ 6%): the features of r = 0.02 within 10% of the distance to r = 0.5."""
+    cfg = offline.Config()
+    e = lambda r: bfq.time_embedding(torch.tensor([[r]]), cfg.bfq_time_embed, cfg.bfq_time_scale)  # noqa: E731
+    near, far = (e(0.02) - e(0.0)).norm().item(), (e(0.5) - e(0.0)).norm().item()
+    assert near < 0.1 * far, (near, far)
+    e1000 = lambda r: bfq.time_embedding(torch.tensor([[r]]), cfg.bfq_time_embed, 1000.0)  # noqa: E731
+    assert (e1000(0.02) - e1000(0.0)).norm() > 0.5 * (e1000(0.5) - e1000(0.0)).norm()  # the former scale: no nearer than r = 0.5
+
+
+def test_sample_times_puts_the_one_step_rows_at_r0_t1():
+    g = torch.Generator().manual_seed(0)
+    tm = bfq.sample_times(g, 2, 64, 1e-3, "cpu", onestep_frac=0.25)
+    assert (tm["r"][:, :16] == 0).all() and (tm["t"][:, :16] == 1).all()
+    assert (tm["r"][:, 16:] > 0).all() and (tm["t"][:, 16:] < 1).all() and (tm["r"] < tm["m"]).all() and (tm["m"] < tm["t"]).all()
+    assert offline.Config().bfq_onestep_frac == 0.25

@@ -11,8 +11,10 @@ maps a point of the flow at time t to time r. It is trained (shared/methods/bfq.
    short ranges D ~ U[0, D_max] (D_max = 1e-3): the marginal velocity of flow matching;
 2. L_comp: the composition (bootstrap) rule pi(a_t, r, t) = sg[pi(pi(a_t, m, t), r, m)] for
    0 <= r < m < t <= 1 (three sorted uniforms), with the same online weights under stop-gradient;
+   a share ``bfq_onestep_frac`` (0.25) of the rows is put at the one-step query (r, t) = (0, 1),
+   the map that the Q term and evaluation use, so that the behaviour term reaches it directly;
 3. L_BC = (1 - lam) L_comp + lam L_bnd, unbiased by one Bernoulli(lam) draw per update (per seed);
-4. actor loss L_BC - eta / mean|Q(s, a_D)| * mean Q(s, clip(pi(eps, 0, 1; s))): the one-step
+4. actor loss L_BC - eta / mean|Q(s, a_D)| * mean Q(s, clip(pi(eps, 0, 1; s))) (eta 0.1): the one-step
    map is pushed up the critic directly (one forward pass, no BPTT, no distillation);
 5. double-Q critic, target min_j Qbar_j(s', clip(pi_ema(eps', 0, 1; s'))), EMA actor (0.995,
    every 5 updates, after 1000 updates) as Diffusion-QL.
@@ -20,7 +22,11 @@ maps a point of the flow at time t to time r. It is trained (shared/methods/bfq.
 RECON (bfq.md marks these): the preconditioning form a_t - (t - r) F (MeanFlow's average-velocity
 form without the JVP); t ~ U(D, 1] for L_bnd; a_t built from a dataset action in L_comp; the
 critic details (following DQL); the actor's Q is the mean of the two critics (as FQL's actor);
-sinusoidal embeddings of 1000 t; evaluation uses eps = 0 (deterministic one-step action).
+sinusoidal embeddings of t itself (``bfq_time_scale`` 1; with 1000 t, the DDPM integer-step scale,
+the query r = 0 sits where no sorted-uniform r comes: r = 0.01 already turns the fastest features
+by 10 rad, and the Q term moved the one-step map alone, L_comp at the query 700x its mean); the
+one-step rows of L_comp; eta 0.1 by default (the top of bfq.md's grid, 1, saturated every action on
+the Hopper datasets here); evaluation uses eps = 0 (deterministic one-step action).
 """
 
 from __future__ import annotations
@@ -36,12 +42,13 @@ from icml26.methods.rl.offline import OfflineAgent
 VelocityFn = Callable[[Tensor, Tensor, Tensor], Tensor]  # (x (S,B,a), r (S,B,1), t (S,B,1)) -> (S,B,a)
 
 
-def time_embedding(t: Tensor, dim: int) -> Tensor:
-    """Sinusoidal embedding of times t in [0, 1]: t (..., 1) -> (..., dim), frequencies
-    10000^(-i/(dim/2)) applied to 1000 t (the DDPM timestep scale), [sin | cos]."""
+def time_embedding(t: Tensor, dim: int, scale: float = 1000.0) -> Tensor:
+    """Sinusoidal embedding of times t: t (..., 1) -> (..., dim), frequencies 10000^(-i/(dim/2))
+    applied to ``scale`` t, [sin | cos]. ``scale`` 1000 with t = step / 1000 gives DDPM's
+    integer-step features (Diffusion-QL); BFQ's continuous t in [0, 1] uses ``bfq_time_scale``."""
     half = dim // 2
     freqs = torch.exp(-math.log(10000.0) * torch.arange(half, device=t.device, dtype=t.dtype) / max(half, 1))
-    x = 1000.0 * t * freqs  # (..., half)
+    x = scale * t * freqs  # (..., half)
     return torch.cat([torch.sin(x), torch.cos(x)], -1)
 
 
@@ -69,13 +76,19 @@ def boundary_loss(F: VelocityFn, a: Tensor, eps: Tensor, t: Tensor, d: Tensor) -
     return ((F(a_t, t - d, t) - (eps - a)) ** 2).mean((-2, -1))
 
 
-def sample_times(gen: torch.Generator, S: int, B: int, d_max: float, device: str) -> dict[str, Tensor]:
+def sample_times(gen: torch.Generator, S: int, B: int, d_max: float, device: str, onestep_frac: float = 0.0) -> dict[str, Tensor]:
     """The times of one update: sorted (r, m, t) for L_comp; (t_b, d) with d ~ U[0, d_max],
-    t_b ~ U(d, 1] for L_bnd. Each (S, B, 1)."""
+    t_b ~ U(d, 1] for L_bnd. Each (S, B, 1). ``onestep_frac``: the first round(frac B) rows of
+    L_comp get (r, t) = (0, 1), the one-step query itself, with m their middle uniform."""
     u = torch.rand(S, B, 3, generator=gen, device=device).sort(-1).values
     d = torch.rand(S, B, 1, generator=gen, device=device) * d_max
     tb = d + (1.0 - d) * (1.0 - torch.rand(S, B, 1, generator=gen, device=device))  # (d, 1]
-    return {"r": u[..., :1], "m": u[..., 1:2], "t": u[..., 2:], "t_b": tb, "d": d}
+    r, m, t = u[..., :1], u[..., 1:2], u[..., 2:]
+    k = int(round(onestep_frac * B))
+    if k:
+        r = torch.cat([torch.zeros_like(r[:, :k]), r[:, k:]], 1)
+        t = torch.cat([torch.ones_like(t[:, :k]), t[:, k:]], 1)
+    return {"r": r, "m": m, "t": t, "t_b": tb, "d": d}
 
 
 class BFQ(OfflineAgent):
@@ -97,9 +110,10 @@ class BFQ(OfflineAgent):
 
     def velocity(self, obs: Tensor, ema: bool = False) -> VelocityFn:
         net = self.flow_ema if ema else self.flow
+        sc = self.cfg.bfq_time_scale
 
         def F(x, r, t):
-            return net(torch.cat([x, obs, time_embedding(t, self.emb), time_embedding(r, self.emb)], -1))
+            return net(torch.cat([x, obs, time_embedding(t, self.emb, sc), time_embedding(r, self.emb, sc)], -1))
         return F
 
     def one_step(self, obs: Tensor, eps: Tensor, ema: bool = False) -> Tensor:
@@ -108,7 +122,8 @@ class BFQ(OfflineAgent):
         S, B, _ = eps.shape
         if getattr(self, "_emb10", None) is None or self._emb10.device != eps.device:
             one = torch.ones(1, 1, 1, device=eps.device)
-            self._emb10 = torch.cat([time_embedding(one, self.emb), time_embedding(0 * one, self.emb)], -1)  # (1, 1, 2 emb)
+            sc = self.cfg.bfq_time_scale
+            self._emb10 = torch.cat([time_embedding(one, self.emb, sc), time_embedding(0 * one, self.emb, sc)], -1)  # (1, 1, 2 emb)
         net = self.flow_ema if ema else self.flow
         return (eps - net(torch.cat([eps, obs, self._emb10.expand(S, B, -1)], -1))).clamp(-1.0, 1.0)
 
@@ -129,7 +144,7 @@ class BFQ(OfflineAgent):
         self.step("critic", critic_loss.sum())
         # L_BC: one Bernoulli(lam) draw per seed selects L_bnd (1) or L_comp (0)
         eps = self.noise(S, B, self.act_dim)
-        tm = sample_times(self.gen, S, B, c.bfq_d_max, self.device)
+        tm = sample_times(self.gen, S, B, c.bfq_d_max, self.device, c.bfq_onestep_frac)
         xi = (torch.rand(S, generator=self.gen, device=self.device) < c.bfq_lam).float()
         F = self.velocity(obs)
         bc = torch.zeros(S, device=self.device)

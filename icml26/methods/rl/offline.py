@@ -63,11 +63,17 @@ class Config:
     ema_decay: float = 0.995  # BFQ / DQL EMA actor
     ema_every: int = 5
     ema_start: int = 1000
-    # BFQ (bfq.md: lam 0.5, D_max 1e-3, eta grid {0.001 .. 1} per task)
-    bfq_eta: float = 1.0
+    # BFQ (bfq.md: lam 0.5, D_max 1e-3, eta grid {0.001 .. 1} per task). eta 0.1: at 1 the Q term
+    # outweighs the behaviour term at the one-step query and saturates the actions (docs/bfq.md).
+    # time_scale 1: features of t in [0, 1] itself (1000 t, DDPM's integer scale, made the query
+    # (t, r) = (1, 0) an input no training time comes near); onestep_frac: the share of L_comp rows
+    # at that query (RECON both, docs/bfq.md "What was wrong").
+    bfq_eta: float = 0.1
     bfq_lam: float = 0.5
     bfq_d_max: float = 1e-3
     bfq_time_embed: int = 64
+    bfq_time_scale: float = 10.0
+    bfq_onestep_frac: float = 0.25
     # FQL (seohongpark/fql agents/fql.py: alpha 10, 10 Euler steps, normalize_q_loss as its README recommends)
     fql_alpha: float = 10.0
     fql_flow_steps: int = 10
@@ -106,6 +112,10 @@ class Config:
             raise ValueError(f"gamma, tau must be in (0, 1] and ema_decay in (0, 1), got {self.gamma}, {self.tau}, {self.ema_decay}")
         if not 0.0 <= self.bfq_lam <= 1.0:
             raise ValueError(f"bfq_lam must be in [0, 1], got {self.bfq_lam}")
+        if not 0.0 <= self.bfq_onestep_frac <= 1.0:
+            raise ValueError(f"bfq_onestep_frac must be in [0, 1], got {self.bfq_onestep_frac}")
+        if not self.bfq_time_scale > 0:
+            raise ValueError(f"bfq_time_scale must be > 0, got {self.bfq_time_scale}")
         if not 0.0 <= self.bfq_d_max < 1.0:
             raise ValueError(f"bfq_d_max must be in [0, 1), got {self.bfq_d_max}")
         if not 0.5 <= self.iql_expectile < 1.0:
