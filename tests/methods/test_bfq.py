@@ -232,8 +232,14 @@ def test_bfq_one_step_map_stays_tied_to_the_behaviour_under_the_q_term():
     the defaults it keeps part of the behaviour's spread (0.3) while moving towards the bound."""
     std, sat = _bandit_one_step_spread()
     assert std > 0.1 and sat < 0.8, (std, sat)
+
+
+@pytest.mark.slow
+def test_bfq_former_time_features_collapse_the_one_step_map_on_the_bandit():
+    """The same bandit with the former settings (1000 t features, no one-step rows in L_comp) and
+    the same eta = 0.1: the one-step map collapses onto the bound."""
     std0, sat0 = _bandit_one_step_spread(bfq_time_scale=1000.0, bfq_onestep_frac=0.0)
-    assert std0 < 0.05 and sat0 > 0.95, (std0, sat0)  # the former settings, same eta: collapsed
+    assert std0 < 0.05 and sat0 > 0.95, (std0, sat0)
 
 
 def test_bfq_time_features_put_the_one_step_query_near_training_times():

@@ -22,9 +22,10 @@ maps a point of the flow at time t to time r. It is trained (shared/methods/bfq.
 RECON (bfq.md marks these): the preconditioning form a_t - (t - r) F (MeanFlow's average-velocity
 form without the JVP); t ~ U(D, 1] for L_bnd; a_t built from a dataset action in L_comp; the
 critic details (following DQL); the actor's Q is the mean of the two critics (as FQL's actor);
-sinusoidal embeddings of t itself (``bfq_time_scale`` 1; with 1000 t, the DDPM integer-step scale,
+sinusoidal embeddings of 10 t (``bfq_time_scale``; with 1000 t, the DDPM integer-step scale,
 the query r = 0 sits where no sorted-uniform r comes: r = 0.01 already turns the fastest features
-by 10 rad, and the Q term moved the one-step map alone, L_comp at the query 700x its mean); the
+by 10 rad, and the Q term moved the one-step map alone, L_comp at the query 700x its mean; 1 t
+was too coarse for the closed-form velocity test); the
 one-step rows of L_comp; eta 0.1 by default (the top of bfq.md's grid, 1, saturated every action on
 the Hopper datasets here); evaluation uses eps = 0 (deterministic one-step action).
 """

@@ -65,7 +65,7 @@ class Config:
     ema_start: int = 1000
     # BFQ (bfq.md: lam 0.5, D_max 1e-3, eta grid {0.001 .. 1} per task). eta 0.1: at 1 the Q term
     # outweighs the behaviour term at the one-step query and saturates the actions (docs/bfq.md).
-    # time_scale 1: features of t in [0, 1] itself (1000 t, DDPM's integer scale, made the query
+    # time_scale 10: features of 10 t for t in [0, 1] (1000 t, DDPM's integer scale, made the query
     # (t, r) = (1, 0) an input no training time comes near); onestep_frac: the share of L_comp rows
     # at that query (RECON both, docs/bfq.md "What was wrong").
     bfq_eta: float = 0.1
