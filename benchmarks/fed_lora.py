@@ -55,42 +55,67 @@ def run_one(budget: str, strategy: str, seed: int) -> dict | None:
            "--out", str(d.relative_to(ROOT)), "-q"]
     if (d / "records.jsonl").is_file():
         cmd.append("--resume")
+    import resource
+
     load0 = uptime()
     t0 = time.perf_counter()
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     print(" ".join(cmd[1:]), file=sys.stderr, flush=True)
     subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_s = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)  # this call's CPU time (a resumed run: its part only)
     res = _result(d)
     if res is not None:
         db = load_results(OUT / f"{budget}.json")
         db.setdefault("runs", {})[f"{strategy}-s{seed}"] = {"result": {k: v for k, v in res.items() if k != "per_client"},
                                                              "per_client": res["per_client"], "load_before": load0, "load_after": uptime(),
-                                                             "process_s": time.perf_counter() - t0}
+                                                             "process_s": time.perf_counter() - t0, "cpu_s": cpu_s}
         save_results(OUT / f"{budget}.json", db)
     return res
 
 
-def _mean_sd(xs):
+T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262)  # Student t, 0.975 quantile, df 1..9
+
+
+def mean_ci(xs) -> tuple[float, float]:
+    """Mean and the half-width of its two-sided 95% Student-t interval over seeds (0 for one seed)."""
     import statistics
 
-    return (statistics.fmean(xs), statistics.stdev(xs) if len(xs) > 1 else 0.0)
+    m = statistics.fmean(xs)
+    if len(xs) < 2:
+        return m, 0.0
+    return m, T975[min(len(xs) - 1, len(T975)) - 1] * statistics.stdev(xs) / len(xs) ** 0.5
+
+
+def _cell(xs, fmt="{:.3f}") -> str:
+    m, h = mean_ci(xs)
+    return fmt.format(m) + (f" ± {fmt.format(h)}" if len(xs) > 1 else "")
 
 
 def table(budget: str) -> str:
-    rows, by = [], {}
+    by: dict[str, dict[int, dict]] = {}
     for s in ORDER:
         for seed in range(10):
             r = _result(_run_dir(budget, s, seed))
             if r is not None:
-                by.setdefault(s, []).append(r)
+                by.setdefault(s, {})[seed] = r
+    db = load_results(OUT / f"{budget}.json").get("runs", {})
     lines = [f"fed-lora benchmark, budget {budget} ({BUDGETS[budget]}); load now: {uptime()}",
-             f"{'strategy':<12} {'seeds':>5} {'local ppl':>16} {'global ppl':>16} {'ROUGE-1':>12} {'comm MB':>9} {'wall s':>8}"]
+             "mean over seeds ± half-width of the 95% Student-t interval (3 seeds: t(0.975, 2) = 4.303 x sd / sqrt 3)",
+             f"{'strategy':<12} {'seeds':>6} {'local ppl':>17} {'global ppl':>17} {'ROUGE-1':>13} {'comm MB':>8} {'wall s':>7} {'load (1-min, start..end)':>24}"]
     agg = {}
-    for s, rs in by.items():
-        lp, gp, ro = _mean_sd([r["local_perplexity"] for r in rs]), _mean_sd([r["global_perplexity"] for r in rs]), _mean_sd([r["local_rouge1"] for r in rs])
+    for s, runs in by.items():
+        rs = list(runs.values())
+        lp, gp, ro = ([r[k] for r in rs] for k in ("local_perplexity", "global_perplexity", "local_rouge1"))
         comm, wall = rs[0]["comm_bytes_total"] / 1e6, sum(r["wall_s"] for r in rs) / len(rs)
-        agg[s] = {"local": lp[0], "global": gp[0], "comm": rs[0]["comm_bytes_total"], "seeds": len(rs)}
-        lines.append(f"{s:<12} {len(rs):>5} {lp[0]:>9.3f} ±{lp[1]:<5.3f} {gp[0]:>9.3f} ±{gp[1]:<5.3f} {ro[0]:>6.2f} ±{ro[1]:<4.1f} {comm:>9.3f} {wall:>8.0f}")
-        rows.append(s)
+        loads = []
+        for seed in runs:
+            e = db.get(f"{s}-s{seed}", {})
+            la = [e.get("load_before", ""), e.get("load_after", "")]
+            loads.append("..".join(x.split("load average:")[1].split(",")[0].strip() if "load average:" in x else "?" for x in la))
+        agg[s] = {"local": mean_ci(lp)[0], "global": mean_ci(gp)[0], "comm": rs[0]["comm_bytes_total"], "seeds": sorted(runs)}
+        lines.append(f"{s:<12} {','.join(map(str, sorted(runs))):>6} {_cell(lp):>17} {_cell(gp):>17} {_cell(ro, '{:.1f}'):>13} "
+                     f"{comm:>8.1f} {wall:>7.0f} {' '.join(loads):>24}")
     h = agg.get("het-cpflora")
     if h:
         others = {s: a for s, a in agg.items() if s != "het-cpflora"}
@@ -102,6 +127,13 @@ def table(budget: str) -> str:
         if "fedit" in agg:
             ok = h["global"] <= agg["fedit"]["global"]
             lines.append(f"T2 global perplexity <= FedIT: {h['global']:.3f} vs {agg['fedit']['global']:.3f} -> {'met' if ok else 'NOT met'}")
+            both = sorted(set(by["het-cpflora"]) & set(by["fedit"]))
+            for k in ("local_perplexity", "global_perplexity"):
+                d = [by["het-cpflora"][x][k] - by["fedit"][x][k] for x in both]
+                if len(d) > 1:
+                    m, hw = mean_ci(d)
+                    lines.append(f"   het-cpflora - fedit, {k}, paired over seeds {both}: {m:+.3f} [{m - hw:+.3f}, {m + hw:+.3f}] "
+                                 f"(per seed {', '.join(f'{x:+.3f}' for x in d)})")
         if "flora" in agg:
             ok = h["comm"] <= agg["flora"]["comm"]
             lines.append(f"T3 communication <= FLoRA: {h['comm'] / 1e6:.3f} MB vs {agg['flora']['comm'] / 1e6:.3f} MB -> {'met' if ok else 'NOT met'}")
