@@ -163,7 +163,7 @@ def part_table(seed: int, runs: Path, data: str | None = None, variant: str | No
 
 KEEP = ("variant", "task", "wer", "wer_librivox", "unit_error_rate", "text_perplexity", "text_perplexity_dense", "text_perplexity_init",
         "routing_text_to_speech_experts", "routing_speech_to_text_experts", "active_params", "total_params", "train_seconds", "eval_seconds",
-        "empty_hypotheses", "stopped", "length_ratio", "example_hypothesis")
+        "empty_hypotheses", "stopped", "length_ratio", "example_hypothesis", "response_nll")
 
 
 def part_collect(runs: Path) -> dict:

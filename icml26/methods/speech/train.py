@@ -498,6 +498,22 @@ def text_perplexity(lm: SpeechLM, texts: list[str], batch: int = 8) -> float:
     return math.exp(tot / max(n, 1))
 
 
+def teacher_forced_nll(lm: SpeechLM, samples, batch: int = 8) -> float:
+    """Mean per-token NLL (nats) of the responses given their prompts, each target's softmax over its modality's ids
+    (``modality_softmax``, the restriction greedy decoding applies): for ASR samples the transcript given the
+    speech, for TTS samples the units given the text. A graded score where greedy decoding's WER saturates."""
+    import torch
+
+    tot, n = 0.0, 0
+    with torch.no_grad():
+        for i in range(0, len(samples), batch):
+            ids, lab, att = collate(samples[i: i + batch], lm.tok.pad_token_id)
+            loss, k = lm_loss(lm, ids, lab, att, modality_softmax=True)
+            tot += float(loss) * k
+            n += k
+    return tot / max(n, 1)
+
+
 def routing_readout(lm: SpeechLM, samples) -> tuple[float | None, float | None]:
     """Mean over MoE blocks of (text tokens' chosen-expert mass in the speech group, speech tokens' in the text
     group), teacher-forced on ``samples``. (None, None) for a model without MoE blocks."""
@@ -562,6 +578,7 @@ def evaluate(cfg: Config, lm: SpeechLM, data: dict, variant: str, *, seed: int, 
                    "example_hypothesis": hyps[0] if us else None,
                    "stopped": sum(len(g) < c for g, c in zip(gen, caps)) / len(us) if us else None,  # ended by end-of-speech
                    "length_ratio": sum(len(g) for g in gen) / max(sum(len(u["units"]) for u in us), 1) if us else None}
+        rec["response_nll"] = teacher_forced_nll(lm, samples) if samples else None
         rec.update({"routing_text_to_speech_experts": ts, "routing_speech_to_text_experts": st, "eval_seconds": round(time.perf_counter() - t0, 2)})
         rec.update(extra or {})
         yield rec
