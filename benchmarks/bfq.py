@@ -149,6 +149,69 @@ def mmd_rbf(x, y, bw: float = 0.1) -> float:
     return float(k(x, x) + k(y, y) - 2 * k(x, y))
 
 
+ONESTEP_RUNS = {  # (bfq_eta, bfq_time_scale, bfq_onestep_frac): the settings before the fix, the fixes one by one, the defaults
+    "prefix-eta1": (1.0, 1000.0, 0.0), "prefix-eta0": (0.0, 1000.0, 0.0), "prefix-eta0.01": (0.01, 1000.0, 0.0),
+    "ts1-eta1": (1.0, 1.0, 0.0), "ts1-eta0": (0.0, 1.0, 0.0), "ts1-eta0.1": (0.1, 1.0, 0.0), "ts1-eta0.01": (0.01, 1.0, 0.0),
+    "ts1-os0.25-eta1": (1.0, 1.0, 0.25), "ts1-os0.25-eta0.1": (0.1, 1.0, 0.25), "default": None}
+
+
+def part_onestep(res: dict, data_dir: Path, ds: str, steps: int, runs: list[str]) -> None:
+    """Diagnostics of BFQ's one-step map (1 seed, 2 x 128, ``steps`` updates on ``ds``): the share of
+    deterministic one-step actions at the bounds (|a| > 0.99), the same for stochastic ones before
+    the clip (eps ~ N(0, 1)) beside the dataset's share, a 10-step chain of pi over [k/10, (k+1)/10]
+    (the flow away from the one-step query), L_comp at random (r, m, t) and at the query (r, t) =
+    (0, 1), mean |Q(s, a_D)|, and the score of 10 deterministic episodes. Held-out states: 2000
+    dataset rows. Saved under "onestep"."""
+    import json
+
+    import torch
+
+    from icml26.methods.rl import bfq as bfqm, offline, offline_data
+
+    torch.set_num_threads(1)
+    data = offline_data.load(data_dir / f"{ds}.hdf5")
+    ref = offline_data.score_reference(data, data.env)
+    hold = data.sample(1, 2000, torch.Generator().manual_seed(123))
+    A, O = hold["actions"], hold["observations"]
+    out = res.setdefault("onestep", {})
+    out.setdefault(f"{ds}/dataset", {"frac_at_bounds": float((A.abs() > 0.99).float().mean())})
+    for name in runs:
+        key = f"{ds}/{steps}/{name}"
+        if key in out:
+            continue
+        kw = {} if ONESTEP_RUNS[name] is None else dict(zip(("bfq_eta", "bfq_time_scale", "bfq_onestep_frac"), ONESTEP_RUNS[name]))
+        cfg = offline.Config(hidden=(128, 128), seeds=1, eval_episodes=10, **kw)
+        ag = offline.agent_class("bfq")(cfg, data.obs_dim, data.act_dim, 1, generator=torch.Generator().manual_seed(0), info=data.info)
+        g = torch.Generator().manual_seed(1)
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            ag.update(data.sample(1, 256, g))
+        with torch.no_grad():
+            det = ag.act(O, deterministic=True)
+            eps = torch.randn(A.shape, generator=torch.Generator().manual_seed(5))
+            F = ag.velocity(O)
+            z = torch.zeros(*A.shape[:-1], 1)
+            raw = bfqm.policy_operator(F, eps, z, z + 1)
+            x = eps
+            for k in range(10, 0, -1):
+                x = bfqm.policy_operator(F, x, z + (k - 1) / 10, z + k / 10)
+            tm = bfqm.sample_times(torch.Generator().manual_seed(9), 1, A.shape[1], 1e-3, "cpu")
+            a_t = (1 - tm["t"]) * A + tm["t"] * eps
+            row = {"settings": {"bfq_eta": cfg.bfq_eta, "bfq_time_scale": cfg.bfq_time_scale, "bfq_onestep_frac": cfg.bfq_onestep_frac},
+                   "det_at_bounds": float((det.abs() > 0.99).float().mean()), "sto_raw_abs_mean": float(raw.abs().mean()),
+                   "sto_at_bounds": float((raw.abs() > 0.99).float().mean()), "chain10_at_bounds": float((x.abs() > 0.99).float().mean()),
+                   "lcomp_random": float(bfqm.composition_loss(F, a_t, tm["r"], tm["m"], tm["t"])),
+                   "lcomp_one_step_query": float(bfqm.composition_loss(F, eps, z, tm["m"], z + 1)),
+                   "mean_abs_q": float(ag.critic.q(O, A).abs().mean())}
+        rets = offline.evaluate(ag, data, data.env, cfg, 0, 0)
+        row["score"] = float(offline.normalized_score(rets, ref["ref_min_return"], ref["ref_max_return"])[0])
+        row["wall_s"] = time.perf_counter() - t0
+        out[key] = row
+        _save_part(res, ("onestep", key))
+        _save_part(res, ("onestep", f"{ds}/dataset"))
+        print(json.dumps({"run": key, **row}), flush=True)
+
+
 def part_toy(res: dict, steps: int) -> None:
     """BFQ's L_BC alone (no critic) on the 8-Gaussian mixture for lam in {0, 0.5, 1}: MMD of its
     one-step samples to held-out data, and of the lam = 1 (flow-matching-only) model sampled with
@@ -335,6 +398,18 @@ def report(res: dict) -> None:
         print("|---|---|---|---|")
         for k, v in rows.items():
             print(f"| {k} | {', '.join(f'{x:.1f}' for x in v['scores'])} | {v['mean']:.1f} | {v['updates_done']} |")
+    one = res.get("onestep")
+    if one:
+        print("\nBFQ's one-step map (1 seed, 2 x 128; shares of action dims at |a| > 0.99; L_comp at random times / at (r, t) = (0, 1))")
+        print("| run | eta, time scale, one-step rows | deterministic | stochastic (before clip) | 10-step chain | L_comp random / query | score |")
+        print("|---|---|---|---|---|---|---|")
+        for k, r in one.items():
+            if k.endswith("/dataset"):
+                print(f"| {k} | - | - | {r['frac_at_bounds']:.4f} | - | - | - |")
+                continue
+            st = r["settings"]
+            print(f"| {k} | {st['bfq_eta']:g}, {st['bfq_time_scale']:g}, {st['bfq_onestep_frac']:g} | {r['det_at_bounds']:.3f} | {r['sto_at_bounds']:.3f} | "
+                  f"{r['chain10_at_bounds']:.3f} | {r['lcomp_random']:.4f} / {r['lcomp_one_step_query']:.4f} | {r['score']:.1f} |")
     toy = res.get("toy")
     if toy:
         print(f"\nToy: 8-Gaussian mixture, L_BC only, {toy['steps']} updates; MMD^2 (RBF 0.1) to held-out data, lower is better "
@@ -396,7 +471,8 @@ def report(res: dict) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--part", choices=("speed", "scores", "toy", "d3rlpy"), action="append", default=[])
+    ap.add_argument("--part", choices=("speed", "scores", "toy", "d3rlpy", "onestep"), action="append", default=[])
+    ap.add_argument("--onestep-runs", default="prefix-eta1,default", help=f"the onestep part's settings, of {', '.join(ONESTEP_RUNS)}")
     ap.add_argument("--d3rlpy-worker", help=argparse.SUPPRESS)
     ap.add_argument("--worker-out", help=argparse.SUPPRESS)
     ap.add_argument("--seeds-peer", type=int, default=3, help="seeds of the d3rlpy side-by-side (each side)")
@@ -423,6 +499,8 @@ def main() -> None:
     if "speed" in a.part:
         part_speed(res, a.rounds, a.timing_s, a.train_updates)
         _save_part(res, ("speed",))
+    if "onestep" in a.part:
+        part_onestep(res, ROOT / a.data_dir, [d for d in a.datasets.split(",") if d][0], a.steps, [x for x in a.onestep_runs.split(",") if x])
     if "toy" in a.part:
         part_toy(res, a.toy_steps)
         _save_part(res, ("toy",))
