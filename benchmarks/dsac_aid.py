@@ -494,10 +494,12 @@ def recipe_algos(recipe: str) -> list[str]:
     return list(recipe_config(recipe)["algo"])
 
 
-def summarise_onset(recs: list[dict], onset: int, pre_window: int = 1000) -> dict:
+def summarise_onset(recs: list[dict], onset: int, pre_window: int = 0) -> dict:
     """The onset protocol's figures per algo, over the evaluations up to the last step every algo
     reached (equal progress): per seed, the level before the onset (mean q_bias of the
-    evaluations at onset - pre_window <= step <= onset), the peak q_bias after it (step > onset),
+    evaluations at onset - pre_window <= step <= onset; default: the evaluation at the onset
+    step alone, the latest before the noise: the critics are still converging, so an earlier
+    window would count their fall as a negative surge), the peak q_bias after it (step > onset),
     the surge = peak - level, and the mean return over the evaluations after the onset and at the
     common last step; each as the mean over seeds with its 95% percentile-bootstrap interval
     (icml26.core.stats.bootstrap_mean_ci). Also the peak of the seed-mean q_bias curve after the
