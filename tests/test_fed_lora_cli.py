@@ -15,6 +15,21 @@ from icml26.cli import app  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "recipes" / "fed-lora" / "tiny.yaml"
 runner = CliRunner()
+
+
+def _root_conftest():
+    """tests/conftest.py (a ``conftest`` of a subfolder, e.g. tests/methods/, can shadow it as ``conftest``)."""
+    import sys
+
+    m = sys.modules.get("conftest")
+    if m is not None and Path(m.__file__).resolve() == ROOT / "tests" / "conftest.py":
+        return m
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_tests_root_conftest", ROOT / "tests" / "conftest.py")
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    return m
 FAST = ["--strategy", "het-cpflora,fedit", "--set", "generation_examples=1"]
 
 
@@ -34,7 +49,7 @@ def _recs(text):
 def test_bad_ranks_exit_2_before_anything_is_written(tmp_path, args, words):
     out = tmp_path / "run"
     r = runner.invoke(app, ["fed-lora", "--recipe", str(TINY), "-q", "--out", str(out), *args])
-    from conftest import skip_if_data_missing
+    skip_if_data_missing = _root_conftest().skip_if_data_missing
 
     skip_if_data_missing(r)  # the split check needs the Debian texts
     assert r.exit_code == 2, r.output
@@ -44,7 +59,7 @@ def test_bad_ranks_exit_2_before_anything_is_written(tmp_path, args, words):
 
 
 def test_tiny_recipe_record_contract(tmp_path):
-    from conftest import skip_if_data_missing
+    skip_if_data_missing = _root_conftest().skip_if_data_missing
 
     r = runner.invoke(app, ["fed-lora", "--recipe", str(TINY), "-q", "--out", str(tmp_path / "run"), *FAST])
     skip_if_data_missing(r)
@@ -65,7 +80,7 @@ def test_tiny_recipe_record_contract(tmp_path):
 
 
 def test_resume_continues_from_the_round_checkpoint(tmp_path, monkeypatch):
-    from conftest import skip_if_data_missing
+    skip_if_data_missing = _root_conftest().skip_if_data_missing
     from icml26.methods.federated import harness
 
     full = runner.invoke(app, ["fed-lora", "--recipe", str(TINY), "-q", "--out", str(tmp_path / "a"), *FAST])
