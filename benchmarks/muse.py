@@ -152,16 +152,27 @@ def part_fwdbwd(cfg, args, data: dict) -> None:
 
 
 def part_eval(cfg, args, data: dict) -> None:
+    """Perplexity of sdpa and ``--eval-methods`` at these settings; an sdpa perplexity already
+    measured on the same windows (any settings) is reused instead of rerun."""
     from icml26.methods.attention import harness as H
 
     store = data.setdefault("eval", {})
+    methods = tuple(args.eval_methods)
     for n in args.context_tokens:
         key = f"{n}|w{args.windows}|{_settings_key(cfg)}|t{args.threads}"
-        if key in store and all(m in store[key] for m in ("sdpa", "muse", "block")):
+        if key in store and all(m in store[key] for m in ("sdpa",) + methods):
             continue
-        c = replace(cfg, methods=("sdpa", "muse", "block"), context_tokens=(n,), windows=args.windows, threads=args.threads)
-        rows = {}
-        for rec in H.run_eval(c):
+        ref = None
+        for k2, rows2 in store.items():
+            if k2.split("|")[:2] == key.split("|")[:2] and k2.endswith(f"|t{args.threads}") and "sdpa" in rows2:
+                ref = rows2["sdpa"]
+                break
+        rows = store.get(key, {})
+        if ref is not None:
+            rows["sdpa"] = ref
+        todo = tuple(m for m in methods if m not in rows)
+        c = replace(cfg, methods=("sdpa",) + todo, context_tokens=(n,), windows=args.windows, threads=args.threads)
+        for rec in H.run_eval(c, reference={n: ref["perplexity"]} if ref else None):
             if rec["kind"] == "result":
                 rec["load_avg"] = _load_avg()
                 rows[rec["method"]] = rec
@@ -171,6 +182,52 @@ def part_eval(cfg, args, data: dict) -> None:
                       f"{rec['seconds']:.1f} s", flush=True)
         store[key] = rows
         _save(args.results, data)
+
+
+def part_trainstep(cfg, args, data: dict) -> None:
+    """Training-step time of the train part's model, sdpa and muse ALTERNATING in one process
+    (step i of sdpa, then step i of muse, on the same window), so both see the same machine load:
+    a paired wall-time ratio that the two sequential train runs cannot give on a shared CPU."""
+    import statistics
+
+    import torch
+
+    from icml26.methods.attention import harness as H
+    from icml26.methods.attention import hf, kernel
+
+    torch.set_num_threads(args.threads)
+    kernel.backend()
+    n = args.context_tokens[0]
+    key = f"{n}|r{args.repeats}|d{cfg.d_model}x{cfg.n_layers}|{_settings_key(cfg)}|t{args.threads}"
+    store = data.setdefault("trainstep", {})
+    if key in store:
+        return
+    c = replace(cfg, context_tokens=(n,), threads=args.threads)
+    hf.register(c.settings())
+    ids = torch.tensor([H.token_windows(None, "train", n + 1, 1, None)[0]])
+    models, opts = {}, {}
+    for mth in ("sdpa", "muse"):
+        torch.manual_seed(0)
+        models[mth] = H._tiny_llama(c, n + 1, "sdpa" if mth == "sdpa" else "muse")
+        opts[mth] = torch.optim.AdamW(models[mth].parameters(), lr=c.lr)
+    times = {"sdpa": [], "muse": []}
+    loads = []
+    for i in range(args.repeats):
+        for mth in ("sdpa", "muse"):
+            with hf.settings(c.settings(mth), method=mth):
+                t0 = time.perf_counter()
+                loss = H._loss(models[mth], ids)
+                opts[mth].zero_grad(set_to_none=True)
+                loss.backward()
+                opts[mth].step()
+                times[mth].append(time.perf_counter() - t0)
+            loads.append(_load_avg())
+            print(f"trainstep {n} round {i}: {mth} {times[mth][-1]:.2f} s (loss {float(loss):.4f})", flush=True)
+    rec = {m: {"step_s": times[m], "median_s": statistics.median(times[m])} for m in times}
+    rec["ratio_muse_vs_sdpa"] = rec["muse"]["median_s"] / rec["sdpa"]["median_s"]
+    rec["load_avg"] = statistics.fmean(loads)
+    store[key] = rec
+    _save(args.results, data)
 
 
 def part_train(cfg, args, data: dict) -> None:
@@ -259,14 +316,15 @@ def report(data: dict) -> list[str]:
     ev = data.get("eval", {})
     if ev:
         lines += ["### eval: SmolLM2-135M perplexity on python-docs test windows", "",
-                  "| N | windows | method | perplexity | ratio vs sdpa | seconds | sparsity |", "|---|---|---|---|---|---|---|"]
+                  "| N | settings | windows | method | perplexity | ratio vs sdpa | seconds | sparsity |", "|---|---|---|---|---|---|---|---|"]
         for key in sorted(ev, key=lambda s: int(s.split("|")[0])):
             for mth, r in ev[key].items():
-                lines.append(f"| {r['context_tokens']} | {r['windows']} | {mth} | {r['perplexity']:.3f} | "
+                lines.append(f"| {r['context_tokens']} | {key.split('|')[2]} | {r['windows']} | {mth} | {r['perplexity']:.3f} | "
                              f"{r['perplexity_ratio']:.4f} | {r['seconds']:.1f} | {_fmt(r.get('sparsity'), '{:.3f}')} |")
             r = ev[key].get("muse")
             if r and r["context_tokens"] == 8192:
-                targets.append(f"- 8k SmolLM2 perplexity ratio muse/sdpa {r['perplexity_ratio']:.4f} (target <= 1.05): "
+                targets.append(f"- 8k SmolLM2 perplexity ratio muse/sdpa {r['perplexity_ratio']:.4f} at {key.split('|')[2]}, "
+                               f"sparsity {_fmt(r.get('sparsity'), '{:.3f}')} (target <= 1.05): "
                                f"{'MET' if r['perplexity_ratio'] <= 1.05 else 'NOT MET'} ({r['windows']} window(s))")
         lines.append("")
     tr = data.get("train", {})
@@ -286,6 +344,14 @@ def report(data: dict) -> list[str]:
                 ok = ratio <= 1.01 and wall < 0.98  # "less wall time": measurably (2%) below SDPA's
                 targets.append(f"- train {key}: val loss ratio {ratio:.4f} (target <= 1.01), wall {b['wall_s']:.1f} s vs "
                                f"{a['wall_s']:.1f} s, ratio {wall:.3f} (target < 0.98): {'MET' if ok else 'NOT MET'}")
+        lines.append("")
+    ts = data.get("trainstep", {})
+    if ts:
+        lines += ["### trainstep: one training step (forward, backward, AdamW) of the train model, sdpa and muse alternating", "",
+                  "| setting | sdpa median s | muse median s | ratio muse / sdpa | rounds | load avg |", "|---|---|---|---|---|---|"]
+        for key, r in ts.items():
+            lines.append(f"| {key.replace('|', ' ')} | {r['sdpa']['median_s']:.2f} | {r['muse']['median_s']:.2f} | "
+                         f"{r['ratio_muse_vs_sdpa']:.3f} | {len(r['sdpa']['step_s'])} | {r['load_avg']:.1f} |")
         lines.append("")
     if targets:
         lines += ["### targets", ""] + targets
@@ -348,7 +414,7 @@ def plot(data: dict, folder: Path) -> list[Path]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--part", choices=["bench", "fwdbwd", "eval", "train"], action="append", default=[])
+    ap.add_argument("--part", choices=["bench", "fwdbwd", "eval", "train", "trainstep"], action="append", default=[])
     ap.add_argument("--context-tokens", type=int, nargs="+", default=None)
     ap.add_argument("--layer", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=1)
@@ -356,6 +422,8 @@ def main() -> None:
     ap.add_argument("--v1-max", type=int, default=8192)
     ap.add_argument("--twin-max", type=int, default=4096, help="fwdbwd: the torch twin is timed up to this length")
     ap.add_argument("--windows", type=int, default=1)
+    ap.add_argument("--eval-methods", nargs="+", default=["muse", "block"], choices=["muse", "block", "muse-noretrieval"],
+                    help="eval part: the methods run beside sdpa")
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--train-methods", nargs="+", default=["sdpa", "muse"], choices=["sdpa", "muse"],
                     help="train part: which methods to run now (each is saved as it finishes)")
@@ -372,10 +440,11 @@ def main() -> None:
     if not args.print_only:
         for part in args.part:
             default = {"bench": [4096, 8192, 16384, 32768], "fwdbwd": [4096, 8192], "eval": [2048, 4096, 8192],
-                       "train": [2048]}[part]
+                       "train": [2048], "trainstep": [8192]}[part]
             a = argparse.Namespace(**{**vars(args), "context_tokens": args.context_tokens or default})
             t0 = time.time()
-            {"bench": part_bench, "fwdbwd": part_fwdbwd, "eval": part_eval, "train": part_train}[part](cfg, a, data)
+            {"bench": part_bench, "fwdbwd": part_fwdbwd, "eval": part_eval, "train": part_train,
+             "trainstep": part_trainstep}[part](cfg, a, data)
             print(f"part {part}: {time.time() - t0:.0f} s, load {_load_avg():.1f}", flush=True)
     print("\n".join(report(data)))
     if args.plot:

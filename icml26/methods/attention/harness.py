@@ -284,8 +284,10 @@ def preflight(cfg: Config, command: str) -> None:
 
 
 # ----------------------------------------------------------------------------- eval
-def run_eval(cfg: Config, *, seed: int = 0, device: str = "cpu") -> Iterator[dict]:
-    """Perplexity per (method, context_tokens) on ``windows`` test windows; sdpa is the reference."""
+def run_eval(cfg: Config, *, seed: int = 0, device: str = "cpu", reference: dict | None = None) -> Iterator[dict]:
+    """Perplexity per (method, context_tokens) on ``windows`` test windows; sdpa is the reference.
+    ``reference``: {context_tokens: sdpa perplexity} measured before on the same windows (sdpa
+    is then not run again at that length, and no sdpa record is yielded for it)."""
     import torch
 
     from icml26.core.data.lm import model_path
@@ -305,8 +307,10 @@ def run_eval(cfg: Config, *, seed: int = 0, device: str = "cpu") -> Iterator[dic
     results = []
     for n in cfg.context_tokens:
         wins = token_windows(tok, "test", n, cfg.windows, cfg.text)
-        ref_ppl = None
+        ref_ppl = (reference or {}).get(n)
         for mth in methods:
+            if mth == "sdpa" and ref_ppl is not None:
+                continue
             nll, count, sec = 0.0, 0, 0.0
             with hf.settings(cfg.settings(mth), method=mth), torch.no_grad():
                 for w in wins:
