@@ -153,3 +153,16 @@ def test_train_checks_every_question_line_before_writing(tmp_path, bad, msg):
     assert r.exit_code == 2 and len(err.splitlines()) == 1 and err.startswith("icml26: error: --bench:"), err
     assert msg in err and "questions.jsonl" in err, err
     assert r.stdout == "" and not (tmp_path / "run").exists()
+
+
+def test_train_reads_every_scene_before_the_first_record(tmp_path):
+    """A scene that the questions name but that is missing (or has a corrupt file: the readers'
+    InputError, tests/test_renders.py) stops `train` with exit 2 and nothing on stdout."""
+    ev, tr = tmp_path / "ev", tmp_path / "tr"
+    ev.mkdir(), tr.mkdir()
+    _write(tr / "questions.jsonl", [_Q])
+    _write(ev / "questions.jsonl", [{**_Q, "id": "s9-00", "scene": "s9"}])
+    r = runner.invoke(app, ["geo-fusion", "train", "--bench", str(ev), "--train-bench", str(tr), "--out", str(tmp_path / "run")])
+    err = r.stderr.strip()
+    assert r.exit_code == 2 and len(err.splitlines()) == 1 and "scene folder" in err and "s0" in err, err
+    assert r.stdout == "" and not (tmp_path / "run").exists()

@@ -120,7 +120,8 @@ def train(
     if Path(bench).resolve() == Path(train_bench).resolve():
         raise InputError("--train-bench and --bench are the same folder: train on disjoint scenes (make-bench --first-index)")
     s = seed if seed is not None else (rseed or 0)
-    stream(E.run(cfg, bench=bench, train_bench=train_bench, seed=s, out=out), command="geo-fusion train", config=cfg, seed=s,
+    splits = E.load_splits(cfg, bench, train_bench)  # a missing or corrupt scene file: exit 2 before any record
+    stream(E.run(cfg, bench=bench, train_bench=train_bench, seed=s, out=out, splits=splits), command="geo-fusion train", config=cfg, seed=s,
            out=out, quiet=quiet, columns=["variant", "task", "score", "score_ci", "params_trained", "seeds"],
            extra_config={"bench": bench, "train_bench": train_bench})
 

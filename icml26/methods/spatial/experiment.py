@@ -406,13 +406,20 @@ def train_eval(cfg: Config, variant: str, seed: int, train: tuple, test: tuple, 
             "predictions": rows}
 
 
-def prepare(cfg: Config, bench: str | Path, train_bench: str | Path, seed: int) -> tuple[tuple, tuple, dict]:
-    """Load both splits, train the semantic encoder on the training scenes, encode everything."""
-    torch.set_num_threads(cfg.threads)
-    train_qs, train_sc = load_split(train_bench, cfg)
-    test_qs, test_sc = load_split(bench, cfg)
-    if not train_qs or not test_qs:
+def load_splits(cfg: Config, bench: str | Path, train_bench: str | Path) -> tuple[tuple, tuple]:
+    """Both splits' (questions, scenes), every scene file read: an InputError here names the file,
+    so the command calls this before its first record."""
+    train, test = load_split(train_bench, cfg), load_split(bench, cfg)
+    if not train[0] or not test[0]:
         raise InputError("no questions in --train-bench or --bench")
+    return train, test
+
+
+def prepare(cfg: Config, bench: str | Path, train_bench: str | Path, seed: int, splits: tuple | None = None) -> tuple[tuple, tuple, dict]:
+    """Load both splits (or take ``load_splits``' result), train the semantic encoder on the
+    training scenes, encode everything."""
+    torch.set_num_threads(cfg.threads)
+    (train_qs, train_sc), (test_qs, test_sc) = splits or load_splits(cfg, bench, train_bench)
     overlap = sorted(set(train_sc) & set(test_sc)) if Path(train_bench).resolve() == Path(bench).resolve() else []
     if overlap:
         raise InputError("--train-bench and --bench are the same folder: train on disjoint scenes (make-bench --first-index)")
@@ -458,12 +465,13 @@ def aggregate(runs: list[dict]) -> Iterator[dict]:
 
 
 def run(cfg: Config, *, bench: str | Path, train_bench: str | Path, seed: int = 0, out: str | Path | None = None,
-        previous: dict | None = None) -> Iterator[dict]:
+        previous: dict | None = None, splits: tuple | None = None) -> Iterator[dict]:
     """``train``: prepare, then every (variant, seed) run (a ``step`` record each), then the
-    aggregated results and the summary. ``previous``: {(variant, seed): run} already done."""
+    aggregated results and the summary. ``previous``: {(variant, seed): run} already done;
+    ``splits``: ``load_splits``' result, when the caller read the scenes already."""
     from icml26.core.output import atomic_write_text, to_json
 
-    train, test, info = prepare(cfg, bench, train_bench, seed)
+    train, test, info = prepare(cfg, bench, train_bench, seed, splits)
     yield {"kind": "step", "stage": "encoders", **info}
     runs = []
     for variant in cfg.variants:
