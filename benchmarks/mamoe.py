@@ -251,9 +251,9 @@ def table_report(tabs: list[dict]) -> None:
                 seen.add(key)
                 rows.setdefault((r["variant"], r["task"]), {})[t["seed"]] = r
     print(f"\n## variant x task ({', '.join(recipes)}; seeds {seeds}; mean ± 95% t-interval over seeds)")
-    print("| variant | ASR WER | ASR WER LibriVox | ASR empty hyp. | TTS WER (pocketsphinx) | TTS unit error | TTS stopped | text ppl | "
-          "text->speech | speech->text | active / total params |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| variant | ASR WER | ASR WER LibriVox | ASR empty hyp. | ASR NLL | TTS WER (pocketsphinx) | TTS unit error | TTS stopped | TTS NLL | "
+          "text ppl | text->speech | speech->text | active / total params |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
     def col(v, task, key):
         return [r.get(key) for r in rows.get((v, task), {}).values()]
@@ -263,10 +263,11 @@ def table_report(tabs: list[dict]) -> None:
             continue
         a = next(iter(rows.get((v, "asr"), rows.get((v, "tts"), {})).values()))
         print(f"| {v} | {_mc(col(v, 'asr', 'wer'))} | {_mc(col(v, 'asr', 'wer_librivox'))} | {_mc(col(v, 'asr', 'empty_hypotheses'), 2)} | "
-              f"{_mc(col(v, 'tts', 'wer'))} | {_mc(col(v, 'tts', 'unit_error_rate'))} | {_mc(col(v, 'tts', 'stopped'), 2)} | "
+              f"{_mc(col(v, 'asr', 'response_nll'))} | {_mc(col(v, 'tts', 'wer'))} | {_mc(col(v, 'tts', 'unit_error_rate'))} | "
+              f"{_mc(col(v, 'tts', 'stopped'), 2)} | {_mc(col(v, 'tts', 'response_nll'))} | "
               f"{_mc(col(v, 'asr', 'text_perplexity'), 0)} | {_mc(col(v, 'asr', 'routing_text_to_speech_experts'))} | "
               f"{_mc(col(v, 'asr', 'routing_speech_to_text_experts'))} | {a['active_params']:,} / {a['total_params']:,} |")
-    for task, key in (("asr", "wer"), ("tts", "wer"), ("tts", "unit_error_rate")):
+    for task, key in (("asr", "wer"), ("asr", "response_nll"), ("tts", "wer"), ("tts", "unit_error_rate"), ("tts", "response_nll")):
         for other in ("moe", "mamoe-noshared"):
             mine, theirs = rows.get(("mamoe", task), {}), rows.get((other, task), {})
             both = sorted(set(mine) & set(theirs))
