@@ -395,15 +395,19 @@ def plot(data: dict, folder: Path) -> list[Path]:
         made.append(p)
     tr = data.get("train", {})
     for key, e in tr.items():
-        fig, ax = plt.subplots(figsize=(6, 4))
+        fig, axes = plt.subplots(1, 2, figsize=(10, 4))
         for mth in ("sdpa", "muse"):
             st = e.get(f"{mth}-steps", [])
             if st:
-                ax.plot([r["wall_s"] for r in st], [r["loss"] for r in st], label=mth)
-        ax.set_xlabel("wall seconds")
-        ax.set_ylabel("training loss (nats / byte)")
-        ax.set_title(f"train {key}")
-        ax.legend()
+                lab = mth + (f" (val {e[mth]['val_loss']:.4f})" if mth in e else "")
+                axes[0].plot([r["step"] for r in st], [r["loss"] for r in st], label=lab)
+                axes[1].plot([r["wall_s"] for r in st], [r["loss"] for r in st], label=mth)
+        axes[0].set_xlabel("step")
+        axes[1].set_xlabel("wall seconds (sequential runs, shared CPU: loads differ)")
+        for ax in axes:
+            ax.set_ylabel("training loss (nats / byte)")
+            ax.legend()
+        fig.suptitle(f"train {key}", fontsize=9)
         fig.tight_layout()
         p = folder / f"muse_train_loss_{key.split('|')[0]}.png"
         fig.savefig(p, dpi=120)
