@@ -555,6 +555,8 @@ def part_impulse(res: dict, budget_s: float, variant: str = "rs50") -> None:
     if state != "done" and budget_s > 0:
         state = run_cli_parallel(recipe, out, algos, budget_s) if per_algo else run_cli(recipe, out, budget_s)
     recs = [r for a in algos for r in read_records(out / a)] if per_algo else read_records(out)
+    if per_algo and all(any(r["kind"] == "result" for r in read_records(out / a)) for a in algos):
+        state = "done"  # every method's run finished (in this call or an earlier one)
     res[key] = summarise_impulse(recs, state)
     onset = recipe_config(recipe).get("reward_noise_from")
     if onset is not None:
