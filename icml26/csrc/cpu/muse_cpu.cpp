@@ -1,5 +1,8 @@
-// MuSe causal attention forward for CPU (icml26 muse; the torch twin and test oracle is
-// icml26/methods/attention/muse.py::muse_attention, the wrapper icml26/methods/attention/kernel.py).
+// MuSe causal attention forward and backward for CPU (icml26 muse; the torch twin and test oracle
+// is icml26/methods/attention/muse.py::muse_attention; the wrapper and the autograd node
+// MuseFunction are in icml26/methods/attention/kernel.py). Ops: muse_forward (out),
+// muse_forward_lse (out and each row's log-sum-exp, saved for training), muse_backward
+// (dq, dk, dv; see its comment below). The forward:
 //
 // Inputs: q (B, H, N, D), k, v (B, Hkv, N, D) float32 contiguous, N a multiple of the block size
 // (the wrapper zero-pads, as the twin does). Per head and block of bt tokens:
