@@ -168,6 +168,10 @@ def test_onset_noise_is_off_before_its_step_and_redrawn_identically():
     assert np.array_equal(m.onset_noise(tiny(reward_noise=2.0), 0, 100, a), np.zeros(4))  # no onset step: the envs add it
     with pytest.raises(ValueError, match="reward_noise_from"):
         tiny(reward_noise_from=-1)
+    with pytest.raises(ValueError, match=r"reward_noise_from \(160\) must be below steps \(160\)"):
+        tiny(reward_noise=2.0, reward_noise_from=160)  # after the run's end: no noise would ever be injected
+    with pytest.raises(ValueError, match="reward_noise_from needs reward_noise > 0"):
+        tiny(reward_noise_from=100)
 
 
 @pytest.mark.slow

@@ -122,6 +122,11 @@ class Config:
             raise ValueError(f"reward_noise must be >= 0, got {self.reward_noise}")
         if self.reward_noise_from is not None and self.reward_noise_from < 0:
             raise ValueError(f"reward_noise_from must be >= 0 environment steps, got {self.reward_noise_from}")
+        if self.reward_noise_from is not None and self.reward_noise_from >= self.steps:
+            raise ValueError(f"reward_noise_from ({self.reward_noise_from}) must be below steps ({self.steps}): "
+                             "the noise would never switch on")
+        if self.reward_noise_from is not None and self.reward_noise == 0:
+            raise ValueError("reward_noise_from needs reward_noise > 0 (the noise it switches on): add --set reward_noise=X")
         if self.eval_interval is not None and self.eval_interval < 1:
             raise ValueError(f"eval_interval must be >= 1, got {self.eval_interval}")
         if self.reward_scale is not None and not self.reward_scale > 0:
