@@ -61,6 +61,14 @@ def test_train_tiny_contract_determinism_and_resume(tmp_path):
     res = {r["method"]: r for r in a if r["kind"] == "result"}
     assert set(res) == {"sdpa", "muse"} and all({"final_loss", "val_loss", "wall_s"} <= set(r) for r in res.values())
     assert res["sdpa"]["val_loss"] < 5.545  # below the uniform byte loss ln(256) after 6 steps
+    import torch
+
+    from icml26.methods.attention import kernel
+    from icml26.methods.attention.muse import MuseSettings
+
+    # the path that trained is recorded (the kernel's first-use build happens before the clock starts)
+    assert res["sdpa"]["attention_path"] == "sdpa"
+    assert res["muse"]["attention_path"] == kernel.backend_for(torch.zeros(1, 1, 2, 1), MuseSettings())
     # an interrupted run (muse's last checkpoint written, its result not yet): --resume loads the
     # checkpoint and gives the uninterrupted run's result
     d = tmp_path / "b"

@@ -373,7 +373,7 @@ def run_train(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | Non
     from safetensors.torch import load_model, save_model
 
     from icml26.core.output import atomic_path, atomic_write_text, previous_results
-    from icml26.methods.attention import hf
+    from icml26.methods.attention import hf, kernel
 
     rank, world = _dist()
     torch.set_num_threads(cfg.threads)
@@ -414,6 +414,8 @@ def run_train(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | Non
                     yield r
         g = torch.Generator().manual_seed(seed)
         offsets = torch.randint(0, train_ids.numel() - n - 1, (cfg.train_steps, world), generator=g)
+        # which attention path trains (and, on first use, the C++ kernel's build) is settled before the clock starts
+        path = "sdpa" if mth == "sdpa" else kernel.backend_for(torch.zeros(1, 1, 2, 1), cfg.settings(mth))
         with hf.settings(cfg.settings(mth), method=mth):
             model.train()
             for step in range(start + 1, cfg.train_steps + 1):
@@ -451,7 +453,7 @@ def run_train(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | Non
                 vl = statistics.fmean(float(_loss(model, w.to(device))) for w in val)
         tail = losses[-max(1, len(losses) // 10):]
         rec = {"kind": "result", "method": mth, "context_tokens": n, "final_loss": statistics.fmean(tail), "val_loss": vl,
-               "wall_s": wall, "steps": cfg.train_steps, "world_size": world}
+               "wall_s": wall, "steps": cfg.train_steps, "world_size": world, "attention_path": path}
         results.append(rec)
         yield rec
     summ = {"kind": "summary", "context_tokens": n, "steps": cfg.train_steps}
