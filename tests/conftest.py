@@ -139,3 +139,14 @@ def pytest_collection_finish(session):
         if torch.get_default_dtype() != torch.float32:
             raise pytest.UsageError(f"a test module set torch's default dtype to {torch.get_default_dtype()} "
                                     "at import; set it in a fixture that restores it")
+
+
+@pytest.fixture(scope="module")
+def mcts_table_kernel():
+    """The mcts_table C++ kernel module (icml26/ops/mcts_table.py), for the MDP and
+    gymnasium-table search tests; skip (CI: a failure, as every skip) when it does not build here."""
+    from icml26.ops import mcts_table as T
+
+    if not T.available():
+        pytest.skip("the mcts_table C++ kernel does not build here")
+    return T

@@ -31,12 +31,12 @@ def _load(env_id, **kw):
 
 @pytest.mark.parametrize("env_id, horizon, norm", [(TWO_STATE, 15, "minmax"), (RIVERSWIM, 20, "minmax"),
                                                    (GARNET, 12, "minmax"), (GARNET, 12, "oracle")])
-def test_root_statistics_equal_the_python_search_bit_for_bit(kernel, env_id, horizon, norm):
+def test_root_statistics_equal_the_python_search_bit_for_bit(mcts_table_kernel, env_id, horizon, norm):
     cfg, kind, env, prm = _load(env_id, horizon=horizon, value_norm=norm)
     assert kind == "gym" and env.noise is not None  # every instance here has reward noise
     budgets = [3, 120]
     for algo in R.ALGOS:
-        rec, vis, q = kernel.table_search(env.table(), env.s0, algo, budgets, SEEDS, prm)
+        rec, vis, q = mcts_table_kernel.table_search(env.table(), env.s0, algo, budgets, SEEDS, prm)
         for i, s in enumerate(SEEDS):
             for j, b in enumerate(budgets):
                 a, st = R.search(env.model(s), R.ALGOS.index(algo), prm, s, b)
@@ -85,7 +85,7 @@ def test_yaml_mdp_file_npz_and_prefix_name_the_same_mdp(tmp_path):
 
 
 @pytest.mark.parametrize("env_id", [TWO_STATE, RIVERSWIM])
-def test_episode_return_is_the_sum_of_the_envs_rewards_and_both_backends_agree(kernel, env_id):
+def test_episode_return_is_the_sum_of_the_envs_rewards_and_both_backends_agree(mcts_table_kernel, env_id):
     from icml26.methods.exploration.mdp_env import MDPEnv
 
     cfg, kind, env, prm = _load(env_id, horizon=10, episodes=2, reuse_tree=True, episode_steps=15)

@@ -42,11 +42,11 @@ def _python(env, algo, prm, seed, budget):
 @pytest.mark.parametrize("env_id, horizon, norm", [
     (FL4, 12, "minmax"), (FL8, 16, "minmax"), (TAXI, 10, "minmax"), (RAINY, 8, "minmax"), (CLIFF, 12, "minmax"),
     (FL8, 16, "minmax-tree"), (RAINY, 8, "oracle")])
-def test_root_statistics_equal_the_python_search_bit_for_bit(kernel, env_id, horizon, norm):
+def test_root_statistics_equal_the_python_search_bit_for_bit(mcts_table_kernel, env_id, horizon, norm):
     cfg, env, prm = _load(env_id, horizon=horizon, value_norm=norm)
     budgets = [3, 50]
     for algo in R.ALGOS:
-        rec, vis, q = kernel.table_search(env.table(), env.s0, algo, budgets, SEEDS, prm)
+        rec, vis, q = mcts_table_kernel.table_search(env.table(), env.s0, algo, budgets, SEEDS, prm)
         for i, s in enumerate(SEEDS):
             for j, b in enumerate(budgets):
                 a, st = _python(env, algo, prm, s, b)
@@ -56,7 +56,7 @@ def test_root_statistics_equal_the_python_search_bit_for_bit(kernel, env_id, hor
                 assert int(vis[i, j].sum()) == b
 
 
-def test_command_records_use_the_kernel_and_match_backend_ref(kernel):
+def test_command_records_use_the_kernel_and_match_backend_ref(mcts_table_kernel):
     cfg = M.Config(env=RAINY, algo="all", simulations=(20, 60), seeds=4, horizon=8)
     fast = [r for r in M.run(cfg, seed=3) if r["kind"] == "result"]
     slow = [r for r in M.run(dataclasses.replace(cfg, backend="ref"), seed=3) if r["kind"] == "result"]
@@ -73,14 +73,14 @@ def _child_stats(search, a, key):
 
 
 @pytest.mark.parametrize("algo", ["uct", "varde", "mdp-gape", "gumbel", "ments"])
-def test_reroot_keeps_the_subtree_and_continues_as_the_python_search(kernel, algo):
+def test_reroot_keeps_the_subtree_and_continues_as_the_python_search(mcts_table_kernel, algo):
     from icml26.methods.exploration.gym_models import TableModel
 
     cfg, env, prm = _load(RAINY, horizon=5)
     sd = 11
     py = R.Search(TableModel(env.P, env.A, env.s0, env.gamma, sd), R.ALGOS.index(algo), prm, sd)
     py.keep_cuts = True
-    cc = kernel.TableSearch(env.table(), env.s0, algo, prm, sd, keep_cuts=True)
+    cc = mcts_table_kernel.TableSearch(env.table(), env.s0, algo, prm, sd, keep_cuts=True)
     a = py.run(300)
     assert cc.run(300) == a and cc.root_stats() == py.root_stats()
     key = max(py.root.keys[a], key=lambda k: py.root.cnt[a][py.root.keys[a][k]])  # the most sampled next state
@@ -105,7 +105,7 @@ def test_reroot_keeps_the_subtree_and_continues_as_the_python_search(kernel, alg
 
 @pytest.mark.parametrize("env_id, algo", [(RAINY, "uct"), (RAINY, "varde"), (FL8, "gumbel"), (FL4, "mdp-gape")])
 @pytest.mark.parametrize("reuse", [False, True])
-def test_kernel_episodes_equal_python_episodes_and_sum_the_env_rewards(kernel, env_id, algo, reuse):
+def test_kernel_episodes_equal_python_episodes_and_sum_the_env_rewards(mcts_table_kernel, env_id, algo, reuse):
     import gymnasium as gym
 
     cfg, env, prm = _load(env_id, algo=algo, simulations=(30,), seeds=1, horizon=8, episodes=1, reuse_tree=reuse, episode_steps=30)
@@ -128,14 +128,14 @@ def test_kernel_episodes_equal_python_episodes_and_sum_the_env_rewards(kernel, e
         assert ep["reused"] >= 1
 
 
-def test_a_table_the_kernel_cannot_reproduce_falls_back_to_python(kernel):
+def test_a_table_the_kernel_cannot_reproduce_falls_back_to_python(mcts_table_kernel):
     """float32 probabilities sum differently in Python (NumPy's float32 arithmetic): no
     compiled table, so the Python search runs."""
     cfg, env, prm = _load(FL4, horizon=6, simulations=(20,), seeds=2, algo="uct")
-    assert kernel.compile_table(env.P, env.A, env.gamma) is not None
+    assert mcts_table_kernel.compile_table(env.P, env.A, env.gamma) is not None
     P32 = {s: {a: [(np.float32(p), s2, r, d) for p, s2, r, d in env.P[s][a]] for a in env.P[s]} for s in env.P}
-    assert kernel.compile_table(P32, env.A, env.gamma) is None
-    assert kernel.compile_table({1: env.P[0]}, env.A, env.gamma) is None  # states not numbered 0..S-1
+    assert mcts_table_kernel.compile_table(P32, env.A, env.gamma) is None
+    assert mcts_table_kernel.compile_table({1: env.P[0]}, env.A, env.gamma) is None  # states not numbered 0..S-1
     env.P = P32
     env.__dict__.pop("_table", None)
     rec, be = env.search("uct", [20], [1, 2], prm)
@@ -144,7 +144,7 @@ def test_a_table_the_kernel_cannot_reproduce_falls_back_to_python(kernel):
         env.search("uct", [20], [1], prm, use="ext")
 
 
-def test_cli_episodes_record_the_kernel(kernel, tmp_path):
+def test_cli_episodes_record_the_kernel(mcts_table_kernel, tmp_path):
     import json
 
     from typer.testing import CliRunner
