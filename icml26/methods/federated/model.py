@@ -144,8 +144,12 @@ def get_worker(model: str, *, alpha: float, dropout: float, targets: str, device
     base.to(device)
     for p in base.parameters():
         p.requires_grad_(False)
-    pm = get_peft_model(base, LoraConfig(r=1, lora_alpha=alpha, lora_dropout=dropout, target_modules=list(TARGETS[targets]), bias="none",
-                                         task_type="CAUSAL_LM"), adapter_name="r1")
+    import warnings
+
+    with warnings.catch_warnings():  # peft reads transformers' deprecated is_gradient_checkpointing: not the user's to fix
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.* is deprecated", category=FutureWarning)
+        pm = get_peft_model(base, LoraConfig(r=1, lora_alpha=alpha, lora_dropout=dropout, target_modules=list(TARGETS[targets]),
+                                             bias="none", task_type="CAUSAL_LM"), adapter_name="r1")
     base_w = {}
     for n, m in pm.named_modules():
         if hasattr(m, "lora_A") and "r1" in m.lora_A:

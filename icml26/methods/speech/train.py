@@ -445,8 +445,8 @@ def train_variant(cfg: Config, lm: SpeechLM, data: dict, variant: str, *, seed: 
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         sched.step()
-        run_loss += float(loss)
-        run_aux += float(aux)
+        run_loss += loss.item()
+        run_aux += float(torch.as_tensor(aux).detach())
         if step % cfg.log_every == 0 or step == cfg.steps:
             n = cfg.log_every if step % cfg.log_every == 0 else step % cfg.log_every
             yield {"kind": "step", "variant": variant, "seed": seed, "step": step, "loss": run_loss / n, "aux_loss": run_aux / n,
