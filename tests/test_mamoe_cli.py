@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT, need, need_debian
+from conftest import ROOT, need, need_debian
 
 TINY = str(ROOT / "recipes/mamoe/tiny.yaml")
 FIELDS = {"kind", "variant", "task", "wer", "wer_librivox", "text_perplexity", "routing_text_to_speech_experts",

@@ -18,16 +18,7 @@ import pytest
 pytest.importorskip("flwr")
 pytest.importorskip("peft")
 
-try:
-    from conftest import need_debian  # noqa: E402
-except ImportError:  # tests/methods/conftest.py shadows tests/conftest.py as `conftest`
-    import importlib.util as _ilu
-    from pathlib import Path as _P
-
-    _spec = _ilu.spec_from_file_location("_tests_root_conftest", _P(__file__).resolve().parents[1] / "conftest.py")
-    _root = _ilu.module_from_spec(_spec)
-    _spec.loader.exec_module(_root)
-    need_debian = _root.need_debian
+from conftest import need_debian  # noqa: E402
 
 from icml26.core.errors import InputError  # noqa: E402
 from icml26.methods.federated import apps, harness  # noqa: E402

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from tests.conftest import need
+from conftest import need
 from icml26.methods.speech import units as U
 from icml26.methods.speech import vocoder as V
 from icml26.methods.speech import wer as W
