@@ -61,24 +61,32 @@ def _settings_key(cfg) -> str:
     return f"B{cfg.block_tokens}-q{cfg.query_clusters}-k{cfg.key_clusters}-it{cfg.lloyd_iters}-r{cfg.retrieved_clusters}"
 
 
+def _real_qkv(lm: dict, n: int, layer: int):
+    """q, k, v, scale of SmolLM2's attention ``layer`` on the first n-token test window (the
+    model loaded into ``lm`` on first use, so a part whose rows are all saved loads nothing)."""
+    from icml26.core.data.lm import load_causal_lm
+    from icml26.methods.attention import harness as H
+
+    if not lm:
+        lm["model"], lm["tok"] = load_causal_lm("llama")
+    ids = H.token_windows(lm["tok"], "test", n, 1, None)[0]
+    return H.capture_qkv(lm["model"], ids, layer)
+
+
 def part_bench(cfg, args, data: dict) -> None:
     import torch
 
-    from icml26.core.data.lm import load_causal_lm
     from icml26.methods.attention import harness as H
 
     torch.set_num_threads(args.threads)
     store = data.setdefault("bench", {})
-    model, tok = None, None
+    lm: dict = {}
     for n in args.context_tokens:
         methods = [m for m in ("sdpa", "muse", "muse-noretrieval", "block", "muse-v1") if m != "muse-v1" or n <= args.v1_max]
         key = f"{n}|L{args.layer}|{_settings_key(cfg)}|t{args.threads}|{KERNEL_TAG}"
         if key in store and all(m in store[key] for m in methods):
             continue
-        if model is None:
-            model, tok = load_causal_lm("llama")
-        ids = H.token_windows(tok, "test", n, 1, None)[0]
-        q, k, v, scale = H.capture_qkv(model, ids, args.layer)
+        q, k, v, scale = _real_qkv(lm, n, args.layer)
         c = replace(cfg, repeats=args.repeats, threads=args.threads)
         rows = {}
         for rec in H.bench_tensors(c, q, k, v, scale, n, methods=methods):
@@ -98,24 +106,19 @@ def part_fwdbwd(cfg, args, data: dict) -> None:
 
     import torch
 
-    from icml26.core.data.lm import load_causal_lm
-    from icml26.methods.attention import harness as H
     from icml26.methods.attention import kernel
     from icml26.methods.attention import muse as M
 
     torch.set_num_threads(args.threads)
     kernel.backend()  # build / load before timing
     store = data.setdefault("fwdbwd", {})
-    model, tok = None, None
+    lm: dict = {}
     for n in args.context_tokens:
         key = f"{n}|L{args.layer}|{_settings_key(cfg)}|t{args.threads}|{BACKWARD_TAG}"
         methods = ["sdpa", "muse", "muse-torch"] if n <= args.twin_max else ["sdpa", "muse"]
         if key in store and all(m in store[key] for m in methods):
             continue
-        if model is None:
-            model, tok = load_causal_lm("llama")
-        ids = H.token_windows(tok, "test", n, 1, None)[0]
-        q, k, v, scale = H.capture_qkv(model, ids, args.layer)
+        q, k, v, scale = _real_qkv(lm, n, args.layer)
         dout = torch.randn(q.shape, generator=torch.Generator().manual_seed(0))
         s = cfg.settings("muse")
         fns = {"sdpa": lambda a, b, c: M.sdpa(a, b, c, scale=scale),
