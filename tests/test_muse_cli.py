@@ -93,6 +93,7 @@ def test_train_tiny_contract_determinism_and_resume(tmp_path):
     (["bench", "--set", "no_such_key=1"], "valid keys"),
     (["bench", "-n", "100000000000"], "context_tokens"),
     (["eval", "--text", "/nonexistent/file.txt"], "does not exist"),
+    (["eval", "--set", "eval_split=train"], "eval_split"),
 ])
 def test_bad_settings_exit_2_one_line(args, needle, tmp_path):
     r = runner.invoke(app, ["muse", *args, "-q", "--out", str(tmp_path / "o")])

@@ -181,3 +181,20 @@ def test_bad_shapes_raise():
     q, k, v = _qkv(n=32, h=3, hk=2)
     with pytest.raises(ValueError):
         M.muse_attention(q, k, v)
+
+
+def test_eval_splits_are_disjoint_and_follow_the_split_rule(tmp_path):
+    """``eval_split=val`` windows (to choose settings) come from other documents than the test
+    windows: 400 numbered documents, runs of 16 per the split rule (18 train, 1 val, 1 test)."""
+    from icml26.methods.attention import harness as H
+
+    f = tmp_path / "docs.txt"
+    f.write_text("\n\n".join(f"document {i:03d} " + "x" * 3990 for i in range(400)), encoding="utf-8")
+    seen = {}
+    for split in ("val", "test"):
+        s = H.split_text(split, 10**7, str(f))
+        seen[split] = {int(line.split()[1]) for line in s.split("\n\n")}
+    assert seen["val"] == set(range(288, 304)) and seen["test"] == set(range(304, 320))
+    assert H.Config(eval_split="val").eval_split == "val"
+    with pytest.raises(ValueError, match="eval_split"):
+        H.Config(eval_split="train")

@@ -56,6 +56,7 @@ class Config:
     threads: int = 1
     # eval
     windows: int = 2
+    eval_split: str = "test"         # eval windows from the test split, or "val" (to choose settings without the test windows)
     # train
     train_steps: int = 200
     d_model: int = 128
@@ -86,6 +87,8 @@ class Config:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.layer < 0:
             raise ValueError(f"layer must be >= 0, got {self.layer}")
+        if self.eval_split not in ("test", "val"):
+            raise ValueError(f"eval_split must be 'test' or 'val', got {self.eval_split!r}")
         if self.warmup_steps < 0:
             raise ValueError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
         if self.d_model % self.n_heads or self.n_heads % self.n_kv_heads or (self.d_model // self.n_heads) % 2:
@@ -285,7 +288,8 @@ def preflight(cfg: Config, command: str) -> None:
 
 # ----------------------------------------------------------------------------- eval
 def run_eval(cfg: Config, *, seed: int = 0, device: str = "cpu", reference: dict | None = None) -> Iterator[dict]:
-    """Perplexity per (method, context_tokens) on ``windows`` test windows; sdpa is the reference.
+    """Perplexity per (method, context_tokens) on ``windows`` windows of the ``eval_split`` split (test by
+    default; "val" to choose settings without touching the test windows); sdpa is the reference.
     ``reference``: {context_tokens: sdpa perplexity} measured before on the same windows (sdpa
     is then not run again at that length, and no sdpa record is yielded for it)."""
     import torch
@@ -306,7 +310,7 @@ def run_eval(cfg: Config, *, seed: int = 0, device: str = "cpu", reference: dict
     methods = ["sdpa"] + [m_ for m_ in cfg.methods if m_ != "sdpa"]
     results = []
     for n in cfg.context_tokens:
-        wins = token_windows(tok, "test", n, cfg.windows, cfg.text)
+        wins = token_windows(tok, cfg.eval_split, n, cfg.windows, cfg.text)
         ref_ppl = (reference or {}).get(n)
         for mth in methods:
             if mth == "sdpa" and ref_ppl is not None:
@@ -324,7 +328,7 @@ def run_eval(cfg: Config, *, seed: int = 0, device: str = "cpu", reference: dict
             ppl = math.exp(nll / count)
             ref_ppl = ppl if mth == "sdpa" else ref_ppl
             rec = {"kind": "result", "method": mth, "context_tokens": n, "perplexity": ppl, "perplexity_ratio": ppl / ref_ppl,
-                   "seconds": sec, "windows": len(wins)}
+                   "seconds": sec, "windows": len(wins), "split": cfg.eval_split}
             if mth != "sdpa":
                 from icml26.methods.attention import kernel
 
