@@ -233,7 +233,7 @@ def part_toy(res: dict, steps: int) -> None:
         for _ in range(steps):
             a = eight_gaussians(g, B)[None]
             eps = torch.randn(1, B, 2, generator=g)
-            tm = bfq.sample_times(g, 1, B, cfg.bfq_d_max, "cpu")
+            tm = bfq.sample_times(g, 1, B, cfg.bfq_d_max, "cpu", cfg.bfq_onestep_frac)  # as the learner samples them
             F = ag.velocity(zeros)
             if torch.rand((), generator=g) < lam:
                 loss = bfq.boundary_loss(F, a, eps, tm["t_b"], tm["d"]).sum()
@@ -251,7 +251,9 @@ def part_toy(res: dict, steps: int) -> None:
             for i in range(10, 0, -1):  # 10 Euler steps of the short-range velocity, t = 1 -> 0
                 t = torch.full((1, n, 1), i / 10)
                 x = bfq.policy_operator(ag.velocity(obs), x, t - 0.1, t)
-        out[str(lam)] = {"mmd_one_step": mmd_rbf(one, test), "mmd_10_step": mmd_rbf(x[0], test)}
+        # a sampler whose samples leave the finite range has no MMD: None (printed "diverged")
+        out[str(lam)] = {"mmd_one_step": mmd_rbf(one, test) if torch.isfinite(one).all() else None,
+                         "mmd_10_step": mmd_rbf(x[0], test) if torch.isfinite(x).all() else None}
         print(f"toy lam={lam}: {out[str(lam)]}", file=sys.stderr)
     out["data_vs_data"] = mmd_rbf(eight_gaussians(torch.Generator().manual_seed(7), 2000), test)
     res["toy"] = {"steps": steps, "rows": out, "load": uptime()}
@@ -418,7 +420,8 @@ def report(res: dict) -> None:
         print("|---|---|---|")
         for lam in ("0.0", "0.5", "1.0"):
             r = toy["rows"][lam]
-            print(f"| {lam} | {r['mmd_one_step']:.4f} | {r['mmd_10_step']:.4f} |")
+            fmt = lambda v: "diverged" if v is None or v != v else f"{v:.4f}"  # None: non-finite samples (NaN: older saves)
+            print(f"| {lam} | {fmt(r['mmd_one_step'])} | {fmt(r['mmd_10_step'])} |")
     for key, e in (res.get("d3rlpy") or {}).items():
         if "ours" in e and "peer" in e:
             o, p = e["ours"], e["peer"]
