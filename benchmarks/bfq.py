@@ -418,9 +418,12 @@ def report(res: dict) -> None:
               f"(data vs data: {toy['rows']['data_vs_data']:.4f})")
         print("| lam | one-step (BFQ's map) | 10 Euler steps |")
         print("|---|---|---|")
+
+        def fmt(v):  # None: the sampler's samples were non-finite (NaN in older saves)
+            return "diverged" if v is None or v != v else f"{v:.4f}"
+
         for lam in ("0.0", "0.5", "1.0"):
             r = toy["rows"][lam]
-            fmt = lambda v: "diverged" if v is None or v != v else f"{v:.4f}"  # None: non-finite samples (NaN: older saves)
             print(f"| {lam} | {fmt(r['mmd_one_step'])} | {fmt(r['mmd_10_step'])} |")
     for key, e in (res.get("d3rlpy") or {}).items():
         if "ours" in e and "peer" in e:
