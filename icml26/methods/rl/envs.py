@@ -22,6 +22,7 @@ breaks dm_control). Nothing is downloaded.
 from __future__ import annotations
 
 import os
+import warnings
 
 import numpy as np
 
@@ -82,6 +83,27 @@ def _gym():
     return gym
 
 
+_MUJOCO_WARNED: set[str] = set()
+
+
+def _mujoco_warning(msg: str) -> None:
+    if msg not in _MUJOCO_WARNED:
+        _MUJOCO_WARNED.add(msg)
+        warnings.warn(f"MuJoCo: {msg}", RuntimeWarning, stacklevel=2)
+
+
+def quiet_mujoco_log() -> None:
+    """Route MuJoCo's own warnings (e.g. HalfCheetah-v5's deprecated ``settotalmass``) to Python's
+    ``warnings``, once per message, instead of the ``MUJOCO_LOG.TXT`` that MuJoCo otherwise
+    appends to in the user's working directory. Leaves a handler someone else set alone."""
+    try:
+        import mujoco
+    except ImportError:
+        return
+    if mujoco.get_mju_user_warning() is None:
+        mujoco.set_mju_user_warning(_mujoco_warning)
+
+
 def make_base(env_id: str):
     """A fresh environment for ``env_id`` (InputError for an unknown id or a discrete action
     space; MissingDataError when MuJoCo / dm_control are not installed)."""
@@ -102,6 +124,7 @@ def make_base(env_id: str):
         close = [k for k in gym.registry if k.split("-")[0].lower() == env_id.split("-")[0].lower()]
         hint = f" (did you mean {', '.join(sorted(close)[:4])}?)" if close else " (e.g. Hopper-v5, Walker2d-v5, HalfCheetah-v5, Ant-v5, Humanoid-v5, dmc:cheetah-run)"
         raise InputError(f"--env {env_id!r}: not a registered gymnasium environment{hint}")
+    quiet_mujoco_log()
     try:
         env = gym.make(env_id)
     except (ImportError, gym.error.DependencyNotInstalled) as e:
