@@ -648,11 +648,21 @@ def report(res: dict) -> None:
     mj = res.get("mujoco")
     if mj:
         print("\n(3) MuJoCo, 3 batched seeds, official MuJoCo defaults (20 env steps per update)")
-        print("| env | algo | steps reached | last eval return (seed mean) | state |")
-        print("|---|---|---|---|---|")
+        print("final = mean of the last evaluation (10 deterministic episodes a seed), max avg = best evaluation of the seed mean; "
+              "[95% t-interval over seeds]; q_bias at the last evaluation, env units (seed mean)")
+        print("| env | algo | steps reached | final return | max avg return | q_bias | wall s | state |")
+        print("|---|---|---|---|---|---|---|---|")
         for env, r in mj.items():
+            res_by = {x["algo"]: x for x in r.get("results", [])}
+            bias = {a: c[-1][1] for a, c in curves(read_records(RUNS / env), "q_bias").items()}
             for a, x in r["algos"].items():
-                print(f"| {env} | {a} | {x['steps']} | {x['return']:.1f} | {r['state']} |")
+                q = f"{bias[a]:.1f}" if a in bias else "-"
+                if a in res_by:
+                    y = res_by[a]
+                    ci = lambda k: f"{y[k]:.1f} [{y[k + '_ci'][0]:.1f}, {y[k + '_ci'][1]:.1f}]"
+                    print(f"| {env} | {a} | {x['steps']} | {ci('final_return')} | {ci('max_avg_return')} | {q} | {y['wall_s']:.0f} | done |")
+                else:
+                    print(f"| {env} | {a} | {x['steps']} | {x['return']:.1f} (last evaluation) | - | {q} | - | {r['state']} |")
         wins = []
         for env, r in mj.items():
             A = r["algos"]
