@@ -202,12 +202,19 @@ def test_run_with_noise_onset_resumes_bit_for_bit_and_the_noise_changes_it(tmp_p
 def test_mujoco_warnings_go_to_python_not_a_log_file(tmp_path, monkeypatch):
     """HalfCheetah-v5's model uses the deprecated 'settotalmass': MuJoCo's warning must reach
     Python's warnings (once), and no MUJOCO_LOG.TXT may appear in the working directory."""
+    import mujoco
+
     from icml26.methods.rl import envs
 
     monkeypatch.chdir(tmp_path)
     envs._MUJOCO_WARNED.clear()
-    with pytest.warns(RuntimeWarning, match="MuJoCo: .*settotalmass"):
-        envs.make_base("HalfCheetah-v5").close()
-        envs.make_base("HalfCheetah-v5").close()
+    before = mujoco.get_mju_user_warning()  # dm_control, once imported, installs its own handler
+    mujoco.set_mju_user_warning(None)
+    try:
+        with pytest.warns(RuntimeWarning, match="MuJoCo: .*settotalmass"):
+            envs.make_base("HalfCheetah-v5").close()
+            envs.make_base("HalfCheetah-v5").close()
+    finally:
+        mujoco.set_mju_user_warning(before)
     assert sum("settotalmass" in m for m in envs._MUJOCO_WARNED) == 1
     assert not (tmp_path / "MUJOCO_LOG.TXT").exists()
