@@ -56,7 +56,9 @@ def heavy_student_t(name: str, means: list[float], shuffle_seed: int = 0):
     """Student-t arms (df = 3: finite variance, infinite kurtosis), scale = mean, shuffled."""
     sc = np.array(means, dtype=float)
     np.random.default_rng(shuffle_seed).shuffle(sc)
-    return make_env(name, [{"dist": "student_t", "mean": float(m), "scale": float(s), "df": 3} for m, s in zip(means, sc)])
+    return make_env(
+        name, [{"dist": "student_t", "mean": float(m), "scale": float(s), "df": 3} for m, s in zip(means, sc)]
+    )
 
 
 def instances():
@@ -105,7 +107,9 @@ def speed(quick: bool) -> None:
     dt = time.perf_counter() - t0
     rows.append(("plain per-pull Python loop", n_plain, n_plain * T / dt))
     plain = rows[-1][2]
-    print(f"\n(a) VarDE pulls per second on {t.name} (K={t.K}, T={T}); cpu cores visible: {os.cpu_count()}, torch threads: {threads}")
+    print(
+        f"\n(a) VarDE pulls per second on {t.name} (K={t.K}, T={T}); cpu cores visible: {os.cpu_count()}, torch threads: {threads}"
+    )
     print(f"{'implementation':40s} {'runs':>7s} {'pulls/s':>12s} {'x plain loop':>13s}")
     for name, n, r in rows:
         print(f"{name:40s} {n:7d} {r:12.3g} {r / plain:13.1f}")
@@ -123,17 +127,24 @@ def error_table(quick: bool, seeds_n: int | None, fc_seeds_n: int | None) -> Non
     algos += [("ucb-e", {"ucbe_a": a}) for a in (2.0, 4.0, 8.0)] + [("ugape", {"ugape_a": a}) for a in (2.0, 4.0, 8.0)]
     algos += [("continuous-rejects", {"cr_variant": "A"}), ("continuous-rejects", {"cr_variant": "C"})]
     label = {
-        ("ucb-e", 2.0): "ucb-e (a=2)", ("ucb-e", 4.0): "ucb-e (a=4)", ("ucb-e", 8.0): "ucb-e (a=8)",
-        ("ugape", 2.0): "ugape (a=2)", ("ugape", 4.0): "ugape (a=4)", ("ugape", 8.0): "ugape (a=8)",
-        ("continuous-rejects", "A"): "cr-a", ("continuous-rejects", "C"): "cr-c",
+        ("ucb-e", 2.0): "ucb-e (a=2)",
+        ("ucb-e", 4.0): "ucb-e (a=4)",
+        ("ucb-e", 8.0): "ucb-e (a=8)",
+        ("ugape", 2.0): "ugape (a=2)",
+        ("ugape", 4.0): "ugape (a=4)",
+        ("ugape", 8.0): "ugape (a=8)",
+        ("continuous-rejects", "A"): "cr-a",
+        ("continuous-rejects", "C"): "cr-c",
     }
     fc_algos = []
     if bai_fc is None:
         print("\nnote: icml26.ops.bai_fc not found: fixed-confidence sampling rules skipped")
     else:
         fc_algos = [a for a in bai_fc.ALGOS if a not in bai.ALGOS]
-    print(f"\n(b) error probability in % [Wilson 95% interval], {S} runs per cell; * = lowest, "
-          "= = VarDE's interval contains the lowest error")
+    print(
+        f"\n(b) error probability in % [Wilson 95% interval], {S} runs per cell; * = lowest, "
+        "= = VarDE's interval contains the lowest error"
+    )
     for t, budgets in instances():
         best = int(np.argmax(t.means))
         res: dict[str, list] = {}
@@ -155,7 +166,9 @@ def error_table(quick: bool, seeds_n: int | None, fc_seeds_n: int | None) -> Non
                     res[name].append((k * S / S_fc, wilson(k, S_fc)))
                 except Exception as e:  # noqa: BLE001 - report, keep benchmarking
                     res[name].append((None, f"{type(e).__name__}: {e}"))
-        print(f"\n{t.name}: K={t.K}, best arm {best} (mean {t.means[best]:.3g}), H1={t.complexity_h1():.0f}  [{time.perf_counter() - tt:.0f} s]")
+        print(
+            f"\n{t.name}: K={t.K}, best arm {best} (mean {t.means[best]:.3g}), H1={t.complexity_h1():.0f}  [{time.perf_counter() - tt:.0f} s]"
+        )
         head = f"{'algorithm':38s}" + "".join(f"{'T=' + str(T):>24s}" for T in budgets)
         print(head)
         lows = []
@@ -200,8 +213,19 @@ def scale_instances():
         except Exception as e:  # noqa: BLE001 - the traffic data package may be missing
             print(f"note: {name} skipped ({type(e).__name__}: {e})")
             continue
-        out.append((dataclasses.replace(t, name=f"{name} x100 (vehicles / 15 min)", emp_values=t.emp_values * 100.0,
-                                        means=t.means * 100.0, variances=t.variances * 1e4, reward_range=None), 1500))
+        out.append(
+            (
+                dataclasses.replace(
+                    t,
+                    name=f"{name} x100 (vehicles / 15 min)",
+                    emp_values=t.emp_values * 100.0,
+                    means=t.means * 100.0,
+                    variances=t.variances * 1e4,
+                    reward_range=None,
+                ),
+                1500,
+            )
+        )
     out.append((load_env(resolve_env_path("heavy-mixed6")), 1500))
     return out
 
@@ -215,14 +239,21 @@ def scale_table(seeds_n: int | None, fc_seeds_n: int | None) -> None:
     S = seeds_n or 2000
     S_fc = min(S, fc_seeds_n or 2000)
     cache = json.loads(SCALE_JSON.read_text()) if SCALE_JSON.is_file() else {}
-    rows = [("varde before (tau, var_floor absolute)", "varde", (0.0, 1.0)), ("varde (online scale, default)", "varde", None)]
+    rows = [
+        ("varde before (tau, var_floor absolute)", "varde", (0.0, 1.0)),
+        ("varde (online scale, default)", "varde", None),
+    ]
     rows += [(f"{a} (online scale)", a, None) for a in bai.ALGOS if a != "varde"]
     rows += [(f"{a} (fc rule, online scale)", a, None) for a in bai_fc.ALGOS if a not in bai.ALGOS]
-    print(f"\n(c) natural-scale rewards: error probability in % [Wilson 95%], {S} runs per cell "
-          f"({S_fc} for the fc rules); cache {SCALE_JSON.relative_to(SCALE_JSON.parents[2])}")
+    print(
+        f"\n(c) natural-scale rewards: error probability in % [Wilson 95%], {S} runs per cell "
+        f"({S_fc} for the fc rules); cache {SCALE_JSON.relative_to(SCALE_JSON.parents[2])}"
+    )
     for t, T in scale_instances():
         best = int(np.argmax(t.means))
-        print(f"\n{t.name}: K={t.K}, budget {T}, means {np.round(t.means, 3).tolist()}, stds {np.round(np.sqrt(t.variances), 3).tolist()}")
+        print(
+            f"\n{t.name}: K={t.K}, budget {T}, means {np.round(t.means, 3).tolist()}, stds {np.round(np.sqrt(t.variances), 3).tolist()}"
+        )
         res = {}
         for label, algo, rr in rows:
             n = S_fc if algo not in bai.ALGOS else S
@@ -232,8 +263,14 @@ def scale_table(seeds_n: int | None, fc_seeds_n: int | None) -> None:
                 if algo in bai.ALGOS:
                     rec = bai.run_fixed_budget(t, algo, T, np.arange(n), reward_range=rr)["recommendation"]
                 else:
-                    rec = bai_fc.run_fixed_confidence(t, algo, np.arange(n), budget=T, reward_range=rr)["recommendation"]
-                cache[key] = {"errors": int((np.asarray(rec) != best).sum()), "runs": n, "seconds": time.perf_counter() - t0}
+                    rec = bai_fc.run_fixed_confidence(t, algo, np.arange(n), budget=T, reward_range=rr)[
+                        "recommendation"
+                    ]
+                cache[key] = {
+                    "errors": int((np.asarray(rec) != best).sum()),
+                    "runs": n,
+                    "seconds": time.perf_counter() - t0,
+                }
                 SCALE_JSON.parent.mkdir(parents=True, exist_ok=True)
                 atomic_write_text(SCALE_JSON, json.dumps(cache, indent=1))
             c = cache[key]
@@ -242,8 +279,10 @@ def scale_table(seeds_n: int | None, fc_seeds_n: int | None) -> None:
             print(f"  {label:44s} {100 * res[label][0]:6.2f} [{100 * lo:5.2f},{100 * hi:5.2f}]")
         v, u = res["varde (online scale, default)"], res["uniform (online scale)"]
         ok = v[1] <= u[2]
-        print(f"  target VarDE no worse than uniform at 95%: {'met' if ok else 'NOT met'} "
-              f"(VarDE {100 * v[0]:.2f}% [{100 * v[1]:.2f}, {100 * v[2]:.2f}] vs uniform {100 * u[0]:.2f}% upper {100 * u[2]:.2f})")
+        print(
+            f"  target VarDE no worse than uniform at 95%: {'met' if ok else 'NOT met'} "
+            f"(VarDE {100 * v[0]:.2f}% [{100 * v[1]:.2f}, {100 * v[2]:.2f}] vs uniform {100 * u[0]:.2f}% upper {100 * u[2]:.2f})"
+        )
 
 
 ROBUST_JSON = Path(__file__).resolve().parent / "results" / "bai_robust.json"
@@ -255,9 +294,11 @@ def robust_instances():
     from icml26.methods.exploration.bai import resolve_env_path
     from icml26.methods.exploration.bandit_env import load_env
 
-    return [(load_env(resolve_env_path("heavy-mixed6")), (1500,)),
-            (heavy_student_t("student-t3 (scale=mean)", [0.5, 0.4, 0.35, 0.3, 0.25, 0.2]), (150, 300, 600)),
-            (load_env(resolve_env_path("heavy-lognormal")), (500, 1500))]
+    return [
+        (load_env(resolve_env_path("heavy-mixed6")), (1500,)),
+        (heavy_student_t("student-t3 (scale=mean)", [0.5, 0.4, 0.35, 0.3, 0.25, 0.2]), (150, 300, 600)),
+        (load_env(resolve_env_path("heavy-lognormal")), (500, 1500)),
+    ]
 
 
 ROBUST_ROWS = [
@@ -284,12 +325,16 @@ def robust_table(seeds_n: int | None) -> None:
 
     S = seeds_n or 2000
     cache = json.loads(ROBUST_JSON.read_text()) if ROBUST_JSON.is_file() else {}
-    print(f"\n(d) heavy tails, VarDE's location estimate: error probability in % [Wilson 95%], {S} runs per cell; "
-          f"cache {ROBUST_JSON.relative_to(ROBUST_JSON.parents[2])}")
+    print(
+        f"\n(d) heavy tails, VarDE's location estimate: error probability in % [Wilson 95%], {S} runs per cell; "
+        f"cache {ROBUST_JSON.relative_to(ROBUST_JSON.parents[2])}"
+    )
     for t, budgets in robust_instances():
         best = int(np.argmax(t.means))
         rr = t.reward_range
-        print(f"\n{t.name}: K={t.K}, reward_range {list(rr) if rr is not None else 'online'}, means {np.round(t.means, 3).tolist()}")
+        print(
+            f"\n{t.name}: K={t.K}, reward_range {list(rr) if rr is not None else 'online'}, means {np.round(t.means, 3).tolist()}"
+        )
         print(f"  {'algorithm':30s}" + "".join(f"{'T=' + str(T):>22s}" for T in budgets))
         res = {}
         for label, algo, prm in ROBUST_ROWS:
@@ -301,8 +346,14 @@ def robust_table(seeds_n: int | None) -> None:
                     if algo in bai.ALGOS:
                         rec = bai.run_fixed_budget(t, algo, T, np.arange(S), prm, reward_range=rr)["recommendation"]
                     else:
-                        rec = bai_fc.run_fixed_confidence(t, algo, np.arange(S), budget=T, reward_range=rr)["recommendation"]
-                    cache[key] = {"errors": int((np.asarray(rec) != best).sum()), "runs": S, "seconds": time.perf_counter() - t0}
+                        rec = bai_fc.run_fixed_confidence(t, algo, np.arange(S), budget=T, reward_range=rr)[
+                            "recommendation"
+                        ]
+                    cache[key] = {
+                        "errors": int((np.asarray(rec) != best).sum()),
+                        "runs": S,
+                        "seconds": time.perf_counter() - t0,
+                    }
                     ROBUST_JSON.parent.mkdir(parents=True, exist_ok=True)
                     atomic_write_text(ROBUST_JSON, json.dumps(cache, indent=1))
                 c = cache[key]
@@ -312,20 +363,26 @@ def robust_table(seeds_n: int | None) -> None:
             print(f"  {label:30s}" + "".join(cells), flush=True)
         for T in budgets:
             v, u = res[("varde (mean, default)", T)], res[("uniform", T)]
-            print(f"  T={T}: default VarDE no worse than uniform at 95%: {'met' if v[1] <= u[2] else 'NOT met'} "
-                  f"({100 * v[0]:.2f}% [{100 * v[1]:.2f}, {100 * v[2]:.2f}] vs uniform {100 * u[0]:.2f}% upper {100 * u[2]:.2f})")
+            print(
+                f"  T={T}: default VarDE no worse than uniform at 95%: {'met' if v[1] <= u[2] else 'NOT met'} "
+                f"({100 * v[0]:.2f}% [{100 * v[1]:.2f}, {100 * v[2]:.2f}] vs uniform {100 * u[0]:.2f}% upper {100 * u[2]:.2f})"
+            )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="2,000 runs per cell and a smaller speed test")
     ap.add_argument("--seeds", type=int, default=None, help="runs per cell (default 20,000; --quick 2,000)")
-    ap.add_argument("--fc-seeds", type=int, default=None, help="runs per cell for the fixed-confidence rules (default 5,000)")
+    ap.add_argument(
+        "--fc-seeds", type=int, default=None, help="runs per cell for the fixed-confidence rules (default 5,000)"
+    )
     ap.add_argument("--skip-speed", action="store_true")
     ap.add_argument("--skip-error", action="store_true")
     ap.add_argument("--skip-scale", action="store_true", help="skip (c), the natural-scale instances")
     ap.add_argument("--only-scale", action="store_true", help="run (c) only")
-    ap.add_argument("--only-robust", action="store_true", help="run (d) only: VarDE's robust location estimates on heavy tails")
+    ap.add_argument(
+        "--only-robust", action="store_true", help="run (d) only: VarDE's robust location estimates on heavy tails"
+    )
     args = ap.parse_args()
     b = bai.backend()
     print(f"icml26.ops.bai backend: {b}")

@@ -27,7 +27,9 @@ INSTANCES = {
 
 
 def table(settings, seeds: np.ndarray, max_pulls: int) -> None:
-    print("| instance | delta | threshold | algorithm | stopping time mean | q90 | error rate [95% CI] | stopped | wall s |")
+    print(
+        "| instance | delta | threshold | algorithm | stopping time mean | q90 | error rate [95% CI] | stopped | wall s |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for inst, delta, thr, algos in settings:
         env = make_env(inst, INSTANCES[inst])
@@ -39,8 +41,11 @@ def table(settings, seeds: np.ndarray, max_pulls: int) -> None:
             p = r["pulls"]
             k = int(np.sum(r["recommendation"] != best))
             lo, hi = wilson(k, len(seeds))
-            print(f"| {inst} | {delta} | {thr} | {algo} | {p.mean():.0f} | {np.quantile(p, 0.9):.0f} | "
-                  f"{k / len(seeds):.3f} [{lo:.3f}, {hi:.3f}] | {r['stopped'].mean():.2f} | {wall:.1f} |", flush=True)
+            print(
+                f"| {inst} | {delta} | {thr} | {algo} | {p.mean():.0f} | {np.quantile(p, 0.9):.0f} | "
+                f"{k / len(seeds):.3f} [{lo:.3f}, {hi:.3f}] | {r['stopped'].mean():.2f} | {wall:.1f} |",
+                flush=True,
+            )
 
 
 def speed() -> None:

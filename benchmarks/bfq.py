@@ -33,10 +33,23 @@ from _results import load_results, save_results, uptime
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "bfq" / "bfq.json"
-SPEED_ROWS = {"bfq": ("bfq", {}), "fql": ("fql", {}), "diffusion-ql-5": ("diffusion-ql", {"dql_steps": 5}),
-              "diffusion-ql-50": ("diffusion-ql", {"dql_steps": 50}), "iql": ("iql", {}), "td3bc": ("td3bc", {}), "bc": ("bc", {})}
-DATASETS = ("hopper-v5-medium", "hopper-v5-medium-replay", "walker2d-v5-medium", "walker2d-v5-medium-replay",
-            "halfcheetah-v5-medium", "halfcheetah-v5-medium-replay")
+SPEED_ROWS = {
+    "bfq": ("bfq", {}),
+    "fql": ("fql", {}),
+    "diffusion-ql-5": ("diffusion-ql", {"dql_steps": 5}),
+    "diffusion-ql-50": ("diffusion-ql", {"dql_steps": 50}),
+    "iql": ("iql", {}),
+    "td3bc": ("td3bc", {}),
+    "bc": ("bc", {}),
+}
+DATASETS = (
+    "hopper-v5-medium",
+    "hopper-v5-medium-replay",
+    "walker2d-v5-medium",
+    "walker2d-v5-medium-replay",
+    "halfcheetah-v5-medium",
+    "halfcheetah-v5-medium-replay",
+)
 SEEDS = {"bfq": 3, "fql": 3, "diffusion-ql": 3, "iql": 1, "td3bc": 1, "bc": 1}
 
 
@@ -58,8 +71,13 @@ def _train_hz(algo: str, cfg, n: int) -> float:
     ag = offline.agent_class(algo)(cfg, 11, 3, 1, generator=torch.Generator().manual_seed(0))
     g = torch.Generator().manual_seed(1)
     B = cfg.batch_size
-    b = {"observations": torch.randn(1, B, 11, generator=g), "next_observations": torch.randn(1, B, 11, generator=g),
-         "actions": torch.rand(1, B, 3, generator=g) * 2 - 1, "rewards": torch.randn(1, B, generator=g), "terminals": torch.zeros(1, B)}
+    b = {
+        "observations": torch.randn(1, B, 11, generator=g),
+        "next_observations": torch.randn(1, B, 11, generator=g),
+        "actions": torch.rand(1, B, 3, generator=g) * 2 - 1,
+        "rewards": torch.randn(1, B, generator=g),
+        "terminals": torch.zeros(1, B),
+    }
     for _ in range(2):
         ag.update(b)
     t0 = time.perf_counter()
@@ -86,13 +104,29 @@ def part_speed(res: dict, rounds: int, timing_s: float, train_n: int) -> None:
             rows[name]["train"].append(_train_hz(algo, cfg, n))
         print(f"speed round {r + 1}/{rounds} done", file=sys.stderr)
     loads.append(uptime())
-    res["speed"] = {"rows": {k: {m: statistics.median(v) for m, v in d.items()} for k, d in rows.items()},
-                    "raw": rows, "rounds": rounds, "timing_s": timing_s, "train_updates": train_n, "load": loads,
-                    "torch_threads": 1, "sizes": "Hopper-v5 (11, 3), 3 x 256, batch 256"}
+    res["speed"] = {
+        "rows": {k: {m: statistics.median(v) for m, v in d.items()} for k, d in rows.items()},
+        "raw": rows,
+        "rounds": rounds,
+        "timing_s": timing_s,
+        "train_updates": train_n,
+        "load": loads,
+        "torch_threads": 1,
+        "sizes": "Hopper-v5 (11, 3), 3 x 256, batch 256",
+    }
 
 
-def part_scores(res: dict, data_dir: Path, datasets: list[str], steps: int, algos: list[str], hidden: tuple[int, ...],
-                eval_episodes: int, evals: int, bfq_eta: float | None = None) -> None:
+def part_scores(
+    res: dict,
+    data_dir: Path,
+    datasets: list[str],
+    steps: int,
+    algos: list[str],
+    hidden: tuple[int, ...],
+    eval_episodes: int,
+    evals: int,
+    bfq_eta: float | None = None,
+) -> None:
     """``bfq_eta`` None: Config's default. BFQ rows measured before the one-step fixes (docs/bfq.md,
     "What was wrong") are kept under keys ending in ``/prefix-eta<eta>``."""
     from icml26.core.output import to_json
@@ -112,8 +146,17 @@ def part_scores(res: dict, data_dir: Path, datasets: list[str], steps: int, algo
                 key += f"/eta{eta:g}"
             if key in scores:
                 continue
-            cfg = offline.Config(dataset=str(f), algo=(algo,), steps=steps, seeds=SEEDS[algo], eval_interval=max(1, steps // evals),
-                                 checkpoint_interval=max(1, steps // 8), eval_episodes=eval_episodes, hidden=hidden, bfq_eta=eta)
+            cfg = offline.Config(
+                dataset=str(f),
+                algo=(algo,),
+                steps=steps,
+                seeds=SEEDS[algo],
+                eval_interval=max(1, steps // evals),
+                checkpoint_interval=max(1, steps // 8),
+                eval_episodes=eval_episodes,
+                hidden=hidden,
+                bfq_eta=eta,
+            )
             out = ROOT / "runs" / "bfq-bench" / ds / key.split("/", 1)[1].replace("/", "-")
             out.mkdir(parents=True, exist_ok=True)
             inputs = offline.validate(cfg)
@@ -122,10 +165,25 @@ def part_scores(res: dict, data_dir: Path, datasets: list[str], steps: int, algo
             recs = list(offline.run(cfg, seed=0, out=out, resume=True, inputs=inputs))
             res_rec = next(r for r in recs if r["kind"] == "result")
             curve = [{k: r[k] for k in ("step", "seed", "normalized_score")} for r in recs if r["kind"] == "step"]
-            scores[key] = {"result": res_rec, "curve": curve, "wall_s": time.perf_counter() - t0, "load": [load0, uptime()],
-                           "hidden": list(hidden), "eval_episodes": eval_episodes}
+            scores[key] = {
+                "result": res_rec,
+                "curve": curve,
+                "wall_s": time.perf_counter() - t0,
+                "load": [load0, uptime()],
+                "hidden": list(hidden),
+                "eval_episodes": eval_episodes,
+            }
             _save_part(res, ("scores", key))
-            print(to_json({"dataset": ds, "algo": algo, "final": res_rec["normalized_score_final"], "best": res_rec["normalized_score_best"]}))
+            print(
+                to_json(
+                    {
+                        "dataset": ds,
+                        "algo": algo,
+                        "final": res_rec["normalized_score_final"],
+                        "best": res_rec["normalized_score_best"],
+                    }
+                )
+            )
 
 
 def eight_gaussians(g, n: int):
@@ -145,14 +203,23 @@ def mmd_rbf(x, y, bw: float = 0.1) -> float:
     import torch
 
     def k(a, b):
-        return torch.exp(-torch.cdist(a, b) ** 2 / (2 * bw * bw)).mean()
+        return torch.exp(-(torch.cdist(a, b) ** 2) / (2 * bw * bw)).mean()
+
     return float(k(x, x) + k(y, y) - 2 * k(x, y))
 
 
 ONESTEP_RUNS = {  # (bfq_eta, bfq_time_scale, bfq_onestep_frac): the settings before the fix, the fixes one by one, the defaults
-    "prefix-eta1": (1.0, 1000.0, 0.0), "prefix-eta0": (0.0, 1000.0, 0.0), "prefix-eta0.01": (0.01, 1000.0, 0.0),
-    "ts1-eta1": (1.0, 1.0, 0.0), "ts1-eta0": (0.0, 1.0, 0.0), "ts1-eta0.1": (0.1, 1.0, 0.0), "ts1-eta0.01": (0.01, 1.0, 0.0),
-    "ts1-os0.25-eta1": (1.0, 1.0, 0.25), "ts1-os0.25-eta0.1": (0.1, 1.0, 0.25), "default": None}
+    "prefix-eta1": (1.0, 1000.0, 0.0),
+    "prefix-eta0": (0.0, 1000.0, 0.0),
+    "prefix-eta0.01": (0.01, 1000.0, 0.0),
+    "ts1-eta1": (1.0, 1.0, 0.0),
+    "ts1-eta0": (0.0, 1.0, 0.0),
+    "ts1-eta0.1": (0.1, 1.0, 0.0),
+    "ts1-eta0.01": (0.01, 1.0, 0.0),
+    "ts1-os0.25-eta1": (1.0, 1.0, 0.25),
+    "ts1-os0.25-eta0.1": (0.1, 1.0, 0.25),
+    "default": None,
+}
 
 
 def part_onestep(res: dict, data_dir: Path, ds: str, steps: int, runs: list[str]) -> None:
@@ -179,9 +246,15 @@ def part_onestep(res: dict, data_dir: Path, ds: str, steps: int, runs: list[str]
         key = f"{ds}/{steps}/{name}"
         if key in out:
             continue
-        kw = {} if ONESTEP_RUNS[name] is None else dict(zip(("bfq_eta", "bfq_time_scale", "bfq_onestep_frac"), ONESTEP_RUNS[name]))
+        kw = (
+            {}
+            if ONESTEP_RUNS[name] is None
+            else dict(zip(("bfq_eta", "bfq_time_scale", "bfq_onestep_frac"), ONESTEP_RUNS[name]))
+        )
         cfg = offline.Config(hidden=(128, 128), seeds=1, eval_episodes=10, **kw)
-        ag = offline.agent_class("bfq")(cfg, data.obs_dim, data.act_dim, 1, generator=torch.Generator().manual_seed(0), info=data.info)
+        ag = offline.agent_class("bfq")(
+            cfg, data.obs_dim, data.act_dim, 1, generator=torch.Generator().manual_seed(0), info=data.info
+        )
         g = torch.Generator().manual_seed(1)
         t0 = time.perf_counter()
         for _ in range(steps):
@@ -197,12 +270,20 @@ def part_onestep(res: dict, data_dir: Path, ds: str, steps: int, runs: list[str]
                 x = bfqm.policy_operator(F, x, z + (k - 1) / 10, z + k / 10)
             tm = bfqm.sample_times(torch.Generator().manual_seed(9), 1, A.shape[1], 1e-3, "cpu")
             a_t = (1 - tm["t"]) * A + tm["t"] * eps
-            row = {"settings": {"bfq_eta": cfg.bfq_eta, "bfq_time_scale": cfg.bfq_time_scale, "bfq_onestep_frac": cfg.bfq_onestep_frac},
-                   "det_at_bounds": float((det.abs() > 0.99).float().mean()), "sto_raw_abs_mean": float(raw.abs().mean()),
-                   "sto_at_bounds": float((raw.abs() > 0.99).float().mean()), "chain10_at_bounds": float((x.abs() > 0.99).float().mean()),
-                   "lcomp_random": float(bfqm.composition_loss(F, a_t, tm["r"], tm["m"], tm["t"])),
-                   "lcomp_one_step_query": float(bfqm.composition_loss(F, eps, z, tm["m"], z + 1)),
-                   "mean_abs_q": float(ag.critic.q(O, A).abs().mean())}
+            row = {
+                "settings": {
+                    "bfq_eta": cfg.bfq_eta,
+                    "bfq_time_scale": cfg.bfq_time_scale,
+                    "bfq_onestep_frac": cfg.bfq_onestep_frac,
+                },
+                "det_at_bounds": float((det.abs() > 0.99).float().mean()),
+                "sto_raw_abs_mean": float(raw.abs().mean()),
+                "sto_at_bounds": float((raw.abs() > 0.99).float().mean()),
+                "chain10_at_bounds": float((x.abs() > 0.99).float().mean()),
+                "lcomp_random": float(bfqm.composition_loss(F, a_t, tm["r"], tm["m"], tm["t"])),
+                "lcomp_one_step_query": float(bfqm.composition_loss(F, eps, z, tm["m"], z + 1)),
+                "mean_abs_q": float(ag.critic.q(O, A).abs().mean()),
+            }
         rets = offline.evaluate(ag, data, data.env, cfg, 0, 0)
         row["score"] = float(offline.normalized_score(rets, ref["ref_min_return"], ref["ref_max_return"])[0])
         row["wall_s"] = time.perf_counter() - t0
@@ -252,14 +333,18 @@ def part_toy(res: dict, steps: int) -> None:
                 t = torch.full((1, n, 1), i / 10)
                 x = bfq.policy_operator(ag.velocity(obs), x, t - 0.1, t)
         # a sampler whose samples leave the finite range has no MMD: None (printed "diverged")
-        out[str(lam)] = {"mmd_one_step": mmd_rbf(one, test) if torch.isfinite(one).all() else None,
-                         "mmd_10_step": mmd_rbf(x[0], test) if torch.isfinite(x).all() else None}
+        out[str(lam)] = {
+            "mmd_one_step": mmd_rbf(one, test) if torch.isfinite(one).all() else None,
+            "mmd_10_step": mmd_rbf(x[0], test) if torch.isfinite(x).all() else None,
+        }
         print(f"toy lam={lam}: {out[str(lam)]}", file=sys.stderr)
     out["data_vs_data"] = mmd_rbf(eight_gaussians(torch.Generator().manual_seed(7), 2000), test)
     res["toy"] = {"steps": steps, "rows": out, "load": uptime()}
 
 
-def d3rlpy_worker(dataset: Path, steps: int, seeds: int, hidden: tuple[int, ...], eval_episodes: int, out: Path) -> None:
+def d3rlpy_worker(
+    dataset: Path, steps: int, seeds: int, hidden: tuple[int, ...], eval_episodes: int, out: Path
+) -> None:
     """Runs in the d3rlpy peer venv (gymnasium 1.0): d3rlpy's TD3+BC on our hdf5 file with our
     settings (batch 256, lr 3e-4, alpha 2.5, standardised observations, the same hidden widths,
     ``steps`` updates), evaluated by our harness's evaluation (same episodes and seeds)."""
@@ -272,8 +357,13 @@ def d3rlpy_worker(dataset: Path, steps: int, seeds: int, hidden: tuple[int, ...]
     from icml26.methods.rl import d4rl, offline, offline_data
 
     data, attrs = d4rl.read(dataset)
-    ds = d3rlpy.dataset.MDPDataset(data["observations"], data["actions"], data["rewards"], data["terminals"].astype(np.float32),
-                                   timeouts=data["timeouts"].astype(np.float32))
+    ds = d3rlpy.dataset.MDPDataset(
+        data["observations"],
+        data["actions"],
+        data["rewards"],
+        data["terminals"].astype(np.float32),
+        timeouts=data["timeouts"].astype(np.float32),
+    )
     cfg = offline.Config(eval_episodes=eval_episodes)
 
     class Wrapped:  # our evaluation loop around d3rlpy's policy
@@ -294,19 +384,33 @@ def d3rlpy_worker(dataset: Path, steps: int, seeds: int, hidden: tuple[int, ...]
     for k in range(seeds):
         d3rlpy.seed(k)
         enc = d3rlpy.models.VectorEncoderFactory(list(hidden))
-        algo = d3rlpy.algos.TD3PlusBCConfig(batch_size=256, actor_learning_rate=3e-4, critic_learning_rate=3e-4, alpha=2.5,
-                                            actor_encoder_factory=enc, critic_encoder_factory=enc,
-                                            observation_scaler=d3rlpy.preprocessing.StandardObservationScaler()).create(device="cpu")
+        algo = d3rlpy.algos.TD3PlusBCConfig(
+            batch_size=256,
+            actor_learning_rate=3e-4,
+            critic_learning_rate=3e-4,
+            alpha=2.5,
+            actor_encoder_factory=enc,
+            critic_encoder_factory=enc,
+            observation_scaler=d3rlpy.preprocessing.StandardObservationScaler(),
+        ).create(device="cpu")
         t0 = time.perf_counter()
-        algo.fit(ds, n_steps=steps, n_steps_per_epoch=steps, show_progress=False, save_interval=10**9,
-                 logger_adapter=d3rlpy.logging.NoopAdapterFactory())
+        algo.fit(
+            ds,
+            n_steps=steps,
+            n_steps_per_epoch=steps,
+            show_progress=False,
+            save_interval=10**9,
+            logger_adapter=d3rlpy.logging.NoopAdapterFactory(),
+        )
         hz.append(steps / (time.perf_counter() - t0))
         rets.append(float(offline.evaluate(Wrapped(algo), Raw(), attrs["env"], cfg, k, 0)[0]))
     ref = offline_data.score_reference(offline_data.load(dataset), attrs["env"])
     out.write_text(json.dumps({"returns": rets, "train_hz": hz, "d3rlpy": d3rlpy.__version__, **ref}))
 
 
-def part_d3rlpy(res: dict, data_dir: Path, ds: str, steps: int, hidden: tuple[int, ...], eval_episodes: int, seeds: int) -> None:
+def part_d3rlpy(
+    res: dict, data_dir: Path, ds: str, steps: int, hidden: tuple[int, ...], eval_episodes: int, seeds: int
+) -> None:
     """d3rlpy's TD3+BC (peer venv) beside ours, same dataset, steps, networks, seeds and evaluation."""
     import json
     import subprocess
@@ -326,8 +430,16 @@ def part_d3rlpy(res: dict, data_dir: Path, ds: str, steps: int, hidden: tuple[in
     key = f"{ds}/{steps}/" + "x".join(map(str, hidden))
     entry = res.setdefault("d3rlpy", {}).get(key, {})
     if "ours" not in entry:
-        cfg = offline.Config(dataset=str(f), algo=("td3bc",), steps=steps, seeds=seeds, eval_interval=steps, eval_episodes=eval_episodes,
-                             hidden=hidden, checkpoint_interval=0)
+        cfg = offline.Config(
+            dataset=str(f),
+            algo=("td3bc",),
+            steps=steps,
+            seeds=seeds,
+            eval_interval=steps,
+            eval_episodes=eval_episodes,
+            hidden=hidden,
+            checkpoint_interval=0,
+        )
         r = next(x for x in offline.run(cfg, seed=0) if x["kind"] == "result")
         entry["ours"] = r
         res["d3rlpy"][key] = entry
@@ -335,14 +447,32 @@ def part_d3rlpy(res: dict, data_dir: Path, ds: str, steps: int, hidden: tuple[in
     if "peer" not in entry:
         with tempfile.TemporaryDirectory() as tmp:
             o = Path(tmp) / "peer.json"
-            cmd = [str(py), str(Path(__file__).resolve()), "--d3rlpy-worker", str(f), "--steps", str(steps), "--hidden", ",".join(map(str, hidden)),
-                   "--eval-episodes", str(eval_episodes), "--seeds-peer", str(seeds), "--worker-out", str(o)]
+            cmd = [
+                str(py),
+                str(Path(__file__).resolve()),
+                "--d3rlpy-worker",
+                str(f),
+                "--steps",
+                str(steps),
+                "--hidden",
+                ",".join(map(str, hidden)),
+                "--eval-episodes",
+                str(eval_episodes),
+                "--seeds-peer",
+                str(seeds),
+                "--worker-out",
+                str(o),
+            ]
             p = subprocess.run(cmd, env={**peer_env("d3rlpy"), "OMP_NUM_THREADS": "1"}, capture_output=True, text=True)
             if p.returncode:
                 raise RuntimeError(f"d3rlpy worker failed: {p.stderr[-2000:]}")
             peer = json.loads(o.read_text())
         sc = offline.normalized_score(np.asarray(peer["returns"]), peer["ref_min_return"], peer["ref_max_return"])
-        peer.update(normalized_score_final=float(sc.mean()), normalized_score_final_ci=list(bootstrap_mean_ci(sc)), scores=sc.tolist())
+        peer.update(
+            normalized_score_final=float(sc.mean()),
+            normalized_score_final_ci=list(bootstrap_mean_ci(sc)),
+            scores=sc.tolist(),
+        )
         entry["peer"] = peer
         entry["load"] = uptime()
         res["d3rlpy"][key] = entry
@@ -368,7 +498,12 @@ def partial(data_dir: Path, at: int) -> dict:
         data = offline_data.load(data_dir / f"{ds}.hdf5")
         ref = offline_data.score_reference(data, data.env)
         sc = offline.normalized_score(rows[0][1:], ref["ref_min_return"], ref["ref_max_return"])
-        out[f"{ds}/{run}"] = {"at": at, "scores": sc.tolist(), "mean": float(np.mean(sc)), "updates_done": int(load_file(str(ck))["loop.counters"][0])}
+        out[f"{ds}/{run}"] = {
+            "at": at,
+            "scores": sc.tolist(),
+            "mean": float(np.mean(sc)),
+            "updates_done": int(load_file(str(ck))["loop.counters"][0]),
+        }
     return out
 
 
@@ -380,8 +515,10 @@ def report(res: dict) -> None:
     sp = res.get("speed")
     if sp:
         rows = sp["rows"]
-        print(f"\nSpeed ({sp['sizes']}, 1 thread, median of {sp['rounds']} rounds; load {sp['load'][0].split('load average:')[-1].strip()} -> "
-              f"{sp['load'][-1].split('load average:')[-1].strip()})")
+        print(
+            f"\nSpeed ({sp['sizes']}, 1 thread, median of {sp['rounds']} rounds; load {sp['load'][0].split('load average:')[-1].strip()} -> "
+            f"{sp['load'][-1].split('load average:')[-1].strip()})"
+        )
         print("| method | nfe | actions/s b1 | actions/s b256 | train Hz |")
         print("|---|---|---|---|---|")
         for k, v in rows.items():
@@ -390,9 +527,13 @@ def report(res: dict) -> None:
         b, d5, d50 = rows["bfq"], rows["diffusion-ql-5"], rows["diffusion-ql-50"]
         print("\n| target | measured | met |")
         print("|---|---|---|")
-        for name, val, want in (("BFQ inference b1 >= 3x DQL-5", b["b1"] / d5["b1"], 3.0), ("BFQ inference b1 >= 20x DQL-50", b["b1"] / d50["b1"], 20.0),
-                                ("BFQ inference b256 >= 3x DQL-5", b["b256"] / d5["b256"], 3.0), ("BFQ inference b256 >= 20x DQL-50", b["b256"] / d50["b256"], 20.0),
-                                ("BFQ training >= 1.5x DQL-5", b["train"] / d5["train"], 1.5)):
+        for name, val, want in (
+            ("BFQ inference b1 >= 3x DQL-5", b["b1"] / d5["b1"], 3.0),
+            ("BFQ inference b1 >= 20x DQL-50", b["b1"] / d50["b1"], 20.0),
+            ("BFQ inference b256 >= 3x DQL-5", b["b256"] / d5["b256"], 3.0),
+            ("BFQ inference b256 >= 20x DQL-50", b["b256"] / d50["b256"], 20.0),
+            ("BFQ training >= 1.5x DQL-5", b["train"] / d5["train"], 1.5),
+        ):
             print(f"| {name} | {val:.2f}x | {'met' if val >= want else 'NOT met'} |")
     for at, rows in (res.get("partial") or {}).items():
         print(f"\nSeed-mean normalised score at {at} updates, from each run's checkpoint (finished or stopped runs):")
@@ -402,20 +543,28 @@ def report(res: dict) -> None:
             print(f"| {k} | {', '.join(f'{x:.1f}' for x in v['scores'])} | {v['mean']:.1f} | {v['updates_done']} |")
     one = res.get("onestep")
     if one:
-        print("\nBFQ's one-step map (1 seed, 2 x 128; shares of action dims at |a| > 0.99; L_comp at random times / at (r, t) = (0, 1))")
-        print("| run | eta, time scale, one-step rows | deterministic | stochastic (before clip) | 10-step chain | L_comp random / query | score |")
+        print(
+            "\nBFQ's one-step map (1 seed, 2 x 128; shares of action dims at |a| > 0.99; L_comp at random times / at (r, t) = (0, 1))"
+        )
+        print(
+            "| run | eta, time scale, one-step rows | deterministic | stochastic (before clip) | 10-step chain | L_comp random / query | score |"
+        )
         print("|---|---|---|---|---|---|---|")
         for k, r in one.items():
             if k.endswith("/dataset"):
                 print(f"| {k} | - | - | {r['frac_at_bounds']:.4f} | - | - | - |")
                 continue
             st = r["settings"]
-            print(f"| {k} | {st['bfq_eta']:g}, {st['bfq_time_scale']:g}, {st['bfq_onestep_frac']:g} | {r['det_at_bounds']:.3f} | {r['sto_at_bounds']:.3f} | "
-                  f"{r['chain10_at_bounds']:.3f} | {r['lcomp_random']:.4f} / {r['lcomp_one_step_query']:.4f} | {r['score']:.1f} |")
+            print(
+                f"| {k} | {st['bfq_eta']:g}, {st['bfq_time_scale']:g}, {st['bfq_onestep_frac']:g} | {r['det_at_bounds']:.3f} | {r['sto_at_bounds']:.3f} | "
+                f"{r['chain10_at_bounds']:.3f} | {r['lcomp_random']:.4f} / {r['lcomp_one_step_query']:.4f} | {r['score']:.1f} |"
+            )
     toy = res.get("toy")
     if toy:
-        print(f"\nToy: 8-Gaussian mixture, L_BC only, {toy['steps']} updates; MMD^2 (RBF 0.1) to held-out data, lower is better "
-              f"(data vs data: {toy['rows']['data_vs_data']:.4f})")
+        print(
+            f"\nToy: 8-Gaussian mixture, L_BC only, {toy['steps']} updates; MMD^2 (RBF 0.1) to held-out data, lower is better "
+            f"(data vs data: {toy['rows']['data_vs_data']:.4f})"
+        )
         print("| lam | one-step (BFQ's map) | 10 Euler steps |")
         print("|---|---|---|")
 
@@ -433,8 +582,12 @@ def report(res: dict) -> None:
             print(f"\nd3rlpy {p['d3rlpy']} TD3+BC beside ours ({key}, {o['seeds']} seeds each, final score [95% CI]):")
             print("| implementation | normalised score | train Hz |")
             print("|---|---|---|")
-            print(f"| ours | {o['normalized_score_final']:.1f} [{o['normalized_score_final_ci'][0]:.1f}, {o['normalized_score_final_ci'][1]:.1f}] | {o['train_hz']:.1f} (seeds batched) |")
-            print(f"| d3rlpy | {p['normalized_score_final']:.1f} [{lo:.1f}, {hi:.1f}] | {statistics.mean(p['train_hz']):.1f} (per seed) |")
+            print(
+                f"| ours | {o['normalized_score_final']:.1f} [{o['normalized_score_final_ci'][0]:.1f}, {o['normalized_score_final_ci'][1]:.1f}] | {o['train_hz']:.1f} (seeds batched) |"
+            )
+            print(
+                f"| d3rlpy | {p['normalized_score_final']:.1f} [{lo:.1f}, {hi:.1f}] | {statistics.mean(p['train_hz']):.1f} (per seed) |"
+            )
             print(f"ours within d3rlpy's interval: {'yes' if inside else 'NO'}")
     sc = res.get("scores")
     if sc:
@@ -451,19 +604,26 @@ def report(res: dict) -> None:
                     continue
                 r = e["result"]
                 ci = r.get("normalized_score_final_ci")
-                cells.append(f"{_fmt(r['normalized_score_final'])}" + (f" [{ci[0]:.1f}, {ci[1]:.1f}]" if ci and r["seeds"] > 1 else "") +
-                             f" / {_fmt(r['normalized_score_best'])}")
+                cells.append(
+                    f"{_fmt(r['normalized_score_final'])}"
+                    + (f" [{ci[0]:.1f}, {ci[1]:.1f}]" if ci and r["seeds"] > 1 else "")
+                    + f" / {_fmt(r['normalized_score_best'])}"
+                )
             print(f"| {ds} | {steps} | " + " | ".join(cells) + " |")
         for k, e in sc.items():
             if "/prefix-eta" in k:
                 r = e["result"]
-                print(f"BFQ before the one-step fixes, {k.split('/')[-1].replace('prefix-eta', 'eta = ')}, on {k.split('/')[0]}: final "
-                      f"{_fmt(r['normalized_score_final'])}, best {_fmt(r['normalized_score_best'])}")
+                print(
+                    f"BFQ before the one-step fixes, {k.split('/')[-1].replace('prefix-eta', 'eta = ')}, on {k.split('/')[0]}: final "
+                    f"{_fmt(r['normalized_score_final'])}, best {_fmt(r['normalized_score_best'])}"
+                )
             elif "/eta" in k:
                 r = e["result"]
                 ci = r.get("normalized_score_final_ci")
-                print(f"BFQ with {k.split('/')[-1].replace('eta', 'eta = ')} on {k.split('/')[0]} ({'/'.join(k.split('/')[2:4])}): final "
-                      f"{_fmt(r['normalized_score_final'])} [{ci[0]:.1f}, {ci[1]:.1f}], best {_fmt(r['normalized_score_best'])}")
+                print(
+                    f"BFQ with {k.split('/')[-1].replace('eta', 'eta = ')} on {k.split('/')[0]} ({'/'.join(k.split('/')[2:4])}): final "
+                    f"{_fmt(r['normalized_score_final'])} [{ci[0]:.1f}, {ci[1]:.1f}], best {_fmt(r['normalized_score_best'])}"
+                )
         wins = 0
         n = 0
         for ds, steps in keys:
@@ -478,7 +638,11 @@ def report(res: dict) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--part", choices=("speed", "scores", "toy", "d3rlpy", "onestep"), action="append", default=[])
-    ap.add_argument("--onestep-runs", default="prefix-eta1,default", help=f"the onestep part's settings, of {', '.join(ONESTEP_RUNS)}")
+    ap.add_argument(
+        "--onestep-runs",
+        default="prefix-eta1,default",
+        help=f"the onestep part's settings, of {', '.join(ONESTEP_RUNS)}",
+    )
     ap.add_argument("--d3rlpy-worker", help=argparse.SUPPRESS)
     ap.add_argument("--worker-out", help=argparse.SUPPRESS)
     ap.add_argument("--seeds-peer", type=int, default=3, help="seeds of the d3rlpy side-by-side (each side)")
@@ -493,8 +657,18 @@ def main() -> None:
     ap.add_argument("--hidden", default="256,256,256", help="hidden widths of every network in the scores part")
     ap.add_argument("--eval-episodes", type=int, default=10)
     ap.add_argument("--evals", type=int, default=4, help="evaluations per run (the last at --steps)")
-    ap.add_argument("--bfq-eta", type=float, default=None, help="BFQ's eta in the scores part (default: Config's, 0.1; bfq.md: grid {0.001 .. 1} per task)")
-    ap.add_argument("--partial-at", type=int, default=0, help="also save the scores at this many updates read from every run's checkpoint")
+    ap.add_argument(
+        "--bfq-eta",
+        type=float,
+        default=None,
+        help="BFQ's eta in the scores part (default: Config's, 0.1; bfq.md: grid {0.001 .. 1} per task)",
+    )
+    ap.add_argument(
+        "--partial-at",
+        type=int,
+        default=0,
+        help="also save the scores at this many updates read from every run's checkpoint",
+    )
     ap.add_argument("--print", action="store_true")
     a = ap.parse_args()
     hidden = tuple(int(h) for h in a.hidden.split(","))
@@ -506,18 +680,41 @@ def main() -> None:
         part_speed(res, a.rounds, a.timing_s, a.train_updates)
         _save_part(res, ("speed",))
     if "onestep" in a.part:
-        part_onestep(res, ROOT / a.data_dir, [d for d in a.datasets.split(",") if d][0], a.steps, [x for x in a.onestep_runs.split(",") if x])
+        part_onestep(
+            res,
+            ROOT / a.data_dir,
+            [d for d in a.datasets.split(",") if d][0],
+            a.steps,
+            [x for x in a.onestep_runs.split(",") if x],
+        )
     if "toy" in a.part:
         part_toy(res, a.toy_steps)
         _save_part(res, ("toy",))
     if "scores" in a.part:
-        part_scores(res, ROOT / a.data_dir, [d for d in a.datasets.split(",") if d], a.steps, [x for x in a.algos.split(",") if x],
-                    hidden, a.eval_episodes, a.evals, a.bfq_eta)
+        part_scores(
+            res,
+            ROOT / a.data_dir,
+            [d for d in a.datasets.split(",") if d],
+            a.steps,
+            [x for x in a.algos.split(",") if x],
+            hidden,
+            a.eval_episodes,
+            a.evals,
+            a.bfq_eta,
+        )
     if a.partial_at:
         res.setdefault("partial", {})[str(a.partial_at)] = partial(ROOT / a.data_dir, a.partial_at)
         _save_part(res, ("partial", str(a.partial_at)))
     if "d3rlpy" in a.part:
-        part_d3rlpy(res, ROOT / a.data_dir, [d for d in a.datasets.split(",") if d][0], a.steps, hidden, a.eval_episodes, a.seeds_peer)
+        part_d3rlpy(
+            res,
+            ROOT / a.data_dir,
+            [d for d in a.datasets.split(",") if d][0],
+            a.steps,
+            hidden,
+            a.eval_episodes,
+            a.seeds_peer,
+        )
     report(load_results(RESULTS))
 
 

@@ -57,6 +57,7 @@ def load_avg() -> str:
 
 # ---------------- (1) speed ----------------
 
+
 def _random_batches(obs_dim, act_dim, seeds, n=4096):
     import torch
 
@@ -64,9 +65,14 @@ def _random_batches(obs_dim, act_dim, seeds, n=4096):
 
     g = torch.Generator().manual_seed(0)
     buf = ReplayBuffer(seeds, n, obs_dim, act_dim)
-    buf.add(observations=torch.randn(seeds, n, obs_dim, generator=g), actions=torch.rand(seeds, n, act_dim, generator=g) * 2 - 1,
-            rewards=torch.randn(seeds, n, generator=g), next_observations=torch.randn(seeds, n, obs_dim, generator=g),
-            terminals=(torch.rand(seeds, n, generator=g) < 0.01).float(), timeouts=torch.zeros(seeds, n))
+    buf.add(
+        observations=torch.randn(seeds, n, obs_dim, generator=g),
+        actions=torch.rand(seeds, n, act_dim, generator=g) * 2 - 1,
+        rewards=torch.randn(seeds, n, generator=g),
+        next_observations=torch.randn(seeds, n, obs_dim, generator=g),
+        terminals=(torch.rand(seeds, n, generator=g) < 0.01).float(),
+        timeouts=torch.zeros(seeds, n),
+    )
     return buf, g
 
 
@@ -79,8 +85,20 @@ def ours_updates_per_s(algo: str, seeds: int, n: int, threads: int, sb3_like: bo
     torch.set_num_threads(threads)
     o, a = 11, 3  # Hopper-v5
     if sb3_like:  # SB3 SAC defaults: 256x256 ReLU, lr 3e-4, actor every step
-        spec = LearnerSpec(algo=algo, obs_dim=o, act_dim=a, seeds=seeds, hidden=(256, 256), activation="relu", norm_groups=0,
-                           init="default", lr_q=3e-4, lr_pi=3e-4, lr_alpha=3e-4, delay_update=1)
+        spec = LearnerSpec(
+            algo=algo,
+            obs_dim=o,
+            act_dim=a,
+            seeds=seeds,
+            hidden=(256, 256),
+            activation="relu",
+            norm_groups=0,
+            init="default",
+            lr_q=3e-4,
+            lr_pi=3e-4,
+            lr_alpha=3e-4,
+            delay_update=1,
+        )
     else:
         cfg = m.resolve_family(m.Config(env="Hopper-v5", seeds=seeds))
         spec = m.learner_spec(cfg, algo, o, a)
@@ -108,8 +126,17 @@ def sb3_updates_per_s(n: int, threads: int) -> tuple[float, str]:
 
     torch.set_num_threads(threads)
     env = gym.make("Hopper-v5")
-    model = SAC("MlpPolicy", env, batch_size=256, learning_starts=2000, buffer_size=10_000, policy_kwargs=dict(net_arch=[256, 256]),
-                device="cpu", seed=0, verbose=0)
+    model = SAC(
+        "MlpPolicy",
+        env,
+        batch_size=256,
+        learning_starts=2000,
+        buffer_size=10_000,
+        policy_kwargs=dict(net_arch=[256, 256]),
+        device="cpu",
+        seed=0,
+        verbose=0,
+    )
     model.learn(total_timesteps=2000)  # fills the buffer (no update before learning_starts)
     model.train(gradient_steps=10, batch_size=256)
     t = time.perf_counter()
@@ -145,7 +172,9 @@ def cpu_rate(seeds: int, n: int, impl: str) -> float:
 
     torch.set_num_threads(1)
     cfg = m.resolve_family(m.Config(env="Hopper-v5", seeds=seeds))
-    L = Learner(m.learner_spec(cfg, "dsac-aid", 11, 3, fused_adam=impl == "now"), generator=torch.Generator().manual_seed(0))
+    L = Learner(
+        m.learner_spec(cfg, "dsac-aid", 11, 3, fused_adam=impl == "now"), generator=torch.Generator().manual_seed(0)
+    )
     buf, g = _random_batches(11, 3, seeds)
 
     def step():
@@ -180,8 +209,13 @@ def part_seeds_cpu(res: dict, rounds: int = 2, cpu_s: float = 6.0) -> None:
         for impl in ("before", "now"):
             for S in (1, 2, 4):
                 n = max(8, int(cpu_s / per_update_s[S]))
-                p = subprocess.run([sys.executable, __file__, "--worker", "--impl", impl, "--seeds", str(S), "--n", str(n)],
-                                   capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, check=True)
+                p = subprocess.run(
+                    [sys.executable, __file__, "--worker", "--impl", impl, "--seeds", str(S), "--n", str(n)],
+                    capture_output=True,
+                    text=True,
+                    env={**os.environ, "OMP_NUM_THREADS": "1"},
+                    check=True,
+                )
                 row[f"{impl}_S{S}"] = json.loads(p.stdout.strip().splitlines()[-1])["ups"]
                 print(f"{impl} S={S}: {row[f'{impl}_S{S}']:.2f} seed-updates/CPU-s", flush=True)
         cur["rounds"].append(row)
@@ -190,10 +224,12 @@ def part_seeds_cpu(res: dict, rounds: int = 2, cpu_s: float = 6.0) -> None:
 
 
 # op-name -> category of the per-update profile (torch.profiler self CPU time)
-CATEGORIES = (("matmul (bmm / baddbmm / mm)", ("aten::bmm", "aten::baddbmm", "aten::mm", "aten::addmm")),
-              ("GroupNorm (layer_norm fwd + bwd)", ("aten::native_layer_norm", "aten::native_layer_norm_backward")),
-              ("Adam + Polyak", ("aten::_fused_adam_", "aten::lerp_", "aten::_foreach_lerp_")),
-              ("replay sampling (index)", ("aten::index",)))
+CATEGORIES = (
+    ("matmul (bmm / baddbmm / mm)", ("aten::bmm", "aten::baddbmm", "aten::mm", "aten::addmm")),
+    ("GroupNorm (layer_norm fwd + bwd)", ("aten::native_layer_norm", "aten::native_layer_norm_backward")),
+    ("Adam + Polyak", ("aten::_fused_adam_", "aten::lerp_", "aten::_foreach_lerp_")),
+    ("replay sampling (index)", ("aten::index",)),
+)
 
 
 def profile_update(seeds: int, n: int, hidden: tuple[int, ...] = (256, 256, 256)) -> dict:
@@ -238,8 +274,13 @@ def profile_update(seeds: int, n: int, hidden: tuple[int, ...] = (256, 256, 256)
         cats[name] = sum(self_ms.get(o, 0.0) for o in ops)
     cats["elementwise and the rest (aten)"] = aten - sum(cats.values())
     tot = sum(cats.values())  # the profiler's own per-op cost lands in the ops' self times: shares only
-    return {"seeds": seeds, "hidden": list(hidden), "cpu_ms_per_update": ms,
-            "cpu_ms_by_category": {k: ms * v / tot for k, v in cats.items()}, "calls_per_update": sum(e.count for e in prof.key_averages() if e.key.startswith("aten::")) / n}
+    return {
+        "seeds": seeds,
+        "hidden": list(hidden),
+        "cpu_ms_per_update": ms,
+        "cpu_ms_by_category": {k: ms * v / tot for k, v in cats.items()},
+        "calls_per_update": sum(e.count for e in prof.key_averages() if e.key.startswith("aten::")) / n,
+    }
 
 
 def part_profile(res: dict, n: int = 6) -> None:
@@ -249,8 +290,13 @@ def part_profile(res: dict, n: int = 6) -> None:
     so its CPU time is the per-call cost (dispatch, allocation, Python) that batching shares."""
     out = {"runs": [], "load": load_avg()}
     for S, hidden in ((1, "256"), (4, "256"), (1, "16"), (4, "16")):
-        p = subprocess.run([sys.executable, __file__, "--worker-profile", "--seeds", str(S), "--n", str(n), "--hidden", hidden],
-                           capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, check=True)
+        p = subprocess.run(
+            [sys.executable, __file__, "--worker-profile", "--seeds", str(S), "--n", str(n), "--hidden", hidden],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+            check=True,
+        )
         r = json.loads(p.stdout.strip().splitlines()[-1])
         out["runs"].append(r)
         print(f"S={S} hidden 3x{hidden}: {r['cpu_ms_per_update']:.1f} CPU-ms/update", flush=True)
@@ -271,16 +317,20 @@ def report_profile(pr: dict) -> None:
             continue
         a, b = r1["cpu_ms_by_category"][k], r4["cpu_ms_by_category"][k]
         print(f"| {k} | {a:.1f} | {b:.1f} | {b / a:.2f}x |")
-    print(f"| total | {r1['cpu_ms_per_update']:.1f} | {r4['cpu_ms_per_update']:.1f} | {r4['cpu_ms_per_update'] / r1['cpu_ms_per_update']:.2f}x |")
+    print(
+        f"| total | {r1['cpu_ms_per_update']:.1f} | {r4['cpu_ms_per_update']:.1f} | {r4['cpu_ms_per_update'] / r1['cpu_ms_per_update']:.2f}x |"
+    )
     print(f"aten calls per update: {r1['calls_per_update']:.0f} (1 seed), {r4['calls_per_update']:.0f} (4 seeds)")
     t1, t4 = runs.get((1, 16)), runs.get((4, 16))
     if t1 and t4:
         a = t1["cpu_ms_per_update"]
-        print(f"the same update with 3x16 networks (same kernel calls, ~0.1% of the arithmetic): {a:.1f} CPU-ms at 1 seed, "
-              f"{t4['cpu_ms_per_update']:.1f} at 4 seeds: the per-call cost batching can share is at most {a:.1f} of "
-              f"{r1['cpu_ms_per_update']:.1f} CPU-ms ({100 * a / r1['cpu_ms_per_update']:.0f}%); 1.5x needs a 4-seed update "
-              f"<= {4 * r1['cpu_ms_per_update'] / 1.5:.1f} CPU-ms (measured {r4['cpu_ms_per_update']:.1f}: "
-              f"{4 * r1['cpu_ms_per_update'] / r4['cpu_ms_per_update']:.2f}x)")
+        print(
+            f"the same update with 3x16 networks (same kernel calls, ~0.1% of the arithmetic): {a:.1f} CPU-ms at 1 seed, "
+            f"{t4['cpu_ms_per_update']:.1f} at 4 seeds: the per-call cost batching can share is at most {a:.1f} of "
+            f"{r1['cpu_ms_per_update']:.1f} CPU-ms ({100 * a / r1['cpu_ms_per_update']:.0f}%); 1.5x needs a 4-seed update "
+            f"<= {4 * r1['cpu_ms_per_update'] / 1.5:.1f} CPU-ms (measured {r4['cpu_ms_per_update']:.1f}: "
+            f"{4 * r1['cpu_ms_per_update'] / r4['cpu_ms_per_update']:.2f}x)"
+        )
 
 
 def _cpu_ms(f, n: int = 10) -> float:
@@ -306,20 +356,37 @@ def part_kernels(res: dict, with_compile: bool = False) -> None:
     torch.set_num_threads(1)
     out = {"load": load_avg(), "gflops": {}, "group_norm_block_ms": {}}
     for G in (1, 4, 16):
-        a, b, c, o = torch.randn(G, 256, 256), torch.randn(G, 256, 256), torch.randn(G, 1, 256), torch.empty(G, 256, 256)
-        fl = 2 * G * 256 ** 3 / 1e6  # MFLOP
-        ways = {"bmm": lambda: torch.bmm(a, b), "baddbmm": lambda: torch.baddbmm(c, a, b), "bmm out=": lambda: torch.bmm(a, b, out=o),
-                "loop of mm": lambda: [torch.mm(a[i], b[i]) for i in range(G)], "bmm of a transposed view": lambda: torch.bmm(a.transpose(1, 2), b),
-                "einsum": lambda: torch.einsum("gij,gjk->gik", a, b), "numpy matmul": lambda: np.matmul(a.numpy(), b.numpy())}
+        a, b, c, o = (
+            torch.randn(G, 256, 256),
+            torch.randn(G, 256, 256),
+            torch.randn(G, 1, 256),
+            torch.empty(G, 256, 256),
+        )
+        fl = 2 * G * 256**3 / 1e6  # MFLOP
+        ways = {
+            "bmm": lambda: torch.bmm(a, b),
+            "baddbmm": lambda: torch.baddbmm(c, a, b),
+            "bmm out=": lambda: torch.bmm(a, b, out=o),
+            "loop of mm": lambda: [torch.mm(a[i], b[i]) for i in range(G)],
+            "bmm of a transposed view": lambda: torch.bmm(a.transpose(1, 2), b),
+            "einsum": lambda: torch.einsum("gij,gjk->gik", a, b),
+            "numpy matmul": lambda: np.matmul(a.numpy(), b.numpy()),
+        }
         out["gflops"][str(G)] = {k: fl / _cpu_ms(f, 20) for k, f in ways.items()}
         print(f"G={G}: " + ", ".join(f"{k} {v:.1f}" for k, v in out["gflops"][str(G)].items()) + " GFLOP/s", flush=True)
     G, B, C, ng = 16, 256, 256, 16
     x = torch.randn(G, B, C, requires_grad=True)
     w, bb = torch.randn(G, 1, C, requires_grad=True), torch.randn(G, 1, C, requires_grad=True)
     gy = torch.randn(G, B, C)
-    norms = {"layer_norm over 16-channel rows (this code)": lambda x: F.layer_norm(x.reshape(-1, C // ng), (C // ng,), eps=1e-5).view(G, B, C),
-             "torch group_norm": lambda x: F.group_norm(x.reshape(G * B, C), ng, eps=1e-5).view(G, B, C),
-             "batch_norm over rows": lambda x: F.batch_norm(x.reshape(1, G * B * ng, C // ng), None, None, training=True, eps=1e-5).view(G, B, C)}
+    norms = {
+        "layer_norm over 16-channel rows (this code)": lambda x: F.layer_norm(
+            x.reshape(-1, C // ng), (C // ng,), eps=1e-5
+        ).view(G, B, C),
+        "torch group_norm": lambda x: F.group_norm(x.reshape(G * B, C), ng, eps=1e-5).view(G, B, C),
+        "batch_norm over rows": lambda x: F.batch_norm(
+            x.reshape(1, G * B * ng, C // ng), None, None, training=True, eps=1e-5
+        ).view(G, B, C),
+    }
     for k, f in norms.items():
         out["group_norm_block_ms"][k] = _cpu_ms(lambda f=f: torch.relu(torch.addcmul(bb, f(x), w)).backward(gy))
         print(f"GroupNorm block fwd+bwd, {k}: {out['group_norm_block_ms'][k]:.2f} CPU-ms", flush=True)
@@ -334,10 +401,17 @@ def part_kernels(res: dict, with_compile: bool = False) -> None:
         cnet = torch.compile(net, dynamic=False)
         fb(cnet)
         comp_s = time.perf_counter() - t
-        out["compile"] = {"eager_ms": eager, "compiled_ms": _cpu_ms(lambda: fb(cnet), 5), "compile_wall_s": comp_s,
-                          "max_abs_diff": float((cnet(xin) - net(xin)).abs().max())}
-        print(f"critic ensemble (16 x 3x256 GroupNorm) fwd+bwd: eager {eager:.1f}, compiled {out['compile']['compiled_ms']:.1f} CPU-ms, "
-              f"compile {comp_s:.0f} s", flush=True)
+        out["compile"] = {
+            "eager_ms": eager,
+            "compiled_ms": _cpu_ms(lambda: fb(cnet), 5),
+            "compile_wall_s": comp_s,
+            "max_abs_diff": float((cnet(xin) - net(xin)).abs().max()),
+        }
+        print(
+            f"critic ensemble (16 x 3x256 GroupNorm) fwd+bwd: eager {eager:.1f}, compiled {out['compile']['compiled_ms']:.1f} CPU-ms, "
+            f"compile {comp_s:.0f} s",
+            flush=True,
+        )
     out["load"] += " / " + load_avg()
     res.setdefault("speed", {})["kernels"] = out
     save(res, "speed")
@@ -350,13 +424,17 @@ def report_kernels(k: dict) -> None:
     print("|---|" + "---|" * len(ways))
     for G, r in k["gflops"].items():
         print(f"| {G} | " + " | ".join(f"{r[w]:.1f}" for w in ways) + " |")
-    print("GroupNorm(16) + affine + ReLU on (16, 256, 256), forward + backward: " +
-          "; ".join(f"{n} {v:.1f} CPU-ms" for n, v in k["group_norm_block_ms"].items()))
+    print(
+        "GroupNorm(16) + affine + ReLU on (16, 256, 256), forward + backward: "
+        + "; ".join(f"{n} {v:.1f} CPU-ms" for n, v in k["group_norm_block_ms"].items())
+    )
     c = k.get("compile")
     if c:
-        print(f"torch.compile of the 16-member 3x256 GroupNorm critic ensemble, forward + backward: eager {c['eager_ms']:.1f}, "
-              f"compiled {c['compiled_ms']:.1f} CPU-ms ({c['eager_ms'] / c['compiled_ms']:.2f}x), compile {c['compile_wall_s']:.0f} s wall, "
-              f"max |diff| {c['max_abs_diff']:.1e}")
+        print(
+            f"torch.compile of the 16-member 3x256 GroupNorm critic ensemble, forward + backward: eager {c['eager_ms']:.1f}, "
+            f"compiled {c['compiled_ms']:.1f} CPU-ms ({c['eager_ms'] / c['compiled_ms']:.2f}x), compile {c['compile_wall_s']:.0f} s wall, "
+            f"max |diff| {c['max_abs_diff']:.1e}"
+        )
 
 
 def part_speed(res: dict, n: int) -> None:
@@ -366,42 +444,84 @@ def part_speed(res: dict, n: int) -> None:
         if key not in sp:
             ours = ours_updates_per_s("sac", 1, n, threads, True)
             sb3, ver = sb3_updates_per_s(n, threads)
-            sp[key] = {"ours": ours, "sb3": sb3, "sb3_version": ver, "threads": threads, "updates": n, "load": load_avg()}
+            sp[key] = {
+                "ours": ours,
+                "sb3": sb3,
+                "sb3_version": ver,
+                "threads": threads,
+                "updates": n,
+                "load": load_avg(),
+            }
             save(res, "speed")
             print(f"SAC {threads} thread(s): ours {ours:.1f} /s, SB3 {sb3:.1f} /s", flush=True)
     if "seeds4" not in sp:
         nb = max(20, n // 4)
         batched = ours_updates_per_s("dsac-aid", 4, nb, 2, False)  # one process, both cores
         t = time.perf_counter()
-        procs = [subprocess.Popen([sys.executable, __file__, "--worker", "--n", str(nb)], stdout=subprocess.PIPE, text=True,
-                                  env={**os.environ, "OMP_NUM_THREADS": "1"}) for _ in range(4)]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, __file__, "--worker", "--n", str(nb)],
+                stdout=subprocess.PIPE,
+                text=True,
+                env={**os.environ, "OMP_NUM_THREADS": "1"},
+            )
+            for _ in range(4)
+        ]
         outs = [json.loads(p.communicate()[0].strip().splitlines()[-1]) for p in procs]
         wall = time.perf_counter() - t
         sep_each = [o["ups"] for o in outs]
         # separate runs: 4 * nb seed-updates in the wall time of all four (timed loops only: the
         # per-process ups give the seed-updates/s while all four run side by side)
-        sp["seeds4"] = {"batched_seed_updates_per_s": 4 * batched, "separate_seed_updates_per_s": sum(sep_each),
-                        "separate_each": sep_each, "separate_wall_s": wall, "updates": nb, "load": load_avg()}
+        sp["seeds4"] = {
+            "batched_seed_updates_per_s": 4 * batched,
+            "separate_seed_updates_per_s": sum(sep_each),
+            "separate_each": sep_each,
+            "separate_wall_s": wall,
+            "updates": nb,
+            "load": load_avg(),
+        }
         save(res, "speed")
     if "seeds4_cpu" not in sp:  # per CPU second, 1 thread each: what 2 dedicated cores would give
         nb = max(20, n // 4)
         b4 = ours_updates_per_s("dsac-aid", 4, nb, 1, False, cpu_time=True)
         s1 = ours_updates_per_s("dsac-aid", 1, 2 * nb, 1, False, cpu_time=True)
-        sp["seeds4_cpu"] = {"batched_seed_updates_per_cpu_s": 4 * b4, "single_updates_per_cpu_s": s1, "updates": nb, "load": load_avg()}
+        sp["seeds4_cpu"] = {
+            "batched_seed_updates_per_cpu_s": 4 * b4,
+            "single_updates_per_cpu_s": s1,
+            "updates": nb,
+            "load": load_avg(),
+        }
         save(res, "speed")
 
 
 # ---------------- (2) impulse and (3) mujoco: CLI runs, resumable ----------------
 
+
 def run_cli(recipe: str, out: Path, budget_s: float) -> str:
     """Continue (or start) the run in ``out`` for at most ``budget_s`` seconds; returns 'done' or
     'partial'."""
-    args = [sys.executable, "-m", "icml26", "dsac-aid", "-r", str(ROOT / "recipes" / "dsac-aid" / recipe), "--out", str(out), "-q"]
+    args = [
+        sys.executable,
+        "-m",
+        "icml26",
+        "dsac-aid",
+        "-r",
+        str(ROOT / "recipes" / "dsac-aid" / recipe),
+        "--out",
+        str(out),
+        "-q",
+    ]
     if out.exists():
         args.append("--resume")
     try:
-        p = subprocess.run(args, timeout=budget_s, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                           env={**os.environ, "OMP_NUM_THREADS": "1"})
+        p = subprocess.run(
+            args,
+            timeout=budget_s,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+        )
     except subprocess.TimeoutExpired:
         return "partial"
     if p.returncode != 0:
@@ -432,7 +552,10 @@ def plot_curves(recs: list[dict], title: str, fname: str, vline: int | None = No
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for ax, key, lab in ((axes[0], "eval_return", "evaluation return (seed mean)"), (axes[1], "q_bias", "Q bias, env units (seed mean)")):
+    for ax, key, lab in (
+        (axes[0], "eval_return", "evaluation return (seed mean)"),
+        (axes[1], "q_bias", "Q bias, env units (seed mean)"),
+    ):
         for algo, c in curves(recs, key).items():
             ax.plot([x for x, _ in c], [y for _, y in c], marker="o", ms=3, label=algo)
         if vline is not None:
@@ -450,16 +573,34 @@ def plot_curves(recs: list[dict], title: str, fname: str, vline: int | None = No
 # name -> (recipe, run folder, results key, PNG or None, title): the first run (reward scale 1,
 # 5k steps; kept for reference) and the planned rerun (reward scale 50, 20k steps)
 IMPULSE = {
-    "s3": ("impulse-pendulum.yaml", "impulse-s3", "impulse", "dsac_aid_impulse_s3.png",
-           "Pendulum-v1, reward noise 3, reward scale 1, 5k steps"),
-    "rs50": ("impulse-pendulum-rs50.yaml", "impulse-rs50", "impulse_rs50", "dsac_aid_impulse_rs50.png",
-             "Pendulum-v1, reward noise 3 (0.5 + mean a^2) N(0,1), reward scale 50: DSAC-T vs AID beta=0 vs AID"),
-    "onset": ("impulse-pendulum-onset.yaml", "impulse-onset", "impulse_onset", "dsac_aid_impulse.png",
-              "Pendulum-v1, reward noise 5 (0.5 + mean a^2) N(0,1) from step 6000: DSAC-T vs AID beta=0 vs AID"),
+    "s3": (
+        "impulse-pendulum.yaml",
+        "impulse-s3",
+        "impulse",
+        "dsac_aid_impulse_s3.png",
+        "Pendulum-v1, reward noise 3, reward scale 1, 5k steps",
+    ),
+    "rs50": (
+        "impulse-pendulum-rs50.yaml",
+        "impulse-rs50",
+        "impulse_rs50",
+        "dsac_aid_impulse_rs50.png",
+        "Pendulum-v1, reward noise 3 (0.5 + mean a^2) N(0,1), reward scale 50: DSAC-T vs AID beta=0 vs AID",
+    ),
+    "onset": (
+        "impulse-pendulum-onset.yaml",
+        "impulse-onset",
+        "impulse_onset",
+        "dsac_aid_impulse.png",
+        "Pendulum-v1, reward noise 5 (0.5 + mean a^2) N(0,1) from step 6000: DSAC-T vs AID beta=0 vs AID",
+    ),
 }
 
 
-PER_ALGO = {"rs50", "onset"}  # variants run as one CLI run per algo in parallel (folder/<algo>): equal progress when stopped
+PER_ALGO = {
+    "rs50",
+    "onset",
+}  # variants run as one CLI run per algo in parallel (folder/<algo>): equal progress when stopped
 
 
 def run_cli_parallel(recipe: str, out: Path, algos: list[str], budget_s: float) -> str:
@@ -468,9 +609,26 @@ def run_cli_parallel(recipe: str, out: Path, algos: list[str], budget_s: float) 
     procs, t0 = {}, time.perf_counter()
     for a in algos:
         d = out / a
-        args = [sys.executable, "-m", "icml26", "dsac-aid", "-r", str(ROOT / "recipes" / "dsac-aid" / recipe), "--set", f"algo=[{a}]",
-                "--out", str(d), "-q"] + (["--resume"] if d.exists() else [])
-        procs[a] = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+        args = [
+            sys.executable,
+            "-m",
+            "icml26",
+            "dsac-aid",
+            "-r",
+            str(ROOT / "recipes" / "dsac-aid" / recipe),
+            "--set",
+            f"algo=[{a}]",
+            "--out",
+            str(d),
+            "-q",
+        ] + (["--resume"] if d.exists() else [])
+        procs[a] = subprocess.Popen(
+            args,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+        )
     state = "done"
     for a, p in procs.items():
         try:
@@ -534,8 +692,11 @@ def summarise_onset(recs: list[dict], onset: int, pre_window: int = 0) -> dict:
         for r in rows:
             if r["step"] > onset:
                 mean_curve.setdefault(r["step"], []).append(r["q_bias"])
-        o = {"seeds": len(per["peak"]), "post_onset_evals": len(mean_curve),
-             "peak_of_mean_curve": max(float(np.mean(v)) for v in mean_curve.values())}
+        o = {
+            "seeds": len(per["peak"]),
+            "post_onset_evals": len(mean_curve),
+            "peak_of_mean_curve": max(float(np.mean(v)) for v in mean_curve.values()),
+        }
         for k, v in per.items():
             o[k] = float(np.mean(v))
             o[k + "_ci"] = list(bootstrap_mean_ci(np.asarray(v)))
@@ -581,11 +742,14 @@ def summarise_impulse(recs: list[dict], state: str, skip_steps: int = 2000) -> d
         late = [y for x, y in qb[algo] if skip_steps <= x <= common]
         rows = [r for r in recs if r["kind"] == "step" and r["algo"] == algo]
         at = [r for r in rows if r["step"] == common]
-        out["algos"][algo] = {"peak_q_bias": max(late) if late else None, "steps": max(r["step"] for r in rows),
-                              "final_return": float(np.mean([r["eval_return"] for r in at])) if at else None,
-                              "final_return_seeds": [r["eval_return"] for r in at],
-                              "final_q_bias": float(np.mean([r["q_bias"] for r in at])) if at else None,
-                              "mean_abs_q_bias": float(np.mean([abs(y) for y in late])) if late else None}
+        out["algos"][algo] = {
+            "peak_q_bias": max(late) if late else None,
+            "steps": max(r["step"] for r in rows),
+            "final_return": float(np.mean([r["eval_return"] for r in at])) if at else None,
+            "final_return_seeds": [r["eval_return"] for r in at],
+            "final_q_bias": float(np.mean([r["q_bias"] for r in at])) if at else None,
+            "mean_abs_q_bias": float(np.mean([abs(y) for y in late])) if late else None,
+        }
     return out
 
 
@@ -600,14 +764,22 @@ def part_mujoco(res: dict, budget_s: float) -> None:
             state = run_cli(recipe, out, left)
         recs = read_records(out)
         ret = curves(recs, "eval_return")
-        mj[env] = {"state": state or "not started", "algos": {a: {"steps": c[-1][0], "return": c[-1][1], "curve": c} for a, c in ret.items()},
-                   "results": [r for r in recs if r["kind"] == "result"]}
+        mj[env] = {
+            "state": state or "not started",
+            "algos": {a: {"steps": c[-1][0], "return": c[-1][1], "curve": c} for a, c in ret.items()},
+            "results": [r for r in recs if r["kind"] == "result"],
+        }
         save(res, "mujoco")
         if recs:
-            plot_curves(recs, f"{env}: SAC / DSAC-T / DSAC-AID, 3 seeds (official MuJoCo defaults)", f"dsac_aid_{env.split('-')[0].lower()}.png")
+            plot_curves(
+                recs,
+                f"{env}: SAC / DSAC-T / DSAC-AID, 3 seeds (official MuJoCo defaults)",
+                f"dsac_aid_{env.split('-')[0].lower()}.png",
+            )
 
 
 # ---------------- tables ----------------
+
 
 def report(res: dict) -> None:
     print(f"# icml26 dsac-aid benchmarks (load now: {load_avg()})")
@@ -620,20 +792,26 @@ def report(res: dict) -> None:
             r = sp.get(f"sac_{t}t")
             if r:
                 ratio = r["ours"] / r["sb3"]
-                print(f"| SAC 256x256, {t} thread(s) | {r['ours']:.1f} | SB3 {r['sb3_version']}: {r['sb3']:.1f} | {ratio:.2f}x | >= 1.0x | "
-                      f"{'met' if ratio >= 1.0 else 'NOT met'} | {r['load']} |")
+                print(
+                    f"| SAC 256x256, {t} thread(s) | {r['ours']:.1f} | SB3 {r['sb3_version']}: {r['sb3']:.1f} | {ratio:.2f}x | >= 1.0x | "
+                    f"{'met' if ratio >= 1.0 else 'NOT met'} | {r['load']} |"
+                )
         r = sp.get("seeds4")
         if r:
             ratio = r["batched_seed_updates_per_s"] / r["separate_seed_updates_per_s"]
-            print(f"| DSAC-AID 4 seeds: batched (1 process, 2 threads) vs 4 processes x 1 thread | {r['batched_seed_updates_per_s']:.1f} "
-                  f"seed-updates/s | {r['separate_seed_updates_per_s']:.1f} seed-updates/s | {ratio:.2f}x | >= 1.5x | "
-                  f"{'met' if ratio >= 1.5 else 'NOT met'} | {r['load']} |")
+            print(
+                f"| DSAC-AID 4 seeds: batched (1 process, 2 threads) vs 4 processes x 1 thread | {r['batched_seed_updates_per_s']:.1f} "
+                f"seed-updates/s | {r['separate_seed_updates_per_s']:.1f} seed-updates/s | {ratio:.2f}x | >= 1.5x | "
+                f"{'met' if ratio >= 1.5 else 'NOT met'} | {r['load']} |"
+            )
         r = sp.get("seeds4_cpu")
         if r:
             ratio = r["batched_seed_updates_per_cpu_s"] / r["single_updates_per_cpu_s"]
-            print(f"| DSAC-AID 4 seeds per CPU second (1 thread): batched vs one seed alone | {r['batched_seed_updates_per_cpu_s']:.2f} "
-                  f"seed-updates/CPU-s | {r['single_updates_per_cpu_s']:.2f} updates/CPU-s | {ratio:.2f}x | >= 1.5x | "
-                  f"{'met' if ratio >= 1.5 else 'NOT met'} | {r['load']} |")
+            print(
+                f"| DSAC-AID 4 seeds per CPU second (1 thread): batched vs one seed alone | {r['batched_seed_updates_per_cpu_s']:.2f} "
+                f"seed-updates/CPU-s | {r['single_updates_per_cpu_s']:.2f} updates/CPU-s | {ratio:.2f}x | >= 1.5x | "
+                f"{'met' if ratio >= 1.5 else 'NOT met'} | {r['load']} |"
+            )
     if sp and sp.get("profile"):
         report_profile(sp["profile"])
     if sp and sp.get("kernels"):
@@ -648,8 +826,10 @@ def report(res: dict) -> None:
     mj = res.get("mujoco")
     if mj:
         print("\n(3) MuJoCo, 3 batched seeds, official MuJoCo defaults (20 env steps per update)")
-        print("final = mean of the last evaluation (10 deterministic episodes a seed), max avg = best evaluation of the seed mean; "
-              "[95% t-interval over seeds]; q_bias at the last evaluation, env units (seed mean)")
+        print(
+            "final = mean of the last evaluation (10 deterministic episodes a seed), max avg = best evaluation of the seed mean; "
+            "[95% t-interval over seeds]; q_bias at the last evaluation, env units (seed mean)"
+        )
         print("| env | algo | steps reached | final return | max avg return | q_bias | wall s | state |")
         print("|---|---|---|---|---|---|---|---|")
         for env, r in mj.items():
@@ -660,16 +840,22 @@ def report(res: dict) -> None:
                 if a in res_by:
                     y = res_by[a]
                     ci = lambda k: f"{y[k]:.1f} [{y[k + '_ci'][0]:.1f}, {y[k + '_ci'][1]:.1f}]"
-                    print(f"| {env} | {a} | {x['steps']} | {ci('final_return')} | {ci('max_avg_return')} | {q} | {y['wall_s']:.0f} | done |")
+                    print(
+                        f"| {env} | {a} | {x['steps']} | {ci('final_return')} | {ci('max_avg_return')} | {q} | {y['wall_s']:.0f} | done |"
+                    )
                 else:
-                    print(f"| {env} | {a} | {x['steps']} | {x['return']:.1f} (last evaluation) | - | {q} | - | {r['state']} |")
+                    print(
+                        f"| {env} | {a} | {x['steps']} | {x['return']:.1f} (last evaluation) | - | {q} | - | {r['state']} |"
+                    )
         wins = []
         for env, r in mj.items():
             A = r["algos"]
             if "dsac-aid" in A and "dsac-t" in A and A["dsac-aid"]["steps"] == A["dsac-t"]["steps"] == 100_000:
                 wins.append(A["dsac-aid"]["return"] >= A["dsac-t"]["return"])
-        print("target: DSAC-AID >= DSAC-T at 100k on one of the two tasks: " +
-              ("met" if any(wins) else "NOT met" if len(wins) == 2 else "not reached (runs unfinished)"))
+        print(
+            "target: DSAC-AID >= DSAC-T at 100k on one of the two tasks: "
+            + ("met" if any(wins) else "NOT met" if len(wins) == 2 else "not reached (runs unfinished)")
+        )
 
 
 def seeds_cpu_summary(v2: dict) -> dict:
@@ -684,8 +870,13 @@ def seeds_cpu_summary(v2: dict) -> dict:
         Ss = np.array([1.0, 2.0, 4.0])
         t = np.array([1000 * S / r[int(S)] for S in Ss])  # CPU-ms per update of S seeds
         b, a = np.polyfit(Ss, t, 1)
-        out[impl] = {"rate": r, "ratio4": r[4] / r[1], "a_ms": float(a), "b_ms": float(b),
-                     "bound4": float((a + b) / (a / 4 + b))}
+        out[impl] = {
+            "rate": r,
+            "ratio4": r[4] / r[1],
+            "a_ms": float(a),
+            "b_ms": float(b),
+            "bound4": float((a + b) / (a / 4 + b)),
+        }
     out["speedup_S4"] = out["now"]["rate"][4] / out["before"]["rate"][4]
     out["speedup_S1"] = out["now"]["rate"][1] / out["before"]["rate"][1]
     return out
@@ -693,19 +884,29 @@ def seeds_cpu_summary(v2: dict) -> dict:
 
 def report_seeds_cpu(v2: dict) -> None:
     sm = seeds_cpu_summary(v2)
-    print(f"\nDSAC-AID batched seeds per CPU second (1 thread, each figure a fresh process, median of {len(v2['rounds'])} rounds; load {', '.join(v2['load'])})")
-    print("| implementation | 1 seed | 2 seeds batched | 4 seeds batched | 4 batched vs 4 separate | fit a + b S (CPU-ms/update) | target >= 1.5x |")
+    print(
+        f"\nDSAC-AID batched seeds per CPU second (1 thread, each figure a fresh process, median of {len(v2['rounds'])} rounds; load {', '.join(v2['load'])})"
+    )
+    print(
+        "| implementation | 1 seed | 2 seeds batched | 4 seeds batched | 4 batched vs 4 separate | fit a + b S (CPU-ms/update) | target >= 1.5x |"
+    )
     print("|---|---|---|---|---|---|---|")
     for impl in ("before", "now"):
         x = sm[impl]
-        print(f"| {impl} | {x['rate'][1]:.2f} | {x['rate'][2]:.2f} | {x['rate'][4]:.2f} | {x['ratio4']:.2f}x | {x['a_ms']:.1f} + {x['b_ms']:.1f} S | "
-              f"{'met' if x['ratio4'] >= 1.5 else 'NOT met'} |")
+        print(
+            f"| {impl} | {x['rate'][1]:.2f} | {x['rate'][2]:.2f} | {x['rate'][4]:.2f} | {x['ratio4']:.2f}x | {x['a_ms']:.1f} + {x['b_ms']:.1f} S | "
+            f"{'met' if x['ratio4'] >= 1.5 else 'NOT met'} |"
+        )
     print(f"now vs before: {sm['speedup_S4']:.2f}x at 4 seeds, {sm['speedup_S1']:.2f}x at 1 seed")
 
 
 def report_onset(on: dict) -> None:
-    print(f"\nonset protocol: noise from step {on['onset']}; compared up to step {on['common_step']} (5-seed means, [95% bootstrap interval])")
-    print("| algo | q_bias before onset | peak q_bias after | surge (peak - before) | peak of the seed-mean curve | return after onset (mean of evals) | return at common step |")
+    print(
+        f"\nonset protocol: noise from step {on['onset']}; compared up to step {on['common_step']} (5-seed means, [95% bootstrap interval])"
+    )
+    print(
+        "| algo | q_bias before onset | peak q_bias after | surge (peak - before) | peak of the seed-mean curve | return after onset (mean of evals) | return at common step |"
+    )
     print("|---|---|---|---|---|---|---|")
     f = lambda o, k: f"{o[k]:.1f} [{o[k + '_ci'][0]:.1f}, {o[k + '_ci'][1]:.1f}]"  # noqa: E731
     A = on["algos"]
@@ -713,41 +914,63 @@ def report_onset(on: dict) -> None:
         if "peak" not in o:
             print(f"| {a} | - | - | - | - | - | (no evaluation after the onset yet) |")
             continue
-        print(f"| {a} | {f(o, 'level')} | {f(o, 'peak')} | {f(o, 'surge')} | {o['peak_of_mean_curve']:.1f} | {f(o, 'return_after')} | {f(o, 'return_final')} |")
+        print(
+            f"| {a} | {f(o, 'level')} | {f(o, 'peak')} | {f(o, 'surge')} | {o['peak_of_mean_curve']:.1f} | {f(o, 'return_after')} | {f(o, 'return_final')} |"
+        )
     if all(k in A and "peak" in A[k] for k in ("dsac-aid", "dsac-t", "dsac-aid-epi")):
-        damp = A["dsac-aid"]["peak_of_mean_curve"] < min(A["dsac-t"]["peak_of_mean_curve"], A["dsac-aid-epi"]["peak_of_mean_curve"])
+        damp = A["dsac-aid"]["peak_of_mean_curve"] < min(
+            A["dsac-t"]["peak_of_mean_curve"], A["dsac-aid-epi"]["peak_of_mean_curve"]
+        )
         keep = A["dsac-aid"]["return_final"] >= A["dsac-t"]["return_final"]
-        print(f"target: AID's peak q_bias after the onset below DSAC-T's and beta=0's: {'met' if damp else 'NOT met'}; "
-              f"AID's return >= DSAC-T's (at the common step): {'met' if keep else 'NOT met'}; DSAC-T surge above its level: "
-              f"{'yes' if A['dsac-t']['surge_ci'][0] > 0 else 'not shown (interval includes 0 or below)'}")
+        print(
+            f"target: AID's peak q_bias after the onset below DSAC-T's and beta=0's: {'met' if damp else 'NOT met'}; "
+            f"AID's return >= DSAC-T's (at the common step): {'met' if keep else 'NOT met'}; DSAC-T surge above its level: "
+            f"{'yes' if A['dsac-t']['surge_ci'][0] > 0 else 'not shown (interval includes 0 or below)'}"
+        )
 
 
 def report_impulse(im: dict, title: str) -> None:
     c = im.get("common_step")
     print(f"\n(2) controlled impulse test: {title} ({im['state']}; compared up to step {c})")
-    print("| algo | steps reached | peak q_bias (2000 <= step <= common) | mean abs q_bias | q_bias at common step | return at common step |")
+    print(
+        "| algo | steps reached | peak q_bias (2000 <= step <= common) | mean abs q_bias | q_bias at common step | return at common step |"
+    )
     print("|---|---|---|---|---|---|")
     f = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
     for a, r in im["algos"].items():
-        print(f"| {a} | {r['steps']} | {f(r['peak_q_bias'])} | {f(r['mean_abs_q_bias'])} | {f(r.get('final_q_bias'))} | {f(r['final_return'])} |")
+        print(
+            f"| {a} | {r['steps']} | {f(r['peak_q_bias'])} | {f(r['mean_abs_q_bias'])} | {f(r.get('final_q_bias'))} | {f(r['final_return'])} |"
+        )
     A = im["algos"]
-    if not im.get("onset") and all(k in A and A[k]["peak_q_bias"] is not None for k in ("dsac-aid", "dsac-t", "dsac-aid-epi")):
+    if not im.get("onset") and all(
+        k in A and A[k]["peak_q_bias"] is not None for k in ("dsac-aid", "dsac-t", "dsac-aid-epi")
+    ):
         damp = A["dsac-aid"]["peak_q_bias"] < min(A["dsac-t"]["peak_q_bias"], A["dsac-aid-epi"]["peak_q_bias"])
         keep = A["dsac-aid"]["final_return"] >= A["dsac-t"]["final_return"]
-        print(f"target: AID peak q_bias below DSAC-T's and beta=0's: {'met' if damp else 'NOT met'}; "
-              f"AID return >= DSAC-T's: {'met' if keep else 'NOT met'}")
+        print(
+            f"target: AID peak q_bias below DSAC-T's and beta=0's: {'met' if damp else 'NOT met'}; "
+            f"AID return >= DSAC-T's: {'met' if keep else 'NOT met'}"
+        )
     if im.get("onset"):
         report_onset(im["onset"])
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--part", choices=["speed", "seeds-cpu", "profile", "kernels", "impulse", "mujoco"], action="append")
+    ap.add_argument(
+        "--part", choices=["speed", "seeds-cpu", "profile", "kernels", "impulse", "mujoco"], action="append"
+    )
     ap.add_argument("--n", type=int, default=300, help="timed updates per speed measurement")
     ap.add_argument("--budget-s", type=float, default=1800, help="seconds for the impulse / mujoco runs in this call")
-    ap.add_argument("--impulse", choices=sorted(IMPULSE), default="onset", help="which controlled impulse test (default: onset)")
+    ap.add_argument(
+        "--impulse", choices=sorted(IMPULSE), default="onset", help="which controlled impulse test (default: onset)"
+    )
     ap.add_argument("--print-only", action="store_true")
-    ap.add_argument("--compile", action="store_true", help="kernels part: also torch.compile the critic ensemble (minutes of compile)")
+    ap.add_argument(
+        "--compile",
+        action="store_true",
+        help="kernels part: also torch.compile the critic ensemble (minutes of compile)",
+    )
     ap.add_argument("--impl", choices=["before", "now"], help=argparse.SUPPRESS)
     ap.add_argument("--seeds", type=int, default=1, help=argparse.SUPPRESS)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -763,8 +986,14 @@ def main() -> None:
     res = load()
     if not args.print_only:
         for part in args.part or ["speed", "seeds-cpu", "impulse", "mujoco"]:
-            {"speed": lambda: part_speed(res, args.n), "seeds-cpu": lambda: part_seeds_cpu(res), "profile": lambda: part_profile(res), "kernels": lambda: part_kernels(res, args.compile), "impulse": lambda: part_impulse(res, args.budget_s, args.impulse),
-             "mujoco": lambda: part_mujoco(res, args.budget_s)}[part]()
+            {
+                "speed": lambda: part_speed(res, args.n),
+                "seeds-cpu": lambda: part_seeds_cpu(res),
+                "profile": lambda: part_profile(res),
+                "kernels": lambda: part_kernels(res, args.compile),
+                "impulse": lambda: part_impulse(res, args.budget_s, args.impulse),
+                "mujoco": lambda: part_mujoco(res, args.budget_s),
+            }[part]()
     report(res)
 
 

@@ -42,7 +42,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 OURS = ["capkv", "streaming", "snapkv", "h2o", "tova", "knorm", "random", "expected-attention"]
 KVPRESS = ["kvpress:CapPress", "kvpress:SnapKVPress"]
-MIN_PAIRED = 5  # fewer paired samples than this: no better/worse/tie verdict (a bootstrap over 1-4 values is not an interval)
+MIN_PAIRED = (
+    5  # fewer paired samples than this: no better/worse/tie verdict (a bootstrap over 1-4 values is not an interval)
+)
 
 
 def quality(args) -> list[dict]:
@@ -51,16 +53,27 @@ def quality(args) -> list[dict]:
     methods = list(args.methods or OURS)
     if importlib.util.find_spec("kvpress") is not None and not args.no_kvpress:
         methods += list(args.kvpress_methods)
-    cfg = E.Config(methods=tuple(methods), compression_ratios=tuple(args.ratios), context_tokens=tuple(args.context_tokens),
-                   needle_depths=tuple(args.depths), samples=args.samples, continuation_tokens=args.continuation_tokens,
-                   question_aware=not args.question_agnostic, corpus=args.corpus)
+    cfg = E.Config(
+        methods=tuple(methods),
+        compression_ratios=tuple(args.ratios),
+        context_tokens=tuple(args.context_tokens),
+        needle_depths=tuple(args.depths),
+        samples=args.samples,
+        continuation_tokens=args.continuation_tokens,
+        question_aware=not args.question_agnostic,
+        corpus=args.corpus,
+    )
     results, samples = [], []
     for r in E.run(cfg, seed=args.seed):
         if r["kind"] == "sample":
             samples.append(r)
         if r["kind"] == "result":
             results.append(r)
-            print(f"  {r['method']:>28} {r['compression_ratio']:.2f}  needle {r['needle_accuracy']:.2f}  kl {r['kl']:.4f}", file=sys.stderr, flush=True)
+            print(
+                f"  {r['method']:>28} {r['compression_ratio']:.2f}  needle {r['needle_accuracy']:.2f}  kl {r['kl']:.4f}",
+                file=sys.stderr,
+                flush=True,
+            )
     return results, samples
 
 
@@ -89,13 +102,30 @@ def paired(samples: list[dict], ours: str = "capkv") -> list[dict]:
         dnd = np.array([float(mine[c]["needle_correct"]) - float(rs[c]["needle_correct"]) for c in common])
         kl_lo, kl_hi = bootstrap_mean_ci(dkl)
         nd_lo, nd_hi = bootstrap_mean_ci(dnd)
-        verdict = lambda lo, hi, better_if_negative: ("too few" if len(common) < MIN_PAIRED else
-                                                      "better" if (hi < 0 if better_if_negative else lo > 0)
-                                                      else "worse" if (lo > 0 if better_if_negative else hi < 0) else "tie")
-        rows.append({"context_tokens": n, "compression_ratio": ratio, "baseline": m, "n": len(common),
-                     "kl_diff": float(dkl.mean()), "kl_diff_ci": f"[{kl_lo:+.4f}, {kl_hi:+.4f}]", "kl_verdict": verdict(kl_lo, kl_hi, True),
-                     "kl_lower_on": f"{int((dkl < 0).sum())}/{len(common)}",
-                     "needle_diff": float(dnd.mean()), "needle_diff_ci": f"[{nd_lo:+.2f}, {nd_hi:+.2f}]", "needle_verdict": verdict(nd_lo, nd_hi, False)})
+        verdict = lambda lo, hi, better_if_negative: (
+            "too few"
+            if len(common) < MIN_PAIRED
+            else "better"
+            if (hi < 0 if better_if_negative else lo > 0)
+            else "worse"
+            if (lo > 0 if better_if_negative else hi < 0)
+            else "tie"
+        )
+        rows.append(
+            {
+                "context_tokens": n,
+                "compression_ratio": ratio,
+                "baseline": m,
+                "n": len(common),
+                "kl_diff": float(dkl.mean()),
+                "kl_diff_ci": f"[{kl_lo:+.4f}, {kl_hi:+.4f}]",
+                "kl_verdict": verdict(kl_lo, kl_hi, True),
+                "kl_lower_on": f"{int((dkl < 0).sum())}/{len(common)}",
+                "needle_diff": float(dnd.mean()),
+                "needle_diff_ci": f"[{nd_lo:+.2f}, {nd_hi:+.2f}]",
+                "needle_verdict": verdict(nd_lo, nd_hi, False),
+            }
+        )
     return rows
 
 
@@ -111,10 +141,16 @@ def pooled(paths: list[str]) -> tuple[list[dict], list[dict]]:
         p = Path(path)
         try:
             rows = json.loads(p.read_text(encoding="utf-8"))["samples"]
-            fingerprint = tuple(sorted((r["method"], r["compression_ratio"], r["context_tokens"], r["needle_depth"], r["sample"], r["kl"])
-                                       for r in rows))
+            fingerprint = tuple(
+                sorted(
+                    (r["method"], r["compression_ratio"], r["context_tokens"], r["needle_depth"], r["sample"], r["kl"])
+                    for r in rows
+                )
+            )
         except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
-            raise SystemExit(f"--pool-json {path}: not a saved benchmark run (a --json file of this script): {type(e).__name__}: {e}")
+            raise SystemExit(
+                f"--pool-json {path}: not a saved benchmark run (a --json file of this script): {type(e).__name__}: {e}"
+            )
         if not rows:
             raise SystemExit(f"--pool-json {path}: the run has no samples")
         if fingerprint in seen:
@@ -155,7 +191,9 @@ def approximation(args) -> tuple[list[dict], list[dict]]:
             if p.gqa == "pool":  # the objective CapKV and the greedy maximise: one channel per KV head
                 w = w.mean(1, keepdim=True)  # (Hkv, 1, T)
             gr = KVPress(method="capkv-greedy", sink_tokens=4, window_tokens=0).select(x, n)[0]
-            sel = {m: KVPress(method=m, sink_tokens=4, window_tokens=0, question_share=0.0).select(x, n)[0] for m in caps}
+            sel = {
+                m: KVPress(method=m, sink_tokens=4, window_tokens=0, question_share=0.0).select(x, n)[0] for m in caps
+            }
             for h in range(hkv):
                 u = x.values[0, h].double()
                 rho = logdet.ridge_of(u, w[h], p.ridge_ratio)
@@ -213,7 +251,11 @@ def overhead(args) -> list[dict]:
                 model(inp, use_cache=True, logits_to_keep=1)
         row = {"tokens": len(ids), "prefill_s": best_prefill}
         for m in args.overhead_methods:
-            press = KVPress(method=m, compression_ratio=0.5, **({"head_budget": "adaptive"} if m == "capkv" and args.adaptive else {}))
+            press = KVPress(
+                method=m,
+                compression_ratio=0.5,
+                **({"head_budget": "adaptive"} if m == "capkv" and args.adaptive else {}),
+            )
             press.compress(cap[0], S.n_kept(len(ids), 0.5))  # warm-up (lazy init)
             best = float("inf")
             for _ in range(args.reps):
@@ -238,10 +280,20 @@ def _decode_settings(args) -> dict:
     methods = list(args.methods or DECODE_METHODS)
     if importlib.util.find_spec("kvpress") is not None and not args.no_kvpress:
         methods += list(args.decode_kvpress)
-    return {"model": "llama", "corpus": args.corpus, "context_tokens": args.context_tokens[0], "depths": list(args.depths),
-            "samples": args.samples, "budgets": list(args.budgets), "new_tokens": args.new_tokens, "timed_tokens": args.timed_tokens,
-            "interval": args.interval, "methods": methods, "seed": args.seed,
-            "overhead_baseline": "full cache timed before each policy"}  # runs before this key: the haystack's first full-cache steps
+    return {
+        "model": "llama",
+        "corpus": args.corpus,
+        "context_tokens": args.context_tokens[0],
+        "depths": list(args.depths),
+        "samples": args.samples,
+        "budgets": list(args.budgets),
+        "new_tokens": args.new_tokens,
+        "timed_tokens": args.timed_tokens,
+        "interval": args.interval,
+        "methods": methods,
+        "seed": args.seed,
+        "overhead_baseline": "full cache timed before each policy",
+    }  # runs before this key: the haystack's first full-cache steps
 
 
 def decode_run(args) -> dict:
@@ -290,11 +342,24 @@ def decode_run(args) -> dict:
     todo = [i for i in order if i not in complete][: args.max_haystacks or None]
     if not todo:
         return doc
-    cfg = E.Config(mode="decode", methods=tuple(settings["methods"]), context_tokens=(settings["context_tokens"],),
-                   needle_depths=tuple(args.depths), samples=args.samples, corpus=args.corpus, decoding_budgets=tuple(args.budgets),
-                   new_tokens=args.new_tokens, timed_tokens=args.timed_tokens, decoding_interval_tokens=args.interval)
+    cfg = E.Config(
+        mode="decode",
+        methods=tuple(settings["methods"]),
+        context_tokens=(settings["context_tokens"],),
+        needle_depths=tuple(args.depths),
+        samples=args.samples,
+        corpus=args.corpus,
+        decoding_budgets=tuple(args.budgets),
+        new_tokens=args.new_tokens,
+        timed_tokens=args.timed_tokens,
+        decoding_interval_tokens=args.interval,
+    )
     refs = {int(k): v for k, v in doc["references"].items()}  # sample index -> the full cache's generation
-    one_by_one = (r for i in todo for r in run_decode(cfg, seed=args.seed, skip=set(range(n_total)) - {i}, done=done, references=refs))
+    one_by_one = (
+        r
+        for i in todo
+        for r in run_decode(cfg, seed=args.seed, skip=set(range(n_total)) - {i}, done=done, references=refs)
+    )
     for r in one_by_one:  # in the order asked (--indices), one haystack per call
         if r["kind"] != "sample":
             continue
@@ -304,8 +369,12 @@ def decode_run(args) -> dict:
         doc["references"][str(si)] = refs[si]
         atomic_write_text(path, json.dumps(doc, indent=0))
         n_done = sum(1 for x in doc["samples"] if x["sample_index"] == si)
-        print(f"  haystack {si} {r['method']} {r['decoding_budget_tokens']} saved ({n_done}/{n_combos}; kl {r['kl']:.4f}, "
-              f"overhead {r['decode_overhead_ratio']:+.3f})", file=sys.stderr, flush=True)
+        print(
+            f"  haystack {si} {r['method']} {r['decoding_budget_tokens']} saved ({n_done}/{n_combos}; kl {r['kl']:.4f}, "
+            f"overhead {r['decode_overhead_ratio']:+.3f})",
+            file=sys.stderr,
+            flush=True,
+        )
     return doc
 
 
@@ -330,9 +399,19 @@ def paired_decode(samples: list[dict], ours: str = "capkv") -> list[dict]:
         lo, hi = bootstrap_mean_ci(dkl)
         alo, ahi = bootstrap_mean_ci(dans)
         verdict = "too few" if len(common) < MIN_PAIRED else "better" if hi < 0 else "worse" if lo > 0 else "tie"
-        rows.append({"decoding_budget_tokens": b, "baseline": m, "n": len(common), "kl_diff": float(dkl.mean()),
-                     "kl_diff_ci": f"[{lo:+.4f}, {hi:+.4f}]", "kl_verdict": verdict, "kl_lower_on": f"{int((dkl < 0).sum())}/{len(common)}",
-                     "answer_match_diff": float(dans.mean()), "answer_match_diff_ci": f"[{alo:+.2f}, {ahi:+.2f}]"})
+        rows.append(
+            {
+                "decoding_budget_tokens": b,
+                "baseline": m,
+                "n": len(common),
+                "kl_diff": float(dkl.mean()),
+                "kl_diff_ci": f"[{lo:+.4f}, {hi:+.4f}]",
+                "kl_verdict": verdict,
+                "kl_lower_on": f"{int((dkl < 0).sum())}/{len(common)}",
+                "answer_match_diff": float(dans.mean()),
+                "answer_match_diff_ci": f"[{alo:+.2f}, {ahi:+.2f}]",
+            }
+        )
     return rows
 
 
@@ -348,27 +427,67 @@ def decode_tables(doc: dict) -> None:
     groups: dict = {}
     for r in smp:
         groups.setdefault((r["method"], r["decoding_budget_tokens"]), []).append(r)
-    res = [decode_result(m, b, rs) for (m, b), rs in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0] != "capkv", kv[0][0]))]
+    res = [
+        decode_result(m, b, rs)
+        for (m, b), rs in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0] != "capkv", kv[0][0]))
+    ]
     n = len({r["sample_index"] for r in smp})
     prompt = sorted(r["prompt_tokens"] for r in smp if r["method"] == "full")
-    print(f"## Decoding-time compression: SmolLM2-135M, {n} haystacks ({st['corpus']}, prompts {prompt[0]}-{prompt[-1]} tokens: "
-          f"{st['context_tokens']}-token haystack with a needle + question), {st['new_tokens']} new tokens, re-compression every "
-          f"{st['interval']} tokens, seed {st['seed']}\n")
-    print("KL: mean per-token KL(full || compressed) teacher-forced on the full-cache generation [bootstrap 95% over haystacks]; "
-          f"answer / needle: the first {st['timed_tokens']} greedy tokens' answer span equals the full cache's / holds the code; "
-          "peak: keys + values held while a step attends; ms/token: greedy steps with the press (re-compression included); "
-          + ("overhead: ms/token / the full cache's on the same steps, timed right before each policy - 1\n" if st.get("overhead_baseline")
-             else "overhead: ms/token / the full cache's (same haystack) - 1\n"))
+    print(
+        f"## Decoding-time compression: SmolLM2-135M, {n} haystacks ({st['corpus']}, prompts {prompt[0]}-{prompt[-1]} tokens: "
+        f"{st['context_tokens']}-token haystack with a needle + question), {st['new_tokens']} new tokens, re-compression every "
+        f"{st['interval']} tokens, seed {st['seed']}\n"
+    )
+    print(
+        "KL: mean per-token KL(full || compressed) teacher-forced on the full-cache generation [bootstrap 95% over haystacks]; "
+        f"answer / needle: the first {st['timed_tokens']} greedy tokens' answer span equals the full cache's / holds the code; "
+        "peak: keys + values held while a step attends; ms/token: greedy steps with the press (re-compression included); "
+        + (
+            "overhead: ms/token / the full cache's on the same steps, timed right before each policy - 1\n"
+            if st.get("overhead_baseline")
+            else "overhead: ms/token / the full cache's (same haystack) - 1\n"
+        )
+    )
     for r in res:
         r["kl_95ci"] = f"[{r['kl_ci'][0]:.4f}, {r['kl_ci'][1]:.4f}]"
         r["peak_mb"] = r["peak_cache_bytes"] / 2**20
-    print(table(res, ["method", "decoding_budget_tokens", "kl", "kl_95ci", "top1_agreement", "answer_match", "needle_match", "peak_mb",
-                      "decode_ms_per_token", "decode_overhead_ratio", "score_ms_per_token"]))
+    print(
+        table(
+            res,
+            [
+                "method",
+                "decoding_budget_tokens",
+                "kl",
+                "kl_95ci",
+                "top1_agreement",
+                "answer_match",
+                "needle_match",
+                "peak_mb",
+                "decode_ms_per_token",
+                "decode_overhead_ratio",
+                "score_ms_per_token",
+            ],
+        )
+    )
     print()
     pair = paired_decode(smp)
     print("## CapKV minus each baseline, paired on the same haystacks (bootstrap 95%)\n")
-    print(table(pair, ["decoding_budget_tokens", "baseline", "n", "kl_diff", "kl_diff_ci", "kl_verdict", "kl_lower_on",
-                       "answer_match_diff", "answer_match_diff_ci"]))
+    print(
+        table(
+            pair,
+            [
+                "decoding_budget_tokens",
+                "baseline",
+                "n",
+                "kl_diff",
+                "kl_diff_ci",
+                "kl_verdict",
+                "kl_lower_on",
+                "answer_match_diff",
+                "answer_match_diff_ci",
+            ],
+        )
+    )
     print()
     rows = []
     for b in st["budgets"]:
@@ -377,12 +496,23 @@ def decode_tables(doc: dict) -> None:
             ov = [r["decode_overhead_ratio"] for r in cap]
             lo, hi = bootstrap_mean_ci(ov)
             verdicts = [p["kl_verdict"] for p in pair if p["decoding_budget_tokens"] == b]
-            kl_ok = (f"too few (n < {MIN_PAIRED})" if "too few" in verdicts or not verdicts
-                     else all(v in ("better", "tie") for v in verdicts))
-            rows.append({"decoding_budget_tokens": b, "capkv_kl_not_worse_than_every_baseline": kl_ok,
-                         "capkv_decode_overhead": sum(ov) / len(ov), "overhead_95ci": f"[{lo:+.3f}, {hi:+.3f}]",
-                         "overhead_under_15pct": sum(ov) / len(ov) < 0.15})
-    print("## Targets: CapKV at least as good as every baseline on KL (better or a tie at 95%); decode overhead < 15% of full-cache decode\n")
+            kl_ok = (
+                f"too few (n < {MIN_PAIRED})"
+                if "too few" in verdicts or not verdicts
+                else all(v in ("better", "tie") for v in verdicts)
+            )
+            rows.append(
+                {
+                    "decoding_budget_tokens": b,
+                    "capkv_kl_not_worse_than_every_baseline": kl_ok,
+                    "capkv_decode_overhead": sum(ov) / len(ov),
+                    "overhead_95ci": f"[{lo:+.3f}, {hi:+.3f}]",
+                    "overhead_under_15pct": sum(ov) / len(ov) < 0.15,
+                }
+            )
+    print(
+        "## Targets: CapKV at least as good as every baseline on KL (better or a tie at 95%); decode overhead < 15% of full-cache decode\n"
+    )
     print(table(rows, list(rows[0].keys())) if rows else "no CapKV rows")
     doc["results"], doc["paired"], doc["targets"] = res, pair, rows
 
@@ -409,7 +539,10 @@ def _run_in_kvpress_venv(python: str | None) -> None:
 
     py = python or find_peer("kvpress")
     if py is None:
-        print("kvpress is not installed here and there is no kvpress peer venv (`make peers`): running ours only", file=sys.stderr)
+        print(
+            "kvpress is not installed here and there is no kvpress peer venv (`make peers`): running ours only",
+            file=sys.stderr,
+        )
         return
     if not Path(py).exists():
         sys.exit(f"--kvpress-python {py}: no such file")
@@ -424,38 +557,82 @@ def main() -> None:
     ap.add_argument("--context-tokens", type=int, nargs="+", default=[1024])
     ap.add_argument("--ratios", type=float, nargs="+", default=[0.5, 0.75])
     ap.add_argument("--depths", type=float, nargs="+", default=[0.1, 0.3, 0.5, 0.7, 0.9])
-    ap.add_argument("--samples", type=int, default=4, help="haystacks per depth (needles = haystacks = depths x samples)")
+    ap.add_argument(
+        "--samples", type=int, default=4, help="haystacks per depth (needles = haystacks = depths x samples)"
+    )
     ap.add_argument("--continuation-tokens", type=int, default=64)
     ap.add_argument("--methods", nargs="+", default=None)
     ap.add_argument("--corpus", default="python-docs")
     ap.add_argument("--question-agnostic", action="store_true")
     ap.add_argument("--no-kvpress", action="store_true")
-    ap.add_argument("--kvpress-methods", nargs="*", default=KVPRESS, help="kvpress presses run beside ours when kvpress is installed")
+    ap.add_argument(
+        "--kvpress-methods",
+        nargs="*",
+        default=KVPRESS,
+        help="kvpress presses run beside ours when kvpress is installed",
+    )
     ap.add_argument("--approx-tokens", type=int, default=512)
     ap.add_argument("--skip-approx", action="store_true", help="skip the approximation and speed tables")
     ap.add_argument("--skip-quality", action="store_true")
-    ap.add_argument("--overhead-tokens", type=int, nargs="*", default=[1024, 4096], help="prompt lengths for the overhead table (none: skip)")
+    ap.add_argument(
+        "--overhead-tokens",
+        type=int,
+        nargs="*",
+        default=[1024, 4096],
+        help="prompt lengths for the overhead table (none: skip)",
+    )
     ap.add_argument("--overhead-methods", nargs="+", default=["capkv", "snapkv", "expected-attention", "tova"])
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--adaptive", action="store_true", help="CapKV with head-adaptive budgets (the default config sets this)")
+    ap.add_argument(
+        "--adaptive", action="store_true", help="CapKV with head-adaptive budgets (the default config sets this)"
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", default=None, help="also write all rows to this JSON file")
-    ap.add_argument("--pool-json", nargs="+", default=None, metavar="FILE",
-                    help="no new runs: print the quality and paired tables over the samples of these saved --json runs together")
-    ap.add_argument("--kvpress-python", default=None, metavar="PY",
-                    help="python of a venv with kvpress to re-run this script in (default: the kvpress peer venv of `make peers`)")
+    ap.add_argument(
+        "--pool-json",
+        nargs="+",
+        default=None,
+        metavar="FILE",
+        help="no new runs: print the quality and paired tables over the samples of these saved --json runs together",
+    )
+    ap.add_argument(
+        "--kvpress-python",
+        default=None,
+        metavar="PY",
+        help="python of a venv with kvpress to re-run this script in (default: the kvpress peer venv of `make peers`)",
+    )
     ap.add_argument("--mode", choices=["prefill", "decode"], default="prefill")
     ap.add_argument("--budgets", type=int, nargs="+", default=[256, 512], help="decode: cache budgets (tokens)")
     ap.add_argument("--new-tokens", type=int, default=512, help="decode: tokens generated per haystack")
-    ap.add_argument("--timed-tokens", type=int, default=16, help="decode: greedy steps with the press (answer span, ms/token)")
+    ap.add_argument(
+        "--timed-tokens", type=int, default=16, help="decode: greedy steps with the press (answer span, ms/token)"
+    )
     ap.add_argument("--interval", type=int, default=16, help="decode: re-compression interval (tokens)")
-    ap.add_argument("--decode-kvpress", nargs="*", default=DECODE_KVPRESS, help="decode: kvpress presses run beside ours")
-    ap.add_argument("--results", nargs="+", default=[str(DECODE_RESULTS)],
-                    help="decode: the resumable results file (with --print-only: several parts of one run, pooled)")
-    ap.add_argument("--haystacks", type=int, nargs=2, default=None, metavar=("FROM", "TO"),
-                    help="decode: run only haystacks FROM..TO-1 (parts in parallel, each with its own --results)")
-    ap.add_argument("--indices", type=int, nargs="+", default=None, metavar="I",
-                    help="decode: run these haystacks, in this order (e.g. one needle depth after another, so a part stopped early stays balanced)")
+    ap.add_argument(
+        "--decode-kvpress", nargs="*", default=DECODE_KVPRESS, help="decode: kvpress presses run beside ours"
+    )
+    ap.add_argument(
+        "--results",
+        nargs="+",
+        default=[str(DECODE_RESULTS)],
+        help="decode: the resumable results file (with --print-only: several parts of one run, pooled)",
+    )
+    ap.add_argument(
+        "--haystacks",
+        type=int,
+        nargs=2,
+        default=None,
+        metavar=("FROM", "TO"),
+        help="decode: run only haystacks FROM..TO-1 (parts in parallel, each with its own --results)",
+    )
+    ap.add_argument(
+        "--indices",
+        type=int,
+        nargs="+",
+        default=None,
+        metavar="I",
+        help="decode: run these haystacks, in this order (e.g. one needle depth after another, so a part stopped early stays balanced)",
+    )
     ap.add_argument("--max-haystacks", type=int, default=0, help="decode: stop after this many new haystacks (0: all)")
     ap.add_argument("--print-only", action="store_true", help="decode: reprint the tables of --results")
     args = ap.parse_args()
@@ -489,17 +666,57 @@ def main() -> None:
     if res:
         for r in res:
             r["kept_mb"] = r["kept_bytes"] / 2**20
-            r["needle"] = f"{r['needle_hits']}/{r['n_samples']} [{r['needle_accuracy_ci'][0]:.2f}, {r['needle_accuracy_ci'][1]:.2f}]"
+            r["needle"] = (
+                f"{r['needle_hits']}/{r['n_samples']} [{r['needle_accuracy_ci'][0]:.2f}, {r['needle_accuracy_ci'][1]:.2f}]"
+            )
             r["kl_95ci"] = f"[{r['kl_ci'][0]:.4f}, {r['kl_ci'][1]:.4f}]"
         n_needles = res[0]["n_samples"]
-        where = f"pooled over {len(args.pool_json)} runs ({', '.join(args.pool_json)})" if args.pool_json else f"seed {args.seed}"
+        where = (
+            f"pooled over {len(args.pool_json)} runs ({', '.join(args.pool_json)})"
+            if args.pool_json
+            else f"seed {args.seed}"
+        )
         print(f"## Quality: SmolLM2-135M, {n_needles} needles (= haystacks), {where}\n")
-        print("needle: hits/n [Wilson 95%]; KL: mean per-token KL(full || evicted) over the continuation, averaged over haystacks, [bootstrap 95% over haystacks]\n")
-        print(table(res, ["method", "compression_ratio", "needle", "kl", "kl_95ci", "top1_agreement", "perplexity", "kept_mb", "overhead_ratio"]))
+        print(
+            "needle: hits/n [Wilson 95%]; KL: mean per-token KL(full || evicted) over the continuation, averaged over haystacks, [bootstrap 95% over haystacks]\n"
+        )
+        print(
+            table(
+                res,
+                [
+                    "method",
+                    "compression_ratio",
+                    "needle",
+                    "kl",
+                    "kl_95ci",
+                    "top1_agreement",
+                    "perplexity",
+                    "kept_mb",
+                    "overhead_ratio",
+                ],
+            )
+        )
         print()
         pair = paired(smp)
         print("## CapKV minus each baseline, paired on the same samples (bootstrap 95% over haystacks)\n")
-        print(table(pair, ["context_tokens", "compression_ratio", "baseline", "n", "kl_diff", "kl_diff_ci", "kl_verdict", "kl_lower_on", "needle_diff", "needle_diff_ci", "needle_verdict"]))
+        print(
+            table(
+                pair,
+                [
+                    "context_tokens",
+                    "compression_ratio",
+                    "baseline",
+                    "n",
+                    "kl_diff",
+                    "kl_diff_ci",
+                    "kl_verdict",
+                    "kl_lower_on",
+                    "needle_diff",
+                    "needle_diff_ci",
+                    "needle_verdict",
+                ],
+            )
+        )
         print()
     if args.overhead_tokens:
         ov = overhead(args)
@@ -510,12 +727,26 @@ def main() -> None:
         ov = []
     approx, speed = ([], []) if args.skip_approx else approximation(args)
     if approx:
-        print(f"## Approximation: capacity of the selection / capacity of the exact greedy log-det ({args.approx_tokens} tokens, layers 0/7/15/23/29)\n")
+        print(
+            f"## Approximation: capacity of the selection / capacity of the exact greedy log-det ({args.approx_tokens} tokens, layers 0/7/15/23/29)\n"
+        )
         print(table(approx, list(approx[0].keys())))
         print("\n## Scoring speed on identical inputs\n")
         print(table(speed, list(speed[0].keys())))
     if args.json:
-        Path(args.json).write_text(json.dumps({"quality": res, "paired": pair, "samples": smp, "overhead": ov, "approximation": approx, "speed": speed}, indent=1))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "quality": res,
+                    "paired": pair,
+                    "samples": smp,
+                    "overhead": ov,
+                    "approximation": approx,
+                    "speed": speed,
+                },
+                indent=1,
+            )
+        )
 
 
 if __name__ == "__main__":

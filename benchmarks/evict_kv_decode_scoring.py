@@ -57,8 +57,12 @@ def main() -> None:
     def recompress(method, layers, budget, path=current):
         S._window_count, S.score_capkv_channels = path
         try:
-            press = KVPress(method=method, compression_ratio=0.0, decoding_budget_tokens=budget,
-                            decoding_interval_tokens=args.interval)
+            press = KVPress(
+                method=method,
+                compression_ratio=0.0,
+                decoding_budget_tokens=budget,
+                decoding_interval_tokens=args.interval,
+            )
             t0 = time.perf_counter()
             for x in layers:
                 press.compress(x, budget)
@@ -75,13 +79,25 @@ def main() -> None:
             layer.keys, layer.values = layer.keys[:, :, :n], layer.values[:, :, :n]
         return dt
 
-    runs = {"capkv": lambda L, b: recompress("capkv", L, b), "capkv_previous": lambda L, b: recompress("capkv", L, b, previous),
-            "snapkv": lambda L, b: recompress("snapkv", L, b), "streaming": lambda L, b: recompress("streaming", L, b)}
+    runs = {
+        "capkv": lambda L, b: recompress("capkv", L, b),
+        "capkv_previous": lambda L, b: recompress("capkv", L, b, previous),
+        "snapkv": lambda L, b: recompress("snapkv", L, b),
+        "streaming": lambda L, b: recompress("streaming", L, b),
+    }
     rows = []
     for budget in args.budgets:
         t = budget + args.interval
-        layers = [S.LayerInputs(keys=x.keys[:, :, -t:], values=x.values[:, :, -t:], module=x.module,
-                                queries=S.window_queries(x, 64).detach(), layer_idx=x.layer_idx) for x in cap]
+        layers = [
+            S.LayerInputs(
+                keys=x.keys[:, :, -t:],
+                values=x.values[:, :, -t:],
+                module=x.module,
+                queries=S.window_queries(x, 64).detach(),
+                layer_idx=x.layer_idx,
+            )
+            for x in cap
+        ]
         for f in runs.values():  # warm-up
             f(layers, budget)
         times = {k: [] for k in (*runs, "full_step")}
@@ -91,24 +107,39 @@ def main() -> None:
             times["full_step"].append(full_step())
         best = {k: min(v) for k, v in times.items()}
         med = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
-        row = {"budget": budget, "entries_scored": t, "reps": args.reps,
-               **{f"{k}_best_ms": v for k, v in best.items()}, **{f"{k}_median_ms": v for k, v in med.items()},
-               **{f"{k}_per_token_share": best[k] / args.interval / best["full_step"] for k in runs},
-               "capkv_vs_previous": best["capkv"] / best["capkv_previous"]}
+        row = {
+            "budget": budget,
+            "entries_scored": t,
+            "reps": args.reps,
+            **{f"{k}_best_ms": v for k, v in best.items()},
+            **{f"{k}_median_ms": v for k, v in med.items()},
+            **{f"{k}_per_token_share": best[k] / args.interval / best["full_step"] for k in runs},
+            "capkv_vs_previous": best["capkv"] / best["capkv_previous"],
+        }
         rows.append(row)
         print(json.dumps(row), flush=True)
     import os
 
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-    doc = {"prompt_tokens": n, "interval": args.interval, "threads": torch.get_num_threads(), "load_average_1min": load, "rows": rows}
+    doc = {
+        "prompt_tokens": n,
+        "interval": args.interval,
+        "threads": torch.get_num_threads(),
+        "load_average_1min": load,
+        "rows": rows,
+    }
     atomic_write_text(Path(args.json), json.dumps(doc, indent=1))
-    print(f"\n| budget | CapKV ms (30 layers) | previous CapKV ms | SnapKV ms | StreamingLLM ms | full-cache step ms | "
-          f"CapKV / previous | per-token share: CapKV / previous / SnapKV / StreamingLLM |\n|---|---|---|---|---|---|---|---|")
+    print(
+        f"\n| budget | CapKV ms (30 layers) | previous CapKV ms | SnapKV ms | StreamingLLM ms | full-cache step ms | "
+        f"CapKV / previous | per-token share: CapKV / previous / SnapKV / StreamingLLM |\n|---|---|---|---|---|---|---|---|"
+    )
     for r in rows:
-        print(f"| {r['budget']} | {r['capkv_best_ms']:.1f} | {r['capkv_previous_best_ms']:.1f} | {r['snapkv_best_ms']:.1f} | "
-              f"{r['streaming_best_ms']:.1f} | {r['full_step_best_ms']:.1f} | {r['capkv_vs_previous']:.3f} | "
-              f"{r['capkv_per_token_share']:.3f} / {r['capkv_previous_per_token_share']:.3f} / {r['snapkv_per_token_share']:.3f} / "
-              f"{r['streaming_per_token_share']:.3f} |")
+        print(
+            f"| {r['budget']} | {r['capkv_best_ms']:.1f} | {r['capkv_previous_best_ms']:.1f} | {r['snapkv_best_ms']:.1f} | "
+            f"{r['streaming_best_ms']:.1f} | {r['full_step_best_ms']:.1f} | {r['capkv_vs_previous']:.3f} | "
+            f"{r['capkv_per_token_share']:.3f} / {r['capkv_previous_per_token_share']:.3f} / {r['snapkv_per_token_share']:.3f} / "
+            f"{r['streaming_per_token_share']:.3f} |"
+        )
     print(f"\n(best of {args.reps} interleaved repetitions, 1-minute load average {load})")
 
 

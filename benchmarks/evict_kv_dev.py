@@ -44,8 +44,18 @@ def summarise(rows: list[dict], reference: str) -> str:
     from icml26.methods.kvcache.evaluate import bootstrap_mean_ci, wilson_interval
 
     keys = sorted({(r["variant"], r["compression_ratio"]) for r in rows}, key=lambda k: (k[1], k[0]))
-    by = {k: {(r["context_tokens"], r["needle_depth"], r["sample"]): r for r in rows if (r["variant"], r["compression_ratio"]) == k} for k in keys}
-    out = ["| variant | ratio | n | KL mean [95% CI] | KL - ref [95% CI] | needle hits | Wilson 95% |", "|---|---|---|---|---|---|---|"]
+    by = {
+        k: {
+            (r["context_tokens"], r["needle_depth"], r["sample"]): r
+            for r in rows
+            if (r["variant"], r["compression_ratio"]) == k
+        }
+        for k in keys
+    }
+    out = [
+        "| variant | ratio | n | KL mean [95% CI] | KL - ref [95% CI] | needle hits | Wilson 95% |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for k in keys:
         rs = by[k]
         kl = [r["kl"] for r in rs.values()]
@@ -60,7 +70,9 @@ def summarise(rows: list[dict], reference: str) -> str:
             diff = f"{d.mean():+.4f} [{dl:+.4f}, {dh:+.4f}]"
         else:
             diff = ""
-        out.append(f"| {k[0]} | {k[1]} | {len(rs)} | {np.mean(kl):.4f} [{lo:.4f}, {hi:.4f}] | {diff} | {hits}/{len(rs)} | [{wl:.2f}, {wh:.2f}] |")
+        out.append(
+            f"| {k[0]} | {k[1]} | {len(rs)} | {np.mean(kl):.4f} [{lo:.4f}, {hi:.4f}] | {diff} | {hits}/{len(rs)} | [{wl:.2f}, {wh:.2f}] |"
+        )
     return "\n".join(out)
 
 
@@ -72,7 +84,9 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=2)
     ap.add_argument("--ratios", type=float, nargs="+", default=[0.5, 0.75])
     ap.add_argument("--continuation-tokens", type=int, default=64)
-    ap.add_argument("--variant", action="append", default=[], help="name:key=value,... (press options; method defaults to name)")
+    ap.add_argument(
+        "--variant", action="append", default=[], help="name:key=value,... (press options; method defaults to name)"
+    )
     ap.add_argument("--reference", default="base")
     ap.add_argument("--jsonl", required=True)
     ap.add_argument("--summary-only", action="store_true")
@@ -88,10 +102,16 @@ def main() -> None:
         from icml26.methods.kvcache.press import KVPress, capture_layers, compress_captured
 
         variants = dict(parse_variant(v) for v in args.variant)
-        done = {(r["variant"], r["compression_ratio"], r["context_tokens"], r["needle_depth"], r["sample"]) for r in rows}
+        done = {
+            (r["variant"], r["compression_ratio"], r["context_tokens"], r["needle_depth"], r["sample"]) for r in rows
+        }
         model, tok = load_causal_lm("llama")
-        cfg = E.Config(context_tokens=tuple(args.context_tokens), needle_depths=tuple(args.depths), samples=args.samples,
-                       continuation_tokens=args.continuation_tokens)
+        cfg = E.Config(
+            context_tokens=tuple(args.context_tokens),
+            needle_depths=tuple(args.depths),
+            samples=args.samples,
+            continuation_tokens=args.continuation_tokens,
+        )
         samples = E.make_samples(cfg, tok, args.seed)
         with torch.no_grad(), path.open("a") as fh:
             for smp in samples:
@@ -114,9 +134,20 @@ def main() -> None:
                     del cache
                     cache = compress_captured(press, cap_f, model.config)
                     kl, top1, nll, _ = E._fidelity(model, cache, smp["plain_continuation"], len(smp["plain"]), ref)
-                    rec = {"variant": name, "compression_ratio": ratio, "context_tokens": sid[0], "needle_depth": sid[1], "sample": sid[2],
-                           "seed": args.seed, "needle_correct": E.needle_correct(ans, smp["answer"]), "answer": ans.strip(),
-                           "code": smp["answer"], "kl": kl, "top1_agreement": top1, "options": variants[name]}
+                    rec = {
+                        "variant": name,
+                        "compression_ratio": ratio,
+                        "context_tokens": sid[0],
+                        "needle_depth": sid[1],
+                        "sample": sid[2],
+                        "seed": args.seed,
+                        "needle_correct": E.needle_correct(ans, smp["answer"]),
+                        "answer": ans.strip(),
+                        "code": smp["answer"],
+                        "kl": kl,
+                        "top1_agreement": top1,
+                        "options": variants[name],
+                    }
                     rows.append(rec)
                     fh.write(json.dumps(rec) + "\n")
                     fh.flush()

@@ -51,8 +51,19 @@ def run_one(budget: str, strategy: str, seed: int) -> dict | None:
     d = _run_dir(budget, strategy, seed)
     if _result(d) is not None:
         return _result(d)
-    cmd = [str(ROOT / ".venv" / "bin" / "icml26"), "fed-lora", "--recipe", BUDGETS[budget], "--strategy", strategy, "--seed", str(seed),
-           "--out", str(d.relative_to(ROOT)), "-q"]
+    cmd = [
+        str(ROOT / ".venv" / "bin" / "icml26"),
+        "fed-lora",
+        "--recipe",
+        BUDGETS[budget],
+        "--strategy",
+        strategy,
+        "--seed",
+        str(seed),
+        "--out",
+        str(d.relative_to(ROOT)),
+        "-q",
+    ]
     if (d / "records.jsonl").is_file():
         cmd.append("--resume")
     import resource
@@ -63,13 +74,20 @@ def run_one(budget: str, strategy: str, seed: int) -> dict | None:
     print(" ".join(cmd[1:]), file=sys.stderr, flush=True)
     subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, env={**os.environ, "OMP_NUM_THREADS": "1"})
     ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu_s = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)  # this call's CPU time (a resumed run: its part only)
+    cpu_s = (ru1.ru_utime - ru0.ru_utime) + (
+        ru1.ru_stime - ru0.ru_stime
+    )  # this call's CPU time (a resumed run: its part only)
     res = _result(d)
     if res is not None:
         db = load_results(OUT / f"{budget}.json")
-        db.setdefault("runs", {})[f"{strategy}-s{seed}"] = {"result": {k: v for k, v in res.items() if k != "per_client"},
-                                                             "per_client": res["per_client"], "load_before": load0, "load_after": uptime(),
-                                                             "process_s": time.perf_counter() - t0, "cpu_s": cpu_s}
+        db.setdefault("runs", {})[f"{strategy}-s{seed}"] = {
+            "result": {k: v for k, v in res.items() if k != "per_client"},
+            "per_client": res["per_client"],
+            "load_before": load0,
+            "load_after": uptime(),
+            "process_s": time.perf_counter() - t0,
+            "cpu_s": cpu_s,
+        }
         save_results(OUT / f"{budget}.json", db)
     return res
 
@@ -100,9 +118,11 @@ def table(budget: str) -> str:
             if r is not None:
                 by.setdefault(s, {})[seed] = r
     db = load_results(OUT / f"{budget}.json").get("runs", {})
-    lines = [f"fed-lora benchmark, budget {budget} ({BUDGETS[budget]}); load now: {uptime()}",
-             "mean over seeds ± half-width of the 95% Student-t interval (3 seeds: t(0.975, 2) = 4.303 x sd / sqrt 3)",
-             f"{'strategy':<12} {'seeds':>6} {'local ppl':>17} {'global ppl':>17} {'ROUGE-1':>13} {'comm MB':>8} {'wall s':>7} {'load (1-min, start..end)':>24}"]
+    lines = [
+        f"fed-lora benchmark, budget {budget} ({BUDGETS[budget]}); load now: {uptime()}",
+        "mean over seeds ± half-width of the 95% Student-t interval (3 seeds: t(0.975, 2) = 4.303 x sd / sqrt 3)",
+        f"{'strategy':<12} {'seeds':>6} {'local ppl':>17} {'global ppl':>17} {'ROUGE-1':>13} {'comm MB':>8} {'wall s':>7} {'load (1-min, start..end)':>24}",
+    ]
     agg = {}
     for s, runs in by.items():
         rs = list(runs.values())
@@ -112,10 +132,21 @@ def table(budget: str) -> str:
         for seed in runs:
             e = db.get(f"{s}-s{seed}", {})
             la = [e.get("load_before", ""), e.get("load_after", "")]
-            loads.append("..".join(x.split("load average:")[1].split(",")[0].strip() if "load average:" in x else "?" for x in la))
-        agg[s] = {"local": mean_ci(lp)[0], "global": mean_ci(gp)[0], "comm": rs[0]["comm_bytes_total"], "seeds": sorted(runs)}
-        lines.append(f"{s:<12} {','.join(map(str, sorted(runs))):>6} {_cell(lp):>17} {_cell(gp):>17} {_cell(ro, '{:.1f}'):>13} "
-                     f"{comm:>8.1f} {wall:>7.0f} {' '.join(loads):>24}")
+            loads.append(
+                "..".join(
+                    x.split("load average:")[1].split(",")[0].strip() if "load average:" in x else "?" for x in la
+                )
+            )
+        agg[s] = {
+            "local": mean_ci(lp)[0],
+            "global": mean_ci(gp)[0],
+            "comm": rs[0]["comm_bytes_total"],
+            "seeds": sorted(runs),
+        }
+        lines.append(
+            f"{s:<12} {','.join(map(str, sorted(runs))):>6} {_cell(lp):>17} {_cell(gp):>17} {_cell(ro, '{:.1f}'):>13} "
+            f"{comm:>8.1f} {wall:>7.0f} {' '.join(loads):>24}"
+        )
     h = agg.get("het-cpflora")
     if h:
         others = [s for s in agg if s != "het-cpflora"]
@@ -125,25 +156,36 @@ def table(budget: str) -> str:
             for o in others:
                 common = sorted(set(by["het-cpflora"]) & set(by[o]))
                 if common:
-                    cmp[o] = (common, mean_ci([by["het-cpflora"][x]["local_perplexity"] for x in common])[0],
-                              mean_ci([by[o][x]["local_perplexity"] for x in common])[0])
+                    cmp[o] = (
+                        common,
+                        mean_ci([by["het-cpflora"][x]["local_perplexity"] for x in common])[0],
+                        mean_ci([by[o][x]["local_perplexity"] for x in common])[0],
+                    )
             ok = all(h_ < o_ for _, h_, o_ in cmp.values())
-            lines.append("T1 lowest local perplexity (het-cpflora vs each, on common seeds): "
-                         + "; ".join(f"{o} {h_:.3f} vs {o_:.3f} (seeds {c})" for o, (c, h_, o_) in cmp.items())
-                         + f" -> {'met' if ok else 'NOT met'}")
+            lines.append(
+                "T1 lowest local perplexity (het-cpflora vs each, on common seeds): "
+                + "; ".join(f"{o} {h_:.3f} vs {o_:.3f} (seeds {c})" for o, (c, h_, o_) in cmp.items())
+                + f" -> {'met' if ok else 'NOT met'}"
+            )
         if "fedit" in agg:
             ok = h["global"] <= agg["fedit"]["global"]
-            lines.append(f"T2 global perplexity <= FedIT: {h['global']:.3f} vs {agg['fedit']['global']:.3f} -> {'met' if ok else 'NOT met'}")
+            lines.append(
+                f"T2 global perplexity <= FedIT: {h['global']:.3f} vs {agg['fedit']['global']:.3f} -> {'met' if ok else 'NOT met'}"
+            )
             both = sorted(set(by["het-cpflora"]) & set(by["fedit"]))
             for k in ("local_perplexity", "global_perplexity"):
                 d = [by["het-cpflora"][x][k] - by["fedit"][x][k] for x in both]
                 if len(d) > 1:
                     m, hw = mean_ci(d)
-                    lines.append(f"   het-cpflora - fedit, {k}, paired over seeds {both}: {m:+.3f} [{m - hw:+.3f}, {m + hw:+.3f}] "
-                                 f"(per seed {', '.join(f'{x:+.3f}' for x in d)})")
+                    lines.append(
+                        f"   het-cpflora - fedit, {k}, paired over seeds {both}: {m:+.3f} [{m - hw:+.3f}, {m + hw:+.3f}] "
+                        f"(per seed {', '.join(f'{x:+.3f}' for x in d)})"
+                    )
         if "flora" in agg:
             ok = h["comm"] <= agg["flora"]["comm"]
-            lines.append(f"T3 communication <= FLoRA: {h['comm'] / 1e6:.3f} MB vs {agg['flora']['comm'] / 1e6:.3f} MB -> {'met' if ok else 'NOT met'}")
+            lines.append(
+                f"T3 communication <= FLoRA: {h['comm'] / 1e6:.3f} MB vs {agg['flora']['comm'] / 1e6:.3f} MB -> {'met' if ok else 'NOT met'}"
+            )
     return "\n".join(lines)
 
 
@@ -151,7 +193,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--budget", default="smollm2-cpu", choices=sorted(BUDGETS))
     ap.add_argument("--strategy", action="append", help="strategies to run (default: all, the issue's seeds)")
-    ap.add_argument("--seed", type=int, action="append", help="seeds (default: 0 1 2 for het-cpflora and fedit, 0 for the others)")
+    ap.add_argument(
+        "--seed", type=int, action="append", help="seeds (default: 0 1 2 for het-cpflora and fedit, 0 for the others)"
+    )
     ap.add_argument("--print-only", action="store_true")
     a = ap.parse_args()
     if not a.print_only:

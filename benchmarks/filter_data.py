@@ -70,7 +70,9 @@ class FastTextScorer:
             for t in pool:
                 f.write("__label__lq " + " ".join(t.split()) + "\n")
             path = f.name
-        self.model = fasttext.train_supervised(path, wordNgrams=2, epoch=25, lr=0.5, dim=64, seed=seed, thread=1, verbose=0)
+        self.model = fasttext.train_supervised(
+            path, wordNgrams=2, epoch=25, lr=0.5, dim=64, seed=seed, thread=1, verbose=0
+        )
         os.unlink(path)
         self.classifier = "fasttext"
 
@@ -114,19 +116,28 @@ def _line_data(a) -> dict:
         train_s = None
     else:
         t0 = time.perf_counter()
-        m = C.train_model([d["text"] for d in parts["hq"]], [d["text"] for d in parts["pool"]], classifier="ngram", seed=a.seed)
+        m = C.train_model(
+            [d["text"] for d in parts["hq"]], [d["text"] for d in parts["pool"]], classifier="ngram", seed=a.seed
+        )
         train_s = time.perf_counter() - t0
         m.save(model_file)
     used = {d["id"] for k in ("pool", "pool_heldout") for d in parts[k] if d["metadata"]["source"] == K.INFORMAL_SOURCE}
-    informal = [ln.strip() for i, t in enumerate(K.source_documents(K.INFORMAL_SOURCE)) if f"{K.INFORMAL_SOURCE}-{i}" not in used
-                for ln in t.split("\n") if len(ln.split()) >= 3]
+    informal = [
+        ln.strip()
+        for i, t in enumerate(K.source_documents(K.INFORMAL_SOURCE))
+        if f"{K.INFORMAL_SOURCE}-{i}" not in used
+        for ln in t.split("\n")
+        if len(ln.split()) >= 3
+    ]
     rng = np.random.default_rng(a.seed + 1)
     docs = []
     for d in parts["hq_heldout"]:
         text = d["text"]
         n_lines = sum(1 for ln in L.split_lines(text) if not L.is_blank(ln))
         dose = DOSES[int(rng.choice(len(DOSES), p=[p for _, p, _ in DOSES]))]
-        n_bad = 0 if dose[2] is None else max(1 if dose[0] == "light" else 2, int(round(rng.uniform(*dose[2]) * n_lines)))
+        n_bad = (
+            0 if dose[2] is None else max(1 if dose[0] == "light" else 2, int(round(rng.uniform(*dose[2]) * n_lines)))
+        )
         text, labels = K.insert_bad_lines(text, n_bad, rng, informal)
         docs.append({"id": d["id"], "source": d["metadata"]["source"], "dose": dose[0], "text": text, "labels": labels})
     t0 = time.perf_counter()
@@ -136,8 +147,15 @@ def _line_data(a) -> dict:
     score_s = time.perf_counter() - t0
     for d, w, ls in zip(docs, whole, per_line):
         d["doc_score"], d["line_scores"] = w, ls
-    out = {"docs": docs, "val_auc": m.metrics.get("val_auc"), "n_hq": len(parts["hq"]), "n_pool": len(parts["pool"]),
-           "n_informal_lines": len(informal), "train_s": train_s, "score_s": score_s}
+    out = {
+        "docs": docs,
+        "val_auc": m.metrics.get("val_auc"),
+        "n_hq": len(parts["hq"]),
+        "n_pool": len(parts["pool"]),
+        "n_informal_lines": len(informal),
+        "train_s": train_s,
+        "score_s": score_s,
+    }
     from icml26.core.output import atomic_write_text
 
     atomic_write_text(data_file, json.dumps(out))
@@ -200,57 +218,101 @@ def _line_eval(docs, t, min_kept=0.5) -> dict:
         bad_w.append(bw)
     clean_total, bad_total = sum(clean_w), sum(bad_w)
     budget = clean_kept + bad_kept
-    res = {"threshold": t, "min_kept": min_kept,
-           "line_precision": tp / (tp + fp) if tp + fp else None, "line_recall": tp / n_bad_lines if n_bad_lines else None,
-           "final_precision": tp_end / (tp_end + fp_end) if tp_end + fp_end else None,
-           "final_recall": tp_end / n_bad_lines if n_bad_lines else None,
-           "recall_by_kind": {k: kind_dropped.get(k, 0) / v for k, v in sorted(kind_bad.items())},
-           "clean_lines_dropped_fraction": fp / n_clean_lines,
-           "budget_words": budget, "clean_words_total": clean_total, "bad_words_total": bad_total,
-           "line_clean_kept": clean_kept, "line_bad_kept": bad_kept,
-           "line_clean_kept_fraction": clean_kept / clean_total, "line_bad_kept_fraction": bad_kept / bad_total}
+    res = {
+        "threshold": t,
+        "min_kept": min_kept,
+        "line_precision": tp / (tp + fp) if tp + fp else None,
+        "line_recall": tp / n_bad_lines if n_bad_lines else None,
+        "final_precision": tp_end / (tp_end + fp_end) if tp_end + fp_end else None,
+        "final_recall": tp_end / n_bad_lines if n_bad_lines else None,
+        "recall_by_kind": {k: kind_dropped.get(k, 0) / v for k, v in sorted(kind_bad.items())},
+        "clean_lines_dropped_fraction": fp / n_clean_lines,
+        "budget_words": budget,
+        "clean_words_total": clean_total,
+        "bad_words_total": bad_total,
+        "line_clean_kept": clean_kept,
+        "line_bad_kept": bad_kept,
+        "line_clean_kept_fraction": clean_kept / clean_total,
+        "line_bad_kept_fraction": bad_kept / bad_total,
+    }
     for rule in L.DOC_SCORES:
         if rule == "document":
             key = [d["doc_score"] for d in docs]
         else:
-            key = [L.doc_score_from_lines(d["line_scores"], L.split_lines(d["text"]), rule, whole=d["doc_score"]) for d in docs]
+            key = [
+                L.doc_score_from_lines(d["line_scores"], L.split_lines(d["text"]), rule, whole=d["doc_score"])
+                for d in docs
+            ]
         order = sorted(range(len(docs)), key=lambda i: -key[i])  # stable: ties in input order
         c, b = _prefix(order, clean_w, bad_w, budget=budget)
         c2, b2 = _prefix(order, clean_w, bad_w, max_bad=bad_kept)
         res[f"doc_{rule}_at_budget"] = {"clean_kept": c, "bad_kept": b}
         res[f"doc_{rule}_at_equal_bad"] = {"clean_kept": c2, "bad_kept": b2}
     db, de = res["doc_document_at_budget"], res["doc_document_at_equal_bad"]
-    res["target_met"] = bool(clean_kept > db["clean_kept"] and bad_kept <= db["bad_kept"] and clean_kept > de["clean_kept"])
+    res["target_met"] = bool(
+        clean_kept > db["clean_kept"] and bad_kept <= db["bad_kept"] and clean_kept > de["clean_kept"]
+    )
     return res
 
 
 def _print_lines(r: dict) -> None:
     s = r["setup"]
-    print(f"seed {s['seed']}: line-level vs document-level filtering: {s['n_docs']} held-out HQ documents "
-          f"({s['n_test']} test), {s['n_bad_lines']} inserted bad lines ({s['bad_words_fraction']:.1%} of words), "
-          f"n-gram classifier val_auc {s['val_auc']:.3f}; --min-kept {s['min_kept']}")
+    print(
+        f"seed {s['seed']}: line-level vs document-level filtering: {s['n_docs']} held-out HQ documents "
+        f"({s['n_test']} test), {s['n_bad_lines']} inserted bad lines ({s['bad_words_fraction']:.1%} of words), "
+        f"n-gram classifier val_auc {s['val_auc']:.3f}; --min-kept {s['min_kept']}"
+    )
     print(f"T chosen on dev (F1 of dropped lines): {r['t_dev']}")
-    print("T: line threshold; P / R: precision / recall of the dropped lines (line: the threshold's decisions; final: with "
-          "--min-kept); clean / bad kept: fractions of the words; doc @B: document level at the same kept-word budget, "
-          "@=bad: at equal or lower bad words kept")
-    hdr = ["T", "line P", "line R", "final P", "final R", "clean kept", "bad kept", "doc clean@B", "doc bad@B",
-           "doc clean@=bad", "met"]
+    print(
+        "T: line threshold; P / R: precision / recall of the dropped lines (line: the threshold's decisions; final: with "
+        "--min-kept); clean / bad kept: fractions of the words; doc @B: document level at the same kept-word budget, "
+        "@=bad: at equal or lower bad words kept"
+    )
+    hdr = [
+        "T",
+        "line P",
+        "line R",
+        "final P",
+        "final R",
+        "clean kept",
+        "bad kept",
+        "doc clean@B",
+        "doc bad@B",
+        "doc clean@=bad",
+        "met",
+    ]
     print("".join(f"{h:>15}" for h in hdr))
     for x in r["test"]:
         db, de = x["doc_document_at_budget"], x["doc_document_at_equal_bad"]
-        row = [x["threshold"], x["line_precision"], x["line_recall"], x["final_precision"], x["final_recall"],
-               x["line_clean_kept_fraction"], x["line_bad_kept_fraction"], db["clean_kept"] / x["clean_words_total"],
-               db["bad_kept"] / x["bad_words_total"], de["clean_kept"] / x["clean_words_total"], x["target_met"]]
+        row = [
+            x["threshold"],
+            x["line_precision"],
+            x["line_recall"],
+            x["final_precision"],
+            x["final_recall"],
+            x["line_clean_kept_fraction"],
+            x["line_bad_kept_fraction"],
+            db["clean_kept"] / x["clean_words_total"],
+            db["bad_kept"] / x["bad_words_total"],
+            de["clean_kept"] / x["clean_words_total"],
+            x["target_met"],
+        ]
         print("".join(f"{v:>15.3f}" if isinstance(v, float) else f"{str(v):>15}" for v in row))
     x = next(x for x in r["test"] if x["threshold"] == r["t_dev"])
-    print(f"at T = {r['t_dev']} (test): recall by kind {json.dumps({k: round(v, 3) for k, v in x['recall_by_kind'].items()})}")
+    print(
+        f"at T = {r['t_dev']} (test): recall by kind {json.dumps({k: round(v, 3) for k, v in x['recall_by_kind'].items()})}"
+    )
     for rule in ("mean", "min", "len-weighted"):
         d = x[f"doc_{rule}_at_budget"]
-        print(f"  document level ranked by --doc-score {rule} at the same budget: clean kept "
-              f"{d['clean_kept'] / x['clean_words_total']:.3f}, bad kept {d['bad_kept'] / x['bad_words_total']:.3f}")
-    print(f"target (line level keeps more clean words than document level at equal or lower bad words kept), "
-          f"at the dev-chosen T: {'met' if x['target_met'] else 'NOT met'}; at "
-          f"{sum(y['target_met'] for y in r['test'])} of {len(r['test'])} thresholds of the grid")
+        print(
+            f"  document level ranked by --doc-score {rule} at the same budget: clean kept "
+            f"{d['clean_kept'] / x['clean_words_total']:.3f}, bad kept {d['bad_kept'] / x['bad_words_total']:.3f}"
+        )
+    print(
+        f"target (line level keeps more clean words than document level at equal or lower bad words kept), "
+        f"at the dev-chosen T: {'met' if x['target_met'] else 'NOT met'}; at "
+        f"{sum(y['target_met'] for y in r['test'])} of {len(r['test'])} thresholds of the grid"
+    )
 
 
 def _run_lines_seed(a, seed: int) -> dict:
@@ -258,7 +320,7 @@ def _run_lines_seed(a, seed: int) -> dict:
     data = _line_data(a)
     docs = data["docs"]
     perm = np.random.default_rng(a.seed + 2).permutation(len(docs))
-    dev, test = [docs[i] for i in perm[: len(docs) // 2]], [docs[i] for i in perm[len(docs) // 2:]]
+    dev, test = [docs[i] for i in perm[: len(docs) // 2]], [docs[i] for i in perm[len(docs) // 2 :]]
 
     def f1(x):
         p, r = x["line_precision"] or 0.0, x["line_recall"] or 0.0
@@ -268,31 +330,53 @@ def _run_lines_seed(a, seed: int) -> dict:
     t_dev = max(dev_res, key=f1)["threshold"]
     n_bad = sum(1 for d in docs for lab in d["labels"] if lab is not None)
     words = sum(len(d["text"].split()) for d in docs)
-    bad_words = sum(len(ln.split()) for d in docs for ln, lab in zip(d["text"].split("\n"), d["labels"]) if lab is not None)
-    return {"setup": {"line_docs_per_source": a.line_docs_per_source, "seed": a.seed, "n_docs": len(docs), "n_test": len(test),
-                      "n_bad_lines": n_bad, "bad_words_fraction": bad_words / words, "val_auc": data["val_auc"],
-                      "n_hq": data["n_hq"], "n_pool": data["n_pool"], "min_kept": a.min_kept, "t_grid": list(T_GRID),
-                      "doses": [list(x) if x[2] is None else [x[0], x[1], list(x[2])] for x in DOSES],
-                      "doses_count": {k: sum(d["dose"] == k for d in docs) for k, _, _ in DOSES},
-                      "train_s": data["train_s"], "score_s": data["score_s"],
-                      "omp_num_threads": os.environ.get("OMP_NUM_THREADS")},
-            "t_dev": t_dev, "dev_f1": {str(x["threshold"]): f1(x) for x in dev_res},
-            "test": [_line_eval(test, t, a.min_kept) for t in T_GRID]}
+    bad_words = sum(
+        len(ln.split()) for d in docs for ln, lab in zip(d["text"].split("\n"), d["labels"]) if lab is not None
+    )
+    return {
+        "setup": {
+            "line_docs_per_source": a.line_docs_per_source,
+            "seed": a.seed,
+            "n_docs": len(docs),
+            "n_test": len(test),
+            "n_bad_lines": n_bad,
+            "bad_words_fraction": bad_words / words,
+            "val_auc": data["val_auc"],
+            "n_hq": data["n_hq"],
+            "n_pool": data["n_pool"],
+            "min_kept": a.min_kept,
+            "t_grid": list(T_GRID),
+            "doses": [list(x) if x[2] is None else [x[0], x[1], list(x[2])] for x in DOSES],
+            "doses_count": {k: sum(d["dose"] == k for d in docs) for k, _, _ in DOSES},
+            "train_s": data["train_s"],
+            "score_s": data["score_s"],
+            "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+        },
+        "t_dev": t_dev,
+        "dev_f1": {str(x["threshold"]): f1(x) for x in dev_res},
+        "test": [_line_eval(test, t, a.min_kept) for t in T_GRID],
+    }
 
 
 def _lines_summary(runs: list[dict]) -> dict:
     at = [next(x for x in r["test"] if x["threshold"] == r["t_dev"]) for r in runs]
-    f = lambda key, sub=None: [(x[key][sub] if sub else x[key]) / x["clean_words_total" if "clean" in (sub or key) else "bad_words_total"]
-                               for x in at]
-    return {"seeds": [r["setup"]["seed"] for r in runs], "t_dev": [r["t_dev"] for r in runs],
-            "line_clean_kept": f("line_clean_kept"), "line_bad_kept": f("line_bad_kept"),
-            "doc_clean_at_budget": f("doc_document_at_budget", "clean_kept"),
-            "doc_bad_at_budget": f("doc_document_at_budget", "bad_kept"),
-            "doc_clean_at_equal_bad": f("doc_document_at_equal_bad", "clean_kept"),
-            "target_met_at_t_dev": [x["target_met"] for x in at],
-            "grid_points_met": sum(y["target_met"] for r in runs for y in r["test"]),
-            "grid_points": sum(len(r["test"]) for r in runs),
-            "target_met": all(x["target_met"] for x in at)}
+    f = lambda key, sub=None: [
+        (x[key][sub] if sub else x[key]) / x["clean_words_total" if "clean" in (sub or key) else "bad_words_total"]
+        for x in at
+    ]
+    return {
+        "seeds": [r["setup"]["seed"] for r in runs],
+        "t_dev": [r["t_dev"] for r in runs],
+        "line_clean_kept": f("line_clean_kept"),
+        "line_bad_kept": f("line_bad_kept"),
+        "doc_clean_at_budget": f("doc_document_at_budget", "clean_kept"),
+        "doc_bad_at_budget": f("doc_document_at_budget", "bad_kept"),
+        "doc_clean_at_equal_bad": f("doc_document_at_equal_bad", "clean_kept"),
+        "target_met_at_t_dev": [x["target_met"] for x in at],
+        "grid_points_met": sum(y["target_met"] for r in runs for y in r["test"]),
+        "grid_points": sum(len(r["test"]) for r in runs),
+        "target_met": all(x["target_met"] for x in at),
+    }
 
 
 def run_lines(a) -> None:
@@ -311,12 +395,18 @@ def run_lines(a) -> None:
         print()
     sm = out["summary"]
     fmt = lambda v: " ".join(f"{x:.3f}" for x in v)
-    print(f"over seeds {sm['seeds']} at the dev-chosen T {sm['t_dev']} (fractions of the test set's clean / bad words):")
+    print(
+        f"over seeds {sm['seeds']} at the dev-chosen T {sm['t_dev']} (fractions of the test set's clean / bad words):"
+    )
     print(f"  line level:              clean kept {fmt(sm['line_clean_kept'])}, bad kept {fmt(sm['line_bad_kept'])}")
-    print(f"  document level, budget:  clean kept {fmt(sm['doc_clean_at_budget'])}, bad kept {fmt(sm['doc_bad_at_budget'])}")
+    print(
+        f"  document level, budget:  clean kept {fmt(sm['doc_clean_at_budget'])}, bad kept {fmt(sm['doc_bad_at_budget'])}"
+    )
     print(f"  document level, =bad:    clean kept {fmt(sm['doc_clean_at_equal_bad'])}")
-    print(f"target: {'met' if sm['target_met'] else 'NOT met'} at the dev-chosen T on every seed; "
-          f"met at {sm['grid_points_met']} of {sm['grid_points']} (seed, T) points of the grid")
+    print(
+        f"target: {'met' if sm['target_met'] else 'NOT met'} at the dev-chosen T on every seed; "
+        f"met at {sm['grid_points_met']} of {sm['grid_points']} (seed, T) points of the grid"
+    )
     if not a.print_only:
         print(f"results: {LINE_RESULTS.relative_to(ROOT)}")
 
@@ -327,10 +417,18 @@ def main() -> None:
     ap.add_argument("--line-docs-per-source", type=int, default=2000, help="--experiment lines: corpus size")
     ap.add_argument("--min-kept", type=float, default=0.5, help="--experiment lines: select --min-kept")
     ap.add_argument("--print-only", action="store_true", help="--experiment lines: reprint the saved results")
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="--experiment lines: one corpus, corruption and split per seed")
+    ap.add_argument(
+        "--seeds",
+        type=int,
+        nargs="+",
+        default=[0, 1, 2],
+        help="--experiment lines: one corpus, corruption and split per seed",
+    )
     ap.add_argument("--docs-per-source", type=int, default=600)
     ap.add_argument("--n-docs", type=int, default=3000, help="documents scored per n-gram/DSIR/fastText timing")
-    ap.add_argument("--n-embed", type=int, default=300, help="documents scored for the (slow) embedding timing; 0 skips it")
+    ap.add_argument(
+        "--n-embed", type=int, default=300, help="documents scored for the (slow) embedding timing; 0 skips it"
+    )
     ap.add_argument("--proxy-records", nargs="*", default=[], help="records.jsonl files of `filter-data proxy --out`")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
@@ -380,15 +478,30 @@ def main() -> None:
         m.score([held[0]["text"]])  # warm-up (imports, encoder load)
         dt, dc = _timed_stream(m, path, n)
         auc = C.roc_auc(gold, m.score([d["text"] for d in held]))
-        rows.append({"scorer": name, "docs": n, "docs_per_s": n / dt, "docs_per_cpu_s": n / dc, "mb_per_s": mb[path] / dt,
-                     "train_s": train_s[name], "auc_clean_vs_rest": auc})
+        rows.append(
+            {
+                "scorer": name,
+                "docs": n,
+                "docs_per_s": n / dt,
+                "docs_per_cpu_s": n / dc,
+                "mb_per_s": mb[path] / dt,
+                "train_s": train_s[name],
+                "auc_clean_vs_rest": auc,
+            }
+        )
     ref = next((r["docs_per_cpu_s"] for r in rows if r["scorer"] == "fasttext"), None)
-    print(f"scoring throughput, end to end (JSONL in -> score -> JSONL out), 1 process, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}")
+    print(
+        f"scoring throughput, end to end (JSONL in -> score -> JSONL out), 1 process, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}"
+    )
     print("docs/CPU-s is robust to a shared machine; the ratio to fastText uses it")
-    print(f"{'scorer':<10}{'docs':>7}{'docs/s':>10}{'docs/CPU-s':>12}{'MB/s':>8}{'vs fastText':>13}{'train s':>9}{'AUC clean/rest':>16}")
+    print(
+        f"{'scorer':<10}{'docs':>7}{'docs/s':>10}{'docs/CPU-s':>12}{'MB/s':>8}{'vs fastText':>13}{'train s':>9}{'AUC clean/rest':>16}"
+    )
     for r in rows:
         ratio = f"{r['docs_per_cpu_s'] / ref:.2f}x" if ref else "-"
-        print(f"{r['scorer']:<10}{r['docs']:>7}{r['docs_per_s']:>10.1f}{r['docs_per_cpu_s']:>12.1f}{r['mb_per_s']:>8.2f}{ratio:>13}{r['train_s']:>9.1f}{r['auc_clean_vs_rest']:>16.3f}")
+        print(
+            f"{r['scorer']:<10}{r['docs']:>7}{r['docs_per_s']:>10.1f}{r['docs_per_cpu_s']:>12.1f}{r['mb_per_s']:>8.2f}{ratio:>13}{r['train_s']:>9.1f}{r['auc_clean_vs_rest']:>16.3f}"
+        )
     print(json.dumps({"kind": "summary", "rows": rows}))
 
     for f in a.proxy_records:
@@ -400,7 +513,9 @@ def main() -> None:
         cols = ["condition", "gold_fraction", "hq_bpb", "pool_bpb", "gold_bpb", "word_order_acc", "continuation_acc"]
         print("".join(f"{c:>17}" for c in cols))
         for r in res:
-            print("".join(f"{r.get(c):>17.4f}" if isinstance(r.get(c), float) else f"{str(r.get(c)):>17}" for c in cols))
+            print(
+                "".join(f"{r.get(c):>17.4f}" if isinstance(r.get(c), float) else f"{str(r.get(c)):>17}" for c in cols)
+            )
 
 
 if __name__ == "__main__":

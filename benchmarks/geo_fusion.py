@@ -49,15 +49,22 @@ def _cfg():
 def render() -> None:
     from icml26.methods.spatial import bench as B
 
-    for name, cfg, first in (("bench-test", B.BenchConfig(scenes=EVAL_SCENES), 0),
-                             ("bench-train", B.BenchConfig(scenes=TRAIN_SCENES, views_min=8, views_max=8), 1000)):
+    for name, cfg, first in (
+        ("bench-test", B.BenchConfig(scenes=EVAL_SCENES), 0),
+        ("bench-train", B.BenchConfig(scenes=TRAIN_SCENES, views_min=8, views_max=8), 1000),
+    ):
         t0 = time.perf_counter()
         settings = DATA / name / B.SETTINGS_FILE
-        if (DATA / name / "scenes").is_dir() and not settings.exists():  # renders of this script from before the settings file
+        if (
+            DATA / name / "scenes"
+        ).is_dir() and not settings.exists():  # renders of this script from before the settings file
             settings.write_text(json.dumps(B._settings(cfg, 0, first)))
         for r in B.build(DATA / name, cfg, seed=0, first_index=first):
             pass
-        print(f"{name}: {cfg.scenes} scenes in {time.perf_counter() - t0:.0f} s (load {os.getloadavg()[0]:.1f})", flush=True)
+        print(
+            f"{name}: {cfg.scenes} scenes in {time.perf_counter() - t0:.0f} s (load {os.getloadavg()[0]:.1f})",
+            flush=True,
+        )
 
 
 def _load_runs() -> dict:
@@ -79,7 +86,11 @@ def _merge_save(name: str, data: dict) -> dict:
         cur = json.loads(p.read_text()) if p.is_file() else {"runs": {}}
         if cur.get("protocol") != data.get("protocol"):  # runs of other settings or other questions are not mixed in
             cur = {"runs": {}}
-        merged = {**cur, **{k: v for k, v in data.items() if k != "runs"}, "runs": {**cur.get("runs", {}), **data["runs"]}}
+        merged = {
+            **cur,
+            **{k: v for k, v in data.items() if k != "runs"},
+            "runs": {**cur.get("runs", {}), **data["runs"]},
+        }
         atomic_write_text(p, json.dumps(merged, indent=1))
     return merged
 
@@ -92,7 +103,10 @@ def _protocol(cfg) -> dict:
     """What a cached run depends on: the training settings and both question files (sha256)."""
     import hashlib
 
-    digest = {b: hashlib.sha256((DATA / b / "questions.jsonl").read_bytes()).hexdigest()[:16] for b in ("bench-train", "bench-test")}
+    digest = {
+        b: hashlib.sha256((DATA / b / "questions.jsonl").read_bytes()).hexdigest()[:16]
+        for b in ("bench-train", "bench-test")
+    }
     return {"config": repr(cfg), "questions": digest}
 
 
@@ -121,11 +135,19 @@ def _prepared(cfg):
                 qs = [q for q in B.read_questions(DATA / bench) if q["task"] in E.TASK_IDS]
                 feats = {n: (t[f"{split}/{n}/sem"], t[f"{split}/{n}/geo"]) for n in m[split]}
                 splits.append((qs, feats))
-            info = {**m["info"], "train_questions": len(splits[0][0]), "test_questions": len(splits[1][0])}  # questions may be newer
+            info = {
+                **m["info"],
+                "train_questions": len(splits[0][0]),
+                "test_questions": len(splits[1][0]),
+            }  # questions may be newer
             return splits[0], splits[1], info
     trn, tst, info = E.prepare(cfg, DATA / "bench-test", DATA / "bench-train", 0)
-    tensors = {f"{split}/{n}/{k}": v.contiguous() for split, (_, f) in (("train", trn), ("test", tst))
-               for n, pair in f.items() for k, v in zip(("sem", "geo"), pair)}
+    tensors = {
+        f"{split}/{n}/{k}": v.contiguous()
+        for split, (_, f) in (("train", trn), ("test", tst))
+        for n, pair in f.items()
+        for k, v in zip(("sem", "geo"), pair)
+    }
     save_file(tensors, str(cache))
     meta.write_text(json.dumps({"config": key, "train": sorted(trn[1]), "test": sorted(tst[1]), "info": info}))
     return trn, tst, info
@@ -140,7 +162,12 @@ def train(budget_s: float, only: list[str] | None, reverse: bool = False) -> Non
     data = _load_runs()
     if data.get("protocol") != _protocol(cfg):
         data = {"runs": {}, "info": {}, "protocol": _protocol(cfg)}
-    todo = [(v, s) for s in range(cfg.seeds) for v in cfg.variants if f"{v}/{s}" not in data["runs"] and (not only or v in only)]
+    todo = [
+        (v, s)
+        for s in range(cfg.seeds)
+        for v in cfg.variants
+        if f"{v}/{s}" not in data["runs"] and (not only or v in only)
+    ]
     if reverse:  # last seed first: a second part beside a first one meets it in the middle
         todo = todo[::-1]
     if not todo:
@@ -155,7 +182,9 @@ def train(budget_s: float, only: list[str] | None, reverse: bool = False) -> Non
             print(f"budget of {budget_s:.0f} s spent; rerun to continue", flush=True)
             break
         cur = _load_runs()
-        if cur.get("protocol") == data["protocol"] and f"{v}/{s}" in cur["runs"]:  # done meanwhile by a part running beside
+        if (
+            cur.get("protocol") == data["protocol"] and f"{v}/{s}" in cur["runs"]
+        ):  # done meanwhile by a part running beside
             continue
         r = E.train_eval(cfg, v, s, trn, tst)
         r["load"] = os.getloadavg()[0]
@@ -192,10 +221,27 @@ def _prior_results(train_q: list[dict] | None = None, test_q: list[dict] | None 
             guess[t] = Counter(ans).most_common(1)[0][0]
     rows = [{**q, "prediction": guess.get(q["task"])} for q in test_q]
     recs, summ = S.score(rows)
-    out = [{"variant": "prior", "task": r["task"], "score": r["score"], "score_ci": [r["score"], r["score"]], "seeds": 0,
-            "params_trained": 0} for r in recs]
-    return out + [{"variant": "prior", "task": "overall", "score": summ["overall"], "score_ci": [summ["overall"]] * 2,
-                   "seeds": 0, "params_trained": 0}]
+    out = [
+        {
+            "variant": "prior",
+            "task": r["task"],
+            "score": r["score"],
+            "score_ci": [r["score"], r["score"]],
+            "seeds": 0,
+            "params_trained": 0,
+        }
+        for r in recs
+    ]
+    return out + [
+        {
+            "variant": "prior",
+            "task": "overall",
+            "score": summ["overall"],
+            "score_ci": [summ["overall"]] * 2,
+            "seeds": 0,
+            "params_trained": 0,
+        }
+    ]
 
 
 HELD_OUT = 15  # training scenes held out by --part tune (the last ones by name)
@@ -213,7 +259,10 @@ def tune(budget_s: float, only: list[str] | None = None) -> None:
     cfg = _cfg()
     p = RES / "tune.json"
     done = json.loads(p.read_text()) if p.is_file() else {"runs": {}}
-    proto = {**_protocol(cfg), "config": repr({k: v for k, v in vars(cfg).items() if k not in ("steps", "lr", "variants", "seeds")})}
+    proto = {
+        **_protocol(cfg),
+        "config": repr({k: v for k, v in vars(cfg).items() if k not in ("steps", "lr", "variants", "seeds")}),
+    }
     if done.get("protocol") != proto:
         done = {"runs": {}, "protocol": proto}
     todo = [(st, lr) for st, lr in TUNE if f"{st}/{lr:g}" not in done["runs"] and (not only or f"{st}/{lr:g}" in only)]
@@ -228,8 +277,12 @@ def tune(budget_s: float, only: list[str] | None = None) -> None:
     pri = _prior_results(trn[0], val[0])
     done["prior_overall"] = next(r["score"] for r in pri if r["task"] == "overall")
     done["prior"] = {r["task"]: r["score"] for r in pri}
-    done["split"] = {"train_scenes": len(trn[1]), "train_questions": len(trn[0]), "val_scenes": len(val[1]),
-                     "val_questions": len(val[0])}
+    done["split"] = {
+        "train_scenes": len(trn[1]),
+        "train_questions": len(trn[0]),
+        "val_scenes": len(val[1]),
+        "val_questions": len(val[0]),
+    }
     for st, lr in todo:
         if time.perf_counter() - t0 > budget_s:
             print(f"budget of {budget_s:.0f} s spent; rerun to continue", flush=True)
@@ -239,8 +292,10 @@ def tune(budget_s: float, only: list[str] | None = None) -> None:
         r["load"] = os.getloadavg()[0]
         done["runs"][f"{st}/{lr:g}"] = r
         _merge_save("tune.json", done)
-        print(f"tune steps {st} lr {lr:g}: held-out overall {r['overall']:.4f} in {r['train_s']:.0f} s (load {r['load']:.1f})",
-              flush=True)
+        print(
+            f"tune steps {st} lr {lr:g}: held-out overall {r['overall']:.4f} in {r['train_s']:.0f} s (load {r['load']:.1f})",
+            flush=True,
+        )
 
 
 def tune_table() -> None:
@@ -248,14 +303,18 @@ def tune_table() -> None:
     if not p.is_file():
         return
     d = json.loads(p.read_text())
-    print(f"tune (variant none, seed 0; {d['split']['train_questions']} questions of {d['split']['train_scenes']} training "
-          f"scenes, scored on {d['split']['val_questions']} of {d['split']['val_scenes']} held-out training scenes; answer prior "
-          f"{100 * d['prior_overall']:.1f}):")
+    print(
+        f"tune (variant none, seed 0; {d['split']['train_questions']} questions of {d['split']['train_scenes']} training "
+        f"scenes, scored on {d['split']['val_questions']} of {d['split']['val_scenes']} held-out training scenes; answer prior "
+        f"{100 * d['prior_overall']:.1f}):"
+    )
     for k, r in d["runs"].items():
         st, lr = k.split("/")
         ev = ", ".join(f"{s}: {100 * v:.1f}" for s, v in r["eval_curve"])
         lc = ", ".join(f"{s}: {v:.3f}" for s, v in r["loss_curve"][3::4])
-        print(f"  steps {st} lr {lr}: held-out overall by step {ev}; training loss {lc}; {r['train_s']:.0f} s (load {r['load']:.1f})")
+        print(
+            f"  steps {st} lr {lr}: held-out overall by step {ev}; training loss {lc}; {r['train_s']:.0f} s (load {r['load']:.1f})"
+        )
 
 
 def table() -> int:
@@ -268,11 +327,23 @@ def table() -> int:
         print("no runs yet: run --part train")
         return 1
     res = list(E.aggregate(runs)) + _prior_results()
-    tasks = [t for t in list(S.NA_QUESTION_TYPES) + ["object_rel_distance", "object_rel_direction", "route_planning", "obj_appearance_order", "overall"]
-             if any(r["task"] == t for r in res)]
-    short = {"object_abs_distance": "abs_dist", "object_counting": "count", "object_size_estimation": "obj_size",
-             "room_size_estimation": "room_size", "object_rel_distance": "rel_dist", "object_rel_direction": "rel_dir",
-             "route_planning": "route", "obj_appearance_order": "appear", "overall": "overall"}
+    tasks = [
+        t
+        for t in list(S.NA_QUESTION_TYPES)
+        + ["object_rel_distance", "object_rel_direction", "route_planning", "obj_appearance_order", "overall"]
+        if any(r["task"] == t for r in res)
+    ]
+    short = {
+        "object_abs_distance": "abs_dist",
+        "object_counting": "count",
+        "object_size_estimation": "obj_size",
+        "room_size_estimation": "room_size",
+        "object_rel_distance": "rel_dist",
+        "object_rel_direction": "rel_dir",
+        "route_planning": "route",
+        "obj_appearance_order": "appear",
+        "overall": "overall",
+    }
     info = dict(data.get("info", {}))
     try:  # the question counts of the files the runs were made on (the cached info may predate them)
         if data.get("protocol", {}).get("questions") == _protocol(_cfg())["questions"]:
@@ -282,9 +353,11 @@ def table() -> int:
                 info[k] = sum(q["task"] in E.TASK_IDS for q in B.read_questions(DATA / b))
     except OSError:
         pass
-    print(f"geo-fusion: {info.get('test_questions')} evaluation questions / {info.get('test_scenes')} scenes; "
-          f"{info.get('train_questions')} training questions / {info.get('train_scenes')} scenes; encoder patch F1 "
-          f"{info.get('encoder_patch_f1_train', float('nan')):.3f}")
+    print(
+        f"geo-fusion: {info.get('test_questions')} evaluation questions / {info.get('test_scenes')} scenes; "
+        f"{info.get('train_questions')} training questions / {info.get('train_scenes')} scenes; encoder patch F1 "
+        f"{info.get('encoder_patch_f1_train', float('nan')):.3f}"
+    )
     print("| variant | seeds | params | " + " | ".join(short[t] for t in tasks) + " |")
     print("|---|---|---|" + "---|" * len(tasks))
     by = {(r["variant"], r["task"]): r for r in res}
@@ -300,24 +373,39 @@ def table() -> int:
             else:  # the half-width of the 95% t-interval over seeds
                 half = 100 * (r["score_ci"][1] - r["score_ci"][0]) / 2
                 cells.append(f"{100 * r['score']:.1f}" + (f" ±{half:.1f}" if r["seeds"] > 1 else ""))
-        print(f"| {v} | {by[(v, 'overall')]['seeds']} | {by[(v, 'overall')]['params_trained']} | " + " | ".join(cells) + " |")
-    print("scores x 100; overall = VSI-Bench's mean of tasks with the 95% t-interval over seeds; per task the mean ± the "
-          "half-width of that interval")
+        print(
+            f"| {v} | {by[(v, 'overall')]['seeds']} | {by[(v, 'overall')]['params_trained']} | "
+            + " | ".join(cells)
+            + " |"
+        )
+    print(
+        "scores x 100; overall = VSI-Bench's mean of tasks with the 95% t-interval over seeds; per task the mean ± the "
+        "half-width of that interval"
+    )
     # the appearance-order task has only a handful of evaluation questions: the mean of the other 6 tasks too
     seven = {}
     n_other = len([t for t in runs[0]["scores"] if t not in S.DIRECTION_SPLITS + ("obj_appearance_order",)])
-    pri = [r for r in res if r["variant"] == "prior" and r["task"] not in S.DIRECTION_SPLITS + ("obj_appearance_order", "overall")]
+    pri = [
+        r
+        for r in res
+        if r["variant"] == "prior" and r["task"] not in S.DIRECTION_SPLITS + ("obj_appearance_order", "overall")
+    ]
     if pri:
         m6 = sum(r["score"] for r in pri) / len(pri)
         print(f"  prior: mean of the {len(pri)} tasks without appearance order {100 * m6:.1f}")
     for v in E.VARIANTS:
         rs = [r for r in runs if r["variant"] == v]
         if rs:
-            vals = [sum(r["scores"][t] for t in r["scores"] if t not in S.DIRECTION_SPLITS + ("obj_appearance_order",))
-                    / len([t for t in r["scores"] if t not in S.DIRECTION_SPLITS + ("obj_appearance_order",)]) for r in rs]
+            vals = [
+                sum(r["scores"][t] for t in r["scores"] if t not in S.DIRECTION_SPLITS + ("obj_appearance_order",))
+                / len([t for t in r["scores"] if t not in S.DIRECTION_SPLITS + ("obj_appearance_order",)])
+                for r in rs
+            ]
             seven[v] = (sum(vals) / len(vals), E.ci95(vals))
-            print(f"  {v}: mean of the {n_other} tasks without appearance order {100 * seven[v][0]:.1f} "
-                  f"[{100 * seven[v][1][0]:.1f}, {100 * seven[v][1][1]:.1f}]")
+            print(
+                f"  {v}: mean of the {n_other} tasks without appearance order {100 * seven[v][0]:.1f} "
+                f"[{100 * seven[v][1][0]:.1f}, {100 * seven[v][1][1]:.1f}]"
+            )
 
     def ov(v):
         r = by.get((v, "overall"))
@@ -329,25 +417,57 @@ def table() -> int:
 
     checks = []
     if ov("sgf") and ov("passive"):
-        checks.append(("SGF > passive (overall, intervals disjoint)", ov("sgf")["score"] > ov("passive")["score"],
-                       ov("sgf")["score_ci"][0] > ov("passive")["score_ci"][1], ov("sgf")["score"], ov("passive")["score"]))
+        checks.append(
+            (
+                "SGF > passive (overall, intervals disjoint)",
+                ov("sgf")["score"] > ov("passive")["score"],
+                ov("sgf")["score_ci"][0] > ov("passive")["score_ci"][1],
+                ov("sgf")["score"],
+                ov("passive")["score"],
+            )
+        )
     if ov("sgf") and ov("none"):
-        checks.append(("SGF > none (overall, intervals disjoint)", ov("sgf")["score"] > ov("none")["score"],
-                       ov("sgf")["score_ci"][0] > ov("none")["score_ci"][1], ov("sgf")["score"], ov("none")["score"]))
+        checks.append(
+            (
+                "SGF > none (overall, intervals disjoint)",
+                ov("sgf")["score"] > ov("none")["score"],
+                ov("sgf")["score_ci"][0] > ov("none")["score_ci"][1],
+                ov("sgf")["score"],
+                ov("none")["score"],
+            )
+        )
     if ov("sgf") and ov("sgf-global"):
-        checks.append(("frame-strict SGF > global SGF (overall)", ov("sgf")["score"] > ov("sgf-global")["score"],
-                       ov("sgf")["score_ci"][0] > ov("sgf-global")["score_ci"][1], ov("sgf")["score"], ov("sgf-global")["score"]))
+        checks.append(
+            (
+                "frame-strict SGF > global SGF (overall)",
+                ov("sgf")["score"] > ov("sgf-global")["score"],
+                ov("sgf")["score_ci"][0] > ov("sgf-global")["score_ci"][1],
+                ov("sgf")["score"],
+                ov("sgf-global")["score"],
+            )
+        )
     if ov("sgf") and ov("sgf-nogate"):
         for name, ts in (("distance", DISTANCE), ("direction", DIRECTION)):
             a, b = mean("sgf", ts), mean("sgf-nogate", ts)
             if a is not None and b is not None:
-                ci = {v: E.ci95([sum(r["scores"][t] for t in ts) / len(ts) for r in runs if r["variant"] == v])
-                      for v in ("sgf", "sgf-nogate")}
-                checks.append((f"gating helps on {name} (sgf vs sgf-nogate)", a > b, ci["sgf"][0] > ci["sgf-nogate"][1], a, b))
+                ci = {
+                    v: E.ci95([sum(r["scores"][t] for t in ts) / len(ts) for r in runs if r["variant"] == v])
+                    for v in ("sgf", "sgf-nogate")
+                }
+                checks.append(
+                    (f"gating helps on {name} (sgf vs sgf-nogate)", a > b, ci["sgf"][0] > ci["sgf-nogate"][1], a, b)
+                )
     for a_, b_ in (("sgf", "passive"), ("sgf", "none"), ("sgf", "sgf-global")):
         if a_ in seven and b_ in seven:
-            checks.append((f"{a_} > {b_} ({n_other} tasks without appearance order)", seven[a_][0] > seven[b_][0],
-                           seven[a_][1][0] > seven[b_][1][1], seven[a_][0], seven[b_][0]))
+            checks.append(
+                (
+                    f"{a_} > {b_} ({n_other} tasks without appearance order)",
+                    seven[a_][0] > seven[b_][0],
+                    seven[a_][1][0] > seven[b_][1][1],
+                    seven[a_][0],
+                    seven[b_][0],
+                )
+            )
     n_seeds = min((by[(v, "overall")]["seeds"] for v in E.VARIANTS if (v, "overall") in by), default=0)
     for name, met, sep, a, b in checks:
         if sep is None:
@@ -366,8 +486,10 @@ def table() -> int:
             print(f"  {v}: mean |tanh(gamma)| of the SGF layers after training {sum(g) / len(g):.3f} (0 at init)")
     if data["runs"]:
         ts = [r["train_s"] for r in runs]
-        print(f"training time per run: {min(ts):.0f}-{max(ts):.0f} s on 1 thread (load {min(r['load'] for r in runs):.1f}-"
-              f"{max(r['load'] for r in runs):.1f} on 2 cores)")
+        print(
+            f"training time per run: {min(ts):.0f}-{max(ts):.0f} s on 1 thread (load {min(r['load'] for r in runs):.1f}-"
+            f"{max(r['load'] for r in runs):.1f} on 2 cores)"
+        )
     return 0
 
 
@@ -376,7 +498,9 @@ def main() -> int:
     ap.add_argument("--part", choices=["render", "tune", "train", "all"], default="all")
     ap.add_argument("--budget-s", type=float, default=2400)
     ap.add_argument("--variant", action="append", help="only these variants (repeatable)")
-    ap.add_argument("--tune", action="append", help="--part tune: only these STEPS/LR of TUNE, e.g. 800/0.002 (repeatable)")
+    ap.add_argument(
+        "--tune", action="append", help="--part tune: only these STEPS/LR of TUNE, e.g. 800/0.002 (repeatable)"
+    )
     ap.add_argument("--reverse", action="store_true", help="--part train: last seed first")
     ap.add_argument("--print-only", action="store_true")
     a = ap.parse_args()

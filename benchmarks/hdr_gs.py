@@ -39,8 +39,10 @@ TRAIN_OUT = RES / "hdr_gs" / "train"
 RECIPE = ROOT / "recipes" / "hdr-gs" / "cpu-3scenes.yaml"
 # the training runs, in two parts that can run side by side: scene000 with every method (seed 0),
 # scene001 and scene002 with Expo-GS and HDR-GS (seed 1: scenes are seeded by seed + k)
-TRAIN_PARTS = [(TRAIN_OUT, []),
-               (RES / "hdr_gs" / "train_s12", ["--seed", "1", "--set", "scenes=2", "--method", "expo-gs,hdr-gs"])]
+TRAIN_PARTS = [
+    (TRAIN_OUT, []),
+    (RES / "hdr_gs" / "train_s12", ["--seed", "1", "--set", "scenes=2", "--method", "expo-gs,hdr-gs"]),
+]
 # the pruning-band fix: every method on the scenes of the first part, seed 0 (one folder, one seed)
 BAND_OUT = RES / "hdr_gs" / "train_band"
 BAND_METHODS = "expo-gs,expo-gs-norel,hdr-gs,expo-gs-nosdfdc"
@@ -150,21 +152,49 @@ def part_raster(d: dict) -> None:
         t_pb = _time(proj_bin, 5)
         t_pbt = _time(proj_bin_torch, 3)
         pl = proj_bin()
-        rows[key] = {"size": size, "gaussians": n, "tile_entries": int(pl.numel()), "ext_s": t_ext, "ref_s": t_ref,
-                     "speedup": t_ref / t_ext, "ext_cpu_s": c_ext, "ref_cpu_s": c_ref, "speedup_cpu": c_ref / c_ext,
-                     "project_bin_s": t_pb, "project_bin_torch_s": t_pbt, "threads": torch.get_num_threads(), "load": _load_avg(),
-                     "kernel": RASTER_KERNEL,
-                     "timing": "min over 7 (kernel) / 2 (twin) calls of forward + backward, projection and binning included; "
-                               "wall time (speedup) and this thread's CPU time (speedup_cpu)"}
+        rows[key] = {
+            "size": size,
+            "gaussians": n,
+            "tile_entries": int(pl.numel()),
+            "ext_s": t_ext,
+            "ref_s": t_ref,
+            "speedup": t_ref / t_ext,
+            "ext_cpu_s": c_ext,
+            "ref_cpu_s": c_ref,
+            "speedup_cpu": c_ref / c_ext,
+            "project_bin_s": t_pb,
+            "project_bin_torch_s": t_pbt,
+            "threads": torch.get_num_threads(),
+            "load": _load_avg(),
+            "kernel": RASTER_KERNEL,
+            "timing": "min over 7 (kernel) / 2 (twin) calls of forward + backward, projection and binning included; "
+            "wall time (speedup) and this thread's CPU time (speedup_cpu)",
+        }
         _save(d)
-        print(f"raster {key}: ext {t_ext * 1e3:.1f} ms, ref {t_ref * 1e3:.0f} ms, x{t_ref / t_ext:.1f} (CPU time x{c_ref / c_ext:.1f})",
-              file=sys.stderr, flush=True)
+        print(
+            f"raster {key}: ext {t_ext * 1e3:.1f} ms, ref {t_ref * 1e3:.0f} ms, x{t_ref / t_ext:.1f} (CPU time x{c_ref / c_ext:.1f})",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def part_train(d: dict) -> None:
     t0 = time.perf_counter()
     for out, extra in TRAIN_PARTS:
-        cmd = [sys.executable, "-m", "icml26", "hdr-gs", "train", "--recipe", str(RECIPE), "--out", str(out), "--resume", "-q", *extra]
+        cmd = [
+            sys.executable,
+            "-m",
+            "icml26",
+            "hdr-gs",
+            "train",
+            "--recipe",
+            str(RECIPE),
+            "--out",
+            str(out),
+            "--resume",
+            "-q",
+            *extra,
+        ]
         p = subprocess.run(cmd, capture_output=True, text=True)
         if p.returncode != 0:
             print(p.stderr[-2000:], file=sys.stderr)
@@ -177,20 +207,47 @@ def part_train(d: dict) -> None:
 
 def _print_targets(e: dict, h: dict, label: str) -> None:
     """The issue's targets on scene means of Expo-GS (e) against HDR-GS (h), one line each."""
-    for what, ok in ((f"Expo-GS above HDR-GS on HDR PSNR ({e['psnr_hdr']:.2f} vs {h['psnr_hdr']:.2f})", e["psnr_hdr"] > h["psnr_hdr"]),
-                     (f"Expo-GS above HDR-GS on LDR-OE PSNR ({e['psnr_ldr_oe']:.2f} vs {h['psnr_ldr_oe']:.2f})",
-                      e["psnr_ldr_oe"] > h["psnr_ldr_oe"]),
-                     (f"Expo-GS fewer floaters than HDR-GS ({e['floaters']:.0f} vs {h['floaters']:.0f})", e["floaters"] < h["floaters"]),
-                     (f"Expo-GS smaller floater fraction ({e['floater_frac']:.3f} vs {h['floater_frac']:.3f})",
-                      e["floater_frac"] < h["floater_frac"])):
+    for what, ok in (
+        (
+            f"Expo-GS above HDR-GS on HDR PSNR ({e['psnr_hdr']:.2f} vs {h['psnr_hdr']:.2f})",
+            e["psnr_hdr"] > h["psnr_hdr"],
+        ),
+        (
+            f"Expo-GS above HDR-GS on LDR-OE PSNR ({e['psnr_ldr_oe']:.2f} vs {h['psnr_ldr_oe']:.2f})",
+            e["psnr_ldr_oe"] > h["psnr_ldr_oe"],
+        ),
+        (
+            f"Expo-GS fewer floaters than HDR-GS ({e['floaters']:.0f} vs {h['floaters']:.0f})",
+            e["floaters"] < h["floaters"],
+        ),
+        (
+            f"Expo-GS smaller floater fraction ({e['floater_frac']:.3f} vs {h['floater_frac']:.3f})",
+            e["floater_frac"] < h["floater_frac"],
+        ),
+    ):
         print(f"- target ({label}): {what}: {'met' if ok else 'NOT met'}")
 
 
 def _train_scenes(data: Path, out: Path, methods: str, *extra: str) -> bool:
     """One `icml26 hdr-gs train` of the benchmark recipe on ``data`` into ``out`` (resumed when it
     holds records); False (its stderr printed) when it fails."""
-    cmd = [sys.executable, "-m", "icml26", "hdr-gs", "train", "--recipe", str(RECIPE.relative_to(ROOT)), "--data",
-           str(data.relative_to(ROOT)), "--out", str(out.relative_to(ROOT)), "--method", methods, *extra, "-q"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "icml26",
+        "hdr-gs",
+        "train",
+        "--recipe",
+        str(RECIPE.relative_to(ROOT)),
+        "--data",
+        str(data.relative_to(ROOT)),
+        "--out",
+        str(out.relative_to(ROOT)),
+        "--method",
+        methods,
+        *extra,
+        "-q",
+    ]
     if (out / "records.jsonl").is_file():
         cmd.append("--resume")
     p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
@@ -223,28 +280,45 @@ def print_gsdf() -> None:
     for out, _ in GSDF_PARTS:
         f = out / "records.jsonl"
         if f.is_file():
-            res += [r for r in (json.loads(x) for x in f.read_text().splitlines() if x.strip()) if r.get("kind") == "result"]
+            res += [
+                r for r in (json.loads(x) for x in f.read_text().splitlines() if x.strip()) if r.get("kind") == "result"
+            ]
     if not res:
         return
-    print("\n## GSDF's prune rule (SDF prune only of large Gaussians, sdf_prune_large_only = true), seed 0, same 3 scenes")
-    print("| method | scene | LDR-OE | LDR-NE | HDR (GT max) | HDR (pred max) | SSIM-OE | Gaussians | floaters | floater frac | train s |")
+    print(
+        "\n## GSDF's prune rule (SDF prune only of large Gaussians, sdf_prune_large_only = true), seed 0, same 3 scenes"
+    )
+    print(
+        "| method | scene | LDR-OE | LDR-NE | HDR (GT max) | HDR (pred max) | SSIM-OE | Gaussians | floaters | floater frac | train s |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in res:
-        print(f"| {r['method']} | {r['scene']} | {r['psnr_ldr_oe']:.2f} | {r['psnr_ldr_ne']:.2f} | {r['psnr_hdr']:.2f} | "
-              f"{r['psnr_hdr_predmax']:.2f} | {r['ssim_ldr_oe']:.3f} | {r['gaussians']} | {r.get('floaters')} | "
-              f"{r.get('floater_frac', float('nan')):.3f} | {r['train_s']:.0f} |")
+        print(
+            f"| {r['method']} | {r['scene']} | {r['psnr_ldr_oe']:.2f} | {r['psnr_ldr_ne']:.2f} | {r['psnr_hdr']:.2f} | "
+            f"{r['psnr_hdr_predmax']:.2f} | {r['ssim_ldr_oe']:.3f} | {r['gaussians']} | {r.get('floaters')} | "
+            f"{r.get('floater_frac', float('nan')):.3f} | {r['train_s']:.0f} |"
+        )
     keys = ("psnr_ldr_oe", "psnr_ldr_ne", "psnr_hdr", "psnr_hdr_predmax", "gaussians", "floaters", "floater_frac")
     scenes = {m: {r["scene"] for r in res if r["method"] == m} for m in GSDF_METHODS.split(",")}
     both = sorted(set.intersection(*scenes.values())) if scenes else []
     if not both:
         return
-    methods = [m for m in dict.fromkeys(r["method"] for r in res) if {r["scene"] for r in res if r["method"] == m} >= set(both)]
-    means = {m: {k: float(np.mean([r[k] for r in res if r["method"] == m and r["scene"] in both])) for k in keys} for m in methods}
-    print(f"\n| method (mean over {len(both)} scenes) | LDR-OE | LDR-NE | HDR | HDR (pred max) | Gaussians | floaters | floater frac |")
+    methods = [
+        m for m in dict.fromkeys(r["method"] for r in res) if {r["scene"] for r in res if r["method"] == m} >= set(both)
+    ]
+    means = {
+        m: {k: float(np.mean([r[k] for r in res if r["method"] == m and r["scene"] in both])) for k in keys}
+        for m in methods
+    }
+    print(
+        f"\n| method (mean over {len(both)} scenes) | LDR-OE | LDR-NE | HDR | HDR (pred max) | Gaussians | floaters | floater frac |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for m, v in means.items():
-        print(f"| {m} | {v['psnr_ldr_oe']:.2f} | {v['psnr_ldr_ne']:.2f} | {v['psnr_hdr']:.2f} | {v['psnr_hdr_predmax']:.2f} | "
-              f"{v['gaussians']:.0f} | {v['floaters']:.0f} | {v['floater_frac']:.3f} |")
+        print(
+            f"| {m} | {v['psnr_ldr_oe']:.2f} | {v['psnr_ldr_ne']:.2f} | {v['psnr_hdr']:.2f} | {v['psnr_hdr_predmax']:.2f} | "
+            f"{v['gaussians']:.0f} | {v['floaters']:.0f} | {v['floater_frac']:.3f} |"
+        )
     _print_targets(means["expo-gs"], means["hdr-gs"], f"GSDF prune rule, {len(both)} scenes")
 
 
@@ -258,7 +332,9 @@ def part_dc(d: dict, seeds=None, scenes=None) -> None:
                 continue
             out = DC_OUT / f"s{seed}-{method}-{scene}"
             f = out / "records.jsonl"
-            if f.is_file() and any(json.loads(x).get("kind") == "summary" for x in f.read_text().splitlines() if x.strip()):
+            if f.is_file() and any(
+                json.loads(x).get("kind") == "summary" for x in f.read_text().splitlines() if x.strip()
+            ):
                 continue
             if not _train_scenes(TRAIN_OUT / "scenes" / scene, out, method, "--seed", str(seed)):
                 return
@@ -274,12 +350,18 @@ def _dc_results() -> list[dict]:
         for scene in DC_SCENES:
             f = DC_OUT / f"s{seed}-{method}-{scene}" / "records.jsonl"
             if f.is_file():
-                res += [r | {"seed": seed} for r in (json.loads(x) for x in f.read_text().splitlines() if x.strip())
-                        if r.get("kind") == "result"]
+                res += [
+                    r | {"seed": seed}
+                    for r in (json.loads(x) for x in f.read_text().splitlines() if x.strip())
+                    if r.get("kind") == "result"
+                ]
     f = GSDF_OUT / "records.jsonl"  # HDR-GS, seed 0: its density control is unchanged by this part
     if f.is_file():
-        res += [r | {"seed": 0} for r in (json.loads(x) for x in f.read_text().splitlines() if x.strip())
-                if r.get("kind") == "result" and r.get("method") == "hdr-gs"]
+        res += [
+            r | {"seed": 0}
+            for r in (json.loads(x) for x in f.read_text().splitlines() if x.strip())
+            if r.get("kind") == "result" and r.get("method") == "hdr-gs"
+        ]
     return res
 
 
@@ -289,30 +371,51 @@ def print_dc() -> None:
     res = _dc_results()
     if not res:
         return
-    print("\n## Expo-GS growth term omega_n (1 - |grad f|) + GSDF's visibility gate (defaults since), same 3 scenes, seeds 0 and 1"
-          "\n(HDR-GS seed 0: the gsdf part's runs, its rule is unchanged)")
-    print("| method | seed | scene | LDR-OE | LDR-NE | HDR (GT max) | HDR (pred max) | Gaussians | floater frac | train s |")
+    print(
+        "\n## Expo-GS growth term omega_n (1 - |grad f|) + GSDF's visibility gate (defaults since), same 3 scenes, seeds 0 and 1"
+        "\n(HDR-GS seed 0: the gsdf part's runs, its rule is unchanged)"
+    )
+    print(
+        "| method | seed | scene | LDR-OE | LDR-NE | HDR (GT max) | HDR (pred max) | Gaussians | floater frac | train s |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in sorted(res, key=lambda r: (r["method"], r["seed"], r["scene"])):
-        print(f"| {r['method']} | {r['seed']} | {r['scene']} | {r['psnr_ldr_oe']:.2f} | {r['psnr_ldr_ne']:.2f} | {r['psnr_hdr']:.2f} | "
-              f"{r['psnr_hdr_predmax']:.2f} | {r['gaussians']} | {r.get('floater_frac', float('nan')):.3f} | {r['train_s']:.0f} |")
+        print(
+            f"| {r['method']} | {r['seed']} | {r['scene']} | {r['psnr_ldr_oe']:.2f} | {r['psnr_ldr_ne']:.2f} | {r['psnr_hdr']:.2f} | "
+            f"{r['psnr_hdr_predmax']:.2f} | {r['gaussians']} | {r.get('floater_frac', float('nan')):.3f} | {r['train_s']:.0f} |"
+        )
     key = {(r["method"], r["seed"], r["scene"]): r for r in res}
     seeds = sorted({s for _, s, _ in key if all((m, s, sc) in key for m in ("expo-gs", "hdr-gs") for sc in DC_SCENES)})
     if not seeds:
         print("\n(no seed with both methods on all 3 scenes yet)")
         return
     ks = ("psnr_ldr_oe", "psnr_hdr", "psnr_ldr_ne", "floater_frac")
-    per = {m: {s: {k: float(np.mean([key[(m, s, sc)][k] for sc in DC_SCENES])) for k in ks} for s in seeds} for m in ("expo-gs", "hdr-gs")}
-    print(f"\n| method | mean over 3 scenes, seed {' / '.join(map(str, seeds))}: LDR-OE | HDR | LDR-NE | floater frac |")
+    per = {
+        m: {s: {k: float(np.mean([key[(m, s, sc)][k] for sc in DC_SCENES])) for k in ks} for s in seeds}
+        for m in ("expo-gs", "hdr-gs")
+    }
+    print(
+        f"\n| method | mean over 3 scenes, seed {' / '.join(map(str, seeds))}: LDR-OE | HDR | LDR-NE | floater frac |"
+    )
     print("|---|---|---|---|---|")
     for m in per:
-        print(f"| {m} | " + " | ".join(" / ".join(f"{per[m][s][k]:.3f}" if k == "floater_frac" else f"{per[m][s][k]:.2f}" for s in seeds)
-                                      for k in ks) + " |")
+        print(
+            f"| {m} | "
+            + " | ".join(
+                " / ".join(f"{per[m][s][k]:.3f}" if k == "floater_frac" else f"{per[m][s][k]:.2f}" for s in seeds)
+                for k in ks
+            )
+            + " |"
+        )
     for k, name in (("psnr_hdr", "HDR"), ("psnr_ldr_oe", "LDR-OE")):
         diffs = [per["expo-gs"][s][k] - per["hdr-gs"][s][k] for s in seeds]
         mean = float(np.mean(diffs))
         spread = (max(diffs) - min(diffs)) / 2 if len(diffs) > 1 else float("nan")
-        e_sp = (max(per["expo-gs"][s][k] for s in seeds) - min(per["expo-gs"][s][k] for s in seeds)) / 2 if len(seeds) > 1 else float("nan")
+        e_sp = (
+            (max(per["expo-gs"][s][k] for s in seeds) - min(per["expo-gs"][s][k] for s in seeds)) / 2
+            if len(seeds) > 1
+            else float("nan")
+        )
         if len(diffs) < 2:
             verdict = "met" if mean > 0 else "NOT met"
             verdict += " (one seed: no spread)"
@@ -322,9 +425,11 @@ def print_dc() -> None:
             verdict = "NOT met"
         else:
             verdict = "tie within the seed spread"
-        print(f"- target: Expo-GS above HDR-GS on {name} PSNR: Expo-GS - HDR-GS per seed "
-              f"{', '.join(f'{x:+.2f}' for x in diffs)} dB, mean {mean:+.2f} (half-range over seeds {spread:.2f}; "
-              f"Expo-GS's own seed half-range {e_sp:.2f}): {verdict}")
+        print(
+            f"- target: Expo-GS above HDR-GS on {name} PSNR: Expo-GS - HDR-GS per seed "
+            f"{', '.join(f'{x:+.2f}' for x in diffs)} dB, mean {mean:+.2f} (half-range over seeds {spread:.2f}; "
+            f"Expo-GS's own seed half-range {e_sp:.2f}): {verdict}"
+        )
 
 
 def print_band() -> None:
@@ -336,20 +441,32 @@ def print_band() -> None:
     res = [json.loads(x) for x in f.read_text().splitlines() if x.strip()]
     res = [r for r in res if r.get("kind") == "result"]
     print("\n## Pruning band floored at 2 pixel footprints (sdf_sigma_px = 2), all methods, seed 0, same 3 scenes")
-    print("| method | scene | LDR-OE | LDR-NE | HDR (GT max) | HDR (pred max) | SSIM-OE | Gaussians | floaters | floater frac | train s |")
+    print(
+        "| method | scene | LDR-OE | LDR-NE | HDR (GT max) | HDR (pred max) | SSIM-OE | Gaussians | floaters | floater frac | train s |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in res:
-        print(f"| {r['method']} | {r['scene']} | {r['psnr_ldr_oe']:.2f} | {r['psnr_ldr_ne']:.2f} | {r['psnr_hdr']:.2f} | "
-              f"{r['psnr_hdr_predmax']:.2f} | {r['ssim_ldr_oe']:.3f} | {r['gaussians']} | {r.get('floaters')} | "
-              f"{r.get('floater_frac', float('nan')):.3f} | {r['train_s']:.0f} |")
+        print(
+            f"| {r['method']} | {r['scene']} | {r['psnr_ldr_oe']:.2f} | {r['psnr_ldr_ne']:.2f} | {r['psnr_hdr']:.2f} | "
+            f"{r['psnr_hdr_predmax']:.2f} | {r['ssim_ldr_oe']:.3f} | {r['gaussians']} | {r.get('floaters')} | "
+            f"{r.get('floater_frac', float('nan')):.3f} | {r['train_s']:.0f} |"
+        )
     keys = ("psnr_ldr_oe", "psnr_ldr_ne", "psnr_hdr", "psnr_hdr_predmax", "gaussians", "floaters", "floater_frac")
-    means = {m: {k: float(np.mean([r[k] for r in res if r["method"] == m])) for k in keys} | {"n": sum(r["method"] == m for r in res)}
-             for m in BAND_METHODS.split(",") if any(r["method"] == m for r in res)}
-    print("\n| method (mean over scenes) | scenes | LDR-OE | LDR-NE | HDR | HDR (pred max) | Gaussians | floaters | floater frac |")
+    means = {
+        m: {k: float(np.mean([r[k] for r in res if r["method"] == m])) for k in keys}
+        | {"n": sum(r["method"] == m for r in res)}
+        for m in BAND_METHODS.split(",")
+        if any(r["method"] == m for r in res)
+    }
+    print(
+        "\n| method (mean over scenes) | scenes | LDR-OE | LDR-NE | HDR | HDR (pred max) | Gaussians | floaters | floater frac |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for m, v in means.items():
-        print(f"| {m} | {v['n']} | {v['psnr_ldr_oe']:.2f} | {v['psnr_ldr_ne']:.2f} | {v['psnr_hdr']:.2f} | {v['psnr_hdr_predmax']:.2f} | "
-              f"{v['gaussians']:.0f} | {v['floaters']:.0f} | {v['floater_frac']:.3f} |")
+        print(
+            f"| {m} | {v['n']} | {v['psnr_ldr_oe']:.2f} | {v['psnr_ldr_ne']:.2f} | {v['psnr_hdr']:.2f} | {v['psnr_hdr_predmax']:.2f} | "
+            f"{v['gaussians']:.0f} | {v['floaters']:.0f} | {v['floater_frac']:.3f} |"
+        )
     if "expo-gs" in means and "hdr-gs" in means and means["expo-gs"]["n"] == means["hdr-gs"]["n"]:
         _print_targets(means["expo-gs"], means["hdr-gs"], "band fix")
 
@@ -422,24 +539,32 @@ def _floaters_from_checkpoints(res: list[dict]) -> None:
 def part_print(d: dict) -> None:
     if d.get(RASTER_OLD):
         print("## Rasterizer forward+backward, the previous kernel (torch projection + binning, scalar compositor)")
-        print("| image | Gaussians | tile entries | kernel ms | of which projection + binning ms | twin ms | speedup | target >= 20x | load (1/5/15 min) |")
+        print(
+            "| image | Gaussians | tile entries | kernel ms | of which projection + binning ms | twin ms | speedup | target >= 20x | load (1/5/15 min) |"
+        )
         print("|---|---|---|---|---|---|---|---|---|")
         for r in d[RASTER_OLD].values():
             ld = "/".join(f"{float(x):.1f}" for x in r["load"].strip("()").split(","))
-            print(f"| {r['size']}x{r['size']} | {r['gaussians']} | {r['tile_entries']} | {r['ext_s'] * 1e3:.1f} | "
-                  f"{r.get('project_bin_s', float('nan')) * 1e3:.1f} | {r['ref_s'] * 1e3:.0f} | "
-                  f"{r['speedup']:.1f}x | {'met' if r['speedup'] >= 20 else 'NOT met'} | {ld} |")
+            print(
+                f"| {r['size']}x{r['size']} | {r['gaussians']} | {r['tile_entries']} | {r['ext_s'] * 1e3:.1f} | "
+                f"{r.get('project_bin_s', float('nan')) * 1e3:.1f} | {r['ref_s'] * 1e3:.0f} | "
+                f"{r['speedup']:.1f}x | {'met' if r['speedup'] >= 20 else 'NOT met'} | {ld} |"
+            )
         print()
     print("## Rasterizer forward+backward (C++ kernel vs tiled torch twin), OMP threads as noted")
-    print("| image | Gaussians | tile entries | kernel ms | of which projection + binning ms (C++; torch) | twin ms | speedup (wall) "
-          "| speedup (CPU time) | target >= 20x | load (1/5/15 min) |")
+    print(
+        "| image | Gaussians | tile entries | kernel ms | of which projection + binning ms (C++; torch) | twin ms | speedup (wall) "
+        "| speedup (CPU time) | target >= 20x | load (1/5/15 min) |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for k, r in d.get("raster", {}).items():
         ld = "/".join(f"{float(x):.1f}" for x in r["load"].strip("()").split(","))
-        print(f"| {r['size']}x{r['size']} | {r['gaussians']} | {r['tile_entries']} | {r['ext_s'] * 1e3:.1f} | "
-              f"{r.get('project_bin_s', float('nan')) * 1e3:.1f}; {r.get('project_bin_torch_s', float('nan')) * 1e3:.1f} | "
-              f"{r['ref_s'] * 1e3:.0f} | {r['speedup']:.1f}x | {r.get('speedup_cpu', float('nan')):.1f}x | "
-              f"{'met' if r['speedup'] >= 20 else 'NOT met'} | {ld} |")
+        print(
+            f"| {r['size']}x{r['size']} | {r['gaussians']} | {r['tile_entries']} | {r['ext_s'] * 1e3:.1f} | "
+            f"{r.get('project_bin_s', float('nan')) * 1e3:.1f}; {r.get('project_bin_torch_s', float('nan')) * 1e3:.1f} | "
+            f"{r['ref_s'] * 1e3:.0f} | {r['speedup']:.1f}x | {r.get('speedup_cpu', float('nan')):.1f}x | "
+            f"{'met' if r['speedup'] >= 20 else 'NOT met'} | {ld} |"
+        )
     recs = _records()
     res = [r for r in recs if r.get("kind") == "result"]
     if not res:
@@ -447,39 +572,57 @@ def part_print(d: dict) -> None:
         return
     _floaters_from_checkpoints(res)
     cfg = recs[0]
-    print(f"\n## Training: {len(res)} runs; iters {cfg.get('iters')}, views {cfg.get('views')} at {cfg.get('size')} px, "
-          f"{cfg.get('scenes')} scenes, max {cfg.get('max_gaussians')} Gaussians (recipes/hdr-gs/cpu-3scenes.yaml)")
-    print("| method | scene | LDR-OE | LDR-NE | HDR (GT max) | HDR (pred max) | SSIM-OE | Gaussians | floaters | floater frac | train s |")
+    print(
+        f"\n## Training: {len(res)} runs; iters {cfg.get('iters')}, views {cfg.get('views')} at {cfg.get('size')} px, "
+        f"{cfg.get('scenes')} scenes, max {cfg.get('max_gaussians')} Gaussians (recipes/hdr-gs/cpu-3scenes.yaml)"
+    )
+    print(
+        "| method | scene | LDR-OE | LDR-NE | HDR (GT max) | HDR (pred max) | SSIM-OE | Gaussians | floaters | floater frac | train s |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in res:
-        print(f"| {r['method']} | {r['scene']} | {r['psnr_ldr_oe']:.2f} | {r['psnr_ldr_ne']:.2f} | {r['psnr_hdr']:.2f} | "
-              f"{r['psnr_hdr_predmax']:.2f} | {r['ssim_ldr_oe']:.3f} | {r['gaussians']} | {r.get('floaters')} | "
-              f"{r.get('floater_frac', float('nan')):.3f} | {r['train_s']:.0f} |")
+        print(
+            f"| {r['method']} | {r['scene']} | {r['psnr_ldr_oe']:.2f} | {r['psnr_ldr_ne']:.2f} | {r['psnr_hdr']:.2f} | "
+            f"{r['psnr_hdr_predmax']:.2f} | {r['ssim_ldr_oe']:.3f} | {r['gaussians']} | {r.get('floaters')} | "
+            f"{r.get('floater_frac', float('nan')):.3f} | {r['train_s']:.0f} |"
+        )
     import numpy as np
 
     means = {}
     for m in sorted({r["method"] for r in res}):
         rs = [r for r in res if r["method"] == m]
-        means[m] = {k: float(np.mean([r[k] for r in rs])) for k in ("psnr_ldr_oe", "psnr_ldr_ne", "psnr_hdr", "psnr_hdr_predmax",
-                                                                      "floaters", "floater_frac")}
+        means[m] = {
+            k: float(np.mean([r[k] for r in rs]))
+            for k in ("psnr_ldr_oe", "psnr_ldr_ne", "psnr_hdr", "psnr_hdr_predmax", "floaters", "floater_frac")
+        }
         means[m]["n"] = len(rs)
     print("\n| method (mean over scenes) | scenes | LDR-OE | LDR-NE | HDR | HDR (pred max) | floaters | floater frac |")
     print("|---|---|---|---|---|---|---|---|")
     for m, v in means.items():
-        print(f"| {m} | {v['n']} | {v['psnr_ldr_oe']:.2f} | {v['psnr_ldr_ne']:.2f} | {v['psnr_hdr']:.2f} | {v['psnr_hdr_predmax']:.2f} | "
-              f"{v['floaters']:.0f} | {v['floater_frac']:.3f} |")
-    both = sorted({r["scene"] for r in res if r["method"] == "expo-gs"} & {r["scene"] for r in res if r["method"] == "hdr-gs"})
+        print(
+            f"| {m} | {v['n']} | {v['psnr_ldr_oe']:.2f} | {v['psnr_ldr_ne']:.2f} | {v['psnr_hdr']:.2f} | {v['psnr_hdr_predmax']:.2f} | "
+            f"{v['floaters']:.0f} | {v['floater_frac']:.3f} |"
+        )
+    both = sorted(
+        {r["scene"] for r in res if r["method"] == "expo-gs"} & {r["scene"] for r in res if r["method"] == "hdr-gs"}
+    )
     if both:
         pm = lambda m, k: float(np.mean([r[k] for r in res if r["method"] == m and r["scene"] in both]))  # noqa: E731
         e = {k: pm("expo-gs", k) for k in ("psnr_hdr", "psnr_ldr_oe", "floaters", "floater_frac")}
         h = {k: pm("hdr-gs", k) for k in ("psnr_hdr", "psnr_ldr_oe", "floaters", "floater_frac")}
-        print(f"\nTargets on the {len(both)} scene(s) with both methods ({', '.join(both)}): Expo-GS HDR {e['psnr_hdr']:.2f} vs "
-              f"HDR-GS {h['psnr_hdr']:.2f}; LDR-OE {e['psnr_ldr_oe']:.2f} vs {h['psnr_ldr_oe']:.2f}; floaters {e['floaters']:.0f} vs {h['floaters']:.0f}")
-        for what, ok in (("Expo-GS above HDR-GS on HDR PSNR (GT max)", e["psnr_hdr"] > h["psnr_hdr"]),
-                         ("Expo-GS above HDR-GS on LDR-OE PSNR", e["psnr_ldr_oe"] > h["psnr_ldr_oe"]),
-                         ("Expo-GS fewer floaters than HDR-GS (count)", e["floaters"] < h["floaters"]),
-                         (f"Expo-GS smaller floater fraction than HDR-GS ({e['floater_frac']:.3f} vs {h['floater_frac']:.3f})",
-                          e["floater_frac"] < h["floater_frac"])):
+        print(
+            f"\nTargets on the {len(both)} scene(s) with both methods ({', '.join(both)}): Expo-GS HDR {e['psnr_hdr']:.2f} vs "
+            f"HDR-GS {h['psnr_hdr']:.2f}; LDR-OE {e['psnr_ldr_oe']:.2f} vs {h['psnr_ldr_oe']:.2f}; floaters {e['floaters']:.0f} vs {h['floaters']:.0f}"
+        )
+        for what, ok in (
+            ("Expo-GS above HDR-GS on HDR PSNR (GT max)", e["psnr_hdr"] > h["psnr_hdr"]),
+            ("Expo-GS above HDR-GS on LDR-OE PSNR", e["psnr_ldr_oe"] > h["psnr_ldr_oe"]),
+            ("Expo-GS fewer floaters than HDR-GS (count)", e["floaters"] < h["floaters"]),
+            (
+                f"Expo-GS smaller floater fraction than HDR-GS ({e['floater_frac']:.3f} vs {h['floater_frac']:.3f})",
+                e["floater_frac"] < h["floater_frac"],
+            ),
+        ):
             print(f"- target: {what}: {'met' if ok else 'NOT met'}")
     sens = RES / "hdr_gs" / "train_sigma0.2" / "records.jsonl"
     if sens.is_file():
@@ -490,14 +633,18 @@ def part_print(d: dict) -> None:
             if r.get("kind") == "result":
                 model, _ = H.load_ckpt(r["ckpt"])
                 r.update(H.floaters(model, H.load_scene(ROOT / rs[0]["data"], model.cfg), model.cfg))
-                print(f"\nSensitivity (expo-gs, sdf_sigma = 0.2 instead of 0.05, {r['scene']}): LDR-OE {r['psnr_ldr_oe']:.2f}, "
-                      f"LDR-NE {r['psnr_ldr_ne']:.2f}, HDR {r['psnr_hdr']:.2f}, HDR (pred max) {r['psnr_hdr_predmax']:.2f}, "
-                      f"Gaussians {r['gaussians']}, floaters {r['floaters']} ({r['floater_frac']:.3f})")
+                print(
+                    f"\nSensitivity (expo-gs, sdf_sigma = 0.2 instead of 0.05, {r['scene']}): LDR-OE {r['psnr_ldr_oe']:.2f}, "
+                    f"LDR-NE {r['psnr_ldr_ne']:.2f}, HDR {r['psnr_hdr']:.2f}, HDR (pred max) {r['psnr_hdr_predmax']:.2f}, "
+                    f"Gaussians {r['gaussians']}, floaters {r['floaters']} ({r['floater_frac']:.3f})"
+                )
     print_band()
     print_gsdf()
     print_dc()
     if d.get("renders"):
-        print(f"\nRenders (GT | expo-gs | hdr-gs | expo-gs-norel | expo-gs-nosdfdc, test view 1 at 0.5 s): {d['renders']}")
+        print(
+            f"\nRenders (GT | expo-gs | hdr-gs | expo-gs-norel | expo-gs-nosdfdc, test view 1 at 0.5 s): {d['renders']}"
+        )
 
 
 def main(argv: list[str]) -> None:

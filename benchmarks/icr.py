@@ -103,8 +103,13 @@ def part_cost(args) -> dict:
         if k >= 2:
             ts.append(time.process_time() - t0)
     sched = U.Schedule("edm")
-    out = {"train_step_s": float(np.median(ts)), "parameters": sum(p.numel() for p in net.parameters()), "batch": 32,
-           "threads": torch.get_num_threads(), "load": _uptime()}
+    out = {
+        "train_step_s": float(np.median(ts)),
+        "parameters": sum(p.numel() for p in net.parameters()),
+        "batch": 32,
+        "threads": torch.get_num_threads(),
+        "load": _uptime(),
+    }
     for n, v in ((512, 4), (1024, 2)):
         t0 = time.process_time()
         h = F.view_features(net, x[:n], sched, 0.29, views=v, layer="mid_block", seed=0)
@@ -120,7 +125,9 @@ def part_cost(args) -> dict:
 
 
 def print_cost(c: dict) -> None:
-    print(f"\n## Cost (tiny U-Net, {c['parameters']} parameters, 16x16, {c['threads']} thread; CPU seconds of the process; {c['load']})")
+    print(
+        f"\n## Cost (tiny U-Net, {c['parameters']} parameters, 16x16, {c['threads']} thread; CPU seconds of the process; {c['load']})"
+    )
     print("| what | CPU seconds | x one training step |")
     print("|---|---|---|")
     st = c["train_step_s"]
@@ -128,8 +135,12 @@ def print_cost(c: dict) -> None:
     for k in ("512x4", "1024x2"):
         f, e = c[f"icr_{k}_features_s"], c[f"icr_{k}_estimator_s"]
         print(f"| one ICR evaluation, {k.replace('x', ' images x ')} views: features | {f:.3f} | {f / st:.1f} |")
-        print(f"| one ICR evaluation, {k.replace('x', ' images x ')} views: estimator (Cholesky) | {e:.4f} | {e / st:.3f} |")
-    print(f"| memorization check: 64 samples, Heun 12 steps (23 evaluations) | {c['sample_64_s']:.3f} | {c['sample_64_s'] / st:.1f} |")
+        print(
+            f"| one ICR evaluation, {k.replace('x', ' images x ')} views: estimator (Cholesky) | {e:.4f} | {e / st:.3f} |"
+        )
+    print(
+        f"| memorization check: 64 samples, Heun 12 steps (23 evaluations) | {c['sample_64_s']:.3f} | {c['sample_64_s'] / st:.1f} |"
+    )
 
 
 # ----------------------------------------------------------------------------- training runs
@@ -152,29 +163,83 @@ def parse_part(name: str) -> dict:
             raise ValueError(f"part {name!r}: the seed after '-s' must be an integer >= 0")
         k = int(seed or 0)
         # seed 0 keeps the name (and run folder) it had before seeds were added
-        return {"kind": "train", "name": f"{head}-{int(size)}" + (f"-s{k}" if k else ""), "family": head,
-                "size": int(size), "seed": k}
-    raise ValueError(f"unknown part {name!r} (cost | small-<N>[-s<K>] | mnist-<N>[-s<K>] | full[-<S>] | sweep[-<S>] | fd-noise | figures)")
+        return {
+            "kind": "train",
+            "name": f"{head}-{int(size)}" + (f"-s{k}" if k else ""),
+            "family": head,
+            "size": int(size),
+            "seed": k,
+        }
+    raise ValueError(
+        f"unknown part {name!r} (cost | small-<N>[-s<K>] | mnist-<N>[-s<K>] | full[-<S>] | sweep[-<S>] | fd-noise | figures)"
+    )
 
 
-def part_train(args, size: int, steps: int, monitor_every: int, run_dir: Path, *, seed: int = 0, data: str | None = None,
-               samples: int | None = None) -> dict:
+def part_train(
+    args,
+    size: int,
+    steps: int,
+    monitor_every: int,
+    run_dir: Path,
+    *,
+    seed: int = 0,
+    data: str | None = None,
+    samples: int | None = None,
+) -> dict:
     if not _finished(run_dir) and not args.collect:
         resume = ["--resume"] if (run_dir / "records.jsonl").is_file() else []
-        _icml26(["icr", "train", "--data", data or args.data, "--train-size", str(size), "--steps", str(steps), "--seed", str(seed),
-                 "--set", f"monitor_every={monitor_every}", "--set", f"memorization_samples={samples or args.samples}",
-                 "--set", f"sampler_steps={args.sampler_steps}", "-q", "--out", str(run_dir), *resume])
+        _icml26(
+            [
+                "icr",
+                "train",
+                "--data",
+                data or args.data,
+                "--train-size",
+                str(size),
+                "--steps",
+                str(steps),
+                "--seed",
+                str(seed),
+                "--set",
+                f"monitor_every={monitor_every}",
+                "--set",
+                f"memorization_samples={samples or args.samples}",
+                "--set",
+                f"sampler_steps={args.sampler_steps}",
+                "-q",
+                "--out",
+                str(run_dir),
+                *resume,
+            ]
+        )
     recs = _records(run_dir)
-    return {"records": [r for r in recs if r.get("kind") in ("config", "step", "result", "summary", "feature_network")],
-            "load": _uptime(), "run_dir": _rel(run_dir), "seed": seed}
+    return {
+        "records": [r for r in recs if r.get("kind") in ("config", "step", "result", "summary", "feature_network")],
+        "load": _uptime(),
+        "run_dir": _rel(run_dir),
+        "seed": seed,
+    }
 
 
 def part_sweep(args, run_dir: Path, model_dir: Path) -> dict:
     if not _finished(run_dir) and not args.collect:
         if run_dir.exists():
             shutil.rmtree(run_dir)
-        _icml26(["icr", "analyze", "--model", str(model_dir), "--data", args.data, "--set", f"icr_images={args.sweep_images}",
-                 "-q", "--out", str(run_dir)])
+        _icml26(
+            [
+                "icr",
+                "analyze",
+                "--model",
+                str(model_dir),
+                "--data",
+                args.data,
+                "--set",
+                f"icr_images={args.sweep_images}",
+                "-q",
+                "--out",
+                str(run_dir),
+            ]
+        )
     return {"records": _records(run_dir), "load": _uptime(), "run_dir": _rel(run_dir)}
 
 
@@ -195,23 +260,35 @@ def print_sweep(s: dict, name: str = "sweep") -> None:
 
         i, j = grid_argext([r["icr"] for r in rows], False), grid_argext([r["probe_accuracy"] for r in rows], True)
         n = len(rows)
-        summ = {"icr_min_level": rows[i]["noise_level"], "icr_min": rows[i]["icr"], "probe_peak_level": rows[j]["noise_level"],
-                "probe_peak_accuracy": rows[j]["probe_accuracy"], "grid_steps_apart": abs(i - j),
-                "icr_min_intermediate": f"{0 < i < n - 1} (partial: {n} levels)", "probe_peak_intermediate": 0 < j < n - 1,
-                "claim_window": None}
-    print(f"\n## A. Noise sweep `{name}` on the full-data model `{model}`{f' ({steps} steps)' if steps else ''} "
-          f"({rows[0]['n_images']} training images x {rows[0]['views']} views, "
-          f"{rows[0]['feature_layer']}, d = {rows[0]['feature_dim']}; probe: logistic regression on those images, "
-          f"accuracy on 1000 test images; {s['load']})")
+        summ = {
+            "icr_min_level": rows[i]["noise_level"],
+            "icr_min": rows[i]["icr"],
+            "probe_peak_level": rows[j]["noise_level"],
+            "probe_peak_accuracy": rows[j]["probe_accuracy"],
+            "grid_steps_apart": abs(i - j),
+            "icr_min_intermediate": f"{0 < i < n - 1} (partial: {n} levels)",
+            "probe_peak_intermediate": 0 < j < n - 1,
+            "claim_window": None,
+        }
+    print(
+        f"\n## A. Noise sweep `{name}` on the full-data model `{model}`{f' ({steps} steps)' if steps else ''} "
+        f"({rows[0]['n_images']} training images x {rows[0]['views']} views, "
+        f"{rows[0]['feature_layer']}, d = {rows[0]['feature_dim']}; probe: logistic regression on those images, "
+        f"accuracy on 1000 test images; {s['load']})"
+    )
     print("| sigma | alpha_bar | ICR | probe accuracy | Tr Sigma_s | Tr Sigma_xi | tau |")
     print("|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['noise_level']:g} | {r['alpha_bar']:.3f} | {r['icr']:.4f} | {r['probe_accuracy']:.3f} | {r['trace_sigma_s']:.4g} "
-              f"| {r['trace_sigma_xi']:.4g} | {r['shrinkage']:.2e} |")
+        print(
+            f"| {r['noise_level']:g} | {r['alpha_bar']:.3f} | {r['icr']:.4f} | {r['probe_accuracy']:.3f} | {r['trace_sigma_s']:.4g} "
+            f"| {r['trace_sigma_xi']:.4g} | {r['shrinkage']:.2e} |"
+        )
     ok = summ.get("claim_window")
-    print(f"ICR minimum at sigma = {summ['icr_min_level']} (ICR {summ['icr_min']:.4f}); probe peak at sigma = {summ['probe_peak_level']} "
-          f"(accuracy {summ['probe_peak_accuracy']:.3f}); {summ['grid_steps_apart']} grid step(s) apart; intermediate: ICR "
-          f"{summ['icr_min_intermediate']}, probe {summ['probe_peak_intermediate']}")
+    print(
+        f"ICR minimum at sigma = {summ['icr_min_level']} (ICR {summ['icr_min']:.4f}); probe peak at sigma = {summ['probe_peak_level']} "
+        f"(accuracy {summ['probe_peak_accuracy']:.3f}); {summ['grid_steps_apart']} grid step(s) apart; intermediate: ICR "
+        f"{summ['icr_min_intermediate']}, probe {summ['probe_peak_intermediate']}"
+    )
     print(f"Target A (minimum and peak at an intermediate level, within one grid step): {_verdict(ok)}")
 
 
@@ -228,10 +305,17 @@ def _train_result(p: dict) -> tuple[dict | None, bool]:
         return None, False
     s_, i_, m_ = [r["step"] for r in st], [r["icr"] for r in st], [r["memorization_fraction"] for r in st]
     smin, on = T.icr_min_step(s_, i_, 3), T.onset_step(s_, m_, 0.05)
-    return {"train_size": st[0]["train_size"], "steps": s_[-1], "icr_min_step": smin, "icr_min": dict(zip(s_, i_))[smin],
-            "memorization_onset_step": on, "onset_minus_icr_min_steps": (on - smin) if on is not None else None,
-            "final_memorization_fraction": m_[-1], "final_icr": i_[-1],
-            "icr_min_before_onset": (smin < on) if on is not None else None}, True
+    return {
+        "train_size": st[0]["train_size"],
+        "steps": s_[-1],
+        "icr_min_step": smin,
+        "icr_min": dict(zip(s_, i_))[smin],
+        "memorization_onset_step": on,
+        "onset_minus_icr_min_steps": (on - smin) if on is not None else None,
+        "final_memorization_fraction": m_[-1],
+        "final_icr": i_[-1],
+        "icr_min_before_onset": (smin < on) if on is not None else None,
+    }, True
 
 
 def _seed(name: str, p: dict) -> int:
@@ -244,10 +328,14 @@ def _data_label(name: str) -> str:
 
 
 def print_train(parts: dict) -> None:
-    print("\n## B. Monitored training (tiny U-Net, 16x16, batch 32; ICR at sigma* = 0.29 on the training images; "
-          "memorized = NN-distance ratio < 1/3, the stand-in for SSCD > 0.6; onset = first fraction > 0.05)")
-    print("| part | data | training images | seed | steps | ICR min step (smoothed, window 3) | ICR min | onset step | onset - ICR min "
-          "| final memorized | final ICR | ICR min before onset |")
+    print(
+        "\n## B. Monitored training (tiny U-Net, 16x16, batch 32; ICR at sigma* = 0.29 on the training images; "
+        "memorized = NN-distance ratio < 1/3, the stand-in for SSCD > 0.6; onset = first fraction > 0.05)"
+    )
+    print(
+        "| part | data | training images | seed | steps | ICR min step (smoothed, window 3) | ICR min | onset step | onset - ICR min "
+        "| final memorized | final ICR | ICR min before onset |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     f = lambda v, fmt="{}": "-" if v is None else fmt.format(v)  # noqa: E731
     for name, p in parts.items():
@@ -256,16 +344,24 @@ def print_train(parts: dict) -> None:
             print(f"| {name} | {_data_label(name)} | | | (not started) | | | | | | | |")
             continue
         small = not name.startswith("full")
-        print(f"| {name} | {_data_label(name)} | {r['train_size']} | {_seed(name, p)} | {r['steps']}{' (partial)' if partial else ''} "
-              f"| {f(r['icr_min_step'])} | {f(r['icr_min'], '{:.4f}')} | {f(r['memorization_onset_step'])} "
-              f"| {f(r['onset_minus_icr_min_steps'])} | {f(r['final_memorization_fraction'], '{:.3f}')} | {f(r['final_icr'], '{:.4f}')} "
-              f"| {_verdict(r['icr_min_before_onset']) if small else '-'} |")
+        print(
+            f"| {name} | {_data_label(name)} | {r['train_size']} | {_seed(name, p)} | {r['steps']}{' (partial)' if partial else ''} "
+            f"| {f(r['icr_min_step'])} | {f(r['icr_min'], '{:.4f}')} | {f(r['memorization_onset_step'])} "
+            f"| {f(r['onset_minus_icr_min_steps'])} | {f(r['final_memorization_fraction'], '{:.3f}')} | {f(r['final_icr'], '{:.4f}')} "
+            f"| {_verdict(r['icr_min_before_onset']) if small else '-'} |"
+        )
     for name, p in parts.items():
         st = [r for r in p["records"] if r.get("kind") == "step"]
         if st:
-            print(f"\n{name} monitor points (step: ICR / memorized / FD):  " + ";  ".join(
-                f"{r['step']}: {r['icr']:.3f} / {r['memorization_fraction']:.2f} / {r['frechet_distance']:.1f}" if r.get("frechet_distance") is not None
-                else f"{r['step']}: {r['icr']:.3f} / {r['memorization_fraction']:.2f}" for r in st))
+            print(
+                f"\n{name} monitor points (step: ICR / memorized / FD):  "
+                + ";  ".join(
+                    f"{r['step']}: {r['icr']:.3f} / {r['memorization_fraction']:.2f} / {r['frechet_distance']:.1f}"
+                    if r.get("frechet_distance") is not None
+                    else f"{r['step']}: {r['icr']:.3f} / {r['memorization_fraction']:.2f}"
+                    for r in st
+                )
+            )
 
 
 def seed_verdicts(parts: dict) -> list[dict]:
@@ -289,10 +385,19 @@ def seed_verdicts(parts: dict) -> list[dict]:
         rows.sort(key=lambda t: t[0])
         d = [r["onset_minus_icr_min_steps"] for _, r in rows if r["onset_minus_icr_min_steps"] is not None]
         v = [r["icr_min_before_onset"] for _, r in rows]
-        row = {"data": data, "train_size": n, "steps": steps, "seeds": [k for k, _ in rows], "verdicts": v,
-               "differences": [r["onset_minus_icr_min_steps"] for _, r in rows],
-               "shown": sum(x is True for x in v), "measured": sum(x is not None for x in v),
-               "mean_onset_minus_icr_min": float(np.mean(d)) if d else None, "sd": None, "ci95": None}
+        row = {
+            "data": data,
+            "train_size": n,
+            "steps": steps,
+            "seeds": [k for k, _ in rows],
+            "verdicts": v,
+            "differences": [r["onset_minus_icr_min_steps"] for _, r in rows],
+            "shown": sum(x is True for x in v),
+            "measured": sum(x is not None for x in v),
+            "mean_onset_minus_icr_min": float(np.mean(d)) if d else None,
+            "sd": None,
+            "ci95": None,
+        }
         if len(d) >= 2:
             sd = float(np.std(d, ddof=1))
             h = float(stats.t.ppf(0.975, len(d) - 1)) * sd / np.sqrt(len(d))
@@ -305,20 +410,33 @@ def print_seeds(parts: dict) -> None:
     rows = seed_verdicts(parts)
     if not rows:
         return
-    print("\n## B over seeds (finished runs; the same rules: smoothing window 3, onset = memorized fraction > 0.05; "
-          "monitor grid 100 steps; each seed draws its own training subset, initialisation, batches and sampler noise)")
-    print("| data | training images | steps | seeds | onset - ICR min per seed | ICR min before onset | mean onset - ICR min (sd) | 95% t-interval |")
+    print(
+        "\n## B over seeds (finished runs; the same rules: smoothing window 3, onset = memorized fraction > 0.05; "
+        "monitor grid 100 steps; each seed draws its own training subset, initialisation, batches and sampler noise)"
+    )
+    print(
+        "| data | training images | steps | seeds | onset - ICR min per seed | ICR min before onset | mean onset - ICR min (sd) | 95% t-interval |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         per = ", ".join("-" if x is None else f"{x:+d}" for x in r["differences"])
-        m = "-" if r["mean_onset_minus_icr_min"] is None else f"{r['mean_onset_minus_icr_min']:+.0f}" + ("" if r["sd"] is None else f" ({r['sd']:.0f})")
+        m = (
+            "-"
+            if r["mean_onset_minus_icr_min"] is None
+            else f"{r['mean_onset_minus_icr_min']:+.0f}" + ("" if r["sd"] is None else f" ({r['sd']:.0f})")
+        )
         ci = "-" if r["ci95"] is None else f"[{r['ci95'][0]:+.0f}, {r['ci95'][1]:+.0f}]"
-        print(f"| {r['data']} | {r['train_size']} | {r['steps']} | {','.join(map(str, r['seeds']))} | {per} "
-              f"| shown on {r['shown']} of {len(r['seeds'])} seeds" + (f" ({len(r['seeds']) - r['measured']} without onset)" if r['measured'] < len(r['seeds']) else "")
-              + f" | {m} | {ci} |")
+        print(
+            f"| {r['data']} | {r['train_size']} | {r['steps']} | {','.join(map(str, r['seeds']))} | {per} "
+            f"| shown on {r['shown']} of {len(r['seeds'])} seeds"
+            + (f" ({len(r['seeds']) - r['measured']} without onset)" if r["measured"] < len(r["seeds"]) else "")
+            + f" | {m} | {ci} |"
+        )
     every = [r["shown"] == len(r["seeds"]) for r in rows]
-    print(f"Target B (ICR minimum before onset at every small size, on every seed): {_verdict(all(every))}; "
-          f"per run: shown on {sum(r['shown'] for r in rows)} of {sum(len(r['seeds']) for r in rows)} runs")
+    print(
+        f"Target B (ICR minimum before onset at every small size, on every seed): {_verdict(all(every))}; "
+        f"per run: shown on {sum(r['shown'] for r in rows)} of {sum(len(r['seeds']) for r in rows)} runs"
+    )
 
 
 def print_full(parts: dict, fdn: dict | None) -> None:
@@ -338,16 +456,22 @@ def print_full(parts: dict, fdn: dict | None) -> None:
         ok = np.isfinite(fd).all()
         rho = float(np.corrcoef(icr, fd)[0, 1]) if ok else float("nan")
         sp = float(stats.spearmanr(icr, fd).statistic) if ok else float("nan")
-        print(f"\nFull data `{name}` ({st[-1]['step']} steps, {cfg.get('memorization_samples', '?')} samples per point): "
-              f"ICR {icr[0]:.4f} -> {icr[-1]:.4f} (min {icr.min():.4f} at step {st[int(icr.argmin())]['step']}), "
-              f"FD {fd[0]:.1f} -> {fd[-1]:.1f} (min {np.nanmin(fd):.1f}); Pearson(ICR, FD) = {rho:.2f}, Spearman = {sp:.2f}; "
-              f"ICR keeps falling as FD improves: {_verdict(falls and rho > 0)}")
+        print(
+            f"\nFull data `{name}` ({st[-1]['step']} steps, {cfg.get('memorization_samples', '?')} samples per point): "
+            f"ICR {icr[0]:.4f} -> {icr[-1]:.4f} (min {icr.min():.4f} at step {st[int(icr.argmin())]['step']}), "
+            f"FD {fd[0]:.1f} -> {fd[-1]:.1f} (min {np.nanmin(fd):.1f}); Pearson(ICR, FD) = {rho:.2f}, Spearman = {sp:.2f}; "
+            f"ICR keeps falling as FD improves: {_verdict(falls and rho > 0)}"
+        )
         half = len(st) // 2
-        print(f"  second half (steps {st[half]['step']}-{st[-1]['step']}): ICR {icr[half]:.4f} -> {icr[-1]:.4f}, "
-              f"FD mean {np.nanmean(fd[half:]):.1f} sd {np.nanstd(fd[half:], ddof=1):.1f}; first half FD mean {np.nanmean(fd[:half]):.1f}")
+        print(
+            f"  second half (steps {st[half]['step']}-{st[-1]['step']}): ICR {icr[half]:.4f} -> {icr[-1]:.4f}, "
+            f"FD mean {np.nanmean(fd[half:]):.1f} sd {np.nanstd(fd[half:], ddof=1):.1f}; first half FD mean {np.nanmean(fd[:half]):.1f}"
+        )
     if fdn:
-        print(f"\n## Frechet-distance noise floor ({fdn['repeats']} draws of M held-out real training images against the "
-              f"{fdn['reference']} reference test images, in the classifier of `{fdn['feature_net']}`)")
+        print(
+            f"\n## Frechet-distance noise floor ({fdn['repeats']} draws of M held-out real training images against the "
+            f"{fdn['reference']} reference test images, in the classifier of `{fdn['feature_net']}`)"
+        )
         print("| M | mean FD | sd | min | max |")
         print("|---|---|---|---|---|")
         for m, v in fdn["by_m"].items():
@@ -359,11 +483,15 @@ def print_full(parts: dict, fdn: dict | None) -> None:
             for name, row in fdn["models"].items():
                 for m in ("64", "256"):
                     v = row[m]
-                    print(f"| {name} | {row['step']} | {m} | {len(v['values'])} | {v['mean']:.2f} | {v['sd']:.2f} | {v['min']:.2f} | {v['max']:.2f} |")
+                    print(
+                        f"| {name} | {row['step']} | {m} | {len(v['values'])} | {v['mean']:.2f} | {v['sd']:.2f} | {v['min']:.2f} | {v['max']:.2f} |"
+                    )
                 print(f"| {name} | {row['step']} | 512 | 1 | {row['512']:.2f} | | | |")
                 if "monitor_noise" in row:
                     mn = row["monitor_noise"]
-                    print(f"| {name}, the monitor's noise draw | {row['step']} | {mn['samples']} | 1 | {mn['fd']:.2f} | | | |")
+                    print(
+                        f"| {name}, the monitor's noise draw | {row['step']} | {mn['samples']} | 1 | {mn['fd']:.2f} | | | |"
+                    )
 
 
 def part_fd_noise(args) -> dict:
@@ -392,11 +520,22 @@ def part_fd_noise(args) -> dict:
         perm = np.random.default_rng(0).permutation(len(tr.images))[: 20 * 256]
         real = net.features((Fe.prepare_images(tr.images[np.sort(perm)], 16, 1) + 1) / 2).double().numpy()
     real = real[np.random.default_rng(1).permutation(len(real))]
-    out = {"by_m": {}, "repeats": 20, "reference": 2000, "feature_net": _rel(run / "features.safetensors"), "load": _uptime()}
+    out = {
+        "by_m": {},
+        "repeats": 20,
+        "reference": 2000,
+        "feature_net": _rel(run / "features.safetensors"),
+        "load": _uptime(),
+    }
     for m in (64, 256):
         v = np.array([frechet_distance(ref, real[k * m : (k + 1) * m]) for k in range(20)])
-        out["by_m"][str(m)] = {"mean": float(v.mean()), "sd": float(v.std(ddof=1)), "min": float(v.min()), "max": float(v.max()),
-                               "values": v.tolist()}
+        out["by_m"][str(m)] = {
+            "mean": float(v.mean()),
+            "sd": float(v.std(ddof=1)),
+            "min": float(v.min()),
+            "max": float(v.max()),
+            "values": v.tolist(),
+        }
     # the same for the samples of each finished full-data model: 512 samples (12 Heun steps, fresh noise) cut
     # into 8 sets of 64 and 2 sets of 256, so the spread is that of one monitor point at a fixed model
     from icml26.methods.diffusion import unet as U
@@ -410,23 +549,37 @@ def part_fd_noise(args) -> dict:
         ema = U.load_unet(d)
         torch.manual_seed(0)
         with torch.no_grad():
-            x = U.edm_sample(ema, torch.randn(512, 1, 16, 16, generator=torch.Generator().manual_seed(12345)), steps=args.sampler_steps,
-                             sigma_data=float(meta.get("sigma_data", 0.5)))
+            x = U.edm_sample(
+                ema,
+                torch.randn(512, 1, 16, 16, generator=torch.Generator().manual_seed(12345)),
+                steps=args.sampler_steps,
+                sigma_data=float(meta.get("sigma_data", 0.5)),
+            )
             fg = net.features((x.clamp(-1, 1) + 1) / 2).double().numpy()
         row = {"step": meta.get("step")}
         for m in (64, 256):
             v = np.array([frechet_distance(ref, fg[k * m : (k + 1) * m]) for k in range(512 // m)])
-            row[str(m)] = {"mean": float(v.mean()), "sd": float(v.std(ddof=1)), "min": float(v.min()), "max": float(v.max()), "values": v.tolist()}
+            row[str(m)] = {
+                "mean": float(v.mean()),
+                "sd": float(v.std(ddof=1)),
+                "min": float(v.min()),
+                "max": float(v.max()),
+                "values": v.tolist(),
+            }
         row["512"] = float(frechet_distance(ref, fg))
         # and the monitor's own fixed noise draw (train._gen(seed, N, 0, 3)): reproduces the last monitor point
         from icml26.methods.diffusion import train as T
 
         cfg = next(r for r in _records(Path(args.runs) / name) if r.get("kind") == "config")
         with torch.no_grad():
-            noise = torch.randn((cfg["memorization_samples"], 1, 16, 16), generator=T._gen(cfg["seed"], res[0]["train_size"], 0, 3))
+            noise = torch.randn(
+                (cfg["memorization_samples"], 1, 16, 16), generator=T._gen(cfg["seed"], res[0]["train_size"], 0, 3)
+            )
             xm = U.edm_sample(ema, noise, steps=cfg["sampler_steps"], sigma_data=float(meta.get("sigma_data", 0.5)))
-            row["monitor_noise"] = {"samples": cfg["memorization_samples"],
-                                    "fd": float(frechet_distance(ref, net.features((xm + 1) / 2).double().numpy()))}
+            row["monitor_noise"] = {
+                "samples": cfg["memorization_samples"],
+                "fd": float(frechet_distance(ref, net.features((xm + 1) / 2).double().numpy())),
+            }
         out["models"][name] = row
     return out
 
@@ -439,12 +592,18 @@ def part_figures(args, runs_root: Path, res: dict) -> dict:
     fig = Path(args.fig_dir)
     fig.mkdir(parents=True, exist_ok=True)
     out = {}
-    sweeps = sorted((k for k in res if k.startswith("sweep") and _finished(runs_root / k)), key=lambda k: parse_part(k).get("steps", 0))
+    sweeps = sorted(
+        (k for k in res if k.startswith("sweep") and _finished(runs_root / k)),
+        key=lambda k: parse_part(k).get("steps", 0),
+    )
     if sweeps:
         out["sweep"] = _rel(shutil.copy(next(R.run(runs_root / sweeps[-1]))["plot"], fig / "icr_sweep.png"))
-    fulls = sorted((k for k in res if k.startswith("full") and _finished(runs_root / k)), key=lambda k: parse_part(k).get("steps", 0))
+    fulls = sorted(
+        (k for k in res if k.startswith("full") and _finished(runs_root / k)),
+        key=lambda k: parse_part(k).get("steps", 0),
+    )
     train_recs = []
-    for k in [k for k in res if k.startswith("small") and "-s" not in k[len("small-"):]] + fulls[-1:]:
+    for k in [k for k in res if k.startswith("small") and "-s" not in k[len("small-") :]] + fulls[-1:]:
         train_recs += [r for r in _records(runs_root / k) if r.get("kind") in ("step", "result")]
     if train_recs:
         files = R.plot_training(train_recs, fig / "icr_training.png", fig / "icr_quality.png")
@@ -461,11 +620,18 @@ def part_figures(args, runs_root: Path, res: dict) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--part", action="append",
-                    help="cost | small-<N>[-s<K>] | mnist-<N>[-s<K>] | full[-<S>] | sweep[-<S>] | fd-noise | figures (repeatable; default: all)")
+    ap.add_argument(
+        "--part",
+        action="append",
+        help="cost | small-<N>[-s<K>] | mnist-<N>[-s<K>] | full[-<S>] | sweep[-<S>] | fd-noise | figures (repeatable; default: all)",
+    )
     ap.add_argument("--print-only", action="store_true")
     ap.add_argument("--redo", action="append", default=[])
-    ap.add_argument("--collect", action="store_true", help="read the run folders as they are (unfinished runs are printed as partial); run nothing")
+    ap.add_argument(
+        "--collect",
+        action="store_true",
+        help="read the run folders as they are (unfinished runs are printed as partial); run nothing",
+    )
     ap.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "icr.json"))
     ap.add_argument("--runs", default=str(ROOT / "runs" / "icr-bench"))
     ap.add_argument("--fig-dir", default=str(ROOT / "docs"))
@@ -477,8 +643,15 @@ def main() -> None:
     ap.add_argument("--monitor-every", type=int, default=100)
     ap.add_argument("--samples", type=int, default=64)
     ap.add_argument("--sampler-steps", type=int, default=12)
-    ap.add_argument("--full-steps", type=int, default=600, help="steps of the part 'full' (full-<S> parts give their own)")
-    ap.add_argument("--full-samples", type=int, default=256, help="samples per monitor point of the full-<S> parts (memorization and Frechet distance)")
+    ap.add_argument(
+        "--full-steps", type=int, default=600, help="steps of the part 'full' (full-<S> parts give their own)"
+    )
+    ap.add_argument(
+        "--full-samples",
+        type=int,
+        default=256,
+        help="samples per monitor point of the full-<S> parts (memorization and Frechet distance)",
+    )
     ap.add_argument("--sweep-images", type=int, default=512)
     args = ap.parse_args()
     try:
@@ -486,7 +659,13 @@ def main() -> None:
         seeds = [int(s) for s in args.seeds.split(",")]
         if any(k < 0 for k in seeds):
             raise ValueError("--seeds: seeds must be integers >= 0")
-        names = args.part or ["cost", *[f"small-{n}" + (f"-s{k}" if k else "") for k in seeds for n in sizes], "full", "sweep", "figures"]
+        names = args.part or [
+            "cost",
+            *[f"small-{n}" + (f"-s{k}" if k else "") for k in seeds for n in sizes],
+            "full",
+            "sweep",
+            "figures",
+        ]
         specs = [parse_part(p) for p in names]
     except ValueError as e:  # every part is checked before anything runs
         print(f"benchmarks/icr.py: {e}", file=sys.stderr)
@@ -497,7 +676,12 @@ def main() -> None:
     if not args.print_only:
         for sp in specs:
             p = sp["name"]
-            if p in res and p not in args.redo and p != "figures" and not (args.collect and p not in ("cost", "fd-noise")):
+            if (
+                p in res
+                and p not in args.redo
+                and p != "figures"
+                and not (args.collect and p not in ("cost", "fd-noise"))
+            ):
                 continue
             t0 = time.time()
             if p == "cost":
@@ -506,11 +690,20 @@ def main() -> None:
                 res[p] = part_fd_noise(args)
             elif sp["kind"] == "train":
                 fam = sp["family"]
-                res[p] = part_train(args, sp["size"], args.steps if fam == "small" else args.mnist_steps, args.monitor_every,
-                                    runs_root / p, seed=sp["seed"], data=args.data if fam == "small" else "mnist")
+                res[p] = part_train(
+                    args,
+                    sp["size"],
+                    args.steps if fam == "small" else args.mnist_steps,
+                    args.monitor_every,
+                    runs_root / p,
+                    seed=sp["seed"],
+                    data=args.data if fam == "small" else "mnist",
+                )
             elif sp["kind"] == "full":
                 if "steps" in sp:  # full-<S>: 12 monitor points, more samples per point
-                    res[p] = part_train(args, 0, sp["steps"], max(sp["steps"] // 12, 1), runs_root / p, samples=args.full_samples)
+                    res[p] = part_train(
+                        args, 0, sp["steps"], max(sp["steps"] // 12, 1), runs_root / p, samples=args.full_samples
+                    )
                 else:
                     res[p] = part_train(args, 0, args.full_steps, max(args.full_steps // 4, 1), runs_root / "full")
             elif sp["kind"] == "sweep":

@@ -79,25 +79,59 @@ def cached(path: Path, key: dict, fn):
 
 
 def c2f_key(a) -> dict:
-    return {k: getattr(a, k) for k in ("dataset", "train_size", "c2f_train_steps", "coarse_train_steps", "seam_train_steps", "fine_model", "coarse_model", "c2f_steps", "t_splits",
-                                       "samples_c2f", "val_samples", "val_bootstrap", "bootstrap")}
+    return {
+        k: getattr(a, k)
+        for k in (
+            "dataset",
+            "train_size",
+            "c2f_train_steps",
+            "coarse_train_steps",
+            "seam_train_steps",
+            "fine_model",
+            "coarse_model",
+            "c2f_steps",
+            "t_splits",
+            "samples_c2f",
+            "val_samples",
+            "val_bootstrap",
+            "bootstrap",
+        )
+    }
 
 
 def timing_key(a) -> dict:
-    return {k: getattr(a, k) for k in ("dataset", "train_size", "c2f_train_steps", "coarse_train_steps", "seam_train_steps", "fine_model", "coarse_model", "c2f_steps", "t_splits",
-                                       "seam_t_split", "timing_samples", "timing_repeats")}
+    return {
+        k: getattr(a, k)
+        for k in (
+            "dataset",
+            "train_size",
+            "c2f_train_steps",
+            "coarse_train_steps",
+            "seam_train_steps",
+            "fine_model",
+            "coarse_model",
+            "c2f_steps",
+            "t_splits",
+            "seam_t_split",
+            "timing_samples",
+            "timing_repeats",
+        )
+    }
 
 
 def target_line(res: list[dict], t: float, what: str) -> None:
     by = {r["mode"]: r for r in res}
     c, l = by[f"c2f@{t}"], by["large"]
     fid_ok = c["fid_ratio"] <= 1.10
-    print(f"target (coarse-to-fine >= 2x faster than large-only at comparable FID: here FID within 10%, and same-seed similarity), "
-          f"{what}, t_split {t}: {c['cpu_speedup']:.2f}x in CPU time ({c['speedup']:.2f}x wall-clock), FID {c['fid']:.2f} [{c['fid_low']:.2f}, {c['fid_high']:.2f}] vs "
-          f"{l['fid']:.2f} [{l['fid_low']:.2f}, {l['fid_high']:.2f}] (ratio {c['fid_ratio']:.3f} [{c['fid_ratio_low']:.3f}, {c['fid_ratio_high']:.3f}]), "
-          f"same-seed sim {c['same_seed_similarity']:.3f} (unmatched {c['unmatched_similarity']:.3f}) -> "
-          f"{'MET' if c['cpu_speedup'] >= 2.0 and fid_ok else 'NOT MET'}"
-          f" (ratio's 95% upper bound {'<=' if c['fid_ratio_high'] <= 1.10 else '>'} 1.10)", flush=True)
+    print(
+        f"target (coarse-to-fine >= 2x faster than large-only at comparable FID: here FID within 10%, and same-seed similarity), "
+        f"{what}, t_split {t}: {c['cpu_speedup']:.2f}x in CPU time ({c['speedup']:.2f}x wall-clock), FID {c['fid']:.2f} [{c['fid_low']:.2f}, {c['fid_high']:.2f}] vs "
+        f"{l['fid']:.2f} [{l['fid_low']:.2f}, {l['fid_high']:.2f}] (ratio {c['fid_ratio']:.3f} [{c['fid_ratio_low']:.3f}, {c['fid_ratio_high']:.3f}]), "
+        f"same-seed sim {c['same_seed_similarity']:.3f} (unmatched {c['unmatched_similarity']:.3f}) -> "
+        f"{'MET' if c['cpu_speedup'] >= 2.0 and fid_ok else 'NOT MET'}"
+        f" (ratio's 95% upper bound {'<=' if c['fid_ratio_high'] <= 1.10 else '>'} 1.10)",
+        flush=True,
+    )
 
 
 def grid(out: Path, fine_ck: str, coarse_ck: str, splits, a) -> None:
@@ -117,7 +151,10 @@ def grid(out: Path, fine_ck: str, coarse_ck: str, splits, a) -> None:
     fn = save_png_grid(rows, out / "c2f_same_seed.png", nrow=12)
     if a.grid_copy:
         shutil.copyfile(fn, a.grid_copy)
-    print(f"grid (rows: large, coarse-to-fine at t_split {', '.join(map(str, sorted(splits)))}, small; same noise per column): {fn}")
+    print(
+        f"grid (rows: large, coarse-to-fine at t_split {', '.join(map(str, sorted(splits)))}, small; same noise per column): {fn}"
+    )
+
 
 # ----------------------------------------------------------------------------- coarse-to-fine sweep
 def _load_pair(fine_ck: str, coarse_ck: str):
@@ -203,9 +240,16 @@ def evaluate(z: dict, arts, fr, y, n_boot: int, seed: int) -> list[dict]:
         if base is None:
             base = (zz, x, ff)
         p, r = metrics.precision_recall(fr, ff)
-        rec = {"mode": mode, "fid": metrics.frechet_distance(fr, ff), "precision": p, "recall": r,
-               "class_accuracy": None if pred is None else float((pred == y).float().mean())}
-        rec["same_seed_similarity"], rec["unmatched_similarity"] = metrics.paired_cosine(ff, base[2], seed, shift=K or None)
+        rec = {
+            "mode": mode,
+            "fid": metrics.frechet_distance(fr, ff),
+            "precision": p,
+            "recall": r,
+            "class_accuracy": None if pred is None else float((pred == y).float().mean()),
+        }
+        rec["same_seed_similarity"], rec["unmatched_similarity"] = metrics.paired_cosine(
+            ff, base[2], seed, shift=K or None
+        )
         rec["latent_similarity"], _ = metrics.paired_cosine(zz, base[0], seed, shift=K or None)
         rec["pixel_similarity"] = _pixel_corr(x, base[1])
         res.append(rec)
@@ -230,7 +274,7 @@ def time_modes(fine, coarse, arts, splits, n: int, steps: int, repeats: int, see
     scale = float(arts["latents_meta"]["latent_scale"])
     facs = {"large": lambda: model_velocity(fine, y), "small": lambda: model_velocity(coarse, y)}
     for s in splits:
-        facs[f"c2f@{s}"] = (lambda s=s: flow.CoarseToFine(model_velocity(coarse, y), model_velocity(fine, y), s))
+        facs[f"c2f@{s}"] = lambda s=s: flow.CoarseToFine(model_velocity(coarse, y), model_velocity(fine, y), s)
     runs: dict = {m: [] for m in facs}
     cpu: dict = {m: [] for m in facs}
     nfe = {}
@@ -239,16 +283,18 @@ def time_modes(fine, coarse, arts, splits, n: int, steps: int, repeats: int, see
         for m, f in facs.items():  # warm-up, full batch
             flow.euler(f(), x0, 2)
         for rep in range(repeats):
-            for m in names[rep % len(names):] + names[: rep % len(names)]:
+            for m in names[rep % len(names) :] + names[: rep % len(names)]:
                 v = facs[m]()
                 t0, c0 = time.perf_counter(), time.process_time()
                 z, _n = flow.euler(v, x0, steps)
                 arts["vae"].decode(z / scale)
                 runs[m].append((time.perf_counter() - t0) / n)
                 cpu[m].append((time.process_time() - c0) / n)
-                nfe[m] = (f"{v.nfe_coarse:.0f}+{v.nfe_fine:.0f}" if isinstance(v, flow.CoarseToFine) else str(_n))
-    return {m: {"seconds_per_sample": min(runs[m]), "cpu_seconds_per_sample": min(cpu[m]), "nfe": nfe[m], "runs": runs[m]}
-            for m in facs}
+                nfe[m] = f"{v.nfe_coarse:.0f}+{v.nfe_fine:.0f}" if isinstance(v, flow.CoarseToFine) else str(_n)
+    return {
+        m: {"seconds_per_sample": min(runs[m]), "cpu_seconds_per_sample": min(cpu[m]), "nfe": nfe[m], "runs": runs[m]}
+        for m in facs
+    }
 
 
 def timed_sweep(fine_ck: str, coarse_ck: str, splits, *, steps: int, n: int, repeats: int, seed: int = 0) -> dict:
@@ -269,8 +315,19 @@ def with_speed(res: list[dict], speed: dict) -> list[dict]:
     return out
 
 
-def c2f_sweep(fine_ck: str, coarse_ck: str, splits, *, steps: int, n: int, seed: int, ref_offset: int, ref_size: int,
-              n_boot: int, check: bool = False) -> list[dict]:
+def c2f_sweep(
+    fine_ck: str,
+    coarse_ck: str,
+    splits,
+    *,
+    steps: int,
+    n: int,
+    seed: int,
+    ref_offset: int,
+    ref_size: int,
+    n_boot: int,
+    check: bool = False,
+) -> list[dict]:
     """One sweep over t_split: quality, with paired-bootstrap FID intervals (speed: timed_sweep)."""
     import torch
 
@@ -284,7 +341,11 @@ def c2f_sweep(fine_ck: str, coarse_ck: str, splits, *, steps: int, n: int, seed:
     z, ks = trajectories(fine, coarse, x0, y, steps, splits)
     if check:  # the hand-off above equals flow.CoarseToFine routed per step, on a few samples
         s = splits[len(splits) // 2]
-        v = flow.CoarseToFine(model_velocity(coarse, y[:8] if y is not None else None), model_velocity(fine, y[:8] if y is not None else None), s)
+        v = flow.CoarseToFine(
+            model_velocity(coarse, y[:8] if y is not None else None),
+            model_velocity(fine, y[:8] if y is not None else None),
+            s,
+        )
         zc, _ = flow.euler(v, x0[:8], steps)
         err = float((zc - z[s][:8]).abs().max())
         assert err < 1e-4, f"prefix-shared coarse-to-fine differs from CoarseToFine by {err}"
@@ -295,25 +356,34 @@ def c2f_sweep(fine_ck: str, coarse_ck: str, splits, *, steps: int, n: int, seed:
         r["mode"] = f"c2f@{m}" if isinstance(m, float) else m
         r["nfe_coarse"] = ks[m] if isinstance(m, float) else (steps if m == "small" else 0)
     for r in res:
-        r["parameters"] = {"large": fm["parameters"], "small": cm["parameters"]}.get(r["mode"], fm["parameters"] + cm["parameters"])
+        r["parameters"] = {"large": fm["parameters"], "small": cm["parameters"]}.get(
+            r["mode"], fm["parameters"] + cm["parameters"]
+        )
     return res
 
 
 def sweep_table(res: list[dict], title: str, timed: bool) -> None:
     print(f"\n## {title}")
-    hdr = "| mode | NFE (coarse+fine) |" + (" ms / sample | speed-up | CPU ms / sample | CPU speed-up |" if timed else "") + \
-          " FID [95% CI] | FID / large [95% CI] | precision | recall | class acc | same-seed sim | latent cos | unmatched |"
+    hdr = (
+        "| mode | NFE (coarse+fine) |"
+        + (" ms / sample | speed-up | CPU ms / sample | CPU speed-up |" if timed else "")
+        + " FID [95% CI] | FID / large [95% CI] | precision | recall | class acc | same-seed sim | latent cos | unmatched |"
+    )
     print(hdr)
     print("|" + "---|" * (hdr.count("|") - 1))
     for r in res:
         nfe = r.get("nfe") or ""
         row = f"| {r['mode']} | {nfe} |"
         if timed:
-            row += (f" {1000 * r['seconds_per_sample']:.2f} | {r['speedup']:.2f} |"
-                    f" {1000 * r['cpu_seconds_per_sample']:.2f} | {r['cpu_speedup']:.2f} |")
-        row += (f" {r['fid']:.2f} [{r['fid_low']:.2f}, {r['fid_high']:.2f}] | {r['fid_ratio']:.3f} [{r['fid_ratio_low']:.3f}, {r['fid_ratio_high']:.3f}] |"
-                f" {fmt(r['precision'])} | {fmt(r['recall'])} | {fmt(r['class_accuracy'])} | {fmt(r['same_seed_similarity'])} |"
-                f" {fmt(r['latent_similarity'])} | {fmt(r['unmatched_similarity'])} |")
+            row += (
+                f" {1000 * r['seconds_per_sample']:.2f} | {r['speedup']:.2f} |"
+                f" {1000 * r['cpu_seconds_per_sample']:.2f} | {r['cpu_speedup']:.2f} |"
+            )
+        row += (
+            f" {r['fid']:.2f} [{r['fid_low']:.2f}, {r['fid_high']:.2f}] | {r['fid_ratio']:.3f} [{r['fid_ratio_low']:.3f}, {r['fid_ratio_high']:.3f}] |"
+            f" {fmt(r['precision'])} | {fmt(r['recall'])} | {fmt(r['class_accuracy'])} | {fmt(r['same_seed_similarity'])} |"
+            f" {fmt(r['latent_similarity'])} | {fmt(r['unmatched_similarity'])} |"
+        )
         print(row, flush=True)
 
 
@@ -326,19 +396,40 @@ def main() -> None:
     ap.add_argument("--feature-steps", type=int, default=150)
     ap.add_argument("--steps", type=int, default=400, help="flow-matching steps of every run (equal compute)")
     ap.add_argument("--samples", type=int, default=1000, help="samples per model in the data-reduction table")
-    ap.add_argument("--samples-c2f", type=int, default=1000, help="samples per mode in the reported coarse-to-fine sweep")
-    ap.add_argument("--val-samples", type=int, default=500, help="samples per mode in the validation sweep that picks t_split")
+    ap.add_argument(
+        "--samples-c2f", type=int, default=1000, help="samples per mode in the reported coarse-to-fine sweep"
+    )
+    ap.add_argument(
+        "--val-samples", type=int, default=500, help="samples per mode in the validation sweep that picks t_split"
+    )
     ap.add_argument("--val-bootstrap", type=int, default=50)
     ap.add_argument("--c2f-train-steps", type=int, default=3000, help="training steps of the fine (large) model")
-    ap.add_argument("--coarse-train-steps", type=int, default=30000,
-                    help="training steps of the coarse (small) model: 7x fewer FLOPs per step, so 30000 cost about 1.4x the fine model's 3000")
-    ap.add_argument("--seam-train-steps", type=int, default=3000,
-                    help="training steps of the seam-trained coarse model of section 3 (its per-step cost is about 1.2x the plain one's)")
-    ap.add_argument("--seam-t-split", type=float, default=0.7, help="switch time of the seam-trained coarse model (paper default 0.7)")
+    ap.add_argument(
+        "--coarse-train-steps",
+        type=int,
+        default=30000,
+        help="training steps of the coarse (small) model: 7x fewer FLOPs per step, so 30000 cost about 1.4x the fine model's 3000",
+    )
+    ap.add_argument(
+        "--seam-train-steps",
+        type=int,
+        default=3000,
+        help="training steps of the seam-trained coarse model of section 3 (its per-step cost is about 1.2x the plain one's)",
+    )
+    ap.add_argument(
+        "--seam-t-split",
+        type=float,
+        default=0.7,
+        help="switch time of the seam-trained coarse model (paper default 0.7)",
+    )
     ap.add_argument("--t-splits", default="0.3,0.5,0.7,0.9")
     ap.add_argument("--bootstrap", type=int, default=100, help="paired bootstrap replicates for the FID intervals")
     ap.add_argument("--timing-samples", type=int, default=256)
-    ap.add_argument("--grid-copy", default="", help="also write the large / small / coarse-to-fine grid here (e.g. docs/lfm_same_seed_c2f.png)")
+    ap.add_argument(
+        "--grid-copy",
+        default="",
+        help="also write the large / small / coarse-to-fine grid here (e.g. docs/lfm_same_seed_c2f.png)",
+    )
     ap.add_argument("--ratios", default="0.5,0.25")
     ap.add_argument("--scorers", default="random,kcenter,balanced-cluster,loss,grad")
     ap.add_argument("--reduction-model", default="small")
@@ -352,21 +443,48 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="tiny budget smoke run")
     a = ap.parse_args()
     if a.quick:
-        a.train_size, a.vae_steps, a.feature_steps, a.steps, a.c2f_train_steps, a.coarse_train_steps, a.seam_train_steps, a.samples = 1000, 30, 30, 30, 30, 60, 30, 64
-        a.eval_steps, a.c2f_steps, a.timing_repeats, a.samples_c2f, a.val_samples, a.timing_samples = 10, 20, 1, 64, 64, 16
+        (
+            a.train_size,
+            a.vae_steps,
+            a.feature_steps,
+            a.steps,
+            a.c2f_train_steps,
+            a.coarse_train_steps,
+            a.seam_train_steps,
+            a.samples,
+        ) = 1000, 30, 30, 30, 30, 60, 30, 64
+        a.eval_steps, a.c2f_steps, a.timing_repeats, a.samples_c2f, a.val_samples, a.timing_samples = (
+            10,
+            20,
+            1,
+            64,
+            64,
+            16,
+        )
         a.t_splits, a.bootstrap, a.scorers = "0.5,0.7", 20, "random,balanced-cluster"
     import torch
 
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
-    print(f"# lfm benchmark: {a.dataset}, train_size={a.train_size}, torch threads={torch.get_num_threads()}", flush=True)
-    common = dict(vae_steps=a.vae_steps, feature_steps=a.feature_steps, train_size=a.train_size, log_every=10**6, checkpoint_every=10**6)
+    print(
+        f"# lfm benchmark: {a.dataset}, train_size={a.train_size}, torch threads={torch.get_num_threads()}", flush=True
+    )
+    common = dict(
+        vae_steps=a.vae_steps,
+        feature_steps=a.feature_steps,
+        train_size=a.train_size,
+        log_every=10**6,
+        checkpoint_every=10**6,
+    )
 
     # 0. VAE + feature network + latents
     vinfo = train(out / "vae", stage="vae", dataset=a.dataset, **common)
-    print(f"vae: recon mse {vinfo['vae']['reconstruction_mse']:.4f}, latent {vinfo['vae']['latent_shape']}; "
-          f"feature net test accuracy {vinfo.get('feature_network', {}).get('test_accuracy', float('nan')):.4f}; {vinfo['seconds']:.0f}s", flush=True)
+    print(
+        f"vae: recon mse {vinfo['vae']['reconstruction_mse']:.4f}, latent {vinfo['vae']['latent_shape']}; "
+        f"feature net test accuracy {vinfo.get('feature_network', {}).get('test_accuracy', float('nan')):.4f}; {vinfo['seconds']:.0f}s",
+        flush=True,
+    )
     vae = str(out / "vae")
     fm = dict(common, stage="fm", vae=vae, steps=a.steps)
 
@@ -379,34 +497,83 @@ def main() -> None:
             name = f"{sc}-{int(round(ratio * 100))}"
             extra = {"score_checkpoint": full_ck} if sc in ("loss", "grad") else {}
             runs[name] = train(out / name, model=a.reduction_model, keep_ratio=ratio, scorer=sc, **fm, **extra)
-            print(f"trained {name}: {runs[name]['seconds']:.0f}s (scoring {runs[name]['reduction']['seconds']:.0f}s)", flush=True)
-    key1 = {k: getattr(a, k) for k in ("dataset", "train_size", "steps", "samples", "eval_steps", "ratios", "scorers", "reduction_model", "bootstrap")}
-    recs = cached(out / "reduction_eval.json", key1, lambda: sample(
-        fine=full_ck, compare=[str(out / n / "checkpoint.safetensors") for n in runs], num_samples=a.samples,
-        steps=a.eval_steps, reference_size=5000, seed=0, out=out, bootstrap=a.bootstrap))
+            print(
+                f"trained {name}: {runs[name]['seconds']:.0f}s (scoring {runs[name]['reduction']['seconds']:.0f}s)",
+                flush=True,
+            )
+    key1 = {
+        k: getattr(a, k)
+        for k in (
+            "dataset",
+            "train_size",
+            "steps",
+            "samples",
+            "eval_steps",
+            "ratios",
+            "scorers",
+            "reduction_model",
+            "bootstrap",
+        )
+    }
+    recs = cached(
+        out / "reduction_eval.json",
+        key1,
+        lambda: sample(
+            fine=full_ck,
+            compare=[str(out / n / "checkpoint.safetensors") for n in runs],
+            num_samples=a.samples,
+            steps=a.eval_steps,
+            reference_size=5000,
+            seed=0,
+            out=out,
+            bootstrap=a.bootstrap,
+        ),
+    )
     res = {r["mode"]: r for r in recs if r["kind"] == "result"}
     base = res["large"]
-    print(f"\n## data reduction at equal compute ({a.steps} steps x batch 64, {a.reduction_model} model, "
-          f"{a.samples} samples, Euler {a.eval_steps}; FID in the trained feature space, not Inception)")
-    print("| data | scorer | kept | FID [95% CI] | FID / full [95% CI] | precision | recall | class acc | same-seed sim | unmatched |")
+    print(
+        f"\n## data reduction at equal compute ({a.steps} steps x batch 64, {a.reduction_model} model, "
+        f"{a.samples} samples, Euler {a.eval_steps}; FID in the trained feature space, not Inception)"
+    )
+    print(
+        "| data | scorer | kept | FID [95% CI] | FID / full [95% CI] | precision | recall | class acc | same-seed sim | unmatched |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
-    print(f"| 100% | - | {full['reduction']['kept']} | {ci(base, 'fid')} | 1.000 | {fmt(base['precision'])} | {fmt(base['recall'])} | "
-          f"{fmt(base.get('class_accuracy'))} | 1.000 | {fmt(base['unmatched_similarity'])} |")
+    print(
+        f"| 100% | - | {full['reduction']['kept']} | {ci(base, 'fid')} | 1.000 | {fmt(base['precision'])} | {fmt(base['recall'])} | "
+        f"{fmt(base.get('class_accuracy'))} | 1.000 | {fmt(base['unmatched_similarity'])} |"
+    )
     table1 = []
     for name, info in runs.items():
         r = res[f"compare:{name}"]
         sc, pct = name.rsplit("-", 1)
-        row = {"scorer": sc, "keep_ratio": int(pct) / 100, "kept": info["reduction"]["kept"], "fid": r["fid"], "fid_ratio": r["fid"] / base["fid"],
-               "fid_low": r["fid_low"], "fid_high": r["fid_high"], "fid_ratio_low": r["fid_ratio_low"], "fid_ratio_high": r["fid_ratio_high"],
-               "precision": r["precision"], "recall": r["recall"], "class_accuracy": r.get("class_accuracy"),
-               "same_seed_similarity": r["same_seed_similarity"], "unmatched_similarity": r["unmatched_similarity"]}
+        row = {
+            "scorer": sc,
+            "keep_ratio": int(pct) / 100,
+            "kept": info["reduction"]["kept"],
+            "fid": r["fid"],
+            "fid_ratio": r["fid"] / base["fid"],
+            "fid_low": r["fid_low"],
+            "fid_high": r["fid_high"],
+            "fid_ratio_low": r["fid_ratio_low"],
+            "fid_ratio_high": r["fid_ratio_high"],
+            "precision": r["precision"],
+            "recall": r["recall"],
+            "class_accuracy": r.get("class_accuracy"),
+            "same_seed_similarity": r["same_seed_similarity"],
+            "unmatched_similarity": r["unmatched_similarity"],
+        }
         table1.append(row)
-        print(f"| {pct}% | {sc} | {row['kept']} | {ci(r, 'fid')} | {ci(r, 'fid_ratio')} | {fmt(r['precision'])} | {fmt(r['recall'])} | "
-              f"{fmt(r.get('class_accuracy'))} | {fmt(r['same_seed_similarity'])} | {fmt(r['unmatched_similarity'])} |")
+        print(
+            f"| {pct}% | {sc} | {row['kept']} | {ci(r, 'fid')} | {ci(r, 'fid_ratio')} | {fmt(r['precision'])} | {fmt(r['recall'])} | "
+            f"{fmt(r.get('class_accuracy'))} | {fmt(r['same_seed_similarity'])} | {fmt(r['unmatched_similarity'])} |"
+        )
     best50 = min((r for r in table1 if r["keep_ratio"] == 0.5), key=lambda r: r["fid"], default=None)
     if best50:
-        print(f"target (best scorer at 50% within 10% of full-data FID): {best50['scorer']} at {best50['fid_ratio']:.3f}x -> "
-              f"{'MET' if best50['fid_ratio'] <= 1.10 else 'NOT MET'}")
+        print(
+            f"target (best scorer at 50% within 10% of full-data FID): {best50['scorer']} at {best50['fid_ratio']:.3f}x -> "
+            f"{'MET' if best50['fid_ratio'] <= 1.10 else 'NOT MET'}"
+        )
 
     if a.reduction_only:
         return
@@ -416,28 +583,81 @@ def main() -> None:
     long = dict(fm, checkpoint_every=1000)  # checkpoints every 1000 steps: an interrupted run resumes
     fine = train(out / f"fine-{n_tr}", model=a.fine_model, **dict(long, steps=n_tr))
     coarse = train(out / f"coarse-{n_co}", model=a.coarse_model, **dict(long, steps=n_co))
-    fine_ck, coarse_ck = str(out / f"fine-{n_tr}" / "checkpoint.safetensors"), str(out / f"coarse-{n_co}" / "checkpoint.safetensors")
-    print(f"\nc2f models: fine {a.fine_model} {fine['model']['parameters']} params, {n_tr} steps ({fine['seconds']:.0f}s); "
-          f"coarse {a.coarse_model} {coarse['model']['parameters']} params, {n_co} steps ({coarse['seconds']:.0f}s)", flush=True)
+    fine_ck, coarse_ck = (
+        str(out / f"fine-{n_tr}" / "checkpoint.safetensors"),
+        str(out / f"coarse-{n_co}" / "checkpoint.safetensors"),
+    )
+    print(
+        f"\nc2f models: fine {a.fine_model} {fine['model']['parameters']} params, {n_tr} steps ({fine['seconds']:.0f}s); "
+        f"coarse {a.coarse_model} {coarse['model']['parameters']} params, {n_co} steps ({coarse['seconds']:.0f}s)",
+        flush=True,
+    )
     tag = f"{n_tr}" if n_co == n_tr else f"{n_tr}_{n_co}"
     splits = [float(x) for x in a.t_splits.split(",") if x]
     # 2a. validation sweep: other noise (seed 1) and the other half of the test split; picks t_split
-    val = cached(out / f"c2f_val_{tag}.json", c2f_key(a), lambda: c2f_sweep(
-        fine_ck, coarse_ck, splits, steps=a.c2f_steps, n=a.val_samples, seed=1, ref_offset=5000, ref_size=5000,
-        n_boot=a.val_bootstrap))
-    sweep_table(val, f"validation sweep (noise seed 1, reference = test images 5000-9999, {a.val_samples} samples, Euler {a.c2f_steps}): picks t_split", False)
+    val = cached(
+        out / f"c2f_val_{tag}.json",
+        c2f_key(a),
+        lambda: c2f_sweep(
+            fine_ck,
+            coarse_ck,
+            splits,
+            steps=a.c2f_steps,
+            n=a.val_samples,
+            seed=1,
+            ref_offset=5000,
+            ref_size=5000,
+            n_boot=a.val_bootstrap,
+        ),
+    )
+    sweep_table(
+        val,
+        f"validation sweep (noise seed 1, reference = test images 5000-9999, {a.val_samples} samples, Euler {a.c2f_steps}): picks t_split",
+        False,
+    )
     ok = [r for r in val if r["t_split"] is not None and r["fid_ratio"] <= 1.10]
-    chosen = max(ok, key=lambda r: r["t_split"]) if ok else min((r for r in val if r["t_split"] is not None), key=lambda r: r["fid"])
+    chosen = (
+        max(ok, key=lambda r: r["t_split"])
+        if ok
+        else min((r for r in val if r["t_split"] is not None), key=lambda r: r["fid"])
+    )
     t_pick = chosen["t_split"]
-    print(f"chosen t_split = {t_pick} ({'largest split with validation FID within 10% of large' if ok else 'no split within 10%: lowest validation FID'})")
+    print(
+        f"chosen t_split = {t_pick} ({'largest split with validation FID within 10% of large' if ok else 'no split within 10%: lowest validation FID'})"
+    )
     # 2b. reported sweep: noise seed 0, test images 0-4999, wall-clock side by side
-    rep = cached(out / f"c2f_test_{tag}.json", c2f_key(a), lambda: c2f_sweep(
-        fine_ck, coarse_ck, splits, steps=a.c2f_steps, n=a.samples_c2f, seed=0, ref_offset=0, ref_size=5000,
-        n_boot=a.bootstrap, check=True))
-    rep = with_speed(rep, cached(out / f"c2f_timing_{tag}.json", timing_key(a), lambda: timed_sweep(
-        fine_ck, coarse_ck, splits, steps=a.c2f_steps, n=a.timing_samples, repeats=a.timing_repeats)))
-    sweep_table(rep, f"coarse-to-fine sweep (noise seed 0, reference = test images 0-4999, {a.samples_c2f} samples, Euler {a.c2f_steps}; "
-                     f"ms/sample = fastest of {a.timing_repeats} interleaved runs of {a.timing_samples} samples, ODE + decoding)", True)
+    rep = cached(
+        out / f"c2f_test_{tag}.json",
+        c2f_key(a),
+        lambda: c2f_sweep(
+            fine_ck,
+            coarse_ck,
+            splits,
+            steps=a.c2f_steps,
+            n=a.samples_c2f,
+            seed=0,
+            ref_offset=0,
+            ref_size=5000,
+            n_boot=a.bootstrap,
+            check=True,
+        ),
+    )
+    rep = with_speed(
+        rep,
+        cached(
+            out / f"c2f_timing_{tag}.json",
+            timing_key(a),
+            lambda: timed_sweep(
+                fine_ck, coarse_ck, splits, steps=a.c2f_steps, n=a.timing_samples, repeats=a.timing_repeats
+            ),
+        ),
+    )
+    sweep_table(
+        rep,
+        f"coarse-to-fine sweep (noise seed 0, reference = test images 0-4999, {a.samples_c2f} samples, Euler {a.c2f_steps}; "
+        f"ms/sample = fastest of {a.timing_repeats} interleaved runs of {a.timing_samples} samples, ODE + decoding)",
+        True,
+    )
     for t in splits:
         target_line(rep, t, "plain small coarse model" + (" (t_split picked on validation)" if t == t_pick else ""))
     grid(out, fine_ck, coarse_ck, splits, a)
@@ -448,16 +668,52 @@ def main() -> None:
         n_se = a.seam_train_steps
         name = f"coarse-seam-{n_se}-t{ts}"
         train(out / name, model=a.coarse_model, t_max=ts, seam_checkpoint=fine_ck, **dict(long, steps=n_se))
-        res3 = cached(out / f"c2f_seam_test_{n_tr}_{n_se}_{ts}.json", c2f_key(a), lambda: c2f_sweep(
-            fine_ck, str(out / name / "checkpoint.safetensors"), [ts], steps=a.c2f_steps, n=a.samples_c2f, seed=0, ref_offset=0,
-            ref_size=5000, n_boot=a.bootstrap))
-        res3 = with_speed(res3, cached(out / f"c2f_seam_timing_{n_tr}_{n_se}_{ts}.json", timing_key(a), lambda: timed_sweep(
-            fine_ck, str(out / name / "checkpoint.safetensors"), [ts], steps=a.c2f_steps, n=a.timing_samples, repeats=a.timing_repeats)))
-        sweep_table(res3, f"coarse model trained the paper's way (t < {ts} only + seam loss 0.1 vs the fine model, {n_se} steps), same protocol", True)
+        res3 = cached(
+            out / f"c2f_seam_test_{n_tr}_{n_se}_{ts}.json",
+            c2f_key(a),
+            lambda: c2f_sweep(
+                fine_ck,
+                str(out / name / "checkpoint.safetensors"),
+                [ts],
+                steps=a.c2f_steps,
+                n=a.samples_c2f,
+                seed=0,
+                ref_offset=0,
+                ref_size=5000,
+                n_boot=a.bootstrap,
+            ),
+        )
+        res3 = with_speed(
+            res3,
+            cached(
+                out / f"c2f_seam_timing_{n_tr}_{n_se}_{ts}.json",
+                timing_key(a),
+                lambda: timed_sweep(
+                    fine_ck,
+                    str(out / name / "checkpoint.safetensors"),
+                    [ts],
+                    steps=a.c2f_steps,
+                    n=a.timing_samples,
+                    repeats=a.timing_repeats,
+                ),
+            ),
+        )
+        sweep_table(
+            res3,
+            f"coarse model trained the paper's way (t < {ts} only + seam loss 0.1 vs the fine model, {n_se} steps), same protocol",
+            True,
+        )
         target_line(res3, ts, "seam-trained coarse model")
     res2 = {"validation": val, "test": rep, "t_split": t_pick}
-    summary = {"args": vars(a), "vae": vinfo, "reduction": table1, "full": {k: base[k] for k in ("fid", "precision", "recall")},
-               "c2f": res2, "c2f_seam": res3, "seconds": time.perf_counter() - t_start}
+    summary = {
+        "args": vars(a),
+        "vae": vinfo,
+        "reduction": table1,
+        "full": {k: base[k] for k in ("fid", "precision", "recall")},
+        "c2f": res2,
+        "c2f_seam": res3,
+        "seconds": time.perf_counter() - t_start,
+    }
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     print(f"\ntotal {summary['seconds']:.0f}s; grids: {out / 'same_seed.png'}, {out / 'c2f_same_seed.png'}")
 

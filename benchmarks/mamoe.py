@@ -62,12 +62,19 @@ def part_forward() -> dict:
     d, i, n = 576, 1536, 1024
     mlp = M.SwiGLU(d, i)
     g = torch.Generator().manual_seed(0)
-    mam = M.MAMoEBlock([M.SwiGLU.copy_of(mlp, 1e-2, g) for _ in range(4)], M.SwiGLU.copy_of(mlp), d, top_k=1, groups=((0, 1), (2, 3)), generator=g)
+    mam = M.MAMoEBlock(
+        [M.SwiGLU.copy_of(mlp, 1e-2, g) for _ in range(4)],
+        M.SwiGLU.copy_of(mlp),
+        d,
+        top_k=1,
+        groups=((0, 1), (2, 3)),
+        generator=g,
+    )
     moe = copy.deepcopy(mam)
     moe.groups = None
     x = torch.randn(1, n, d)
     marks = torch.zeros(1, n, dtype=torch.long)
-    marks[:, n // 2:] = 1
+    marks[:, n // 2 :] = 1
     mam.marks = moe.marks = marks
     out = {"tokens": n, "hidden": d, "intermediate": i, "experts": 4, "top_k": 1}
     with torch.no_grad():
@@ -80,8 +87,18 @@ def part_forward() -> dict:
     from transformers.models.mixtral.modeling_mixtral import MixtralSparseMoeBlock
     from transformers.models.olmoe.modeling_olmoe import OlmoeSparseMoeBlock
 
-    for name, blk in (("olmoe", OlmoeSparseMoeBlock(OlmoeConfig(hidden_size=d, intermediate_size=i, num_experts=8, num_experts_per_tok=2))),
-                      ("mixtral", MixtralSparseMoeBlock(MixtralConfig(hidden_size=d, intermediate_size=i, num_local_experts=8, num_experts_per_tok=2)))):
+    for name, blk in (
+        (
+            "olmoe",
+            OlmoeSparseMoeBlock(OlmoeConfig(hidden_size=d, intermediate_size=i, num_experts=8, num_experts_per_tok=2)),
+        ),
+        (
+            "mixtral",
+            MixtralSparseMoeBlock(
+                MixtralConfig(hidden_size=d, intermediate_size=i, num_local_experts=8, num_experts_per_tok=2)
+            ),
+        ),
+    ):
         with torch.no_grad():
             for p in blk.parameters():
                 p.normal_(0, 0.02)
@@ -131,39 +148,93 @@ def part_ceiling(data_dir: str, n: int = 20) -> dict:
     espeak, units = [], []
     for u in test:
         voice, _, var = u["voice"].partition("+")
-        espeak.append(W.recognize(S.synthesize(u["text"], voice=voice, variant=var or None, speed_wpm=u["speed_wpm"], pitch=u["pitch"])))
+        espeak.append(
+            W.recognize(
+                S.synthesize(u["text"], voice=voice, variant=var or None, speed_wpm=u["speed_wpm"], pitch=u["pitch"])
+            )
+        )
         units.append(W.recognize(vocoder.units_to_wave(u["units"], data["codec"].mel_centroids, seed=0)))
     clips = S.librivox_clips()
     lib = [W.recognize(c.audio) for c in clips]
-    return {"examples": len(test), "wer_espeak_audio": W.wer(refs, espeak), "wer_reference_units_griffin_lim": W.wer(refs, units),
-            "wer_librivox_pocketsphinx": W.wer([c.transcript for c in clips], lib), "wer_true_transcript": W.wer(refs, refs),
-            "examples_espeak": list(zip(refs[:3], espeak[:3])), "examples_units": list(zip(refs[:3], units[:3])),
-            "seconds": time.perf_counter() - t0}
+    return {
+        "examples": len(test),
+        "wer_espeak_audio": W.wer(refs, espeak),
+        "wer_reference_units_griffin_lim": W.wer(refs, units),
+        "wer_librivox_pocketsphinx": W.wer([c.transcript for c in clips], lib),
+        "wer_true_transcript": W.wer(refs, refs),
+        "examples_espeak": list(zip(refs[:3], espeak[:3])),
+        "examples_units": list(zip(refs[:3], units[:3])),
+        "seconds": time.perf_counter() - t0,
+    }
 
 
-def part_table(seed: int, runs: Path, data: str | None = None, variant: str | None = None, recipe: str = RECIPE) -> dict:
+def part_table(
+    seed: int, runs: Path, data: str | None = None, variant: str | None = None, recipe: str = RECIPE
+) -> dict:
     out = runs / (f"seed{seed}" + (f"-{variant}" if variant else ""))
     if out.exists():
         import shutil
 
         shutil.rmtree(out)
     t0 = time.perf_counter()
-    r = subprocess.run([sys.executable, "-m", "icml26", "mamoe", "train", "--recipe", recipe, "--seed", str(seed), "-q", "--out", str(out)]
-                       + (["--data", data] if data else []) + (["--variant", variant] if variant else []),
-                       capture_output=True, text=True, cwd=ROOT)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "icml26",
+            "mamoe",
+            "train",
+            "--recipe",
+            recipe,
+            "--seed",
+            str(seed),
+            "-q",
+            "--out",
+            str(out),
+        ]
+        + (["--data", data] if data else [])
+        + (["--variant", variant] if variant else []),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     if r.returncode != 0:
-        raise SystemExit(f"table-{seed} failed: {r.stderr.strip().splitlines()[-1] if r.stderr.strip() else r.returncode}")
+        raise SystemExit(
+            f"table-{seed} failed: {r.stderr.strip().splitlines()[-1] if r.stderr.strip() else r.returncode}"
+        )
     recs = [json.loads(x) for x in r.stdout.splitlines()]
     res = [{k: x.get(k) for k in KEEP} for x in recs if x["kind"] == "result"]
     steps = [x for x in recs if x["kind"] == "step" and "variant" in x]
-    return {"seed": seed, "recipe": recipe, "results": res,
-            "final_loss": {v: [s["loss"] for s in steps if s["variant"] == v][-1] for v in {s["variant"] for s in steps}},
-            "seconds": time.perf_counter() - t0}
+    return {
+        "seed": seed,
+        "recipe": recipe,
+        "results": res,
+        "final_loss": {v: [s["loss"] for s in steps if s["variant"] == v][-1] for v in {s["variant"] for s in steps}},
+        "seconds": time.perf_counter() - t0,
+    }
 
 
-KEEP = ("variant", "task", "wer", "wer_librivox", "unit_error_rate", "text_perplexity", "text_perplexity_dense", "text_perplexity_init",
-        "routing_text_to_speech_experts", "routing_speech_to_text_experts", "active_params", "total_params", "train_seconds", "eval_seconds",
-        "empty_hypotheses", "stopped", "length_ratio", "example_hypothesis", "response_nll")
+KEEP = (
+    "variant",
+    "task",
+    "wer",
+    "wer_librivox",
+    "unit_error_rate",
+    "text_perplexity",
+    "text_perplexity_dense",
+    "text_perplexity_init",
+    "routing_text_to_speech_experts",
+    "routing_speech_to_text_experts",
+    "active_params",
+    "total_params",
+    "train_seconds",
+    "eval_seconds",
+    "empty_hypotheses",
+    "stopped",
+    "length_ratio",
+    "example_hypothesis",
+    "response_nll",
+)
 
 
 def part_collect(runs: Path) -> dict:
@@ -183,7 +254,11 @@ def part_collect(runs: Path) -> dict:
         for r in recs:
             if r.get("kind") == "result" and (r["variant"], r["task"]) not in have:
                 t["results"].append({k: r.get(k) for k in KEEP})
-            if r.get("kind") == "step" and "variant" in r and r["step"] >= t.setdefault("final_step", {}).get(r["variant"], 0):
+            if (
+                r.get("kind") == "step"
+                and "variant" in r
+                and r["step"] >= t.setdefault("final_step", {}).get(r["variant"], 0)
+            ):
                 t["final_step"][r["variant"]] = r["step"]
                 t["final_loss"][r["variant"]] = r["loss"]
     return {f"table-{s}-partial": t for s, t in out.items()}
@@ -196,25 +271,39 @@ def _f(x, nd=3):
 def report(data: dict) -> None:
     fw = data.get("forward")
     if fw:
-        print(f"\n## forward time (ms, median of alternating rounds; {fw['tokens']} tokens, d {fw['hidden']}; load: {fw.get('load')})")
+        print(
+            f"\n## forward time (ms, median of alternating rounds; {fw['tokens']} tokens, d {fw['hidden']}; load: {fw.get('load')})"
+        )
         print("| block | ms | baseline ms | ratio | target <= 1.10 |\n|---|---|---|---|---|")
-        print(f"| MAMoE vs plain MoE (ours) | {fw['mamoe_block_ms']:.1f} | {fw['moe_block_ms']:.1f} | {fw['block_ratio']:.3f} | {'met' if fw['block_ratio'] <= 1.10 else 'NOT met'} |")
+        print(
+            f"| MAMoE vs plain MoE (ours) | {fw['mamoe_block_ms']:.1f} | {fw['moe_block_ms']:.1f} | {fw['block_ratio']:.3f} | {'met' if fw['block_ratio'] <= 1.10 else 'NOT met'} |"
+        )
         for h in ("olmoe", "mixtral"):
-            print(f"| patched {h} vs host | {fw[h + '_patched_ms']:.1f} | {fw[h + '_host_ms']:.1f} | {fw[h + '_ratio']:.3f} | {'met' if fw[h + '_ratio'] <= 1.10 else 'NOT met'} |")
+            print(
+                f"| patched {h} vs host | {fw[h + '_patched_ms']:.1f} | {fw[h + '_host_ms']:.1f} | {fw[h + '_ratio']:.3f} | {'met' if fw[h + '_ratio'] <= 1.10 else 'NOT met'} |"
+            )
     pp = data.get("perplexity")
     if pp:
-        print(f"\n## text perplexity before speech training (SmolLM2-135M, {pp['texts']} held-out glosses; load: {pp.get('load')})")
+        print(
+            f"\n## text perplexity before speech training (SmolLM2-135M, {pp['texts']} held-out glosses; load: {pp.get('load')})"
+        )
         print("| model | perplexity | vs dense | target within 5% |\n|---|---|---|---|")
         print(f"| dense SmolLM2 | {pp['dense']:.2f} | - | - |")
         for k in ("mamoe_official", "moe_official", "mamoe_equal", "moe_equal"):
             rel = pp[k] / pp["dense"] - 1
-            print(f"| {k.replace('_', ' upcycle_init ')} | {pp[k]:.2f} | {rel * 100:+.2f}% | {'met' if abs(rel) <= 0.05 else 'NOT met'} |")
+            print(
+                f"| {k.replace('_', ' upcycle_init ')} | {pp[k]:.2f} | {rel * 100:+.2f}% | {'met' if abs(rel) <= 0.05 else 'NOT met'} |"
+            )
     ce = data.get("ceiling")
     if ce:
-        print(f"\n## judge ceilings (pocketsphinx 5.1.1, first {ce['examples']} test utterances of the table data; load: {ce.get('load')})")
+        print(
+            f"\n## judge ceilings (pocketsphinx 5.1.1, first {ce['examples']} test utterances of the table data; load: {ce.get('load')})"
+        )
         print("| audio | WER |\n|---|---|")
         print(f"| espeak-ng audio of the test sentences (ground truth) | {ce['wer_espeak_audio']:.3f} |")
-        print(f"| Griffin-Lim from the reference units (the decoder alone) | {ce['wer_reference_units_griffin_lim']:.3f} |")
+        print(
+            f"| Griffin-Lim from the reference units (the decoder alone) | {ce['wer_reference_units_griffin_lim']:.3f} |"
+        )
         print(f"| the 5 real LibriVox clips | {ce['wer_librivox_pocketsphinx']:.3f} |")
         print(f"| ASR scoring of the true transcripts | {ce['wer_true_transcript']:.3f} |")
     tabs = [data[k] for k in sorted(data) if k.startswith("table-")]
@@ -251,8 +340,10 @@ def table_report(tabs: list[dict]) -> None:
                 seen.add(key)
                 rows.setdefault((r["variant"], r["task"]), {})[t["seed"]] = r
     print(f"\n## variant x task ({', '.join(recipes)}; seeds {seeds}; mean ± 95% t-interval over seeds)")
-    print("| variant | ASR WER | ASR WER LibriVox | ASR empty hyp. | ASR NLL | TTS WER (pocketsphinx) | TTS unit error | TTS stopped | TTS NLL | "
-          "text ppl | text->speech | speech->text | active / total params |")
+    print(
+        "| variant | ASR WER | ASR WER LibriVox | ASR empty hyp. | ASR NLL | TTS WER (pocketsphinx) | TTS unit error | TTS stopped | TTS NLL | "
+        "text ppl | text->speech | speech->text | active / total params |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
     def col(v, task, key):
@@ -262,16 +353,28 @@ def table_report(tabs: list[dict]) -> None:
         if (v, "asr") not in rows and (v, "tts") not in rows:
             continue
         a = next(iter(rows.get((v, "asr"), rows.get((v, "tts"), {})).values()))
-        print(f"| {v} | {_mc(col(v, 'asr', 'wer'))} | {_mc(col(v, 'asr', 'wer_librivox'))} | {_mc(col(v, 'asr', 'empty_hypotheses'), 2)} | "
-              f"{_mc(col(v, 'asr', 'response_nll'))} | {_mc(col(v, 'tts', 'wer'))} | {_mc(col(v, 'tts', 'unit_error_rate'))} | "
-              f"{_mc(col(v, 'tts', 'stopped'), 2)} | {_mc(col(v, 'tts', 'response_nll'))} | "
-              f"{_mc(col(v, 'asr', 'text_perplexity'), 0)} | {_mc(col(v, 'asr', 'routing_text_to_speech_experts'))} | "
-              f"{_mc(col(v, 'asr', 'routing_speech_to_text_experts'))} | {a['active_params']:,} / {a['total_params']:,} |")
-    for task, key in (("asr", "wer"), ("asr", "response_nll"), ("tts", "wer"), ("tts", "unit_error_rate"), ("tts", "response_nll")):
+        print(
+            f"| {v} | {_mc(col(v, 'asr', 'wer'))} | {_mc(col(v, 'asr', 'wer_librivox'))} | {_mc(col(v, 'asr', 'empty_hypotheses'), 2)} | "
+            f"{_mc(col(v, 'asr', 'response_nll'))} | {_mc(col(v, 'tts', 'wer'))} | {_mc(col(v, 'tts', 'unit_error_rate'))} | "
+            f"{_mc(col(v, 'tts', 'stopped'), 2)} | {_mc(col(v, 'tts', 'response_nll'))} | "
+            f"{_mc(col(v, 'asr', 'text_perplexity'), 0)} | {_mc(col(v, 'asr', 'routing_text_to_speech_experts'))} | "
+            f"{_mc(col(v, 'asr', 'routing_speech_to_text_experts'))} | {a['active_params']:,} / {a['total_params']:,} |"
+        )
+    for task, key in (
+        ("asr", "wer"),
+        ("asr", "response_nll"),
+        ("tts", "wer"),
+        ("tts", "unit_error_rate"),
+        ("tts", "response_nll"),
+    ):
         for other in ("moe", "mamoe-noshared"):
             mine, theirs = rows.get(("mamoe", task), {}), rows.get((other, task), {})
             both = sorted(set(mine) & set(theirs))
-            diffs = [mine[s][key] - theirs[s][key] for s in both if mine[s].get(key) is not None and theirs[s].get(key) is not None]
+            diffs = [
+                mine[s][key] - theirs[s][key]
+                for s in both
+                if mine[s].get(key) is not None and theirs[s].get(key) is not None
+            ]
             if not diffs:
                 continue
             m, h = mean_ci(diffs)
@@ -283,17 +386,22 @@ def table_report(tabs: list[dict]) -> None:
                 verdict = "refuted (MAMoE higher, interval excludes 0)"
             else:
                 verdict = "tie (interval holds 0)"
-            print(f"target {task.upper()} {key}: mamoe - {other} = {m:+.3f}" + (f" ± {h:.3f}" if h is not None else "")
-                  + f" over seeds {both}: {verdict}")
+            print(
+                f"target {task.upper()} {key}: mamoe - {other} = {m:+.3f}"
+                + (f" ± {h:.3f}" if h is not None else "")
+                + f" over seeds {both}: {verdict}"
+            )
     losses: dict = {}
     for t in tabs:
         for v, x in t["final_loss"].items():
             losses.setdefault(v, []).append(x)
-    print("training loss (mean of the last log window): " + ", ".join(f"{v} {_mc(x)}" for v, x in sorted(losses.items())))
+    print(
+        "training loss (mean of the last log window): " + ", ".join(f"{v} {_mc(x)}" for v, x in sorted(losses.items()))
+    )
     secs = [r.get("train_seconds") for rs in rows.values() for r in rs.values() if r.get("task") == "asr"]
     if secs:
         print(f"train seconds per (variant, seed): {_mc(secs, 0)}")
-    print("load: " + "; ".join(sorted({str(t.get('load')) for t in tabs}))[:600])
+    print("load: " + "; ".join(sorted({str(t.get("load")) for t in tabs}))[:600])
 
 
 def main() -> None:
@@ -302,7 +410,9 @@ def main() -> None:
     ap.add_argument("--json", default=str(DEFAULT_JSON))
     ap.add_argument("--runs", default="runs/mamoe-bench")
     ap.add_argument("--print-only", action="store_true")
-    ap.add_argument("--data", default=None, help="a prepared folder for the table parts (default: each seed prepares its own)")
+    ap.add_argument(
+        "--data", default=None, help="a prepared folder for the table parts (default: each seed prepares its own)"
+    )
     ap.add_argument("--force", action="store_true", help="recompute the parts given")
     ap.add_argument("--recipe", default=RECIPE, help="the recipe of the table parts")
     ap.add_argument("--ceiling-n", type=int, default=20, help="test utterances the ceiling part recognizes")

@@ -110,7 +110,9 @@ def recurrent_fn(params, rng_key, action, embedding):
 root = mctx.RootFnOutput(prior_logits=jnp.zeros((1, A)), value=jnp.zeros(1), embedding=jnp.zeros(1, jnp.int32))
 """
 
-MCTX_SCRIPT = MCTX_SETUP + r"""
+MCTX_SCRIPT = (
+    MCTX_SETUP
+    + r"""
 reps = int(sys.argv[3])
 out = {"jax": jax.__version__, "mctx": getattr(mctx, "__version__", "?")}
 for name in ("muzero_policy", "gumbel_muzero_policy"):
@@ -126,9 +128,12 @@ for name in ("muzero_policy", "gumbel_muzero_policy"):
     out[name] = {"wall": n_sims / float(np.median(ts)), "cpu": n_sims / float(np.median(cs)), "best": n_sims / float(np.min(ts))}
 print(json.dumps(out))
 """
+)
 
 
-MCTX_SERVER = MCTX_SETUP + r"""
+MCTX_SERVER = (
+    MCTX_SETUP
+    + r"""
 fs = {}
 for name in ("muzero_policy", "gumbel_muzero_policy"):
     pol = getattr(mctx, name)
@@ -145,6 +150,7 @@ for line in sys.stdin:
         ts.append(time.perf_counter() - t)
     print(json.dumps(ts), flush=True)
 """
+)
 
 
 def paired_rounds(args, tree, prm, n: int) -> dict:
@@ -158,8 +164,13 @@ def paired_rounds(args, tree, prm, n: int) -> dict:
     with tempfile.TemporaryDirectory() as d:
         f = os.path.join(d, "tree.npz")
         np.savez(f, child=tree.child, mean=tree.mean, A=4, depth=tree.depth)
-        pr = subprocess.Popen([args.mctx_python, "-c", MCTX_SERVER, f, str(n)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL, text=True)
+        pr = subprocess.Popen(
+            [args.mctx_python, "-c", MCTX_SERVER, f, str(n)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
         try:
             if pr.stdout.readline().strip() != "ready":
                 return {}
@@ -190,13 +201,18 @@ def speed(args) -> dict:
 
     torch.set_num_threads(1)
     tree = T.generate(args.depth, 4, 1, noise_scale=1.0, noise_spread=0.5, seed=0, name="speed")
-    prm = M.make_params(M.Config(value_norm=args.speed_value_norm), *tree.value_range, tree.reward_span, 10**9, shift=0.0)
+    prm = M.make_params(
+        M.Config(value_norm=args.speed_value_norm), *tree.value_range, tree.reward_span, 10**9, shift=0.0
+    )
     n = args.sims
     be = ops.backend()
     res = {"tree": f"depth {tree.depth}, 4 actions, {tree.n_nodes} nodes", "simulations": n, "kernel": be}
     res["value_norm"] = args.speed_value_norm
-    print(f"\n== speed: {res['tree']}, {n} simulations per search, batch 1, 1 thread, value_norm {args.speed_value_norm} ==")
+    print(
+        f"\n== speed: {res['tree']}, {n} simulations per search, batch 1, 1 thread, value_norm {args.speed_value_norm} =="
+    )
     print(f"  load average at start: {os.getloadavg()[0]:.2f} ({os.cpu_count()} CPUs)")
+
     def rate(fn, calls):  # simulations/s from the median wall and the median process-CPU time per call
         ts, cs = [], []
         for c in calls:
@@ -218,7 +234,12 @@ def speed(args) -> dict:
         with tempfile.TemporaryDirectory() as d:
             f = os.path.join(d, "tree.npz")
             np.savez(f, child=tree.child, mean=tree.mean, A=4, depth=tree.depth)
-            pr = subprocess.run([args.mctx_python, "-c", MCTX_SCRIPT, f, str(n), str(args.mctx_reps)], capture_output=True, text=True, timeout=900)
+            pr = subprocess.run(
+                [args.mctx_python, "-c", MCTX_SCRIPT, f, str(n), str(args.mctx_reps)],
+                capture_output=True,
+                text=True,
+                timeout=900,
+            )
             if pr.returncode == 0:
                 out = json.loads(pr.stdout.strip().splitlines()[-1])
                 res["mctx_version"] = f"jax {out['jax']}, mctx {out['mctx']}"
@@ -238,8 +259,10 @@ def speed(args) -> dict:
         print(f"  mctx: {res['mctx_error']}")
 
     def ratio(a, b):
-        return (f"x{res[a]['wall'] / res[b]['wall']:.0f} wall, x{res[a]['cpu'] / res[b]['cpu']:.0f} CPU, "
-                f"x{res[a]['best'] / res[b]['best']:.0f} best call")
+        return (
+            f"x{res[a]['wall'] / res[b]['wall']:.0f} wall, x{res[a]['cpu'] / res[b]['cpu']:.0f} CPU, "
+            f"x{res[a]['best'] / res[b]['best']:.0f} best call"
+        )
 
     if "C++ uct" in res:
         print(f"  C++ / _ref: uct {ratio('C++ uct', '_ref uct')}; varde {ratio('C++ varde', '_ref varde')}")
@@ -251,9 +274,16 @@ def speed(args) -> dict:
     for algo, name in (("gumbel", "gumbel_muzero_policy"), ("uct", "muzero_policy")):
         if paired.get(algo):
             q = np.asarray(paired[algo])
-            res[f"paired {algo}"] = {"median": float(np.median(q)), "min": float(q.min()), "max": float(q.max()), "rounds": q.tolist()}
-            print(f"  paired, interleaved ({len(q)} rounds x {args.paired_calls} calls per side): C++ {algo} / mctx {name}: "
-                  f"median x{np.median(q):.0f} (rounds x{q.min():.0f} to x{q.max():.0f}; {int((q >= 100).sum())}/{len(q)} rounds >= x100)")
+            res[f"paired {algo}"] = {
+                "median": float(np.median(q)),
+                "min": float(q.min()),
+                "max": float(q.max()),
+                "rounds": q.tolist(),
+            }
+            print(
+                f"  paired, interleaved ({len(q)} rounds x {args.paired_calls} calls per side): C++ {algo} / mctx {name}: "
+                f"median x{np.median(q):.0f} (rounds x{q.min():.0f} to x{q.max():.0f}; {int((q >= 100).sum())}/{len(q)} rounds >= x100)"
+            )
     return res
 
 
@@ -314,17 +344,32 @@ def gym_speed(args) -> None:
             c_calls(1)
             rec, vis, q = T.table_search(tab, env.s0, algo, [n], [1], prm)
             same = bool(rec[0, 0] == a and vis[0, 0].tolist() == st["visits"] and q[0, 0].tolist() == st["q"])
-            store[key] = {"env": env_id, "horizon": hz, "algo": algo, "simulations": n, "cpp_sims_s": n / float(np.median(cpp)),
-                          "cpp_best_sims_s": n / float(np.min(cpp)), "python_sims_s": n / py, "identical": same,
-                          "load_avg": [load0, os.getloadavg()[0]]}
+            store[key] = {
+                "env": env_id,
+                "horizon": hz,
+                "algo": algo,
+                "simulations": n,
+                "cpp_sims_s": n / float(np.median(cpp)),
+                "cpp_best_sims_s": n / float(np.min(cpp)),
+                "python_sims_s": n / py,
+                "identical": same,
+                "load_avg": [load0, os.getloadavg()[0]],
+            }
             path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_text(path, json.dumps(store, indent=1) + "\n")
             r = store[key]
-            print(f"  {key}: C++ {r['cpp_sims_s']:,.0f}/s, Python {r['python_sims_s']:,.0f}/s, x{r['cpp_sims_s'] / r['python_sims_s']:.0f}, "
-                  f"identical {same}", flush=True)
-    print(f"\n== gymnasium tables: C++ table kernel vs Python search, {n} simulations per search, batch 1, 1 thread, "
-          f"value_norm minmax; target >= x100 ==")
-    print(f"  {'env':34s} {'algo':20s} {'C++ sims/s':>12s} {'Python sims/s':>14s} {'ratio':>8s} {'bit for bit':>12s} {'load':>10s}  target")
+            print(
+                f"  {key}: C++ {r['cpp_sims_s']:,.0f}/s, Python {r['python_sims_s']:,.0f}/s, x{r['cpp_sims_s'] / r['python_sims_s']:.0f}, "
+                f"identical {same}",
+                flush=True,
+            )
+    print(
+        f"\n== gymnasium tables: C++ table kernel vs Python search, {n} simulations per search, batch 1, 1 thread, "
+        f"value_norm minmax; target >= x100 =="
+    )
+    print(
+        f"  {'env':34s} {'algo':20s} {'C++ sims/s':>12s} {'Python sims/s':>14s} {'ratio':>8s} {'bit for bit':>12s} {'load':>10s}  target"
+    )
     for name in args.gym_envs.split(","):
         for algo in R.ALGOS:
             r = store.get(f"{name}/{algo}/{n}")
@@ -332,8 +377,10 @@ def gym_speed(args) -> None:
                 continue
             x = r["cpp_sims_s"] / r["python_sims_s"]
             label = f"{r['env']} (h {r['horizon']})"
-            print(f"  {label:34s} {algo:20s} {r['cpp_sims_s']:12,.0f} {r['python_sims_s']:14,.0f} {x:7.0f}x "
-                  f"{'yes' if r['identical'] else 'NO':>12s} {r['load_avg'][0]:4.1f}-{r['load_avg'][1]:4.1f}  {'met' if x >= 100 else 'not met'}")
+            print(
+                f"  {label:34s} {algo:20s} {r['cpp_sims_s']:12,.0f} {r['python_sims_s']:14,.0f} {x:7.0f}x "
+                f"{'yes' if r['identical'] else 'NO':>12s} {r['load_avg'][0]:4.1f}-{r['load_avg'][1]:4.1f}  {'met' if x >= 100 else 'not met'}"
+            )
 
 
 ACCURACY_ENVS = {
@@ -369,13 +416,17 @@ def accuracy(args) -> list[dict]:
         if key not in store:
             continue
         recs = store[key]["records"]
-        print(f"\n== accuracy: {env}, {seeds} seeds, value_norm {args.value_norm}: P(optimal root action) [Wilson 95%] / simple regret ==")
+        print(
+            f"\n== accuracy: {env}, {seeds} seeds, value_norm {args.value_norm}: P(optimal root action) [Wilson 95%] / simple regret =="
+        )
         print(f"  {'algo':20s}" + "".join(f"{b:>26d}" for b in budgets))
         for algo in dict.fromkeys(r["algo"] for r in recs):
             cells = []
             for b in budgets:
                 r = next(x for x in recs if x["algo"] == algo and x["simulations"] == b)
-                cells.append(f"{r['p_correct']:.3f} [{r['p_correct_ci'][0]:.2f},{r['p_correct_ci'][1]:.2f}] {r['simple_regret']:.3f}")
+                cells.append(
+                    f"{r['p_correct']:.3f} [{r['p_correct_ci'][0]:.2f},{r['p_correct_ci'][1]:.2f}] {r['simple_regret']:.3f}"
+                )
             print(f"  {algo:20s}" + "".join(f"{c:>26s}" for c in cells))
         rows += recs
     return rows
@@ -405,16 +456,31 @@ def episodes(args) -> None:
                 if key in store or args.print_only:
                     continue
                 t0 = time.time()
-                cfg = M.Config(env=env, algo=algo, simulations=budgets, seeds=args.episode_root_seeds, episodes=args.episode_count,
-                               reuse_tree=reuse, episode_steps=steps, value_norm=args.value_norm, **kw)
+                cfg = M.Config(
+                    env=env,
+                    algo=algo,
+                    simulations=budgets,
+                    seeds=args.episode_root_seeds,
+                    episodes=args.episode_count,
+                    reuse_tree=reuse,
+                    episode_steps=steps,
+                    value_norm=args.value_norm,
+                    **kw,
+                )
                 recs = [r for r in M.run(cfg, seed=0) if r["kind"] == "result"]
                 store[key] = {"records": recs, "wall_s": time.time() - t0, "load_avg": os.getloadavg()[0]}
                 path.parent.mkdir(parents=True, exist_ok=True)
                 atomic_write_text(path, json.dumps(store, indent=1) + "\n")
-                print(f"  {key}: " + ", ".join(f"n={r['simulations']} {r['episode_return']:.2f}" for r in recs) + f" ({time.time() - t0:.0f} s)",
-                      flush=True)
-        print(f"\n== episodes: {env}, {args.episode_count} episodes of at most {steps} moves, value_norm {args.value_norm}: "
-              f"mean return [t 95%], steps; root P(correct) over {args.episode_root_seeds} seeds ==")
+                print(
+                    f"  {key}: "
+                    + ", ".join(f"n={r['simulations']} {r['episode_return']:.2f}" for r in recs)
+                    + f" ({time.time() - t0:.0f} s)",
+                    flush=True,
+                )
+        print(
+            f"\n== episodes: {env}, {args.episode_count} episodes of at most {steps} moves, value_norm {args.value_norm}: "
+            f"mean return [t 95%], steps; root P(correct) over {args.episode_root_seeds} seeds =="
+        )
         hdr = "".join(f"{f'n={b} ' + lab:>34s}" for b in budgets for lab in ("fresh", "reuse"))
         print(f"  {'algo':20s}{hdr}")
         for algo in algos:
@@ -423,14 +489,22 @@ def episodes(args) -> None:
                 for reuse in (False, True):
                     key = f"{name}/{algo}/reuse={reuse}/{args.episode_count}x{steps}/{','.join(map(str, budgets))}"
                     r = next((x for x in store.get(key, {}).get("records", []) if x["simulations"] == b), None)
-                    cells.append("-" if r is None else f"{r['episode_return']:.2f} [{r['episode_return_ci'][0]:.1f},{r['episode_return_ci'][1]:.1f}] {r['episode_steps_mean']:.0f}")
+                    cells.append(
+                        "-"
+                        if r is None
+                        else f"{r['episode_return']:.2f} [{r['episode_return_ci'][0]:.1f},{r['episode_return_ci'][1]:.1f}] {r['episode_steps_mean']:.0f}"
+                    )
             print(f"  {algo:20s}" + "".join(f"{c:>34s}" for c in cells))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer seeds and repetitions")
-    ap.add_argument("--mctx-python", default=None, help="a Python interpreter with jax + mctx installed (default: the mctx peer venv of `make peers`)")
+    ap.add_argument(
+        "--mctx-python",
+        default=None,
+        help="a Python interpreter with jax + mctx installed (default: the mctx peer venv of `make peers`)",
+    )
     ap.add_argument("--no-mctx", action="store_true", help="time ours only")
     ap.add_argument("--sims", type=int, default=2000)
     ap.add_argument("--paired-rounds", type=int, default=10, help="rounds of C++ vs mctx timed alternately (0: skip)")
@@ -439,21 +513,39 @@ def main() -> None:
     ap.add_argument("--skip-accuracy", action="store_true")
     ap.add_argument("--skip-speed", action="store_true")
     ap.add_argument("--print-only", action="store_true", help="reprint the stored accuracy tables, run nothing")
-    ap.add_argument("--value-norm", default="minmax", help="value normalisation of the accuracy runs (minmax | minmax-tree | oracle)")
-    ap.add_argument("--envs", default="noisy,heavy,frozenlake8x8,taxi", help="comma list of " + ", ".join(ACCURACY_ENVS))
+    ap.add_argument(
+        "--value-norm",
+        default="minmax",
+        help="value normalisation of the accuracy runs (minmax | minmax-tree | oracle)",
+    )
+    ap.add_argument(
+        "--envs", default="noisy,heavy,frozenlake8x8,taxi", help="comma list of " + ", ".join(ACCURACY_ENVS)
+    )
     ap.add_argument("--taxi-seeds", type=int, default=20)
-    ap.add_argument("--episodes", action="store_true", help="run the episode benchmark (section 3) instead of speed and accuracy")
+    ap.add_argument(
+        "--episodes", action="store_true", help="run the episode benchmark (section 3) instead of speed and accuracy"
+    )
     ap.add_argument("--episode-count", type=int, default=3)
     ap.add_argument("--episode-budgets", default="20,60")
     ap.add_argument("--episode-steps", type=int, default=None, help="moves per episode at most (default: 40)")
     ap.add_argument("--episode-root-seeds", type=int, default=3)
     ap.add_argument("--episode-envs", default="taxi,frozenlake8x8", help="comma list of " + ", ".join(EPISODE_ENVS))
     ap.add_argument("--episode-algos", default="all", help="all or a comma list of planners")
-    ap.add_argument("--gym-speed", action="store_true", help="run the gymnasium-table speed benchmark (C++ table kernel vs Python search) instead of speed and accuracy")
-    ap.add_argument("--gym-envs", default="frozenlake8x8,taxi,rainy-taxi", help="comma list of " + ", ".join(GYM_SPEED_ENVS))
+    ap.add_argument(
+        "--gym-speed",
+        action="store_true",
+        help="run the gymnasium-table speed benchmark (C++ table kernel vs Python search) instead of speed and accuracy",
+    )
+    ap.add_argument(
+        "--gym-envs", default="frozenlake8x8,taxi,rainy-taxi", help="comma list of " + ", ".join(GYM_SPEED_ENVS)
+    )
     ap.add_argument("--gym-sims", type=int, default=2000)
     ap.add_argument("--gym-reps", type=int, default=5, help="C++ calls before and after the Python one")
-    ap.add_argument("--speed-value-norm", default="oracle", help="value normalisation of the speed runs (the docs' speed tables: oracle)")
+    ap.add_argument(
+        "--speed-value-norm",
+        default="oracle",
+        help="value normalisation of the speed runs (the docs' speed tables: oracle)",
+    )
     args = ap.parse_args()
     args.envs = [e.strip() for e in args.envs.split(",") if e.strip()]
     bad = [e for e in args.envs if e not in ACCURACY_ENVS]

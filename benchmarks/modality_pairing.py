@@ -47,9 +47,21 @@ SEEDS = [1000, 1001, 1002, 1003, 1004]
 def config():
     from icml26.methods.multimodal.train import Config
 
-    return Config(data="av-digits", modalities=("image", "audio"), reg=("none", "sam", "ls", "swa"), fusion=("late",),
-                  epochs=8, train_size=600, hessian_samples=128, hessian_iters=6, hutchinson_samples=2, noise_draws=5,
-                  loss_curve_directions=3, robust_samples=300, pgd_steps=5)
+    return Config(
+        data="av-digits",
+        modalities=("image", "audio"),
+        reg=("none", "sam", "ls", "swa"),
+        fusion=("late",),
+        epochs=8,
+        train_size=600,
+        hessian_samples=128,
+        hessian_iters=6,
+        hutchinson_samples=2,
+        noise_draws=5,
+        loss_curve_directions=3,
+        robust_samples=300,
+        pgd_steps=5,
+    )
 
 
 WORKER = (0, 1)  # (index, count): this process runs every count-th job from index (--worker i/n)
@@ -124,15 +136,31 @@ def compute(state, budget_s: float, regs=("none", "sam", "ls", "swa")):
                 return False
             pairing, reg, fusion, modality = arm
             train, valid, test, variants = m._prepare(ms, cfg, seed)
-            model, hist, wall = m.train_one(cfg, train, valid, pairing=pairing, reg=reg, fusion=fusion, modality=modality,
-                                            num_classes=ms.num_classes, seed=seed)
+            model, hist, wall = m.train_one(
+                cfg,
+                train,
+                valid,
+                pairing=pairing,
+                reg=reg,
+                fusion=fusion,
+                modality=modality,
+                num_classes=ms.num_classes,
+                seed=seed,
+            )
             t0 = time.time()
             met = m.evaluate(cfg, model, train, test, variants, seed=seed, modality=modality)
-            met.update(train_wall_s=wall, eval_wall_s=time.time() - t0, val_accuracy=max(h[2] for h in hist),
-                       load=os.getloadavg()[0])
+            met.update(
+                train_wall_s=wall,
+                eval_wall_s=time.time() - t0,
+                val_accuracy=max(h[2] for h in hist),
+                load=os.getloadavg()[0],
+            )
             state["runs"][k] = met
             _save(state)
-            print(f"{k}: acc {met['test_accuracy']:.3f} eig {met['hessian_top_eig']:.2f} train {wall:.0f}s (load {met['load']:.1f})", flush=True)
+            print(
+                f"{k}: acc {met['test_accuracy']:.3f} eig {met['hessian_top_eig']:.2f} train {wall:.0f}s (load {met['load']:.1f})",
+                flush=True,
+            )
             if seed == SEEDS[0] and pairing in ("fixed", "stochastic") and reg == "none":
                 from icml26.methods.multimodal.flatness import landscape_2d
 
@@ -148,9 +176,17 @@ EXTRA_SEEDS = SEEDS[:3]
 
 def extra_arms():
     """N = 3 (image, audio, text; audio and text re-drawn) and intermediate fusion (N = 2), reg none, 3 seeds."""
-    return [("n3", ("image", "audio", "text"), a) for a in [("unimodal", "none", "none", "text"), ("fixed", "none", "late", "all"),
-                                                          ("stochastic", "none", "late", "all")]] + \
-           [("mid", ("image", "audio"), a) for a in [("fixed", "none", "intermediate", "all"), ("stochastic", "none", "intermediate", "all")]]
+    return [
+        ("n3", ("image", "audio", "text"), a)
+        for a in [
+            ("unimodal", "none", "none", "text"),
+            ("fixed", "none", "late", "all"),
+            ("stochastic", "none", "late", "all"),
+        ]
+    ] + [
+        ("mid", ("image", "audio"), a)
+        for a in [("fixed", "none", "intermediate", "all"), ("stochastic", "none", "intermediate", "all")]
+    ]
 
 
 def compute_extra(state, budget_s: float):
@@ -174,8 +210,17 @@ def compute_extra(state, budget_s: float):
                 loaded[mods] = m.load(cfg)
             ms = loaded[mods]
             train, valid, test, variants = m._prepare(ms, cfg, seed)
-            model, hist, wall = m.train_one(cfg, train, valid, pairing=arm[0], reg=arm[1], fusion=arm[2], modality=arm[3],
-                                            num_classes=ms.num_classes, seed=seed)
+            model, hist, wall = m.train_one(
+                cfg,
+                train,
+                valid,
+                pairing=arm[0],
+                reg=arm[1],
+                fusion=arm[2],
+                modality=arm[3],
+                num_classes=ms.num_classes,
+                seed=seed,
+            )
             met = m.evaluate(cfg, model, train, test, variants, seed=seed, modality=arm[3])
             met.update(train_wall_s=wall, load=os.getloadavg()[0])
             state["extra"][k] = met
@@ -188,8 +233,10 @@ def report_extra(state):
     ex = state.get("extra", {})
     if not ex:
         return
-    print(f"\nN = 3 (image, audio, text; stochastic re-draws audio and text) and intermediate fusion (image, audio); reg none, "
-          f"seeds {EXTRA_SEEDS}, same budget")
+    print(
+        f"\nN = 3 (image, audio, text; stochastic re-draws audio and text) and intermediate fusion (image, audio); reg none, "
+        f"seeds {EXTRA_SEEDS}, same budget"
+    )
     print("| setting | arm | n | acc | corr img | corr aud | corr txt | λmax |")
     print("|---|---|---|---|---|---|---|---|")
     for tag, mods, arm in extra_arms():
@@ -197,7 +244,13 @@ def report_extra(state):
         if not vals:
             continue
         cells = []
-        for f in ("test_accuracy", "corrupted_accuracy_image", "corrupted_accuracy_audio", "corrupted_accuracy_text", "hessian_top_eig"):
+        for f in (
+            "test_accuracy",
+            "corrupted_accuracy_image",
+            "corrupted_accuracy_audio",
+            "corrupted_accuracy_text",
+            "hessian_top_eig",
+        ):
             xs = [v.get(f) for v in vals if v.get(f) is not None]
             cells.append("-" if not xs else "%.3f ± %.3f" % _ci(xs))
         name = f"{arm[0]}/{arm[2]}" + (f"/{arm[3]}" if arm[0] == "unimodal" else "")
@@ -206,8 +259,11 @@ def report_extra(state):
         fx = [a for t, _, a in extra_arms() if t == tag and a[0] == "fixed"][0]
         st = [a for t, _, a in extra_arms() if t == tag and a[0] == "stochastic"][0]
         for f in ("test_accuracy", "hessian_top_eig"):
-            d = [ex[f"{tag}/" + _key(st, s)][f] - ex[f"{tag}/" + _key(fx, s)][f] for s in EXTRA_SEEDS
-                 if f"{tag}/" + _key(st, s) in ex and f"{tag}/" + _key(fx, s) in ex]
+            d = [
+                ex[f"{tag}/" + _key(st, s)][f] - ex[f"{tag}/" + _key(fx, s)][f]
+                for s in EXTRA_SEEDS
+                if f"{tag}/" + _key(st, s) in ex and f"{tag}/" + _key(fx, s) in ex
+            ]
             if d:
                 print(f"  {tag}: stochastic - fixed {f}: %+.3f ± %.3f [{len(d)}]" % _ci(d))
 
@@ -229,7 +285,17 @@ def timing(state, rounds: int = 2):
     train, valid, _, _ = m._prepare(ms, cfg, SEEDS[0])
     for _ in range(rounds):
         for p, r in arms:
-            _, _, w = m.train_one(cfg, train, valid, pairing=p, reg=r, fusion="late", modality="all", num_classes=ms.num_classes, seed=SEEDS[0])
+            _, _, w = m.train_one(
+                cfg,
+                train,
+                valid,
+                pairing=p,
+                reg=r,
+                fusion="late",
+                modality="all",
+                num_classes=ms.num_classes,
+                seed=SEEDS[0],
+            )
             walls[f"{p}/{r}"].append(w)
     state["timing"] = {"walls_s": walls, "load": os.getloadavg()[0]}
     _save(state)
@@ -250,15 +316,40 @@ def report(state):
     cfg = config()
     arms = m._arms(cfg, ("image", "audio"))
     runs = state["runs"]
-    fields = ["test_accuracy", "corrupted_accuracy_image", "corrupted_accuracy_audio", "missing_accuracy_image",
-              "missing_accuracy_audio", "pgd_accuracy_image", "pgd_accuracy_audio", "shift_accuracy_audio",
-              "librivox_noise_accuracy_audio", "hessian_top_eig", "hessian_trace", "weight_noise_loss_gap", "train_wall_s"]
-    short = {"test_accuracy": "acc", "corrupted_accuracy_image": "corr img", "corrupted_accuracy_audio": "corr aud",
-             "missing_accuracy_image": "miss img", "missing_accuracy_audio": "miss aud", "pgd_accuracy_image": "pgd img",
-             "pgd_accuracy_audio": "pgd aud", "shift_accuracy_audio": "shift aud", "librivox_noise_accuracy_audio": "librivox aud", "hessian_top_eig": "λmax",
-             "hessian_trace": "tr H", "weight_noise_loss_gap": "noise gap", "train_wall_s": "train s"}
-    print(f"av-digits image+audio, {cfg.train_size} train pairs (90/10 train/val), {cfg.epochs} epochs Adam {cfg.lr:g}, "
-          f"seeds {SEEDS}; mean ± 95% t-interval half-width over the seeds done")
+    fields = [
+        "test_accuracy",
+        "corrupted_accuracy_image",
+        "corrupted_accuracy_audio",
+        "missing_accuracy_image",
+        "missing_accuracy_audio",
+        "pgd_accuracy_image",
+        "pgd_accuracy_audio",
+        "shift_accuracy_audio",
+        "librivox_noise_accuracy_audio",
+        "hessian_top_eig",
+        "hessian_trace",
+        "weight_noise_loss_gap",
+        "train_wall_s",
+    ]
+    short = {
+        "test_accuracy": "acc",
+        "corrupted_accuracy_image": "corr img",
+        "corrupted_accuracy_audio": "corr aud",
+        "missing_accuracy_image": "miss img",
+        "missing_accuracy_audio": "miss aud",
+        "pgd_accuracy_image": "pgd img",
+        "pgd_accuracy_audio": "pgd aud",
+        "shift_accuracy_audio": "shift aud",
+        "librivox_noise_accuracy_audio": "librivox aud",
+        "hessian_top_eig": "λmax",
+        "hessian_trace": "tr H",
+        "weight_noise_loss_gap": "noise gap",
+        "train_wall_s": "train s",
+    }
+    print(
+        f"av-digits image+audio, {cfg.train_size} train pairs (90/10 train/val), {cfg.epochs} epochs Adam {cfg.lr:g}, "
+        f"seeds {SEEDS}; mean ± 95% t-interval half-width over the seeds done"
+    )
     print("| arm | n | " + " | ".join(short[f] for f in fields) + " |")
     print("|---|---|" + "---|" * len(fields))
     table = {}
@@ -280,15 +371,29 @@ def report(state):
 
     def paired(a, b, f):
         """per-seed a - b over the seeds both have."""
-        d = [runs[_key(a, s)][f] - runs[_key(b, s)][f] for s in SEEDS if _key(a, s) in runs and _key(b, s) in runs
-             and runs[_key(a, s)].get(f) is not None and runs[_key(b, s)].get(f) is not None]
+        d = [
+            runs[_key(a, s)][f] - runs[_key(b, s)][f]
+            for s in SEEDS
+            if _key(a, s) in runs
+            and _key(b, s) in runs
+            and runs[_key(a, s)].get(f) is not None
+            and runs[_key(b, s)].get(f) is not None
+        ]
         return d
 
     print("\nPaired differences stochastic - fixed (same seed, same reg): mean ± 95% half-width [n]")
     for reg in cfg.reg:
         a, b = ("stochastic", reg, "late", "all"), ("fixed", reg, "late", "all")
         cells = []
-        for f in ("test_accuracy", "hessian_top_eig", "corrupted_accuracy_image", "corrupted_accuracy_audio", "pgd_accuracy_audio", "shift_accuracy_audio", "librivox_noise_accuracy_audio"):
+        for f in (
+            "test_accuracy",
+            "hessian_top_eig",
+            "corrupted_accuracy_image",
+            "corrupted_accuracy_audio",
+            "pgd_accuracy_audio",
+            "shift_accuracy_audio",
+            "librivox_noise_accuracy_audio",
+        ):
             d = paired(a, b, f)
             mu, h = _ci(d) if d else (float("nan"), float("nan"))
             cells.append(f"{short[f]} {mu:+.3f} ± {h:.3f} [{len(d)}]")
@@ -304,53 +409,76 @@ def report(state):
     uni = {mod: mean(("unimodal", "none", "none", mod), "test_accuracy") for mod in ("image", "audio")}
     txt = [v["test_accuracy"] for k, v in state.get("extra", {}).items() if k.startswith("n3/unimodal/none/none/text/")]
     band = {**uni, **({"text": float(np.mean(txt))} if txt else {})}
-    print("  0. unimodal test accuracy in the 70-90% band (data set degradation): "
-          + ", ".join(f"{k} {v:.3f}" for k, v in band.items()) + (f" (text: {len(txt)} seeds of the N = 3 runs)" if txt else "")
-          + f": {'met' if all(0.70 <= v <= 0.90 for v in band.values()) else 'NOT met'}")
+    print(
+        "  0. unimodal test accuracy in the 70-90% band (data set degradation): "
+        + ", ".join(f"{k} {v:.3f}" for k, v in band.items())
+        + (f" (text: {len(txt)} seeds of the N = 3 runs)" if txt else "")
+        + f": {'met' if all(0.70 <= v <= 0.90 for v in band.values()) else 'NOT met'}"
+    )
     ok1 = all(mean(x, "test_accuracy") > max(uni.values()) for x in (fx, st))
-    print(f"  1. multimodal > each unimodal: fixed {mean(fx, 'test_accuracy'):.3f}, stochastic {mean(st, 'test_accuracy'):.3f} "
-          f"vs image {uni['image']:.3f}, audio {uni['audio']:.3f}: {'met' if ok1 else 'NOT met'}")
+    print(
+        f"  1. multimodal > each unimodal: fixed {mean(fx, 'test_accuracy'):.3f}, stochastic {mean(st, 'test_accuracy'):.3f} "
+        f"vs image {uni['image']:.3f}, audio {uni['audio']:.3f}: {'met' if ok1 else 'NOT met'}"
+    )
     d = paired(st, fx, "hessian_top_eig")
     mu, h = _ci(d) if d else (float("nan"), float("nan"))
-    print(f"  2. λmax stochastic < fixed: {mean(st, 'hessian_top_eig'):.2f} vs {mean(fx, 'hessian_top_eig'):.2f} "
-          f"(paired {mu:+.2f} ± {h:.2f}, n={len(d)}): {'met' if mu < 0 else 'NOT met'}{' (interval excludes 0)' if d and mu + h < 0 else ' (interval includes 0)' if d and mu < 0 else ''}")
+    print(
+        f"  2. λmax stochastic < fixed: {mean(st, 'hessian_top_eig'):.2f} vs {mean(fx, 'hessian_top_eig'):.2f} "
+        f"(paired {mu:+.2f} ± {h:.2f}, n={len(d)}): {'met' if mu < 0 else 'NOT met'}{' (interval excludes 0)' if d and mu + h < 0 else ' (interval includes 0)' if d and mu < 0 else ''}"
+    )
     res = []
     for mod in ("image", "audio"):
         d = paired(st, fx, f"corrupted_accuracy_{mod}")
         mu, h = _ci(d) if d else (float("nan"), float("nan"))
         res.append(mu > 0)
-        print(f"  3. corrupted-{mod} accuracy stochastic > fixed: {mean(st, f'corrupted_accuracy_{mod}'):.3f} vs "
-              f"{mean(fx, f'corrupted_accuracy_{mod}'):.3f} (paired {mu:+.3f} ± {h:.3f}): {'met' if mu > 0 else 'NOT met'}"
-              f"{' (interval excludes 0)' if d and mu - h > 0 else ' (interval includes 0)' if d and mu > 0 else ''}")
+        print(
+            f"  3. corrupted-{mod} accuracy stochastic > fixed: {mean(st, f'corrupted_accuracy_{mod}'):.3f} vs "
+            f"{mean(fx, f'corrupted_accuracy_{mod}'):.3f} (paired {mu:+.3f} ± {h:.3f}): {'met' if mu > 0 else 'NOT met'}"
+            f"{' (interval excludes 0)' if d and mu - h > 0 else ' (interval includes 0)' if d and mu > 0 else ''}"
+        )
     tm = {k: float(np.median(v)) for k, v in state["timing"]["walls_s"].items()} if "timing" in state else {}
     for reg in ("sam", "ls"):
         other = ("fixed", reg, "late", "all")
         acc_ok = mean(st, "test_accuracy") >= mean(other, "test_accuracy")
-        ts, to = (tm["stochastic/none"], tm[f"fixed/{reg}"]) if tm else (mean(st, "train_wall_s"), mean(other, "train_wall_s"))
+        ts, to = (
+            (tm["stochastic/none"], tm[f"fixed/{reg}"])
+            if tm
+            else (mean(st, "train_wall_s"), mean(other, "train_wall_s"))
+        )
         t_ok = ts < 0.95 * to  # lower cost: more than the 5% timing noise of the alternating rounds
         d = paired(st, other, "test_accuracy")
         mu, h = _ci(d) if d else (float("nan"), float("nan"))
-        print(f"  4. stochastic vs fixed+{reg}: acc {mean(st, 'test_accuracy'):.3f} vs {mean(other, 'test_accuracy'):.3f} "
-              f"(paired {mu:+.3f} ± {h:.3f}, n={len(d)}), train {ts:.1f}s vs {to:.1f}s ({'alternating-round timing' if tm else 'table'}): "
-              f"{'met' if acc_ok and t_ok else 'NOT met'} (accuracy {'>=' if acc_ok else '<'}, time {'lower' if t_ok else 'not lower'})")
+        print(
+            f"  4. stochastic vs fixed+{reg}: acc {mean(st, 'test_accuracy'):.3f} vs {mean(other, 'test_accuracy'):.3f} "
+            f"(paired {mu:+.3f} ± {h:.3f}, n={len(d)}), train {ts:.1f}s vs {to:.1f}s ({'alternating-round timing' if tm else 'table'}): "
+            f"{'met' if acc_ok and t_ok else 'NOT met'} (accuracy {'>=' if acc_ok else '<'}, time {'lower' if t_ok else 'not lower'})"
+        )
     print("     (cost: SAM takes two gradient evaluations per step, LS and SWA one, as plain training)")
     if "timing" in state:
         t = {k: float(np.median(v)) for k, v in state["timing"]["walls_s"].items()}
         base = t["stochastic/none"]
-        print("  timing (alternating rounds, median train wall s; ratio to stochastic/none): "
-              + ", ".join(f"{k} {v:.1f} ({v / base:.2f}x)" for k, v in t.items()) + f"; load {state['timing']['load']:.1f}")
+        print(
+            "  timing (alternating rounds, median train wall s; ratio to stochastic/none): "
+            + ", ".join(f"{k} {v:.1f} ({v / base:.2f}x)" for k, v in t.items())
+            + f"; load {state['timing']['load']:.1f}"
+        )
     if runs and not any("librivox_noise_accuracy_audio" in v for v in runs.values()):
         from icml26.core.data.speech import librivox_missing_message
 
         print(f"  librivox aud: not measured, {librivox_missing_message()}")
     loads = [v.get("load") for v in runs.values() if v.get("load") is not None]
     if loads:
-        print(f"\nload average (1 min) during the runs: median {np.median(loads):.1f}, max {max(loads):.1f} on {os.cpu_count()} cores "
-              "(wall times are comparable within this run only)")
+        print(
+            f"\nload average (1 min) during the runs: median {np.median(loads):.1f}, max {max(loads):.1f} on {os.cpu_count()} cores "
+            "(wall times are comparable within this run only)"
+        )
     if state.get("landscape") and len(state["landscape"]) == 2:
         from icml26.methods.multimodal.flatness import plot_landscapes
 
-        panels = [(f"{p} pairing (seed {SEEDS[0]})", np.asarray(v["coords"]), np.asarray(v["loss"])) for p, v in sorted(state["landscape"].items())]
+        panels = [
+            (f"{p} pairing (seed {SEEDS[0]})", np.asarray(v["coords"]), np.asarray(v["loss"]))
+            for p, v in sorted(state["landscape"].items())
+        ]
         plot_landscapes(panels, PNG)
         print(f"landscape: {PNG.relative_to(ROOT)}")
 
@@ -360,7 +488,9 @@ def main():
     ap.add_argument("--print-only", action="store_true")
     ap.add_argument("--budget-s", type=float, default=1e9, help="stop starting new runs after this many seconds")
     ap.add_argument("--extra", action="store_true", help="also the N = 3 and intermediate-fusion runs (3 seeds)")
-    ap.add_argument("--worker", default="0/1", help="i/n: run every n-th job from the i-th (n processes share one results file)")
+    ap.add_argument(
+        "--worker", default="0/1", help="i/n: run every n-th job from the i-th (n processes share one results file)"
+    )
     a = ap.parse_args()
     global WORKER
     i, n = (int(x) for x in a.worker.split("/"))

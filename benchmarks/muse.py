@@ -58,7 +58,9 @@ def _load_avg() -> float:
 
 
 def _settings_key(cfg) -> str:
-    return f"B{cfg.block_tokens}-q{cfg.query_clusters}-k{cfg.key_clusters}-it{cfg.lloyd_iters}-r{cfg.retrieved_clusters}"
+    return (
+        f"B{cfg.block_tokens}-q{cfg.query_clusters}-k{cfg.key_clusters}-it{cfg.lloyd_iters}-r{cfg.retrieved_clusters}"
+    )
 
 
 def _real_qkv(lm: dict, n: int, layer: int):
@@ -82,7 +84,9 @@ def part_bench(cfg, args, data: dict) -> None:
     store = data.setdefault("bench", {})
     lm: dict = {}
     for n in args.context_tokens:
-        methods = [m for m in ("sdpa", "muse", "muse-noretrieval", "block", "muse-v1") if m != "muse-v1" or n <= args.v1_max]
+        methods = [
+            m for m in ("sdpa", "muse", "muse-noretrieval", "block", "muse-v1") if m != "muse-v1" or n <= args.v1_max
+        ]
         key = f"{n}|L{args.layer}|{_settings_key(cfg)}|t{args.threads}|{KERNEL_TAG}"
         if key in store and all(m in store[key] for m in methods):
             continue
@@ -92,8 +96,11 @@ def part_bench(cfg, args, data: dict) -> None:
         for rec in H.bench_tensors(c, q, k, v, scale, n, methods=methods):
             rec["load_avg"] = _load_avg()
             rows[rec["method"]] = rec
-            print(f"bench {n}: {rec['method']}: {rec['seconds']:.3f} s, x{rec['speedup_vs_sdpa']:.2f}, "
-                  f"rse {rec['rel_squared_error']:.4f}, sparsity {rec['sparsity']:.3f}", flush=True)
+            print(
+                f"bench {n}: {rec['method']}: {rec['seconds']:.3f} s, x{rec['speedup_vs_sdpa']:.2f}, "
+                f"rse {rec['rel_squared_error']:.4f}, sparsity {rec['sparsity']:.3f}",
+                flush=True,
+            )
         store[key] = rows
         _save(args.results, data)
 
@@ -121,9 +128,11 @@ def part_fwdbwd(cfg, args, data: dict) -> None:
         q, k, v, scale = _real_qkv(lm, n, args.layer)
         dout = torch.randn(q.shape, generator=torch.Generator().manual_seed(0))
         s = cfg.settings("muse")
-        fns = {"sdpa": lambda a, b, c: M.sdpa(a, b, c, scale=scale),
-               "muse": lambda a, b, c: kernel.attention(a, b, c, s, scale=scale),
-               "muse-torch": lambda a, b, c: M.muse_attention(a, b, c, s, scale=scale)}
+        fns = {
+            "sdpa": lambda a, b, c: M.sdpa(a, b, c, scale=scale),
+            "muse": lambda a, b, c: kernel.attention(a, b, c, s, scale=scale),
+            "muse-torch": lambda a, b, c: M.muse_attention(a, b, c, s, scale=scale),
+        }
         rows = store.get(key, {})
         ref = None
         for mth in methods:
@@ -140,13 +149,26 @@ def part_fwdbwd(cfg, args, data: dict) -> None:
             got = [out.detach().double()] + [x.grad.double() for x in xs]
             if mth == "sdpa":
                 ref = got
-            errs = [((a - b) ** 2).sum().item() / (b ** 2).sum().item() for a, b in zip(got, ref)]
-            rec = {"method": mth, "context_tokens": n, "forward_s": statistics.median(fw), "backward_s": statistics.median(bw),
-                   "seconds": statistics.median([a + b for a, b in zip(fw, bw)]), "rse_out": errs[0], "rse_dq": errs[1],
-                   "rse_dk": errs[2], "rse_dv": errs[3], "load_avg": _load_avg(), "threads": args.threads}
+            errs = [((a - b) ** 2).sum().item() / (b**2).sum().item() for a, b in zip(got, ref)]
+            rec = {
+                "method": mth,
+                "context_tokens": n,
+                "forward_s": statistics.median(fw),
+                "backward_s": statistics.median(bw),
+                "seconds": statistics.median([a + b for a, b in zip(fw, bw)]),
+                "rse_out": errs[0],
+                "rse_dq": errs[1],
+                "rse_dk": errs[2],
+                "rse_dv": errs[3],
+                "load_avg": _load_avg(),
+                "threads": args.threads,
+            }
             rows[mth] = rec
-            print(f"fwdbwd {n}: {mth}: fwd {rec['forward_s']:.3f} s, bwd {rec['backward_s']:.3f} s, rse out/dq/dk/dv "
-                  f"{errs[0]:.4f}/{errs[1]:.4f}/{errs[2]:.4f}/{errs[3]:.4f}", flush=True)
+            print(
+                f"fwdbwd {n}: {mth}: fwd {rec['forward_s']:.3f} s, bwd {rec['backward_s']:.3f} s, rse out/dq/dk/dv "
+                f"{errs[0]:.4f}/{errs[1]:.4f}/{errs[2]:.4f}/{errs[3]:.4f}",
+                flush=True,
+            )
         for mth in methods:
             rows[mth]["speedup_vs_sdpa"] = rows["sdpa"]["seconds"] / rows[mth]["seconds"]
             rows[mth]["backward_speedup_vs_sdpa"] = rows["sdpa"]["backward_s"] / rows[mth]["backward_s"]
@@ -182,8 +204,11 @@ def part_eval(cfg, args, data: dict) -> None:
                 rows[rec["method"]] = rec
                 store[key] = rows  # saved per method: a part cut by its timeout keeps what it measured
                 _save(args.results, data)
-                print(f"eval {n}: {rec['method']}: ppl {rec['perplexity']:.3f} (x{rec['perplexity_ratio']:.4f}), "
-                      f"{rec['seconds']:.1f} s", flush=True)
+                print(
+                    f"eval {n}: {rec['method']}: ppl {rec['perplexity']:.3f} (x{rec['perplexity_ratio']:.4f}), "
+                    f"{rec['seconds']:.1f} s",
+                    flush=True,
+                )
         store[key] = rows
         _save(args.results, data)
 
@@ -247,8 +272,15 @@ def part_train(cfg, args, data: dict) -> None:
     for mth in args.train_methods:
         if mth in entry:
             continue
-        c = replace(cfg, methods=(mth,), context_tokens=(n,), train_steps=args.steps, threads=args.threads,
-                    checkpoint_every=max(1, args.steps // 4), log_every=max(1, args.steps // 20))
+        c = replace(
+            cfg,
+            methods=(mth,),
+            context_tokens=(n,),
+            train_steps=args.steps,
+            threads=args.threads,
+            checkpoint_every=max(1, args.steps // 4),
+            log_every=max(1, args.steps // 20),
+        )
         prev = []
         state = out / f"ckpt-{mth}" / "state.json"
         if state.is_file():  # a killed part: continue from its checkpoint
@@ -276,88 +308,126 @@ def report(data: dict) -> list[str]:
     targets = []
     bench = {k: v for k, v in data.get("bench", {}).items() if k.endswith(KERNEL_TAG)}
     if bench:
-        lines += ["### bench: isolated attention (SmolLM2-135M q/k/v, all 9 heads)", "",
-                  "| N | settings | method | seconds | speed-up vs sdpa | rel. sq. error | sparsity | load avg |",
-                  "|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "### bench: isolated attention (SmolLM2-135M q/k/v, all 9 heads)",
+            "",
+            "| N | settings | method | seconds | speed-up vs sdpa | rel. sq. error | sparsity | load avg |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for key in sorted(bench, key=lambda s: (int(s.split("|")[0]), s)):
             rows = bench[key]
             for mth in ("sdpa", "muse", "muse-noretrieval", "block", "muse-v1"):
                 if mth in rows:
                     r = rows[mth]
-                    lines.append(f"| {r['context_tokens']} | {key.split('|', 1)[1].replace('|', ' ')} | {mth} | {r['seconds']:.3f} | "
-                                 f"{r['speedup_vs_sdpa']:.2f} | {r['rel_squared_error']:.4f} | {r['sparsity']:.3f} | "
-                                 f"{r.get('load_avg', 0):.1f} |")
+                    lines.append(
+                        f"| {r['context_tokens']} | {key.split('|', 1)[1].replace('|', ' ')} | {mth} | {r['seconds']:.3f} | "
+                        f"{r['speedup_vs_sdpa']:.2f} | {r['rel_squared_error']:.4f} | {r['sparsity']:.3f} | "
+                        f"{r.get('load_avg', 0):.1f} |"
+                    )
             n = int(key.split("|")[0])
             if "muse" in rows and "block" in rows:
                 mu, bl = rows["muse"], rows["block"]
-                targets.append(f"- N={n} ({key.split('|', 1)[1]}): muse error {mu['rel_squared_error']:.4f} vs block "
-                               f"{bl['rel_squared_error']:.4f} at sparsity {mu['sparsity']:.3f} / {bl['sparsity']:.3f}: "
-                               f"{'MET' if mu['rel_squared_error'] < bl['rel_squared_error'] else 'NOT MET'}")
+                targets.append(
+                    f"- N={n} ({key.split('|', 1)[1]}): muse error {mu['rel_squared_error']:.4f} vs block "
+                    f"{bl['rel_squared_error']:.4f} at sparsity {mu['sparsity']:.3f} / {bl['sparsity']:.3f}: "
+                    f"{'MET' if mu['rel_squared_error'] < bl['rel_squared_error'] else 'NOT MET'}"
+                )
             if n == 16384 and "muse" in rows:
                 mu = rows["muse"]
                 ok = mu["speedup_vs_sdpa"] >= 3 and mu["rel_squared_error"] < 0.2
-                targets.append(f"- 16k: muse x{mu['speedup_vs_sdpa']:.2f} vs SDPA (target >= 3), rel. sq. error "
-                               f"{mu['rel_squared_error']:.4f} (target < 0.2): {'MET' if ok else 'NOT MET'}")
+                targets.append(
+                    f"- 16k: muse x{mu['speedup_vs_sdpa']:.2f} vs SDPA (target >= 3), rel. sq. error "
+                    f"{mu['rel_squared_error']:.4f} (target < 0.2): {'MET' if ok else 'NOT MET'}"
+                )
         lines.append("")
     fb = data.get("fwdbwd", {})
     if fb:
-        lines += ["### fwdbwd: attention forward + backward (SmolLM2-135M q/k/v, all 9 heads, one dout)", "",
-                  "| N | settings | method | forward s | backward s | fwd+bwd s | speed-up vs sdpa (fwd+bwd) | backward speed-up | "
-                  "rse out | rse dq | rse dk | rse dv | load avg |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "### fwdbwd: attention forward + backward (SmolLM2-135M q/k/v, all 9 heads, one dout)",
+            "",
+            "| N | settings | method | forward s | backward s | fwd+bwd s | speed-up vs sdpa (fwd+bwd) | backward speed-up | "
+            "rse out | rse dq | rse dk | rse dv | load avg |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
         for key in sorted(fb, key=lambda s: (int(s.split("|")[0]), s)):
             for mth in ("sdpa", "muse", "muse-torch"):
                 r = fb[key].get(mth)
                 if r:
-                    lines.append(f"| {r['context_tokens']} | {key.split('|', 1)[1].replace('|', ' ')} | {mth} | {r['forward_s']:.3f} | "
-                                 f"{r['backward_s']:.3f} | {r['seconds']:.3f} | {r['speedup_vs_sdpa']:.2f} | "
-                                 f"{r['backward_speedup_vs_sdpa']:.2f} | {r['rse_out']:.4f} | {r['rse_dq']:.4f} | "
-                                 f"{r['rse_dk']:.4f} | {r['rse_dv']:.4f} | {r.get('load_avg', 0):.1f} |")
+                    lines.append(
+                        f"| {r['context_tokens']} | {key.split('|', 1)[1].replace('|', ' ')} | {mth} | {r['forward_s']:.3f} | "
+                        f"{r['backward_s']:.3f} | {r['seconds']:.3f} | {r['speedup_vs_sdpa']:.2f} | "
+                        f"{r['backward_speedup_vs_sdpa']:.2f} | {r['rse_out']:.4f} | {r['rse_dq']:.4f} | "
+                        f"{r['rse_dk']:.4f} | {r['rse_dv']:.4f} | {r.get('load_avg', 0):.1f} |"
+                    )
             r = fb[key].get("muse")
             if r and r["context_tokens"] == 8192 and key.endswith(BACKWARD_TAG):
-                targets.append(f"- 8k attention fwd+bwd: kernel x{r['speedup_vs_sdpa']:.2f} vs SDPA (backward alone "
-                               f"x{r['backward_speedup_vs_sdpa']:.2f}): {'pays' if r['backward_speedup_vs_sdpa'] > 1 else 'does NOT pay'}")
+                targets.append(
+                    f"- 8k attention fwd+bwd: kernel x{r['speedup_vs_sdpa']:.2f} vs SDPA (backward alone "
+                    f"x{r['backward_speedup_vs_sdpa']:.2f}): {'pays' if r['backward_speedup_vs_sdpa'] > 1 else 'does NOT pay'}"
+                )
         lines.append("")
     ev = data.get("eval", {})
     if ev:
-        lines += ["### eval: SmolLM2-135M perplexity on python-docs windows (test split; val rows chose settings)", "",
-                  "| N | settings | split | windows | method | perplexity | ratio vs sdpa | seconds | sparsity |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "### eval: SmolLM2-135M perplexity on python-docs windows (test split; val rows chose settings)",
+            "",
+            "| N | settings | split | windows | method | perplexity | ratio vs sdpa | seconds | sparsity |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
         for key in sorted(ev, key=lambda s: (int(s.split("|")[0]), s.split("|")[1])):
             split = "val" if key.split("|")[1].endswith("-val") else "test"
             for mth, r in ev[key].items():
-                lines.append(f"| {r['context_tokens']} | {key.split('|')[2]} | {split} | {r['windows']} | {mth} | {r['perplexity']:.3f} | "
-                             f"{r['perplexity_ratio']:.4f} | {r['seconds']:.1f} | {_fmt(r.get('sparsity'), '{:.3f}')} |")
+                lines.append(
+                    f"| {r['context_tokens']} | {key.split('|')[2]} | {split} | {r['windows']} | {mth} | {r['perplexity']:.3f} | "
+                    f"{r['perplexity_ratio']:.4f} | {r['seconds']:.1f} | {_fmt(r.get('sparsity'), '{:.3f}')} |"
+                )
             r = ev[key].get("muse")
             if r and r["context_tokens"] == 8192 and split == "test":
-                targets.append(f"- 8k SmolLM2 perplexity ratio muse/sdpa {r['perplexity_ratio']:.4f} at {key.split('|')[2]}, "
-                               f"sparsity {_fmt(r.get('sparsity'), '{:.3f}')} (target <= 1.05): "
-                               f"{'MET' if r['perplexity_ratio'] <= 1.05 else 'NOT MET'} ({r['windows']} window(s))")
+                targets.append(
+                    f"- 8k SmolLM2 perplexity ratio muse/sdpa {r['perplexity_ratio']:.4f} at {key.split('|')[2]}, "
+                    f"sparsity {_fmt(r.get('sparsity'), '{:.3f}')} (target <= 1.05): "
+                    f"{'MET' if r['perplexity_ratio'] <= 1.05 else 'NOT MET'} ({r['windows']} window(s))"
+                )
         lines.append("")
     tr = data.get("train", {})
     if tr:
-        lines += ["### train: small LLaMA-style model (byte tokens), same seed / data / steps", "",
-                  "| setting | method | final loss | val loss | wall s | load avg |", "|---|---|---|---|---|---|"]
+        lines += [
+            "### train: small LLaMA-style model (byte tokens), same seed / data / steps",
+            "",
+            "| setting | method | final loss | val loss | wall s | load avg |",
+            "|---|---|---|---|---|---|",
+        ]
         for key, e in tr.items():
             for mth in ("sdpa", "muse"):
                 if mth in e:
                     r = e[mth]
-                    lines.append(f"| {key.replace('|', ' ')} | {mth} | {r['final_loss']:.4f} | {r['val_loss']:.4f} | {r['wall_s']:.1f} | "
-                                 f"{r.get('load_avg', 0):.1f} |")
+                    lines.append(
+                        f"| {key.replace('|', ' ')} | {mth} | {r['final_loss']:.4f} | {r['val_loss']:.4f} | {r['wall_s']:.1f} | "
+                        f"{r.get('load_avg', 0):.1f} |"
+                    )
             if "sdpa" in e and "muse" in e:
                 a, b = e["sdpa"], e["muse"]
                 ratio = b["val_loss"] / a["val_loss"]
                 wall = b["wall_s"] / a["wall_s"]
                 ok = ratio <= 1.01 and wall < 0.98  # "less wall time": measurably (2%) below SDPA's
-                targets.append(f"- train {key}: val loss ratio {ratio:.4f} (target <= 1.01), wall {b['wall_s']:.1f} s vs "
-                               f"{a['wall_s']:.1f} s, ratio {wall:.3f} (target < 0.98): {'MET' if ok else 'NOT MET'}")
+                targets.append(
+                    f"- train {key}: val loss ratio {ratio:.4f} (target <= 1.01), wall {b['wall_s']:.1f} s vs "
+                    f"{a['wall_s']:.1f} s, ratio {wall:.3f} (target < 0.98): {'MET' if ok else 'NOT MET'}"
+                )
         lines.append("")
     ts = data.get("trainstep", {})
     if ts:
-        lines += ["### trainstep: one training step (forward, backward, AdamW) of the train model, sdpa and muse alternating", "",
-                  "| setting | sdpa median s | muse median s | ratio muse / sdpa | rounds | load avg |", "|---|---|---|---|---|---|"]
+        lines += [
+            "### trainstep: one training step (forward, backward, AdamW) of the train model, sdpa and muse alternating",
+            "",
+            "| setting | sdpa median s | muse median s | ratio muse / sdpa | rounds | load avg |",
+            "|---|---|---|---|---|---|",
+        ]
         for key, r in ts.items():
-            lines.append(f"| {key.replace('|', ' ')} | {r['sdpa']['median_s']:.2f} | {r['muse']['median_s']:.2f} | "
-                         f"{r['ratio_muse_vs_sdpa']:.3f} | {len(r['sdpa']['step_s'])} | {r['load_avg']:.1f} |")
+            lines.append(
+                f"| {key.replace('|', ' ')} | {r['sdpa']['median_s']:.2f} | {r['muse']['median_s']:.2f} | "
+                f"{r['ratio_muse_vs_sdpa']:.3f} | {len(r['sdpa']['step_s'])} | {r['load_avg']:.1f} |"
+            )
         lines.append("")
     if targets:
         lines += ["### targets", ""] + targets
@@ -432,11 +502,21 @@ def main() -> None:
     ap.add_argument("--v1-max", type=int, default=8192)
     ap.add_argument("--twin-max", type=int, default=4096, help="fwdbwd: the torch twin is timed up to this length")
     ap.add_argument("--windows", type=int, default=1)
-    ap.add_argument("--eval-methods", nargs="+", default=["muse", "block"], choices=["muse", "block", "muse-noretrieval"],
-                    help="eval part: the methods run beside sdpa")
+    ap.add_argument(
+        "--eval-methods",
+        nargs="+",
+        default=["muse", "block"],
+        choices=["muse", "block", "muse-noretrieval"],
+        help="eval part: the methods run beside sdpa",
+    )
     ap.add_argument("--steps", type=int, default=40)
-    ap.add_argument("--train-methods", nargs="+", default=["sdpa", "muse"], choices=["sdpa", "muse"],
-                    help="train part: which methods to run now (each is saved as it finishes)")
+    ap.add_argument(
+        "--train-methods",
+        nargs="+",
+        default=["sdpa", "muse"],
+        choices=["sdpa", "muse"],
+        help="train part: which methods to run now (each is saved as it finishes)",
+    )
     ap.add_argument("--set", action="append", default=[], help="a muse Config field: key=value")
     ap.add_argument("--results", type=Path, default=RESULTS)
     ap.add_argument("--print-only", action="store_true")
@@ -449,12 +529,22 @@ def main() -> None:
     data = _load(args.results)
     if not args.print_only:
         for part in args.part:
-            default = {"bench": [4096, 8192, 16384, 32768], "fwdbwd": [4096, 8192], "eval": [2048, 4096, 8192],
-                       "train": [2048], "trainstep": [8192]}[part]
+            default = {
+                "bench": [4096, 8192, 16384, 32768],
+                "fwdbwd": [4096, 8192],
+                "eval": [2048, 4096, 8192],
+                "train": [2048],
+                "trainstep": [8192],
+            }[part]
             a = argparse.Namespace(**{**vars(args), "context_tokens": args.context_tokens or default})
             t0 = time.time()
-            {"bench": part_bench, "fwdbwd": part_fwdbwd, "eval": part_eval, "train": part_train,
-             "trainstep": part_trainstep}[part](cfg, a, data)
+            {
+                "bench": part_bench,
+                "fwdbwd": part_fwdbwd,
+                "eval": part_eval,
+                "train": part_train,
+                "trainstep": part_trainstep,
+            }[part](cfg, a, data)
             print(f"part {part}: {time.time() - t0:.0f} s, load {_load_avg():.1f}", flush=True)
     print("\n".join(report(data)))
     if args.plot:

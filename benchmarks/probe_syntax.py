@@ -44,7 +44,9 @@ def bench_jackknife():
     assert np.allclose(fast, exact, atol=1e-12)
     tf = best_of(lambda: g._jackknife_replicates_fast(da, db, blocks, ids))
     te = best_of(lambda: g._jackknife_replicates_exact(da, db, blocks, ids))
-    print(f"jackknife II (N={n}, 20 blocks): O(N^2) update {tf * 1e3:.1f} ms, recompute {te * 1e3:.1f} ms, speed-up x{te / tf:.1f}")
+    print(
+        f"jackknife II (N={n}, 20 blocks): O(N^2) update {tf * 1e3:.1f} ms, recompute {te * 1e3:.1f} ms, speed-up x{te / tf:.1f}"
+    )
 
 
 def bench_hidden():
@@ -65,15 +67,17 @@ def bench_hidden():
         tok.padding_side = "right"
         with torch.inference_mode():
             for s in range(0, len(sents), 32):
-                enc = tok(sents[s:s + 32], return_tensors="pt", padding=True)
+                enc = tok(sents[s : s + 32], return_tensors="pt", padding=True)
                 hs = model(**enc, output_hidden_states=True).hidden_states
                 w = enc["attention_mask"].float()
                 [torch.einsum("bt,btd->bd", w / w.sum(1, keepdim=True), h) for h in hs]
 
     th = best_of(lambda: extract(model, tok, sents, pooling="mean", batch_size=32), 2)
     to = best_of(via_output_hidden_states, 2)
-    print(f"hidden states (SmolLM2-135M, 64 sentences, 31 layers): hooks on the base model {th:.2f} s, "
-          f"output_hidden_states with LM head {to:.2f} s, speed-up x{to / th:.2f}")
+    print(
+        f"hidden states (SmolLM2-135M, 64 sentences, 31 layers): hooks on the base model {th:.2f} s, "
+        f"output_hidden_states with LM head {to:.2f} s, speed-up x{to / th:.2f}"
+    )
 
 
 if __name__ == "__main__":

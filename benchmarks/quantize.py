@@ -74,10 +74,14 @@ def ppl_table(records_path: str | None) -> None:
     res = [r for r in recs if r.get("kind") == "result"]
     cfgrec = next((r for r in recs if r.get("kind") == "config"), {})
     data = next((r for r in recs if r.get("stage") == "data"), {})
-    print(f"eval tokens {data.get('eval_tokens')}, calib tokens {data.get('calib_tokens')}, weights {data.get('weight_quant')}, "
-          f"activations {cfgrec.get('act_granularity')}, local_steps {cfgrec.get('local_steps')}, e2e_steps {cfgrec.get('e2e_steps')}")
+    print(
+        f"eval tokens {data.get('eval_tokens')}, calib tokens {data.get('calib_tokens')}, weights {data.get('weight_quant')}, "
+        f"activations {cfgrec.get('act_granularity')}, local_steps {cfgrec.get('local_steps')}, e2e_steps {cfgrec.get('e2e_steps')}"
+    )
     settings = sorted({r["setting"] for r in res if r["method"] != "fp"})
-    methods = [m for m in ("fp", "rtn", "gptq", "smoothquant", "quarot", "fptquant") if any(r["method"] == m for r in res)]
+    methods = [
+        m for m in ("fp", "rtn", "gptq", "smoothquant", "quarot", "fptquant") if any(r["method"] == m for r in res)
+    ]
     print(f"{'method':<12}" + "".join(f"{s:>12}" for s in settings) + f"{'size MB':>10}")
     for m in methods:
         row = f"{m:<12}"
@@ -91,7 +95,9 @@ def ppl_table(records_path: str | None) -> None:
         rs = {r["method"]: r["perplexity"] for r in res if r["setting"] == s}
         if "fptquant" in rs and len(rs) > 1:
             base = min(v for k, v in rs.items() if k != "fptquant")
-            print(f"{s}: fptquant {rs['fptquant']:.2f} vs best baseline {base:.2f} -> {'BELOW' if rs['fptquant'] < base else 'NOT below'}")
+            print(
+                f"{s}: fptquant {rs['fptquant']:.2f} vs best baseline {base:.2f} -> {'BELOW' if rs['fptquant'] < base else 'NOT below'}"
+            )
 
 
 def gemv_table(threads: int) -> None:
@@ -102,15 +108,21 @@ def gemv_table(threads: int) -> None:
     from icml26.ops._ref import quant as ref
 
     torch.set_num_threads(threads)
-    print(f"\n== 2. GEMV (batch 1), {threads} threads, kernel backend {ops.backend()} / fp32-activation ISA {ops.isa()} / "
-          f"integer-activation ISA {ops.int_isa()} ==")
+    print(
+        f"\n== 2. GEMV (batch 1), {threads} threads, kernel backend {ops.backend()} / fp32-activation ISA {ops.isa()} / "
+        f"integer-activation ISA {ops.int_isa()} =="
+    )
     bw = copy_bandwidth_gbs()
     print(f"measured copy bandwidth: {bw:.1f} GB/s; load average {os.getloadavg()[0]:.2f}")
-    print("columns: fp32 F.linear; ours INT4 weights x fp32 / INT8 (x8) / 15-bit (x16, the decode default) activations; "
-          "ours INT8 weights x fp32 / x16 activations; torch _weight_int8pack_mm / _weight_int4pack_mm_for_cpu; _ref twin; "
-          "speed-up of i4 x16 over fp32; its effective GB/s; time to stream the INT4 bytes at the measured copy bandwidth")
-    print(f"{'N x K':<13}{'fp32 us':>9}{'i4 f32a':>9}{'i4 x8':>9}{'i4 x16':>9}{'i8 f32a':>9}{'i8 x16':>9}{'aten i8':>9}{'aten i4':>9}"
-          f"{'ref i4':>9}{'x16/fp32':>9}{'GB/s':>7}{'bound us':>9}")
+    print(
+        "columns: fp32 F.linear; ours INT4 weights x fp32 / INT8 (x8) / 15-bit (x16, the decode default) activations; "
+        "ours INT8 weights x fp32 / x16 activations; torch _weight_int8pack_mm / _weight_int4pack_mm_for_cpu; _ref twin; "
+        "speed-up of i4 x16 over fp32; its effective GB/s; time to stream the INT4 bytes at the measured copy bandwidth"
+    )
+    print(
+        f"{'N x K':<13}{'fp32 us':>9}{'i4 f32a':>9}{'i4 x8':>9}{'i4 x16':>9}{'i8 f32a':>9}{'i8 x16':>9}{'aten i8':>9}{'aten i4':>9}"
+        f"{'ref i4':>9}{'x16/fp32':>9}{'GB/s':>7}{'bound us':>9}"
+    )
     g = torch.Generator().manual_seed(0)
     for n, k in ((576, 576), (960, 576), (3072, 576), (576, 1536), (49152, 576), (4096, 4096)):
         w = torch.randn(n, k, generator=g)
@@ -140,8 +152,10 @@ def gemv_table(threads: int) -> None:
             t_a4 = float("nan")
         t_ref = _bench(lambda: ref.quant_gemm(x, p4, s, mn, 4, k), 0.3, 2)
         bound = (n * k / 2) / (bw * 1e9)  # INT4 bytes at the measured copy rate (read + write bytes / s)
-        print(f"{f'{n}x{k}':<13}{t_fp * 1e6:>9.0f}{t4 * 1e6:>9.0f}{t4q * 1e6:>9.0f}{t4w * 1e6:>9.0f}{t8 * 1e6:>9.0f}{t8w * 1e6:>9.0f}"
-              f"{t_a8 * 1e6:>9.0f}{t_a4 * 1e6:>9.0f}{t_ref * 1e6:>9.0f}{t_fp / t4w:>9.2f}{n * k / 2 / t4w / 1e9:>7.1f}{bound * 1e6:>9.0f}")
+        print(
+            f"{f'{n}x{k}':<13}{t_fp * 1e6:>9.0f}{t4 * 1e6:>9.0f}{t4q * 1e6:>9.0f}{t4w * 1e6:>9.0f}{t8 * 1e6:>9.0f}{t8w * 1e6:>9.0f}"
+            f"{t_a8 * 1e6:>9.0f}{t_a4 * 1e6:>9.0f}{t_ref * 1e6:>9.0f}{t_fp / t4w:>9.2f}{n * k / 2 / t4w / 1e9:>7.1f}{bound * 1e6:>9.0f}"
+        )
 
 
 def _cuda_time(f, iters: int = 200) -> tuple[float, str]:
@@ -197,8 +211,11 @@ def gemv_cuda_table() -> None:
         return
     dev = torch.device("cuda")
     b = quant_cuda.backend()
-    print(f"== CUDA: {torch.cuda.get_device_name()} (sm_{''.join(map(str, torch.cuda.get_device_capability()))}), torch "
-          f"{torch.__version__}, CUDA {torch.version.cuda}; kernel backend {b}" + (f" ({quant_cuda.why()})" if quant_cuda.why() else ""))
+    print(
+        f"== CUDA: {torch.cuda.get_device_name()} (sm_{''.join(map(str, torch.cuda.get_device_capability()))}), torch "
+        f"{torch.__version__}, CUDA {torch.version.cuda}; kernel backend {b}"
+        + (f" ({quant_cuda.why()})" if quant_cuda.why() else "")
+    )
     a = torch.empty(256 * 1024 * 1024, dtype=torch.float32, device=dev)  # 1 GiB
     c = torch.empty_like(a)
     t_copy, _ = _cuda_time(lambda: c.copy_(a), 20)
@@ -206,15 +223,29 @@ def gemv_cuda_table() -> None:
     del a, c
     torch.cuda.empty_cache()
     print(f"measured device copy bandwidth: {bw:.0f} GB/s (read + write)")
-    print("columns: torch F.linear FP16 / FP32 (cuBLAS); ours INT4 (groups of 128) with fp16 / fp32 activations; ours INT4 with "
-          "INT8 activation codes (quant_gemm_i8act, dp4a, incl. its quantization pass); ours INT8 per "
-          "channel (fp16 act.); _ref INT4 (dequantize + matmul, fp16); bound = INT4 weight + scale/offset bytes at the copy "
-          "bandwidth; x bound = ours fp16 / bound; FP16/ours = speed-up over FP16 F.linear; max rel. error vs _ref")
-    print(f"{'N x K':<13}{'M':>3}{'fp16 us':>9}{'fp32 us':>9}{'i4 f16':>9}{'i4 f32':>9}{'i4 a8':>9}{'i8 f16':>9}{'ref i4':>9}{'bound':>8}"
-          f"{'x bound':>8}{'GB/s':>7}{'fp16/i4':>8}{'err':>9}  timing")
+    print(
+        "columns: torch F.linear FP16 / FP32 (cuBLAS); ours INT4 (groups of 128) with fp16 / fp32 activations; ours INT4 with "
+        "INT8 activation codes (quant_gemm_i8act, dp4a, incl. its quantization pass); ours INT8 per "
+        "channel (fp16 act.); _ref INT4 (dequantize + matmul, fp16); bound = INT4 weight + scale/offset bytes at the copy "
+        "bandwidth; x bound = ours fp16 / bound; FP16/ours = speed-up over FP16 F.linear; max rel. error vs _ref"
+    )
+    print(
+        f"{'N x K':<13}{'M':>3}{'fp16 us':>9}{'fp32 us':>9}{'i4 f16':>9}{'i4 f32':>9}{'i4 a8':>9}{'i8 f16':>9}{'ref i4':>9}{'bound':>8}"
+        f"{'x bound':>8}{'GB/s':>7}{'fp16/i4':>8}{'err':>9}  timing"
+    )
     g = torch.Generator().manual_seed(0)
-    shapes = [(576, 576, 1), (1536, 576, 1), (576, 1536, 1), (49152, 576, 1), (4096, 4096, 1), (11008, 4096, 1),
-              (4096, 11008, 1), (8192, 8192, 1), (4096, 4096, 4), (4096, 4096, 16)]
+    shapes = [
+        (576, 576, 1),
+        (1536, 576, 1),
+        (576, 1536, 1),
+        (49152, 576, 1),
+        (4096, 4096, 1),
+        (11008, 4096, 1),
+        (4096, 11008, 1),
+        (8192, 8192, 1),
+        (4096, 4096, 4),
+        (4096, 4096, 16),
+    ]
     for n, k, m in shapes:
         gs = 128
         q4 = torch.randint(0, 16, (n, k), dtype=torch.uint8, generator=g)
@@ -239,8 +270,10 @@ def gemv_cuda_table() -> None:
         err = ((ops.quant_gemm(x32, p4, s4, m4, 4, gs) - want).abs().max() / want.abs().max()).item()
         nbytes = n * k / 2 + 8 * n * (k // gs) + 2 * m * (k + n)
         bound = nbytes / (bw * 1e9)
-        print(f"{f'{n}x{k}':<13}{m:>3}{t16 * 1e6:>9.2f}{t32 * 1e6:>9.2f}{t4h * 1e6:>9.2f}{t4f * 1e6:>9.2f}{t4a8 * 1e6:>9.2f}{t8h * 1e6:>9.2f}"
-              f"{tref * 1e6:>9.1f}{bound * 1e6:>8.2f}{t4h / bound:>8.2f}{nbytes / t4h / 1e9:>7.0f}{t16 / t4h:>8.2f}{err:>9.1e}  {how}")
+        print(
+            f"{f'{n}x{k}':<13}{m:>3}{t16 * 1e6:>9.2f}{t32 * 1e6:>9.2f}{t4h * 1e6:>9.2f}{t4f * 1e6:>9.2f}{t4a8 * 1e6:>9.2f}{t8h * 1e6:>9.2f}"
+            f"{tref * 1e6:>9.1f}{bound * 1e6:>8.2f}{t4h / bound:>8.2f}{nbytes / t4h / 1e9:>7.0f}{t16 / t4h:>8.2f}{err:>9.1e}  {how}"
+        )
         del p4, s4, m4, q8, s8, m8, w16, w32
         torch.cuda.empty_cache()
 
@@ -256,7 +289,9 @@ def model_cuda(n_dec: int = 32) -> None:
     from icml26.methods.quantization import pack
     from icml26.methods.quantization import qmodel as QM
 
-    print(f"\n== CUDA whole model: SmolLM2-135M, batch 1, prompt 64 tokens, greedy decode {n_dec} tokens (HF forward loop) ==")
+    print(
+        f"\n== CUDA whole model: SmolLM2-135M, batch 1, prompt 64 tokens, greedy decode {n_dec} tokens (HF forward loop) =="
+    )
 
     def decode(model, prompt):
         with torch.no_grad():
@@ -294,9 +329,11 @@ def model_cuda(n_dec: int = 32) -> None:
     cpu_toks, _ = decode(q, prompt)
     gpu_toks, t_q = decode(q.to("cuda"), prompt.cuda())
     same = sum(a == b for a, b in zip(cpu_toks, gpu_toks))
-    print(f"FP32 {t_fp32 * 1e3:.2f} ms/token, FP16 {t_fp16 * 1e3:.2f} ms/token, packed INT4 (CUDA kernel) {t_q * 1e3:.2f} ms/token; "
-          f"INT4 greedy tokens CUDA vs CPU equal {same}/{n_dec}; INT4 vs FP32 equal "
-          f"{sum(a == b for a, b in zip(fp_toks, gpu_toks))}/{n_dec} (a 135M model at batch 1 is launch-bound on a GPU)")
+    print(
+        f"FP32 {t_fp32 * 1e3:.2f} ms/token, FP16 {t_fp16 * 1e3:.2f} ms/token, packed INT4 (CUDA kernel) {t_q * 1e3:.2f} ms/token; "
+        f"INT4 greedy tokens CUDA vs CPU equal {same}/{n_dec}; INT4 vs FP32 equal "
+        f"{sum(a == b for a, b in zip(fp_toks, gpu_toks))}/{n_dec} (a 135M model at batch 1 is launch-bound on a GPU)"
+    )
 
 
 def _vm_hwm_kb() -> float:
@@ -324,7 +361,10 @@ def _speed_one(kind: str, folder: str | None, threads: int, n_dec: int = 32, tri
         from icml26.methods.quantization import pack
 
         model, tok, _ = pack.load_quantized(folder)
-    weight_bytes = sum(t.numel() * t.element_size() for t in {id(p): p for p in list(model.parameters()) + list(model.buffers())}.values())
+    weight_bytes = sum(
+        t.numel() * t.element_size()
+        for t in {id(p): p for p in list(model.parameters()) + list(model.buffers())}.values()
+    )
     from icml26.core.data.text import load_corpus
 
     prompt = tok(load_corpus("python-docs")[9], return_tensors="pt")["input_ids"][:, :128]
@@ -349,9 +389,11 @@ def _speed_one(kind: str, folder: str | None, threads: int, n_dec: int = 32, tri
         gen = {}
         for n in (1, n_dec + 1):
             t0 = time.perf_counter()
-            g = model.generate(prompt, max_new_tokens=n, min_new_tokens=n, do_sample=False, pad_token_id=tok.eos_token_id)
+            g = model.generate(
+                prompt, max_new_tokens=n, min_new_tokens=n, do_sample=False, pad_token_id=tok.eos_token_id
+            )
             gen[n] = time.perf_counter() - t0
-        gen_tokens = g[0, prompt.shape[1]:].tolist()
+        gen_tokens = g[0, prompt.shape[1] :].tolist()
         # (c) lean runtime: static cache, fused GEMVs, fused decode ops
         ln = LN.LeanLM(model, max_len=prompt.shape[1] + n_dec + 8)
         best_lean, pre_lean = float("inf"), float("inf")
@@ -362,13 +404,25 @@ def _speed_one(kind: str, folder: str | None, threads: int, n_dec: int = 32, tri
         diff = max((a - b).abs().max().item() for a, b in zip(r["logits"], hf_logits))
         scale = max(b.abs().max().item() for b in hf_logits)
     rss = _vm_hwm_kb()
-    return {"kind": kind, "prefill_tok_s": prompt.shape[1] / t_pre, "decode_ms_per_token": best_hf * 1e3,
-            "generate_ms_per_token": (gen[n_dec + 1] - gen[1]) / n_dec * 1e3,
-            "lean_decode_ms_per_token": best_lean * 1e3, "lean_prefill_tok_s": prompt.shape[1] / pre_lean,
-            "lean_fast_path": ln.fast, "lean_fused": ln.fused(), "lean_weight_bytes": ln.weight_bytes(),
-            "lean_vs_hf_max_logit_diff": diff, "hf_max_abs_logit": scale,
-            "lean_tokens_equal_hf": r["tokens"] == toks, "generate_tokens_equal_hf": gen_tokens[:n_dec] == toks,
-            "weight_bytes": weight_bytes, "peak_rss_mb": rss / 1024, "rss_before_load_mb": rss0 / 1024, "tokens": toks[:8]}
+    return {
+        "kind": kind,
+        "prefill_tok_s": prompt.shape[1] / t_pre,
+        "decode_ms_per_token": best_hf * 1e3,
+        "generate_ms_per_token": (gen[n_dec + 1] - gen[1]) / n_dec * 1e3,
+        "lean_decode_ms_per_token": best_lean * 1e3,
+        "lean_prefill_tok_s": prompt.shape[1] / pre_lean,
+        "lean_fast_path": ln.fast,
+        "lean_fused": ln.fused(),
+        "lean_weight_bytes": ln.weight_bytes(),
+        "lean_vs_hf_max_logit_diff": diff,
+        "hf_max_abs_logit": scale,
+        "lean_tokens_equal_hf": r["tokens"] == toks,
+        "generate_tokens_equal_hf": gen_tokens[:n_dec] == toks,
+        "weight_bytes": weight_bytes,
+        "peak_rss_mb": rss / 1024,
+        "rss_before_load_mb": rss0 / 1024,
+        "tokens": toks[:8],
+    }
 
 
 def _speed_pair(folder: str, threads: int, n_dec: int = 32, trials: int = 7) -> dict:
@@ -404,15 +458,25 @@ def _speed_pair(folder: str, threads: int, n_dec: int = 32, trials: int = 7) -> 
         tq.append(i4.generate(prompt, n_dec)["decode_s_per_token"])
         ta.append(a8.generate(prompt, n_dec)["decode_s_per_token"])
     ratios = [a / b for a, b in zip(tf, tq)]
-    return {"fp_best_ms": min(tf) * 1e3, "int4_best_ms": min(tq) * 1e3, "ratio_of_best": min(tf) / min(tq),
-            "int4_a8sim_best_ms": min(ta) * 1e3, "a8sim_fast_path": a8.fast,
-            "median_paired_ratio": statistics.median(ratios), "min_paired_ratio": min(ratios), "max_paired_ratio": max(ratios),
-            "fp_ms": [round(t * 1e3, 2) for t in tf], "int4_ms": [round(t * 1e3, 2) for t in tq]}
+    return {
+        "fp_best_ms": min(tf) * 1e3,
+        "int4_best_ms": min(tq) * 1e3,
+        "ratio_of_best": min(tf) / min(tq),
+        "int4_a8sim_best_ms": min(ta) * 1e3,
+        "a8sim_fast_path": a8.fast,
+        "median_paired_ratio": statistics.median(ratios),
+        "min_paired_ratio": min(ratios),
+        "max_paired_ratio": max(ratios),
+        "fp_ms": [round(t * 1e3, 2) for t in tf],
+        "int4_ms": [round(t * 1e3, 2) for t in tq],
+    }
 
 
 def model_speed(threads: int, rounds: int = 2) -> None:
-    print(f"\n== 3. whole model, batch 1, {threads} threads: prefill 128 tokens, decode 32 tokens (best of 3 trials, "
-          f"{rounds} alternating rounds of one process per model) ==")
+    print(
+        f"\n== 3. whole model, batch 1, {threads} threads: prefill 128 tokens, decode 32 tokens (best of 3 trials, "
+        f"{rounds} alternating rounds of one process per model) =="
+    )
     print(f"load average before: {os.getloadavg()[0]:.2f}")
     with tempfile.TemporaryDirectory() as d:
         # build the packed INT4 model (RTN W4A16, per-channel) once
@@ -431,13 +495,33 @@ def model_speed(threads: int, rounds: int = 2) -> None:
         runs: dict[str, list[dict]] = {"fp": [], "int4": []}
         for _ in range(rounds):
             for kind in ("fp", "int4"):
-                cmd = [sys.executable, __file__, "--speed-one", kind, "--folder", str(Path(d) / "int4"), "--threads", str(threads)]
-                outp = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": str(threads)})
+                cmd = [
+                    sys.executable,
+                    __file__,
+                    "--speed-one",
+                    kind,
+                    "--folder",
+                    str(Path(d) / "int4"),
+                    "--threads",
+                    str(threads),
+                ]
+                outp = subprocess.run(
+                    cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": str(threads)}
+                )
                 if outp.returncode:
                     print(outp.stderr[-2000:])
                     continue
                 runs[kind].append(json.loads(outp.stdout.strip().splitlines()[-1]))
-        cmd = [sys.executable, __file__, "--speed-one", "pair", "--folder", str(Path(d) / "int4"), "--threads", str(threads)]
+        cmd = [
+            sys.executable,
+            __file__,
+            "--speed-one",
+            "pair",
+            "--folder",
+            str(Path(d) / "int4"),
+            "--threads",
+            str(threads),
+        ]
         outp = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": str(threads)})
         pair = json.loads(outp.stdout.strip().splitlines()[-1]) if not outp.returncode else None
         if pair is None:
@@ -455,29 +539,41 @@ def model_speed(threads: int, rounds: int = 2) -> None:
         best["peak_rss_mb"] = max(r["peak_rss_mb"] for r in rs)
         rows[kind] = best
     for kind, r in rows.items():
-        print(f"{kind:<5} HF forward: prefill {r['prefill_tok_s']:7.1f} tok/s, decode {r['decode_ms_per_token']:6.1f} ms/token | "
-              f"HF generate decode {r['generate_ms_per_token']:6.1f} ms/token | lean: prefill {r['lean_prefill_tok_s']:7.1f} tok/s, "
-              f"decode {r['lean_decode_ms_per_token']:6.2f} ms/token ({1e3 / r['lean_decode_ms_per_token']:.1f} tok/s)")
-        print(f"      weights {r['weight_bytes'] / 1e6:7.1f} MB (lean reads {r['lean_weight_bytes'] / 1e6:.1f} MB/token), peak RSS "
-              f"{r['peak_rss_mb']:7.1f} MB; lean fast path {r['lean_fast_path']} {r['lean_fused']}; lean vs HF: greedy tokens equal "
-              f"{r['lean_tokens_equal_hf']}, max |logit diff| {r['lean_vs_hf_max_logit_diff']:.2e} (max |logit| {r['hf_max_abs_logit']:.1f}); "
-              f"generate tokens equal {r['generate_tokens_equal_hf']}")
+        print(
+            f"{kind:<5} HF forward: prefill {r['prefill_tok_s']:7.1f} tok/s, decode {r['decode_ms_per_token']:6.1f} ms/token | "
+            f"HF generate decode {r['generate_ms_per_token']:6.1f} ms/token | lean: prefill {r['lean_prefill_tok_s']:7.1f} tok/s, "
+            f"decode {r['lean_decode_ms_per_token']:6.2f} ms/token ({1e3 / r['lean_decode_ms_per_token']:.1f} tok/s)"
+        )
+        print(
+            f"      weights {r['weight_bytes'] / 1e6:7.1f} MB (lean reads {r['lean_weight_bytes'] / 1e6:.1f} MB/token), peak RSS "
+            f"{r['peak_rss_mb']:7.1f} MB; lean fast path {r['lean_fast_path']} {r['lean_fused']}; lean vs HF: greedy tokens equal "
+            f"{r['lean_tokens_equal_hf']}, max |logit diff| {r['lean_vs_hf_max_logit_diff']:.2e} (max |logit| {r['hf_max_abs_logit']:.1f}); "
+            f"generate tokens equal {r['generate_tokens_equal_hf']}"
+        )
     if len(rows) == 2:
         fp, q = rows["fp"], rows["int4"]
-        print(f"TARGET (lean INT4 vs lean FP32, same runtime): decode x{fp['lean_decode_ms_per_token'] / q['lean_decode_ms_per_token']:.2f} faster, "
-              f"weights x{fp['weight_bytes'] / q['weight_bytes']:.2f} smaller")
-        print(f"reference: lean INT4 vs HF FP32 forward loop x{fp['decode_ms_per_token'] / q['lean_decode_ms_per_token']:.2f}, "
-              f"vs HF FP32 generate x{fp['generate_ms_per_token'] / q['lean_decode_ms_per_token']:.2f}; "
-              f"HF INT4 vs HF FP32 (forward loop) x{fp['decode_ms_per_token'] / q['decode_ms_per_token']:.2f}; "
-              f"prefill lean INT4 vs lean FP32 x{q['lean_prefill_tok_s'] / fp['lean_prefill_tok_s']:.2f}; "
-              f"peak RSS x{fp['peak_rss_mb'] / q['peak_rss_mb']:.2f} smaller")
+        print(
+            f"TARGET (lean INT4 vs lean FP32, same runtime): decode x{fp['lean_decode_ms_per_token'] / q['lean_decode_ms_per_token']:.2f} faster, "
+            f"weights x{fp['weight_bytes'] / q['weight_bytes']:.2f} smaller"
+        )
+        print(
+            f"reference: lean INT4 vs HF FP32 forward loop x{fp['decode_ms_per_token'] / q['lean_decode_ms_per_token']:.2f}, "
+            f"vs HF FP32 generate x{fp['generate_ms_per_token'] / q['lean_decode_ms_per_token']:.2f}; "
+            f"HF INT4 vs HF FP32 (forward loop) x{fp['decode_ms_per_token'] / q['decode_ms_per_token']:.2f}; "
+            f"prefill lean INT4 vs lean FP32 x{q['lean_prefill_tok_s'] / fp['lean_prefill_tok_s']:.2f}; "
+            f"peak RSS x{fp['peak_rss_mb'] / q['peak_rss_mb']:.2f} smaller"
+        )
     if pair:
-        print(f"PAIRED (one process, alternating decode trials, same load): lean FP32 best {pair['fp_best_ms']:.2f} ms/token, "
-              f"lean INT4 best {pair['int4_best_ms']:.2f} ms/token -> x{pair['ratio_of_best']:.2f} (ratio of bests); per-trial ratios "
-              f"median x{pair['median_paired_ratio']:.2f}, min x{pair['min_paired_ratio']:.2f}, max x{pair['max_paired_ratio']:.2f}")
+        print(
+            f"PAIRED (one process, alternating decode trials, same load): lean FP32 best {pair['fp_best_ms']:.2f} ms/token, "
+            f"lean INT4 best {pair['int4_best_ms']:.2f} ms/token -> x{pair['ratio_of_best']:.2f} (ratio of bests); per-trial ratios "
+            f"median x{pair['median_paired_ratio']:.2f}, min x{pair['min_paired_ratio']:.2f}, max x{pair['max_paired_ratio']:.2f}"
+        )
         print(f"  fp32 trials {pair['fp_ms']}\n  int4 trials {pair['int4_ms']}")
-        print(f"  same INT4 weights with simulated dynamic per-token A8 (quantize-dequantize before every linear): best "
-              f"{pair['int4_a8sim_best_ms']:.2f} ms/token (x{pair['int4_a8sim_best_ms'] / pair['int4_best_ms']:.2f} of W4A16)")
+        print(
+            f"  same INT4 weights with simulated dynamic per-token A8 (quantize-dequantize before every linear): best "
+            f"{pair['int4_a8sim_best_ms']:.2f} ms/token (x{pair['int4_a8sim_best_ms'] / pair['int4_best_ms']:.2f} of W4A16)"
+        )
 
 
 def rotation_analysis() -> None:
@@ -513,9 +609,11 @@ def rotation_analysis() -> None:
         acts, hooks = {}, []
         for i in range(0, len(model.model.layers), 3):
             for n in QM.LINEARS:
+
                 def f(mod, a, key=(i, n)):
                     x = a[0].reshape(-1, a[0].shape[-1])
                     acts[key] = had.apply(x) if online and key[1] == "mlp.down_proj" else x
+
                 hooks.append(QM._get(model.model.layers[i], n).register_forward_pre_hook(f))
         with torch.no_grad():
             model(input_ids=ids)
@@ -531,13 +629,25 @@ def rotation_analysis() -> None:
             y = x @ wt.T
             wq = Q.fake_quant_weight(wt, 4, sym=True, group_size=0, clip_search=True)
             xa = Q.fake_quant_per_token(x, 8, sym=False, clip_ratio=0.9)
-            res.setdefault(tag, []).append({
-                "name": n, "w": ((wq - wt).norm() / wt.norm()).item(),
-                "w4": ((x @ wq.T - y).norm() / y.norm()).item(), "a8": ((xa @ wt.T - y).norm() / y.norm()).item(),
-                "w4a8": ((xa @ wq.T - y).norm() / y.norm()).item()})
+            res.setdefault(tag, []).append(
+                {
+                    "name": n,
+                    "w": ((wq - wt).norm() / wt.norm()).item(),
+                    "w4": ((x @ wq.T - y).norm() / y.norm()).item(),
+                    "a8": ((xa @ wt.T - y).norm() / y.norm()).item(),
+                    "w4a8": ((xa @ wq.T - y).norm() / y.norm()).item(),
+                }
+            )
     print(f"{'relative error (mean over linears)':<40}{'original':>10}{'rotated':>10}")
-    for key, label in (("w", "W4 RTN weight (Frobenius)"), ("w4", "W4 output"), ("a8", "A8 output"), ("w4a8", "W4A8 output")):
-        print(f"{label:<40}{statistics.mean(d[key] for d in res['original']):>10.4f}{statistics.mean(d[key] for d in res['rotated']):>10.4f}")
+    for key, label in (
+        ("w", "W4 RTN weight (Frobenius)"),
+        ("w4", "W4 output"),
+        ("a8", "A8 output"),
+        ("w4a8", "W4A8 output"),
+    ):
+        print(
+            f"{label:<40}{statistics.mean(d[key] for d in res['original']):>10.4f}{statistics.mean(d[key] for d in res['rotated']):>10.4f}"
+        )
     for n in QM.LINEARS:
         o = statistics.mean(d["w4a8"] for d in res["original"] if d["name"] == n)
         q = statistics.mean(d["w4a8"] for d in res["rotated"] if d["name"] == n)
@@ -554,10 +664,16 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--skip-gemv", action="store_true")
     ap.add_argument("--skip-speed", action="store_true")
-    ap.add_argument("--rotation-analysis", action="store_true", help="also print the per-linear error analysis (~3 min)")
-    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
-                    help="cuda: only the GPU kernel table (GEMV / small-M GEMM vs FP16 cuBLAS and the bandwidth bound) "
-                         "and, unless --skip-speed, SmolLM2 decode with the packed INT4 model on the GPU")
+    ap.add_argument(
+        "--rotation-analysis", action="store_true", help="also print the per-linear error analysis (~3 min)"
+    )
+    ap.add_argument(
+        "--device",
+        default="cpu",
+        choices=("cpu", "cuda"),
+        help="cuda: only the GPU kernel table (GEMV / small-M GEMM vs FP16 cuBLAS and the bandwidth bound) "
+        "and, unless --skip-speed, SmolLM2 decode with the packed INT4 model on the GPU",
+    )
     a = ap.parse_args()
     if a.device == "cuda":
         if not a.skip_gemv:

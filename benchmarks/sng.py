@@ -60,9 +60,19 @@ def one(cfg_kwargs: dict, optim: str, batch, seed: int, cache: Path) -> dict:
             end = rec
         else:
             steps.append({k: rec[k] for k in ("iteration", "wall_s", "loss", "rel_l2")})
-    out = {"problem": cfg.problem, "optim": optim, "batch": batch, "seed": seed, "time_budget_s": cfg.time_budget_s,
-           "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in cfg_kwargs.items()},
-           "load_start": load0, "load_end": _load(), "elapsed_s": time.time() - t0, "end": end, "steps": steps}
+    out = {
+        "problem": cfg.problem,
+        "optim": optim,
+        "batch": batch,
+        "seed": seed,
+        "time_budget_s": cfg.time_budget_s,
+        "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in cfg_kwargs.items()},
+        "load_start": load0,
+        "load_end": _load(),
+        "elapsed_s": time.time() - t0,
+        "end": end,
+        "steps": steps,
+    }
     cache.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(out, allow_nan=True))
     return out
@@ -109,10 +119,14 @@ def table(runs: list[dict]) -> dict:
         groups.setdefault((r["problem"], r["optim"], r["batch"]), []).append(r)
     rows = {}
     for key, rs in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or 0)):
-        row = {"seeds": sorted(r["seed"] for r in rs), "iterations": med([r["end"]["iterations"] for r in rs]),
-               "final": med([r["end"]["final_rel_l2"] for r in rs]), "best": med([r["end"]["best_rel_l2"] for r in rs]),
-               "decay": med([r["end"]["decay"] for r in rs]),
-               "load": (min(r["load_start"] for r in rs), max(max(r["load_start"], r["load_end"]) for r in rs))}
+        row = {
+            "seeds": sorted(r["seed"] for r in rs),
+            "iterations": med([r["end"]["iterations"] for r in rs]),
+            "final": med([r["end"]["final_rel_l2"] for r in rs]),
+            "best": med([r["end"]["best_rel_l2"] for r in rs]),
+            "decay": med([r["end"]["decay"] for r in rs]),
+            "load": (min(r["load_start"] for r in rs), max(max(r["load_start"], r["load_end"]) for r in rs)),
+        }
         for t in CHECK_TIMES:
             vals = [err_at(r["steps"], t) for r in rs]
             row[f"e{t:g}"] = med(vals) if all(v is not None for v in vals) else None
@@ -130,14 +144,21 @@ def print_tables(runs: list[dict]) -> list[str]:
     probs = sorted({k[0] for k in rows})
     for p in probs:
         lines.append(f"\n### {p}: relative L2 error (median over seeds) at optimizer time t")
-        hdr = "| optim | batch | seeds | " + " | ".join(f"t={t:g}s" for t in CHECK_TIMES) + " | best | t(1e-3) s | t(1e-5) s | iters | J decay | load (1-min) |"
+        hdr = (
+            "| optim | batch | seeds | "
+            + " | ".join(f"t={t:g}s" for t in CHECK_TIMES)
+            + " | best | t(1e-3) s | t(1e-5) s | iters | J decay | load (1-min) |"
+        )
         lines += [hdr, "|" + "---|" * (hdr.count("|") - 1)]
         for (pp, o, b), row in rows.items():
             if pp != p:
                 continue
-            lines.append(f"| {o} | {b or 'full'} | {len(row['seeds'])} | " + " | ".join(fmt(row[f'e{t:g}']) for t in CHECK_TIMES)
-                         + f" | {fmt(row['best'])} | {fmt(row['t0.001'], '.1f')} | {fmt(row['t1e-05'], '.1f')} | {row['iterations']}"
-                         f" | {fmt(row['decay'], '.2f')} | {row['load'][0]:.1f}-{row['load'][1]:.1f} |")
+            lines.append(
+                f"| {o} | {b or 'full'} | {len(row['seeds'])} | "
+                + " | ".join(fmt(row[f"e{t:g}"]) for t in CHECK_TIMES)
+                + f" | {fmt(row['best'])} | {fmt(row['t0.001'], '.1f')} | {fmt(row['t1e-05'], '.1f')} | {row['iterations']}"
+                f" | {fmt(row['decay'], '.2f')} | {row['load'][0]:.1f}-{row['load'][1]:.1f} |"
+            )
     lines += targets(rows, runs)
     print("\n".join(lines))
     return lines
@@ -152,8 +173,10 @@ def targets(rows, runs) -> list[str]:
     best_key = min(ours, key=lambda k: ours[k]["best"])
     b = ours[best_key]
     t5 = b["t1e-05"]
-    out.append(f"- rel. L2 <= 1e-5 within 300 s: best {best_key[1]} b={best_key[2]}: best {fmt(b['best'])}, "
-               f"t(1e-5) {fmt(t5, '.1f')} s -> {'MET' if t5 is not None and math.isfinite(t5) and t5 <= 300 else 'NOT met'}")
+    out.append(
+        f"- rel. L2 <= 1e-5 within 300 s: best {best_key[1]} b={best_key[2]}: best {fmt(b['best'])}, "
+        f"t(1e-5) {fmt(t5, '.1f')} s -> {'MET' if t5 is not None and math.isfinite(t5) and t5 <= 300 else 'NOT met'}"
+    )
     for base in ("adam", "lbfgs"):
         cands = {k: v for k, v in rows.items() if k[0] == P and k[1] == base}
         if not cands:
@@ -166,8 +189,10 @@ def targets(rows, runs) -> list[str]:
                 continue
             need = 100.0 if base == "adam" else 1.0
             ok = e_ours * need <= e_base
-            out.append(f"- t={t:g}s: {best_key[1]} b={best_key[2]} {fmt(e_ours)} vs best {base} {fmt(e_base)} "
-                       f"(ratio {e_base / e_ours:.1f}x; need >= {need:g}x) -> {'MET' if ok else 'NOT met'}")
+            out.append(
+                f"- t={t:g}s: {best_key[1]} b={best_key[2]} {fmt(e_ours)} vs best {base} {fmt(e_base)} "
+                f"(ratio {e_base / e_ours:.1f}x; need >= {need:g}x) -> {'MET' if ok else 'NOT met'}"
+            )
     engd_runs = [r for r in runs if r["problem"] == P and r["optim"] == "engd"]
     if engd_runs:
         for o, bs in (("sng", 64), ("spring", 64), ("sng", 256), ("spring", 256)):
@@ -182,8 +207,10 @@ def targets(rows, runs) -> list[str]:
                 t_ours = time_to(r["steps"], target_err)
                 ok = t_ours is not None and t_ours < t_engd
                 tag = "" if bs == 64 else " (not the target's batch)"
-                out.append(f"- seed {e['seed']}: batch {bs} {o}{tag} to full-batch ENGD's best {fmt(target_err)} (ENGD at {fmt(t_engd, '.1f')} s): "
-                           f"{fmt(t_ours, '.1f') if t_ours is not None else 'never'} s -> {'MET' if ok else 'NOT met'}")
+                out.append(
+                    f"- seed {e['seed']}: batch {bs} {o}{tag} to full-batch ENGD's best {fmt(target_err)} (ENGD at {fmt(t_engd, '.1f')} s): "
+                    f"{fmt(t_ours, '.1f') if t_ours is not None else 'never'} s -> {'MET' if ok else 'NOT met'}"
+                )
     return out
 
 
@@ -250,14 +277,18 @@ def main() -> None:
         batches = [int(b) for b in args.batch.split(",")]
         for seed in [int(s) for s in args.seeds.split(",")]:
             for o in args.optim.split(","):
-                for b in (batches if o in T.BATCHED else [None]):
+                for b in batches if o in T.BATCHED else [None]:
                     key = run_key(args.problem, o, b, seed, args.time_budget)
                     if (cache / f"{key}.json").is_file():
                         continue
                     print(f"[run] {key} (load {_load():.1f})", file=sys.stderr, flush=True)
                     r = one({**kw, "optim": (o,), "batch": (b or 64,)}, o, b, seed, cache)
-                    print(f"[done] {key}: best {r['end']['best_rel_l2']:.2e}, final {r['end']['final_rel_l2']:.2e}, "
-                          f"{r['end']['iterations']} it, load {r['load_start']:.1f}->{r['load_end']:.1f}", file=sys.stderr, flush=True)
+                    print(
+                        f"[done] {key}: best {r['end']['best_rel_l2']:.2e}, final {r['end']['final_rel_l2']:.2e}, "
+                        f"{r['end']['iterations']} it, load {r['load_start']:.1f}->{r['load_end']:.1f}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
     runs = [json.loads(p.read_text()) for p in sorted(cache.glob("*.json"))] if cache.is_dir() else []
     runs = [r for r in runs if r["time_budget_s"] == args.time_budget]
     print_tables(runs)

@@ -50,24 +50,40 @@ from _results import uptime as _uptime  # noqa: E402
 def part_lyapunov(args) -> dict:
     from icml26.methods.theory import spectrum as sp
 
-    cfg = sp.Config(arch="mlp", width=256, depths=(8, 16, 32, 64), init="he", top_k=16, gates=("free", "fixed"),
-                    n_samples=args.samples, data="mnist")
+    cfg = sp.Config(
+        arch="mlp",
+        width=256,
+        depths=(8, 16, 32, 64),
+        init="he",
+        top_k=16,
+        gates=("free", "fixed"),
+        n_samples=args.samples,
+        data="mnist",
+    )
     t0 = time.time()
     recs = [r for r in sp.run(cfg, seed=0) if r["kind"] == "result"]
     return {"records": recs, "seconds": time.time() - t0, "load": _uptime(), "n_samples": args.samples}
 
 
 def print_lyapunov(res: dict) -> None:
-    print(f"\n## 1. Lyapunov exponents, He-init bias-free ReLU MLP, width 256, top 16, {res['n_samples']} draws per row "
-          f"({res['seconds']:.0f} s; {res['load']})")
-    print("nats per layer; err = max_k |measured - closed form|; the target applies to the masked model (free gates) at depth >= 32")
-    print(f"| gates | depth | lambda_1 meas / pred | lambda_16 meas / pred | max err (QR) | target <= 0.02 | (1/L) log s_k: max err vs finite-depth pred | top log-gap log(s1/s2) meas / pred | alignment |")
+    print(
+        f"\n## 1. Lyapunov exponents, He-init bias-free ReLU MLP, width 256, top 16, {res['n_samples']} draws per row "
+        f"({res['seconds']:.0f} s; {res['load']})"
+    )
+    print(
+        "nats per layer; err = max_k |measured - closed form|; the target applies to the masked model (free gates) at depth >= 32"
+    )
+    print(
+        f"| gates | depth | lambda_1 meas / pred | lambda_16 meas / pred | max err (QR) | target <= 0.02 | (1/L) log s_k: max err vs finite-depth pred | top log-gap log(s1/s2) meas / pred | alignment |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for r in res["records"]:
         gate = "free (masked model)" if r["gates"] == "free" else "fixed (ReLU net, own gates)"
         tgt = ("met" if r["max_abs_err"] <= 0.02 else "NOT met") if (r["gates"] == "free" and r["depth"] >= 32) else "-"
-        print(f"| {gate} | {r['depth']} | {r['lyapunov'][0]:+.4f} / {r['lyapunov_pred'][0]:+.4f} | {r['lyapunov'][-1]:+.4f} / {r['lyapunov_pred'][-1]:+.4f} "
-              f"| {r['max_abs_err']:.4f} | {tgt} | {r['max_abs_err_log_sv']:.4f} | {r['log_gap'][0]:.3f} / {r['log_gap_pred'][0]:.3f} | {r['alignment']:.3f} |")
+        print(
+            f"| {gate} | {r['depth']} | {r['lyapunov'][0]:+.4f} / {r['lyapunov_pred'][0]:+.4f} | {r['lyapunov'][-1]:+.4f} / {r['lyapunov_pred'][-1]:+.4f} "
+            f"| {r['max_abs_err']:.4f} | {tgt} | {r['max_abs_err_log_sv']:.4f} | {r['log_gap'][0]:.3f} / {r['log_gap_pred'][0]:.3f} | {r['alignment']:.3f} |"
+        )
 
 
 # ----------------------------------------------------------------------------- part 2
@@ -78,7 +94,11 @@ def part_speed(args) -> dict:
     torch.set_num_threads(1)
     n, L, k = 512, 64, 16
     g = torch.Generator().manual_seed(0)
-    fs = [draw_gates(n, 0.5, k, "relu", 0.0, g)[:, None] * (torch.randn(n, n, generator=g, dtype=torch.float64) * (2.0 / n) ** 0.5) for _ in range(L)]
+    fs = [
+        draw_gates(n, 0.5, k, "relu", 0.0, g)[:, None]
+        * (torch.randn(n, n, generator=g, dtype=torch.float64) * (2.0 / n) ** 0.5)
+        for _ in range(L)
+    ]
 
     def svd_full():
         j = fs[0]
@@ -112,8 +132,12 @@ def print_speed(res: dict) -> None:
     print("| method | seconds | speed-up vs full SVD |")
     print("|---|---|---|")
     print(f"| full product + SVD (svdvals) | {s['median_s']:.3f} | 1.0x |")
-    print(f"| QR along the product (Benettin, lyap_qr) | {q['median_s']:.3f} | {ratio:.1f}x (target >= 10x: {'met' if ratio >= 10 else 'NOT met'}) |")
-    print(f"| refined top-k (2 sweeps, Rayleigh-Ritz, top_singular) | {t['median_s']:.3f} | {s['median_s'] / t['median_s']:.1f}x |")
+    print(
+        f"| QR along the product (Benettin, lyap_qr) | {q['median_s']:.3f} | {ratio:.1f}x (target >= 10x: {'met' if ratio >= 10 else 'NOT met'}) |"
+    )
+    print(
+        f"| refined top-k (2 sweeps, Rayleigh-Ritz, top_singular) | {t['median_s']:.3f} | {s['median_s'] / t['median_s']:.1f}x |"
+    )
     d = np.max(np.abs(np.array(t["values"]) - np.array(s["values"])))
     print(f"refined top-16 (1/L) log s_k vs the full SVD's: max difference {d:.2e} nats/layer")
 
@@ -125,14 +149,33 @@ EQ_PARTS = [(task, act) for task in ("autoencoder", "classifier") for act in ("t
 def part_equivariance(args, task: str, act: str) -> dict:
     from icml26.methods.theory import equivariance as eq
 
-    cfg = eq.Config(task=(task,), act=(act,), group=("hflip", "vflip"), models=eq.MODELS, seeds=args.eq_seeds,
-                    data="fashion-mnist", widths=(64, 256, 256), epochs=args.eq_epochs, train_examples=args.eq_examples,
-                    n_noise=args.eq_noise)
+    cfg = eq.Config(
+        task=(task,),
+        act=(act,),
+        group=("hflip", "vflip"),
+        models=eq.MODELS,
+        seeds=args.eq_seeds,
+        data="fashion-mnist",
+        widths=(64, 256, 256),
+        epochs=args.eq_epochs,
+        train_examples=args.eq_examples,
+        n_noise=args.eq_noise,
+    )
     t0 = time.time()
     recs = [r for r in eq.run(cfg, seed=0) if r["kind"] == "result"]
-    return {"records": recs, "seconds": time.time() - t0, "load": _uptime(),
-            "setting": {"seeds": cfg.seeds, "epochs": cfg.epochs, "train_examples": cfg.train_examples, "n_noise": cfg.n_noise,
-                        "equiv_weight": cfg.equiv_weight, "equiv_on_noise": cfg.equiv_on_noise}}
+    return {
+        "records": recs,
+        "seconds": time.time() - t0,
+        "load": _uptime(),
+        "setting": {
+            "seeds": cfg.seeds,
+            "epochs": cfg.epochs,
+            "train_examples": cfg.train_examples,
+            "n_noise": cfg.n_noise,
+            "equiv_weight": cfg.equiv_weight,
+            "equiv_on_noise": cfg.equiv_on_noise,
+        },
+    }
 
 
 def print_equivariance(parts: dict) -> None:
@@ -143,16 +186,22 @@ def print_equivariance(parts: dict) -> None:
         return
     st = next(iter(parts.values()))["setting"]
     secs = sum(p["seconds"] for p in parts.values())
-    print(f"\n## 3. Layerwise equivariance (median relative error over {st['n_noise']} noise inputs, mean of {st['seeds']} seeds; "
-          f"Fashion-MNIST, {st['epochs']} epochs on {st['train_examples']} images; {secs:.0f} s)")
+    print(
+        f"\n## 3. Layerwise equivariance (median relative error over {st['n_noise']} noise inputs, mean of {st['seeds']} seeds; "
+        f"Fashion-MNIST, {st['epochs']} epochs on {st['train_examples']} images; {secs:.0f} s)"
+    )
     get = lambda **kw: next((r for r in recs if all(r.get(k) == v for k, v in kw.items())), None)
-    print("| task | layer | mirror | Tanh (ours) | Tanh (paper) | GELU (ours) | GELU (paper) | Tanh P-proj. | GELU P-proj. |")
+    print(
+        "| task | layer | mirror | Tanh (ours) | Tanh (paper) | GELU (ours) | GELU (paper) | Tanh P-proj. | GELU P-proj. |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for (task, layer, grp), paper in PAPER.items():
         row = [get(model="equivariant-loss", task=task, layer=layer, group=grp, act=a) for a in ("tanh", "gelu")]
         f = lambda r, k: f"{r[k]:.3f}" if r else "-"
-        print(f"| {task} | f{layer} | {'horizontal' if grp == 'hflip' else 'vertical (ref)'} | {f(row[0], 'rel_equivariance_error')} | {paper['tanh']} "
-              f"| {f(row[1], 'rel_equivariance_error')} | {paper['gelu']} | {f(row[0], 'perm_projection_error')} | {f(row[1], 'perm_projection_error')} |")
+        print(
+            f"| {task} | f{layer} | {'horizontal' if grp == 'hflip' else 'vertical (ref)'} | {f(row[0], 'rel_equivariance_error')} | {paper['tanh']} "
+            f"| {f(row[1], 'rel_equivariance_error')} | {paper['gelu']} | {f(row[0], 'perm_projection_error')} | {f(row[1], 'perm_projection_error')} |"
+        )
     print("\nEnd-to-end error and controls (hflip, f1 / f2 / f3; e2e = median ||f(gy) - rho f(y)|| / ||f(y)||):")
     print("| task | act | model | f1 | f2 | f3 | end-to-end | test acc / mse |")
     print("|---|---|---|---|---|---|---|---|")
@@ -163,19 +212,32 @@ def print_equivariance(parts: dict) -> None:
                 if not rs[0]:
                     continue
                 q = rs[0]["test_accuracy"] if task == "classifier" else rs[0]["test_mse"]
-                print(f"| {task} | {act} | {model} | " + " | ".join(f"{r['rel_equivariance_error']:.3g}" for r in rs)
-                      + f" | {rs[0]['end_to_end_error']:.3g} | {q:.3f} |")
+                print(
+                    f"| {task} | {act} | {model} | "
+                    + " | ".join(f"{r['rel_equivariance_error']:.3g}" for r in rs)
+                    + f" | {rs[0]['end_to_end_error']:.3g} | {q:.3f} |"
+                )
     print("\nThe paper's orderings on our flip-loss nets:")
     for task in ("autoencoder", "classifier"):
-        t, g = get(model="equivariant-loss", task=task, layer=1, group="hflip", act="tanh"), get(model="equivariant-loss", task=task, layer=1, group="hflip", act="gelu")
+        t, g = (
+            get(model="equivariant-loss", task=task, layer=1, group="hflip", act="tanh"),
+            get(model="equivariant-loss", task=task, layer=1, group="hflip", act="gelu"),
+        )
         if t and g:
-            print(f"- {task}: Tanh f1 {t['rel_equivariance_error']:.3f} {'<' if t['rel_equivariance_error'] < g['rel_equivariance_error'] else '>='} GELU f1 {g['rel_equivariance_error']:.3f}"
-                  f" ({'holds' if t['rel_equivariance_error'] < g['rel_equivariance_error'] else 'does NOT hold'})")
+            print(
+                f"- {task}: Tanh f1 {t['rel_equivariance_error']:.3f} {'<' if t['rel_equivariance_error'] < g['rel_equivariance_error'] else '>='} GELU f1 {g['rel_equivariance_error']:.3f}"
+                f" ({'holds' if t['rel_equivariance_error'] < g['rel_equivariance_error'] else 'does NOT hold'})"
+            )
         for act in ("tanh", "gelu"):
-            h, v = get(model="equivariant-loss", task=task, layer=1, group="hflip", act=act), get(model="equivariant-loss", task=task, layer=1, group="vflip", act=act)
+            h, v = (
+                get(model="equivariant-loss", task=task, layer=1, group="hflip", act=act),
+                get(model="equivariant-loss", task=task, layer=1, group="vflip", act=act),
+            )
             if h and v:
                 ok = h["rel_equivariance_error"] < v["rel_equivariance_error"]
-                print(f"- {task} {act}: hflip f1 {h['rel_equivariance_error']:.3f} {'<' if ok else '>='} vflip f1 {v['rel_equivariance_error']:.3f} ({'holds' if ok else 'does NOT hold'})")
+                print(
+                    f"- {task} {act}: hflip f1 {h['rel_equivariance_error']:.3f} {'<' if ok else '>='} vflip f1 {v['rel_equivariance_error']:.3f} ({'holds' if ok else 'does NOT hold'})"
+                )
 
 
 def figures(data: dict, fig_dir: Path) -> None:

@@ -30,8 +30,19 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 RESULTS = ROOT / "benchmarks" / "results" / "traffic"
-ORDER = ("persistence", "ha", "ridge", "minitraffic", "minitraffic-nopretrain", "dlinear", "patchtst", "stid", "graph",
-         "minitraffic-noaug", "minitraffic-nocluster")
+ORDER = (
+    "persistence",
+    "ha",
+    "ridge",
+    "minitraffic",
+    "minitraffic-nopretrain",
+    "dlinear",
+    "patchtst",
+    "stid",
+    "graph",
+    "minitraffic-noaug",
+    "minitraffic-nocluster",
+)
 FRACTIONS = (0.05, 0.1, 0.2)
 HORIZONS = (1, 4, 8)
 
@@ -84,18 +95,32 @@ def run_seed(seed: int, models, fractions, tag: str = "") -> None:
                     pre_s = info["pretrain_s"]
             fitted, info = H.train_lane_model(name, cfg, inp, f, seed=seed, device="cpu", pretrained=state)
             ev = H.evaluate(fitted, test, cfg)
-            units[key] = {"model": name, "lane_fraction": f, "seed": seed, "pretrained": state is not None,
-                          "params": info["params"], "train_s": info["train_s"], "pretrain_s": pre_s,
-                          "infer_ms_per_batch": ev["infer_ms_per_batch"], "epochs_run": info.get("epochs_run"),
-                          "by_h": {str(h): v for h, v in ev["by_h"].items()}, "load": os.getloadavg()[0],
-                          "n_test_windows": int(test["x"].shape[0])}
+            units[key] = {
+                "model": name,
+                "lane_fraction": f,
+                "seed": seed,
+                "pretrained": state is not None,
+                "params": info["params"],
+                "train_s": info["train_s"],
+                "pretrain_s": pre_s,
+                "infer_ms_per_batch": ev["infer_ms_per_batch"],
+                "epochs_run": info.get("epochs_run"),
+                "by_h": {str(h): v for h, v in ev["by_h"].items()},
+                "load": os.getloadavg()[0],
+                "n_test_windows": int(test["x"].shape[0]),
+            }
             save(seed, units, {"commit": _commit(), "config": "harness.Config defaults, horizons 1/4/8"}, tag)
-            print(f"[seed {seed}] {key}: MAE h4 {ev['by_h'][4]['mae']:.3f} ({info['train_s']:.0f}s, load {os.getloadavg()[0]:.1f})", flush=True)
+            print(
+                f"[seed {seed}] {key}: MAE h4 {ev['by_h'][4]['mae']:.3f} ({info['train_s']:.0f}s, load {os.getloadavg()[0]:.1f})",
+                flush=True,
+            )
 
 
 def _commit() -> str:
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()
     except OSError:
         return "?"
 
@@ -111,11 +136,19 @@ def table(units: dict) -> dict:
     for (m, f), us in agg.items():
         for h in HORIZONS:
             maes = [u["by_h"][str(h)]["mae"] for u in us]
-            out[(m, f, h)] = {"mae": float(np.mean(maes)), "mae_ci": mean_ci(maes), "rmse": float(np.mean([u["by_h"][str(h)]["rmse"] for u in us])),
-                              "mape": float(np.mean([u["by_h"][str(h)]["mape"] for u in us])), "params": us[0]["params"],
-                              "train_s": float(np.mean([u["train_s"] for u in us])), "pretrain_s": us[0]["pretrain_s"],
-                              "infer_ms": float(np.mean([u["infer_ms_per_batch"] for u in us])), "seeds": len(us),
-                              "pretrained": us[0]["pretrained"], "load": float(np.mean([u["load"] for u in us]))}
+            out[(m, f, h)] = {
+                "mae": float(np.mean(maes)),
+                "mae_ci": mean_ci(maes),
+                "rmse": float(np.mean([u["by_h"][str(h)]["rmse"] for u in us])),
+                "mape": float(np.mean([u["by_h"][str(h)]["mape"] for u in us])),
+                "params": us[0]["params"],
+                "train_s": float(np.mean([u["train_s"] for u in us])),
+                "pretrain_s": us[0]["pretrain_s"],
+                "infer_ms": float(np.mean([u["infer_ms_per_batch"] for u in us])),
+                "seeds": len(us),
+                "pretrained": us[0]["pretrained"],
+                "load": float(np.mean([u["load"] for u in us])),
+            }
     return out
 
 
@@ -126,38 +159,62 @@ def report(units: dict) -> None:
         return
     models = [m for m in ORDER if any(k[0] == m for k in t)]
     for h in HORIZONS:
-        print(f"\n### horizon {h} step(s) ({15 * h} min): MAE / RMSE / MAPE% (vehicles per 15 min; MAPE on counts > 5), mean over seeds [95% CI of MAE]")
-        print("| model | pretrained | params | " + " | ".join(f"{int(f * 100)}% lanes" for f in FRACTIONS) + " | train_s (10%) | infer ms/batch | seeds |")
+        print(
+            f"\n### horizon {h} step(s) ({15 * h} min): MAE / RMSE / MAPE% (vehicles per 15 min; MAPE on counts > 5), mean over seeds [95% CI of MAE]"
+        )
+        print(
+            "| model | pretrained | params | "
+            + " | ".join(f"{int(f * 100)}% lanes" for f in FRACTIONS)
+            + " | train_s (10%) | infer ms/batch | seeds |"
+        )
         print("|---|---|---|" + "---|" * len(FRACTIONS) + "---|---|---|")
         for m in models:
             cells = []
             for f in FRACTIONS:
                 r = t.get((m, f, h))
-                cells.append("-" if r is None else f"{r['mae']:.3f} [{r['mae_ci'][0]:.2f}, {r['mae_ci'][1]:.2f}] / {r['rmse']:.2f} / {r['mape']:.1f}")
+                cells.append(
+                    "-"
+                    if r is None
+                    else f"{r['mae']:.3f} [{r['mae_ci'][0]:.2f}, {r['mae_ci'][1]:.2f}] / {r['rmse']:.2f} / {r['mape']:.1f}"
+                )
             r0 = t.get((m, 0.1, h)) or next(v for k, v in t.items() if k[0] == m)
-            print(f"| {m} | {'yes' if r0['pretrained'] else 'no'} | {r0['params']:,} | " + " | ".join(cells)
-                  + f" | {r0['train_s']:.1f}" + (f" (+{r0['pretrain_s']:.0f} pre-training)" if r0['pretrain_s'] else "")
-                  + f" | {r0['infer_ms']:.2f} | {r0['seeds']} |")
+            print(
+                f"| {m} | {'yes' if r0['pretrained'] else 'no'} | {r0['params']:,} | "
+                + " | ".join(cells)
+                + f" | {r0['train_s']:.1f}"
+                + (f" (+{r0['pretrain_s']:.0f} pre-training)" if r0["pretrain_s"] else "")
+                + f" | {r0['infer_ms']:.2f} | {r0['seeds']} |"
+            )
     print("\n### targets")
     for f in (0.05, 0.1):
         for h in HORIZONS:
             a, b = t.get(("minitraffic", f, h)), t.get(("minitraffic-nopretrain", f, h))
             if a and b:
-                print(f"- pre-training helps at {int(f * 100)}% lanes, h{h}: {a['mae']:.3f} vs {b['mae']:.3f} without -> "
-                      f"{'MET' if a['mae'] < b['mae'] else 'NOT MET'} ({a['seeds']}/{b['seeds']} seeds)")
+                print(
+                    f"- pre-training helps at {int(f * 100)}% lanes, h{h}: {a['mae']:.3f} vs {b['mae']:.3f} without -> "
+                    f"{'MET' if a['mae'] < b['mae'] else 'NOT MET'} ({a['seeds']}/{b['seeds']} seeds)"
+                )
     row = {m: t[(m, 0.1, 4)] for m in models if (m, 0.1, 4) in t}
     if "minitraffic" in row:
         best = min(row, key=lambda m: row[m]["mae"])
         others = sorted((v["mae"], m) for m, v in row.items() if m != "minitraffic")
-        print(f"- lowest MAE at h4, 10% lanes: {best} ({row[best]['mae']:.3f}); minitraffic {row['minitraffic']['mae']:.3f}, "
-              f"best other {others[0][1]} {others[0][0]:.3f} -> {'MET' if best == 'minitraffic' else 'NOT MET'}")
+        print(
+            f"- lowest MAE at h4, 10% lanes: {best} ({row[best]['mae']:.3f}); minitraffic {row['minitraffic']['mae']:.3f}, "
+            f"best other {others[0][1]} {others[0][0]:.3f} -> {'MET' if best == 'minitraffic' else 'NOT MET'}"
+        )
         base = sorted((v["mae"], m) for m, v in row.items() if not m.startswith("minitraffic"))
         if base:
-            print(f"- against the baselines only (h4, 10% lanes): minitraffic {row['minitraffic']['mae']:.3f}, best baseline {base[0][1]} "
-                  f"{base[0][0]:.3f} ({100 * (1 - row['minitraffic']['mae'] / base[0][0]):.1f}% lower)")
-        print(f"- parameters: {row['minitraffic']['params']:,} -> {'MET' if row['minitraffic']['params'] < 150_000 else 'NOT MET'} (< 150k)")
+            print(
+                f"- against the baselines only (h4, 10% lanes): minitraffic {row['minitraffic']['mae']:.3f}, best baseline {base[0][1]} "
+                f"{base[0][0]:.3f} ({100 * (1 - row['minitraffic']['mae'] / base[0][0]):.1f}% lower)"
+            )
+        print(
+            f"- parameters: {row['minitraffic']['params']:,} -> {'MET' if row['minitraffic']['params'] < 150_000 else 'NOT MET'} (< 150k)"
+        )
     loads = [u["load"] for u in units.values()]
-    print(f"\nload average (1 min) during the runs: {min(loads):.1f}-{max(loads):.1f} on 2 cores (times are wall-clock under that load)")
+    print(
+        f"\nload average (1 min) during the runs: {min(loads):.1f}-{max(loads):.1f} on 2 cores (times are wall-clock under that load)"
+    )
 
 
 def main() -> None:

@@ -33,7 +33,11 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("sng", "icml26.commands.sng:sng", "Scientific ML (SNG / SPRING)"),
     ("jacobian-spectrum", "icml26.commands.jacobian_spectrum:jacobian_spectrum", "Theory as measurement"),
     ("equivariance", "icml26.commands.equivariance:equivariance", "Theory as measurement"),
-    ("modality-pairing", "icml26.commands.modality_pairing:modality_pairing", "Multimodal learning (stochastic pairing)"),
+    (
+        "modality-pairing",
+        "icml26.commands.modality_pairing:modality_pairing",
+        "Multimodal learning (stochastic pairing)",
+    ),
     ("geo-fusion", "icml26.commands.geo_fusion:geo_fusion_app", "Spatial reasoning (GeoThinker SGF)"),
     ("muse", "icml26.commands.muse:muse_app", "Efficient attention (MuSe)"),
     ("icr", "icml26.commands.icr:icr_app", "Diffusion representations (ICR)"),
@@ -63,7 +67,9 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
 ) -> None:
     """icml26 command line."""
 
@@ -112,7 +118,10 @@ def _guard(fn):
             # np.load / torch / h5py on an empty or truncated file; click would report it as Ctrl-C
             if os.environ.get("ICML26_DEBUG"):
                 raise
-            typer.echo(f"icml26: error: an input file ended early (empty or truncated?): {_one_line(e) or 'EOFError'}", err=True)
+            typer.echo(
+                f"icml26: error: an input file ended early (empty or truncated?): {_one_line(e) or 'EOFError'}",
+                err=True,
+            )
             raise typer.Exit(2) from None
         except OSError as e:
             line = _os_error_line(e)
@@ -174,7 +183,14 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(2)
         if type(e).__name__ == "NoArgsIsHelpError":  # `icml26` alone: the help was printed
             sys.exit(0)
-        if type(e).__name__ in ("UsageError", "BadParameter", "NoSuchOption", "MissingParameter", "BadOptionUsage", "BadArgumentUsage"):
+        if type(e).__name__ in (
+            "UsageError",
+            "BadParameter",
+            "NoSuchOption",
+            "MissingParameter",
+            "BadOptionUsage",
+            "BadArgumentUsage",
+        ):
             # the parser's own errors: one line, exit 2 (as for every bad input)
             fmt = getattr(e, "format_message", None)
             print(f"icml26: error: {fmt() if fmt else e}".replace("\n", " "), file=sys.stderr)

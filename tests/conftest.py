@@ -79,7 +79,9 @@ def skip_if_data_missing(result):
     """For a CLI run (typer CliRunner result): when it exited 2 because a built-in data package
     is not installed here, skip (CI: fail) with the install command."""
     if result.exit_code == 2:
-        reason = _missing_data_reason(result.output + (getattr(result, "stderr_bytes", None) or b"").decode(errors="replace"))
+        reason = _missing_data_reason(
+            result.output + (getattr(result, "stderr_bytes", None) or b"").decode(errors="replace")
+        )
         if reason is not None:
             need(lambda: False, reason)
 
@@ -137,8 +139,10 @@ def pytest_collection_finish(session):
         import torch
 
         if torch.get_default_dtype() != torch.float32:
-            raise pytest.UsageError(f"a test module set torch's default dtype to {torch.get_default_dtype()} "
-                                    "at import; set it in a fixture that restores it")
+            raise pytest.UsageError(
+                f"a test module set torch's default dtype to {torch.get_default_dtype()} "
+                "at import; set it in a fixture that restores it"
+            )
 
 
 @pytest.fixture(scope="module")

@@ -69,9 +69,11 @@ def test_librivox_background_is_mixed_at_the_stated_snr():
     labels = np.array([0, 1, 1, 0, 1, 0])
     spec = mm.AVDigitsSpec()
     for snr in (spec.librivox_snr_db, -3.0):
-        noisy, clean, voices = mm.audio_waves(labels, pool, spec, np.random.default_rng(1), background=background, snr=snr)
+        noisy, clean, voices = mm.audio_waves(
+            labels, pool, spec, np.random.default_rng(1), background=background, snr=snr
+        )
         resid = (noisy - clean).astype(np.float64)
-        got = 10 * np.log10(np.mean(clean.astype(np.float64) ** 2, 1) / np.mean(resid ** 2, 1))
+        got = 10 * np.log10(np.mean(clean.astype(np.float64) ** 2, 1) / np.mean(resid**2, 1))
         np.testing.assert_allclose(got, snr, atol=0.02)
         assert list(voices) == ["en-us"] * len(labels)
         for r in resid[:2]:  # the noise is a contiguous segment of the real recording (normalised correlation ~ 1)

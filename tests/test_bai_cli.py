@@ -29,14 +29,32 @@ def invoke(args):
     [
         ([{"dist": "poisson", "lam": 1}, {"dist": "bernoulli", "p": 0.5}], r"arm 0: field 'dist' must be one of"),
         ([{"dist": "gaussian", "mean": 0.1}, {"dist": "bernoulli", "p": 0.5}], r"arm 0: missing field 'std'"),
-        ([{"dist": "bernoulli", "p": 0.5}, {"dist": "gaussian", "mean": ".nan", "std": 1.0}], r"arm 1: field 'mean' must be"),
-        ([{"dist": "bernoulli", "p": 0.5}, {"dist": "gaussian", "mean": float("inf"), "std": 1.0}], r"arm 1: field 'mean' must be finite"),
-        ([{"dist": "bernoulli", "p": 0.5}, {"dist": "gaussian", "mean": 0.0, "std": 1e308}], r"arm 1: field 'std' must be finite and at most 1e150"),
+        (
+            [{"dist": "bernoulli", "p": 0.5}, {"dist": "gaussian", "mean": ".nan", "std": 1.0}],
+            r"arm 1: field 'mean' must be",
+        ),
+        (
+            [{"dist": "bernoulli", "p": 0.5}, {"dist": "gaussian", "mean": float("inf"), "std": 1.0}],
+            r"arm 1: field 'mean' must be finite",
+        ),
+        (
+            [{"dist": "bernoulli", "p": 0.5}, {"dist": "gaussian", "mean": 0.0, "std": 1e308}],
+            r"arm 1: field 'std' must be finite and at most 1e150",
+        ),
         ([{"dist": "bernoulli", "p": 1.5}, {"dist": "bernoulli", "p": 0.5}], r"arm 0: field 'p' must be in \[0, 1\]"),
-        ([{"dist": "bernoulli", "p": 0.5, "label": "x"}, {"dist": "student_t", "mean": 0, "scale": 1, "df": 1}], r"arm 1: field 'df' must be > 1"),
+        (
+            [{"dist": "bernoulli", "p": 0.5, "label": "x"}, {"dist": "student_t", "mean": 0, "scale": 1, "df": 1}],
+            r"arm 1: field 'df' must be > 1",
+        ),
         ([{"dist": "bernoulli", "p": 0.5}], r"at least 2 arms"),
-        ([{"dist": "lognormal", "mean": -0.2, "sigma": 1}, {"dist": "bernoulli", "p": 0.5}], r"arm 0: field 'mean' must be > 0"),
-        ([{"dist": "bernoulli", "p": 0.5, "colour": 1}, {"dist": "bernoulli", "p": 0.5}], r"arm 0: unknown field 'colour'"),
+        (
+            [{"dist": "lognormal", "mean": -0.2, "sigma": 1}, {"dist": "bernoulli", "p": 0.5}],
+            r"arm 0: field 'mean' must be > 0",
+        ),
+        (
+            [{"dist": "bernoulli", "p": 0.5, "colour": 1}, {"dist": "bernoulli", "p": 0.5}],
+            r"arm 0: unknown field 'colour'",
+        ),
     ],
 )
 def test_env_errors_name_arm_and_field(arms, message):
@@ -47,11 +65,15 @@ def test_env_errors_name_arm_and_field(arms, message):
 def test_empirical_arms(tmp_path):
     (tmp_path / "c.csv").write_text("a,b,empty\n1,2,\n3,4,\n5,,\n")
     env = tmp_path / "e.yaml"
-    env.write_text("name: e\narms:\n  - {dist: empirical, file: c.csv, column: a, label: A}\n  - {dist: empirical, file: c.csv, column: b, missing: drop}\n")
+    env.write_text(
+        "name: e\narms:\n  - {dist: empirical, file: c.csv, column: a, label: A}\n  - {dist: empirical, file: c.csv, column: b, missing: drop}\n"
+    )
     t = load_env(env)
     assert t.labels == ("A", "arm1") and t.means.tolist() == [3.0, 3.0] and t.dropped == (0, 1)
     assert t.emp_values.tolist() == [1.0, 3.0, 5.0, 2.0, 4.0] and t.emp_offsets.tolist() == [0, 3, 5]
-    env.write_text("name: e\narms:\n  - {dist: empirical, file: c.csv, column: empty, missing: drop}\n  - {dist: bernoulli, p: 0.2}\n")
+    env.write_text(
+        "name: e\narms:\n  - {dist: empirical, file: c.csv, column: empty, missing: drop}\n  - {dist: bernoulli, p: 0.2}\n"
+    )
     with pytest.raises(InputError, match=r"arm 0: field 'column': 'empty' in c.csv has no numeric values"):
         load_env(env)
     env.write_text("name: e\narms:\n  - {dist: empirical, file: nope.csv, column: a}\n  - {dist: bernoulli, p: 0.2}\n")
@@ -115,7 +137,16 @@ def test_tiny_recipe_output_contract(tmp_path):
     results = [x for x in recs if x["kind"] == "result"]
     assert [x["algo"] for x in results] == ["varde", "uniform", "successive-rejects"]
     for x in results:
-        for key in ("kind", "algo", "env", "budget", "seeds", "error_probability", "error_probability_ci", "simple_regret"):
+        for key in (
+            "kind",
+            "algo",
+            "env",
+            "budget",
+            "seeds",
+            "error_probability",
+            "error_probability_ci",
+            "simple_regret",
+        ):
             assert key in x
         lo, hi = x["error_probability_ci"]
         assert 0 <= lo <= x["error_probability"] <= hi <= 1
@@ -145,7 +176,11 @@ def test_fixed_confidence_contract():
     res = [x for x in _lines(r.stdout) if x["kind"] == "result"]
     assert len(res) == 2
     for x in res:
-        assert x["delta"] == 0.1 and x["stopping_time_mean"] > 0 and x["stopping_time_q90"] >= x["stopping_time_mean"] * 0.5
+        assert (
+            x["delta"] == 0.1
+            and x["stopping_time_mean"] > 0
+            and x["stopping_time_q90"] >= x["stopping_time_mean"] * 0.5
+        )
         assert x["error_probability"] <= 0.1 + 1e-9
 
 
@@ -160,7 +195,20 @@ def test_real_traffic_data_bandit(tmp_path):
     t = load_env(tmp_path / "t" / "traffic-top5.yaml")
     assert t.K == 5 and t.labels[0] == "det_17" and np.all(np.diff(t.means) <= 0)
     assert t.emp_offsets[-1] == 5 * 2492
-    r = invoke(["bai", "--env", str(tmp_path / "t" / "traffic-top5.yaml"), "--budget", "200", "--algo", "varde", "--seeds", "400", "-q"])
+    r = invoke(
+        [
+            "bai",
+            "--env",
+            str(tmp_path / "t" / "traffic-top5.yaml"),
+            "--budget",
+            "200",
+            "--algo",
+            "varde",
+            "--seeds",
+            "400",
+            "-q",
+        ]
+    )
     assert r.exit_code == 0, r.output
     res = [x for x in _lines(r.stdout) if x["kind"] == "result"][0]
     assert res["error_probability"] < 0.2

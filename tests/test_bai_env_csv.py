@@ -27,9 +27,9 @@ def _cli(args):
 def _env(tmp_path, csv_text: str, arm_extra: str = "") -> Path:
     (tmp_path / "c.csv").write_text(csv_text)
     env = tmp_path / "e.yaml"
-    env.write_text("name: e\narms:\n"
-                   f"  - {{dist: empirical, file: c.csv, column: x{arm_extra}}}\n"
-                   "  - {dist: bernoulli, p: 0.2}\n")
+    env.write_text(
+        f"name: e\narms:\n  - {{dist: empirical, file: c.csv, column: x{arm_extra}}}\n  - {{dist: bernoulli, p: 0.2}}\n"
+    )
     return env
 
 
@@ -60,7 +60,9 @@ def test_bad_or_missing_cell_names_file_column_row(tmp_path, csv_text, message):
 def test_bad_cell_is_exit_2_at_the_cli_before_any_output(tmp_path):
     env = _env(tmp_path, "t,x\n1,0.5\n2,0.7\n3,\n4,0.9\n5,0.1\n")
     out = tmp_path / "run"
-    code, stdout, err = _cli(["bai", "--env", str(env), "--budget", "20", "--algo", "uniform", "--seeds", "5", "--out", str(out)])
+    code, stdout, err = _cli(
+        ["bai", "--env", str(env), "--budget", "20", "--algo", "uniform", "--seeds", "5", "--out", str(out)]
+    )
     assert code == 2 and stdout == "" and len(err.strip().splitlines()) == 1, (code, stdout, err)
     assert str(tmp_path / "c.csv") in err and "column 'x' row 3 (line 4) is missing" in err
     assert not out.exists()
@@ -109,7 +111,7 @@ def test_complete_column_reads_every_row_and_parquet_rows_are_named(tmp_path):
 def test_below_delta_is_decided_on_the_wilson_interval():
     lo, hi = wilson_interval(1, 10)  # the case: 0.1 [0.018, 0.404]
     assert B.below_delta([lo, hi], 0.1) is None and B.below_delta([lo, hi], 0.2) is None
-    assert B.below_delta(list(wilson_interval(0, 100)), 0.1) is True   # [0, 0.037]
+    assert B.below_delta(list(wilson_interval(0, 100)), 0.1) is True  # [0, 0.037]
     assert B.below_delta(list(wilson_interval(30, 100)), 0.1) is False  # [0.219, 0.396]
     assert B.below_delta([0.0, 0.1], 0.1) is True
 
@@ -119,9 +121,18 @@ def test_best_algo_only_among_rows_shown_below_delta():
 
     def row(algo, errors, n, stop):
         ci = list(wilson_interval(errors, n))
-        return {"kind": "result", "algo": algo, "env": "e", "delta": 0.1, "seeds": n, "error_probability": errors / n,
-                "error_probability_ci": ci, "stopping_time_mean": stop, "stopped_fraction": 1.0,
-                "error_below_delta": B.below_delta(ci, 0.1)}
+        return {
+            "kind": "result",
+            "algo": algo,
+            "env": "e",
+            "delta": 0.1,
+            "seeds": n,
+            "error_probability": errors / n,
+            "error_probability_ci": ci,
+            "stopping_time_mean": stop,
+            "stopped_fraction": 1.0,
+            "error_below_delta": B.below_delta(ci, 0.1),
+        }
 
     s = B.summarize([row("fast", 1, 10, 50.0), row("slow", 0, 10, 90.0)], cfg)
     assert s["best_algo"] is None and s["delta_respected_by"] == [] and s["delta_undetermined"] == ["fast", "slow"]
@@ -131,7 +142,9 @@ def test_best_algo_only_among_rows_shown_below_delta():
 
 
 def test_cli_few_seeds_leave_error_below_delta_undetermined():
-    code, out, err = _cli(["bai", "--env", "gk2016-1", "--delta", "0.1", "--algo", "lucb,track-and-stop", "--seeds", "10", "-q"])
+    code, out, err = _cli(
+        ["bai", "--env", "gk2016-1", "--delta", "0.1", "--algo", "lucb,track-and-stop", "--seeds", "10", "-q"]
+    )
     assert code == 0, err
     recs = [json.loads(x) for x in out.splitlines()]
     res = [r for r in recs if r["kind"] == "result"]

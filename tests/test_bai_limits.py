@@ -35,8 +35,20 @@ def _tie(tmp_path):
 
 def test_huge_max_pulls_is_refused_at_its_worst_case(tmp_path):
     # two equal arms never stop: each run pulls max_pulls times, so the estimate counts it in full
-    msg = _refused(["--env", _tie(tmp_path), "--algo", "uniform", "--delta", "0.01", "--seeds", "2",
-                    "--set", "max_pulls=100000000000"])
+    msg = _refused(
+        [
+            "--env",
+            _tie(tmp_path),
+            "--algo",
+            "uniform",
+            "--delta",
+            "0.01",
+            "--seeds",
+            "2",
+            "--set",
+            "max_pulls=100000000000",
+        ]
+    )
     assert "this run would simulate ~2.0e+11 pulls" in msg
     assert "max_pulls" in msg and "limit 2e+10" in msg and "lower --set max_pulls=N" in msg
 

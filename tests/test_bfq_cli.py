@@ -19,9 +19,28 @@ TINY = ROOT / "recipes" / "bfq" / "tiny.yaml"
 TINY_MAKE = ROOT / "recipes" / "bfq" / "tiny-make-dataset.yaml"
 runner = CliRunner()
 STEP_FIELDS = {"kind", "step", "algo", "seed", "normalized_score", "critic_loss", "actor_loss", "eval_return"}
-RESULT_FIELDS = {"kind", "algo", "dataset", "env", "steps", "seeds", "normalized_score_final", "normalized_score_final_ci",
-                 "normalized_score_best", "normalized_score_best_ci", "best_step", "return_final", "train_hz", "actions_per_s_b1",
-                 "actions_per_s_b256", "nfe", "score_reference", "ref_min_return", "ref_max_return", "evaluation"}
+RESULT_FIELDS = {
+    "kind",
+    "algo",
+    "dataset",
+    "env",
+    "steps",
+    "seeds",
+    "normalized_score_final",
+    "normalized_score_final_ci",
+    "normalized_score_best",
+    "normalized_score_best_ci",
+    "best_step",
+    "return_final",
+    "train_hz",
+    "actions_per_s_b1",
+    "actions_per_s_b256",
+    "nfe",
+    "score_reference",
+    "ref_min_return",
+    "ref_max_return",
+    "evaluation",
+}
 
 
 def _recs(r):
@@ -42,13 +61,18 @@ def test_make_dataset_follows_d4rl_rules(made):
     out, recs = made
     assert recs[0]["kind"] == "config" and recs[-1]["kind"] == "summary"
     res = {r["dataset"]: r for r in recs if r["kind"] == "result"}
-    assert res["hopper-v5-expert"]["made"] is False and "below 0.8 x D4RL's expert 3234.3" in res["hopper-v5-expert"]["why"]
+    assert (
+        res["hopper-v5-expert"]["made"] is False
+        and "below 0.8 x D4RL's expert 3234.3" in res["hopper-v5-expert"]["why"]
+    )
     summ = recs[-1]
     for kind in ("random", "medium", "medium-replay"):
         r = res[f"hopper-v5-{kind}"]
         data, attrs = d4rl.read(out / r["path"])
         assert attrs["env"] == "Hopper-v5" and attrs["kind"] == kind
-        assert attrs["ref_min_return"] == pytest.approx(summ["random_return"]) and attrs["ref_max_return"] == pytest.approx(summ["final_return"])
+        assert attrs["ref_min_return"] == pytest.approx(summ["random_return"]) and attrs[
+            "ref_max_return"
+        ] == pytest.approx(summ["final_return"])
         assert r["transitions"] == len(data["rewards"])
         assert not np.any(data["terminals"] & data["timeouts"])
         assert data["timeouts"][-1] or data["terminals"][-1]
@@ -60,7 +84,22 @@ def test_make_dataset_follows_d4rl_rules(made):
     assert res["hopper-v5-medium-replay"]["transitions"] == med  # the replay buffer up to the medium snapshot
     # --from the SAC run folder gives the same random dataset (same seed)
     again = out.parent / "again"
-    r = runner.invoke(app, ["bfq", "make-dataset", "-r", str(TINY_MAKE), "--kind", "random", "--from", str(out / "sac"), "-q", "--out", str(again)])
+    r = runner.invoke(
+        app,
+        [
+            "bfq",
+            "make-dataset",
+            "-r",
+            str(TINY_MAKE),
+            "--kind",
+            "random",
+            "--from",
+            str(out / "sac"),
+            "-q",
+            "--out",
+            str(again),
+        ],
+    )
     assert r.exit_code == 0, r.output
     a, _ = d4rl.read(again / "hopper-v5-random.hdf5")
     b, _ = d4rl.read(out / "hopper-v5-random.hdf5")
@@ -70,7 +109,9 @@ def test_make_dataset_follows_d4rl_rules(made):
 def test_train_records_follow_the_contract(made, tmp_path):
     out, _ = made
     run = tmp_path / "run"
-    r = runner.invoke(app, ["bfq", "train", "-r", str(TINY), "--dataset", str(out / "hopper-v5-medium.hdf5"), "-q", "--out", str(run)])
+    r = runner.invoke(
+        app, ["bfq", "train", "-r", str(TINY), "--dataset", str(out / "hopper-v5-medium.hdf5"), "-q", "--out", str(run)]
+    )
     assert r.exit_code == 0, (r.output, r.exception)
     recs = _recs(r)
     assert recs[0]["kind"] == "config" and recs[-1]["kind"] == "summary"
@@ -83,15 +124,26 @@ def test_train_records_follow_the_contract(made, tmp_path):
 
     attrs = d4rl.read(out / "hopper-v5-medium.hdf5")[1]
     # the dataset's own random/expert returns, unless its "expert" does not beat random (a tiny SAC run): D4RL's
-    want_ref = ("dataset", attrs["ref_min_return"], attrs["ref_max_return"]) if attrs["ref_max_return"] > attrs["ref_min_return"] else ("d4rl", -20.272305, 3234.3)
+    want_ref = (
+        ("dataset", attrs["ref_min_return"], attrs["ref_max_return"])
+        if attrs["ref_max_return"] > attrs["ref_min_return"]
+        else ("d4rl", -20.272305, 3234.3)
+    )
     for x in results:
         assert (x["score_reference"], x["ref_min_return"], x["ref_max_return"]) == pytest.approx(want_ref)
         assert x["evaluation"] == "done" and x["seeds"] == 2 and x["steps"] == 40
-        assert x["normalized_score_final"] is not None and x["normalized_score_final_ci"][0] <= x["normalized_score_final"] <= x["normalized_score_final_ci"][1]
+        assert (
+            x["normalized_score_final"] is not None
+            and x["normalized_score_final_ci"][0] <= x["normalized_score_final"] <= x["normalized_score_final_ci"][1]
+        )
         assert x["normalized_score_best"] >= x["normalized_score_final"] - 1e-9
         want = 100 * (x["return_final"] - x["ref_min_return"]) / (x["ref_max_return"] - x["ref_min_return"])
         assert x["normalized_score_final"] == pytest.approx(want)
-        assert x["nfe"] == (5 if x["algo"] == "diffusion-ql" else 1) and x["train_hz"] > 0 and x["actions_per_s_b256"] > x["actions_per_s_b1"]
+        assert (
+            x["nfe"] == (5 if x["algo"] == "diffusion-ql" else 1)
+            and x["train_hz"] > 0
+            and x["actions_per_s_b256"] > x["actions_per_s_b1"]
+        )
     assert all(x["critic_loss"] is None for x in steps if x["algo"] == "bc")
     assert (run / "checkpoint-bfq.safetensors").is_file()
 
@@ -122,10 +174,13 @@ def _bad_files(tmp_path):
     from tests.methods.bfq_synth import episodes_data
 
     out = {}
-    for name, edit in (("missing", lambda d: d.pop("terminals")), ("nan", lambda d: d["rewards"].__setitem__(3, np.nan)),
-                       ("lengths", lambda d: d.__setitem__("observations", d["observations"][:-2])),
-                       ("strings", lambda d: d.__setitem__("rewards", np.array([b"x"] * len(d["rewards"])))),
-                       ("flags", lambda d: d.__setitem__("terminals", np.full(len(d["terminals"]), 0.5)))):
+    for name, edit in (
+        ("missing", lambda d: d.pop("terminals")),
+        ("nan", lambda d: d["rewards"].__setitem__(3, np.nan)),
+        ("lengths", lambda d: d.__setitem__("observations", d["observations"][:-2])),
+        ("strings", lambda d: d.__setitem__("rewards", np.array([b"x"] * len(d["rewards"])))),
+        ("flags", lambda d: d.__setitem__("terminals", np.full(len(d["terminals"]), 0.5))),
+    ):
         d = episodes_data(np.random.default_rng(1), (10, 10), o=11, a=3)
         edit(d)
         p = tmp_path / f"{name}.hdf5"
@@ -140,32 +195,43 @@ def _bad_files(tmp_path):
     return out
 
 
-@pytest.mark.parametrize("which,extra,needle", [
-    ("missing", [], "missing field 'terminals'"),
-    ("nan", [], "'rewards' holds NaN"),
-    ("lengths", [], "has 18 rows but rewards has 20"),
-    ("folder", [], "not a Minari dataset"),
-    ("junk", [], "not a readable hdf5 file"),
-    ("strings", [], "field 'rewards' holds |S1 values; numbers are expected"),
-    ("flags", [], "field 'terminals' holds values other than 0 and 1"),
-    ("good", ["--set", "seeds=100000", "--set", "batch_size=8"], "100000 batched seeds of [32, 32] networks would hold"),
-    ("good", ["--steps", "1000000000000", "--set", "batch_size=8"], "flops of training"),
-    ("none", [], "does not exist"),
-    ("good", ["--env", "Walker2d-v5"], "observations of 17"),
-    ("good", ["--env", "Hopperr-v5"], "--env 'Hopperr-v5'"),
-    ("good", ["--algo", "cql"], "algo 'cql'"),
-    ("good", ["--set", "bfq_lam=2"], "bfq_lam"),
-    ("good", ["--set", "batch_size=5000"], "exceeds the dataset"),
-])
+@pytest.mark.parametrize(
+    "which,extra,needle",
+    [
+        ("missing", [], "missing field 'terminals'"),
+        ("nan", [], "'rewards' holds NaN"),
+        ("lengths", [], "has 18 rows but rewards has 20"),
+        ("folder", [], "not a Minari dataset"),
+        ("junk", [], "not a readable hdf5 file"),
+        ("strings", [], "field 'rewards' holds |S1 values; numbers are expected"),
+        ("flags", [], "field 'terminals' holds values other than 0 and 1"),
+        (
+            "good",
+            ["--set", "seeds=100000", "--set", "batch_size=8"],
+            "100000 batched seeds of [32, 32] networks would hold",
+        ),
+        ("good", ["--steps", "1000000000000", "--set", "batch_size=8"], "flops of training"),
+        ("none", [], "does not exist"),
+        ("good", ["--env", "Walker2d-v5"], "observations of 17"),
+        ("good", ["--env", "Hopperr-v5"], "--env 'Hopperr-v5'"),
+        ("good", ["--algo", "cql"], "algo 'cql'"),
+        ("good", ["--set", "bfq_lam=2"], "bfq_lam"),
+        ("good", ["--set", "batch_size=5000"], "exceeds the dataset"),
+    ],
+)
 def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, which, extra, needle):
     from icml26.methods.rl import d4rl
     from tests.methods.bfq_synth import episodes_data
 
     files = _bad_files(tmp_path)
     files["none"] = tmp_path / "nope.hdf5"
-    files["good"] = d4rl.write(tmp_path / "good.hdf5", episodes_data(np.random.default_rng(2), (10, 10), o=11, a=3), attrs={"env": "Hopper-v5"})
+    files["good"] = d4rl.write(
+        tmp_path / "good.hdf5", episodes_data(np.random.default_rng(2), (10, 10), o=11, a=3), attrs={"env": "Hopper-v5"}
+    )
     out = tmp_path / "run"
-    r = runner.invoke(app, ["bfq", "train", "-r", str(TINY), "--dataset", str(files[which]), *extra, "-q", "--out", str(out)])
+    r = runner.invoke(
+        app, ["bfq", "train", "-r", str(TINY), "--dataset", str(files[which]), *extra, "-q", "--out", str(out)]
+    )
     assert r.exit_code == 2, r.output
     lines = [x for x in r.stderr.splitlines() if x.strip()]
     assert len(lines) == 1 and needle in lines[0], r.stderr
@@ -173,8 +239,11 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, which, ext
 
 
 def test_make_dataset_bad_input_exits_2(tmp_path):
-    for args, needle in ((["--env", "Hopperr-v5"], "--env 'Hopperr-v5'"), (["--kind", "expert-replay"], "kinds 'expert-replay'"),
-                         (["--from", str(tmp_path)], "not an icml26 dsac-aid run folder")):
+    for args, needle in (
+        (["--env", "Hopperr-v5"], "--env 'Hopperr-v5'"),
+        (["--kind", "expert-replay"], "kinds 'expert-replay'"),
+        (["--from", str(tmp_path)], "not an icml26 dsac-aid run folder"),
+    ):
         r = runner.invoke(app, ["bfq", "make-dataset", "-r", str(TINY_MAKE), *args, "-q", "--out", str(tmp_path / "o")])
         assert r.exit_code == 2, r.output
         lines = [x for x in r.stderr.splitlines() if x.strip()]
@@ -187,7 +256,17 @@ def test_resume_after_interruption_matches_uninterrupted(made, tmp_path, monkeyp
 
     out, _ = made
     a, b = tmp_path / "a", tmp_path / "b"
-    base = ["bfq", "train", "-r", str(TINY), "--dataset", str(out / "hopper-v5-medium.hdf5"), "--algo", "bfq,td3bc", "-q"]
+    base = [
+        "bfq",
+        "train",
+        "-r",
+        str(TINY),
+        "--dataset",
+        str(out / "hopper-v5-medium.hdf5"),
+        "--algo",
+        "bfq,td3bc",
+        "-q",
+    ]
     r = runner.invoke(app, [*base, "--out", str(a)])
     assert r.exit_code == 0, r.output
     orig = m.train
@@ -204,6 +283,12 @@ def test_resume_after_interruption_matches_uninterrupted(made, tmp_path, monkeyp
     r = runner.invoke(app, [*base, "--out", str(b), "--resume"])
     assert r.exit_code == 0, r.output
     drop = {"train_hz", "actions_per_s_b1", "actions_per_s_b256"}
-    ra = [{k: v for k, v in json.loads(x).items() if k not in drop} for x in (a / "records.jsonl").read_text().splitlines()]
-    rb = [{k: v for k, v in json.loads(x).items() if k not in drop} for x in (b / "records.jsonl").read_text().splitlines()]
+    ra = [
+        {k: v for k, v in json.loads(x).items() if k not in drop}
+        for x in (a / "records.jsonl").read_text().splitlines()
+    ]
+    rb = [
+        {k: v for k, v in json.loads(x).items() if k not in drop}
+        for x in (b / "records.jsonl").read_text().splitlines()
+    ]
     assert ra == rb

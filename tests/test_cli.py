@@ -11,9 +11,22 @@ from icml26.cli import COMMANDS, app
 ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
 # tiny recipes that need inputs made by another command first, or a group subcommand (tested in their own files)
-NEEDS_INPUTS = {"sample-lfm", "filter-data", "traffic", "muse", "icr", "geo-fusion", "bfq", "mamoe"}  # groups: a subcommand runs tiny.yaml
+NEEDS_INPUTS = {
+    "sample-lfm",
+    "filter-data",
+    "traffic",
+    "muse",
+    "icr",
+    "geo-fusion",
+    "bfq",
+    "mamoe",
+}  # groups: a subcommand runs tiny.yaml
 # commands whose tiny run is itself a long test kept in their own test file
-TINY = sorted(p for p in (ROOT / "recipes").glob("*/tiny.yaml") if p.parent.name in {c[0] for c in COMMANDS} and p.parent.name not in NEEDS_INPUTS)
+TINY = sorted(
+    p
+    for p in (ROOT / "recipes").glob("*/tiny.yaml")
+    if p.parent.name in {c[0] for c in COMMANDS} and p.parent.name not in NEEDS_INPUTS
+)
 
 
 @pytest.mark.parametrize("name", [c[0] for c in COMMANDS])

@@ -78,7 +78,9 @@ def test_type_coercion_and_validation():
 
 
 def test_json_nan_to_null():
-    line = to_json({"kind": "result", "x": float("nan"), "y": [1.0, float("inf")], "z": np.float64(2.5), "w": np.arange(2)})
+    line = to_json(
+        {"kind": "result", "x": float("nan"), "y": [1.0, float("inf")], "z": np.float64(2.5), "w": np.arange(2)}
+    )
     assert json.loads(line) == {"kind": "result", "x": None, "y": [1.0, None], "z": 2.5, "w": [0, 1]}
 
 
@@ -130,7 +132,13 @@ def test_sampler_distributions():
     S = 200_000
     seeds = np.arange(S) % 13
     idx = np.arange(S) // 13
-    expect = [(0.3, math.sqrt(0.21)), (0.5, 2.0), (0.4, math.sqrt(3.0)), (0.3, 0.3 * math.sqrt(math.exp(1.44) - 1)), (4.0, math.sqrt(np.var([1, 2, 3, 10])))]
+    expect = [
+        (0.3, math.sqrt(0.21)),
+        (0.5, 2.0),
+        (0.4, math.sqrt(3.0)),
+        (0.3, 0.3 * math.sqrt(math.exp(1.44) - 1)),
+        (4.0, math.sqrt(np.var([1, 2, 3, 10]))),
+    ]
     for a, (mu, sd) in enumerate(expect):
         r = sample(kind, params, ev, off, seeds, np.full(S, a), idx)
         assert abs(r.mean() - mu) < 5 * sd / math.sqrt(S), (a, r.mean(), mu)

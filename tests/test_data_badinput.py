@@ -19,7 +19,9 @@ def test_read_text_file_directory(tmp_path):
 
 
 def _safetensors(path, n_bytes_data=64, cut=None):
-    header = json.dumps({"w": {"dtype": "F32", "shape": [n_bytes_data // 4], "data_offsets": [0, n_bytes_data]}}).encode()
+    header = json.dumps(
+        {"w": {"dtype": "F32", "shape": [n_bytes_data // 4], "data_offsets": [0, n_bytes_data]}}
+    ).encode()
     blob = struct.pack("<Q", len(header)) + header + b"\0" * n_bytes_data
     path.write_bytes(blob[:cut] if cut else blob)
 
@@ -71,5 +73,7 @@ def test_corrupt_gguf_past_its_magic_is_an_input_error(tmp_path):
 
     f = tmp_path / "m.gguf"
     f.write_bytes(b"GGUF")  # the magic bytes, then nothing
-    with pytest.raises(InputError, match=r"m\.gguf' is not a valid GGUF model \(.*truncated or corrupt\?\): re-download"):
+    with pytest.raises(
+        InputError, match=r"m\.gguf' is not a valid GGUF model \(.*truncated or corrupt\?\): re-download"
+    ):
         model_path(str(f))

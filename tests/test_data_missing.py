@@ -23,7 +23,10 @@ def test_data_root_locates_every_debian_package(tmp_path, monkeypatch):
     monkeypatch.setenv("ICML26_DATA_ROOT", str(tmp_path))
     assert data_root() == tmp_path
     assert missing_debian() == list(DEBIAN_DATA)
-    with pytest.raises(MissingDataError, match=r"dict-gcide is not installed: run `make data` as root \(or `apt-get install -y dict-gcide`\)"):
+    with pytest.raises(
+        MissingDataError,
+        match=r"dict-gcide is not installed: run `make data` as root \(or `apt-get install -y dict-gcide`\)",
+    ):
         require_debian("dict-gcide")
     marker = debian_path(DEBIAN_DATA["dict-gcide"])
     assert marker == tmp_path / "usr/share/dictd/gcide.dict.dz"
@@ -49,9 +52,16 @@ def _fresh_data_caches():
         c.cache_clear()
 
 
-@pytest.mark.parametrize("command, package", [("train-lfm", "dataset-fashion-mnist"), ("evict-kv", "python3.11-doc"),
-                                              ("quantize", "python3.11-doc"), ("probe-syntax", "wordnet-base"),
-                                              ("filter-data make-corpus", "python3.11-doc")])
+@pytest.mark.parametrize(
+    "command, package",
+    [
+        ("train-lfm", "dataset-fashion-mnist"),
+        ("evict-kv", "python3.11-doc"),
+        ("quantize", "python3.11-doc"),
+        ("probe-syntax", "wordnet-base"),
+        ("filter-data make-corpus", "python3.11-doc"),
+    ],
+)
 def test_missing_data_is_refused_before_the_config_record(command, package, tmp_path, monkeypatch):
     monkeypatch.setenv("ICML26_DATA_ROOT", str(tmp_path / "empty"))
     out = tmp_path / "run"
@@ -59,7 +69,10 @@ def test_missing_data_is_refused_before_the_config_record(command, package, tmp_
     r = runner.invoke(app, [*command.split(), "--recipe", str(recipe), "-q", "--out", str(out)])
     assert r.exit_code == 2, r.output
     assert r.stdout == ""  # no config record (nor anything else) on stdout
-    assert r.stderr.strip() == f"icml26: error: Debian package {package} is not installed: run `make data` as root (or `apt-get install -y {package}`)"
+    assert (
+        r.stderr.strip()
+        == f"icml26: error: Debian package {package} is not installed: run `make data` as root (or `apt-get install -y {package}`)"
+    )
     assert not out.exists()
 
 
@@ -71,23 +84,30 @@ def test_tiny_recipe_contract_skips_without_data_and_fails_under_ci(tmp_path, mo
     monkeypatch.delenv("ICML26_REQUIRE_DATA", raising=False)
     with pytest.raises(pytest.skip.Exception) as e:
         test_tiny_recipe_contract(recipe, tmp_path / "a")
-    assert str(e.value) == "needs Debian dataset-fashion-mnist: run `make data` as root (or `apt-get install -y dataset-fashion-mnist`)"
+    assert (
+        str(e.value)
+        == "needs Debian dataset-fashion-mnist: run `make data` as root (or `apt-get install -y dataset-fashion-mnist`)"
+    )
     monkeypatch.setenv("ICML26_REQUIRE_DATA", "1")
     with pytest.raises(pytest.fail.Exception) as e:
         test_tiny_recipe_contract(recipe, tmp_path / "b")
-    assert str(e.value).startswith("required data missing under CI: needs Debian dataset-fashion-mnist: run `make data`")
+    assert str(e.value).startswith(
+        "required data missing under CI: needs Debian dataset-fashion-mnist: run `make data`"
+    )
 
 
 def test_a_missing_data_error_in_a_test_becomes_a_skip(tmp_path, monkeypatch, pytester):
     """The conftest hook: a test that reaches a MissingDataError of data missing here is skipped
     with the install command; one for data that is installed, or under CI, stays a failure."""
     pytester.makeconftest((ROOT / "tests" / "conftest.py").read_text())
-    pytester.makepyfile(test_x="""
+    pytester.makepyfile(
+        test_x="""
         from icml26.core.data.text import load_corpus
 
         def test_reads_gcide():
             load_corpus("gcide")
-    """)
+    """
+    )
     monkeypatch.setenv("ICML26_DATA_ROOT", str(tmp_path / "empty"))
     monkeypatch.delenv("ICML26_REQUIRE_DATA", raising=False)
     r = pytester.runpytest_inprocess("-rs", *QUICK)

@@ -13,8 +13,30 @@ pytest.importorskip("mujoco")
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "recipes" / "dsac-aid" / "tiny.yaml"
 runner = CliRunner()
-STEP_FIELDS = {"kind", "step", "updates", "algo", "seed", "eval_return", "q_bias", "sigma_aleatoric", "sigma_epistemic", "updates_per_s"}
-RESULT_FIELDS = {"kind", "algo", "env", "final_return", "final_return_ci", "max_avg_return", "max_avg_return_ci", "seeds", "steps", "wall_s"}
+STEP_FIELDS = {
+    "kind",
+    "step",
+    "updates",
+    "algo",
+    "seed",
+    "eval_return",
+    "q_bias",
+    "sigma_aleatoric",
+    "sigma_epistemic",
+    "updates_per_s",
+}
+RESULT_FIELDS = {
+    "kind",
+    "algo",
+    "env",
+    "final_return",
+    "final_return_ci",
+    "max_avg_return",
+    "max_avg_return_ci",
+    "seeds",
+    "steps",
+    "wall_s",
+}
 
 
 def _run(args):
@@ -23,7 +45,21 @@ def _run(args):
 
 def test_records_follow_the_contract(tmp_path):
     out = tmp_path / "run"
-    r = _run(["-r", str(TINY), "--algo", "dsac-aid,sac", "--steps", "120", "--set", "eval_interval=60", "-q", "--out", str(out)])
+    r = _run(
+        [
+            "-r",
+            str(TINY),
+            "--algo",
+            "dsac-aid,sac",
+            "--steps",
+            "120",
+            "--set",
+            "eval_interval=60",
+            "-q",
+            "--out",
+            str(out),
+        ]
+    )
     assert r.exit_code == 0, (r.output, r.exception)
     recs = [json.loads(x) for x in r.stdout.splitlines()]
     assert recs[0]["kind"] == "config" and recs[0]["family"] == "mujoco" and recs[0]["lam"] == 0.71
@@ -36,19 +72,26 @@ def test_records_follow_the_contract(tmp_path):
     assert len(results) == 2 and all(set(x) == RESULT_FIELDS for x in results)
     assert all(x["steps"] == 120 and x["seeds"] == 2 for x in results)
     assert recs[-1]["kind"] == "summary"
-    assert (out / "returns.png").is_file() and (out / "q_bias.png").is_file() and (out / "checkpoint-sac.safetensors").is_file()
+    assert (
+        (out / "returns.png").is_file()
+        and (out / "q_bias.png").is_file()
+        and (out / "checkpoint-sac.safetensors").is_file()
+    )
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["--env", "Hopperr-v5"], "--env 'Hopperr-v5'"),
-    (["--env", "dmc:cheetah-fly"], "no such dm_control task"),
-    (["--env", "CartPole-v1"], "continuous (Box) action space"),
-    (["--algo", "td3"], "algo 'td3'"),
-    (["--set", "vector_env=threads"], "vector_env"),
-    (["--set", "env_steps_per_update=3"], "multiple of num_envs"),
-    (["--set", "no_such=1"], "valid keys"),
-    (["--set", "lam=abc"], "lam"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--env", "Hopperr-v5"], "--env 'Hopperr-v5'"),
+        (["--env", "dmc:cheetah-fly"], "no such dm_control task"),
+        (["--env", "CartPole-v1"], "continuous (Box) action space"),
+        (["--algo", "td3"], "algo 'td3'"),
+        (["--set", "vector_env=threads"], "vector_env"),
+        (["--set", "env_steps_per_update=3"], "multiple of num_envs"),
+        (["--set", "no_such=1"], "valid keys"),
+        (["--set", "lam=abc"], "lam"),
+    ],
+)
 def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, args, needle):
     out = tmp_path / "run"
     r = _run(["-r", str(TINY), *args, "-q", "--out", str(out)])
@@ -80,7 +123,9 @@ def test_resume_after_interruption_matches_uninterrupted(tmp_path, monkeypatch):
     assert r.exit_code == 2 and "--resume" in r.stderr
     r = _run([*base, "--out", str(b), "--resume"])
     assert r.exit_code == 0, r.output
-    strip = lambda p: [{k: v for k, v in json.loads(x).items() if k not in ("updates_per_s", "wall_s")}  # noqa: E731
-                       for x in (p / "records.jsonl").read_text().splitlines()]
+    strip = lambda p: [
+        {k: v for k, v in json.loads(x).items() if k not in ("updates_per_s", "wall_s")}  # noqa: E731
+        for x in (p / "records.jsonl").read_text().splitlines()
+    ]
     assert strip(a) == strip(b)
     assert not (b / "interrupted.json").exists()

@@ -13,18 +13,21 @@ ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
 
 
-@pytest.mark.parametrize("args, message", [
-    (["-c", "1.5"], "compression_ratio must be in (0, 1)"),
-    (["-c", "0"], "compression_ratio must be in (0, 1)"),
-    (["--method", "nope"], "unknown 'nope'"),
-    (["--haystack", "/no/such/file.txt"], "does not exist"),
-    (["--haystack", "/"], "is a directory, expected a file"),
-    (["-n", "16"], "context_tokens must be >= 128"),
-    (["--set", "weight=other"], "weight must be"),
-    (["--set", "n_future_positions=0"], "n_future_positions must be >= 1"),
-    (["--set", "tau=-1"], "tau must be > 0"),
-    (["--set", "corpus=nope"], "corpus: unknown 'nope'"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["-c", "1.5"], "compression_ratio must be in (0, 1)"),
+        (["-c", "0"], "compression_ratio must be in (0, 1)"),
+        (["--method", "nope"], "unknown 'nope'"),
+        (["--haystack", "/no/such/file.txt"], "does not exist"),
+        (["--haystack", "/"], "is a directory, expected a file"),
+        (["-n", "16"], "context_tokens must be >= 128"),
+        (["--set", "weight=other"], "weight must be"),
+        (["--set", "n_future_positions=0"], "n_future_positions must be >= 1"),
+        (["--set", "tau=-1"], "tau must be > 0"),
+        (["--set", "corpus=nope"], "corpus: unknown 'nope'"),
+    ],
+)
 def test_bad_input_exits_2(args, message):
     r = runner.invoke(app, ["evict-kv", *args, "-q"])
     assert r.exit_code == 2, (r.output, r.exception)
@@ -40,8 +43,17 @@ def test_press_options_reach_the_press():
     from icml26.methods.kvcache.press import KVPress
     from icml26.methods.kvcache.scoring import PressOptions
 
-    changed = {"sink_tokens": 2, "window_tokens": 8, "stat_tokens": 0, "gqa": "per-head", "pool_kernel": 5,
-               "question_share": 0.25, "head_budget": "adaptive", "head_floor": 0.5, "past_mix": 0.1}
+    changed = {
+        "sink_tokens": 2,
+        "window_tokens": 8,
+        "stat_tokens": 0,
+        "gqa": "per-head",
+        "pool_kernel": 5,
+        "question_share": 0.25,
+        "head_budget": "adaptive",
+        "head_floor": 0.5,
+        "past_mix": 0.1,
+    }
     cfg = Config(**changed)
     kw = cfg.press_kwargs()
     assert set(kw) == {f.name for f in fields(PressOptions)} and "seed" not in kw and "model" not in kw
@@ -53,11 +65,14 @@ def test_press_options_reach_the_press():
     assert r.exit_code == 2 and "seed" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("content, message", [
-    (b"", "is empty"),
-    (b"\xff\xfe\x00binary", "is not UTF-8"),
-    ("A short text of a few words only. ".encode() * 20, "haystack text is too short: need 1104 tokens"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"", "is empty"),
+        (b"\xff\xfe\x00binary", "is not UTF-8"),
+        ("A short text of a few words only. ".encode() * 20, "haystack text is too short: need 1104 tokens"),
+    ],
+)
 def test_bad_haystack_fails_before_the_config_record(tmp_path, content, message):
     """An empty, non-UTF-8 or too short --haystack: one line, exit 2, nothing on stdout (the
     config record is not written either)."""
@@ -77,15 +92,19 @@ def test_bad_haystack_fails_before_the_config_record(tmp_path, content, message)
 def test_unknown_kvpress_press_fails_before_the_config_record():
     r = runner.invoke(app, ["evict-kv", "--method", "kvpress:NoSuchPress", "-c", "0.5", "-q"])
     assert r.exit_code == 2, (r.output, r.exception)
-    assert ("kvpress has no press 'NoSuchPress'" in r.stderr or "kvpress is not installed" in r.stderr)
+    assert "kvpress has no press 'NoSuchPress'" in r.stderr or "kvpress is not installed" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and r.stdout == ""
 
 
 def test_repeated_policies_and_ratios_run_once():
     from icml26.methods.kvcache.evaluate import Config
 
-    cfg = Config(methods=("capkv", "streaming", "capkv"), compression_ratios=(0.5, 0.75, 0.5), context_tokens=(256, 256))
-    assert cfg.methods == ("capkv", "streaming") and cfg.compression_ratios == (0.5, 0.75) and cfg.context_tokens == (256,)
+    cfg = Config(
+        methods=("capkv", "streaming", "capkv"), compression_ratios=(0.5, 0.75, 0.5), context_tokens=(256, 256)
+    )
+    assert (
+        cfg.methods == ("capkv", "streaming") and cfg.compression_ratios == (0.5, 0.75) and cfg.context_tokens == (256,)
+    )
 
 
 def test_bad_model_fails_before_the_config_record(tmp_path):
@@ -124,20 +143,51 @@ def test_records_contract_on_real_model(tmp_path):
     from icml26.core.data.text import load_corpus
 
     hay.write_text("\n\n".join(load_corpus("python-docs")[200:260]))
-    r = runner.invoke(app, ["evict-kv", "--method", "capkv,streaming", "-c", "0.5", "-n", "512", "--haystack", str(hay),
-                            "--set", "needle_depths=[0.5]", "--set", "continuation_tokens=16", "--set", "answer_tokens=4",
-                            "-q", "--out", str(tmp_path / "run")])
+    r = runner.invoke(
+        app,
+        [
+            "evict-kv",
+            "--method",
+            "capkv,streaming",
+            "-c",
+            "0.5",
+            "-n",
+            "512",
+            "--haystack",
+            str(hay),
+            "--set",
+            "needle_depths=[0.5]",
+            "--set",
+            "continuation_tokens=16",
+            "--set",
+            "answer_tokens=4",
+            "-q",
+            "--out",
+            str(tmp_path / "run"),
+        ],
+    )
     assert r.exit_code == 0, (r.output, r.exception)
     recs = [json.loads(line) for line in r.stdout.splitlines()]
     assert recs[0]["kind"] == "config" and recs[-1]["kind"] == "summary"
     res = {(x["method"], x["compression_ratio"]): x for x in recs if x["kind"] == "result"}
     assert set(res) == {("full", 0.0), ("capkv", 0.5), ("streaming", 0.5)}
     for x in res.values():
-        for key in ("kind", "method", "compression_ratio", "needle_accuracy", "kl", "top1_agreement", "kept_bytes", "overhead_ratio"):
+        for key in (
+            "kind",
+            "method",
+            "compression_ratio",
+            "needle_accuracy",
+            "kl",
+            "top1_agreement",
+            "kept_bytes",
+            "overhead_ratio",
+        ):
             assert key in x
         assert 0 <= x["needle_accuracy"] <= 1 and x["kl"] >= 0 and 0 <= x["top1_agreement"] <= 1
         lo, hi = x["needle_accuracy_ci"]  # Wilson interval around the accuracy
-        assert 0 <= lo <= x["needle_accuracy"] <= hi <= 1 and x["needle_hits"] == round(x["needle_accuracy"] * x["n_samples"])
+        assert 0 <= lo <= x["needle_accuracy"] <= hi <= 1 and x["needle_hits"] == round(
+            x["needle_accuracy"] * x["n_samples"]
+        )
         assert x["kl_ci"][0] <= x["kl"] + 1e-12 and x["kl"] <= x["kl_ci"][1] + 1e-12
     full = res[("full", 0.0)]
     assert full["kl"] == 0 and full["top1_agreement"] == 1 and full["overhead_ratio"] == 0

@@ -11,19 +11,22 @@ from icml26.cli import app
 runner = CliRunner()
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--mode", "other"], "mode must be prefill or decode"),
-    (["--mode", "decode", "--method", "h2o"], "has no decoding-time compression"),
-    (["--mode", "decode", "--method", "capkv-greedy"], "has no decoding-time compression"),
-    (["--mode", "decode", "--decoding-budget", "4"], "decoding budget must be an integer >= "),
-    (["--mode", "decode", "--new-tokens", "0"], "new_tokens must be >= 1"),
-    (["--mode", "decode", "--set", "decoding_interval_tokens=0"], "decoding_interval_tokens must be >= 1"),
-    (["--mode", "decode", "--set", "head_budget=adaptive"], "head_budget=adaptive applies to mode prefill"),
-    (["--mode", "decode", "--new-tokens", "9000"], "max_position_embeddings"),
-    (["--mode", "decode", "--new-tokens", "100000000"], "leave no room for a context: use new_tokens <= 8127"),
-    (["--decoding-budget", "64"], "apply to --mode decode"),
-    (["--mode", "prefill", "--new-tokens", "64"], "apply to --mode decode"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--mode", "other"], "mode must be prefill or decode"),
+        (["--mode", "decode", "--method", "h2o"], "has no decoding-time compression"),
+        (["--mode", "decode", "--method", "capkv-greedy"], "has no decoding-time compression"),
+        (["--mode", "decode", "--decoding-budget", "4"], "decoding budget must be an integer >= "),
+        (["--mode", "decode", "--new-tokens", "0"], "new_tokens must be >= 1"),
+        (["--mode", "decode", "--set", "decoding_interval_tokens=0"], "decoding_interval_tokens must be >= 1"),
+        (["--mode", "decode", "--set", "head_budget=adaptive"], "head_budget=adaptive applies to mode prefill"),
+        (["--mode", "decode", "--new-tokens", "9000"], "max_position_embeddings"),
+        (["--mode", "decode", "--new-tokens", "100000000"], "leave no room for a context: use new_tokens <= 8127"),
+        (["--decoding-budget", "64"], "apply to --mode decode"),
+        (["--mode", "prefill", "--new-tokens", "64"], "apply to --mode decode"),
+    ],
+)
 def test_bad_decode_input_exits_2(args, message, tmp_path):
     r = runner.invoke(app, ["evict-kv", *args, "-q", "--out", str(tmp_path / "run")])
     assert r.exit_code == 2, (r.output, r.exception)
@@ -48,8 +51,20 @@ def test_decode_records_on_real_model(tmp_path):
     res = {(x["method"], x["decoding_budget_tokens"]): x for x in recs if x["kind"] == "result"}
     assert set(res) == {("full", 0), ("capkv", 64), ("streaming", 64)}
     for x in res.values():
-        for key in ("mode", "decoding_budget_tokens", "new_tokens", "kl", "top1_agreement", "answer_match", "needle_match",
-                    "peak_cache_bytes", "decode_ms_per_token", "kept_per_head_min", "kept_per_head_max", "kept_per_head_gini"):
+        for key in (
+            "mode",
+            "decoding_budget_tokens",
+            "new_tokens",
+            "kl",
+            "top1_agreement",
+            "answer_match",
+            "needle_match",
+            "peak_cache_bytes",
+            "decode_ms_per_token",
+            "kept_per_head_min",
+            "kept_per_head_max",
+            "kept_per_head_gini",
+        ):
             assert key in x, key
         assert x["mode"] == "decode" and x["new_tokens"] == 40 and x["kl"] >= 0 and 0 <= x["top1_agreement"] <= 1
         assert x["decode_ms_per_token"] > 0

@@ -30,6 +30,8 @@ def _root_conftest():
     m = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(m)
     return m
+
+
 FAST = ["--strategy", "het-cpflora,fedit", "--set", "generation_examples=1"]
 
 
@@ -37,15 +39,21 @@ def _recs(text):
     return [json.loads(line) for line in text.splitlines()]
 
 
-@pytest.mark.parametrize("args, words", [
-    (["--ranks", "4,8,32"], ["rank 32", "v_proj", "16"]),                       # rank > the projection's dimension
-    (["--clients", "2"], ["ranks", "3 values for 2 clients"]),                   # mismatched client count
-    (["--ranks", "4,8"], ["ranks", "2 values for 3 clients"]),
-    (["--personal-ranks", "1,8,4"], ["personal_ranks", "client 1"]),             # personal >= rank
-    (["--ranks", "4,x,8"], ["--ranks", "comma list of integers"]),
-    (["--strategy", "fedavg"], ["unknown 'fedavg'"]),
-    (["--set", "train_examples=100000"], ["runs out of examples: a draw of 100000"]),  # the task source cannot fill the split
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--ranks", "4,8,32"], ["rank 32", "v_proj", "16"]),  # rank > the projection's dimension
+        (["--clients", "2"], ["ranks", "3 values for 2 clients"]),  # mismatched client count
+        (["--ranks", "4,8"], ["ranks", "2 values for 3 clients"]),
+        (["--personal-ranks", "1,8,4"], ["personal_ranks", "client 1"]),  # personal >= rank
+        (["--ranks", "4,x,8"], ["--ranks", "comma list of integers"]),
+        (["--strategy", "fedavg"], ["unknown 'fedavg'"]),
+        (
+            ["--set", "train_examples=100000"],
+            ["runs out of examples: a draw of 100000"],
+        ),  # the task source cannot fill the split
+    ],
+)
 def test_bad_ranks_exit_2_before_anything_is_written(tmp_path, args, words):
     out = tmp_path / "run"
     r = runner.invoke(app, ["fed-lora", "--recipe", str(TINY), "-q", "--out", str(out), *args])
@@ -68,12 +76,24 @@ def test_tiny_recipe_record_contract(tmp_path):
     assert recs[0]["kind"] == "config" and recs[-1]["kind"] == "summary"
     rounds = [x for x in recs if x["kind"] == "round"]
     results = [x for x in recs if x["kind"] == "result"]
-    assert [(x["strategy"], x["round"]) for x in rounds] == [("het-cpflora", 1), ("het-cpflora", 2), ("fedit", 1), ("fedit", 2)]
+    assert [(x["strategy"], x["round"]) for x in rounds] == [
+        ("het-cpflora", 1),
+        ("het-cpflora", 2),
+        ("fedit", 1),
+        ("fedit", 2),
+    ]
     for x in rounds:
         assert {"round", "strategy", "mean_train_loss", "upload_bytes", "download_bytes"} <= set(x)
     assert [x["strategy"] for x in results] == ["het-cpflora", "fedit"]
     for x in results:
-        assert {"local_perplexity", "local_rouge1", "global_perplexity", "per_client", "comm_bytes_total", "wall_s"} <= set(x)
+        assert {
+            "local_perplexity",
+            "local_rouge1",
+            "global_perplexity",
+            "per_client",
+            "comm_bytes_total",
+            "wall_s",
+        } <= set(x)
         assert isinstance(x["per_client"], list) and len(x["per_client"]) == 3
     ck = tmp_path / "run" / "checkpoints" / "het-cpflora"
     assert (ck / "state.safetensors").is_file() and json.loads((ck / "state.json").read_text())["round"] == 2
@@ -105,9 +125,13 @@ def test_resume_continues_from_the_round_checkpoint(tmp_path, monkeypatch):
         resumed.append((name, len(recs)))
 
     monkeypatch.setattr(harness, "_save_ckpt", record)
-    again = runner.invoke(app, ["fed-lora", "--recipe", str(TINY), "-q", "--out", str(tmp_path / "b"), "--resume", *FAST])
+    again = runner.invoke(
+        app, ["fed-lora", "--recipe", str(TINY), "-q", "--out", str(tmp_path / "b"), "--resume", *FAST]
+    )
     assert again.exit_code == 0, again.output
-    assert resumed == [("fedit", 2)]  # only the missing round was trained (het-cpflora replayed, fedit round 1 from its checkpoint)
+    assert resumed == [
+        ("fedit", 2)
+    ]  # only the missing round was trained (het-cpflora replayed, fedit round 1 from its checkpoint)
     a = [x for x in _recs(full.stdout) if x["kind"] == "result"]
     b = [x for x in _recs(again.stdout) if x["kind"] == "result"]
     assert [x["strategy"] for x in b] == ["het-cpflora", "fedit"]

@@ -12,8 +12,20 @@ from icml26.cli import app
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "recipes" / "hdr-gs" / "tiny.yaml"
 runner = CliRunner()
-RESULT_KEYS = {"kind", "method", "scene", "psnr_ldr_oe", "psnr_ldr_ne", "psnr_hdr", "psnr_hdr_predmax", "ssim_ldr_oe", "ssim_ldr_ne",
-               "ssim_hdr", "gaussians", "train_s"}
+RESULT_KEYS = {
+    "kind",
+    "method",
+    "scene",
+    "psnr_ldr_oe",
+    "psnr_ldr_ne",
+    "psnr_hdr",
+    "psnr_hdr_predmax",
+    "ssim_ldr_oe",
+    "ssim_ldr_ne",
+    "ssim_hdr",
+    "gaussians",
+    "train_s",
+}
 
 
 def _recs(r):
@@ -40,7 +52,9 @@ def test_bad_data_folder_exits_2(tmp_path):
 
 
 def test_huge_render_size_exits_2_before_writing(tmp_path):
-    r = runner.invoke(app, ["hdr-gs", "train", "--recipe", str(TINY), "--set", "size=100000", "--out", str(tmp_path / "run")])
+    r = runner.invoke(
+        app, ["hdr-gs", "train", "--recipe", str(TINY), "--set", "size=100000", "--out", str(tmp_path / "run")]
+    )
     assert r.exit_code == 2 and "size <= 2048" in r.stderr
     assert not r.stdout.strip() and not (tmp_path / "run").exists()
 
@@ -52,8 +66,13 @@ def test_scene_without_exposure_exits_2(tmp_path):
 
     cams = [R.Camera(16, 16, R.intrinsics(16, 16, 60), R.look_at((0, 0, 3 + i), (0, 0, 0))) for i in range(2)]
     hdr = [np.full((16, 16, 3), 0.3, np.float32)] * 2
-    res = R.RenderResult(rgb=[R.camera_response(h, 1) for h in hdr], hdr=hdr, depth=None, instances=None,
-                         ldr={2.0: [R.camera_response(h, 2.0) for h in hdr]})
+    res = R.RenderResult(
+        rgb=[R.camera_response(h, 1) for h in hdr],
+        hdr=hdr,
+        depth=None,
+        instances=None,
+        ldr={2.0: [R.camera_response(h, 2.0) for h in hdr]},
+    )
     R.write_scene(tmp_path / "s", cams, {"objects": []}, res)
     r = runner.invoke(app, ["hdr-gs", "train", "--data", str(tmp_path / "s"), "-q"])
     assert r.exit_code == 2 and "exposure 0.125" in r.stderr, r.output
@@ -87,11 +106,33 @@ def test_tiny_recipe_train_eval_render_resume(tmp_path):
     exp = [x for x in res if x["method"] == "expo-gs"][0]
     assert ev["psnr_hdr"] == pytest.approx(exp["psnr_hdr"], rel=1e-6) and ev["gaussians"] == exp["gaussians"]
     # render: PNG + .hdr + .exr per view
-    r = runner.invoke(app, ["hdr-gs", "render", "--ckpt", str(ck), "--data", str(out / "scenes" / "scene000"), "--exposure", "2",
-                            "--views", "1,3", "--out", str(tmp_path / "img"), "-q"])
+    r = runner.invoke(
+        app,
+        [
+            "hdr-gs",
+            "render",
+            "--ckpt",
+            str(ck),
+            "--data",
+            str(out / "scenes" / "scene000"),
+            "--exposure",
+            "2",
+            "--views",
+            "1,3",
+            "--out",
+            str(tmp_path / "img"),
+            "-q",
+        ],
+    )
     assert r.exit_code == 0, r.output
-    assert sorted(p.name for p in (tmp_path / "img").iterdir()) == ["hdr_001.exr", "hdr_001.hdr", "hdr_003.exr", "hdr_003.hdr",
-                                                                    "ldr_001.png", "ldr_003.png"]
+    assert sorted(p.name for p in (tmp_path / "img").iterdir()) == [
+        "hdr_001.exr",
+        "hdr_001.hdr",
+        "hdr_003.exr",
+        "hdr_003.hdr",
+        "ldr_001.png",
+        "ldr_003.png",
+    ]
     # --resume of a finished run replays its results
     r = runner.invoke(app, ["hdr-gs", "train", "--recipe", str(TINY), "-q", "--out", str(out), "--resume"])
     assert r.exit_code == 0, r.output
@@ -110,10 +151,28 @@ def test_resume_continues_from_checkpoint(tmp_path):
 
     need(lambda: povray_path() is not None, povray_missing_message())
     d = make_scene(tmp_path / "s", 1, views=4, size=24)
-    cfg = H.Config(methods=("hdr-gs",), iters=20, init_points=100, max_gaussians=400, densify_from=10, densify_every=10, ckpt_every=10,
-                   log_every=10, views=4, size=24)
+    cfg = H.Config(
+        methods=("hdr-gs",),
+        iters=20,
+        init_points=100,
+        max_gaussians=400,
+        densify_from=10,
+        densify_every=10,
+        ckpt_every=10,
+        log_every=10,
+        views=4,
+        size=24,
+    )
     sd = H.load_scene(d, cfg)
-    full = [r for r in H.train_one(sd, cfg, "hdr-gs", seed=0, ckpt=tmp_path / "a.safetensors", resume=False) if r["kind"] == "result"][0]
+    full = [
+        r
+        for r in H.train_one(sd, cfg, "hdr-gs", seed=0, ckpt=tmp_path / "a.safetensors", resume=False)
+        if r["kind"] == "result"
+    ][0]
     list(H.train_one(sd, cfg, "hdr-gs", seed=0, ckpt=tmp_path / "b.safetensors", resume=False, stop_after_iters=10))
-    part = [r for r in H.train_one(sd, cfg, "hdr-gs", seed=0, ckpt=tmp_path / "b.safetensors", resume=True) if r["kind"] == "result"][0]
+    part = [
+        r
+        for r in H.train_one(sd, cfg, "hdr-gs", seed=0, ckpt=tmp_path / "b.safetensors", resume=True)
+        if r["kind"] == "result"
+    ][0]
     assert part["psnr_hdr"] == pytest.approx(full["psnr_hdr"], abs=1e-4) and part["gaussians"] == full["gaussians"]

@@ -35,8 +35,13 @@ def trained(tmp_path_factory):
     import sys
 
     out = tmp_path_factory.mktemp("icr") / "train"
-    r = subprocess.run([sys.executable, "-m", "icml26", "icr", "train", "--recipe", TINY_TRAIN, "-q", "--out", str(out)],
-                       capture_output=True, text=True, cwd=ROOT, timeout=900)
+    r = subprocess.run(
+        [sys.executable, "-m", "icml26", "icr", "train", "--recipe", TINY_TRAIN, "-q", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=900,
+    )
     assert r.returncode == 0, r.stderr
     return out, [json.loads(x) for x in r.stdout.splitlines()]
 
@@ -59,15 +64,41 @@ def test_train_record_contract(trained):
 
 def test_analyze_record_contract_and_report(trained, tmp_path, capsys):
     out, _ = trained
-    code, recs, err = _cli(["icr", "analyze", "--model", str(out / "size-64" / "unet"), "--recipe", TINY_ANALYZE, "-q",
-                            "--out", str(tmp_path / "sweep")], capsys)
+    code, recs, err = _cli(
+        [
+            "icr",
+            "analyze",
+            "--model",
+            str(out / "size-64" / "unet"),
+            "--recipe",
+            TINY_ANALYZE,
+            "-q",
+            "--out",
+            str(tmp_path / "sweep"),
+        ],
+        capsys,
+    )
     assert code == 0, err
     res = [r for r in recs if r["kind"] == "result"]
     assert [r["noise_level"] for r in res] == [0.0, 0.29, 1.0, 3.0]
     for r in res:
-        for k in ("kind", "noise_level", "noise_param", "alpha_bar", "icr", "probe_accuracy", "feature_layer", "shrinkage"):
+        for k in (
+            "kind",
+            "noise_level",
+            "noise_param",
+            "alpha_bar",
+            "icr",
+            "probe_accuracy",
+            "feature_layer",
+            "shrinkage",
+        ):
             assert k in r, k
-        assert r["noise_param"] == "sigma" and r["feature_layer"] == "mid_block" and 0 < r["icr"] < 1 and r["shrinkage"] > 0
+        assert (
+            r["noise_param"] == "sigma"
+            and r["feature_layer"] == "mid_block"
+            and 0 < r["icr"] < 1
+            and r["shrinkage"] > 0
+        )
         assert r["alpha_bar"] == pytest.approx(1 / (1 + r["noise_level"] ** 2))
     # residual variance grows with the noise: heavy noise leaves the least image identity
     assert res[-1]["icr"] > res[0]["icr"]
@@ -100,8 +131,15 @@ def test_resume_continues_an_interrupted_run_exactly(trained, tmp_path, capsys):
                 raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        stream(cut(m.run(cfg, inputs=inputs, seed=0, out=out)), command="icr train", config=cfg, seed=0, out=out,
-               quiet=True, resumable=True)
+        stream(
+            cut(m.run(cfg, inputs=inputs, seed=0, out=out)),
+            command="icr train",
+            config=cfg,
+            seed=0,
+            out=out,
+            quiet=True,
+            resumable=True,
+        )
     capsys.readouterr()
     assert (out / "interrupted.json").is_file()
     code, recs, err = _cli(["icr", "train", "--recipe", TINY_TRAIN, "-q", "--out", str(out), "--resume"], capsys)
@@ -144,12 +182,16 @@ def test_bad_noise_level_and_layer_exit_2(trained, tmp_path, capsys):
     out, _ = trained
     model = str(out / "size-64" / "unet")
     dest = tmp_path / "never"
-    code, recs, err = _cli(["icr", "analyze", "--model", model, "--noise-level", "0.29,-1", "-q", "--out", str(dest)], capsys)
+    code, recs, err = _cli(
+        ["icr", "analyze", "--model", model, "--noise-level", "0.29,-1", "-q", "--out", str(dest)], capsys
+    )
     _one_line_exit_2(code, err, "negative")
     assert recs == [] and not dest.exists()
     code, _, err = _cli(["icr", "analyze", "--model", model, "--noise-level", "abc", "-q"], capsys)
     _one_line_exit_2(code, err, "--noise-level")
-    code, _, err = _cli(["icr", "analyze", "--model", model, "--feature-layer", "nope", "--recipe", TINY_ANALYZE, "-q"], capsys)
+    code, _, err = _cli(
+        ["icr", "analyze", "--model", model, "--feature-layer", "nope", "--recipe", TINY_ANALYZE, "-q"], capsys
+    )
     _one_line_exit_2(code, err, "mid_block")
     # a DDPM folder (no icml26 metadata): t must be an integer timestep
     foreign = tmp_path / "ddpm"
@@ -184,8 +226,28 @@ def test_train_under_torchrun_two_gloo_ranks_matches_one_process(trained, tmp_pa
     _, one = trained
     out = tmp_path / "ddp"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    r = subprocess.run([str(torchrun), "--standalone", "--nproc_per_node", "2", "-m", "icml26", "icr", "train", "--recipe",
-                        TINY_TRAIN, "-q", "--out", str(out)], capture_output=True, text=True, cwd=ROOT, env=env, timeout=900)
+    r = subprocess.run(
+        [
+            str(torchrun),
+            "--standalone",
+            "--nproc_per_node",
+            "2",
+            "-m",
+            "icml26",
+            "icr",
+            "train",
+            "--recipe",
+            TINY_TRAIN,
+            "-q",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=900,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     ddp = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
     assert ddp[-1]["kind"] == "summary" and ddp[-1]["processes"] == 2
@@ -220,7 +282,9 @@ def test_seed_reaches_the_run_and_changes_the_monitor(trained, tmp_path, capsys)
     assert [r["step"] for r in a] == [r["step"] for r in b] == [10, 20]
     for x, y in zip(a, b):
         assert abs(x["icr"] - y["icr"]) > 1e-4 and abs(x["loss"] - y["loss"]) > 1e-4
-    code, _, err = _cli(["icr", "train", "--recipe", TINY_TRAIN, "--seed", "-1", "-q", "--out", str(tmp_path / "bad")], capsys)
+    code, _, err = _cli(
+        ["icr", "train", "--recipe", TINY_TRAIN, "--seed", "-1", "-q", "--out", str(tmp_path / "bad")], capsys
+    )
     assert code == 2 and "--seed" in err
     assert not (tmp_path / "bad").exists()
 
@@ -242,7 +306,13 @@ def test_benchmark_parts_pass_the_seed_and_bad_parts_exit_2(tmp_path, monkeypatc
 
     b = _bench()
     assert b.parse_part("small-32") == b.parse_part("small-32-s0")  # seed 0 keeps the folder it had
-    assert b.parse_part("mnist-32-s2") == {"kind": "train", "name": "mnist-32-s2", "family": "mnist", "size": 32, "seed": 2}
+    assert b.parse_part("mnist-32-s2") == {
+        "kind": "train",
+        "name": "mnist-32-s2",
+        "family": "mnist",
+        "size": 32,
+        "seed": 2,
+    }
     for bad in ("small-32-s", "small-32-sx", "small-32-s-1", "small-1", "full-x", "seeds"):
         with pytest.raises(ValueError):
             b.parse_part(bad)
@@ -254,17 +324,40 @@ def test_benchmark_parts_pass_the_seed_and_bad_parts_exit_2(tmp_path, monkeypatc
     assert cmd[cmd.index("--seed") + 1] == "2" and cmd[cmd.index("--out") + 1] == str(tmp_path / "small-32-s2")
     assert cmd[cmd.index("--data") + 1] == "fashion-mnist" and "--resume" not in cmd and p["seed"] == 2
     j = tmp_path / "r.json"
-    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "icr.py"), "--part", "small-32-s1", "--part", "small-32-sx",
-                        "--json", str(j), "--runs", str(tmp_path / "runs")], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "icr.py"),
+            "--part",
+            "small-32-s1",
+            "--part",
+            "small-32-sx",
+            "--json",
+            str(j),
+            "--runs",
+            str(tmp_path / "runs"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 2 and "small-32-sx" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert not j.exists() and not (tmp_path / "runs").exists()
 
 
 def _part(seed, onset, icr_min, steps=1500, n=32):
-    recs = [{"kind": "config", "seed": seed},
-            {"kind": "result", "train_size": n, "steps": steps, "icr_min_step": icr_min, "memorization_onset_step": onset,
-             "onset_minus_icr_min_steps": None if onset is None else onset - icr_min,
-             "icr_min_before_onset": None if onset is None else icr_min < onset}]
+    recs = [
+        {"kind": "config", "seed": seed},
+        {
+            "kind": "result",
+            "train_size": n,
+            "steps": steps,
+            "icr_min_step": icr_min,
+            "memorization_onset_step": onset,
+            "onset_minus_icr_min_steps": None if onset is None else onset - icr_min,
+            "icr_min_before_onset": None if onset is None else icr_min < onset,
+        },
+    ]
     return {"records": recs}
 
 
@@ -274,8 +367,14 @@ def test_seed_verdicts_count_and_interval():
     from scipy import stats
 
     b = _bench()
-    parts = {"small-32": _part(0, 800, 1000), "small-32-s1": _part(1, 900, 400), "small-32-s2": _part(2, 700, 600),
-             "small-64": _part(0, None, 1500, n=64), "small-64-s1": _part(1, 1300, 1200, n=64), "full": _part(0, None, 600, n=60000)}
+    parts = {
+        "small-32": _part(0, 800, 1000),
+        "small-32-s1": _part(1, 900, 400),
+        "small-32-s2": _part(2, 700, 600),
+        "small-64": _part(0, None, 1500, n=64),
+        "small-64-s1": _part(1, 1300, 1200, n=64),
+        "full": _part(0, None, 600, n=60000),
+    }
     rows = b.seed_verdicts(parts)
     assert [(r["train_size"], r["seeds"]) for r in rows] == [(32, [0, 1, 2]), (64, [0, 1])]
     r32, r64 = rows
@@ -292,8 +391,16 @@ def test_plot_seeds_writes_one_column_per_group(tmp_path):
     from icml26.methods.diffusion import report as R
 
     def recs(seed):
-        st = [{"kind": "step", "train_size": 32, "step": s, "icr": 0.4 - 0.01 * seed + 0.001 * s / 100,
-               "memorization_fraction": max(0.0, (s - 500) / 1000)} for s in range(100, 1001, 100)]
+        st = [
+            {
+                "kind": "step",
+                "train_size": 32,
+                "step": s,
+                "icr": 0.4 - 0.01 * seed + 0.001 * s / 100,
+                "memorization_fraction": max(0.0, (s - 500) / 1000),
+            }
+            for s in range(100, 1001, 100)
+        ]
         return st + [{"kind": "result", "train_size": 32, "icr_min_step": 100, "memorization_onset_step": 600}]
 
     f = R.plot_seeds({"A, N = 32": {0: recs(0), 1: recs(1)}, "B, N = 32": {0: recs(2)}}, tmp_path / "s.png")

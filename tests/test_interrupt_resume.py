@@ -56,8 +56,11 @@ def test_interrupt_marks_the_folder_and_a_rerun_names_resume(tmp_path, capsys):
     assert m["kind"] == "interrupted" and m["reason"] == "KeyboardInterrupt" and m["results"] == 3 and m["records"] == 4
     when = datetime.datetime.fromisoformat(m["when"].replace("Z", "+00:00"))
     assert abs((datetime.datetime.now(datetime.timezone.utc) - when).total_seconds()) < 120
-    with pytest.raises(InputError, match=r"already holds a run \(records.jsonl\) that was interrupted \(KeyboardInterrupt at .*, "
-                                         r"after 3 results\); continue it with --resume, or delete the folder '.*run' to start over"):
+    with pytest.raises(
+        InputError,
+        match=r"already holds a run \(records.jsonl\) that was interrupted \(KeyboardInterrupt at .*, "
+        r"after 3 results\); continue it with --resume, or delete the folder '.*run' to start over",
+    ):
         prepare_out_dir(d, resumable=True)
     with pytest.raises(InputError, match=r"interrupted .*; to start over, delete the folder '.*run'"):
         prepare_out_dir(d)  # a command without --resume

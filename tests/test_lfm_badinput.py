@@ -34,8 +34,21 @@ def test_train_lfm_checks_checkpoints_before_writing(tmp_path):
     junk = tmp_path / "junk.safetensors"
     junk.write_bytes(b"abc")
     out = tmp_path / "o" / "a"
-    r = CliRunner().invoke(app, ["train-lfm", "-r", "recipes/train-lfm/tiny.yaml", "--set", f"seam_checkpoint={junk}",
-                                 "--set", "t_max=0.7", "-q", "--out", str(out)])
+    r = CliRunner().invoke(
+        app,
+        [
+            "train-lfm",
+            "-r",
+            "recipes/train-lfm/tiny.yaml",
+            "--set",
+            f"seam_checkpoint={junk}",
+            "--set",
+            "t_max=0.7",
+            "-q",
+            "--out",
+            str(out),
+        ],
+    )
     assert r.exit_code == 2, r.output
     assert "not a valid safetensors file" in r.output and r.stdout == ""
     assert not (tmp_path / "o").exists()
@@ -83,18 +96,29 @@ def lfm_runs(tmp_path_factory):
     """A tiny stage-all run (D) and a vae-stage run with 2-channel latents (V2)."""
     need_debian("dataset-fashion-mnist")
     d = tmp_path_factory.mktemp("lfmbad")
-    for args in (["-r", TINY, "--out", str(d / "D"), "-q"],
-                 ["-r", TINY, "--set", "stage=vae", "--set", "latent_channels=2", "--out", str(d / "V2"), "-q"]):
+    for args in (
+        ["-r", TINY, "--out", str(d / "D"), "-q"],
+        ["-r", TINY, "--set", "stage=vae", "--set", "latent_channels=2", "--out", str(d / "V2"), "-q"],
+    ):
         r = CliRunner().invoke(app, ["train-lfm", *args])
         assert r.exit_code == 0, r.stderr
     return d
 
 
-@pytest.mark.parametrize("setting, words", [
-    ("model=medium", ["checkpoint.safetensors", "different model", "model=medium", "width 32", "width 48", "start a new --out"]),
-    ("latent_channels=2", ["vae.safetensors", "different VAE", "latent_channels 4", "latent_channels 2", "start a new --out"]),
-    ("keep_ratio=0.5", ["checkpoint.safetensors", "keep_ratio 1.0", "keep_ratio 0.5"]),
-])
+@pytest.mark.parametrize(
+    "setting, words",
+    [
+        (
+            "model=medium",
+            ["checkpoint.safetensors", "different model", "model=medium", "width 32", "width 48", "start a new --out"],
+        ),
+        (
+            "latent_channels=2",
+            ["vae.safetensors", "different VAE", "latent_channels 4", "latent_channels 2", "start a new --out"],
+        ),
+        ("keep_ratio=0.5", ["checkpoint.safetensors", "keep_ratio 1.0", "keep_ratio 0.5"]),
+    ],
+)
 def test_resume_with_other_settings_is_refused_before_writing(lfm_runs, setting, words):
     D = lfm_runs / "D"
     before = _snapshot(D)
@@ -105,18 +129,55 @@ def test_resume_with_other_settings_is_refused_before_writing(lfm_runs, setting,
 def test_seam_checkpoint_with_other_latent_shape(lfm_runs):
     S = lfm_runs / "S"
     flow = str(lfm_runs / "D" / "checkpoint.safetensors")
-    _refused(["--vae", str(lfm_runs / "V2"), "-r", TINY, "--set", "stage=fm", "--set", f"seam_checkpoint={flow}",
-              "--set", "t_max=0.7", "--out", str(S), "-q"], "seam_checkpoint", "[4, 7, 7]", "[2, 7, 7]")
+    _refused(
+        [
+            "--vae",
+            str(lfm_runs / "V2"),
+            "-r",
+            TINY,
+            "--set",
+            "stage=fm",
+            "--set",
+            f"seam_checkpoint={flow}",
+            "--set",
+            "t_max=0.7",
+            "--out",
+            str(S),
+            "-q",
+        ],
+        "seam_checkpoint",
+        "[4, 7, 7]",
+        "[2, 7, 7]",
+    )
     # stage all: the latent channels come from the settings
-    _refused(["-r", TINY, "--set", "latent_channels=2", "--set", f"seam_checkpoint={flow}", "--set", "t_max=0.7",
-              "--out", str(S), "-q"], "seam_checkpoint", "[4, 7, 7]", "latent_channels=2")
+    _refused(
+        [
+            "-r",
+            TINY,
+            "--set",
+            "latent_channels=2",
+            "--set",
+            f"seam_checkpoint={flow}",
+            "--set",
+            "t_max=0.7",
+            "--out",
+            str(S),
+            "-q",
+        ],
+        "seam_checkpoint",
+        "[4, 7, 7]",
+        "latent_channels=2",
+    )
     assert not S.exists()
 
 
 def test_seam_checkpoint_directory_names_the_file(lfm_runs):
     D = lfm_runs / "D"
-    line = _refused(["-r", TINY, "--set", f"seam_checkpoint={D}", "--set", "t_max=0.7", "--out", str(lfm_runs / "S2"), "-q"],
-                    "is a directory", str(D / "checkpoint.safetensors"))
+    line = _refused(
+        ["-r", TINY, "--set", f"seam_checkpoint={D}", "--set", "t_max=0.7", "--out", str(lfm_runs / "S2"), "-q"],
+        "is a directory",
+        str(D / "checkpoint.safetensors"),
+    )
     assert "does not exist" not in line
     assert not (lfm_runs / "S2").exists()
 
@@ -140,7 +201,13 @@ def test_resume_checkpoint_that_is_a_directory(lfm_runs):
 def test_resume_with_a_vae_checkpoint_in_place_of_the_flow_one(lfm_runs):
     E = _copy_with(lfm_runs, "Evae", lambda p: shutil.copy(lfm_runs / "D" / "vae.safetensors", p))
     before = _snapshot(E)
-    _refused(["-r", TINY, "--out", str(E), "--resume", "-q"], "--resume", "checkpoint.safetensors", "'vae' checkpoint", "'fm'")
+    _refused(
+        ["-r", TINY, "--out", str(E), "--resume", "-q"],
+        "--resume",
+        "checkpoint.safetensors",
+        "'vae' checkpoint",
+        "'fm'",
+    )
     assert _snapshot(E) == before
 
 
@@ -153,9 +220,15 @@ def test_resume_keeps_the_original_reduction_record(lfm_runs):
     assert r.exit_code == 0, r.stderr
     recs = [json.loads(ln) for ln in r.stdout.splitlines() if ln.strip()]
     red = next(x for x in recs if x["kind"] == "reduction")
-    first = next(json.loads(ln) for ln in (lfm_runs / "D" / "records.jsonl").read_text().splitlines() if '"reduction"' in ln)
+    first = next(
+        json.loads(ln) for ln in (lfm_runs / "D" / "records.jsonl").read_text().splitlines() if '"reduction"' in ln
+    )
     assert red["resumed"] and red["scorer"] == first["scorer"] == "none"
-    assert red["keep_ratio"] == 1.0 and red["kept"] == red["of"] == 256 and red["kept_per_class"] == first["kept_per_class"]
+    assert (
+        red["keep_ratio"] == 1.0
+        and red["kept"] == red["of"] == 256
+        and red["kept_per_class"] == first["kept_per_class"]
+    )
     assert (F / "kept_indices.json").read_bytes() == kept
     assert [x["step"] for x in recs if x["kind"] == "step" and x["stage"] == "fm"] == [9]
 

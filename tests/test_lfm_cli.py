@@ -44,8 +44,26 @@ def tiny_runs(tmp_path_factory):
     d = tmp_path_factory.mktemp("lfm")
     code, recs = _invoke(["train-lfm", "-r", TINY_TRAIN, "-o", str(d / "small"), "-q"])
     assert code == 0, recs
-    code2, recs2 = _invoke(["train-lfm", "-r", TINY_TRAIN, "--stage", "fm", "--vae", str(d / "small"), "--model", "medium",
-                            "--keep-ratio", "0.5", "--scorer", "kcenter", "-o", str(d / "large"), "-q"])
+    code2, recs2 = _invoke(
+        [
+            "train-lfm",
+            "-r",
+            TINY_TRAIN,
+            "--stage",
+            "fm",
+            "--vae",
+            str(d / "small"),
+            "--model",
+            "medium",
+            "--keep-ratio",
+            "0.5",
+            "--scorer",
+            "kcenter",
+            "-o",
+            str(d / "large"),
+            "-q",
+        ]
+    )
     assert code2 == 0, recs2
     return d, recs, recs2
 
@@ -72,8 +90,20 @@ def test_train_records_contract(tiny_runs):
 
 def test_sample_records_contract(tiny_runs, tmp_path):
     d, _, _ = tiny_runs
-    code, recs = _invoke(["sample-lfm", "-r", TINY_SAMPLE, "--fine", str(d / "large/checkpoint.safetensors"),
-                          "--coarse", str(d / "small/checkpoint.safetensors"), "-o", str(tmp_path / "s"), "-q"])
+    code, recs = _invoke(
+        [
+            "sample-lfm",
+            "-r",
+            TINY_SAMPLE,
+            "--fine",
+            str(d / "large/checkpoint.safetensors"),
+            "--coarse",
+            str(d / "small/checkpoint.safetensors"),
+            "-o",
+            str(tmp_path / "s"),
+            "-q",
+        ]
+    )
     assert code == 0
     res = [r for r in recs if r["kind"] == "result"]
     assert [r["mode"] for r in res] == ["large", "small", "coarse-to-fine"]
@@ -115,7 +145,15 @@ def test_bad_inputs_exit_2(tiny_runs, tmp_path):
     d, _, _ = tiny_runs
     cases = [
         ["sample-lfm", "--fine", str(tmp_path / "nope.safetensors")],
-        ["sample-lfm", "--fine", str(d / "small/checkpoint.safetensors"), "--coarse", str(d / "small/latents.safetensors"), "-n", "8"],
+        [
+            "sample-lfm",
+            "--fine",
+            str(d / "small/checkpoint.safetensors"),
+            "--coarse",
+            str(d / "small/latents.safetensors"),
+            "-n",
+            "8",
+        ],
         ["train-lfm", "--stage", "fm", "--vae", str(tmp_path / "nodir"), "-o", str(tmp_path / "o1")],
         ["train-lfm", "--dataset", str(tmp_path / "none.npz"), "-o", str(tmp_path / "o2")],
         ["train-lfm", "-r", TINY_TRAIN, "-s", "bogus=1", "-o", str(tmp_path / "o3")],
@@ -138,9 +176,34 @@ def test_checkpoints_are_read_once(tiny_runs, tmp_path, monkeypatch):
     monkeypatch.setattr(train, "load_flow", lambda p, **kw: calls.append(("flow", str(p))) or load_flow(p, **kw))
     monkeypatch.setattr(train, "load_vae_dir", lambda p: calls.append(("vae", str(p))) or load_vae_dir(p))
     flow = str(d / "small" / "checkpoint.safetensors")
-    code, recs = _invoke(["train-lfm", "-r", TINY_TRAIN, "--stage", "fm", "--vae", str(d / "small"), "--steps", "2",
-                          "--keep-ratio", "0.5", "--scorer", "loss", "-s", f"score_checkpoint={flow}", "-s", f"seam_checkpoint={flow}",
-                          "-s", "t_max=0.7", "-s", "seam_steps=2", "-q", "-o", str(tmp_path / "seam")])
+    code, recs = _invoke(
+        [
+            "train-lfm",
+            "-r",
+            TINY_TRAIN,
+            "--stage",
+            "fm",
+            "--vae",
+            str(d / "small"),
+            "--steps",
+            "2",
+            "--keep-ratio",
+            "0.5",
+            "--scorer",
+            "loss",
+            "-s",
+            f"score_checkpoint={flow}",
+            "-s",
+            f"seam_checkpoint={flow}",
+            "-s",
+            "t_max=0.7",
+            "-s",
+            "seam_steps=2",
+            "-q",
+            "-o",
+            str(tmp_path / "seam"),
+        ]
+    )
     assert code == 0, recs
     assert sorted(calls) == [("flow", flow), ("flow", flow), ("vae", str(d / "small"))]
     red = next(r for r in recs if r["kind"] == "reduction")
@@ -152,10 +215,29 @@ def test_ddp_two_gloo_processes_match_one(tiny_runs, tmp_path):
     if not Path(torchrun).exists():
         pytest.skip("torchrun not found")
     d, _, _ = tiny_runs
-    args = ["train-lfm", "-r", TINY_TRAIN, "--stage", "fm", "--vae", str(d / "small"), "--steps", "4", "-s", "log_every=1", "-q"]
+    args = [
+        "train-lfm",
+        "-r",
+        TINY_TRAIN,
+        "--stage",
+        "fm",
+        "--vae",
+        str(d / "small"),
+        "--steps",
+        "4",
+        "-s",
+        "log_every=1",
+        "-q",
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    r = subprocess.run([torchrun, "--standalone", "--nproc_per_node", "2", "-m", "icml26", *args, "-o", str(tmp_path / "ddp")],
-                       capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+    r = subprocess.run(
+        [torchrun, "--standalone", "--nproc_per_node", "2", "-m", "icml26", *args, "-o", str(tmp_path / "ddp")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     ddp = [json.loads(ln) for ln in r.stdout.splitlines() if ln.strip().startswith("{")]
     assert ddp[-1]["kind"] == "summary" and ddp[-1]["processes"] == 2
@@ -184,18 +266,58 @@ def test_learns_fashion_mnist(tmp_path):
     """Quality threshold on real data: a short run beats chance on class accuracy and an
     untrained model on FID (feature space of the classifier trained here)."""
     need_debian("dataset-fashion-mnist")
-    base = ["train-lfm", "--stage", "all", "--model", "small", "-s", "train_size=3000", "-s", "vae_steps=300",
-            "-s", "feature_steps=200", "-s", "log_every=100", "-q"]
+    base = [
+        "train-lfm",
+        "--stage",
+        "all",
+        "--model",
+        "small",
+        "-s",
+        "train_size=3000",
+        "-s",
+        "vae_steps=300",
+        "-s",
+        "feature_steps=200",
+        "-s",
+        "log_every=100",
+        "-q",
+    ]
     code, recs = _invoke(base + ["--steps", "600", "-o", str(tmp_path / "a")])
     assert code == 0
     vae = next(r for r in recs if r["kind"] == "vae")
     assert vae["reconstruction_mse"] < 0.03
     assert next(r for r in recs if r["kind"] == "feature_network")["test_accuracy"] > 0.6
-    code, _ = _invoke(["train-lfm", "--stage", "fm", "--vae", str(tmp_path / "a"), "--model", "small", "--steps", "1", "-q",
-                       "-o", str(tmp_path / "untrained")])
+    code, _ = _invoke(
+        [
+            "train-lfm",
+            "--stage",
+            "fm",
+            "--vae",
+            str(tmp_path / "a"),
+            "--model",
+            "small",
+            "--steps",
+            "1",
+            "-q",
+            "-o",
+            str(tmp_path / "untrained"),
+        ]
+    )
     assert code == 0
-    code, out = _invoke(["sample-lfm", "--fine", str(tmp_path / "a/checkpoint.safetensors"), "--compare",
-                         str(tmp_path / "untrained/checkpoint.safetensors"), "-n", "300", "--steps", "30", "-q"])
+    code, out = _invoke(
+        [
+            "sample-lfm",
+            "--fine",
+            str(tmp_path / "a/checkpoint.safetensors"),
+            "--compare",
+            str(tmp_path / "untrained/checkpoint.safetensors"),
+            "-n",
+            "300",
+            "--steps",
+            "30",
+            "-q",
+        ]
+    )
     assert code == 0
     res = {r["mode"]: r for r in out if r["kind"] == "result"}
     trained, untrained = res["large"], res["compare:untrained"]

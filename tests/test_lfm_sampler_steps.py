@@ -18,7 +18,9 @@ def test_adaptive_with_steps_is_refused_and_without_records_none():
     assert SampleConfig().steps == 60 and SampleConfig(sampler="heun", steps=7).steps == 7
 
 
-@pytest.mark.parametrize("args", [["--sampler", "adaptive", "--steps", "30"], ["--sampler", "adaptive", "--set", "steps=30"]])
+@pytest.mark.parametrize(
+    "args", [["--sampler", "adaptive", "--steps", "30"], ["--sampler", "adaptive", "--set", "steps=30"]]
+)
 def test_cli_adaptive_with_steps_exit_2_naming_the_sampler(tmp_path, args):
     from typer.testing import CliRunner
 
@@ -65,10 +67,30 @@ def test_adaptive_run_records_what_ran(tmp_path_factory):
     code, _ = _invoke(["train-lfm", "-r", TINY_TRAIN, "-o", str(d / "m"), "-q"])
     assert code == 0
     # the recipe's 10 Euler steps do not apply to the adaptive sampler: refused unless dropped
-    code, _ = _invoke(["sample-lfm", "-r", TINY_SAMPLE, "--fine", str(d / "m"), "--sampler", "adaptive", "-n", "8", "-q"])
+    code, _ = _invoke(
+        ["sample-lfm", "-r", TINY_SAMPLE, "--fine", str(d / "m"), "--sampler", "adaptive", "-n", "8", "-q"]
+    )
     assert code == 2
-    code, recs = _invoke(["sample-lfm", "-r", TINY_SAMPLE, "--fine", str(d / "m"), "--coarse", str(d / "m"), "--sampler", "adaptive",
-                          "--set", "steps=null", "-n", "8", "--set", "bootstrap=0", "-q"])
+    code, recs = _invoke(
+        [
+            "sample-lfm",
+            "-r",
+            TINY_SAMPLE,
+            "--fine",
+            str(d / "m"),
+            "--coarse",
+            str(d / "m"),
+            "--sampler",
+            "adaptive",
+            "--set",
+            "steps=null",
+            "-n",
+            "8",
+            "--set",
+            "bootstrap=0",
+            "-q",
+        ]
+    )
     assert code == 0, recs
     assert recs[0]["kind"] == "config" and recs[0]["sampler"] == "adaptive" and recs[0]["steps"] is None
     summ = recs[-1]
@@ -78,4 +100,8 @@ def test_adaptive_run_records_what_ran(tmp_path_factory):
     for r in res:
         assert type(r["nfe"]) is int and r["nfe"] > 6  # RK45: at least one 6-stage step + the first evaluation
     c2f = next(r for r in res if r["mode"] == "coarse-to-fine")
-    assert type(c2f["nfe_coarse"]) is int and type(c2f["nfe_fine"]) is int and c2f["nfe_coarse"] + c2f["nfe_fine"] == c2f["nfe"]
+    assert (
+        type(c2f["nfe_coarse"]) is int
+        and type(c2f["nfe_fine"]) is int
+        and c2f["nfe_coarse"] + c2f["nfe_fine"] == c2f["nfe"]
+    )

@@ -11,11 +11,44 @@ from typer.testing import CliRunner
 from conftest import need_mnist
 from icml26.cli import app
 
-CONTRACT = {"kind", "pairing", "reg", "fusion", "modality", "test_accuracy", "test_accuracy_ci", "hessian_top_eig",
-            "hessian_trace", "weight_noise_loss_gap", "seeds"}
-SMALL = ["--epochs", "4", "--set", "width=4", "--set", "embed_dim=16", "--set", "hessian_samples=64", "--set", "hessian_iters=3",
-         "--set", "hutchinson_samples=2", "--set", "noise_draws=2", "--set", "loss_curve_radii=[0.0, 1.0]",
-         "--set", "loss_curve_directions=2", "--set", "robust_samples=64", "--set", "pgd_steps=2", "-q"]
+CONTRACT = {
+    "kind",
+    "pairing",
+    "reg",
+    "fusion",
+    "modality",
+    "test_accuracy",
+    "test_accuracy_ci",
+    "hessian_top_eig",
+    "hessian_trace",
+    "weight_noise_loss_gap",
+    "seeds",
+}
+SMALL = [
+    "--epochs",
+    "4",
+    "--set",
+    "width=4",
+    "--set",
+    "embed_dim=16",
+    "--set",
+    "hessian_samples=64",
+    "--set",
+    "hessian_iters=3",
+    "--set",
+    "hutchinson_samples=2",
+    "--set",
+    "noise_draws=2",
+    "--set",
+    "loss_curve_radii=[0.0, 1.0]",
+    "--set",
+    "loss_curve_directions=2",
+    "--set",
+    "robust_samples=64",
+    "--set",
+    "pgd_steps=2",
+    "-q",
+]
 
 
 def invoke(args):
@@ -46,7 +79,9 @@ def folder(tmp_path_factory):
 
 
 def test_contract_fields(folder):
-    r, recs = invoke(["--data", str(folder), "--pairing", "unimodal,fixed", "--reg", "none", "--epochs", "1", *SMALL[2:]])
+    r, recs = invoke(
+        ["--data", str(folder), "--pairing", "unimodal,fixed", "--reg", "none", "--epochs", "1", *SMALL[2:]]
+    )
     assert r.exit_code == 0, (r.output, r.exception)
     assert recs[0]["kind"] == "config" and recs[-1]["kind"] == "summary"
     res = [x for x in recs if x["kind"] == "result"]
@@ -58,14 +93,32 @@ def test_contract_fields(folder):
 
 @pytest.mark.slow
 def test_contract_and_multimodal_beats_unimodal(folder, tmp_path):
-    r, recs = invoke(["--data", str(folder), "--pairing", "unimodal,fixed,stochastic", "--reg", "none", "--fusion", "late,intermediate",
-                      "--out", str(tmp_path / "run"), *SMALL])
+    r, recs = invoke(
+        [
+            "--data",
+            str(folder),
+            "--pairing",
+            "unimodal,fixed,stochastic",
+            "--reg",
+            "none",
+            "--fusion",
+            "late,intermediate",
+            "--out",
+            str(tmp_path / "run"),
+            *SMALL,
+        ]
+    )
     assert r.exit_code == 0, (r.output, r.exception)
     assert recs[0]["kind"] == "config" and recs[-1]["kind"] == "summary"
     res = [x for x in recs if x["kind"] == "result"]
     assert {(x["pairing"], x["fusion"], x["modality"]) for x in res} == {
-        ("unimodal", "none", "digit"), ("unimodal", "none", "hint"), ("fixed", "late", "all"), ("stochastic", "late", "all"),
-        ("fixed", "intermediate", "all"), ("stochastic", "intermediate", "all")}
+        ("unimodal", "none", "digit"),
+        ("unimodal", "none", "hint"),
+        ("fixed", "late", "all"),
+        ("stochastic", "late", "all"),
+        ("fixed", "intermediate", "all"),
+        ("stochastic", "intermediate", "all"),
+    }
     for x in res:
         assert CONTRACT <= set(x), CONTRACT - set(x)
         for m in ("digit", "hint"):
@@ -89,7 +142,9 @@ def test_same_seed_same_records(folder):
     a, ra = invoke(args)
     b, rb = invoke(args)
     assert a.exit_code == 0 and b.exit_code == 0, a.output
-    strip = lambda rs: [{k: v for k, v in x.items() if not k.endswith("wall_s")} for x in rs if x["kind"] in ("result", "step")]  # noqa: E731
+    strip = lambda rs: [
+        {k: v for k, v in x.items() if not k.endswith("wall_s")} for x in rs if x["kind"] in ("result", "step")
+    ]  # noqa: E731
     assert strip(ra) == strip(rb)
 
 
@@ -100,7 +155,9 @@ def _write(d, name, **arrays):
 
 def _ok(n=20):
     y = np.arange(n) % 2
-    return dict(x_train=np.zeros((n, 4), np.float32), y_train=y, x_test=np.zeros((n // 2, 4), np.float32), y_test=y[: n // 2])
+    return dict(
+        x_train=np.zeros((n, 4), np.float32), y_train=y, x_test=np.zeros((n // 2, 4), np.float32), y_test=y[: n // 2]
+    )
 
 
 @pytest.mark.parametrize("case", ["missing", "one_modality", "no_y_test", "mismatched", "count"])
@@ -125,14 +182,26 @@ def test_bad_folder_exits_2_before_writing(tmp_path, case):
     assert r.exit_code == 2, r.output
     lines = [x for x in r.stderr.splitlines() if x.strip()]
     assert len(lines) == 1 and lines[0].startswith("icml26: error:"), r.stderr
-    assert {"missing": "not a folder", "one_modality": "at least 2", "no_y_test": "y_test", "mismatched": "does not match",
-            "count": "labels"}[case] in lines[0]
+    assert {
+        "missing": "not a folder",
+        "one_modality": "at least 2",
+        "no_y_test": "y_test",
+        "mismatched": "does not match",
+        "count": "labels",
+    }[case] in lines[0]
     assert recs == [] and not (out / "records.jsonl").exists()
 
 
-@pytest.mark.parametrize("args,msg", [(["--pairing", "paired"], "pairing"), (["--reg", "dropout"], "reg"),
-                                      (["--fusion", "early"], "fusion"), (["--modalities", "image,smell"], "smell"),
-                                      (["--set", "resample_p=2"], "resample_p")])
+@pytest.mark.parametrize(
+    "args,msg",
+    [
+        (["--pairing", "paired"], "pairing"),
+        (["--reg", "dropout"], "reg"),
+        (["--fusion", "early"], "fusion"),
+        (["--modalities", "image,smell"], "smell"),
+        (["--set", "resample_p=2"], "resample_p"),
+    ],
+)
 def test_bad_settings_exit_2(args, msg):
     r, recs = invoke(["--data", "av-digits", *args, "-q"])
     assert r.exit_code == 2 and msg in r.stderr and recs == [], r.output
@@ -147,7 +216,19 @@ def test_prepare_data_av_digits_bad_out(tmp_path):
 
 def test_resume_replays_finished_arms(folder, tmp_path):
     out = tmp_path / "run"
-    args = ["--data", str(folder), "--pairing", "unimodal", "--reg", "none", "--epochs", "1", *SMALL[2:], "--out", str(out)]
+    args = [
+        "--data",
+        str(folder),
+        "--pairing",
+        "unimodal",
+        "--reg",
+        "none",
+        "--epochs",
+        "1",
+        *SMALL[2:],
+        "--out",
+        str(out),
+    ]
     r, full = invoke(args)
     assert r.exit_code == 0, r.output
     rec = out / "records.jsonl"

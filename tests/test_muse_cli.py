@@ -74,7 +74,9 @@ def test_train_tiny_contract_determinism_and_resume(tmp_path):
     d = tmp_path / "b"
     shutil.copytree(tmp_path / "a", d)
     lines = (d / "records.jsonl").read_text().splitlines()
-    keep = [ln for ln in lines if json.loads(ln)["kind"] in ("config", "step") or json.loads(ln).get("method") == "sdpa"]
+    keep = [
+        ln for ln in lines if json.loads(ln)["kind"] in ("config", "step") or json.loads(ln).get("method") == "sdpa"
+    ]
     keep = [ln for ln in keep if json.loads(ln)["kind"] != "summary"]
     (d / "records.jsonl").write_text("\n".join(keep) + "\n")
     b = _run(["train", "--recipe", str(R / "train-tiny.yaml"), "-q", "--out", str(d), "--resume"])
@@ -83,18 +85,21 @@ def test_train_tiny_contract_determinism_and_resume(tmp_path):
     assert [r["loss"] for r in b if r["kind"] == "step"] == [r["loss"] for r in steps]
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["bench", "--set", "query_clusters=3"], "query_clusters"),
-    (["bench", "--method", "moba"], "moba"),
-    (["bench", "-n", "1"], "context-tokens"),
-    (["bench", "--set", "layer=99", "-n", "64"], "layer"),
-    (["eval", "--set", "block_tokens=1"], "block_tokens"),
-    (["train", "--set", "d_model=30"], "d_model"),
-    (["bench", "--set", "no_such_key=1"], "valid keys"),
-    (["bench", "-n", "100000000000"], "context_tokens"),
-    (["eval", "--text", "/nonexistent/file.txt"], "does not exist"),
-    (["eval", "--set", "eval_split=train"], "eval_split"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["bench", "--set", "query_clusters=3"], "query_clusters"),
+        (["bench", "--method", "moba"], "moba"),
+        (["bench", "-n", "1"], "context-tokens"),
+        (["bench", "--set", "layer=99", "-n", "64"], "layer"),
+        (["eval", "--set", "block_tokens=1"], "block_tokens"),
+        (["train", "--set", "d_model=30"], "d_model"),
+        (["bench", "--set", "no_such_key=1"], "valid keys"),
+        (["bench", "-n", "100000000000"], "context_tokens"),
+        (["eval", "--text", "/nonexistent/file.txt"], "does not exist"),
+        (["eval", "--set", "eval_split=train"], "eval_split"),
+    ],
+)
 def test_bad_settings_exit_2_one_line(args, needle, tmp_path):
     r = runner.invoke(app, ["muse", *args, "-q", "--out", str(tmp_path / "o")])
     assert r.exit_code == 2, r.output
@@ -119,9 +124,27 @@ def test_train_under_torchrun_gloo_two_ranks(tmp_path):
     if not torchrun.is_file():
         pytest.skip("torchrun not installed beside this python")
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    r = subprocess.run([str(torchrun), "--nproc_per_node", "2", "-m", "icml26", "muse", "train", "--recipe",
-                        str(R / "train-tiny.yaml"), "-q", "--out", str(tmp_path / "t")], capture_output=True, text=True,
-                       env=env, timeout=600, cwd=ROOT)
+    r = subprocess.run(
+        [
+            str(torchrun),
+            "--nproc_per_node",
+            "2",
+            "-m",
+            "icml26",
+            "muse",
+            "train",
+            "--recipe",
+            str(R / "train-tiny.yaml"),
+            "-q",
+            "--out",
+            str(tmp_path / "t"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        cwd=ROOT,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     recs = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
     res = [x for x in recs if x["kind"] == "result"]

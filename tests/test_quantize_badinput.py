@@ -22,15 +22,28 @@ def cfg_only(tmp_path):
     """An HF folder whose config says SmolLM2-135M's dimensions; no weights needed for the checks."""
     d = tmp_path / "cfg"
     d.mkdir()
-    (d / "config.json").write_text(json.dumps({"model_type": "llama", "hidden_size": 576, "intermediate_size": 1536,
-                                               "num_attention_heads": 9, "head_dim": 64}))
+    (d / "config.json").write_text(
+        json.dumps(
+            {
+                "model_type": "llama",
+                "hidden_size": 576,
+                "intermediate_size": 1536,
+                "num_attention_heads": 9,
+                "head_dim": 64,
+            }
+        )
+    )
     return d
 
 
 def test_group_size_not_dividing_names_the_dims(cfg_only):
     r = _q("--model", str(cfg_only), "--set", "group_size=7")
     assert r.exit_code == 2, r.output
-    assert "group_size 7 does not divide" in r.output and "hidden_size=576" in r.output and "intermediate_size=1536" in r.output
+    assert (
+        "group_size 7 does not divide" in r.output
+        and "hidden_size=576" in r.output
+        and "intermediate_size=1536" in r.output
+    )
     r = _q("--model", str(cfg_only), "--set", "group_size=1000")  # >= 576 is per channel there, 1536 % 1000 != 0
     assert r.exit_code == 2 and "intermediate_size=1536" in r.output and "hidden_size" not in r.output
 

@@ -10,8 +10,10 @@ from typer.testing import CliRunner
 from icml26.cli import app
 
 runner = CliRunner()
-WORDS = ("the a of and to in is was for on that with as by at from this be are it or an which not have "
-         "function value list string file module class return object type error data time system user").split()
+WORDS = (
+    "the a of and to in is was for on that with as by at from this be are it or an which not have "
+    "function value list string file module class return object type error data time system user"
+).split()
 
 
 def _records(stdout: str) -> list[dict]:
@@ -29,11 +31,22 @@ def tiny_folder(tmp_path_factory):
     vocab = {"<unk>": 0, "<s>": 1, "</s>": 2, **{w: i + 3 for i, w in enumerate(WORDS)}}
     tk = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     tk.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok = PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="<unk>", bos_token="<s>", eos_token="</s>", pad_token="</s>")
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=tk, unk_token="<unk>", bos_token="<s>", eos_token="</s>", pad_token="</s>"
+    )
     tok.save_pretrained(str(d))
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=64, hidden_size=192, intermediate_size=256, num_hidden_layers=2, num_attention_heads=6,
-                      num_key_value_heads=2, head_dim=32, tie_word_embeddings=True, max_position_embeddings=128)
+    cfg = LlamaConfig(
+        vocab_size=64,
+        hidden_size=192,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=6,
+        num_key_value_heads=2,
+        head_dim=32,
+        tie_word_embeddings=True,
+        max_position_embeddings=128,
+    )
     LlamaForCausalLM(cfg).save_pretrained(str(d))
     g = torch.Generator().manual_seed(1)
     for name in ("calib", "eval"):
@@ -47,7 +60,15 @@ FPT_SETS = ["e2e_seq_len=32", "local_steps=3", "e2e_steps=1"]  # read by fptquan
 
 
 def _tiny_args(folder, *extra, fpt=True):
-    args = ["quantize", "--model", str(folder), "--calib-text", str(folder / "calib.txt"), "--eval-text", str(folder / "eval.txt")]
+    args = [
+        "quantize",
+        "--model",
+        str(folder),
+        "--calib-text",
+        str(folder / "calib.txt"),
+        "--eval-text",
+        str(folder / "eval.txt"),
+    ]
     for s in TINY_SETS + (FPT_SETS if fpt else []):
         args += ["--set", s]
     return args + list(extra)
@@ -60,14 +81,17 @@ def test_help():
         assert opt in r.output
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["--bits", "5"], "bits"),
-    (["--bits", "1"], "bits"),
-    (["--setting", "W4X8"], "setting"),
-    (["--method", "awq"], "methods"),
-    (["--model", "/no/such/model"], "model"),
-    (["--calib-text", "/no/such.txt", "--eval-text", "/no/such.txt"], "does not exist"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--bits", "5"], "bits"),
+        (["--bits", "1"], "bits"),
+        (["--setting", "W4X8"], "setting"),
+        (["--method", "awq"], "methods"),
+        (["--model", "/no/such/model"], "model"),
+        (["--calib-text", "/no/such.txt", "--eval-text", "/no/such.txt"], "does not exist"),
+    ],
+)
 def test_bad_input_exit_2(args, needle):
     from icml26.cli import main
 
@@ -78,14 +102,30 @@ def test_bad_input_exit_2(args, needle):
 
 def test_tiny_end_to_end_records_and_reload(tiny_folder, tmp_path):
     out = tmp_path / "run"
-    r = runner.invoke(app, _tiny_args(tiny_folder, "--method", "all", "--setting", "W4A8", "--setting", "W8A8", "--out", str(out), "-q",
-                                      "--set", "save_setting=W4A8"))
+    r = runner.invoke(
+        app,
+        _tiny_args(
+            tiny_folder,
+            "--method",
+            "all",
+            "--setting",
+            "W4A8",
+            "--setting",
+            "W8A8",
+            "--out",
+            str(out),
+            "-q",
+            "--set",
+            "save_setting=W4A8",
+        ),
+    )
     assert r.exit_code == 0, r.output
     recs = _records(r.stdout)
     assert recs[0]["kind"] == "config" and recs[-1]["kind"] == "summary"
     res = [x for x in recs if x["kind"] == "result"]
     assert {(x["method"], x.get("setting")) for x in res} == {("fp", "FP32")} | {
-        (m, s) for m in ("rtn", "gptq", "smoothquant", "quarot", "fptquant") for s in ("W4A8", "W8A8")}
+        (m, s) for m in ("rtn", "gptq", "smoothquant", "quarot", "fptquant") for s in ("W4A8", "W8A8")
+    }
     for x in res:
         for k in ("method", "wbits", "abits", "kvbits", "perplexity", "size_bytes"):
             assert k in x
@@ -95,12 +135,24 @@ def test_tiny_end_to_end_records_and_reload(tiny_folder, tmp_path):
         if x["method"] != "fp":
             assert x["size_bytes"] < fp["size_bytes"] / 2.5
             if x["method"] not in ("rtn", "gptq"):
-                assert x["fp_drift"] < 1e-3   # the transforms preserve the FP function
+                assert x["fp_drift"] < 1e-3  # the transforms preserve the FP function
     saved = next(x for x in recs if x.get("stage") == "saved")
     assert (out / "model" / "model.safetensors").is_file() and (out / "records.jsonl").is_file()
     # reload the packed folder and evaluate again: same perplexity
-    r2 = runner.invoke(app, ["quantize", "--model", saved["path"], "--calib-text", str(tiny_folder / "calib.txt"),
-                             "--eval-text", str(tiny_folder / "eval.txt"), "-q"] + sum((["--set", s] for s in TINY_SETS), []))
+    r2 = runner.invoke(
+        app,
+        [
+            "quantize",
+            "--model",
+            saved["path"],
+            "--calib-text",
+            str(tiny_folder / "calib.txt"),
+            "--eval-text",
+            str(tiny_folder / "eval.txt"),
+            "-q",
+        ]
+        + sum((["--set", s] for s in TINY_SETS), []),
+    )
     assert r2.exit_code == 0, r2.output
     rr = [x for x in _records(r2.stdout) if x["kind"] == "result"][0]
     assert rr["packed"] is True and rr["method"] == "fptquant" and rr["setting"] == "W4A8"
@@ -122,7 +174,7 @@ def test_tiny_recipe_on_smollm2(repo_root):
     r = runner.invoke(app, ["quantize", "-r", str(repo_root / "recipes/quantize/tiny.yaml"), "-q"])
     assert r.exit_code == 0, r.output
     res = {x["method"]: x for x in _records(r.stdout) if x["kind"] == "result"}
-    assert 5.0 < res["fp"]["perplexity"] < 60.0          # SmolLM2-135M on Python docs
+    assert 5.0 < res["fp"]["perplexity"] < 60.0  # SmolLM2-135M on Python docs
     for m in ("rtn", "gptq", "smoothquant", "quarot", "fptquant"):
         assert res[m]["perplexity"] > res["fp"]["perplexity"] * 0.98
         assert res[m]["size_bytes"] < res["fp"]["size_bytes"] / 3

@@ -50,13 +50,16 @@ def test_defaults_are_fp_rtn_fptquant_at_the_settings_bits_implies():
         m.Config(methods=("all", "rtn"))
 
 
-@pytest.mark.parametrize("methods,field,value,named", [
-    (("quarot",), "fpt_down_hadamard", False, "fptquant"),
-    (("fp", "rtn", "quarot"), "local_steps", 3, "fptquant"),
-    (("rtn",), "smoothquant_alpha", 0.7, "smoothquant"),
-    (("fptquant",), "gptq_act_order", True, "gptq"),
-    (("fp",), "group_size", 64, "quantized methods"),
-])
+@pytest.mark.parametrize(
+    "methods,field,value,named",
+    [
+        (("quarot",), "fpt_down_hadamard", False, "fptquant"),
+        (("fp", "rtn", "quarot"), "local_steps", 3, "fptquant"),
+        (("rtn",), "smoothquant_alpha", 0.7, "smoothquant"),
+        (("fptquant",), "gptq_act_order", True, "gptq"),
+        (("fp",), "group_size", 64, "quantized methods"),
+    ],
+)
 def test_a_set_field_no_selected_method_reads_is_refused(methods, field, value, named):
     from icml26.core.errors import InputError
 
@@ -67,8 +70,16 @@ def test_a_set_field_no_selected_method_reads_is_refused(methods, field, value, 
     # from a recipe (sized for every method): not an error, listed with the reason
     assert field in m.check_settings(cfg, {field: "recipe r.yaml"})
     # honoured as soon as a method that reads it is selected
-    assert m.check_settings(m.Config(methods=methods + (named.split()[0],) if named != "quantized methods" else ("fp", "rtn"),
-                                     **{field: value}), {field: "--set"}) == {}
+    assert (
+        m.check_settings(
+            m.Config(
+                methods=methods + (named.split()[0],) if named != "quantized methods" else ("fp", "rtn"),
+                **{field: value},
+            ),
+            {field: "--set"},
+        )
+        == {}
+    )
 
 
 def test_a_quantizer_field_no_selected_setting_uses_is_refused():
@@ -101,8 +112,19 @@ def test_weight_quant_says_whether_the_clip_search_ran():
 
 # ----------------------------------------------------------------------------- CLI, tiny model
 def test_cli_unhonoured_set_exits_2_before_any_record(tiny_folder, tmp_path):
-    r = runner.invoke(app, _args(tiny_folder, "--method", "quarot", "--set", "fpt_down_hadamard=false", "--out", str(tmp_path / "o"),
-                                 fpt=False))
+    r = runner.invoke(
+        app,
+        _args(
+            tiny_folder,
+            "--method",
+            "quarot",
+            "--set",
+            "fpt_down_hadamard=false",
+            "--out",
+            str(tmp_path / "o"),
+            fpt=False,
+        ),
+    )
     assert r.exit_code == 2
     assert "fpt_down_hadamard is read by fptquant only" in r.output and "(quarot)" in r.output
     assert len(r.output.strip().splitlines()) == 1
@@ -113,19 +135,46 @@ def test_cli_unhonoured_set_exits_2_before_any_record(tiny_folder, tmp_path):
     r = runner.invoke(app, _args(tiny_folder, "--method", "fp", "-r", str(rec), "-q", fpt=False))
     assert r.exit_code == 0, r.output
     cfg = _records(r.stdout)[0]
-    assert set(cfg["unused_settings"]) == {"local_steps", "e2e_steps"} and "fptquant" in cfg["unused_settings"]["local_steps"]
+    assert (
+        set(cfg["unused_settings"]) == {"local_steps", "e2e_steps"}
+        and "fptquant" in cfg["unused_settings"]["local_steps"]
+    )
 
 
 def test_records_list_the_transforms_applied(tiny_folder, tmp_path):
-    r = runner.invoke(app, _args(tiny_folder, "--method", "rtn,smoothquant,quarot,fptquant", "--setting", "W4A8",
-                                 "--set", "fpt_down_hadamard=false", "--set", "fpt_mlp=false", "--out", str(tmp_path / "o"),
-                                 "--set", "save_method=quarot", "-q"))
+    r = runner.invoke(
+        app,
+        _args(
+            tiny_folder,
+            "--method",
+            "rtn,smoothquant,quarot,fptquant",
+            "--setting",
+            "W4A8",
+            "--set",
+            "fpt_down_hadamard=false",
+            "--set",
+            "fpt_mlp=false",
+            "--out",
+            str(tmp_path / "o"),
+            "--set",
+            "save_method=quarot",
+            "-q",
+        ),
+    )
     assert r.exit_code == 0, r.output
     res = {x["method"]: x for x in _records(r.stdout) if x["kind"] == "result"}
     assert res["rtn"]["transforms"] == [] and res["rtn"]["tied_embeddings"] is True
-    assert res["smoothquant"]["transforms"] == ["smoothquant_scales(alpha=0.5)"] and res["smoothquant"]["tied_embeddings"] is True
-    assert res["quarot"]["transforms"] == ["untie_embeddings", "fuse_norms", "residual_hadamard", "value_hadamard",
-                                           "online_down_hadamard"]  # QuaRot keeps its down-projection Hadamard
+    assert (
+        res["smoothquant"]["transforms"] == ["smoothquant_scales(alpha=0.5)"]
+        and res["smoothquant"]["tied_embeddings"] is True
+    )
+    assert res["quarot"]["transforms"] == [
+        "untie_embeddings",
+        "fuse_norms",
+        "residual_hadamard",
+        "value_hadamard",
+        "online_down_hadamard",
+    ]  # QuaRot keeps its down-projection Hadamard
     assert res["quarot"]["tied_embeddings"] is False
     f = res["fptquant"]["transforms"]
     assert "online_down_hadamard" not in f and "mlp_scaler" not in f  # fpt_down_hadamard=false, fpt_mlp=false honoured
@@ -134,7 +183,11 @@ def test_records_list_the_transforms_applied(tiny_folder, tmp_path):
         assert x["clip_search"] is False and "no clip search" in x["weight_quant"]
     # the saved model's quantization_config agrees with the record of what ran
     qc = json.loads((tmp_path / "o" / "model" / "config.json").read_text())["quantization_config"]
-    assert qc["method"] == "quarot" and qc["online_down_hadamard"] is True and qc["transforms"] == res["quarot"]["transforms"]
+    assert (
+        qc["method"] == "quarot"
+        and qc["online_down_hadamard"] is True
+        and qc["transforms"] == res["quarot"]["transforms"]
+    )
 
 
 def test_cli_eval_text_alone_calibrates_on_the_builtin_corpus(tiny_folder):
@@ -161,7 +214,14 @@ def test_default_run_and_estimate(tiny_folder, tmp_path):
     est = next(x for x in recs if x.get("stage") == "estimate")
     assert est["estimated_s"] > 0 and est["runs"] == 4 and est["fp_tokens_per_s"] > 0
     assert {(x["method"], x["setting"]) for x in recs if x["kind"] == "result"} == {
-        ("fp", "FP32"), ("rtn", "W4A16"), ("rtn", "W4A8"), ("fptquant", "W4A16"), ("fptquant", "W4A8")}
+        ("fp", "FP32"),
+        ("rtn", "W4A16"),
+        ("rtn", "W4A8"),
+        ("fptquant", "W4A16"),
+        ("fptquant", "W4A8"),
+    }
     saved = next(x for x in recs if x.get("stage") == "saved")
-    assert (saved["method"], saved["setting"]) == ("fptquant", "W4A16") and (tmp_path / "o/model/model.safetensors").is_file()
+    assert (saved["method"], saved["setting"]) == ("fptquant", "W4A16") and (
+        tmp_path / "o/model/model.safetensors"
+    ).is_file()
     assert recs[-1]["estimated_s"] == est["estimated_s"] and recs[-1]["time_s"] > 0

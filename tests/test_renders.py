@@ -63,16 +63,29 @@ def test_camera_response_and_inverse():
 
 def test_layout_roundtrip(tmp_path):
     K = R.intrinsics(8, 6, 60)
-    cams = [R.Camera(8, 6, K, R.look_at([0, 1, 3], [0, 0.5, 0])), R.Camera(8, 6, K, R.look_at([1, 1, 3], [0, 0.5, 0]), exposure_s=0.5)]
+    cams = [
+        R.Camera(8, 6, K, R.look_at([0, 1, 3], [0, 0.5, 0])),
+        R.Camera(8, 6, K, R.look_at([1, 1, 3], [0, 0.5, 0]), exposure_s=0.5),
+    ]
     rng = np.random.default_rng(1)
     hdr = [rng.uniform(0, 2, (6, 8, 3)).astype(np.float32) for _ in cams]
-    res = R.RenderResult(rgb=[R.camera_response(x, 1.0) for x in hdr], hdr=hdr,
-                         depth=[rng.uniform(1, 5, (6, 8)).astype(np.float32) for _ in cams],
-                         instances=[rng.integers(0, 5, (6, 8)).astype(np.uint8) for _ in cams],
-                         ldr={t: [R.camera_response(x, t) for x in hdr] for t in (0.125, 2.0)})
+    res = R.RenderResult(
+        rgb=[R.camera_response(x, 1.0) for x in hdr],
+        hdr=hdr,
+        depth=[rng.uniform(1, 5, (6, 8)).astype(np.float32) for _ in cams],
+        instances=[rng.integers(0, 5, (6, 8)).astype(np.uint8) for _ in cams],
+        ldr={t: [R.camera_response(x, t) for x in hdr] for t in (0.125, 2.0)},
+    )
     scene = {"units": "m", "objects": [{"id": 1, "class": "chair", "size": [0.5, 0.9, 0.5], "position": [0, 0.45, 0]}]}
     R.write_scene(tmp_path / "s", cams, scene, res)
-    for sub in ("rgb/000.png", "hdr/001.hdr", "ldr/0.125/001.png", "ldr/2/000.png", "depth/001.npy", "instances/000.png"):
+    for sub in (
+        "rgb/000.png",
+        "hdr/001.hdr",
+        "ldr/0.125/001.png",
+        "ldr/2/000.png",
+        "depth/001.npy",
+        "instances/000.png",
+    ):
         assert (tmp_path / "s" / sub).is_file(), sub
     rs = R.read_scene(tmp_path / "s")
     assert len(rs) == 2 and rs.scene == scene and rs.ldr_exposures_s == (0.125, 2.0)
@@ -93,8 +106,11 @@ def test_layout_roundtrip(tmp_path):
     (tmp_path / "s" / "depth" / "000.npy").write_bytes(b"not an array")
     with pytest.raises(InputError, match="depth/000.npy is not a readable"):
         rs.depth(0)
-    for sub, read in (("rgb/001.png", lambda: rs.rgb(1)), ("ldr/2/000.png", lambda: rs.ldr(2.0, 0)),
-                      ("instances/001.png", lambda: rs.instances(1))):
+    for sub, read in (
+        ("rgb/001.png", lambda: rs.rgb(1)),
+        ("ldr/2/000.png", lambda: rs.ldr(2.0, 0)),
+        ("instances/001.png", lambda: rs.instances(1)),
+    ):
         (tmp_path / "s" / sub).write_bytes(b"\x89PNG truncated")
         with pytest.raises(InputError, match=f"{sub} is not a readable PNG"):
             read()
@@ -125,8 +141,12 @@ def test_tiny_render_depth_and_instances_exact():
     """A 40x30 render (two views, ~2 s): floor pixels back-project to y = 0 within 1 mm, the box's
     pixels to the box, and the projected box corners bound its instance mask within a pixel."""
     _need_povray()
-    objs = [R.PovObject("plane { y, 0 }", "pigment { rgb 0.7 }", 0),
-            R.PovObject(f"box {{ {R.pov_vec([-0.5, 0, -1.5])}, {R.pov_vec([0.5, 1, -0.5])} }}", "pigment { rgb <0.9, 0.2, 0.1> }", 7)]
+    objs = [
+        R.PovObject("plane { y, 0 }", "pigment { rgb 0.7 }", 0),
+        R.PovObject(
+            f"box {{ {R.pov_vec([-0.5, 0, -1.5])}, {R.pov_vec([0.5, 1, -0.5])} }}", "pigment { rgb <0.9, 0.2, 0.1> }", 7
+        ),
+    ]
     K = R.intrinsics(40, 30, 70)
     cams = [R.Camera(40, 30, K, R.look_at([x, 1.5, 3], [0, 0.5, -1])) for x in (0.0, 1.5)]
     res = R.render_scene(objs, cams, lights="light_source { <2, 4, 3> color rgb 3 }", exposures_s=(0.5, 2.0))

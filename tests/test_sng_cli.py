@@ -9,24 +9,38 @@ from typer.testing import CliRunner
 from icml26.cli import app
 
 runner = CliRunner()
-SMALL = ["--set", "max_iterations=2", "--set", "width=4", "--set", "pool_interior=24", "--set", "pool_boundary=8",
-         "--set", "eval_points=64", "-q"]
+SMALL = [
+    "--set",
+    "max_iterations=2",
+    "--set",
+    "width=4",
+    "--set",
+    "pool_interior=24",
+    "--set",
+    "pool_boundary=8",
+    "--set",
+    "eval_points=64",
+    "-q",
+]
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["--problem", "burgers9d"], "burgers9d"),
-    (["--set", "damping=nan"], "damping"),
-    (["--set", "damping=inf"], "damping"),
-    (["--set", "damping=-1"], "damping"),
-    (["--optim", "sng,newton"], "newton"),
-    (["--batch", "64,abc"], "--batch"),
-    (["--batch", "1"], "batch"),
-    (["--batch", "64", "--set", "pool_interior=20", "--set", "pool_boundary=4"], "exceed the pool"),
-    (["--sampling", "dpp"], "sampling"),
-    (["--time-budget", "0"], "time_budget_s"),
-    (["--time-budget", "3600", "--seeds", "10"], "hours of CPU"),
-    (["--set", "momentum=1.0"], "momentum"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--problem", "burgers9d"], "burgers9d"),
+        (["--set", "damping=nan"], "damping"),
+        (["--set", "damping=inf"], "damping"),
+        (["--set", "damping=-1"], "damping"),
+        (["--optim", "sng,newton"], "newton"),
+        (["--batch", "64,abc"], "--batch"),
+        (["--batch", "1"], "batch"),
+        (["--batch", "64", "--set", "pool_interior=20", "--set", "pool_boundary=4"], "exceed the pool"),
+        (["--sampling", "dpp"], "sampling"),
+        (["--time-budget", "0"], "time_budget_s"),
+        (["--time-budget", "3600", "--seeds", "10"], "hours of CPU"),
+        (["--set", "momentum=1.0"], "momentum"),
+    ],
+)
 def test_bad_input_exit_2_one_line(args, needle, tmp_path):
     out = tmp_path / "run"
     r = runner.invoke(app, ["sng", *args, "--out", str(out), "-q"])
@@ -38,8 +52,25 @@ def test_bad_input_exit_2_one_line(args, needle, tmp_path):
 
 def test_small_run_contract(tmp_path):
     out = tmp_path / "run"
-    r = runner.invoke(app, ["sng", "--problem", "heat1d", "--optim", "spring,engd", "--batch", "8,12",
-                            "--seeds", "2", "--sampling", "volume", *SMALL, "--out", str(out)])
+    r = runner.invoke(
+        app,
+        [
+            "sng",
+            "--problem",
+            "heat1d",
+            "--optim",
+            "spring,engd",
+            "--batch",
+            "8,12",
+            "--seeds",
+            "2",
+            "--sampling",
+            "volume",
+            *SMALL,
+            "--out",
+            str(out),
+        ],
+    )
     assert r.exit_code == 0, (r.output, r.exception)
     recs = [json.loads(x) for x in r.stdout.splitlines()]
     assert recs[0]["kind"] == "config" and recs[0]["problem"] == "heat1d" and recs[0]["batch"] == [8, 12]

@@ -72,7 +72,7 @@ def test_add_noise_hits_the_snr():
     rng = np.random.default_rng(0)
     x = np.sin(np.arange(16000) * 0.05).astype(np.float32)
     y = speech.add_noise(x, 5.0, rng)
-    snr = 10 * np.log10(np.mean(x ** 2) / np.mean((y - x) ** 2))
+    snr = 10 * np.log10(np.mean(x**2) / np.mean((y - x) ** 2))
     assert snr == pytest.approx(5.0, abs=0.05)
 
 

@@ -12,12 +12,49 @@ from tests.methods.traffic_synth import lanes_frame, write_csv
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "recipes" / "traffic" / "tiny.yaml"
-FIELDS = {"kind", "model", "pretrained", "horizon_steps", "lane_fraction", "mae", "rmse", "mape", "params", "train_s",
-          "infer_ms_per_batch", "seeds", "mae_ci"}
-SMALL = ["--set", "pretrain_days=4", "--set", "finetune_days=2", "--set", "val_days=1", "--set", "test_days=2",
-         "--set", "input_steps=8", "--set", "epochs=2", "--set", "pretrain_epochs=1", "--set", "d_model=16",
-         "--set", "d_ff=32", "--set", "n_layers=1", "--set", "pretrain_stride=4", "--set", "graph_warmup_epochs=0",
-         "--set", "lane_fractions=[0.5]"]
+FIELDS = {
+    "kind",
+    "model",
+    "pretrained",
+    "horizon_steps",
+    "lane_fraction",
+    "mae",
+    "rmse",
+    "mape",
+    "params",
+    "train_s",
+    "infer_ms_per_batch",
+    "seeds",
+    "mae_ci",
+}
+SMALL = [
+    "--set",
+    "pretrain_days=4",
+    "--set",
+    "finetune_days=2",
+    "--set",
+    "val_days=1",
+    "--set",
+    "test_days=2",
+    "--set",
+    "input_steps=8",
+    "--set",
+    "epochs=2",
+    "--set",
+    "pretrain_epochs=1",
+    "--set",
+    "d_model=16",
+    "--set",
+    "d_ff=32",
+    "--set",
+    "n_layers=1",
+    "--set",
+    "pretrain_stride=4",
+    "--set",
+    "graph_warmup_epochs=0",
+    "--set",
+    "lane_fractions=[0.5]",
+]
 
 
 def invoke(args):
@@ -63,31 +100,94 @@ def test_bad_recipe_key_exits_2(tmp_path):
 
 
 def test_user_data_without_road_data_is_not_pretrained(synth):
-    r, recs = invoke(["run", "--data", str(synth[0]), "--model", "persistence,minitraffic", "--horizon", "1,4",
-                      "--lane-fraction", "0.5", "--seeds", "1", "-q", *SMALL])
+    r, recs = invoke(
+        [
+            "run",
+            "--data",
+            str(synth[0]),
+            "--model",
+            "persistence,minitraffic",
+            "--horizon",
+            "1,4",
+            "--lane-fraction",
+            "0.5",
+            "--seeds",
+            "1",
+            "-q",
+            *SMALL,
+        ]
+    )
     assert r.exit_code == 0, r.output
     res = [x for x in recs if x["kind"] == "result"]
     assert [(x["model"], x["horizon_steps"], x["pretrained"]) for x in res] == [
-        ("persistence", 1, False), ("persistence", 4, False), ("minitraffic", 1, False), ("minitraffic", 4, False)]
+        ("persistence", 1, False),
+        ("persistence", 4, False),
+        ("minitraffic", 1, False),
+        ("minitraffic", 4, False),
+    ]
     assert recs[-1]["road_pretraining"] is False
 
 
 def test_stages_agree_with_run(synth, tmp_path):
     data = ["--data", str(synth[0])]
-    r, pre = invoke(["pretrain", *data, "--road-data", str(synth[1]), "--model", "minitraffic", "--seeds", "1",
-                     "--out", str(tmp_path / "pre"), "-q", *SMALL])
+    r, pre = invoke(
+        [
+            "pretrain",
+            *data,
+            "--road-data",
+            str(synth[1]),
+            "--model",
+            "minitraffic",
+            "--seeds",
+            "1",
+            "--out",
+            str(tmp_path / "pre"),
+            "-q",
+            *SMALL,
+        ]
+    )
     assert r.exit_code == 0, r.output
     assert (tmp_path / "pre" / "pretrain-minitraffic-seed0.safetensors").is_file()
-    r, ft = invoke(["finetune", *data, "--checkpoint", str(tmp_path / "pre"), "--model", "minitraffic,ridge",
-                    "--lane-fraction", "0.5", "--seeds", "1", "--out", str(tmp_path / "ft"), "-q", *SMALL])
+    r, ft = invoke(
+        [
+            "finetune",
+            *data,
+            "--checkpoint",
+            str(tmp_path / "pre"),
+            "--model",
+            "minitraffic,ridge",
+            "--lane-fraction",
+            "0.5",
+            "--seeds",
+            "1",
+            "--out",
+            str(tmp_path / "ft"),
+            "-q",
+            *SMALL,
+        ]
+    )
     assert r.exit_code == 0, r.output
     assert [x["pretrained"] for x in ft if x["kind"] == "result"] == [True, False]
     r, ev = invoke(["eval", "--checkpoint", str(tmp_path / "ft"), "-q"])
     assert r.exit_code == 0, r.output
     ev = {(x["model"], x["horizon_steps"]): x for x in ev if x["kind"] == "result"}
     assert ev[("minitraffic", 4)]["pretrained"] is True
-    r, run = invoke(["run", *data, "--road-data", str(synth[1]), "--model", "ridge,minitraffic", "--lane-fraction", "0.5",
-                     "--seeds", "1", "-q", *SMALL])
+    r, run = invoke(
+        [
+            "run",
+            *data,
+            "--road-data",
+            str(synth[1]),
+            "--model",
+            "ridge,minitraffic",
+            "--lane-fraction",
+            "0.5",
+            "--seeds",
+            "1",
+            "-q",
+            *SMALL,
+        ]
+    )
     assert r.exit_code == 0, r.output
     for x in run:
         if x["kind"] == "result" and x["model"] == "ridge":  # deterministic: the same numbers both ways
@@ -108,11 +208,14 @@ def test_prepare_writes_the_grouping(tmp_path):
     assert roads["road_0"].to_numpy() == pytest.approx(lanes[road0].mean(1).to_numpy(), rel=1e-3, abs=1e-3)
 
 
-@pytest.mark.parametrize("content,msg", [
-    ("not,a\ntable", "no time column"),
-    ("timestamp,x\n2024-01-01 00:00,1\n2024-01-01 00:15,2\n", "covers 1 day"),
-    ("timestamp,x\n2024-01-01 00:00,a\n2024-01-02 00:15,b\n", "not numeric"),
-])
+@pytest.mark.parametrize(
+    "content,msg",
+    [
+        ("not,a\ntable", "no time column"),
+        ("timestamp,x\n2024-01-01 00:00,1\n2024-01-01 00:15,2\n", "covers 1 day"),
+        ("timestamp,x\n2024-01-01 00:00,a\n2024-01-02 00:15,b\n", "not numeric"),
+    ],
+)
 def test_bad_input_exit_2_one_line_nothing_written(tmp_path, content, msg):
     p = tmp_path / "in.csv"
     p.write_text(content)
@@ -123,10 +226,14 @@ def test_bad_input_exit_2_one_line_nothing_written(tmp_path, content, msg):
 
 
 def test_bad_flags_exit_2(tmp_path, synth):
-    for args, msg in ([["--model", "lstm"], "lstm"], [["--horizon", "x"], "--horizon"], [["--lane-fraction", "1.5"], "lane_fractions"],
-                      [["--data", str(tmp_path / "missing.csv")], "does not exist"],
-                      [["--road-data", str(synth[1])], "--road-data needs --data"],
-                      [["--data", str(synth[0]), "--lane-fraction", "0.01", *SMALL], "lane_fraction 0.01"]):
+    for args, msg in (
+        [["--model", "lstm"], "lstm"],
+        [["--horizon", "x"], "--horizon"],
+        [["--lane-fraction", "1.5"], "lane_fractions"],
+        [["--data", str(tmp_path / "missing.csv")], "does not exist"],
+        [["--road-data", str(synth[1])], "--road-data needs --data"],
+        [["--data", str(synth[0]), "--lane-fraction", "0.01", *SMALL], "lane_fraction 0.01"],
+    ):
         r, _ = invoke(["run", *args, "-q"])
         assert r.exit_code == 2 and msg in r.stderr, (args, r.output)
     r, _ = invoke(["eval", "--checkpoint", str(tmp_path)])

@@ -11,10 +11,38 @@ from icml26.core.options import OutOpt, QuietOpt, RecipeOpt, ResumeOpt, SeedOpt,
 
 
 def bai(
-    env: Annotated[Optional[str], typer.Option("--env", "-e", help="Bandit YAML file, or a built-in: varde-3groups, varde-geom14, gk2016-1, abm2010-1..7, heavy-t3groups, traffic-mid5, ... (see README).", show_default=False)] = None,
-    algo: Annotated[Optional[List[str]], typer.Option("--algo", "-a", help="varde | uniform | successive-rejects | sequential-halving | ucb-e | ugape | continuous-rejects | lucb | kl-lucb | track-and-stop | top-two-ts | all (repeatable or comma-separated).", show_default=False)] = None,
-    budget: Annotated[Optional[List[int]], typer.Option("--budget", "-b", help="Fixed budget: pulls per run (repeatable: one result per budget).", min=1, show_default=False)] = None,
-    delta: Annotated[Optional[List[float]], typer.Option("--delta", "-d", help="Fixed confidence: error level in (0, 1) (repeatable).", show_default=False)] = None,
+    env: Annotated[
+        Optional[str],
+        typer.Option(
+            "--env",
+            "-e",
+            help="Bandit YAML file, or a built-in: varde-3groups, varde-geom14, gk2016-1, abm2010-1..7, heavy-t3groups, traffic-mid5, ... (see README).",
+            show_default=False,
+        ),
+    ] = None,
+    algo: Annotated[
+        Optional[List[str]],
+        typer.Option(
+            "--algo",
+            "-a",
+            help="varde | uniform | successive-rejects | sequential-halving | ucb-e | ugape | continuous-rejects | lucb | kl-lucb | track-and-stop | top-two-ts | all (repeatable or comma-separated).",
+            show_default=False,
+        ),
+    ] = None,
+    budget: Annotated[
+        Optional[List[int]],
+        typer.Option(
+            "--budget",
+            "-b",
+            help="Fixed budget: pulls per run (repeatable: one result per budget).",
+            min=1,
+            show_default=False,
+        ),
+    ] = None,
+    delta: Annotated[
+        Optional[List[float]],
+        typer.Option("--delta", "-d", help="Fixed confidence: error level in (0, 1) (repeatable).", show_default=False),
+    ] = None,
     seeds: SeedsOpt = None,
     recipe: RecipeOpt = None,
     set_: SetOpt = None,
@@ -49,13 +77,31 @@ def bai(
     from icml26.methods.exploration.bandit_env import load_env
 
     table = load_env(env_path)
-    cfg = dataclasses.replace(cfg, reward_range=m.resolve_reward_range(cfg, table))  # the value used, in the config record
+    cfg = dataclasses.replace(
+        cfg, reward_range=m.resolve_reward_range(cfg, table)
+    )  # the value used, in the config record
     m.validate(cfg, table)
     s = recipe_seed(recipe, "bai", seed) or 0
-    cols = ["algo", "budget" if cfg.budget else "delta", "error_probability:P(error)", "error_probability_ci:95% CI", "simple_regret:regret"]
+    cols = [
+        "algo",
+        "budget" if cfg.budget else "delta",
+        "error_probability:P(error)",
+        "error_probability_ci:95% CI",
+        "simple_regret:regret",
+    ]
     if cfg.delta:
         cols += ["stopping_time_mean:E[stop]", "stopping_time_q90:q90 stop", "stopped_fraction:stopped"]
     prev = resume_records(out, command="bai", config=cfg, seed=s) if resume else None
     done = previous_results(prev, "algo", "budget", "delta")
-    stream(m.run(cfg, seed=s, table=table, done=done), command="bai", config=cfg, seed=s, out=out, quiet=quiet, columns=cols,
-           plot=m.plot, resumable=True, previous=prev)
+    stream(
+        m.run(cfg, seed=s, table=table, done=done),
+        command="bai",
+        config=cfg,
+        seed=s,
+        out=out,
+        quiet=quiet,
+        columns=cols,
+        plot=m.plot,
+        resumable=True,
+        previous=prev,
+    )

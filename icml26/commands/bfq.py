@@ -23,11 +23,32 @@ bfq_app = typer.Typer(
 
 @bfq_app.command("make-dataset")
 def make_dataset(
-    env: Annotated[Optional[str], typer.Option("--env", "-e", help="gymnasium id (Hopper-v5, Walker2d-v5, HalfCheetah-v5).", show_default=False)] = None,
-    kind: Annotated[Optional[List[str]], typer.Option("--kind", help="random | medium | medium-replay | expert | medium-expert, repeatable or comma-separated.", show_default=False)] = None,
-    from_dir: Annotated[Optional[str], typer.Option("--from", help="An icml26 dsac-aid run folder (its checkpoint, replay buffer and evaluations) instead of training SAC here.", show_default=False)] = None,
-    recipe: RecipeOpt = None, set_: SetOpt = None, seed: SeedOpt = None, device: DeviceOpt = "cpu",
-    out: OutOpt = None, quiet: QuietOpt = False,
+    env: Annotated[
+        Optional[str],
+        typer.Option("--env", "-e", help="gymnasium id (Hopper-v5, Walker2d-v5, HalfCheetah-v5).", show_default=False),
+    ] = None,
+    kind: Annotated[
+        Optional[List[str]],
+        typer.Option(
+            "--kind",
+            help="random | medium | medium-replay | expert | medium-expert, repeatable or comma-separated.",
+            show_default=False,
+        ),
+    ] = None,
+    from_dir: Annotated[
+        Optional[str],
+        typer.Option(
+            "--from",
+            help="An icml26 dsac-aid run folder (its checkpoint, replay buffer and evaluations) instead of training SAC here.",
+            show_default=False,
+        ),
+    ] = None,
+    recipe: RecipeOpt = None,
+    set_: SetOpt = None,
+    seed: SeedOpt = None,
+    device: DeviceOpt = "cpu",
+    out: OutOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Build D4RL-style datasets (hdf5, D4RL/Minari fields) from a SAC run; D4RL's construction rules (docs/bfq.md).
 
@@ -57,20 +78,68 @@ def make_dataset(
 
         dsac_aid.validate(m.sac_config(cfg))  # a bad env id: exit 2
     s = recipe_seed(recipe, "bfq", seed) or 0
-    stream(m.make(cfg, Path(out), seed=s, device=dev, from_dir=from_dir), command="bfq make-dataset", config=cfg, seed=s, out=out,
-           quiet=quiet, extra_config={"from": from_dir},
-           columns=["dataset", "made", "transitions", "episodes", "mean_episode_return", "ref_min_return", "ref_max_return", "policy_step", "why"])
+    stream(
+        m.make(cfg, Path(out), seed=s, device=dev, from_dir=from_dir),
+        command="bfq make-dataset",
+        config=cfg,
+        seed=s,
+        out=out,
+        quiet=quiet,
+        extra_config={"from": from_dir},
+        columns=[
+            "dataset",
+            "made",
+            "transitions",
+            "episodes",
+            "mean_episode_return",
+            "ref_min_return",
+            "ref_max_return",
+            "policy_step",
+            "why",
+        ],
+    )
 
 
 @bfq_app.command("train")
 def train(
-    dataset: Annotated[Optional[str], typer.Option("--dataset", "-d", help="A D4RL hdf5 file (make-dataset writes them) or a Minari dataset folder.", show_default=False)] = None,
-    env: Annotated[Optional[str], typer.Option("--env", "-e", help="gymnasium id to evaluate in (default: the one the dataset names; none: training only).", show_default=False)] = None,
-    algo: Annotated[Optional[List[str]], typer.Option("--algo", "-a", help="bfq | fql | diffusion-ql | iql | td3bc | bc, repeatable or comma-separated.", show_default=False)] = None,
-    steps: Annotated[Optional[int], typer.Option("--steps", help="Gradient updates per seed.", min=1, show_default=False)] = None,
+    dataset: Annotated[
+        Optional[str],
+        typer.Option(
+            "--dataset",
+            "-d",
+            help="A D4RL hdf5 file (make-dataset writes them) or a Minari dataset folder.",
+            show_default=False,
+        ),
+    ] = None,
+    env: Annotated[
+        Optional[str],
+        typer.Option(
+            "--env",
+            "-e",
+            help="gymnasium id to evaluate in (default: the one the dataset names; none: training only).",
+            show_default=False,
+        ),
+    ] = None,
+    algo: Annotated[
+        Optional[List[str]],
+        typer.Option(
+            "--algo",
+            "-a",
+            help="bfq | fql | diffusion-ql | iql | td3bc | bc, repeatable or comma-separated.",
+            show_default=False,
+        ),
+    ] = None,
+    steps: Annotated[
+        Optional[int], typer.Option("--steps", help="Gradient updates per seed.", min=1, show_default=False)
+    ] = None,
     seeds: SeedsOpt = None,
-    recipe: RecipeOpt = None, set_: SetOpt = None, seed: SeedOpt = None, device: DeviceOpt = "auto",
-    out: OutOpt = None, resume: ResumeOpt = False, quiet: QuietOpt = False,
+    recipe: RecipeOpt = None,
+    set_: SetOpt = None,
+    seed: SeedOpt = None,
+    device: DeviceOpt = "auto",
+    out: OutOpt = None,
+    resume: ResumeOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Train BFQ and the baselines on one dataset; normalised scores, train Hz, inference actions/s.
 
@@ -83,12 +152,32 @@ def train(
     from icml26.core.recipe import recipe_seed, resolve
     from icml26.methods.rl import offline as m
 
-    cfg = resolve(m.Config, "bfq", recipe, set_, dataset=dataset, env=env, algo=split_csv(algo), steps=steps, seeds=seeds)
+    cfg = resolve(
+        m.Config, "bfq", recipe, set_, dataset=dataset, env=env, algo=split_csv(algo), steps=steps, seeds=seeds
+    )
     inputs = m.validate(cfg)  # bad dataset / env: one line, exit 2, before anything is written
     dev = resolve_device(device)
     s = recipe_seed(recipe, "bfq", seed) or 0
     prev = resume_records(out, command="bfq train", config=cfg, seed=s) if resume else None
-    cols = ["algo", "normalized_score_final:final", "normalized_score_final_ci:95% CI", "normalized_score_best:best", "train_hz:train Hz",
-            "actions_per_s_b1:act/s b1", "actions_per_s_b256:act/s b256", "nfe", "score_reference:reference"]
-    stream(m.run(cfg, seed=s, device=dev, out=out, resume=resume, previous=prev, inputs=inputs), command="bfq train", config=cfg,
-           seed=s, out=out, quiet=quiet, columns=cols, resumable=True, previous=prev)
+    cols = [
+        "algo",
+        "normalized_score_final:final",
+        "normalized_score_final_ci:95% CI",
+        "normalized_score_best:best",
+        "train_hz:train Hz",
+        "actions_per_s_b1:act/s b1",
+        "actions_per_s_b256:act/s b256",
+        "nfe",
+        "score_reference:reference",
+    ]
+    stream(
+        m.run(cfg, seed=s, device=dev, out=out, resume=resume, previous=prev, inputs=inputs),
+        command="bfq train",
+        config=cfg,
+        seed=s,
+        out=out,
+        quiet=quiet,
+        columns=cols,
+        resumable=True,
+        previous=prev,
+    )

@@ -13,11 +13,46 @@ COLUMNS = ["algo", "samples", "seeds", "p_eps_optimal", "p_eps_optimal_ci", "pol
 
 
 def bpi(
-    mdp: Annotated[Optional[str], typer.Option("--mdp", "-m", help="Built-in MDP (riverswim, garnet, frozenlake4x4, frozenlake8x8; options as 'garnet?states=20&actions=4&seed=1') or a YAML/npz file.", show_default=False)] = None,
-    algo: Annotated[Optional[str], typer.Option("--algo", "-a", help="all | comma list of varde, uniform, klb-ts.", show_default=False)] = None,
-    epsilon: Annotated[Optional[float], typer.Option("--epsilon", help="Accuracy: a policy is correct when V*(rho) - V^pi(rho) <= epsilon.", min=0.0, show_default=False)] = None,
-    delta: Annotated[Optional[float], typer.Option("--delta", help="Confidence: sample until the stopping rule certifies an epsilon-optimal policy w.p. 1 - delta (capped by --budget).", show_default=False)] = None,
-    budget: Annotated[Optional[int], typer.Option("--budget", "-n", help="Samples of the generative model (fixed budget; the cap when --delta is given).", min=1, show_default=False)] = None,
+    mdp: Annotated[
+        Optional[str],
+        typer.Option(
+            "--mdp",
+            "-m",
+            help="Built-in MDP (riverswim, garnet, frozenlake4x4, frozenlake8x8; options as 'garnet?states=20&actions=4&seed=1') or a YAML/npz file.",
+            show_default=False,
+        ),
+    ] = None,
+    algo: Annotated[
+        Optional[str],
+        typer.Option("--algo", "-a", help="all | comma list of varde, uniform, klb-ts.", show_default=False),
+    ] = None,
+    epsilon: Annotated[
+        Optional[float],
+        typer.Option(
+            "--epsilon",
+            help="Accuracy: a policy is correct when V*(rho) - V^pi(rho) <= epsilon.",
+            min=0.0,
+            show_default=False,
+        ),
+    ] = None,
+    delta: Annotated[
+        Optional[float],
+        typer.Option(
+            "--delta",
+            help="Confidence: sample until the stopping rule certifies an epsilon-optimal policy w.p. 1 - delta (capped by --budget).",
+            show_default=False,
+        ),
+    ] = None,
+    budget: Annotated[
+        Optional[int],
+        typer.Option(
+            "--budget",
+            "-n",
+            help="Samples of the generative model (fixed budget; the cap when --delta is given).",
+            min=1,
+            show_default=False,
+        ),
+    ] = None,
     seeds: SeedsOpt = None,
     recipe: RecipeOpt = None,
     set_: SetOpt = None,
@@ -32,10 +67,21 @@ def bpi(
     from icml26.core.recipe import recipe_seed, resolve
     from icml26.methods.exploration import bpi as m
 
-    cfg = resolve(m.Config, "bpi", recipe, set_, mdp=mdp, algo=algo, epsilon=epsilon, delta=delta, budget=budget, seeds=seeds)
+    cfg = resolve(
+        m.Config, "bpi", recipe, set_, mdp=mdp, algo=algo, epsilon=epsilon, delta=delta, budget=budget, seeds=seeds
+    )
     s = recipe_seed(recipe, "bpi", seed)
     s = 0 if s is None else s
     mdp_ = m.prepare(cfg)  # every check before the first record
     prev = resume_records(out, command="bpi", config=cfg, seed=s) if resume else None
-    stream(m.run(cfg, seed=s, mdp=mdp_, done=previous_results(prev, "algo")), command="bpi", config=cfg, seed=s, out=out,
-           quiet=quiet, columns=COLUMNS, resumable=True, previous=prev)
+    stream(
+        m.run(cfg, seed=s, mdp=mdp_, done=previous_results(prev, "algo")),
+        command="bpi",
+        config=cfg,
+        seed=s,
+        out=out,
+        quiet=quiet,
+        columns=COLUMNS,
+        resumable=True,
+        previous=prev,
+    )

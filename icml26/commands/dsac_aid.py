@@ -10,9 +10,27 @@ from icml26.core.options import DeviceOpt, OutOpt, QuietOpt, RecipeOpt, ResumeOp
 
 
 def dsac_aid(
-    env: Annotated[Optional[str], typer.Option("--env", "-e", help="gymnasium id (Hopper-v5, Walker2d-v5, HalfCheetah-v5, Ant-v5, Humanoid-v5, ...) or dmc:domain-task (dmc:cheetah-run).", show_default=False)] = None,
-    algo: Annotated[Optional[List[str]], typer.Option("--algo", "-a", help="dsac-aid | dsac-t | sac | dsac-aid-epi (the epistemic-only ablation), repeatable or comma-separated.", show_default=False)] = None,
-    steps: Annotated[Optional[int], typer.Option("--steps", help="Environment steps per seed.", min=1, show_default=False)] = None,
+    env: Annotated[
+        Optional[str],
+        typer.Option(
+            "--env",
+            "-e",
+            help="gymnasium id (Hopper-v5, Walker2d-v5, HalfCheetah-v5, Ant-v5, Humanoid-v5, ...) or dmc:domain-task (dmc:cheetah-run).",
+            show_default=False,
+        ),
+    ] = None,
+    algo: Annotated[
+        Optional[List[str]],
+        typer.Option(
+            "--algo",
+            "-a",
+            help="dsac-aid | dsac-t | sac | dsac-aid-epi (the epistemic-only ablation), repeatable or comma-separated.",
+            show_default=False,
+        ),
+    ] = None,
+    steps: Annotated[
+        Optional[int], typer.Option("--steps", help="Environment steps per seed.", min=1, show_default=False)
+    ] = None,
     seeds: SeedsOpt = None,
     recipe: RecipeOpt = None,
     set_: SetOpt = None,
@@ -44,7 +62,26 @@ def dsac_aid(
     m.tune_allocator()
     s = recipe_seed(recipe, "dsac-aid", seed) or 0
     prev = resume_records(out, command="dsac-aid", config=cfg, seed=s) if resume else None
-    cols = ["algo", "env", "final_return:final", "final_return_ci:95% CI", "max_avg_return:max avg", "max_avg_return_ci:95% CI",
-            "seeds", "steps", "wall_s"]
-    stream(m.run(cfg, seed=s, device=dev, out=out, resume=resume, previous=prev, dims=dims), command="dsac-aid", config=cfg,
-           seed=s, out=out, quiet=quiet, columns=cols, plot=m.plot, resumable=True, previous=prev)
+    cols = [
+        "algo",
+        "env",
+        "final_return:final",
+        "final_return_ci:95% CI",
+        "max_avg_return:max avg",
+        "max_avg_return_ci:95% CI",
+        "seeds",
+        "steps",
+        "wall_s",
+    ]
+    stream(
+        m.run(cfg, seed=s, device=dev, out=out, resume=resume, previous=prev, dims=dims),
+        command="dsac-aid",
+        config=cfg,
+        seed=s,
+        out=out,
+        quiet=quiet,
+        columns=cols,
+        plot=m.plot,
+        resumable=True,
+        previous=prev,
+    )

@@ -8,7 +8,13 @@ import typer
 
 
 def env(
-    build: Annotated[bool, typer.Option("--build/--no-build", help="Load (and JIT-build if needed, about a minute per kernel the first time) every kernel to report its backend.")] = True,
+    build: Annotated[
+        bool,
+        typer.Option(
+            "--build/--no-build",
+            help="Load (and JIT-build if needed, about a minute per kernel the first time) every kernel to report its backend.",
+        ),
+    ] = True,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the JSON line on stdout, no table.")] = False,
 ) -> None:
     """Print versions, the compute device and which kernel backend each op family uses."""
@@ -23,11 +29,25 @@ def env(
 
     progress.set_quiet(quiet)  # (-q also silences the first-build notes)
 
-    info: dict = {"kind": "env", "icml26": icml26.__version__, "python": sys.version.split()[0], "platform": platform.platform()}
+    info: dict = {
+        "kind": "env",
+        "icml26": icml26.__version__,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+    }
     from importlib import metadata
 
-    for mod, dist in (("torch", "torch"), ("numpy", "numpy"), ("scipy", "scipy"), ("typer", "typer"), ("rich", "rich"),
-                      ("transformers", "transformers"), ("safetensors", "safetensors"), ("gymnasium", "gymnasium"), ("sklearn", "scikit-learn")):
+    for mod, dist in (
+        ("torch", "torch"),
+        ("numpy", "numpy"),
+        ("scipy", "scipy"),
+        ("typer", "typer"),
+        ("rich", "rich"),
+        ("transformers", "transformers"),
+        ("safetensors", "safetensors"),
+        ("gymnasium", "gymnasium"),
+        ("sklearn", "scikit-learn"),
+    ):
         try:
             info[mod] = metadata.version(dist)
         except metadata.PackageNotFoundError:

@@ -10,12 +10,40 @@ from icml26.core.options import DeviceOpt, OutOpt, QuietOpt, RecipeOpt, SeedOpt,
 
 
 def equivariance(
-    task: Annotated[Optional[List[str]], typer.Option("--task", help="classifier | autoencoder (comma-separated or repeated).", show_default=False)] = None,
-    act: Annotated[Optional[List[str]], typer.Option("--act", help="First activation: tanh | gelu | relu (later ones GELU).", show_default=False)] = None,
-    group: Annotated[Optional[List[str]], typer.Option("--group", help="Measured actions: hflip | vflip | rot90 | rot180 | perm:FILE (.npy or text permutation of the inputs).", show_default=False)] = None,
-    seeds: Annotated[Optional[int], typer.Option("--seeds", help="Networks trained per (task, act, model); default 3.", min=1, show_default=False)] = None,
-    data: Annotated[Optional[str], typer.Option("--data", help="fashion-mnist (default) | mnist | your images (.npz, IDX, folder).", show_default=False)] = None,
-    model: Annotated[Optional[str], typer.Option("--model", help="Your own MLP (.safetensors, linear layers in name order) with --set layer_acts=tanh,gelu,... and --set out_action=trivial|same.", show_default=False)] = None,
+    task: Annotated[
+        Optional[List[str]],
+        typer.Option("--task", help="classifier | autoencoder (comma-separated or repeated).", show_default=False),
+    ] = None,
+    act: Annotated[
+        Optional[List[str]],
+        typer.Option("--act", help="First activation: tanh | gelu | relu (later ones GELU).", show_default=False),
+    ] = None,
+    group: Annotated[
+        Optional[List[str]],
+        typer.Option(
+            "--group",
+            help="Measured actions: hflip | vflip | rot90 | rot180 | perm:FILE (.npy or text permutation of the inputs).",
+            show_default=False,
+        ),
+    ] = None,
+    seeds: Annotated[
+        Optional[int],
+        typer.Option("--seeds", help="Networks trained per (task, act, model); default 3.", min=1, show_default=False),
+    ] = None,
+    data: Annotated[
+        Optional[str],
+        typer.Option(
+            "--data", help="fashion-mnist (default) | mnist | your images (.npz, IDX, folder).", show_default=False
+        ),
+    ] = None,
+    model: Annotated[
+        Optional[str],
+        typer.Option(
+            "--model",
+            help="Your own MLP (.safetensors, linear layers in name order) with --set layer_acts=tanh,gelu,... and --set out_action=trivial|same.",
+            show_default=False,
+        ),
+    ] = None,
     recipe: RecipeOpt = None,
     set_: SetOpt = None,
     seed: SeedOpt = None,
@@ -37,8 +65,18 @@ def equivariance(
     from icml26.core.recipe import recipe_seed, resolve
     from icml26.methods.theory import equivariance as m
 
-    cfg = resolve(m.Config, "equivariance", recipe, set_, task=split_csv(task), act=split_csv(act), group=split_csv(group),
-                  seeds=seeds, data=data, model=model)
+    cfg = resolve(
+        m.Config,
+        "equivariance",
+        recipe,
+        set_,
+        task=split_csv(task),
+        act=split_csv(act),
+        group=split_csv(group),
+        seeds=seeds,
+        data=data,
+        model=model,
+    )
     s = recipe_seed(recipe, "equivariance", seed) or 0
     m.check_work(cfg)
     user = None
@@ -48,5 +86,13 @@ def equivariance(
             m.parse_group(g, user[1])
     else:
         m.check_data(cfg)
-    stream(m.run(cfg, seed=s, device="cpu", user_net=user), command="equivariance", config=cfg, seed=s, out=out,
-           quiet=quiet, columns=list(m.COLUMNS), plot=m.plot)
+    stream(
+        m.run(cfg, seed=s, device="cpu", user_net=user),
+        command="equivariance",
+        config=cfg,
+        seed=s,
+        out=out,
+        quiet=quiet,
+        columns=list(m.COLUMNS),
+        plot=m.plot,
+    )

@@ -10,14 +10,68 @@ from icml26.core.options import DeviceOpt, OutOpt, QuietOpt, RecipeOpt, SeedOpt,
 
 
 def evict_kv(
-    model: Annotated[Optional[str], typer.Option("--model", "-m", help="llama (SmolLM2-135M, built in) | a local HF folder | a .gguf file.", show_default=False)] = None,
-    method: Annotated[Optional[List[str]], typer.Option("--method", help="capkv | capkv-greedy | streaming | snapkv | h2o | tova | knorm | random | expected-attention (repeatable or comma-separated; default: all but capkv-greedy). `full` is always run.", show_default=False)] = None,
-    compression_ratio: Annotated[Optional[List[float]], typer.Option("--compression-ratio", "-c", help="Fraction of the prompt's KV entries evicted, in (0, 1) (repeatable; default 0.25 0.5 0.75 0.9).", show_default=False)] = None,
-    context_tokens: Annotated[Optional[List[int]], typer.Option("--context-tokens", "-n", help="Haystack length in tokens (repeatable; default 1024).", show_default=False)] = None,
-    haystack: Annotated[Optional[str], typer.Option("--haystack", help="Your own UTF-8 text file as the haystack (default: the python-docs corpus).", show_default=False)] = None,
-    mode: Annotated[Optional[str], typer.Option("--mode", help="prefill (compress the prompt; default) | decode (keep the cache at --decoding-budget tokens while generating --new-tokens).", show_default=False)] = None,
-    decoding_budget: Annotated[Optional[List[int]], typer.Option("--decoding-budget", help="Mode decode: cache budget in tokens per KV head (repeatable; default 256 512).", show_default=False)] = None,
-    new_tokens: Annotated[Optional[int], typer.Option("--new-tokens", help="Mode decode: tokens generated after the prompt (default 512).", show_default=False)] = None,
+    model: Annotated[
+        Optional[str],
+        typer.Option(
+            "--model",
+            "-m",
+            help="llama (SmolLM2-135M, built in) | a local HF folder | a .gguf file.",
+            show_default=False,
+        ),
+    ] = None,
+    method: Annotated[
+        Optional[List[str]],
+        typer.Option(
+            "--method",
+            help="capkv | capkv-greedy | streaming | snapkv | h2o | tova | knorm | random | expected-attention (repeatable or comma-separated; default: all but capkv-greedy). `full` is always run.",
+            show_default=False,
+        ),
+    ] = None,
+    compression_ratio: Annotated[
+        Optional[List[float]],
+        typer.Option(
+            "--compression-ratio",
+            "-c",
+            help="Fraction of the prompt's KV entries evicted, in (0, 1) (repeatable; default 0.25 0.5 0.75 0.9).",
+            show_default=False,
+        ),
+    ] = None,
+    context_tokens: Annotated[
+        Optional[List[int]],
+        typer.Option(
+            "--context-tokens", "-n", help="Haystack length in tokens (repeatable; default 1024).", show_default=False
+        ),
+    ] = None,
+    haystack: Annotated[
+        Optional[str],
+        typer.Option(
+            "--haystack",
+            help="Your own UTF-8 text file as the haystack (default: the python-docs corpus).",
+            show_default=False,
+        ),
+    ] = None,
+    mode: Annotated[
+        Optional[str],
+        typer.Option(
+            "--mode",
+            help="prefill (compress the prompt; default) | decode (keep the cache at --decoding-budget tokens while generating --new-tokens).",
+            show_default=False,
+        ),
+    ] = None,
+    decoding_budget: Annotated[
+        Optional[List[int]],
+        typer.Option(
+            "--decoding-budget",
+            help="Mode decode: cache budget in tokens per KV head (repeatable; default 256 512).",
+            show_default=False,
+        ),
+    ] = None,
+    new_tokens: Annotated[
+        Optional[int],
+        typer.Option(
+            "--new-tokens", help="Mode decode: tokens generated after the prompt (default 512).", show_default=False
+        ),
+    ] = None,
     recipe: RecipeOpt = None,
     set_: SetOpt = None,
     seed: SeedOpt = None,
@@ -44,10 +98,20 @@ def evict_kv(
     from icml26.core.errors import InputError
 
     methods = split_csv(method)
-    cfg = resolve(m.Config, "evict-kv", recipe, set_, model=model, methods=methods,
-                  compression_ratios=tuple(compression_ratio) if compression_ratio else None,
-                  context_tokens=tuple(context_tokens) if context_tokens else None, haystack=haystack,
-                  mode=mode, decoding_budgets=tuple(decoding_budget) if decoding_budget else None, new_tokens=new_tokens)
+    cfg = resolve(
+        m.Config,
+        "evict-kv",
+        recipe,
+        set_,
+        model=model,
+        methods=methods,
+        compression_ratios=tuple(compression_ratio) if compression_ratio else None,
+        context_tokens=tuple(context_tokens) if context_tokens else None,
+        haystack=haystack,
+        mode=mode,
+        decoding_budgets=tuple(decoding_budget) if decoding_budget else None,
+        new_tokens=new_tokens,
+    )
     if cfg.mode != "decode" and (decoding_budget or new_tokens is not None):
         # a decode-only option on a prefill run would be ignored silently
         raise InputError("--decoding-budget and --new-tokens apply to --mode decode; add --mode decode (or drop them)")
@@ -55,8 +119,35 @@ def evict_kv(
     dev = resolve_device(device)
     m.preflight(cfg)  # model, positions, kvpress names, haystack length: before the config record
     if cfg.mode == "decode":
-        cols = ["method", "decoding_budget_tokens", "kl", "top1_agreement", "answer_match", "needle_match", "peak_cache_bytes", "decode_ms_per_token"]
+        cols = [
+            "method",
+            "decoding_budget_tokens",
+            "kl",
+            "top1_agreement",
+            "answer_match",
+            "needle_match",
+            "peak_cache_bytes",
+            "decode_ms_per_token",
+        ]
     else:
-        cols = ["method", "compression_ratio", "needle_accuracy", "kl", "top1_agreement", "perplexity", "kept_bytes", "overhead_ratio", "kept_per_head_gini"]
-    stream((r for r in m.run(cfg, seed=s, device=dev)), command="evict-kv", config=cfg, seed=s, out=out, quiet=quiet, columns=cols,
-           plot=m.write_head_budgets)
+        cols = [
+            "method",
+            "compression_ratio",
+            "needle_accuracy",
+            "kl",
+            "top1_agreement",
+            "perplexity",
+            "kept_bytes",
+            "overhead_ratio",
+            "kept_per_head_gini",
+        ]
+    stream(
+        (r for r in m.run(cfg, seed=s, device=dev)),
+        command="evict-kv",
+        config=cfg,
+        seed=s,
+        out=out,
+        quiet=quiet,
+        columns=cols,
+        plot=m.write_head_budgets,
+    )

@@ -25,13 +25,51 @@ def _ints(name: str, text: Optional[str]) -> Optional[tuple[int, ...]]:
 
 
 def fed_lora(
-    model: Annotated[Optional[str], typer.Option("--model", "-m", help="llama (SmolLM2-135M, built in) | tiny-llama (random, for tests) | a local HF folder | a .gguf file.", show_default=False)] = None,
-    clients: Annotated[Optional[int], typer.Option("--clients", help="Number of clients (default 6).", show_default=False)] = None,
-    rounds: Annotated[Optional[int], typer.Option("--rounds", help="Federated rounds (default 10).", show_default=False)] = None,
-    strategy: Annotated[Optional[List[str]], typer.Option("--strategy", help="het-cpflora | fedit | flora | hetlora | ffa-lora | fedsa-lora | local (repeatable or comma-separated; default: all but fedsa-lora).", show_default=False)] = None,
-    ranks: Annotated[Optional[str], typer.Option("--ranks", help="LoRA rank per client, comma-separated (default 4,8,16,16,32,8).", show_default=False)] = None,
-    personal_ranks: Annotated[Optional[str], typer.Option("--personal-ranks", help="Het-CPFLoRA personal slots per client, each < its rank (default 1,2,4,4,8,2).", show_default=False)] = None,
-    tasks: Annotated[Optional[str], typer.Option("--tasks", help="debian (built-in Debian-text tasks) | your JSONL file of {instruction, output, category}.", show_default=False)] = None,
+    model: Annotated[
+        Optional[str],
+        typer.Option(
+            "--model",
+            "-m",
+            help="llama (SmolLM2-135M, built in) | tiny-llama (random, for tests) | a local HF folder | a .gguf file.",
+            show_default=False,
+        ),
+    ] = None,
+    clients: Annotated[
+        Optional[int], typer.Option("--clients", help="Number of clients (default 6).", show_default=False)
+    ] = None,
+    rounds: Annotated[
+        Optional[int], typer.Option("--rounds", help="Federated rounds (default 10).", show_default=False)
+    ] = None,
+    strategy: Annotated[
+        Optional[List[str]],
+        typer.Option(
+            "--strategy",
+            help="het-cpflora | fedit | flora | hetlora | ffa-lora | fedsa-lora | local (repeatable or comma-separated; default: all but fedsa-lora).",
+            show_default=False,
+        ),
+    ] = None,
+    ranks: Annotated[
+        Optional[str],
+        typer.Option(
+            "--ranks", help="LoRA rank per client, comma-separated (default 4,8,16,16,32,8).", show_default=False
+        ),
+    ] = None,
+    personal_ranks: Annotated[
+        Optional[str],
+        typer.Option(
+            "--personal-ranks",
+            help="Het-CPFLoRA personal slots per client, each < its rank (default 1,2,4,4,8,2).",
+            show_default=False,
+        ),
+    ] = None,
+    tasks: Annotated[
+        Optional[str],
+        typer.Option(
+            "--tasks",
+            help="debian (built-in Debian-text tasks) | your JSONL file of {instruction, output, category}.",
+            show_default=False,
+        ),
+    ] = None,
     resume: ResumeOpt = False,
     recipe: RecipeOpt = None,
     set_: SetOpt = None,
@@ -57,12 +95,32 @@ def fed_lora(
     from icml26.core.recipe import recipe_seed, resolve
     from icml26.methods.federated import harness as m
 
-    cfg = resolve(m.Config, "fed-lora", recipe, set_, model=model, clients=clients, rounds=rounds, strategies=split_csv(strategy),
-                  ranks=_ints("--ranks", ranks), personal_ranks=_ints("--personal-ranks", personal_ranks), tasks=tasks)
+    cfg = resolve(
+        m.Config,
+        "fed-lora",
+        recipe,
+        set_,
+        model=model,
+        clients=clients,
+        rounds=rounds,
+        strategies=split_csv(strategy),
+        ranks=_ints("--ranks", ranks),
+        personal_ranks=_ints("--personal-ranks", personal_ranks),
+        tasks=tasks,
+    )
     s = recipe_seed(recipe, "fed-lora", seed) or 0
     dev = resolve_device(device)
     m.preflight(cfg, s)  # Flower/peft, ranks vs the model's dimensions, the task source: before the config record
     previous = resume_records(out, command="fed-lora", config=cfg, seed=s) if resume else None
     cols = ["strategy", "local_perplexity", "local_rouge1", "global_perplexity", "comm_bytes_total", "wall_s"]
-    stream(m.run(cfg, seed=s, device=dev, out=out, previous=previous), command="fed-lora", config=cfg, seed=s, out=out, quiet=quiet,
-           columns=cols, resumable=True, previous=previous)
+    stream(
+        m.run(cfg, seed=s, device=dev, out=out, previous=previous),
+        command="fed-lora",
+        config=cfg,
+        seed=s,
+        out=out,
+        quiet=quiet,
+        columns=cols,
+        resumable=True,
+        previous=previous,
+    )

@@ -29,13 +29,34 @@ filter_app = typer.Typer(
     rich_markup_mode="rich",
 )
 
-InputArg = Annotated[str, typer.Argument(help="Documents: .jsonl, .jsonl.gz, .parquet, or - for stdin.", show_default=False)]
-OutputOpt = Annotated[Optional[str], typer.Option("--output", help="Write documents here (atomically; .gz = gzip) instead of stdout.", show_default=False)]
-SkipBadOpt = Annotated[bool, typer.Option("--skip-bad", help="Skip malformed lines (counted in the summary) instead of stopping at the first.")]
+InputArg = Annotated[
+    str, typer.Argument(help="Documents: .jsonl, .jsonl.gz, .parquet, or - for stdin.", show_default=False)
+]
+OutputOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--output", help="Write documents here (atomically; .gz = gzip) instead of stdout.", show_default=False
+    ),
+]
+SkipBadOpt = Annotated[
+    bool,
+    typer.Option("--skip-bad", help="Skip malformed lines (counted in the summary) instead of stopping at the first."),
+]
 FieldOpt = Annotated[str, typer.Option("--field", help="Score key inside each document's metadata.")]
-LogOpt = Annotated[Optional[str], typer.Option("--log", help="Write the run's config and summary JSON lines to this file.", show_default=False)]
-LevelOpt = Annotated[str, typer.Option("--level", help="document (whole documents, the default) | line (every line of the text: split on newlines, blank lines kept as separators).")]
-LineFieldOpt = Annotated[str, typer.Option("--line-field", help="Line-scores key inside each document's metadata (--level line).")]
+LogOpt = Annotated[
+    Optional[str],
+    typer.Option("--log", help="Write the run's config and summary JSON lines to this file.", show_default=False),
+]
+LevelOpt = Annotated[
+    str,
+    typer.Option(
+        "--level",
+        help="document (whole documents, the default) | line (every line of the text: split on newlines, blank lines kept as separators).",
+    ),
+]
+LineFieldOpt = Annotated[
+    str, typer.Option("--line-field", help="Line-scores key inside each document's metadata (--level line).")
+]
 
 
 SECTIONS = ("make-corpus", "train", "analyze", "proxy")
@@ -63,7 +84,9 @@ def _resolve(config_cls, section: str, recipe, sets, *, required: dict | None = 
         cfg, seed = load_recipe(recipe, "filter-data")
         unknown = sorted(set(cfg) - set(SECTIONS))
         if unknown:
-            raise InputError(f"recipe {recipe!r}: unknown section {unknown[0]!r} under config; valid sections: {', '.join(SECTIONS)}")
+            raise InputError(
+                f"recipe {recipe!r}: unknown section {unknown[0]!r} under config; valid sections: {', '.join(SECTIONS)}"
+            )
         sec = cfg.get(section) or {}
         if not isinstance(sec, dict):
             raise InputError(f"recipe {recipe!r}: config.{section} must be a mapping")
@@ -100,8 +123,10 @@ def _refuse_overwrite(output: str | None, *inputs: str | None, flag: str = "--ou
         except OSError:
             same = False
         if same:
-            raise InputError(f"{flag} {output!r} is the {what} file {src!r}: writing it would overwrite the {what}; "
-                             f"choose another {flag} path")
+            raise InputError(
+                f"{flag} {output!r} is the {what} file {src!r}: writing it would overwrite the {what}; "
+                f"choose another {flag} path"
+            )
 
 
 def _refuse_same(hq: str, pool: str) -> None:
@@ -115,7 +140,9 @@ def _refuse_same(hq: str, pool: str) -> None:
     except OSError:  # a missing file: the reader names it
         same = False
     if same:
-        raise InputError(f"--hq and --pool are the same file ({hq!r}): give the high-quality documents and the raw pool separately")
+        raise InputError(
+            f"--hq and --pool are the same file ({hq!r}): give the high-quality documents and the raw pool separately"
+        )
 
 
 def _finish(command: str, config: dict, summary: dict, log: str | None, quiet: bool) -> None:
@@ -125,82 +152,171 @@ def _finish(command: str, config: dict, summary: dict, log: str | None, quiet: b
     from icml26.core.output import atomic_write_text, to_json
 
     if log:
-        atomic_write_text(log, to_json({"kind": "config", "command": command, **config}) + "\n"
-                          + to_json({"kind": "summary", **summary}) + "\n")
+        atomic_write_text(
+            log,
+            to_json({"kind": "config", "command": command, **config})
+            + "\n"
+            + to_json({"kind": "summary", **summary})
+            + "\n",
+        )
     if not quiet:
-        parts = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in summary.items() if v is not None)
+        parts = ", ".join(
+            f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in summary.items() if v is not None
+        )
         print(f"icml26 {command}: {parts}", file=sys.stderr)
 
 
 @filter_app.command("make-corpus")
 def make_corpus(
-    out: Annotated[Optional[str], typer.Option("--out", "-o", help="Folder for hq.jsonl, hq_heldout.jsonl, pool.jsonl, pool_heldout.jsonl. Required.", show_default=False)] = None,
-    docs_per_source: Annotated[Optional[int], typer.Option("--docs-per-source", help="Documents drawn from each Debian text source.", min=10, show_default=False)] = None,
-    recipe: RecipeOpt = None, set_: SetOpt = None, seed: SeedOpt = None, quiet: QuietOpt = False,
+    out: Annotated[
+        Optional[str],
+        typer.Option(
+            "--out",
+            "-o",
+            help="Folder for hq.jsonl, hq_heldout.jsonl, pool.jsonl, pool_heldout.jsonl. Required.",
+            show_default=False,
+        ),
+    ] = None,
+    docs_per_source: Annotated[
+        Optional[int],
+        typer.Option(
+            "--docs-per-source", help="Documents drawn from each Debian text source.", min=10, show_default=False
+        ),
+    ] = None,
+    recipe: RecipeOpt = None,
+    set_: SetOpt = None,
+    seed: SeedOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Build the HQ set and a web-like pool from real Debian text with seeded degradations."""
     from icml26.core.output import stream
     from icml26.methods.filtering import corpus as m
 
     # --out is checked here (not by typer) so that `--set list` works without it
-    cfg, r_seed = _resolve(m.CorpusConfig, "make-corpus", recipe, set_, docs_per_source=docs_per_source,
-                           required={"--out DIR": out})
+    cfg, r_seed = _resolve(
+        m.CorpusConfig, "make-corpus", recipe, set_, docs_per_source=docs_per_source, required={"--out DIR": out}
+    )
     seed = seed if seed is not None else (r_seed or 0)
     from icml26.core.data.text import require_corpus
 
-    for src in (*cfg.hq_sources, m.INFORMAL_SOURCE):  # every source installed (else its install command), before the config record
+    for src in (
+        *cfg.hq_sources,
+        m.INFORMAL_SOURCE,
+    ):  # every source installed (else its install command), before the config record
         require_corpus(src)
 
     def run():
         parts = m.build(cfg, seed)
         recs = list(m.write(parts, out))
         yield from recs
-        yield {"kind": "summary", "out": out, "n_hq": len(parts["hq"]), "n_pool": len(parts["pool"]),
-               "pool_gold_fraction": recs[2]["gold_fraction"]}
+        yield {
+            "kind": "summary",
+            "out": out,
+            "n_hq": len(parts["hq"]),
+            "n_pool": len(parts["pool"]),
+            "pool_gold_fraction": recs[2]["gold_fraction"],
+        }
 
-    stream(run(), command="filter-data make-corpus", config=cfg, seed=seed, out=out, quiet=quiet,
-           columns=["file", "n_docs", "n_chars", "gold_fraction"])
+    stream(
+        run(),
+        command="filter-data make-corpus",
+        config=cfg,
+        seed=seed,
+        out=out,
+        quiet=quiet,
+        columns=["file", "n_docs", "n_chars", "gold_fraction"],
+    )
 
 
 @filter_app.command("train")
 def train(
-    hq: Annotated[Optional[str], typer.Option("--hq", help="High-quality documents (JSONL/parquet), label 1. Required.", show_default=False)] = None,
-    pool: Annotated[Optional[str], typer.Option("--pool", help="Raw pool documents (JSONL/parquet), label 0. Required.", show_default=False)] = None,
-    out: Annotated[Optional[str], typer.Option("--out", "-o", help="Model folder: model.safetensors, config.yaml, records.jsonl. Required.", show_default=False)] = None,
-    classifier: Annotated[Optional[str], typer.Option("--classifier", help="ngram (hashed n-gram LR) | embed (MiniLM + LR) | dsir (importance weights).", show_default=False)] = None,
+    hq: Annotated[
+        Optional[str],
+        typer.Option("--hq", help="High-quality documents (JSONL/parquet), label 1. Required.", show_default=False),
+    ] = None,
+    pool: Annotated[
+        Optional[str],
+        typer.Option("--pool", help="Raw pool documents (JSONL/parquet), label 0. Required.", show_default=False),
+    ] = None,
+    out: Annotated[
+        Optional[str],
+        typer.Option(
+            "--out",
+            "-o",
+            help="Model folder: model.safetensors, config.yaml, records.jsonl. Required.",
+            show_default=False,
+        ),
+    ] = None,
+    classifier: Annotated[
+        Optional[str],
+        typer.Option(
+            "--classifier",
+            help="ngram (hashed n-gram LR) | embed (MiniLM + LR) | dsir (importance weights).",
+            show_default=False,
+        ),
+    ] = None,
     skip_bad: SkipBadOpt = False,
-    recipe: RecipeOpt = None, set_: SetOpt = None, seed: SeedOpt = None, device: DeviceOpt = "auto", quiet: QuietOpt = False,
+    recipe: RecipeOpt = None,
+    set_: SetOpt = None,
+    seed: SeedOpt = None,
+    device: DeviceOpt = "auto",
+    quiet: QuietOpt = False,
 ) -> None:
     """Train a quality classifier (HQ vs pool) and save it as safetensors."""
     from icml26.core.output import stream
     from icml26.methods.filtering import classifiers as m
 
     # --hq/--pool/--out are checked here (not by typer) so that `--set list` works without them
-    cfg, r_seed = _resolve(m.TrainConfig, "train", recipe, set_, classifier=classifier,
-                           required={"--hq FILE": hq, "--pool FILE": pool, "--out DIR": out})
+    cfg, r_seed = _resolve(
+        m.TrainConfig,
+        "train",
+        recipe,
+        set_,
+        classifier=classifier,
+        required={"--hq FILE": hq, "--pool FILE": pool, "--out DIR": out},
+    )
     seed = seed if seed is not None else (r_seed or 0)
     _refuse_same(hq, pool)
     if cfg.classifier == "embed":  # only the sentence encoder runs on torch
         from icml26.core.device import resolve_device
 
         m.set_device(resolve_device(device))
-    stream(m.run_train(cfg, hq=hq, pool=pool, out=out, seed=seed, skip_bad=skip_bad), command="filter-data train",
-           config=cfg, seed=seed, out=out, quiet=quiet, extra_config={"hq": hq, "pool": pool})
+    stream(
+        m.run_train(cfg, hq=hq, pool=pool, out=out, seed=seed, skip_bad=skip_bad),
+        command="filter-data train",
+        config=cfg,
+        seed=seed,
+        out=out,
+        quiet=quiet,
+        extra_config={"hq": hq, "pool": pool},
+    )
 
 
 @filter_app.command("score")
 def score(
-    model: Annotated[str, typer.Option("--model", "-m", help="A model folder (or .safetensors) from `filter-data train`.")],
+    model: Annotated[
+        str, typer.Option("--model", "-m", help="A model folder (or .safetensors) from `filter-data train`.")
+    ],
     input: InputArg = "-",
     output: OutputOpt = None,
     batch_size: Annotated[int, typer.Option("--batch-size", help="Documents scored per batch.", min=1)] = 256,
     field: FieldOpt = "quality_score",
     skip_bad: SkipBadOpt = False,
-    no_spool: Annotated[bool, typer.Option("--no-spool", help="Stream to stdout batch by batch (a failure then leaves partial output).")] = False,
+    no_spool: Annotated[
+        bool, typer.Option("--no-spool", help="Stream to stdout batch by batch (a failure then leaves partial output).")
+    ] = False,
     level: LevelOpt = "document",
-    doc_score: Annotated[str, typer.Option("--doc-score", help="With --level line, metadata.quality_score is: document (the whole-text score, as at document level) | mean | min | len-weighted (of the line scores; words as weights).")] = "document",
+    doc_score: Annotated[
+        str,
+        typer.Option(
+            "--doc-score",
+            help="With --level line, metadata.quality_score is: document (the whole-text score, as at document level) | mean | min | len-weighted (of the line scores; words as weights).",
+        ),
+    ] = "document",
     line_field: LineFieldOpt = "line_scores",
-    device: DeviceOpt = "auto", log: LogOpt = None, quiet: QuietOpt = False,
+    device: DeviceOpt = "auto",
+    log: LogOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Add metadata.quality_score (and quality_score_range, the values it can take) to every document; with --level line also metadata.line_scores, one per line (stdout: documents only)."""
     import time
@@ -228,30 +344,87 @@ def score(
     m.score(["warm-up"])  # imports / encoder load stay out of docs_per_s
     t0 = time.perf_counter()
     with progress.progress(None, f"scoring ({m.classifier})") as bar, DocumentWriter(output, spool=not no_spool) as w:
-        st = score_stream(m, input, w, batch_size=batch_size, skip_bad=skip_bad, field=field, bar=bar,
-                          level=level, doc_score=doc_score, line_field=line_field)
+        st = score_stream(
+            m,
+            input,
+            w,
+            batch_size=batch_size,
+            skip_bad=skip_bad,
+            field=field,
+            bar=bar,
+            level=level,
+            doc_score=doc_score,
+            line_field=line_field,
+        )
     dt = time.perf_counter() - t0
     lvl = {} if level == "document" else {"level": level, "doc_score": doc_score, "line_field": line_field}
-    _finish("filter-data score", {"input": input, "model": model, "classifier": m.classifier, "field": field,
-                                  "batch_size": batch_size, "skip_bad": skip_bad, "score_range": m.score_range,
-                                  "score_kind": m.score_kind, **lvl},
-            {"n_scored": st.written, "n_bad": st.bad, "first_bad": st.first_bad, "score_mean": st.score_mean,
-             "score_range": m.score_range, "docs_per_s": st.written / dt if dt > 0 else None}, log, quiet)
+    _finish(
+        "filter-data score",
+        {
+            "input": input,
+            "model": model,
+            "classifier": m.classifier,
+            "field": field,
+            "batch_size": batch_size,
+            "skip_bad": skip_bad,
+            "score_range": m.score_range,
+            "score_kind": m.score_kind,
+            **lvl,
+        },
+        {
+            "n_scored": st.written,
+            "n_bad": st.bad,
+            "first_bad": st.first_bad,
+            "score_mean": st.score_mean,
+            "score_range": m.score_range,
+            "docs_per_s": st.written / dt if dt > 0 else None,
+        },
+        log,
+        quiet,
+    )
 
 
 @filter_app.command("select")
 def select(
     input: InputArg = "-",
-    top: Annotated[Optional[float], typer.Option("--top", help="Keep this fraction of documents with the highest scores (exact).", show_default=False)] = None,
-    threshold: Annotated[Optional[float], typer.Option("--threshold", help="Keep documents with score >= this (one pass); must lie in the scores' range ([0, 1] for ngram/embed).", show_default=False)] = None,
+    top: Annotated[
+        Optional[float],
+        typer.Option(
+            "--top", help="Keep this fraction of documents with the highest scores (exact).", show_default=False
+        ),
+    ] = None,
+    threshold: Annotated[
+        Optional[float],
+        typer.Option(
+            "--threshold",
+            help="Keep documents with score >= this (one pass); must lie in the scores' range ([0, 1] for ngram/embed).",
+            show_default=False,
+        ),
+    ] = None,
     field: FieldOpt = "quality_score",
     output: OutputOpt = None,
     skip_bad: SkipBadOpt = False,
     level: LevelOpt = "document",
-    min_kept: Annotated[Optional[float], typer.Option("--min-kept", help="--level line: keep a document when its kept lines hold at least this fraction of its words [default: 0.5].", show_default=False)] = None,
+    min_kept: Annotated[
+        Optional[float],
+        typer.Option(
+            "--min-kept",
+            help="--level line: keep a document when its kept lines hold at least this fraction of its words [default: 0.5].",
+            show_default=False,
+        ),
+    ] = None,
     line_field: LineFieldOpt = "line_scores",
-    model: Annotated[Optional[str], typer.Option("--model", "-m", help="--level line, documents scored with --doc-score document: the classifier that rescores the kept text.", show_default=False)] = None,
-    log: LogOpt = None, quiet: QuietOpt = False,
+    model: Annotated[
+        Optional[str],
+        typer.Option(
+            "--model",
+            "-m",
+            help="--level line, documents scored with --doc-score document: the classifier that rescores the kept text.",
+            show_default=False,
+        ),
+    ] = None,
+    log: LogOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Keep the top fraction (or those above a threshold) of scored documents; with --level line, drop the lines below --threshold (stdout: documents only)."""
     from icml26.methods.filtering.cqf import select_stream
@@ -267,20 +440,45 @@ def select(
     from icml26.methods.filtering.cqf import range_text
 
     if level == "line":
-        _select_lines(input, output, threshold=threshold, min_kept=0.5 if min_kept is None else min_kept, field=field,
-                      line_field=line_field, model=model, skip_bad=skip_bad, log=log, quiet=quiet)
+        _select_lines(
+            input,
+            output,
+            threshold=threshold,
+            min_kept=0.5 if min_kept is None else min_kept,
+            field=field,
+            line_field=line_field,
+            model=model,
+            skip_bad=skip_bad,
+            log=log,
+            quiet=quiet,
+        )
         return
     with DocumentWriter(output) as w:
         st = select_stream(input, w, top=top, threshold=threshold, field=field, skip_bad=skip_bad)
     if threshold is not None and st.read and st.written in (0, st.read) and not quiet:
         seen = f"{st.score_min:.4g} to {st.score_max:.4g}" if st.score_min is not None else "unknown"
-        print(f"icml26 filter-data select: warning: --threshold {threshold:g} kept {'none' if st.written == 0 else 'all'} of "
-              f"the {st.read} documents (their scores: {seen}; possible range {range_text(st.score_range)}); "
-              "choose a threshold between the scores, or --top K for a fraction", file=sys.stderr)
-    _finish("filter-data select", {"input": input, "top": top, "threshold": threshold, "field": field, "skip_bad": skip_bad},
-            {"n_read": st.read, "n_kept": st.written, "n_bad": st.bad, "first_bad": st.first_bad,
-             "score_threshold": st.threshold, "score_range": st.score_range, "score_min": st.score_min,
-             "score_max": st.score_max}, log, quiet)
+        print(
+            f"icml26 filter-data select: warning: --threshold {threshold:g} kept {'none' if st.written == 0 else 'all'} of "
+            f"the {st.read} documents (their scores: {seen}; possible range {range_text(st.score_range)}); "
+            "choose a threshold between the scores, or --top K for a fraction",
+            file=sys.stderr,
+        )
+    _finish(
+        "filter-data select",
+        {"input": input, "top": top, "threshold": threshold, "field": field, "skip_bad": skip_bad},
+        {
+            "n_read": st.read,
+            "n_kept": st.written,
+            "n_bad": st.bad,
+            "first_bad": st.first_bad,
+            "score_threshold": st.threshold,
+            "score_range": st.score_range,
+            "score_min": st.score_min,
+            "score_max": st.score_max,
+        },
+        log,
+        quiet,
+    )
 
 
 def _select_lines(input, output, *, threshold, min_kept, field, line_field, model, skip_bad, log, quiet) -> None:
@@ -300,57 +498,173 @@ def _select_lines(input, output, *, threshold, min_kept, field, line_field, mode
         _refuse_overwrite(log, model_file, flag="--log", what="model")
         m = load_model(model)
     with DocumentWriter(output) as w:
-        st = select_line_stream(input, w, threshold=threshold, min_kept=min_kept, field=field, line_field=line_field,
-                                model=m, skip_bad=skip_bad)
+        st = select_line_stream(
+            input,
+            w,
+            threshold=threshold,
+            min_kept=min_kept,
+            field=field,
+            line_field=line_field,
+            model=m,
+            skip_bad=skip_bad,
+        )
     if st.read and st.lines_total and st.lines_dropped + st.dropped_min_kept == 0 and not quiet:
-        print(f"icml26 filter-data select: warning: --threshold {threshold:g} dropped none of the {st.lines_total} lines; "
-              f"choose a threshold between the values of metadata.{line_field}", file=sys.stderr)
-    _finish("filter-data select", {"input": input, "level": "line", "threshold": threshold, "min_kept": min_kept,
-                                   "field": field, "line_field": line_field, "model": model, "skip_bad": skip_bad},
-            {"n_read": st.read, "n_kept": st.written, "n_dropped": st.dropped_min_kept, "n_bad": st.bad,
-             "first_bad": st.first_bad, "lines_total": st.lines_total, "lines_dropped": st.lines_dropped,
-             "words_total": st.words_total, "words_kept": st.words_kept,
-             "words_kept_fraction": st.words_kept / st.words_total if st.words_total else None,
-             "score_threshold": st.threshold, "score_range": st.score_range}, log, quiet)
+        print(
+            f"icml26 filter-data select: warning: --threshold {threshold:g} dropped none of the {st.lines_total} lines; "
+            f"choose a threshold between the values of metadata.{line_field}",
+            file=sys.stderr,
+        )
+    _finish(
+        "filter-data select",
+        {
+            "input": input,
+            "level": "line",
+            "threshold": threshold,
+            "min_kept": min_kept,
+            "field": field,
+            "line_field": line_field,
+            "model": model,
+            "skip_bad": skip_bad,
+        },
+        {
+            "n_read": st.read,
+            "n_kept": st.written,
+            "n_dropped": st.dropped_min_kept,
+            "n_bad": st.bad,
+            "first_bad": st.first_bad,
+            "lines_total": st.lines_total,
+            "lines_dropped": st.lines_dropped,
+            "words_total": st.words_total,
+            "words_kept": st.words_kept,
+            "words_kept_fraction": st.words_kept / st.words_total if st.words_total else None,
+            "score_threshold": st.threshold,
+            "score_range": st.score_range,
+        },
+        log,
+        quiet,
+    )
 
 
 @filter_app.command("analyze")
 def analyze(
-    model: Annotated[Optional[str], typer.Option("--model", "-m", help="A model folder from `filter-data train`. Required.", show_default=False)] = None,
-    hq: Annotated[Optional[str], typer.Option("--hq", help="Held-out HQ documents (e.g. hq_heldout.jsonl). Required.", show_default=False)] = None,
-    pool: Annotated[Optional[str], typer.Option("--pool", help="A pool sample that defines the score CDF (e.g. pool_heldout.jsonl). Required.", show_default=False)] = None,
-    recipe: RecipeOpt = None, set_: SetOpt = None, out: OutOpt = None, quiet: QuietOpt = False,
+    model: Annotated[
+        Optional[str],
+        typer.Option("--model", "-m", help="A model folder from `filter-data train`. Required.", show_default=False),
+    ] = None,
+    hq: Annotated[
+        Optional[str],
+        typer.Option("--hq", help="Held-out HQ documents (e.g. hq_heldout.jsonl). Required.", show_default=False),
+    ] = None,
+    pool: Annotated[
+        Optional[str],
+        typer.Option(
+            "--pool",
+            help="A pool sample that defines the score CDF (e.g. pool_heldout.jsonl). Required.",
+            show_default=False,
+        ),
+    ] = None,
+    recipe: RecipeOpt = None,
+    set_: SetOpt = None,
+    out: OutOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Implicit filtering of the HQ set: how much HQ each CQF threshold drops, HQ score deciles, length bias."""
     from icml26.core.output import stream
     from icml26.methods.filtering import analysis as m
 
     # --model/--hq/--pool are checked here (not by typer) so that `--set list` works without them
-    cfg, _ = _resolve(m.AnalyzeConfig, "analyze", recipe, set_,
-                      required={"--model DIR": model, "--hq FILE": hq, "--pool FILE": pool})
-    stream(m.run(cfg, model_path=model, hq=hq, pool=pool), command="filter-data analyze", config=cfg, out=out, quiet=quiet,
-           extra_config={"model": model, "hq": hq, "pool": pool},
-           columns=["top_fraction", "score_threshold", "hq_filtered_fraction", "pool_kept_fraction", "gold_precision", "gold_recall"])
+    cfg, _ = _resolve(
+        m.AnalyzeConfig, "analyze", recipe, set_, required={"--model DIR": model, "--hq FILE": hq, "--pool FILE": pool}
+    )
+    stream(
+        m.run(cfg, model_path=model, hq=hq, pool=pool),
+        command="filter-data analyze",
+        config=cfg,
+        out=out,
+        quiet=quiet,
+        extra_config={"model": model, "hq": hq, "pool": pool},
+        columns=[
+            "top_fraction",
+            "score_threshold",
+            "hq_filtered_fraction",
+            "pool_kept_fraction",
+            "gold_precision",
+            "gold_recall",
+        ],
+    )
 
 
 @filter_app.command("proxy")
 def proxy(
-    corpus: Annotated[Optional[str], typer.Option("--corpus", help="Folder written by `filter-data make-corpus`. Required.", show_default=False)] = None,
-    model: Annotated[Optional[str], typer.Option("--model", "-m", help="The CQF classifier (a `filter-data train` folder). Required.", show_default=False)] = None,
-    dsir: Annotated[Optional[str], typer.Option("--dsir", help="Also train on the DSIR baseline's selection (a `train --classifier dsir` folder).", show_default=False)] = None,
-    experiment: Annotated[Optional[str], typer.Option("--experiment", help="selection (CQF vs HQ vs random) | conditioning (Sec. 7).", show_default=False)] = None,
-    tokens: Annotated[Optional[int], typer.Option("--tokens", help="Training bytes per proxy model.", min=1, show_default=False)] = None,
-    recipe: RecipeOpt = None, set_: SetOpt = None, seed: SeedOpt = None, out: OutOpt = None, quiet: QuietOpt = False,
+    corpus: Annotated[
+        Optional[str],
+        typer.Option("--corpus", help="Folder written by `filter-data make-corpus`. Required.", show_default=False),
+    ] = None,
+    model: Annotated[
+        Optional[str],
+        typer.Option(
+            "--model", "-m", help="The CQF classifier (a `filter-data train` folder). Required.", show_default=False
+        ),
+    ] = None,
+    dsir: Annotated[
+        Optional[str],
+        typer.Option(
+            "--dsir",
+            help="Also train on the DSIR baseline's selection (a `train --classifier dsir` folder).",
+            show_default=False,
+        ),
+    ] = None,
+    experiment: Annotated[
+        Optional[str],
+        typer.Option(
+            "--experiment", help="selection (CQF vs HQ vs random) | conditioning (Sec. 7).", show_default=False
+        ),
+    ] = None,
+    tokens: Annotated[
+        Optional[int], typer.Option("--tokens", help="Training bytes per proxy model.", min=1, show_default=False)
+    ] = None,
+    recipe: RecipeOpt = None,
+    set_: SetOpt = None,
+    seed: SeedOpt = None,
+    out: OutOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Proxy experiments: small byte-level LMs trained on CQF-selected, HQ-only and random data at equal budgets."""
     from icml26.core.output import stream
     from icml26.methods.filtering import proxy as m
 
     # --corpus/--model are checked here (not by typer) so that `--set list` works without them
-    cfg, r_seed = _resolve(m.ProxyConfig, "proxy", recipe, set_, experiment=experiment, tokens=tokens,
-                           required={"--corpus DIR": corpus, "--model DIR": model})
+    cfg, r_seed = _resolve(
+        m.ProxyConfig,
+        "proxy",
+        recipe,
+        set_,
+        experiment=experiment,
+        tokens=tokens,
+        required={"--corpus DIR": corpus, "--model DIR": model},
+    )
     seed = seed if seed is not None else (r_seed or 0)
-    cols = (["condition", "train_docs", "gold_fraction", "hq_bpb", "pool_bpb", "gold_bpb", "word_order_acc", "continuation_acc"]
-            if cfg.experiment == "selection" else ["family", "tokens", "train_k", "eval_k", "loss_bpb", "delta_bpb"])
-    stream(m.run(cfg, corpus=corpus, model_path=model, dsir_path=dsir, seed=seed), command="filter-data proxy", config=cfg,
-           seed=seed, out=out, quiet=quiet, extra_config={"corpus": corpus, "model": model, "dsir": dsir}, columns=cols)
+    cols = (
+        [
+            "condition",
+            "train_docs",
+            "gold_fraction",
+            "hq_bpb",
+            "pool_bpb",
+            "gold_bpb",
+            "word_order_acc",
+            "continuation_acc",
+        ]
+        if cfg.experiment == "selection"
+        else ["family", "tokens", "train_k", "eval_k", "loss_bpb", "delta_bpb"]
+    )
+    stream(
+        m.run(cfg, corpus=corpus, model_path=model, dsir_path=dsir, seed=seed),
+        command="filter-data proxy",
+        config=cfg,
+        seed=seed,
+        out=out,
+        quiet=quiet,
+        extra_config={"corpus": corpus, "model": model, "dsir": dsir},
+        columns=cols,
+    )

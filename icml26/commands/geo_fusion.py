@@ -23,7 +23,12 @@ geo_fusion_app = typer.Typer(
 )
 
 SECTIONS = ("make-bench", "train")
-BenchOpt = Annotated[Optional[str], typer.Option("--bench", help="A make-bench folder (questions.jsonl + scenes/): the evaluation set.", show_default=False)]
+BenchOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--bench", help="A make-bench folder (questions.jsonl + scenes/): the evaluation set.", show_default=False
+    ),
+]
 
 
 def _resolve(config_cls, section: str, recipe, sets, **typed):
@@ -37,8 +42,10 @@ def _resolve(config_cls, section: str, recipe, sets, **typed):
         cfg, seed = load_recipe(recipe, "geo-fusion")
         unknown = sorted(set(map(str, cfg)) - set(SECTIONS))
         if unknown:
-            raise InputError(f"recipe {recipe!r}: unknown key {unknown[0]!r} under config; valid keys: {', '.join(SECTIONS)} "
-                             "(one mapping per subcommand)")
+            raise InputError(
+                f"recipe {recipe!r}: unknown key {unknown[0]!r} under config; valid keys: {', '.join(SECTIONS)} "
+                "(one mapping per subcommand)"
+            )
         sec = cfg.get(section) or {}
         if not isinstance(sec, dict):
             raise InputError(f"recipe {recipe!r}: config.{section} must be a mapping")
@@ -55,10 +62,30 @@ def _resolve(config_cls, section: str, recipe, sets, **typed):
 
 @geo_fusion_app.command("make-bench")
 def make_bench(
-    out: Annotated[Optional[str], typer.Option("--out", "-o", help="Benchmark folder: scenes/<scene>/ (renders layout), questions.jsonl, bench.json. Required.", show_default=False)] = None,
-    scenes: Annotated[Optional[int], typer.Option("--scenes", help="Number of scenes (default 40).", min=1, show_default=False)] = None,
-    first_index: Annotated[int, typer.Option("--first-index", help="Index of the first scene (use disjoint ranges for training and evaluation sets).", min=0)] = 0,
-    recipe: RecipeOpt = None, set_: SetOpt = None, seed: SeedOpt = None, quiet: QuietOpt = False,
+    out: Annotated[
+        Optional[str],
+        typer.Option(
+            "--out",
+            "-o",
+            help="Benchmark folder: scenes/<scene>/ (renders layout), questions.jsonl, bench.json. Required.",
+            show_default=False,
+        ),
+    ] = None,
+    scenes: Annotated[
+        Optional[int], typer.Option("--scenes", help="Number of scenes (default 40).", min=1, show_default=False)
+    ] = None,
+    first_index: Annotated[
+        int,
+        typer.Option(
+            "--first-index",
+            help="Index of the first scene (use disjoint ranges for training and evaluation sets).",
+            min=0,
+        ),
+    ] = 0,
+    recipe: RecipeOpt = None,
+    set_: SetOpt = None,
+    seed: SeedOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Render rooms with POV-Ray (seeded) and write VSI-Bench-type questions with exact answers.
 
@@ -75,17 +102,41 @@ def make_bench(
     require_povray()  # exit 2 naming the install command, before anything is written
     s = seed if seed is not None else (rseed or 0)
     B.check_out(out, cfg, seed=s, first_index=first_index)
-    stream(B.build(out, cfg, seed=s, first_index=first_index), command="geo-fusion make-bench", config=cfg, seed=s, out=None,
-           quiet=quiet, columns=["task", "questions"], extra_config={"out": out, "first_index": first_index})
+    stream(
+        B.build(out, cfg, seed=s, first_index=first_index),
+        command="geo-fusion make-bench",
+        config=cfg,
+        seed=s,
+        out=None,
+        quiet=quiet,
+        columns=["task", "questions"],
+        extra_config={"out": out, "first_index": first_index},
+    )
 
 
 @geo_fusion_app.command("train")
 def train(
     bench: BenchOpt = None,
-    train_bench: Annotated[Optional[str], typer.Option("--train-bench", help="A make-bench folder of other scenes to train on. Required.", show_default=False)] = None,
-    variant: Annotated[Optional[str], typer.Option("--variant", help="none | passive | sgf | sgf-nogate | sgf-global | all (comma list).", show_default=False)] = None,
-    seeds: Annotated[Optional[int], typer.Option("--seeds", help="Seeds per variant (default 3).", min=1, show_default=False)] = None,
-    recipe: RecipeOpt = None, set_: SetOpt = None, seed: SeedOpt = None, out: OutOpt = None, quiet: QuietOpt = False,
+    train_bench: Annotated[
+        Optional[str],
+        typer.Option(
+            "--train-bench", help="A make-bench folder of other scenes to train on. Required.", show_default=False
+        ),
+    ] = None,
+    variant: Annotated[
+        Optional[str],
+        typer.Option(
+            "--variant", help="none | passive | sgf | sgf-nogate | sgf-global | all (comma list).", show_default=False
+        ),
+    ] = None,
+    seeds: Annotated[
+        Optional[int], typer.Option("--seeds", help="Seeds per variant (default 3).", min=1, show_default=False)
+    ] = None,
+    recipe: RecipeOpt = None,
+    set_: SetOpt = None,
+    seed: SeedOpt = None,
+    out: OutOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Train the fusion variants (and a small LM + heads) on frozen encoders; score each on --bench.
 
@@ -112,24 +163,43 @@ def train(
 
     for flag, d in (("--bench", bench), ("--train-bench", train_bench)):
         if not (Path(d) / "questions.jsonl").is_file():
-            raise InputError(f"{flag} {d!r} is not a benchmark folder (no questions.jsonl; run `icml26 geo-fusion make-bench`)")
+            raise InputError(
+                f"{flag} {d!r} is not a benchmark folder (no questions.jsonl; run `icml26 geo-fusion make-bench`)"
+            )
         try:
             read_questions(d)  # every line checked before the first record is written
         except InputError as e:
             raise InputError(f"{flag}: {e}") from None
     if Path(bench).resolve() == Path(train_bench).resolve():
-        raise InputError("--train-bench and --bench are the same folder: train on disjoint scenes (make-bench --first-index)")
+        raise InputError(
+            "--train-bench and --bench are the same folder: train on disjoint scenes (make-bench --first-index)"
+        )
     s = seed if seed is not None else (rseed or 0)
     splits = E.load_splits(cfg, bench, train_bench)  # a missing or corrupt scene file: exit 2 before any record
-    stream(E.run(cfg, bench=bench, train_bench=train_bench, seed=s, out=out, splits=splits), command="geo-fusion train", config=cfg, seed=s,
-           out=out, quiet=quiet, columns=["variant", "task", "score", "score_ci", "params_trained", "seeds"],
-           extra_config={"bench": bench, "train_bench": train_bench})
+    stream(
+        E.run(cfg, bench=bench, train_bench=train_bench, seed=s, out=out, splits=splits),
+        command="geo-fusion train",
+        config=cfg,
+        seed=s,
+        out=out,
+        quiet=quiet,
+        columns=["variant", "task", "score", "score_ci", "params_trained", "seeds"],
+        extra_config={"bench": bench, "train_bench": train_bench},
+    )
 
 
 @geo_fusion_app.command("score")
 def score(
-    predictions: Annotated[Optional[str], typer.Option("--predictions", help="JSONL, one line per question: id, task, question_type, answer, prediction (options optional).", show_default=False)] = None,
-    out: OutOpt = None, quiet: QuietOpt = False,
+    predictions: Annotated[
+        Optional[str],
+        typer.Option(
+            "--predictions",
+            help="JSONL, one line per question: id, task, question_type, answer, prediction (options optional).",
+            show_default=False,
+        ),
+    ] = None,
+    out: OutOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Score predictions by VSI-Bench's rules: accuracy (multiple choice), MRA over 0.50:0.05:0.95 (numeric);
     the three direction splits averaged into one task, then the tasks.
@@ -144,5 +214,11 @@ def score(
         raise InputError("geo-fusion score: missing required option --predictions")
     rows = S.read_predictions(predictions)
     records, summary = S.score(rows)
-    stream(iter(records + [summary]), command="geo-fusion score", out=out, quiet=quiet,
-           columns=["task", "metric", "score", "n", "n_unparsable"], extra_config={"predictions": predictions})
+    stream(
+        iter(records + [summary]),
+        command="geo-fusion score",
+        out=out,
+        quiet=quiet,
+        columns=["task", "metric", "score", "n", "n_unparsable"],
+        extra_config={"predictions": predictions},
+    )

@@ -21,11 +21,35 @@ hdr_gs_app = typer.Typer(
     rich_markup_mode="rich",
 )
 
-DataOpt = Annotated[Optional[str], typer.Option("--data", help="A scene folder (cameras.json, hdr/, ldr/<t>/, depth/: icml26.core.data.renders layout; "
-                   "or the HDR-NeRF dataset's layout: transforms_*.json, exposure_*.json, <view>_<k>.png, exr/ or test_hdr/) or a folder of them.", show_default=False)]
-CkptOpt = Annotated[Optional[str], typer.Option("--ckpt", help="A checkpoint written by `icml26 hdr-gs train` (--out DIR/ckpt/<scene>-<method>.safetensors).", show_default=False)]
-COLUMNS = ["method", "scene", "psnr_ldr_oe:LDR-OE", "psnr_ldr_ne:LDR-NE", "psnr_hdr:HDR", "psnr_hdr_predmax:HDR(predmax)",
-           "ssim_ldr_oe:SSIM-OE", "gaussians", "floaters", "train_s"]
+DataOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--data",
+        help="A scene folder (cameras.json, hdr/, ldr/<t>/, depth/: icml26.core.data.renders layout; "
+        "or the HDR-NeRF dataset's layout: transforms_*.json, exposure_*.json, <view>_<k>.png, exr/ or test_hdr/) or a folder of them.",
+        show_default=False,
+    ),
+]
+CkptOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--ckpt",
+        help="A checkpoint written by `icml26 hdr-gs train` (--out DIR/ckpt/<scene>-<method>.safetensors).",
+        show_default=False,
+    ),
+]
+COLUMNS = [
+    "method",
+    "scene",
+    "psnr_ldr_oe:LDR-OE",
+    "psnr_ldr_ne:LDR-NE",
+    "psnr_hdr:HDR",
+    "psnr_hdr_predmax:HDR(predmax)",
+    "ssim_ldr_oe:SSIM-OE",
+    "gaussians",
+    "floaters",
+    "train_s",
+]
 
 
 def _cfg(recipe, sets, **typed):
@@ -43,8 +67,14 @@ def _cfg(recipe, sets, **typed):
 
 
 @hdr_gs_app.callback(invoke_without_command=True)
-def _group(ctx: typer.Context, recipe: RecipeOpt = None, set_: SetOpt = None, seed: SeedOpt = None, out: OutOpt = None,
-           quiet: QuietOpt = False) -> None:
+def _group(
+    ctx: typer.Context,
+    recipe: RecipeOpt = None,
+    set_: SetOpt = None,
+    seed: SeedOpt = None,
+    out: OutOpt = None,
+    quiet: QuietOpt = False,
+) -> None:
     """Without a subcommand: ``--recipe R`` runs ``train`` with it; nothing at all prints this help."""
     if ctx.invoked_subcommand is not None:
         return
@@ -53,15 +83,33 @@ def _group(ctx: typer.Context, recipe: RecipeOpt = None, set_: SetOpt = None, se
         raise typer.Exit(0)
     from icml26.cli import _guard  # group callbacks are not wrapped by cli._guard_group: bad input -> exit 2 here too
 
-    _guard(train)(data=None, method=None, iters=None, recipe=recipe, set_=set_, seed=seed, out=out, resume=False, quiet=quiet)
+    _guard(train)(
+        data=None, method=None, iters=None, recipe=recipe, set_=set_, seed=seed, out=out, resume=False, quiet=quiet
+    )
 
 
 @hdr_gs_app.command("train")
 def train(
     data: DataOpt = None,
-    method: Annotated[Optional[str], typer.Option("--method", help="expo-gs | hdr-gs | expo-gs-norel | expo-gs-nosdfdc | all (comma list).", show_default=False)] = None,
-    iters: Annotated[Optional[int], typer.Option("--iters", help="Training iterations per (method, scene), all three stages.", min=1, show_default=False)] = None,
-    recipe: RecipeOpt = None, set_: SetOpt = None, seed: SeedOpt = None, out: OutOpt = None, resume: ResumeOpt = False,
+    method: Annotated[
+        Optional[str],
+        typer.Option(
+            "--method",
+            help="expo-gs | hdr-gs | expo-gs-norel | expo-gs-nosdfdc | all (comma list).",
+            show_default=False,
+        ),
+    ] = None,
+    iters: Annotated[
+        Optional[int],
+        typer.Option(
+            "--iters", help="Training iterations per (method, scene), all three stages.", min=1, show_default=False
+        ),
+    ] = None,
+    recipe: RecipeOpt = None,
+    set_: SetOpt = None,
+    seed: SeedOpt = None,
+    out: OutOpt = None,
+    resume: ResumeOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
     """Train Expo-GS and the baselines on every scene; evaluate each on the odd (test) views.
@@ -76,7 +124,9 @@ def train(
     methods = None
     if method is not None:
         try:
-            methods = tuple(H.METHODS) if method.strip() == "all" else tuple(parse_choices(method, H.METHODS, "--method"))
+            methods = (
+                tuple(H.METHODS) if method.strip() == "all" else tuple(parse_choices(method, H.METHODS, "--method"))
+            )
         except ValueError as e:
             raise InputError(str(e)) from None
     cfg, rseed = _cfg(recipe, set_, methods=methods, iters=iters)
@@ -88,18 +138,47 @@ def train(
         from icml26.core.data.renders import require_povray
 
         require_povray()
-    prev = resume_records(out, command="hdr-gs train", config=cfg, seed=s, extra_config={"data": data}) if resume else None
-    stream(H.run(cfg, seed=s, data=data, out=out, resume=resume, previous=prev), command="hdr-gs train", config=cfg, seed=s,
-           out=out, quiet=quiet, columns=COLUMNS, extra_config={"data": data}, resumable=True, previous=prev)
+    prev = (
+        resume_records(out, command="hdr-gs train", config=cfg, seed=s, extra_config={"data": data}) if resume else None
+    )
+    stream(
+        H.run(cfg, seed=s, data=data, out=out, resume=resume, previous=prev),
+        command="hdr-gs train",
+        config=cfg,
+        seed=s,
+        out=out,
+        quiet=quiet,
+        columns=COLUMNS,
+        extra_config={"data": data},
+        resumable=True,
+        previous=prev,
+    )
 
 
 @hdr_gs_app.command("render")
 def render(
     ckpt: CkptOpt = None,
     data: DataOpt = None,
-    exposure: Annotated[Optional[float], typer.Option("--exposure", help="Exposure time (s) of the LDR images; the .hdr files do not depend on it.", show_default=False)] = None,
-    views: Annotated[Optional[str], typer.Option("--views", help="View indices of --data's cameras, comma list (default: all).", show_default=False)] = None,
-    out: Annotated[Optional[str], typer.Option("--out", "-o", help="Folder for ldr_NNN.png, hdr_NNN.hdr and hdr_NNN.exr. Required.", show_default=False)] = None,
+    exposure: Annotated[
+        Optional[float],
+        typer.Option(
+            "--exposure",
+            help="Exposure time (s) of the LDR images; the .hdr files do not depend on it.",
+            show_default=False,
+        ),
+    ] = None,
+    views: Annotated[
+        Optional[str],
+        typer.Option(
+            "--views", help="View indices of --data's cameras, comma list (default: all).", show_default=False
+        ),
+    ] = None,
+    out: Annotated[
+        Optional[str],
+        typer.Option(
+            "--out", "-o", help="Folder for ldr_NNN.png, hdr_NNN.hdr and hdr_NNN.exr. Required.", show_default=False
+        ),
+    ] = None,
     quiet: QuietOpt = False,
 ) -> None:
     """Render a trained model at the cameras of a scene folder: LDR PNG at --exposure and linear HDR (.hdr and OpenEXR .exr).
@@ -129,15 +208,22 @@ def render(
         bad = [v for v in idx if not 0 <= v < len(sc)]
         if bad:
             raise InputError(f"--views: view {bad[0]} out of range 0..{len(sc) - 1}")
-    stream(H.render_views(model, sc, idx, exposure, out), command="hdr-gs render", out=None, quiet=quiet,
-           columns=["view", "ldr", "hdr", "exr"], extra_config={"ckpt": ckpt, "data": data, "exposure": exposure})
+    stream(
+        H.render_views(model, sc, idx, exposure, out),
+        command="hdr-gs render",
+        out=None,
+        quiet=quiet,
+        columns=["view", "ldr", "hdr", "exr"],
+        extra_config={"ckpt": ckpt, "data": data, "exposure": exposure},
+    )
 
 
 @hdr_gs_app.command("eval")
 def evaluate(
     ckpt: CkptOpt = None,
     data: DataOpt = None,
-    out: OutOpt = None, quiet: QuietOpt = False,
+    out: OutOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Evaluate a checkpoint on a scene folder's odd views (the HDR-NeRF protocol's metrics).
 
@@ -154,7 +240,19 @@ def evaluate(
         raise InputError(f"hdr-gs eval: missing required option {' and '.join(missing)}")
     model, meta = H.load_ckpt(ckpt)
     sd = H.load_scene(data, model.cfg)
-    res = {"kind": "result", **H.evaluate(model, sd, model.cfg), "method": meta.get("method"), "scene": Path(data).name,
-           "gaussians": model.n, "train_s": meta.get("train_s")}
-    stream(iter([res, {"kind": "summary", "lpips": H.LPIPS_NOTE, "iteration": meta.get("iteration")}]), command="hdr-gs eval",
-           out=out, quiet=quiet, columns=COLUMNS, extra_config={"ckpt": ckpt, "data": data})
+    res = {
+        "kind": "result",
+        **H.evaluate(model, sd, model.cfg),
+        "method": meta.get("method"),
+        "scene": Path(data).name,
+        "gaussians": model.n,
+        "train_s": meta.get("train_s"),
+    }
+    stream(
+        iter([res, {"kind": "summary", "lpips": H.LPIPS_NOTE, "iteration": meta.get("iteration")}]),
+        command="hdr-gs eval",
+        out=out,
+        quiet=quiet,
+        columns=COLUMNS,
+        extra_config={"ckpt": ckpt, "data": data},
+    )

@@ -22,7 +22,9 @@ icr_app = typer.Typer(
     rich_markup_mode="rich",
 )
 
-DataOpt = Annotated[Optional[str], typer.Option("--data", help="fashion-mnist | mnist | an .npz | an image folder.", show_default=False)]
+DataOpt = Annotated[
+    Optional[str], typer.Option("--data", help="fashion-mnist | mnist | an .npz | an image folder.", show_default=False)
+]
 
 
 def _floats(values, flag):
@@ -45,12 +47,37 @@ def _device(device: str) -> None:
 
 @icr_app.command("analyze")
 def analyze(
-    model: Annotated[Optional[str], typer.Option("--model", help="A diffusers UNet2DModel folder (config.json + safetensors), e.g. RUN/size-N/unet.", show_default=False)] = None,
+    model: Annotated[
+        Optional[str],
+        typer.Option(
+            "--model",
+            help="A diffusers UNet2DModel folder (config.json + safetensors), e.g. RUN/size-N/unet.",
+            show_default=False,
+        ),
+    ] = None,
     data: DataOpt = None,
-    noise_level: Annotated[Optional[List[str]], typer.Option("--noise-level", help="Noise levels: sigma (EDM) or timesteps t (DDPM), comma-separated or repeated (default: the paper's grid).", show_default=False)] = None,
-    feature_layer: Annotated[Optional[str], typer.Option("--feature-layer", help="mid_block (default) | down_blocks.K | up_blocks.K | any submodule.", show_default=False)] = None,
-    recipe: RecipeOpt = None, set_: SetOpt = None, seed: SeedOpt = None, device: DeviceOpt = "cpu",
-    out: OutOpt = None, quiet: QuietOpt = False,
+    noise_level: Annotated[
+        Optional[List[str]],
+        typer.Option(
+            "--noise-level",
+            help="Noise levels: sigma (EDM) or timesteps t (DDPM), comma-separated or repeated (default: the paper's grid).",
+            show_default=False,
+        ),
+    ] = None,
+    feature_layer: Annotated[
+        Optional[str],
+        typer.Option(
+            "--feature-layer",
+            help="mid_block (default) | down_blocks.K | up_blocks.K | any submodule.",
+            show_default=False,
+        ),
+    ] = None,
+    recipe: RecipeOpt = None,
+    set_: SetOpt = None,
+    seed: SeedOpt = None,
+    device: DeviceOpt = "cpu",
+    out: OutOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Noise sweep: ICR and linear-probe accuracy of the U-Net's features at each noise level.
 
@@ -60,24 +87,61 @@ def analyze(
     from icml26.core.recipe import recipe_seed, resolve
     from icml26.methods.diffusion import analyze as m
 
-    cfg = resolve(m.AnalyzeConfig, "icr", recipe, set_, data=data, noise_levels=_floats(noise_level, "--noise-level"),
-                  feature_layer=feature_layer)
+    cfg = resolve(
+        m.AnalyzeConfig,
+        "icr",
+        recipe,
+        set_,
+        data=data,
+        noise_levels=_floats(noise_level, "--noise-level"),
+        feature_layer=feature_layer,
+    )
     s = recipe_seed(recipe, "icr", seed) or 0
     _device(device)
     inputs = m.validate(cfg, model, s)  # every input check before the config record
-    stream(m.run(cfg, inputs=inputs, seed=s), command="icr analyze", config=cfg, seed=s, out=out, quiet=quiet,
-           extra_config={"model": str(model)},
-           columns=["noise_level", "noise_param", "alpha_bar", "icr", "probe_accuracy", "shrinkage", "trace_sigma_s", "trace_sigma_xi", "seconds"])
+    stream(
+        m.run(cfg, inputs=inputs, seed=s),
+        command="icr analyze",
+        config=cfg,
+        seed=s,
+        out=out,
+        quiet=quiet,
+        extra_config={"model": str(model)},
+        columns=[
+            "noise_level",
+            "noise_param",
+            "alpha_bar",
+            "icr",
+            "probe_accuracy",
+            "shrinkage",
+            "trace_sigma_s",
+            "trace_sigma_xi",
+            "seconds",
+        ],
+    )
 
 
 @icr_app.command("train")
 def train(
     data: DataOpt = None,
-    train_size: Annotated[Optional[List[str]], typer.Option("--train-size", help="Training images, comma-separated or repeated for several runs (0 = the whole split).", show_default=False)] = None,
-    steps: Annotated[Optional[int], typer.Option("--steps", help="Training steps per size.", min=1, show_default=False)] = None,
+    train_size: Annotated[
+        Optional[List[str]],
+        typer.Option(
+            "--train-size",
+            help="Training images, comma-separated or repeated for several runs (0 = the whole split).",
+            show_default=False,
+        ),
+    ] = None,
+    steps: Annotated[
+        Optional[int], typer.Option("--steps", help="Training steps per size.", min=1, show_default=False)
+    ] = None,
     resume: ResumeOpt = False,
-    recipe: RecipeOpt = None, set_: SetOpt = None, seed: SeedOpt = None, device: DeviceOpt = "cpu",
-    out: OutOpt = None, quiet: QuietOpt = False,
+    recipe: RecipeOpt = None,
+    set_: SetOpt = None,
+    seed: SeedOpt = None,
+    device: DeviceOpt = "cpu",
+    out: OutOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Train a small U-Net (EDM) with the ICR monitor and a memorization measure; one result per training size.
 
@@ -110,10 +174,27 @@ def train(
     gen = m.run(cfg, inputs=inputs, seed=s, out=out, previous=previous)
     if drain_unless_main(gen):  # other torchrun ranks train silently; rank 0 writes
         return
-    stream(gen, command="icr train", config=cfg, seed=s, out=out,
-           quiet=quiet, resumable=True, previous=previous,
-           columns=["train_size", "icr_min_step", "icr_min", "memorization_onset_step", "onset_minus_icr_min_steps",
-                    "final_memorization_fraction", "train_step_seconds", "icr_eval_seconds", "sample_seconds"])
+    stream(
+        gen,
+        command="icr train",
+        config=cfg,
+        seed=s,
+        out=out,
+        quiet=quiet,
+        resumable=True,
+        previous=previous,
+        columns=[
+            "train_size",
+            "icr_min_step",
+            "icr_min",
+            "memorization_onset_step",
+            "onset_minus_icr_min_steps",
+            "final_memorization_fraction",
+            "train_step_seconds",
+            "icr_eval_seconds",
+            "sample_seconds",
+        ],
+    )
 
 
 @icr_app.command("report")
@@ -126,4 +207,6 @@ def report(
     from icml26.methods.diffusion import report as m
 
     m.read_run(run_dir)  # bad folder: exit 2 before any output
-    stream(m.run(run_dir), command="icr report", quiet=quiet, extra_config={"run_dir": run_dir}, columns=["plot", "bytes"])
+    stream(
+        m.run(run_dir), command="icr report", quiet=quiet, extra_config={"run_dir": run_dir}, columns=["plot", "bytes"]
+    )

@@ -10,15 +10,53 @@ from icml26.core.options import DeviceOpt, OutOpt, QuietOpt, RecipeOpt, SeedOpt,
 
 
 def jacobian_spectrum(
-    arch: Annotated[Optional[str], typer.Option("--arch", help="mlp | fgln (fixed-gates linear net) | cnn.", show_default=False)] = None,
-    width: Annotated[Optional[int], typer.Option("--width", help="Hidden units (cnn: channels on 14x14 maps); default 256.", min=2, show_default=False)] = None,
-    depth: Annotated[Optional[List[str]], typer.Option("--depth", help="Core depths L, comma-separated or repeated (default 8,16,32,64).", show_default=False)] = None,
-    init: Annotated[Optional[str], typer.Option("--init", help="he | lecun | xavier | orthogonal.", show_default=False)] = None,
+    arch: Annotated[
+        Optional[str], typer.Option("--arch", help="mlp | fgln (fixed-gates linear net) | cnn.", show_default=False)
+    ] = None,
+    width: Annotated[
+        Optional[int],
+        typer.Option(
+            "--width", help="Hidden units (cnn: channels on 14x14 maps); default 256.", min=2, show_default=False
+        ),
+    ] = None,
+    depth: Annotated[
+        Optional[List[str]],
+        typer.Option(
+            "--depth", help="Core depths L, comma-separated or repeated (default 8,16,32,64).", show_default=False
+        ),
+    ] = None,
+    init: Annotated[
+        Optional[str], typer.Option("--init", help="he | lecun | xavier | orthogonal.", show_default=False)
+    ] = None,
     act: Annotated[Optional[str], typer.Option("--act", help="relu | leaky_relu.", show_default=False)] = None,
-    top_k: Annotated[Optional[int], typer.Option("--top-k", help="Exponents / singular values measured (default 16).", min=1, show_default=False)] = None,
-    gates: Annotated[Optional[List[str]], typer.Option("--gates", help="fixed (masks of one input) and/or free (Bernoulli masks redrawn per layer).", show_default=False)] = None,
-    train: Annotated[Optional[str], typer.Option("--train", help="Also measure after training on mnist | fashion-mnist | your images (.npz, IDX, folder).", show_default=False)] = None,
-    model: Annotated[Optional[str], typer.Option("--model", help="Your own MLP as .safetensors (2-D ...weight tensors in name order, optional ...bias).", show_default=False)] = None,
+    top_k: Annotated[
+        Optional[int],
+        typer.Option("--top-k", help="Exponents / singular values measured (default 16).", min=1, show_default=False),
+    ] = None,
+    gates: Annotated[
+        Optional[List[str]],
+        typer.Option(
+            "--gates",
+            help="fixed (masks of one input) and/or free (Bernoulli masks redrawn per layer).",
+            show_default=False,
+        ),
+    ] = None,
+    train: Annotated[
+        Optional[str],
+        typer.Option(
+            "--train",
+            help="Also measure after training on mnist | fashion-mnist | your images (.npz, IDX, folder).",
+            show_default=False,
+        ),
+    ] = None,
+    model: Annotated[
+        Optional[str],
+        typer.Option(
+            "--model",
+            help="Your own MLP as .safetensors (2-D ...weight tensors in name order, optional ...bias).",
+            show_default=False,
+        ),
+    ] = None,
     recipe: RecipeOpt = None,
     set_: SetOpt = None,
     seed: SeedOpt = None,
@@ -46,17 +84,40 @@ def jacobian_spectrum(
             depths = tuple(int(x) for x in split_csv(depth))
         except ValueError:
             raise InputError(f"--depth: expected integers such as 8,16,32, got {','.join(depth)!r}") from None
-    cfg = resolve(m.Config, "jacobian-spectrum", recipe, set_, arch=arch, width=width, depths=depths, init=init, act=act,
-                  top_k=top_k, gates=split_csv(gates), train=train, model=model)
+    cfg = resolve(
+        m.Config,
+        "jacobian-spectrum",
+        recipe,
+        set_,
+        arch=arch,
+        width=width,
+        depths=depths,
+        init=init,
+        act=act,
+        top_k=top_k,
+        gates=split_csv(gates),
+        train=train,
+        model=model,
+    )
     s = recipe_seed(recipe, "jacobian-spectrum", seed) or 0
     m.check_work(cfg)
     user = None
     if cfg.model is not None:
         user = m.load_user_mlp(cfg.model)
         if cfg.top_k > min(w.shape[0] for w in user[0]):
-            raise InputError(f"top_k {cfg.top_k} exceeds the narrowest layer of {cfg.model!r} ({min(w.shape[0] for w in user[0])} units)")
+            raise InputError(
+                f"top_k {cfg.top_k} exceeds the narrowest layer of {cfg.model!r} ({min(w.shape[0] for w in user[0])} units)"
+            )
         m.probe_inputs(cfg, user[0][0].shape[1], s)
     else:
         m.probe_inputs(cfg, m.check_train_data(cfg) if cfg.train is not None else 784, s)
-    stream(m.run(cfg, seed=s, device="cpu", user_model=user), command="jacobian-spectrum", config=cfg, seed=s, out=out,
-           quiet=quiet, columns=list(m.COLUMNS), plot=m.plot)
+    stream(
+        m.run(cfg, seed=s, device="cpu", user_model=user),
+        command="jacobian-spectrum",
+        config=cfg,
+        seed=s,
+        out=out,
+        quiet=quiet,
+        columns=list(m.COLUMNS),
+        plot=m.plot,
+    )

@@ -11,13 +11,37 @@ from icml26.core.options import DeviceOpt, OutOpt, QuietOpt, RecipeOpt, SeedOpt,
 
 
 def train_lfm(
-    stage: Annotated[Optional[str], typer.Option("--stage", help="vae | fm | all (VAE + feature net, then flow matching).", show_default=False)] = None,
-    dataset: Annotated[Optional[str], typer.Option("--dataset", help="fashion-mnist | mnist | an .npz | an image folder.", show_default=False)] = None,
-    vae: Annotated[Optional[str], typer.Option("--vae", help="Run dir of `train-lfm --stage vae` (for --stage fm).", show_default=False)] = None,
-    model: Annotated[Optional[str], typer.Option("--model", help="Velocity-network capacity: small | medium | large | xl.", show_default=False)] = None,
-    keep_ratio: Annotated[Optional[float], typer.Option("--keep-ratio", help="Fraction of the training data kept, (0, 1].", show_default=False)] = None,
-    scorer: Annotated[Optional[str], typer.Option("--scorer", help="random | kcenter | balanced-cluster | cluster-proportional | loss | grad.", show_default=False)] = None,
-    steps: Annotated[Optional[int], typer.Option("--steps", help="Flow-matching training steps.", show_default=False)] = None,
+    stage: Annotated[
+        Optional[str],
+        typer.Option("--stage", help="vae | fm | all (VAE + feature net, then flow matching).", show_default=False),
+    ] = None,
+    dataset: Annotated[
+        Optional[str],
+        typer.Option("--dataset", help="fashion-mnist | mnist | an .npz | an image folder.", show_default=False),
+    ] = None,
+    vae: Annotated[
+        Optional[str],
+        typer.Option("--vae", help="Run dir of `train-lfm --stage vae` (for --stage fm).", show_default=False),
+    ] = None,
+    model: Annotated[
+        Optional[str],
+        typer.Option("--model", help="Velocity-network capacity: small | medium | large | xl.", show_default=False),
+    ] = None,
+    keep_ratio: Annotated[
+        Optional[float],
+        typer.Option("--keep-ratio", help="Fraction of the training data kept, (0, 1].", show_default=False),
+    ] = None,
+    scorer: Annotated[
+        Optional[str],
+        typer.Option(
+            "--scorer",
+            help="random | kcenter | balanced-cluster | cluster-proportional | loss | grad.",
+            show_default=False,
+        ),
+    ] = None,
+    steps: Annotated[
+        Optional[int], typer.Option("--steps", help="Flow-matching training steps.", show_default=False)
+    ] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue from the checkpoints in --out.")] = False,
     recipe: RecipeOpt = None,
     set_: SetOpt = None,
@@ -34,11 +58,26 @@ def train_lfm(
     from icml26.core.recipe import recipe_seed, resolve
     from icml26.methods.lfm import train as m
 
-    cfg = resolve(m.Config, "train-lfm", recipe, set_, stage=stage, dataset=dataset, vae=vae, model=model,
-                  keep_ratio=keep_ratio, scorer=scorer, steps=steps)
+    cfg = resolve(
+        m.Config,
+        "train-lfm",
+        recipe,
+        set_,
+        stage=stage,
+        dataset=dataset,
+        vae=vae,
+        model=model,
+        keep_ratio=keep_ratio,
+        scorer=scorer,
+        steps=steps,
+    )
     seed = recipe_seed(recipe, "train-lfm", seed) or 0
     inputs = m.validate(cfg, out, resume)  # bad paths and checkpoints fail here, before anything is written
-    if resume and int(os.environ.get("RANK", "0")) == 0 and not any((Path(out) / n).is_file() for n in m.RUN_CHECKPOINTS):
+    if (
+        resume
+        and int(os.environ.get("RANK", "0")) == 0
+        and not any((Path(out) / n).is_file() for n in m.RUN_CHECKPOINTS)
+    ):
         print(f"train-lfm: --resume: no checkpoint in {out!r} yet; starting a new run there", file=sys.stderr)
     if device not in ("cpu", "auto"):
         from icml26.core.device import resolve_device
@@ -52,19 +91,55 @@ def train_lfm(
 
     if out is not None:
         prepare_out_dir(out, resume=resume, resumable=True)
-    stream(m.run(cfg, seed=seed, out=out, resume=resume, inputs=inputs), command="train-lfm", config=cfg, seed=seed, out=out, quiet=quiet,
-           resume=True, resumable=True, columns=None)
+    stream(
+        m.run(cfg, seed=seed, out=out, resume=resume, inputs=inputs),
+        command="train-lfm",
+        config=cfg,
+        seed=seed,
+        out=out,
+        quiet=quiet,
+        resume=True,
+        resumable=True,
+        columns=None,
+    )
 
 
 def sample_lfm(
-    fine: Annotated[Optional[str], typer.Option("--fine", help="Large (fine) model checkpoint.safetensors.", show_default=False)] = None,
-    coarse: Annotated[Optional[str], typer.Option("--coarse", help="Small (coarse) model checkpoint for t < t-split.", show_default=False)] = None,
-    compare: Annotated[Optional[List[str]], typer.Option("--compare", help="More checkpoints to sample from the same seeds (repeatable).", show_default=False)] = None,
-    t_split: Annotated[Optional[float], typer.Option("--t-split", help="Switch time from the coarse to the fine model.", show_default=False)] = None,
-    steps: Annotated[Optional[int], typer.Option("--steps", help="Euler / Heun steps (default 60); the adaptive sampler picks its own (exit 2 with it).", show_default=False)] = None,
-    sampler: Annotated[Optional[str], typer.Option("--sampler", help="euler | heun | adaptive.", show_default=False)] = None,
-    num_samples: Annotated[Optional[int], typer.Option("--num-samples", "-n", help="Samples per mode.", show_default=False)] = None,
-    vae: Annotated[Optional[str], typer.Option("--vae", help="VAE run dir (default: the one recorded in --fine).", show_default=False)] = None,
+    fine: Annotated[
+        Optional[str], typer.Option("--fine", help="Large (fine) model checkpoint.safetensors.", show_default=False)
+    ] = None,
+    coarse: Annotated[
+        Optional[str],
+        typer.Option("--coarse", help="Small (coarse) model checkpoint for t < t-split.", show_default=False),
+    ] = None,
+    compare: Annotated[
+        Optional[List[str]],
+        typer.Option(
+            "--compare", help="More checkpoints to sample from the same seeds (repeatable).", show_default=False
+        ),
+    ] = None,
+    t_split: Annotated[
+        Optional[float],
+        typer.Option("--t-split", help="Switch time from the coarse to the fine model.", show_default=False),
+    ] = None,
+    steps: Annotated[
+        Optional[int],
+        typer.Option(
+            "--steps",
+            help="Euler / Heun steps (default 60); the adaptive sampler picks its own (exit 2 with it).",
+            show_default=False,
+        ),
+    ] = None,
+    sampler: Annotated[
+        Optional[str], typer.Option("--sampler", help="euler | heun | adaptive.", show_default=False)
+    ] = None,
+    num_samples: Annotated[
+        Optional[int], typer.Option("--num-samples", "-n", help="Samples per mode.", show_default=False)
+    ] = None,
+    vae: Annotated[
+        Optional[str],
+        typer.Option("--vae", help="VAE run dir (default: the one recorded in --fine).", show_default=False),
+    ] = None,
     recipe: RecipeOpt = None,
     set_: SetOpt = None,
     seed: SeedOpt = None,
@@ -78,10 +153,37 @@ def sample_lfm(
     from icml26.core.recipe import recipe_seed, resolve
     from icml26.methods.lfm import sample as m
 
-    cfg = resolve(m.SampleConfig, "sample-lfm", recipe, set_, t_split=t_split, steps=steps, sampler=sampler, num_samples=num_samples)
+    cfg = resolve(
+        m.SampleConfig,
+        "sample-lfm",
+        recipe,
+        set_,
+        t_split=t_split,
+        steps=steps,
+        sampler=sampler,
+        num_samples=num_samples,
+    )
     seed = recipe_seed(recipe, "sample-lfm", seed) or 0
     if not fine:
         raise InputError("sample-lfm needs --fine CHECKPOINT (a train-lfm checkpoint.safetensors)")
-    stream(m.run(cfg, fine=fine, coarse=coarse, compare=compare or (), vae=vae, seed=seed, out=out), command="sample-lfm", config=cfg,
-           seed=seed, out=out, quiet=quiet, extra_config={"fine": fine, "coarse": coarse, "compare": list(compare or [])},
-           columns=["mode", "nfe", "seconds_per_sample", "speedup", "fid", "precision", "recall", "class_accuracy", "same_seed_similarity", "unmatched_similarity"])
+    stream(
+        m.run(cfg, fine=fine, coarse=coarse, compare=compare or (), vae=vae, seed=seed, out=out),
+        command="sample-lfm",
+        config=cfg,
+        seed=seed,
+        out=out,
+        quiet=quiet,
+        extra_config={"fine": fine, "coarse": coarse, "compare": list(compare or [])},
+        columns=[
+            "mode",
+            "nfe",
+            "seconds_per_sample",
+            "speedup",
+            "fid",
+            "precision",
+            "recall",
+            "class_accuracy",
+            "same_seed_similarity",
+            "unmatched_similarity",
+        ],
+    )

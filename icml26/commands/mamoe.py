@@ -22,13 +22,44 @@ mamoe_app = typer.Typer(
     rich_markup_mode="rich",
 )
 
-StageOpt = Annotated[Optional[List[str]], typer.Option("--stage", help="Tasks to train and evaluate: asr, tts (comma-separated or repeated).", show_default=False)]
-VariantOpt = Annotated[Optional[List[str]], typer.Option("--variant", help="mamoe, moe, mamoe-noshared, dense (comma-separated or repeated; default all).", show_default=False)]
-ModelOpt = Annotated[Optional[str], typer.Option("--model", help="smollm2-135m (default), an HF LLaMA folder, or tiny-random.", show_default=False)]
-DataOpt = Annotated[Optional[str], typer.Option("--data", help="A `icml26 mamoe prepare` folder (default: prepared in the cache).", show_default=False)]
+StageOpt = Annotated[
+    Optional[List[str]],
+    typer.Option(
+        "--stage", help="Tasks to train and evaluate: asr, tts (comma-separated or repeated).", show_default=False
+    ),
+]
+VariantOpt = Annotated[
+    Optional[List[str]],
+    typer.Option(
+        "--variant",
+        help="mamoe, moe, mamoe-noshared, dense (comma-separated or repeated; default all).",
+        show_default=False,
+    ),
+]
+ModelOpt = Annotated[
+    Optional[str],
+    typer.Option("--model", help="smollm2-135m (default), an HF LLaMA folder, or tiny-random.", show_default=False),
+]
+DataOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--data", help="A `icml26 mamoe prepare` folder (default: prepared in the cache).", show_default=False
+    ),
+]
 
-COLUMNS = ["variant", "task", "wer", "wer_librivox", "unit_error_rate", "text_perplexity", "text_perplexity_dense",
-           "routing_text_to_speech_experts", "routing_speech_to_text_experts", "active_params", "total_params"]
+COLUMNS = [
+    "variant",
+    "task",
+    "wer",
+    "wer_librivox",
+    "unit_error_rate",
+    "text_perplexity",
+    "text_perplexity_dense",
+    "routing_text_to_speech_experts",
+    "routing_speech_to_text_experts",
+    "active_params",
+    "total_params",
+]
 
 
 def _stages(values):
@@ -52,7 +83,11 @@ def _device(device: str) -> None:
 
 @mamoe_app.command("prepare")
 def prepare(
-    recipe: RecipeOpt = None, set_: SetOpt = None, seed: SeedOpt = None, out: OutOpt = None, quiet: QuietOpt = False,
+    recipe: RecipeOpt = None,
+    set_: SetOpt = None,
+    seed: SeedOpt = None,
+    out: OutOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Synthesize the speech corpus (espeak-ng, several voices / speeds / pitches, disjoint sentence splits), add the
     LibriVox test clips and fit the k-means units. Writes the prepared folder into --out (default: the cache).
@@ -69,16 +104,41 @@ def prepare(
     s = recipe_seed(recipe, "mamoe", seed) or 0
     m.validate_prepare(cfg)
     data_dir = Path(out) / "data" if out is not None else m.default_data_dir(cfg, s)
-    stream(m.prepare(cfg, seed=s, data_dir=data_dir), command="mamoe prepare", config=cfg, seed=s, out=out, quiet=quiet,
-           columns=["task", "data", "train_utterances", "test_utterances", "librivox_clips", "num_units", "train_hours", "seconds"])
+    stream(
+        m.prepare(cfg, seed=s, data_dir=data_dir),
+        command="mamoe prepare",
+        config=cfg,
+        seed=s,
+        out=out,
+        quiet=quiet,
+        columns=[
+            "task",
+            "data",
+            "train_utterances",
+            "test_utterances",
+            "librivox_clips",
+            "num_units",
+            "train_hours",
+            "seconds",
+        ],
+    )
 
 
 @mamoe_app.command("train")
 def train(
-    stage: StageOpt = None, variant: VariantOpt = None, model: ModelOpt = None, data: DataOpt = None,
-    steps: Annotated[Optional[int], typer.Option("--steps", help="Training steps per variant.", min=1, show_default=False)] = None,
-    recipe: RecipeOpt = None, set_: SetOpt = None, seed: SeedOpt = None, device: DeviceOpt = "cpu",
-    out: OutOpt = None, quiet: QuietOpt = False,
+    stage: StageOpt = None,
+    variant: VariantOpt = None,
+    model: ModelOpt = None,
+    data: DataOpt = None,
+    steps: Annotated[
+        Optional[int], typer.Option("--steps", help="Training steps per variant.", min=1, show_default=False)
+    ] = None,
+    recipe: RecipeOpt = None,
+    set_: SetOpt = None,
+    seed: SeedOpt = None,
+    device: DeviceOpt = "cpu",
+    out: OutOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Upcycle the dense LM per variant, train on ASR / TTS (+ text LM), evaluate: one result per (variant, task).
 
@@ -88,19 +148,51 @@ def train(
     from icml26.core.recipe import recipe_seed, resolve
     from icml26.methods.speech import train as m
 
-    cfg = resolve(m.Config, "mamoe", recipe, set_, stages=_stages(stage), variants=split_csv(variant), model=model, data=data, steps=steps)
+    cfg = resolve(
+        m.Config,
+        "mamoe",
+        recipe,
+        set_,
+        stages=_stages(stage),
+        variants=split_csv(variant),
+        model=model,
+        data=data,
+        steps=steps,
+    )
     s = recipe_seed(recipe, "mamoe", seed) or 0
     _device(device)
     inputs = m.validate(cfg, seed=s, out=out)
-    stream(m.run(cfg, inputs=inputs, seed=s, out=out), command="mamoe train", config=cfg, seed=s, out=out, quiet=quiet, columns=COLUMNS)
+    stream(
+        m.run(cfg, inputs=inputs, seed=s, out=out),
+        command="mamoe train",
+        config=cfg,
+        seed=s,
+        out=out,
+        quiet=quiet,
+        columns=COLUMNS,
+    )
 
 
 @mamoe_app.command("eval")
 def eval_(
-    run_dir: Annotated[Optional[str], typer.Option("--run", help="A `mamoe train --out` folder: evaluate its checkpoints (default: the untrained upcycled models).", show_default=False)] = None,
-    stage: StageOpt = None, variant: VariantOpt = None, model: ModelOpt = None, data: DataOpt = None,
-    recipe: RecipeOpt = None, set_: SetOpt = None, seed: SeedOpt = None, device: DeviceOpt = "cpu",
-    out: OutOpt = None, quiet: QuietOpt = False,
+    run_dir: Annotated[
+        Optional[str],
+        typer.Option(
+            "--run",
+            help="A `mamoe train --out` folder: evaluate its checkpoints (default: the untrained upcycled models).",
+            show_default=False,
+        ),
+    ] = None,
+    stage: StageOpt = None,
+    variant: VariantOpt = None,
+    model: ModelOpt = None,
+    data: DataOpt = None,
+    recipe: RecipeOpt = None,
+    set_: SetOpt = None,
+    seed: SeedOpt = None,
+    device: DeviceOpt = "cpu",
+    out: OutOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Evaluate (ASR / TTS WER, text perplexity, routing) a train run's checkpoints, or the upcycled models at init.
 
@@ -131,9 +223,19 @@ def eval_(
             if not p.is_file():
                 raise InputError(f"run {run_dir!r} has no checkpoint for variant {v!r} ({p.name})")
     else:
-        cfg = resolve(m.Config, "mamoe", recipe, set_, stages=_stages(stage), variants=split_csv(variant), model=model, data=data)
+        cfg = resolve(
+            m.Config, "mamoe", recipe, set_, stages=_stages(stage), variants=split_csv(variant), model=model, data=data
+        )
         s = recipe_seed(recipe, "mamoe", seed) or 0
     _device(device)
     inputs = m.validate(cfg, seed=s, out=out)
-    stream(m.run(cfg, inputs=inputs, seed=s, out=out, train=False, checkpoints=ckpts), command="mamoe eval", config=cfg, seed=s,
-           out=out, quiet=quiet, extra_config={"run": run_dir}, columns=COLUMNS)
+    stream(
+        m.run(cfg, inputs=inputs, seed=s, out=out, train=False, checkpoints=ckpts),
+        command="mamoe eval",
+        config=cfg,
+        seed=s,
+        out=out,
+        quiet=quiet,
+        extra_config={"run": run_dir},
+        columns=COLUMNS,
+    )

@@ -12,16 +12,63 @@ from icml26.core.options import OutOpt, QuietOpt, RecipeOpt, ResumeOpt, SeedOpt,
 COLUMNS = ["algo", "simulations", "seeds", "p_correct", "p_correct_ci", "simple_regret", "backend"]
 EPISODE_COLUMNS = ["episode_return:return", "episode_return_ci:return 95%"]
 # envs without exact values (no transition table): what the seeds recommended
-COLUMNS_NO_EXACT = ["algo", "simulations", "seeds", "top_action:most chosen", "top_action_share:share", "action_counts:recommended", "backend"]
+COLUMNS_NO_EXACT = [
+    "algo",
+    "simulations",
+    "seeds",
+    "top_action:most chosen",
+    "top_action_share:share",
+    "action_counts:recommended",
+    "backend",
+]
 
 
 def mcts(
-    env: Annotated[Optional[str], typer.Option("--env", "-e", help="Tree YAML file (see recipes/mcts/envs/) or gymnasium id with keyword arguments, e.g. 'FrozenLake-v1?map_name=8x8&is_slippery=true'.", show_default=False)] = None,
-    algo: Annotated[Optional[str], typer.Option("--algo", "-a", help="all | comma list of varde, uct, power-uct, ments, mdp-gape, sequential-halving, gumbel.", show_default=False)] = None,
-    simulations: Annotated[Optional[List[int]], typer.Option("--simulations", "-n", help="Simulation budget at the root (repeatable: one result per budget).", min=1, show_default=False)] = None,
+    env: Annotated[
+        Optional[str],
+        typer.Option(
+            "--env",
+            "-e",
+            help="Tree YAML file (see recipes/mcts/envs/) or gymnasium id with keyword arguments, e.g. 'FrozenLake-v1?map_name=8x8&is_slippery=true'.",
+            show_default=False,
+        ),
+    ] = None,
+    algo: Annotated[
+        Optional[str],
+        typer.Option(
+            "--algo",
+            "-a",
+            help="all | comma list of varde, uct, power-uct, ments, mdp-gape, sequential-halving, gumbel.",
+            show_default=False,
+        ),
+    ] = None,
+    simulations: Annotated[
+        Optional[List[int]],
+        typer.Option(
+            "--simulations",
+            "-n",
+            help="Simulation budget at the root (repeatable: one result per budget).",
+            min=1,
+            show_default=False,
+        ),
+    ] = None,
     seeds: SeedsOpt = None,
-    episodes: Annotated[Optional[int], typer.Option("--episodes", help="Also play N full episodes per algorithm and budget (plan, act in the real env, repeat); reports episode_return.", show_default=False)] = None,
-    reuse_tree: Annotated[Optional[bool], typer.Option("--reuse-tree/--no-reuse-tree", help="With --episodes: keep the chosen child's subtree between moves.", show_default=False)] = None,
+    episodes: Annotated[
+        Optional[int],
+        typer.Option(
+            "--episodes",
+            help="Also play N full episodes per algorithm and budget (plan, act in the real env, repeat); reports episode_return.",
+            show_default=False,
+        ),
+    ] = None,
+    reuse_tree: Annotated[
+        Optional[bool],
+        typer.Option(
+            "--reuse-tree/--no-reuse-tree",
+            help="With --episodes: keep the chosen child's subtree between moves.",
+            show_default=False,
+        ),
+    ] = None,
     recipe: RecipeOpt = None,
     set_: SetOpt = None,
     seed: SeedOpt = None,
@@ -35,8 +82,18 @@ def mcts(
     from icml26.core.recipe import recipe_seed, resolve
     from icml26.methods.exploration import mcts as m
 
-    cfg = resolve(m.Config, "mcts", recipe, set_, env=env, algo=algo,
-                  simulations=tuple(simulations) if simulations else None, seeds=seeds, episodes=episodes, reuse_tree=reuse_tree)
+    cfg = resolve(
+        m.Config,
+        "mcts",
+        recipe,
+        set_,
+        env=env,
+        algo=algo,
+        simulations=tuple(simulations) if simulations else None,
+        seeds=seeds,
+        episodes=episodes,
+        reuse_tree=reuse_tree,
+    )
     s = recipe_seed(recipe, "mcts", seed)
     s = 0 if s is None else s
     loaded = m.load_env(cfg)  # a bad --env exits 2 before any record is printed or written
@@ -46,5 +103,15 @@ def mcts(
     exact = loaded[0] == "tree" or loaded[1].q_root is not None
     prev = resume_records(out, command="mcts", config=cfg, seed=s) if resume else None
     done = previous_results(prev, "algo", "simulations")
-    stream(m.run(cfg, seed=s, env=loaded, done=done), command="mcts", config=cfg, seed=s, out=out, quiet=quiet,
-           columns=(COLUMNS if exact else COLUMNS_NO_EXACT) + (EPISODE_COLUMNS if cfg.episodes else []), plot=m.plot, resumable=True, previous=prev)
+    stream(
+        m.run(cfg, seed=s, env=loaded, done=done),
+        command="mcts",
+        config=cfg,
+        seed=s,
+        out=out,
+        quiet=quiet,
+        columns=(COLUMNS if exact else COLUMNS_NO_EXACT) + (EPISODE_COLUMNS if cfg.episodes else []),
+        plot=m.plot,
+        resumable=True,
+        previous=prev,
+    )

@@ -9,17 +9,58 @@ import typer
 
 from icml26.core.options import DeviceOpt, OutOpt, QuietOpt, RecipeOpt, ResumeOpt, SeedOpt, SeedsOpt, SetOpt, split_csv
 
-COLUMNS = ["pairing", "reg", "fusion", "modality", "test_accuracy:test acc", "test_accuracy_ci:95% CI",
-           "hessian_top_eig:λmax", "hessian_trace:tr H", "weight_noise_loss_gap:noise gap", "train_wall_s:train s"]
+COLUMNS = [
+    "pairing",
+    "reg",
+    "fusion",
+    "modality",
+    "test_accuracy:test acc",
+    "test_accuracy_ci:95% CI",
+    "hessian_top_eig:λmax",
+    "hessian_trace:tr H",
+    "weight_noise_loss_gap:noise gap",
+    "train_wall_s:train s",
+]
 
 
 def modality_pairing(
-    data: Annotated[Optional[str], typer.Option("--data", "-d", help="av-digits (built on first use, see `icml26 prepare-data av-digits`) or a folder with one <modality>.npz per modality (x_train, y_train, x_test, y_test; docs/modality-pairing.md).", show_default=False)] = None,
-    pairing: Annotated[Optional[List[str]], typer.Option("--pairing", "-p", help="unimodal | fixed | stochastic (repeatable or comma-separated).", show_default=False)] = None,
-    reg: Annotated[Optional[List[str]], typer.Option("--reg", help="none | sam | ls | swa (repeatable or comma-separated).", show_default=False)] = None,
-    fusion: Annotated[Optional[List[str]], typer.Option("--fusion", help="late | late-sum | intermediate (repeatable or comma-separated).", show_default=False)] = None,
-    modalities: Annotated[Optional[List[str]], typer.Option("--modalities", "-m", help="Modalities to use, anchor first (av-digits: image, audio, text; default image,audio).", show_default=False)] = None,
-    epochs: Annotated[Optional[int], typer.Option("--epochs", help="Training epochs per run.", min=1, show_default=False)] = None,
+    data: Annotated[
+        Optional[str],
+        typer.Option(
+            "--data",
+            "-d",
+            help="av-digits (built on first use, see `icml26 prepare-data av-digits`) or a folder with one <modality>.npz per modality (x_train, y_train, x_test, y_test; docs/modality-pairing.md).",
+            show_default=False,
+        ),
+    ] = None,
+    pairing: Annotated[
+        Optional[List[str]],
+        typer.Option(
+            "--pairing", "-p", help="unimodal | fixed | stochastic (repeatable or comma-separated).", show_default=False
+        ),
+    ] = None,
+    reg: Annotated[
+        Optional[List[str]],
+        typer.Option("--reg", help="none | sam | ls | swa (repeatable or comma-separated).", show_default=False),
+    ] = None,
+    fusion: Annotated[
+        Optional[List[str]],
+        typer.Option(
+            "--fusion", help="late | late-sum | intermediate (repeatable or comma-separated).", show_default=False
+        ),
+    ] = None,
+    modalities: Annotated[
+        Optional[List[str]],
+        typer.Option(
+            "--modalities",
+            "-m",
+            help="Modalities to use, anchor first (av-digits: image, audio, text; default image,audio).",
+            show_default=False,
+        ),
+    ] = None,
+    epochs: Annotated[
+        Optional[int], typer.Option("--epochs", help="Training epochs per run.", min=1, show_default=False)
+    ] = None,
     seeds: SeedsOpt = None,
     recipe: RecipeOpt = None,
     set_: SetOpt = None,
@@ -45,13 +86,35 @@ def modality_pairing(
 
     from icml26.methods.multimodal import train as m
 
-    cfg = resolve(m.Config, "modality-pairing", recipe, set_, data=data, pairing=split_csv(pairing), reg=split_csv(reg),
-                  fusion=split_csv(fusion), modalities=split_csv(modalities), epochs=epochs, seeds=seeds)
+    cfg = resolve(
+        m.Config,
+        "modality-pairing",
+        recipe,
+        set_,
+        data=data,
+        pairing=split_csv(pairing),
+        reg=split_csv(reg),
+        fusion=split_csv(fusion),
+        modalities=split_csv(modalities),
+        epochs=epochs,
+        seeds=seeds,
+    )
     if device not in ("cpu", "auto"):
-        raise InputError(f"--device {device!r}: modality-pairing runs on the CPU (its models are small); use --device cpu")
+        raise InputError(
+            f"--device {device!r}: modality-pairing runs on the CPU (its models are small); use --device cpu"
+        )
     m.validate(cfg)
     s = recipe_seed(recipe, "modality-pairing", seed) or 0
     previous = resume_records(out, command="modality-pairing", config=cfg, seed=s) if resume else None
     ms = m.load(cfg)  # builds av-digits on first use; a bad folder / mismatched labels: InputError before any record
-    stream(m.run(cfg, seed=s, out=out, previous=previous, data=ms), command="modality-pairing", config=cfg, seed=s, out=out,
-           quiet=quiet, columns=COLUMNS, resumable=True, previous=previous)
+    stream(
+        m.run(cfg, seed=s, out=out, previous=previous, data=ms),
+        command="modality-pairing",
+        config=cfg,
+        seed=s,
+        out=out,
+        quiet=quiet,
+        columns=COLUMNS,
+        resumable=True,
+        previous=previous,
+    )

@@ -20,11 +20,44 @@ muse_app = typer.Typer(
     rich_markup_mode="rich",
 )
 
-MethodOpt = Annotated[Optional[List[str]], typer.Option("--method", help="sdpa | muse | muse-v1 | muse-noretrieval | block (repeatable or comma-separated).", show_default=False)]
-CtxOpt = Annotated[Optional[List[int]], typer.Option("--context-tokens", "-n", help="Context length in tokens (repeatable).", show_default=False)]
-TextOpt = Annotated[Optional[str], typer.Option("--text", help="Your own UTF-8 text file (split train/val/test by the documented rule) instead of python-docs + GCIDE.", show_default=False)]
-ModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", help="llama (SmolLM2-135M, built in) | a local LLaMA-architecture HF folder | a .gguf file.", show_default=False)]
-BENCH_COLS = ["method", "context_tokens:N", "seconds", "speedup_vs_sdpa:speed-up", "rel_squared_error:rel. sq. error", "sparsity", "backend"]
+MethodOpt = Annotated[
+    Optional[List[str]],
+    typer.Option(
+        "--method",
+        help="sdpa | muse | muse-v1 | muse-noretrieval | block (repeatable or comma-separated).",
+        show_default=False,
+    ),
+]
+CtxOpt = Annotated[
+    Optional[List[int]],
+    typer.Option("--context-tokens", "-n", help="Context length in tokens (repeatable).", show_default=False),
+]
+TextOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--text",
+        help="Your own UTF-8 text file (split train/val/test by the documented rule) instead of python-docs + GCIDE.",
+        show_default=False,
+    ),
+]
+ModelOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--model",
+        "-m",
+        help="llama (SmolLM2-135M, built in) | a local LLaMA-architecture HF folder | a .gguf file.",
+        show_default=False,
+    ),
+]
+BENCH_COLS = [
+    "method",
+    "context_tokens:N",
+    "seconds",
+    "speedup_vs_sdpa:speed-up",
+    "rel_squared_error:rel. sq. error",
+    "sparsity",
+    "backend",
+]
 EVAL_COLS = ["method", "context_tokens:N", "perplexity", "perplexity_ratio:ratio", "seconds", "windows"]
 TRAIN_COLS = ["method", "context_tokens:N", "final_loss", "val_loss", "wall_s", "steps"]
 
@@ -58,9 +91,16 @@ def _ctx(context_tokens):
 
 @muse_app.command("bench")
 def bench(
-    method: MethodOpt = None, context_tokens: CtxOpt = None, text: TextOpt = None, model: ModelOpt = None,
-    recipe: RecipeOpt = None, set_: SetOpt = None, seed: SeedOpt = None, device: DeviceOpt = "cpu",
-    out: OutOpt = None, quiet: QuietOpt = False,
+    method: MethodOpt = None,
+    context_tokens: CtxOpt = None,
+    text: TextOpt = None,
+    model: ModelOpt = None,
+    recipe: RecipeOpt = None,
+    set_: SetOpt = None,
+    seed: SeedOpt = None,
+    device: DeviceOpt = "cpu",
+    out: OutOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Isolated attention on real q/k/v (one SmolLM2 layer, real test text): seconds, speed-up vs
     SDPA, relative squared error and sparsity, one `result` per (method, context_tokens).
@@ -78,10 +118,19 @@ def bench(
 
 @muse_app.command("eval")
 def eval_(
-    method: MethodOpt = None, context_tokens: CtxOpt = None, text: TextOpt = None, model: ModelOpt = None,
-    windows: Annotated[Optional[int], typer.Option("--windows", help="Test windows per context length.", min=1, show_default=False)] = None,
-    recipe: RecipeOpt = None, set_: SetOpt = None, seed: SeedOpt = None, device: DeviceOpt = "cpu",
-    out: OutOpt = None, quiet: QuietOpt = False,
+    method: MethodOpt = None,
+    context_tokens: CtxOpt = None,
+    text: TextOpt = None,
+    model: ModelOpt = None,
+    windows: Annotated[
+        Optional[int], typer.Option("--windows", help="Test windows per context length.", min=1, show_default=False)
+    ] = None,
+    recipe: RecipeOpt = None,
+    set_: SetOpt = None,
+    seed: SeedOpt = None,
+    device: DeviceOpt = "cpu",
+    out: OutOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Perplexity of a pretrained LLaMA-style model with attn_implementation="muse" (sdpa is
     always run as the reference), one `result` per (method, context_tokens).
@@ -92,21 +141,47 @@ def eval_(
     from icml26.core.output import stream
     from icml26.methods.attention import harness as H
 
-    cfg = _config(recipe, set_, methods=split_csv(method), context_tokens=_ctx(context_tokens), text=text, model=model, windows=windows)
+    cfg = _config(
+        recipe,
+        set_,
+        methods=split_csv(method),
+        context_tokens=_ctx(context_tokens),
+        text=text,
+        model=model,
+        windows=windows,
+    )
     s = _seed(recipe, seed)
     dev = resolve_device(device)
     H.preflight(cfg, "eval")
-    stream(H.run_eval(cfg, seed=s, device=dev), command="muse eval", config=cfg, seed=s, out=out, quiet=quiet, columns=EVAL_COLS)
+    stream(
+        H.run_eval(cfg, seed=s, device=dev),
+        command="muse eval",
+        config=cfg,
+        seed=s,
+        out=out,
+        quiet=quiet,
+        columns=EVAL_COLS,
+    )
 
 
 @muse_app.command("train")
 def train(
     method: MethodOpt = None,
-    context_tokens: Annotated[Optional[int], typer.Option("--context-tokens", "-n", help="Training context in tokens (bytes).", min=2, show_default=False)] = None,
+    context_tokens: Annotated[
+        Optional[int],
+        typer.Option("--context-tokens", "-n", help="Training context in tokens (bytes).", min=2, show_default=False),
+    ] = None,
     text: TextOpt = None,
-    steps: Annotated[Optional[int], typer.Option("--steps", help="Optimizer steps per method.", min=1, show_default=False)] = None,
-    recipe: RecipeOpt = None, set_: SetOpt = None, seed: SeedOpt = None, device: DeviceOpt = "cpu",
-    out: OutOpt = None, resume: ResumeOpt = False, quiet: QuietOpt = False,
+    steps: Annotated[
+        Optional[int], typer.Option("--steps", help="Optimizer steps per method.", min=1, show_default=False)
+    ] = None,
+    recipe: RecipeOpt = None,
+    set_: SetOpt = None,
+    seed: SeedOpt = None,
+    device: DeviceOpt = "cpu",
+    out: OutOpt = None,
+    resume: ResumeOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Pretrain a small LLaMA-style model per method at long context (same seed, data and steps);
     `step` records, one `result` per method; resumable with --out/--resume; runs under
@@ -119,8 +194,14 @@ def train(
     from icml26.core.output import resume_records, stream
     from icml26.methods.attention import harness as H
 
-    cfg = _config(recipe, set_, methods=split_csv(method), context_tokens=(context_tokens,) if context_tokens else None,
-                  text=text, train_steps=steps)
+    cfg = _config(
+        recipe,
+        set_,
+        methods=split_csv(method),
+        context_tokens=(context_tokens,) if context_tokens else None,
+        text=text,
+        train_steps=steps,
+    )
     s = _seed(recipe, seed)
     dev = resolve_device(device)
     H.preflight(cfg, "train")
@@ -128,5 +209,14 @@ def train(
     gen = H.run_train(cfg, seed=s, device=dev, out=out, previous=previous)
     if drain_unless_main(gen):  # other torchrun ranks train silently; rank 0 writes
         return
-    stream(gen, command="muse train", config=cfg, seed=s, out=out, quiet=quiet, columns=TRAIN_COLS, resumable=True,
-           previous=previous)
+    stream(
+        gen,
+        command="muse train",
+        config=cfg,
+        seed=s,
+        out=out,
+        quiet=quiet,
+        columns=TRAIN_COLS,
+        resumable=True,
+        previous=previous,
+    )

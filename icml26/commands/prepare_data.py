@@ -13,8 +13,22 @@ DATASETS = ("traffic-bandit", "av-digits")
 
 def prepare_data(
     dataset: Annotated[str, typer.Argument(help="What to build: traffic-bandit | av-digits.")],
-    out: Annotated[Optional[str], typer.Option("--out", "-o", help="Directory to write into (created); default data/traffic (traffic-bandit), the cache folder that `icml26 modality-pairing --data av-digits` reads (av-digits).", show_default=False)] = None,
-    counts: Annotated[Optional[str], typer.Option("--counts", help="Your own counts parquet/CSV (timestamp, detector, total); default: the sample shipped in PyPI traffic-anomaly.")] = None,
+    out: Annotated[
+        Optional[str],
+        typer.Option(
+            "--out",
+            "-o",
+            help="Directory to write into (created); default data/traffic (traffic-bandit), the cache folder that `icml26 modality-pairing --data av-digits` reads (av-digits).",
+            show_default=False,
+        ),
+    ] = None,
+    counts: Annotated[
+        Optional[str],
+        typer.Option(
+            "--counts",
+            help="Your own counts parquet/CSV (timestamp, detector, total); default: the sample shipped in PyPI traffic-anomaly.",
+        ),
+    ] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite files that already exist.")] = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -36,7 +50,13 @@ def prepare_data(
 
         if out is not None and Path(out).exists() and not Path(out).is_dir():
             raise InputError(f"--out {out!r} exists and is not a directory")
-        stream(prepare_records(out, force=force), command="prepare-data", extra_config={"dataset": dataset, "out": out}, quiet=quiet, columns=["path", "size_bytes"])
+        stream(
+            prepare_records(out, force=force),
+            command="prepare-data",
+            extra_config={"dataset": dataset, "out": out},
+            quiet=quiet,
+            columns=["path", "size_bytes"],
+        )
         return
     from icml26.methods.exploration.traffic import prepare_traffic_bandit
 
@@ -50,4 +70,10 @@ def prepare_data(
             yield {"kind": "result", "dataset": dataset, "path": str(p), "size_bytes": p.stat().st_size}
         yield {"kind": "summary", "dataset": dataset, "out": str(out), "files": len(paths)}
 
-    stream(records(), command="prepare-data", extra_config={"dataset": dataset, "out": out, "counts": counts}, quiet=quiet, columns=["path", "size_bytes"])
+    stream(
+        records(),
+        command="prepare-data",
+        extra_config={"dataset": dataset, "out": out, "counts": counts},
+        quiet=quiet,
+        columns=["path", "size_bytes"],
+    )

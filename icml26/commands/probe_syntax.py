@@ -10,10 +10,38 @@ from icml26.core.options import DeviceOpt, OutOpt, QuietOpt, RecipeOpt, SeedOpt,
 
 
 def probe_syntax(
-    model: Annotated[Optional[str], typer.Option("--model", "-m", help="smollm2-135m (default), gemma3-270m, a local HF folder or a .gguf file.", show_default=False)] = None,
-    sentences: Annotated[Optional[str], typer.Option("--sentences", help="Your own TSV with the header sentence<TAB>syntax_id<TAB>meaning_id (default: the built-in WordNet set).", show_default=False)] = None,
-    n_events: Annotated[Optional[int], typer.Option("--n-events", help="Built-in set: meanings, each realised in every structure (sentences = n_events x structures).", min=3, show_default=False)] = None,
-    pooling: Annotated[Optional[str], typer.Option("--pooling", help="last (mean of the last `last_tokens` tokens, default 3) | mean.", show_default=False)] = None,
+    model: Annotated[
+        Optional[str],
+        typer.Option(
+            "--model",
+            "-m",
+            help="smollm2-135m (default), gemma3-270m, a local HF folder or a .gguf file.",
+            show_default=False,
+        ),
+    ] = None,
+    sentences: Annotated[
+        Optional[str],
+        typer.Option(
+            "--sentences",
+            help="Your own TSV with the header sentence<TAB>syntax_id<TAB>meaning_id (default: the built-in WordNet set).",
+            show_default=False,
+        ),
+    ] = None,
+    n_events: Annotated[
+        Optional[int],
+        typer.Option(
+            "--n-events",
+            help="Built-in set: meanings, each realised in every structure (sentences = n_events x structures).",
+            min=3,
+            show_default=False,
+        ),
+    ] = None,
+    pooling: Annotated[
+        Optional[str],
+        typer.Option(
+            "--pooling", help="last (mean of the last `last_tokens` tokens, default 3) | mean.", show_default=False
+        ),
+    ] = None,
     recipe: RecipeOpt = None,
     set_: SetOpt = None,
     seed: SeedOpt = None,
@@ -39,7 +67,9 @@ def probe_syntax(
     from icml26.core.recipe import recipe_seed, resolve
     from icml26.methods.probing import syntax_semantics as m
 
-    cfg = resolve(m.Config, "probe-syntax", recipe, set_, model=model, sentences=sentences, n_events=n_events, pooling=pooling)
+    cfg = resolve(
+        m.Config, "probe-syntax", recipe, set_, model=model, sentences=sentences, n_events=n_events, pooling=pooling
+    )
     s = recipe_seed(recipe, "probe-syntax", seed) or 0
     # validate everything the user gave before the first output line
     if cfg.sentences is not None:
@@ -49,5 +79,14 @@ def probe_syntax(
     ss = m.load_sentences(cfg, s)
     model_path(cfg.model)
     dev = resolve_device(device)
-    stream(m.run(cfg, seed=s, device=dev, out_dir=out, sentence_set=ss), command="probe-syntax", config=cfg, seed=s,
-           out=out, quiet=quiet, columns=list(m.COLUMNS), plot=m.plot, extra_config={"device": dev})
+    stream(
+        m.run(cfg, seed=s, device=dev, out_dir=out, sentence_set=ss),
+        command="probe-syntax",
+        config=cfg,
+        seed=s,
+        out=out,
+        quiet=quiet,
+        columns=list(m.COLUMNS),
+        plot=m.plot,
+        extra_config={"device": dev},
+    )

@@ -11,16 +11,65 @@ from icml26.core.options import OutOpt, QuietOpt, RecipeOpt, SeedOpt, SetOpt, sp
 
 
 def quantize(
-    model: Annotated[Optional[str], typer.Option("--model", "-m", help="llama (SmolLM2-135M, default) | gemma3-270m | an HF folder | a .gguf | a folder saved by `quantize --out` (re-evaluated).", show_default=False)] = None,
-    bits: Annotated[Optional[int], typer.Option("--bits", "-b", help="Weight width: 4 runs W4A16 and W4A8, 8 runs W8A8 (unless --setting is given); with --setting, keeps those of this width (2..8).", show_default=False)] = None,
-    method: Annotated[Optional[List[str]], typer.Option("--method", help="fp | rtn | gptq | smoothquant | quarot | fptquant | all (repeatable or comma-separated; default fp,rtn,fptquant; all = the full comparison at the five standard settings).", show_default=False)] = None,
-    setting: Annotated[Optional[List[str]], typer.Option("--setting", help="W4A16 | W4A8 | W4A4 | W4A4KV4 | W8A8 | W<b>A<b>[KV<b>] | all (repeatable; default: what --bits implies).", show_default=False)] = None,
-    calib_text: Annotated[Optional[str], typer.Option("--calib-text", help="Your own plain-text calibration file (default: the corpus' calibration documents).", show_default=False)] = None,
-    eval_text: Annotated[Optional[str], typer.Option("--eval-text", help="Your own plain-text evaluation file (default: the corpus' evaluation documents; calibration then stays on the corpus).", show_default=False)] = None,
+    model: Annotated[
+        Optional[str],
+        typer.Option(
+            "--model",
+            "-m",
+            help="llama (SmolLM2-135M, default) | gemma3-270m | an HF folder | a .gguf | a folder saved by `quantize --out` (re-evaluated).",
+            show_default=False,
+        ),
+    ] = None,
+    bits: Annotated[
+        Optional[int],
+        typer.Option(
+            "--bits",
+            "-b",
+            help="Weight width: 4 runs W4A16 and W4A8, 8 runs W8A8 (unless --setting is given); with --setting, keeps those of this width (2..8).",
+            show_default=False,
+        ),
+    ] = None,
+    method: Annotated[
+        Optional[List[str]],
+        typer.Option(
+            "--method",
+            help="fp | rtn | gptq | smoothquant | quarot | fptquant | all (repeatable or comma-separated; default fp,rtn,fptquant; all = the full comparison at the five standard settings).",
+            show_default=False,
+        ),
+    ] = None,
+    setting: Annotated[
+        Optional[List[str]],
+        typer.Option(
+            "--setting",
+            help="W4A16 | W4A8 | W4A4 | W4A4KV4 | W8A8 | W<b>A<b>[KV<b>] | all (repeatable; default: what --bits implies).",
+            show_default=False,
+        ),
+    ] = None,
+    calib_text: Annotated[
+        Optional[str],
+        typer.Option(
+            "--calib-text",
+            help="Your own plain-text calibration file (default: the corpus' calibration documents).",
+            show_default=False,
+        ),
+    ] = None,
+    eval_text: Annotated[
+        Optional[str],
+        typer.Option(
+            "--eval-text",
+            help="Your own plain-text evaluation file (default: the corpus' evaluation documents; calibration then stays on the corpus).",
+            show_default=False,
+        ),
+    ] = None,
     recipe: RecipeOpt = None,
     set_: SetOpt = None,
     seed: SeedOpt = None,
-    device: Annotated[str, typer.Option("--device", help="cpu (auto = cpu): the quantize pipeline runs on the CPU; cuda is not supported here yet.")] = "cpu",
+    device: Annotated[
+        str,
+        typer.Option(
+            "--device", help="cpu (auto = cpu): the quantize pipeline runs on the CPU; cuda is not supported here yet."
+        ),
+    ] = "cpu",
     out: OutOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
@@ -44,8 +93,18 @@ def quantize(
 
     methods = split_csv(method)
     settings = tuple(x.upper() for x in split_csv(setting)) if setting else None
-    cfg = resolve(m.Config, "quantize", recipe, set_, model=model, bits=bits, methods=methods, settings=settings,
-                  calib_text=calib_text, eval_text=eval_text)
+    cfg = resolve(
+        m.Config,
+        "quantize",
+        recipe,
+        set_,
+        model=model,
+        bits=bits,
+        methods=methods,
+        settings=settings,
+        calib_text=calib_text,
+        eval_text=eval_text,
+    )
     if device not in ("cpu", "auto"):
         raise InputError(f"--device {device!r}: quantize runs on the CPU; use --device cpu (or auto)")
     for f in (cfg.calib_text, cfg.eval_text):
@@ -72,12 +131,25 @@ def quantize(
             if not quiet:
                 for reason in unused.values():
                     print(f"icml26 quantize: note: {reason} (from the recipe; not used in this run)", file=sys.stderr)
-    if cfg.calib_text is None or cfg.eval_text is None:  # text from a built-in corpus: installed (else the install command)
+    if (
+        cfg.calib_text is None or cfg.eval_text is None
+    ):  # text from a built-in corpus: installed (else the install command)
         from icml26.core.data.text import require_corpus
 
         require_corpus(cfg.corpus)
     s = recipe_seed(recipe, "quantize", seed) or 0
-    cols = ["method", "setting", "wbits", "abits", "kvbits", "perplexity", "top1_agreement", "greedy_agreement", "size_bytes", "time_s"]
+    cols = [
+        "method",
+        "setting",
+        "wbits",
+        "abits",
+        "kvbits",
+        "perplexity",
+        "top1_agreement",
+        "greedy_agreement",
+        "size_bytes",
+        "time_s",
+    ]
     gen = m.run_packed(cfg, seed=s) if packed else _announce(m.run(cfg, seed=s, out=out), quiet, m.LONG_RUN_S)
     stream(gen, command="quantize", config=cfg, seed=s, out=out, quiet=quiet, columns=cols, extra_config=extra)
 
@@ -90,7 +162,11 @@ def _announce(records, quiet: bool, long_s: float):
     for r in records:
         if r.get("stage") == "estimate" and not quiet and r["estimated_s"] > long_s:
             mins = r["estimated_s"] / 60
-            print(f"icml26 quantize: this run should take about {mins:.0f} min ({r['runs']} quantized (method, setting) runs; "
-                  f"the FP evaluation ran at {r['fp_tokens_per_s']:.0f} tokens/s). Fewer methods or settings, or a smaller "
-                  "eval_tokens, make it shorter.", file=sys.stderr, flush=True)
+            print(
+                f"icml26 quantize: this run should take about {mins:.0f} min ({r['runs']} quantized (method, setting) runs; "
+                f"the FP evaluation ran at {r['fp_tokens_per_s']:.0f} tokens/s). Fewer methods or settings, or a smaller "
+                "eval_tokens, make it shorter.",
+                file=sys.stderr,
+                flush=True,
+            )
         yield r

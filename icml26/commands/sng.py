@@ -9,16 +9,54 @@ import typer
 
 from icml26.core.options import DeviceOpt, OutOpt, QuietOpt, RecipeOpt, SeedOpt, SeedsOpt, SetOpt, split_csv
 
-COLUMNS = ["optim", "batch", "sampling", "final_rel_l2:final rel L2", "best_rel_l2:best rel L2", "time_to_1e-3_s:t(1e-3) s",
-           "time_to_1e-5_s:t(1e-5) s", "iterations", "jacobian_spectral_decay:J decay"]
+COLUMNS = [
+    "optim",
+    "batch",
+    "sampling",
+    "final_rel_l2:final rel L2",
+    "best_rel_l2:best rel L2",
+    "time_to_1e-3_s:t(1e-3) s",
+    "time_to_1e-5_s:t(1e-5) s",
+    "iterations",
+    "jacobian_spectral_decay:J decay",
+]
 
 
 def sng(
-    problem: Annotated[Optional[str], typer.Option("--problem", "-p", help="poisson2d | poisson5d | heat1d | allencahn2d.", show_default=False)] = None,
-    optim: Annotated[Optional[List[str]], typer.Option("--optim", "-a", help="sng | spring | adam | lbfgs | engd | sgd (repeatable or comma-separated; default sng,spring,adam,lbfgs,engd).", show_default=False)] = None,
-    batch: Annotated[Optional[List[str]], typer.Option("--batch", "-b", help="Mini-batch sizes (rows per step) of sng/spring/adam/sgd (repeatable or comma-separated; default 64,256).", show_default=False)] = None,
-    time_budget: Annotated[Optional[float], typer.Option("--time-budget", "-t", help="Optimizer seconds per run (default 300).", show_default=False)] = None,
-    sampling: Annotated[Optional[str], typer.Option("--sampling", help="Mini-batch rule of sng/spring: uniform | leverage | volume | volume-approx.", show_default=False)] = None,
+    problem: Annotated[
+        Optional[str],
+        typer.Option("--problem", "-p", help="poisson2d | poisson5d | heat1d | allencahn2d.", show_default=False),
+    ] = None,
+    optim: Annotated[
+        Optional[List[str]],
+        typer.Option(
+            "--optim",
+            "-a",
+            help="sng | spring | adam | lbfgs | engd | sgd (repeatable or comma-separated; default sng,spring,adam,lbfgs,engd).",
+            show_default=False,
+        ),
+    ] = None,
+    batch: Annotated[
+        Optional[List[str]],
+        typer.Option(
+            "--batch",
+            "-b",
+            help="Mini-batch sizes (rows per step) of sng/spring/adam/sgd (repeatable or comma-separated; default 64,256).",
+            show_default=False,
+        ),
+    ] = None,
+    time_budget: Annotated[
+        Optional[float],
+        typer.Option("--time-budget", "-t", help="Optimizer seconds per run (default 300).", show_default=False),
+    ] = None,
+    sampling: Annotated[
+        Optional[str],
+        typer.Option(
+            "--sampling",
+            help="Mini-batch rule of sng/spring: uniform | leverage | volume | volume-approx.",
+            show_default=False,
+        ),
+    ] = None,
     seeds: SeedsOpt = None,
     recipe: RecipeOpt = None,
     set_: SetOpt = None,
@@ -47,8 +85,18 @@ def sng(
             raise InputError(f"--batch {','.join(batch)!r}: expected integers, e.g. 64,256") from None
     from icml26.methods.pinn import train as m
 
-    cfg = resolve(m.Config, "sng", recipe, set_, problem=problem, optim=split_csv(optim), batch=batches,
-                  time_budget_s=time_budget, sampling=sampling, seeds=seeds)
+    cfg = resolve(
+        m.Config,
+        "sng",
+        recipe,
+        set_,
+        problem=problem,
+        optim=split_csv(optim),
+        batch=batches,
+        time_budget_s=time_budget,
+        sampling=sampling,
+        seeds=seeds,
+    )
     from icml26.core.device import resolve_device
 
     dev = resolve_device(device)
@@ -56,4 +104,13 @@ def sng(
         raise InputError(f"sampling {cfg.sampling!r} runs on the CPU only; use --device cpu")
     m.validate(cfg)
     s = recipe_seed(recipe, "sng", seed) or 0
-    stream(m.run(cfg, seed=s, device=dev), command="sng", config=cfg, seed=s, out=out, quiet=quiet, columns=COLUMNS, plot=m.plot)
+    stream(
+        m.run(cfg, seed=s, device=dev),
+        command="sng",
+        config=cfg,
+        seed=s,
+        out=out,
+        quiet=quiet,
+        columns=COLUMNS,
+        plot=m.plot,
+    )

@@ -21,13 +21,56 @@ traffic_app = typer.Typer(
     rich_markup_mode="rich",
 )
 
-DataOpt = Annotated[Optional[str], typer.Option("--data", help="Lane-level series: CSV (a timestamp column + one column per sensor), METR-LA/PEMS-BAY .h5, PeMSD4/8 .npz, or a long parquet (timestamp, detector, total). Default: the built-in traffic-anomaly lanes.", show_default=False)]
-RoadOpt = Annotated[Optional[str], typer.Option("--road-data", help="Road-level series for pre-training (same formats; rows before the fine-tuning days are used). Without it, MiniTraffic on --data runs without pre-training.", show_default=False)]
-ModelOpt = Annotated[Optional[List[str]], typer.Option("--model", "-m", help="minitraffic | minitraffic-nopretrain | minitraffic-noaug | minitraffic-nocluster | ha | persistence | ridge | dlinear | patchtst | stid | graph | all (repeatable or comma-separated).", show_default=False)]
-HorizonOpt = Annotated[Optional[List[str]], typer.Option("--horizon", help="Steps ahead to score, e.g. 1,4,8 (default).", show_default=False)]
-FractionOpt = Annotated[Optional[List[str]], typer.Option("--lane-fraction", help="Fraction(s) of the lane-level fine-tuning days used, in (0, 1] (default 0.05,0.1,0.2).", show_default=False)]
-COLUMNS = ["model", "pretrained", "horizon_steps:h", "lane_fraction:lanes", "mae", "rmse", "mape:mape %", "params",
-           "train_s", "infer_ms_per_batch:ms/batch", "seeds"]
+DataOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--data",
+        help="Lane-level series: CSV (a timestamp column + one column per sensor), METR-LA/PEMS-BAY .h5, PeMSD4/8 .npz, or a long parquet (timestamp, detector, total). Default: the built-in traffic-anomaly lanes.",
+        show_default=False,
+    ),
+]
+RoadOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--road-data",
+        help="Road-level series for pre-training (same formats; rows before the fine-tuning days are used). Without it, MiniTraffic on --data runs without pre-training.",
+        show_default=False,
+    ),
+]
+ModelOpt = Annotated[
+    Optional[List[str]],
+    typer.Option(
+        "--model",
+        "-m",
+        help="minitraffic | minitraffic-nopretrain | minitraffic-noaug | minitraffic-nocluster | ha | persistence | ridge | dlinear | patchtst | stid | graph | all (repeatable or comma-separated).",
+        show_default=False,
+    ),
+]
+HorizonOpt = Annotated[
+    Optional[List[str]],
+    typer.Option("--horizon", help="Steps ahead to score, e.g. 1,4,8 (default).", show_default=False),
+]
+FractionOpt = Annotated[
+    Optional[List[str]],
+    typer.Option(
+        "--lane-fraction",
+        help="Fraction(s) of the lane-level fine-tuning days used, in (0, 1] (default 0.05,0.1,0.2).",
+        show_default=False,
+    ),
+]
+COLUMNS = [
+    "model",
+    "pretrained",
+    "horizon_steps:h",
+    "lane_fraction:lanes",
+    "mae",
+    "rmse",
+    "mape:mape %",
+    "params",
+    "train_s",
+    "infer_ms_per_batch:ms/batch",
+    "seeds",
+]
 
 
 def _numbers(values, kind, flag):
@@ -39,7 +82,9 @@ def _numbers(values, kind, flag):
     try:
         return tuple(kind(v) for v in items)
     except ValueError:
-        raise InputError(f"{flag}: expected {'integers' if kind is int else 'numbers'}, got {','.join(items)!r}") from None
+        raise InputError(
+            f"{flag}: expected {'integers' if kind is int else 'numbers'}, got {','.join(items)!r}"
+        ) from None
 
 
 def _config(recipe, set_, *, data=None, road_data=None, model=None, horizon=None, lane_fraction=None, seeds=None):
@@ -51,9 +96,18 @@ def _config(recipe, set_, *, data=None, road_data=None, model=None, horizon=None
     if models == ("all",):
         models = H.MODELS
     try:
-        return resolve(H.Config, "traffic", recipe, set_, data=data, road_data=road_data, models=models,
-                       horizons=_numbers(horizon, int, "--horizon"), lane_fractions=_numbers(lane_fraction, float, "--lane-fraction"),
-                       seeds=seeds)
+        return resolve(
+            H.Config,
+            "traffic",
+            recipe,
+            set_,
+            data=data,
+            road_data=road_data,
+            models=models,
+            horizons=_numbers(horizon, int, "--horizon"),
+            lane_fractions=_numbers(lane_fraction, float, "--lane-fraction"),
+            seeds=seeds,
+        )
     except ValueError as e:
         raise InputError(str(e)) from None
 
@@ -74,10 +128,18 @@ def _require(what: str, **opts):
 
 @traffic_app.command("run")
 def run(
-    data: DataOpt = None, road_data: RoadOpt = None, model: ModelOpt = None, horizon: HorizonOpt = None,
-    lane_fraction: FractionOpt = None, seeds: SeedsOpt = None,
-    recipe: RecipeOpt = None, set_: SetOpt = None, seed: SeedOpt = None, device: DeviceOpt = "auto",
-    out: OutOpt = None, quiet: QuietOpt = False,
+    data: DataOpt = None,
+    road_data: RoadOpt = None,
+    model: ModelOpt = None,
+    horizon: HorizonOpt = None,
+    lane_fraction: FractionOpt = None,
+    seeds: SeedsOpt = None,
+    recipe: RecipeOpt = None,
+    set_: SetOpt = None,
+    seed: SeedOpt = None,
+    device: DeviceOpt = "auto",
+    out: OutOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Pre-train, fine-tune and test every selected model; one `result` per (model, horizon, lane_fraction).
 
@@ -87,19 +149,53 @@ def run(
     from icml26.core.output import stream
     from icml26.methods.traffic import harness as H
 
-    cfg = _config(recipe, set_, data=data, road_data=road_data, model=model, horizon=horizon, lane_fraction=lane_fraction, seeds=seeds)
+    cfg = _config(
+        recipe,
+        set_,
+        data=data,
+        road_data=road_data,
+        model=model,
+        horizon=horizon,
+        lane_fraction=lane_fraction,
+        seeds=seeds,
+    )
     s = _seed(recipe, seed)
     dev = resolve_device(device)
     inp = H.load_inputs(cfg)  # every data check before the config record
-    stream(H.run(cfg, seed=s, device=dev, inputs=inp), command="traffic run", config=cfg, seed=s, out=out, quiet=quiet,
-           columns=COLUMNS, extra_config={"device": dev})
+    stream(
+        H.run(cfg, seed=s, device=dev, inputs=inp),
+        command="traffic run",
+        config=cfg,
+        seed=s,
+        out=out,
+        quiet=quiet,
+        columns=COLUMNS,
+        extra_config={"device": dev},
+    )
 
 
 @traffic_app.command("prepare")
 def prepare(
-    out: Annotated[Optional[str], typer.Option("--out", "-o", help="Folder for lanes.csv, roads.csv, sensors.csv, dataset.json. Required.", show_default=False)] = None,
-    counts: Annotated[Optional[str], typer.Option("--counts", help="Your own long counts table (parquet/CSV: timestamp, detector, total); default: PyPI traffic-anomaly sample_counts.", show_default=False)] = None,
-    recipe: RecipeOpt = None, set_: SetOpt = None, quiet: QuietOpt = False,
+    out: Annotated[
+        Optional[str],
+        typer.Option(
+            "--out",
+            "-o",
+            help="Folder for lanes.csv, roads.csv, sensors.csv, dataset.json. Required.",
+            show_default=False,
+        ),
+    ] = None,
+    counts: Annotated[
+        Optional[str],
+        typer.Option(
+            "--counts",
+            help="Your own long counts table (parquet/CSV: timestamp, detector, total); default: PyPI traffic-anomaly sample_counts.",
+            show_default=False,
+        ),
+    ] = None,
+    recipe: RecipeOpt = None,
+    set_: SetOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Write the road/lane datasets from real counts: lanes = detectors, roads = correlation groups of detectors (the grouping is written to sensors.csv)."""
     from icml26.core.output import stream
@@ -108,15 +204,34 @@ def prepare(
     cfg = _config(recipe, set_)
     _require("prepare", **{"--out": out})
     prepared = C.prepare_dataset(counts, cfg)
-    stream(C.prepare_files(prepared, out, counts=counts, cfg=cfg), command="traffic prepare", config=cfg, out=out, quiet=quiet,
-           columns=["file", "size_bytes"], extra_config={"counts": counts})
+    stream(
+        C.prepare_files(prepared, out, counts=counts, cfg=cfg),
+        command="traffic prepare",
+        config=cfg,
+        out=out,
+        quiet=quiet,
+        columns=["file", "size_bytes"],
+        extra_config={"counts": counts},
+    )
 
 
 @traffic_app.command("pretrain")
 def pretrain(
-    out: Annotated[Optional[str], typer.Option("--out", "-o", help="Folder for pretrain-<model>-seed<k>.safetensors. Required.", show_default=False)] = None,
-    data: DataOpt = None, road_data: RoadOpt = None, model: ModelOpt = None, seeds: SeedsOpt = None,
-    recipe: RecipeOpt = None, set_: SetOpt = None, seed: SeedOpt = None, device: DeviceOpt = "auto", quiet: QuietOpt = False,
+    out: Annotated[
+        Optional[str],
+        typer.Option(
+            "--out", "-o", help="Folder for pretrain-<model>-seed<k>.safetensors. Required.", show_default=False
+        ),
+    ] = None,
+    data: DataOpt = None,
+    road_data: RoadOpt = None,
+    model: ModelOpt = None,
+    seeds: SeedsOpt = None,
+    recipe: RecipeOpt = None,
+    set_: SetOpt = None,
+    seed: SeedOpt = None,
+    device: DeviceOpt = "auto",
+    quiet: QuietOpt = False,
 ) -> None:
     """Pre-train MiniTraffic (and the noaug / nocluster variants selected) on road-level series."""
     from icml26.core.device import resolve_device
@@ -130,16 +245,42 @@ def pretrain(
     dev = resolve_device(device)
     inp = H.load_inputs(cfg)
     C.check_pretrain(cfg, inp)
-    stream(C.pretrain_files(cfg, inp, out, seed=s, device=dev), command="traffic pretrain", config=cfg, seed=s, out=out,
-           quiet=quiet, columns=["model", "seed", "params", "pretrain_s", "forecast_l1", "recon_mse", "info_nce"])
+    stream(
+        C.pretrain_files(cfg, inp, out, seed=s, device=dev),
+        command="traffic pretrain",
+        config=cfg,
+        seed=s,
+        out=out,
+        quiet=quiet,
+        columns=["model", "seed", "params", "pretrain_s", "forecast_l1", "recon_mse", "info_nce"],
+    )
 
 
 @traffic_app.command("finetune")
 def finetune(
-    out: Annotated[Optional[str], typer.Option("--out", "-o", help="Folder for <model>-f<fraction>-seed<k>.safetensors. Required.", show_default=False)] = None,
-    checkpoint: Annotated[Optional[str], typer.Option("--checkpoint", help="A `traffic pretrain` folder; without it MiniTraffic trains from scratch.", show_default=False)] = None,
-    data: DataOpt = None, model: ModelOpt = None, lane_fraction: FractionOpt = None, seeds: SeedsOpt = None,
-    recipe: RecipeOpt = None, set_: SetOpt = None, seed: SeedOpt = None, device: DeviceOpt = "auto", quiet: QuietOpt = False,
+    out: Annotated[
+        Optional[str],
+        typer.Option(
+            "--out", "-o", help="Folder for <model>-f<fraction>-seed<k>.safetensors. Required.", show_default=False
+        ),
+    ] = None,
+    checkpoint: Annotated[
+        Optional[str],
+        typer.Option(
+            "--checkpoint",
+            help="A `traffic pretrain` folder; without it MiniTraffic trains from scratch.",
+            show_default=False,
+        ),
+    ] = None,
+    data: DataOpt = None,
+    model: ModelOpt = None,
+    lane_fraction: FractionOpt = None,
+    seeds: SeedsOpt = None,
+    recipe: RecipeOpt = None,
+    set_: SetOpt = None,
+    seed: SeedOpt = None,
+    device: DeviceOpt = "auto",
+    quiet: QuietOpt = False,
 ) -> None:
     """Fit the selected models on the lane-level fine-tuning fraction(s) and save them."""
     from icml26.core.device import resolve_device
@@ -153,16 +294,28 @@ def finetune(
     dev = resolve_device(device)
     inp = H.load_inputs(cfg)
     states = C.pretrained_states(cfg, checkpoint, s)
-    stream(C.finetune_files(cfg, inp, out, states=states, seed=s, device=dev), command="traffic finetune", config=cfg, seed=s,
-           out=out, quiet=quiet, columns=["model", "seed", "lane_fraction", "pretrained", "params", "train_s", "epochs_run"],
-           extra_config={"checkpoint": checkpoint})
+    stream(
+        C.finetune_files(cfg, inp, out, states=states, seed=s, device=dev),
+        command="traffic finetune",
+        config=cfg,
+        seed=s,
+        out=out,
+        quiet=quiet,
+        columns=["model", "seed", "lane_fraction", "pretrained", "params", "train_s", "epochs_run"],
+        extra_config={"checkpoint": checkpoint},
+    )
 
 
 @traffic_app.command("eval")
 def eval_(
-    checkpoint: Annotated[Optional[str], typer.Option("--checkpoint", help="A `traffic finetune` folder. Required.", show_default=False)] = None,
-    data: DataOpt = None, horizon: HorizonOpt = None,
-    device: DeviceOpt = "auto", out: OutOpt = None, quiet: QuietOpt = False,
+    checkpoint: Annotated[
+        Optional[str], typer.Option("--checkpoint", help="A `traffic finetune` folder. Required.", show_default=False)
+    ] = None,
+    data: DataOpt = None,
+    horizon: HorizonOpt = None,
+    device: DeviceOpt = "auto",
+    out: OutOpt = None,
+    quiet: QuietOpt = False,
 ) -> None:
     """Test the fitted models of a finetune folder on the test days (records as `traffic run`)."""
     from icml26.core.device import resolve_device
@@ -172,5 +325,12 @@ def eval_(
     _require("eval", **{"--checkpoint": checkpoint})
     dev = resolve_device(device)
     cfg, inp, groups = C.eval_plan(checkpoint, data=data, horizons=_numbers(horizon, int, "--horizon"))
-    stream(C.eval_files(cfg, inp, groups, device=dev), command="traffic eval", config=cfg, out=out, quiet=quiet,
-           columns=COLUMNS, extra_config={"checkpoint": checkpoint})
+    stream(
+        C.eval_files(cfg, inp, groups, device=dev),
+        command="traffic eval",
+        config=cfg,
+        out=out,
+        quiet=quiet,
+        columns=COLUMNS,
+        extra_config={"checkpoint": checkpoint},
+    )

@@ -49,8 +49,10 @@ class Dist:
         Raises ValueError when ``n`` is not a multiple of the world size (unequal slices would
         weight the ranks' rows differently in the averaged gradient)."""
         if n % self.world:
-            raise ValueError(f"a global batch of {n} rows does not split over {self.world} processes; "
-                             f"use a batch size that is a multiple of {self.world}")
+            raise ValueError(
+                f"a global batch of {n} rows does not split over {self.world} processes; "
+                f"use a batch size that is a multiple of {self.world}"
+            )
         k = n // self.world
         return self.rank * k, (self.rank + 1) * k
 

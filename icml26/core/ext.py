@@ -90,8 +90,11 @@ def load(name: str, sources: list[str], *, extra_cflags: list[str] | None = None
                     from icml26.core import progress
 
                     if not lib.is_file() and not progress.quiet():
-                        print(f"icml26: building the '{name}' C++ kernel (first use; about a minute, cached in {build.parent})",
-                              file=sys.stderr, flush=True)
+                        print(
+                            f"icml26: building the '{name}' C++ kernel (first use; about a minute, cached in {build.parent})",
+                            file=sys.stderr,
+                            flush=True,
+                        )
                     cpp_extension.load(
                         name=key.replace("-", "_"),
                         sources=[str(s) for s in srcs],
@@ -106,7 +109,11 @@ def load(name: str, sources: list[str], *, extra_cflags: list[str] | None = None
         except Exception as e:  # compiler missing, build error, ...
             _state[name] = "ref"
             _why[name] = f"{type(e).__name__}: {str(e).strip().splitlines()[-1] if str(e).strip() else ''}"
-            warnings.warn(f"icml26: the '{name}' C++ kernel is unavailable ({_why[name]}); using the slower pure-Python reference", RuntimeWarning, stacklevel=2)
+            warnings.warn(
+                f"icml26: the '{name}' C++ kernel is unavailable ({_why[name]}); using the slower pure-Python reference",
+                RuntimeWarning,
+                stacklevel=2,
+            )
         return _state[name]
 
 

@@ -28,4 +28,6 @@ def check_work(work: float | int, limit: float, verb: str, unit: str, hint: str,
     the estimate was counted (optional), shown before the limit."""
     if work > limit:
         how = f"{detail}; " if detail else ""
-        raise InputError(f"this run would {verb} ~{sci(work)} {unit} ({how}hours of CPU; limit {limit:.0e}); lower {hint}")
+        raise InputError(
+            f"this run would {verb} ~{sci(work)} {unit} ({how}hours of CPU; limit {limit:.0e}); lower {hint}"
+        )

@@ -134,8 +134,9 @@ def _remove_created(d: Path, top: Path) -> None:
         q = q.parent
 
 
-def prepare_out_dir(out: str | Path | None, *, resume: bool = False, force: bool = False,
-                    resumable: bool = False) -> Path | None:
+def prepare_out_dir(
+    out: str | Path | None, *, resume: bool = False, force: bool = False, resumable: bool = False
+) -> Path | None:
     """Create the run directory. A directory that holds a run (``records.jsonl`` or
     ``config.yaml``) is refused (InputError) unless ``resume`` (the run continues there) or
     ``force`` is set; for a run that was interrupted (``interrupted.json``) or did not finish (no
@@ -220,8 +221,10 @@ def _holds_run_message(p: Path, out: str, what: str, resumable: bool) -> str:
     if marker is None and (finished or not rec.is_file()):
         return f"{head}; choose a new directory or remove it"
     if marker is not None:
-        state = (f"that was interrupted ({marker.get('reason', '?')} at {marker.get('when', '?')}, "
-                 f"after {marker.get('results', n_results)} results)")
+        state = (
+            f"that was interrupted ({marker.get('reason', '?')} at {marker.get('when', '?')}, "
+            f"after {marker.get('results', n_results)} results)"
+        )
     else:
         state = f"that did not finish ({n_results} results, no summary)"
     todo = "continue it with --resume, or" if resumable else "to start over,"
@@ -229,8 +232,14 @@ def _holds_run_message(p: Path, out: str, what: str, resumable: bool) -> str:
     return f"{head} {state}; {todo} delete the folder {out!r}{start} (or choose a new directory)"
 
 
-def resume_records(out: str | Path | None, *, command: str, config: Any = None, seed: int | None = None,
-                   extra_config: dict | None = None) -> list[dict]:
+def resume_records(
+    out: str | Path | None,
+    *,
+    command: str,
+    config: Any = None,
+    seed: int | None = None,
+    extra_config: dict | None = None,
+) -> list[dict]:
     """``--resume``: the records an earlier run of ``command`` left in ``out/records.jsonl``
     (its config record first), to continue it with ``stream(..., previous=...)``.
 
@@ -259,21 +268,27 @@ def resume_records(out: str | Path | None, *, command: str, config: Any = None, 
         except ValueError:
             r = None
         if not isinstance(r, dict):
-            raise InputError(f"--resume: {str(rec)!r} line {i + 1} is not a JSON record; delete the folder {str(out)!r} to start over")
+            raise InputError(
+                f"--resume: {str(rec)!r} line {i + 1} is not a JSON record; delete the folder {str(out)!r} to start over"
+            )
         records.append(r)
     if not records:
         return []
     first = records[0]
     if first.get("kind") != "config" or first.get("command") != command:
-        raise InputError(f"--resume: {str(rec)!r} is not a run of 'icml26 {command}' (it starts with "
-                         f"{first.get('kind')!r} of {first.get('command')!r}); choose its own folder or delete {str(out)!r}")
+        raise InputError(
+            f"--resume: {str(rec)!r} is not a run of 'icml26 {command}' (it starts with "
+            f"{first.get('kind')!r} of {first.get('command')!r}); choose its own folder or delete {str(out)!r}"
+        )
     head = json.loads(to_json(_head(command, config, seed, extra_config)))
     for k in list(head) + [k for k in first if k not in head]:
         if k not in first and head[k] is None:
             continue  # a setting added since that run, left unset now: the run was made without it
         if head.get(k, "<absent>") != first.get(k, "<absent>"):
-            raise InputError(f"--resume: {k} is {_short(head.get(k, '<absent>'))} now but {_short(first.get(k, '<absent>'))} in the run "
-                             f"in {str(out)!r}; resume with the same settings, or delete the folder {str(out)!r} to start over")
+            raise InputError(
+                f"--resume: {k} is {_short(head.get(k, '<absent>'))} now but {_short(first.get(k, '<absent>'))} in the run "
+                f"in {str(out)!r}; resume with the same settings, or delete the folder {str(out)!r} to start over"
+            )
     return records
 
 
@@ -293,8 +308,9 @@ def previous_results(records: Sequence[dict] | None, *fields: str) -> dict[tuple
     return out
 
 
-def replay_or_run(methods: Iterable[str], previous: Sequence[dict] | None, run_one, *, field: str, key: tuple,
-                  results: list[dict]) -> Iterator[dict]:
+def replay_or_run(
+    methods: Iterable[str], previous: Sequence[dict] | None, run_one, *, field: str, key: tuple, results: list[dict]
+) -> Iterator[dict]:
     """For each method name (its records carry ``field``, e.g. "algo"): when an earlier run finished it
     (a ``result`` under ``(method, *key)`` in ``previous``), yield that run's ``step`` records of the
     method and its result again; otherwise yield from ``run_one(method)``. Every ``result`` yielded
@@ -406,7 +422,17 @@ def stream(
                 import yaml
 
                 if previous is None or not (out_dir / "config.yaml").is_file():
-                    atomic_write_text(out_dir / "config.yaml", yaml.safe_dump({"method": command, "seed": seed, "config": {k: v for k, v in head.items() if k not in ("kind", "command", "seed")}}, sort_keys=False))
+                    atomic_write_text(
+                        out_dir / "config.yaml",
+                        yaml.safe_dump(
+                            {
+                                "method": command,
+                                "seed": seed,
+                                "config": {k: v for k, v in head.items() if k not in ("kind", "command", "seed")},
+                            },
+                            sort_keys=False,
+                        ),
+                    )
                 rec_file = _RecordsFile(out_dir / "records.jsonl", replay=previous is not None)
             _emit(head, rec_file, seen)
             for rec in records:
@@ -441,7 +467,14 @@ def stream(
         print_table(results, columns, title=f"icml26 {command}")
         summ = [r for r in seen if r.get("kind") == "summary"]
         if summ:
-            stderr_console().print("summary: " + ", ".join(f"{k}={_fmt(_clean(v))}" for k, v in summ[-1].items() if k != "kind" and not isinstance(v, (dict, list))))
+            stderr_console().print(
+                "summary: "
+                + ", ".join(
+                    f"{k}={_fmt(_clean(v))}"
+                    for k, v in summ[-1].items()
+                    if k != "kind" and not isinstance(v, (dict, list))
+                )
+            )
     return seen
 
 
@@ -475,7 +508,9 @@ class _Undo:
                 atomic_write_bytes(cfg, self.config)
             if self.records_size is None:
                 rec.unlink(missing_ok=True)
-            elif rec.is_file() and rec.stat().st_size > self.records_size:  # (never extend: a resumed file may be shorter)
+            elif (
+                rec.is_file() and rec.stat().st_size > self.records_size
+            ):  # (never extend: a resumed file may be shorter)
                 os.truncate(rec, self.records_size)
         except OSError:
             pass  # best effort: the run's own error is the one to report
@@ -546,13 +581,14 @@ class _RecordsFile:
     def counts(self) -> tuple[int, int]:
         """(records, results) in the file now (a stored tail not yet matched counted as kept)."""
         if self.matched < len(self.stored):
-            rest = _count_kinds(self.stored[self.matched:])[0]
+            rest = _count_kinds(self.stored[self.matched :])[0]
             return self.records, self.results + rest
         return self.records, self.results
 
 
-def _mark_interrupted(out_dir: Path | None, command: str, exc: BaseException, rec_file: "_RecordsFile",
-                      resumable: bool = False) -> None:
+def _mark_interrupted(
+    out_dir: Path | None, command: str, exc: BaseException, rec_file: "_RecordsFile", resumable: bool = False
+) -> None:
     """Write ``interrupted.json`` and say so on stderr (best effort: the run's own exception is
     the one to report)."""
     import datetime
@@ -567,17 +603,30 @@ def _mark_interrupted(out_dir: Path | None, command: str, exc: BaseException, re
     else:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         reason = f"{type(exc).__name__}: {msg}"[:300] if msg else type(exc).__name__
-    marker = {"kind": "interrupted", "command": command,
-              "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z"),
-              "reason": reason, "records": n_records, "results": n_results}
+    marker = {
+        "kind": "interrupted",
+        "command": command,
+        "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z"),
+        "reason": reason,
+        "records": n_records,
+        "results": n_results,
+    }
     try:
         atomic_write_text(out_dir / INTERRUPTED, to_json(marker) + "\n")
     except OSError:
         return
-    todo = "continue it with --resume (same settings), or delete it to start over" if resumable else "delete it to start over"
+    todo = (
+        "continue it with --resume (same settings), or delete it to start over"
+        if resumable
+        else "delete it to start over"
+    )
     try:
-        print(f"icml26 {command}: stopped ({reason}) after {n_results} results; {str(out_dir)!r} is marked as interrupted "
-              f"({INTERRUPTED}): {todo}", file=sys.stderr, flush=True)
+        print(
+            f"icml26 {command}: stopped ({reason}) after {n_results} results; {str(out_dir)!r} is marked as interrupted "
+            f"({INTERRUPTED}): {todo}",
+            file=sys.stderr,
+            flush=True,
+        )
     except (OSError, ValueError):
         pass
 
@@ -597,6 +646,7 @@ def _sigterm_raises(active: bool) -> Iterator[None]:
     if active and threading.current_thread() is threading.main_thread() and hasattr(signal, "SIGTERM"):
         try:
             if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+
                 def _raise(signum, frame):  # noqa: ARG001
                     raise _Terminated()
 

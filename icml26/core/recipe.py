@@ -118,7 +118,9 @@ def load_recipe(path: str | Path, command: str) -> tuple[dict, int | None]:
         raise InputError(f"recipe {str(path)!r}: expected a mapping with keys {', '.join(_TOP_KEYS)}")
     unknown = sorted(set(data) - set(_TOP_KEYS), key=str)  # keys of mixed types (1, "a") sort by text
     if unknown:
-        raise InputError(f"recipe {str(path)!r}: unknown top-level key {unknown[0]!r}; valid keys: {', '.join(_TOP_KEYS)}")
+        raise InputError(
+            f"recipe {str(path)!r}: unknown top-level key {unknown[0]!r}; valid keys: {', '.join(_TOP_KEYS)}"
+        )
     method = data.get("method")
     if method is not None and method != command:
         raise InputError(f"recipe {str(path)!r} is for {method!r}, not for {command!r}")
@@ -151,7 +153,7 @@ def parse_sets(sets: Sequence[str] | None) -> dict:
 
 
 def parse_choices(spec: str, valid: Sequence[str], what: str = "algo") -> list[str]:
-    """"all" or a comma list of ``valid`` names -> list (repeats dropped, first order kept);
+    """ "all" or a comma list of ``valid`` names -> list (repeats dropped, first order kept);
     ValueError on an empty spec, an empty item ("uct,") or an unknown name."""
     names = [s.strip() for s in str(spec).split(",")]
     if names == ["all"]:
@@ -350,8 +352,9 @@ def settings_help(config_cls: type, command: str, sets: Sequence[str] | None) ->
     raise typer.Exit(0)
 
 
-def resolve(config_cls: type, command: str, recipe: str | Path | None = None,
-            sets: Sequence[str] | None = None, **typed: Any) -> Any:
+def resolve(
+    config_cls: type, command: str, recipe: str | Path | None = None, sets: Sequence[str] | None = None, **typed: Any
+) -> Any:
     """Config defaults < recipe < ``--set`` < typed options (those that are not None).
 
     Every recipe and ``--set`` value is type-checked even when a later layer overrides it,
@@ -369,7 +372,7 @@ def resolve(config_cls: type, command: str, recipe: str | Path | None = None,
     check = _nonfinite_checker(config_cls)
     given = {k for k, v in typed.items() if v is not None}
     for i, (where, layer) in enumerate(layers):
-        later = given.union(*(set(lay) for _, lay in layers[i + 1:]))
+        later = given.union(*(set(lay) for _, lay in layers[i + 1 :]))
         for k, v in layer.items():
             if k in fields:  # unknown keys: build_config names them with the valid ones
                 try:
@@ -393,10 +396,12 @@ def recipe_seed(recipe: str | Path | None, command: str, default: int | None) ->
 
 def config_dict(cfg: Any) -> dict:
     """A JSON/YAML-ready dict of a Config (tuples -> lists)."""
+
     def conv(v):
         if isinstance(v, tuple):
             return [conv(x) for x in v]
         if isinstance(v, Path):
             return str(v)
         return v
+
     return {k: conv(v) for k, v in dataclasses.asdict(cfg).items()}

@@ -34,8 +34,11 @@ def check(f: Path, fix: str) -> dict:
                 raise bad("truncated or corrupt: shorter than its 8-byte header length")
             (n,) = struct.unpack("<Q", head)
             if n > MAX_HEADER or 8 + n > size:
-                raise bad("truncated or corrupt: header length past the end of the file" if n <= MAX_HEADER
-                          else "corrupt: header length too large")
+                raise bad(
+                    "truncated or corrupt: header length past the end of the file"
+                    if n <= MAX_HEADER
+                    else "corrupt: header length too large"
+                )
             header = json.loads(fh.read(n).decode("utf-8"))
     except OSError as e:
         raise InputError(f"cannot read {str(f)!r}: {e.strerror or e}") from None

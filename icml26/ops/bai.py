@@ -143,9 +143,27 @@ DEFAULTS: dict[str, dict] = {
 }
 
 # flat layout of the C++ parameter vector
-_PKEYS = ("tau", "var_floor", "warm_start", "smoother", "variance_exponent", "use_influence_weights",
-          "use_empirical_variance", "const_c", "entmax_alpha", "pairwise_delta", "power_p",
-          "ucbe_a", "ugape_a", "cr_variant", "reward_lo", "reward_width", "mean_estimator", "mom_groups", "trim")
+_PKEYS = (
+    "tau",
+    "var_floor",
+    "warm_start",
+    "smoother",
+    "variance_exponent",
+    "use_influence_weights",
+    "use_empirical_variance",
+    "const_c",
+    "entmax_alpha",
+    "pairwise_delta",
+    "power_p",
+    "ucbe_a",
+    "ugape_a",
+    "cr_variant",
+    "reward_lo",
+    "reward_width",
+    "mean_estimator",
+    "mom_groups",
+    "trim",
+)
 MEAN_ESTIMATORS = ("mean", "mom", "trimmed")  # codes 0, 1, 2 of the C++ parameter vector
 _SOURCES = ["cpu/bai_cpu.cpp"]
 
@@ -190,7 +208,11 @@ def resolve_params(algo: str, params: dict | None) -> dict:
             raise ValueError(f"entmax_alpha must be in (1, 10], got {p['entmax_alpha']!r}")
         if not (isinstance(p["power_p"], (int, float)) and p["power_p"] >= 1.0):
             raise ValueError(f"power_p must be >= 1, got {p['power_p']!r}")
-        if not (isinstance(p["variance_exponent"], (int, float)) and math.isfinite(p["variance_exponent"]) and p["variance_exponent"] >= 0):
+        if not (
+            isinstance(p["variance_exponent"], (int, float))
+            and math.isfinite(p["variance_exponent"])
+            and p["variance_exponent"] >= 0
+        ):
             raise ValueError(f"variance_exponent must be a finite number >= 0, got {p['variance_exponent']!r}")
         if p["mean_estimator"] not in MEAN_ESTIMATORS:
             raise ValueError(f"mean_estimator must be one of {', '.join(MEAN_ESTIMATORS)}, got {p['mean_estimator']!r}")
@@ -235,7 +257,9 @@ def _pack(p: dict, reward_range=(0.0, 1.0)) -> np.ndarray:
     full["reward_lo"], full["reward_width"] = (0.0, 0.0) if rr is None else (rr[0], rr[1] - rr[0])
     full["smoother"] = _ref.SMOOTHERS[full["smoother"]] if isinstance(full["smoother"], str) else 0
     full["cr_variant"] = 1.0 if full["cr_variant"] == "C" else 0.0
-    full["mean_estimator"] = MEAN_ESTIMATORS.index(full["mean_estimator"]) if isinstance(full["mean_estimator"], str) else 0
+    full["mean_estimator"] = (
+        MEAN_ESTIMATORS.index(full["mean_estimator"]) if isinstance(full["mean_estimator"], str) else 0
+    )
     full["mom_groups"] = full["mom_groups"] or 1
     return np.asarray([float(full[k]) for k in _PKEYS], dtype=np.float64)
 
@@ -275,8 +299,15 @@ def _use_ext(backend_: str) -> bool:
     return b == "ext-cpu"
 
 
-def run_fixed_budget(table, algo: str, budget: int, seeds: np.ndarray, params: dict | None = None,
-                     backend: str = "auto", reward_range=(0.0, 1.0)) -> dict:
+def run_fixed_budget(
+    table,
+    algo: str,
+    budget: int,
+    seeds: np.ndarray,
+    params: dict | None = None,
+    backend: str = "auto",
+    reward_range=(0.0, 1.0),
+) -> dict:
     """Run ``algo`` with ``budget`` pulls in each of the S runs ``seeds``.
 
     table: an ArmTable (``kind (K,)``, ``params (K, 3)``, ``emp_values``, ``emp_offsets``).
@@ -302,8 +333,15 @@ def run_fixed_budget(table, algo: str, budget: int, seeds: np.ndarray, params: d
         import torch
 
         rec, cnt = torch.ops.icml26.bai_fixed_budget(
-            torch.from_numpy(kind), torch.from_numpy(prm), torch.from_numpy(ev), torch.from_numpy(eo),
-            torch.from_numpy(s.view(np.int64)), _ref.ALGO_CODES[algo], budget, torch.from_numpy(_pack(p, reward_range)))
+            torch.from_numpy(kind),
+            torch.from_numpy(prm),
+            torch.from_numpy(ev),
+            torch.from_numpy(eo),
+            torch.from_numpy(s.view(np.int64)),
+            _ref.ALGO_CODES[algo],
+            budget,
+            torch.from_numpy(_pack(p, reward_range)),
+        )
         return {"recommendation": rec.numpy(), "counts": cnt.numpy()}
     rec, cnt = _ref.run_fixed_budget(kind, prm, ev, eo, s, algo, budget, p, check_reward_range(reward_range))
     return {"recommendation": rec, "counts": cnt}
@@ -325,8 +363,14 @@ def sample_rewards(table, seeds, arms, idx, backend: str = "auto") -> np.ndarray
         import torch
 
         return torch.ops.icml26.bandit_sample(
-            torch.from_numpy(kind), torch.from_numpy(prm), torch.from_numpy(ev), torch.from_numpy(eo),
-            torch.from_numpy(s.view(np.int64)), torch.from_numpy(a), torch.from_numpy(j)).numpy()
+            torch.from_numpy(kind),
+            torch.from_numpy(prm),
+            torch.from_numpy(ev),
+            torch.from_numpy(eo),
+            torch.from_numpy(s.view(np.int64)),
+            torch.from_numpy(a),
+            torch.from_numpy(j),
+        ).numpy()
     return _bs.sample(kind, prm, ev, eo, s, a, j.astype(np.uint64))
 
 

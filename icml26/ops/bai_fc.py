@@ -105,10 +105,10 @@ import numpy as np
 ALGOS = ("varde", "uniform", "lucb", "kl-lucb", "track-and-stop", "top-two-ts")
 
 _COMMON = {
-    "noise_model": "auto",   # auto | bernoulli | gaussian (see module docstring, 2.)
-    "threshold": "auto",     # auto | heuristic log((1+log t)/delta) | theory (see 4.)
-    "var_floor": 0.01,       # floor of the plug-in variances (VarDE's default, varde.md)
-    "warm_start": 2,         # samples of every arm before the sampling rule starts (>= 2)
+    "noise_model": "auto",  # auto | bernoulli | gaussian (see module docstring, 2.)
+    "threshold": "auto",  # auto | heuristic log((1+log t)/delta) | theory (see 4.)
+    "var_floor": 0.01,  # floor of the plug-in variances (VarDE's default, varde.md)
+    "warm_start": 2,  # samples of every arm before the sampling rule starts (>= 2)
 }
 DEFAULTS: dict[str, dict] = {
     # VarDE: tau = 0.1 and variance_exponent = 1 are the authors' defaults (varde.md)
@@ -180,7 +180,7 @@ def in_unit_interval(table, reward_range=(0.0, 1.0)) -> np.ndarray:
         if kind[k] == 0:
             out[k] = lo <= 0.0 and hi >= 1.0
         elif kind[k] == 4:
-            v = ev[off[k]:off[k + 1]]
+            v = ev[off[k] : off[k + 1]]
             out[k] = v.size > 0 and bool(np.all((v >= lo) & (v <= hi)))
     return out
 
@@ -189,21 +189,35 @@ def noise_of(table, noise_model: str, reward_range=(0.0, 1.0)) -> str:
     """Resolve ``noise_model`` ("auto" -> "bernoulli" when every arm lies in the reward range,
     [0, 1] when none is declared); bernoulli on an arm that can leave it -> ValueError."""
     unit = in_unit_interval(table, reward_range)
-    where = "[0, 1]" if reward_range is None or tuple(map(float, reward_range)) == (0.0, 1.0) else \
-        f"reward_range [{float(reward_range[0]):g}, {float(reward_range[1]):g}]"
+    where = (
+        "[0, 1]"
+        if reward_range is None or tuple(map(float, reward_range)) == (0.0, 1.0)
+        else f"reward_range [{float(reward_range[0]):g}, {float(reward_range[1]):g}]"
+    )
     if noise_model == "auto":
         return "bernoulli" if unit.all() else "gaussian"
     if noise_model == "bernoulli" and not unit.all():
         k = int(np.flatnonzero(~unit)[0])
         lab = table.labels[k] if getattr(table, "labels", None) else f"arm{k}"
-        raise ValueError(f"noise_model 'bernoulli' needs rewards in {where}, but arm {k} ({lab}) can leave it; "
-                         "use 'gaussian' or 'auto', or declare the rewards' range as reward_range")
+        raise ValueError(
+            f"noise_model 'bernoulli' needs rewards in {where}, but arm {k} ({lab}) can leave it; "
+            "use 'gaussian' or 'auto', or declare the rewards' range as reward_range"
+        )
     return noise_model
 
 
-def run_fixed_confidence(table, algo: str, seeds: np.ndarray, params: dict | None = None, *,
-                         delta: float | None = None, budget: int | None = None,
-                         max_pulls: int = 1_000_000, backend: str = "auto", reward_range=(0.0, 1.0)) -> dict:
+def run_fixed_confidence(
+    table,
+    algo: str,
+    seeds: np.ndarray,
+    params: dict | None = None,
+    *,
+    delta: float | None = None,
+    budget: int | None = None,
+    max_pulls: int = 1_000_000,
+    backend: str = "auto",
+    reward_range=(0.0, 1.0),
+) -> dict:
     """Run ``algo`` on ``table`` (an ArmTable) once per seed.
 
     Exactly one of ``delta`` (fixed confidence: sample until the stopping rule fires or
@@ -245,8 +259,12 @@ def run_fixed_confidence(table, algo: str, seeds: np.ndarray, params: dict | Non
         p["threshold"] = "heuristic" if noise == "bernoulli" else "theory"
     if table.K < 2:
         raise ValueError(f"need at least 2 arms, got {table.K}")
-    tab = (np.asarray(table.kind, np.int32), np.asarray(table.params, np.float64),
-           np.asarray(table.emp_values, np.float64), np.asarray(table.emp_offsets, np.int64))
+    tab = (
+        np.asarray(table.kind, np.int32),
+        np.asarray(table.params, np.float64),
+        np.asarray(table.emp_values, np.float64),
+        np.asarray(table.emp_offsets, np.int64),
+    )
     use = "ref"
     if backend != "ref":
         b = globals()["backend"]()
@@ -259,8 +277,17 @@ def run_fixed_confidence(table, algo: str, seeds: np.ndarray, params: dict | Non
     if use == "ref":
         from icml26.ops._ref import bai_fc as ref
 
-        return ref.run(tab, seeds, algo, p, ref.NOISE[noise], delta=delta, budget=budget, max_pulls=max_pulls,
-                       reward_range=reward_range)
+        return ref.run(
+            tab,
+            seeds,
+            algo,
+            p,
+            ref.NOISE[noise],
+            delta=delta,
+            budget=budget,
+            max_pulls=max_pulls,
+            reward_range=reward_range,
+        )
     return _run_ext(tab, seeds, algo, p, noise, delta, budget, max_pulls, reward_range)
 
 
@@ -269,15 +296,44 @@ def _run_ext(tab, seeds, algo, p, noise, delta, budget, max_pulls, reward_range=
 
     from icml26.ops._ref import bai_fc as ref
 
-    f = torch.tensor([float(p["var_floor"]), float(p.get("tau", 0.1)), float(p.get("variance_exponent", 1.0)),
-                      float(p.get("tts_beta", 0.5)), float(p.get("budget_delta", 0.1)),
-                      0.0 if reward_range is None else float(reward_range[0]),
-                      0.0 if reward_range is None else float(reward_range[1]) - float(reward_range[0])], dtype=torch.float64)
-    i = torch.tensor([p["warm_start"], p.get("tas_bisection_iters", 16), p.get("tts_max_resample", 1000),
-                      ref.THRESHOLDS[p["threshold"]], ref.NOISE[noise]], dtype=torch.int64)
+    f = torch.tensor(
+        [
+            float(p["var_floor"]),
+            float(p.get("tau", 0.1)),
+            float(p.get("variance_exponent", 1.0)),
+            float(p.get("tts_beta", 0.5)),
+            float(p.get("budget_delta", 0.1)),
+            0.0 if reward_range is None else float(reward_range[0]),
+            0.0 if reward_range is None else float(reward_range[1]) - float(reward_range[0]),
+        ],
+        dtype=torch.float64,
+    )
+    i = torch.tensor(
+        [
+            p["warm_start"],
+            p.get("tas_bisection_iters", 16),
+            p.get("tts_max_resample", 1000),
+            ref.THRESHOLDS[p["threshold"]],
+            ref.NOISE[noise],
+        ],
+        dtype=torch.int64,
+    )
     rec, counts, pulls, stopped = torch.ops.icml26.bai_fc_run(
-        torch.from_numpy(tab[0]), torch.from_numpy(tab[1]), torch.from_numpy(tab[2]), torch.from_numpy(tab[3]),
-        torch.from_numpy(seeds.view(np.int64)), _ALGO_ID[algo], f, i,
-        -1.0 if delta is None else float(delta), -1 if budget is None else int(budget), int(max_pulls))
-    return {"recommendation": rec.numpy(), "counts": counts.numpy(), "pulls": pulls.numpy(),
-            "stopped": stopped.numpy().astype(bool)}
+        torch.from_numpy(tab[0]),
+        torch.from_numpy(tab[1]),
+        torch.from_numpy(tab[2]),
+        torch.from_numpy(tab[3]),
+        torch.from_numpy(seeds.view(np.int64)),
+        _ALGO_ID[algo],
+        f,
+        i,
+        -1.0 if delta is None else float(delta),
+        -1 if budget is None else int(budget),
+        int(max_pulls),
+    )
+    return {
+        "recommendation": rec.numpy(),
+        "counts": counts.numpy(),
+        "pulls": pulls.numpy(),
+        "stopped": stopped.numpy().astype(bool),
+    }

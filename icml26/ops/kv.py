@@ -33,7 +33,9 @@ def weighted_leverage(u: torch.Tensor, w: torch.Tensor, ridge: float = 1.0, *, r
     if not u.is_floating_point() or not w.is_floating_point():
         raise TypeError(f"weighted_leverage: expected float tensors, got {u.dtype} and {w.dtype}")
     if u.ndim < 2 or tuple(w.shape) != tuple(u.shape[:-1]):
-        raise ValueError(f"weighted_leverage: u must be (..., T, D) and w (..., T); got {tuple(u.shape)} and {tuple(w.shape)}")
+        raise ValueError(
+            f"weighted_leverage: u must be (..., T, D) and w (..., T); got {tuple(u.shape)} and {tuple(w.shape)}"
+        )
     if not (isinstance(ridge, (int, float)) and math.isfinite(ridge) and ridge > 0):
         raise ValueError(f"weighted_leverage: ridge must be a finite number > 0, got {ridge!r}")
     if not bool(torch.isfinite(u).all()) or not bool(torch.isfinite(w).all()):

@@ -39,9 +39,18 @@ def _tree_tensors(tree) -> tuple:
     import torch
 
     t = lambda x, dt: torch.as_tensor(np.ascontiguousarray(x), dtype=dt)  # noqa: E731
-    arrs = (t(tree.node_off, torch.int64), t(tree.mean, torch.float64), t(tree.scale, torch.float64),
-            t(tree.out_off, torch.int64), t(tree.prob, torch.float64), t(tree.child, torch.int64),
-            int(tree.noise_kind), float(tree.df), float(tree.gamma), tree.n_actions_root)
+    arrs = (
+        t(tree.node_off, torch.int64),
+        t(tree.mean, torch.float64),
+        t(tree.scale, torch.float64),
+        t(tree.out_off, torch.int64),
+        t(tree.prob, torch.float64),
+        t(tree.child, torch.int64),
+        int(tree.noise_kind),
+        float(tree.df),
+        float(tree.gamma),
+        tree.n_actions_root,
+    )
     # the C entry point's arguments: the six arrays' addresses, n_nodes, n_sa, n_out, noise_kind, df, gamma
     arrs = arrs + ((*(x.data_ptr() for x in arrs[:6]), len(arrs[0]) - 1, len(arrs[1]), len(arrs[4]), *arrs[6:9]),)
     try:
@@ -53,7 +62,9 @@ def _tree_tensors(tree) -> tuple:
 
 _OP = None  # torch.ops.icml26.mcts_tree_search.default, looked up on the first kernel call
 _C = None  # the kernel's C entry point through ctypes (False: unavailable), looked up likewise
-_IO = threading.local()  # per-thread I/O buffer of the C entry point: [int64 array, its float64 view, address, prm tuple in it]
+_IO = (
+    threading.local()
+)  # per-thread I/O buffer of the C entry point: [int64 array, its float64 view, address, prm tuple in it]
 
 
 def _c_entry():
@@ -100,11 +111,28 @@ def _c_search(f, view, aid: int, prm, seeds: list[int], budgets: list[int], A: i
         arr[P], arr[P + 1] = seeds[0], budgets[0]
     else:
         arr[P:o] = seeds + budgets
-    if f(*view, aid, addr, addr + 8 * P, S, addr + 8 * (P + S), B, addr + 8 * o, addr + 8 * (o + SB),
-         addr + 8 * (o + SB * (1 + A))) != 0:
+    if (
+        f(
+            *view,
+            aid,
+            addr,
+            addr + 8 * P,
+            S,
+            addr + 8 * (P + S),
+            B,
+            addr + 8 * o,
+            addr + 8 * (o + SB),
+            addr + 8 * (o + SB * (1 + A)),
+        )
+        != 0
+    ):
         raise ValueError("mcts_tree_search: inconsistent tree arrays or arguments")
     out = arr[o:n].copy()
-    return out[:SB].reshape(S, B), out[SB:SB * (1 + A)].reshape(S, B, A), out[SB * (1 + A):].view(np.float64).reshape(S, B, A)
+    return (
+        out[:SB].reshape(S, B),
+        out[SB : SB * (1 + A)].reshape(S, B, A),
+        out[SB * (1 + A) :].view(np.float64).reshape(S, B, A),
+    )
 
 
 def tree_search(tree, algo: str, budgets, seeds, prm: "_ref.Params", *, use: str = "auto"):

@@ -39,19 +39,29 @@ class CompiledTable:
 
     S: int
     A: int
-    off: np.ndarray    # (S A + 1,) int64
-    prob: np.ndarray   # (E,) float64
-    next: np.ndarray   # (E,) int64
-    rew: np.ndarray    # (E,) float64
-    done: np.ndarray   # (E,) int64 0/1
-    nout: np.ndarray   # (S A,) int64
+    off: np.ndarray  # (S A + 1,) int64
+    prob: np.ndarray  # (E,) float64
+    next: np.ndarray  # (E,) int64
+    rew: np.ndarray  # (E,) float64
+    done: np.ndarray  # (E,) int64 0/1
+    nout: np.ndarray  # (S A,) int64
     gamma: float
     noise: np.ndarray | None = None  # (S A,) float64 or None
 
     def args(self) -> tuple:
         """The C entry points' leading arguments (the arrays' addresses; the arrays live on self)."""
-        return (self.S, self.A, self.off.ctypes.data, self.next.ctypes.data, self.done.ctypes.data, self.nout.ctypes.data,
-                self.prob.ctypes.data, self.rew.ctypes.data, self.gamma, None if self.noise is None else self.noise.ctypes.data)
+        return (
+            self.S,
+            self.A,
+            self.off.ctypes.data,
+            self.next.ctypes.data,
+            self.done.ctypes.data,
+            self.nout.ctypes.data,
+            self.prob.ctypes.data,
+            self.rew.ctypes.data,
+            self.gamma,
+            None if self.noise is None else self.noise.ctypes.data,
+        )
 
 
 def _exact_prob(p) -> bool:
@@ -90,8 +100,18 @@ def compile_table(P: dict, A: int, gamma: float, noise=None) -> CompiledTable | 
     nz = None
     if noise is not None:
         nz = np.ascontiguousarray(np.asarray(noise, np.float64).reshape(S * A))
-    return CompiledTable(S, A, off, np.asarray(prob, np.float64), np.asarray(nxt, np.int64), np.asarray(rew, np.float64),
-                         np.asarray(done, np.int64), nout, float(gamma), nz)
+    return CompiledTable(
+        S,
+        A,
+        off,
+        np.asarray(prob, np.float64),
+        np.asarray(nxt, np.int64),
+        np.asarray(rew, np.float64),
+        np.asarray(done, np.int64),
+        nout,
+        float(gamma),
+        nz,
+    )
 
 
 _C = None  # the kernel's C entry points (a namespace of ctypes functions), or False
@@ -152,8 +172,19 @@ def table_search(table: CompiledTable, s0: int, algo: str, budgets, seeds, prm: 
     rec = np.empty((S, B), np.int64)
     vis = np.empty((S, B, A), np.int64)
     q = np.empty((S, B, A), np.float64)
-    rc = _C.icml26_mcts_table_search(*table.args(), _ref.ALGOS.index(algo), pv.ctypes.data, sd.ctypes.data, S, bd.ctypes.data, B,
-                                     int(s0), rec.ctypes.data, vis.ctypes.data, q.ctypes.data)
+    rc = _C.icml26_mcts_table_search(
+        *table.args(),
+        _ref.ALGOS.index(algo),
+        pv.ctypes.data,
+        sd.ctypes.data,
+        S,
+        bd.ctypes.data,
+        B,
+        int(s0),
+        rec.ctypes.data,
+        vis.ctypes.data,
+        q.ctypes.data,
+    )
     if rc == -2:
         raise RuntimeError("mcts_table_search: out of memory (lower the simulations or the horizon)")
     if rc != 0:
@@ -166,19 +197,27 @@ class TableSearch:
     ``_ref.Search`` that the episodes use. ``keep_cuts``: remember the horizon's cut states
     so that ``reroot`` can expand them (as ``Search.keep_cuts``)."""
 
-    def __init__(self, table: CompiledTable, s0: int, algo: str, prm: "_ref.Params", seed: int, *, keep_cuts: bool = False):
+    def __init__(
+        self, table: CompiledTable, s0: int, algo: str, prm: "_ref.Params", seed: int, *, keep_cuts: bool = False
+    ):
         if not available():
             raise RuntimeError("the mcts_table C++ kernel is unavailable")
         self.table, self.A = table, table.A
         self._pv = np.ascontiguousarray(prm.vector(), np.float64)
-        self._h = _C.icml26_mcts_table_new(*table.args(), _ref.ALGOS.index(algo), self._pv.ctypes.data, int(seed), int(s0), int(keep_cuts))
+        self._h = _C.icml26_mcts_table_new(
+            *table.args(), _ref.ALGOS.index(algo), self._pv.ctypes.data, int(seed), int(s0), int(keep_cuts)
+        )
         if not self._h:
             raise RuntimeError("mcts_table_new: bad arguments or out of memory")
 
     def run(self, budget: int) -> int:
         a = _C.icml26_mcts_table_run(self._h, int(budget))
         if a < 0:
-            raise RuntimeError("mcts_table_run: out of memory (lower the simulations or the horizon)" if a == -2 else "budget must be >= 1")
+            raise RuntimeError(
+                "mcts_table_run: out of memory (lower the simulations or the horizon)"
+                if a == -2
+                else "budget must be >= 1"
+            )
         return int(a)
 
     def reroot(self, a: int, outcome: int) -> bool:

@@ -56,7 +56,9 @@ def _check(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, bits: int, 
         raise ValueError(f"quant_gemm: bits must be 4 or 8, got {bits}")
     half_ok = x.is_cuda and x.dtype in (torch.float16, torch.bfloat16)  # the CUDA kernel also takes these
     if x.dim() != 2 or (x.dtype != torch.float32 and not half_ok):
-        raise ValueError(f"quant_gemm: x must be float32 (M, K) (or float16 / bfloat16 on CUDA), got {x.dtype} {tuple(x.shape)}")
+        raise ValueError(
+            f"quant_gemm: x must be float32 (M, K) (or float16 / bfloat16 on CUDA), got {x.dtype} {tuple(x.shape)}"
+        )
     if qweight.dtype != torch.uint8 or qweight.dim() != 2:
         raise ValueError(f"quant_gemm: qweight must be uint8 (N, K*bits/8), got {qweight.dtype} {tuple(qweight.shape)}")
     k = x.shape[1]
@@ -67,10 +69,14 @@ def _check(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, bits: int, 
     g = k // group_size
     for name, t in (("scales", scales), ("mins", mins)):
         if t.dtype != torch.float32 or tuple(t.shape) != (qweight.shape[0], g):
-            raise ValueError(f"quant_gemm: {name} must be float32 ({qweight.shape[0]}, {g}), got {t.dtype} {tuple(t.shape)}")
+            raise ValueError(
+                f"quant_gemm: {name} must be float32 ({qweight.shape[0]}, {g}), got {t.dtype} {tuple(t.shape)}"
+            )
 
 
-def quant_gemm(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, bits: int, group_size: int, *, force_ref: bool = False) -> Tensor:
+def quant_gemm(
+    x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, bits: int, group_size: int, *, force_ref: bool = False
+) -> Tensor:
     """y = x @ W^T with W the packed weight (see module doc). x (M, K) float32 -> (M, N)."""
     _check(x, qweight, scales, mins, bits, group_size)
     if x.is_cuda and not force_ref:
@@ -79,11 +85,22 @@ def quant_gemm(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, bits: i
         return quant_cuda.quant_gemm(x, qweight, scales, mins, bits, group_size)
     if force_ref or x.device.type != "cpu" or backend() == "ref":
         return _ref.quant_gemm(x.float(), qweight, scales, mins, bits, group_size).to(x.dtype)
-    return torch.ops.icml26.quant_gemm(x.contiguous(), qweight.contiguous(), scales.contiguous(), mins.contiguous(), bits, group_size, -1)
+    return torch.ops.icml26.quant_gemm(
+        x.contiguous(), qweight.contiguous(), scales.contiguous(), mins.contiguous(), bits, group_size, -1
+    )
 
 
-def quant_gemm_i8act(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, group_size: int, *, bits: int = 4,
-                     act_bits: int = 8, force_ref: bool = False) -> Tensor:
+def quant_gemm_i8act(
+    x: Tensor,
+    qweight: Tensor,
+    scales: Tensor,
+    mins: Tensor,
+    group_size: int,
+    *,
+    bits: int = 4,
+    act_bits: int = 8,
+    force_ref: bool = False,
+) -> Tensor:
     """INT4 / INT8 packed weights x activations quantized per block of 64 inside the kernel,
     integer dot products: ``act_bits`` 8 = INT8 codes (llama.cpp's Q8 activations; VNNI where
     the CPU has it), 16 = 15-bit codes held as two int8 halves (twice the integer work, ~100x
@@ -99,12 +116,23 @@ def quant_gemm_i8act(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, g
         return quant_cuda.quant_gemm_i8act(x, qweight, scales, mins, group_size, bits, act_bits)
     if force_ref or x.device.type != "cpu" or backend() == "ref":
         return _ref.quant_gemm_i8act(x.float(), qweight, scales, mins, group_size, bits, act_bits).to(x.dtype)
-    return torch.ops.icml26.quant_gemm_i8act(x.contiguous(), qweight.contiguous(), scales.contiguous(), mins.contiguous(), group_size,
-                                             -1, bits, act_bits)
+    return torch.ops.icml26.quant_gemm_i8act(
+        x.contiguous(), qweight.contiguous(), scales.contiguous(), mins.contiguous(), group_size, -1, bits, act_bits
+    )
 
 
-def quant_linear(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, bits: int, group_size: int,
-                 *, checked: bool = False, act_int8: bool = False, int_act: int = 0) -> Tensor:
+def quant_linear(
+    x: Tensor,
+    qweight: Tensor,
+    scales: Tensor,
+    mins: Tensor,
+    bits: int,
+    group_size: int,
+    *,
+    checked: bool = False,
+    act_int8: bool = False,
+    int_act: int = 0,
+) -> Tensor:
     """Linear layer on (..., K) input: kernel GEMV for few rows, dequantize + BLAS otherwise.
 
     ``checked=True`` (packed layers validated their buffers once at load time) skips the
@@ -124,7 +152,9 @@ def quant_linear(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, bits:
     if x2.shape[0] <= GEMV_MAX_ROWS:
         if int_act and group_size % 64 == 0:
             if checked and x2.device.type == "cpu" and backend() != "ref":
-                y = torch.ops.icml26.quant_gemm_i8act(x2.contiguous(), qweight, scales, mins, group_size, -1, bits, int_act)
+                y = torch.ops.icml26.quant_gemm_i8act(
+                    x2.contiguous(), qweight, scales, mins, group_size, -1, bits, int_act
+                )
             else:
                 y = quant_gemm_i8act(x2.contiguous(), qweight, scales, mins, group_size, bits=bits, act_bits=int_act)
         elif checked and x2.device.type == "cpu" and backend() != "ref":
@@ -142,5 +172,8 @@ def lean_ops() -> tuple:
     C++ checks: the runtime builds its own inputs."""
     if backend() == "ref":
         return _ref.lean_add_rmsnorm, _ref.lean_silu_mul, _ref.lean_attn_decode
-    return (torch.ops.icml26.lean_add_rmsnorm.default, torch.ops.icml26.lean_silu_mul.default,
-            torch.ops.icml26.lean_attn_decode.default)
+    return (
+        torch.ops.icml26.lean_add_rmsnorm.default,
+        torch.ops.icml26.lean_silu_mul.default,
+        torch.ops.icml26.lean_attn_decode.default,
+    )

@@ -46,8 +46,13 @@ SOURCE = "cuda/quant_cuda.cu"  # relative to icml26/csrc
 ABI = 2
 GEMM_MAX_ROWS = 16  # kernel up to this many rows (decode GEMV, small-M prefill); dequantize + cuBLAS above
 # the flags torch.utils.cpp_extension gives nvcc (half/bf16 operators off): the kernel builds with them
-NVCC_COMMON_FLAGS = ["-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__", "-D__CUDA_NO_BFLOAT16_CONVERSIONS__",
-                     "-D__CUDA_NO_HALF2_OPERATORS__", "--expt-relaxed-constexpr"]
+NVCC_COMMON_FLAGS = [
+    "-D__CUDA_NO_HALF_OPERATORS__",
+    "-D__CUDA_NO_HALF_CONVERSIONS__",
+    "-D__CUDA_NO_BFLOAT16_CONVERSIONS__",
+    "-D__CUDA_NO_HALF2_OPERATORS__",
+    "--expt-relaxed-constexpr",
+]
 _DTYPES = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 
 _lock = threading.Lock()
@@ -83,8 +88,16 @@ def build_ctypes_lib(arch: str, out_dir: str | Path | None = None) -> Path:
     exe = nvcc()
     if exe is None:
         raise RuntimeError("nvcc not found (set CUDA_HOME or put nvcc on PATH)")
-    flags = ["-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", "-DICML26_CUDA_NO_TORCH", *NVCC_COMMON_FLAGS,
-             f"-gencode=arch=compute_{arch},code=[sm_{arch},compute_{arch}]"]
+    flags = [
+        "-O3",
+        "-std=c++17",
+        "-shared",
+        "-Xcompiler",
+        "-fPIC",
+        "-DICML26_CUDA_NO_TORCH",
+        *NVCC_COMMON_FLAGS,
+        f"-gencode=arch=compute_{arch},code=[sm_{arch},compute_{arch}]",
+    ]
     src = source_path()
     h = hashlib.sha256(src.read_bytes())
     h.update(" ".join(flags).encode())
@@ -134,17 +147,29 @@ def _check_launch(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, bits
     and one min row per output. Raises ValueError."""
     dev = x.device
     if dev.type != "cuda" or any(t.device != dev for t in (qweight, scales, mins)):
-        raise ValueError(f"quant_gemm (CUDA): all tensors must be on one CUDA device, got x on {dev}, qweight on {qweight.device}, "
-                         f"scales on {scales.device}, mins on {mins.device}")
+        raise ValueError(
+            f"quant_gemm (CUDA): all tensors must be on one CUDA device, got x on {dev}, qweight on {qweight.device}, "
+            f"scales on {scales.device}, mins on {mins.device}"
+        )
     if x.dim() != 2 or qweight.dim() != 2 or qweight.dtype != torch.uint8:
-        raise ValueError(f"quant_gemm (CUDA): expected x (M, K) and uint8 qweight (N, K*bits/8), got {tuple(x.shape)} and "
-                         f"{qweight.dtype} {tuple(qweight.shape)}")
-    if qweight.shape[1] * 8 != x.shape[1] * bits or scales.shape[0] != qweight.shape[0] or mins.shape[0] != qweight.shape[0]:
-        raise ValueError(f"quant_gemm (CUDA): shapes do not match: x {tuple(x.shape)}, qweight {tuple(qweight.shape)} at {bits} bits, "
-                         f"scales {tuple(scales.shape)}, mins {tuple(mins.shape)}")
+        raise ValueError(
+            f"quant_gemm (CUDA): expected x (M, K) and uint8 qweight (N, K*bits/8), got {tuple(x.shape)} and "
+            f"{qweight.dtype} {tuple(qweight.shape)}"
+        )
+    if (
+        qweight.shape[1] * 8 != x.shape[1] * bits
+        or scales.shape[0] != qweight.shape[0]
+        or mins.shape[0] != qweight.shape[0]
+    ):
+        raise ValueError(
+            f"quant_gemm (CUDA): shapes do not match: x {tuple(x.shape)}, qweight {tuple(qweight.shape)} at {bits} bits, "
+            f"scales {tuple(scales.shape)}, mins {tuple(mins.shape)}"
+        )
 
 
-def ctypes_gemm(lib: ctypes.CDLL, x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, bits: int, group_size: int) -> Tensor:
+def ctypes_gemm(
+    lib: ctypes.CDLL, x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, bits: int, group_size: int
+) -> Tensor:
     """y = x @ W^T through the ctypes launcher; tensors contiguous on one CUDA device (ValueError otherwise)."""
     _check_launch(x, qweight, scales, mins, bits)
     m, k = x.shape
@@ -153,15 +178,37 @@ def ctypes_gemm(lib: ctypes.CDLL, x: Tensor, qweight: Tensor, scales: Tensor, mi
     y = torch.empty(m, n, dtype=x.dtype, device=x.device)
     with torch.cuda.device(x.device):
         stream = torch.cuda.current_stream(x.device).cuda_stream
-        err = lib.icml26_quant_gemm_cuda(_DTYPES[x.dtype], x.data_ptr(), qweight.data_ptr(), scales.data_ptr(), mins.data_ptr(),
-                                         y.data_ptr(), m, n, k, bits, group_size, stream)
+        err = lib.icml26_quant_gemm_cuda(
+            _DTYPES[x.dtype],
+            x.data_ptr(),
+            qweight.data_ptr(),
+            scales.data_ptr(),
+            mins.data_ptr(),
+            y.data_ptr(),
+            m,
+            n,
+            k,
+            bits,
+            group_size,
+            stream,
+        )
     if err != 0:
-        raise RuntimeError(f"icml26 quant_gemm CUDA launch failed: {'unsupported shape' if err < 0 else f'cudaError {err}'}")
+        raise RuntimeError(
+            f"icml26 quant_gemm CUDA launch failed: {'unsupported shape' if err < 0 else f'cudaError {err}'}"
+        )
     return y
 
 
-def ctypes_gemm_i8act(lib: ctypes.CDLL, x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, group_size: int, bits: int,
-                      act_bits: int) -> Tensor:
+def ctypes_gemm_i8act(
+    lib: ctypes.CDLL,
+    x: Tensor,
+    qweight: Tensor,
+    scales: Tensor,
+    mins: Tensor,
+    group_size: int,
+    bits: int,
+    act_bits: int,
+) -> Tensor:
     """``quant_gemm_i8act`` through the ctypes launcher; x float32 (M, K), tensors contiguous on one CUDA device (ValueError otherwise)."""
     _check_launch(x, qweight, scales, mins, bits)
     m, k = x.shape
@@ -171,10 +218,25 @@ def ctypes_gemm_i8act(lib: ctypes.CDLL, x: Tensor, qweight: Tensor, scales: Tens
     work = torch.empty(int(lib.icml26_quant_i8act_workspace_bytes(m, k, act_bits)), dtype=torch.uint8, device=x.device)
     with torch.cuda.device(x.device):
         stream = torch.cuda.current_stream(x.device).cuda_stream
-        err = lib.icml26_quant_gemm_i8act_cuda(x.data_ptr(), qweight.data_ptr(), scales.data_ptr(), mins.data_ptr(), y.data_ptr(),
-                                               work.data_ptr(), m, n, k, bits, group_size, act_bits, stream)
+        err = lib.icml26_quant_gemm_i8act_cuda(
+            x.data_ptr(),
+            qweight.data_ptr(),
+            scales.data_ptr(),
+            mins.data_ptr(),
+            y.data_ptr(),
+            work.data_ptr(),
+            m,
+            n,
+            k,
+            bits,
+            group_size,
+            act_bits,
+            stream,
+        )
     if err != 0:
-        raise RuntimeError(f"icml26 quant_gemm_i8act CUDA launch failed: {'unsupported shape' if err < 0 else f'cudaError {err}'}")
+        raise RuntimeError(
+            f"icml26 quant_gemm_i8act CUDA launch failed: {'unsupported shape' if err < 0 else f'cudaError {err}'}"
+        )
     return y
 
 
@@ -213,8 +275,11 @@ def _resolve() -> str:
         except Exception as e:  # noqa: BLE001
             why.append(f"ctypes route: {type(e).__name__}: {str(e).strip().splitlines()[-1] if str(e).strip() else ''}")
     _state["why"] = "; ".join(why) or f"unknown ICML26_CUDA_ROUTE={route!r}"
-    warnings.warn(f"icml26: the CUDA quant kernel is unavailable ({_state['why']}); using dequantize + matmul on the GPU",
-                  RuntimeWarning, stacklevel=3)
+    warnings.warn(
+        f"icml26: the CUDA quant kernel is unavailable ({_state['why']}); using dequantize + matmul on the GPU",
+        RuntimeWarning,
+        stacklevel=3,
+    )
     return "ref"
 
 
@@ -245,15 +310,25 @@ def quant_gemm(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, bits: i
     b = backend()
     if supported(bits, group_size, x.shape[1]):
         if b == "ext-cuda":
-            return torch.ops.icml26.quant_gemm(x.contiguous(), qweight.contiguous(), scales.contiguous(), mins.contiguous(), bits,
-                                               group_size, -1)
+            return torch.ops.icml26.quant_gemm(
+                x.contiguous(), qweight.contiguous(), scales.contiguous(), mins.contiguous(), bits, group_size, -1
+            )
         if b == "ctypes-cuda":
-            return ctypes_gemm(_state["lib"], x.contiguous(), qweight.contiguous(), scales.contiguous(), mins.contiguous(), bits,
-                               group_size)
+            return ctypes_gemm(
+                _state["lib"],
+                x.contiguous(),
+                qweight.contiguous(),
+                scales.contiguous(),
+                mins.contiguous(),
+                bits,
+                group_size,
+            )
     return _ref.quant_gemm(x.float(), qweight, scales, mins, bits, group_size).to(x.dtype)
 
 
-def quant_gemm_i8act(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, group_size: int, bits: int, act_bits: int) -> Tensor:
+def quant_gemm_i8act(
+    x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, group_size: int, bits: int, act_bits: int
+) -> Tensor:
     """The integer-activation op for CUDA tensors (validated by ``icml26.ops.quant``): x quantized per
     64-block to INT8 / 15-bit codes inside, integer dot products (dp4a / dp2a); output float32 cast to x's dtype."""
     if x.shape[0] == 0 or qweight.shape[0] == 0:
@@ -261,10 +336,13 @@ def quant_gemm_i8act(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, g
     b = backend()
     xf = x.float().contiguous()
     if b == "ext-cuda":
-        y = torch.ops.icml26.quant_gemm_i8act(xf, qweight.contiguous(), scales.contiguous(), mins.contiguous(), group_size, -1, bits,
-                                              act_bits)
+        y = torch.ops.icml26.quant_gemm_i8act(
+            xf, qweight.contiguous(), scales.contiguous(), mins.contiguous(), group_size, -1, bits, act_bits
+        )
     elif b == "ctypes-cuda":
-        y = ctypes_gemm_i8act(_state["lib"], xf, qweight.contiguous(), scales.contiguous(), mins.contiguous(), group_size, bits, act_bits)
+        y = ctypes_gemm_i8act(
+            _state["lib"], xf, qweight.contiguous(), scales.contiguous(), mins.contiguous(), group_size, bits, act_bits
+        )
     else:
         y = _ref.quant_gemm_i8act(xf, qweight, scales, mins, group_size, bits, act_bits)
     return y.to(x.dtype)

@@ -62,8 +62,15 @@ class PinholeCamera:
 
         w2c = np.linalg.inv(np.asarray(cam.c2w, float))
         K = np.asarray(cam.K, float)
-        return PinholeCamera(int(cam.width), int(cam.height), float(K[0, 0]), float(K[1, 1]), float(K[0, 2]), float(K[1, 2]),
-                             torch.as_tensor(w2c, dtype=dtype, device=device))
+        return PinholeCamera(
+            int(cam.width),
+            int(cam.height),
+            float(K[0, 0]),
+            float(K[1, 1]),
+            float(K[0, 2]),
+            float(K[1, 2]),
+            torch.as_tensor(w2c, dtype=dtype, device=device),
+        )
 
 
 class Projected(NamedTuple):
@@ -86,15 +93,32 @@ def quat_to_rotmat(q: torch.Tensor) -> torch.Tensor:
     """(N, 4) quaternions (w, x, y, z), normalised here -> (N, 3, 3) rotation matrices."""
     q = q / q.norm(dim=-1, keepdim=True).clamp_min(1e-12)
     w, x, y, z = q.unbind(-1)
-    return torch.stack([
-        1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
-        2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
-        2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y),
-    ], -1).reshape(q.shape[:-1] + (3, 3))
+    return torch.stack(
+        [
+            1 - 2 * (y * y + z * z),
+            2 * (x * y - w * z),
+            2 * (x * z + w * y),
+            2 * (x * y + w * z),
+            1 - 2 * (x * x + z * z),
+            2 * (y * z - w * x),
+            2 * (x * z - w * y),
+            2 * (y * z + w * x),
+            1 - 2 * (x * x + y * y),
+        ],
+        -1,
+    ).reshape(q.shape[:-1] + (3, 3))
 
 
-def project(means: torch.Tensor, scales: torch.Tensor, quats: torch.Tensor, opacities: torch.Tensor,
-            camera: PinholeCamera, *, near: float = NEAR, blur: float = BLUR) -> Projected:
+def project(
+    means: torch.Tensor,
+    scales: torch.Tensor,
+    quats: torch.Tensor,
+    opacities: torch.Tensor,
+    camera: PinholeCamera,
+    *,
+    near: float = NEAR,
+    blur: float = BLUR,
+) -> Projected:
     """EWA projection of 3D Gaussians (module docstring); differentiable in means, scales, quats.
 
     means (N, 3) world; scales (N, 3) > 0 world units; quats (N, 4); opacities (N,) in [0, 1]."""
@@ -114,7 +138,9 @@ def project(means: torch.Tensor, scales: torch.Tensor, quats: torch.Tensor, opac
     cov = M @ M.transpose(1, 2)
     covc = R @ cov @ R.T
     zero = torch.zeros_like(zs)
-    J = torch.stack([camera.fx / zs, zero, -camera.fx * txz / zs, zero, camera.fy / zs, -camera.fy * tyz / zs], -1).reshape(-1, 2, 3)
+    J = torch.stack(
+        [camera.fx / zs, zero, -camera.fx * txz / zs, zero, camera.fy / zs, -camera.fy * tyz / zs], -1
+    ).reshape(-1, 2, 3)
     c2 = J @ covc @ J.transpose(1, 2)
     sxx, sxy, syy = c2[:, 0, 0] + blur, c2[:, 0, 1], c2[:, 1, 1] + blur
     det = sxx * syy - sxy * sxy
@@ -131,8 +157,9 @@ def project(means: torch.Tensor, scales: torch.Tensor, quats: torch.Tensor, opac
     return Projected(mean2d, conic, z, radii, valid & (radii > 0))
 
 
-def bin_gaussians(mean2d: torch.Tensor, radii: torch.Tensor, depth: torch.Tensor, width: int, height: int
-                  ) -> tuple[torch.Tensor, torch.Tensor]:
+def bin_gaussians(
+    mean2d: torch.Tensor, radii: torch.Tensor, depth: torch.Tensor, width: int, height: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Tile lists: (point_list (M,) int32 Gaussian ids, tile_offsets (tiles + 1,) int64).
 
     A Gaussian with radius r > 0 goes into every tile that its box [mean - r, mean + r] touches;
@@ -174,7 +201,9 @@ class _Composite(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, mean2d, conic, colors, opacities, plist, offsets, width, height):
-        img, tfin, ncon = torch.ops.icml26.splat_forward(mean2d, conic, colors, opacities, plist, offsets, width, height)
+        img, tfin, ncon = torch.ops.icml26.splat_forward(
+            mean2d, conic, colors, opacities, plist, offsets, width, height
+        )
         ctx.save_for_backward(mean2d, conic, colors, opacities, plist, offsets, tfin, ncon)
         ctx.size = (width, height)
         return img, 1.0 - tfin
@@ -187,8 +216,9 @@ class _Composite(torch.autograd.Function):
             g_img = torch.zeros(h, w, colors.shape[1], dtype=colors.dtype)
         if g_alpha is None:
             g_alpha = torch.zeros(h, w, dtype=colors.dtype)
-        gm, gc, gcol, gop = torch.ops.icml26.splat_backward(mean2d, conic, colors, opacities, plist, offsets, w, h, tfin, ncon,
-                                                            g_img.contiguous(), g_alpha.contiguous())
+        gm, gc, gcol, gop = torch.ops.icml26.splat_backward(
+            mean2d, conic, colors, opacities, plist, offsets, w, h, tfin, ncon, g_img.contiguous(), g_alpha.contiguous()
+        )
         return gm, gc, gcol, gop, None, None, None, None
 
 
@@ -200,7 +230,9 @@ class _ProjectBin(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, means, scales, quats, opacities, viewmat, cam: tuple):
-        m2, cn, depth, radii, plist, offsets = torch.ops.icml26.splat_project_bin(means, scales, quats, opacities, viewmat, *cam)
+        m2, cn, depth, radii, plist, offsets = torch.ops.icml26.splat_project_bin(
+            means, scales, quats, opacities, viewmat, *cam
+        )
         ctx.save_for_backward(means, scales, quats, viewmat)
         ctx.cam = cam
         ctx.mark_non_differentiable(depth, radii, plist, offsets)
@@ -216,19 +248,41 @@ class _ProjectBin(torch.autograd.Function):
         return gm, gs, gq, None, None, None
 
 
-def project_bin_ext(means: torch.Tensor, scales: torch.Tensor, quats: torch.Tensor, opacities: torch.Tensor, camera: PinholeCamera,
-                    *, near: float = NEAR, blur: float = BLUR):
+def project_bin_ext(
+    means: torch.Tensor,
+    scales: torch.Tensor,
+    quats: torch.Tensor,
+    opacities: torch.Tensor,
+    camera: PinholeCamera,
+    *,
+    near: float = NEAR,
+    blur: float = BLUR,
+):
     """:func:`project` + :func:`bin_gaussians` in the C++ kernel (CPU tensors; RuntimeError without
     the kernel). Returns (Projected, point_list, tile_offsets); ``Projected.mean2d`` and ``.conic`` are
     differentiable in means, scales, quats; the radii and lists are those of the torch functions up
     to float rounding of the projection (the binning's own arithmetic is the same)."""
     if backend() == "ref":
         raise RuntimeError(f"the splat C++ kernel is unavailable ({ext.why(FAMILY)})")
-    cam = (float(camera.fx), float(camera.fy), float(camera.cx), float(camera.cy), int(camera.width), int(camera.height),
-           float(near), float(blur))
+    cam = (
+        float(camera.fx),
+        float(camera.fy),
+        float(camera.cx),
+        float(camera.cy),
+        int(camera.width),
+        int(camera.height),
+        float(near),
+        float(blur),
+    )
     V = camera.viewmat.detach().to(device="cpu", dtype=means.dtype).contiguous()
-    m2, cn, depth, radii, plist, offsets = _ProjectBin.apply(means.contiguous(), scales.contiguous(), quats.contiguous(),
-                                                             opacities.detach().to(means.dtype).contiguous(), V, cam)
+    m2, cn, depth, radii, plist, offsets = _ProjectBin.apply(
+        means.contiguous(),
+        scales.contiguous(),
+        quats.contiguous(),
+        opacities.detach().to(means.dtype).contiguous(),
+        V,
+        cam,
+    )
     return Projected(m2, cn, depth, radii, radii > 0), plist, offsets
 
 
@@ -239,8 +293,16 @@ def composite(mean2d, conic, colors, opacities, plist, offsets, width: int, heig
     if use == "ext" and be == "ref":
         raise RuntimeError(f"the splat C++ kernel is unavailable ({ext.why(FAMILY)})")
     if be != "ref" and mean2d.device.type == "cpu":
-        img, alpha = _Composite.apply(mean2d.contiguous(), conic.contiguous(), colors.contiguous(), opacities.contiguous(),
-                                      plist, offsets, int(width), int(height))
+        img, alpha = _Composite.apply(
+            mean2d.contiguous(),
+            conic.contiguous(),
+            colors.contiguous(),
+            opacities.contiguous(),
+            plist,
+            offsets,
+            int(width),
+            int(height),
+        )
         return img, alpha, be
     img, alpha = _ref.rasterize_tiles(mean2d, conic, colors, opacities, plist.to(mean2d.device), offsets, width, height)
     return img, alpha, "ref"
@@ -257,15 +319,41 @@ def _rasterize_gsplat(means, scales, quats, colors, opacities, camera: PinholeCa
     from gsplat import rasterization
 
     K = means.new_tensor([[camera.fx, 0, camera.cx], [0, camera.fy, camera.cy], [0, 0, 1]])[None]
-    img, alpha, meta = rasterization(means, quats, scales, opacities, colors, camera.viewmat.to(means)[None], K,
-                                     camera.width, camera.height, near_plane=NEAR, eps2d=BLUR, packed=False,
-                                     radius_clip=0.0, rasterize_mode="classic")
-    return RasterOutput(img[0], alpha[0, ..., 0], meta["means2d"][0], meta["radii"][0].long().reshape(means.shape[0], -1).amax(-1),
-                        "gsplat")
+    img, alpha, meta = rasterization(
+        means,
+        quats,
+        scales,
+        opacities,
+        colors,
+        camera.viewmat.to(means)[None],
+        K,
+        camera.width,
+        camera.height,
+        near_plane=NEAR,
+        eps2d=BLUR,
+        packed=False,
+        radius_clip=0.0,
+        rasterize_mode="classic",
+    )
+    return RasterOutput(
+        img[0],
+        alpha[0, ..., 0],
+        meta["means2d"][0],
+        meta["radii"][0].long().reshape(means.shape[0], -1).amax(-1),
+        "gsplat",
+    )
 
 
-def rasterize(means: torch.Tensor, scales: torch.Tensor, quats: torch.Tensor, colors: torch.Tensor, opacities: torch.Tensor,
-              camera: PinholeCamera, *, use: str = "auto") -> RasterOutput:
+def rasterize(
+    means: torch.Tensor,
+    scales: torch.Tensor,
+    quats: torch.Tensor,
+    colors: torch.Tensor,
+    opacities: torch.Tensor,
+    camera: PinholeCamera,
+    *,
+    use: str = "auto",
+) -> RasterOutput:
     """Render N 3D Gaussians into one view; differentiable in every float input.
 
     means (N, 3) world; scales (N, 3) > 0 (world units, not log); quats (N, 4) (w, x, y, z), any
@@ -275,10 +363,18 @@ def rasterize(means: torch.Tensor, scales: torch.Tensor, quats: torch.Tensor, co
     "ext", "ref" or "gsplat". Returns :class:`RasterOutput`.
     Raises ValueError on mismatched shapes; RuntimeError when ``use`` names an unavailable path."""
     n = means.shape[0]
-    if means.shape != (n, 3) or scales.shape != (n, 3) or quats.shape != (n, 4) or colors.dim() != 2 or colors.shape[0] != n \
-            or opacities.shape != (n,):
-        raise ValueError(f"rasterize: shapes means {tuple(means.shape)}, scales {tuple(scales.shape)}, quats {tuple(quats.shape)}, "
-                         f"colors {tuple(colors.shape)}, opacities {tuple(opacities.shape)} do not fit (N,3) (N,3) (N,4) (N,C) (N,)")
+    if (
+        means.shape != (n, 3)
+        or scales.shape != (n, 3)
+        or quats.shape != (n, 4)
+        or colors.dim() != 2
+        or colors.shape[0] != n
+        or opacities.shape != (n,)
+    ):
+        raise ValueError(
+            f"rasterize: shapes means {tuple(means.shape)}, scales {tuple(scales.shape)}, quats {tuple(quats.shape)}, "
+            f"colors {tuple(colors.shape)}, opacities {tuple(opacities.shape)} do not fit (N,3) (N,3) (N,4) (N,C) (N,)"
+        )
     if use == "gsplat" or (use == "auto" and means.is_cuda and gsplat_available()):
         if not gsplat_available():
             raise RuntimeError("gsplat is not installed or no CUDA device is present")
@@ -289,7 +385,9 @@ def rasterize(means: torch.Tensor, scales: torch.Tensor, quats: torch.Tensor, co
     else:
         p = project(means, scales, quats, opacities, camera)
         plist, offsets = bin_gaussians(p.mean2d, p.radii, p.depth, camera.width, camera.height)
-    img, alpha, be = composite(p.mean2d, p.conic, colors, opacities, plist, offsets, camera.width, camera.height, use=use)
+    img, alpha, be = composite(
+        p.mean2d, p.conic, colors, opacities, plist, offsets, camera.width, camera.height, use=use
+    )
     return RasterOutput(img, alpha, p.mean2d, p.radii, be)
 
 

@@ -39,15 +39,28 @@ class Cfg:
 
 # 1. YAML: scientific notation is a float, duplicate keys are refused ----------------------
 
+
 def test_read_yaml_scientific_notation(tmp_path):
     f = tmp_path / "env.yaml"
     f.write_text("a: 1e-2\nb: 1E5\nc: -3e+4\nd: 1e308\ne: 1.5e3\nf: 2.0\ng: 12\nh: abc\ni: 1e\nj: '1e-2'\n")
     d = read_yaml(f)
-    assert d == {"a": 0.01, "b": 1e5, "c": -3e4, "d": 1e308, "e": 1500.0, "f": 2.0, "g": 12, "h": "abc", "i": "1e", "j": "1e-2"}
+    assert d == {
+        "a": 0.01,
+        "b": 1e5,
+        "c": -3e4,
+        "d": 1e308,
+        "e": 1500.0,
+        "f": 2.0,
+        "g": 12,
+        "h": "abc",
+        "i": "1e",
+        "j": "1e-2",
+    }
     assert all(isinstance(d[k], float) for k in "abcdef") and isinstance(d["g"], int)
     assert parse_sets(["std=1e-2"]) == {"std": 0.01}
     # the process-wide SafeLoader is not changed
     import yaml
+
     assert yaml.safe_load("x: 1e-2") == {"x": "1e-2"}
 
 
@@ -55,7 +68,9 @@ def test_bandit_env_scientific_std(tmp_path):
     from icml26.methods.exploration.bandit_env import load_env
 
     f = tmp_path / "b.yaml"
-    f.write_text("name: sci\narms:\n  - {dist: gaussian, mean: 0.5, std: 1e-2}\n  - {dist: gaussian, mean: 0.4, std: 1E2}\n")
+    f.write_text(
+        "name: sci\narms:\n  - {dist: gaussian, mean: 0.5, std: 1e-2}\n  - {dist: gaussian, mean: 0.4, std: 1E2}\n"
+    )
     t = load_env(f)
     assert t.variances[0] == pytest.approx(1e-4)
 
@@ -80,6 +95,7 @@ def test_cli_duplicate_key_exits_2(tmp_path):
 
 
 # 2. a run that fails before its first result leaves --out as it was -----------------------
+
 
 def _one_record_then(rec: dict, exc: Exception):
     yield rec
@@ -173,11 +189,17 @@ def test_stream_failure_keeps_what_the_run_wrote(tmp_path, capsys):
 def test_stream_crash_that_is_not_bad_input_keeps_everything(tmp_path, capsys):
     out = tmp_path / "run"
     with pytest.raises(RuntimeError):
-        stream(_one_record_then({"kind": "step", "step": 1}, RuntimeError("out of memory")), command="t", out=out, quiet=True)
+        stream(
+            _one_record_then({"kind": "step", "step": 1}, RuntimeError("out of memory")),
+            command="t",
+            out=out,
+            quiet=True,
+        )
     assert len((out / "records.jsonl").read_text().splitlines()) == 2 and (out / "config.yaml").is_file()
 
 
 # 3. an unwritable --out is one line, exit 2 -----------------------------------------------
+
 
 @pytest.fixture
 def read_only_dir(tmp_path, monkeypatch):
@@ -210,11 +232,14 @@ def test_cli_read_only_out_exits_2(read_only_dir):
     assert r.exit_code == 2 and list(read_only_dir.iterdir()) == []
 
 
-@pytest.mark.parametrize("exc", [
-    PermissionError(errno.EACCES, "Permission denied", "/some/run/config.yaml"),
-    OSError(errno.EROFS, "Read-only file system", "/some/run/records.jsonl"),
-    OSError(errno.ENOSPC, "No space left on device", "/some/run/records.jsonl"),
-])
+@pytest.mark.parametrize(
+    "exc",
+    [
+        PermissionError(errno.EACCES, "Permission denied", "/some/run/config.yaml"),
+        OSError(errno.EROFS, "Read-only file system", "/some/run/records.jsonl"),
+        OSError(errno.ENOSPC, "No space left on device", "/some/run/records.jsonl"),
+    ],
+)
 def test_main_maps_write_refusals_to_exit_2(exc, monkeypatch, capsys):
     def boom(*a, **k):
         raise exc
@@ -241,6 +266,7 @@ def test_main_other_os_errors_stay_exit_1(monkeypatch, capsys):
 
 # 4. --out "" ------------------------------------------------------------------------------
 
+
 def test_cli_empty_out_exits_2(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     r = runner.invoke(app, ["bai", "--recipe", str(TINY_BAI), "-q", "--out", ""])
@@ -251,6 +277,7 @@ def test_cli_empty_out_exits_2(tmp_path, monkeypatch):
 
 
 # 5. --set values are checked even when a typed option overrides them ---------------------
+
 
 def test_resolve_checks_overridden_set_and_recipe_values(tmp_path):
     with pytest.raises(InputError, match=r"--set.*budget: expected an integer, got 'abc'"):
@@ -280,8 +307,16 @@ def test_tables_in_a_log_are_not_cut_at_80_columns(capsys, monkeypatch):
     from icml26.core.output import print_table
 
     monkeypatch.delenv("COLUMNS", raising=False)
-    rec = {"kind": "result", "method": "capkv-with-a-long-name", "compression_ratio": 0.5, "needle_accuracy": 0.95,
-           "kl": 0.0617, "top1_agreement": 0.93, "kept_bytes": 123456789, "overhead_ratio": 0.076}
+    rec = {
+        "kind": "result",
+        "method": "capkv-with-a-long-name",
+        "compression_ratio": 0.5,
+        "needle_accuracy": 0.95,
+        "kl": 0.0617,
+        "top1_agreement": 0.93,
+        "kept_bytes": 123456789,
+        "overhead_ratio": 0.076,
+    }
     print_table([rec])
     err = capsys.readouterr().err
     header = [ln for ln in err.splitlines() if "compression_ratio" in ln]

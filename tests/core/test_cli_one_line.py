@@ -26,6 +26,7 @@ def test_input_error_with_newlines_is_one_line(msg):
 @pytest.mark.parametrize("rank, printed", [("0", True), ("1", False), ("3", False)])
 def test_under_torchrun_only_rank_0_prints_the_error(monkeypatch, rank, printed):
     """Every torchrun rank validates its input and exits 2; the message appears once (rank 0)."""
+
     def cmd() -> None:
         raise InputError("steps must be >= 1, got -1")
 

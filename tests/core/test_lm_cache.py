@@ -27,7 +27,7 @@ def _greedy_without_cache(model, prompt, n):
     for _ in range(n):
         nxt = model(input_ids=ids, use_cache=False).logits[:, -1].argmax(-1, keepdim=True)
         ids = torch.cat([ids, nxt], 1)
-    return ids[0, prompt.shape[1]:]
+    return ids[0, prompt.shape[1] :]
 
 
 def test_quantize_greedy_decode_uses_the_cache_api(capfd):

@@ -55,7 +55,9 @@ def test_rows_pin_their_peer_and_hold_torch():
     kv = P.wanted("kvpress")
     assert kv["torch"] == "torch==2.13.0" and "kvpress==0.5.5" in kv["requirements"]
     # the project's dependencies (base + llm + test extras) go in, so our code runs there
-    assert any(r.startswith("transformers") for r in kv["requirements"]) and any(r.startswith("pytest") for r in kv["requirements"])
+    assert any(r.startswith("transformers") for r in kv["requirements"]) and any(
+        r.startswith("pytest") for r in kv["requirements"]
+    )
     assert not any(r.startswith("icml26") for r in kv["requirements"])
     mc = P.wanted("mctx")
     assert mc["torch"] is None and any(r.startswith("mctx==") for r in mc["requirements"])
@@ -75,8 +77,13 @@ def test_peer_env_runs_this_checkout():
 
 
 def test_list_reports_each_peer(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "icml26.core.peers", "--list"], capture_output=True, text=True,
-                       env={"ICML26_CACHE": str(tmp_path), "PATH": "/usr/bin:/bin"}, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "icml26.core.peers", "--list"],
+        capture_output=True,
+        text=True,
+        env={"ICML26_CACHE": str(tmp_path), "PATH": "/usr/bin:/bin"},
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr
     rows = [line.split() for line in r.stdout.splitlines()]
     assert [(x[0], x[1]) for x in rows] == [(n, "missing") for n in P.PEERS]
@@ -93,8 +100,16 @@ def test_benchmarks_find_their_peers_by_themselves():
 def test_no_absolute_machine_paths_in_code_docs_benchmarks_tests():
     pat = re.compile(r"(?<![\w.])/(?:tmp|work|root)/")
     me = Path(__file__).resolve()
-    files = [ROOT / "README.md"] + [f for d in ("icml26", "docs", "benchmarks", "tests") for f in (ROOT / d).rglob("*")
-                                    if f.is_file() and f.suffix in (".py", ".md", ".sh", ".yaml", ".cpp", ".cu", ".h") and f != me]
-    hits = [f"{f.relative_to(ROOT)}:{i}" for f in files for i, line in enumerate(f.read_text(errors="replace").splitlines(), 1)
-            if pat.search(line)]
+    files = [ROOT / "README.md"] + [
+        f
+        for d in ("icml26", "docs", "benchmarks", "tests")
+        for f in (ROOT / d).rglob("*")
+        if f.is_file() and f.suffix in (".py", ".md", ".sh", ".yaml", ".cpp", ".cu", ".h") and f != me
+    ]
+    hits = [
+        f"{f.relative_to(ROOT)}:{i}"
+        for f in files
+        for i, line in enumerate(f.read_text(errors="replace").splitlines(), 1)
+        if pat.search(line)
+    ]
     assert not hits, hits

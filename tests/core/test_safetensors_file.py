@@ -27,7 +27,10 @@ def test_broken_files_are_input_errors(tmp_path):
     save_file({"w": torch.zeros(64)}, str(f))
     raw = f.read_bytes()
     f.write_bytes(raw[:-10])  # truncated tensor data
-    with pytest.raises(InputError, match=r"m\.safetensors' is not a valid safetensors file \(truncated or corrupt: .* need .*\): retrain"):
+    with pytest.raises(
+        InputError,
+        match=r"m\.safetensors' is not a valid safetensors file \(truncated or corrupt: .* need .*\): retrain",
+    ):
         read(f, fix="retrain")
     f.write_bytes(b"abc")
     with pytest.raises(InputError, match="shorter than its 8-byte header length"):

@@ -21,10 +21,15 @@ from hypothesis import strategies as st  # noqa: E402
 
 from icml26.core.errors import InputError  # noqa: E402
 
-_HC = [HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large,
-       HealthCheck.function_scoped_fixture]
-FAST = settings(max_examples=150, deadline=None, derandomize=True, database=None, suppress_health_check=_HC,
-                print_blob=True)
+_HC = [
+    HealthCheck.too_slow,
+    HealthCheck.filter_too_much,
+    HealthCheck.data_too_large,
+    HealthCheck.function_scoped_fixture,
+]
+FAST = settings(
+    max_examples=150, deadline=None, derandomize=True, database=None, suppress_health_check=_HC, print_blob=True
+)
 SLOW = settings(max_examples=3000, deadline=None, database=None, suppress_health_check=_HC, print_blob=True)
 
 
@@ -60,22 +65,62 @@ def fuzz_pair(strategy, fast_examples: int = 150):
 # --- values as YAML/JSON would hold them ---------------------------------------------------
 NASTY_FLOATS = st.sampled_from([math.inf, -math.inf, math.nan, 1e308, -1e308, 1e-320, 0.0, -0.0, 1e150, 1e151])
 NASTY_INTS = st.sampled_from([0, -1, 1, 2, 2**31, 2**63, -(2**63), 10**30, 10**400, -(10**30)])
-NASTY_TEXT = st.sampled_from(["", " ", "inf", "-inf", "nan", ".inf", "1e400", "-1e400", "1e-400", "0x10", "1_000",
-                              "2020-99-99", "yes", "no", "on", "~", "null", "true", "\u00e9\u4e2d\U0001f600", "a\nb",
-                              "\x00", "\ud800", "x" * 300, "[1, 2", "{a: 1", "-", "'", '"', "1:30", "+.5", "0o7"])
+NASTY_TEXT = st.sampled_from(
+    [
+        "",
+        " ",
+        "inf",
+        "-inf",
+        "nan",
+        ".inf",
+        "1e400",
+        "-1e400",
+        "1e-400",
+        "0x10",
+        "1_000",
+        "2020-99-99",
+        "yes",
+        "no",
+        "on",
+        "~",
+        "null",
+        "true",
+        "\u00e9\u4e2d\U0001f600",
+        "a\nb",
+        "\x00",
+        "\ud800",
+        "x" * 300,
+        "[1, 2",
+        "{a: 1",
+        "-",
+        "'",
+        '"',
+        "1:30",
+        "+.5",
+        "0o7",
+    ]
+)
 SCALARS = st.one_of(
-    st.none(), st.booleans(), st.integers(-10, 10), NASTY_INTS, st.integers(),
-    st.floats(allow_nan=True, allow_infinity=True), NASTY_FLOATS,
-    st.text(max_size=12), NASTY_TEXT,
+    st.none(),
+    st.booleans(),
+    st.integers(-10, 10),
+    NASTY_INTS,
+    st.integers(),
+    st.floats(allow_nan=True, allow_infinity=True),
+    NASTY_FLOATS,
+    st.text(max_size=12),
+    NASTY_TEXT,
 )
 
 
 def values(max_leaves: int = 12):
     """Nested lists/mappings of nasty scalars (mapping keys: text, ints, booleans, None)."""
     keys = st.one_of(st.text(max_size=8), st.integers(-3, 3), st.booleans(), st.none(), NASTY_TEXT)
-    return st.recursive(SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                        st.dictionaries(keys, inner, max_size=4)),
-                        max_leaves=max_leaves)
+    return st.recursive(
+        SCALARS,
+        lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(keys, inner, max_size=4)),
+        max_leaves=max_leaves,
+    )
 
 
 def deep(open_: str, close: str, n: int) -> str:
@@ -84,12 +129,73 @@ def deep(open_: str, close: str, n: int) -> str:
 
 # --- raw YAML-ish text ----------------------------------------------------------------------
 YAML_FRAGMENTS = [
-    "[", "]", "{", "}", ":", ": ", "- ", "\n", "  ", ", ", "!!float ", "!!int ", "!!binary ", "!!timestamp ",
-    "!!str ", "!!map ", "!!seq ", "!!set ", "!!omap ", "!!python/object:os.system ", "!!python/name:os.system ",
-    "2020-99-99", "2001-12-14t21:59:43.10-05:00", ".inf", "-.inf", ".nan", "1e400", "1e-2", "0x1F", "0o17", "1:30:00",
-    "&a ", "*a", "*b", "<<: ", "? ", "---\n", "...\n", "'", '"', "# c\n", "%YAML 1.1\n", "%TAG ! tag:x\n", "|\n",
-    ">\n", "\t", "~", "null", "true", "yes", "\u00e9", "\U0001f600", "\x85", "\ufeff", "10" * 30, "a", "b", "seed",
-    "config", "method", "arms", "dist", "P", "R", "root", "random", "9" * 5000,
+    "[",
+    "]",
+    "{",
+    "}",
+    ":",
+    ": ",
+    "- ",
+    "\n",
+    "  ",
+    ", ",
+    "!!float ",
+    "!!int ",
+    "!!binary ",
+    "!!timestamp ",
+    "!!str ",
+    "!!map ",
+    "!!seq ",
+    "!!set ",
+    "!!omap ",
+    "!!python/object:os.system ",
+    "!!python/name:os.system ",
+    "2020-99-99",
+    "2001-12-14t21:59:43.10-05:00",
+    ".inf",
+    "-.inf",
+    ".nan",
+    "1e400",
+    "1e-2",
+    "0x1F",
+    "0o17",
+    "1:30:00",
+    "&a ",
+    "*a",
+    "*b",
+    "<<: ",
+    "? ",
+    "---\n",
+    "...\n",
+    "'",
+    '"',
+    "# c\n",
+    "%YAML 1.1\n",
+    "%TAG ! tag:x\n",
+    "|\n",
+    ">\n",
+    "\t",
+    "~",
+    "null",
+    "true",
+    "yes",
+    "\u00e9",
+    "\U0001f600",
+    "\x85",
+    "\ufeff",
+    "10" * 30,
+    "a",
+    "b",
+    "seed",
+    "config",
+    "method",
+    "arms",
+    "dist",
+    "P",
+    "R",
+    "root",
+    "random",
+    "9" * 5000,
 ]
 YAML_TEXT = st.one_of(
     st.lists(st.sampled_from(YAML_FRAGMENTS), max_size=30).map("".join),

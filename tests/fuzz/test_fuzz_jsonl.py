@@ -15,13 +15,46 @@ from tests.fuzz._fuzz import NASTY_TEXT, fuzz_pair, one_line, parses_or_input_er
 from icml26.core.errors import InputError
 from icml26.methods.filtering import jsonl as J
 
-JSON_FRAGMENTS = ['{"text": ', '"a"', '"\\ud800"', '"\\udfff\\ud800"', '"\\ud83d\\ude00"', "NaN", "Infinity", "-Infinity",
-                  "1e999", "-1e999", "1" * 5000, "[", "]", "{", "}", ", ", ": ", '"metadata": ', '"id": ', "null", "true",
-                  "\\", '"', "\n", "\r", "\x00", "\xff", "\u00e9", "\ufeff", " "]
+JSON_FRAGMENTS = [
+    '{"text": ',
+    '"a"',
+    '"\\ud800"',
+    '"\\udfff\\ud800"',
+    '"\\ud83d\\ude00"',
+    "NaN",
+    "Infinity",
+    "-Infinity",
+    "1e999",
+    "-1e999",
+    "1" * 5000,
+    "[",
+    "]",
+    "{",
+    "}",
+    ", ",
+    ": ",
+    '"metadata": ',
+    '"id": ',
+    "null",
+    "true",
+    "\\",
+    '"',
+    "\n",
+    "\r",
+    "\x00",
+    "\xff",
+    "\u00e9",
+    "\ufeff",
+    " ",
+]
 LINES = st.one_of(
     st.lists(st.sampled_from(JSON_FRAGMENTS), max_size=12).map("".join),
-    st.builds(lambda t, md, i: json.dumps({"text": t, "metadata": md, "id": i}, ensure_ascii=False),
-              st.one_of(st.text(max_size=10), NASTY_TEXT, st.integers()), values(4), values(2)),
+    st.builds(
+        lambda t, md, i: json.dumps({"text": t, "metadata": md, "id": i}, ensure_ascii=False),
+        st.one_of(st.text(max_size=10), NASTY_TEXT, st.integers()),
+        values(4),
+        values(2),
+    ),
     st.text(max_size=40),
     st.integers(1, 60).map(lambda n: "[" * n + "]" * n),
 )
@@ -53,8 +86,9 @@ def _lines_prop(tmp_dir, args):
     parses_or_input_error(_documents, tmp_dir, data, "in.jsonl.gz" if gz else "in.jsonl", skip_bad)
 
 
-test_jsonl_lines, test_jsonl_lines_slow = fuzz_pair(st.tuples(st.lists(LINES, max_size=5), st.booleans(), st.booleans()))(
-    _lines_prop)
+test_jsonl_lines, test_jsonl_lines_slow = fuzz_pair(
+    st.tuples(st.lists(LINES, max_size=5), st.booleans(), st.booleans())
+)(_lines_prop)
 
 
 def _bytes_prop(tmp_dir, args):
@@ -62,22 +96,29 @@ def _bytes_prop(tmp_dir, args):
     gz = gzip.compress(b'{"text": "a"}\n' * 20, mtime=0)
     if cut is not None:  # a damaged gzip stream
         at, junk = cut
-        data = gz[:at] + junk + gz[at + len(junk):]
+        data = gz[:at] + junk + gz[at + len(junk) :]
     parses_or_input_error(_documents, tmp_dir, data, "in.jsonl", skip_bad)
 
 
-test_jsonl_bytes, test_jsonl_bytes_slow = fuzz_pair(st.tuples(
-    st.binary(max_size=200), st.booleans(), st.one_of(st.none(), st.tuples(st.integers(0, 60), st.binary(min_size=1, max_size=30)))))(
-    _bytes_prop)
+test_jsonl_bytes, test_jsonl_bytes_slow = fuzz_pair(
+    st.tuples(
+        st.binary(max_size=200),
+        st.booleans(),
+        st.one_of(st.none(), st.tuples(st.integers(0, 60), st.binary(min_size=1, max_size=30))),
+    )
+)(_bytes_prop)
 
 
-@pytest.mark.parametrize("line, msg", [
-    (b"[" * 100_000, "not valid JSON (nested too deep)"),  # RecursionError
-    (b'{"text": "a", "n": ' + b"1" * 5000 + b"}", "not valid JSON (Exceeds the limit (4300 digits)"),  # ValueError
-    (b'{"text": "a", "metadata": {"x": NaN}}', "not valid JSON (NaN is not JSON)"),  # read, then the writer raised
-    (b'{"text": "a", "metadata": {"x": 1e999}}', "not valid JSON (1e999 is beyond float range)"),
-    (b'{"text": "a\\ud800"}', "lone surrogate"),  # read, then UnicodeEncodeError in the writer
-])
+@pytest.mark.parametrize(
+    "line, msg",
+    [
+        (b"[" * 100_000, "not valid JSON (nested too deep)"),  # RecursionError
+        (b'{"text": "a", "n": ' + b"1" * 5000 + b"}", "not valid JSON (Exceeds the limit (4300 digits)"),  # ValueError
+        (b'{"text": "a", "metadata": {"x": NaN}}', "not valid JSON (NaN is not JSON)"),  # read, then the writer raised
+        (b'{"text": "a", "metadata": {"x": 1e999}}', "not valid JSON (1e999 is beyond float range)"),
+        (b'{"text": "a\\ud800"}', "lone surrogate"),  # read, then UnicodeEncodeError in the writer
+    ],
+)
 def test_jsonl_regressions(tmp_dir, line, msg):
     with pytest.raises(InputError) as e:
         _documents(tmp_dir, line + b"\n", "in.jsonl", False)

@@ -68,8 +68,10 @@ def config_mappings(draw):
 def set_items(draw):
     """(command, ["key=value", ...]) as typed on the command line."""
     cmd = draw(COMMANDS)
-    item = st.one_of(st.tuples(_field_strategy(cmd), SET_VALUES).map(lambda kv: f"{kv[0]}={kv[1]}"),
-                     st.text(max_size=10).filter(lambda t: t.strip() not in ("help", "list")))
+    item = st.one_of(
+        st.tuples(_field_strategy(cmd), SET_VALUES).map(lambda kv: f"{kv[0]}={kv[1]}"),
+        st.text(max_size=10).filter(lambda t: t.strip() not in ("help", "list")),
+    )
     return cmd, draw(st.lists(item, max_size=3))
 
 
@@ -108,8 +110,10 @@ def _structured_prop(tmp_dir, cm, seed, as_set):
     cmd, mapping = cm
     if as_set:  # the same values typed as --set key=value (their YAML flow form)
         try:
-            sets = [f"{k}={yaml.safe_dump(v, default_flow_style=True, width=10**6).strip().removesuffix('...').strip()}"
-                    for k, v in mapping.items()]
+            sets = [
+                f"{k}={yaml.safe_dump(v, default_flow_style=True, width=10**6).strip().removesuffix('...').strip()}"
+                for k, v in mapping.items()
+            ]
         except (yaml.YAMLError, UnicodeError):
             return
         sets = [s for s in sets if "\n" not in s]
@@ -130,8 +134,9 @@ def _structured(tmp_dir, args):
     _structured_prop(tmp_dir, *args)
 
 
-test_recipe_structured, test_recipe_structured_slow = fuzz_pair(
-    st.tuples(config_mappings(), values(2), st.booleans()))(_structured)
+test_recipe_structured, test_recipe_structured_slow = fuzz_pair(st.tuples(config_mappings(), values(2), st.booleans()))(
+    _structured
+)
 
 
 def _sets_prop(args):
@@ -143,14 +148,17 @@ test_set_values, test_set_values_slow = fuzz_pair(set_items())(_sets_prop)
 
 
 # --- regressions: each raised another exception (or let inf through) before ----------------
-@pytest.mark.parametrize("text, msg", [
-    ("seed: 2020-99-99\n", "not valid YAML: a value cannot be read: month must be in 1..12"),  # ValueError
-    ("config: {budget: !!int abc}\n", "not valid YAML: a value cannot be read: invalid literal for int()"),
-    ("config: {tau: !!float x}\n", "not valid YAML: a value cannot be read: could not convert string to float"),
-    ("config: {tau: !!float }\n", "not valid YAML: a value cannot be read"),  # IndexError
-    ("[" * 600 + "]" * 600, "not valid YAML: nesting too deep"),  # RecursionError
-    ("1: a\nb: c\n", "unknown top-level key 1; valid keys"),  # TypeError: keys of mixed types sorted
-])
+@pytest.mark.parametrize(
+    "text, msg",
+    [
+        ("seed: 2020-99-99\n", "not valid YAML: a value cannot be read: month must be in 1..12"),  # ValueError
+        ("config: {budget: !!int abc}\n", "not valid YAML: a value cannot be read: invalid literal for int()"),
+        ("config: {tau: !!float x}\n", "not valid YAML: a value cannot be read: could not convert string to float"),
+        ("config: {tau: !!float }\n", "not valid YAML: a value cannot be read"),  # IndexError
+        ("[" * 600 + "]" * 600, "not valid YAML: nesting too deep"),  # RecursionError
+        ("1: a\nb: c\n", "unknown top-level key 1; valid keys"),  # TypeError: keys of mixed types sorted
+    ],
+)
 def test_recipe_regressions(tmp_path, text, msg):
     p = tmp_path / "r.yaml"
     p.write_text(text)
@@ -159,11 +167,14 @@ def test_recipe_regressions(tmp_path, text, msg):
     assert msg in one_line(e.value)
 
 
-@pytest.mark.parametrize("item, msg", [
-    ("seeds=2020-99-99", "seeds: expected an integer, got '2020-99-99'"),  # the date error as raw text
-    ("algo=" + "[" * 600, "algo"),  # RecursionError
-    ("delta=!!float ", "delta"),
-])
+@pytest.mark.parametrize(
+    "item, msg",
+    [
+        ("seeds=2020-99-99", "seeds: expected an integer, got '2020-99-99'"),  # the date error as raw text
+        ("algo=" + "[" * 600, "algo"),  # RecursionError
+        ("delta=!!float ", "delta"),
+    ],
+)
 def test_set_regressions(item, msg):
     with pytest.raises(InputError) as e:
         resolve(config_cls("bai"), "bai", sets=[item])
@@ -228,7 +239,8 @@ def test_aliased_value_in_a_message_is_bounded(tmp_path):
     import time
 
     levels = ["&l0 [" + ", ".join(["x"] * 9) + "]"] + [
-        f"&l{k} [" + ", ".join([f"*l{k - 1}"] * 9) + "]" for k in range(1, 8)]
+        f"&l{k} [" + ", ".join([f"*l{k - 1}"] * 9) + "]" for k in range(1, 8)
+    ]
     p = tmp_path / "r.yaml"
     p.write_text("method: bai\nconfig:\n  seeds: [" + ", ".join(levels) + "]\n")
     t0 = time.perf_counter()

@@ -20,7 +20,6 @@ def episodes_data(rng, lens, o=3, a=2, terminal_last=(True, False)):
     return {k: np.concatenate(v) for k, v in rows.items()}
 
 
-
 def write_minari(folder, data, lens, env_id="Hopper-v5"):
     """A Minari 0.5 dataset folder (data/main_data.hdf5 + data/metadata.json) holding ``data``."""
     import h5py
@@ -30,11 +29,16 @@ def write_minari(folder, data, lens, env_id="Hopper-v5"):
         s = 0
         for i, T in enumerate(lens):
             g = f.create_group(f"episode_{i}")
-            g.create_dataset("observations", data=np.concatenate([data["observations"][s:s + T], data["next_observations"][s + T - 1:s + T]]))
-            g.create_dataset("actions", data=data["actions"][s:s + T])
-            g.create_dataset("rewards", data=data["rewards"][s:s + T])
-            g.create_dataset("terminations", data=data["terminals"][s:s + T])
-            g.create_dataset("truncations", data=data["timeouts"][s:s + T])
+            g.create_dataset(
+                "observations",
+                data=np.concatenate([data["observations"][s : s + T], data["next_observations"][s + T - 1 : s + T]]),
+            )
+            g.create_dataset("actions", data=data["actions"][s : s + T])
+            g.create_dataset("rewards", data=data["rewards"][s : s + T])
+            g.create_dataset("terminations", data=data["terminals"][s : s + T])
+            g.create_dataset("truncations", data=data["timeouts"][s : s + T])
             g.attrs["id"] = i
             s += T
-    (folder / "data" / "metadata.json").write_text(json.dumps({"dataset_id": "test/hopper-v0", "env_spec": json.dumps({"id": env_id})}))
+    (folder / "data" / "metadata.json").write_text(
+        json.dumps({"dataset_id": "test/hopper-v0", "env_spec": json.dumps({"id": env_id})})
+    )

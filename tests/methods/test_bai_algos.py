@@ -35,7 +35,15 @@ def _state_from_counts(t, seed: int, counts: np.ndarray):
     mu, var = np.zeros(t.K), np.full(t.K, np.nan)
     for k in range(t.K):
         n = int(counts[k])
-        x = bs.sample(t.kind, t.params, t.emp_values, t.emp_offsets, np.full(n, seed, np.uint64), np.full(n, k), np.arange(n, dtype=np.uint64))
+        x = bs.sample(
+            t.kind,
+            t.params,
+            t.emp_values,
+            t.emp_offsets,
+            np.full(n, seed, np.uint64),
+            np.full(n, k),
+            np.arange(n, dtype=np.uint64),
+        )
         mu[k] = x.mean() if n else 0.0
         if n >= 2:
             var[k] = x.var(ddof=1)
@@ -98,10 +106,16 @@ def test_varde_score_formula_and_ablations():
         want = w**2 * np.maximum(M2 / (N - 1), 0.01) ** ve / (N * (N + 1.0))
         np.testing.assert_allclose(sc / sc.sum(1, keepdims=True), want / want.sum(1, keepdims=True), rtol=1e-10)
     p = dict(bai.DEFAULTS["varde"], use_influence_weights=False)
-    np.testing.assert_allclose(ref.varde_score(N, mean, M2, tie, p), np.maximum(M2 / (N - 1), 0.01) / (N * (N + 1.0)), rtol=1e-12)
+    np.testing.assert_allclose(
+        ref.varde_score(N, mean, M2, tie, p), np.maximum(M2 / (N - 1), 0.01) / (N * (N + 1.0)), rtol=1e-12
+    )
     p = dict(bai.DEFAULTS["varde"], use_empirical_variance=False)
     sc = ref.varde_score(N, mean, M2, tie, p)
-    np.testing.assert_allclose(sc / sc.sum(1, keepdims=True), (w**2 / (N * (N + 1.0))) / (w**2 / (N * (N + 1.0))).sum(1, keepdims=True), rtol=1e-10)
+    np.testing.assert_allclose(
+        sc / sc.sum(1, keepdims=True),
+        (w**2 / (N * (N + 1.0))) / (w**2 / (N * (N + 1.0))).sum(1, keepdims=True),
+        rtol=1e-10,
+    )
     N1 = N.copy()
     N1[0, 2] = 1
     assert np.isinf(ref.varde_score(N1, mean, M2, tie, bai.DEFAULTS["varde"])[0, 2])
@@ -127,7 +141,9 @@ def test_smoother_weights_are_gradients():
 
     tau = base["tau"]
     lse = lambda m: tau * np.log(np.exp(m / tau).sum(1))  # noqa: E731
-    np.testing.assert_allclose(norm(ref.varde_weights(mu, tie, dict(base, smoother="lse"))), grad_fd(lse, mu), rtol=1e-5, atol=1e-9)
+    np.testing.assert_allclose(
+        norm(ref.varde_weights(mu, tie, dict(base, smoother="lse"))), grad_fd(lse, mu), rtol=1e-5, atol=1e-9
+    )
 
     d = base["pairwise_delta"]
 
@@ -137,14 +153,18 @@ def test_smoother_weights_are_gradients():
             s = (s + m[:, k]) / 2 + np.sqrt(((s - m[:, k]) / 2) ** 2 + d**2)
         return s
 
-    np.testing.assert_allclose(ref.varde_weights(mu, tie, dict(base, smoother="pairwise")), grad_fd(fold, mu), rtol=1e-5, atol=1e-9)
+    np.testing.assert_allclose(
+        ref.varde_weights(mu, tie, dict(base, smoother="pairwise")), grad_fd(fold, mu), rtol=1e-5, atol=1e-9
+    )
 
     pp = base["power_p"]
 
     def pmean(m):  # with the shift x = mu - min(mu) + tau held fixed at the evaluation point
         return np.mean((m - mu.min(1, keepdims=True) + tau) ** pp, axis=1) ** (1 / pp)
 
-    np.testing.assert_allclose(norm(ref.varde_weights(mu, tie, dict(base, smoother="power"))), norm(grad_fd(pmean, mu)), rtol=1e-5)
+    np.testing.assert_allclose(
+        norm(ref.varde_weights(mu, tie, dict(base, smoother="power"))), norm(grad_fd(pmean, mu)), rtol=1e-5
+    )
 
     # sparsemax: Euclidean projection of z = mu/tau onto the simplex (check KKT: sums to 1,
     # support entries are z - thr, and thr >= every z outside the support)

@@ -49,7 +49,8 @@ def _table(arms: list[dict], name: str, tmp_path):
     if cols:
         n = max(len(v) for v in cols.values())
         pd.DataFrame({k: pd.Series(np.asarray(v, dtype=float)) for k, v in cols.items()}).iloc[:n].to_csv(
-            tmp_path / f"{name}.csv", index=False, float_format="%.17g")
+            tmp_path / f"{name}.csv", index=False, float_format="%.17g"
+        )
         for s in specs:  # columns of unequal length: missing cells at the end
             if s["dist"] == "empirical" and len(cols[s["column"]]) < n:
                 s["missing"] = "drop"
@@ -63,10 +64,14 @@ def _table(arms: list[dict], name: str, tmp_path):
 def tables(tmp_path_factory):
     d = tmp_path_factory.mktemp("scale")
     return {
-        "base": _table(_arms(), "base", d), "affine": _table(_arms(A, B), "affine", d),
-        "easy": _table(_arms(top=0.9), "easy", d), "easy_affine": _table(_arms(A, B, top=0.9), "easy_affine", d),
+        "base": _table(_arms(), "base", d),
+        "affine": _table(_arms(A, B), "affine", d),
+        "easy": _table(_arms(top=0.9), "easy", d),
+        "easy_affine": _table(_arms(A, B, top=0.9), "easy_affine", d),
         "bin": _table(_arms(discrete=True), "bin", d),
-        "bin_affine": _table([{"dist": "empirical", "values": A * a["values"] + B} for a in _arms(discrete=True)], "bin_affine", d),
+        "bin_affine": _table(
+            [{"dist": "empirical", "values": A * a["values"] + B} for a in _arms(discrete=True)], "bin_affine", d
+        ),
     }
 
 
@@ -90,7 +95,9 @@ def test_fixed_budget_invariant(tables, algo):
         assert not _differ(x, y)
 
 
-@pytest.mark.parametrize("prm", [{"mean_estimator": "mom", "mom_groups": 4}, {"mean_estimator": "trimmed", "trim": 0.15}])
+@pytest.mark.parametrize(
+    "prm", [{"mean_estimator": "mom", "mom_groups": 4}, {"mean_estimator": "trimmed", "trim": 0.15}]
+)
 def test_varde_robust_location_estimates_invariant(tables, prm):
     """VarDE's mean_estimator options (median of means, trimmed mean) are affine-equivariant:
     the same pulls and recommendations under r -> 1000 r + 50, online and declared scale."""
@@ -99,7 +106,9 @@ def test_varde_robust_location_estimates_invariant(tables, prm):
         y = bai.run_fixed_budget(tables["affine"], "varde", budget, SEEDS, prm, reward_range=None)
         assert not _differ(x, y)
         x = bai.run_fixed_budget(tables["base"], "varde", budget, SEEDS, prm, reward_range=(-1.0, 2.0))
-        y = bai.run_fixed_budget(tables["affine"], "varde", budget, SEEDS, prm, reward_range=(A * -1.0 + B, A * 2.0 + B))
+        y = bai.run_fixed_budget(
+            tables["affine"], "varde", budget, SEEDS, prm, reward_range=(A * -1.0 + B, A * 2.0 + B)
+        )
         assert not _differ(x, y)
     plain = bai.run_fixed_budget(tables["base"], "varde", 150, SEEDS, reward_range=None)
     assert _differ(plain, bai.run_fixed_budget(tables["base"], "varde", 150, SEEDS, prm, reward_range=None))
@@ -130,7 +139,9 @@ def test_fixed_confidence_invariant(tables, algo):
     assert not _differ(x, y)
     assert bai_fc.noise_of(tables["bin_affine"], "auto", (B, A + B)) == "bernoulli"
     x = bai_fc.run_fixed_confidence(tables["bin"], algo, seeds[:25], delta=0.2, reward_range=(0.0, 1.0), max_pulls=1500)
-    y = bai_fc.run_fixed_confidence(tables["bin_affine"], algo, seeds[:25], delta=0.2, reward_range=(B, A + B), max_pulls=1500)
+    y = bai_fc.run_fixed_confidence(
+        tables["bin_affine"], algo, seeds[:25], delta=0.2, reward_range=(B, A + B), max_pulls=1500
+    )
     assert not _differ(x, y, ("recommendation", "counts", "pulls", "stopped"))
 
 
@@ -147,7 +158,10 @@ def test_bernoulli_model_refuses_rewards_outside_its_range(tables):
 def test_declared_unit_range_keeps_the_rewards_bit_for_bit(tables):
     """reward_range (0, 1) normalises by (x - 0) / 1: the engines' default, same results."""
     for algo in ("varde", "ugape"):
-        assert not _differ(bai.run_fixed_budget(tables["base"], algo, 90, SEEDS), bai.run_fixed_budget(tables["base"], algo, 90, SEEDS, reward_range=(0.0, 1.0)))
+        assert not _differ(
+            bai.run_fixed_budget(tables["base"], algo, 90, SEEDS),
+            bai.run_fixed_budget(tables["base"], algo, 90, SEEDS, reward_range=(0.0, 1.0)),
+        )
     with pytest.raises(ValueError, match="lo < hi"):
         bai.run_fixed_budget(tables["base"], "varde", 90, SEEDS, reward_range=(1.0, 1.0))
 
@@ -161,8 +175,12 @@ def test_ref_twin_online_scale_matches_kernel(tables):
         y = bai.run_fixed_budget(tables["affine"], algo, 60, SEEDS[:20], reward_range=None, backend="ext")
         assert not _differ(x, y)
     for algo in bai_fc.ALGOS:
-        x = bai_fc.run_fixed_confidence(tables["easy_affine"], algo, SEEDS[:8], delta=0.1, reward_range=None, max_pulls=1500, backend="ref")
-        y = bai_fc.run_fixed_confidence(tables["easy_affine"], algo, SEEDS[:8], delta=0.1, reward_range=None, max_pulls=1500, backend="ext")
+        x = bai_fc.run_fixed_confidence(
+            tables["easy_affine"], algo, SEEDS[:8], delta=0.1, reward_range=None, max_pulls=1500, backend="ref"
+        )
+        y = bai_fc.run_fixed_confidence(
+            tables["easy_affine"], algo, SEEDS[:8], delta=0.1, reward_range=None, max_pulls=1500, backend="ext"
+        )
         assert not _differ(x, y, ("recommendation", "counts", "pulls"))
 
 
@@ -180,7 +198,10 @@ def _run_cli(args):
 
 def _env(tmp_path, extra: str = "", scale: float = 1.0, shift: float = 0.0) -> str:
     p = tmp_path / f"e{len(list(tmp_path.iterdir()))}.yaml"
-    arms = "".join(f"  - {{dist: gaussian, mean: {scale * m + shift}, std: {scale * s}}}\n" for m, s in ((0.5, 0.3), (0.42, 0.05), (0.4, 0.2)))
+    arms = "".join(
+        f"  - {{dist: gaussian, mean: {scale * m + shift}, std: {scale * s}}}\n"
+        for m, s in ((0.5, 0.3), (0.42, 0.05), (0.4, 0.2))
+    )
     p.write_text(f"name: e\n{extra}arms:\n{arms}")
     return str(p)
 
@@ -201,21 +222,35 @@ def test_cli_records_the_scale_used_and_is_invariant(tmp_path):
     c3, r3, _ = _run_cli(["bai", "--env", _env(tmp_path, "reward_range: [-1, 2]\n"), *base])
     assert c3 == 0 and [r for r in r3 if r["kind"] == "env"][0]["reward_range"] == [-1.0, 2.0]
     assert [r for r in r3 if r["kind"] == "config"][0]["reward_range"] == [-1.0, 2.0]
-    c4, r4, _ = _run_cli(["bai", "--env", _env(tmp_path, "reward_range: [-1, 2]\n", scale=A, shift=B), *base,
-                          "--set", f"reward_range=[{-A + B},{2 * A + B}]"])
+    c4, r4, _ = _run_cli(
+        [
+            "bai",
+            "--env",
+            _env(tmp_path, "reward_range: [-1, 2]\n", scale=A, shift=B),
+            *base,
+            "--set",
+            f"reward_range=[{-A + B},{2 * A + B}]",
+        ]
+    )
     assert c4 == 0 and [r for r in r4 if r["kind"] == "env"][0]["reward_range"] == [-A + B, 2 * A + B]
     assert res(r3) == res(r4)
 
 
-@pytest.mark.parametrize("extra, sets, message", [
-    ("reward_range: [1, 0]\n", [], r"key 'reward_range' must be \[lo, hi\] with lo < hi"),
-    ("reward_range: 3\n", [], r"key 'reward_range' must be \[lo, hi\] \(two numbers\)"),
-    ("reward_range: [0, .inf]\n", [], r"key 'reward_range' must be \[lo, hi\] with finite numbers"),
-    ("", ["--set", "reward_range=[2,2]"], r"reward_range.*lo < hi"),
-    ("", ["--set", "reward_range=auto"], r"reward_range must be \[lo, hi\] or 'online'"),
-    ("", ["--delta", "0.1", "--algo", "kl-lucb", "--set", "noise_model=bernoulli", "--set", "reward_range=[0,1]"],
-     r"kl-lucb: noise_model 'bernoulli' needs rewards in \[0, 1\]"),
-])
+@pytest.mark.parametrize(
+    "extra, sets, message",
+    [
+        ("reward_range: [1, 0]\n", [], r"key 'reward_range' must be \[lo, hi\] with lo < hi"),
+        ("reward_range: 3\n", [], r"key 'reward_range' must be \[lo, hi\] \(two numbers\)"),
+        ("reward_range: [0, .inf]\n", [], r"key 'reward_range' must be \[lo, hi\] with finite numbers"),
+        ("", ["--set", "reward_range=[2,2]"], r"reward_range.*lo < hi"),
+        ("", ["--set", "reward_range=auto"], r"reward_range must be \[lo, hi\] or 'online'"),
+        (
+            "",
+            ["--delta", "0.1", "--algo", "kl-lucb", "--set", "noise_model=bernoulli", "--set", "reward_range=[0,1]"],
+            r"kl-lucb: noise_model 'bernoulli' needs rewards in \[0, 1\]",
+        ),
+    ],
+)
 def test_cli_bad_reward_range_exits_2(tmp_path, extra, sets, message):
     import re
 

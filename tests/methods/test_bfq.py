@@ -42,11 +42,11 @@ def test_boundary_loss_learns_the_closed_form_marginal_velocity():
     errs = []
     with torch.no_grad():
         for t in (0.25, 0.5, 0.75, 0.95):
-            m_t, v_t = (1 - t) * mu, (1 - t) ** 2 * s ** 2 + t ** 2
+            m_t, v_t = (1 - t) * mu, (1 - t) ** 2 * s**2 + t**2
             x = m_t + math.sqrt(v_t) * torch.linspace(-1.5, 1.5, 7).view(1, 7, 1)  # within 1.5 sd of a_t's mean
             tt = torch.full((1, 7, 1), t)
             pred = ag.velocity(torch.zeros(1, 7, 1))(x, tt - 5e-4, tt)
-            exact = -mu + (t - (1 - t) * s ** 2) / v_t * (x - m_t)
+            exact = -mu + (t - (1 - t) * s**2) / v_t * (x - m_t)
             errs.append((pred - exact).abs().mean().item())
     assert max(errs) < 0.12, errs  # mean abs error per t (velocities range over about +-1.5 here)
 
@@ -61,7 +61,7 @@ def test_composition_loss_zero_for_an_exact_straight_flow_and_positive_otherwise
     assert bfq.composition_loss(straight, x, tm["r"], tm["m"], tm["t"]).abs().max().item() < 1e-10
     const = lambda x, r, t: torch.ones_like(x) * 0.7  # noqa: E731
     assert bfq.composition_loss(const, x, tm["r"], tm["m"], tm["t"]).abs().max().item() < 1e-10
-    bent = lambda x, r, t: x * t ** 2  # noqa: E731  a velocity that changes along the path
+    bent = lambda x, r, t: x * t**2  # noqa: E731  a velocity that changes along the path
     lc = bfq.composition_loss(bent, x, tm["r"], tm["m"], tm["t"])
     assert lc.shape == (S,) and (lc > 1e-4).all()
     # the identity at r = t and pi(a_t, 0, 1) on the straight flow lands on a0
@@ -101,7 +101,9 @@ def test_d4rl_normalisation_arithmetic():
     assert (lo, hi) == (-20.272305, 3234.3)
     assert offline.normalized_score(hi, lo, hi) == pytest.approx(100.0)
     assert offline.normalized_score(lo, lo, hi) == pytest.approx(0.0)
-    assert offline.normalized_score(1000.0, lo, hi) == pytest.approx(31.34889, abs=1e-4)  # 100 * 1020.272305 / 3254.572305
+    assert offline.normalized_score(1000.0, lo, hi) == pytest.approx(
+        31.34889, abs=1e-4
+    )  # 100 * 1020.272305 / 3254.572305
     lo, hi = offline_data.D4RL_REF["halfcheetah"]
     assert offline.normalized_score(4000.0, lo, hi) == pytest.approx(100 * (4000 + 280.178953) / (12135.0 + 280.178953))
     assert offline_data.family("Walker2d-v5") == "walker2d" and offline_data.family("walker2d-medium-v2") == "walker2d"
@@ -115,7 +117,9 @@ def test_d4rl_reader_and_rebuilt_next_observations(tmp_path):
     ds = offline_data.load(p, normalize_obs=True)
     back = ds.fields["observations"] * ds.obs_std + ds.obs_mean
     assert np.allclose(back.numpy(), data["observations"], atol=1e-5) and ds.env == "Hopper-v5" and ds.size == 9
-    assert ds.info["return_range"] == pytest.approx(abs(data["rewards"][:4].sum() - data["rewards"][4:].sum()), rel=1e-5)
+    assert ds.info["return_range"] == pytest.approx(
+        abs(data["rewards"][:4].sum() - data["rewards"][4:].sum()), rel=1e-5
+    )
     # without next_observations: rebuilt within each episode, the cut (timeout) end dropped, the terminal end kept
     nn_ = {k: v for k, v in data.items() if k != "next_observations"}
     p2 = d4rl.write(tmp_path / "y.hdf5", nn_)
@@ -138,12 +142,15 @@ def test_minari_reader_matches_the_d4rl_fields(tmp_path):
     assert ds.size == 10 and ds.env == "Hopper-v5" and ds.name == "m"
 
 
-@pytest.mark.parametrize("edit,needle", [
-    (lambda d: d.pop("timeouts"), "missing field 'timeouts'"),
-    (lambda d: d["rewards"].__setitem__(2, np.nan), "NaN"),
-    (lambda d: d.__setitem__("actions", d["actions"][:-1]), "has 8 rows but rewards has 9"),
-    (lambda d: d["actions"].__setitem__(0, 3.0), "[-1, 1]"),
-])
+@pytest.mark.parametrize(
+    "edit,needle",
+    [
+        (lambda d: d.pop("timeouts"), "missing field 'timeouts'"),
+        (lambda d: d["rewards"].__setitem__(2, np.nan), "NaN"),
+        (lambda d: d.__setitem__("actions", d["actions"][:-1]), "has 8 rows but rewards has 9"),
+        (lambda d: d["actions"].__setitem__(0, 3.0), "[-1, 1]"),
+    ],
+)
 def test_bad_datasets_raise_input_error(tmp_path, edit, needle):
     import h5py
 
@@ -159,8 +166,14 @@ def test_bad_datasets_raise_input_error(tmp_path, edit, needle):
 
 def test_score_reference_prefers_the_dataset_then_d4rl(tmp_path):
     data = episodes_data(np.random.default_rng(3), (4, 5))
-    a = offline_data.load(d4rl.write(tmp_path / "a.hdf5", data, attrs={"env": "Hopper-v5", "ref_min_return": 1.0, "ref_max_return": 9.0}))
-    assert offline_data.score_reference(a, "Hopper-v5") == {"score_reference": "dataset", "ref_min_return": 1.0, "ref_max_return": 9.0}
+    a = offline_data.load(
+        d4rl.write(tmp_path / "a.hdf5", data, attrs={"env": "Hopper-v5", "ref_min_return": 1.0, "ref_max_return": 9.0})
+    )
+    assert offline_data.score_reference(a, "Hopper-v5") == {
+        "score_reference": "dataset",
+        "ref_min_return": 1.0,
+        "ref_max_return": 9.0,
+    }
     b = offline_data.load(d4rl.write(tmp_path / "b.hdf5", data))
     assert offline_data.score_reference(b, "Hopper-v5")["score_reference"] == "d4rl"
     assert offline_data.score_reference(b, None)["score_reference"] is None
@@ -197,8 +210,13 @@ def test_bfq_bernoulli_selects_one_term_per_seed(monkeypatch):
     monkeypatch.setattr(bfq, "boundary_loss", lambda *a: (calls.__setitem__("bnd", calls["bnd"] + 1), ob(*a))[1])
     monkeypatch.setattr(bfq, "composition_loss", lambda *a: (calls.__setitem__("comp", calls["comp"] + 1), oc(*a))[1])
     g = torch.Generator().manual_seed(0)
-    b = {"observations": torch.randn(2, 16, 4), "next_observations": torch.randn(2, 16, 4), "actions": torch.rand(2, 16, 3) * 2 - 1,
-         "rewards": torch.randn(2, 16), "terminals": torch.zeros(2, 16)}
+    b = {
+        "observations": torch.randn(2, 16, 4),
+        "next_observations": torch.randn(2, 16, 4),
+        "actions": torch.rand(2, 16, 3) * 2 - 1,
+        "rewards": torch.randn(2, 16),
+        "terminals": torch.zeros(2, 16),
+    }
     for lam, want in ((1.0, (3, 0)), (0.0, (0, 3))):
         calls.update(bnd=0, comp=0)
         ag = bfq.BFQ(_cfg(bfq_lam=lam), 4, 3, 2, generator=g)
@@ -216,7 +234,13 @@ def _bandit_one_step_spread(**kw):
     dg = torch.Generator().manual_seed(1)
     obs = torch.randn(4096, 4, generator=dg)
     act = (0.3 * torch.randn(4096, 2, generator=dg)).clamp(-1, 1)
-    fields = {"observations": obs, "next_observations": obs, "actions": act, "rewards": act.sum(-1), "terminals": torch.ones(4096)}
+    fields = {
+        "observations": obs,
+        "next_observations": obs,
+        "actions": act,
+        "rewards": act.sum(-1),
+        "terminals": torch.ones(4096),
+    }
     for _ in range(300):
         idx = torch.randint(0, 4096, (2, 128), generator=dg)
         ag.update({k: v[idx] for k, v in fields.items()})
@@ -250,12 +274,19 @@ def test_bfq_time_features_put_the_one_step_query_near_training_times():
     near, far = (e(0.02) - e(0.0)).norm().item(), (e(0.5) - e(0.0)).norm().item()
     assert near < 0.1 * far, (near, far)
     e1000 = lambda r: bfq.time_embedding(torch.tensor([[r]]), cfg.bfq_time_embed, 1000.0)  # noqa: E731
-    assert (e1000(0.02) - e1000(0.0)).norm() > 0.5 * (e1000(0.5) - e1000(0.0)).norm()  # the former scale: no nearer than r = 0.5
+    assert (e1000(0.02) - e1000(0.0)).norm() > 0.5 * (
+        e1000(0.5) - e1000(0.0)
+    ).norm()  # the former scale: no nearer than r = 0.5
 
 
 def test_sample_times_puts_the_one_step_rows_at_r0_t1():
     g = torch.Generator().manual_seed(0)
     tm = bfq.sample_times(g, 2, 64, 1e-3, "cpu", onestep_frac=0.25)
     assert (tm["r"][:, :16] == 0).all() and (tm["t"][:, :16] == 1).all()
-    assert (tm["r"][:, 16:] > 0).all() and (tm["t"][:, 16:] < 1).all() and (tm["r"] < tm["m"]).all() and (tm["m"] < tm["t"]).all()
+    assert (
+        (tm["r"][:, 16:] > 0).all()
+        and (tm["t"][:, 16:] < 1).all()
+        and (tm["r"] < tm["m"]).all()
+        and (tm["m"] < tm["t"]).all()
+    )
     assert offline.Config().bfq_onestep_frac == 0.25

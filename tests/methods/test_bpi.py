@@ -43,15 +43,18 @@ def test_frozenlake_table():
     assert 0.17 < M.exact(mdp)["v_rho"] < 0.19
 
 
-@pytest.mark.parametrize("text,msg", [
-    ("P: [[[0.5, 0.4], [1, 0]], [[0, 1], [0, 1]]]\nR: [[0, 0], [0, 0]]", "P\\[0\\]\\[0\\] sums to 0.9"),
-    ("P: [[[1.5, -0.5], [1, 0]], [[0, 1], [0, 1]]]\nR: [[0, 0], [0, 0]]", "negative"),
-    ("P: [[[1.0]]]\nR: [[0, 1]]", "R must have shape"),
-    ("P: [[[1.0]]]\nR: [[0]]\ngamma: 1.0", "gamma"),
-    ("P: [[[1.0]]]", "missing key 'R'"),
-    ("P: [[[1.0]]]\nR: [[0]]\nnoise: -1", "noise"),
-    ("P: [[[1.0]]]\nR: [[0]]\nfoo: 1", "foo"),
-])
+@pytest.mark.parametrize(
+    "text,msg",
+    [
+        ("P: [[[0.5, 0.4], [1, 0]], [[0, 1], [0, 1]]]\nR: [[0, 0], [0, 0]]", "P\\[0\\]\\[0\\] sums to 0.9"),
+        ("P: [[[1.5, -0.5], [1, 0]], [[0, 1], [0, 1]]]\nR: [[0, 0], [0, 0]]", "negative"),
+        ("P: [[[1.0]]]\nR: [[0, 1]]", "R must have shape"),
+        ("P: [[[1.0]]]\nR: [[0]]\ngamma: 1.0", "gamma"),
+        ("P: [[[1.0]]]", "missing key 'R'"),
+        ("P: [[[1.0]]]\nR: [[0]]\nnoise: -1", "noise"),
+        ("P: [[[1.0]]]\nR: [[0]]\nfoo: 1", "foo"),
+    ],
+)
 def test_bad_mdp_files(tmp_path, text, msg):
     p = tmp_path / "bad.yaml"
     p.write_text(text)
@@ -100,7 +103,9 @@ def test_all_algorithms_find_riverswim_optimum():
 
 
 def test_stopping_rule_certifies_and_is_correct():
-    cfg = B.Config(mdp="riverswim?states=3&noise=0.05&gamma=0.5", budget=50000, seeds=3, epsilon=1.0, delta=0.1, algo="uniform")
+    cfg = B.Config(
+        mdp="riverswim?states=3&noise=0.05&gamma=0.5", budget=50000, seeds=3, epsilon=1.0, delta=0.1, algo="uniform"
+    )
     res = [r for r in B.run(cfg, seed=0) if r["kind"] == "result"][0]
     assert res["stopped"] == 1.0 and res["samples"] < 50000 and res["p_eps_optimal"] == 1.0
 

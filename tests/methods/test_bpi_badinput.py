@@ -16,12 +16,15 @@ def _run(*args):
     return runner.invoke(app, ["bpi", *args, "-q"])
 
 
-@pytest.mark.parametrize("args,msg", [
-    (["--epsilon", "inf"], "epsilon must be a finite number, got inf"),
-    (["--set", "gap_floor=inf"], "gap_floor must be a finite number, got inf"),
-    (["--set", "kappa=inf"], "kappa must be a finite number, got inf"),
-    (["--set", "var_floor=inf"], "var_floor must be a finite number, got inf"),
-])
+@pytest.mark.parametrize(
+    "args,msg",
+    [
+        (["--epsilon", "inf"], "epsilon must be a finite number, got inf"),
+        (["--set", "gap_floor=inf"], "gap_floor must be a finite number, got inf"),
+        (["--set", "kappa=inf"], "kappa must be a finite number, got inf"),
+        (["--set", "var_floor=inf"], "var_floor must be a finite number, got inf"),
+    ],
+)
 def test_non_finite_settings_exit_2_before_any_record(args, msg):
     r = _run("--mdp", "riverswim", "--budget", "100", "--seeds", "1", *args)
     assert r.exit_code == 2
@@ -29,21 +32,30 @@ def test_non_finite_settings_exit_2_before_any_record(args, msg):
     assert '"kind": "result"' not in r.output
 
 
-@pytest.mark.parametrize("spec,msg", [
-    ("riverswim?states=100000", "S x A x S = 100000 x 2 x 100000 = 2.0e+10 transition entries"),
-    ("garnet?states=100000&actions=100", "100000 x 100 x 100000 = 1.0e+12 transition entries"),
-])
+@pytest.mark.parametrize(
+    "spec,msg",
+    [
+        ("riverswim?states=100000", "S x A x S = 100000 x 2 x 100000 = 2.0e+10 transition entries"),
+        ("garnet?states=100000&actions=100", "100000 x 100 x 100000 = 1.0e+12 transition entries"),
+    ],
+)
 def test_huge_mdp_exit_2_names_size_and_limit(spec, msg):
     r = _run("--mdp", spec, "--budget", "100", "--seeds", "1")
     assert r.exit_code == 2
     assert msg in r.output and "exceeds the limit of 2e+07" in r.output
 
 
-@pytest.mark.parametrize("budget,msg", [
-    ("1000000000000", "this run would draw ~3.0e+12 samples (seeds x algorithms x --budget, each run counted as at "
-                      "least 50; hours of CPU; limit 1e+08); lower --seeds, --budget or the number of --algo"),
-    ("99999999999999999999999", "this run would draw ~3.0e+23 samples"),
-])
+@pytest.mark.parametrize(
+    "budget,msg",
+    [
+        (
+            "1000000000000",
+            "this run would draw ~3.0e+12 samples (seeds x algorithms x --budget, each run counted as at "
+            "least 50; hours of CPU; limit 1e+08); lower --seeds, --budget or the number of --algo",
+        ),
+        ("99999999999999999999999", "this run would draw ~3.0e+23 samples"),
+    ],
+)
 def test_total_work_limit_exit_2(budget, msg):
     r = _run("--mdp", "riverswim", "--budget", budget, "--seeds", "1")
     assert r.exit_code == 2
@@ -63,12 +75,15 @@ def test_planning_work_limit_exit_2():
     assert "flops planning on 3000 states" in r.output and "limit 1e+14" in r.output
 
 
-@pytest.mark.parametrize("spec,msg", [
-    ("riverswim?states=abc", "riverswim option states='abc' must be an integer"),
-    ("riverswim?gamma=x", "riverswim option gamma='x' must be a number"),
-    ("garnet?actions=2.5", "garnet option actions=2.5 must be an integer"),
-    ("riverswim?foo=1", "riverswim has no option 'foo'; valid options: states, gamma, noise"),
-])
+@pytest.mark.parametrize(
+    "spec,msg",
+    [
+        ("riverswim?states=abc", "riverswim option states='abc' must be an integer"),
+        ("riverswim?gamma=x", "riverswim option gamma='x' must be a number"),
+        ("garnet?actions=2.5", "garnet option actions=2.5 must be an integer"),
+        ("riverswim?foo=1", "riverswim has no option 'foo'; valid options: states, gamma, noise"),
+    ],
+)
 def test_builtin_option_messages(spec, msg):
     r = _run("--mdp", spec, "--budget", "100", "--seeds", "1")
     assert r.exit_code == 2
@@ -103,8 +118,11 @@ def test_tiny_budget_runs_count_their_set_up():
     assert "~1.5e+08 samples" in r.stderr and "lower --seeds" in r.stderr
 
 
-@pytest.mark.parametrize("recipe", sorted(__import__("pathlib").Path(__file__).resolve().parents[2].joinpath("recipes", "bpi").glob("*.yaml")),
-                         ids=lambda p: p.stem)
+@pytest.mark.parametrize(
+    "recipe",
+    sorted(__import__("pathlib").Path(__file__).resolve().parents[2].joinpath("recipes", "bpi").glob("*.yaml")),
+    ids=lambda p: p.stem,
+)
 def test_every_shipped_recipe_is_under_the_limits(recipe):
     from icml26.core.recipe import resolve
 

@@ -16,8 +16,22 @@ from icml26.methods.rl import dsac_aid as m  # noqa: E402
 
 
 def tiny(**kw) -> m.Config:
-    base = dict(env="Hopper-v5", algo=("dsac-aid",), steps=160, seeds=2, num_envs=2, env_steps_per_update=2, warmup_steps=40,
-                batch_size=16, hidden=(32, 32), norm_groups=4, eval_interval=80, eval_episodes=2, bias_horizon=20, checkpoint_interval=80)
+    base = dict(
+        env="Hopper-v5",
+        algo=("dsac-aid",),
+        steps=160,
+        seeds=2,
+        num_envs=2,
+        env_steps_per_update=2,
+        warmup_steps=40,
+        batch_size=16,
+        hidden=(32, 32),
+        norm_groups=4,
+        eval_interval=80,
+        eval_episodes=2,
+        bias_horizon=20,
+        checkpoint_interval=80,
+    )
     base.update(kw)
     return m.resolve_family(m.Config(**base))
 
@@ -36,14 +50,33 @@ def test_resume_reproduces_uninterrupted_run_bit_for_bit(tmp_path, algo):
     dims = m.validate(cfg)
     full = list(m.train(cfg, algo, seed=3, device="cpu", obs_dim=dims[0], act_dim=dims[1], out=tmp_path / "a"))
     (tmp_path / "b").mkdir()
-    part = list(m.train(cfg, algo, seed=3, device="cpu", obs_dim=dims[0], act_dim=dims[1], out=tmp_path / "b", stop_after_steps=90))
+    part = list(
+        m.train(
+            cfg, algo, seed=3, device="cpu", obs_dim=dims[0], act_dim=dims[1], out=tmp_path / "b", stop_after_steps=90
+        )
+    )
     assert part and all(r["kind"] == "step" for r in part) and max(r["step"] for r in part) <= 90
-    rest = list(m.train(cfg, algo, seed=3, device="cpu", obs_dim=dims[0], act_dim=dims[1], out=tmp_path / "b", resume=True, previous=part))
+    rest = list(
+        m.train(
+            cfg,
+            algo,
+            seed=3,
+            device="cpu",
+            obs_dim=dims[0],
+            act_dim=dims[1],
+            out=tmp_path / "b",
+            resume=True,
+            previous=part,
+        )
+    )
     from icml26.core.output import to_json
 
     strip = lambda rs: [to_json({k: v for k, v in r.items() if k not in ("updates_per_s", "wall_s")}) for r in rs]  # noqa: E731
     assert strip(rest) == strip(full)
-    a, b = _final_tensors(tmp_path / "a" / f"checkpoint-{algo}.safetensors"), _final_tensors(tmp_path / "b" / f"checkpoint-{algo}.safetensors")
+    a, b = (
+        _final_tensors(tmp_path / "a" / f"checkpoint-{algo}.safetensors"),
+        _final_tensors(tmp_path / "b" / f"checkpoint-{algo}.safetensors"),
+    )
     assert a.keys() == b.keys()
     for k in a:
         assert torch.equal(a[k], b[k]), k
@@ -59,7 +92,9 @@ def test_resume_refuses_a_checkpoint_of_other_settings(tmp_path):
     list(m.train(cfg, "dsac-aid", seed=0, device="cpu", obs_dim=dims[0], act_dim=dims[1], out=tmp_path))
     cfg2 = dataclasses.replace(cfg, lr_q=1e-3)
     with pytest.raises(InputError, match="other settings"):
-        list(m.train(cfg2, "dsac-aid", seed=0, device="cpu", obs_dim=dims[0], act_dim=dims[1], out=tmp_path, resume=True))
+        list(
+            m.train(cfg2, "dsac-aid", seed=0, device="cpu", obs_dim=dims[0], act_dim=dims[1], out=tmp_path, resume=True)
+        )
 
 
 def test_evaluation_is_deterministic_and_seeds_differ():
@@ -90,10 +125,28 @@ def test_soft_returns_oracle():
 
 def test_family_defaults_follow_the_official_scripts():
     hop, ant, dmc = (m.resolve_family(m.Config(env=e)) for e in ("Hopper-v5", "Ant-v5", "dmc:cheetah-run"))
-    assert (hop.family, hop.lam, hop.beta0, hop.reward_scale, hop.activation, hop.norm_groups, hop.huber, hop.lr_q) == \
-        ("mujoco", 0.71, 0.1, 50.0, "relu", 16, True, 3e-4)
-    assert (ant.family, ant.lam, ant.beta0, ant.beta_lr, ant.reward_scale, ant.activation, ant.norm_groups, ant.huber, ant.lr_q, ant.lr_alpha) == \
-        ("ant", 0.5, 0.03, 1.5e-4, 0.1, "gelu", 0, False, 1e-4, 3e-4)
+    assert (hop.family, hop.lam, hop.beta0, hop.reward_scale, hop.activation, hop.norm_groups, hop.huber, hop.lr_q) == (
+        "mujoco",
+        0.71,
+        0.1,
+        50.0,
+        "relu",
+        16,
+        True,
+        3e-4,
+    )
+    assert (
+        ant.family,
+        ant.lam,
+        ant.beta0,
+        ant.beta_lr,
+        ant.reward_scale,
+        ant.activation,
+        ant.norm_groups,
+        ant.huber,
+        ant.lr_q,
+        ant.lr_alpha,
+    ) == ("ant", 0.5, 0.03, 1.5e-4, 0.1, "gelu", 0, False, 1e-4, 3e-4)
     assert (dmc.family, dmc.lam, dmc.beta_lr, dmc.reward_scale) == ("dmc", 1e-4, 2e-3, 50.0)
     # a value set by the user wins over the family's
     assert m.resolve_family(m.Config(env="Ant-v5", lam=0.9)).lam == 0.9
@@ -119,9 +172,14 @@ def test_dmc_wrapper_steps_and_ends_as_truncated():
 def test_d4rl_round_trip_and_checks(tmp_path):
     rng = np.random.default_rng(0)
     n = 50
-    data = {"observations": rng.normal(size=(n, 3)).astype(np.float32), "actions": rng.uniform(-1, 1, (n, 2)).astype(np.float32),
-            "rewards": rng.normal(size=n).astype(np.float32), "next_observations": rng.normal(size=(n, 3)).astype(np.float32),
-            "terminals": np.zeros(n, bool), "timeouts": np.zeros(n, bool)}
+    data = {
+        "observations": rng.normal(size=(n, 3)).astype(np.float32),
+        "actions": rng.uniform(-1, 1, (n, 2)).astype(np.float32),
+        "rewards": rng.normal(size=n).astype(np.float32),
+        "next_observations": rng.normal(size=(n, 3)).astype(np.float32),
+        "terminals": np.zeros(n, bool),
+        "timeouts": np.zeros(n, bool),
+    }
     data["terminals"][19] = True
     data["timeouts"][n - 1] = True
     p = d4rl.write(tmp_path / "x.hdf5", data, attrs={"env": "Hopper-v5", "seed": 3})
@@ -156,7 +214,9 @@ def test_run_writes_replay_buffer_as_d4rl_trajectories(tmp_path):
 
 def test_onset_noise_is_off_before_its_step_and_redrawn_identically():
     cfg = tiny(reward_noise=2.0, reward_noise_from=100)
-    a = np.array([[0.0, 0.0, 0.0], [1.0, -1.0, 1.0], [0.5, 0.5, -0.5], [3.0, -3.0, 0.0]])  # the last is clipped to [-1, 1]
+    a = np.array(
+        [[0.0, 0.0, 0.0], [1.0, -1.0, 1.0], [0.5, 0.5, -0.5], [3.0, -3.0, 0.0]]
+    )  # the last is clipped to [-1, 1]
     assert np.array_equal(m.onset_noise(cfg, 0, 99, a), np.zeros(4))
     n = m.onset_noise(cfg, 0, 100, a)
     eps = np.random.default_rng(np.random.SeedSequence([0, 100, 3])).standard_normal(4)
@@ -165,7 +225,9 @@ def test_onset_noise_is_off_before_its_step_and_redrawn_identically():
     assert not np.array_equal(m.onset_noise(cfg, 1, 100, a), n) and not np.array_equal(m.onset_noise(cfg, 0, 101, a), n)
     big = m.onset_noise(cfg, 0, 500, np.zeros((20000, 3)))  # zero action: std 2 * 0.5
     assert abs(big.std() - 1.0) < 0.03 and abs(big.mean()) < 0.03
-    assert np.array_equal(m.onset_noise(tiny(reward_noise=2.0), 0, 100, a), np.zeros(4))  # no onset step: the envs add it
+    assert np.array_equal(
+        m.onset_noise(tiny(reward_noise=2.0), 0, 100, a), np.zeros(4)
+    )  # no onset step: the envs add it
     with pytest.raises(ValueError, match="reward_noise_from"):
         tiny(reward_noise_from=-1)
     with pytest.raises(ValueError, match=r"reward_noise_from \(160\) must be below steps \(160\)"):
@@ -178,7 +240,9 @@ def test_onset_noise_is_off_before_its_step_and_redrawn_identically():
 def test_run_with_noise_onset_resumes_bit_for_bit_and_the_noise_changes_it(tmp_path):
     cfg = tiny(steps=120, eval_interval=60, checkpoint_interval=60, reward_noise=3.0, reward_noise_from=50)
     dims = m.validate(cfg)
-    run = lambda c, d, **kw: list(m.train(c, "dsac-aid", seed=3, device="cpu", obs_dim=dims[0], act_dim=dims[1], out=tmp_path / d, **kw))  # noqa: E731
+    run = lambda c, d, **kw: list(
+        m.train(c, "dsac-aid", seed=3, device="cpu", obs_dim=dims[0], act_dim=dims[1], out=tmp_path / d, **kw)
+    )  # noqa: E731
     full = run(cfg, "a")
     (tmp_path / "b").mkdir()
     part = run(cfg, "b", stop_after_steps=60)
@@ -187,7 +251,10 @@ def test_run_with_noise_onset_resumes_bit_for_bit_and_the_noise_changes_it(tmp_p
 
     strip = lambda rs: [to_json({k: v for k, v in r.items() if k not in ("updates_per_s", "wall_s")}) for r in rs]  # noqa: E731
     assert strip(rest) == strip(full)
-    a, b = _final_tensors(tmp_path / "a" / "checkpoint-dsac-aid.safetensors"), _final_tensors(tmp_path / "b" / "checkpoint-dsac-aid.safetensors")
+    a, b = (
+        _final_tensors(tmp_path / "a" / "checkpoint-dsac-aid.safetensors"),
+        _final_tensors(tmp_path / "b" / "checkpoint-dsac-aid.safetensors"),
+    )
     for k in a:
         assert torch.equal(a[k], b[k]), k
     clean = run(dataclasses.replace(cfg, reward_noise_from=None, reward_noise=0.0), "c")

@@ -16,7 +16,7 @@ def _slice(t: torch.Tensor, k: int, S: int) -> torch.Tensor:
     if t.ndim == 0:
         return t
     X = t.shape[0] // S
-    return t[k * X:(k + 1) * X]
+    return t[k * X : (k + 1) * X]
 
 
 def _spec(seeds: int, algo: str) -> LearnerSpec:
@@ -51,26 +51,35 @@ def test_batched_seeds_equal_separate_learners_over_updates(algo):
 
     LS._noise = recording
     for u in range(U):
-        batch = (torch.randn(S, B, 5, generator=g), torch.rand(S, B, 2, generator=g) * 2 - 1, 50 * torch.randn(S, B, generator=g),
-                 torch.randn(S, B, 5, generator=g), (torch.rand(S, B, generator=g) < 0.2).float())
+        batch = (
+            torch.randn(S, B, 5, generator=g),
+            torch.rand(S, B, 2, generator=g) * 2 - 1,
+            50 * torch.randn(S, B, generator=g),
+            torch.randn(S, B, 5, generator=g),
+            (torch.rand(S, B, generator=g) < 0.2).float(),
+        )
         noises.clear()
         LS.update(*batch)
         for k, L1 in enumerate(singles):
             it = iter(list(noises))
-            L1._noise = lambda *shape, it=it, k=k: next(it)[k:k + 1]
-            L1.update(*(x[k:k + 1] for x in batch))
+            L1._noise = lambda *shape, it=it, k=k: next(it)[k : k + 1]
+            L1.update(*(x[k : k + 1] for x in batch))
     moved = 0
     for name, v in LS.state_dict().items():
         if v.dtype.is_floating_point and not torch.equal(v, init[name]):
             moved += 1
         for k, L1 in enumerate(singles):
-            torch.testing.assert_close(L1.state_dict()[name], _slice(v, k, S), rtol=2e-5, atol=2e-5, msg=f"{name}, seed {k}")
+            torch.testing.assert_close(
+                L1.state_dict()[name], _slice(v, k, S), rtol=2e-5, atol=2e-5, msg=f"{name}, seed {k}"
+            )
     assert moved >= 10  # the updates changed the weights (the comparison is not of untouched copies)
     for name, opt in LS._opts().items():  # Adam moments too
         for k, L1 in enumerate(singles):
             o1 = L1._opts()[name]
             for pS, p1 in zip(opt.param_groups[0]["params"], o1.param_groups[0]["params"]):
-                torch.testing.assert_close(o1.state[p1]["exp_avg_sq"], _slice(opt.state[pS]["exp_avg_sq"], k, S), rtol=2e-3, atol=1e-5)
+                torch.testing.assert_close(
+                    o1.state[p1]["exp_avg_sq"], _slice(opt.state[pS]["exp_avg_sq"], k, S), rtol=2e-3, atol=1e-5
+                )
 
 
 def test_batched_group_norm_equals_torch_group_norm():

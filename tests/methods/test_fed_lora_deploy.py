@@ -93,8 +93,13 @@ def _strip(rec):
 def test_server_loop_on_a_grid_writes_the_simulation_records(debian, tmp_path):
     """The ServerApp's ``serve`` (what ``flwr run`` starts) on an in-process grid of the same
     ClientApp: the same records.jsonl as ``icml26 fed-lora`` in one process."""
-    rc = {"recipe": TINY, "set": "clients=2 ranks=[4,8] personal_ranks=[1,2] rounds=1 strategies=[het-cpflora]", "seed": 3,
-          "out": str(tmp_path / "dep"), "wait_nodes_s": 0}
+    rc = {
+        "recipe": TINY,
+        "set": "clients=2 ranks=[4,8] personal_ranks=[1,2] rounds=1 strategies=[het-cpflora]",
+        "seed": 3,
+        "out": str(tmp_path / "dep"),
+        "wait_nodes_s": 0,
+    }
     cfg = apps._config(apps.run_config_text(rc))
     got = apps.serve(apps.InProcessGrid.for_run(cfg, 3), rc)
     lines = [json.loads(x) for x in (tmp_path / "dep" / "records.jsonl").read_text().splitlines()]
@@ -106,6 +111,7 @@ def test_server_loop_on_a_grid_writes_the_simulation_records(debian, tmp_path):
 
 
 # ----------------------------------------------------------------------------- loopback deployment
+
 
 def _free_ports(n):
     socks = [socket.socket() for _ in range(n)]
@@ -183,8 +189,10 @@ def _diagnosis(logs):
     text = {k: v.read_text(errors="replace") for k, v in logs.items()}
     why = ""
     if any("task-token authentication failed" in t for t in text.values()):
-        why = ("ClientApp processes did not start within Flower's 30 s task window (HEARTBEAT_DEFAULT_INTERVAL; the machine is "
-               f"too loaded: {os.getloadavg()}) -- ")
+        why = (
+            "ClientApp processes did not start within Flower's 30 s task window (HEARTBEAT_DEFAULT_INTERVAL; the machine is "
+            f"too loaded: {os.getloadavg()}) -- "
+        )
     return why + repr({k: t[-2500:] for k, t in text.items()})
 
 
@@ -199,30 +207,69 @@ def test_two_process_loopback_deployment(debian, tmp_path):
     link_port, *node_ports = _free_ports(3)
     home = tmp_path / "flwr-home"
     home.mkdir()
-    (home / "config.toml").write_text(f'[superlink]\ndefault = "loopback"\n\n[superlink.loopback]\n'
-                                      f'address = "127.0.0.1:{link_port}"\ninsecure = true\n')
+    (home / "config.toml").write_text(
+        f'[superlink]\ndefault = "loopback"\n\n[superlink.loopback]\n'
+        f'address = "127.0.0.1:{link_port}"\ninsecure = true\n'
+    )
     out = tmp_path / "out"
-    (tmp_path / "run.toml").write_text(f'recipe = "{TINY}"\nset = "{SETS}"\nseed = 1\nout = "{out}"\nwait_nodes_s = 600\n')
-    env = {**os.environ, "FLWR_HOME": str(home), "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}", "OMP_NUM_THREADS": "1"}
+    (tmp_path / "run.toml").write_text(
+        f'recipe = "{TINY}"\nset = "{SETS}"\nseed = 1\nout = "{out}"\nwait_nodes_s = 600\n'
+    )
+    env = {
+        **os.environ,
+        "FLWR_HOME": str(home),
+        "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}",
+        "OMP_NUM_THREADS": "1",
+    }
     logs = {}
 
     def start(name, *args):
         logs[name] = tmp_path / f"{name}.log"
-        return subprocess.Popen([str(bindir / args[0]), *args[1:]], cwd=ROOT, env=env, stdout=logs[name].open("wb"),
-                                stderr=subprocess.STDOUT)
+        return subprocess.Popen(
+            [str(bindir / args[0]), *args[1:]],
+            cwd=ROOT,
+            env=env,
+            stdout=logs[name].open("wb"),
+            stderr=subprocess.STDOUT,
+        )
 
     procs, seen = [], set()
     deadline = time.monotonic() + 1200
     try:
-        procs.append(start("superlink", "flower-superlink", "--insecure", "--port", str(link_port),
-                           "--disable-runtime-dependency-installation"))
+        procs.append(
+            start(
+                "superlink",
+                "flower-superlink",
+                "--insecure",
+                "--port",
+                str(link_port),
+                "--disable-runtime-dependency-installation",
+            )
+        )
         for i, port in enumerate(node_ports):
-            procs.append(start(f"supernode{i}", "flower-supernode", "--insecure", "--superlink", f"127.0.0.1:{link_port}",
-                               "--port", str(port), "--node-config", f"partition-id={i}"))
+            procs.append(
+                start(
+                    f"supernode{i}",
+                    "flower-supernode",
+                    "--insecure",
+                    "--superlink",
+                    f"127.0.0.1:{link_port}",
+                    "--port",
+                    str(port),
+                    "--node-config",
+                    f"partition-id={i}",
+                )
+            )
         # flwr run submits the app (retrying while the SuperLink starts); the ServerApp waits for both nodes
         while True:
-            r = subprocess.run([str(bindir / "flwr"), "run", str(APP), "loopback", "--run-config", str(tmp_path / "run.toml")],
-                               cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+            r = subprocess.run(
+                [str(bindir / "flwr"), "run", str(APP), "loopback", "--run-config", str(tmp_path / "run.toml")],
+                cwd=ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
             if r.returncode == 0:
                 break
             assert time.monotonic() < deadline and all(p.poll() is None for p in procs), r.stdout + r.stderr
@@ -251,7 +298,12 @@ def test_two_process_loopback_deployment(debian, tmp_path):
     assert dep[0]["seed"] == 1 and dep[0]["clients"] == 2 and dep[0]["strategies"] == ["het-cpflora"]
     for d, s in zip(dep[1:3], sim[:2]):
         assert set(d) == set(s)
-        assert (d["round"], d["strategy"], d["upload_bytes"], d["download_bytes"]) == (s["round"], s["strategy"], s["upload_bytes"], s["download_bytes"])
+        assert (d["round"], d["strategy"], d["upload_bytes"], d["download_bytes"]) == (
+            s["round"],
+            s["strategy"],
+            s["upload_bytes"],
+            s["download_bytes"],
+        )
         assert d["mean_train_loss"] == pytest.approx(s["mean_train_loss"], rel=1e-5)
     d, s = dep[3], sim[2]
     assert set(d) == set(s) and d["comm_bytes_total"] == s["comm_bytes_total"] > 0

@@ -15,9 +15,23 @@ from conftest import need_debian  # noqa: E402
 from icml26.methods.federated import apps, harness, strategies as S  # noqa: E402
 from icml26.methods.federated import model as M  # noqa: E402
 
-TINY = dict(model="tiny-llama", clients=3, rounds=2, ranks=(4, 8, 8), personal_ranks=(1, 2, 4), homogeneous_rank=4,
-            domains=("wordnet", "kjv", "fortunes"), train_examples=8, test_examples=4, global_test_examples=6,
-            generation_examples=1, max_new_tokens=4, max_seq_tokens=64, lr=3e-3, threads=1)
+TINY = dict(
+    model="tiny-llama",
+    clients=3,
+    rounds=2,
+    ranks=(4, 8, 8),
+    personal_ranks=(1, 2, 4),
+    homogeneous_rank=4,
+    domains=("wordnet", "kjv", "fortunes"),
+    train_examples=8,
+    test_examples=4,
+    global_test_examples=6,
+    generation_examples=1,
+    max_new_tokens=4,
+    max_seq_tokens=64,
+    lr=3e-3,
+    threads=1,
+)
 # tiny LLaMA: hidden 32, 4 heads of 8, 2 KV heads: q_proj 32 -> 32, v_proj 32 -> 16, 2 layers
 Q, V, LAYERS = (32, 32), (32, 16), 2
 
@@ -45,7 +59,9 @@ def test_two_round_flower_simulation_every_strategy(two_rounds):
     assert len(rounds) == 2 * len(S.STRATEGIES)
     for r in rounds:
         assert set(r) >= {"round", "strategy", "mean_train_loss", "upload_bytes", "download_bytes"}
-        assert math.isfinite(r["mean_train_loss"]) and 3.0 < r["mean_train_loss"] < 7.0  # ~ln(260) for a random byte model
+        assert (
+            math.isfinite(r["mean_train_loss"]) and 3.0 < r["mean_train_loss"] < 7.0
+        )  # ~ln(260) for a random byte model
     for res in results.values():
         assert len(res["per_client"]) == 3
         assert 1.0 < res["local_perplexity"] < 1000 and 1.0 < res["global_perplexity"] < 1000
@@ -63,8 +79,12 @@ def test_bytes_counted_equal_the_tensor_sizes_sent(two_rounds):
     assert rb[("het-cpflora", 1)]["download_bytes"] == 0 and rb[("het-cpflora", 2)]["download_bytes"] == shared * unit
     h = cfg.homogeneous_rank * unit * cfg.clients
     assert rb[("fedit", 1)]["upload_bytes"] == h and rb[("fedit", 2)]["download_bytes"] == h
-    assert rb[("ffa-lora", 1)]["upload_bytes"] == cfg.clients * cfg.homogeneous_rank * LAYERS * (Q[1] + V[1]) * 4  # B only
-    assert rb[("fedsa-lora", 1)]["upload_bytes"] == cfg.clients * cfg.homogeneous_rank * LAYERS * (Q[0] + V[0]) * 4  # A only
+    assert (
+        rb[("ffa-lora", 1)]["upload_bytes"] == cfg.clients * cfg.homogeneous_rank * LAYERS * (Q[1] + V[1]) * 4
+    )  # B only
+    assert (
+        rb[("fedsa-lora", 1)]["upload_bytes"] == cfg.clients * cfg.homogeneous_rank * LAYERS * (Q[0] + V[0]) * 4
+    )  # A only
     assert rb[("flora", 2)]["download_bytes"] == cfg.clients * sum(cfg.ranks) * unit  # the stack goes to everyone
     assert rb[("hetlora", 1)]["upload_bytes"] == sum(cfg.ranks) * unit
 
@@ -87,7 +107,9 @@ def test_personal_slots_stay_on_the_client(debian):
             assert down[mn]["A"].shape == (spec.shared_rank, A.shape[1])  # only the generalized slots are sent back
             got, _ = S.client_adapter("het-cpflora", 2, spec.rank, spec.personal_rank, down, own, own)
             A2, B2 = got[mn]
-            assert torch.equal(A2[spec.shared_rank:], A[spec.shared_rank:]) and torch.equal(B2[:, spec.shared_rank:], B[:, spec.shared_rank:])
+            assert torch.equal(A2[spec.shared_rank :], A[spec.shared_rank :]) and torch.equal(
+                B2[:, spec.shared_rank :], B[:, spec.shared_rank :]
+            )
             assert torch.equal(A2[: spec.shared_rank], down[mn]["A"])
 
 
@@ -106,8 +128,17 @@ def test_fedit_with_one_client_equals_local_training(debian):
     ad = init
     for rnd in (1, 2):
         torch.manual_seed(apps._mix(5, 0, rnd, 2))
-        ad, _ = M.train(w, ad, 4, data, epochs=cfg.local_epochs, batch_size=cfg.batch_size, lr=cfg.lr, max_seq_tokens=cfg.max_seq_tokens,
-                        generator=torch.Generator().manual_seed(apps._mix(5, 0, rnd, 3)))
+        ad, _ = M.train(
+            w,
+            ad,
+            4,
+            data,
+            epochs=cfg.local_epochs,
+            batch_size=cfg.batch_size,
+            lr=cfg.lr,
+            max_seq_tokens=cfg.max_seq_tokens,
+            generator=torch.Generator().manual_seed(apps._mix(5, 0, rnd, 3)),
+        )
     moved = 0.0
     for mn, (A, B) in ad.items():
         assert torch.allclose(glob[mn]["A"], A, atol=1e-6) and torch.allclose(glob[mn]["B"], B, atol=1e-6)
@@ -129,8 +160,12 @@ def test_ood_weight_moves_the_right_way(debian):
     for _ in range(6):
         ad, loss = M.train(w, ad, 8, train, epochs=1, batch_size=8, lr=3e-2, max_seq_tokens=256, generator=g)
     ref = M.prompt_scores(w, ad, 8, [e.instruction for e in train], max_seq_tokens=256)
-    s_in = [ood_similarity(s, ref) for s in M.prompt_scores(w, ad, 8, [e.instruction for e in held], max_seq_tokens=256)]
-    s_out = [ood_similarity(s, ref) for s in M.prompt_scores(w, ad, 8, [e.instruction for e in ood], max_seq_tokens=256)]
+    s_in = [
+        ood_similarity(s, ref) for s in M.prompt_scores(w, ad, 8, [e.instruction for e in held], max_seq_tokens=256)
+    ]
+    s_out = [
+        ood_similarity(s, ref) for s in M.prompt_scores(w, ad, 8, [e.instruction for e in ood], max_seq_tokens=256)
+    ]
     assert all(0.0 <= s <= 1.0 for s in s_in + s_out)
     assert sum(s_in) / len(s_in) > sum(s_out) / len(s_out) + 0.1, (sum(s_in) / len(s_in), sum(s_out) / len(s_out))
 

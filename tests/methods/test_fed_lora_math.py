@@ -13,7 +13,13 @@ from icml26.methods.federated.model import rouge1_f
 
 def _clients(ranks, d_out=20, d_in=16, seed=0):
     g = torch.Generator().manual_seed(seed)
-    return [(torch.randn(r, d_in, generator=g, dtype=torch.float64), torch.randn(d_out, r, generator=g, dtype=torch.float64)) for r in ranks]
+    return [
+        (
+            torch.randn(r, d_in, generator=g, dtype=torch.float64),
+            torch.randn(d_out, r, generator=g, dtype=torch.float64),
+        )
+        for r in ranks
+    ]
 
 
 def test_svd_aggregation_is_exact_when_the_rank_covers_the_sum():
@@ -58,7 +64,7 @@ def test_truncate_svd_folds_the_receivers_scaling():
 
 
 def test_split_recombines_to_the_original_adapter():
-    (A, B), = _clients([8])
+    ((A, B),) = _clients([8])
     for rs in range(0, 9):
         As, Bs, Ap, Bp = L.split_adapter(A, B, rs)
         assert As.shape == (rs, 16) and Bp.shape == (20, 8 - rs)
@@ -78,7 +84,7 @@ def test_flora_stacking_is_the_exact_weighted_sum():
 
 
 def test_zero_pad_keeps_the_product():
-    (A, B), = _clients([3])
+    ((A, B),) = _clients([3])
     Ap, Bp = L.zero_pad(A, B, 7)
     assert Ap.shape == (7, 16) and torch.equal(Bp @ Ap, B @ A)
     with pytest.raises(ValueError):

@@ -38,7 +38,9 @@ def test_implicit_filtering_fractions():
 
 
 def test_proxy_lm_learns_and_items_are_well_formed():
-    cfg = P.ProxyConfig(tokens=16 * 64 * 40, n_layer=1, n_embd=32, n_head=2, block_size=64, batch_size=16, eval_tokens=2048)
+    cfg = P.ProxyConfig(
+        tokens=16 * 64 * 40, n_layer=1, n_embd=32, n_head=2, block_size=64, batch_size=16, eval_tokens=2048
+    )
     text = ["the quick brown fox jumps over the lazy dog. " * 40] * 4
     lm = P.train_lm(text, cfg.tokens, cfg, seed=0)
     bpb = P.bits_per_byte(lm, text, cfg)
@@ -46,7 +48,9 @@ def test_proxy_lm_learns_and_items_are_well_formed():
     assert untrained > 7.0 and bpb < 5.0  # from ~8 bits (uniform over bytes) to near the text's character entropy
     items = P.make_items(["alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu " * 5] * 3, 20, 0, 64)
     assert all(len(a) == len(b) and a != b for a, b in items["word_order"])
-    assert all(len(a) == len(b) and a[: items["prefix_bytes"]] == b[: items["prefix_bytes"]] for a, b in items["continuation"])
+    assert all(
+        len(a) == len(b) and a[: items["prefix_bytes"]] == b[: items["prefix_bytes"]] for a, b in items["continuation"]
+    )
     # deterministic in the seed
     lm2 = P.train_lm(text, cfg.tokens, cfg, seed=0)
     assert P.bits_per_byte(lm2, text, cfg) == pytest.approx(bpb, abs=1e-6)
@@ -64,8 +68,26 @@ def test_analyze_and_proxy_cli_on_real_text(tmp_path):
     run = lambda args: CliRunner().invoke(filter_app, args)  # noqa: E731
     c, m = tmp_path / "c", tmp_path / "m"
     assert run(["make-corpus", "-r", tiny, "--out", str(c), "-q"]).exit_code == 0
-    assert run(["train", "-r", tiny, "--hq", str(c / "hq.jsonl"), "--pool", str(c / "pool.jsonl"), "--out", str(m), "-q"]).exit_code == 0
-    r = run(["analyze", "-r", tiny, "--model", str(m), "--hq", str(c / "hq_heldout.jsonl"), "--pool", str(c / "pool_heldout.jsonl"), "-q"])
+    assert (
+        run(
+            ["train", "-r", tiny, "--hq", str(c / "hq.jsonl"), "--pool", str(c / "pool.jsonl"), "--out", str(m), "-q"]
+        ).exit_code
+        == 0
+    )
+    r = run(
+        [
+            "analyze",
+            "-r",
+            tiny,
+            "--model",
+            str(m),
+            "--hq",
+            str(c / "hq_heldout.jsonl"),
+            "--pool",
+            str(c / "pool_heldout.jsonl"),
+            "-q",
+        ]
+    )
     assert r.exit_code == 0, r.output
     recs = [json.loads(x) for x in r.stdout.splitlines()]
     th = [x for x in recs if x["kind"] == "result"]
@@ -92,10 +114,14 @@ def test_bad_recipe_section_is_an_input_error(tmp_path):
     filter_app = app  # through the registered command: InputError -> one line, exit 2
     bad = tmp_path / "bad.yaml"
     bad.write_text("method: filter-data\nconfig:\n  train:\n    clasifier: ngram\n")
-    r = CliRunner().invoke(filter_app, ["filter-data", "train", "-r", str(bad), "--hq", "a", "--pool", "b", "--out", str(tmp_path / "o")])
+    r = CliRunner().invoke(
+        filter_app, ["filter-data", "train", "-r", str(bad), "--hq", "a", "--pool", "b", "--out", str(tmp_path / "o")]
+    )
     assert r.exit_code == 2 and "clasifier" in r.stderr and "valid keys" in r.stderr
     bad.write_text("method: filter-data\nconfig:\n  trian: {}\n")
-    r = CliRunner().invoke(filter_app, ["filter-data", "train", "-r", str(bad), "--hq", "a", "--pool", "b", "--out", str(tmp_path / "o")])
+    r = CliRunner().invoke(
+        filter_app, ["filter-data", "train", "-r", str(bad), "--hq", "a", "--pool", "b", "--out", str(tmp_path / "o")]
+    )
     assert r.exit_code == 2 and "valid sections" in r.stderr
 
 

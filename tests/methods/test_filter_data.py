@@ -46,7 +46,9 @@ def toy_model(tmp_path_factory) -> Path:
 # ---------------------------------------------------------------- classifiers
 @pytest.mark.parametrize("kind", ["ngram", "dsir"])
 def test_classifier_learns_separable_toy_split(kind):
-    m = C.train_model(toy_docs(150, _A, 0), toy_docs(150, _B, 1), classifier=kind, seed=0, n_features=1 << 12, dsir_buckets=512)
+    m = C.train_model(
+        toy_docs(150, _A, 0), toy_docs(150, _B, 1), classifier=kind, seed=0, n_features=1 << 12, dsir_buckets=512
+    )
     assert m.metrics["val_auc"] >= 0.99
     s_hq, s_lq = m.score(toy_docs(50, _A, 7)), m.score(toy_docs(50, _B, 8))
     assert s_hq.min() > s_lq.max()  # fresh documents are separated too
@@ -82,9 +84,9 @@ def test_model_roundtrip_is_safetensors_not_pickle(toy_model):
     f = toy_model / C.MODEL_FILE
     raw = f.read_bytes()
     header_len = int.from_bytes(raw[:8], "little")
-    header = json.loads(raw[8:8 + header_len])
+    header = json.loads(raw[8 : 8 + header_len])
     assert header["__metadata__"]["format"] == C.FORMAT and header["__metadata__"]["classifier"] == "ngram"
-    assert b"\x80\x04" not in raw[:8 + header_len]  # no pickle protocol marker in the header
+    assert b"\x80\x04" not in raw[: 8 + header_len]  # no pickle protocol marker in the header
     m2 = C.load_model(toy_model)
     x = toy_docs(20, _A + _B, 5)
     np.testing.assert_array_equal(m2.score(x), C.load_model(f).score(x))
@@ -174,10 +176,21 @@ def test_score_streams_input_larger_than_the_memory_limit(toy_model):
     """A generator feeds ~40 MB of documents through a pipe into a process whose address
     space may grow by only 16 MB after start-up: it must score them all."""
     headroom, total = 16 << 20, 40 << 20
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1", MALLOC_ARENA_MAX="1",
-               PYTHONPATH=str(ROOT))
-    p = subprocess.Popen([sys.executable, "-c", _MEM_SCRIPT, str(toy_model), str(headroom), str(total)],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    env = dict(
+        os.environ,
+        OMP_NUM_THREADS="1",
+        OPENBLAS_NUM_THREADS="1",
+        MKL_NUM_THREADS="1",
+        MALLOC_ARENA_MAX="1",
+        PYTHONPATH=str(ROOT),
+    )
+    p = subprocess.Popen(
+        [sys.executable, "-c", _MEM_SCRIPT, str(toy_model), str(headroom), str(total)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
     rng = np.random.default_rng(0)
     words = np.array(_A + _B)
     sent, n = 0, 0
@@ -238,7 +251,7 @@ def test_select_threshold(tmp_path):
 _BAD_LINES = [
     ('{"text": "ok", "id": "1"}', None),
     ('{"text": "ok", "id": "2"', "not valid JSON"),
-    ('[1, 2]', "expected a JSON object"),
+    ("[1, 2]", "expected a JSON object"),
     ('{"id": "4"}', "no 'text' field"),
     ('{"text": 5}', "'text' must be a string"),
     ('{"text": "x", "metadata": [1]}', "'metadata' must be an object"),
@@ -327,10 +340,16 @@ def test_cli_malformed_input_is_an_input_error(tmp_path, toy_model):
 def test_cli_main_maps_input_error_to_exit_2(tmp_path, toy_model):
     src = tmp_path / "in.jsonl"
     src.write_text('{"text": "a"}\n{"text": 3}\n')
-    code = "import sys; from icml26.commands.filter_data import filter_app; from icml26.core.errors import InputError\n" \
-           "try:\n    filter_app(args=sys.argv[1:])\nexcept InputError as e:\n    print('icml26: error:', e, file=sys.stderr); sys.exit(2)"
-    p = subprocess.run([sys.executable, "-c", code, "score", "--model", str(toy_model), str(src)], capture_output=True, text=True,
-                       env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    code = (
+        "import sys; from icml26.commands.filter_data import filter_app; from icml26.core.errors import InputError\n"
+        "try:\n    filter_app(args=sys.argv[1:])\nexcept InputError as e:\n    print('icml26: error:', e, file=sys.stderr); sys.exit(2)"
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", code, "score", "--model", str(toy_model), str(src)],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
     assert p.returncode == 2 and "in.jsonl:2:" in p.stderr and p.stdout == ""
 
 
@@ -346,11 +365,27 @@ def test_make_corpus_train_score_select_on_real_text(tmp_path):
     recs = [json.loads(l) for l in r.stdout.splitlines()]
     assert recs[0]["kind"] == "config" and recs[-1]["kind"] == "summary"
     # reproducible
-    r_again = _cli(["make-corpus", "--recipe", str(ROOT / "recipes/filter-data/tiny.yaml"), "--out", str(tmp_path / "c2"), "-q"])
+    r_again = _cli(
+        ["make-corpus", "--recipe", str(ROOT / "recipes/filter-data/tiny.yaml"), "--out", str(tmp_path / "c2"), "-q"]
+    )
     assert (tmp_path / "c2/pool.jsonl").read_bytes() == (corpus / "pool.jsonl").read_bytes(), r_again.output
     model = tmp_path / "model"
-    r = _cli(["train", "--recipe", str(ROOT / "recipes/filter-data/tiny.yaml"), "--hq", str(corpus / "hq.jsonl"),
-              "--pool", str(corpus / "pool.jsonl"), "--classifier", "ngram", "--out", str(model), "-q"])
+    r = _cli(
+        [
+            "train",
+            "--recipe",
+            str(ROOT / "recipes/filter-data/tiny.yaml"),
+            "--hq",
+            str(corpus / "hq.jsonl"),
+            "--pool",
+            str(corpus / "pool.jsonl"),
+            "--classifier",
+            "ngram",
+            "--out",
+            str(model),
+            "-q",
+        ]
+    )
     assert r.exit_code == 0, r.output
     res = [json.loads(l) for l in r.stdout.splitlines() if json.loads(l)["kind"] == "result"][0]
     assert set(res) >= {"classifier", "val_auc", "n_hq", "n_pool"} and res["classifier"] == "ngram"

@@ -11,7 +11,9 @@ from icml26.cli import app
 
 
 def _docs(path, n=20):
-    path.write_text("".join(json.dumps({"text": f"doc {i}", "metadata": {"quality_score": i / n}}) + "\n" for i in range(n)))
+    path.write_text(
+        "".join(json.dumps({"text": f"doc {i}", "metadata": {"quality_score": i / n}}) + "\n" for i in range(n))
+    )
     return path.read_bytes()
 
 
@@ -39,7 +41,9 @@ def test_select_output_same_file_by_another_spelling_and_log(tmp_path):
     link.symlink_to(src)
     r = _cli("select", "--threshold", "0.5", str(src), "--output", str(link), "-q")
     assert r.exit_code == 2 and "would overwrite the input" in r.output
-    r = _cli("select", "--threshold", "0.5", str(src), "--output", str(tmp_path / "kept.jsonl"), "--log", str(src), "-q")
+    r = _cli(
+        "select", "--threshold", "0.5", str(src), "--output", str(tmp_path / "kept.jsonl"), "--log", str(src), "-q"
+    )
     assert r.exit_code == 2 and "--log" in r.output
     assert src.read_bytes() == before
 
@@ -127,9 +131,13 @@ def test_train_missing_hq_pool_is_one_line_exit_2(tmp_path):
     r = _cli("train", "--out", str(tmp_path / "m"))
     assert r.exit_code == 2, r.output
     assert r.stdout == ""
-    assert r.stderr.strip().splitlines() == ["icml26: error: filter-data train: missing required options --hq FILE and --pool FILE"]
+    assert r.stderr.strip().splitlines() == [
+        "icml26: error: filter-data train: missing required options --hq FILE and --pool FILE"
+    ]
     r = _cli("train", "--hq", "a.jsonl", "--out", str(tmp_path / "m"))
-    assert r.exit_code == 2 and r.stderr.strip() == "icml26: error: filter-data train: missing required option --pool FILE"
+    assert (
+        r.exit_code == 2 and r.stderr.strip() == "icml26: error: filter-data train: missing required option --pool FILE"
+    )
     assert not (tmp_path / "m").exists()
 
 
@@ -137,16 +145,30 @@ def test_train_missing_hq_pool_is_one_line_exit_2(tmp_path):
 # required options; a missing one is one stderr line naming it, exit 2, nothing on stdout.
 # (subcommand, the required options as given on the command line, rows of its settings list)
 _WITH_SET = {
-    "make-corpus": ({"--out DIR": ["--out", "{tmp}/corpus"]},
-                    {"docs_per_source": ["int", "2000"], "pool_heldout_fraction": ["float", "0.2"]}),
-    "train": ({"--hq FILE": ["--hq", "{tmp}/hq.jsonl"], "--pool FILE": ["--pool", "{tmp}/pool.jsonl"],
-               "--out DIR": ["--out", "{tmp}/m"]},
-              {"classifier": ["str", "'ngram'"], "n_features": ["int", "262144"]}),
-    "analyze": ({"--model DIR": ["--model", "{tmp}/m"], "--hq FILE": ["--hq", "{tmp}/hq.jsonl"],
-                 "--pool FILE": ["--pool", "{tmp}/pool.jsonl"]},
-                {"n_deciles": ["int", "10"], "max_docs": ["int", "0"]}),
-    "proxy": ({"--corpus DIR": ["--corpus", "{tmp}/corpus"], "--model DIR": ["--model", "{tmp}/m"]},
-              {"experiment": ["str", "'selection'"], "tokens": ["int", "400000"], "top_fraction": ["float", "0.3"]}),
+    "make-corpus": (
+        {"--out DIR": ["--out", "{tmp}/corpus"]},
+        {"docs_per_source": ["int", "2000"], "pool_heldout_fraction": ["float", "0.2"]},
+    ),
+    "train": (
+        {
+            "--hq FILE": ["--hq", "{tmp}/hq.jsonl"],
+            "--pool FILE": ["--pool", "{tmp}/pool.jsonl"],
+            "--out DIR": ["--out", "{tmp}/m"],
+        },
+        {"classifier": ["str", "'ngram'"], "n_features": ["int", "262144"]},
+    ),
+    "analyze": (
+        {
+            "--model DIR": ["--model", "{tmp}/m"],
+            "--hq FILE": ["--hq", "{tmp}/hq.jsonl"],
+            "--pool FILE": ["--pool", "{tmp}/pool.jsonl"],
+        },
+        {"n_deciles": ["int", "10"], "max_docs": ["int", "0"]},
+    ),
+    "proxy": (
+        {"--corpus DIR": ["--corpus", "{tmp}/corpus"], "--model DIR": ["--model", "{tmp}/m"]},
+        {"experiment": ["str", "'selection'"], "tokens": ["int", "400000"], "top_fraction": ["float", "0.3"]},
+    ),
 }
 
 
@@ -157,8 +179,9 @@ def test_every_set_subcommand_is_covered():
 
     group = typer.main.get_command(filter_app)
     assert {"make-corpus", "train", "score", "select", "analyze", "proxy"} <= set(group.commands)
-    with_set = {name for name, cmd in group.commands.items()
-                if any("--set" in getattr(p, "opts", ()) for p in cmd.params)}
+    with_set = {
+        name for name, cmd in group.commands.items() if any("--set" in getattr(p, "opts", ()) for p in cmd.params)
+    }
     assert with_set == set(_WITH_SET)
 
 
@@ -208,10 +231,13 @@ def test_help_says_required(sub):
         assert p.required is False and p.help.endswith("Required."), (sub, flag, p.help)
 
 
-@pytest.mark.parametrize("argv,line", [
-    (["score"], "icml26: error: Missing option '--model' / '-m'."),  # score/select take no --set:
-    (["select", "-"], "icml26: error: give exactly one of --top and --threshold"),  # the parser/method checks
-])
+@pytest.mark.parametrize(
+    "argv,line",
+    [
+        (["score"], "icml26: error: Missing option '--model' / '-m'."),  # score/select take no --set:
+        (["select", "-"], "icml26: error: give exactly one of --top and --threshold"),  # the parser/method checks
+    ],
+)
 def test_score_and_select_missing_options_from_the_console_entry(argv, line, capsys, monkeypatch):
     import io
     import sys

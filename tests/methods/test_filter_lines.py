@@ -37,9 +37,9 @@ def model_path(tmp_path_factory):
     return m.save(d / C.MODEL_FILE)
 
 
-CLEAN = toy_docs(6, _A, 11)          # lines of the "HQ" vocabulary
-SPAM = toy_docs(4, _B, 12)           # lines of the "pool" vocabulary
-DOC = "\n".join(CLEAN[:2] + ["", SPAM[0], "  "] + CLEAN[2:5])        # one spam line among clean ones
+CLEAN = toy_docs(6, _A, 11)  # lines of the "HQ" vocabulary
+SPAM = toy_docs(4, _B, 12)  # lines of the "pool" vocabulary
+DOC = "\n".join(CLEAN[:2] + ["", SPAM[0], "  "] + CLEAN[2:5])  # one spam line among clean ones
 MOSTLY_SPAM = "\n".join([CLEAN[5], *SPAM[1:4]])
 
 
@@ -70,7 +70,9 @@ def _select_property(args):
     sel = L.select_lines(lines, scores, threshold, min_kept, doc_score=0.5)
     assert sorted(sel.kept + sel.dropped) == list(range(len(lines))) and not set(sel.kept) & set(sel.dropped)
     assert sel.kept == sorted(sel.kept) and sel.dropped == sorted(sel.dropped)
-    assert sel.dropped == [i for i, s in enumerate(scores) if s is not None and s < threshold]  # exactly the lines below T
+    assert sel.dropped == [
+        i for i, s in enumerate(scores) if s is not None and s < threshold
+    ]  # exactly the lines below T
     kept = [lines[i] for i in sel.kept]
     if kept:
         assert L.split_lines(L.join_lines(kept)) == kept  # the kept text splits back into the kept lines
@@ -86,12 +88,21 @@ def _select_property(args):
 
 
 test_select_lines_keeps_order, test_select_lines_keeps_order_slow = fuzz_pair(
-    st.tuples(_TEXT, st.integers(0, 2**16), st.sampled_from([0.0, 0.25, 0.5, 0.55, 1.0]), st.sampled_from([0.0, 0.3, 1.0]))
+    st.tuples(
+        _TEXT, st.integers(0, 2**16), st.sampled_from([0.0, 0.25, 0.5, 0.55, 1.0]), st.sampled_from([0.0, 0.3, 1.0])
+    )
 )(_select_property)
 
 
-@pytest.mark.parametrize("rule,want", [("mean", (0.2 + 0.6 + 1.0) / 3), ("min", 0.2),
-                                       ("len-weighted", (0.2 * 1 + 0.6 * 2 + 1.0 * 3) / 6), ("document", 0.9)])
+@pytest.mark.parametrize(
+    "rule,want",
+    [
+        ("mean", (0.2 + 0.6 + 1.0) / 3),
+        ("min", 0.2),
+        ("len-weighted", (0.2 * 1 + 0.6 * 2 + 1.0 * 3) / 6),
+        ("document", 0.9),
+    ],
+)
 def test_doc_score_rules(rule, want):
     lines = ["a", "", "b c", "d e f", " "]
     assert L.doc_score_from_lines([0.2, None, 0.6, 1.0, None], lines, rule, whole=0.9) == pytest.approx(want, abs=1e-15)
@@ -111,7 +122,11 @@ def _score(tmp_path, model_path, docs, *extra, name="scored"):
 
 def test_score_line_level_scores_every_line_and_derives_the_document_score(tmp_path, model_path):
     m = C.load_model(model_path)
-    docs = [{"text": DOC, "id": "a", "metadata": {"src": "t"}}, {"text": MOSTLY_SPAM, "id": "b"}, {"text": "", "id": "c"}]
+    docs = [
+        {"text": DOC, "id": "a", "metadata": {"src": "t"}},
+        {"text": MOSTLY_SPAM, "id": "b"},
+        {"text": "", "id": "c"},
+    ]
     plain = _score(tmp_path, model_path, docs, name="plain")
     by_rule = {r: _score(tmp_path, model_path, docs, "--level", "line", "--doc-score", r, name=r) for r in L.DOC_SCORES}
     for j, d in enumerate(docs):
@@ -122,21 +137,30 @@ def test_score_line_level_scores_every_line_and_derives_the_document_score(tmp_p
             assert out[j]["text"] == d["text"] and md["quality_score_from"] == rule
             assert len(md["line_scores"]) == len(lines)
             assert [s is None for s in md["line_scores"]] == [w is None for w in want]
-            np.testing.assert_allclose([s for s in md["line_scores"] if s is not None], [w for w in want if w is not None],
-                                       rtol=0, atol=1e-12)
+            np.testing.assert_allclose(
+                [s for s in md["line_scores"] if s is not None], [w for w in want if w is not None], rtol=0, atol=1e-12
+            )
             whole = float(m.score([d["text"]])[0])
-            assert md["quality_score"] == pytest.approx(L.doc_score_from_lines(want, lines, rule, whole=whole), abs=1e-12)
+            assert md["quality_score"] == pytest.approx(
+                L.doc_score_from_lines(want, lines, rule, whole=whole), abs=1e-12
+            )
         # the default rule is the document-level score, bit for bit
         assert by_rule["document"][j]["metadata"]["quality_score"] == plain[j]["metadata"]["quality_score"]
     # document level (the default) writes exactly what it wrote before: no line keys
     assert all(set(d["metadata"]) - {"src"} == {"quality_score", "quality_score_range"} for d in plain)
     md = by_rule["min"][0]["metadata"]
-    assert md["quality_score"] == min(s for s in md["line_scores"] if s is not None) < by_rule["document"][0]["metadata"]["quality_score"]
+    assert (
+        md["quality_score"]
+        == min(s for s in md["line_scores"] if s is not None)
+        < by_rule["document"][0]["metadata"]["quality_score"]
+    )
 
 
 # ---------------------------------------------------------------- select --level line
 def _select(tmp_path, docs_or_path, *args, name="kept"):
-    src = docs_or_path if not isinstance(docs_or_path, list) else write_jsonl(tmp_path / f"{name}_in.jsonl", docs_or_path)
+    src = (
+        docs_or_path if not isinstance(docs_or_path, list) else write_jsonl(tmp_path / f"{name}_in.jsonl", docs_or_path)
+    )
     out, log = tmp_path / f"{name}.jsonl", tmp_path / f"{name}.log"
     r = _cli(["select", "--level", "line", str(src), "--output", str(out), "--log", str(log), "-q", *args])
     assert r.exit_code == 0, r.output
@@ -157,13 +181,15 @@ def test_one_spam_line_is_the_one_line_dropped(tmp_path, model_path, rule):
     kept, log = _select(tmp_path, [scored], "--threshold", f"{t!r}", *extra)
     assert len(kept) == 1
     d = kept[0]
-    want_lines = lines[:spam_i] + lines[spam_i + 1:]
+    want_lines = lines[:spam_i] + lines[spam_i + 1 :]
     assert d["text"] == "\n".join(want_lines)  # exactly that line lost; blank separators and order kept
     md = d["metadata"]
-    assert md["lines_dropped"] == 1 and md["line_scores"] == ls[:spam_i] + ls[spam_i + 1:]
+    assert md["lines_dropped"] == 1 and md["line_scores"] == ls[:spam_i] + ls[spam_i + 1 :]
     assert md["quality_score_before"] == scored["metadata"]["quality_score"]
     # the score after: what `score --level line --doc-score rule` gives the kept text
-    again = _score(tmp_path, model_path, [{"text": d["text"], "id": "a"}], "--level", "line", "--doc-score", rule, name="again")[0]
+    again = _score(
+        tmp_path, model_path, [{"text": d["text"], "id": "a"}], "--level", "line", "--doc-score", rule, name="again"
+    )[0]
     assert md["quality_score"] == pytest.approx(again["metadata"]["quality_score"], abs=1e-12)
     if rule == "document":
         assert md["quality_score"] == pytest.approx(float(m.score([d["text"]])[0]), abs=1e-12)
@@ -173,8 +199,15 @@ def test_one_spam_line_is_the_one_line_dropped(tmp_path, model_path, rule):
 
 
 def test_min_kept_drops_a_mostly_spam_document(tmp_path, model_path):
-    docs = _score(tmp_path, model_path, [{"text": DOC, "id": "a"}, {"text": MOSTLY_SPAM, "id": "b"}],
-                  "--level", "line", "--doc-score", "len-weighted")
+    docs = _score(
+        tmp_path,
+        model_path,
+        [{"text": DOC, "id": "a"}, {"text": MOSTLY_SPAM, "id": "b"}],
+        "--level",
+        "line",
+        "--doc-score",
+        "len-weighted",
+    )
     ls = docs[1]["metadata"]["line_scores"]
     t = (ls[0] + max(ls[1:])) / 2  # keeps the one clean line of b, drops its three spam lines
     assert max(ls[1:]) < t < ls[0]
@@ -183,7 +216,11 @@ def test_min_kept_drops_a_mostly_spam_document(tmp_path, model_path):
     kept, log = _select(tmp_path, docs, "--threshold", f"{t!r}")  # default --min-kept 0.5
     assert [d["id"] for d in kept] == ["a"] and log["n_dropped"] == 1 and log["n_kept"] == 1
     kept, log = _select(tmp_path, docs, "--threshold", f"{t!r}", "--min-kept", f"{frac - 1e-9!r}", name="lenient")
-    assert [d["id"] for d in kept] == ["a", "b"] and kept[1]["text"] == CLEAN[5] and kept[1]["metadata"]["lines_dropped"] == 3
+    assert (
+        [d["id"] for d in kept] == ["a", "b"]
+        and kept[1]["text"] == CLEAN[5]
+        and kept[1]["metadata"]["lines_dropped"] == 3
+    )
     kept, _ = _select(tmp_path, docs, "--threshold", f"{t!r}", "--min-kept", f"{frac + 1e-9!r}", name="strict")
     assert [d["id"] for d in kept] == ["a"]
 
@@ -198,7 +235,10 @@ def test_document_level_select_of_line_scored_documents_is_unchanged(tmp_path, m
 # ---------------------------------------------------------------- bad options and bad line scores
 _SCORE_BAD = [
     (["--level", "para"], "--level must be one of document, line, got 'para'"),
-    (["--level", "line", "--doc-score", "median"], "--doc-score must be one of document, mean, min, len-weighted, got 'median'"),
+    (
+        ["--level", "line", "--doc-score", "median"],
+        "--doc-score must be one of document, mean, min, len-weighted, got 'median'",
+    ),
     (["--doc-score", "mean"], "--doc-score mean derives the document score from line scores: add --level line"),
     (["--level", "line", "--line-field", "quality_score"], "--line-field 'quality_score' collides"),
 ]
@@ -239,20 +279,36 @@ def test_select_bad_options_exit_2_one_line_nothing_written(tmp_path, model_path
 
 def _with(md_update, text=DOC):
     lines = L.split_lines(text)
-    md = {"quality_score": 0.5, "quality_score_range": [0.0, 1.0], "quality_score_from": "mean",
-          "line_scores": [None if L.is_blank(x) else 0.5 for x in lines]}
+    md = {
+        "quality_score": 0.5,
+        "quality_score_range": [0.0, 1.0],
+        "quality_score_from": "mean",
+        "line_scores": [None if L.is_blank(x) else 0.5 for x in lines],
+    }
     md.update(md_update)
     return {"text": text, "metadata": md}
 
 
-@pytest.mark.parametrize("md,msg", [
-    ({"line_scores": None}, "s.jsonl:2: no metadata.line_scores (run `icml26 filter-data score --level line` first)"),
-    ({"line_scores": [0.5, 0.5]}, "s.jsonl:2: metadata.line_scores must be a list with one entry per line of the text (8 lines), got 2"),
-    ({"line_scores": [0.5, 0.5, 0.5, 0.5, None, 0.5, 0.5, 0.5]}, "s.jsonl:2: metadata.line_scores[2] scores a blank line"),
-    ({"line_scores": [0.5, "x", None, 0.5, None, 0.5, 0.5, 0.5]}, "s.jsonl:2: metadata.line_scores[1] is 'x'"),
-    ({"quality_score_from": "median"}, "s.jsonl:2: metadata.quality_score_from is 'median'"),
-    ({"quality_score_from": "document"}, "s.jsonl:2: metadata.quality_score is the whole-document score"),
-])
+@pytest.mark.parametrize(
+    "md,msg",
+    [
+        (
+            {"line_scores": None},
+            "s.jsonl:2: no metadata.line_scores (run `icml26 filter-data score --level line` first)",
+        ),
+        (
+            {"line_scores": [0.5, 0.5]},
+            "s.jsonl:2: metadata.line_scores must be a list with one entry per line of the text (8 lines), got 2",
+        ),
+        (
+            {"line_scores": [0.5, 0.5, 0.5, 0.5, None, 0.5, 0.5, 0.5]},
+            "s.jsonl:2: metadata.line_scores[2] scores a blank line",
+        ),
+        ({"line_scores": [0.5, "x", None, 0.5, None, 0.5, 0.5, 0.5]}, "s.jsonl:2: metadata.line_scores[1] is 'x'"),
+        ({"quality_score_from": "median"}, "s.jsonl:2: metadata.quality_score_from is 'median'"),
+        ({"quality_score_from": "document"}, "s.jsonl:2: metadata.quality_score is the whole-document score"),
+    ],
+)
 def test_select_bad_line_scores_name_the_line(tmp_path, md, msg):
     src = write_jsonl(tmp_path / "s.jsonl", [_with({}), _with(md)])
     r = _cli(["select", "--level", "line", "--threshold", "0.4", str(src), "--output", str(tmp_path / "k.jsonl")])
@@ -260,7 +316,9 @@ def test_select_bad_line_scores_name_the_line(tmp_path, md, msg):
     assert len(r.stderr.strip().splitlines()) == 1 and msg in r.stderr, r.stderr
     assert not (tmp_path / "k.jsonl").exists()
     if "whole-document" not in msg:  # a malformed document can be skipped and counted instead
-        r = _cli(["select", "--level", "line", "--threshold", "0.4", str(src), "--skip-bad", "--log", str(tmp_path / "log")])
+        r = _cli(
+            ["select", "--level", "line", "--threshold", "0.4", str(src), "--skip-bad", "--log", str(tmp_path / "log")]
+        )
         assert r.exit_code == 0 and len(r.stdout.splitlines()) == 1
         assert json.loads((tmp_path / "log").read_text().splitlines()[1])["n_bad"] == 1
 
@@ -309,9 +367,16 @@ def test_line_level_beats_document_level_on_real_corrupted_text():
     for pkg in ("python3.11-doc", "dict-gcide", "wordnet-base", "bible-kjv", "fortunes"):
         need_debian(pkg)
     parts = K.build(K.CorpusConfig(docs_per_source=120), 0)
-    m = C.train_model([d["text"] for d in parts["hq"]], [d["text"] for d in parts["pool"]], classifier="ngram", seed=0,
-                      n_features=1 << 16)
-    informal = [ln.strip() for t in K.source_documents("fortunes")[:3000] for ln in t.split("\n") if len(ln.split()) >= 3]
+    m = C.train_model(
+        [d["text"] for d in parts["hq"]],
+        [d["text"] for d in parts["pool"]],
+        classifier="ngram",
+        seed=0,
+        n_features=1 << 16,
+    )
+    informal = [
+        ln.strip() for t in K.source_documents("fortunes")[:3000] for ln in t.split("\n") if len(ln.split()) >= 3
+    ]
     rng = np.random.default_rng(1)
     docs = []
     for d in parts["hq_heldout"]:
@@ -345,7 +410,9 @@ def test_line_level_beats_document_level_on_real_corrupted_text():
         c, b = c + f * clean_w[j], b + f * bad_w[j]
         if f < 1.0:
             break
-    assert kept_clean > c and kept_bad < b - 0.1 * bad_w.sum()  # as written: 14628 > 14135 clean, 711 < 1204 bad of 1744
+    assert (
+        kept_clean > c and kept_bad < b - 0.1 * bad_w.sum()
+    )  # as written: 14628 > 14135 clean, 711 < 1204 bad of 1744
 
 
 def test_select_warns_when_the_threshold_drops_no_line(tmp_path):
@@ -353,5 +420,7 @@ def test_select_warns_when_the_threshold_drops_no_line(tmp_path):
     r = _cli(["select", "--level", "line", "--threshold", "0.0", str(src)])
     assert r.exit_code == 0 and len(r.stdout.splitlines()) == 1
     assert "warning: --threshold 0 dropped none of the 6 lines" in r.stderr
-    r = _cli(["select", "--level", "line", "--threshold", "0.6", str(src), "-q"])  # every line below: nothing kept, no warning
+    r = _cli(
+        ["select", "--level", "line", "--threshold", "0.6", str(src), "-q"]
+    )  # every line below: nothing kept, no warning
     assert r.exit_code == 0 and r.stdout == "" and r.stderr == ""

@@ -43,7 +43,18 @@ def scored(models, tmp_path_factory):
     src = write_jsonl(d / "in.jsonl", _docs(40))
     out = {}
     for clf, path in models.items():
-        r = _cli(["score", "--model", str(path), str(src), "--output", str(d / f"{clf}.jsonl"), "--log", str(d / f"{clf}.log")])
+        r = _cli(
+            [
+                "score",
+                "--model",
+                str(path),
+                str(src),
+                "--output",
+                str(d / f"{clf}.jsonl"),
+                "--log",
+                str(d / f"{clf}.log"),
+            ]
+        )
         assert r.exit_code == 0, r.output
         docs = [json.loads(x) for x in (d / f"{clf}.jsonl").read_text().splitlines()]
         log = [json.loads(x) for x in (d / f"{clf}.log").read_text().splitlines()]
@@ -118,6 +129,8 @@ def test_documents_scored_elsewhere_have_no_range_check(tmp_path):
     with DocumentWriter(str(tmp_path / "o.jsonl")) as w:
         st = select_stream(str(src), w, threshold=1.5)
     assert st.written == 1 and st.score_range is None
-    bad = write_jsonl(tmp_path / "b.jsonl", [{"text": "x", "metadata": {"quality_score": 0.5, "quality_score_range": [1, 0]}}])
+    bad = write_jsonl(
+        tmp_path / "b.jsonl", [{"text": "x", "metadata": {"quality_score": 0.5, "quality_score_range": [1, 0]}}]
+    )
     with pytest.raises(InputError, match="quality_score_range"):
         select_stream(str(bad), DocumentWriter(None), threshold=0.5)

@@ -149,7 +149,11 @@ def test_model_folder_checks(tmp_path):
     d = _save_foreign(tmp_path)
     udir, conf, sched, meta = U.check_model_dir(d)
     assert sched.kind == "ddpm" and conf["in_channels"] == 1 and meta == {}
-    for bad, msg in [(tmp_path / "missing", "does not exist"), (d / "config.json", "is a file"), (tmp_path, "no config.json")]:
+    for bad, msg in [
+        (tmp_path / "missing", "does not exist"),
+        (d / "config.json", "is a file"),
+        (tmp_path, "no config.json"),
+    ]:
         with pytest.raises(InputError, match=msg):
             U.check_model_dir(bad)
     other = tmp_path / "other"

@@ -29,8 +29,12 @@ def test_mixture_weight_is_the_convex_combination_of_the_two_query_populations()
 @torch.no_grad()
 def test_observed_window_weights_are_the_mean_attention_of_the_window_queries(stat_window, n):
     _, x = _layer(t=40)
-    p = dataclasses.replace(KVPress(sink_tokens=0, window_tokens=6).params, query_source="window", window_stats="observed",
-                            stat_window=stat_window)
+    p = dataclasses.replace(
+        KVPress(sink_tokens=0, window_tokens=6).params,
+        query_source="window",
+        window_stats="observed",
+        stat_window=stat_window,
+    )
     w = S.capkv_token_weights(x, p)  # (B, Hkv, g, T)
     b, hkv, t, d = x.keys.shape
     g = x.n_heads // hkv
@@ -51,7 +55,7 @@ def test_pool_scores_max_and_avg_match_a_loop():
     mx = S.pool_scores(s, "max", 3)
     assert mx.tolist() == [[[5.0, 5.0, 5.0, 1.0, 2.0, 2.0, 2.0]]]
     av = S.pool_scores(s, "avg", 3)  # zero-padded ends, as SnapKV's avg_pool1d
-    ref = [sum(s[0, 0, max(0, i - 1): i + 2].tolist()) / 3 for i in range(7)]
+    ref = [sum(s[0, 0, max(0, i - 1) : i + 2].tolist()) / 3 for i in range(7)]
     torch.testing.assert_close(av[0, 0], torch.tensor(ref))
     assert torch.equal(S.pool_scores(s, "none", 3), s)
 
@@ -118,7 +122,9 @@ def test_question_channel_is_the_pooled_leverage_of_the_observed_window_attentio
     p = KVPress(sink_tokens=2, window_tokens=8, stat_window=4, pool_kernel=5).params
     got = S.score_capkv_question(x, p)
     x2, s0 = S._without_sinks(x, p)
-    w = S.capkv_token_weights(x2, dataclasses.replace(p, query_source="window", window_stats="observed"))  # (B, Hkv, g, T)
+    w = S.capkv_token_weights(
+        x2, dataclasses.replace(p, query_source="window", window_stats="observed")
+    )  # (B, Hkv, g, T)
     lev = R.weighted_leverage(x2.values.float(), w.mean(2), p.ridge_ratio, True)  # one channel per KV head
     ref = S.pool_scores(lev, "max", 5)
     torch.testing.assert_close(got[..., s0:], ref)
@@ -150,13 +156,13 @@ def test_adaptive_recent_is_the_heads_recency_lift_over_chance():
     # T = 40, sinks 4, window 4: free region R = [4, 36), |R| = 32; span 12 -> n = 8 candidates [28, 36), f = 1/4
     t = 40
     att = torch.zeros(1, 4, t)
-    att[0, 0, 4:36] = 1.0 / 32                       # no recency preference: m = f -> 0
-    att[0, 0, :4] = 5.0                              # mass on sinks / window does not count
+    att[0, 0, 4:36] = 1.0 / 32  # no recency preference: m = f -> 0
+    att[0, 0, :4] = 5.0  # mass on sinks / window does not count
     att[0, 0, 36:] = 7.0
-    att[0, 1, 28:36] = 1.0 / 8                       # all of R's mass on the candidates: m = 1 -> all 8
-    att[0, 2, 4:28] = 0.5 / 24                       # m = 1/2: rho = (1/2 - 1/4) / (3/4) = 1/3 -> floor(8/3) = 2
+    att[0, 1, 28:36] = 1.0 / 8  # all of R's mass on the candidates: m = 1 -> all 8
+    att[0, 2, 4:28] = 0.5 / 24  # m = 1/2: rho = (1/2 - 1/4) / (3/4) = 1/3 -> floor(8/3) = 2
     att[0, 2, 28:36] = 0.5 / 8
-    att[0, 3, 4:12] = 1.0 / 8                        # far context only: m = 0 < f -> 0
+    att[0, 3, 4:12] = 1.0 / 8  # far context only: m = 0 < f -> 0
     extra = S.adaptive_recent(att, 12, sink_tokens=4, window_tokens=4)
     assert extra.tolist() == [[0, 8, 2, 0]]
     # no room beyond the window -> 0; the whole region recent -> all of it
@@ -171,7 +177,9 @@ def test_adaptive_recent_is_the_heads_recency_lift_over_chance():
 def test_recent_mode_adaptive_keeps_each_heads_recent_extra_and_the_exact_budget():
     _, x = _layer(t=80)
     n = 40
-    press = KVPress(method="capkv", sink_tokens=2, window_tokens=4, question_share=0.25, stat_window=4, recent_mode="adaptive")
+    press = KVPress(
+        method="capkv", sink_tokens=2, window_tokens=4, question_share=0.25, stat_window=4, recent_mode="adaptive"
+    )
     idx = press.select(x, n)
     assert idx.shape[-1] == n
     p = press.params

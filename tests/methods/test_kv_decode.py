@@ -32,8 +32,14 @@ def test_generate_never_holds_more_than_budget_plus_interval(method):
 
     model = tiny_llama(layers=3)
     budget, interval = 20, 6
-    press = KVPress(method=method, compression_ratio=0.0, decoding_budget_tokens=budget, decoding_interval_tokens=interval,
-                    window_tokens=4, sink_tokens=2)
+    press = KVPress(
+        method=method,
+        compression_ratio=0.0,
+        decoding_budget_tokens=budget,
+        decoding_interval_tokens=interval,
+        window_tokens=4,
+        sink_tokens=2,
+    )
     cache = DynamicCache(config=model.config)
     during, after = [], []
     layers = model.model.layers
@@ -47,7 +53,9 @@ def test_generate_never_holds_more_than_budget_plus_interval(method):
     def post(module, args, output):
         after.append([l.keys.shape[2] for l in cache.layers])
 
-    hs = [l.self_attn.register_forward_pre_hook(pre, with_kwargs=True) for l in layers] + [model.register_forward_hook(post)]
+    hs = [l.self_attn.register_forward_pre_hook(pre, with_kwargs=True) for l in layers] + [
+        model.register_forward_hook(post)
+    ]
     try:
         with torch.no_grad(), press(model):
             out = model.generate(_ids(45, seed=3), max_new_tokens=40, do_sample=False, **{cache_argument(model): cache})
@@ -56,7 +64,7 @@ def test_generate_never_holds_more_than_budget_plus_interval(method):
             h.remove()
     assert out.shape[1] == 85
     assert len(after) == 40  # prefill + 39 decoding steps (the last token is not fed back)
-    decoding_steps = during[len(layers):]  # the prefill's attention holds the prompt (45) before it is compressed
+    decoding_steps = during[len(layers) :]  # the prefill's attention holds the prompt (45) before it is compressed
     assert len(decoding_steps) == 39 * len(layers)
     assert max(decoding_steps) <= budget + interval
     for lens in after:
@@ -69,12 +77,23 @@ def test_prompt_at_most_budget_plus_interval_minus_one_is_kept_whole():
     press = KVPress(method="capkv", compression_ratio=0.0, decoding_budget_tokens=20, decoding_interval_tokens=6)
     assert press.prefill_kept(25) == 25 and press.prefill_kept(26) == 20 and press.prefill_kept(500) == 20
     assert KVPress(method="capkv", compression_ratio=0.5).prefill_kept(100) == 50
-    assert KVPress(method="capkv", compression_ratio=0.5, decoding_budget_tokens=20, decoding_interval_tokens=6).prefill_kept(100) == 20
+    assert (
+        KVPress(
+            method="capkv", compression_ratio=0.5, decoding_budget_tokens=20, decoding_interval_tokens=6
+        ).prefill_kept(100)
+        == 20
+    )
 
 
 def _teacher_forced(model, cap, gen, t0, budget, interval, chunked, method="capkv"):
-    press = KVPress(method=method, compression_ratio=0.0, decoding_budget_tokens=budget, decoding_interval_tokens=interval,
-                    window_tokens=4, sink_tokens=2)
+    press = KVPress(
+        method=method,
+        compression_ratio=0.0,
+        decoding_budget_tokens=budget,
+        decoding_interval_tokens=interval,
+        window_tokens=4,
+        sink_tokens=2,
+    )
     with torch.no_grad(), press(model):
         cache = press.start_decoding(cap, model.config)
         if chunked:
@@ -153,8 +172,10 @@ def test_gini_closed_form():
 def test_head_budget_summary_and_files(tmp_path):
     from icml26.methods.kvcache.evaluate import head_budget_summary, mean_kept_per_head, write_head_budgets
 
-    recs = [{"kind": "sample", "method": "capkv", "compression_ratio": 0.5, "kept_per_head": [[2, 6], [4, 4]]},
-            {"kind": "sample", "method": "capkv", "compression_ratio": 0.5, "kept_per_head": [[4, 4], [4, 4]]}]
+    recs = [
+        {"kind": "sample", "method": "capkv", "compression_ratio": 0.5, "kept_per_head": [[2, 6], [4, 4]]},
+        {"kind": "sample", "method": "capkv", "compression_ratio": 0.5, "kept_per_head": [[4, 4], [4, 4]]},
+    ]
     s = head_budget_summary(recs)
     assert s["kept_per_head_min"] == 2 and s["kept_per_head_max"] == 6
     assert abs(s["kept_per_head_gini"] - (gini([2, 6, 4, 4]) + 0.0) / 2) < 1e-12
@@ -174,9 +195,14 @@ def test_answer_span_and_decode_config():
     assert D.answer_span(" 12345\nmore") == "12345"
     cfg = Config(mode="decode")
     assert cfg.methods == D.DECODE_METHODS and cfg.decoding_budgets == (256, 512) and cfg.new_tokens == 512
-    for bad, msg in ((dict(methods=("h2o",)), "no decoding-time"), (dict(decoding_budgets=(4,)), "decoding budget"),
-                     (dict(methods=("kvpress:SnapKVPress",)), "DecodingPress"), (dict(timed_tokens=0), "timed_tokens"),
-                     (dict(head_budget="adaptive"), "adaptive"), (dict(decoding_interval_tokens=0), "decoding_interval_tokens")):
+    for bad, msg in (
+        (dict(methods=("h2o",)), "no decoding-time"),
+        (dict(decoding_budgets=(4,)), "decoding budget"),
+        (dict(methods=("kvpress:SnapKVPress",)), "DecodingPress"),
+        (dict(timed_tokens=0), "timed_tokens"),
+        (dict(head_budget="adaptive"), "adaptive"),
+        (dict(decoding_interval_tokens=0), "decoding_interval_tokens"),
+    ):
         with pytest.raises(ValueError, match=msg):
             Config(mode="decode", **bad)
     with pytest.raises(ValueError, match="mode must be"):

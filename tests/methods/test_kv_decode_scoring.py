@@ -19,8 +19,16 @@ def _decode_layers(seed=0, t=72, window=8):
     ids = torch.randint(0, 128, (1, t), generator=torch.Generator().manual_seed(seed + 10))
     with torch.no_grad(), capture_layers(model) as cap:
         model(ids, use_cache=True)
-    return [S.LayerInputs(keys=x.keys, values=x.values, module=x.module, queries=S.window_queries(x, window).detach(),
-                          layer_idx=x.layer_idx) for x in cap]
+    return [
+        S.LayerInputs(
+            keys=x.keys,
+            values=x.values,
+            module=x.module,
+            queries=S.window_queries(x, window).detach(),
+            layer_idx=x.layer_idx,
+        )
+        for x in cap
+    ]
 
 
 def test_window_weights_from_the_queries_equal_the_covariance_form():
@@ -37,7 +45,9 @@ def test_window_weights_from_the_queries_equal_the_covariance_form():
     torch.testing.assert_close(got.sum(-1), torch.ones(b, hkv, grp))
 
 
-@pytest.mark.parametrize("opts", [{}, {"gqa": "per-head"}, {"weight": "exp-cos"}, {"pool": "max"}, {"query_source": "joint"}])
+@pytest.mark.parametrize(
+    "opts", [{}, {"gqa": "per-head"}, {"weight": "exp-cos"}, {"pool": "max"}, {"query_source": "joint"}]
+)
 def test_two_channels_in_one_pass_equal_the_separate_scores(opts):
     p = S.ScoreParams(window_tokens=8, stat_window=6, sink_tokens=2, **opts)
     for x in _decode_layers(seed=1):
@@ -49,8 +59,15 @@ def test_two_channels_in_one_pass_equal_the_separate_scores(opts):
 def test_decoding_selection_is_unchanged(monkeypatch):
     """The press' decoding-time selection with both speed-ups = the one the covariance form and
     two separate leverages give (the code before them): same kept tokens in every layer and head."""
-    press = KVPress(method="capkv", compression_ratio=0.0, decoding_budget_tokens=40, decoding_interval_tokens=8,
-                    window_tokens=8, stat_window=6, sink_tokens=2)
+    press = KVPress(
+        method="capkv",
+        compression_ratio=0.0,
+        decoding_budget_tokens=40,
+        decoding_interval_tokens=8,
+        window_tokens=8,
+        stat_window=6,
+        sink_tokens=2,
+    )
     layers = _decode_layers(seed=2, t=48)
     new = [press.select(x, 40) for x in layers]
     with monkeypatch.context() as m:
@@ -77,8 +94,17 @@ def tiny_lm_folder(tmp_path_factory):
     tok = AutoTokenizer.from_pretrained(str(model_path("llama")), local_files_only=True)
     tok.save_pretrained(str(d))
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                      num_key_value_heads=2, head_dim=16, tie_word_embeddings=True, max_position_embeddings=1024)
+    cfg = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        tie_word_embeddings=True,
+        max_position_embeddings=1024,
+    )
     LlamaForCausalLM(cfg).save_pretrained(str(d))
     return d
 
@@ -92,20 +118,38 @@ def test_resumed_decode_run_measures_what_an_uninterrupted_one_does(tiny_lm_fold
     from icml26.methods.kvcache import evaluate as E
     from icml26.methods.kvcache.decode import run_decode
 
-    cfg = E.Config(mode="decode", model=str(tiny_lm_folder), methods=("capkv", "streaming"), context_tokens=(128,),
-                   needle_depths=(0.5,), samples=2, decoding_budgets=(40, 56), new_tokens=20, timed_tokens=4,
-                   decoding_interval_tokens=8, window_tokens=8)
+    cfg = E.Config(
+        mode="decode",
+        model=str(tiny_lm_folder),
+        methods=("capkv", "streaming"),
+        context_tokens=(128,),
+        needle_depths=(0.5,),
+        samples=2,
+        decoding_budgets=(40, 56),
+        new_tokens=20,
+        timed_tokens=4,
+        decoding_interval_tokens=8,
+        window_tokens=8,
+    )
     key = lambda r: (r["sample_index"], r["method"], r["decoding_budget_tokens"])
     refs: dict = {}
     whole = {key(r): r for r in run_decode(cfg, references=refs) if r["kind"] == "sample"}
     assert len(whole) == 2 * 5 and sorted(refs) == [0, 1] and all(len(g) == 20 for g in refs.values())
     assert whole[(0, "capkv", 40)]["kl"] > 0  # not a vacuous comparison
     done = {k for k in whole if not (k[0] == 1 and k[1] != "full") and k != (0, "streaming", 56)}
-    again = {key(r): r for r in run_decode(cfg, done=done, references={i: list(g) for i, g in refs.items()}) if r["kind"] == "sample"}
+    again = {
+        key(r): r
+        for r in run_decode(cfg, done=done, references={i: list(g) for i, g in refs.items()})
+        if r["kind"] == "sample"
+    }
     assert set(again) == set(whole) - done
     for k, r in again.items():
         for f in ("kl", "top1_agreement", "answer", "needle_match", "peak_cache_bytes"):
             assert r[f] == whole[k][f], (k, f)
     # a haystack whose full-cache record is missing generates again (and yields it)
-    redo = {key(r) for r in run_decode(cfg, done=set(whole) - {(1, "full", 0)}, references=dict(refs)) if r["kind"] == "sample"}
+    redo = {
+        key(r)
+        for r in run_decode(cfg, done=set(whole) - {(1, "full", 0)}, references=dict(refs))
+        if r["kind"] == "sample"
+    }
     assert redo == {(1, "full", 0)}

@@ -87,7 +87,9 @@ def test_adaptive_press_hooks_equal_capture_and_generate():
         with cache_masks(model, other):
             got = lm_forward(model, nxt, other, position_ids=torch.tensor([[60]])).logits[0, -1]
         # a uniform allocation with the same total changes the result (the allocation matters)
-        uni = compress_captured(KVPress(method="capkv", compression_ratio=0.5, sink_tokens=2, window_tokens=6), cap, model.config)
+        uni = compress_captured(
+            KVPress(method="capkv", compression_ratio=0.5, sink_tokens=2, window_tokens=6), cap, model.config
+        )
         ref_u = lm_forward(model, nxt, uni, position_ids=torch.tensor([[60]])).logits[0, -1]
     assert out.shape == (1, 65)
     assert n_bytes[0] == 2 * 2 * 2 * n_kept(60, 0.5) * 16 * 4  # layers * (k,v) * heads * budget * dim * fp32
@@ -98,8 +100,12 @@ def test_adaptive_press_hooks_equal_capture_and_generate():
 
 
 def test_adaptive_bad_config():
-    for bad in (dict(head_budget="x"), dict(head_floor=1.5), dict(head_budget="adaptive", decoding_budget_tokens=8),
-                dict(head_budget="adaptive", method="capkv-greedy")):
+    for bad in (
+        dict(head_budget="x"),
+        dict(head_floor=1.5),
+        dict(head_budget="adaptive", decoding_budget_tokens=8),
+        dict(head_budget="adaptive", method="capkv-greedy"),
+    ):
         with pytest.raises(ValueError):
             KVPress(**bad)
 
@@ -122,5 +128,7 @@ def test_adaptive_multi_token_forward_over_layers_of_different_lengths():
         one = []
         with cache_masks(model, b):
             for i in range(4):
-                one.append(lm_forward(model, cont[:, i:i + 1], b, position_ids=torch.tensor([[60 + i]])).logits[0, -1])
+                one.append(
+                    lm_forward(model, cont[:, i : i + 1], b, position_ids=torch.tensor([[60 + i]])).logits[0, -1]
+                )
     torch.testing.assert_close(many, torch.stack(one), rtol=1e-4, atol=1e-4)

@@ -20,8 +20,13 @@ except ImportError:  # the project venv: the tests run in the peer venv (test_in
 
 ROOT = Path(__file__).resolve().parents[2]
 # run in the kvpress peer: these parity tests, and our code that touches transformers' cache API
-PEER_TESTS = ["tests/methods/test_kv_kvpress_parity.py", "tests/core/test_lm_cache.py", "tests/methods/test_kv_press.py",
-              "tests/methods/test_kv_headmask.py", "tests/methods/test_kv_decode.py"]
+PEER_TESTS = [
+    "tests/methods/test_kv_kvpress_parity.py",
+    "tests/core/test_lm_cache.py",
+    "tests/methods/test_kv_press.py",
+    "tests/methods/test_kv_headmask.py",
+    "tests/methods/test_kv_decode.py",
+]
 
 from icml26.methods.kvcache import KVPress  # noqa: E402
 from icml26.methods.kvcache.kvpress_adapter import KvpressRunner, as_kvpress  # noqa: E402
@@ -30,10 +35,31 @@ from tests.methods.test_kv_scoring import tiny_llama  # noqa: E402
 
 CASES = [
     # (ours, theirs)
-    (dict(method="capkv", weight="exp-cos", tau=5.0, query_source="future-rope", n_future_positions=512, sink_tokens=4,
-          window_tokens=0, ridge_ratio=1.0, ridge_absolute=True, gqa="per-head", stat_tokens=0, question_share=0.0), ("CapPress", {})),
-    (dict(method="snapkv", sink_tokens=0, window_tokens=16, kernel_size=5), ("SnapKVPress", {"window_size": 16, "kernel_size": 5})),
-    (dict(method="expected-attention", query_source="future-rope", sink_tokens=4, window_tokens=0), ("ExpectedAttentionPress", {})),
+    (
+        dict(
+            method="capkv",
+            weight="exp-cos",
+            tau=5.0,
+            query_source="future-rope",
+            n_future_positions=512,
+            sink_tokens=4,
+            window_tokens=0,
+            ridge_ratio=1.0,
+            ridge_absolute=True,
+            gqa="per-head",
+            stat_tokens=0,
+            question_share=0.0,
+        ),
+        ("CapPress", {}),
+    ),
+    (
+        dict(method="snapkv", sink_tokens=0, window_tokens=16, kernel_size=5),
+        ("SnapKVPress", {"window_size": 16, "kernel_size": 5}),
+    ),
+    (
+        dict(method="expected-attention", query_source="future-rope", sink_tokens=4, window_tokens=0),
+        ("ExpectedAttentionPress", {}),
+    ),
     (dict(method="knorm", sink_tokens=0, window_tokens=0), ("KnormPress", {})),
     (dict(method="streaming", sink_tokens=4, window_tokens=0), ("StreamingLLMPress", {"n_sink": 4})),
     (dict(method="tova", sink_tokens=0, window_tokens=1), ("TOVAPress", {})),
@@ -113,7 +139,9 @@ def decoding_press_chunks_equal_steps():
             out[mode] = (logp, peak, cache.layers[0].keys.shape[2])
         torch.testing.assert_close(out["chunks"][0], out["steps"][0], atol=2e-5, rtol=1e-4)
         assert out["chunks"][2] == out["steps"][2] == 24  # 40 = 5 intervals: compressed to target_size last
-        assert out["chunks"][1] == out["steps"][1] == 2 * 2 * 2 * 16 * 4 * (60 + 8)  # the prompt is kept until the first interval
+        assert (
+            out["chunks"][1] == out["steps"][1] == 2 * 2 * 2 * 16 * 4 * (60 + 8)
+        )  # the prompt is kept until the first interval
 
 
 def in_the_kvpress_peer():
@@ -123,8 +151,14 @@ def in_the_kvpress_peer():
     from icml26.core.peers import peer_env
 
     py = need_peer("kvpress")
-    r = subprocess.run([str(py), "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *PEER_TESTS], cwd=ROOT,
-                       env=peer_env("kvpress"), capture_output=True, text=True, timeout=1800)
+    r = subprocess.run(
+        [str(py), "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *PEER_TESTS],
+        cwd=ROOT,
+        env=peer_env("kvpress"),
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     tail = r.stdout[-3000:] + r.stderr[-2000:]
     assert r.returncode == 0, tail
     last = r.stdout.strip().splitlines()[-1]

@@ -97,7 +97,14 @@ def test_decoding_time_compression_bounds_the_cache():
 
     model = tiny_llama()
     ids = _ids(30, seed=4)
-    press = KVPress(method="capkv", compression_ratio=0.0, decoding_budget_tokens=24, decoding_interval_tokens=4, window_tokens=8, sink_tokens=2)
+    press = KVPress(
+        method="capkv",
+        compression_ratio=0.0,
+        decoding_budget_tokens=24,
+        decoding_interval_tokens=4,
+        window_tokens=8,
+        sink_tokens=2,
+    )
     cache = DynamicCache(config=model.config)
     with torch.no_grad(), press(model):
         out = model.generate(ids, max_new_tokens=20, do_sample=False, **{cache_argument(model): cache})
@@ -108,7 +115,13 @@ def test_decoding_time_compression_bounds_the_cache():
 
 
 def test_bad_press_config():
-    for bad in (dict(compression_ratio=1.0), dict(compression_ratio=-0.1), dict(method="nope"), dict(weight="x"),
-                dict(decoding_budget_tokens=8, window_tokens=0), dict(kernel_size=4)):
+    for bad in (
+        dict(compression_ratio=1.0),
+        dict(compression_ratio=-0.1),
+        dict(method="nope"),
+        dict(weight="x"),
+        dict(decoding_budget_tokens=8, window_tokens=0),
+        dict(kernel_size=4),
+    ):
         with pytest.raises(ValueError):
             KVPress(**bad)

@@ -14,8 +14,14 @@ def test_capkv_fidelity_beats_query_blind_baselines():
     need_debian("python3.11-doc")
     from icml26.methods.kvcache import evaluate as E
 
-    cfg = E.Config(methods=("capkv", "knorm", "random"), compression_ratios=(0.5,), context_tokens=(1024,),
-                   needle_depths=(0.5,), continuation_tokens=32, answer_tokens=6)
+    cfg = E.Config(
+        methods=("capkv", "knorm", "random"),
+        compression_ratios=(0.5,),
+        context_tokens=(1024,),
+        needle_depths=(0.5,),
+        continuation_tokens=32,
+        answer_tokens=6,
+    )
     res = {r["method"]: r for r in E.run(cfg, seed=0) if r["kind"] == "result"}
     assert res["full"]["needle_accuracy"] == 1.0
     assert res["capkv"]["kl"] < 0.1
@@ -33,8 +39,14 @@ def test_retrieval_channel_keeps_the_needle_that_single_channel_capkv_loses():
 
     from icml26.methods.kvcache import evaluate as E
 
-    cfg = E.Config(methods=("capkv",), compression_ratios=(0.5,), context_tokens=(1024,),
-                   needle_depths=(0.3,), continuation_tokens=32, answer_tokens=6)
+    cfg = E.Config(
+        methods=("capkv",),
+        compression_ratios=(0.5,),
+        context_tokens=(1024,),
+        needle_depths=(0.3,),
+        continuation_tokens=32,
+        answer_tokens=6,
+    )
     two = {r["method"]: r for r in E.run(cfg, seed=0) if r["kind"] == "result"}
     one = {r["method"]: r for r in E.run(dataclasses.replace(cfg, question_share=0.0), seed=0) if r["kind"] == "result"}
     assert two["full"]["needle_accuracy"] == 1.0

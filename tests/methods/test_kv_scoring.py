@@ -14,8 +14,16 @@ def tiny_llama(layers=2, seed=0):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=layers,
-                      num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=512)
+    cfg = LlamaConfig(
+        vocab_size=128,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        max_position_embeddings=512,
+    )
     return LlamaForCausalLM(cfg).eval()
 
 
@@ -49,12 +57,15 @@ def test_leverage_relative_ridge_is_scale_invariant_and_batched():
     torch.testing.assert_close(a[1, 2], one, rtol=1e-5, atol=1e-7)
 
 
-@pytest.mark.parametrize("bad", [
-    dict(u=torch.randn(4, 3), w=torch.rand(5), ridge=1.0),
-    dict(u=torch.randn(4, 3), w=-torch.rand(4), ridge=1.0),
-    dict(u=torch.randn(4, 3), w=torch.rand(4), ridge=0.0),
-    dict(u=torch.full((4, 3), float("nan")), w=torch.rand(4), ridge=1.0),
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        dict(u=torch.randn(4, 3), w=torch.rand(5), ridge=1.0),
+        dict(u=torch.randn(4, 3), w=-torch.rand(4), ridge=1.0),
+        dict(u=torch.randn(4, 3), w=torch.rand(4), ridge=0.0),
+        dict(u=torch.full((4, 3), float("nan")), w=torch.rand(4), ridge=1.0),
+    ],
+)
 def test_leverage_validation(bad):
     with pytest.raises(ValueError):
         ops.weighted_leverage(bad["u"], bad["w"], bad["ridge"])
@@ -192,7 +203,7 @@ def test_capkv_greedy_close_to_leverage_on_a_real_layer():
     w = S.capkv_weights(k, mu, cov, p_lev.params)[0].double()  # (Hq, T)
     for h in range(2):
         u = x.values[0, h].double()
-        wg = w[2 * h: 2 * h + 2]
+        wg = w[2 * h : 2 * h + 2]
         rho = logdet.ridge_of(u, wg, 1.0)
         cl = logdet.capacity(u, wg, il[0, h].tolist(), rho)
         cg = logdet.capacity(u, wg, ig[0, h].tolist(), rho)

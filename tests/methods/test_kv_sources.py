@@ -57,7 +57,7 @@ def test_future_rope_subsample_matches_all_queries_when_short_and_is_the_strided
     mu1, cov1 = S.query_statistics(x, dataclasses.replace(p, stat_tokens=200))  # T' < 200: all queries
     torch.testing.assert_close(mu0, mu1)
     mu2, cov2 = S.query_statistics(x, dataclasses.replace(p, stat_tokens=30))  # a strided subsample
-    h = x.hidden[:, p.sink_tokens:]
+    h = x.hidden[:, p.sink_tokens :]
     idx = torch.linspace(0, h.shape[1] - 1, 30).round().long()
     q = S.prerope_queries(x.module, h[:, idx]).float()
     r = S.averaged_rope_matrix(x.rotary, 90, p.n_future_positions, x.head_dim, "cpu", torch.float32)

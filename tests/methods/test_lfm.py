@@ -106,7 +106,9 @@ def _blobs():
 
 def test_balanced_counts_follow_the_official_allocation():
     assert reduce.balanced_counts([10, 2, 30], 21) == [9, 2, 10]
-    assert reduce.balanced_counts([5, 5, 5, 5], 10) == [3, 3, 2, 2] or sum(reduce.balanced_counts([5, 5, 5, 5], 10)) == 10
+    assert (
+        reduce.balanced_counts([5, 5, 5, 5], 10) == [3, 3, 2, 2] or sum(reduce.balanced_counts([5, 5, 5, 5], 10)) == 10
+    )
     with pytest.raises(ValueError):
         reduce.balanced_counts([1, 1], 5)
 
@@ -162,7 +164,7 @@ def test_loss_and_grad_scores_match_per_sample_autograd():
                 loss = flow.fm_loss_per_sample(net, lat[i : i + 1], tk.reshape(1), bank[m : m + 1], lab[i : i + 1])[0]
                 loss.backward()
                 ls.append(loss.item())
-                gs.append(sum((p.grad ** 2).sum().item() for p in net.parameters()))
+                gs.append(sum((p.grad**2).sum().item() for p in net.parameters()))
             assert raw_l[i, k] == pytest.approx(np.mean(ls), rel=1e-4)
             assert raw_g[i, k] == pytest.approx(np.mean(gs), rel=1e-3)
 
@@ -187,7 +189,6 @@ def test_frechet_distance_and_precision_recall():
     assert metrics.paired_cosine(e, e, shift=1)[1] == pytest.approx(0.0)
     with pytest.raises(ValueError):
         metrics.paired_cosine(e, e, shift=6)
-
 
 
 def test_bootstrap_fid_is_paired_and_its_spread_matches_resampling():
@@ -227,7 +228,13 @@ def test_image_loaders(tmp_path):
     (tmp_path / "bad.gz").write_bytes(gzip.compress(b"\x01\x02\x03\x04"))
     with pytest.raises(InputError):
         read_idx(tmp_path / "bad.gz")
-    np.savez(tmp_path / "d.npz", x_train=x.astype(np.float32) / 255.0, y_train=np.arange(7), x_test=x[:2], y_test=np.arange(2))
+    np.savez(
+        tmp_path / "d.npz",
+        x_train=x.astype(np.float32) / 255.0,
+        y_train=np.arange(7),
+        x_test=x[:2],
+        y_test=np.arange(2),
+    )
     tr, te = load_images(tmp_path / "d.npz", "train"), load_images(tmp_path / "d.npz", "test")
     assert np.abs(tr.images.astype(int) - x[:, None]).max() <= 1 and te.images.shape == (2, 1, 8, 8)
     for cls in ("cat", "dog"):
@@ -258,8 +265,12 @@ def test_fit_resume_gives_the_same_next_steps(tmp_path):
 
     def batch(step):
         g = step_generator(3, "fm", step)
-        return {"x1": data[torch.randint(64, (8,), generator=g)], "t": torch.rand(8, generator=g),
-                "x0": torch.randn(8, 2, 4, 4, generator=g), "y": None}
+        return {
+            "x1": data[torch.randint(64, (8,), generator=g)],
+            "t": torch.rand(8, generator=g),
+            "x0": torch.randn(8, 2, 4, 4, generator=g),
+            "y": None,
+        }
 
     def loss(net, b):
         return flow.fm_loss_per_sample(net, b["x1"], b["t"], b["x0"], b["y"]).mean()
@@ -270,8 +281,23 @@ def test_fit_resume_gives_the_same_next_steps(tmp_path):
 
     def go(steps, path, resume):
         m = make()
-        recs = list(fit(stage="fm", model=m, loss_fn=loss, batch_fn=batch, steps=steps, lr=1e-2, ema_decay=0.9, ckpt_path=path,
-                        resume=resume, log_every=1, checkpoint_every=2, dist=Dist(), meta={"kind": "test"}))
+        recs = list(
+            fit(
+                stage="fm",
+                model=m,
+                loss_fn=loss,
+                batch_fn=batch,
+                steps=steps,
+                lr=1e-2,
+                ema_decay=0.9,
+                ckpt_path=path,
+                resume=resume,
+                log_every=1,
+                checkpoint_every=2,
+                dist=Dist(),
+                meta={"kind": "test"},
+            )
+        )
         return recs, m
 
     full, m_full = go(5, tmp_path / "a.safetensors", False)
@@ -334,15 +360,36 @@ def test_golden_values():
         j = torch.randint(32, (8,), generator=g)
         return {"x1": data[j], "t": torch.rand(8, generator=g), "x0": torch.randn(8, 2, 4, 4, generator=g), "y": lab[j]}
 
-    recs = list(fit(stage="fm", model=net, loss_fn=lambda m, b: flow.fm_loss_per_sample(m, b["x1"], b["t"], b["x0"], b["y"]).mean(),
-                    batch_fn=batch, steps=4, lr=1e-2, ema_decay=0.99, ckpt_path=None, resume=False, log_every=1,
-                    checkpoint_every=100, dist=Dist(), meta={}))
+    recs = list(
+        fit(
+            stage="fm",
+            model=net,
+            loss_fn=lambda m, b: flow.fm_loss_per_sample(m, b["x1"], b["t"], b["x0"], b["y"]).mean(),
+            batch_fn=batch,
+            steps=4,
+            lr=1e-2,
+            ema_decay=0.99,
+            ckpt_path=None,
+            resume=False,
+            log_every=1,
+            checkpoint_every=100,
+            dist=Dist(),
+            meta={},
+        )
+    )
     pts = torch.randn(40, 3, generator=torch.Generator().manual_seed(2))
-    got = {"fit_losses": [r["loss"] for r in recs], "kcenter_25": reduce.kcenter_greedy(pts, 0.25, seed=0).tolist(),
-           "balanced_counts": reduce.balanced_counts([3, 50, 7, 40], 40)}
+    got = {
+        "fit_losses": [r["loss"] for r in recs],
+        "kcenter_25": reduce.kcenter_greedy(pts, 0.25, seed=0).tolist(),
+        "balanced_counts": reduce.balanced_counts([3, 50, 7, 40], 40),
+    }
     path = Path(__file__).resolve().parents[1] / "golden" / "lfm.json"
     if os.environ.get("ICML26_REGEN_GOLDEN"):
-        path.write_text(json.dumps({"_regenerate": "ICML26_REGEN_GOLDEN=1 pytest tests/methods/test_lfm.py -k golden", **got}, indent=1))
+        path.write_text(
+            json.dumps(
+                {"_regenerate": "ICML26_REGEN_GOLDEN=1 pytest tests/methods/test_lfm.py -k golden", **got}, indent=1
+            )
+        )
     want = json.loads(path.read_text())
     assert got["fit_losses"] == pytest.approx(want["fit_losses"], rel=1e-4)
     assert got["kcenter_25"] == want["kcenter_25"] and got["balanced_counts"] == want["balanced_counts"]

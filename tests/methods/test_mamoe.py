@@ -10,8 +10,15 @@ def _tiny_llama(seed=0, layers=2):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=120, hidden_size=32, intermediate_size=64, num_hidden_layers=layers, num_attention_heads=4,
-                      num_key_value_heads=2, max_position_embeddings=64)
+    cfg = LlamaConfig(
+        vocab_size=120,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+    )
     return LlamaForCausalLM(cfg).eval()
 
 
@@ -62,7 +69,9 @@ def _block(shared=True, groups=((0, 1), (2, 3)), init="official", top_k=1, noise
     torch.nn.init.normal_(mlp.gate_proj.weight, generator=g)
     experts = [M.SwiGLU.copy_of(mlp, noise, g) for _ in range(4)]
     sh = M.SwiGLU.copy_of(mlp) if shared else None
-    b = M.MAMoEBlock(experts, sh, 16, top_k=top_k, groups=groups, init=init, other_tokens="shared" if shared else "all", generator=g)
+    b = M.MAMoEBlock(
+        experts, sh, 16, top_k=top_k, groups=groups, init=init, other_tokens="shared" if shared else "all", generator=g
+    )
     torch.nn.init.normal_(b.router, 0, 1.0, generator=g)  # a router far from uniform
     return b, mlp
 
@@ -148,8 +157,14 @@ def _host(kind, seed=0, **kw):
         from transformers import Qwen2MoeConfig
         from transformers.models.qwen2_moe.modeling_qwen2_moe import Qwen2MoeSparseMoeBlock as B
 
-        cfg = Qwen2MoeConfig(hidden_size=16, moe_intermediate_size=24, shared_expert_intermediate_size=32, num_experts=4,
-                             num_experts_per_tok=2, **kw)
+        cfg = Qwen2MoeConfig(
+            hidden_size=16,
+            moe_intermediate_size=24,
+            shared_expert_intermediate_size=32,
+            num_experts=4,
+            num_experts_per_tok=2,
+            **kw,
+        )
     else:
         from transformers import OlmoeConfig
         from transformers.models.olmoe.modeling_olmoe import OlmoeSparseMoeBlock as B
@@ -162,8 +177,13 @@ def _host(kind, seed=0, **kw):
     return b
 
 
-HOSTS = [("mixtral", {}), ("qwen2_moe", {"norm_topk_prob": False}), ("qwen2_moe", {"norm_topk_prob": True}),
-         ("olmoe", {"norm_topk_prob": False}), ("olmoe", {"norm_topk_prob": True})]
+HOSTS = [
+    ("mixtral", {}),
+    ("qwen2_moe", {"norm_topk_prob": False}),
+    ("qwen2_moe", {"norm_topk_prob": True}),
+    ("olmoe", {"norm_topk_prob": False}),
+    ("olmoe", {"norm_topk_prob": True}),
+]
 
 
 @pytest.mark.parametrize("kind,kw", HOSTS)
@@ -218,7 +238,7 @@ def test_text_perplexity_is_over_the_text_vocabulary():
         logits = lm.model(input_ids=ids, attention_mask=att).logits[:, :-1].float()
     tgt, sel = lab[:, 1:], lab[:, 1:] != -100
     nll = lambda z: float(torch.nn.functional.cross_entropy(z[sel], tgt[sel]))  # noqa: E731
-    assert T.text_perplexity(lm, texts) == pytest.approx(math.exp(nll(logits[..., :lm.base])), rel=1e-4)
+    assert T.text_perplexity(lm, texts) == pytest.approx(math.exp(nll(logits[..., : lm.base])), rel=1e-4)
     assert math.exp(nll(logits)) > T.text_perplexity(lm, texts)
     assert lm.model.get_input_embeddings().weight.shape[0] == lm.base + 32 + 2
 
@@ -229,7 +249,10 @@ def test_modality_softmax_loss_is_over_each_targets_modality():
     from icml26.methods.speech import train as T
 
     lm = T.build_model(T.Config(model="tiny-random"), "mamoe", 16, seed=0)
-    samples = [T.tts_sample(lm, "a brief experience", [3, 3, 7, 1]), T.asr_sample(lm, [2, 2, 9, 4], "a range of vision")]
+    samples = [
+        T.tts_sample(lm, "a brief experience", [3, 3, 7, 1]),
+        T.asr_sample(lm, [2, 2, 9, 4], "a range of vision"),
+    ]
     ids, lab, att = T.collate(samples, lm.tok.pad_token_id)
     from icml26.methods.speech.mamoe import modality_context
 

@@ -38,7 +38,7 @@ def test_kmeans_deterministic_per_seed_and_recovers_clusters():
     assert np.array_equal(a, b)
     lab = U.assign(x, a)
     for i in range(5):  # each true cluster maps to one unit
-        assert np.bincount(lab[i * 200:(i + 1) * 200]).max() == 200
+        assert np.bincount(lab[i * 200 : (i + 1) * 200]).max() == 200
     assert len(set(lab.tolist())) == 5
     with pytest.raises(ValueError):
         U.kmeans(x[:3], 5)
@@ -53,7 +53,9 @@ def test_units_of_real_speech_deterministic_per_seed():
     from icml26.core.data import speech as S
 
     need(lambda: S.espeak_binary() is not None, f"needs espeak-ng: {S.ESPEAK_INSTALL}")
-    waves = [S.synthesize(t, voice=v) for t, v in (("a range of mental vision", "en-us"), ("a flawless gemstone", "en-gb"))]
+    waves = [
+        S.synthesize(t, voice=v) for t, v in (("a range of mental vision", "en-us"), ("a flawless gemstone", "en-gb"))
+    ]
     c1 = U.UnitCodec.fit(waves, 16, seed=3)
     c2 = U.UnitCodec.fit(waves, 16, seed=3)
     c3 = U.UnitCodec.fit(waves, 16, seed=4)
@@ -77,7 +79,7 @@ def test_griffin_lim_reaches_the_target_magnitude():
         y = V.griffin_lim(mag.numpy(), iters=iters)
         got = torch.stft(torch.from_numpy(y), V.N_FFT, hop_length=V.HOP_OUT, window=win, return_complex=True).abs()
         n = min(got.shape[1], mag.shape[1])
-        g, m = got[:, 2:n - 2], mag[:, 2:n - 2]
+        g, m = got[:, 2 : n - 2], mag[:, 2 : n - 2]
         g = g * (m.norm() / g.norm())  # the output is peak-normalized
         return float((g - m).norm() / m.norm())
 

@@ -108,14 +108,17 @@ def test_sequential_halving_spends_the_budget(repo_root):
         assert vis.sum(axis=2).tolist() == [[37, 100]]
 
 
-@pytest.mark.parametrize("text,msg", [
-    ("random: {depth: 0}", "depth"),
-    ("root: [{mean: 1, next: [{p: 0.7}, {p: 0.2}]}]", "sum to"),
-    ("noise: cauchy\nroot: [{mean: 1}]", "noise"),
-    ("root: [{mean: 1, bogus: 2}]", "bogus"),
-    ("random: {depth: 2}\nroot: [{mean: 1}]", "exactly one"),
-    ("[1, 2]", "mapping"),
-])
+@pytest.mark.parametrize(
+    "text,msg",
+    [
+        ("random: {depth: 0}", "depth"),
+        ("root: [{mean: 1, next: [{p: 0.7}, {p: 0.2}]}]", "sum to"),
+        ("noise: cauchy\nroot: [{mean: 1}]", "noise"),
+        ("root: [{mean: 1, bogus: 2}]", "bogus"),
+        ("random: {depth: 2}\nroot: [{mean: 1}]", "exactly one"),
+        ("[1, 2]", "mapping"),
+    ],
+)
 def test_bad_tree_files_raise_input_error(tmp_path, text, msg):
     p = tmp_path / "bad.yaml"
     p.write_text(text)
@@ -133,7 +136,10 @@ def _cli(argv, capsys):
 
 
 def test_cli_tiny_recipe_record_contract(capsys, tmp_path):
-    code, out, _ = _cli(["mcts", "--recipe", "recipes/mcts/tiny.yaml", "--set", "backend=ref", "-q", "--out", str(tmp_path / "run")], capsys)
+    code, out, _ = _cli(
+        ["mcts", "--recipe", "recipes/mcts/tiny.yaml", "--set", "backend=ref", "-q", "--out", str(tmp_path / "run")],
+        capsys,
+    )
     assert code in (0, None)
     recs = [json.loads(line) for line in out.strip().splitlines()]
     assert recs[0]["kind"] == "config" and recs[-1]["kind"] == "summary"
@@ -192,7 +198,9 @@ def test_gym_env_end_to_end_and_errors(capsys):
     assert recs[-1]["v_star"] > 0
     bj = list(M.run(M.Config(env="Blackjack-v1", algo="uct", simulations=(20,), seeds=2, horizon=5), seed=0))
     assert bj[0]["p_correct"] is None  # no transition table: no exact values
-    assert sum(bj[0]["action_counts"]) == 2 and len(bj[0]["action_counts"]) == 2  # what was recommended, per root action
+    assert (
+        sum(bj[0]["action_counts"]) == 2 and len(bj[0]["action_counts"]) == 2
+    )  # what was recommended, per root action
     assert "no transition table" in capsys.readouterr().err
     code, _, err = _cli(["mcts", "--env", "NoSuchEnv-v0", "-q"], capsys)
     assert code == 2 and "gymnasium cannot make it" in err

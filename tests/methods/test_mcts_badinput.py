@@ -47,7 +47,10 @@ def test_total_work_counts_budgets_seeds_and_algorithms():
         M.Config(env="CartPole-v1", simulations=(1000,), seeds=2000, backend="ref")
     cfg = M.Config(env="CartPole-v1", simulations=(1000,), seeds=2000)
     pytest.importorskip("gymnasium")
-    with pytest.raises(ValueError, match=r"would simulate ~1\.4e\+07 simulations \(Python search on a gymnasium env without a transition table"):
+    with pytest.raises(
+        ValueError,
+        match=r"would simulate ~1\.4e\+07 simulations \(Python search on a gymnasium env without a transition table",
+    ):
         M.check_episode_work(cfg, *M.load_env(cfg))
     # the C++ table search (FrozenLake, Taxi, ...): 2e8
     with pytest.raises(ValueError, match=r"would simulate ~2\.1e\+08 simulations \(search on a gymnasium env"):
@@ -57,7 +60,9 @@ def test_total_work_counts_budgets_seeds_and_algorithms():
         M.Config(env=TINY, algo="uct", simulations=(1,), seeds=10**7 + 1)
 
 
-@pytest.mark.parametrize("setting", ["c=inf", "tau=-inf", "gamma=inf", "kappa=inf", "epsilon=inf", "prior_var=inf", "c_visit=1e400"])
+@pytest.mark.parametrize(
+    "setting", ["c=inf", "tau=-inf", "gamma=inf", "kappa=inf", "epsilon=inf", "prior_var=inf", "c_visit=1e400"]
+)
 def test_non_finite_settings_exit_2(setting):
     r = _invoke(["--env", TINY, "-n", "10", "--seeds", "2", "--set", setting])
     assert r.exit_code == 2, r.output
@@ -66,17 +71,20 @@ def test_non_finite_settings_exit_2(setting):
     assert f"{name} must be finite" in r.stderr
 
 
-@pytest.mark.parametrize("kw, msg", [
-    (dict(horizon="5"), "horizon must be an integer, got '5' (str)"),
-    (dict(seeds=2.5), "seeds must be an integer, got 2.5 (float)"),
-    (dict(seeds=True), "seeds must be an integer, got True (bool)"),
-    (dict(c="1"), "c must be a number, got '1' (str)"),
-    (dict(gamma="0.9"), "gamma must be a number, got '0.9' (str)"),
-    (dict(simulations=(1.5,)), "simulations must be a tuple of integers"),
-    (dict(env=3), "env must be a string"),
-    (dict(c=float("inf")), "c must be finite, got inf"),
-    (dict(delta=float("nan")), "delta must be finite, got nan"),
-])
+@pytest.mark.parametrize(
+    "kw, msg",
+    [
+        (dict(horizon="5"), "horizon must be an integer, got '5' (str)"),
+        (dict(seeds=2.5), "seeds must be an integer, got 2.5 (float)"),
+        (dict(seeds=True), "seeds must be an integer, got True (bool)"),
+        (dict(c="1"), "c must be a number, got '1' (str)"),
+        (dict(gamma="0.9"), "gamma must be a number, got '0.9' (str)"),
+        (dict(simulations=(1.5,)), "simulations must be a tuple of integers"),
+        (dict(env=3), "env must be a string"),
+        (dict(c=float("inf")), "c must be finite, got inf"),
+        (dict(delta=float("nan")), "delta must be finite, got nan"),
+    ],
+)
 def test_python_api_wrong_types_raise_value_error(kw, msg):
     with pytest.raises(ValueError) as e:
         M.Config(**kw)
@@ -182,8 +190,11 @@ def test_backend_ext_on_an_env_without_a_table_exits_2():
     assert "backend ext: the env has no transition table" in msg
 
 
-@pytest.mark.parametrize("recipe", sorted(__import__("pathlib").Path(__file__).resolve().parents[2].joinpath("recipes", "mcts").glob("*.yaml")),
-                         ids=lambda p: p.stem)
+@pytest.mark.parametrize(
+    "recipe",
+    sorted(__import__("pathlib").Path(__file__).resolve().parents[2].joinpath("recipes", "mcts").glob("*.yaml")),
+    ids=lambda p: p.stem,
+)
 def test_every_shipped_recipe_is_under_the_limits(recipe):
     from icml26.core.recipe import resolve
 
@@ -194,14 +205,24 @@ def test_every_shipped_recipe_is_under_the_limits(recipe):
     assert work <= (M.MAX_TOTAL_SIMULATIONS_GYM if gym else M.MAX_TOTAL_SIMULATIONS)
 
 
-@pytest.mark.parametrize("option,words", [
-    ("success_rate=2", ["transition probabilities are not a distribution", "state 0 action 0", "check its options (success_rate=2)"]),
-    ("success_rate=-1", ["transition probabilities are not a distribution", "check its options (success_rate=-1)"]),
-    ("success_rate=nan", ["option success_rate takes a finite number, got 'nan'"]),
-    ("success_rate=1e400", ["option success_rate takes a finite number, got '1e400'"]),
-    ("render_mode=human", ["option render_mode is not supported", "planning does not render"]),
-    ("map_name=4x4&map_name=8x8", ["option map_name is given twice", "give each option once"]),
-])
+@pytest.mark.parametrize(
+    "option,words",
+    [
+        (
+            "success_rate=2",
+            [
+                "transition probabilities are not a distribution",
+                "state 0 action 0",
+                "check its options (success_rate=2)",
+            ],
+        ),
+        ("success_rate=-1", ["transition probabilities are not a distribution", "check its options (success_rate=-1)"]),
+        ("success_rate=nan", ["option success_rate takes a finite number, got 'nan'"]),
+        ("success_rate=1e400", ["option success_rate takes a finite number, got '1e400'"]),
+        ("render_mode=human", ["option render_mode is not supported", "planning does not render"]),
+        ("map_name=4x4&map_name=8x8", ["option map_name is given twice", "give each option once"]),
+    ],
+)
 def test_bad_gym_options_exit_2_with_one_line(option, words):
     pytest.importorskip("gymnasium")
     msg = _refused(["--env", f"FrozenLake-v1?{option}", "-n", "10", "--seeds", "1", "--algo", "uct"])

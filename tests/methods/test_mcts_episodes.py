@@ -22,13 +22,17 @@ def _gym():
     pytest.importorskip("gymnasium")
 
 
-@pytest.mark.parametrize("env_id, algo, reuse", [
-    (TAXI, "uct", True), (TAXI, "varde", False), ("FrozenLake-v1?map_name=4x4&is_slippery=true", "gumbel", True)])
+@pytest.mark.parametrize(
+    "env_id, algo, reuse",
+    [(TAXI, "uct", True), (TAXI, "varde", False), ("FrozenLake-v1?map_name=4x4&is_slippery=true", "gumbel", True)],
+)
 def test_episode_return_is_the_sum_of_the_env_rewards(env_id, algo, reuse):
     _gym()
     import gymnasium as gym
 
-    cfg = M.Config(env=env_id, algo=algo, simulations=(40,), seeds=1, horizon=8, episodes=1, reuse_tree=reuse, episode_steps=25)
+    cfg = M.Config(
+        env=env_id, algo=algo, simulations=(40,), seeds=1, horizon=8, episodes=1, reuse_tree=reuse, episode_steps=25
+    )
     kind, env = M.load_env(cfg)
     prm = M.search_params(cfg, kind, env)
     for i in range(2):
@@ -54,8 +58,20 @@ def test_episode_return_is_the_sum_of_the_env_rewards(env_id, algo, reuse):
 def _snapshot(nd):
     """Every statistic of the subtree below ``nd`` (recursively, in slot order)."""
     kids = [[_snapshot(k) if k is not None else None for k in ks] for ks in nd.kids]
-    return (nd.state, nd.n, list(nd.N), list(nd.g), list(nd.Q), list(nd.VQ), nd.V, nd.VV, nd.T,
-            [dict(k) for k in nd.keys], [list(c) for c in nd.cnt], kids)
+    return (
+        nd.state,
+        nd.n,
+        list(nd.N),
+        list(nd.g),
+        list(nd.Q),
+        list(nd.VQ),
+        nd.V,
+        nd.VV,
+        nd.T,
+        [dict(k) for k in nd.keys],
+        [list(c) for c in nd.cnt],
+        kids,
+    )
 
 
 def _depths(nd, d=0):
@@ -131,8 +147,23 @@ def _cli(args):
 
 
 def test_cli_episodes_report_return_beside_p_correct():
-    code, recs, err = _cli(["--env", "recipes/mcts/envs/tiny.yaml", "--algo", "uct,varde", "-n", "15", "-n", "40",
-                            "--seeds", "5", "--episodes", "6", "--reuse-tree"])
+    code, recs, err = _cli(
+        [
+            "--env",
+            "recipes/mcts/envs/tiny.yaml",
+            "--algo",
+            "uct,varde",
+            "-n",
+            "15",
+            "-n",
+            "40",
+            "--seeds",
+            "5",
+            "--episodes",
+            "6",
+            "--reuse-tree",
+        ]
+    )
     assert code == 0, err
     assert recs[0]["episodes"] == 6 and recs[0]["reuse_tree"] is True
     res = [r for r in recs if r["kind"] == "result"]
@@ -143,20 +174,38 @@ def test_cli_episodes_report_return_beside_p_correct():
         assert lo <= r["episode_return"] <= hi and 1 <= r["episode_steps_mean"] <= 2
     assert set(recs[-1]["episode_return"]) == {"uct", "varde"}
     # the same seed gives the same episodes
-    code2, recs2, _ = _cli(["--env", "recipes/mcts/envs/tiny.yaml", "--algo", "uct,varde", "-n", "15", "-n", "40",
-                            "--seeds", "5", "--episodes", "6", "--reuse-tree"])
+    code2, recs2, _ = _cli(
+        [
+            "--env",
+            "recipes/mcts/envs/tiny.yaml",
+            "--algo",
+            "uct,varde",
+            "-n",
+            "15",
+            "-n",
+            "40",
+            "--seeds",
+            "5",
+            "--episodes",
+            "6",
+            "--reuse-tree",
+        ]
+    )
     assert [r.get("episode_return") for r in recs2] == [r.get("episode_return") for r in recs]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--episodes", "0"], "episodes must be an integer in [1, 100000]"),
-    (["--episodes", "-2"], "episodes must be an integer in [1, 100000]"),
-    (["--episodes", "1000000"], "episodes must be an integer in [1, 100000]"),
-    (["--reuse-tree"], "reuse_tree and episode_steps apply to episodes"),
-    (["--set", "episode_steps=5"], "reuse_tree and episode_steps apply to episodes"),
-    (["--episodes", "3", "--set", "episode_steps=0"], "episode_steps must be an integer in [1, 100000]"),
-    (["--episodes", "90000", "-n", "3000"], "--episodes, --simulations"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--episodes", "0"], "episodes must be an integer in [1, 100000]"),
+        (["--episodes", "-2"], "episodes must be an integer in [1, 100000]"),
+        (["--episodes", "1000000"], "episodes must be an integer in [1, 100000]"),
+        (["--reuse-tree"], "reuse_tree and episode_steps apply to episodes"),
+        (["--set", "episode_steps=5"], "reuse_tree and episode_steps apply to episodes"),
+        (["--episodes", "3", "--set", "episode_steps=0"], "episode_steps must be an integer in [1, 100000]"),
+        (["--episodes", "90000", "-n", "3000"], "--episodes, --simulations"),
+    ],
+)
 def test_bad_episodes_exit_2_before_any_record(args, message):
     code, recs, err = _cli(["--env", "recipes/mcts/envs/tiny.yaml", "-n", "10", "--seeds", "2", *args])
     assert code == 2 and not recs, err
@@ -182,15 +231,25 @@ def test_reuse_share_counts_only_moves_with_a_next_move(env_id, steps):
     # so episode_reuse_share = sum(reused) / (moves - episodes) stays in [0, 1]
     if not env_id.startswith("mdp:"):
         _gym()
-    cfg = M.Config(env=env_id, horizon=20, algo="varde", simulations=(100,), seeds=2, episodes=3, reuse_tree=True,
-                   episode_steps=steps)
+    cfg = M.Config(
+        env=env_id,
+        horizon=20,
+        algo="varde",
+        simulations=(100,),
+        seeds=2,
+        episodes=3,
+        reuse_tree=True,
+        episode_steps=steps,
+    )
     kind, env = M.load_env(cfg)
     prm = M.search_params(cfg, kind, env)
-    eps = [E.play_episode(kind, env, cfg, "varde", 100, prm, *E.episode_seeds(0, i), reuse=True, max_steps=steps)
-           for i in range(3)]
+    eps = [
+        E.play_episode(kind, env, cfg, "varde", 100, prm, *E.episode_seeds(0, i), reuse=True, max_steps=steps)
+        for i in range(3)
+    ]
     for ep in eps:
         assert 0 <= ep["reused"] <= ep["steps"] - 1, ep
-    (_, rec), = E.run_episodes(kind, env, cfg, "varde", (100,), prm, 0)
+    ((_, rec),) = E.run_episodes(kind, env, cfg, "varde", (100,), prm, 0)
     assert 0.0 <= rec["episode_reuse_share"] <= 1.0, rec
     if env_id.startswith("mdp:"):  # riverswim never ends by itself: every move but the last re-roots
         assert rec["episode_reuse_share"] == 1.0 and all(ep["reused"] == steps - 1 for ep in eps)

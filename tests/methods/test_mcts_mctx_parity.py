@@ -13,7 +13,9 @@ import pytest
 
 from benchmarks.mcts import MCTX_SETUP  # the benchmark's tree-as-mctx-environment (recurrent_fn on the same arrays)
 
-SCRIPT = MCTX_SETUP + r"""
+SCRIPT = (
+    MCTX_SETUP
+    + r"""
 seeds = int(sys.argv[3])
 out = {}
 for name in ("muzero_policy",):
@@ -28,6 +30,7 @@ for name in ("muzero_policy",):
     out[name] = acts
 print(json.dumps(out))
 """
+)
 
 
 @pytest.mark.peer
@@ -47,10 +50,14 @@ def test_same_root_action_as_mctx(tmp_path):
         assert np.sort(q)[-1] - np.sort(q)[-2] > 1e-2, q  # a clear best action
         f = tmp_path / f"tree{seed}.npz"
         np.savez(f, child=tree.child, mean=tree.mean, A=4, depth=tree.depth)
-        r = subprocess.run([str(py), "-c", SCRIPT, str(f), str(n_sims), str(n_seeds)], capture_output=True, text=True, timeout=600)
+        r = subprocess.run(
+            [str(py), "-c", SCRIPT, str(f), str(n_sims), str(n_seeds)], capture_output=True, text=True, timeout=600
+        )
         assert r.returncode == 0, r.stderr[-3000:]
         theirs = json.loads(r.stdout.strip().splitlines()[-1])
         prm = M.make_params(M.Config(), *tree.value_range, tree.reward_span, 10**9, shift=0.0)
-        ours = {a: ops.tree_search(tree, a, [n_sims], list(range(n_seeds)), prm)[0][:, 0].tolist() for a in ("uct", "varde")}
+        ours = {
+            a: ops.tree_search(tree, a, [n_sims], list(range(n_seeds)), prm)[0][:, 0].tolist() for a in ("uct", "varde")
+        }
         assert theirs == {"muzero_policy": [best] * n_seeds}, (seed, q, theirs)
         assert ours == {a: [best] * n_seeds for a in ours}, (seed, q, ours)

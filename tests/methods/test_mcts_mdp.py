@@ -29,8 +29,10 @@ def _load(env_id, **kw):
     return cfg, kind, env, M.search_params(cfg, kind, env)
 
 
-@pytest.mark.parametrize("env_id, horizon, norm", [(TWO_STATE, 15, "minmax"), (RIVERSWIM, 20, "minmax"),
-                                                   (GARNET, 12, "minmax"), (GARNET, 12, "oracle")])
+@pytest.mark.parametrize(
+    "env_id, horizon, norm",
+    [(TWO_STATE, 15, "minmax"), (RIVERSWIM, 20, "minmax"), (GARNET, 12, "minmax"), (GARNET, 12, "oracle")],
+)
 def test_root_statistics_equal_the_python_search_bit_for_bit(mcts_table_kernel, env_id, horizon, norm):
     cfg, kind, env, prm = _load(env_id, horizon=horizon, value_norm=norm)
     assert kind == "gym" and env.noise is not None  # every instance here has reward noise
@@ -108,8 +110,23 @@ def _invoke(args):
 
 
 def test_cli_on_an_mdp_file_records_the_kernel_and_the_mdps_gamma(tmp_path):
-    r = _invoke(["--env", TWO_STATE, "--algo", "varde,uct", "-n", "50", "--seeds", "4", "--set", "horizon=12",
-                 "--out", str(tmp_path / "o"), "-q"])
+    r = _invoke(
+        [
+            "--env",
+            TWO_STATE,
+            "--algo",
+            "varde,uct",
+            "-n",
+            "50",
+            "--seeds",
+            "4",
+            "--set",
+            "horizon=12",
+            "--out",
+            str(tmp_path / "o"),
+            "-q",
+        ]
+    )
     assert r.exit_code == 0, r.output
     recs = [json.loads(x) for x in (tmp_path / "o" / "records.jsonl").read_text().splitlines()]
     res = [x for x in recs if x["kind"] == "result"]
@@ -117,13 +134,16 @@ def test_cli_on_an_mdp_file_records_the_kernel_and_the_mdps_gamma(tmp_path):
     assert [x for x in recs if x["kind"] == "summary"][0]["gamma"] == 0.9
 
 
-@pytest.mark.parametrize("env, text", [
-    ("mdp:missing.yaml", "does not exist"),
-    ("mdp:nosuch", "not a file (.yaml/.npz) nor one of riverswim"),
-    ("mdp:garnet?states=x", "must be an integer"),
-    ("BAD", "P must have shape (S, A, S)"),
-    ("SUM", "sums to 0.9"),
-])
+@pytest.mark.parametrize(
+    "env, text",
+    [
+        ("mdp:missing.yaml", "does not exist"),
+        ("mdp:nosuch", "not a file (.yaml/.npz) nor one of riverswim"),
+        ("mdp:garnet?states=x", "must be an integer"),
+        ("BAD", "P must have shape (S, A, S)"),
+        ("SUM", "sums to 0.9"),
+    ],
+)
 def test_bad_mdp_exits_2_with_one_line(tmp_path, env, text):
     if env == "BAD":
         env = str(tmp_path / "bad.yaml")
@@ -162,8 +182,15 @@ def test_explicit_gamma_with_an_env_that_sets_its_own_exits_2(tmp_path, env, own
         assert f"({own:g})" in line, line
 
 
-@pytest.mark.parametrize("env, used", [(TWO_STATE, 0.9), (RIVERSWIM, 0.95), ("recipes/mcts/envs/noisy.yaml", "tree"),
-                                       ("FrozenLake-v1?map_name=4x4&is_slippery=true", 0.95)])
+@pytest.mark.parametrize(
+    "env, used",
+    [
+        (TWO_STATE, 0.9),
+        (RIVERSWIM, 0.95),
+        ("recipes/mcts/envs/noisy.yaml", "tree"),
+        ("FrozenLake-v1?map_name=4x4&is_slippery=true", 0.95),
+    ],
+)
 def test_config_record_shows_the_gamma_used(tmp_path, env, used):
     if env.startswith("Frozen"):
         pytest.importorskip("gymnasium")
@@ -171,18 +198,45 @@ def test_config_record_shows_the_gamma_used(tmp_path, env, used):
         from icml26.methods.exploration.trees import load_tree
 
         used = load_tree(env).gamma
-    r = _invoke(["--env", env, "-n", "10", "--seeds", "2", "--set", "horizon=5", "--algo", "uct", "--out", str(tmp_path / "o"), "-q"])
+    r = _invoke(
+        [
+            "--env",
+            env,
+            "-n",
+            "10",
+            "--seeds",
+            "2",
+            "--set",
+            "horizon=5",
+            "--algo",
+            "uct",
+            "--out",
+            str(tmp_path / "o"),
+            "-q",
+        ]
+    )
     assert r.exit_code == 0, r.output
     recs = [json.loads(x) for x in (tmp_path / "o" / "records.jsonl").read_text().splitlines()]
     cfg = [x for x in recs if x["kind"] == "config"][0]
     assert cfg["gamma"] == used, cfg
 
 
-@pytest.mark.parametrize("name, text, want", [
-    ("empty.yaml", "", "env file '{p}': expected a tree file's mapping with 'random' or 'root', or an MDP file's with 'P'"),
-    ("list.yaml", "- 1\n", "env file '{p}': expected a tree file's mapping with 'random' or 'root', or an MDP file's with 'P'"),
-    ("missing.yaml", None, "env file '{p}' (a tree or MDP file) does not exist or is not a file"),
-])
+@pytest.mark.parametrize(
+    "name, text, want",
+    [
+        (
+            "empty.yaml",
+            "",
+            "env file '{p}': expected a tree file's mapping with 'random' or 'root', or an MDP file's with 'P'",
+        ),
+        (
+            "list.yaml",
+            "- 1\n",
+            "env file '{p}': expected a tree file's mapping with 'random' or 'root', or an MDP file's with 'P'",
+        ),
+        ("missing.yaml", None, "env file '{p}' (a tree or MDP file) does not exist or is not a file"),
+    ],
+)
 def test_env_file_that_is_neither_form_names_both(tmp_path, name, text, want):
     p = tmp_path / name
     if text is not None:

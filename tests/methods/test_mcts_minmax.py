@@ -46,7 +46,9 @@ PARITY_TREES = {
 def test_ext_matches_ref_bit_for_bit_per_value_norm(tree, algo, norm):
     _need_ext()
     t = PARITY_TREES[tree]()
-    prm = _prm(t, norm, kappa=0.0) if algo == "varde" and tree == "noisy" else _prm(t, norm)  # (kappa 0: tau from the range)
+    prm = (
+        _prm(t, norm, kappa=0.0) if algo == "varde" and tree == "noisy" else _prm(t, norm)
+    )  # (kappa 0: tau from the range)
     seeds = ops.run_seeds(5, 3)
     a = ops.tree_search(t, algo, [6, 50, 120], seeds, prm, use="ref")
     b = ops.tree_search(t, algo, [6, 50, 120], seeds, prm, use="ext")
@@ -100,7 +102,9 @@ def test_minmax_decisions_do_not_move_when_rewards_are_scaled(algo, norm):
 
 
 def _run(args, env=TINY):
-    r = CliRunner().invoke(app, ["mcts", "--env", env, "--seeds", "40", "-n", "30", "-q", "--algo", "uct,gumbel", *args])
+    r = CliRunner().invoke(
+        app, ["mcts", "--env", env, "--seeds", "40", "-n", "30", "-q", "--algo", "uct,gumbel", *args]
+    )
     recs = [json.loads(x) for x in r.stdout.splitlines() if x.strip().startswith("{")]
     return r.exit_code, recs, r.stderr
 
@@ -111,7 +115,9 @@ def test_default_is_minmax_and_every_record_says_so():
     assert recs[0]["kind"] == "config" and recs[0]["value_norm"] == "minmax" and recs[0]["value_range"] is None
     res = [r for r in recs if r["kind"] == "result"]
     assert len(res) == 2
-    assert all(r["value_norm"] == "minmax" and r["value_range"] is None and r["value_range_source"] == "observed" for r in res)
+    assert all(
+        r["value_norm"] == "minmax" and r["value_range"] is None and r["value_range_source"] == "observed" for r in res
+    )
     code, recs, err = _run(["--set", "value_norm=oracle"])
     res = [r for r in recs if r["kind"] == "result"]
     assert code == 0 and all(r["value_norm"] == "oracle" and r["value_range_source"] == "exact" for r in res)
@@ -129,18 +135,23 @@ def test_tree_file_value_range_feeds_declared_and_set_overrides_it(tmp_path):
     code, recs2, err = _run(["--set", "value_norm=declared", "--set", "value_range=[0,1]"], env=str(f))
     res2 = [r for r in recs2 if r["kind"] == "result"]
     assert code == 0 and all(r["value_range"] == [0.0, 1.0] and r["value_range_source"] == "set" for r in res2)
-    assert [r["p_correct"] for r in res] != [r["p_correct"] for r in res2] or [r["simple_regret"] for r in res] != [r["simple_regret"] for r in res2]
+    assert [r["p_correct"] for r in res] != [r["p_correct"] for r in res2] or [r["simple_regret"] for r in res] != [
+        r["simple_regret"] for r in res2
+    ]
     code, recs3, err = _run([], env=str(f))  # minmax (default): the file's range is not used, and a note says so
     assert code == 0 and "used only with --set value_norm=declared" in err
     assert all(r["value_norm"] == "minmax" for r in recs3 if r["kind"] == "result")
 
 
-@pytest.mark.parametrize("line, message", [
-    ("value_range: [1, 1]", "value_range must be [lo, hi] with finite lo < hi"),
-    ("value_range: [0, .nan]", "value_range must be [lo, hi] with finite lo < hi"),
-    ("value_range: 3", "value_range must be [lo, hi] with finite lo < hi"),
-    ("value_range: [0, 1, 2]", "value_range must be [lo, hi] with finite lo < hi"),
-])
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ("value_range: [1, 1]", "value_range must be [lo, hi] with finite lo < hi"),
+        ("value_range: [0, .nan]", "value_range must be [lo, hi] with finite lo < hi"),
+        ("value_range: 3", "value_range must be [lo, hi] with finite lo < hi"),
+        ("value_range: [0, 1, 2]", "value_range must be [lo, hi] with finite lo < hi"),
+    ],
+)
 def test_bad_file_value_range_exits_2(tmp_path, line, message):
     f = tmp_path / "t.yaml"
     f.write_text(line + "\n" + M.resolve_env_path(TINY).read_text())
@@ -152,14 +163,18 @@ def test_bad_file_value_range_exits_2(tmp_path, line, message):
 def test_declared_without_any_range_exits_2_naming_both_sources():
     code, recs, err = _run(["--set", "value_norm=declared"])
     assert code == 2 and not recs
-    assert "a value_range key in the tree file or --set value_range=[lo,hi]" in err and len(err.strip().splitlines()) == 1
+    assert (
+        "a value_range key in the tree file or --set value_range=[lo,hi]" in err and len(err.strip().splitlines()) == 1
+    )
 
 
 def test_minmax_on_a_gymnasium_table_env_runs_the_table_search():
     pytest.importorskip("gymnasium")
     from icml26.ops import mcts_table
 
-    cfg = M.Config(env="FrozenLake-v1?map_name=4x4&is_slippery=false", algo="uct,ments", simulations=(60,), seeds=3, horizon=8)
+    cfg = M.Config(
+        env="FrozenLake-v1?map_name=4x4&is_slippery=false", algo="uct,ments", simulations=(60,), seeds=3, horizon=8
+    )
     res = [r for r in M.run(cfg, seed=0) if r["kind"] == "result"]
     be = "ext-cpu" if mcts_table.available() else "python"  # the C++ table kernel where it builds
     assert all(r["backend"] == be and r["value_norm"] == "minmax" and r["value_range"] is None for r in res)

@@ -39,9 +39,18 @@ def _python(env, algo, prm, seed, budget):
     return R.search(TableModel(env.P, env.A, env.s0, env.gamma, seed), R.ALGOS.index(algo), prm, seed, budget)
 
 
-@pytest.mark.parametrize("env_id, horizon, norm", [
-    (FL4, 12, "minmax"), (FL8, 16, "minmax"), (TAXI, 10, "minmax"), (RAINY, 8, "minmax"), (CLIFF, 12, "minmax"),
-    (FL8, 16, "minmax-tree"), (RAINY, 8, "oracle")])
+@pytest.mark.parametrize(
+    "env_id, horizon, norm",
+    [
+        (FL4, 12, "minmax"),
+        (FL8, 16, "minmax"),
+        (TAXI, 10, "minmax"),
+        (RAINY, 8, "minmax"),
+        (CLIFF, 12, "minmax"),
+        (FL8, 16, "minmax-tree"),
+        (RAINY, 8, "oracle"),
+    ],
+)
 def test_root_statistics_equal_the_python_search_bit_for_bit(mcts_table_kernel, env_id, horizon, norm):
     cfg, env, prm = _load(env_id, horizon=horizon, value_norm=norm)
     budgets = [3, 50]
@@ -108,10 +117,14 @@ def test_reroot_keeps_the_subtree_and_continues_as_the_python_search(mcts_table_
 def test_kernel_episodes_equal_python_episodes_and_sum_the_env_rewards(mcts_table_kernel, env_id, algo, reuse):
     import gymnasium as gym
 
-    cfg, env, prm = _load(env_id, algo=algo, simulations=(30,), seeds=1, horizon=8, episodes=1, reuse_tree=reuse, episode_steps=30)
+    cfg, env, prm = _load(
+        env_id, algo=algo, simulations=(30,), seeds=1, horizon=8, episodes=1, reuse_tree=reuse, episode_steps=30
+    )
     es, ps = E.episode_seeds(5, 0)
     ep = E.play_episode("gym", env, cfg, algo, 30, prm, es, ps, reuse=reuse, max_steps=30)
-    ref = E.play_episode("gym", env, dataclasses.replace(cfg, backend="ref"), algo, 30, prm, es, ps, reuse=reuse, max_steps=30)
+    ref = E.play_episode(
+        "gym", env, dataclasses.replace(cfg, backend="ref"), algo, 30, prm, es, ps, reuse=reuse, max_steps=30
+    )
     assert ep["backend"] == "ext-cpu" and ref["backend"] == "python"
     assert {k: v for k, v in ep.items() if k != "backend"} == {k: v for k, v in ref.items() if k != "backend"}
     name, _, q = env_id.partition("?")
@@ -152,8 +165,30 @@ def test_cli_episodes_record_the_kernel(mcts_table_kernel, tmp_path):
     from icml26.cli import app
 
     out = tmp_path / "run"
-    r = CliRunner().invoke(app, ["mcts", "--env", RAINY, "--algo", "uct,varde", "-n", "30", "--seeds", "2", "--episodes", "2",
-                                 "--reuse-tree", "--set", "horizon=8", "--set", "episode_steps=20", "-q", "--out", str(out)])
+    r = CliRunner().invoke(
+        app,
+        [
+            "mcts",
+            "--env",
+            RAINY,
+            "--algo",
+            "uct,varde",
+            "-n",
+            "30",
+            "--seeds",
+            "2",
+            "--episodes",
+            "2",
+            "--reuse-tree",
+            "--set",
+            "horizon=8",
+            "--set",
+            "episode_steps=20",
+            "-q",
+            "--out",
+            str(out),
+        ],
+    )
     assert r.exit_code == 0, r.output
     recs = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
     res = [x for x in recs if x.get("kind") == "result"]

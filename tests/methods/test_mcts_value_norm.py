@@ -32,7 +32,9 @@ def test_value_norm_recorded_and_declared_range_used():
     assert all(r["value_range"] == [float(v) for v in tree.value_range] for r in res)
     lo, hi = tree.value_range
     wide = [lo - 1000.0 * (hi - lo), hi + 1000.0 * (hi - lo)]
-    code, recs2, err = _run(["--algo", "uct,gumbel", "--set", "value_norm=declared", "--set", f"value_range=[{wide[0]},{wide[1]}]"])
+    code, recs2, err = _run(
+        ["--algo", "uct,gumbel", "--set", "value_norm=declared", "--set", f"value_range=[{wide[0]},{wide[1]}]"]
+    )
     assert code == 0, err
     assert recs2[0]["value_norm"] == "declared" and recs2[0]["value_range"] == wide
     res2 = [r for r in recs2 if r["kind"] == "result"]
@@ -42,12 +44,15 @@ def test_value_norm_recorded_and_declared_range_used():
     assert key(res) != key(res2)
 
 
-@pytest.mark.parametrize("sets, message", [
-    (["value_norm=minmx"], "value_norm must be one of minmax, minmax-tree, declared, oracle"),
-    (["value_norm=declared"], "value_norm 'declared' needs value_range"),
-    (["value_norm=declared", "value_range=[1,1]"], "value_range must be [lo, hi] with finite lo < hi"),
-    (["value_range=[0,1]"], "value_range is used only with value_norm 'declared'"),
-])
+@pytest.mark.parametrize(
+    "sets, message",
+    [
+        (["value_norm=minmx"], "value_norm must be one of minmax, minmax-tree, declared, oracle"),
+        (["value_norm=declared"], "value_norm 'declared' needs value_range"),
+        (["value_norm=declared", "value_range=[1,1]"], "value_range must be [lo, hi] with finite lo < hi"),
+        (["value_range=[0,1]"], "value_range is used only with value_norm 'declared'"),
+    ],
+)
 def test_bad_value_norm_exits_2(sets, message):
     code, recs, err = _run([x for s in sets for x in ("--set", s)])
     assert code == 2 and not recs, err

@@ -11,12 +11,15 @@ from icml26.methods.attention import muse as M
 
 def _qkv(n=64, h=2, hk=1, d=8, seed=0, dtype=torch.float64):
     g = torch.Generator().manual_seed(seed)
-    return (torch.randn(1, h, n, d, generator=g, dtype=dtype), torch.randn(1, hk, n, d, generator=g, dtype=dtype),
-            torch.randn(1, hk, n, d, generator=g, dtype=dtype))
+    return (
+        torch.randn(1, h, n, d, generator=g, dtype=dtype),
+        torch.randn(1, hk, n, d, generator=g, dtype=dtype),
+        torch.randn(1, hk, n, d, generator=g, dtype=dtype),
+    )
 
 
 def _rse(a, b):
-    return ((a - b) ** 2).sum().item() / (b ** 2).sum().item()
+    return ((a - b) ** 2).sum().item() / (b**2).sum().item()
 
 
 def _one_cluster_case(eps, d=8, bt=8, seed=1):
@@ -36,19 +39,21 @@ def _one_cluster_case(eps, d=8, bt=8, seed=1):
 def test_oracle_far_field_recomputed_in_float64():
     bt, d = 8, 8
     q, k, v, qbar, u = _one_cluster_case(0.3, d, bt)
-    s = M.MuseSettings(block_tokens=bt, query_clusters=1, key_clusters=1, retrieved_clusters=0, variant="muse-noretrieval")
+    s = M.MuseSettings(
+        block_tokens=bt, query_clusters=1, key_clusters=1, retrieved_clusters=0, variant="muse-noretrieval"
+    )
     out = M.muse_attention(q, k, v, s)
     c = 1 / math.sqrt(d)
     kf, vf = k[0, 0, :bt], v[0, 0, :bt]
-    w = torch.exp(c * kf @ qbar)                       # tilt toward the centroid
+    w = torch.exp(c * kf @ qbar)  # tilt toward the centroid
     L = torch.log(w.sum())
     kt, vt = (w[:, None] * kf).sum(0) / w.sum(), (w[:, None] * vf).sum(0) / w.sum()
     for i in range(bt):
         qi = q[0, 0, bt + i]
-        logz_far = L + c * (qi - qbar) @ kt            # first-order cumulant expansion
-        sl = c * k[0, 0, bt:bt + i + 1] @ qi           # exact causal local block
+        logz_far = L + c * (qi - qbar) @ kt  # first-order cumulant expansion
+        sl = c * k[0, 0, bt : bt + i + 1] @ qi  # exact causal local block
         zl = torch.exp(sl)
-        want = (zl @ v[0, 0, bt:bt + i + 1] + torch.exp(logz_far) * vt) / (zl.sum() + torch.exp(logz_far))
+        want = (zl @ v[0, 0, bt : bt + i + 1] + torch.exp(logz_far) * vt) / (zl.sum() + torch.exp(logz_far))
         assert torch.allclose(out[0, 0, bt + i], want, atol=1e-12, rtol=0)
     # block 0 has no past: exact causal attention
     assert torch.allclose(out[0, 0, :bt], M.sdpa(q, k, v)[0, 0, :bt], atol=1e-12)
@@ -63,7 +68,9 @@ def test_expansion_is_exact_at_the_centroid_and_second_order_in_log_mass():
         q, k, v, qbar, u = _one_cluster_case(eps, d, bt)
         v = torch.zeros_like(v)
         v[0, 0, :bt, 0] = 1.0
-        s = M.MuseSettings(block_tokens=bt, query_clusters=1, key_clusters=1, retrieved_clusters=0, variant="muse-noretrieval")
+        s = M.MuseSettings(
+            block_tokens=bt, query_clusters=1, key_clusters=1, retrieved_clusters=0, variant="muse-noretrieval"
+        )
         out, ex = M.muse_attention(q, k, v, s), M.sdpa(q, k, v)
         errs.append((out[0, 0, bt:, 0] - ex[0, 0, bt:, 0]).abs().max().item())
     assert errs[0] < 1e-14
@@ -73,7 +80,9 @@ def test_expansion_is_exact_at_the_centroid_and_second_order_in_log_mass():
     ev = []
     for eps in (0.1, 0.05):
         q, k, v, qbar, u = _one_cluster_case(eps, d, bt)
-        s = M.MuseSettings(block_tokens=bt, query_clusters=1, key_clusters=1, retrieved_clusters=0, variant="muse-noretrieval")
+        s = M.MuseSettings(
+            block_tokens=bt, query_clusters=1, key_clusters=1, retrieved_clusters=0, variant="muse-noretrieval"
+        )
         ev.append((M.muse_attention(q, k, v, s) - M.sdpa(q, k, v)).abs().max().item())
     assert 1.6 < ev[0] / ev[1] < 2.4, ev
 
@@ -89,7 +98,9 @@ def test_exact_when_every_key_is_near_field(variant):
 
 def test_singleton_key_clusters_make_the_far_field_exact():
     q, k, v = _qkv(n=96, h=2, hk=1)
-    s = M.MuseSettings(block_tokens=16, query_clusters=2, key_clusters=16, retrieved_clusters=0, variant="muse-noretrieval")
+    s = M.MuseSettings(
+        block_tokens=16, query_clusters=2, key_clusters=16, retrieved_clusters=0, variant="muse-noretrieval"
+    )
     assert torch.allclose(M.muse_attention(q, k, v, s), M.sdpa(q, k, v), atol=1e-12)
 
 
@@ -101,10 +112,10 @@ def test_no_future_key_or_value_contributes(variant):
     g = torch.Generator().manual_seed(7)
     for t in (0, 5, 15, 16, 37, 63, 78):
         k2, v2 = k.clone(), v.clone()
-        k2[:, :, t + 1:] += 3 * torch.randn(k2[:, :, t + 1:].shape, generator=g, dtype=k.dtype)
-        v2[:, :, t + 1:] += 3 * torch.randn(v2[:, :, t + 1:].shape, generator=g, dtype=v.dtype)
+        k2[:, :, t + 1 :] += 3 * torch.randn(k2[:, :, t + 1 :].shape, generator=g, dtype=k.dtype)
+        v2[:, :, t + 1 :] += 3 * torch.randn(v2[:, :, t + 1 :].shape, generator=g, dtype=v.dtype)
         out = M.muse_attention(q, k2, v2, s)
-        assert torch.equal(out[:, :, :t + 1], base[:, :, :t + 1]), (variant, t)
+        assert torch.equal(out[:, :, : t + 1], base[:, :, : t + 1]), (variant, t)
     # everything (queries too) from the next block boundary on: outputs before it unchanged
     q2, k2, v2 = q.clone(), k.clone(), v.clone()
     for x in (q2, k2, v2):
@@ -115,16 +126,26 @@ def test_no_future_key_or_value_contributes(variant):
 @pytest.mark.parametrize("variant", M.VARIANTS)
 def test_gradcheck_tiny(variant):
     q, k, v = _qkv(n=24, h=2, hk=1, d=4, seed=3)
-    s = M.MuseSettings(block_tokens=8, query_clusters=2, key_clusters=2, retrieved_clusters=1, variant=variant,
-                       detach_query_centroids=False)
+    s = M.MuseSettings(
+        block_tokens=8,
+        query_clusters=2,
+        key_clusters=2,
+        retrieved_clusters=1,
+        variant=variant,
+        detach_query_centroids=False,
+    )
     _, plan = M.muse_attention(q, k, v, s, return_plan=True)  # assignments and retrieved sets are constants
     inputs = tuple(x.clone().requires_grad_(True) for x in (q, k, v))
-    assert torch.autograd.gradcheck(lambda a, b, c: M.muse_attention(a, b, c, s, plan=plan), inputs, eps=1e-6, atol=1e-6, fast_mode=True)
+    assert torch.autograd.gradcheck(
+        lambda a, b, c: M.muse_attention(a, b, c, s, plan=plan), inputs, eps=1e-6, atol=1e-6, fast_mode=True
+    )
 
 
 def test_gradients_reach_keys_and_values_through_the_summaries():
     q, k, v = _qkv(n=64, h=2, hk=1)
-    s = M.MuseSettings(block_tokens=16, query_clusters=2, key_clusters=4, retrieved_clusters=0, variant="muse-noretrieval")
+    s = M.MuseSettings(
+        block_tokens=16, query_clusters=2, key_clusters=4, retrieved_clusters=0, variant="muse-noretrieval"
+    )
     k = k.clone().requires_grad_(True)
     v = v.clone().requires_grad_(True)
     out = M.muse_attention(q, k, v, s)
@@ -166,12 +187,29 @@ def test_sparsity_contract_by_hand():
     _, plan = M.muse_attention(q, k, v, s, return_plan=True)
     assert plan.exact_pairs == 928
     # block is matched on the same number; v1 / noretrieval compute the local blocks only
-    assert M.exact_pairs_shape(64, M.MuseSettings(block_tokens=16, query_clusters=2, key_clusters=4, retrieved_clusters=2, variant="block")) == 928
-    assert M.exact_pairs_shape(64, M.MuseSettings(block_tokens=16, query_clusters=2, key_clusters=4, variant="muse-v1")) == 544
+    assert (
+        M.exact_pairs_shape(
+            64, M.MuseSettings(block_tokens=16, query_clusters=2, key_clusters=4, retrieved_clusters=2, variant="block")
+        )
+        == 928
+    )
+    assert (
+        M.exact_pairs_shape(64, M.MuseSettings(block_tokens=16, query_clusters=2, key_clusters=4, variant="muse-v1"))
+        == 544
+    )
 
 
-@pytest.mark.parametrize("kw", [dict(query_clusters=3), dict(key_clusters=64, block_tokens=32), dict(block_tokens=1),
-                                dict(lloyd_iters=-1), dict(retrieved_clusters=-2), dict(variant="moba")])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(query_clusters=3),
+        dict(key_clusters=64, block_tokens=32),
+        dict(block_tokens=1),
+        dict(lloyd_iters=-1),
+        dict(retrieved_clusters=-2),
+        dict(variant="moba"),
+    ],
+)
 def test_bad_settings_raise(kw):
     with pytest.raises(ValueError):
         M.MuseSettings(**kw)

@@ -11,8 +11,15 @@ from icml26.methods.attention import muse as M
 def _tiny(attn):
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    cfg = LlamaConfig(vocab_size=97, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                      num_key_value_heads=2, max_position_embeddings=256)
+    cfg = LlamaConfig(
+        vocab_size=97,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+    )
     torch.manual_seed(0)
     return LlamaForCausalLM._from_config(cfg, attn_implementation=attn).eval()
 
@@ -33,8 +40,11 @@ def test_trivial_clusters_reproduce_sdpa_logits(models):
         want = sd(ids).logits
         before = hf.counters()["calls"]
         # singleton key clusters: every tilted summary is one key, the far field is exact
-        with hf.settings(M.MuseSettings(block_tokens=16, query_clusters=4, key_clusters=16, retrieved_clusters=0,
-                                        variant="muse-noretrieval")):
+        with hf.settings(
+            M.MuseSettings(
+                block_tokens=16, query_clusters=4, key_clusters=16, retrieved_clusters=0, variant="muse-noretrieval"
+            )
+        ):
             got = mu(ids).logits
         assert hf.counters()["calls"] == before + 2  # both layers ran MuSe, no fallback
         assert torch.allclose(got, want, atol=1e-4, rtol=1e-4)
@@ -45,14 +55,20 @@ def test_trivial_clusters_reproduce_sdpa_logits(models):
         with hf.settings(M.MuseSettings(block_tokens=16, query_clusters=2, key_clusters=4, retrieved_clusters=2)):
             approx = mu(ids).logits
         assert not torch.allclose(approx, want, atol=1e-6)
-        assert ((approx - want) ** 2).sum() / (want ** 2).sum() < 0.05
+        assert ((approx - want) ** 2).sum() / (want**2).sum() < 0.05
 
 
 def test_generate_uses_the_sdpa_fallback_for_decode(models):
     sd, mu = models
     ids = torch.randint(0, 97, (1, 40), generator=torch.Generator().manual_seed(2))
-    with torch.no_grad(), hf.settings(M.MuseSettings(block_tokens=8, query_clusters=2, key_clusters=8, retrieved_clusters=0,
-                                                     variant="muse-noretrieval")):
+    with (
+        torch.no_grad(),
+        hf.settings(
+            M.MuseSettings(
+                block_tokens=8, query_clusters=2, key_clusters=8, retrieved_clusters=0, variant="muse-noretrieval"
+            )
+        ),
+    ):
         f0 = hf.counters()["fallbacks"]
         a = mu.generate(ids, max_new_tokens=5, do_sample=False)
         assert hf.counters()["fallbacks"] > f0

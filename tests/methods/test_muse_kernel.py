@@ -15,8 +15,10 @@ def _qkv(b, h, hk, n, d, seed=0):
 
 
 @pytest.mark.parametrize("variant", K.KERNEL_VARIANTS)
-@pytest.mark.parametrize("b,h,hk,n,d,bt,cq,ck,r", [(1, 3, 1, 300, 64, 64, 4, 8, 3), (2, 4, 2, 130, 12, 32, 2, 4, 2),
-                                                   (1, 2, 2, 256, 16, 16, 1, 16, 100)])
+@pytest.mark.parametrize(
+    "b,h,hk,n,d,bt,cq,ck,r",
+    [(1, 3, 1, 300, 64, 64, 4, 8, 3), (2, 4, 2, 130, 12, 32, 2, 4, 2), (1, 2, 2, 256, 16, 16, 1, 16, 100)],
+)
 def test_ext_matches_ref_every_isa(variant, b, h, hk, n, d, bt, cq, ck, r):
     if K.backend() == "ref":
         pytest.skip("C++ extension unavailable (compiler missing); the ref path is what runs")
@@ -41,7 +43,9 @@ def test_autograd_takes_the_kernel_backward_unless_centroids_get_gradients():
     assert _through_kernel(out)
     out.sum().backward()
     assert qg.grad is not None and torch.isfinite(qg.grad).all()
-    s2 = M.MuseSettings(block_tokens=32, query_clusters=2, key_clusters=4, retrieved_clusters=2, detach_query_centroids=False)
+    s2 = M.MuseSettings(
+        block_tokens=32, query_clusters=2, key_clusters=4, retrieved_clusters=2, detach_query_centroids=False
+    )
     out2 = K.attention(qg, k, v, s2)  # gradients through the centroids: only the torch twin has them
     assert not _through_kernel(out2)
     assert K.backend_for(q, M.MuseSettings(variant="muse-v1")) == "ref"
@@ -73,8 +77,10 @@ def _twin_grads(q, k, v, s, dout):
 
 
 @pytest.mark.parametrize("variant", K.KERNEL_VARIANTS)
-@pytest.mark.parametrize("b,h,hk,n,d,bt,cq,ck,r", [(1, 2, 1, 96, 8, 16, 2, 4, 2), (2, 4, 2, 130, 12, 32, 2, 4, 2),
-                                                   (1, 3, 3, 200, 16, 32, 4, 8, 5)])
+@pytest.mark.parametrize(
+    "b,h,hk,n,d,bt,cq,ck,r",
+    [(1, 2, 1, 96, 8, 16, 2, 4, 2), (2, 4, 2, 130, 12, 32, 2, 4, 2), (1, 3, 3, 200, 16, 32, 4, 8, 5)],
+)
 def test_kernel_backward_matches_twin_autograd(variant, b, h, hk, n, d, bt, cq, ck, r):
     if K.backend() == "ref":
         pytest.skip("C++ extension unavailable (compiler missing); the ref path is what runs")

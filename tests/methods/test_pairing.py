@@ -43,7 +43,9 @@ def test_draws_are_uniform_within_the_class(allow_self):
     counts = np.zeros(len(LABELS), dtype=int)
     for e in range(epochs):
         counts[ds.sources(e)[n, 1]] += 1
-    assert counts[np.setdiff1d(np.arange(len(LABELS)), cand)].sum() == 0  # never outside the class (nor self when excluded)
+    assert (
+        counts[np.setdiff1d(np.arange(len(LABELS)), cand)].sum() == 0
+    )  # never outside the class (nor self when excluded)
     obs = counts[cand]
     p = stats.chisquare(obs, np.full(len(cand), epochs / len(cand))).pvalue
     assert p > 1e-3, (obs, p)

@@ -70,7 +70,7 @@ def test_hutchinson_trace_within_its_standard_error():
     exact = float(torch.trace(H))
     k = 150
     est = fl.hutchinson_trace(m, batches, samples=k, seed=0)
-    var = 2.0 * float((H ** 2).sum() - (torch.diagonal(H) ** 2).sum())  # Var(v^T H v), Rademacher v
+    var = 2.0 * float((H**2).sum() - (torch.diagonal(H) ** 2).sum())  # Var(v^T H v), Rademacher v
     assert abs(est - exact) < 4 * math.sqrt(var / k) + 1e-6, (est, exact, math.sqrt(var / k))
 
 
@@ -119,4 +119,7 @@ def test_pgd_lowers_accuracy_only_with_a_radius():
     assert fl.pgd_accuracy(m, batches, "a", eps=1e-6, steps=5) == pytest.approx(clean, abs=0.01)
     hit = fl.pgd_accuracy(m, batches, "a", eps=0.8, steps=10)
     assert hit < clean - 0.3
-    assert fl.pgd_accuracy(m, batches, "a", eps=0.8, steps=10) <= fl.pgd_accuracy(m, batches, "a", eps=0.2, steps=10) + 0.02
+    assert (
+        fl.pgd_accuracy(m, batches, "a", eps=0.8, steps=10)
+        <= fl.pgd_accuracy(m, batches, "a", eps=0.2, steps=10) + 0.02
+    )

@@ -10,7 +10,6 @@ from icml26.methods.pinn import optim as O
 from icml26.methods.pinn import problems as PR
 
 
-
 @pytest.fixture(autouse=True)
 def _float64_default():
     """float64 for this module's tests only (a module-level default leaked into every test
@@ -145,8 +144,14 @@ def test_spring_accelerates_kaczmarz_at_small_batch():
 
 def test_bad_hyper_parameters_raise():
     p = [torch.nn.Parameter(torch.zeros(3))]
-    for kw in ({"damping": float("nan")}, {"damping": -1.0}, {"momentum": 1.0}, {"lr": float("inf")},
-               {"damping_schedule": "cosine"}, {"damping_decay": 0.0}):
+    for kw in (
+        {"damping": float("nan")},
+        {"damping": -1.0},
+        {"momentum": 1.0},
+        {"lr": float("inf")},
+        {"damping_schedule": "cosine"},
+        {"damping_decay": 0.0},
+    ):
         with pytest.raises(ValueError):
             O.SNG(p, **kw)
     opt = O.SNG(p, lr=1.0)

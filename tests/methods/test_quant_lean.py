@@ -21,9 +21,18 @@ def tiny_llama(seed=0):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=96, hidden_size=192, intermediate_size=256, num_hidden_layers=2, num_attention_heads=6,
-                      num_key_value_heads=2, head_dim=32, tie_word_embeddings=True, max_position_embeddings=64,
-                      rope_theta=100.0)
+    cfg = LlamaConfig(
+        vocab_size=96,
+        hidden_size=192,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=6,
+        num_key_value_heads=2,
+        head_dim=32,
+        tie_word_embeddings=True,
+        max_position_embeddings=64,
+        rope_theta=100.0,
+    )
     m = LlamaForCausalLM(cfg).eval()
     with torch.no_grad():
         for n, p in m.named_parameters():
@@ -138,8 +147,10 @@ def test_packed_int8_rotated_with_online_hadamard(base, prompt, tmp_path):
     assert ln.layers[0].down.hadamard and not ln._emb[0] == "fp"
 
 
-@pytest.mark.parametrize("spec,dyn", [(QM.QSpec(wbits=4, abits=8, kvbits=4), False),
-                                      (QM.QSpec(wbits=4, abits=4, act_granularity="per-tensor"), True)])
+@pytest.mark.parametrize(
+    "spec,dyn",
+    [(QM.QSpec(wbits=4, abits=8, kvbits=4), False), (QM.QSpec(wbits=4, abits=4, act_granularity="per-tensor"), True)],
+)
 def test_simulated_activation_and_kv_quantization(base, prompt, tmp_path, spec, dyn):
     """A4/A8 activations (simulated quantize-dequantize, dynamic or static), KV4 and S_n run
     the plain-torch path of the runtime and still match the HF model step by step."""

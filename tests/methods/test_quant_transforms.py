@@ -19,9 +19,18 @@ def tiny_llama(seed=0, tied=True):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=96, hidden_size=192, intermediate_size=256, num_hidden_layers=2, num_attention_heads=6,
-                      num_key_value_heads=2, head_dim=32, tie_word_embeddings=tied, max_position_embeddings=64,
-                      rope_theta=100.0)
+    cfg = LlamaConfig(
+        vocab_size=96,
+        hidden_size=192,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=6,
+        num_key_value_heads=2,
+        head_dim=32,
+        tie_word_embeddings=tied,
+        max_position_embeddings=64,
+        rope_theta=100.0,
+    )
     m = LlamaForCausalLM(cfg).eval()
     with torch.no_grad():
         for n, p in m.named_parameters():
@@ -182,8 +191,10 @@ def test_quantized_logits_close_and_kv_quant_active(model, ids):
 def test_save_reload_packed_matches_fake_quant(model, ids, tmp_path):
     from icml26.methods.quantization import pack
 
-    for tied, spec, method in ((True, QM.QSpec(wbits=4, abits=8, kvbits=16, group_size=64), "rtn"),
-                               (False, QM.QSpec(wbits=8, abits=16, w_sym=False), "quarot")):
+    for tied, spec, method in (
+        (True, QM.QSpec(wbits=4, abits=8, kvbits=16, group_size=64), "rtn"),
+        (False, QM.QSpec(wbits=8, abits=16, w_sym=False), "quarot"),
+    ):
         m = copy.deepcopy(model)
         extras = {"online_down_hadamard": False, "dyn_scale": False}
         if not tied:

@@ -41,7 +41,9 @@ def _separate(batched: BatchedMLP, g: int, norm: bool) -> nn.Sequential:
 def test_batched_mlp_matches_separate_modules_outputs_and_gradients(norm):
     torch.manual_seed(0)
     G, B, D = 5, 7, 6
-    net = BatchedMLP(G, D, (32, 32), 3, activation="relu", norm_groups=16 if norm else 0, init="orthogonal" if norm else "default")
+    net = BatchedMLP(
+        G, D, (32, 32), 3, activation="relu", norm_groups=16 if norm else 0, init="orthogonal" if norm else "default"
+    )
     seps = [_separate(net, g, norm).double() for g in range(G)]
     net.double()  # float64: GroupNorm over 2-channel groups amplifies float32 rounding
     x = torch.randn(G, B, D, dtype=torch.float64)
@@ -62,7 +64,9 @@ def test_batched_seeds_learner_matches_separate_learners():
     """A 3-seed learner's critic loss gradient for seed k equals a 1-seed learner's with the same
     weights and batch (the ensemble dimension and the seed dimension are independent members)."""
     torch.manual_seed(1)
-    spec3 = LearnerSpec(algo="dsac-aid", obs_dim=4, act_dim=2, seeds=3, hidden=(16, 16), norm_groups=16, init="orthogonal")
+    spec3 = LearnerSpec(
+        algo="dsac-aid", obs_dim=4, act_dim=2, seeds=3, hidden=(16, 16), norm_groups=16, init="orthogonal"
+    )
     L3 = Learner(spec3, generator=torch.Generator().manual_seed(3))
     B = 9
     obs, act = torch.randn(3, B, 4), torch.rand(3, B, 2) * 2 - 1
@@ -74,24 +78,31 @@ def test_batched_seeds_learner_matches_separate_learners():
         L1 = Learner(spec1, generator=torch.Generator().manual_seed(5))
         with torch.no_grad():
             for p1, p3 in zip(L1.critic.parameters(), L3.critic.parameters()):
-                p1.copy_(p3[k * M:(k + 1) * M])
-        q1, s1 = L1.critic_forward(L1.critic, obs[k:k + 1], act[k:k + 1])
+                p1.copy_(p3[k * M : (k + 1) * M])
+        q1, s1 = L1.critic_forward(L1.critic, obs[k : k + 1], act[k : k + 1])
         torch.testing.assert_close(q1[0], q3[k], rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(s1[0], s3[k], rtol=1e-5, atol=1e-6)
         (q1.sum() + s1.sum()).backward()
         for p1, p3 in zip(L1.critic.parameters(), L3.critic.parameters()):
-            torch.testing.assert_close(p1.grad, p3.grad[k * M:(k + 1) * M], rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(p1.grad, p3.grad[k * M : (k + 1) * M], rtol=1e-5, atol=1e-5)
 
 
 def test_full_update_batched_equals_separate_seeds():
     """One whole update (critic, actor, behaviour actor, alpha, Polyak) of a 2-seed learner equals
     two 1-seed learners given the same weights, batch and noise (noise tensors patched in)."""
-    spec2 = LearnerSpec(algo="dsac-aid", obs_dim=3, act_dim=2, seeds=2, hidden=(16,), norm_groups=0, huber=False, homogeneous=False)
+    spec2 = LearnerSpec(
+        algo="dsac-aid", obs_dim=3, act_dim=2, seeds=2, hidden=(16,), norm_groups=0, huber=False, homogeneous=False
+    )
     L2 = Learner(spec2, generator=torch.Generator().manual_seed(0))
     B = 6
     g = torch.Generator().manual_seed(9)
-    batch = (torch.randn(2, B, 3, generator=g), torch.rand(2, B, 2, generator=g) * 2 - 1, torch.randn(2, B, generator=g),
-             torch.randn(2, B, 3, generator=g), (torch.rand(2, B, generator=g) < 0.2).float())
+    batch = (
+        torch.randn(2, B, 3, generator=g),
+        torch.rand(2, B, 2, generator=g) * 2 - 1,
+        torch.randn(2, B, generator=g),
+        torch.randn(2, B, 3, generator=g),
+        (torch.rand(2, B, generator=g) < 0.2).float(),
+    )
     noises: list[torch.Tensor] = []
 
     def recording(orig):
@@ -99,6 +110,7 @@ def test_full_update_batched_equals_separate_seeds():
             n = orig(*shape)
             noises.append(n)
             return n
+
         return f
 
     L2._noise = recording(L2._noise)
@@ -110,23 +122,23 @@ def test_full_update_batched_equals_separate_seeds():
         with torch.no_grad():
             for (n1, p1), (n2, p2) in zip(L1.named_parameters(), fresh.named_parameters()):
                 M = p2.shape[0] // 2
-                p1.copy_(p2[k * M:(k + 1) * M])
+                p1.copy_(p2[k * M : (k + 1) * M])
             for (n1, b1), (n2, b2) in zip(L1.named_buffers(), fresh.named_buffers()):
                 if b2.ndim and b2.shape[0] == 2:
-                    b1.copy_(b2[k:k + 1])
+                    b1.copy_(b2[k : k + 1])
             for t1, t2 in ((L1.critic_target, fresh.critic_target), (L1.actor_target, fresh.actor_target)):
                 for p1, p2 in zip(t1.parameters(), t2.parameters()):
                     M = p2.shape[0] // 2
-                    p1.copy_(p2[k * M:(k + 1) * M])
+                    p1.copy_(p2[k * M : (k + 1) * M])
         it = iter(noises)
-        L1._noise = lambda *shape, it=it, k=k: next(it)[k:k + 1]
-        L1.update(*(x[k:k + 1] for x in batch))
+        L1._noise = lambda *shape, it=it, k=k: next(it)[k : k + 1]
+        L1.update(*(x[k : k + 1] for x in batch))
         ones.append(L1)
     for name, p2 in L2.named_parameters():
         M = p2.shape[0] // 2
         for k in range(2):
             p1 = dict(ones[k].named_parameters())[name]
-            torch.testing.assert_close(p1, p2[k * M:(k + 1) * M], rtol=1e-5, atol=1e-6, msg=name)
+            torch.testing.assert_close(p1, p2[k * M : (k + 1) * M], rtol=1e-5, atol=1e-6, msg=name)
 
 
 def test_variance_decomposition_oracle():
@@ -150,14 +162,16 @@ def test_lcb_ucb_targets_hand_made():
     q = torch.tensor([[1.0, 2.0, 4.0, 7.0]])
     sigma = torch.tensor([[0.5, 1.0, 1.5, 2.0]])
     lam, beta = 0.71, 0.1
-    want = 3.5 - math.sqrt(lam ** 2 * 7.0 + beta ** 2 * 1.875)
+    want = 3.5 - math.sqrt(lam**2 * 7.0 + beta**2 * 1.875)
     assert lower_bound(q, sigma, 1, lam, beta).item() == pytest.approx(want, rel=1e-6)
-    assert upper_bound(q, sigma, 1, lam, beta).item() == pytest.approx(3.5 + math.sqrt(lam ** 2 * 7.0 + beta ** 2 * 1.875), rel=1e-6)
+    assert upper_bound(q, sigma, 1, lam, beta).item() == pytest.approx(
+        3.5 + math.sqrt(lam**2 * 7.0 + beta**2 * 1.875), rel=1e-6
+    )
     # beta = 0: the epistemic-only bound mean - lam * std
     assert lower_bound(q, sigma, 1, lam, 0.0).item() == pytest.approx(3.5 - lam * math.sqrt(7.0), rel=1e-6)
     # per-seed beta as a tensor broadcasting over the batch
     lb = lower_bound(q.expand(2, 4), sigma.expand(2, 4), 1, lam, torch.tensor([0.0, 1.0]))
-    assert lb[1].item() == pytest.approx(3.5 - math.sqrt(lam ** 2 * 7.0 + 1.875), rel=1e-6)
+    assert lb[1].item() == pytest.approx(3.5 - math.sqrt(lam**2 * 7.0 + 1.875), rel=1e-6)
 
 
 def test_tanh_gaussian_log_prob_matches_change_of_variables():
@@ -179,7 +193,18 @@ def test_critic_targets_on_hand_made_ensemble(algo):
     dsac-aid: the LCB with beta0 = 0.1; dsac-aid-epi: beta = 0; dsac-t: min Q' and the sample of
     the critic with the smaller mean."""
     M = 4 if algo != "dsac-t" else 2
-    spec = LearnerSpec(algo=algo, obs_dim=2, act_dim=1, seeds=1, hidden=(16,), norm_groups=0, huber=False, homogeneous=False, lam=0.71, beta0=0.1)
+    spec = LearnerSpec(
+        algo=algo,
+        obs_dim=2,
+        act_dim=1,
+        seeds=1,
+        hidden=(16,),
+        norm_groups=0,
+        huber=False,
+        homogeneous=False,
+        lam=0.71,
+        beta0=0.1,
+    )
     L = Learner(spec, generator=torch.Generator().manual_seed(0))
     qn = torch.tensor([1.0, 2.0, 4.0, 7.0][:M]).view(1, M, 1)
     sn = torch.tensor([0.5, 1.0, 1.5, 2.0][:M]).view(1, M, 1)
@@ -193,7 +218,7 @@ def test_critic_targets_on_hand_made_ensemble(algo):
     else:
         beta = 0.1 if algo == "dsac-aid" else 0.0
         epi, ale = 7.0, 1.875
-        want_y = 1.5 + g * (3.5 - math.sqrt(0.71 ** 2 * epi + beta ** 2 * ale) - a * 0.3)
+        want_y = 1.5 + g * (3.5 - math.sqrt(0.71**2 * epi + beta**2 * ale) - a * 0.3)
         want_z = [1.5 + g * (q + e * s - a * 0.3) for q, e, s in zip((1, 2, 4, 7), (0.5, -1, 2, 3), (0.5, 1, 1.5, 2))]
         assert unc.item() == pytest.approx(math.sqrt(epi + (beta / 0.71) ** 2 * ale), rel=1e-5)
     assert y.item() == pytest.approx(want_y, rel=1e-5)

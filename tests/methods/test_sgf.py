@@ -86,15 +86,22 @@ def _llama(layers=4):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    cfg = LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=layers, num_attention_heads=4,
-                      num_key_value_heads=2, vocab_size=128, max_position_embeddings=64)
+    cfg = LlamaConfig(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=128,
+        max_position_embeddings=64,
+    )
     return LlamaForCausalLM(cfg).eval()
 
 
 def _context(T=20, frames=2, per=4, d=32, start=3, seed=0):
     g = torch.Generator().manual_seed(seed)
     mask = torch.zeros(1, T, dtype=torch.bool)
-    mask[0, start:start + frames * per] = True
+    mask[0, start : start + frames * per] = True
     geo = torch.randn(1, frames * per, d, generator=g)
     return geo, torch.arange(frames).repeat_interleave(per), mask
 
@@ -132,16 +139,21 @@ def test_hook_placement_matches_hand_computed_layer():
             mod.gamma.fill_(0.9)
     blk = decoder_layers(m)[0]
     captured = {}
-    hook = blk.register_forward_hook(lambda mod, a, k, out: captured.update(inp=a[0] if a else k["hidden_states"], kw=k, out=out),
-                                     with_kwargs=True)
+    hook = blk.register_forward_hook(
+        lambda mod, a, k, out: captured.update(inp=a[0] if a else k["hidden_states"], kw=k, out=out), with_kwargs=True
+    )
     ids = torch.randint(0, 128, (1, 12), generator=torch.Generator().manual_seed(4))
     with torch.no_grad():
         m(input_ids=ids)
         hook.remove()
         att.detach()
         h, kw = captured["inp"], captured["kw"]
-        a, _ = blk.self_attn(hidden_states=blk.input_layernorm(h), attention_mask=kw.get("attention_mask"),
-                             position_embeddings=kw["position_embeddings"], position_ids=kw.get("position_ids"))
+        a, _ = blk.self_attn(
+            hidden_states=blk.input_layernorm(h),
+            attention_mask=kw.get("attention_mask"),
+            position_embeddings=kw["position_embeddings"],
+            position_ids=kw.get("position_ids"),
+        )
         x = h + a
         xi = x[mask].view(1, -1, 32)
         x = x.clone()
@@ -156,11 +168,32 @@ def test_zero_init_logits_identical_qwen2_vl_with_images():
 
     torch.manual_seed(0)
     cfg = Qwen2VLConfig(
-        text_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
-                         vocab_size=128, rope_scaling={"type": "mrope", "mrope_section": [1, 1, 2]}),
-        vision_config=dict(depth=1, embed_dim=16, hidden_size=32, num_heads=2, patch_size=2, spatial_merge_size=2,
-                           in_channels=3, temporal_patch_size=1),
-        vocab_size=128, image_token_id=100, video_token_id=101, vision_start_token_id=102, bos_token_id=1, eos_token_id=2)
+        text_config=dict(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=4,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            vocab_size=128,
+            rope_scaling={"type": "mrope", "mrope_section": [1, 1, 2]},
+        ),
+        vision_config=dict(
+            depth=1,
+            embed_dim=16,
+            hidden_size=32,
+            num_heads=2,
+            patch_size=2,
+            spatial_merge_size=2,
+            in_channels=3,
+            temporal_patch_size=1,
+        ),
+        vocab_size=128,
+        image_token_id=100,
+        video_token_id=101,
+        vision_start_token_id=102,
+        bos_token_id=1,
+        eos_token_id=2,
+    )
     m = Qwen2VLForConditionalGeneration(cfg).eval()
     # two frames of a 4x4-patch grid -> 4 image tokens each after the 2x2 merge
     grid = torch.tensor([[1, 4, 4], [1, 4, 4]])
@@ -178,7 +211,9 @@ def test_zero_init_logits_identical_qwen2_vl_with_images():
         assert torch.equal(m(input_ids=ids, pixel_values=pix, image_grid_thw=grid, mm_token_type_ids=tt).logits, base)
         for mod in att.modules.values():
             mod.gamma.fill_(0.5)
-        assert (m(input_ids=ids, pixel_values=pix, image_grid_thw=grid, mm_token_type_ids=tt).logits - base).abs().max() > 1e-4
+        assert (
+            m(input_ids=ids, pixel_values=pix, image_grid_thw=grid, mm_token_type_ids=tt).logits - base
+        ).abs().max() > 1e-4
     with pytest.raises(ValueError, match="image tokens per sequence"):
         att.set_geometry(geo[:, :7], torch.tensor([0] * 4 + [1] * 3), mask)
     att.detach()
@@ -198,4 +233,4 @@ def test_per_sequence_frame_layouts():
     m = _live(SpatialGroundedFusion(16, 4))
     out = m(x, geo, fids)
     for b in range(2):
-        torch.testing.assert_close(out[b:b + 1], m(x[b:b + 1], geo[b:b + 1], fids[b]), atol=1e-6, rtol=1e-6)
+        torch.testing.assert_close(out[b : b + 1], m(x[b : b + 1], geo[b : b + 1], fids[b]), atol=1e-6, rtol=1e-6)

@@ -11,8 +11,22 @@ from icml26.methods.spatial import bench as B
 from icml26.methods.spatial import scoring as S
 
 
-@pytest.mark.parametrize("pred,gt,mra", [(1.2, 1, 0.7), (1.5, 1, 0.1), (0.9, 1, 0.9), (2, 1, 0.0), (10, 8, 0.6), (1, 1, 1.0),
-                                         (1.05, 1, 1.0), (4, 5, 0.6), (1.0500001, 1, 0.9), (0.5, 1, 0.1), (0.4999, 1, 0.0)])
+@pytest.mark.parametrize(
+    "pred,gt,mra",
+    [
+        (1.2, 1, 0.7),
+        (1.5, 1, 0.1),
+        (0.9, 1, 0.9),
+        (2, 1, 0.0),
+        (10, 8, 0.6),
+        (1, 1, 1.0),
+        (1.05, 1, 1.0),
+        (4, 5, 0.6),
+        (1.0500001, 1, 0.9),
+        (0.5, 1, 0.1),
+        (0.4999, 1, 0.0),
+    ],
+)
 def test_mra_threshold_edges(pred, gt, mra):
     """Test vectors of shared/methods/geothinker.md and the edges, with VSI-Bench's float arithmetic:
     |1.2 - 1| / 1 = 0.19999999999999996 passes theta = 0.8 but |4 - 5| / 5 = 0.2 does not."""
@@ -27,7 +41,9 @@ def test_mra_has_ten_thresholds():
 
 
 def test_fuzzy_matching_and_parse_failures():
-    assert S.fuzzy_matching("B. left") == "B" and S.fuzzy_matching("3.5 meters") == "3.5" and S.fuzzy_matching("4.") == "4"
+    assert (
+        S.fuzzy_matching("B. left") == "B" and S.fuzzy_matching("3.5 meters") == "3.5" and S.fuzzy_matching("4.") == "4"
+    )
     assert S.score_one("object_rel_direction_easy", "b", "B", ["A. left", "B. right"]) == (1.0, False)
     assert S.score_one("object_rel_direction_easy", "right", "B", ["A. left", "B. right"]) == (0.0, True)
     assert S.score_one("object_counting", "three", "3") == (0.0, True)
@@ -47,18 +63,29 @@ def _row(i, task, answer, pred, options=None):
 def test_aggregation_directions_averaged_then_tasks():
     opts = ["A. left", "B. right"]
     rows = [
-        _row(0, "object_counting", "4", "4"), _row(1, "object_counting", "4", "x"),  # 1.0, 0 -> 0.5
-        _row(2, "object_rel_direction_easy", "A", "A", opts), _row(3, "object_rel_direction_easy", "A", "A", opts),
+        _row(0, "object_counting", "4", "4"),
+        _row(1, "object_counting", "4", "x"),  # 1.0, 0 -> 0.5
+        _row(2, "object_rel_direction_easy", "A", "A", opts),
+        _row(3, "object_rel_direction_easy", "A", "A", opts),
         _row(4, "object_rel_direction_easy", "A", "B", opts),  # 2/3
         _row(5, "object_rel_direction_medium", "C", "C", ["A. left", "B. right", "C. back"]),  # 1
-        _row(6, "object_rel_direction_hard", "D", "A", ["A. front-left", "B. front-right", "C. back-left", "D. back-right"]),  # 0
+        _row(
+            6,
+            "object_rel_direction_hard",
+            "D",
+            "A",
+            ["A. front-left", "B. front-right", "C. back-left", "D. back-right"],
+        ),  # 0
         _row(7, "object_abs_distance", "2.0", "2.4"),  # rel err 0.2 -> 0.7
     ]
     recs, summ = S.score(rows)
     by = {r["task"]: r for r in recs}
     assert by["object_counting"]["score"] == 0.5 and by["object_counting"]["n_unparsable"] == 1
     assert by["object_rel_direction_easy"]["score"] == pytest.approx(2 / 3)
-    assert by["object_rel_direction"]["score"] == pytest.approx((2 / 3 + 1 + 0) / 3) and by["object_rel_direction"]["n"] == 5
+    assert (
+        by["object_rel_direction"]["score"] == pytest.approx((2 / 3 + 1 + 0) / 3)
+        and by["object_rel_direction"]["n"] == 5
+    )
     # overall: mean of counting, abs distance, direction (3 tasks), not of the 5 splits
     assert summ["tasks"] == 3
     assert summ["overall"] == pytest.approx((0.5 + 0.7 + (2 / 3 + 1) / 3) / 3)
@@ -89,8 +116,14 @@ def test_questions_rederived_from_hand_built_scene():
     by: dict = {}
     for q in qs:
         by.setdefault(q["task"], []).append(q)
-    assert {q["objects"][0]: q["answer"] for q in by["object_counting"]} == {"chair": "2", "table": "1", "lamp": "1", "tv": "1",
-                                                                            "sofa": "1", "plant": "1"}
+    assert {q["objects"][0]: q["answer"] for q in by["object_counting"]} == {
+        "chair": "2",
+        "table": "1",
+        "lamp": "1",
+        "tv": "1",
+        "sofa": "1",
+        "plant": "1",
+    }
     assert by["room_size_estimation"][0]["answer"] == "30.0"
     sizes = {q["objects"][0]: q["answer"] for q in by["object_size_estimation"]}
     assert sizes == {"table": "100", "lamp": "150", "tv": "120", "sofa": "200", "plant": "100"}  # chair is not unique
@@ -101,7 +134,9 @@ def test_questions_rederived_from_hand_built_scene():
             assert float(q["answer"]) == pytest.approx(math.hypot(0.9, 1.925), abs=0.005)
     assert all("chair" not in q["objects"] for q in qs if q["task"] != "object_counting")
     # direction: standing by the tv (0, -2.3) facing the sofa (0, 2.0): +z ahead; right = -x (y up, right-handed)
-    tv, sofa, table, lamp = (next(o for o in layout["objects"] if o["class"] == c) for c in ("tv", "sofa", "table", "lamp"))
+    tv, sofa, table, lamp = (
+        next(o for o in layout["objects"] if o["class"] == c) for c in ("tv", "sofa", "table", "lamp")
+    )
     assert B.direction_angle(tv, sofa, table) < 0  # table at +x: to the left
     assert B.direction_angle(tv, sofa, lamp) > 0  # lamp at -x: to the right
     for q in by.get("object_rel_direction_easy", []):
@@ -120,7 +155,8 @@ def test_questions_rederived_from_hand_built_scene():
         assert opts[ord(q["answer"]) - 65] == min(d, key=d.get)
     order = by["obj_appearance_order"][0]
     assert order["options"][ord(order["answer"]) - 65].split(". ")[1] == ", ".join(
-        sorted(order["objects"], key=lambda c: first[next(o["id"] for o in layout["objects"] if o["class"] == c)]))
+        sorted(order["objects"], key=lambda c: first[next(o["id"] for o in layout["objects"] if o["class"] == c)])
+    )
     assert len(by["object_rel_direction_medium"]) > 0 and len(by["object_rel_distance"]) > 0
 
 
@@ -131,8 +167,11 @@ def test_appearance_order_questions_have_untied_true_orders():
     layout = _scene()
     ids = {o["class"]: o["id"] for o in layout["objects"] if o["class"] != "chair"}
     first = {1: 0, 2: 0, 3: 1, 4: 2, 5: 3, 6: 3, 7: 5}  # tv & sofa tie at frame 3: 2 possible sets of 4
-    qs = [q for q in B.make_questions(layout, first, np.random.default_rng(0), B.BenchConfig(max_questions_per_task=3))
-          if q["task"] == "obj_appearance_order"]
+    qs = [
+        q
+        for q in B.make_questions(layout, first, np.random.default_rng(0), B.BenchConfig(max_questions_per_task=3))
+        if q["task"] == "obj_appearance_order"
+    ]
     assert len(qs) == 2 and len({tuple(sorted(q["objects"])) for q in qs}) == 2
     for q in qs:
         frames = [first[ids[c]] for c in q["objects"]]
@@ -142,7 +181,11 @@ def test_appearance_order_questions_have_untied_true_orders():
         assert opts[ord(q["answer"]) - 65] == ", ".join(sorted(q["objects"], key=lambda c: first[ids[c]]))
     # fewer than 4 distinct first frames: no question
     none = {1: 0, 2: 0, 3: 0, 4: 1, 5: 1, 6: 2, 7: None}
-    assert not [q for q in B.make_questions(layout, none, np.random.default_rng(0), B.BenchConfig()) if q["task"] == "obj_appearance_order"]
+    assert not [
+        q
+        for q in B.make_questions(layout, none, np.random.default_rng(0), B.BenchConfig())
+        if q["task"] == "obj_appearance_order"
+    ]
 
 
 def test_box_distance_and_first_appearance():
@@ -165,7 +208,15 @@ def test_turn_angle_and_word_by_hand():
     assert abs(B.turn_angle(p(0, 0), p(0, 1), p(0, 0))) == pytest.approx(180.0)
     assert B.turn_angle(p(0, 0), p(0, 1), p(0, 3)) == pytest.approx(0.0)
     assert [B.turn_word(a) for a in (90, -90, 180, -150, 0, 25, 130, 140)] == [
-        "turn right", "turn left", "turn back", "turn back", None, None, None, None]
+        "turn right",
+        "turn left",
+        "turn back",
+        "turn back",
+        None,
+        None,
+        None,
+        None,
+    ]
 
 
 def test_route_planning_rederived_from_hand_built_scene():
@@ -184,7 +235,6 @@ def test_route_planning_rederived_from_hand_built_scene():
         assert "chair" not in q["objects"]  # only objects unique in their class are named
 
 
-
 def test_route_head_loss_and_prediction_follow_the_turn_logits():
     """With the route head's bias favouring (turn right, turn back), the prediction is the option
     spelling those turns, and the loss is lower for a question whose answer it is."""
@@ -197,7 +247,12 @@ def test_route_head_loss_and_prediction_follow_the_turn_logits():
     with torch.no_grad():
         model.route_head.weight.zero_()
         model.route_head.bias.copy_(torch.tensor([0.0, 3.0, 0.0, 0.0, 0.0, 3.0]))  # turn 1: right; turn 2: back
-    opts = ["A. turn left, turn left", "B. turn right, turn left", "C. turn right, turn back", "D. turn back, turn back"]
+    opts = [
+        "A. turn left, turn left",
+        "B. turn right, turn left",
+        "C. turn right, turn back",
+        "D. turn back, turn back",
+    ]
     q = {"task": "route_planning", "question_type": "multiple_choice", "options": opts, "answer": "C"}
     h = torch.randn(2, 8)
     assert E.predict(model, h[:1], [q]) == ["C"]
@@ -224,7 +279,12 @@ def test_appearance_head_loss_and_prediction_agree_on_the_order():
         model.time_head.bias.zero_()
         for c, v in t.items():
             model.time_head.bias[E.CLASS_IDS[c]] = v
-    opts = ["A. plant, lamp, sofa, tv", "B. sofa, tv, lamp, plant", "C. tv, sofa, lamp, plant", "D. lamp, tv, plant, sofa"]
+    opts = [
+        "A. plant, lamp, sofa, tv",
+        "B. sofa, tv, lamp, plant",
+        "C. tv, sofa, lamp, plant",
+        "D. lamp, tv, plant, sofa",
+    ]
     q = {"task": "obj_appearance_order", "question_type": "multiple_choice", "options": opts, "answer": "C"}
     h = torch.randn(1, 8)
     assert E.predict(model, h, [q]) == ["C"]

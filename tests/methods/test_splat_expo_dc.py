@@ -13,9 +13,13 @@ from icml26.methods.splatting.model import ToneMapper
 def _model(means, log_scales, logit_opacity, **cfg_kw):
     n = len(means)
     cfg = H.Config(init_points=n, max_gaussians=64, sdf_sigma=0.05, sdf_sigma_px=0.0, **cfg_kw)
-    params = {"means": torch.as_tensor(means, dtype=torch.float32), "log_scales": torch.as_tensor(log_scales, dtype=torch.float32),
-              "quats": torch.tensor([[1.0, 0, 0, 0]]).repeat(n, 1), "logit_opacity": torch.as_tensor(logit_opacity, dtype=torch.float32),
-              "log_radiance": torch.zeros(n, 3)}
+    params = {
+        "means": torch.as_tensor(means, dtype=torch.float32),
+        "log_scales": torch.as_tensor(log_scales, dtype=torch.float32),
+        "quats": torch.tensor([[1.0, 0, 0, 0]]).repeat(n, 1),
+        "logit_opacity": torch.as_tensor(logit_opacity, dtype=torch.float32),
+        "log_radiance": torch.zeros(n, 3),
+    }
     m = H.Model(params, ToneMapper(cfg.tone_hidden), cfg, 3.0)
     with torch.no_grad():
         m.p["log_radiance"][:, 0] = torch.arange(float(n))  # tag each Gaussian
@@ -31,10 +35,12 @@ def test_grad_norm_of_the_pseudo_sdf_at_the_centres():
     d = a (1 + e), e = exp(-D^2 / 2 s^2), |grad d| = a e D / s^2, and f = s sqrt(-2 log d) gives
     |grad f| = s |grad d| / (d sqrt(-2 log d)). A lone Gaussian: f is flat at its centre, |grad f| = 0."""
     s, a, D = 0.1, 0.5, 0.15
-    m, _ = _model([[0.0, 0, 0], [D, 0, 0], [10.0, 0, 0]], np.full((3, 3), math.log(s)), np.full(3, math.log(a / (1 - a))))
+    m, _ = _model(
+        [[0.0, 0, 0], [D, 0, 0], [10.0, 0, 0]], np.full((3, 3), math.log(s)), np.full(3, math.log(a / (1 - a)))
+    )
     e = math.exp(-D * D / (2 * s * s))
     d = a * (1 + e)
-    want = s * (a * e * D / s ** 2) / (d * math.sqrt(-2 * math.log(d)))
+    want = s * (a * e * D / s**2) / (d * math.sqrt(-2 * math.log(d)))
     got = H.centre_sdf_grad_norm(m)
     torch.testing.assert_close(got, torch.tensor([want, want, 0.0]), atol=1e-5, rtol=1e-4)
     assert 0.2 < want < 1.0  # a case where the Eikonal residual 1 - |grad f| is neither 0 nor 1
@@ -45,12 +51,21 @@ def test_growth_term_omega_n_grows_where_the_sdf_is_not_eikonal():
     (1e-5 < tau_g = 2e-4): eps_g = 1e-5 + 2e-4 (1 - |grad f|) is 2.1e-4 > tau_g at |grad f| = 0
     (grown: cloned), 1.1e-4 at 0.5 and negative at 2 (not grown). Without the term nothing grows."""
     for eikonal, want in ((True, [0, 0, 1, 2]), (False, [0, 1, 2])):
-        m, cfg = _model([[0.0, 0, 2], [0.5, 0, 2], [1.0, 0, 2]], np.full((3, 3), -6.0), np.full(3, 2.0), sdf_grow_eikonal=eikonal)
+        m, cfg = _model(
+            [[0.0, 0, 2], [0.5, 0, 2], [1.0, 0, 2]], np.full((3, 3), -6.0), np.full(3, 2.0), sdf_grow_eikonal=eikonal
+        )
         m.grad_cnt[:] = 100
         m.vis_cnt[:] = 100
         m.grad_acc[:] = 1e-5 * 100
-        H.density_control(m, cfg, True, torch.ones(3), torch.Generator().manual_seed(0), sigma=torch.full((3,), 0.1),
-                          grad_f=torch.tensor([0.0, 0.5, 2.0]))
+        H.density_control(
+            m,
+            cfg,
+            True,
+            torch.ones(3),
+            torch.Generator().manual_seed(0),
+            sigma=torch.full((3,), 0.1),
+            grad_f=torch.tensor([0.0, 0.5, 2.0]),
+        )
         assert _tags(m) == want, (eikonal, _tags(m))
 
 
@@ -61,8 +76,15 @@ def test_growth_term_from_the_field_itself():
     m.grad_cnt[:] = 100
     m.vis_cnt[:] = 100
     m.grad_acc[:] = 1e-5 * 100
-    H.density_control(m, cfg, True, torch.ones(3), torch.Generator().manual_seed(0), sigma=torch.full((3,), 0.1),
-                      grad_f=H.centre_sdf_grad_norm(m))
+    H.density_control(
+        m,
+        cfg,
+        True,
+        torch.ones(3),
+        torch.Generator().manual_seed(0),
+        sigma=torch.full((3,), 0.1),
+        grad_f=H.centre_sdf_grad_norm(m),
+    )
     assert _tags(m) == [0, 0, 1, 1, 2, 2]
 
 
@@ -114,4 +136,3 @@ def test_visibility_counter_round_trips_a_checkpoint(tmp_path):
     m2, _ = H.load_ckpt(p)
     torch.testing.assert_close(m2.vis_cnt, torch.tensor([3.0, 7.0]))
     assert m2.cfg.visibility_gate and m2.cfg.sdf_grow_eikonal
-

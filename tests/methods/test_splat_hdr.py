@@ -43,7 +43,7 @@ def test_psnr_ssim_known_values():
     assert M.psnr(a, a + 0.1) == pytest.approx(20.0)
     assert M.ssim(a, a) == pytest.approx(1.0)
     # constant images: SSIM = (2 x y + C1) / (x^2 + y^2 + C1)
-    x, y, c1 = 0.3, 0.5, 0.01 ** 2
+    x, y, c1 = 0.3, 0.5, 0.01**2
     assert M.ssim(np.full((20, 20), x), np.full((20, 20), y)) == pytest.approx((2 * x * y + c1) / (x * x + y * y + c1))
     # mu-law HDR: the prediction's own max makes the metric scale-free, the GT max does not
     h = 0.01 + 10 * rng.random((16, 16, 3))
@@ -65,10 +65,17 @@ def test_pseudo_sdf_closed_form():
 
 
 def _model(n=50, seed=0):
-    cfg = H.Config(init_points=n, max_gaussians=4 * n, sdf_sigma=0.05, visibility_gate=False)  # gate: test_splat_expo_dc.py
+    cfg = H.Config(
+        init_points=n, max_gaussians=4 * n, sdf_sigma=0.05, visibility_gate=False
+    )  # gate: test_splat_expo_dc.py
     torch.manual_seed(seed)
-    params = {"means": torch.randn(n, 3), "log_scales": torch.full((n, 3), -5.0), "quats": torch.randn(n, 4),
-              "logit_opacity": torch.full((n,), 2.0), "log_radiance": torch.randn(n, 3)}
+    params = {
+        "means": torch.randn(n, 3),
+        "log_scales": torch.full((n, 3), -5.0),
+        "quats": torch.randn(n, 4),
+        "logit_opacity": torch.full((n,), 2.0),
+        "log_radiance": torch.randn(n, 3),
+    }
     return H.Model(params, ToneMapper(cfg.tone_hidden), cfg, 3.0), cfg
 
 
@@ -91,8 +98,8 @@ def test_sdf_guided_density_control_prunes_far_from_surface():
         # -> cloned (small Gaussians)
         kept = orig[5:] if large_only else orig[10:]
         assert model.n == len(kept) + 40
-        torch.testing.assert_close(model.p["means"][:len(kept)].detach(), kept)
-        torch.testing.assert_close(model.p["means"][len(kept):].detach(), orig[10:])
+        torch.testing.assert_close(model.p["means"][: len(kept)].detach(), kept)
+        torch.testing.assert_close(model.p["means"][len(kept) :].detach(), orig[10:])
     m2, cfg2 = _model()
     m2.grad_cnt[:] = 1
     m2.grad_acc[:] = 1e-5
@@ -108,7 +115,9 @@ def test_checkpoint_round_trip(tmp_path):
     H.render(model, cam, 2.0)["ldr"].sum().backward()
     model.step()
     p = tmp_path / "c.safetensors"
-    H.save_ckpt(p, model, {"config": H._cfg_json(cfg), "extent": 3.0, "iteration": 1, "adam_step": model.step_n, "train_s": 0.0})
+    H.save_ckpt(
+        p, model, {"config": H._cfg_json(cfg), "extent": 3.0, "iteration": 1, "adam_step": model.step_n, "train_s": 0.0}
+    )
     m2, meta = H.load_ckpt(p)
     assert meta["iteration"] == 1 and m2.cfg == cfg and m2.step_n == 1
     for k in H.Model.KEYS:

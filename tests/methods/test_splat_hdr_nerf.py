@@ -46,7 +46,7 @@ def write_scene(d: Path, n_train: int = 3, n_test: int = 2, *, hdr_in: str = "te
             a = 0.3 * j + (0.15 if s == "test" else 0.0)
             c2w = R.look_at((3 * math.sin(a), 0.5, 3 * math.cos(a)), (0, 0, 0))
             # exr/<name>.exr is keyed by the file name: distinct names across the splits there
-            fp = (f"./{s}/{j + (100 if hdr_in == 'exr' else 0):03d}" if s == "test" else f"{s}/{j:03d}")
+            fp = f"./{s}/{j + (100 if hdr_in == 'exr' else 0):03d}" if s == "test" else f"{s}/{j:03d}"
             frames.append({"file_path": fp, "transform_matrix": _blender(c2w).tolist()})
             h = _hdr(j + (10 if s == "test" else 0))
             written["c2w"][(s, j)] = c2w
@@ -153,10 +153,18 @@ def _break(d: Path, how: str):
         (d / "test_hdr" / "hdr_000.exr").write_bytes(b"v/1\x01 broken")
 
 
-BAD = {"no-exposure-json": "missing exposure_train.json", "bad-json": "not valid JSON", "missing-png": "missing image",
-       "corrupt-png": "not a readable PNG", "no-hdr": "no HDR ground truth for test frame 1", "bad-matrix": "finite 4x4",
-       "bad-exposure": "exposure time > 0", "other-size": "the scene's other images", "outside": "outside the folder",
-       "corrupt-exr": "not a readable OpenEXR"}
+BAD = {
+    "no-exposure-json": "missing exposure_train.json",
+    "bad-json": "not valid JSON",
+    "missing-png": "missing image",
+    "corrupt-png": "not a readable PNG",
+    "no-hdr": "no HDR ground truth for test frame 1",
+    "bad-matrix": "finite 4x4",
+    "bad-exposure": "exposure time > 0",
+    "other-size": "the scene's other images",
+    "outside": "outside the folder",
+    "corrupt-exr": "not a readable OpenEXR",
+}
 
 
 @pytest.mark.parametrize("how", sorted(BAD))
@@ -165,7 +173,9 @@ def test_bad_folder_exits_2_before_writing(tmp_path, how):
     write_scene(d)
     _break(d, how)
     out = tmp_path / "run"
-    r = runner.invoke(app, ["hdr-gs", "train", "--data", str(d), "--method", "hdr-gs", "--iters", "5", "-q", "--out", str(out)])
+    r = runner.invoke(
+        app, ["hdr-gs", "train", "--data", str(d), "--method", "hdr-gs", "--iters", "5", "-q", "--out", str(out)]
+    )
     assert r.exit_code == 2, (r.output, r.exception)
     assert BAD[how] in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert not out.exists() and not r.stdout.strip()
@@ -177,20 +187,59 @@ def test_train_and_render_on_hdr_nerf_folder(tmp_path):
     d = tmp_path / "scenes" / "tiny"
     write_scene(d)
     out = tmp_path / "run"
-    r = runner.invoke(app, ["hdr-gs", "train", "--data", str(tmp_path / "scenes"), "--method", "hdr-gs", "--iters", "10", "-q",
-                            "--out", str(out), "--set", "init_points=60", "--set", "max_gaussians=200", "--set", "densify_from=10",
-                            "--set", "densify_every=10"])
+    r = runner.invoke(
+        app,
+        [
+            "hdr-gs",
+            "train",
+            "--data",
+            str(tmp_path / "scenes"),
+            "--method",
+            "hdr-gs",
+            "--iters",
+            "10",
+            "-q",
+            "--out",
+            str(out),
+            "--set",
+            "init_points=60",
+            "--set",
+            "max_gaussians=200",
+            "--set",
+            "densify_from=10",
+            "--set",
+            "densify_every=10",
+        ],
+    )
     assert r.exit_code == 0, (r.output, r.exception)
     recs = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
     res = [x for x in recs if x["kind"] == "result"]
     assert len(res) == 1 and res[0]["scene"] == "tiny" and res[0]["test_views"] == 2
-    assert 3 < res[0]["psnr_ldr_oe"] < 60 and 3 < res[0]["psnr_hdr"] < 80 and "floaters" not in res[0]  # no depth in this layout
+    assert (
+        3 < res[0]["psnr_ldr_oe"] < 60 and 3 < res[0]["psnr_hdr"] < 80 and "floaters" not in res[0]
+    )  # no depth in this layout
     ck = res[0]["ckpt"]
-    r = runner.invoke(app, ["hdr-gs", "render", "--ckpt", ck, "--data", str(d), "--exposure", "2", "--views", "1,2", "-q",
-                            "--out", str(tmp_path / "img")])
+    r = runner.invoke(
+        app,
+        [
+            "hdr-gs",
+            "render",
+            "--ckpt",
+            ck,
+            "--data",
+            str(d),
+            "--exposure",
+            "2",
+            "--views",
+            "1,2",
+            "-q",
+            "--out",
+            str(tmp_path / "img"),
+        ],
+    )
     assert r.exit_code == 0, (r.output, r.exception)
     for i in (1, 2):
         e = HN.read_exr(tmp_path / "img" / f"hdr_{i:03d}.exr")
         h = R.read_hdr(tmp_path / "img" / f"hdr_{i:03d}.hdr")
         assert e.shape == (H, W, 3) and (tmp_path / "img" / f"ldr_{i:03d}.png").is_file()
-        np.testing.assert_allclose(h, e, rtol=2 ** -7, atol=1e-6)  # RGBE keeps 8 bits of mantissa
+        np.testing.assert_allclose(h, e, rtol=2**-7, atol=1e-6)  # RGBE keeps 8 bits of mantissa

@@ -11,14 +11,25 @@ from icml26.methods.splatting.model import ToneMapper
 
 
 def _scene_and_model(sigma_px, large_only=False):
-    cfg = H.Config(init_points=4, max_gaussians=16, sdf_sigma=0.05, sdf_sigma_px=sigma_px, sdf_prune_large_only=large_only,
-                     visibility_gate=False)  # the visibility gate: tests/methods/test_splat_expo_dc.py
+    cfg = H.Config(
+        init_points=4,
+        max_gaussians=16,
+        sdf_sigma=0.05,
+        sdf_sigma_px=sigma_px,
+        sdf_prune_large_only=large_only,
+        visibility_gate=False,
+    )  # the visibility gate: tests/methods/test_splat_expo_dc.py
     K = np.array([[40.0, 0, 32], [0, 40.0, 32], [0, 0, 1]])
     cams = [R.Camera(64, 64, K, np.eye(4)), R.Camera(64, 64, K, np.eye(4))]  # OpenCV: looking down +z
     sd = H.SceneData("s", cams, [0], [1], {}, {}, {}, 3.0, np.zeros(3))
     means = torch.tensor([[0.0, 0, 2.0], [0.1, 0, 2.0], [0.0, 0, 4.0], [0.0, 0, -1.0]])  # the last: behind the camera
-    params = {"means": means, "log_scales": torch.full((4, 3), -6.0), "quats": torch.tensor([[1.0, 0, 0, 0]]).repeat(4, 1),
-              "logit_opacity": torch.full((4,), 2.0), "log_radiance": torch.zeros(4, 3)}
+    params = {
+        "means": means,
+        "log_scales": torch.full((4, 3), -6.0),
+        "quats": torch.tensor([[1.0, 0, 0, 0]]).repeat(4, 1),
+        "logit_opacity": torch.full((4,), 2.0),
+        "log_radiance": torch.zeros(4, 3),
+    }
     return H.Model(params, ToneMapper(cfg.tone_hidden), cfg, 3.0), sd, cfg
 
 

@@ -67,7 +67,7 @@ def test_lstsq_fit_recovers_a_planted_linear_action():
     with torch.no_grad():
         w = torch.randn(5, 36)
         wm = w[:, torch.as_tensor(np.argsort(a.perm))]
-        net.layers[0].weight.copy_(torch.cat([w, -wm]))   # f(gy) = signed swap of f(y) (tanh is odd)
+        net.layers[0].weight.copy_(torch.cat([w, -wm]))  # f(gy) = signed swap of f(y) (tanh is odd)
         net.layers[0].bias.zero_()
     r = eq.layer_equivariance(net, a, 1000, 0)[0]
     assert r["rel_equivariance_error"] < 1e-6 and r["perm_projection_error"] < 1e-6
@@ -85,8 +85,19 @@ def test_measurement_is_deterministic_per_seed():
 
 
 def _small_run():
-    cfg = eq.Config(task=("classifier",), act=("tanh",), group=("hflip",), models=("equivariant-loss", "no-flip-loss"),
-                    seeds=1, widths=(16, 32, 32), epochs=4, equiv_weight=10.0, train_examples=2000, batch_size=64, n_noise=600)
+    cfg = eq.Config(
+        task=("classifier",),
+        act=("tanh",),
+        group=("hflip",),
+        models=("equivariant-loss", "no-flip-loss"),
+        seeds=1,
+        widths=(16, 32, 32),
+        epochs=4,
+        equiv_weight=10.0,
+        train_examples=2000,
+        batch_size=64,
+        n_noise=600,
+    )
     return list(eq.run(cfg, seed=0))
 
 

@@ -181,7 +181,9 @@ def test_fgln_rates_exact_equals_dense_formula_and_finite_difference():
 
 
 def test_run_is_deterministic_and_meets_the_masked_model_at_depth():
-    cfg = sp.Config(width=32, depths=(48,), top_k=4, gates=("free",), n_samples=2, data="noise", qr_sweeps=1, oversample=4)
+    cfg = sp.Config(
+        width=32, depths=(48,), top_k=4, gates=("free",), n_samples=2, data="noise", qr_sweeps=1, oversample=4
+    )
     a = [r for r in sp.run(cfg, seed=3) if r["kind"] == "result"]
     b = [r for r in sp.run(cfg, seed=3) if r["kind"] == "result"]
     assert a[0]["lyapunov"] == b[0]["lyapunov"] and a[0]["log_sv"] == b[0]["log_sv"]
@@ -194,8 +196,19 @@ def test_trained_on_fashion_mnist_learns_and_logs_trajectories():
     from tests.conftest import need_debian
 
     need_debian("dataset-fashion-mnist")
-    cfg = sp.Config(width=32, depths=(4,), top_k=3, gates=("fixed",), n_samples=2, train="fashion-mnist",
-                    train_steps=150, train_examples=5000, log_every=50, qr_sweeps=1, oversample=3)
+    cfg = sp.Config(
+        width=32,
+        depths=(4,),
+        top_k=3,
+        gates=("fixed",),
+        n_samples=2,
+        train="fashion-mnist",
+        train_steps=150,
+        train_examples=5000,
+        log_every=50,
+        qr_sweeps=1,
+        oversample=3,
+    )
     recs = list(sp.run(cfg, seed=0))
     steps = [r for r in recs if r["kind"] == "step"]
     trained = [r for r in recs if r["kind"] == "result" and r["phase"] == "trained"][0]

@@ -102,13 +102,16 @@ def test_long_parquet_reader(tmp_path):
     np.testing.assert_array_equal(s.values[:, 1], [4, 5, 6, 7])
 
 
-@pytest.mark.parametrize("content,msg", [
-    ("a,b\n1,2\n", "no time column"),
-    ("timestamp,x\nnot-a-date,1\n", "not parseable"),
-    ("timestamp,x\n2024-01-01 00:00,a\n2024-01-01 00:15,b\n", "not numeric"),
-    ("timestamp,x\n2024-01-01 00:00,1\n", "at least 2 time steps"),
-    ("timestamp,x\n2024-01-01 00:00,1\n2024-01-01 00:00,2\n", "strictly increasing"),
-])
+@pytest.mark.parametrize(
+    "content,msg",
+    [
+        ("a,b\n1,2\n", "no time column"),
+        ("timestamp,x\nnot-a-date,1\n", "not parseable"),
+        ("timestamp,x\n2024-01-01 00:00,a\n2024-01-01 00:15,b\n", "not numeric"),
+        ("timestamp,x\n2024-01-01 00:00,1\n", "at least 2 time steps"),
+        ("timestamp,x\n2024-01-01 00:00,1\n2024-01-01 00:00,2\n", "strictly increasing"),
+    ],
+)
 def test_bad_csv_is_input_error(tmp_path, content, msg):
     p = tmp_path / "bad.csv"
     p.write_text(content)
@@ -145,7 +148,9 @@ def test_group_by_correlation_finds_the_planted_roads():
     v = np.concatenate([a + 0.1 * rng.normal(size=(500, 3)), b + 0.1 * rng.normal(size=(500, 2))], 1)
     lab = td.group_by_correlation(v, 2)
     assert lab.tolist() == [0, 0, 0, 1, 1]
-    roads = td.road_series(td.SensorSeries(v, pd.date_range("2024", periods=500, freq="h").to_numpy(), list("abcde")), lab)
+    roads = td.road_series(
+        td.SensorSeries(v, pd.date_range("2024", periods=500, freq="h").to_numpy(), list("abcde")), lab
+    )
     np.testing.assert_allclose(roads.values[:, 1], v[:, 3:].mean(1))
 
 

@@ -35,7 +35,7 @@ def test_fda_bounds_and_dominant_bins_only():
     A, A2 = torch.fft.rfft(x, dim=1).abs(), torch.fft.rfft(y, dim=1).abs()
     amax = A.amax(1, keepdim=True)
     assert ((A2 - A).abs() <= 0.2 * amax + 1e-9).all()  # |dA| <= lambda max A
-    dominant = A ** 2 > 0.05 * amax ** 2
+    dominant = A**2 > 0.05 * amax**2
     assert torch.allclose(A2[~dominant], A[~dominant], atol=1e-9)  # small bins untouched
     assert (A2[dominant] - A[dominant]).abs().max() > 1e-3  # dominant ones perturbed
     with pytest.raises(ValueError, match="lam"):
@@ -44,8 +44,12 @@ def test_fda_bounds_and_dominant_bins_only():
 
 def test_cluster_graph_connects_within_clusters():
     rng = np.random.default_rng(0)
-    reps = np.concatenate([rng.normal(size=(1, 8)) + 0.01 * rng.normal(size=(5, 8)),
-                           rng.normal(size=(1, 8)) + 0.01 * rng.normal(size=(5, 8))])
+    reps = np.concatenate(
+        [
+            rng.normal(size=(1, 8)) + 0.01 * rng.normal(size=(5, 8)),
+            rng.normal(size=(1, 8)) + 0.01 * rng.normal(size=(5, 8)),
+        ]
+    )
     adj = M.cluster_graph(reps, k=2, cluster_size=5, seed=0)
     assert adj.diagonal().all() and (adj.sum(1) == 3).all()
     assert not adj[:5, 5:].any() and not adj[5:, :5].any()
@@ -166,7 +170,9 @@ def test_pretraining_beats_scratch_on_real_lanes():
     road pre-training lowers MiniTraffic's lane MAE and beats persistence (benchmarks/traffic.py:
     5.958 vs 8.584 without pre-training, persistence 6.165). Minutes on a CPU."""
     pytest.importorskip("traffic_anomaly")
-    cfg = H.Config(models=("persistence", "minitraffic", "minitraffic-nopretrain"), horizons=(4, 8), lane_fractions=(0.1,), seeds=1)
+    cfg = H.Config(
+        models=("persistence", "minitraffic", "minitraffic-nopretrain"), horizons=(4, 8), lane_fractions=(0.1,), seeds=1
+    )
     recs = {r["model"]: r for r in H.run(cfg) if r["kind"] == "result" and r["horizon_steps"] == 4}
     assert recs["minitraffic"]["pretrained"] and not recs["minitraffic-nopretrain"]["pretrained"]
     assert recs["minitraffic"]["mae"] < recs["minitraffic-nopretrain"]["mae"] - 1.0

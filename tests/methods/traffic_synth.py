@@ -27,6 +27,21 @@ def write_csv(df, path):
     return path
 
 
-SMALL = dict(pretrain_days=4, finetune_days=2, val_days=1, test_days=2, input_steps=8, horizons=(1, 4), epochs=2,
-             pretrain_epochs=2, graph_warmup_epochs=1, d_model=16, d_ff=32, n_layers=1, seeds=1, lane_fractions=(0.5,),
-             pretrain_stride=4, patience=2)
+SMALL = dict(
+    pretrain_days=4,
+    finetune_days=2,
+    val_days=1,
+    test_days=2,
+    input_steps=8,
+    horizons=(1, 4),
+    epochs=2,
+    pretrain_epochs=2,
+    graph_warmup_epochs=1,
+    d_model=16,
+    d_ff=32,
+    n_layers=1,
+    seeds=1,
+    lane_fractions=(0.5,),
+    pretrain_stride=4,
+    patience=2,
+)

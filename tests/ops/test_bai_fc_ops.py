@@ -45,8 +45,13 @@ def test_glr_statistic_matches_brute_force():
             if noise == 0:
                 f = lambda v: N[0, 0] * kl(mean[0, 0], v) + N[0, b] * kl(mean[0, b], v)  # noqa: E731
             else:
-                f = lambda v: N[0, 0] * (mean[0, 0] - v) ** 2 / (2 * var[0, 0]) + N[0, b] * (mean[0, b] - v) ** 2 / (2 * var[0, b])  # noqa: E731
-            res = optimize.minimize_scalar(f, bounds=(mean[0, b], mean[0, 0]), method="bounded", options={"xatol": 1e-12})
+                f = lambda v: (
+                    N[0, 0] * (mean[0, 0] - v) ** 2 / (2 * var[0, 0])
+                    + N[0, b] * (mean[0, b] - v) ** 2 / (2 * var[0, b])
+                )  # noqa: E731
+            res = optimize.minimize_scalar(
+                f, bounds=(mean[0, b], mean[0, 0]), method="bounded", options={"xatol": 1e-12}
+            )
             vals.append(res.fun)
         assert z == pytest.approx(min(vals), rel=1e-6, abs=1e-12)
     # a tie with the best arm gives Z = 0 (never stop)
@@ -80,8 +85,14 @@ def _brute_force_w(mu, d, s2=None):
         for b in range(K):
             if b != a:
                 cons.append({"type": "ineq", "fun": lambda x, b=b: _pair(x[:K], mu, d, s2, a, b) - x[K]})
-        res = optimize.minimize(lambda x: -x[K], x0, constraints=cons, bounds=[(1e-6, 1)] * K + [(0, None)],
-                                method="SLSQP", options={"ftol": 1e-14, "maxiter": 500})
+        res = optimize.minimize(
+            lambda x: -x[K],
+            x0,
+            constraints=cons,
+            bounds=[(1e-6, 1)] * K + [(0, None)],
+            method="SLSQP",
+            options={"ftol": 1e-14, "maxiter": 500},
+        )
         val = _characteristic(res.x[:K], mu, d, s2)
         if val > best[1]:
             best = (res.x[:K] / res.x[:K].sum(), val)
@@ -180,11 +191,23 @@ def test_noise_model_auto(tmp_path):
 
     from icml26.methods.exploration.bandit_env import load_env
 
-    (tmp_path / "e.yaml").write_text(yaml.safe_dump({"name": "e", "arms": [
-        {"dist": "empirical", "file": "c.csv", "column": "a"}, {"dist": "bernoulli", "p": 0.5}]}))
+    (tmp_path / "e.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "name": "e",
+                "arms": [{"dist": "empirical", "file": "c.csv", "column": "a"}, {"dist": "bernoulli", "p": 0.5}],
+            }
+        )
+    )
     assert F.noise_of(load_env(tmp_path / "e.yaml"), "auto") == "bernoulli"
-    (tmp_path / "f.yaml").write_text(yaml.safe_dump({"name": "f", "arms": [
-        {"dist": "empirical", "file": "c.csv", "column": "b"}, {"dist": "bernoulli", "p": 0.5}]}))
+    (tmp_path / "f.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "name": "f",
+                "arms": [{"dist": "empirical", "file": "c.csv", "column": "b"}, {"dist": "bernoulli", "p": 0.5}],
+            }
+        )
+    )
     assert F.noise_of(load_env(tmp_path / "f.yaml"), "auto") == "gaussian"
 
 
@@ -222,7 +245,9 @@ def test_delta_mode_contract_and_determinism(algo):
 
 
 def test_max_pulls_reached_means_not_stopped():
-    out = F.run_fixed_confidence(bern_env([0.5, 0.49]), "uniform", np.arange(5), delta=0.01, max_pulls=30, backend="ref")
+    out = F.run_fixed_confidence(
+        bern_env([0.5, 0.49]), "uniform", np.arange(5), delta=0.01, max_pulls=30, backend="ref"
+    )
     assert np.all(out["pulls"] == 30) and not out["stopped"].any()
 
 
@@ -237,8 +262,18 @@ def _env(name, tmp_path):
 
     from icml26.methods.exploration.bandit_env import load_env
 
-    (tmp_path / "e.yaml").write_text(yaml.safe_dump({"name": "e", "arms": [
-        {"dist": "empirical", "file": "d.csv", "column": "v"}, {"dist": "bernoulli", "p": 0.6}, {"dist": "bernoulli", "p": 0.2}]}))
+    (tmp_path / "e.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "name": "e",
+                "arms": [
+                    {"dist": "empirical", "file": "d.csv", "column": "v"},
+                    {"dist": "bernoulli", "p": 0.6},
+                    {"dist": "bernoulli", "p": 0.2},
+                ],
+            }
+        )
+    )
     return load_env(tmp_path / "e.yaml")
 
 
@@ -256,7 +291,11 @@ def test_ext_matches_ref(algo, envname, tmp_path):
     for kw in ({"delta": 0.1, "max_pulls": 3000}, {"budget": 50}):
         r = F.run_fixed_confidence(env, algo, seeds, backend="ref", **kw)
         e = F.run_fixed_confidence(env, algo, seeds, backend="ext", **kw)
-        same = (r["recommendation"] == e["recommendation"]) & (r["counts"] == e["counts"]).all(1) & (r["stopped"] == e["stopped"])
+        same = (
+            (r["recommendation"] == e["recommendation"])
+            & (r["counts"] == e["counts"]).all(1)
+            & (r["stopped"] == e["stopped"])
+        )
         assert same.sum() >= need, (algo, envname, kw, same.sum())
 
 
@@ -264,9 +303,13 @@ def test_ext_matches_ref_theory_threshold_and_params():
     ext_or_skip()
     env = bern_env(BERN)
     seeds = np.arange(12)
-    for algo, p in [("lucb", {"threshold": "theory"}), ("kl-lucb", {"threshold": "theory"}),
-                    ("varde", {"tau": 0.3, "variance_exponent": 0.5}), ("top-two-ts", {"tts_beta": 0.3}),
-                    ("track-and-stop", {"tas_bisection_iters": 10})]:
+    for algo, p in [
+        ("lucb", {"threshold": "theory"}),
+        ("kl-lucb", {"threshold": "theory"}),
+        ("varde", {"tau": 0.3, "variance_exponent": 0.5}),
+        ("top-two-ts", {"tts_beta": 0.3}),
+        ("track-and-stop", {"tas_bisection_iters": 10}),
+    ]:
         r = F.run_fixed_confidence(env, algo, seeds, p, delta=0.05, backend="ref")
         e = F.run_fixed_confidence(env, algo, seeds, p, delta=0.05, backend="ext")
         np.testing.assert_array_equal(r["counts"], e["counts"])

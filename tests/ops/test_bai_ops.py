@@ -24,19 +24,35 @@ def tables(tmp_path_factory):
     rng = np.random.default_rng(1)
     import pandas as pd
 
-    pd.DataFrame({"a": rng.poisson(20, 300), "b": rng.poisson(22, 300), "c": rng.poisson(21, 300)}).to_csv(d / "c.csv", index=False)
+    pd.DataFrame({"a": rng.poisson(20, 300), "b": rng.poisson(22, 300), "c": rng.poisson(21, 300)}).to_csv(
+        d / "c.csv", index=False
+    )
     from icml26.methods.exploration.bandit_env import parse_env
 
-    discrete = parse_env({"name": "discrete", "arms": [
-        {"dist": "bernoulli", "p": 0.5}, {"dist": "bernoulli", "p": 0.45}, {"dist": "bernoulli", "p": 0.4},
-        {"dist": "empirical", "file": "c.csv", "column": "a"}, {"dist": "empirical", "file": "c.csv", "column": "c"},
-    ]}, d)
+    discrete = parse_env(
+        {
+            "name": "discrete",
+            "arms": [
+                {"dist": "bernoulli", "p": 0.5},
+                {"dist": "bernoulli", "p": 0.45},
+                {"dist": "bernoulli", "p": 0.4},
+                {"dist": "empirical", "file": "c.csv", "column": "a"},
+                {"dist": "empirical", "file": "c.csv", "column": "c"},
+            ],
+        },
+        d,
+    )
     # empirical arms only (scale-free relative to bernoulli: keep them in their own instance too)
     emp = parse_env({"name": "emp", "arms": [{"dist": "empirical", "file": "c.csv", "column": c} for c in "abc"]}, d)
-    mixed = make_env("mixed", [
-        {"dist": "gaussian", "mean": 0.5, "std": 1.0}, {"dist": "student_t", "mean": 0.45, "scale": 0.8, "df": 3},
-        {"dist": "lognormal", "mean": 0.4, "sigma": 1.0}, {"dist": "gaussian", "mean": 0.3, "std": 0.3},
-    ])
+    mixed = make_env(
+        "mixed",
+        [
+            {"dist": "gaussian", "mean": 0.5, "std": 1.0},
+            {"dist": "student_t", "mean": 0.45, "scale": 0.8, "df": 3},
+            {"dist": "lognormal", "mean": 0.4, "sigma": 1.0},
+            {"dist": "gaussian", "mean": 0.3, "std": 0.3},
+        ],
+    )
     bai3 = _hetero([0.4] + [0.4 - 0.9**i for i in range(10, 23)], name="bai3")
     return {"discrete": discrete, "emp": emp, "mixed": mixed, "bai3": bai3}
 
@@ -78,17 +94,32 @@ def test_sampler_moments_and_plain_scalar(tables):
     for name in ("mixed", "discrete"):
         t = tables[name]
         for k in range(t.K):
-            ref = bs.sample(t.kind, t.params, t.emp_values, t.emp_offsets, np.full(20, 3, np.uint64), np.full(20, k), np.arange(20, dtype=np.uint64))
+            ref = bs.sample(
+                t.kind,
+                t.params,
+                t.emp_values,
+                t.emp_offsets,
+                np.full(20, 3, np.uint64),
+                np.full(20, k),
+                np.arange(20, dtype=np.uint64),
+            )
             sc = [bai._sample_scalar(t.kind, t.params, t.emp_values, t.emp_offsets, 3, k, j) for j in range(20)]
             np.testing.assert_allclose(sc, ref, rtol=1e-12)
 
 
 # ------------------------------------------------------------------ parity
-CFGS = [(a, {}) for a in bai.ALGOS] + [("varde", {"smoother": s}) for s in ("constant", "sparsemax", "entmax", "pairwise", "power")] + [
-    ("continuous-rejects", {"cr_variant": "C"}), ("varde", {"use_influence_weights": False}),
-    ("varde", {"use_empirical_variance": False, "warm_start": 3}), ("varde", {"variance_exponent": 0.5, "warm_start": 0}),
-    ("ucb-e", {"ucbe_a": 8.0}), ("ugape", {"ugape_a": 8.0}),
-]
+CFGS = (
+    [(a, {}) for a in bai.ALGOS]
+    + [("varde", {"smoother": s}) for s in ("constant", "sparsemax", "entmax", "pairwise", "power")]
+    + [
+        ("continuous-rejects", {"cr_variant": "C"}),
+        ("varde", {"use_influence_weights": False}),
+        ("varde", {"use_empirical_variance": False, "warm_start": 3}),
+        ("varde", {"variance_exponent": 0.5, "warm_start": 0}),
+        ("ucb-e", {"ucbe_a": 8.0}),
+        ("ugape", {"ugape_a": 8.0}),
+    ]
+)
 
 
 @pytest.mark.parametrize("algo,params", CFGS, ids=[f"{a}-{'-'.join(map(str, p.values()))}" for a, p in CFGS])
@@ -202,6 +233,10 @@ def test_plain_python_loop_matches_kernel(tables):
     ref = bai.run_fixed_budget(t, "varde", 100, seeds, backend="ref")["recommendation"]
     plain = [bai.plain_python_varde(t, 100, int(s)) for s in seeds]
     assert (np.array(plain) == ref).mean() >= 11 / 12
-    plain2 = [bai.plain_python_varde(t, 60, int(s), {"use_influence_weights": False, "warm_start": 2}) for s in seeds[:4]]
-    ref2 = bai.run_fixed_budget(t, "varde", 60, seeds[:4], {"use_influence_weights": False, "warm_start": 2}, backend="ref")
+    plain2 = [
+        bai.plain_python_varde(t, 60, int(s), {"use_influence_weights": False, "warm_start": 2}) for s in seeds[:4]
+    ]
+    ref2 = bai.run_fixed_budget(
+        t, "varde", 60, seeds[:4], {"use_influence_weights": False, "warm_start": 2}, backend="ref"
+    )
     assert (np.array(plain2) == ref2["recommendation"]).mean() >= 0.75

@@ -140,7 +140,9 @@ def test_force_ref_env_var(monkeypatch):
 
 
 def _p_correct(env, algo, n, seeds):
-    res = [r for r in M.run(M.Config(env=env, algo=algo, simulations=(n,), seeds=seeds), seed=0) if r["kind"] == "result"]
+    res = [
+        r for r in M.run(M.Config(env=env, algo=algo, simulations=(n,), seeds=seeds), seed=0) if r["kind"] == "result"
+    ]
     return res[0]
 
 
@@ -161,7 +163,11 @@ def test_golden_values(repo_root):
 
     _need_ext()
     g = json.loads((repo_root / "tests/golden/mcts.json").read_text())
-    res = {r["algo"]: r for r in M.run(M.Config(env="recipes/mcts/envs/noisy.yaml", simulations=(300,), seeds=100), seed=0) if r["kind"] == "result"}
+    res = {
+        r["algo"]: r
+        for r in M.run(M.Config(env="recipes/mcts/envs/noisy.yaml", simulations=(300,), seeds=100), seed=0)
+        if r["kind"] == "result"
+    }
     for algo, want in g["results"].items():
         assert abs(res[algo]["p_correct"] - want["p_correct"]) <= g["tolerance"], algo
         assert abs(res[algo]["simple_regret"] - want["simple_regret"]) <= g["tolerance"], algo

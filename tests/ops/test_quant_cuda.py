@@ -41,12 +41,23 @@ def _nvcc() -> str:
 
 def _cuda_include() -> Path:
     exe = _nvcc()
-    cands = [Path(p) / "include" for p in (quant_cuda.os.environ.get("CUDA_HOME"), quant_cuda.os.environ.get("CUDA_PATH")) if p]
+    cands = [
+        Path(p) / "include"
+        for p in (quant_cuda.os.environ.get("CUDA_HOME"), quant_cuda.os.environ.get("CUDA_PATH"))
+        if p
+    ]
     cands += [Path(exe).resolve().parent.parent / "include", Path("/usr/local/cuda/include")]
     try:  # nvcc may be a wrapper script: ask it where its toolkit is
-        out = subprocess.run([exe, "--dryrun", "-E", "-x", "cu", "/dev/null"], capture_output=True, text=True, timeout=60).stderr
-        cands += [Path(line.split("=", 1)[1].strip()) for line in out.splitlines() if "TOP=" in line for line in [line.split("#$ ")[-1]]
-                  if line.startswith("TOP=")]
+        out = subprocess.run(
+            [exe, "--dryrun", "-E", "-x", "cu", "/dev/null"], capture_output=True, text=True, timeout=60
+        ).stderr
+        cands += [
+            Path(line.split("=", 1)[1].strip())
+            for line in out.splitlines()
+            if "TOP=" in line
+            for line in [line.split("#$ ")[-1]]
+            if line.startswith("TOP=")
+        ]
     except (OSError, subprocess.SubprocessError):
         pass
     for c in cands:
@@ -60,10 +71,10 @@ def _cuda_include() -> Path:
 def _case(dtype, bits, m, n, k, gs, seed=0, device="cpu"):
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(m, k, generator=g).to(dtype)
-    codes = torch.randint(0, 2 ** bits, (n, k), dtype=torch.uint8, generator=g)
+    codes = torch.randint(0, 2**bits, (n, k), dtype=torch.uint8, generator=g)
     qw = ref.pack_int4(codes) if bits == 4 else codes
     s = torch.rand(n, k // gs, generator=g) * 0.05 + 0.01
-    mn = -s * torch.randint(0, 2 ** bits, (n, k // gs), generator=g).float()
+    mn = -s * torch.randint(0, 2**bits, (n, k // gs), generator=g).float()
     return [t.to(device) for t in (x, qw, s, mn)]
 
 
@@ -84,8 +95,22 @@ def _assert_close(y, x, qw, s, mn, bits, gs):
 def test_kernel_compiles_to_ptx_sm80(tmp_path):
     exe = _nvcc()
     out = tmp_path / "q80.ptx"
-    r = subprocess.run([exe, "-ptx", "-arch=sm_80", "-std=c++17", "-DICML26_CUDA_NO_TORCH", *quant_cuda.NVCC_COMMON_FLAGS,
-                        str(quant_cuda.source_path()), "-o", str(out)], capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [
+            exe,
+            "-ptx",
+            "-arch=sm_80",
+            "-std=c++17",
+            "-DICML26_CUDA_NO_TORCH",
+            *quant_cuda.NVCC_COMMON_FLAGS,
+            str(quant_cuda.source_path()),
+            "-o",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     ptx = out.read_text()
     # quant_gemm: 3 activation dtypes x 2 widths x 3 rows-per-warp x 2 M tiles; quant_gemm_i8act: 2 widths x
@@ -108,8 +133,12 @@ def test_ctypes_library_builds_for_sm90_and_loads(tmp_path):
     # integer-activation op: workspace = 2 floats per 64-block (padded to 16 bytes) + the codes
     assert lib.icml26_quant_i8act_workspace_bytes(3, 128, 8) == 48 + 3 * 128
     assert lib.icml26_quant_i8act_workspace_bytes(1, 192, 16) == 32 + 2 * 192
-    assert lib.icml26_quant_gemm_i8act_cuda(None, None, None, None, None, None, 1, 8, 96, 4, 32, 8, None) == -1  # K % 64
-    assert lib.icml26_quant_gemm_i8act_cuda(None, None, None, None, None, None, 1, 8, 128, 4, 64, 4, None) == -1  # act_bits
+    assert (
+        lib.icml26_quant_gemm_i8act_cuda(None, None, None, None, None, None, 1, 8, 96, 4, 32, 8, None) == -1
+    )  # K % 64
+    assert (
+        lib.icml26_quant_gemm_i8act_cuda(None, None, None, None, None, None, 1, 8, 128, 4, 64, 4, None) == -1
+    )  # act_bits
 
 
 @pytest.fixture(scope="module")
@@ -119,8 +148,12 @@ def emu_binary(tmp_path_factory):
     if cxx is None:
         pytest.skip("needs a C++ compiler (g++)")
     exe = tmp_path_factory.mktemp("emu") / "quant_cuda_emu"
-    r = subprocess.run([cxx, "-std=c++20", "-O1", "-pthread", f"-I{inc}", str(ROOT / "tests/ops/quant_cuda_emu.cpp"), "-o", str(exe)],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [cxx, "-std=c++20", "-O1", "-pthread", f"-I{inc}", str(ROOT / "tests/ops/quant_cuda_emu.cpp"), "-o", str(exe)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     return exe
 
@@ -141,14 +174,14 @@ def _emu(exe, tmp_path, x, qw, s, mn, bits, gs, sms, act_bits=0):
 # (dtype, bits, M, N, K, group_size, SMs): SMs steer the rows-per-warp choice R (4 / 2 / 1) exactly as
 # the launcher does; M > 1 runs the M tiles of 4 (with a partial tile); K = 1152 INT4 gives lanes two steps
 EMU_CASES = [
-    (torch.float32, 4, 1, 72, 192, 64, 2),     # R = 4, groups of 64
+    (torch.float32, 4, 1, 72, 192, 64, 2),  # R = 4, groups of 64
     (torch.float32, 4, 5, 37, 128, 128, 100),  # R = 1, M tiles 4 + 1, per channel
-    (torch.float16, 4, 1, 72, 256, 128, 3),    # R = 2
+    (torch.float16, 4, 1, 72, 256, 128, 3),  # R = 2
     (torch.bfloat16, 4, 2, 24, 1152, 128, 1),  # two steps per lane, partial row tile
-    (torch.float32, 8, 1, 50, 80, 16, 1),      # INT8, groups of 16, 5 chunks per row
-    (torch.bfloat16, 8, 3, 33, 96, 32, 1),     # INT8 bf16, partial row tile
-    (torch.float16, 8, 4, 20, 48, 48, 100),    # INT8 fp16 per channel, one full M tile
-    (torch.float32, 8, 2, 40, 768, 64, 1),     # INT8, all 32 lanes busy (48 chunks): the full warp reduction
+    (torch.float32, 8, 1, 50, 80, 16, 1),  # INT8, groups of 16, 5 chunks per row
+    (torch.bfloat16, 8, 3, 33, 96, 32, 1),  # INT8 bf16, partial row tile
+    (torch.float16, 8, 4, 20, 48, 48, 100),  # INT8 fp16 per channel, one full M tile
+    (torch.float32, 8, 2, 40, 768, 64, 1),  # INT8, all 32 lanes busy (48 chunks): the full warp reduction
 ]
 
 
@@ -161,15 +194,17 @@ def test_kernel_source_matches_ref_under_host_emulation(emu_binary, tmp_path, dt
 
 # (bits, act_bits, M, N, K, group_size, SMs) for quant_gemm_i8act (x float32; K, groups multiples of 64)
 EMU_IACT_CASES = [
-    (4, 8, 1, 72, 192, 64, 2),      # R = 4
-    (4, 16, 3, 37, 1152, 128, 100), # R = 1, two steps per lane, 3 M rows
-    (8, 8, 1, 72, 256, 128, 3),     # INT8 weights (q - 128 trick), R = 2
-    (8, 16, 2, 33, 768, 64, 1),     # INT8 x 15-bit codes, all lanes busy, partial row tile
+    (4, 8, 1, 72, 192, 64, 2),  # R = 4
+    (4, 16, 3, 37, 1152, 128, 100),  # R = 1, two steps per lane, 3 M rows
+    (8, 8, 1, 72, 256, 128, 3),  # INT8 weights (q - 128 trick), R = 2
+    (8, 16, 2, 33, 768, 64, 1),  # INT8 x 15-bit codes, all lanes busy, partial row tile
 ]
 
 
 @pytest.mark.parametrize("bits,act_bits,m,n,k,gs,sms", EMU_IACT_CASES)
-def test_integer_activation_kernel_matches_ref_under_host_emulation(emu_binary, tmp_path, bits, act_bits, m, n, k, gs, sms):
+def test_integer_activation_kernel_matches_ref_under_host_emulation(
+    emu_binary, tmp_path, bits, act_bits, m, n, k, gs, sms
+):
     x, qw, s, mn = _case(torch.float32, bits, m, n, k, gs, seed=7 * n + m)
     x[0, 5] = 40.0  # an outlier channel, as in SmolLM2's RMSNorm outputs
     y = _emu(emu_binary, tmp_path, x, qw, s, mn, bits, gs, sms, act_bits)
@@ -212,7 +247,9 @@ def test_cuda_linear_routing(monkeypatch):
     assert calls == [(16, torch.float32, 4, 64)] and y.shape == (2, 8, 24)
     torch.testing.assert_close(y.reshape(16, 24), ref.quant_gemm(x, qw, s, mn, 4, 64), rtol=1e-5, atol=1e-5)
     xb = torch.randn(17, 128, dtype=torch.bfloat16)
-    assert quant_cuda.linear(xb, qw, s, mn, 4, 64).dtype == torch.bfloat16 and len(calls) == 1  # 17 rows: dequantize + matmul
+    assert (
+        quant_cuda.linear(xb, qw, s, mn, 4, 64).dtype == torch.bfloat16 and len(calls) == 1
+    )  # 17 rows: dequantize + matmul
     x8, q8, s8, m8 = _case(torch.float16, 8, 3, 10, 72, 24)  # INT8 groups of 24: not a kernel shape -> reference
     y8 = quant_cuda.linear(x8, q8, s8, m8, 8, 24)
     assert len(calls) == 1 and y8.dtype == torch.float16
@@ -236,19 +273,42 @@ def test_torch_registration_compiles_against_torch_headers(tmp_path):
     exe = _nvcc()
     inc = Path(torch.__file__).parent / "include"
     shim = _torch_shim_dir(tmp_path)
-    cmd = [exe, "-c", "-std=c++20", *quant_cuda.NVCC_COMMON_FLAGS, "-gencode=arch=compute_90,code=sm_90", "-Xcompiler", "-fPIC",
-           "-DTORCH_EXTENSION_NAME=quant_cuda", f"-I{inc}", f"-I{inc}/torch/csrc/api/include",
-           *([f"-I{shim}"] if shim else []), str(quant_cuda.source_path()), "-o", str(tmp_path / "quant_cuda.o")]
+    cmd = [
+        exe,
+        "-c",
+        "-std=c++20",
+        *quant_cuda.NVCC_COMMON_FLAGS,
+        "-gencode=arch=compute_90,code=sm_90",
+        "-Xcompiler",
+        "-fPIC",
+        "-DTORCH_EXTENSION_NAME=quant_cuda",
+        f"-I{inc}",
+        f"-I{inc}/torch/csrc/api/include",
+        *([f"-I{shim}"] if shim else []),
+        str(quant_cuda.source_path()),
+        "-o",
+        str(tmp_path / "quant_cuda.o"),
+    ]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     assert (tmp_path / "quant_cuda.o").stat().st_size > 0
 
 
 # ----------------------------------------------------------------------------- GPU
-GPU_CASES = [(dt, bits, m, n, k, gs) for dt in (torch.float32, torch.float16, torch.bfloat16)
-             for (bits, m, n, k, gs) in ((4, 1, 576, 576, 576), (4, 1, 1536, 576, 64), (4, 3, 577, 1536, 128),
-                                         (4, 16, 4096, 4096, 128), (4, 7, 49152, 576, 576), (8, 1, 576, 576, 576),
-                                         (8, 5, 1000, 1536, 32), (8, 16, 4096, 4096, 4096))]
+GPU_CASES = [
+    (dt, bits, m, n, k, gs)
+    for dt in (torch.float32, torch.float16, torch.bfloat16)
+    for (bits, m, n, k, gs) in (
+        (4, 1, 576, 576, 576),
+        (4, 1, 1536, 576, 64),
+        (4, 3, 577, 1536, 128),
+        (4, 16, 4096, 4096, 128),
+        (4, 7, 49152, 576, 576),
+        (8, 1, 576, 576, 576),
+        (8, 5, 1000, 1536, 32),
+        (8, 16, 4096, 4096, 4096),
+    )
+]
 gpu = pytest.mark.skipif(not HAS_GPU, reason="needs a CUDA device and a CUDA build of torch")
 
 
@@ -292,8 +352,12 @@ def test_gpu_ctypes_route_matches_ref(ctypes_lib, dtype, bits, m, n, k, gs):
     _assert_close(y, x, qw, s, mn, bits, gs)
 
 
-IACT_GPU_CASES = [(bits, ab, m, n, k, gs) for bits in (4, 8) for ab in (8, 16)
-                  for (m, n, k, gs) in ((1, 576, 576, 576), (1, 1536, 576, 64), (3, 577, 1536, 128), (1, 49152, 576, 576))]
+IACT_GPU_CASES = [
+    (bits, ab, m, n, k, gs)
+    for bits in (4, 8)
+    for ab in (8, 16)
+    for (m, n, k, gs) in ((1, 576, 576, 576), (1, 1536, 576, 64), (3, 577, 1536, 128), (1, 49152, 576, 576))
+]
 
 
 @pytest.mark.gpu
@@ -320,9 +384,12 @@ def test_gpu_packed_linear_matches_cpu(bits, gs):
     k, n = 576, 1536
     g = torch.Generator().manual_seed(1)
     gsz = gs or k
-    codes = torch.randint(0, 2 ** bits, (n, k), dtype=torch.uint8, generator=g)
-    t = {"qweight": ref.pack_int4(codes) if bits == 4 else codes, "scales": (torch.rand(n, k // gsz, generator=g) * 0.02).half(),
-         "zeros": torch.randint(0, 2 ** bits, (n, k // gsz), generator=g).to(torch.uint8)}
+    codes = torch.randint(0, 2**bits, (n, k), dtype=torch.uint8, generator=g)
+    t = {
+        "qweight": ref.pack_int4(codes) if bits == 4 else codes,
+        "scales": (torch.rand(n, k // gsz, generator=g) * 0.02).half(),
+        "zeros": torch.randint(0, 2**bits, (n, k // gsz), generator=g).to(torch.uint8),
+    }
     cpu = pack.PackedLinear(t, k, bits, QSpec(wbits=bits, group_size=gs))
     cpu.int_act = 0  # exact fp32 activations on CPU, as on CUDA
     dev = pack.PackedLinear(t, k, bits, QSpec(wbits=bits, group_size=gs)).to("cuda")

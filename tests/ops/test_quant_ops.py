@@ -51,8 +51,8 @@ def test_ext_matches_ref_every_isa(bits, n, k, gs, m):
 def test_quant_linear_gemv_and_prefill_agree():
     _, qw, s, mins, x = _case(4, 48, 256, 64, 6)
     w = ref.dequant(qw, s, mins, 4, 64)
-    full = ops.quant_linear(x.reshape(2, 3, 256), qw, s, mins, 4, 64)           # prefill path
-    rows = torch.cat([ops.quant_linear(x[i:i + 1], qw, s, mins, 4, 64) for i in range(6)])  # GEMV path
+    full = ops.quant_linear(x.reshape(2, 3, 256), qw, s, mins, 4, 64)  # prefill path
+    rows = torch.cat([ops.quant_linear(x[i : i + 1], qw, s, mins, 4, 64) for i in range(6)])  # GEMV path
     assert torch.allclose(full.reshape(6, 48), x @ w.T, atol=1e-4)
     assert torch.allclose(rows, x @ w.T, atol=1e-4)
 
@@ -99,8 +99,12 @@ def test_integer_activation_paths(bits, n, k, gs, m):
             assert torch.allclose(got, want, rtol=1e-4, atol=1e-4 * want.abs().max().item()), (ab, level)
         got = ops.quant_linear(x, qw, s, mins, bits, gs, int_act=ab)
         assert torch.allclose(got, want, rtol=1e-4, atol=1e-4 * want.abs().max().item())
-        assert torch.allclose(ops.quant_gemm_i8act(x, qw, s, mins, gs, bits=bits, act_bits=ab), want, rtol=1e-4,
-                              atol=1e-4 * want.abs().max().item())
+        assert torch.allclose(
+            ops.quant_gemm_i8act(x, qw, s, mins, gs, bits=bits, act_bits=ab),
+            want,
+            rtol=1e-4,
+            atol=1e-4 * want.abs().max().item(),
+        )
     assert ops.int_isa() in ops.INT_ISA.values()
     with pytest.raises(ValueError):
         ops.quant_gemm_i8act(x, qw, s, mins, gs, bits=bits, act_bits=4)
@@ -133,17 +137,17 @@ def test_lean_ops_match_ref():
     cos, sin = torch.randn(T, D, generator=g), torch.randn(T, D, generator=g)
     kc, vc = torch.randn(Hk, T, D, generator=g), torch.randn(Hk, T, D, generator=g)
     kc2, vc2 = kc.clone(), vc.clone()
-    got = attn(qkv, cos, sin, kc, vc, 7, H, Hk, D ** -0.5)
-    want = ref.lean_attn_decode(qkv, cos, sin, kc2, vc2, 7, H, Hk, D ** -0.5)
+    got = attn(qkv, cos, sin, kc, vc, 7, H, Hk, D**-0.5)
+    want = ref.lean_attn_decode(qkv, cos, sin, kc2, vc2, 7, H, Hk, D**-0.5)
     assert torch.allclose(got, want, atol=1e-5)
     assert torch.allclose(kc, kc2, atol=1e-6) and torch.equal(vc, vc2)
     # the twin is HF's rotate_half RoPE and repeat_kv attention
     x = qkv.reshape(H + 2 * Hk, D)
-    s_true = torch.cat([-sin[7, :D // 2], sin[7, D // 2:]])  # sin_signed -> plain sin
-    rot = lambda v: v * cos[7] + torch.cat([-v[..., D // 2:], v[..., :D // 2]], -1) * s_true  # noqa: E731
-    assert torch.allclose(kc2[:, 7], rot(x[H:H + Hk]), atol=1e-6)
+    s_true = torch.cat([-sin[7, : D // 2], sin[7, D // 2 :]])  # sin_signed -> plain sin
+    rot = lambda v: v * cos[7] + torch.cat([-v[..., D // 2 :], v[..., : D // 2]], -1) * s_true  # noqa: E731
+    assert torch.allclose(kc2[:, 7], rot(x[H : H + Hk]), atol=1e-6)
     q = rot(x[:H])
     k = torch.cat([kc2[:, :7], kc2[:, 7:8]], 1).repeat_interleave(H // Hk, 0)
     v = vc2[:, :8].repeat_interleave(H // Hk, 0)
-    p = torch.softmax((q[:, None] @ k.transpose(1, 2)) * D ** -0.5, -1)
+    p = torch.softmax((q[:, None] @ k.transpose(1, 2)) * D**-0.5, -1)
     assert torch.allclose(want, (p @ v).reshape(1, H * D), atol=1e-5)

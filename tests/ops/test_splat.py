@@ -18,8 +18,13 @@ def _cam(w, h, f=None, dtype=torch.float64):
 
 def _scene(n, seed, dtype=torch.float64, spread=0.6, c=3):
     g = torch.Generator().manual_seed(seed)
-    means = torch.cat([(torch.rand(n, 2, generator=g, dtype=dtype) - 0.5) * 2 * spread,
-                       2.0 + 2.0 * torch.rand(n, 1, generator=g, dtype=dtype)], 1)
+    means = torch.cat(
+        [
+            (torch.rand(n, 2, generator=g, dtype=dtype) - 0.5) * 2 * spread,
+            2.0 + 2.0 * torch.rand(n, 1, generator=g, dtype=dtype),
+        ],
+        1,
+    )
     scales = 0.03 + 0.12 * torch.rand(n, 3, generator=g, dtype=dtype)
     quats = torch.randn(n, 4, generator=g, dtype=dtype)
     colors = torch.rand(n, c, generator=g, dtype=dtype)
@@ -56,23 +61,48 @@ def test_single_gaussian_closed_form_footprint(use):
     cam = _cam(W, H, f)
     # an isotropic Gaussian on the optical axis: sigma^2 = (f s / z)^2 + 0.3 pixels^2
     means = torch.tensor([[0.0, 0.0, z]], dtype=torch.float64)
-    out = splat.rasterize(means, torch.full((1, 3), s, dtype=torch.float64), torch.tensor([[1.0, 0, 0, 0]], dtype=torch.float64),
-                          torch.tensor([[1.0, 0.5, 0.25]], dtype=torch.float64), torch.tensor([o], dtype=torch.float64), cam, use=use)
+    out = splat.rasterize(
+        means,
+        torch.full((1, 3), s, dtype=torch.float64),
+        torch.tensor([[1.0, 0, 0, 0]], dtype=torch.float64),
+        torch.tensor([[1.0, 0.5, 0.25]], dtype=torch.float64),
+        torch.tensor([o], dtype=torch.float64),
+        cam,
+        use=use,
+    )
     s2 = (f * s / z) ** 2 + splat.BLUR
-    want = np.array([[splat.footprint((u + 0.5 - W / 2) ** 2 + (v + 0.5 - H / 2) ** 2, s2, o) for u in range(W)] for v in range(H)])
+    want = np.array(
+        [[splat.footprint((u + 0.5 - W / 2) ** 2 + (v + 0.5 - H / 2) ** 2, s2, o) for u in range(W)] for v in range(H)]
+    )
     np.testing.assert_allclose(out.alpha.detach().numpy(), want, atol=1e-12)
     np.testing.assert_allclose(out.image[..., 1].detach().numpy(), 0.5 * want, atol=1e-12)
     # the footprint ends where o exp(-r^2 / 2 sigma^2) = 1/255
     edge = math.sqrt(2 * s2 * math.log(255 * o))
     assert want[H // 2, W // 2] == pytest.approx(o * math.exp(-0.25 / s2))
-    assert (want > 0).sum() == pytest.approx(math.pi * edge ** 2, rel=0.08)
+    assert (want > 0).sum() == pytest.approx(math.pi * edge**2, rel=0.08)
     # a rotated anisotropic one: sigma_x = f sx / z along the image x axis after a 90 degree turn about z
     q = torch.tensor([[math.cos(math.pi / 4), 0, 0, math.sin(math.pi / 4)]], dtype=torch.float64)
-    out2 = splat.rasterize(means, torch.tensor([[0.05, 0.15, 0.01]], dtype=torch.float64), q,
-                           torch.ones(1, 1, dtype=torch.float64), torch.tensor([o], dtype=torch.float64), cam, use=use)
+    out2 = splat.rasterize(
+        means,
+        torch.tensor([[0.05, 0.15, 0.01]], dtype=torch.float64),
+        q,
+        torch.ones(1, 1, dtype=torch.float64),
+        torch.tensor([o], dtype=torch.float64),
+        cam,
+        use=use,
+    )
     sx2, sy2 = (f * 0.15 / z) ** 2 + 0.3, (f * 0.05 / z) ** 2 + 0.3
-    want2 = np.array([[splat.footprint(0.0, 1.0, o * math.exp(-0.5 * ((u + 0.5 - W / 2) ** 2 / sx2 + (v + 0.5 - H / 2) ** 2 / sy2)))
-                       for u in range(W)] for v in range(H)])
+    want2 = np.array(
+        [
+            [
+                splat.footprint(
+                    0.0, 1.0, o * math.exp(-0.5 * ((u + 0.5 - W / 2) ** 2 / sx2 + (v + 0.5 - H / 2) ** 2 / sy2))
+                )
+                for u in range(W)
+            ]
+            for v in range(H)
+        ]
+    )
     np.testing.assert_allclose(out2.alpha.detach().numpy(), want2, atol=1e-12)
 
 
@@ -105,7 +135,7 @@ def test_kernel_matches_twin_float32():
             t.grad = None
         r = splat.rasterize(*tensors, cam, use=use)
         w = torch.linspace(-1, 1, W * H * 3).reshape(H, W, 3)
-        ((r.image * w).sum() + (r.alpha ** 2).sum()).backward()
+        ((r.image * w).sum() + (r.alpha**2).sum()).backward()
         outs.append((r.image.detach(), r.alpha.detach()))
         grads.append([t.grad.clone() for t in tensors])
     assert outs[0][1].max() > 0.99
@@ -123,7 +153,7 @@ def test_binning_lists_every_touched_tile_front_to_back():
     radii = torch.tensor([3, 10, 1, 5])
     depth = torch.tensor([2.0, 1.0, 3.0, 1.0])
     plist, off = splat.bin_gaussians(m2, radii, depth, W, H)
-    tiles = {t: plist[off[t]:off[t + 1]].tolist() for t in range(len(off) - 1)}
+    tiles = {t: plist[off[t] : off[t + 1]].tolist() for t in range(len(off) - 1)}
     assert tiles[0] == [1, 0]  # both touch tile 0; Gaussian 1 is nearer
     assert 3 not in plist.tolist()  # off screen
     assert tiles[8] == [2]  # tile (2, 2)
@@ -146,7 +176,9 @@ def _posed_cam(W, H, dtype):
     """A rotated, translated, non-square camera (the C++ projection must use every viewmat entry)."""
     th = 0.3
     V = torch.eye(4, dtype=dtype)
-    V[:3, :3] = torch.tensor([[math.cos(th), 0, math.sin(th)], [0, 1, 0], [-math.sin(th), 0, math.cos(th)]], dtype=dtype)
+    V[:3, :3] = torch.tensor(
+        [[math.cos(th), 0, math.sin(th)], [0, 1, 0], [-math.sin(th), 0, math.cos(th)]], dtype=dtype
+    )
     V[:3, 3] = torch.tensor([0.1, -0.2, 0.3], dtype=dtype)
     return splat.PinholeCamera(W, H, 0.9 * W, 1.0 * W, W / 2 + 1, H / 2 - 2, V)
 
@@ -214,7 +246,7 @@ def test_kernel_path_dead_chunks_and_many_channels_match_twin():
             t.grad = None
         r = splat.rasterize(*tensors, cam, use=use)
         wgt = torch.linspace(-1, 1, W * H * 7).reshape(H, W, 7)
-        ((r.image * wgt).sum() + (r.alpha ** 2).sum()).backward()
+        ((r.image * wgt).sum() + (r.alpha**2).sum()).backward()
         outs.append((r.image.detach(), r.alpha.detach()))
         grads.append([t.grad.clone() for t in tensors])
     assert (outs[1][1] > 1 - 2e-4).float().mean() > 0.5  # most pixels saturate before their list ends

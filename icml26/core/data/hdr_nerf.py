@@ -145,7 +145,9 @@ class HdrNerfScene:
         self._check(i)
         p = self.ldr_files.get((i, float(exposure_s)))
         if p is None:
-            raise InputError(f"HDR-NeRF scene {str(self.folder)!r}: view {self.names[i]} has no image at exposure {exposure_s:g} s")
+            raise InputError(
+                f"HDR-NeRF scene {str(self.folder)!r}: view {self.names[i]} has no image at exposure {exposure_s:g} s"
+            )
         return _read_png(p, self.cameras[i])
 
     def rgb(self, i: int) -> np.ndarray:
@@ -157,12 +159,16 @@ class HdrNerfScene:
         self._check(i)
         p = self.hdr_files.get(i)
         if p is None:
-            raise InputError(f"HDR-NeRF scene {str(self.folder)!r}: view {self.names[i]} has no HDR ground truth (exr/ or test_hdr/)")
+            raise InputError(
+                f"HDR-NeRF scene {str(self.folder)!r}: view {self.names[i]} has no HDR ground truth (exr/ or test_hdr/)"
+            )
         a = read_exr(p)
         c = self.cameras[i]
         if a.shape[:2] != (c.height, c.width):
-            raise InputError(f"HDR-NeRF scene {str(self.folder)!r}: {p.relative_to(self.folder)} is {a.shape[1]}x{a.shape[0]}, "
-                             f"its LDR images {c.width}x{c.height}")
+            raise InputError(
+                f"HDR-NeRF scene {str(self.folder)!r}: {p.relative_to(self.folder)} is {a.shape[1]}x{a.shape[0]}, "
+                f"its LDR images {c.width}x{c.height}"
+            )
         return a
 
     def has_hdr(self, i: int) -> bool:
@@ -172,7 +178,7 @@ class HdrNerfScene:
         raise InputError(f"HDR-NeRF scene {str(self.folder)!r} has no depth maps")
 
     def has(self, what: str) -> bool:
-        """"hdr": every test view has HDR ground truth; "rgb": LDR images exist; depth / instances: never."""
+        """ "hdr": every test view has HDR ground truth; "rgb": LDR images exist; depth / instances: never."""
         if what == "hdr":
             return bool(self.test_views) and all(i in self.hdr_files for i in self.test_views)
         return what == "rgb"
@@ -187,7 +193,9 @@ def _read_png(p: Path, cam) -> np.ndarray:
     except (OSError, UnidentifiedImageError, ValueError) as e:
         raise InputError(f"image {str(p)!r}: not a readable PNG ({type(e).__name__})") from None
     if a.shape[:2] != (cam.height, cam.width):
-        raise InputError(f"image {str(p)!r} is {a.shape[1]}x{a.shape[0]}, the scene's other images {cam.width}x{cam.height}")
+        raise InputError(
+            f"image {str(p)!r} is {a.shape[1]}x{a.shape[0]}, the scene's other images {cam.width}x{cam.height}"
+        )
     return a
 
 
@@ -247,21 +255,29 @@ def read_hdr_nerf(folder: str | Path) -> HdrNerfScene:
         except (KeyError, TypeError, ValueError):
             raise InputError(f"HDR-NeRF scene {str(d)!r}: transforms_{s}.json lacks a numeric camera_angle_x") from None
         if not 0 < fov < math.pi:
-            raise InputError(f"HDR-NeRF scene {str(d)!r}: transforms_{s}.json camera_angle_x {fov} is not in (0, pi) rad")
+            raise InputError(
+                f"HDR-NeRF scene {str(d)!r}: transforms_{s}.json camera_angle_x {fov} is not in (0, pi) rad"
+            )
         frames[s] = tr["frames"]
         for j, fr in enumerate(tr["frames"]):
             try:
                 fp = str(fr["file_path"])
                 m = np.asarray(fr["transform_matrix"], dtype=float)
             except (KeyError, TypeError, ValueError):
-                raise InputError(f"HDR-NeRF scene {str(d)!r}: transforms_{s}.json frame {j} lacks file_path or a numeric "
-                                 "transform_matrix") from None
+                raise InputError(
+                    f"HDR-NeRF scene {str(d)!r}: transforms_{s}.json frame {j} lacks file_path or a numeric "
+                    "transform_matrix"
+                ) from None
             if m.shape != (4, 4) or not np.isfinite(m).all():
-                raise InputError(f"HDR-NeRF scene {str(d)!r}: transforms_{s}.json frame {j} transform_matrix is not a finite 4x4")
+                raise InputError(
+                    f"HDR-NeRF scene {str(d)!r}: transforms_{s}.json frame {j} transform_matrix is not a finite 4x4"
+                )
             R = m[:3, :3]
             if np.abs(R.T @ R - np.eye(3)).max() > 1e-3 or np.abs(m[3] - [0, 0, 0, 1]).max() > 1e-6:
-                raise InputError(f"HDR-NeRF scene {str(d)!r}: transforms_{s}.json frame {j} transform_matrix is not a rigid "
-                                 "camera-to-world matrix")
+                raise InputError(
+                    f"HDR-NeRF scene {str(d)!r}: transforms_{s}.json frame {j} transform_matrix is not a rigid "
+                    "camera-to-world matrix"
+                )
             pat = re.compile(re.escape(fp) + r"_(\d+)\.png$")
             exps = {}
             for key, val in ex.items():
@@ -273,30 +289,40 @@ def read_hdr_nerf(folder: str | Path) -> HdrNerfScene:
                 except (TypeError, ValueError):
                     raise InputError(f"HDR-NeRF scene {str(d)!r}: exposure_{s}.json {key!r} is not a number") from None
                 if not (t > 0 and math.isfinite(t)):
-                    raise InputError(f"HDR-NeRF scene {str(d)!r}: exposure_{s}.json {key!r} = {val} is not an exposure time > 0 s")
+                    raise InputError(
+                        f"HDR-NeRF scene {str(d)!r}: exposure_{s}.json {key!r} = {val} is not an exposure time > 0 s"
+                    )
                 exps[t] = _inside(d, str(key), "image")
             if not exps:
-                raise InputError(f"HDR-NeRF scene {str(d)!r}: exposure_{s}.json has no entry {fp}_<k>.png for frame {j}")
+                raise InputError(
+                    f"HDR-NeRF scene {str(d)!r}: exposure_{s}.json has no entry {fp}_<k>.png for frame {j}"
+                )
             for t, p in exps.items():
                 if not p.is_file():
-                    raise InputError(f"HDR-NeRF scene {str(d)!r}: missing image {p.relative_to(d.resolve())} "
-                                     f"(listed in exposure_{s}.json)")
+                    raise InputError(
+                        f"HDR-NeRF scene {str(d)!r}: missing image {p.relative_to(d.resolve())} "
+                        f"(listed in exposure_{s}.json)"
+                    )
                 wh = _png_size(p)
                 if size is None:
                     size = wh
                 elif wh != size:
-                    raise InputError(f"image {str(p)!r} is {wh[0]}x{wh[1]}, the scene's other images {size[0]}x{size[1]}")
+                    raise InputError(
+                        f"image {str(p)!r} is {wh[0]}x{wh[1]}, the scene's other images {size[0]}x{size[1]}"
+                    )
             c2w = m.copy()
             c2w[:3, 1:3] *= -1.0  # Blender camera axes (y up, z backward) -> OpenCV (y down, z forward)
             name = Path(fp).name
             hdr = None
-            for cand in ([d / "exr" / f"{name}.exr"] + ([d / "test_hdr" / f"hdr_{j:03d}.exr"] if s == "test" else [])):
+            for cand in [d / "exr" / f"{name}.exr"] + ([d / "test_hdr" / f"hdr_{j:03d}.exr"] if s == "test" else []):
                 if cand.is_file():
                     hdr = cand
                     break
             if s == "test" and hdr is None:
-                raise InputError(f"HDR-NeRF scene {str(d)!r}: no HDR ground truth for test frame {j} ({fp}): "
-                                 f"expected exr/{name}.exr or test_hdr/hdr_{j:03d}.exr")
+                raise InputError(
+                    f"HDR-NeRF scene {str(d)!r}: no HDR ground truth for test frame {j} ({fp}): "
+                    f"expected exr/{name}.exr or test_hdr/hdr_{j:03d}.exr"
+                )
             views[s].append((fov, c2w, exps, hdr, f"{s}:{fp}"))
     from icml26.core.data.renders import Camera
 
@@ -306,7 +332,9 @@ def read_hdr_nerf(folder: str | Path) -> HdrNerfScene:
             seen[Path(v[4].split(":", 1)[1]).name] = seen.get(Path(v[4].split(":", 1)[1]).name, 0) + 1
     dup = [n for n, c in seen.items() if c > 1 and (d / "exr" / f"{n}.exr").is_file()]
     if dup:
-        raise InputError(f"HDR-NeRF scene {str(d)!r}: exr/{dup[0]}.exr is ambiguous: {seen[dup[0]]} frames are named {dup[0]!r}")
+        raise InputError(
+            f"HDR-NeRF scene {str(d)!r}: exr/{dup[0]}.exr is ambiguous: {seen[dup[0]]} frames are named {dup[0]!r}"
+        )
     w, h = size
     order = []
     for k in range(max(len(views["train"]), len(views["test"]))):
@@ -325,5 +353,14 @@ def read_hdr_nerf(folder: str | Path) -> HdrNerfScene:
         names.append(name)
         (train if s == "train" else test).append(i)
     common = set.intersection(*[{t for (v, t) in ldr_files if v == i} for i in range(len(cams))])
-    return HdrNerfScene(d, tuple(cams), {"source": "HDR-NeRF layout", "objects": []}, tuple(sorted(common)), tuple(train),
-                        tuple(test), ldr_files, hdr_files, tuple(names))
+    return HdrNerfScene(
+        d,
+        tuple(cams),
+        {"source": "HDR-NeRF layout", "objects": []},
+        tuple(sorted(common)),
+        tuple(train),
+        tuple(test),
+        ldr_files,
+        hdr_files,
+        tuple(names),
+    )

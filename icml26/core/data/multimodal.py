@@ -52,9 +52,9 @@ TRAIN_VOICES = ("en-us", "en-gb", "en-gb-scotland", "en-029", "en-gb-x-gbclan")
 SHIFT_VOICES = ("en-gb-x-rp", "en-us-nyc", "en-gb-x-gbcwmd")
 FONT_DIRS = ("/usr/share/fonts/truetype/dejavu", "/usr/share/fonts/truetype/povray")
 AV_VERSION = "v2"  # v2: image / text degradation re-tuned into the 70-90% band, LibriVox noise at a stated SNR
-WORD_SIZES = (16, 20)      # font size range of the word images, px
-WORD_SHIFT = (2, 1)        # max |dx|, |dy| of the word's position, px
-WORD_ROTATION = 4.0        # max |rotation| of the word, degrees
+WORD_SIZES = (16, 20)  # font size range of the word images, px
+WORD_SHIFT = (2, 1)  # max |dx|, |dy| of the word's position, px
+WORD_ROTATION = 4.0  # max |rotation| of the word, degrees
 AUDIO_SECONDS = 1.0
 MEL = dict(n_fft=512, hop=320, n_mels=40)
 
@@ -64,16 +64,16 @@ class AVDigitsSpec:
     """Settings of ``av-digits`` (all draws seeded by ``seed``); defaults are the documented set."""
 
     seed: int = 0
-    train_size: int = 3000          # samples in the train split (<= 8000, MNIST train part)
-    test_size: int = 1500           # samples in the test split (<= the ~2000 of the MNIST test part)
-    clips_per_class: int = 40       # espeak-ng clips per digit for train (test and shift: half)
-    snr_db_low: float = -8.0        # white-noise SNR range of the audio, dB
+    train_size: int = 3000  # samples in the train split (<= 8000, MNIST train part)
+    test_size: int = 1500  # samples in the test split (<= the ~2000 of the MNIST test part)
+    clips_per_class: int = 40  # espeak-ng clips per digit for train (test and shift: half)
+    snr_db_low: float = -8.0  # white-noise SNR range of the audio, dB
     snr_db_high: float = 2.0
-    image_noise: float = 0.2        # std of the Gaussian noise added to the MNIST image ([0, 1] scale)
-    image_occlusion: int = 8        # side of the occluding square, px
+    image_noise: float = 0.2  # std of the Gaussian noise added to the MNIST image ([0, 1] scale)
+    image_occlusion: int = 8  # side of the occluding square, px
     text_noise: float = 0.2
     text_occlusion: int = 6
-    librivox_snr_db: float = 5.0    # SNR of the LibriVox background in x_test_librivox_noise, dB
+    librivox_snr_db: float = 5.0  # SNR of the LibriVox background in x_test_librivox_noise, dB
 
     def __post_init__(self):
         if not 10 <= self.train_size <= 8000:
@@ -156,10 +156,14 @@ def load_folder(path: str | Path, modalities: tuple[str, ...] | None = None) -> 
         names = {f.stem: f for f in files}
         missing = [m for m in modalities if m not in names]
         if missing:
-            raise InputError(f"--data {str(path)!r}: no {missing[0]}.npz (modalities there: {', '.join(names) or 'none'})")
+            raise InputError(
+                f"--data {str(path)!r}: no {missing[0]}.npz (modalities there: {', '.join(names) or 'none'})"
+            )
         files = [names[m] for m in modalities]
     if len(files) < 2:
-        raise InputError(f"--data {str(path)!r}: needs one <modality>.npz per modality, at least 2 (found {len(files)})")
+        raise InputError(
+            f"--data {str(path)!r}: needs one <modality>.npz per modality, at least 2 (found {len(files)})"
+        )
     train, test, variants = {}, {}, {}
     y_train = y_test = None
     for f in files:
@@ -172,30 +176,41 @@ def load_folder(path: str | Path, modalities: tuple[str, ...] | None = None) -> 
             if k not in arrays:
                 raise InputError(f"{f}: no array {k!r} (expected x_train, y_train, x_test, y_test)")
         m = f.stem
-        xtr, xte = _shape(_as_float(arrays["x_train"], f"{f}:x_train"), f"{f}:x_train"), _shape(_as_float(arrays["x_test"], f"{f}:x_test"), f"{f}:x_test")
+        xtr, xte = (
+            _shape(_as_float(arrays["x_train"], f"{f}:x_train"), f"{f}:x_train"),
+            _shape(_as_float(arrays["x_test"], f"{f}:x_test"), f"{f}:x_test"),
+        )
         ytr, yte = _labels(arrays["y_train"], f"{f}:y_train"), _labels(arrays["y_test"], f"{f}:y_test")
         if xtr.shape[0] != ytr.shape[0] or xte.shape[0] != yte.shape[0]:
-            raise InputError(f"{f}: {xtr.shape[0]}/{xte.shape[0]} samples for {ytr.shape[0]}/{yte.shape[0]} labels (train/test)")
+            raise InputError(
+                f"{f}: {xtr.shape[0]}/{xte.shape[0]} samples for {ytr.shape[0]}/{yte.shape[0]} labels (train/test)"
+            )
         if xtr.shape[0] < 2 or xte.shape[0] < 1:
             raise InputError(f"{f}: too few samples ({xtr.shape[0]} train, {xte.shape[0]} test)")
         if xtr.shape[1:] != xte.shape[1:]:
-            raise InputError(f"{f}: x_train samples {tuple(xtr.shape[1:])} and x_test samples {tuple(xte.shape[1:])} differ")
+            raise InputError(
+                f"{f}: x_train samples {tuple(xtr.shape[1:])} and x_test samples {tuple(xte.shape[1:])} differ"
+            )
         if y_train is None:
             y_train, y_test, first = ytr, yte, f
         elif not (np.array_equal(ytr, y_train) and np.array_equal(yte, y_test)):
             split = "y_train" if not np.array_equal(ytr, y_train) else "y_test"
-            raise InputError(f"{f}: {split} does not match {first.name}'s (the samples of every modality must be aligned, same labels in the same order)")
+            raise InputError(
+                f"{f}: {split} does not match {first.name}'s (the samples of every modality must be aligned, same labels in the same order)"
+            )
         train[m], test[m] = xtr, xte
         for k, v in arrays.items():
             if k.startswith("x_test_"):
                 v = _shape(_as_float(v, f"{f}:{k}"), f"{f}:{k}")
                 if v.shape != xte.shape:
                     raise InputError(f"{f}: {k} has shape {tuple(v.shape)}, x_test has {tuple(xte.shape)}")
-                variants.setdefault(m, {})[k[len("x_test_"):]] = v
+                variants.setdefault(m, {})[k[len("x_test_") :]] = v
     n_cls = int(max(y_train.max(), y_test.max())) + 1
     names: tuple = ()
     if (p / "classes.txt").is_file():
-        names = tuple(line.strip() for line in (p / "classes.txt").read_text(encoding="utf-8").splitlines() if line.strip())
+        names = tuple(
+            line.strip() for line in (p / "classes.txt").read_text(encoding="utf-8").splitlines() if line.strip()
+        )
     if len(np.unique(y_train)) < 2:
         raise InputError(f"--data {str(path)!r}: the train labels hold fewer than 2 classes")
     return MultimodalSet(p.name, train, y_train, test, y_test, n_cls, variants, names)
@@ -207,7 +222,11 @@ def av_digits_dir(spec: AVDigitsSpec | None = None) -> Path:
     no ``x_test_librivox_noise``), so a build made without them is not reused once they are installed."""
     from icml26.core.data.speech import pocketsphinx_sdist
 
-    return cache_root() / "av-digits" / ((spec or AVDigitsSpec()).key() + ("" if pocketsphinx_sdist() is not None else "-nolibrivox"))
+    return (
+        cache_root()
+        / "av-digits"
+        / ((spec or AVDigitsSpec()).key() + ("" if pocketsphinx_sdist() is not None else "-nolibrivox"))
+    )
 
 
 def build_stamp(spec: AVDigitsSpec) -> dict:
@@ -223,7 +242,11 @@ def fonts() -> list[Path]:
     out = []
     for d in FONT_DIRS:
         if Path(d).is_dir():
-            out += sorted(p for p in Path(d).glob("*.ttf") if "Math" not in p.name and p.name not in ("povlogo.ttf", "crystal.ttf"))
+            out += sorted(
+                p
+                for p in Path(d).glob("*.ttf")
+                if "Math" not in p.name and p.name not in ("povlogo.ttf", "crystal.ttf")
+            )
     return out
 
 
@@ -251,8 +274,15 @@ def _degrade(x: np.ndarray, noise: float, occ: int, rng: np.random.Generator) ->
     return np.clip(x, 0.0, 1.0).astype(np.float32)
 
 
-def _word_images(labels: np.ndarray, rng: np.random.Generator, h: int = 28, w: int = 56, sizes=WORD_SIZES, shift=WORD_SHIFT,
-                 rotation: float = WORD_ROTATION) -> np.ndarray:
+def _word_images(
+    labels: np.ndarray,
+    rng: np.random.Generator,
+    h: int = 28,
+    w: int = 56,
+    sizes=WORD_SIZES,
+    shift=WORD_SHIFT,
+    rotation: float = WORD_ROTATION,
+) -> np.ndarray:
     """The digit words of ``labels`` rendered white on black: (N, 1, h, w) float32 in [0, 1]."""
     from PIL import Image, ImageDraw, ImageFont
 
@@ -284,13 +314,30 @@ def _clip_pool(voices, n_per_class: int, rng: np.random.Generator) -> list[list[
         for _ in range(n_per_class):
             v = voices[int(rng.integers(len(voices)))]
             var = ESPEAK_VARIANTS[int(rng.integers(len(ESPEAK_VARIANTS)))]
-            clips.append((v, synthesize(word, voice=v, variant=var, speed_wpm=int(rng.integers(120, 201)), pitch=int(rng.integers(25, 76)))))
+            clips.append(
+                (
+                    v,
+                    synthesize(
+                        word,
+                        voice=v,
+                        variant=var,
+                        speed_wpm=int(rng.integers(120, 201)),
+                        pitch=int(rng.integers(25, 76)),
+                    ),
+                )
+            )
         pool.append(clips)
     return pool
 
 
-def audio_waves(labels: np.ndarray, pool, spec: AVDigitsSpec, rng: np.random.Generator, background: np.ndarray | None = None,
-                snr: float | None = None):
+def audio_waves(
+    labels: np.ndarray,
+    pool,
+    spec: AVDigitsSpec,
+    rng: np.random.Generator,
+    background: np.ndarray | None = None,
+    snr: float | None = None,
+):
     """One noisy 1 s waveform per label: a clip of that digit from ``pool`` (peak 0.5, random onset 0-0.25 s)
     plus white noise at an SNR uniform in [snr_db_low, snr_db_high] dB, or, with ``background`` (a real
     recording, e.g. LibriVox), a random segment of it at ``snr`` dB (signal power / noise power over the window).
@@ -312,8 +359,14 @@ def audio_waves(labels: np.ndarray, pool, spec: AVDigitsSpec, rng: np.random.Gen
     return waves, clean, np.asarray(voices, dtype=str)
 
 
-def _audio(labels: np.ndarray, pool, spec: AVDigitsSpec, rng: np.random.Generator, background: np.ndarray | None = None,
-           snr=None):
+def _audio(
+    labels: np.ndarray,
+    pool,
+    spec: AVDigitsSpec,
+    rng: np.random.Generator,
+    background: np.ndarray | None = None,
+    snr=None,
+):
     """:func:`audio_waves` as log-mel features: ((N, 1, 40, 51) float32, voices (N,))."""
     from icml26.core.data.speech import log_mel
 
@@ -324,8 +377,9 @@ def _audio(labels: np.ndarray, pool, spec: AVDigitsSpec, rng: np.random.Generato
     return np.concatenate(feats)[:, None].astype(np.float32), voices  # (N, 1, 40, 51)
 
 
-def build_av_digits(out_dir: str | Path | None = None, spec: AVDigitsSpec | None = None, *, force: bool = False,
-                    progress=None) -> Path:
+def build_av_digits(
+    out_dir: str | Path | None = None, spec: AVDigitsSpec | None = None, *, force: bool = False, progress=None
+) -> Path:
     """Build ``av-digits`` into ``out_dir`` (default :func:`av_digits_dir`), atomically (a temporary
     folder renamed into place); an existing complete build is reused unless ``force``.
     Returns the folder. Raises MissingDataError when MNIST / espeak-ng / fonts are missing."""
@@ -354,9 +408,11 @@ def build_av_digits(out_dir: str | Path | None = None, spec: AVDigitsSpec | None
         parts[split] = (im.images[idx].astype(np.float32) / 255.0, im.labels[idx])
     say("synthesizing speech with espeak-ng")
     assert not set(TRAIN_VOICES) & set(SHIFT_VOICES)
-    pools = {"train": _clip_pool(TRAIN_VOICES, spec.clips_per_class, rng),
-             "test": _clip_pool(TRAIN_VOICES, max(2, spec.clips_per_class // 2), rng),
-             "shift": _clip_pool(SHIFT_VOICES, max(2, spec.clips_per_class // 2), rng)}
+    pools = {
+        "train": _clip_pool(TRAIN_VOICES, spec.clips_per_class, rng),
+        "test": _clip_pool(TRAIN_VOICES, max(2, spec.clips_per_class // 2), rng),
+        "shift": _clip_pool(SHIFT_VOICES, max(2, spec.clips_per_class // 2), rng),
+    }
     arrays: dict = {"image": {}, "audio": {}, "text": {}}
     for split in ("train", "test"):
         x, y = parts[split]
@@ -371,12 +427,16 @@ def build_av_digits(out_dir: str | Path | None = None, spec: AVDigitsSpec | None
     from icml26.core.data.speech import babble, pocketsphinx_sdist
 
     if pocketsphinx_sdist() is not None:  # a broken sdist is an InputError, not a silent omission
-        arrays["audio"]["x_test_librivox_noise"], _ = _audio(y_test, pools["test"], spec, rng, background=babble(),
-                                                             snr=spec.librivox_snr_db)
+        arrays["audio"]["x_test_librivox_noise"], _ = _audio(
+            y_test, pools["test"], spec, rng, background=babble(), snr=spec.librivox_snr_db
+        )
     with atomic_dir(out) as tmp:
         for m, a in arrays.items():
             a = {k: (v.astype(np.float16) if k.startswith("x_") and m == "audio" else v) for k, v in a.items()}
-            a = {k: ((v * 255).round().astype(np.uint8) if k.startswith("x_") and m != "audio" else v) for k, v in a.items()}
+            a = {
+                k: ((v * 255).round().astype(np.uint8) if k.startswith("x_") and m != "audio" else v)
+                for k, v in a.items()
+            }
             np.savez_compressed(tmp / f"{m}.npz", **a)
         (tmp / "classes.txt").write_text("\n".join(DIGIT_WORDS) + "\n")
         (tmp / "spec.json").write_text(json.dumps(build_stamp(spec), indent=1))
@@ -396,7 +456,9 @@ def prepare_records(out_dir: str | Path | None = None, spec: AVDigitsSpec | None
         except (OSError, ValueError):
             same = False
         if not same:
-            raise InputError(f"--out {str(out_dir)!r} is not empty and holds no av-digits build with these settings; use --force or another folder")
+            raise InputError(
+                f"--out {str(out_dir)!r} is not empty and holds no av-digits build with these settings; use --force or another folder"
+            )
 
     def records():
         d = build_av_digits(out_dir, spec, force=force)
@@ -408,8 +470,9 @@ def prepare_records(out_dir: str | Path | None = None, spec: AVDigitsSpec | None
     return records()
 
 
-def load_multimodal(name_or_path: str, modalities: tuple[str, ...] | None = None, *, spec: AVDigitsSpec | None = None,
-                    progress=None) -> MultimodalSet:
+def load_multimodal(
+    name_or_path: str, modalities: tuple[str, ...] | None = None, *, spec: AVDigitsSpec | None = None, progress=None
+) -> MultimodalSet:
     """``av-digits`` (built and cached on first use) or a user's folder; ``modalities`` selects and
     orders them (default: all, sorted by file name; av-digits: image, audio, text)."""
     if name_or_path == "av-digits":
@@ -430,5 +493,6 @@ def check_source(name_or_path: str) -> None:
     if not p.is_dir():
         raise InputError(f"--data {name_or_path!r}: not a built-in (av-digits) and not a folder")
     if len(list(p.glob("*.npz"))) < 2:
-        raise InputError(f"--data {name_or_path!r}: needs one <modality>.npz per modality, at least 2 (found {len(list(p.glob('*.npz')))})")
-
+        raise InputError(
+            f"--data {name_or_path!r}: needs one <modality>.npz per modality, at least 2 (found {len(list(p.glob('*.npz')))})"
+        )

@@ -78,8 +78,17 @@ def require_povray() -> str:
     return exe
 
 
-def run_povray(pov_file: Path, out_base: Path, *, width: int, height: int, fmt: str, frames: int = 1,
-               extra: Sequence[str] = (), timeout_s: float = 600.0) -> list[Path]:
+def run_povray(
+    pov_file: Path,
+    out_base: Path,
+    *,
+    width: int,
+    height: int,
+    fmt: str,
+    frames: int = 1,
+    extra: Sequence[str] = (),
+    timeout_s: float = 600.0,
+) -> list[Path]:
     """Render ``pov_file`` with POV-Ray, one image per frame (``frame_number`` 0..frames-1).
 
     fmt: ``"hdr"`` (+FH Radiance), ``"ppm16"`` (+FP16, File_Gamma 1.0: exact 16-bit values), ``"png"``.
@@ -89,8 +98,20 @@ def run_povray(pov_file: Path, out_base: Path, *, width: int, height: int, fmt: 
     flags = {"hdr": ["+FH"], "ppm16": ["+FP16", "File_Gamma=1.0"], "png": ["+FN8"]}[fmt]
     ext = {"hdr": ".hdr", "ppm16": ".ppm", "png": ".png"}[fmt]
     out_base.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [exe, "-D", "-V", "-GA", "+WT1", f"+W{width}", f"+H{height}", *flags, f"+I{pov_file}", f"+O{out_base}{ext}",
-           f"+L{pov_file.parent}", *extra]
+    cmd = [
+        exe,
+        "-D",
+        "-V",
+        "-GA",
+        "+WT1",
+        f"+W{width}",
+        f"+H{height}",
+        *flags,
+        f"+I{pov_file}",
+        f"+O{out_base}{ext}",
+        f"+L{pov_file.parent}",
+        *extra,
+    ]
     if frames > 1:
         cmd += ["+KFI0", f"+KFF{frames - 1}"]
     env = dict(os.environ, HOME=str(pov_file.parent))  # POV-Ray looks for ~/.povray; keep it in the work folder
@@ -98,7 +119,9 @@ def run_povray(pov_file: Path, out_base: Path, *, width: int, height: int, fmt: 
     if frames == 1:
         files = [out_base.with_name(out_base.name + ext)]
     else:
-        files = sorted(out_base.parent.glob(out_base.name + "*" + ext), key=lambda q: int(q.stem[len(out_base.name):] or 0))
+        files = sorted(
+            out_base.parent.glob(out_base.name + "*" + ext), key=lambda q: int(q.stem[len(out_base.name) :] or 0)
+        )
     if p.returncode != 0 or len(files) != frames or not all(f.is_file() for f in files):
         tail = " | ".join((p.stderr or p.stdout).strip().splitlines()[-4:])
         raise RuntimeError(f"povray failed (exit {p.returncode}) on {pov_file.name}: {tail}")
@@ -160,8 +183,9 @@ def pov_camera(cam: Camera) -> str:
     r, d, f, c = m[:3, 0], m[:3, 1], m[:3, 2], m[:3, 3]
     right = r * (cam.width / K[0, 0])
     up = -d * (cam.height / K[1, 1])
-    return (f"camera {{ perspective location {pov_vec(c)} direction {pov_vec(f)} "
-            f"right {pov_vec(right)} up {pov_vec(up)} }}")
+    return (
+        f"camera {{ perspective location {pov_vec(c)} direction {pov_vec(f)} right {pov_vec(right)} up {pov_vec(up)} }}"
+    )
 
 
 # --------------------------------------------------------------------------- HDR / LDR
@@ -201,9 +225,9 @@ def read_hdr(path: str | Path) -> np.ndarray:
     if end < 0:
         raise InputError(f"HDR image {str(path)!r}: header not terminated")
     pos = data.find(b"\n", end + 2)
-    res = data[end + 2:pos].split()
+    res = data[end + 2 : pos].split()
     if len(res) != 4 or res[0] != b"-Y" or res[2] != b"+X":
-        raise InputError(f"HDR image {str(path)!r}: unsupported resolution line {data[end + 2:pos]!r}")
+        raise InputError(f"HDR image {str(path)!r}: unsupported resolution line {data[end + 2 : pos]!r}")
     h, w = int(res[1]), int(res[3])
     buf = np.frombuffer(data, np.uint8, offset=pos + 1)
     out = np.empty((h, w, 4), np.uint8)
@@ -219,14 +243,14 @@ def read_hdr(path: str | Path) -> np.ndarray:
                         i += 1
                         if n > 128:
                             n -= 128
-                            out[y, x:x + n, c] = buf[i]
+                            out[y, x : x + n, c] = buf[i]
                             i += 1
                         else:
-                            out[y, x:x + n, c] = buf[i:i + n]
+                            out[y, x : x + n, c] = buf[i : i + n]
                             i += n
                         x += n
             else:
-                out[y] = buf[i:i + 4 * w].reshape(w, 4)
+                out[y] = buf[i : i + 4 * w].reshape(w, 4)
                 i += 4 * w
     except (IndexError, ValueError):
         raise InputError(f"HDR image {str(path)!r}: truncated or corrupt pixel data") from None
@@ -240,13 +264,13 @@ def read_ppm16(path: str | Path) -> np.ndarray:
     data = Path(path).read_bytes()
     toks, pos = [], 0
     while len(toks) < 4:  # magic, width, height, maxval (comments skipped)
-        while data[pos:pos + 1].isspace():
+        while data[pos : pos + 1].isspace():
             pos += 1
-        if data[pos:pos + 1] == b"#":
+        if data[pos : pos + 1] == b"#":
             pos = data.index(b"\n", pos) + 1
             continue
         end = pos
-        while not data[end:end + 1].isspace():
+        while not data[end : end + 1].isspace():
             end += 1
         toks.append(data[pos:end])
         pos = end
@@ -305,17 +329,31 @@ class RenderResult:
 def _cam_arrays(cams: Sequence[Camera]) -> str:
     n = len(cams)
     parts = []
-    for name, fn in (("Loc", lambda c: c.c2w[:3, 3]), ("Dir", lambda c: c.c2w[:3, 2]),
-                     ("Rgt", lambda c: c.c2w[:3, 0] * (c.width / c.K[0, 0])),
-                     ("Up", lambda c: -c.c2w[:3, 1] * (c.height / c.K[1, 1]))):
+    for name, fn in (
+        ("Loc", lambda c: c.c2w[:3, 3]),
+        ("Dir", lambda c: c.c2w[:3, 2]),
+        ("Rgt", lambda c: c.c2w[:3, 0] * (c.width / c.K[0, 0])),
+        ("Up", lambda c: -c.c2w[:3, 1] * (c.height / c.K[1, 1])),
+    ):
         parts.append(f"#declare Cam{name} = array[{n}] {{ " + ", ".join(pov_vec(fn(c)) for c in cams) + " }")
-    return "\n".join(parts) + ("\ncamera { perspective location CamLoc[frame_number] direction CamDir[frame_number] "
-                               "right CamRgt[frame_number] up CamUp[frame_number] }\n")
+    return "\n".join(parts) + (
+        "\ncamera { perspective location CamLoc[frame_number] direction CamDir[frame_number] "
+        "right CamRgt[frame_number] up CamUp[frame_number] }\n"
+    )
 
 
-def render_scene(objects: Sequence[PovObject], cameras: Sequence[Camera], *, lights: str, depth_max_m: float = 32.0,
-                 hdr: bool = True, aux: bool = True, exposures_s: Sequence[float] = (), work_dir: str | Path | None = None,
-                 antialias: bool = False) -> RenderResult:
+def render_scene(
+    objects: Sequence[PovObject],
+    cameras: Sequence[Camera],
+    *,
+    lights: str,
+    depth_max_m: float = 32.0,
+    hdr: bool = True,
+    aux: bool = True,
+    exposures_s: Sequence[float] = (),
+    work_dir: str | Path | None = None,
+    antialias: bool = False,
+) -> RenderResult:
     """Render every camera of one scene with POV-Ray: a beauty pass (HDR ``+FH`` when ``hdr``,
     else 8-bit PNG) and, with ``aux``, the depth/instance pass (module docstring).
 
@@ -336,12 +374,13 @@ def render_scene(objects: Sequence[PovObject], cameras: Sequence[Camera], *, lig
         raise ValueError("render_scene: instance ids must be in [0, 255]")
     tmp = Path(tempfile.mkdtemp(prefix="icml26-pov-", dir=work_dir))
     try:
-        head = '#version 3.7;\nglobal_settings { assumed_gamma 1.0 max_trace_level 5 }\n' + _cam_arrays(cameras)
+        head = "#version 3.7;\nglobal_settings { assumed_gamma 1.0 max_trace_level 5 }\n" + _cam_arrays(cameras)
         beauty = head + lights + "\n" + "\n".join(f"object {{ {o.shape} texture {{ {o.texture} }} }}" for o in objects)
         (tmp / "beauty.pov").write_text(beauty)
         aa = ["+A0.1", "+AM2", "+R2"] if antialias else ["-A"]
-        files = run_povray(tmp / "beauty.pov", tmp / "b", width=w, height=h, fmt="hdr" if hdr else "png",
-                           frames=len(cameras), extra=aa)
+        files = run_povray(
+            tmp / "beauty.pov", tmp / "b", width=w, height=h, fmt="hdr" if hdr else "png", frames=len(cameras), extra=aa
+        )
         if hdr:
             hdrs = [read_hdr(f) for f in files]
             rgbs = [camera_response(x, 1.0) for x in hdrs]
@@ -353,23 +392,32 @@ def render_scene(objects: Sequence[PovObject], cameras: Sequence[Camera], *, lig
         depth = inst = None
         if aux:
             fwd = "\n".join(f"#declare CamFwd{i} = {pov_vec(c.c2w[:3, 2])};" for i, c in enumerate(cameras))
-            lines = [head, "background { rgb <1, 0, 0> }", fwd,
-                     "#declare CF = array[%d] { %s }" % (len(cameras), ", ".join(f"CamFwd{i}" for i in range(len(cameras)))),
-                     "#declare CL = CamLoc[frame_number]; #declare F = CF[frame_number];",
-                     "#declare CLx = CL.x; #declare CLy = CL.y; #declare CLz = CL.z; #declare Fx = F.x; #declare Fy = F.y; #declare Fz = F.z;",
-                     f"#declare DepthFn = function {{ min(max(((x - CLx) * Fx + (y - CLy) * Fy + (z - CLz) * Fz) / {depth_max_m:.9g}, 0), 1) }}"]
+            lines = [
+                head,
+                "background { rgb <1, 0, 0> }",
+                fwd,
+                "#declare CF = array[%d] { %s }" % (len(cameras), ", ".join(f"CamFwd{i}" for i in range(len(cameras)))),
+                "#declare CL = CamLoc[frame_number]; #declare F = CF[frame_number];",
+                "#declare CLx = CL.x; #declare CLy = CL.y; #declare CLz = CL.z; #declare Fx = F.x; #declare Fy = F.y; #declare Fz = F.z;",
+                f"#declare DepthFn = function {{ min(max(((x - CLx) * Fx + (y - CLy) * Fy + (z - CLz) * Fz) / {depth_max_m:.9g}, 0), 1) }}",
+            ]
             for o in objects:
                 lines.append(
                     f"object {{ {o.shape} texture {{ pigment {{ average pigment_map {{ "
                     f"[1 function {{ DepthFn(x, y, z) }} color_map {{ [0 rgb 0] [1 rgb <1, 0, 0>] }}] "
                     f"[1 color rgb <0, {o.instance_id / 255.0:.9g}, 0>] }} }} finish {{ ambient 1 diffuse 0 specular 0 }} }} "
-                    f"no_shadow }}")
+                    f"no_shadow }}"
+                )
             (tmp / "aux.pov").write_text("\n".join(lines))
-            afiles = run_povray(tmp / "aux.pov", tmp / "a", width=w, height=h, fmt="ppm16", frames=len(cameras), extra=["-A"])
+            afiles = run_povray(
+                tmp / "aux.pov", tmp / "a", width=w, height=h, fmt="ppm16", frames=len(cameras), extra=["-A"]
+            )
             depth, inst = [], []
             for f in afiles:
                 a = read_ppm16(f) / 65535.0 * 2.0  # average of two pigments: each channel halved
-                dm = np.where(a[..., 0] > 1.0 - 1e-4, np.inf, a[..., 0] * depth_max_m)  # background or >= depth_max_m: no hit
+                dm = np.where(
+                    a[..., 0] > 1.0 - 1e-4, np.inf, a[..., 0] * depth_max_m
+                )  # background or >= depth_max_m: no hit
                 depth.append(dm.astype(np.float32))
                 inst.append(np.clip(np.round(a[..., 1] * 255.0), 0, 255).astype(np.uint8))
         ldr = {float(t): [camera_response(x, t) for x in hdrs] for t in exposures_s} if hdrs is not None else {}
@@ -417,9 +465,14 @@ def write_scene(folder: str | Path, cameras: Sequence[Camera], scene: dict, resu
             atomic_write_bytes(d / "instances" / f"{i:03d}.png", _png_bytes(result.instances[i]))
         for t, imgs in result.ldr.items():
             atomic_write_bytes(d / "ldr" / exposure_name(t) / f"{i:03d}.png", _png_bytes(imgs[i]))
-    cams = {"width": cameras[0].width, "height": cameras[0].height, "convention": CONVENTION,
-            "ldr_exposures_s": sorted(result.ldr), "camera_response": f"round(255*clip(E*t,0,1)**(1/{CAMERA_GAMMA}))",
-            "views": [c.to_json(i) for i, c in enumerate(cameras)]}
+    cams = {
+        "width": cameras[0].width,
+        "height": cameras[0].height,
+        "convention": CONVENTION,
+        "ldr_exposures_s": sorted(result.ldr),
+        "camera_response": f"round(255*clip(E*t,0,1)**(1/{CAMERA_GAMMA}))",
+        "views": [c.to_json(i) for i, c in enumerate(cameras)],
+    }
     atomic_write_text(d / "scene.json", json.dumps(scene, indent=1))
     atomic_write_text(d / "cameras.json", json.dumps(cams, indent=1))  # last: marks a complete folder
     return d
@@ -469,7 +522,9 @@ class RenderedScene:
         try:
             a = np.load(self._file("depth", i, ".npy"), allow_pickle=False)
         except (OSError, ValueError, EOFError) as e:
-            raise InputError(f"scene {str(self.folder)!r}: depth/{i:03d}.npy is not a readable .npy file ({e})") from None
+            raise InputError(
+                f"scene {str(self.folder)!r}: depth/{i:03d}.npy is not a readable .npy file ({e})"
+            ) from None
         if a.ndim != 2:
             raise InputError(f"scene {str(self.folder)!r}: depth/{i:03d}.npy is not (H, W)")
         return a.astype(np.float32)
@@ -478,7 +533,11 @@ class RenderedScene:
         return self._png("instances", i, None)
 
     def has(self, what: str) -> bool:
-        return (self.folder / what / "000").with_suffix({"rgb": ".png", "hdr": ".hdr", "depth": ".npy", "instances": ".png"}[what]).is_file()
+        return (
+            (self.folder / what / "000")
+            .with_suffix({"rgb": ".png", "hdr": ".hdr", "depth": ".npy", "instances": ".png"}[what])
+            .is_file()
+        )
 
 
 def read_scene(folder: str | Path) -> RenderedScene:
@@ -495,9 +554,16 @@ def read_scene(folder: str | Path) -> RenderedScene:
         raise InputError(f"scene folder {str(folder)!r}: cameras.json/scene.json is not valid JSON ({e})") from None
     try:
         w, h = int(cams["width"]), int(cams["height"])
-        views = [Camera(w, h, np.asarray(v["K"], float).reshape(3, 3), np.asarray(v["c2w"], float).reshape(4, 4),
-                        float(v["exposure_s"]) if v.get("exposure_s") is not None else None)
-                 for v in sorted(cams["views"], key=lambda v: int(v["index"]))]
+        views = [
+            Camera(
+                w,
+                h,
+                np.asarray(v["K"], float).reshape(3, 3),
+                np.asarray(v["c2w"], float).reshape(4, 4),
+                float(v["exposure_s"]) if v.get("exposure_s") is not None else None,
+            )
+            for v in sorted(cams["views"], key=lambda v: int(v["index"]))
+        ]
     except (KeyError, TypeError, ValueError) as e:
         raise InputError(f"scene folder {str(folder)!r}: cameras.json lacks or mangles a field ({e})") from None
     if not views:

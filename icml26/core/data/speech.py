@@ -73,8 +73,15 @@ def espeak_voices(language: str = "en") -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
-def synthesize(text: str, *, voice: str = "en-us", variant: str | None = None, speed_wpm: int = 160,
-               pitch: int = 50, sample_rate: int = SAMPLE_RATE) -> np.ndarray:
+def synthesize(
+    text: str,
+    *,
+    voice: str = "en-us",
+    variant: str | None = None,
+    speed_wpm: int = 160,
+    pitch: int = 50,
+    sample_rate: int = SAMPLE_RATE,
+) -> np.ndarray:
     """Speak ``text`` with espeak-ng.
 
     voice: an espeak-ng voice (``espeak_voices()``); variant: ``m1..m7`` / ``f1..f5`` or None;
@@ -91,8 +98,11 @@ def synthesize(text: str, *, voice: str = "en-us", variant: str | None = None, s
         raise InputError(f"synthesize: variant must be one of {', '.join(ESPEAK_VARIANTS)}, got {variant!r}")
     b = require_espeak()
     v = voice + (f"+{variant}" if variant else "")
-    r = subprocess.run([b, "-v", v, "-s", str(int(speed_wpm)), "-p", str(int(pitch)), "--stdout", str(text)],
-                       capture_output=True, check=False)
+    r = subprocess.run(
+        [b, "-v", v, "-s", str(int(speed_wpm)), "-p", str(int(pitch)), "--stdout", str(text)],
+        capture_output=True,
+        check=False,
+    )
     if r.returncode != 0 or len(r.stdout) < 44:
         msg = r.stderr.decode(errors="replace").strip().splitlines()
         raise InputError(f"espeak-ng voice {v!r}: {msg[0] if msg else 'no audio produced'}")
@@ -117,7 +127,11 @@ def _decode_wav(data: bytes, what: str) -> tuple[np.ndarray, int]:
         pos += 8 + size + (size & 1)
     if fmt is None or pcm is None or len(fmt) < 16:
         raise InputError(f"{what}: no fmt/data chunk")
-    tag, channels, sr = int.from_bytes(fmt[0:2], "little"), int.from_bytes(fmt[2:4], "little"), int.from_bytes(fmt[4:8], "little")
+    tag, channels, sr = (
+        int.from_bytes(fmt[0:2], "little"),
+        int.from_bytes(fmt[2:4], "little"),
+        int.from_bytes(fmt[4:8], "little"),
+    )
     bits = int.from_bytes(fmt[14:16], "little")
     if tag != 1 or bits != 16 or channels < 1:
         raise InputError(f"{what}: only 16-bit PCM is read (format tag {tag}, {bits} bits)")
@@ -165,8 +179,12 @@ def resample(x: np.ndarray, rate_in: int, rate_out: int = SAMPLE_RATE, *, backen
         sox = shutil.which("sox")
         if sox is None:
             raise MissingDataError("sox is not installed: run `apt-get install -y sox`")
-        r = subprocess.run([sox, "-t", "f32", "-r", str(rate_in), "-c", "1", "-", "-t", "f32", "-r", str(rate_out), "-c", "1", "-"],
-                           input=x.astype("<f4").tobytes(), capture_output=True, check=True)
+        r = subprocess.run(
+            [sox, "-t", "f32", "-r", str(rate_in), "-c", "1", "-", "-t", "f32", "-r", str(rate_out), "-c", "1", "-"],
+            input=x.astype("<f4").tobytes(),
+            capture_output=True,
+            check=True,
+        )
         return np.frombuffer(r.stdout, dtype="<f4").copy()
     if backend != "numpy":
         raise InputError(f"resample: backend must be numpy or sox, got {backend!r}")
@@ -204,8 +222,9 @@ def mel_to_hz(m):
 
 
 @lru_cache(maxsize=16)
-def mel_filterbank(n_mels: int = 40, n_fft: int = 400, sample_rate: int = SAMPLE_RATE, f_min: float = 0.0,
-                   f_max: float | None = None) -> np.ndarray:
+def mel_filterbank(
+    n_mels: int = 40, n_fft: int = 400, sample_rate: int = SAMPLE_RATE, f_min: float = 0.0, f_max: float | None = None
+) -> np.ndarray:
     """Triangular HTK mel filters, (n_mels, n_fft // 2 + 1) float32, unnormalised (peak 1)."""
     f_max = sample_rate / 2 if f_max is None else f_max
     freqs = np.linspace(0, sample_rate / 2, n_fft // 2 + 1)
@@ -216,8 +235,9 @@ def mel_filterbank(n_mels: int = 40, n_fft: int = 400, sample_rate: int = SAMPLE
     return np.maximum(0.0, np.minimum(up, down)).astype(np.float32)
 
 
-def log_mel(x, *, sample_rate: int = SAMPLE_RATE, n_fft: int = 400, hop: int = 160, n_mels: int = 40,
-            eps: float = 1e-6):
+def log_mel(
+    x, *, sample_rate: int = SAMPLE_RATE, n_fft: int = 400, hop: int = 160, n_mels: int = 40, eps: float = 1e-6
+):
     """Log-mel spectrogram: log(mel @ |STFT|^2 + eps), Hann window of ``n_fft`` samples, ``hop`` samples.
 
     x: waveform (T,) or batch (B, T), numpy or torch. Returns torch float32 (n_mels, frames) or
@@ -227,9 +247,16 @@ def log_mel(x, *, sample_rate: int = SAMPLE_RATE, n_fft: int = 400, hop: int = 1
     t = torch.as_tensor(np.asarray(x, dtype=np.float32) if not isinstance(x, torch.Tensor) else x, dtype=torch.float32)
     if t.ndim not in (1, 2) or t.shape[-1] < 2:
         raise InputError(f"log_mel: expected a waveform (T,) or (B, T), got shape {tuple(t.shape)}")
-    spec = torch.stft(t, n_fft=n_fft, hop_length=hop, window=torch.hann_window(n_fft), center=True,
-                      pad_mode="reflect" if t.shape[-1] > n_fft // 2 else "constant", return_complex=True)
-    power = spec.real ** 2 + spec.imag ** 2  # (..., n_fft//2+1, frames)
+    spec = torch.stft(
+        t,
+        n_fft=n_fft,
+        hop_length=hop,
+        window=torch.hann_window(n_fft),
+        center=True,
+        pad_mode="reflect" if t.shape[-1] > n_fft // 2 else "constant",
+        return_complex=True,
+    )
+    power = spec.real**2 + spec.imag**2  # (..., n_fft//2+1, frames)
     fb = torch.from_numpy(mel_filterbank(n_mels, n_fft, sample_rate))
     return torch.log(torch.matmul(fb, power) + eps)
 
@@ -274,8 +301,10 @@ def pocketsphinx_sdist() -> Path | None:
 
 def librivox_missing_message() -> str:
     d = cache_root() / "pocketsphinx"
-    return (f"the LibriVox test clips (pocketsphinx {PSPHINX_VERSION} source distribution) are not in the cache: run "
-            f"`pip download --no-binary pocketsphinx --no-deps pocketsphinx=={PSPHINX_VERSION} -d {d}`")
+    return (
+        f"the LibriVox test clips (pocketsphinx {PSPHINX_VERSION} source distribution) are not in the cache: run "
+        f"`pip download --no-binary pocketsphinx --no-deps pocketsphinx=={PSPHINX_VERSION} -d {d}`"
+    )
 
 
 @lru_cache(maxsize=2)
@@ -284,7 +313,11 @@ def _librivox(path: str) -> tuple[Clip, ...]:
     try:
         with tarfile.open(path, "r:gz") as tf:
             members = {m.name.split("/", 1)[1]: m for m in tf.getmembers() if "/" in m.name}
-            ids = sorted(n[len("test/data/librivox/") : -4] for n in members if n.startswith("test/data/librivox/") and n.endswith(".wav"))
+            ids = sorted(
+                n[len("test/data/librivox/") : -4]
+                for n in members
+                if n.startswith("test/data/librivox/") and n.endswith(".wav")
+            )
             for i in ids:
                 base = f"test/data/librivox/{i}"
                 wav = tf.extractfile(members[base + ".wav"]).read()

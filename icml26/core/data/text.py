@@ -20,7 +20,13 @@ from pathlib import Path
 from icml26.core.data import debian_path, require_debian
 from icml26.core.errors import InputError
 
-CORPORA = {"python-docs": "python3.11-doc", "gcide": "dict-gcide", "wordnet": "wordnet-base", "kjv": "bible-kjv", "fortunes": "fortunes"}
+CORPORA = {
+    "python-docs": "python3.11-doc",
+    "gcide": "dict-gcide",
+    "wordnet": "wordnet-base",
+    "kjv": "bible-kjv",
+    "fortunes": "fortunes",
+}
 
 
 def read_text_file(path: str | Path) -> str:
@@ -67,7 +73,9 @@ def _load(name: str, max_chars: int) -> tuple[str, ...]:
                 docs.extend(d.strip() for d in raw.split("\n%\n") if d.strip())
     elif name == "wordnet":
         for pos in ("noun", "verb", "adj", "adv"):
-            for line in debian_path(f"/usr/share/wordnet/data.{pos}").read_text(encoding="utf-8", errors="replace").splitlines():
+            for line in (
+                debian_path(f"/usr/share/wordnet/data.{pos}").read_text(encoding="utf-8", errors="replace").splitlines()
+            ):
                 if line.startswith("  ") or "|" not in line:
                     continue
                 gloss = line.split("|", 1)[1].strip()
@@ -77,7 +85,9 @@ def _load(name: str, max_chars: int) -> tuple[str, ...]:
         raw = gzip.open(debian_path("/usr/share/dictd/gcide.dict.dz"), "rt", encoding="utf-8", errors="replace").read()
         docs.extend(e.strip() for e in re.split(r"\n(?=\S)", raw) if len(e.strip()) > 40)
     elif name == "kjv":
-        out = subprocess.run([str(debian_path("/usr/bin/bible")), "-f", "gen1:1-rev22:21"], capture_output=True, text=True, check=True).stdout
+        out = subprocess.run(
+            [str(debian_path("/usr/bin/bible")), "-f", "gen1:1-rev22:21"], capture_output=True, text=True, check=True
+        ).stdout
         chapters: dict[str, list[str]] = {}
         for line in out.splitlines():
             m = re.match(r"^([1-3]?[A-Za-z]+\d+):(\d+)\s+(.*)$", line.strip())

@@ -104,8 +104,14 @@ class SensorSeries:
         import numpy as np
         import pandas as pd
 
-        return pd.DataFrame({"sensor": self.sensors, "group": self.groups or [None] * len(self.sensors),
-                             "mean": np.nanmean(self.values, 0), "zero_fraction": (self.values == 0).mean(0)})
+        return pd.DataFrame(
+            {
+                "sensor": self.sensors,
+                "group": self.groups or [None] * len(self.sensors),
+                "mean": np.nanmean(self.values, 0),
+                "zero_fraction": (self.values == 0).mean(0),
+            }
+        )
 
     def segments(self) -> list[tuple[int, int]]:
         """Contiguous runs [start, end) of rows: a new run starts wherever consecutive timestamps
@@ -128,8 +134,14 @@ class SensorSeries:
 
     def select(self, rows) -> "SensorSeries":
         """Rows (a boolean mask or index array) as a new series (same sensors)."""
-        return SensorSeries(self.values[rows], self.timestamps[rows], self.sensors, groups=self.groups,
-                            source=self.source, unit=self.unit)
+        return SensorSeries(
+            self.values[rows],
+            self.timestamps[rows],
+            self.sensors,
+            groups=self.groups,
+            source=self.source,
+            unit=self.unit,
+        )
 
 
 def _time_column(df, source: str):
@@ -145,7 +157,9 @@ def _parse_times(col, source: str):
     try:
         ts = pd.to_datetime(col, errors="raise")
     except (ValueError, TypeError, OverflowError):
-        raise InputError(f"{source}: the time column is not parseable as dates (first value {str(col.iloc[0])[:30]!r})") from None
+        raise InputError(
+            f"{source}: the time column is not parseable as dates (first value {str(col.iloc[0])[:30]!r})"
+        ) from None
     if getattr(ts.dt, "tz", None) is not None:
         ts = ts.dt.tz_convert("UTC").dt.tz_localize(None)
     return ts.to_numpy(dtype="datetime64[ns]")
@@ -208,13 +222,16 @@ def read_series_h5(path: str | Path, key: str | None = None, source: str | None 
         if "block1_values" in g:
             raise InputError(f"{src}: frame has mixed column types; save it with numeric columns only")
     if vals.shape != (len(idx), len(cols)):
-        raise InputError(f"{src}: block0_values shape {vals.shape} does not match {len(idx)} times x {len(cols)} sensors")
+        raise InputError(
+            f"{src}: block0_values shape {vals.shape} does not match {len(idx)} times x {len(cols)} sensors"
+        )
     ts = np.asarray(idx).astype("int64").astype("datetime64[ns]")
     return SensorSeries(np.asarray(vals, dtype=float), ts, cols, source=src)
 
 
-def read_series_npz(path: str | Path, *, feature: int = 0, start: str = "2018-01-01", step_s: float = 300.0,
-                    source: str | None = None) -> SensorSeries:
+def read_series_npz(
+    path: str | Path, *, feature: int = 0, start: str = "2018-01-01", step_s: float = 300.0, source: str | None = None
+) -> SensorSeries:
     """PeMSD4 / PeMSD8 ``.npz``: array ``data`` of shape (T, N, F) (F = 3: flow, occupancy,
     speed; ``feature`` picks one) or (T, N), 5-minute steps with no timestamps in the file: they
     are ``start`` + k * ``step_s`` (PeMSD4 starts 2018-01-01, PeMSD8 2016-07-01). An array
@@ -250,9 +267,13 @@ def read_series_long(path: str | Path, source: str | None = None) -> SensorSerie
     per interval; an interval with no row for a detector is missing (NaN)."""
     df = load_counts(path)
     wide = df.pivot_table(index="timestamp", columns="detector", values="total", aggfunc="sum").sort_index()
-    return SensorSeries(wide.to_numpy(dtype=float), wide.index.to_numpy(dtype="datetime64[ns]"),
-                        [f"det_{int(c):02d}" if str(c).isdigit() else str(c) for c in wide.columns],
-                        source=source or f"counts file {str(path)!r}", unit="vehicles / interval")
+    return SensorSeries(
+        wide.to_numpy(dtype=float),
+        wide.index.to_numpy(dtype="datetime64[ns]"),
+        [f"det_{int(c):02d}" if str(c).isdigit() else str(c) for c in wide.columns],
+        source=source or f"counts file {str(path)!r}",
+        unit="vehicles / interval",
+    )
 
 
 def read_series(path: str | Path, **kw) -> SensorSeries:

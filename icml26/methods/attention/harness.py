@@ -30,8 +30,8 @@ from icml26.methods.attention import muse as M
 
 METHODS = ("sdpa", "muse", "muse-v1", "muse-noretrieval", "block")
 SPLITS = ("train", "val", "test")
-RUN = 16        # documents per run of the split rule
-PERIOD = 20     # runs per period: 18 train, 1 validation, 1 test
+RUN = 16  # documents per run of the split rule
+PERIOD = 20  # runs per period: 18 train, 1 validation, 1 test
 
 
 @dataclass(frozen=True)
@@ -48,15 +48,15 @@ class Config:
     retrieved_clusters: int = 8
     detach_query_centroids: bool = True
     # data
-    text: str | None = None          # a UTF-8 file instead of the built-in corpora
-    model: str = "llama"             # bench / eval: SmolLM2-135M, or a local HF folder / .gguf
+    text: str | None = None  # a UTF-8 file instead of the built-in corpora
+    model: str = "llama"  # bench / eval: SmolLM2-135M, or a local HF folder / .gguf
     # bench
-    layer: int = 2                   # q/k/v of this decoder layer (0-based)
+    layer: int = 2  # q/k/v of this decoder layer (0-based)
     repeats: int = 3
     threads: int = 1
     # eval
     windows: int = 2
-    eval_split: str = "test"         # eval windows from the test split, or "val" (to choose settings without the test windows)
+    eval_split: str = "test"  # eval windows from the test split, or "val" (to choose settings without the test windows)
     # train
     train_steps: int = 200
     d_model: int = 128
@@ -81,8 +81,19 @@ class Config:
             if not isinstance(n, int) or n < 2:
                 raise ValueError(f"context_tokens must be integers >= 2, got {n!r}")
         self.settings()  # the attention settings' own checks (ValueError)
-        for name in ("repeats", "threads", "windows", "train_steps", "d_model", "n_layers", "n_heads", "n_kv_heads",
-                     "val_windows", "checkpoint_every", "log_every"):
+        for name in (
+            "repeats",
+            "threads",
+            "windows",
+            "train_steps",
+            "d_model",
+            "n_layers",
+            "n_heads",
+            "n_kv_heads",
+            "val_windows",
+            "checkpoint_every",
+            "log_every",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.layer < 0:
@@ -92,16 +103,23 @@ class Config:
         if self.warmup_steps < 0:
             raise ValueError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
         if self.d_model % self.n_heads or self.n_heads % self.n_kv_heads or (self.d_model // self.n_heads) % 2:
-            raise ValueError(f"d_model={self.d_model} must split into n_heads={self.n_heads} heads of even size, "
-                             f"and n_heads into n_kv_heads={self.n_kv_heads} groups")
+            raise ValueError(
+                f"d_model={self.d_model} must split into n_heads={self.n_heads} heads of even size, "
+                f"and n_heads into n_kv_heads={self.n_kv_heads} groups"
+            )
         if not (self.lr > 0 and math.isfinite(self.lr)):
             raise ValueError(f"lr must be a positive finite number, got {self.lr}")
 
     def settings(self, variant: str = "muse") -> M.MuseSettings:
-        return M.MuseSettings(block_tokens=self.block_tokens, query_clusters=self.query_clusters,
-                              key_clusters=self.key_clusters, lloyd_iters=self.lloyd_iters,
-                              retrieved_clusters=self.retrieved_clusters, variant="muse" if variant == "sdpa" else variant,
-                              detach_query_centroids=self.detach_query_centroids)
+        return M.MuseSettings(
+            block_tokens=self.block_tokens,
+            query_clusters=self.query_clusters,
+            key_clusters=self.key_clusters,
+            lloyd_iters=self.lloyd_iters,
+            retrieved_clusters=self.retrieved_clusters,
+            variant="muse" if variant == "sdpa" else variant,
+            detach_query_centroids=self.detach_query_centroids,
+        )
 
 
 # ----------------------------------------------------------------------------- text
@@ -158,8 +176,10 @@ def token_windows(tok, split: str, n_tokens: int, windows: int, text: str | None
         chars *= 2
     if len(ids) < need:
         where = repr(text) if text else "the built-in corpora"
-        raise InputError(f"the {split} split of {where} has {len(ids)} tokens; {windows} window(s) of {n_tokens} need {need}")
-    return [ids[i * n_tokens:(i + 1) * n_tokens] for i in range(windows)]
+        raise InputError(
+            f"the {split} split of {where} has {len(ids)} tokens; {windows} window(s) of {n_tokens} need {need}"
+        )
+    return [ids[i * n_tokens : (i + 1) * n_tokens] for i in range(windows)]
 
 
 # ----------------------------------------------------------------------------- bench
@@ -178,7 +198,9 @@ def capture_qkv(model, ids, layer: int):
 
     def fn(module, query, key, value, attention_mask, **kw):
         if module.layer_idx == layer:
-            got.update(q=query.detach().clone(), k=key.detach().clone(), v=value.detach().clone(), scale=kw.get("scaling"))
+            got.update(
+                q=query.detach().clone(), k=key.detach().clone(), v=value.detach().clone(), scale=kw.get("scaling")
+            )
             raise _Captured
         return sdpa_attention_forward(module, query, key, value, attention_mask, **kw)
 
@@ -217,7 +239,7 @@ def bench_tensors(cfg: Config, q, k, v, scale, n: int, *, methods=None) -> Itera
     with torch.no_grad():
         exact, t_sdpa = _timed(lambda: M.sdpa(q, k, v, scale=scale), cfg.repeats)
         ref = exact.double()
-        den = (ref ** 2).sum().item()
+        den = (ref**2).sum().item()
         for mth in methods:
             if mth == "sdpa":
                 out, sec, sp = exact, t_sdpa, 0.0
@@ -226,9 +248,17 @@ def bench_tensors(cfg: Config, q, k, v, scale, n: int, *, methods=None) -> Itera
                 out, sec = _timed(lambda: kernel.attention(q, k, v, s, scale=scale), cfg.repeats)
                 sp = M.sparsity(n, kernel.exact_pairs(q, k, s))
             err = ((out.double() - ref) ** 2).sum().item() / den
-            yield {"kind": "result", "method": mth, "context_tokens": n, "seconds": sec, "speedup_vs_sdpa": t_sdpa / sec,
-                   "rel_squared_error": err, "sparsity": sp, "backend": "torch" if mth == "sdpa" else kernel.backend_for(q, s),
-                   "threads": cfg.threads}
+            yield {
+                "kind": "result",
+                "method": mth,
+                "context_tokens": n,
+                "seconds": sec,
+                "speedup_vs_sdpa": t_sdpa / sec,
+                "rel_squared_error": err,
+                "sparsity": sp,
+                "backend": "torch" if mth == "sdpa" else kernel.backend_for(q, s),
+                "threads": cfg.threads,
+            }
 
 
 def run_bench(cfg: Config, *, seed: int = 0, device: str = "cpu") -> Iterator[dict]:
@@ -258,7 +288,9 @@ def bench_summary(results: list[dict], cfg: Config) -> dict:
             out[f"muse_speedup_{n}"] = by[("muse", n)]["speedup_vs_sdpa"]
             out[f"muse_rse_{n}"] = by[("muse", n)]["rel_squared_error"]
             if ("block", n) in by:
-                out[f"muse_beats_block_{n}"] = by[("muse", n)]["rel_squared_error"] < by[("block", n)]["rel_squared_error"]
+                out[f"muse_beats_block_{n}"] = (
+                    by[("muse", n)]["rel_squared_error"] < by[("block", n)]["rel_squared_error"]
+                )
     return out
 
 
@@ -272,8 +304,10 @@ def preflight(cfg: Config, command: str) -> None:
     require_text(cfg)
     too_long = [n for n in (cfg.context_tokens or ()) if n > MAX_CONTEXT_TOKENS]
     if too_long:
-        raise InputError(f"context_tokens {too_long[0]} is beyond {MAX_CONTEXT_TOKENS:,} (the built-in test split holds "
-                         f"~750k tokens and exact attention at that length would not finish on a CPU); use at most {MAX_CONTEXT_TOKENS}")
+        raise InputError(
+            f"context_tokens {too_long[0]} is beyond {MAX_CONTEXT_TOKENS:,} (the built-in test split holds "
+            f"~750k tokens and exact attention at that length would not finish on a CPU); use at most {MAX_CONTEXT_TOKENS}"
+        )
     if command in ("bench", "eval"):
         model_path(cfg.model)
         try:
@@ -305,8 +339,13 @@ def run_eval(cfg: Config, *, seed: int = 0, device: str = "cpu", reference: dict
 
     path = model_path(cfg.model)
     tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-    model = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32, local_files_only=True,
-                                                 attn_implementation="muse").eval().to(device)
+    model = (
+        AutoModelForCausalLM.from_pretrained(
+            str(path), dtype=torch.float32, local_files_only=True, attn_implementation="muse"
+        )
+        .eval()
+        .to(device)
+    )
     methods = ["sdpa"] + [m_ for m_ in cfg.methods if m_ != "sdpa"]
     results = []
     for n in cfg.context_tokens:
@@ -327,8 +366,16 @@ def run_eval(cfg: Config, *, seed: int = 0, device: str = "cpu", reference: dict
                     count += n - 1
             ppl = math.exp(nll / count)
             ref_ppl = ppl if mth == "sdpa" else ref_ppl
-            rec = {"kind": "result", "method": mth, "context_tokens": n, "perplexity": ppl, "perplexity_ratio": ppl / ref_ppl,
-                   "seconds": sec, "windows": len(wins), "split": cfg.eval_split}
+            rec = {
+                "kind": "result",
+                "method": mth,
+                "context_tokens": n,
+                "perplexity": ppl,
+                "perplexity_ratio": ppl / ref_ppl,
+                "seconds": sec,
+                "windows": len(wins),
+                "split": cfg.eval_split,
+            }
             if mth != "sdpa":
                 from icml26.methods.attention import kernel
 
@@ -346,10 +393,21 @@ def run_eval(cfg: Config, *, seed: int = 0, device: str = "cpu", reference: dict
 def _tiny_llama(cfg: Config, n: int, attn: str):
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    lc = LlamaConfig(vocab_size=256, hidden_size=cfg.d_model, intermediate_size=4 * cfg.d_model, num_hidden_layers=cfg.n_layers,
-                     num_attention_heads=cfg.n_heads, num_key_value_heads=cfg.n_kv_heads, max_position_embeddings=n,
-                     rope_theta=10000.0, tie_word_embeddings=True, attention_dropout=0.0, bos_token_id=None, eos_token_id=None,
-                     pad_token_id=None)
+    lc = LlamaConfig(
+        vocab_size=256,
+        hidden_size=cfg.d_model,
+        intermediate_size=4 * cfg.d_model,
+        num_hidden_layers=cfg.n_layers,
+        num_attention_heads=cfg.n_heads,
+        num_key_value_heads=cfg.n_kv_heads,
+        max_position_embeddings=n,
+        rope_theta=10000.0,
+        tie_word_embeddings=True,
+        attention_dropout=0.0,
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=None,
+    )
     return LlamaForCausalLM._from_config(lc, attn_implementation=attn)
 
 
@@ -368,8 +426,9 @@ def _dist():
     return d.rank, d.world
 
 
-def run_train(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | None = None,
-              previous: list[dict] | None = None) -> Iterator[dict]:
+def run_train(
+    cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | None = None, previous: list[dict] | None = None
+) -> Iterator[dict]:
     """Pretrain one small model per method (same init seed, data order, steps); resumable from
     ``out/ckpt-<method>/`` (model.safetensors, optimizer.pt, state.json). Under torchrun every
     rank trains on its own windows and gradients are averaged (DDP on gloo); rank 0 writes."""
@@ -425,7 +484,7 @@ def run_train(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | Non
             for step in range(start + 1, cfg.train_steps + 1):
                 t0 = time.perf_counter()
                 o = int(offsets[step - 1, rank])
-                ids = train_ids[o:o + n + 1].unsqueeze(0).to(device)
+                ids = train_ids[o : o + n + 1].unsqueeze(0).to(device)
                 loss = _loss(ddp, ids)
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
@@ -442,22 +501,39 @@ def run_train(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | Non
                 wall += dt
                 losses.append(float(lv))
                 if step % cfg.log_every == 0 or step == cfg.train_steps:
-                    yield {"kind": "step", "method": mth, "step": step, "loss": float(lv), "tokens_per_s": n * world / dt,
-                           "wall_s": wall}
+                    yield {
+                        "kind": "step",
+                        "method": mth,
+                        "step": step,
+                        "loss": float(lv),
+                        "tokens_per_s": n * world / dt,
+                        "wall_s": wall,
+                    }
                 if ck is not None and rank == 0 and (step % cfg.checkpoint_every == 0 or step == cfg.train_steps):
                     ck.mkdir(parents=True, exist_ok=True)
                     with atomic_path(ck / "model.safetensors") as p:
                         save_model(model, str(p))
                     with atomic_path(ck / "optimizer.pt") as p:
                         torch.save(opt.state_dict(), p)
-                    atomic_write_text(ck / "state.json", json.dumps({"step": step, "wall_s": wall, "losses": losses,
-                                                                     "scheduler": sched.state_dict()}))
+                    atomic_write_text(
+                        ck / "state.json",
+                        json.dumps({"step": step, "wall_s": wall, "losses": losses, "scheduler": sched.state_dict()}),
+                    )
             model.eval()
             with torch.no_grad():
                 vl = statistics.fmean(float(_loss(model, w.to(device))) for w in val)
-        tail = losses[-max(1, len(losses) // 10):]
-        rec = {"kind": "result", "method": mth, "context_tokens": n, "final_loss": statistics.fmean(tail), "val_loss": vl,
-               "wall_s": wall, "steps": cfg.train_steps, "world_size": world, "attention_path": path}
+        tail = losses[-max(1, len(losses) // 10) :]
+        rec = {
+            "kind": "result",
+            "method": mth,
+            "context_tokens": n,
+            "final_loss": statistics.fmean(tail),
+            "val_loss": vl,
+            "wall_s": wall,
+            "steps": cfg.train_steps,
+            "world_size": world,
+            "attention_path": path,
+        }
         results.append(rec)
         yield rec
     summ = {"kind": "summary", "context_tokens": n, "steps": cfg.train_steps}

@@ -22,18 +22,34 @@ from icml26.methods.attention import muse as M
 _SETTINGS: dict = {"settings": M.MuseSettings(), "method": "muse", "calls": 0, "fallbacks": 0}
 
 
-def muse_attention_forward(module, query, key, value, attention_mask, dropout: float = 0.0, scaling: float | None = None,
-                           is_causal: bool | None = None, **kwargs):
+def muse_attention_forward(
+    module,
+    query,
+    key,
+    value,
+    attention_mask,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    is_causal: bool | None = None,
+    **kwargs,
+):
     """transformers attention function: query (B, H, T, D), key / value (B, Hkv, S, D)."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     s = _SETTINGS["settings"]
     method = _SETTINGS["method"]
     t, sk = query.shape[2], key.shape[2]
-    if method == "sdpa" or attention_mask is not None or t != sk or t < 2 * s.block_tokens or (dropout and module.training):
+    if (
+        method == "sdpa"
+        or attention_mask is not None
+        or t != sk
+        or t < 2 * s.block_tokens
+        or (dropout and module.training)
+    ):
         _SETTINGS["fallbacks"] += 1
-        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
-                                      is_causal=is_causal, **kwargs)
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, is_causal=is_causal, **kwargs
+        )
     _SETTINGS["calls"] += 1
     from dataclasses import replace
 

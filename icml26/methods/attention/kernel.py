@@ -37,7 +37,11 @@ def isa() -> str:
 def _kernel_ok(q: Tensor, k: Tensor, v: Tensor, s: M.MuseSettings) -> bool:
     if s.variant not in KERNEL_VARIANTS:
         return False
-    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad) and not s.detach_query_centroids:
+    if (
+        torch.is_grad_enabled()
+        and (q.requires_grad or k.requires_grad or v.requires_grad)
+        and not s.detach_query_centroids
+    ):
         return False  # the kernel's backward treats the query centroids as constants
     if any(t.device.type != "cpu" or t.dtype != torch.float32 for t in (q, k, v)):
         return False
@@ -49,16 +53,26 @@ def backend_for(q: Tensor, s: M.MuseSettings) -> str:
     return "ext-cpu" if _kernel_ok(q, q[:, :1], q[:, :1], s) else "ref"
 
 
-def attention(q: Tensor, k: Tensor, v: Tensor, s: M.MuseSettings, *, scale: float | None = None,
-              force_ref: bool = False, level: int = -1) -> Tensor:
+def attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    s: M.MuseSettings,
+    *,
+    scale: float | None = None,
+    force_ref: bool = False,
+    level: int = -1,
+) -> Tensor:
     """Causal approximate attention of variant ``s.variant``: q (B, H, N, D), k, v (B, Hkv, N, D)
     -> (B, H, N, D). ``level`` forces an ISA level of the kernel (-1 = best; tests)."""
     if q.dim() != 4 or k.shape != v.shape or q.shape[1] % max(1, k.shape[1]):
-        raise ValueError(f"attention: expected q (B, H, N, D), k, v (B, Hkv, N, D), got {tuple(q.shape)}, {tuple(k.shape)}")
+        raise ValueError(
+            f"attention: expected q (B, H, N, D), k, v (B, Hkv, N, D), got {tuple(q.shape)}, {tuple(k.shape)}"
+        )
     if force_ref or not _kernel_ok(q, k, v, s):
         return M.muse_attention(q, k, v, s, scale=scale)
     n, d = q.shape[2], q.shape[-1]
-    c = float(scale) if scale is not None else d ** -0.5
+    c = float(scale) if scale is not None else d**-0.5
     variant = KERNEL_VARIANTS.index(s.variant)
     pad = (-n) % s.block_tokens  # zero rows at the end, as the twin
     if pad:

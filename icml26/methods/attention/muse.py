@@ -111,8 +111,8 @@ def balanced_order(x: Tensor, clusters: int, iters: int) -> Tensor:
         xs = _gather_rows(x, idx).reshape(*lead, g, m, D)
         ig = idx.reshape(*lead, g, m)
         for _ in range(iters):
-            d = xs[..., : m // 2, :].mean(-2) - xs[..., m // 2:, :].mean(-2)  # (..., g, D)
-            proj = (xs * d.unsqueeze(-2)).sum(-1)                             # (..., g, m)
+            d = xs[..., : m // 2, :].mean(-2) - xs[..., m // 2 :, :].mean(-2)  # (..., g, D)
+            proj = (xs * d.unsqueeze(-2)).sum(-1)  # (..., g, m)
             order = torch.argsort(proj, dim=-1, descending=True, stable=True)
             xs = _gather_rows(xs, order)
             ig = torch.gather(ig, -1, order)
@@ -215,8 +215,16 @@ def sparsity(n: int, exact_pairs: float) -> float:
     return 1.0 - exact_pairs / (n * (n + 1) / 2)
 
 
-def muse_attention(q: Tensor, k: Tensor, v: Tensor, settings: MuseSettings | None = None, *, scale: float | None = None,
-                   plan: Plan | None = None, return_plan: bool = False):
+def muse_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    settings: MuseSettings | None = None,
+    *,
+    scale: float | None = None,
+    plan: Plan | None = None,
+    return_plan: bool = False,
+):
     """Causal MuSe (or one of its variants, ``settings.variant``) attention.
 
     q: (Bz, H, N, D); k, v: (Bz, Hkv, N, D) with H % Hkv == 0 (GQA); scale: default D**-0.5.
@@ -225,21 +233,30 @@ def muse_attention(q: Tensor, k: Tensor, v: Tensor, settings: MuseSettings | Non
     Returns out (Bz, H, N, D) in q's dtype (and the Plan when return_plan). Raises ValueError
     on bad shapes."""
     s = settings or MuseSettings()
-    if q.dim() != 4 or k.dim() != 4 or v.shape != k.shape or q.shape[0] != k.shape[0] or q.shape[2] != k.shape[2] \
-            or q.shape[-1] != k.shape[-1] or q.shape[1] % k.shape[1]:
-        raise ValueError(f"muse_attention: expected q (B, H, N, D) and k, v (B, Hkv, N, D) with H % Hkv == 0, got "
-                         f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    if (
+        q.dim() != 4
+        or k.dim() != 4
+        or v.shape != k.shape
+        or q.shape[0] != k.shape[0]
+        or q.shape[2] != k.shape[2]
+        or q.shape[-1] != k.shape[-1]
+        or q.shape[1] % k.shape[1]
+    ):
+        raise ValueError(
+            f"muse_attention: expected q (B, H, N, D) and k, v (B, Hkv, N, D) with H % Hkv == 0, got "
+            f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+        )
     bz, h, n, d = q.shape
     hk = k.shape[1]
     c = float(scale) if scale is not None else 1.0 / math.sqrt(d)
     bt = s.block_tokens
     if plan is None:
         plan = make_plan(q, k, s)
-    qb = _blocks(q, bt)[0].reshape(bz * h, -1, bt, d)                       # (G, nb, B, D)
+    qb = _blocks(q, bt)[0].reshape(bz * h, -1, bt, d)  # (G, nb, B, D)
     kb = _blocks(k, bt)[0].repeat_interleave(h // hk, dim=1).reshape(bz * h, -1, bt, d)
     vb = _blocks(v, bt)[0].repeat_interleave(h // hk, dim=1).reshape(bz * h, -1, bt, d)
     g, nb = qb.shape[:2]
-    out_loc, lse_loc = _local(qb, kb, vb, c)                                 # 5. diagonal block
+    out_loc, lse_loc = _local(qb, kb, vb, c)  # 5. diagonal block
     if nb == 1:
         plan.exact_pairs = _exact_pairs(n, bt, None)
         o = out_loc.reshape(bz, h, -1, d)[:, :, :n]
@@ -264,16 +281,16 @@ def _far_tilted(qb, kb, vb, plan: Plan, s: MuseSettings, c: float):
     cq, ck = (s.query_clusters, s.key_clusters)
     m, sz = bt // cq, bt // ck
     kc = nb * ck
-    qs = _gather_rows(qb, plan.perm_q).reshape(g, nb, cq, m, d)              # (G, nb, Cq, m, D)
-    ks = _gather_rows(kb, plan.perm_k).reshape(g, kc, sz, d)                 # (G, Kc, s, D)
+    qs = _gather_rows(qb, plan.perm_q).reshape(g, nb, cq, m, d)  # (G, nb, Cq, m, D)
+    ks = _gather_rows(kb, plan.perm_k).reshape(g, kc, sz, d)  # (G, Kc, s, D)
     vs = _gather_rows(vb, plan.perm_k).reshape(g, kc, sz, d)
-    qbar = qs.mean(-2)                                                        # (G, nb, Cq, D)
+    qbar = qs.mean(-2)  # (G, nb, Cq, D)
     if s.detach_query_centroids:
         qbar = qbar.detach()
     ninf = float("-inf")
     r = s.retrieval
     if s.variant == "block":
-        kmean = ks.mean(-2)                                                   # MoBA gate: q̄ . mean(k)
+        kmean = ks.mean(-2)  # MoBA gate: q̄ . mean(k)
     need_plan = r > 0 and plan.retrieved is None
     rets, valids = [], []
     outs = [torch.zeros_like(qs[:, 0])]
@@ -282,19 +299,19 @@ def _far_tilted(qb, kb, vb, plan: Plan, s: MuseSettings, c: float):
     gi = torch.arange(g, device=qb.device)[:, None, None]
     for t in range(1, nb):
         kp = t * ck
-        qt, qbt = qs[:, t], qbar[:, t]                                         # (G, Cq, m, D), (G, Cq, D)
+        qt, qbt = qs[:, t], qbar[:, t]  # (G, Cq, m, D), (G, Cq, D)
         ksp, vsp = ks[:, :kp], vs[:, :kp]
         if s.variant == "block":
-            gate = c * qbt @ kmean[:, :kp].transpose(-1, -2)                  # (G, Cq, Kp)
+            gate = c * qbt @ kmean[:, :kp].transpose(-1, -2)  # (G, Cq, Kp)
         else:
             # 2. tilted summaries of every past key cluster toward each centroid of block t
             lg = (ksp.reshape(g, kp * sz, d) @ (c * qbt).transpose(-1, -2)).reshape(g, kp, sz, cq)
             mx = lg.amax(-2, keepdim=True).detach()
-            w = torch.exp(lg - mx)                                            # (G, Kp, s, Cq)
-            z = w.sum(-2)                                                     # (G, Kp, Cq)
-            L = (mx.squeeze(-2) + torch.log(z)).transpose(1, 2)               # (G, Cq, Kp)
-            wn = (w / z.unsqueeze(-2)).transpose(-1, -2)                     # (G, Kp, Cq, s)
-            kt = (wn @ ksp).transpose(1, 2)                                   # (G, Cq, Kp, D)
+            w = torch.exp(lg - mx)  # (G, Kp, s, Cq)
+            z = w.sum(-2)  # (G, Kp, Cq)
+            L = (mx.squeeze(-2) + torch.log(z)).transpose(1, 2)  # (G, Cq, Kp)
+            wn = (w / z.unsqueeze(-2)).transpose(-1, -2)  # (G, Kp, Cq, s)
+            kt = (wn @ ksp).transpose(1, 2)  # (G, Cq, Kp, D)
             vt = (wn @ vsp).transpose(1, 2)
             gate = L
         o_t, l_t = None, None
@@ -309,16 +326,16 @@ def _far_tilted(qb, kb, vb, plan: Plan, s: MuseSettings, c: float):
                 valids.append(F.pad(valid, (0, r - rr)))
             else:
                 idx, valid = plan.retrieved[:, t, :, :rr], plan.valid[:, t, :, :rr]
-            kr = ksp[gi, idx].reshape(g, cq, rr * sz, d)                     # (G, Cq, r*s, D)
+            kr = ksp[gi, idx].reshape(g, cq, rr * sz, d)  # (G, Cq, r*s, D)
             vr = vsp[gi, idx].reshape(g, cq, rr * sz, d)
-            sr = c * qt @ kr.transpose(-1, -2)                                # (G, Cq, m, r*s)
+            sr = c * qt @ kr.transpose(-1, -2)  # (G, Cq, m, r*s)
             vmask = valid.repeat_interleave(sz, dim=-1).unsqueeze(-2)
             o_t, l_t = _safe_attend(sr.masked_fill(~vmask, ninf), vr)
             drop = torch.zeros(g, cq, kp, dtype=torch.bool, device=qb.device).scatter_(-1, idx, valid)
             cnts.append(valid.sum(-1) * sz)
         if s.variant != "block":
             # 3. far field: log Z_b(q) ~ L_ab + c (q - q̄_a).k̃_ab, numerator ~ Z_b(q) ṽ_ab
-            sf = L.unsqueeze(-2) + c * (qt - qbt.unsqueeze(-2)) @ kt.transpose(-1, -2)   # (G, Cq, m, Kp)
+            sf = L.unsqueeze(-2) + c * (qt - qbt.unsqueeze(-2)) @ kt.transpose(-1, -2)  # (G, Cq, m, Kp)
             if drop is not None:
                 sf = sf.masked_fill(drop.unsqueeze(-2), ninf)
             o_f, l_f = _safe_attend(sf, vt)
@@ -327,11 +344,11 @@ def _far_tilted(qb, kb, vb, plan: Plan, s: MuseSettings, c: float):
         lses.append(l_t)
     if need_plan:
         z0 = torch.zeros(g, cq, r, dtype=torch.long, device=qb.device)
-        plan.retrieved = torch.stack([z0] + rets, 1)                          # (G, nb, Cq, r)
+        plan.retrieved = torch.stack([z0] + rets, 1)  # (G, nb, Cq, r)
         plan.valid = torch.stack([z0.bool()] + valids, 1)
     out = torch.stack(outs, 1).reshape(g, nb, bt, d)
     lse = torch.stack(lses, 1).reshape(g, nb, bt)
-    inv = torch.argsort(plan.perm_q, dim=-1)                                  # back to token order
+    inv = torch.argsort(plan.perm_q, dim=-1)  # back to token order
     out = _gather_rows(out, inv)
     lse = torch.gather(lse, -1, inv)
     counts = None
@@ -351,21 +368,21 @@ def _far_v1(qb, kb, vb, plan: Plan, s: MuseSettings, c: float):
     kc = nb * ck
     ks = _gather_rows(kb, plan.perm_k).reshape(g, kc, sz, d)
     vs = _gather_rows(vb, plan.perm_k).reshape(g, kc, sz, d)
-    mu = ks.mean(-2)                                                          # (G, Kc, D)
+    mu = ks.mean(-2)  # (G, Kc, D)
     vbar = vs.mean(-2)
-    cov = (vs.transpose(-1, -2) @ (ks - mu.unsqueeze(-2))) / sz               # (G, Kc, Dv, Dk) = D_b / |b|
-    covt = cov.transpose(-1, -2)                                              # (G, Kc, Dk, Dv)
+    cov = (vs.transpose(-1, -2) @ (ks - mu.unsqueeze(-2))) / sz  # (G, Kc, Dv, Dk) = D_b / |b|
+    covt = cov.transpose(-1, -2)  # (G, Kc, Dk, Dv)
     outs, lses = [torch.zeros_like(qb[:, 0])], [torch.full_like(qb[:, 0, :, 0], -1e30)]
     for t in range(1, nb):
         kp = t * ck
-        qt = qb[:, t]                                                         # (G, B, D)
-        sc = c * qt @ mu[:, :kp].transpose(-1, -2) + math.log(sz)             # (G, B, Kp)
+        qt = qb[:, t]  # (G, B, D)
+        sc = c * qt @ mu[:, :kp].transpose(-1, -2) + math.log(sz)  # (G, B, Kp)
         mx = sc.amax(-1, keepdim=True).detach()
         w = torch.exp(sc - mx)
         z = w.sum(-1, keepdim=True)
         p = w / z
         mono = p @ vbar[:, :kp]
-        x = (p.unsqueeze(-1) * qt.unsqueeze(-2)).reshape(g, bt, kp * d)       # (G, B, Kp*Dk)
+        x = (p.unsqueeze(-1) * qt.unsqueeze(-2)).reshape(g, bt, kp * d)  # (G, B, Kp*Dk)
         dip = x @ covt[:, :kp].reshape(g, kp * d, d)
         outs.append(mono + c * dip)
         lses.append((mx + torch.log(z)).squeeze(-1))

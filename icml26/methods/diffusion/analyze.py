@@ -25,17 +25,17 @@ from icml26.core.errors import InputError
 
 @dataclass(frozen=True)
 class AnalyzeConfig:
-    data: str = "fashion-mnist"             # fashion-mnist | mnist | an .npz | an image folder (labels for the probe)
-    noise_levels: tuple[float, ...] = ()    # sigma (EDM) or timesteps t (DDPM); empty = the schedule's default grid
-    feature_layer: str = "mid_block"        # mid_block | down_blocks.K | up_blocks.K | any submodule name
-    views: int = 2                          # perturbations per image (>= 2)
-    icr_images: int = 1024                  # training images for ICR (and the probe's training set)
-    probe_test_images: int = 1000           # test images for the probe's accuracy
+    data: str = "fashion-mnist"  # fashion-mnist | mnist | an .npz | an image folder (labels for the probe)
+    noise_levels: tuple[float, ...] = ()  # sigma (EDM) or timesteps t (DDPM); empty = the schedule's default grid
+    feature_layer: str = "mid_block"  # mid_block | down_blocks.K | up_blocks.K | any submodule name
+    views: int = 2  # perturbations per image (>= 2)
+    icr_images: int = 1024  # training images for ICR (and the probe's training set)
+    probe_test_images: int = 1000  # test images for the probe's accuracy
     batch_size: int = 256
-    shrinkage_rel: float = 1e-6             # tau = shrinkage_rel * Tr(Sigma_xi) / d
-    shift_px: int = 2                       # augmentation: random shift (pad + crop), pixels
-    hflip: bool = True                      # augmentation: horizontal flip with probability 1/2
-    jitter: float = 0.1                     # augmentation: brightness / contrast jitter
+    shrinkage_rel: float = 1e-6  # tau = shrinkage_rel * Tr(Sigma_xi) / d
+    shift_px: int = 2  # augmentation: random shift (pad + crop), pixels
+    hflip: bool = True  # augmentation: horizontal flip with probability 1/2
+    jitter: float = 0.1  # augmentation: brightness / contrast jitter
 
     def __post_init__(self):
         if self.views < 2:
@@ -74,7 +74,9 @@ def validate(cfg: AnalyzeConfig, model: str | None, seed: int) -> AnalyzeInputs:
     from icml26.methods.diffusion import unet as U
 
     if not model:
-        raise InputError("icr analyze needs --model DIR (a diffusers UNet2DModel folder, e.g. RUN/size-N/unet of `icml26 icr train`)")
+        raise InputError(
+            "icr analyze needs --model DIR (a diffusers UNet2DModel folder, e.g. RUN/size-N/unet of `icml26 icr train`)"
+        )
     d, conf, sched, meta = U.check_model_dir(model)
     levels = tuple(cfg.noise_levels) if cfg.noise_levels else sched.default_grid()
     for lv in levels:
@@ -89,7 +91,9 @@ def validate(cfg: AnalyzeConfig, model: str | None, seed: int) -> AnalyzeInputs:
     ch = int(conf.get("in_channels", 1))
     tr = load_images(cfg.data, "train")
     if len(tr) < cfg.icr_images:
-        raise InputError(f"icr_images = {cfg.icr_images} but {cfg.data!r} has {len(tr)} training images; lower --set icr_images")
+        raise InputError(
+            f"icr_images = {cfg.icr_images} but {cfg.data!r} has {len(tr)} training images; lower --set icr_images"
+        )
     g = np.random.default_rng(seed)
     idx = np.sort(g.choice(len(tr), cfg.icr_images, replace=False))
     x_train = F.prepare_images(tr.images[idx], size, ch)
@@ -103,8 +107,23 @@ def validate(cfg: AnalyzeConfig, model: str | None, seed: int) -> AnalyzeInputs:
         y_test = te.labels[jdx] if te.labels is not None else None
         if y_test is None:
             x_test = None
-    return AnalyzeInputs(unet, sched, levels, x_train, y_train, x_test, y_test, size,
-                         {"model_dir": str(d), "schedule": sched.kind, "image_size": size, "in_channels": ch, **{k: v for k, v in meta.items() if k in ("data", "train_size", "step")}})
+    return AnalyzeInputs(
+        unet,
+        sched,
+        levels,
+        x_train,
+        y_train,
+        x_test,
+        y_test,
+        size,
+        {
+            "model_dir": str(d),
+            "schedule": sched.kind,
+            "image_size": size,
+            "in_channels": ch,
+            **{k: v for k, v in meta.items() if k in ("data", "train_size", "step")},
+        },
+    )
 
 
 def probe_accuracy(f_train: np.ndarray, y_train: np.ndarray, f_test: np.ndarray, y_test: np.ndarray) -> float:
@@ -138,41 +157,85 @@ def run(cfg: AnalyzeConfig, *, inputs: AnalyzeInputs, seed: int = 0) -> Iterator
     seed_everything(seed)
     inp = inputs
     n_params = sum(p.numel() for p in inp.unet.parameters())
-    yield {"kind": "model", **inp.meta, "parameters": int(n_params), "feature_layer": cfg.feature_layer,
-           "noise_param": inp.sched.noise_param, "noise_levels": list(inp.levels)}
+    yield {
+        "kind": "model",
+        **inp.meta,
+        "parameters": int(n_params),
+        "feature_layer": cfg.feature_layer,
+        "noise_param": inp.sched.noise_param,
+        "noise_levels": list(inp.levels),
+    }
     aug = {"shift_px": cfg.shift_px, "hflip": cfg.hflip, "jitter": cfg.jitter}
     rows = []
     for lv in inp.levels:
         t0 = time.perf_counter()
-        h = F.view_features(inp.unet, inp.x_train, inp.sched, float(lv), views=cfg.views, layer=cfg.feature_layer,
-                            seed=seed, batch_size=cfg.batch_size, **aug)  # (N, V, d)
+        h = F.view_features(
+            inp.unet,
+            inp.x_train,
+            inp.sched,
+            float(lv),
+            views=cfg.views,
+            layer=cfg.feature_layer,
+            seed=seed,
+            batch_size=cfg.batch_size,
+            **aug,
+        )  # (N, V, d)
         t_feat = time.perf_counter() - t0
         r = E.icr(h, shrinkage_rel=cfg.shrinkage_rel)
         t_icr = time.perf_counter() - t0 - t_feat
         acc = None
         if inp.x_test is not None:
-            ft = F.view_features(inp.unet, inp.x_test, inp.sched, float(lv), views=1, layer=cfg.feature_layer,
-                                 seed=seed + 1, batch_size=cfg.batch_size, **aug)[:, 0]
+            ft = F.view_features(
+                inp.unet,
+                inp.x_test,
+                inp.sched,
+                float(lv),
+                views=1,
+                layer=cfg.feature_layer,
+                seed=seed + 1,
+                batch_size=cfg.batch_size,
+                **aug,
+            )[:, 0]
             acc = probe_accuracy(h[:, 0].numpy(), inp.y_train, ft.numpy(), inp.y_test)
-        rec = {"kind": "result", "noise_level": float(lv), "noise_param": inp.sched.noise_param,
-               "alpha_bar": inp.sched.alpha_bar(float(lv)), "icr": r.icr, "probe_accuracy": acc,
-               "feature_layer": cfg.feature_layer, "shrinkage": r.shrinkage, "shrinkage_rel": cfg.shrinkage_rel,
-               "trace_sigma_s": r.trace_sigma_s, "trace_sigma_xi": r.trace_sigma_xi, "feature_dim": r.feature_dim,
-               "n_images": r.n_images, "views": r.n_views, "feature_seconds": t_feat, "icr_seconds": t_icr,
-               "seconds": time.perf_counter() - t0}
+        rec = {
+            "kind": "result",
+            "noise_level": float(lv),
+            "noise_param": inp.sched.noise_param,
+            "alpha_bar": inp.sched.alpha_bar(float(lv)),
+            "icr": r.icr,
+            "probe_accuracy": acc,
+            "feature_layer": cfg.feature_layer,
+            "shrinkage": r.shrinkage,
+            "shrinkage_rel": cfg.shrinkage_rel,
+            "trace_sigma_s": r.trace_sigma_s,
+            "trace_sigma_xi": r.trace_sigma_xi,
+            "feature_dim": r.feature_dim,
+            "n_images": r.n_images,
+            "views": r.n_views,
+            "feature_seconds": t_feat,
+            "icr_seconds": t_icr,
+            "seconds": time.perf_counter() - t0,
+        }
         rows.append(rec)
         yield rec
     i_icr = grid_argext([r["icr"] for r in rows], largest=False)
     i_acc = grid_argext([r["probe_accuracy"] for r in rows], largest=True)
     n = len(rows)
-    summ = {"kind": "summary", "noise_param": inp.sched.noise_param, "levels": n,
-            "icr_min_level": rows[i_icr]["noise_level"] if i_icr is not None else None,
-            "icr_min": rows[i_icr]["icr"] if i_icr is not None else None,
-            "probe_peak_level": rows[i_acc]["noise_level"] if i_acc is not None else None,
-            "probe_peak_accuracy": rows[i_acc]["probe_accuracy"] if i_acc is not None else None,
-            "grid_steps_apart": abs(i_icr - i_acc) if (i_icr is not None and i_acc is not None) else None,
-            "icr_min_intermediate": (0 < i_icr < n - 1) if i_icr is not None else None,
-            "probe_peak_intermediate": (0 < i_acc < n - 1) if i_acc is not None else None}
-    summ["claim_window"] = (bool(summ["icr_min_intermediate"] and summ["probe_peak_intermediate"] and summ["grid_steps_apart"] <= 1)
-                            if summ["grid_steps_apart"] is not None else None)
+    summ = {
+        "kind": "summary",
+        "noise_param": inp.sched.noise_param,
+        "levels": n,
+        "icr_min_level": rows[i_icr]["noise_level"] if i_icr is not None else None,
+        "icr_min": rows[i_icr]["icr"] if i_icr is not None else None,
+        "probe_peak_level": rows[i_acc]["noise_level"] if i_acc is not None else None,
+        "probe_peak_accuracy": rows[i_acc]["probe_accuracy"] if i_acc is not None else None,
+        "grid_steps_apart": abs(i_icr - i_acc) if (i_icr is not None and i_acc is not None) else None,
+        "icr_min_intermediate": (0 < i_icr < n - 1) if i_icr is not None else None,
+        "probe_peak_intermediate": (0 < i_acc < n - 1) if i_acc is not None else None,
+    }
+    summ["claim_window"] = (
+        bool(summ["icr_min_intermediate"] and summ["probe_peak_intermediate"] and summ["grid_steps_apart"] <= 1)
+        if summ["grid_steps_apart"] is not None
+        else None
+    )
     yield summ

@@ -99,8 +99,9 @@ def shrinkage_for(sigma_s: np.ndarray, sigma_xi: np.ndarray, shrinkage_rel: floa
     return float(shrinkage_rel) * max(base, 0.0) / d
 
 
-def icr_from_covariances(sigma_s: np.ndarray, sigma_xi: np.ndarray, *, tau: float | None = None,
-                         shrinkage_rel: float = SHRINKAGE_REL) -> tuple[float, float, float]:
+def icr_from_covariances(
+    sigma_s: np.ndarray, sigma_xi: np.ndarray, *, tau: float | None = None, shrinkage_rel: float = SHRINKAGE_REL
+) -> tuple[float, float, float]:
     """(icr, tau, trace_ratio) from the covariances. tau None = the documented rule.
 
     Raises ValueError when Sigma_xi + tau I is not positive definite (e.g. tau = 0 with a singular
@@ -125,8 +126,10 @@ def icr_from_covariances(sigma_s: np.ndarray, sigma_xi: np.ndarray, *, tau: floa
         if not piv.min() > 1e-13 * scale:
             raise LinAlgError("numerically singular")
     except LinAlgError:
-        raise ValueError(f"residual covariance + tau I is not positive definite (tau = {tau:.3g}); "
-                         "use tau > 0 (the default rule) or more views / images") from None
+        raise ValueError(
+            f"residual covariance + tau I is not positive definite (tau = {tau:.3g}); "
+            "use tau > 0 (the default rule) or more views / images"
+        ) from None
     tr = float(np.trace(cho_solve(c, 0.5 * (s + s.T), check_finite=False)))  # Tr(A^-1 Sigma_s)
     return d / (d + tr), float(tau), tr
 
@@ -141,9 +144,17 @@ def icr(features, *, tau: float | None = None, shrinkage_rel: float = SHRINKAGE_
     x = _as_array(features)
     sigma_s, sigma_xi = covariances(x)
     value, t, tr = icr_from_covariances(sigma_s, sigma_xi, tau=tau, shrinkage_rel=shrinkage_rel)
-    return ICRResult(icr=value, shrinkage=t, shrinkage_rel=float(shrinkage_rel) if tau is None else float("nan"),
-                     trace_ratio=tr, trace_sigma_s=float(np.trace(sigma_s)), trace_sigma_xi=float(np.trace(sigma_xi)),
-                     feature_dim=int(x.shape[2]), n_images=int(x.shape[0]), n_views=int(x.shape[1]))
+    return ICRResult(
+        icr=value,
+        shrinkage=t,
+        shrinkage_rel=float(shrinkage_rel) if tau is None else float("nan"),
+        trace_ratio=tr,
+        trace_sigma_s=float(np.trace(sigma_s)),
+        trace_sigma_xi=float(np.trace(sigma_xi)),
+        feature_dim=int(x.shape[2]),
+        n_images=int(x.shape[0]),
+        n_views=int(x.shape[1]),
+    )
 
 
 def icr_two_view(h1, h2, *, tau: float | None = None, shrinkage_rel: float = SHRINKAGE_REL) -> ICRResult:

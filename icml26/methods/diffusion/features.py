@@ -38,8 +38,10 @@ def resolve_layer(unet, name: str):
     except AttributeError:
         mod = None
     if mod is None or mod is unet or name == "":
-        raise InputError(f"feature_layer {name!r} is not a module of this U-Net; choose one of {', '.join(layer_names(unet))} "
-                         "(or any submodule name)")
+        raise InputError(
+            f"feature_layer {name!r} is not a module of this U-Net; choose one of {', '.join(layer_names(unet))} "
+            "(or any submodule name)"
+        )
     return mod
 
 
@@ -87,12 +89,26 @@ def augment(x: Tensor, gen: torch.Generator, *, shift_px: int = 2, hflip: bool =
 
 
 def _crop(pad: Tensor, dy: Tensor, dx: Tensor, h: int, w: int) -> Tensor:
-    return torch.stack([pad[i, :, int(dy[i]) : int(dy[i]) + h, int(dx[i]) : int(dx[i]) + w] for i in range(pad.shape[0])])
+    return torch.stack(
+        [pad[i, :, int(dy[i]) : int(dy[i]) + h, int(dx[i]) : int(dx[i]) + w] for i in range(pad.shape[0])]
+    )
 
 
 @torch.no_grad()
-def view_features(unet, x0: Tensor, sched: Schedule, level: float, *, views: int, layer: str, seed: int,
-                  batch_size: int = 256, shift_px: int = 2, hflip: bool = True, jitter: float = 0.1) -> Tensor:
+def view_features(
+    unet,
+    x0: Tensor,
+    sched: Schedule,
+    level: float,
+    *,
+    views: int,
+    layer: str,
+    seed: int,
+    batch_size: int = 256,
+    shift_px: int = 2,
+    hflip: bool = True,
+    jitter: float = 0.1,
+) -> Tensor:
     """Features (N, V, d) of N images x0 (N, C, H, W) in [-1, 1] under V perturbations at one noise level.
 
     views = 1 with shift_px = 0, hflip False, jitter 0 gives the plain noised image's features.
@@ -109,13 +125,19 @@ def view_features(unet, x0: Tensor, sched: Schedule, level: float, *, views: int
                 feats = []
                 for s in range(0, n, batch_size):
                     xb = x0[s : s + batch_size]
-                    a = augment(xb, gen, shift_px=shift_px, hflip=hflip, jitter=jitter) if (shift_px or hflip or jitter) else xb
+                    a = (
+                        augment(xb, gen, shift_px=shift_px, hflip=hflip, jitter=jitter)
+                        if (shift_px or hflip or jitter)
+                        else xb
+                    )
                     eps = torch.randn(a.shape, generator=gen)
                     inp, t = sched.perturb(a, level, eps)
                     got.clear()
                     unet(inp, t)
                     if len(got) != 1:
-                        raise RuntimeError(f"feature_layer {layer!r} ran {len(got)} times in one forward pass (expected once)")
+                        raise RuntimeError(
+                            f"feature_layer {layer!r} ran {len(got)} times in one forward pass (expected once)"
+                        )
                     feats.append(got[0])
                 out.append(torch.cat(feats))  # (N, d)
     finally:

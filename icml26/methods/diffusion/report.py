@@ -23,7 +23,9 @@ def read_run(run_dir: str | Path) -> tuple[str, list[dict]]:
     p = Path(run_dir)
     rec = p / "records.jsonl"
     if not p.is_dir():
-        raise InputError(f"RUN_DIR {str(run_dir)!r} is not a folder (expected the --out of `icml26 icr analyze` or `icml26 icr train`)")
+        raise InputError(
+            f"RUN_DIR {str(run_dir)!r} is not a folder (expected the --out of `icml26 icr analyze` or `icml26 icr train`)"
+        )
     if not rec.is_file():
         raise InputError(f"RUN_DIR {str(run_dir)!r} holds no records.jsonl")
     out = []
@@ -118,7 +120,9 @@ def plot_training(records: list[dict], path: Path, quality_path: Path | None = N
         fig, ax = plt.subplots(figsize=(6, 3.6))
         for k, n in enumerate(sizes):
             rs = [r for r in steps if r["train_size"] == n and r.get("frechet_distance") is not None]
-            ax.plot([r["icr"] for r in rs], [r["frechet_distance"] for r in rs], "o-", ms=3, color=f"C{k}", label=f"N = {n}")
+            ax.plot(
+                [r["icr"] for r in rs], [r["frechet_distance"] for r in rs], "o-", ms=3, color=f"C{k}", label=f"N = {n}"
+            )
         ax.set_xlabel("ICR at sigma*")
         ax.set_ylabel("Frechet distance (classifier trained here)")
         ax.legend(fontsize=8)

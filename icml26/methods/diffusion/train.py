@@ -47,16 +47,16 @@ NN_RATIO = 1.0 / 3.0
 
 @dataclass(frozen=True)
 class TrainConfig:
-    data: str = "fashion-mnist"             # fashion-mnist | mnist | an .npz | an image folder
-    train_sizes: tuple[int, ...] = (256,)   # training images per run; 0 = the whole training split
-    image_size: int = 16                    # images are resized to image_size x image_size
-    preset: str = "tiny"                    # U-Net preset (unet.PRESETS): tiny | small | base
+    data: str = "fashion-mnist"  # fashion-mnist | mnist | an .npz | an image folder
+    train_sizes: tuple[int, ...] = (256,)  # training images per run; 0 = the whole training split
+    image_size: int = 16  # images are resized to image_size x image_size
+    preset: str = "tiny"  # U-Net preset (unet.PRESETS): tiny | small | base
     steps: int = 4000
     batch_size: int = 32
     lr: float = 1e-3
     ema_decay: float = 0.995
-    monitor_every: int = 250                # steps between monitor points (ICR, memorization, checkpoint)
-    monitor_sigma: float = 0.29             # sigma* of the ICR monitor (paper, EDM)
+    monitor_every: int = 250  # steps between monitor points (ICR, memorization, checkpoint)
+    monitor_sigma: float = 0.29  # sigma* of the ICR monitor (paper, EDM)
     monitor_images: int = 512
     monitor_views: int = 4
     feature_layer: str = "mid_block"
@@ -65,11 +65,11 @@ class TrainConfig:
     hflip: bool = True
     jitter: float = 0.1
     memorization_samples: int = 128
-    sampler_steps: int = 18                 # Heun steps (2 * steps - 1 network evaluations)
-    memorization_threshold: float = 0.05    # onset: first memorization_fraction above this
-    smoothing_window: int = 3               # monitor points in the moving average of the ICR curve
-    quality: bool = True                    # Frechet distance in a classifier trained here
-    feature_steps: int = 300                # training steps of that classifier
+    sampler_steps: int = 18  # Heun steps (2 * steps - 1 network evaluations)
+    memorization_threshold: float = 0.05  # onset: first memorization_fraction above this
+    smoothing_window: int = 3  # monitor points in the moving average of the ICR curve
+    quality: bool = True  # Frechet distance in a classifier trained here
+    feature_steps: int = 300  # training steps of that classifier
     p_mean: float = -1.2
     p_std: float = 1.2
     sigma_data: float = 0.5
@@ -80,7 +80,9 @@ class TrainConfig:
         if self.preset not in PRESETS:
             raise ValueError(f"preset must be one of {', '.join(PRESETS)}, got {self.preset!r}")
         if not self.train_sizes or any(n < 0 for n in self.train_sizes):
-            raise ValueError(f"train_sizes must be a non-empty list of sizes >= 0 (0 = all), got {list(self.train_sizes)}")
+            raise ValueError(
+                f"train_sizes must be a non-empty list of sizes >= 0 (0 = all), got {list(self.train_sizes)}"
+            )
         if len(set(self.train_sizes)) != len(self.train_sizes):
             raise ValueError(f"train_sizes repeat a value: {list(self.train_sizes)}")
         if self.image_size < 8 or self.image_size % 4:
@@ -159,7 +161,7 @@ def memorization(samples, train) -> tuple[float, np.ndarray]:
 # ----------------------------------------------------------------------------- data and checks
 @dataclass
 class TrainInputs:
-    x_all: object   # uint8 (N, C, H, W) training split
+    x_all: object  # uint8 (N, C, H, W) training split
     y_all: object
     x_test: object  # uint8 test split (quality reference), or None
     y_test: object
@@ -178,15 +180,19 @@ def validate(cfg: TrainConfig, out: str | None, resume: bool) -> TrainInputs:
     require_images(cfg.data)
     check_monitor_sigma(cfg.monitor_sigma)
     if cfg.batch_size % world_size():
-        raise InputError(f"batch_size {cfg.batch_size} does not split over {world_size()} torchrun processes; "
-                         f"use a multiple of {world_size()} (--set batch_size=...)")
+        raise InputError(
+            f"batch_size {cfg.batch_size} does not split over {world_size()} torchrun processes; "
+            f"use a multiple of {world_size()} (--set batch_size=...)"
+        )
     tr = load_images(cfg.data, "train")
     too_big = [n for n in cfg.train_sizes if n > len(tr)]
     if too_big:
         raise InputError(f"train_sizes {too_big} exceed the {len(tr)} training images of {cfg.data!r}")
     if any(0 < n < 2 for n in cfg.train_sizes):
         raise InputError("train_sizes must be >= 2 (the memorization measure needs two training images)")
-    F.resolve_layer(U.build_unet(cfg.preset, image_size=cfg.image_size, in_channels=tr.images.shape[1]), cfg.feature_layer)
+    F.resolve_layer(
+        U.build_unet(cfg.preset, image_size=cfg.image_size, in_channels=tr.images.shape[1]), cfg.feature_layer
+    )
     te = None
     if cfg.quality and tr.labels is not None:
         try:
@@ -203,15 +209,31 @@ def validate(cfg: TrainConfig, out: str | None, resume: bool) -> TrainInputs:
                 want = _ckpt_meta(cfg, n or len(tr))
                 for k, v in want.items():
                     if meta.get(k) != v:
-                        raise InputError(f"--resume: checkpoint {f} has {k} = {meta.get(k)!r}, these settings give {v!r}; "
-                                         f"resume with the same settings or delete {str(out)!r} to start over")
-    return TrainInputs(tr.images, tr.labels, te.images if te is not None else None, te.labels if te is not None else None,
-                       tr.name, int(tr.images.shape[1]))
+                        raise InputError(
+                            f"--resume: checkpoint {f} has {k} = {meta.get(k)!r}, these settings give {v!r}; "
+                            f"resume with the same settings or delete {str(out)!r} to start over"
+                        )
+    return TrainInputs(
+        tr.images,
+        tr.labels,
+        te.images if te is not None else None,
+        te.labels if te is not None else None,
+        tr.name,
+        int(tr.images.shape[1]),
+    )
 
 
 def _ckpt_meta(cfg: TrainConfig, n: int) -> dict:
-    return {"kind": "icr-unet", "train_size": n, "preset": cfg.preset, "image_size": cfg.image_size, "batch_size": cfg.batch_size,
-            "lr": cfg.lr, "ema_decay": cfg.ema_decay, "data": str(cfg.data)}
+    return {
+        "kind": "icr-unet",
+        "train_size": n,
+        "preset": cfg.preset,
+        "image_size": cfg.image_size,
+        "batch_size": cfg.batch_size,
+        "lr": cfg.lr,
+        "ema_decay": cfg.ema_decay,
+        "data": str(cfg.data),
+    }
 
 
 def _gen(seed: int, n: int, step: int, code: int):
@@ -248,7 +270,9 @@ def _feature_net(cfg: TrainConfig, inp: TrainInputs, x_all, *, seed: int, out: P
             loss.backward()
             opt.step()
         if path is not None:
-            ckpt.save(path, ckpt.prefixed(net.state_dict(), "model"), {"kind": "icr-features", "steps": cfg.feature_steps})
+            ckpt.save(
+                path, ckpt.prefixed(net.state_dict(), "model"), {"kind": "icr-features", "steps": cfg.feature_steps}
+            )
     net.eval()
     xt = Fe.prepare_images(inp.x_test[:2000], cfg.image_size, inp.channels)
     with torch.no_grad():
@@ -258,8 +282,18 @@ def _feature_net(cfg: TrainConfig, inp: TrainInputs, x_all, *, seed: int, out: P
 
 
 # ----------------------------------------------------------------------------- one training size
-def _train_size(cfg: TrainConfig, inp: TrainInputs, n_req: int, *, seed: int, out: Path | None, previous: list[dict],
-                x_full, quality, dist) -> Iterator[dict]:
+def _train_size(
+    cfg: TrainConfig,
+    inp: TrainInputs,
+    n_req: int,
+    *,
+    seed: int,
+    out: Path | None,
+    previous: list[dict],
+    x_full,
+    quality,
+    dist,
+) -> Iterator[dict]:
     import torch
 
     from icml26.methods.diffusion import estimator as E
@@ -296,7 +330,9 @@ def _train_size(cfg: TrainConfig, inp: TrainInputs, n_req: int, *, seed: int, ou
     mems = [r["memorization_fraction"] for r in hist]
     n_params = sum(p.numel() for p in net.parameters())
     xm = x[: cfg.monitor_images]
-    noise = torch.randn((cfg.memorization_samples, inp.channels, cfg.image_size, cfg.image_size), generator=_gen(seed, n, 0, 3))
+    noise = torch.randn(
+        (cfg.memorization_samples, inp.channels, cfg.image_size, cfg.image_size), generator=_gen(seed, n, 0, 3)
+    )
     aug = {"shift_px": cfg.shift_px, "hflip": cfg.hflip, "jitter": cfg.jitter}
     sched = U.Schedule("edm", cfg.sigma_data)
     t_train = t_monitor = t_icr = t_sample = 0.0
@@ -334,8 +370,9 @@ def _train_size(cfg: TrainConfig, inp: TrainInputs, n_req: int, *, seed: int, ou
             continue
         # 3a. ICR monitor on the training images
         tm = time.perf_counter()
-        h = Fe.view_features(ema, xm, sched, cfg.monitor_sigma, views=cfg.monitor_views, layer=cfg.feature_layer,
-                             seed=seed + 7, **aug)
+        h = Fe.view_features(
+            ema, xm, sched, cfg.monitor_sigma, views=cfg.monitor_views, layer=cfg.feature_layer, seed=seed + 7, **aug
+        )
         r = E.icr(h, shrinkage_rel=cfg.shrinkage_rel)
         t_icr += time.perf_counter() - tm
         # 3b. memorization of generated samples
@@ -349,10 +386,20 @@ def _train_size(cfg: TrainConfig, inp: TrainInputs, n_req: int, *, seed: int, ou
             with torch.no_grad():
                 fg = quality[0][0].features((samples + 1) / 2).double().numpy()
             fd = frechet_distance(quality[1], fg)
-        rec = {"kind": "step", "train_size": n, "step": step + 1, "loss": mean_loss, "icr": r.icr,
-               "memorization_fraction": frac, "nn_ratio_median": float(np.median(ratio)), "frechet_distance": fd,
-               "shrinkage": r.shrinkage, "trace_sigma_s": r.trace_sigma_s, "trace_sigma_xi": r.trace_sigma_xi,
-               "seconds": elapsed0 + time.perf_counter() - t0}
+        rec = {
+            "kind": "step",
+            "train_size": n,
+            "step": step + 1,
+            "loss": mean_loss,
+            "icr": r.icr,
+            "memorization_fraction": frac,
+            "nn_ratio_median": float(np.median(ratio)),
+            "frechet_distance": fd,
+            "shrinkage": r.shrinkage,
+            "trace_sigma_s": r.trace_sigma_s,
+            "trace_sigma_xi": r.trace_sigma_xi,
+            "seconds": elapsed0 + time.perf_counter() - t0,
+        }
         t_monitor += time.perf_counter() - tm
         n_monitors += 1
         steps_seen.append(step + 1)
@@ -361,8 +408,17 @@ def _train_size(cfg: TrainConfig, inp: TrainInputs, n_req: int, *, seed: int, ou
         # 3d. checkpoint (then the record: a resumed run recomputes nothing it has printed)
         if path is not None:
             flat, groups = ckpt.optim_to_flat(opt)
-            ckpt.save(path, {**ckpt.prefixed(net.state_dict(), "model"), **ckpt.prefixed(ema.state_dict(), "ema"), **flat},
-                      {**_ckpt_meta(cfg, n), "step": step + 1, "seconds": rec["seconds"], "param_groups": groups, "seed": seed})
+            ckpt.save(
+                path,
+                {**ckpt.prefixed(net.state_dict(), "model"), **ckpt.prefixed(ema.state_dict(), "ema"), **flat},
+                {
+                    **_ckpt_meta(cfg, n),
+                    "step": step + 1,
+                    "seconds": rec["seconds"],
+                    "param_groups": groups,
+                    "seed": seed,
+                },
+            )
         dist.barrier()
         yield rec
     # 4. result for this size
@@ -372,22 +428,47 @@ def _train_size(cfg: TrainConfig, inp: TrainInputs, n_req: int, *, seed: int, ou
     s_on = onset_step(steps_seen, mems, cfg.memorization_threshold)
     unet_dir = None
     if sdir is not None:
-        unet_dir = U.save_unet(ema, sdir / "unet", {"schedule": "edm", "sigma_data": cfg.sigma_data, "data": str(cfg.data),
-                                                    "train_size": n, "step": cfg.steps, "image_size": cfg.image_size})
+        unet_dir = U.save_unet(
+            ema,
+            sdir / "unet",
+            {
+                "schedule": "edm",
+                "sigma_data": cfg.sigma_data,
+                "data": str(cfg.data),
+                "train_size": n,
+                "step": cfg.steps,
+                "image_size": cfg.image_size,
+            },
+        )
     icr_at = dict(zip(steps_seen, icrs))
-    yield {"kind": "result", "train_size": n, "icr_min_step": s_min, "icr_min": icr_at.get(s_min) if s_min else None,
-           "memorization_onset_step": s_on, "onset_minus_icr_min_steps": (s_on - s_min) if (s_on is not None and s_min is not None) else None,
-           "icr_min_before_onset": (s_min < s_on) if (s_on is not None and s_min is not None) else None,
-           "final_memorization_fraction": mems[-1] if mems else None, "final_icr": icrs[-1] if icrs else None,
-           "steps": cfg.steps, "parameters": int(n_params), "monitor_images": int(len(xm)),
-           "train_step_seconds": t_train / n_train_steps if n_train_steps else None,
-           "icr_eval_seconds": t_icr / n_monitors if n_monitors else None,
-           "sample_seconds": t_sample / n_monitors if n_monitors else None,
-           "unet_dir": str(unet_dir) if unet_dir else None}
+    yield {
+        "kind": "result",
+        "train_size": n,
+        "icr_min_step": s_min,
+        "icr_min": icr_at.get(s_min) if s_min else None,
+        "memorization_onset_step": s_on,
+        "onset_minus_icr_min_steps": (s_on - s_min) if (s_on is not None and s_min is not None) else None,
+        "icr_min_before_onset": (s_min < s_on) if (s_on is not None and s_min is not None) else None,
+        "final_memorization_fraction": mems[-1] if mems else None,
+        "final_icr": icrs[-1] if icrs else None,
+        "steps": cfg.steps,
+        "parameters": int(n_params),
+        "monitor_images": int(len(xm)),
+        "train_step_seconds": t_train / n_train_steps if n_train_steps else None,
+        "icr_eval_seconds": t_icr / n_monitors if n_monitors else None,
+        "sample_seconds": t_sample / n_monitors if n_monitors else None,
+        "unet_dir": str(unet_dir) if unet_dir else None,
+    }
 
 
-def run(cfg: TrainConfig, *, inputs: TrainInputs, seed: int = 0, out: str | Path | None = None,
-        previous: list[dict] | None = None) -> Iterator[dict]:
+def run(
+    cfg: TrainConfig,
+    *,
+    inputs: TrainInputs,
+    seed: int = 0,
+    out: str | Path | None = None,
+    previous: list[dict] | None = None,
+) -> Iterator[dict]:
     """Yield ``step`` records (monitor points), one ``result`` per training size, then the ``summary``.
 
     previous: the records of an interrupted run (``resume_records``): finished sizes are replayed,
@@ -406,7 +487,11 @@ def run(cfg: TrainConfig, *, inputs: TrainInputs, seed: int = 0, out: str | Path
     done = {r["train_size"]: r for r in previous if r.get("kind") == "result"}
     qnet, ref = _feature_net(cfg, inputs, x_full, seed=seed, out=outp) if dist.main else (None, None)
     if qnet is not None:
-        yield {"kind": "feature_network", "test_accuracy": qnet[1], "note": "Frechet distance in a CNN classifier trained here (not Inception)"}
+        yield {
+            "kind": "feature_network",
+            "test_accuracy": qnet[1],
+            "note": "Frechet distance in a CNN classifier trained here (not Inception)",
+        }
     results = []
     for n_req in cfg.train_sizes:
         n = n_req or len(x_full)
@@ -415,16 +500,24 @@ def run(cfg: TrainConfig, *, inputs: TrainInputs, seed: int = 0, out: str | Path
             yield done[n]
             results.append(done[n])
             continue
-        for rec in _train_size(cfg, inputs, n_req, seed=seed, out=outp, previous=previous, x_full=x_full, quality=(qnet, ref),
-                               dist=dist):
+        for rec in _train_size(
+            cfg, inputs, n_req, seed=seed, out=outp, previous=previous, x_full=x_full, quality=(qnet, ref), dist=dist
+        ):
             if rec["kind"] == "result":
                 results.append(rec)
             yield rec
     small = [r for r in results if r["train_size"] < len(x_full)]
     before = [r["icr_min_before_onset"] for r in small]
-    yield {"kind": "summary", "sizes": [r["train_size"] for r in results],
-           "icr_min_steps": [r["icr_min_step"] for r in results],
-           "memorization_onset_steps": [r["memorization_onset_step"] for r in results],
-           "claim_icr_min_before_onset": (all(b is True for b in before) if before and all(b is not None for b in before) else None),
-           "memorization_threshold": cfg.memorization_threshold, "nn_ratio_threshold": NN_RATIO,
-           "torch_threads": torch.get_num_threads(), "processes": dist.world}
+    yield {
+        "kind": "summary",
+        "sizes": [r["train_size"] for r in results],
+        "icr_min_steps": [r["icr_min_step"] for r in results],
+        "memorization_onset_steps": [r["memorization_onset_step"] for r in results],
+        "claim_icr_min_before_onset": (
+            all(b is True for b in before) if before and all(b is not None for b in before) else None
+        ),
+        "memorization_threshold": cfg.memorization_threshold,
+        "nn_ratio_threshold": NN_RATIO,
+        "torch_threads": torch.get_num_threads(),
+        "processes": dist.world,
+    }

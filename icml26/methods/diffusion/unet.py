@@ -50,9 +50,17 @@ def build_unet(preset: str = "tiny", *, image_size: int = 16, in_channels: int =
     n = len(ch)
     down = tuple("AttnDownBlock2D" if (p["attention"] and i == n - 1) else "DownBlock2D" for i in range(n))
     up = tuple("AttnUpBlock2D" if (p["attention"] and i == 0) else "UpBlock2D" for i in range(n))
-    return UNet2DModel(sample_size=image_size, in_channels=in_channels, out_channels=in_channels, block_out_channels=ch,
-                       down_block_types=down, up_block_types=up, layers_per_block=1, norm_num_groups=min(8, ch[0] // 4),
-                       attention_head_dim=ch[-1])
+    return UNet2DModel(
+        sample_size=image_size,
+        in_channels=in_channels,
+        out_channels=in_channels,
+        block_out_channels=ch,
+        down_block_types=down,
+        up_block_types=up,
+        layers_per_block=1,
+        norm_num_groups=min(8, ch[0] // 4),
+        attention_head_dim=ch[-1],
+    )
 
 
 @dataclass(frozen=True)
@@ -77,10 +85,14 @@ class Schedule:
             raise InputError(f"noise level {level!r} is not finite")
         if self.kind == "edm":
             if level < 0:
-                raise InputError(f"noise level sigma = {level:g} is negative; an EDM schedule takes sigma >= 0 (e.g. 0.29)")
+                raise InputError(
+                    f"noise level sigma = {level:g} is negative; an EDM schedule takes sigma >= 0 (e.g. 0.29)"
+                )
         else:
             if level != int(level) or not 0 <= level < self.num_timesteps:
-                raise InputError(f"noise level t = {level:g} is not a timestep of this DDPM schedule (integers 0..{self.num_timesteps - 1})")
+                raise InputError(
+                    f"noise level t = {level:g} is not a timestep of this DDPM schedule (integers 0..{self.num_timesteps - 1})"
+                )
 
     def alpha_bar(self, level: float) -> float:
         if self.kind == "edm":
@@ -117,7 +129,9 @@ def edm_denoise(unet, x: Tensor, sigma: Tensor, sigma_data: float = 0.5) -> Tens
     return c_skip * x + c_out * unet(c_in * x, c_noise).sample
 
 
-def edm_loss(unet, x0: Tensor, n: Tensor, eps: Tensor, *, p_mean: float = -1.2, p_std: float = 1.2, sigma_data: float = 0.5) -> Tensor:
+def edm_loss(
+    unet, x0: Tensor, n: Tensor, eps: Tensor, *, p_mean: float = -1.2, p_std: float = 1.2, sigma_data: float = 0.5
+) -> Tensor:
     """EDM training loss (Karras et al. 2022, Eq. 8 with lambda = 1/c_out^2): sigma = exp(P_mean + P_std n).
     x0 (B, C, H, W) in [-1, 1]; n (B,) and eps (B, C, H, W) standard normal. Returns the scalar mean."""
     sigma = torch.exp(p_mean + p_std * n)
@@ -152,12 +166,16 @@ def _unet_dir(model_dir: str | Path) -> Path:
     if not p.exists():
         raise InputError(f"--model {str(model_dir)!r} does not exist (expected a diffusers UNet2DModel folder)")
     if not p.is_dir():
-        raise InputError(f"--model {str(model_dir)!r} is a file; expected a diffusers UNet2DModel folder (config.json + "
-                         "diffusion_pytorch_model.safetensors), e.g. the unet/ folder of an `icml26 icr train` run")
+        raise InputError(
+            f"--model {str(model_dir)!r} is a file; expected a diffusers UNet2DModel folder (config.json + "
+            "diffusion_pytorch_model.safetensors), e.g. the unet/ folder of an `icml26 icr train` run"
+        )
     for cand in (p, p / "unet"):
         if (cand / "config.json").is_file():
             return cand
-    raise InputError(f"--model {str(model_dir)!r} holds no config.json (nor unet/config.json): not a diffusers model folder")
+    raise InputError(
+        f"--model {str(model_dir)!r} holds no config.json (nor unet/config.json): not a diffusers model folder"
+    )
 
 
 def check_model_dir(model_dir: str | Path) -> tuple[Path, dict, Schedule, dict]:
@@ -171,8 +189,10 @@ def check_model_dir(model_dir: str | Path) -> tuple[Path, dict, Schedule, dict]:
     except (OSError, ValueError) as e:
         raise InputError(f"--model {str(model_dir)!r}: config.json is not readable JSON ({e})") from None
     if not isinstance(conf, dict) or conf.get("_class_name", "UNet2DModel") != "UNet2DModel":
-        raise InputError(f"--model {str(model_dir)!r}: config.json describes {conf.get('_class_name') if isinstance(conf, dict) else conf!r}, "
-                         "not a UNet2DModel")
+        raise InputError(
+            f"--model {str(model_dir)!r}: config.json describes {conf.get('_class_name') if isinstance(conf, dict) else conf!r}, "
+            "not a UNet2DModel"
+        )
     if not any(d.glob("*.safetensors")):
         extra = " (only pickled .bin weights, which are not loaded)" if any(d.glob("*.bin")) else ""
         raise InputError(f"--model {str(model_dir)!r}: no .safetensors weights in {str(d)!r}{extra}")
@@ -211,7 +231,9 @@ def load_unet(unet_dir: Path):
     try:
         m = UNet2DModel.from_pretrained(str(unet_dir), use_safetensors=True, local_files_only=True)
     except (OSError, ValueError, RuntimeError, TypeError) as e:
-        raise InputError(f"--model {str(unet_dir)!r}: cannot load the UNet2DModel ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+        raise InputError(
+            f"--model {str(unet_dir)!r}: cannot load the UNet2DModel ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
+        ) from None
     return m.float().eval()
 
 

@@ -40,7 +40,9 @@ KIND_EMPIRICAL = KINDS["empirical"]
 BUDGET_ALGOS = budget_engine.ALGOS + tuple(a for a in confidence_engine.ALGOS if a not in budget_engine.ALGOS)
 CONFIDENCE_ALGOS = confidence_engine.ALGOS
 # every hyper-parameter of either engine (each one is a Config field of the same name)
-PARAM_FIELDS = tuple(dict.fromkeys(k for eng in (budget_engine, confidence_engine) for d in eng.DEFAULTS.values() for k in d))
+PARAM_FIELDS = tuple(
+    dict.fromkeys(k for eng in (budget_engine, confidence_engine) for d in eng.DEFAULTS.values() for k in d)
+)
 BUILTIN_DIR = Path(__file__).resolve().parent / "bandits"
 
 
@@ -49,44 +51,44 @@ class Config:
     """Settings of ``icml26 bai``. Algorithm hyper-parameters left at None take the
     algorithm's documented default (``icml26.ops.bai.DEFAULTS`` / ``icml26.ops.bai_fc.DEFAULTS``)."""
 
-    env: str = ""                      # bandit YAML path, or a built-in name (see builtin_envs())
-    algo: tuple[str, ...] = ("all",)   # algorithms to run, or "all"
-    budget: tuple[int, ...] = ()       # fixed-budget setting(s): pulls per run
-    delta: tuple[float, ...] = ()      # fixed-confidence setting(s): error level in (0, 1)
-    seeds: int = 1000                  # independent runs per (algo, setting)
-    max_pulls: int = 1_000_000         # fixed confidence: cap per run (run counted as not stopped)
-    backend: str = "auto"              # auto | ext | ref
+    env: str = ""  # bandit YAML path, or a built-in name (see builtin_envs())
+    algo: tuple[str, ...] = ("all",)  # algorithms to run, or "all"
+    budget: tuple[int, ...] = ()  # fixed-budget setting(s): pulls per run
+    delta: tuple[float, ...] = ()  # fixed-confidence setting(s): error level in (0, 1)
+    seeds: int = 1000  # independent runs per (algo, setting)
+    max_pulls: int = 1_000_000  # fixed confidence: cap per run (run counted as not stopped)
+    backend: str = "auto"  # auto | ext | ref
     # reward scale: [lo, hi] (every scale parameter in units of hi - lo), "online" (the range
     # of the rewards observed so far in each run), or None = the env file's reward_range if it
     # declares one, else "online". The config record holds the value used.
     reward_range: Optional[Union[tuple[float, float], str]] = None
     # ---- algorithm hyper-parameters; None = the engine's documented default ----
     # VarDE (authors' code defaults: tau 0.1, var_floor 0.01, warm start 1 round)
-    tau: Optional[float] = None            # temperature of the soft maximum (reward units)
-    var_floor: Optional[float] = None      # lower bound on the empirical variance
-    warm_start: Optional[int] = None       # budget: rounds pulling every arm; confidence: samples per arm (>= 2)
-    smoother: Optional[str] = None         # lse | constant | sparsemax | entmax | pairwise | power
+    tau: Optional[float] = None  # temperature of the soft maximum (reward units)
+    var_floor: Optional[float] = None  # lower bound on the empirical variance
+    warm_start: Optional[int] = None  # budget: rounds pulling every arm; confidence: samples per arm (>= 2)
+    smoother: Optional[str] = None  # lse | constant | sparsemax | entmax | pairwise | power
     variance_exponent: Optional[float] = None  # score = w^2 (s^2)^ve / (N (N+1)); 1 = delta method
-    use_influence_weights: Optional[bool] = None   # ablation: False -> w = 1
+    use_influence_weights: Optional[bool] = None  # ablation: False -> w = 1
     use_empirical_variance: Optional[bool] = None  # ablation: False -> s^2 = 1
-    const_c: Optional[float] = None        # constant smoother: weight of the empirical best
-    entmax_alpha: Optional[float] = None   # entmax smoother
-    pairwise_delta: Optional[float] = None # pairwise soft-max smoother
-    power_p: Optional[float] = None        # power-mean smoother
-    mean_estimator: Optional[str] = None   # fixed budget: mean | mom | trimmed (heavy tails; see icml26.ops.bai)
-    mom_groups: Optional[int] = None       # mom: number of blocks
-    trim: Optional[float] = None           # trimmed: fraction cut at each end
+    const_c: Optional[float] = None  # constant smoother: weight of the empirical best
+    entmax_alpha: Optional[float] = None  # entmax smoother
+    pairwise_delta: Optional[float] = None  # pairwise soft-max smoother
+    power_p: Optional[float] = None  # power-mean smoother
+    mean_estimator: Optional[str] = None  # fixed budget: mean | mom | trimmed (heavy tails; see icml26.ops.bai)
+    mom_groups: Optional[int] = None  # mom: number of blocks
+    trim: Optional[float] = None  # trimmed: fraction cut at each end
     # fixed-budget baselines
-    ucbe_a: Optional[float] = None         # UCB-E exploration a in sqrt(a / N)
-    ugape_a: Optional[float] = None        # UGapE exploration a
-    cr_variant: Optional[str] = None       # continuous rejects: A (aggressive) | C (conservative)
+    ucbe_a: Optional[float] = None  # UCB-E exploration a in sqrt(a / N)
+    ugape_a: Optional[float] = None  # UGapE exploration a
+    cr_variant: Optional[str] = None  # continuous rejects: A (aggressive) | C (conservative)
     # fixed-confidence rules
-    noise_model: Optional[str] = None      # auto | gaussian | bernoulli (GLR statistics, KL bounds)
-    threshold: Optional[str] = None        # heuristic log((1 + log t)/delta) | theory
-    budget_delta: Optional[float] = None   # LUCB / KL-LUCB confidence level when run with a budget
+    noise_model: Optional[str] = None  # auto | gaussian | bernoulli (GLR statistics, KL bounds)
+    threshold: Optional[str] = None  # heuristic log((1 + log t)/delta) | theory
+    budget_delta: Optional[float] = None  # LUCB / KL-LUCB confidence level when run with a budget
     tas_bisection_iters: Optional[int] = None  # Track-and-Stop: bisection steps for w*
-    tts_beta: Optional[float] = None       # Top-Two TS: probability of pulling the leader
-    tts_max_resample: Optional[int] = None # Top-Two TS: redraws to find a challenger
+    tts_beta: Optional[float] = None  # Top-Two TS: probability of pulling the leader
+    tts_max_resample: Optional[int] = None  # Top-Two TS: redraws to find a challenger
 
     def __post_init__(self):
         if self.seeds < 1:
@@ -144,7 +146,9 @@ def resolve_env_path(env: str, search_dirs: tuple[Path, ...] = ()) -> Path:
     if env in INSTANCES:
         return builtin_traffic_env(env)
     if p.is_dir():
-        raise InputError(f"--env {env!r} is a directory; give an env file (.yaml) or a built-in name ({', '.join(builtin_envs())})")
+        raise InputError(
+            f"--env {env!r} is a directory; give an env file (.yaml) or a built-in name ({', '.join(builtin_envs())})"
+        )
     raise InputError(f"--env {env!r}: no such file and not a built-in ({', '.join(builtin_envs())})")
 
 
@@ -152,13 +156,15 @@ def expand_algos(cfg: Config) -> list[str]:
     pool = CONFIDENCE_ALGOS if cfg.delta else BUDGET_ALGOS
     names: list[str] = []
     for a in cfg.algo:
-        for x in (pool if a == "all" else (a,)):
+        for x in pool if a == "all" else (a,):
             if x not in names:
                 names.append(x)
     if cfg.delta:
         bad = [a for a in names if a not in CONFIDENCE_ALGOS]
         if bad:
-            raise InputError(f"algo {bad[0]!r} has no stopping rule: fixed confidence (--delta) supports {', '.join(CONFIDENCE_ALGOS)}")
+            raise InputError(
+                f"algo {bad[0]!r} has no stopping rule: fixed confidence (--delta) supports {', '.join(CONFIDENCE_ALGOS)}"
+            )
     return names
 
 
@@ -190,31 +196,57 @@ def _params_for(cfg: Config, defaults: dict) -> dict:
 CHUNK_PULLS = 20_000_000  # pulls per engine call: bounds the time before Ctrl-C is seen
 
 
-def run_algo(table, algo: str, cfg: Config, seeds: np.ndarray, *, budget: int | None = None, delta: float | None = None,
-             on_chunk=None) -> dict:
+def run_algo(
+    table,
+    algo: str,
+    cfg: Config,
+    seeds: np.ndarray,
+    *,
+    budget: int | None = None,
+    delta: float | None = None,
+    on_chunk=None,
+) -> dict:
     """One (algo, setting) batch -> raw arrays from the engine, run in chunks of seeds
     (each run depends only on its own seed, so chunking does not change results)."""
     per_run = budget if budget is not None else min(cfg.max_pulls, 20_000)
     size = int(max(64, min(len(seeds), CHUNK_PULLS // max(per_run, 1))))
     parts = []
     for i in range(0, len(seeds), size):
-        parts.append(_run_algo(table, algo, cfg, seeds[i:i + size], budget=budget, delta=delta))
+        parts.append(_run_algo(table, algo, cfg, seeds[i : i + size], budget=budget, delta=delta))
         if on_chunk is not None:
-            on_chunk(len(seeds[i:i + size]) / len(seeds))
+            on_chunk(len(seeds[i : i + size]) / len(seeds))
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
-def _run_algo(table, algo: str, cfg: Config, seeds: np.ndarray, *, budget: int | None = None, delta: float | None = None) -> dict:
+def _run_algo(
+    table, algo: str, cfg: Config, seeds: np.ndarray, *, budget: int | None = None, delta: float | None = None
+) -> dict:
     eng = engine_for(algo, cfg)
     rr = _engine_range(cfg, table)
     if eng is budget_engine:
-        out = eng.run_fixed_budget(table, algo, budget, seeds, _params_for(cfg, eng.DEFAULTS.get(algo, {})), backend=cfg.backend,
-                                   reward_range=rr)
+        out = eng.run_fixed_budget(
+            table,
+            algo,
+            budget,
+            seeds,
+            _params_for(cfg, eng.DEFAULTS.get(algo, {})),
+            backend=cfg.backend,
+            reward_range=rr,
+        )
         out.setdefault("pulls", out["counts"].sum(axis=1))
         out.setdefault("stopped", np.ones(len(seeds), dtype=bool))
         return out
-    return eng.run_fixed_confidence(table, algo, seeds, _params_for(cfg, eng.DEFAULTS.get(algo, {})), delta=delta, budget=budget,
-                                    max_pulls=cfg.max_pulls, backend=cfg.backend, reward_range=rr)
+    return eng.run_fixed_confidence(
+        table,
+        algo,
+        seeds,
+        _params_for(cfg, eng.DEFAULTS.get(algo, {})),
+        delta=delta,
+        budget=budget,
+        max_pulls=cfg.max_pulls,
+        backend=cfg.backend,
+        reward_range=rr,
+    )
 
 
 def metrics(table, out: dict) -> dict:
@@ -243,16 +275,24 @@ def metrics(table, out: dict) -> dict:
 # machine, one thread: the kernels pull 1.4e7/s (uniform, successive rejects, sequential halving),
 # ~5e6/s (varde, ucb-e, continuous rejects) down to 2.4e5/s (top-two-ts with a budget) and, with a
 # stopping rule on gk2016-1, 3.5e4/s (track-and-stop) to 5e6/s (lucb).
-MAX_TOTAL_PULLS = 2e10   # pulls over all runs (~30 min at the fast kernels' 1e7 pulls/s); fixed
+MAX_TOTAL_PULLS = 2e10  # pulls over all runs (~30 min at the fast kernels' 1e7 pulls/s); fixed
 #                          confidence counts every run at max_pulls (its worst case: a run that never stops)
-MAX_CPU_SECONDS = 1800   # fixed budget: pulls x each algorithm's measured seconds per pull (below)
-MAX_RESULT_BYTES = 4e9   # arrays kept per run (recommendation, counts (K,), pulls, ...): see result_bytes()
+MAX_CPU_SECONDS = 1800  # fixed budget: pulls x each algorithm's measured seconds per pull (below)
+MAX_RESULT_BYTES = 4e9  # arrays kept per run (recommendation, counts (K,), pulls, ...): see result_bytes()
 # seconds per pull on one core in budget mode (pulls/s measured on varde-geom14, K = 14, rounded
 # down); an algorithm missing here counts at the slowest rate
 SECONDS_PER_PULL = {
-    "uniform": 1 / 1.2e7, "successive-rejects": 1 / 1.2e7, "sequential-halving": 1 / 1.2e7,
-    "varde": 1 / 4.5e6, "ucb-e": 1 / 4.5e6, "continuous-rejects": 1 / 4.5e6, "ugape": 1 / 3.5e6,
-    "lucb": 1 / 2.5e6, "kl-lucb": 1 / 2.5e6, "track-and-stop": 1 / 1e6, "top-two-ts": 1 / 2e5,
+    "uniform": 1 / 1.2e7,
+    "successive-rejects": 1 / 1.2e7,
+    "sequential-halving": 1 / 1.2e7,
+    "varde": 1 / 4.5e6,
+    "ucb-e": 1 / 4.5e6,
+    "continuous-rejects": 1 / 4.5e6,
+    "ugape": 1 / 3.5e6,
+    "lucb": 1 / 2.5e6,
+    "kl-lucb": 1 / 2.5e6,
+    "track-and-stop": 1 / 1e6,
+    "top-two-ts": 1 / 2e5,
 }
 
 # varde with mean_estimator=trimmed: seconds per (pull x reward of the pulled arm), measured on
@@ -313,7 +353,9 @@ def check_estimator(cfg: Config) -> None:
     if cfg.trim is not None and cfg.mean_estimator != "trimmed":
         raise InputError("trim applies only with mean_estimator=trimmed: add --set mean_estimator=trimmed or drop trim")
     if cfg.mom_groups is not None and cfg.mean_estimator != "mom":
-        raise InputError("mom_groups applies only with mean_estimator=mom: add --set mean_estimator=mom or drop mom_groups")
+        raise InputError(
+            "mom_groups applies only with mean_estimator=mom: add --set mean_estimator=mom or drop mom_groups"
+        )
 
 
 def result_bytes(K: int) -> int:
@@ -328,11 +370,18 @@ def check_limits(cfg: Config, K: int, algos: list[str]) -> None:
     """InputError when the run would take more than ~30 minutes of CPU or more than a few GB
     of memory (the limits above); every message names the flags to lower."""
     n_algo = len(algos)
-    which = "--seeds, --budget or the number of --algo" if cfg.budget else "--set max_pulls=N, --seeds or the number of --algo"
+    which = (
+        "--seeds, --budget or the number of --algo"
+        if cfg.budget
+        else "--set max_pulls=N, --seeds or the number of --algo"
+    )
     if cfg.budget:
         per_run, counted = sum(cfg.budget), "seeds x algorithms x the sum of the budgets"
     else:
-        per_run, counted = len(cfg.delta) * cfg.max_pulls, "seeds x algorithms x --delta values x max_pulls, a run's worst case"
+        per_run, counted = (
+            len(cfg.delta) * cfg.max_pulls,
+            "seeds x algorithms x --delta values x max_pulls, a run's worst case",
+        )
     check_work(cfg.seeds * n_algo * per_run, MAX_TOTAL_PULLS, "simulate", "pulls", which, detail=counted)
     if cfg.budget:
         slowest = max(SECONDS_PER_PULL.values())
@@ -340,13 +389,21 @@ def check_limits(cfg: Config, K: int, algos: list[str]) -> None:
         if "varde" in algos and cfg.mean_estimator == "trimmed":
             # the trimmed mean re-sorts the pulled arm's N_i rewards: O(N_i) a pull, ~budget^2 / K a run
             secs += cfg.seeds * sum(b * b for b in cfg.budget) / K * SECONDS_PER_TRIMMED_ELEMENT
-        check_work(secs, MAX_CPU_SECONDS, "take", "seconds of CPU", which,
-                   detail="pulls x each algorithm's measured seconds per pull on one core")
+        check_work(
+            secs,
+            MAX_CPU_SECONDS,
+            "take",
+            "seconds of CPU",
+            which,
+            detail="pulls x each algorithm's measured seconds per pull on one core",
+        )
     need = cfg.seeds * result_bytes(K)
     if need > MAX_RESULT_BYTES:
-        raise InputError(f"--seeds {cfg.seeds} would keep ~{need / 1e9:.1f} GB of per-run results in memory "
-                         f"({result_bytes(K)} bytes per seed on {K} arms; limit {MAX_RESULT_BYTES / 1e9:.0f} GB); "
-                         f"lower --seeds to at most {int(MAX_RESULT_BYTES // result_bytes(K))}")
+        raise InputError(
+            f"--seeds {cfg.seeds} would keep ~{need / 1e9:.1f} GB of per-run results in memory "
+            f"({result_bytes(K)} bytes per seed on {K} arms; limit {MAX_RESULT_BYTES / 1e9:.0f} GB); "
+            f"lower --seeds to at most {int(MAX_RESULT_BYTES // result_bytes(K))}"
+        )
 
 
 def run(cfg: Config, *, seed: int = 0, table=None, done: Mapping[tuple, dict] | None = None) -> Iterator[dict]:
@@ -365,14 +422,24 @@ def run(cfg: Config, *, seed: int = 0, table=None, done: Mapping[tuple, dict] | 
     algos = expand_algos(cfg)
     settings = [("budget", b) for b in cfg.budget] or [("delta", d) for d in cfg.delta]
     seeds = run_seeds(seed, cfg.seeds)
-    yield {"kind": "env", "env": table.name, "arms": table.K, "labels": list(table.labels), "means": table.means.tolist(),
-           "stds": np.sqrt(table.variances).tolist(), "best_arms": table.best_arms.tolist(), "complexity_h1": table.complexity_h1(),
-           # per arm: values an empirical arm resamples (null: a parametric arm), missing cells dropped ('missing: drop')
-           "values": [int(table.emp_offsets[k + 1] - table.emp_offsets[k]) if int(table.kind[k]) == KIND_EMPIRICAL else None
-                      for k in range(table.K)],
-           "missing_dropped": list(table.dropped) if table.dropped else [0] * table.K,
-           # the reward scale used: [lo, hi] (declared) or "online" (observed range per run)
-           "reward_range": _json_range(resolve_reward_range(cfg, table))}
+    yield {
+        "kind": "env",
+        "env": table.name,
+        "arms": table.K,
+        "labels": list(table.labels),
+        "means": table.means.tolist(),
+        "stds": np.sqrt(table.variances).tolist(),
+        "best_arms": table.best_arms.tolist(),
+        "complexity_h1": table.complexity_h1(),
+        # per arm: values an empirical arm resamples (null: a parametric arm), missing cells dropped ('missing: drop')
+        "values": [
+            int(table.emp_offsets[k + 1] - table.emp_offsets[k]) if int(table.kind[k]) == KIND_EMPIRICAL else None
+            for k in range(table.K)
+        ],
+        "missing_dropped": list(table.dropped) if table.dropped else [0] * table.K,
+        # the reward scale used: [lo, hi] (declared) or "online" (observed range per run)
+        "reward_range": _json_range(resolve_reward_range(cfg, table)),
+    }
     results = []
     done = done or {}
     if cfg.backend != "ref":  # load (or build) the kernels now, so that `seconds` times the runs only
@@ -393,9 +460,16 @@ def run(cfg: Config, *, seed: int = 0, table=None, done: Mapping[tuple, dict] | 
                 out = run_algo(table, algo, cfg, seeds, **{kind: v}, on_chunk=bar.advance)
                 secs = time.perf_counter() - t0
                 m = metrics(table, out)
-                rec = {"kind": "result", "algo": algo, "env": table.name, kind: v, "seeds": cfg.seeds,
-                       "error_probability": m["error_probability"], "error_probability_ci": m["error_probability_ci"],
-                       "simple_regret": m["simple_regret"]}
+                rec = {
+                    "kind": "result",
+                    "algo": algo,
+                    "env": table.name,
+                    kind: v,
+                    "seeds": cfg.seeds,
+                    "error_probability": m["error_probability"],
+                    "error_probability_ci": m["error_probability_ci"],
+                    "simple_regret": m["simple_regret"],
+                }
                 if kind == "delta":
                     pulls = m["_pulls"]
                     rec["stopping_time_mean"] = float(pulls.mean())
@@ -435,9 +509,17 @@ def summarize(results: list[dict], cfg: Config) -> dict:
     by: dict[str, list[dict]] = {}
     for r in results:
         by.setdefault(r["algo"], []).append(r)
-    summary: dict = {"kind": "summary", "setting": cfg.setting, "env": results[0]["env"] if results else None, "seeds": cfg.seeds}
+    summary: dict = {
+        "kind": "summary",
+        "setting": cfg.setting,
+        "env": results[0]["env"] if results else None,
+        "seeds": cfg.seeds,
+    }
     if cfg.setting == "budget":
-        score = {a: (float(np.mean([r["error_probability"] for r in rs])), float(np.mean([r["simple_regret"] for r in rs]))) for a, rs in by.items()}
+        score = {
+            a: (float(np.mean([r["error_probability"] for r in rs])), float(np.mean([r["simple_regret"] for r in rs])))
+            for a, rs in by.items()
+        }
         best = min(score, key=lambda a: score[a])
         summary["best_algo"] = best
         summary["error_probability"] = score[best][0]
@@ -450,16 +532,22 @@ def summarize(results: list[dict], cfg: Config) -> dict:
         if "varde" in by:  # 1 + number of algorithms strictly better (ties share a rank)
             summary["varde_rank"] = 1 + sum(1 for a in score if score[a][0] < score["varde"][0])
     else:
-        ok = {a: rs for a, rs in by.items()
-              if all(r["error_below_delta"] is True and r.get("stopped_fraction", 1.0) == 1.0 for r in rs)}
+        ok = {
+            a: rs
+            for a, rs in by.items()
+            if all(r["error_below_delta"] is True and r.get("stopped_fraction", 1.0) == 1.0 for r in rs)
+        }
         score = {a: float(np.mean([r["stopping_time_mean"] for r in rs])) for a, rs in ok.items()}
         best = min(score, key=lambda a: score[a]) if score else None
         summary["best_algo"] = best  # None: no algorithm stopped in every run with error shown below delta
         summary["stopping_time_mean"] = score[best] if best else None
         summary["delta_respected_by"] = sorted(ok)
         # not shown above delta, but not shown below it either (more seeds would tell)
-        summary["delta_undetermined"] = sorted(a for a, rs in by.items() if any(r["error_below_delta"] is None for r in rs)
-                                               and not any(r["error_below_delta"] is False for r in rs))
+        summary["delta_undetermined"] = sorted(
+            a
+            for a, rs in by.items()
+            if any(r["error_below_delta"] is None for r in rs) and not any(r["error_below_delta"] is False for r in rs)
+        )
     return summary
 
 
@@ -491,7 +579,11 @@ def plot(records: list[dict], out_dir: Path) -> None:
         ax.set_yscale("log")
     else:
         rs = [r for r in res if r["delta"] == res[0]["delta"]]
-        ax.bar([r["algo"] for r in rs], [r["stopping_time_mean"] for r in rs], color=["C3" if r["algo"] == "varde" else "C0" for r in rs])
+        ax.bar(
+            [r["algo"] for r in rs],
+            [r["stopping_time_mean"] for r in rs],
+            color=["C3" if r["algo"] == "varde" else "C0" for r in rs],
+        )
         ax.set_ylabel(f"mean stopping time (delta = {res[0]['delta']})")
         ax.tick_params(axis="x", rotation=30)
     ax.set_title(f"icml26 bai: {res[0]['env']} ({res[0]['seeds']} runs)")

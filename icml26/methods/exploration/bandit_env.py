@@ -159,12 +159,16 @@ def _read_column(path: Path, column: str, where: str, missing: str = "error") ->
         n_bad = int(bad.sum())
         more = f"; {n_bad - 1} more such cell{'s' if n_bad > 2 else ''}" if n_bad > 1 else ""
         if absent[i]:
-            raise InputError(f"{where}: field 'column': {str(path)!r} column {column!r} {at(i)} is missing{more}; "
-                             "fix the file, or give the arm 'missing: drop' to drop missing cells")
+            raise InputError(
+                f"{where}: field 'column': {str(path)!r} column {column!r} {at(i)} is missing{more}; "
+                "fix the file, or give the arm 'missing: drop' to drop missing cells"
+            )
         raw = cells.iloc[i]
         shown = repr(raw) if isinstance(raw, str) else str(raw)
-        raise InputError(f"{where}: field 'column': {str(path)!r} column {column!r} {at(i)} is {shown}, "
-                         f"not a finite number (at most 1e150 in magnitude){more}")
+        raise InputError(
+            f"{where}: field 'column': {str(path)!r} column {column!r} {at(i)} is {shown}, "
+            f"not a finite number (at most 1e150 in magnitude){more}"
+        )
     v = v[~absent]
     if v.size == 0:
         raise InputError(f"{where}: field 'column': {column!r} in {path.name} has no numeric values")
@@ -175,10 +179,14 @@ def parse_env(data: object, base_dir: Path, source: str = "env") -> ArmTable:
     """Validate a parsed env mapping and build the ArmTable. Raises InputError."""
     if not isinstance(data, dict):
         raise InputError(f"{source}: expected a mapping with 'name' and 'arms'")
-    unknown = sorted(set(data) - {"name", "arms", "description", "reward_range"}, key=str)  # keys of mixed types (1, "a")
+    unknown = sorted(
+        set(data) - {"name", "arms", "description", "reward_range"}, key=str
+    )  # keys of mixed types (1, "a")
     if unknown:
         hint = " (this looks like a recipe: use -r/--recipe)" if "config" in data else ""
-        raise InputError(f"{source}: unknown key {unknown[0]!r}; valid keys: arms, description, name, reward_range{hint}")
+        raise InputError(
+            f"{source}: unknown key {unknown[0]!r}; valid keys: arms, description, name, reward_range{hint}"
+        )
     reward_range = parse_reward_range(data.get("reward_range"), f"{source}: key 'reward_range'")
     arms = data.get("arms")
     if not isinstance(arms, list):
@@ -199,7 +207,9 @@ def parse_env(data: object, base_dir: Path, source: str = "env") -> ArmTable:
         req, opt = FIELDS[dist]
         for k in arm:
             if k not in ("dist", "label", *req, *opt):
-                raise InputError(f"{where}: unknown field {k!r} for dist {dist}; valid: {', '.join(('label', *req, *opt))}")
+                raise InputError(
+                    f"{where}: unknown field {k!r} for dist {dist}; valid: {', '.join(('label', *req, *opt))}"
+                )
         for k in req:
             if k not in arm:
                 raise InputError(f"{where}: missing field {k!r} (dist {dist} needs {', '.join(req)})")
@@ -219,8 +229,10 @@ def parse_env(data: object, base_dir: Path, source: str = "env") -> ArmTable:
         elif dist == "lognormal":
             p[0], p[1] = n("mean", positive=True), n("sigma", positive=True)
             if p[1] ** 2 > 700.0:  # exp(sigma^2) beyond float range
-                raise InputError(f"{where}: field 'sigma' must be at most 26 (the variance mean^2 (exp(sigma^2) - 1) "
-                                 f"overflows beyond), got {arm['sigma']!r}")
+                raise InputError(
+                    f"{where}: field 'sigma' must be at most 26 (the variance mean^2 (exp(sigma^2) - 1) "
+                    f"overflows beyond), got {arm['sigma']!r}"
+                )
             mean, var = p[0], p[0] ** 2 * (math.exp(p[1] ** 2) - 1.0)
         else:  # empirical
             f, col = arm["file"], arm["column"]
@@ -271,7 +283,9 @@ def parse_reward_range(value, where: str = "reward_range") -> tuple[float, float
         except OverflowError:  # an integer beyond float range
             f = math.inf
         if not (math.isfinite(f) and abs(f) <= 1e150):
-            raise InputError(f"{where} must be [lo, hi] with finite numbers (at most 1e150 in magnitude), got {list(value)!r}"[:300])
+            raise InputError(
+                f"{where} must be [lo, hi] with finite numbers (at most 1e150 in magnitude), got {list(value)!r}"[:300]
+            )
         out.append(f)
     if not out[0] < out[1]:
         raise InputError(f"{where} must be [lo, hi] with lo < hi, got {list(value)!r}")

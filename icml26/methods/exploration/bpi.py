@@ -67,7 +67,7 @@ BLOCK = 256
 
 
 def parse_algos(spec: str) -> list[str]:
-    """"all" or a comma list of ALGOS -> list; ValueError on an unknown name."""
+    """ "all" or a comma list of ALGOS -> list; ValueError on an unknown name."""
     from icml26.core.recipe import parse_choices
 
     return parse_choices(spec, ALGOS)
@@ -75,16 +75,18 @@ def parse_algos(spec: str) -> list[str]:
 
 @dataclass(frozen=True)
 class Config:
-    mdp: str = "riverswim"        # built-in (riverswim, garnet, frozenlake4x4, frozenlake8x8; ?key=value options) or .yaml/.npz
-    algo: str = "all"             # all | comma list of varde, uniform, klb-ts
-    epsilon: float = 0.1          # target accuracy on V*(rho) - V^pi(rho)
-    delta: float | None = None    # confidence of the stopping rule; None = fixed budget
-    budget: int = 20000           # samples (the cap when delta is given)
-    seeds: int = 100              # independent runs
-    warm_start: int = 2           # samples of every (s, a) before the rule starts (>= 1)
-    kappa: float = 1.0            # varde temperature of state s = kappa x standard error of Q_hat(s, .); 0: fixed tau
-    tau: float = 0.5              # varde temperature when kappa = 0, in units of the value range
-    var_floor: float = 1e-4       # varde floor on the reward variance
+    mdp: str = (
+        "riverswim"  # built-in (riverswim, garnet, frozenlake4x4, frozenlake8x8; ?key=value options) or .yaml/.npz
+    )
+    algo: str = "all"  # all | comma list of varde, uniform, klb-ts
+    epsilon: float = 0.1  # target accuracy on V*(rho) - V^pi(rho)
+    delta: float | None = None  # confidence of the stopping rule; None = fixed budget
+    budget: int = 20000  # samples (the cap when delta is given)
+    seeds: int = 100  # independent runs
+    warm_start: int = 2  # samples of every (s, a) before the rule starts (>= 1)
+    kappa: float = 1.0  # varde temperature of state s = kappa x standard error of Q_hat(s, .); 0: fixed tau
+    tau: float = 0.5  # varde temperature when kappa = 0, in units of the value range
+    var_floor: float = 1e-4  # varde floor on the reward variance
     gap_floor: float | None = None  # klb-ts floor on gaps; None: epsilon (1 - gamma) / 2
 
     def __post_init__(self):
@@ -199,21 +201,21 @@ def varde_weights(L: Learner, cfg: Config) -> np.ndarray:
     """(S, A) d(s) pi_tau(a|s)^2 sigma2(s,a): steps 1-3 of VarDE-BPI."""
     mdp = L.mdp
     Ph, Rh = L.model()
-    Q, V, _ = L.greedy()                                                   # (S, A), (S,)
+    Q, V, _ = L.greedy()  # (S, A), (S,)
     if cfg.kappa == 0:  # fixed temperature in units of the value range, soft policy iteration
         tau = cfg.tau * max(float(V.max() - V.min()), 1e-9)
         Q, V, pi = _soft_pi(Ph, Rh, mdp.gamma, tau)
     ev = Ph @ V
     tv = np.maximum(Ph @ (V * V) - ev * ev, 0.0)
     rv = L.rvar()
-    sig2 = np.maximum(np.where(np.isfinite(rv), rv, 0.0), cfg.var_floor) + mdp.gamma ** 2 * tv  # (S, A)
+    sig2 = np.maximum(np.where(np.isfinite(rv), rv, 0.0), cfg.var_floor) + mdp.gamma**2 * tv  # (S, A)
     if cfg.kappa > 0:  # tau(s) = kappa x standard error of Q_hat(s, .); with a stopping rule, its confidence width
         width2 = sig2 / np.maximum(L.N, 1) if cfg.delta is None else bonus(L, cfg) ** 2
         tau_s = cfg.kappa * np.sqrt(width2.mean(axis=1))  # (S,)
         pi = np.exp((Q - Q.max(axis=1, keepdims=True)) / tau_s[:, None])
         pi /= pi.sum(axis=1, keepdims=True)
-    Ppi = np.einsum("sa,sat->st", pi, Ph)                                  # (S, S)
-    d = np.linalg.solve((np.eye(mdp.S) - mdp.gamma * Ppi).T, mdp.rho)     # (S,) discounted occupancy
+    Ppi = np.einsum("sa,sat->st", pi, Ph)  # (S, S)
+    d = np.linalg.solve((np.eye(mdp.S) - mdp.gamma * Ppi).T, mdp.rho)  # (S,) discounted occupancy
     return d[:, None] * pi * pi * sig2
 
 
@@ -223,7 +225,9 @@ def klb_weights(L: Learner, cfg: Config) -> np.ndarray:
     g = mdp.gamma
     S, A = mdp.S, mdp.A
     if A == 1:  # one action per state: every policy is optimal, the characteristic time is 0 and
-        return np.full((S, 1), 1.0 / S)  # any allocation is optimal; uniform (the formula's w_{s,pi(s)} = 1/S when sum H = 0)
+        return np.full(
+            (S, 1), 1.0 / S
+        )  # any allocation is optimal; uniform (the formula's w_{s,pi(s)} = 1/S when sum H = 0)
     Ph, _ = L.model()
     Q, V, pi = L.greedy()
     floor = cfg.gap_floor if cfg.gap_floor is not None else max(cfg.epsilon * (1 - g) / 2, 1e-6)
@@ -233,11 +237,14 @@ def klb_weights(L: Learner, cfg: Config) -> np.ndarray:
     md = np.max(np.where(Ph > 0, np.abs(V[None, None, :] - ev[:, :, None]), 0.0), axis=2)
     opt = np.zeros((S, A), bool)
     opt[np.arange(S), pi] = True
-    H = (2 + 16 * var) / gap ** 2 + 6 * md ** (4 / 3) / gap ** (4 / 3)
+    H = (2 + 16 * var) / gap**2 + 6 * md ** (4 / 3) / gap ** (4 / 3)
     H[opt] = 0.0
     dmin = gap[~opt].min() if (~opt).any() else floor
     vo, mo = var[opt].max(), md[opt].max()
-    Hs = min(27 / (dmin ** 2 * (1 - g) ** 3), max(16 * vo / (dmin ** 2 * (1 - g) ** 2), 6 * mo ** (4 / 3) / (dmin ** (4 / 3) * (1 - g) ** (4 / 3))))
+    Hs = min(
+        27 / (dmin**2 * (1 - g) ** 3),
+        max(16 * vo / (dmin**2 * (1 - g) ** 2), 6 * mo ** (4 / 3) / (dmin ** (4 / 3) * (1 - g) ** (4 / 3))),
+    )
     sH = H.sum()
     den = math.sqrt(sH) + math.sqrt(Hs)
     if not den > 0:  # both bounds vanish (gaps floored beyond float range): no preference, sample uniformly
@@ -333,8 +340,8 @@ def identify(mdp: M.MDP, algo: str, cfg: Config, seed: int) -> tuple[np.ndarray,
 # worth): a run counts as at least MIN_RUN_SAMPLES.
 MAX_TOTAL_SAMPLES = 1e8
 MIN_RUN_SAMPLES = 50
-MAX_RUN_SAMPLES = 5e7     # one run keeps its samples (~40 bytes each): larger budgets are refused up front
-MAX_PLAN_FLOPS = 1e14     # planning (linear solves on S x S) over all runs
+MAX_RUN_SAMPLES = 5e7  # one run keeps its samples (~40 bytes each): larger budgets are refused up front
+MAX_PLAN_FLOPS = 1e14  # planning (linear solves on S x S) over all runs
 
 
 def plans_per_run(budget: int, S: int, A: int, warm_start: int) -> int:
@@ -355,12 +362,19 @@ def check_samples(cfg: Config) -> None:
     from icml26.core.limits import check_work
 
     runs = cfg.seeds * len(parse_algos(cfg.algo))
-    check_work(float(max(cfg.budget, MIN_RUN_SAMPLES)) * runs, MAX_TOTAL_SAMPLES, "draw", "samples",
-               "--seeds, --budget or the number of --algo",
-               detail=f"seeds x algorithms x --budget, each run counted as at least {MIN_RUN_SAMPLES}")
+    check_work(
+        float(max(cfg.budget, MIN_RUN_SAMPLES)) * runs,
+        MAX_TOTAL_SAMPLES,
+        "draw",
+        "samples",
+        "--seeds, --budget or the number of --algo",
+        detail=f"seeds x algorithms x --budget, each run counted as at least {MIN_RUN_SAMPLES}",
+    )
     if cfg.budget > MAX_RUN_SAMPLES:
-        raise InputError(f"--budget {cfg.budget} would keep ~{cfg.budget * 40 / 1e9:.1e} GB of samples per run "
-                         f"(limit {MAX_RUN_SAMPLES:.0e} samples per run); lower --budget")
+        raise InputError(
+            f"--budget {cfg.budget} would keep ~{cfg.budget * 40 / 1e9:.1e} GB of samples per run "
+            f"(limit {MAX_RUN_SAMPLES:.0e} samples per run); lower --budget"
+        )
 
 
 def check_planning(cfg: Config, mdp: M.MDP) -> None:
@@ -371,9 +385,14 @@ def check_planning(cfg: Config, mdp: M.MDP) -> None:
     S, A = mdp.S, mdp.A
     runs = cfg.seeds * len(parse_algos(cfg.algo))
     # ~4 solves per plan (greedy, varde, stopping rule) + up to 200 policy-iteration solves for the exact values
-    flops = (runs * plans_per_run(cfg.budget, S, A, cfg.warm_start) * 4.0 + 200) * (S ** 3 + S * S * A)
-    check_work(flops, MAX_PLAN_FLOPS, "spend", f"flops planning on {S} states",
-               "--seeds, --budget or the number of --algo, or use a smaller MDP")
+    flops = (runs * plans_per_run(cfg.budget, S, A, cfg.warm_start) * 4.0 + 200) * (S**3 + S * S * A)
+    check_work(
+        flops,
+        MAX_PLAN_FLOPS,
+        "spend",
+        f"flops planning on {S} states",
+        "--seeds, --budget or the number of --algo, or use a smaller MDP",
+    )
 
 
 def prepare(cfg: Config) -> M.MDP:
@@ -385,7 +404,9 @@ def prepare(cfg: Config) -> M.MDP:
     return mdp
 
 
-def run(cfg: Config, *, seed: int = 0, mdp: M.MDP | None = None, done: Mapping[tuple, dict] | None = None) -> Iterator[dict]:
+def run(
+    cfg: Config, *, seed: int = 0, mdp: M.MDP | None = None, done: Mapping[tuple, dict] | None = None
+) -> Iterator[dict]:
     """Yield one ``result`` record per algo, then a ``summary``. ``mdp``: from prepare(cfg).
     ``done``: result records of an interrupted run of the same config and seed, keyed by
     ``(algo,)`` (``icml26.core.output.previous_results``): yielded as they are, not recomputed."""
@@ -417,15 +438,33 @@ def run(cfg: Config, *, seed: int = 0, mdp: M.MDP | None = None, done: Mapping[t
             gaps = np.array(gaps)
             k = int((gaps <= cfg.epsilon + 1e-12).sum())
             n = len(seeds)
-            r = {"kind": "result", "algo": algo, "mdp": mdp.name, "samples": float(np.mean(used)), "seeds": n,
-                 "p_eps_optimal": k / n, "p_eps_optimal_ci": list(wilson(k, n)), "policy_gap": float(gaps.mean()),
-                 "policy_gap_se": float(gaps.std(ddof=1) / math.sqrt(n)) if n > 1 else None,
-                 "p_optimal": float((gaps <= 1e-9 * (1 + abs(ex["v_rho"]))).mean()),
-                 "stopped": float(np.mean(stops)) if cfg.delta is not None else None}
+            r = {
+                "kind": "result",
+                "algo": algo,
+                "mdp": mdp.name,
+                "samples": float(np.mean(used)),
+                "seeds": n,
+                "p_eps_optimal": k / n,
+                "p_eps_optimal_ci": list(wilson(k, n)),
+                "policy_gap": float(gaps.mean()),
+                "policy_gap_se": float(gaps.std(ddof=1) / math.sqrt(n)) if n > 1 else None,
+                "p_optimal": float((gaps <= 1e-9 * (1 + abs(ex["v_rho"]))).mean()),
+                "stopped": float(np.mean(stops)) if cfg.delta is not None else None,
+            }
             results.append(r)
             yield r
     best = max(results, key=lambda r: (r["p_eps_optimal"], -r["policy_gap"]))
-    yield {"kind": "summary", "mdp": mdp.name, "states": mdp.S, "actions": mdp.A, "gamma": mdp.gamma,
-           "v_star": ex["v_rho"], "epsilon": cfg.epsilon, "budget": cfg.budget, "delta": cfg.delta,
-           "best_algo": best["algo"], "p_eps_optimal": {r["algo"]: r["p_eps_optimal"] for r in results},
-           "policy_gap": {r["algo"]: r["policy_gap"] for r in results}}
+    yield {
+        "kind": "summary",
+        "mdp": mdp.name,
+        "states": mdp.S,
+        "actions": mdp.A,
+        "gamma": mdp.gamma,
+        "v_star": ex["v_rho"],
+        "epsilon": cfg.epsilon,
+        "budget": cfg.budget,
+        "delta": cfg.delta,
+        "best_algo": best["algo"],
+        "p_eps_optimal": {r["algo"]: r["p_eps_optimal"] for r in results},
+        "policy_gap": {r["algo"]: r["policy_gap"] for r in results},
+    }

@@ -24,12 +24,16 @@ def split_query(query: str, spec: str) -> dict[str, str]:
         if not eq or not k.strip():
             raise InputError(f"{spec!r}: expected key=value after '?', got {part!r}")
         if not k.strip().isidentifier():
-            raise InputError(f"{spec!r}: option name {k.strip()!r} is not a keyword name (letters, digits and _, "
-                             "not starting with a digit)")
+            raise InputError(
+                f"{spec!r}: option name {k.strip()!r} is not a keyword name (letters, digits and _, "
+                "not starting with a digit)"
+            )
         if k.strip() in out:
             key = _shown(k.strip())
-            raise InputError(f"{spec!r}: option {key} is given twice ({key}={_shown(out[k.strip()])} and "
-                             f"{key}={_shown(v)}); give each option once")
+            raise InputError(
+                f"{spec!r}: option {key} is given twice ({key}={_shown(out[k.strip()])} and "
+                f"{key}={_shown(v)}); give each option once"
+            )
         out[k.strip()] = v
     return out
 
@@ -134,8 +138,10 @@ def check_table(P: dict, A: int, spec: str, raw: dict) -> None:
                     if not 0 <= int(tr[1]) < len(P):
                         raise ValueError
                 except (TypeError, ValueError, IndexError, OverflowError):
-                    raise bad(f"table is not made of (probability, next state, reward, done) entries "
-                              f"(state {s} action {a} has {str(tr)[:60]})") from None
+                    raise bad(
+                        f"table is not made of (probability, next state, reward, done) entries "
+                        f"(state {s} action {a} has {str(tr)[:60]})"
+                    ) from None
                 if not math.isfinite(p) or not 0.0 <= p <= 1.0:
                     raise bad(f"probabilities are not a distribution (state {s} action {a} has probability {p:.6g})")
                 if not math.isfinite(r):
@@ -184,7 +190,9 @@ def _gym():
     except ImportError:
         from icml26.core.errors import MissingDataError
 
-        raise MissingDataError("gymnasium environments need gymnasium: pip install 'icml26[rl]' (or pip install gymnasium)") from None
+        raise MissingDataError(
+            "gymnasium environments need gymnasium: pip install 'icml26[rl]' (or pip install gymnasium)"
+        ) from None
     return gym
 
 
@@ -292,7 +300,9 @@ class GymProblem:
         try:
             gspec = gym.spec(name)
         except Exception as e:  # noqa: BLE001  (unknown id or version)
-            raise InputError(f"--env {spec!r}: not a tree file (.yaml) and gymnasium cannot make it: {_first_line(e)}") from None
+            raise InputError(
+                f"--env {spec!r}: not a tree file (.yaml) and gymnasium cannot make it: {_first_line(e)}"
+            ) from None
         for k in raw:
             if k in REFUSED_OPTIONS:
                 raise InputError(f"--env {spec!r}: option {k} is not supported ({REFUSED_OPTIONS[k]})")
@@ -301,8 +311,10 @@ class GymProblem:
         try:
             env = gym.make(name, **kwargs)
         except Exception as e:  # noqa: BLE001  (bad keyword or value, missing dependency)
-            raise InputError(f"--env {spec!r}: gymnasium cannot make {name!r} with {_blame(e, kwargs)}: "
-                             f"{type(e).__name__}: {_first_line(e)}") from None
+            raise InputError(
+                f"--env {spec!r}: gymnasium cannot make {name!r} with {_blame(e, kwargs)}: "
+                f"{type(e).__name__}: {_first_line(e)}"
+            ) from None
         if not hasattr(env.action_space, "n"):
             raise InputError(f"--env {spec!r}: tree search needs a discrete action space, got {env.action_space}")
         self.spec, self.horizon, self.gamma = spec, horizon, gamma
@@ -324,8 +336,10 @@ class GymProblem:
         except InputError:
             raise
         except Exception as e:  # noqa: BLE001
-            raise InputError(f"--env {spec!r}: gymnasium made {name!r} with {_blame(e, kwargs)} but cannot run it: "
-                             f"{type(e).__name__}: {_first_line(e)}") from None
+            raise InputError(
+                f"--env {spec!r}: gymnasium made {name!r} with {_blame(e, kwargs)} but cannot run it: "
+                f"{type(e).__name__}: {_first_line(e)}"
+            ) from None
 
     def _exact(self) -> None:
         """Backward induction over the horizon: Q_h(s, a) = sum_tr p (r + gamma (1 - done) V_{h-1}(s'))."""
@@ -406,7 +420,11 @@ class GymProblem:
 
         ok = self.table() is not None and mcts_table.available()
         if use == "ext" and not ok:
-            why = "the env has no transition table the kernel can read" if self.table() is None else "the mcts_table C++ kernel is unavailable"
+            why = (
+                "the env has no transition table the kernel can read"
+                if self.table() is None
+                else "the mcts_table C++ kernel is unavailable"
+            )
             raise RuntimeError(f"backend ext: {why}")
         return ok
 

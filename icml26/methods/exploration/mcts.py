@@ -84,32 +84,34 @@ from icml26.ops._ref.mcts import ALGOS
 
 
 def parse_algos(spec: str) -> list[str]:
-    """"all" or a comma list of ALGOS -> list; ValueError on an unknown name."""
+    """ "all" or a comma list of ALGOS -> list; ValueError on an unknown name."""
     return parse_choices(spec, ALGOS)
 
 
 @dataclass(frozen=True)
 class Config:
-    env: str = "recipes/mcts/envs/noisy.yaml"   # tree YAML file or gymnasium id (Id-vN?key=value&...)
-    algo: str = "all"                            # all | comma list of uct, power-uct, ments, varde, mdp-gape, sequential-halving, gumbel
+    env: str = "recipes/mcts/envs/noisy.yaml"  # tree YAML file or gymnasium id (Id-vN?key=value&...)
+    algo: str = "all"  # all | comma list of uct, power-uct, ments, varde, mdp-gape, sequential-halving, gumbel
     simulations: tuple[int, ...] = (100, 300, 1000)  # budgets at the root
-    seeds: int = 200                             # independent runs per (algo, budget)
-    c: float = 0.5                               # UCB1 constant, in units of the value range
-    tau: float = 0.5                             # soft-max temperature (ments; varde when kappa = 0), in units of the value range
-    kappa: float = 1.0                           # varde: temperature of node s = kappa x standard error of Q(s, .) (0: fixed tau)
-    power: float = 2.0                           # power-mean exponent (power-uct)
-    epsilon: float = 0.1                         # E2W exploration (ments)
-    var_floor: float = 0.01                      # floor on the per-sample reward variance (varde)
-    prior_var: float | None = None               # variance before 2 samples (varde); None: (reward span / 2)^2
-    delta: float = 0.1                           # confidence (mdp-gape)
-    m_considered: int = 16                       # root actions sampled by Gumbel-top-m (gumbel)
-    c_visit: float = 50.0                        # sigma(q) constants of Gumbel MuZero (mctx defaults)
+    seeds: int = 200  # independent runs per (algo, budget)
+    c: float = 0.5  # UCB1 constant, in units of the value range
+    tau: float = 0.5  # soft-max temperature (ments; varde when kappa = 0), in units of the value range
+    kappa: float = 1.0  # varde: temperature of node s = kappa x standard error of Q(s, .) (0: fixed tau)
+    power: float = 2.0  # power-mean exponent (power-uct)
+    epsilon: float = 0.1  # E2W exploration (ments)
+    var_floor: float = 0.01  # floor on the per-sample reward variance (varde)
+    prior_var: float | None = None  # variance before 2 samples (varde); None: (reward span / 2)^2
+    delta: float = 0.1  # confidence (mdp-gape)
+    m_considered: int = 16  # root actions sampled by Gumbel-top-m (gumbel)
+    c_visit: float = 50.0  # sigma(q) constants of Gumbel MuZero (mctx defaults)
     c_scale: float = 0.1
-    horizon: int = 100                           # steps per simulation (gymnasium envs; trees end by themselves)
+    horizon: int = 100  # steps per simulation (gymnasium envs; trees end by themselves)
     # discount for gymnasium envs (None: DEFAULT_GAMMA); tree and MDP files set their own, and an
     # explicit gamma with one exits 2 (load_env). The config record holds the value used.
     gamma: float | None = None
-    backend: str = "auto"                        # auto | ext | ref: C++ kernel or Python search (tree files; gymnasium envs with a transition table)
+    backend: str = (
+        "auto"  # auto | ext | ref: C++ kernel or Python search (tree files; gymnasium envs with a transition table)
+    )
     # value normalisation of the UCB bonuses, temperatures, MDP-GapE's value bonus, the power
     # mean's origin and Gumbel's sigma(q) (see VALUE_NORMS and docs/mcts.md):
     # minmax = per node, the range of the node's current Q estimates (mctx's rescaling; what a
@@ -121,9 +123,9 @@ class Config:
     value_norm: str = "minmax"
     value_range: tuple[float, float] | None = None
     # full episodes (mcts_episodes.py): plan, act in the real env, repeat; None: root searches only
-    episodes: int | None = None                  # episodes per (algo, simulations)
-    reuse_tree: bool = False                     # keep the chosen child's subtree between moves
-    episode_steps: int | None = None             # moves per episode at most (None: the env's TimeLimit, a tree's depth)
+    episodes: int | None = None  # episodes per (algo, simulations)
+    reuse_tree: bool = False  # keep the chosen child's subtree between moves
+    episode_steps: int | None = None  # moves per episode at most (None: the env's TimeLimit, a tree's depth)
 
     def __post_init__(self):
         _check_types(self)
@@ -145,8 +147,10 @@ class Config:
         if not self.simulations or min(self.simulations) < 1:
             raise ValueError(f"simulations must be >= 1, got {list(self.simulations)}")
         if max(self.simulations) > MAX_SIMULATIONS:
-            raise ValueError(f"simulations must be at most {MAX_SIMULATIONS:.0e} per search (memory: the search's "
-                             f"tables and tree statistics grow with the budget), got {max(self.simulations)}")
+            raise ValueError(
+                f"simulations must be at most {MAX_SIMULATIONS:.0e} per search (memory: the search's "
+                f"tables and tree statistics grow with the budget), got {max(self.simulations)}"
+            )
         if self.seeds < 1:
             raise ValueError(f"seeds must be >= 1, got {self.seeds}")
         for name in ("c", "tau", "power", "var_floor", "delta", "c_visit", "c_scale"):
@@ -179,10 +183,15 @@ _MINMAX_MODE = {"minmax": 2.0, "minmax-tree": 1.0}  # Params.minmax
 
 def check_value_range(vr, what: str) -> tuple[float, float]:
     """``[lo, hi]`` -> (lo, hi) floats; ValueError naming ``what`` unless two finite numbers with lo < hi."""
-    if not (isinstance(vr, (tuple, list)) and len(vr) == 2
-            and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in vr)
-            and vr[0] < vr[1]):
-        raise ValueError(f"{what} must be [lo, hi] with finite lo < hi, got {list(vr) if isinstance(vr, (tuple, list)) else vr!r}")
+    if not (
+        isinstance(vr, (tuple, list))
+        and len(vr) == 2
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in vr)
+        and vr[0] < vr[1]
+    ):
+        raise ValueError(
+            f"{what} must be [lo, hi] with finite lo < hi, got {list(vr) if isinstance(vr, (tuple, list)) else vr!r}"
+        )
     return float(vr[0]), float(vr[1])
 
 
@@ -209,7 +218,19 @@ MAX_TABLE_SEARCH_BYTES = 4 * 2**30
 MIN_SEARCH_COST = {"tree": 1000, "gym": 100}
 
 _INT_FIELDS = ("seeds", "m_considered", "horizon")
-_FLOAT_FIELDS = ("c", "tau", "kappa", "power", "epsilon", "var_floor", "prior_var", "delta", "c_visit", "c_scale", "gamma")
+_FLOAT_FIELDS = (
+    "c",
+    "tau",
+    "kappa",
+    "power",
+    "epsilon",
+    "var_floor",
+    "prior_var",
+    "delta",
+    "c_visit",
+    "c_scale",
+    "gamma",
+)
 
 
 def _check_types(cfg: "Config") -> None:
@@ -246,12 +267,26 @@ def check_work(cfg: "Config") -> None:
     gym = resolve_env_path(cfg.env) is None
     # (a gymnasium env is checked against the table kernel's limit here, and against the Python
     # search's once it is loaded and has no table: check_env_work)
-    limit = (MAX_TOTAL_SIMULATIONS_GYM if cfg.backend == "ref" else MAX_TOTAL_SIMULATIONS_TABLE) if gym else MAX_TOTAL_SIMULATIONS
+    limit = (
+        (MAX_TOTAL_SIMULATIONS_GYM if cfg.backend == "ref" else MAX_TOTAL_SIMULATIONS_TABLE)
+        if gym
+        else MAX_TOTAL_SIMULATIONS
+    )
     floor = MIN_SEARCH_COST["gym" if gym else "tree"]
     work = sum(max(b, floor) for b in cfg.simulations) * cfg.seeds * len(parse_algos(cfg.algo))
-    where = ("Python search on a gymnasium env" if cfg.backend == "ref" else "search on a gymnasium env") if gym else "tree search"
-    limits.check_work(work, limit, "simulate", "simulations", "--seeds, --simulations or the number of algorithms",
-                      detail=f"{where}, each search counted as at least {floor}")
+    where = (
+        ("Python search on a gymnasium env" if cfg.backend == "ref" else "search on a gymnasium env")
+        if gym
+        else "tree search"
+    )
+    limits.check_work(
+        work,
+        limit,
+        "simulate",
+        "simulations",
+        "--seeds, --simulations or the number of algorithms",
+        detail=f"{where}, each search counted as at least {floor}",
+    )
 
 
 def uses_table_kernel(cfg: "Config", kind: str, env) -> bool:
@@ -276,20 +311,34 @@ def check_env_work(cfg: "Config", kind: str, env) -> None:
     algos = len(parse_algos(cfg.algo))
     if not uses_table_kernel(cfg, kind, env):
         work = sum(max(b, MIN_SEARCH_COST["gym"]) for b in cfg.simulations) * cfg.seeds * algos
-        limits.check_work(work, MAX_TOTAL_SIMULATIONS_GYM, "simulate", "simulations", "--seeds, --simulations or the number of algorithms",
-                          detail=f"Python search on a gymnasium env without a transition table, each search counted as at least {MIN_SEARCH_COST['gym']}")
+        limits.check_work(
+            work,
+            MAX_TOTAL_SIMULATIONS_GYM,
+            "simulate",
+            "simulations",
+            "--seeds, --simulations or the number of algorithms",
+            detail=f"Python search on a gymnasium env without a transition table, each search counted as at least {MIN_SEARCH_COST['gym']}",
+        )
         return
     from icml26.core.errors import InputError
 
     work = sum(max(b, MIN_SEARCH_COST["gym"]) for b in cfg.simulations) * cfg.seeds * algos
-    limits.check_work(work, MAX_TOTAL_SIMULATIONS_TABLE, "simulate", "simulations", "--seeds, --simulations or the number of algorithms",
-                      detail=f"search in the C++ table kernel, each search counted as at least {MIN_SEARCH_COST['gym']}")
+    limits.check_work(
+        work,
+        MAX_TOTAL_SIMULATIONS_TABLE,
+        "simulate",
+        "simulations",
+        "--seeds, --simulations or the number of algorithms",
+        detail=f"search in the C++ table kernel, each search counted as at least {MIN_SEARCH_COST['gym']}",
+    )
     t = env.table()
     per_node = 64 + t.A * 80 + 24 * float(t.nout.sum()) / t.S
     need = (max(cfg.simulations) * cfg.horizon + 1) * per_node
     if need > MAX_TABLE_SEARCH_BYTES:
-        raise InputError(f"one search of {max(cfg.simulations)} simulations at horizon {cfg.horizon} may hold up to "
-                         f"{need / 2**30:.1f} GiB of tree (limit {MAX_TABLE_SEARCH_BYTES / 2**30:.0f} GiB): lower --simulations or --set horizon=H")
+        raise InputError(
+            f"one search of {max(cfg.simulations)} simulations at horizon {cfg.horizon} may hold up to "
+            f"{need / 2**30:.1f} GiB of tree (limit {MAX_TABLE_SEARCH_BYTES / 2**30:.0f} GiB): lower --simulations or --set horizon=H"
+        )
 
 
 def check_episode_work(cfg: "Config", kind: str, env) -> None:
@@ -303,10 +352,20 @@ def check_episode_work(cfg: "Config", kind: str, env) -> None:
 
     steps = max_episode_steps(kind, env, cfg)
     kernel = uses_table_kernel(cfg, kind, env)
-    work = cfg.episodes * steps * sum(max(b, MIN_SEARCH_COST["gym"]) for b in set(cfg.simulations)) * len(parse_algos(cfg.algo))
-    limits.check_work(work, MAX_TOTAL_SIMULATIONS_TABLE if kernel else MAX_TOTAL_SIMULATIONS_GYM, "simulate", "simulations",
-                      "--episodes, --simulations, --set episode_steps=N or the number of algorithms",
-                      detail=f"episodes in the {'C++ table' if kernel else 'Python'} search, up to {steps} moves each")
+    work = (
+        cfg.episodes
+        * steps
+        * sum(max(b, MIN_SEARCH_COST["gym"]) for b in set(cfg.simulations))
+        * len(parse_algos(cfg.algo))
+    )
+    limits.check_work(
+        work,
+        MAX_TOTAL_SIMULATIONS_TABLE if kernel else MAX_TOTAL_SIMULATIONS_GYM,
+        "simulate",
+        "simulations",
+        "--episodes, --simulations, --set episode_steps=N or the number of algorithms",
+        detail=f"episodes in the {'C++ table' if kernel else 'Python'} search, up to {steps} moves each",
+    )
 
 
 def _repo_root() -> Path:
@@ -327,7 +386,9 @@ def resolve_env_path(env: str) -> Path | None:
     return None
 
 
-def make_params(cfg: Config, v_lo: float | None, v_hi: float | None, r_span: float, horizon: int, shift: float | None = None):
+def make_params(
+    cfg: Config, v_lo: float | None, v_hi: float | None, r_span: float, horizon: int, shift: float | None = None
+):
     """Search parameters: UCB bonus and temperature scaled by the value range v_hi - v_lo;
     ``shift`` (default v_lo) is the origin of the power mean and of Gumbel's sigma(q).
     With ``cfg.value_norm`` minmax or minmax-tree the range is the search's own (per node or
@@ -337,8 +398,20 @@ def make_params(cfg: Config, v_lo: float | None, v_hi: float | None, r_span: flo
     from icml26.ops._ref.mcts import Params
 
     prior = cfg.prior_var if cfg.prior_var is not None else (r_span / 2.0) ** 2
-    common = dict(c=cfg.c, power=cfg.power, epsilon=cfg.epsilon, var_floor=cfg.var_floor, prior_var=prior, delta=cfg.delta,
-                  c_visit=cfg.c_visit, c_scale=cfg.c_scale, r_span=r_span, m_considered=cfg.m_considered, horizon=horizon, kappa=cfg.kappa)
+    common = dict(
+        c=cfg.c,
+        power=cfg.power,
+        epsilon=cfg.epsilon,
+        var_floor=cfg.var_floor,
+        prior_var=prior,
+        delta=cfg.delta,
+        c_visit=cfg.c_visit,
+        c_scale=cfg.c_scale,
+        r_span=r_span,
+        m_considered=cfg.m_considered,
+        horizon=horizon,
+        kappa=cfg.kappa,
+    )
     if cfg.value_norm in _MINMAX_MODE:
         return Params(tau=cfg.tau, v_lo=0.0, span=1.0, minmax=_MINMAX_MODE[cfg.value_norm], **common)
     span = max(v_hi - v_lo, 1e-9 * max(1.0, abs(v_hi)))
@@ -362,13 +435,26 @@ def value_scale(cfg: Config, kind: str, env) -> dict:
         else:
             where = "a value_range key in the tree file or " if kind == "tree" else ""
             raise InputError(f"value_norm 'declared' needs value_range: {where}--set value_range=[lo,hi]")
-        return {"value_norm": "declared", "value_range": [float(vr[0]), float(vr[1])], "value_range_source": src, "shift": float(vr[0])}
+        return {
+            "value_norm": "declared",
+            "value_range": [float(vr[0]), float(vr[1])],
+            "value_range_source": src,
+            "shift": float(vr[0]),
+        }
     if kind == "tree":
         lo, hi = env.value_range
-        return {"value_norm": "oracle", "value_range": [float(lo), float(hi)], "value_range_source": "exact",
-                "shift": min(0.0, float(env.v_min.min()))}
-    return {"value_norm": "oracle", "value_range": [float(env.v_lo), float(env.v_hi)],
-            "value_range_source": "exact" if env.q_root is not None else "rollouts", "shift": float(env.v_lo)}
+        return {
+            "value_norm": "oracle",
+            "value_range": [float(lo), float(hi)],
+            "value_range_source": "exact",
+            "shift": min(0.0, float(env.v_min.min())),
+        }
+    return {
+        "value_norm": "oracle",
+        "value_range": [float(env.v_lo), float(env.v_hi)],
+        "value_range_source": "exact" if env.q_root is not None else "rollouts",
+        "shift": float(env.v_lo),
+    }
 
 
 def search_params(cfg: Config, kind: str, env, vs: dict | None = None):
@@ -407,8 +493,10 @@ def _own_gamma(cfg: Config, kind: str, env):
         from icml26.core.errors import InputError
 
         what = "tree file" if kind == "tree" else "MDP"
-        raise InputError(f"--env {cfg.env!r}: a {what} discounts by its own gamma ({float(env.gamma):g}), "
-                         f"not --set gamma={cfg.gamma:g}; drop it")
+        raise InputError(
+            f"--env {cfg.env!r}: a {what} discounts by its own gamma ({float(env.gamma):g}), "
+            f"not --set gamma={cfg.gamma:g}; drop it"
+        )
     return kind, env
 
 
@@ -447,15 +535,21 @@ def run(cfg: Config, *, seed: int = 0, env=None, done: Mapping[tuple, dict] | No
     if kind != "tree" and env.q_root is None:
         import sys
 
-        print(f"note: {cfg.env} has no transition table, so p_correct and simple_regret (which need exact action values) "
-              "are null; each result's action_counts says how often each root action was recommended", file=sys.stderr)
+        print(
+            f"note: {cfg.env} has no transition table, so p_correct and simple_regret (which need exact action values) "
+            "are null; each result's action_counts says how often each root action was recommended",
+            file=sys.stderr,
+        )
     vs = value_scale(cfg, kind, env)  # InputError (declared without a range) before any record
     check_episode_work(cfg, kind, env)
     if kind == "tree" and cfg.value_norm != "declared" and getattr(env, "declared_value_range", None) is not None:
         import sys
 
-        print(f"note: {cfg.env} declares value_range {list(env.declared_value_range)}, used only with "
-              f"--set value_norm=declared (value_norm is {cfg.value_norm})", file=sys.stderr)
+        print(
+            f"note: {cfg.env} declares value_range {list(env.declared_value_range)}, used only with "
+            f"--set value_norm=declared (value_norm is {cfg.value_norm})",
+            file=sys.stderr,
+        )
     budgets = sorted(set(int(b) for b in cfg.simulations))
     seeds = ops.run_seeds(seed, cfg.seeds)
     results = []
@@ -486,16 +580,31 @@ def run(cfg: Config, *, seed: int = 0, env=None, done: Mapping[tuple, dict] | No
                 if q_root is not None:
                     ok, reg = score(np.asarray(q_root), rec[:, j])
                     k = int(ok.sum())
-                    r.update(p_correct=k / len(seeds), p_correct_ci=list(wilson(k, len(seeds))),
-                             simple_regret=float(reg.mean()), simple_regret_se=float(reg.std(ddof=1) / math.sqrt(len(seeds))) if len(seeds) > 1 else None)
+                    r.update(
+                        p_correct=k / len(seeds),
+                        p_correct_ci=list(wilson(k, len(seeds))),
+                        simple_regret=float(reg.mean()),
+                        simple_regret_se=float(reg.std(ddof=1) / math.sqrt(len(seeds))) if len(seeds) > 1 else None,
+                    )
                 else:  # no transition table (state-copy env): no exact values, so report what was recommended
                     counts = np.bincount(rec[:, j], minlength=int(env.A))
                     top = int(np.argmax(counts))
-                    r.update(p_correct=None, p_correct_ci=None, simple_regret=None, simple_regret_se=None,
-                             action_counts=counts.tolist(), top_action=top, top_action_share=float(counts[top] / len(seeds)))
+                    r.update(
+                        p_correct=None,
+                        p_correct_ci=None,
+                        simple_regret=None,
+                        simple_regret_se=None,
+                        action_counts=counts.tolist(),
+                        top_action=top,
+                        top_action_share=float(counts[top] / len(seeds)),
+                    )
                 r["backend"] = be
                 # the value range that scaled the search (None: each search's observed min-max), and where it came from
-                r.update(value_norm=vs["value_norm"], value_range=vs["value_range"], value_range_source=vs["value_range_source"])
+                r.update(
+                    value_norm=vs["value_norm"],
+                    value_range=vs["value_range"],
+                    value_range_source=vs["value_range_source"],
+                )
                 r.update(episodes.get(b, {}))
                 r = done.get((algo, b), r)  # a stored record stays as it was
                 results.append(r)
@@ -507,14 +616,22 @@ def run(cfg: Config, *, seed: int = 0, env=None, done: Mapping[tuple, dict] | No
     if kind == "tree":
         summ.update(n_nodes=env.n_nodes, root_actions=env.n_actions_root, depth=env.depth, v_star=float(env.v_star[0]))
     else:
-        summ.update(root_actions=env.A, horizon=cfg.horizon, gamma=env.gamma,
-                    v_star=float(np.max(env.q_root)) if env.q_root is not None else None)
+        summ.update(
+            root_actions=env.A,
+            horizon=cfg.horizon,
+            gamma=env.gamma,
+            v_star=float(np.max(env.q_root)) if env.q_root is not None else None,
+        )
     if cfg.episodes is not None:
         summ["episode_return"] = {r["algo"]: r.get("episode_return") for r in results if r["simulations"] == top}
     if final:
         best = max(final, key=lambda r: (r["p_correct"], -r["simple_regret"]))
-        summ.update(best_algo=best["algo"], best_p_correct=best["p_correct"],
-                    p_correct={r["algo"]: r["p_correct"] for r in final}, simple_regret={r["algo"]: r["simple_regret"] for r in final})
+        summ.update(
+            best_algo=best["algo"],
+            best_p_correct=best["p_correct"],
+            p_correct={r["algo"]: r["p_correct"] for r in final},
+            simple_regret={r["algo"]: r["simple_regret"] for r in final},
+        )
     yield summ
 
 

@@ -37,7 +37,7 @@ import numpy as np
 from icml26.ops._ref import mcts as R
 
 EPISODE_STREAM = R.ALGO_STREAM + 17  # key streams of the episodes' env seeds and planner seeds
-DEFAULT_EPISODE_STEPS = 200          # when the env has no TimeLimit
+DEFAULT_EPISODE_STEPS = 200  # when the env has no TimeLimit
 
 
 def episode_seeds(seed: int, i: int) -> tuple[int, int]:
@@ -87,8 +87,9 @@ class _RootedTreeModel(R.TreeModel):
         return self._root
 
 
-def play_episode(kind: str, env, cfg, algo: str, budget: int, prm, env_seed: int, planner_seed: int,
-                 *, reuse: bool, max_steps: int) -> dict:
+def play_episode(
+    kind: str, env, cfg, algo: str, budget: int, prm, env_seed: int, planner_seed: int, *, reuse: bool, max_steps: int
+) -> dict:
     """One episode; {"return", "steps", "actions", "rewards", "reused"} (``reused``: moves that
     continued the previous search's subtree, at most ``steps - 1``: the last move, ended by the
     env or by ``max_steps``, re-roots nothing).
@@ -141,8 +142,14 @@ def play_episode(kind: str, env, cfg, algo: str, budget: int, prm, env_seed: int
                 reused += 1
             else:
                 search = None
-    return {"return": float(sum(rewards)), "steps": len(actions), "actions": actions, "rewards": rewards, "reused": reused,
-            "backend": "ext-cpu" if kernel else "python"}
+    return {
+        "return": float(sum(rewards)),
+        "steps": len(actions),
+        "actions": actions,
+        "rewards": rewards,
+        "reused": reused,
+        "backend": "ext-cpu" if kernel else "python",
+    }
 
 
 def max_episode_steps(kind: str, env, cfg) -> int:
@@ -163,12 +170,25 @@ def run_episodes(kind: str, env, cfg, algo: str, budgets, prm, seed: int) -> Ite
     episodes with seeds ``episode_seeds(seed, i)``."""
     steps = max_episode_steps(kind, env, cfg)
     for b in budgets:
-        eps = [play_episode(kind, env, cfg, algo, b, prm, *episode_seeds(seed, i), reuse=cfg.reuse_tree, max_steps=steps)
-               for i in range(cfg.episodes)]
+        eps = [
+            play_episode(kind, env, cfg, algo, b, prm, *episode_seeds(seed, i), reuse=cfg.reuse_tree, max_steps=steps)
+            for i in range(cfg.episodes)
+        ]
         rets = np.array([e["return"] for e in eps])
         moves = sum(e["steps"] for e in eps)
         lo, hi = t_interval(rets)
-        yield b, {"episodes": len(eps), "episode_return": float(rets.mean()), "episode_return_ci": [lo, hi],
-                  "episode_return_se": float(rets.std(ddof=1) / math.sqrt(len(rets))) if len(rets) > 1 else None,
-                  "episode_steps_mean": moves / len(eps), "reuse_tree": bool(cfg.reuse_tree), "episode_backend": eps[0]["backend"],
-                  "episode_reuse_share": (sum(e["reused"] for e in eps) / max(1, moves - len(eps))) if cfg.reuse_tree else None}
+        yield (
+            b,
+            {
+                "episodes": len(eps),
+                "episode_return": float(rets.mean()),
+                "episode_return_ci": [lo, hi],
+                "episode_return_se": float(rets.std(ddof=1) / math.sqrt(len(rets))) if len(rets) > 1 else None,
+                "episode_steps_mean": moves / len(eps),
+                "reuse_tree": bool(cfg.reuse_tree),
+                "episode_backend": eps[0]["backend"],
+                "episode_reuse_share": (sum(e["reused"] for e in eps) / max(1, moves - len(eps)))
+                if cfg.reuse_tree
+                else None,
+            },
+        )

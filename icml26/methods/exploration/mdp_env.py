@@ -41,7 +41,7 @@ def mdp_spec(env: str, path: Path | None = None) -> str | None:
     id). ``path``: the env's resolved ``.yaml`` path (``mcts.resolve_env_path``), peeked at for a
     top-level ``P`` key."""
     if env.startswith(PREFIX):
-        return env[len(PREFIX):]
+        return env[len(PREFIX) :]
     if Path(env).suffix.lower() == ".npz":
         return env
     if path is not None and path.is_file():

@@ -34,15 +34,20 @@ import numpy as np
 
 BUILTINS = ("riverswim", "garnet", "frozenlake4x4", "frozenlake8x8")
 MAX_MAGNITUDE = 1e150  # |R| and noise: values (R / (1 - gamma)) and variances stay finite
-MAX_TRANSITIONS = 2e7  # S x A x S float64 entries (160 MB); a run holds ~5 such arrays (P, its cumsum, counts, P_hat, temporaries)
+MAX_TRANSITIONS = (
+    2e7  # S x A x S float64 entries (160 MB); a run holds ~5 such arrays (P, its cumsum, counts, P_hat, temporaries)
+)
 
 
 def check_size(S: int, A: int, src: str) -> None:
     """InputError when an (S, A, S) transition table exceeds MAX_TRANSITIONS (before allocating it)."""
     n = float(S) * A * S
     if n > MAX_TRANSITIONS:
-        raise _bad(src, f"S x A x S = {S} x {A} x {S} = {n:.1e} transition entries (~{n * 8 / 1e9:.3g} GB as float64, "
-                        f"held ~5 times per run) exceeds the limit of {MAX_TRANSITIONS:.0e}; use fewer states or actions")
+        raise _bad(
+            src,
+            f"S x A x S = {S} x {A} x {S} = {n:.1e} transition entries (~{n * 8 / 1e9:.3g} GB as float64, "
+            f"held ~5 times per run) exceeds the limit of {MAX_TRANSITIONS:.0e}; use fewer states or actions",
+        )
 
 
 @dataclass
@@ -65,8 +70,14 @@ class MDP:
         return self.P.shape[1]
 
 
-def value_iteration(P: np.ndarray, R: np.ndarray, gamma: float, tol: float = 1e-12, max_iter: int = 100_000,
-                    V0: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def value_iteration(
+    P: np.ndarray,
+    R: np.ndarray,
+    gamma: float,
+    tol: float = 1e-12,
+    max_iter: int = 100_000,
+    V0: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """Optimal (Q (S, A), V (S,)) by value iteration to sup-norm change < tol * (1 - gamma) / gamma."""
     V = np.zeros(P.shape[0]) if V0 is None else V0.copy()
     thr = tol * (1 - gamma) / max(gamma, 1e-12)
@@ -87,8 +98,9 @@ def policy_value(P: np.ndarray, R: np.ndarray, gamma: float, pi: np.ndarray) -> 
     return np.linalg.solve(np.eye(S) - gamma * P[idx, pi], R[idx, pi])
 
 
-def policy_iteration(P: np.ndarray, R: np.ndarray, gamma: float, pi0: np.ndarray | None = None,
-                     max_iter: int = 200) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def policy_iteration(
+    P: np.ndarray, R: np.ndarray, gamma: float, pi0: np.ndarray | None = None, max_iter: int = 200
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Optimal (Q (S, A), V (S,), pi (S,)) by Howard's policy iteration (exact linear solves);
     a policy changes only where another action is better by more than 1e-12 (no cycling)."""
     S = P.shape[0]
@@ -125,7 +137,7 @@ def _bad(src: str, msg: str):
 def validate(P, R, noise, rho, gamma, src: str = "<mdp>", name: str | None = None) -> MDP:
     """Check shapes and values; InputError naming the bad entry."""
     if isinstance(P, list) and P and isinstance(P[0], list):  # nested lists (YAML aliases can make them
-        check_size(len(P), len(P[0]), src)                   # huge from a small file): size before converting
+        check_size(len(P), len(P[0]), src)  # huge from a small file): size before converting
     try:
         P = np.asarray(P, dtype=np.float64)
         R = np.asarray(R, dtype=np.float64)
@@ -193,9 +205,13 @@ def riverswim(states: int = 6, gamma: float = 0.95, noise: float = 0.1) -> MDP:
     return validate(P, R, noise, None, gamma, "riverswim", f"riverswim{S}")
 
 
-def garnet(states: int = 10, actions: int = 3, branching: int = 3, noise: float = 0.5, gamma: float = 0.9, seed: int = 0) -> MDP:
+def garnet(
+    states: int = 10, actions: int = 3, branching: int = 3, noise: float = 0.5, gamma: float = 0.9, seed: int = 0
+) -> MDP:
     if not 1 <= branching <= states or actions < 1:
-        raise ValueError(f"garnet needs 1 <= branching <= states and actions >= 1, got {branching}, {states}, {actions}")
+        raise ValueError(
+            f"garnet needs 1 <= branching <= states and actions >= 1, got {branching}, {states}, {actions}"
+        )
     check_size(states, actions, "garnet")
     rng = np.random.default_rng(seed)
     P = np.zeros((states, actions, states))
@@ -213,7 +229,9 @@ def frozenlake(map_name: str = "4x4", gamma: float = 0.95, noise: float = 0.0) -
     except ImportError:
         from icml26.core.errors import MissingDataError
 
-        raise MissingDataError("frozenlake needs gymnasium: pip install 'icml26[rl]' (or pip install gymnasium)") from None
+        raise MissingDataError(
+            "frozenlake needs gymnasium: pip install 'icml26[rl]' (or pip install gymnasium)"
+        ) from None
     env = gym.make("FrozenLake-v1", map_name=map_name, is_slippery=True)
     u = env.unwrapped
     S, A = u.observation_space.n, u.action_space.n
@@ -264,6 +282,7 @@ def load_mdp(spec: str) -> MDP:
 
     p = Path(spec)
     if p.suffix.lower() in (".yaml", ".yml", ".npz"):
+
         def _is_file(q: Path) -> bool:
             try:
                 return q.is_file()
@@ -324,8 +343,12 @@ def load_mdp(spec: str) -> MDP:
                 raise
             raise _bad(spec, f"P must be S x A x S and R S x A nested lists of numbers ({e})") from None
     name, kw = _parse_opts(spec)
-    makers = {"riverswim": riverswim, "garnet": garnet,
-              "frozenlake4x4": lambda **k: frozenlake("4x4", **k), "frozenlake8x8": lambda **k: frozenlake("8x8", **k)}
+    makers = {
+        "riverswim": riverswim,
+        "garnet": garnet,
+        "frozenlake4x4": lambda **k: frozenlake("4x4", **k),
+        "frozenlake8x8": lambda **k: frozenlake("8x8", **k),
+    }
     if name not in makers:
         raise InputError(f"--mdp {spec!r}: not a file (.yaml/.npz) nor one of {', '.join(BUILTINS)}")
     _check_opts(name, kw)

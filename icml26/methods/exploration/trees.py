@@ -82,7 +82,7 @@ class Tree:
     name: str = "tree"
     q_star: np.ndarray = field(default=None, repr=False)  # (n_sa,)
     v_star: np.ndarray = field(default=None, repr=False)  # (n_nodes,)
-    v_min: np.ndarray = field(default=None, repr=False)   # (n_nodes,) worst policy's value
+    v_min: np.ndarray = field(default=None, repr=False)  # (n_nodes,) worst policy's value
     depth: int = 0
     declared_value_range: tuple | None = None  # the file's value_range key (lo, hi), if any
 
@@ -100,7 +100,7 @@ class Tree:
 
     def root_q(self) -> np.ndarray:
         """(A,) exact Q*(root, a)."""
-        return self.q_star[self.node_off[0]:self.node_off[1]]
+        return self.q_star[self.node_off[0] : self.node_off[1]]
 
     @property
     def value_range(self) -> tuple[float, float]:
@@ -169,9 +169,21 @@ def _int(path: str, what: str, x: Any, lo: int) -> int:
     return x
 
 
-def generate(depth: int, branching: int, chance: int = 2, *, reward_mean=(0.0, 1.0), noise_scale: float = 1.0,
-             noise_spread: float = 0.0, dirichlet: float = 1.0, seed: int = 0, gamma: float = 1.0,
-             noise: str = "gaussian", df: float = 3.0, name: str = "random-tree") -> Tree:
+def generate(
+    depth: int,
+    branching: int,
+    chance: int = 2,
+    *,
+    reward_mean=(0.0, 1.0),
+    noise_scale: float = 1.0,
+    noise_spread: float = 0.0,
+    dirichlet: float = 1.0,
+    seed: int = 0,
+    gamma: float = 1.0,
+    noise: str = "gaussian",
+    df: float = 3.0,
+    name: str = "random-tree",
+) -> Tree:
     """A random tree: ``depth`` decision levels, ``branching`` actions, ``chance`` outcomes each.
 
     Nodes are numbered breadth-first. Raises ValueError when the tree would exceed MAX_NODES
@@ -181,13 +193,19 @@ def generate(depth: int, branching: int, chance: int = 2, *, reward_mean=(0.0, 1
     for _ in range(depth if branching * chance > 1 else 0):
         n_nodes += level
         if n_nodes > MAX_NODES:
-            raise ValueError(f"a tree of depth {depth}, branching {branching}, chance {chance} has more than {MAX_NODES} nodes")
+            raise ValueError(
+                f"a tree of depth {depth}, branching {branching}, chance {chance} has more than {MAX_NODES} nodes"
+            )
         level *= branching * chance
     if n_nodes > MAX_NODES:
-        raise ValueError(f"a tree of depth {depth}, branching {branching}, chance {chance} has more than {MAX_NODES} nodes")
+        raise ValueError(
+            f"a tree of depth {depth}, branching {branching}, chance {chance} has more than {MAX_NODES} nodes"
+        )
     if n_nodes * branching * chance > MAX_OUTCOMES:
-        raise ValueError(f"a tree of depth {depth}, branching {branching}, chance {chance} has "
-                         f"{n_nodes * branching * chance:.3g} outcome entries (> {MAX_OUTCOMES:.0e})")
+        raise ValueError(
+            f"a tree of depth {depth}, branching {branching}, chance {chance} has "
+            f"{n_nodes * branching * chance:.3g} outcome entries (> {MAX_OUTCOMES:.0e})"
+        )
     rng = np.random.default_rng(seed)
     lo, hi = float(reward_mean[0]), float(reward_mean[1])
     nsa = n_nodes * branching
@@ -210,8 +228,9 @@ def from_dict(data: Any, path: str = "<tree>") -> Tree:
     if not isinstance(data, dict):  # an empty file, a list, a scalar: neither --env file form
         from icml26.core.errors import InputError
 
-        raise InputError(f"env file {path!r}: expected a tree file's mapping with 'random' or 'root', "
-                         "or an MDP file's with 'P'")
+        raise InputError(
+            f"env file {path!r}: expected a tree file's mapping with 'random' or 'root', or an MDP file's with 'P'"
+        )
     known = {"name", "gamma", "noise", "df", "random", "root", "description", "value_range"}
     unknown = sorted(set(map(str, data)) - known)
     if unknown:
@@ -254,12 +273,19 @@ def _from_dict(data: dict, path: str, gamma: float, noise: str, df: float, name:
             raise _bad(path, f"random.reward_mean must have low <= high, got {rm!r}")
         try:
             return generate(
-                _int(path, "random.depth", r.get("depth", 3), 1), _int(path, "random.branching", r.get("branching", 4), 1),
-                _int(path, "random.chance", r.get("chance", 2), 1), reward_mean=(lo, hi),
+                _int(path, "random.depth", r.get("depth", 3), 1),
+                _int(path, "random.branching", r.get("branching", 4), 1),
+                _int(path, "random.chance", r.get("chance", 2), 1),
+                reward_mean=(lo, hi),
                 noise_scale=_num(path, "random.noise_scale", r.get("noise_scale", 1.0), 0.0),
                 noise_spread=_num(path, "random.noise_spread", r.get("noise_spread", 0.0), 0.0, 1.0),
                 dirichlet=_num(path, "random.dirichlet", r.get("dirichlet", 1.0), 1e-6),
-                seed=_int(path, "random.seed", r.get("seed", 0), 0), gamma=gamma, noise=noise, df=df, name=name)
+                seed=_int(path, "random.seed", r.get("seed", 0), 0),
+                gamma=gamma,
+                noise=noise,
+                df=df,
+                name=name,
+            )
         except ValueError as e:
             if type(e).__name__ == "InputError":
                 raise
@@ -307,8 +333,18 @@ def _from_dict(data: dict, path: str, gamma: float, noise: str, df: float, name:
             prob.extend(p / sum(ps) for p in ps)
             out_off.append(len(prob))
         node_off.append(len(mean))
-    t = Tree(np.array(node_off, np.int64), np.array(mean, float), np.array(scale, float), np.array(out_off, np.int64),
-             np.array(prob, float), np.array(child, np.int64), gamma=gamma, noise=noise, df=df, name=name)
+    t = Tree(
+        np.array(node_off, np.int64),
+        np.array(mean, float),
+        np.array(scale, float),
+        np.array(out_off, np.int64),
+        np.array(prob, float),
+        np.array(child, np.int64),
+        gamma=gamma,
+        noise=noise,
+        df=df,
+        name=name,
+    )
     return solve(t)
 
 

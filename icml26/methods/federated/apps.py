@@ -86,8 +86,16 @@ def _split(text: str, seed: int):
     from icml26.core.data.instructions import client_tasks
 
     c = _config(text)
-    return client_tasks(c.tasks, c.clients, c.train_examples, c.test_examples, c.global_test_examples, c.dirichlet_alpha, seed,
-                        domains=c.domains)
+    return client_tasks(
+        c.tasks,
+        c.clients,
+        c.train_examples,
+        c.test_examples,
+        c.global_test_examples,
+        c.dirichlet_alpha,
+        seed,
+        domains=c.domains,
+    )
 
 
 def client_split(cfg, seed: int):
@@ -98,7 +106,9 @@ def client_split(cfg, seed: int):
 
 
 def _worker(cfg):
-    return M.get_worker(cfg.model, alpha=cfg.lora_alpha, dropout=cfg.lora_dropout, targets=cfg.targets, device=_DEVICE[0])
+    return M.get_worker(
+        cfg.model, alpha=cfg.lora_alpha, dropout=cfg.lora_dropout, targets=cfg.targets, device=_DEVICE[0]
+    )
 
 
 _DEVICE = ["cpu"]
@@ -151,28 +161,64 @@ if ClientApp is not None:
         cfg, seed, pid, strategy, rnd, rank, rp, worker, own, merged, adapter, train_A = _prepare(msg, ctx)
         data = client_split(cfg, seed).train[pid]
         torch.manual_seed(_mix(seed, pid, rnd, 2))  # dropout
-        new, loss = M.train(worker, adapter, rank, data, epochs=cfg.local_epochs, batch_size=cfg.batch_size, lr=cfg.lr,
-                            max_seq_tokens=cfg.max_seq_tokens, generator=torch.Generator().manual_seed(_mix(seed, pid, rnd, 3)),
-                            merged=merged if strategy == "flora" else None, train_A=train_A)
+        new, loss = M.train(
+            worker,
+            adapter,
+            rank,
+            data,
+            epochs=cfg.local_epochs,
+            batch_size=cfg.batch_size,
+            lr=cfg.lr,
+            max_seq_tokens=cfg.max_seq_tokens,
+            generator=torch.Generator().manual_seed(_mix(seed, pid, rnd, 3)),
+            merged=merged if strategy == "flora" else None,
+            train_A=train_A,
+        )
         ctx.state[f"adapter:{strategy}"] = S.to_record(new)
         up, parts = S.client_upload(strategy, new, rank, rp)
-        content = RecordDict({"arrays": S.to_record(up, parts) if parts else ArrayRecord(),
-                              "metrics": MetricRecord({"train_loss": loss, "num_examples": len(data)})})
+        content = RecordDict(
+            {
+                "arrays": S.to_record(up, parts) if parts else ArrayRecord(),
+                "metrics": MetricRecord({"train_loss": loss, "num_examples": len(data)}),
+            }
+        )
         return Message(content, reply_to=msg)
 
     @client_app.evaluate()
     def _evaluate(msg, ctx):
         cfg, seed, pid, strategy, rnd, rank, rp, worker, own, merged, adapter, _ = _prepare(msg, ctx)
         split = client_split(cfg, seed)
-        m = evaluate_client(cfg, worker, strategy, rank, rp, adapter, own, merged if strategy == "flora" else None,
-                            split.train[pid], split.test[pid], split.global_test)
+        m = evaluate_client(
+            cfg,
+            worker,
+            strategy,
+            rank,
+            rp,
+            adapter,
+            own,
+            merged if strategy == "flora" else None,
+            split.train[pid],
+            split.test[pid],
+            split.global_test,
+        )
         return Message(RecordDict({"metrics": MetricRecord(m)}), reply_to=msg)
 else:  # pragma: no cover
     client_app = None
 
 
-def evaluate_client(cfg, worker, strategy: str, rank: int, rp: int, adapter: dict, own: dict | None, merged: dict | None,
-                    train, test, global_test) -> dict:
+def evaluate_client(
+    cfg,
+    worker,
+    strategy: str,
+    rank: int,
+    rp: int,
+    adapter: dict,
+    own: dict | None,
+    merged: dict | None,
+    train,
+    test,
+    global_test,
+) -> dict:
     """A client's final model on its own test set (perplexity, ROUGE-1 of greedy answers) and on
     the cross-domain test set. Het-CPFLoRA: per prompt, the OOD weight sigma (prompt scores under
     the client's last local adapter against its training prompts) scales the two slot groups."""
@@ -188,18 +234,33 @@ def evaluate_client(cfg, worker, strategy: str, rank: int, rp: int, adapter: dic
         def fn(e):
             return (rs, *part_weights(sig[e.instruction], rs, rp, cfg.ood_weighting))
     elif strategy == "het-cpflora" and cfg.ood_weighting == "half" and rp > 0:
+
         def fn(e):
             return (rs, 0.5, 0.5)
+
     kw = dict(max_seq_tokens=cfg.max_seq_tokens, merged=merged, part_scales_fn=fn)
     loc = M.response_nll(worker, adapter, rank, test, **kw)
     glo = M.response_nll(worker, adapter, rank, global_test, **kw)
     rouge = []
     for e in list(test)[: cfg.generation_examples]:
-        pred = M.generate(worker, adapter, rank, e.instruction, max_new_tokens=cfg.max_new_tokens, max_seq_tokens=cfg.max_seq_tokens,
-                          merged=merged, part_scales=fn(e) if fn else None)
+        pred = M.generate(
+            worker,
+            adapter,
+            rank,
+            e.instruction,
+            max_new_tokens=cfg.max_new_tokens,
+            max_seq_tokens=cfg.max_seq_tokens,
+            merged=merged,
+            part_scales=fn(e) if fn else None,
+        )
         rouge.append(M.rouge1_f(pred, e.output))
-    out = {"local_nll": sum(a for a, _ in loc), "local_tokens": sum(b for _, b in loc), "global_nll": sum(a for a, _ in glo),
-           "global_tokens": sum(b for _, b in glo), "local_rouge1": sum(rouge) / len(rouge) if rouge else float("nan")}
+    out = {
+        "local_nll": sum(a for a, _ in loc),
+        "local_tokens": sum(b for _, b in loc),
+        "global_nll": sum(a for a, _ in glo),
+        "global_tokens": sum(b for _, b in glo),
+        "local_rouge1": sum(rouge) / len(rouge) if rouge else float("nan"),
+    }
     if sig:
         out["sigma_local"] = sum(sig[e.instruction] for e in test) / max(1, len(test))
         out["sigma_global"] = sum(sig[e.instruction] for e in global_test) / max(1, len(global_test))
@@ -207,6 +268,7 @@ def evaluate_client(cfg, worker, strategy: str, rank: int, rp: int, adapter: dic
 
 
 # ----------------------------------------------------------------------------- in-process grid
+
 
 class InProcessGrid(Grid):
     """Flower's ``Grid`` API in one process: each pushed message is handled at once by the
@@ -229,8 +291,16 @@ class InProcessGrid(Grid):
         from icml26.core.recipe import config_dict
 
         run_config = {"config": json.dumps(config_dict(cfg), sort_keys=True), "seed": int(seed)}
-        ctxs = {1001 + i: Context(run_id=1, node_id=1001 + i, node_config={"partition-id": i, "num-partitions": cfg.clients},
-                                  state=RecordDict(), run_config=dict(run_config)) for i in range(cfg.clients)}
+        ctxs = {
+            1001 + i: Context(
+                run_id=1,
+                node_id=1001 + i,
+                node_config={"partition-id": i, "num-partitions": cfg.clients},
+                state=RecordDict(),
+                run_config=dict(run_config),
+            )
+            for i in range(cfg.clients)
+        }
         return cls(app or client_app, ctxs)
 
     def set_run(self, run) -> None:
@@ -281,9 +351,12 @@ class InProcessGrid(Grid):
 
 # ----------------------------------------------------------------------------- server loop
 
+
 def client_specs(cfg, grid) -> list[S.ClientSpec]:
     """Ask every node for its partition id and data size (a query round), map ranks by partition."""
-    msgs = [Message(RecordDict({"config": ConfigRecord({"ask": "partition"})}), nid, "query") for nid in grid.get_node_ids()]
+    msgs = [
+        Message(RecordDict({"config": ConfigRecord({"ask": "partition"})}), nid, "query") for nid in grid.get_node_ids()
+    ]
     specs = []
     for r in grid.send_and_receive(msgs):
         if r.has_error():
@@ -291,8 +364,15 @@ def client_specs(cfg, grid) -> list[S.ClientSpec]:
         pid = int(r.content["metrics"]["partition_id"])
         if not 0 <= pid < cfg.clients:
             raise RuntimeError(f"node {r.metadata.src_node_id} has partition-id {pid}, outside 0..{cfg.clients - 1}")
-        specs.append(S.ClientSpec(r.metadata.src_node_id, cfg.ranks[pid], cfg.personal_ranks[pid], int(r.content["metrics"]["num_examples"]),
-                                  pid))
+        specs.append(
+            S.ClientSpec(
+                r.metadata.src_node_id,
+                cfg.ranks[pid],
+                cfg.personal_ranks[pid],
+                int(r.content["metrics"]["num_examples"]),
+                pid,
+            )
+        )
     if len(specs) != cfg.clients:
         raise RuntimeError(f"{len(specs)} nodes answered, the run needs {cfg.clients}")
     pids = sorted(s.partition_id for s in specs)
@@ -309,11 +389,21 @@ def strategy_for(cfg, name: str, specs, seed: int) -> S.LoraStrategy:
         for t, (d_in, d_out) in shapes.items():
             part = "self_attn" if t in ("q_proj", "k_proj", "v_proj", "o_proj") else "mlp"
             dims[f"model.layers.{i}.{part}.{t}"] = (d_in, d_out)
-    return S.make_strategy(name, specs, dims, alpha=cfg.lora_alpha, homogeneous_rank=cfg.homogeneous_rank, seed=seed,
-                           aggregation_weights=cfg.aggregation_weights, scale_aware=cfg.scale_aware)
+    return S.make_strategy(
+        name,
+        specs,
+        dims,
+        alpha=cfg.lora_alpha,
+        homogeneous_rank=cfg.homogeneous_rank,
+        seed=seed,
+        aggregation_weights=cfg.aggregation_weights,
+        scale_aware=cfg.scale_aware,
+    )
 
 
-def federated_rounds(strategy: S.LoraStrategy, grid, rounds: int, *, start_round: int = 1, on_round=None) -> Iterator[dict]:
+def federated_rounds(
+    strategy: S.LoraStrategy, grid, rounds: int, *, start_round: int = 1, on_round=None
+) -> Iterator[dict]:
     """Rounds ``start_round..rounds`` of ``strategy`` over ``grid``: yields one ``round`` record each;
     ``on_round(record)`` runs after the round (checkpoints)."""
     from flwr.app import ArrayRecord, ConfigRecord
@@ -322,9 +412,15 @@ def federated_rounds(strategy: S.LoraStrategy, grid, rounds: int, *, start_round
         t0 = time.perf_counter()
         replies = grid.send_and_receive(strategy.configure_train(rnd, ArrayRecord(), ConfigRecord(), grid))
         strategy.aggregate_train(rnd, replies)
-        rec = {"kind": "round", "round": rnd, "strategy": strategy.name, "mean_train_loss": strategy.last["mean_train_loss"],
-               "upload_bytes": strategy.last["upload_bytes"], "download_bytes": strategy.last["download_bytes"],
-               "round_s": time.perf_counter() - t0}
+        rec = {
+            "kind": "round",
+            "round": rnd,
+            "strategy": strategy.name,
+            "mean_train_loss": strategy.last["mean_train_loss"],
+            "upload_bytes": strategy.last["upload_bytes"],
+            "download_bytes": strategy.last["download_bytes"],
+            "round_s": time.perf_counter() - t0,
+        }
         if on_round is not None:
             on_round(rec)
         yield rec
@@ -339,14 +435,23 @@ def final_evaluation(strategy: S.LoraStrategy, grid, rounds: int) -> dict:
     return dict(strategy.eval_metrics)
 
 
-def result_record(cfg, strategy: S.LoraStrategy, rounds_recs: list[dict], metrics: dict, eval_download: int, wall_s: float) -> dict:
+def result_record(
+    cfg, strategy: S.LoraStrategy, rounds_recs: list[dict], metrics: dict, eval_download: int, wall_s: float
+) -> dict:
     per = []
     for spec in strategy.specs:
         m = metrics[spec.node_id]
-        row = {"client": len(per), "node_id": spec.node_id, "partition_id": spec.partition_id, "rank": strategy.rank_of(spec),
-               "personal_rank": spec.personal_rank if strategy.name == "het-cpflora" else 0, "n_train": spec.n_train,
-               "local_perplexity": math.exp(m["local_nll"] / max(1, m["local_tokens"])),
-               "global_perplexity": math.exp(m["global_nll"] / max(1, m["global_tokens"])), "local_rouge1": m["local_rouge1"]}
+        row = {
+            "client": len(per),
+            "node_id": spec.node_id,
+            "partition_id": spec.partition_id,
+            "rank": strategy.rank_of(spec),
+            "personal_rank": spec.personal_rank if strategy.name == "het-cpflora" else 0,
+            "n_train": spec.n_train,
+            "local_perplexity": math.exp(m["local_nll"] / max(1, m["local_tokens"])),
+            "global_perplexity": math.exp(m["global_nll"] / max(1, m["global_tokens"])),
+            "local_rouge1": m["local_rouge1"],
+        }
         for k in ("sigma_local", "sigma_global"):
             if k in m:
                 row[k] = m[k]
@@ -354,10 +459,20 @@ def result_record(cfg, strategy: S.LoraStrategy, rounds_recs: list[dict], metric
     up = sum(r["upload_bytes"] for r in rounds_recs)
     down = sum(r["download_bytes"] for r in rounds_recs) + eval_download
     mean = lambda k: sum(p[k] for p in per) / len(per)  # noqa: E731
-    return {"kind": "result", "strategy": strategy.name, "local_perplexity": mean("local_perplexity"), "local_rouge1": mean("local_rouge1"),
-            "global_perplexity": mean("global_perplexity"), "per_client": per, "comm_bytes_total": up + down,
-            "upload_bytes_total": up, "download_bytes_total": down, "rounds": len(rounds_recs),
-            "final_train_loss": rounds_recs[-1]["mean_train_loss"] if rounds_recs else float("nan"), "wall_s": wall_s}
+    return {
+        "kind": "result",
+        "strategy": strategy.name,
+        "local_perplexity": mean("local_perplexity"),
+        "local_rouge1": mean("local_rouge1"),
+        "global_perplexity": mean("global_perplexity"),
+        "per_client": per,
+        "comm_bytes_total": up + down,
+        "upload_bytes_total": up,
+        "download_bytes_total": down,
+        "rounds": len(rounds_recs),
+        "final_train_loss": rounds_recs[-1]["mean_train_loss"] if rounds_recs else float("nan"),
+        "wall_s": wall_s,
+    }
 
 
 def wait_for_nodes(grid, n: int, timeout_s: float, poll_s: float = 0.5) -> list[int]:

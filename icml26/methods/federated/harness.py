@@ -36,32 +36,32 @@ DEFAULT_STRATEGIES = ("het-cpflora", "fedit", "flora", "hetlora", "ffa-lora", "l
 
 @dataclass(frozen=True)
 class Config:
-    model: str = "llama"                 # llama (SmolLM2-135M) | tiny-llama (random, tests) | a local HF folder / .gguf
+    model: str = "llama"  # llama (SmolLM2-135M) | tiny-llama (random, tests) | a local HF folder / .gguf
     clients: int = 6
     rounds: int = 10
     strategies: tuple[str, ...] = DEFAULT_STRATEGIES
-    ranks: tuple[int, ...] = (4, 8, 16, 16, 32, 8)            # LoRA rank per client (heterogeneous strategies)
-    personal_ranks: tuple[int, ...] = (1, 2, 4, 4, 8, 2)      # Het-CPFLoRA personal slots per client, in [0, rank)
-    homogeneous_rank: int = 8            # FedIT / FFA-LoRA / FedSA-LoRA: one rank for all
+    ranks: tuple[int, ...] = (4, 8, 16, 16, 32, 8)  # LoRA rank per client (heterogeneous strategies)
+    personal_ranks: tuple[int, ...] = (1, 2, 4, 4, 8, 2)  # Het-CPFLoRA personal slots per client, in [0, rank)
+    homogeneous_rank: int = 8  # FedIT / FFA-LoRA / FedSA-LoRA: one rank for all
     lora_alpha: float = 16.0
     lora_dropout: float = 0.05
-    targets: str = "qv"                  # qv (q_proj, v_proj; official) | attention | attention+mlp
-    tasks: str = "debian"                # debian (5 domains of Debian texts) | a JSONL file of {instruction, output, category}
-    domains: tuple[str, ...] = ()       # the task domains used (empty: all; debian: wordnet gcide kjv fortunes python-docs)
-    dirichlet_alpha: float = 0.5         # non-IID mixtures over domains (smaller: fewer domains per client)
-    train_examples: int = 64             # per client
-    test_examples: int = 16              # per client (own mixture)
-    global_test_examples: int = 40       # cross-domain test set (equal per domain)
-    generation_examples: int = 8         # own test examples decoded for ROUGE-1
+    targets: str = "qv"  # qv (q_proj, v_proj; official) | attention | attention+mlp
+    tasks: str = "debian"  # debian (5 domains of Debian texts) | a JSONL file of {instruction, output, category}
+    domains: tuple[str, ...] = ()  # the task domains used (empty: all; debian: wordnet gcide kjv fortunes python-docs)
+    dirichlet_alpha: float = 0.5  # non-IID mixtures over domains (smaller: fewer domains per client)
+    train_examples: int = 64  # per client
+    test_examples: int = 16  # per client (own mixture)
+    global_test_examples: int = 40  # cross-domain test set (equal per domain)
+    generation_examples: int = 8  # own test examples decoded for ROUGE-1
     max_new_tokens: int = 32
     max_seq_tokens: int = 128
     local_epochs: int = 1
     batch_size: int = 8
     lr: float = 3e-4
-    aggregation_weights: str = "shared-rank"   # het-cpflora: shared-rank (official) | data-size
-    scale_aware: bool = True             # het-cpflora: include alpha / r_i in the sum (False: official quirk)
-    ood_weighting: str = "sigma"         # het-cpflora inference: sigma | sigma-official | fixed (1/1) | half (0.5/0.5)
-    threads: int = 0                     # torch CPU threads (0: torch's default)
+    aggregation_weights: str = "shared-rank"  # het-cpflora: shared-rank (official) | data-size
+    scale_aware: bool = True  # het-cpflora: include alpha / r_i in the sum (False: official quirk)
+    ood_weighting: str = "sigma"  # het-cpflora inference: sigma | sigma-official | fixed (1/1) | half (0.5/0.5)
+    threads: int = 0  # torch CPU threads (0: torch's default)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "strategies", tuple(dict.fromkeys(self.strategies)))
@@ -77,7 +77,9 @@ class Config:
         if len(self.ranks) != self.clients:
             raise ValueError(f"ranks: {len(self.ranks)} values for {self.clients} clients (give one rank per client)")
         if len(self.personal_ranks) != self.clients:
-            raise ValueError(f"personal_ranks: {len(self.personal_ranks)} values for {self.clients} clients (give one per client)")
+            raise ValueError(
+                f"personal_ranks: {len(self.personal_ranks)} values for {self.clients} clients (give one per client)"
+            )
         for i, (r, p) in enumerate(zip(self.ranks, self.personal_ranks)):
             if r < 1:
                 raise ValueError(f"ranks: client {i} has rank {r}; ranks must be >= 1")
@@ -93,7 +95,14 @@ class Config:
             raise ValueError(f"targets: {self.targets!r} is not one of {', '.join(TARGETS)}")
         if not self.dirichlet_alpha > 0:
             raise ValueError(f"dirichlet_alpha must be > 0, got {self.dirichlet_alpha}")
-        for k in ("train_examples", "test_examples", "global_test_examples", "max_new_tokens", "local_epochs", "batch_size"):
+        for k in (
+            "train_examples",
+            "test_examples",
+            "global_test_examples",
+            "max_new_tokens",
+            "local_epochs",
+            "batch_size",
+        ):
             if getattr(self, k) < 1:
                 raise ValueError(f"{k} must be >= 1, got {getattr(self, k)}")
         if self.generation_examples < 0:
@@ -130,10 +139,14 @@ def preflight(cfg: Config, seed: int = 0) -> None:
     if uses_het:
         for i, r in enumerate(cfg.ranks):
             if r > limit:
-                raise InputError(f"ranks: client {i} has rank {r}, above {which}'s smallest dimension {limit} in {cfg.model!r} "
-                                 f"(a LoRA rank is at most min(d_in, d_out))")
+                raise InputError(
+                    f"ranks: client {i} has rank {r}, above {which}'s smallest dimension {limit} in {cfg.model!r} "
+                    f"(a LoRA rank is at most min(d_in, d_out))"
+                )
     if any(s in ("fedit", "ffa-lora", "fedsa-lora") for s in cfg.strategies) and cfg.homogeneous_rank > limit:
-        raise InputError(f"homogeneous_rank {cfg.homogeneous_rank} is above {which}'s smallest dimension {limit} in {cfg.model!r}")
+        raise InputError(
+            f"homogeneous_rank {cfg.homogeneous_rank} is above {which}'s smallest dimension {limit} in {cfg.model!r}"
+        )
     from icml26.core.data.instructions import require_tasks
 
     require_tasks(cfg.tasks, cfg.domains)
@@ -142,8 +155,14 @@ def preflight(cfg: Config, seed: int = 0) -> None:
     client_split(cfg, seed)  # too few examples for the sizes asked: InputError now
 
 
-def run_on_grid(cfg: Config, seed: int, make_grid: Callable[[], object], *, ckpt_dir: Path | None = None,
-                previous: list[dict] | None = None) -> Iterator[dict]:
+def run_on_grid(
+    cfg: Config,
+    seed: int,
+    make_grid: Callable[[], object],
+    *,
+    ckpt_dir: Path | None = None,
+    previous: list[dict] | None = None,
+) -> Iterator[dict]:
     """The records of every strategy, each on a grid from ``make_grid()`` (a fresh in-process
     federation, or the deployment's grid). ``ckpt_dir``: per-round checkpoints (in-process
     grids); ``previous``: records of an interrupted run (results replayed, the unfinished strategy
@@ -184,10 +203,18 @@ def run_on_grid(cfg: Config, seed: int, make_grid: Callable[[], object], *, ckpt
         for rec in apps.federated_rounds(strat, grid, cfg.rounds, start_round=start, on_round=save):
             yield rec
         metrics = apps.final_evaluation(strat, grid, cfg.rounds)
-        res = apps.result_record(cfg, strat, recs, metrics, strat.last["download_bytes"], wall0 + time.perf_counter() - t0)
+        res = apps.result_record(
+            cfg, strat, recs, metrics, strat.last["download_bytes"], wall0 + time.perf_counter() - t0
+        )
         results.append(res)
         yield res
-    summary = {"kind": "summary", "model": cfg.model, "clients": cfg.clients, "rounds": cfg.rounds, "strategies": list(cfg.strategies)}
+    summary = {
+        "kind": "summary",
+        "model": cfg.model,
+        "clients": cfg.clients,
+        "rounds": cfg.rounds,
+        "strategies": list(cfg.strategies),
+    }
     if results:
         from icml26.core.stats import best_of  # None when strategies tie
 
@@ -225,12 +252,14 @@ def _load_ckpt(ckpt_dir: Path, name: str, strat, grid) -> dict | None:
         return None
     meta = json.loads(js.read_text(encoding="utf-8"))
     sd = load_file(str(st))
-    strat.load_state_dict({k[len("server/"):]: v for k, v in sd.items() if k.startswith("server/")})
-    grid.load_state_tensors({k[len("clients/"):]: v for k, v in sd.items() if k.startswith("clients/")})
+    strat.load_state_dict({k[len("server/") :]: v for k, v in sd.items() if k.startswith("server/")})
+    grid.load_state_tensors({k[len("clients/") :]: v for k, v in sd.items() if k.startswith("clients/")})
     return meta
 
 
-def run(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | None = None, previous: list[dict] | None = None) -> Iterator[dict]:
+def run(
+    cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | None = None, previous: list[dict] | None = None
+) -> Iterator[dict]:
     """Every strategy on an in-process Flower federation (see module doc)."""
     import torch
 

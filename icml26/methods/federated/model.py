@@ -18,8 +18,11 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 TEMPLATE = "### Instruction:\n{instruction}\n\n### Response:\n"
-TARGETS = {"qv": ("q_proj", "v_proj"), "attention": ("q_proj", "k_proj", "v_proj", "o_proj"),
-           "attention+mlp": ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")}
+TARGETS = {
+    "qv": ("q_proj", "v_proj"),
+    "attention": ("q_proj", "k_proj", "v_proj", "o_proj"),
+    "attention+mlp": ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"),
+}
 TINY = "tiny-llama"
 
 
@@ -53,9 +56,20 @@ class HFTokenizer:
 def tiny_llama_config():
     from transformers import LlamaConfig
 
-    return LlamaConfig(vocab_size=260, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                       num_key_value_heads=2, max_position_embeddings=1024, rope_theta=10000.0, tie_word_embeddings=True,
-                       bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    return LlamaConfig(
+        vocab_size=260,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        rope_theta=10000.0,
+        tie_word_embeddings=True,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+    )
 
 
 def model_config(model: str):
@@ -74,8 +88,20 @@ def module_dims(model: str, targets: str) -> dict[str, tuple[int, int]]:
     c = model_config(model)
     d = c.hidden_size
     hd = getattr(c, "head_dim", None) or d // c.num_attention_heads
-    q, kv, ff = c.num_attention_heads * hd, getattr(c, "num_key_value_heads", c.num_attention_heads) * hd, c.intermediate_size
-    dims = {"q_proj": (d, q), "k_proj": (d, kv), "v_proj": (d, kv), "o_proj": (q, d), "gate_proj": (d, ff), "up_proj": (d, ff), "down_proj": (ff, d)}
+    q, kv, ff = (
+        c.num_attention_heads * hd,
+        getattr(c, "num_key_value_heads", c.num_attention_heads) * hd,
+        c.intermediate_size,
+    )
+    dims = {
+        "q_proj": (d, q),
+        "k_proj": (d, kv),
+        "v_proj": (d, kv),
+        "o_proj": (q, d),
+        "gate_proj": (d, ff),
+        "up_proj": (d, ff),
+        "down_proj": (ff, d),
+    }
     return {t: dims[t] for t in TARGETS[targets]}
 
 
@@ -96,8 +122,17 @@ class Worker:
 
         name = f"r{rank}"
         if name not in self.model.peft_config:
-            self.model.add_adapter(name, LoraConfig(r=rank, lora_alpha=self.alpha, lora_dropout=self.dropout, target_modules=list(self.targets),
-                                                    bias="none", task_type="CAUSAL_LM"))
+            self.model.add_adapter(
+                name,
+                LoraConfig(
+                    r=rank,
+                    lora_alpha=self.alpha,
+                    lora_dropout=self.dropout,
+                    target_modules=list(self.targets),
+                    bias="none",
+                    task_type="CAUSAL_LM",
+                ),
+            )
         return name
 
     def lora_modules(self, rank: int) -> dict:
@@ -113,7 +148,7 @@ class Worker:
 def _short_name(n: str) -> str:
     for p in ("base_model.model.", "base_model."):
         if n.startswith(p):
-            return n[len(p):]
+            return n[len(p) :]
     return n
 
 
@@ -146,10 +181,22 @@ def get_worker(model: str, *, alpha: float, dropout: float, targets: str, device
         p.requires_grad_(False)
     import warnings
 
-    with warnings.catch_warnings():  # peft reads transformers' deprecated is_gradient_checkpointing: not the user's to fix
+    with (
+        warnings.catch_warnings()
+    ):  # peft reads transformers' deprecated is_gradient_checkpointing: not the user's to fix
         warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.* is deprecated", category=FutureWarning)
-        pm = get_peft_model(base, LoraConfig(r=1, lora_alpha=alpha, lora_dropout=dropout, target_modules=list(TARGETS[targets]),
-                                             bias="none", task_type="CAUSAL_LM"), adapter_name="r1")
+        pm = get_peft_model(
+            base,
+            LoraConfig(
+                r=1,
+                lora_alpha=alpha,
+                lora_dropout=dropout,
+                target_modules=list(TARGETS[targets]),
+                bias="none",
+                task_type="CAUSAL_LM",
+            ),
+            adapter_name="r1",
+        )
     base_w = {}
     for n, m in pm.named_modules():
         if hasattr(m, "lora_A") and "r1" in m.lora_A:
@@ -161,8 +208,15 @@ def get_worker(model: str, *, alpha: float, dropout: float, targets: str, device
 
 
 @contextmanager
-def active(worker: Worker, adapter: dict, rank: int, *, merged: dict | None = None, train_A: bool = True,
-           part_scales: tuple[int, float, float] | None = None):
+def active(
+    worker: Worker,
+    adapter: dict,
+    rank: int,
+    *,
+    merged: dict | None = None,
+    train_A: bool = True,
+    part_scales: tuple[int, float, float] | None = None,
+):
     """Load ``adapter`` into the peft adapter of ``rank`` and make it the active one.
 
     merged: {module: dW (d_out, d_in)} added to the base weights meanwhile (FLoRA);
@@ -201,7 +255,10 @@ def active(worker: Worker, adapter: dict, rank: int, *, merged: dict | None = No
 
 def read_adapter(mods: dict, rank: int) -> dict:
     name = f"r{rank}"
-    return {mn: (m.lora_A[name].weight.detach().clone().float().cpu(), m.lora_B[name].weight.detach().clone().float().cpu()) for mn, m in mods.items()}
+    return {
+        mn: (m.lora_A[name].weight.detach().clone().float().cpu(), m.lora_B[name].weight.detach().clone().float().cpu())
+        for mn, m in mods.items()
+    }
 
 
 def init_adapter(worker: Worker, rank: int, generator) -> dict:
@@ -223,7 +280,7 @@ def scaling(worker: Worker, rank: int) -> float:
 
 def encode(tok, instruction: str, output: str | None, max_seq_tokens: int) -> tuple[list[int], list[int]]:
     """(prompt ids, response ids + eos): the prompt keeps its last tokens, the response is cut to fit."""
-    p = tok.encode(TEMPLATE.format(instruction=instruction))[-(max_seq_tokens // 2):]
+    p = tok.encode(TEMPLATE.format(instruction=instruction))[-(max_seq_tokens // 2) :]
     if output is None:
         return p, []
     r = (tok.encode(output) + [tok.eos_token_id])[: max(1, max_seq_tokens - len(p))]
@@ -244,13 +301,27 @@ def _token_nll(model, ids, labels, att):
 
     logits = model(input_ids=ids, attention_mask=att).logits[:, :-1].float()
     tgt = labels[:, 1:]
-    nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1), ignore_index=-100, reduction="none").view(tgt.shape)
+    nll = F.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1), ignore_index=-100, reduction="none"
+    ).view(tgt.shape)
     mask = tgt != -100
     return (nll * mask).sum(1), mask.sum(1)
 
 
-def train(worker: Worker, adapter: dict, rank: int, examples, *, epochs: int, batch_size: int, lr: float, max_seq_tokens: int,
-          generator, merged: dict | None = None, train_A: bool = True) -> tuple[dict, float]:
+def train(
+    worker: Worker,
+    adapter: dict,
+    rank: int,
+    examples,
+    *,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    max_seq_tokens: int,
+    generator,
+    merged: dict | None = None,
+    train_A: bool = True,
+) -> tuple[dict, float]:
     """Local training (AdamW, constant lr, no warmup, loss on the response tokens): returns the
     trained adapter and the mean training loss (nats per response token, over all steps)."""
     import torch
@@ -259,12 +330,17 @@ def train(worker: Worker, adapter: dict, rank: int, examples, *, epochs: int, ba
     worker.model.train()
     losses = []
     with active(worker, adapter, rank, merged=merged, train_A=train_A) as mods:
-        params = [p for m in mods.values() for p in (m.lora_A[f"r{rank}"].weight, m.lora_B[f"r{rank}"].weight) if p.requires_grad]
+        params = [
+            p
+            for m in mods.values()
+            for p in (m.lora_A[f"r{rank}"].weight, m.lora_B[f"r{rank}"].weight)
+            if p.requires_grad
+        ]
         opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
         for _ in range(epochs):
             order = torch.randperm(len(data), generator=generator).tolist()
             for k in range(0, len(order), batch_size):
-                ids, labels, att = _batch(worker, [data[i] for i in order[k:k + batch_size]])
+                ids, labels, att = _batch(worker, [data[i] for i in order[k : k + batch_size]])
                 s, c = _token_nll(worker.model, ids, labels, att)
                 loss = s.sum() / c.sum().clamp(min=1)
                 opt.zero_grad(set_to_none=True)
@@ -276,8 +352,17 @@ def train(worker: Worker, adapter: dict, rank: int, examples, *, epochs: int, ba
     return out, (sum(losses) / len(losses) if losses else float("nan"))
 
 
-def response_nll(worker: Worker, adapter: dict, rank: int, examples, *, max_seq_tokens: int, batch_size: int = 8,
-                 merged: dict | None = None, part_scales_fn: Callable | None = None) -> list[tuple[float, int]]:
+def response_nll(
+    worker: Worker,
+    adapter: dict,
+    rank: int,
+    examples,
+    *,
+    max_seq_tokens: int,
+    batch_size: int = 8,
+    merged: dict | None = None,
+    part_scales_fn: Callable | None = None,
+) -> list[tuple[float, int]]:
     """Per example (sum NLL of the response tokens, count). ``part_scales_fn(example) -> (r_s, w_s, w_p)``
     rescales the adapter per example (then batch size 1)."""
     import torch
@@ -289,7 +374,7 @@ def response_nll(worker: Worker, adapter: dict, rank: int, examples, *, max_seq_
         if part_scales_fn is None:
             with active(worker, adapter, rank, merged=merged):
                 for k in range(0, len(data), batch_size):
-                    s, c = _token_nll(worker.model, *_batch(worker, data[k:k + batch_size]))
+                    s, c = _token_nll(worker.model, *_batch(worker, data[k : k + batch_size]))
                     out.extend((float(a), int(b)) for a, b in zip(s, c))
         else:
             for e, d in zip(examples, data):
@@ -299,8 +384,16 @@ def response_nll(worker: Worker, adapter: dict, rank: int, examples, *, max_seq_
     return out
 
 
-def prompt_scores(worker: Worker, adapter: dict, rank: int, instructions: Sequence[str], *, max_seq_tokens: int,
-                  merged: dict | None = None, batch_size: int = 8) -> list[float]:
+def prompt_scores(
+    worker: Worker,
+    adapter: dict,
+    rank: int,
+    instructions: Sequence[str],
+    *,
+    max_seq_tokens: int,
+    merged: dict | None = None,
+    batch_size: int = 8,
+) -> list[float]:
     """The OOD score ``exp(mean NLL of the prompt tokens) / n_tokens`` of each instruction's
     prompt under ``adapter`` (the official code scores the instruction alone)."""
     import torch
@@ -314,13 +407,22 @@ def prompt_scores(worker: Worker, adapter: dict, rank: int, instructions: Sequen
         pairs.append(([p[0]], p[1:]))  # every prompt token after the first is scored
     with torch.no_grad(), active(worker, adapter, rank, merged=merged):
         for k in range(0, len(pairs), batch_size):
-            s, c = _token_nll(worker.model, *_batch(worker, pairs[k:k + batch_size]))
+            s, c = _token_nll(worker.model, *_batch(worker, pairs[k : k + batch_size]))
             out.extend(prompt_score(float(a) / max(1, int(b)), int(b)) for a, b in zip(s, c))
     return out
 
 
-def generate(worker: Worker, adapter: dict, rank: int, instruction: str, *, max_new_tokens: int, max_seq_tokens: int,
-             merged: dict | None = None, part_scales: tuple | None = None) -> str:
+def generate(
+    worker: Worker,
+    adapter: dict,
+    rank: int,
+    instruction: str,
+    *,
+    max_new_tokens: int,
+    max_seq_tokens: int,
+    merged: dict | None = None,
+    part_scales: tuple | None = None,
+) -> str:
     """Greedy decoding of the response (stops at eos)."""
     import torch
 
@@ -358,4 +460,3 @@ def rouge1_f(prediction: str, reference: str) -> float:
         return 0.0
     prec, rec = hit / sum(p.values()), hit / sum(r.values())
     return 100.0 * 2 * prec * rec / (prec + rec)
-

@@ -122,8 +122,17 @@ class LoraStrategy(_FlowerStrategy):
 
     name = "base"
 
-    def __init__(self, specs: list[ClientSpec], dims: dict, *, alpha: float, homogeneous_rank: int, seed: int,
-                 aggregation_weights: str = "shared-rank", scale_aware: bool = True):
+    def __init__(
+        self,
+        specs: list[ClientSpec],
+        dims: dict,
+        *,
+        alpha: float,
+        homogeneous_rank: int,
+        seed: int,
+        aggregation_weights: str = "shared-rank",
+        scale_aware: bool = True,
+    ):
         self.specs = specs
         self.dims = dims
         self.alpha = alpha
@@ -159,9 +168,18 @@ class LoraStrategy(_FlowerStrategy):
             d = self.download(spec, server_round)
             rec = _record_of(d)
             sent += record_bytes(rec)
-            cfg = ConfigRecord({**dict(config or {}), "strategy": self.name, "round": server_round, "rank": self.rank_of(spec),
-                                "personal_rank": spec.personal_rank if self.name == "het-cpflora" else 0})
-            msgs.append(Message(RecordDict({"arrays": rec, "config": cfg}), spec.node_id, kind, group_id=str(server_round)))
+            cfg = ConfigRecord(
+                {
+                    **dict(config or {}),
+                    "strategy": self.name,
+                    "round": server_round,
+                    "rank": self.rank_of(spec),
+                    "personal_rank": spec.personal_rank if self.name == "het-cpflora" else 0,
+                }
+            )
+            msgs.append(
+                Message(RecordDict({"arrays": rec, "config": cfg}), spec.node_id, kind, group_id=str(server_round))
+            )
         self.last["download_bytes"] = sent
         return msgs
 
@@ -216,7 +234,7 @@ class LoraStrategy(_FlowerStrategy):
         out: dict = {}
         for k, t in self.state.items():
             if k.startswith(prefix + "/"):
-                mn, part = k[len(prefix) + 1:].rsplit(".", 1)
+                mn, part = k[len(prefix) + 1 :].rsplit(".", 1)
                 out.setdefault(mn, {})[part] = t
         return out
 
@@ -352,8 +370,10 @@ def make_strategy(name: str, specs: list[ClientSpec], dims: dict, **kw) -> LoraS
 
 # ----------------------------------------------------------------------------- client rules
 
-def client_adapter(strategy: str, round_: int, rank: int, personal_rank: int, download: dict, own: dict | None,
-                   fresh: dict) -> tuple[dict, bool]:
+
+def client_adapter(
+    strategy: str, round_: int, rank: int, personal_rank: int, download: dict, own: dict | None, fresh: dict
+) -> tuple[dict, bool]:
     """The adapter a client trains (or evaluates) this round, and whether A is trainable.
 
     download: from_record of the server's arrays; own: the client's adapter after its last local

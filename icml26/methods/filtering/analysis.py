@@ -31,7 +31,7 @@ from icml26.methods.filtering.classifiers import roc_auc
 class AnalyzeConfig:
     top_fractions: tuple[float, ...] = (0.5, 0.3, 0.2, 0.1, 0.05, 0.02)
     n_deciles: int = 10
-    max_docs: int = 0          # read at most this many documents per file (0 = all)
+    max_docs: int = 0  # read at most this many documents per file (0 = all)
 
     def __post_init__(self):
         if not self.top_fractions or any(not 0.0 < k <= 1.0 for k in self.top_fractions):
@@ -64,8 +64,9 @@ def implicit_filtering(hq_scores: np.ndarray, pool_scores: np.ndarray, top_fract
     rows = []
     for k in top_fractions:
         tau = float(np.quantile(pool_scores, 1.0 - k, method="higher")) if k < 1 else float(pool_scores.min())
-        rows.append({"top_fraction": float(k), "score_threshold": tau,
-                     "hq_filtered_fraction": float(np.mean(hq_scores < tau))})
+        rows.append(
+            {"top_fraction": float(k), "score_threshold": tau, "hq_filtered_fraction": float(np.mean(hq_scores < tau))}
+        )
     return rows
 
 
@@ -124,14 +125,25 @@ def run(cfg: AnalyzeConfig, *, model_path: str, hq: str, pool: str) -> Iterator[
         for i in idx:
             lab = _label(hq_docs[int(i)])
             srcs[lab] = srcs.get(lab, 0) + 1
-        yield {"kind": "decile", "decile": q, "n_docs": int(len(idx)), "score_mean": float(s_hq[idx].mean()),
-               "length_mean": float(lens[idx].mean()), "sources": srcs}
+        yield {
+            "kind": "decile",
+            "decile": q,
+            "n_docs": int(len(idx)),
+            "score_mean": float(s_hq[idx].mean()),
+            "length_mean": float(lens[idx].mean()),
+            "sources": srcs,
+        }
     # 4. length bias + summary
     plen = np.array([len(d["text"]) for d in pool_docs])
-    summary = {"kind": "summary", "classifier": model.classifier, "n_hq": len(hq_docs), "n_pool": len(pool_docs),
-               "auc_hq_vs_pool": roc_auc(np.r_[np.ones(len(s_hq)), np.zeros(len(s_pool))], np.r_[s_hq, s_pool]),
-               "length_spearman_hq": float(spearmanr(s_hq, lens).statistic) if len(s_hq) > 2 else None,
-               "length_spearman_pool": float(spearmanr(s_pool, plen).statistic) if len(s_pool) > 2 else None}
+    summary = {
+        "kind": "summary",
+        "classifier": model.classifier,
+        "n_hq": len(hq_docs),
+        "n_pool": len(pool_docs),
+        "auc_hq_vs_pool": roc_auc(np.r_[np.ones(len(s_hq)), np.zeros(len(s_pool))], np.r_[s_hq, s_pool]),
+        "length_spearman_hq": float(spearmanr(s_hq, lens).statistic) if len(s_hq) > 2 else None,
+        "length_spearman_pool": float(spearmanr(s_pool, plen).statistic) if len(s_pool) > 2 else None,
+    }
     if has_meta and gold.any() and (~gold).any():
         summary["auc_gold_vs_rest_in_pool"] = roc_auc(gold, s_pool)
     yield summary

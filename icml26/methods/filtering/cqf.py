@@ -38,7 +38,7 @@ class StreamStats:
     score_mean: float | None = None
     score_min: float | None = None
     score_max: float | None = None
-    score_range: list | None = None   # [low, high] the classifier's scores can take (None = unbounded), as scored
+    score_range: list | None = None  # [low, high] the classifier's scores can take (None = unbounded), as scored
 
 
 def _batches(it: Iterator[tuple[int, dict]], size: int) -> Iterator[list[dict]]:
@@ -52,9 +52,19 @@ def _batches(it: Iterator[tuple[int, dict]], size: int) -> Iterator[list[dict]]:
         yield batch
 
 
-def score_stream(model, path: str, writer: DocumentWriter, *, batch_size: int = 256, skip_bad: bool = False,
-                 field: str = "quality_score", bar=None, level: str = "document", doc_score: str = "document",
-                 line_field: str = "line_scores") -> StreamStats:
+def score_stream(
+    model,
+    path: str,
+    writer: DocumentWriter,
+    *,
+    batch_size: int = 256,
+    skip_bad: bool = False,
+    field: str = "quality_score",
+    bar=None,
+    level: str = "document",
+    doc_score: str = "document",
+    line_field: str = "line_scores",
+) -> StreamStats:
     """Write every document of ``path`` unchanged plus ``metadata[field] = score`` (float) and
     ``metadata[field + "_range"] = [low, high]``, the values the classifier's scores can take
     (``model.score_range``: [0, 1] for probabilities, [None, None] for DSIR's unbounded log
@@ -122,8 +132,11 @@ def get_range(doc: dict, field: str, where: str) -> list | None | str:
     r = (doc.get("metadata") or {}).get(field + "_range")
     if r is None:
         return None
-    ok = isinstance(r, list) and len(r) == 2 and all(
-        v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)) for v in r)
+    ok = (
+        isinstance(r, list)
+        and len(r) == 2
+        and all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)) for v in r)
+    )
     if not ok or (None not in r and r[0] > r[1]):
         return f"{where}: metadata.{field}_range must be [low, high] (null = unbounded), got {r!r}"
     return [None if v is None else float(v) for v in r]
@@ -136,8 +149,15 @@ def range_text(r: list | None) -> str:
     return f"[{lo}, {hi}]"
 
 
-def _scored(path: str, field: str, skip_bad: bool, rs: ReadStats, st=None,
-            threshold: float | None = None, with_lineno: bool = False) -> Iterator[tuple]:
+def _scored(
+    path: str,
+    field: str,
+    skip_bad: bool,
+    rs: ReadStats,
+    st=None,
+    threshold: float | None = None,
+    with_lineno: bool = False,
+) -> Iterator[tuple]:
     """(document, score) of each scored document (``with_lineno``: (line number, document, score)). With ``st``, the score range recorded by
     ``score`` is checked to be the same on every document (InputError otherwise) and kept in
     ``st.score_range``; a ``threshold`` outside it is an InputError at the first document,
@@ -159,16 +179,23 @@ def _scored(path: str, field: str, skip_bad: bool, rs: ReadStats, st=None,
                 raise InputError(r)
             if first:
                 st.score_range, first = r, False
-                if threshold is not None and r is not None and (
-                        (r[0] is not None and threshold < r[0]) or (r[1] is not None and threshold > r[1])):
-                    raise InputError(f"--threshold {threshold:g} is outside {range_text(r)}, the range of the scores "
-                                     f"in metadata.{field} (its classifier's {field}_range): it would keep "
-                                     f"{'nothing' if r[1] is not None and threshold > r[1] else 'everything'}; "
-                                     "choose a threshold inside it, or --top K for a fraction")
+                if (
+                    threshold is not None
+                    and r is not None
+                    and ((r[0] is not None and threshold < r[0]) or (r[1] is not None and threshold > r[1]))
+                ):
+                    raise InputError(
+                        f"--threshold {threshold:g} is outside {range_text(r)}, the range of the scores "
+                        f"in metadata.{field} (its classifier's {field}_range): it would keep "
+                        f"{'nothing' if r[1] is not None and threshold > r[1] else 'everything'}; "
+                        "choose a threshold inside it, or --top K for a fraction"
+                    )
             elif r != st.score_range:
-                raise InputError(f"{name}:{lineno}: metadata.{field}_range {range_text(r)} differs from the first document's "
-                                 f"{range_text(st.score_range)}: the documents were scored by different classifiers; "
-                                 "select from one classifier's scores")
+                raise InputError(
+                    f"{name}:{lineno}: metadata.{field}_range {range_text(r)} differs from the first document's "
+                    f"{range_text(st.score_range)}: the documents were scored by different classifiers; "
+                    "select from one classifier's scores"
+                )
             st.score_min = s if st.score_min is None else min(st.score_min, s)
             st.score_max = s if st.score_max is None else max(st.score_max, s)
         yield (lineno, d, s) if with_lineno else (d, s)
@@ -181,8 +208,15 @@ def n_keep(n: int, top: float) -> int:
     return min(n, max(1, int(math.floor(top * n + 0.5 + 1e-9))))
 
 
-def select_stream(path: str, writer: DocumentWriter, *, top: float | None = None, threshold: float | None = None,
-                  field: str = "quality_score", skip_bad: bool = False) -> StreamStats:
+def select_stream(
+    path: str,
+    writer: DocumentWriter,
+    *,
+    top: float | None = None,
+    threshold: float | None = None,
+    field: str = "quality_score",
+    skip_bad: bool = False,
+) -> StreamStats:
     """Keep the top ``top`` fraction by ``metadata[field]`` (exact, ties broken by input
     order) or every document with score >= ``threshold``; documents are written unchanged,
     in input order. ``st.threshold`` is the threshold used (with ``--top``: the k-th largest

@@ -241,7 +241,9 @@ class DocumentWriter:
             line = (dumps(doc) + "\n").encode("utf-8")
         except (ValueError, UnicodeEncodeError) as e:
             what = "a lone surrogate" if isinstance(e, UnicodeEncodeError) else "NaN or infinity"
-            raise InputError(f"document {str(doc.get('id', ''))[:60]!r} holds {what}, which JSON lines cannot hold") from None
+            raise InputError(
+                f"document {str(doc.get('id', ''))[:60]!r} holds {what}, which JSON lines cannot hold"
+            ) from None
         self._f.write(line)
         self.count += 1
 

@@ -37,7 +37,9 @@ LEVELS = ("document", "line")
 DOC_SCORES = ("document", "mean", "min", "len-weighted")
 
 
-def check_score_options(level: str, doc_score: str, field: str = "quality_score", line_field: str = "line_scores") -> None:
+def check_score_options(
+    level: str, doc_score: str, field: str = "quality_score", line_field: str = "line_scores"
+) -> None:
     """InputError (one line) for ``score`` options that do not go together."""
     if level not in LEVELS:
         raise InputError(f"--level must be one of {', '.join(LEVELS)}, got {level!r}")
@@ -46,12 +48,15 @@ def check_score_options(level: str, doc_score: str, field: str = "quality_score"
     if level == "document" and doc_score != "document":
         raise InputError(f"--doc-score {doc_score} derives the document score from line scores: add --level line")
     if level == "line" and line_field in (field, field + "_range", field + "_from", field + "_before", "lines_dropped"):
-        raise InputError(f"--line-field {line_field!r} collides with a key `score`/`select` write for --field {field!r}: "
-                         "choose another name")
+        raise InputError(
+            f"--line-field {line_field!r} collides with a key `score`/`select` write for --field {field!r}: "
+            "choose another name"
+        )
 
 
-def check_select_options(level: str, *, top: float | None, threshold: float | None, min_kept: float | None,
-                         model: str | None) -> None:
+def check_select_options(
+    level: str, *, top: float | None, threshold: float | None, min_kept: float | None, model: str | None
+) -> None:
     """InputError (one line) for ``select`` options that do not go together."""
     if level not in LEVELS:
         raise InputError(f"--level must be one of {', '.join(LEVELS)}, got {level!r}")
@@ -90,8 +95,9 @@ def n_words(line: str) -> int:
     return len(line.split())
 
 
-def doc_score_from_lines(line_scores: Sequence[float | None], lines: Sequence[str], rule: str,
-                         whole: float | None = None) -> float | None:
+def doc_score_from_lines(
+    line_scores: Sequence[float | None], lines: Sequence[str], rule: str, whole: float | None = None
+) -> float | None:
     """The document score of ``rule`` (one of DOC_SCORES) from the line scores.
 
     line_scores: one per line, None for the blank lines; lines: the lines they score.
@@ -129,8 +135,10 @@ def check_line_scores(doc: dict, line_field: str, where: str) -> list[float | No
     lines = split_lines(doc["text"])
     if not isinstance(v, list) or len(v) != len(lines):
         n = len(v) if isinstance(v, list) else type(v).__name__
-        return (f"{where}: metadata.{line_field} must be a list with one entry per line of the text "
-                f"({len(lines)} lines), got {n}; rescore with `score --level line`")
+        return (
+            f"{where}: metadata.{line_field} must be a list with one entry per line of the text "
+            f"({len(lines)} lines), got {n}; rescore with `score --level line`"
+        )
     for i, (s, ln) in enumerate(zip(v, lines)):
         if is_blank(ln):
             if s is not None:
@@ -144,16 +152,21 @@ def check_line_scores(doc: dict, line_field: str, where: str) -> list[float | No
 class LineSelection:
     """What ``select_lines`` keeps of one document."""
 
-    kept: list[int]                 # indices of the kept lines (blank lines included), in order
-    dropped: list[int]              # indices of the dropped lines, in order
-    words_total: int                # words of the non-blank lines
+    kept: list[int]  # indices of the kept lines (blank lines included), in order
+    dropped: list[int]  # indices of the dropped lines, in order
+    words_total: int  # words of the non-blank lines
     words_kept: int
     keep_document: bool
-    kept_fraction: float | None = field(default=None)   # words_kept / words_total (None: no words)
+    kept_fraction: float | None = field(default=None)  # words_kept / words_total (None: no words)
 
 
-def select_lines(lines: Sequence[str], line_scores: Sequence[float | None], threshold: float, min_kept: float,
-                 doc_score: float | None = None) -> LineSelection:
+def select_lines(
+    lines: Sequence[str],
+    line_scores: Sequence[float | None],
+    threshold: float,
+    min_kept: float,
+    doc_score: float | None = None,
+) -> LineSelection:
     """Drop the non-blank lines scoring below ``threshold``; keep the document when the kept
     lines hold at least ``min_kept`` of its words and at least one non-blank line remains.
 
@@ -185,20 +198,31 @@ class LineStats:
     written: int = 0
     bad: int = 0
     first_bad: str | None = None
-    dropped_min_kept: int = 0      # documents dropped: too little of them kept (or, with no words, their score below the threshold)
-    lines_total: int = 0           # non-blank lines read
-    lines_dropped: int = 0         # non-blank lines dropped (in the documents written)
+    dropped_min_kept: int = (
+        0  # documents dropped: too little of them kept (or, with no words, their score below the threshold)
+    )
+    lines_total: int = 0  # non-blank lines read
+    lines_dropped: int = 0  # non-blank lines dropped (in the documents written)
     words_total: int = 0
-    words_kept: int = 0            # words written
+    words_kept: int = 0  # words written
     threshold: float | None = None
     score_range: list | None = None
     score_min: float | None = None
     score_max: float | None = None
 
 
-def select_line_stream(path: str, writer, *, threshold: float | None, min_kept: float = 0.5,
-                       field: str = "quality_score", line_field: str = "line_scores", model=None,
-                       skip_bad: bool = False, top: float | None = None) -> LineStats:
+def select_line_stream(
+    path: str,
+    writer,
+    *,
+    threshold: float | None,
+    min_kept: float = 0.5,
+    field: str = "quality_score",
+    line_field: str = "line_scores",
+    model=None,
+    skip_bad: bool = False,
+    top: float | None = None,
+) -> LineStats:
     """``select --level line``: write each document whose kept lines hold at least ``min_kept``
     of its words, with
 
@@ -246,8 +270,10 @@ def select_line_stream(path: str, writer, *, threshold: float | None, min_kept: 
             rs.first_bad = rs.first_bad or ls
             continue
         if rule == "document" and model is None:
-            raise InputError(f"{where}: metadata.{field} is the whole-document score (scored with --doc-score document): "
-                             "give --model M to rescore the kept text, or score with --doc-score mean|min|len-weighted")
+            raise InputError(
+                f"{where}: metadata.{field} is the whole-document score (scored with --doc-score document): "
+                "give --model M to rescore the kept text, or score with --doc-score mean|min|len-weighted"
+            )
         lines = split_lines(d["text"])
         sel = select_lines(lines, ls, threshold, min_kept, doc_score=s)
         st.lines_total += sum(1 for x in ls if x is not None)

@@ -43,21 +43,21 @@ from icml26.core.errors import InputError
 
 @dataclass(frozen=True)
 class ProxyConfig:
-    experiment: str = "selection"     # selection | conditioning
-    top_fraction: float = 0.3         # CQF keeps this fraction of the pool (selection)
-    tokens: int = 400_000             # training budget per model, in bytes (= tokens)
-    budgets_tokens: tuple[int, ...] = (100_000, 400_000)   # conditioning: one matrix per budget
-    family: str = "cqf"               # conditioning family: cqf | perm
-    ks: tuple[float, ...] = (1.0, 0.5, 0.2)                  # conditioning: the family's k values
+    experiment: str = "selection"  # selection | conditioning
+    top_fraction: float = 0.3  # CQF keeps this fraction of the pool (selection)
+    tokens: int = 400_000  # training budget per model, in bytes (= tokens)
+    budgets_tokens: tuple[int, ...] = (100_000, 400_000)  # conditioning: one matrix per budget
+    family: str = "cqf"  # conditioning family: cqf | perm
+    ks: tuple[float, ...] = (1.0, 0.5, 0.2)  # conditioning: the family's k values
     n_layer: int = 2
     n_embd: int = 128
     n_head: int = 4
     block_size: int = 128
     batch_size: int = 16
     lr: float = 3e-3
-    eval_tokens: int = 40_000         # bytes per evaluation set
-    n_items: int = 200                # 2-choice items per downstream-style task
-    seeds: int = 1                    # independent LM trainings per condition (mean and std reported)
+    eval_tokens: int = 40_000  # bytes per evaluation set
+    n_items: int = 200  # 2-choice items per downstream-style task
+    seeds: int = 1  # independent LM trainings per condition (mean and std reported)
 
     def __post_init__(self):
         if self.experiment not in ("selection", "conditioning"):
@@ -71,7 +71,10 @@ class ProxyConfig:
         for name in ("tokens", "n_layer", "n_embd", "block_size", "batch_size", "eval_tokens", "n_items", "seeds"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if any(b < self.block_size * self.batch_size for b in self.budgets_tokens) or self.tokens < self.block_size * self.batch_size:
+        if (
+            any(b < self.block_size * self.batch_size for b in self.budgets_tokens)
+            or self.tokens < self.block_size * self.batch_size
+        ):
             raise ValueError("token budgets must cover at least one batch (block_size * batch_size)")
 
 
@@ -87,7 +90,9 @@ def _gpt(cfg: ProxyConfig):
             self.ln1, self.ln2 = nn.LayerNorm(cfg.n_embd), nn.LayerNorm(cfg.n_embd)
             self.qkv = nn.Linear(cfg.n_embd, 3 * cfg.n_embd)
             self.proj = nn.Linear(cfg.n_embd, cfg.n_embd)
-            self.mlp = nn.Sequential(nn.Linear(cfg.n_embd, 4 * cfg.n_embd), nn.GELU(), nn.Linear(4 * cfg.n_embd, cfg.n_embd))
+            self.mlp = nn.Sequential(
+                nn.Linear(cfg.n_embd, 4 * cfg.n_embd), nn.GELU(), nn.Linear(4 * cfg.n_embd, cfg.n_embd)
+            )
 
         def forward(self, x):
             B, T, Cd = x.shape
@@ -138,13 +143,15 @@ def train_lm(texts: Sequence[str], tokens: int, cfg: ProxyConfig, seed: int):
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.1, betas=(0.9, 0.95))
     steps = max(1, tokens // (cfg.batch_size * cfg.block_size))
     warm = max(1, steps // 20)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda t: min((t + 1) / warm, max(0.0, (steps - t) / max(1, steps - warm))))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda t: min((t + 1) / warm, max(0.0, (steps - t) / max(1, steps - warm)))
+    )
     data_t = torch.from_numpy(data.astype(np.int64))
     model.train()
     for _ in range(steps):
         ix = torch.from_numpy(g.integers(0, len(data) - cfg.block_size - 1, cfg.batch_size))
-        x = torch.stack([data_t[i:i + cfg.block_size] for i in ix])  # (B, T)
-        y = torch.stack([data_t[i + 1:i + 1 + cfg.block_size] for i in ix])
+        x = torch.stack([data_t[i : i + cfg.block_size] for i in ix])  # (B, T)
+        y = torch.stack([data_t[i + 1 : i + 1 + cfg.block_size] for i in ix])
         loss = F.cross_entropy(model(x).reshape(-1, 256), y.reshape(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -173,7 +180,9 @@ def bits_per_byte(model, texts: Sequence[str], cfg: ProxyConfig) -> float:
     tot = 0.0
     with torch.inference_mode():
         for i in range(0, n, 64):
-            tot += float(F.cross_entropy(model(x[i:i + 64]).reshape(-1, 256), y[i:i + 64].reshape(-1), reduction="sum"))
+            tot += float(
+                F.cross_entropy(model(x[i : i + 64]).reshape(-1, 256), y[i : i + 64].reshape(-1), reduction="sum")
+            )
     return tot / (n * T) / math.log(2)
 
 
@@ -185,7 +194,7 @@ def _logprob(model, seqs: list[bytes], start: int = 0) -> np.ndarray:
     x = torch.tensor([list(s) for s in seqs], dtype=torch.int64)  # (N, L)
     with torch.inference_mode():
         lp = F.log_softmax(model(x[:, :-1]), dim=-1).gather(-1, x[:, 1:, None]).squeeze(-1)  # (N, L-1)
-    return lp[:, max(0, start - 1):].sum(1).numpy()
+    return lp[:, max(0, start - 1) :].sum(1).numpy()
 
 
 def make_items(texts: Sequence[str], n: int, seed: int, block: int) -> dict:
@@ -201,7 +210,7 @@ def make_items(texts: Sequence[str], n: int, seed: int, block: int) -> dict:
     for _ in range(n):
         a, b = rng.choice(len(pool), 2, replace=False)
         s = int(rng.integers(0, len(pool[a]) - L))
-        real = pool[a][s:s + L].decode("utf-8", errors="ignore").encode("utf-8")[:L]
+        real = pool[a][s : s + L].decode("utf-8", errors="ignore").encode("utf-8")[:L]
         words = real.decode("utf-8", errors="ignore").split(" ")
         perm = rng.permutation(len(words))
         if len(words) > 2 and np.any(perm != np.arange(len(words))):
@@ -209,8 +218,8 @@ def make_items(texts: Sequence[str], n: int, seed: int, block: int) -> dict:
             if len(shuf) == len(real) and shuf != real:
                 order_items.append((real, shuf))
         sb = int(rng.integers(0, len(pool[b]) - cont))
-        other = pool[b][sb:sb + cont]
-        full = pool[a][s:s + pre + cont]
+        other = pool[b][sb : sb + cont]
+        full = pool[a][s : s + pre + cont]
         if len(full) == pre + cont and len(other) == cont:
             cont_items.append((full, full[:pre] + other))
     return {"word_order": order_items, "continuation": cont_items, "prefix_bytes": pre}
@@ -237,7 +246,9 @@ def _load_corpus_dir(corpus: str) -> dict[str, list[dict]]:
     p = Path(corpus)
     missing = [f for f in FILES if not (p / f"{f}.jsonl").is_file()]
     if missing:
-        raise InputError(f"--corpus {corpus!r}: missing {', '.join(m + '.jsonl' for m in missing)} (make it with `icml26 filter-data make-corpus`)")
+        raise InputError(
+            f"--corpus {corpus!r}: missing {', '.join(m + '.jsonl' for m in missing)} (make it with `icml26 filter-data make-corpus`)"
+        )
     return {f: [d for _, d in iter_documents(str(p / f"{f}.jsonl"))] for f in FILES}
 
 
@@ -258,7 +269,9 @@ def _permute_words(text: str, p: float, rng: np.random.Generator) -> str:
     return " ".join(w)
 
 
-def run(cfg: ProxyConfig, *, corpus: str, model_path: str, dsir_path: str | None = None, seed: int = 0) -> Iterator[dict]:
+def run(
+    cfg: ProxyConfig, *, corpus: str, model_path: str, dsir_path: str | None = None, seed: int = 0
+) -> Iterator[dict]:
     import time
 
     import torch
@@ -274,11 +287,21 @@ def run(cfg: ProxyConfig, *, corpus: str, model_path: str, dsir_path: str | None
     s_pool = clf.score([d["text"] for d in pool])
     s_pool_h = clf.score([d["text"] for d in pool_h])
     texts = lambda ds: [d["text"] for d in ds]  # noqa: E731
-    eval_sets = {"hq": texts(parts["hq_heldout"]), "pool": texts(pool_h), "gold": texts([d for d in pool_h if is_gold(d)])}
+    eval_sets = {
+        "hq": texts(parts["hq_heldout"]),
+        "pool": texts(pool_h),
+        "gold": texts([d for d in pool_h if is_gold(d)]),
+    }
     if cfg.experiment == "selection":
         rng = np.random.default_rng(seed)
-        conds = {"cqf": _top(pool, s_pool, cfg.top_fraction), "hq": parts["hq"],
-                 "random": [pool[int(i)] for i in np.sort(rng.choice(len(pool), max(1, int(round(cfg.top_fraction * len(pool)))), replace=False))]}
+        conds = {
+            "cqf": _top(pool, s_pool, cfg.top_fraction),
+            "hq": parts["hq"],
+            "random": [
+                pool[int(i)]
+                for i in np.sort(rng.choice(len(pool), max(1, int(round(cfg.top_fraction * len(pool)))), replace=False))
+            ],
+        }
         if dsir_path:
             dsir = load_model(dsir_path)
             conds["dsir"] = _top(pool, dsir.score(texts(pool)), cfg.top_fraction)
@@ -297,20 +320,41 @@ def run(cfg: ProxyConfig, *, corpus: str, model_path: str, dsir_path: str | None
                     bar.advance()
                 agg = {k: float(np.mean([x[k] for x in rows])) for k in rows[0] if rows[0][k] is not None}
                 if cfg.seeds > 1:
-                    agg.update({f"{k}_std": float(np.std([x[k] for x in rows], ddof=1)) for k in ("hq_bpb", "word_order_acc", "continuation_acc") if rows[0].get(k) is not None})
+                    agg.update(
+                        {
+                            f"{k}_std": float(np.std([x[k] for x in rows], ddof=1))
+                            for k in ("hq_bpb", "word_order_acc", "continuation_acc")
+                            if rows[0].get(k) is not None
+                        }
+                    )
                 gold_frac = float(np.mean([is_gold(d) for d in docs]))
                 results[name] = agg
-                yield {"kind": "result", "condition": name, "train_docs": len(docs), "train_bytes_available": int(len(_bytes(texts(docs)))),
-                       "train_tokens": cfg.tokens, "gold_fraction": gold_frac, **agg}
-        summ = {"kind": "summary", "experiment": "selection", "top_fraction": cfg.top_fraction, "tokens": cfg.tokens,
-                "n_word_order_items": len(items["word_order"]), "n_continuation_items": len(items["continuation"])}
+                yield {
+                    "kind": "result",
+                    "condition": name,
+                    "train_docs": len(docs),
+                    "train_bytes_available": int(len(_bytes(texts(docs)))),
+                    "train_tokens": cfg.tokens,
+                    "gold_fraction": gold_frac,
+                    **agg,
+                }
+        summ = {
+            "kind": "summary",
+            "experiment": "selection",
+            "top_fraction": cfg.top_fraction,
+            "tokens": cfg.tokens,
+            "n_word_order_items": len(items["word_order"]),
+            "n_continuation_items": len(items["continuation"]),
+        }
         c, h = results["cqf"], results["hq"]
         summ["cqf_minus_hq_hq_bpb"] = c["hq_bpb"] - h["hq_bpb"]
         for t in ("word_order_acc", "continuation_acc"):
             if t in c and t in h:
                 summ[f"cqf_minus_hq_{t}"] = c[t] - h[t]
         summ["finding_cqf_beats_hq_downstream_without_better_hq_loss"] = bool(
-            summ["cqf_minus_hq_hq_bpb"] >= 0 and np.mean([summ.get(f"cqf_minus_hq_{t}", 0.0) for t in ("word_order_acc", "continuation_acc")]) > 0)
+            summ["cqf_minus_hq_hq_bpb"] >= 0
+            and np.mean([summ.get(f"cqf_minus_hq_{t}", 0.0) for t in ("word_order_acc", "continuation_acc")]) > 0
+        )
         yield summ
         return
 
@@ -321,7 +365,10 @@ def run(cfg: ProxyConfig, *, corpus: str, model_path: str, dsir_path: str | None
         if cfg.family == "cqf":
             fam[k] = (texts(_top(pool, s_pool, k)), texts(_top(pool_h, s_pool_h, k)))
         else:
-            fam[k] = ([_permute_words(t, 1.0 - k, rng) for t in texts(pool)], [_permute_words(t, 1.0 - k, rng) for t in texts(pool_h)])
+            fam[k] = (
+                [_permute_words(t, 1.0 - k, rng) for t in texts(pool)],
+                [_permute_words(t, 1.0 - k, rng) for t in texts(pool_h)],
+            )
     n_wins = 0
     with progress(len(cfg.ks) * len(cfg.budgets_tokens), "conditioning LMs") as bar:
         for budget in cfg.budgets_tokens:
@@ -335,8 +382,22 @@ def run(cfg: ProxyConfig, *, corpus: str, model_path: str, dsir_path: str | None
                 for j, k2 in enumerate(cfg.ks):
                     d = float(L[i, j] - L[j, j])
                     n_wins += int(i != j and d < 0)
-                    yield {"kind": "result", "family": cfg.family, "tokens": budget, "train_k": k, "eval_k": k2,
-                           "loss_bpb": float(L[i, j]), "delta_bpb": d, "train_dominates": bool(i != j and d < 0)}
-    yield {"kind": "summary", "experiment": "conditioning", "family": cfg.family, "ks": list(cfg.ks),
-           "budgets_tokens": list(cfg.budgets_tokens), "n_dominating_pairs": n_wins,
-           "note": "toy-scale reconstruction of Sec. 7: byte-level GPTs trained here, one seed per cell, no scaling-law fit"}
+                    yield {
+                        "kind": "result",
+                        "family": cfg.family,
+                        "tokens": budget,
+                        "train_k": k,
+                        "eval_k": k2,
+                        "loss_bpb": float(L[i, j]),
+                        "delta_bpb": d,
+                        "train_dominates": bool(i != j and d < 0),
+                    }
+    yield {
+        "kind": "summary",
+        "experiment": "conditioning",
+        "family": cfg.family,
+        "ks": list(cfg.ks),
+        "budgets_tokens": list(cfg.budgets_tokens),
+        "n_dominating_pairs": n_wins,
+        "note": "toy-scale reconstruction of Sec. 7: byte-level GPTs trained here, one seed per cell, no scaling-law fit",
+    }

@@ -59,8 +59,10 @@ def check_decode_methods(methods) -> None:
     """ValueError for a policy that has no decoding-time rule."""
     for m in methods:
         if m in NOT_DECODING:
-            raise ValueError(f"method {m!r} has no decoding-time compression (mode decode: {', '.join(DECODE_METHODS)}, "
-                             "kvpress:DecodingPress/<ScorerPress>)")
+            raise ValueError(
+                f"method {m!r} has no decoding-time compression (mode decode: {', '.join(DECODE_METHODS)}, "
+                "kvpress:DecodingPress/<ScorerPress>)"
+            )
         if m.startswith("kvpress:") and not m.split(":", 1)[1].startswith("DecodingPress"):
             raise ValueError(f"method {m!r}: in mode decode the kvpress press is kvpress:DecodingPress/<ScorerPress>")
 
@@ -73,8 +75,12 @@ def answer_span(text: str) -> str:
 
 def _layer_entry_bytes(cache) -> list[int]:
     """Bytes of one cached position (all KV heads, keys + values) per layer."""
-    return [l.keys.shape[0] * l.keys.shape[1] * (l.keys.shape[-1] * l.keys.element_size() + l.values.shape[-1] * l.values.element_size())
-            for l in cache.layers]
+    return [
+        l.keys.shape[0]
+        * l.keys.shape[1]
+        * (l.keys.shape[-1] * l.keys.element_size() + l.values.shape[-1] * l.values.element_size())
+        for l in cache.layers
+    ]
 
 
 def _step(model, ids, cache, pos0: int):
@@ -99,7 +105,7 @@ def teacher_forced(model, cache, tokens: list[int], pos0: int, chunks) -> tuple[
     while fed < len(tokens):
         n = max(1, min(chunks(cache.layers[0].keys.shape[2]), len(tokens) - fed))
         peak = max(peak, sum((l.keys.shape[2] + n) * b for l, b in zip(cache.layers, per)))
-        out.append(torch.log_softmax(_step(model, tokens[fed:fed + n], cache, pos0 + fed), -1))
+        out.append(torch.log_softmax(_step(model, tokens[fed : fed + n], cache, pos0 + fed), -1))
         fed += n
     return torch.cat(out, 0), peak
 
@@ -158,8 +164,14 @@ def run_decode(cfg, *, seed: int = 0, device: str = "cpu", skip=None, done=None,
     def make(method, budget, kvpress_interval):
         if method.startswith("kvpress:"):
             return kvpress_decoding(method.split(":", 1)[1], budget, kvpress_interval)
-        return KVPress(method=method, compression_ratio=0.0, seed=seed, decoding_budget_tokens=budget,
-                       decoding_interval_tokens=interval, **cfg.press_kwargs())
+        return KVPress(
+            method=method,
+            compression_ratio=0.0,
+            seed=seed,
+            decoding_budget_tokens=budget,
+            decoding_interval_tokens=interval,
+            **cfg.press_kwargs(),
+        )
 
     warm = False
     with progress(len(samples) * len(combos), "evict-kv decode") as bar, torch.no_grad():
@@ -174,7 +186,11 @@ def run_decode(cfg, *, seed: int = 0, device: str = "cpu", skip=None, done=None,
                 from icml26.core.lm_cache import forward, new_cache
 
                 full_cache = new_cache(model)
-                last = forward(model, torch.tensor([prompt], device=model.device), full_cache, logits_to_keep=1).logits[0, -1].float()
+                last = (
+                    forward(model, torch.tensor([prompt], device=model.device), full_cache, logits_to_keep=1)
+                    .logits[0, -1]
+                    .float()
+                )
             first = int(last.argmax())
             base = [(x.keys.clone(), x.values.clone()) for x in cap]  # the prompt's cache, before any policy
 
@@ -192,7 +208,9 @@ def run_decode(cfg, *, seed: int = 0, device: str = "cpu", skip=None, done=None,
             # 1. the full cache: greedy generation (unless saved), the sequence every policy is teacher-forced on;
             # the reference distributions: the full cache teacher-forced on it (one forward)
             gen = None if references is None else references.get(si)
-            full_peak = sum((t0 + n_new) * b for b in _layer_entry_bytes(full_cache))  # the last step attends t0 + n_new entries
+            full_peak = sum(
+                (t0 + n_new) * b for b in _layer_entry_bytes(full_cache)
+            )  # the last step attends t0 + n_new entries
             if gen is None or ("full", 0) in todo:
                 gen, full_secs, _, _ = greedy(model, fresh(), first, t0, n_new)
                 if references is not None:
@@ -214,7 +232,9 @@ def run_decode(cfg, *, seed: int = 0, device: str = "cpu", skip=None, done=None,
                     press = make(method, budget, 1 if kvp else interval)
                     with press(model):
                         if kvp:
-                            cache = fresh()  # DecodingPress keeps the prompt; one call of `interval` tokens = its interval steps
+                            cache = (
+                                fresh()
+                            )  # DecodingPress keeps the prompt; one call of `interval` tokens = its interval steps
                             chunks = lambda n: interval
                         else:
                             cache = press.start_decoding(cap, model.config)
@@ -240,12 +260,31 @@ def run_decode(cfg, *, seed: int = 0, device: str = "cpu", skip=None, done=None,
                     score_ms = 1000 * (score_s - s0) / n_ans  # re-compression scoring during the timed steps, per token
                     ms = 1000 * sum(secs) / n_ans
                     span = answer_span(tok.decode(toks))
-                rec = {"kind": "sample", "mode": "decode", "method": method, "decoding_budget_tokens": budget,
-                       "decoding_interval_tokens": interval, "new_tokens": n_new, "context_tokens": smp["length"],
-                       "prompt_tokens": t0, "needle_depth": smp["depth"], "sample": smp["sample"], "sample_index": si,
-                       "kl": kl, "top1_agreement": top1, "answer_match": span == full_span, "needle_match": smp["answer"] in span,
-                       "answer": span, "peak_cache_bytes": int(peak), "decode_ms_per_token": ms,
-                       "full_ms_per_token": full_ms, "decode_overhead_ratio": ms / full_ms - 1.0, "score_s": score_s, "score_ms_per_token": score_ms, "kept_per_head": per_head}
+                rec = {
+                    "kind": "sample",
+                    "mode": "decode",
+                    "method": method,
+                    "decoding_budget_tokens": budget,
+                    "decoding_interval_tokens": interval,
+                    "new_tokens": n_new,
+                    "context_tokens": smp["length"],
+                    "prompt_tokens": t0,
+                    "needle_depth": smp["depth"],
+                    "sample": smp["sample"],
+                    "sample_index": si,
+                    "kl": kl,
+                    "top1_agreement": top1,
+                    "answer_match": span == full_span,
+                    "needle_match": smp["answer"] in span,
+                    "answer": span,
+                    "peak_cache_bytes": int(peak),
+                    "decode_ms_per_token": ms,
+                    "full_ms_per_token": full_ms,
+                    "decode_overhead_ratio": ms / full_ms - 1.0,
+                    "score_s": score_s,
+                    "score_ms_per_token": score_ms,
+                    "kept_per_head": per_head,
+                }
                 acc[(method, budget)].append(rec)
                 yield rec
                 bar.advance()
@@ -256,8 +295,14 @@ def run_decode(cfg, *, seed: int = 0, device: str = "cpu", skip=None, done=None,
             res = decode_result(method, budget, recs, seed=seed)
             results.append(res)
             yield res
-    summary = {"kind": "summary", "mode": "decode", "model": cfg.model, "samples": len(samples), "new_tokens": n_new,
-               "seconds": time.perf_counter() - t_start}
+    summary = {
+        "kind": "summary",
+        "mode": "decode",
+        "model": cfg.model,
+        "samples": len(samples),
+        "new_tokens": n_new,
+        "seconds": time.perf_counter() - t_start,
+    }
     for b in cfg.decoding_budgets:
         rs = [r for r in results if r["decoding_budget_tokens"] == b]
         if rs:
@@ -275,13 +320,24 @@ def decode_result(method: str, budget: int, recs: list[dict], *, seed: int = 0) 
     n = len(recs)
     mean = lambda k: sum(float(r[k]) for r in recs) / n
     hits = sum(r["needle_match"] for r in recs)
-    return {"kind": "result", "mode": "decode", "method": method, "decoding_budget_tokens": budget,
-            "decoding_interval_tokens": recs[0]["decoding_interval_tokens"], "new_tokens": recs[0]["new_tokens"],
-            "kl": mean("kl"), "kl_ci": list(bootstrap_mean_ci([r["kl"] for r in recs], seed=seed)),
-            "top1_agreement": mean("top1_agreement"), "answer_match": mean("answer_match"),
-            "needle_match": hits / n, "needle_match_ci": list(wilson_interval(hits, n)),
-            "peak_cache_bytes": max(int(r["peak_cache_bytes"]) for r in recs),
-            "decode_ms_per_token": mean("decode_ms_per_token"), "decode_overhead_ratio": mean("decode_overhead_ratio"),
-            "full_ms_per_token": mean("full_ms_per_token") if all("full_ms_per_token" in r for r in recs) else None,
-            "score_ms_per_token": mean("score_ms_per_token") if all("score_ms_per_token" in r for r in recs) else None,
-            "n_samples": n, **head_budget_summary(recs)}
+    return {
+        "kind": "result",
+        "mode": "decode",
+        "method": method,
+        "decoding_budget_tokens": budget,
+        "decoding_interval_tokens": recs[0]["decoding_interval_tokens"],
+        "new_tokens": recs[0]["new_tokens"],
+        "kl": mean("kl"),
+        "kl_ci": list(bootstrap_mean_ci([r["kl"] for r in recs], seed=seed)),
+        "top1_agreement": mean("top1_agreement"),
+        "answer_match": mean("answer_match"),
+        "needle_match": hits / n,
+        "needle_match_ci": list(wilson_interval(hits, n)),
+        "peak_cache_bytes": max(int(r["peak_cache_bytes"]) for r in recs),
+        "decode_ms_per_token": mean("decode_ms_per_token"),
+        "decode_overhead_ratio": mean("decode_overhead_ratio"),
+        "full_ms_per_token": mean("full_ms_per_token") if all("full_ms_per_token" in r for r in recs) else None,
+        "score_ms_per_token": mean("score_ms_per_token") if all("score_ms_per_token" in r for r in recs) else None,
+        "n_samples": n,
+        **head_budget_summary(recs),
+    }

@@ -33,29 +33,40 @@ from icml26.methods.kvcache.scoring import METHODS, PressOptions
 
 DEFAULT_METHODS = ("capkv", "streaming", "snapkv", "h2o", "tova", "knorm", "random", "expected-attention")
 PRESS_FIELDS = tuple(f.name for f in fields(PressOptions))  # the press options a run passes to every policy
-_KEYS = ("blue door", "old lighthouse", "north gate", "red boat", "iron chest", "glass tower", "silver key", "green lamp")
+_KEYS = (
+    "blue door",
+    "old lighthouse",
+    "north gate",
+    "red boat",
+    "iron chest",
+    "glass tower",
+    "silver key",
+    "green lamp",
+)
 
 
 @dataclass
 class _RunOptions:
-    model: str = "llama"                 # built-in (llama = SmolLM2-135M) or a local HF folder / .gguf
-    methods: tuple[str, ...] = DEFAULT_METHODS   # `full` (no eviction) is always added
+    model: str = "llama"  # built-in (llama = SmolLM2-135M) or a local HF folder / .gguf
+    methods: tuple[str, ...] = DEFAULT_METHODS  # `full` (no eviction) is always added
     compression_ratios: tuple[float, ...] = (0.25, 0.5, 0.75, 0.9)
-    context_tokens: tuple[int, ...] = (1024,)    # haystack lengths (tokens)
+    context_tokens: tuple[int, ...] = (1024,)  # haystack lengths (tokens)
     needle_depths: tuple[float, ...] = (0.1, 0.3, 0.5, 0.7, 0.9)
-    samples: int = 1                     # haystacks per (length, depth), from different offsets
-    corpus: str = "python-docs"          # python-docs | kjv | gcide | fortunes | wordnet
-    haystack: str | None = None          # a user's own UTF-8 text file instead of the corpus
-    continuation_tokens: int = 64        # real continuation scored for KL / top-1 / perplexity
-    answer_tokens: int = 8               # greedy tokens decoded for the needle answer
-    question_aware: bool = True          # the question is in the compressed prompt (SnapKV/LongBench setting);
-                                         # False: compress the context alone, ask afterwards (kvpress' default)
-    threads: int = 0                     # torch CPU threads (0 = torch's default)
-    mode: str = "prefill"                # prefill (compress the prompt) | decode (keep the cache at a budget while generating; decode.py)
-    decoding_budgets: tuple[int, ...] = (256, 512)   # mode decode: cache budgets (tokens per KV head)
-    decoding_interval_tokens: int = 16   # mode decode: re-compress every this many generated tokens
-    new_tokens: int = 512                # mode decode: tokens generated (greedy, full cache) and teacher-forced per policy
-    timed_tokens: int = 32               # mode decode: greedy steps decoded with the compressed cache (answer span, ms/token)
+    samples: int = 1  # haystacks per (length, depth), from different offsets
+    corpus: str = "python-docs"  # python-docs | kjv | gcide | fortunes | wordnet
+    haystack: str | None = None  # a user's own UTF-8 text file instead of the corpus
+    continuation_tokens: int = 64  # real continuation scored for KL / top-1 / perplexity
+    answer_tokens: int = 8  # greedy tokens decoded for the needle answer
+    question_aware: bool = True  # the question is in the compressed prompt (SnapKV/LongBench setting);
+    # False: compress the context alone, ask afterwards (kvpress' default)
+    threads: int = 0  # torch CPU threads (0 = torch's default)
+    mode: str = (
+        "prefill"  # prefill (compress the prompt) | decode (keep the cache at a budget while generating; decode.py)
+    )
+    decoding_budgets: tuple[int, ...] = (256, 512)  # mode decode: cache budgets (tokens per KV head)
+    decoding_interval_tokens: int = 16  # mode decode: re-compress every this many generated tokens
+    new_tokens: int = 512  # mode decode: tokens generated (greedy, full cache) and teacher-forced per policy
+    timed_tokens: int = 32  # mode decode: greedy steps decoded with the compressed cache (answer span, ms/token)
 
 
 @dataclass
@@ -67,10 +78,15 @@ class Config(PressOptions, _RunOptions):
     def __post_init__(self) -> None:
         # a policy, ratio or length named twice runs once (repeats would count the same samples twice)
         self.methods, self.compression_ratios, self.context_tokens = (
-            tuple(dict.fromkeys(v)) for v in (self.methods, self.compression_ratios, self.context_tokens))
+            tuple(dict.fromkeys(v)) for v in (self.methods, self.compression_ratios, self.context_tokens)
+        )
         bad = [m for m in self.methods if m not in METHODS and m != "full" and not m.startswith("kvpress:")]
         if bad or not self.methods:
-            raise ValueError(f"methods: unknown {bad[0]!r}; valid: full, {', '.join(METHODS)}, kvpress:<PressClass>" if bad else "methods: give at least one")
+            raise ValueError(
+                f"methods: unknown {bad[0]!r}; valid: full, {', '.join(METHODS)}, kvpress:<PressClass>"
+                if bad
+                else "methods: give at least one"
+            )
         for r in self.compression_ratios:
             if not (isinstance(r, (int, float)) and 0.0 < r < 1.0):
                 raise ValueError(f"compression_ratio must be in (0, 1), got {r!r}")
@@ -94,7 +110,9 @@ class Config(PressOptions, _RunOptions):
             from icml26.core.data.text import CORPORA
 
             if self.corpus not in CORPORA:
-                raise ValueError(f"corpus: unknown {self.corpus!r}; built-ins: {', '.join(CORPORA)} (or --haystack FILE)")
+                raise ValueError(
+                    f"corpus: unknown {self.corpus!r}; built-ins: {', '.join(CORPORA)} (or --haystack FILE)"
+                )
         if self.threads < 0:
             raise ValueError(f"threads must be >= 0, got {self.threads}")
         if self.mode not in ("prefill", "decode"):
@@ -110,14 +128,20 @@ class Config(PressOptions, _RunOptions):
                 raise ValueError("decoding_budgets: give at least one")
             for b in self.decoding_budgets:
                 if not (isinstance(b, int) and b >= max(8, self.sink_tokens + self.window_tokens)):
-                    raise ValueError(f"decoding budget must be an integer >= max(8, sink_tokens + window_tokens) = "
-                                     f"{max(8, self.sink_tokens + self.window_tokens)}, got {b!r}")
+                    raise ValueError(
+                        f"decoding budget must be an integer >= max(8, sink_tokens + window_tokens) = "
+                        f"{max(8, self.sink_tokens + self.window_tokens)}, got {b!r}"
+                    )
             if self.decoding_interval_tokens < 1:
                 raise ValueError(f"decoding_interval_tokens must be >= 1, got {self.decoding_interval_tokens}")
             if self.new_tokens < 1 or not 1 <= self.timed_tokens <= self.new_tokens:
-                raise ValueError(f"new_tokens must be >= 1 and timed_tokens in [1, new_tokens], got {self.new_tokens}, {self.timed_tokens}")
+                raise ValueError(
+                    f"new_tokens must be >= 1 and timed_tokens in [1, new_tokens], got {self.new_tokens}, {self.timed_tokens}"
+                )
             if self.head_budget == "adaptive":
-                raise ValueError("head_budget=adaptive applies to mode prefill (decoding-time compression keeps uniform budgets)")
+                raise ValueError(
+                    "head_budget=adaptive applies to mode prefill (decoding-time compression keeps uniform budgets)"
+                )
         from icml26.methods.kvcache.press import KVPress
 
         KVPress(**self.press_kwargs())  # validates the press fields
@@ -127,6 +151,7 @@ class Config(PressOptions, _RunOptions):
 
 
 # ----------------------------------------------------------------------------- data
+
 
 def haystack_text(path: str) -> str:
     """A ``--haystack`` file's text (InputError for a folder, a missing, empty or non-UTF-8
@@ -173,17 +198,29 @@ def make_samples(cfg: Config, tok, seed: int) -> list[dict]:
                 key = _KEYS[rng.randrange(len(_KEYS))]
                 code = str(rng.randrange(10000, 100000))
                 needle = f" The secret code of the {key} is {code}. "
-                question = f"\n\nQuestion: What is the secret code of the {key}?\nAnswer: The secret code of the {key} is"
+                question = (
+                    f"\n\nQuestion: What is the secret code of the {key}?\nAnswer: The secret code of the {key} is"
+                )
                 needle_ids = tok(needle, add_special_tokens=False).input_ids
                 ids = _token_window(text, tok, need, rng)
                 n_hay = length - len(needle_ids)
                 hay = ids[:n_hay]
-                cont = ids[n_hay:n_hay + cfg.continuation_tokens]
+                cont = ids[n_hay : n_hay + cfg.continuation_tokens]
                 cut = int(round(depth * n_hay))
                 ctx = hay[:cut] + needle_ids + hay[cut:]
-                out.append({"length": length, "depth": depth, "sample": s, "context": ctx, "continuation": cont,
-                            "plain": ids[:length], "plain_continuation": ids[length:length + cfg.continuation_tokens],
-                            "question": tok(question, add_special_tokens=False).input_ids, "answer": code})
+                out.append(
+                    {
+                        "length": length,
+                        "depth": depth,
+                        "sample": s,
+                        "context": ctx,
+                        "continuation": cont,
+                        "plain": ids[:length],
+                        "plain_continuation": ids[length : length + cfg.continuation_tokens],
+                        "question": tok(question, add_special_tokens=False).input_ids,
+                        "answer": code,
+                    }
+                )
     return out
 
 
@@ -199,7 +236,7 @@ def _token_window(text: str, tok, need: int, rng) -> list[int]:
             start = rng.randrange(0, len(text) - span)
             nl = text.find("\n\n", start, start + span // 4)
             start = nl + 2 if nl >= 0 else start
-        ids = tok(text[start:start + span], add_special_tokens=False).input_ids
+        ids = tok(text[start : start + span], add_special_tokens=False).input_ids
         if len(ids) >= need:
             return ids[:need]
         span *= 2
@@ -207,6 +244,7 @@ def _token_window(text: str, tok, need: int, rng) -> list[int]:
 
 
 # ----------------------------------------------------------------------------- evaluation helpers
+
 
 def _truncate(cache, n: int) -> None:
     for layer in cache.layers:
@@ -277,6 +315,7 @@ def _fidelity(model, cache, cont, pos0: int, ref_logp):
 
 # ----------------------------------------------------------------------------- run
 
+
 def check_positions(cfg: Config, limit: int | None) -> None:
     """InputError when the longest sample (context + question + answer + continuation) does not
     fit in the model's ``max_position_embeddings`` (``limit``; None = unknown, no check)."""
@@ -287,11 +326,16 @@ def check_positions(cfg: Config, limit: int | None) -> None:
 
         what = "new_tokens" if cfg.mode == "decode" else "continuation and answer"
         room = limit - longest + max(cfg.context_tokens)
-        fix = (f"use context_tokens <= {room}" if room >= 1 else
-               f"{what} ({extra}) alone leave no room for a context: use {'new_tokens' if cfg.mode == 'decode' else 'continuation_tokens + answer_tokens'} "
-               f"<= {limit - 64 - 1}")
-        raise InputError(f"context_tokens {max(cfg.context_tokens)} + {what} need about {longest} positions, "
-                         f"more than the model's max_position_embeddings {limit}: {fix}")
+        fix = (
+            f"use context_tokens <= {room}"
+            if room >= 1
+            else f"{what} ({extra}) alone leave no room for a context: use {'new_tokens' if cfg.mode == 'decode' else 'continuation_tokens + answer_tokens'} "
+            f"<= {limit - 64 - 1}"
+        )
+        raise InputError(
+            f"context_tokens {max(cfg.context_tokens)} + {what} need about {longest} positions, "
+            f"more than the model's max_position_embeddings {limit}: {fix}"
+        )
 
 
 def preflight(cfg: Config) -> None:
@@ -334,8 +378,10 @@ def _too_short(need: int, have: int | None = None) -> None:
     from icml26.core.errors import InputError
 
     has = f"it has {have}" if have is not None else "the text has fewer"
-    raise InputError(f"haystack text is too short: need {need} tokens (longest context + continuation + needle), {has}; "
-                     f"use a longer text or smaller --context-tokens")
+    raise InputError(
+        f"haystack text is too short: need {need} tokens (longest context + continuation + needle), {has}; "
+        f"use a longer text or smaller --context-tokens"
+    )
 
 
 def run(cfg: Config, *, seed: int = 0, device: str = "cpu") -> Iterator[dict]:
@@ -363,6 +409,7 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu") -> Iterator[dict]:
     methods = ["full"] + [m for m in cfg.methods if m != "full"]
     combos = [("full", 0.0)] + [(m, r) for m in methods[1:] for r in cfg.compression_ratios]
     acc: dict = {c: [] for c in combos}
+
     def prefill(ids):
         t0 = time.perf_counter()
         with capture_layers(model) as cap:
@@ -374,7 +421,9 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu") -> Iterator[dict]:
             from icml26.methods.kvcache.kvpress_adapter import KvpressRunner, kvpress_press
 
             return KvpressRunner(kvpress_press(method.split(":", 1)[1], ratio), model)
-        return KVPress(method="streaming" if method == "full" else method, compression_ratio=ratio, seed=seed, **cfg.press_kwargs())
+        return KVPress(
+            method="streaming" if method == "full" else method, compression_ratio=ratio, seed=seed, **cfg.press_kwargs()
+        )
 
     warm: set = set()
     with progress(len(samples) * len(combos), "evict-kv") as bar, torch.no_grad():
@@ -400,7 +449,9 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu") -> Iterator[dict]:
                 per_head = kept_per_head(cache)  # (layers x KV heads) entries kept
                 score_s = press.stats["score_s"]
                 if cfg.question_aware:
-                    answer = _greedy_answer(model, tok, cache, q, len(ctx) + len(q), cfg.answer_tokens, first_logits=last_n)
+                    answer = _greedy_answer(
+                        model, tok, cache, q, len(ctx) + len(q), cfg.answer_tokens, first_logits=last_n
+                    )
                     del cache
                     cache = compress_captured(press, cap_f, model.config)
                 else:
@@ -409,11 +460,26 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu") -> Iterator[dict]:
                 if method == "full":
                     ref_logp = logp
                 ok = needle_correct(answer, smp["answer"])
-                rec = {"kind": "sample", "method": method, "compression_ratio": ratio, "context_tokens": smp["length"],
-                       "needle_depth": smp["depth"], "sample": smp["sample"], "needle_correct": ok, "answer": answer.strip(),
-                       "kl": kl, "top1_agreement": top1, "perplexity": math.exp(nll), "kept_bytes": kept, "held_bytes": held,
-                       "kept_tokens": kept_tokens, "kept_per_head": per_head, "score_s": score_s, "prefill_s": prefill_s,
-                       "overhead_ratio": score_s / prefill_s}
+                rec = {
+                    "kind": "sample",
+                    "method": method,
+                    "compression_ratio": ratio,
+                    "context_tokens": smp["length"],
+                    "needle_depth": smp["depth"],
+                    "sample": smp["sample"],
+                    "needle_correct": ok,
+                    "answer": answer.strip(),
+                    "kl": kl,
+                    "top1_agreement": top1,
+                    "perplexity": math.exp(nll),
+                    "kept_bytes": kept,
+                    "held_bytes": held,
+                    "kept_tokens": kept_tokens,
+                    "kept_per_head": per_head,
+                    "score_s": score_s,
+                    "prefill_s": prefill_s,
+                    "overhead_ratio": score_s / prefill_s,
+                }
                 acc[(method, ratio)].append(rec)
                 yield rec
                 bar.advance()
@@ -424,8 +490,14 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu") -> Iterator[dict]:
         results.append(res)
         yield res
     full = results[0]
-    summary = {"kind": "summary", "model": cfg.model, "samples": len(samples), "full_needle_accuracy": full["needle_accuracy"],
-               "full_kept_bytes": full["kept_bytes"], "seconds": time.perf_counter() - t_start}
+    summary = {
+        "kind": "summary",
+        "model": cfg.model,
+        "samples": len(samples),
+        "full_needle_accuracy": full["needle_accuracy"],
+        "full_kept_bytes": full["kept_bytes"],
+        "seconds": time.perf_counter() - t_start,
+    }
     for ratio in cfg.compression_ratios:
         rs = [r for r in results if r["compression_ratio"] == ratio]
         if rs:
@@ -445,14 +517,25 @@ def result_record(method: str, ratio: float, recs: list[dict], *, seed: int = 0)
         by_len.setdefault(str(r["context_tokens"]), []).append(r["needle_correct"])
     hits = sum(r["needle_correct"] for r in recs)
     heads = head_budget_summary(recs)
-    return {**heads, "kind": "result", "method": method, "compression_ratio": ratio,
-            "needle_accuracy": hits / len(recs), "needle_hits": hits,
-            "needle_accuracy_ci": list(wilson_interval(hits, len(recs))) if recs else [float("nan"), float("nan")],
-            "kl": _mean(r["kl"] for r in recs), "kl_ci": list(bootstrap_mean_ci([r["kl"] for r in recs], seed=seed)), "top1_agreement": _mean(r["top1_agreement"] for r in recs),
-            "perplexity": _mean(r["perplexity"] for r in recs), "kept_bytes": _mean(r["kept_bytes"] for r in recs), "held_bytes": _mean(r["held_bytes"] for r in recs),
-            "overhead_ratio": _mean(r["overhead_ratio"] for r in recs), "n_samples": len(recs),
-            "needle_accuracy_by_depth": {k: sum(v) / len(v) for k, v in by_depth.items()},
-            "needle_accuracy_by_length": {k: sum(v) / len(v) for k, v in by_len.items()}}
+    return {
+        **heads,
+        "kind": "result",
+        "method": method,
+        "compression_ratio": ratio,
+        "needle_accuracy": hits / len(recs),
+        "needle_hits": hits,
+        "needle_accuracy_ci": list(wilson_interval(hits, len(recs))) if recs else [float("nan"), float("nan")],
+        "kl": _mean(r["kl"] for r in recs),
+        "kl_ci": list(bootstrap_mean_ci([r["kl"] for r in recs], seed=seed)),
+        "top1_agreement": _mean(r["top1_agreement"] for r in recs),
+        "perplexity": _mean(r["perplexity"] for r in recs),
+        "kept_bytes": _mean(r["kept_bytes"] for r in recs),
+        "held_bytes": _mean(r["held_bytes"] for r in recs),
+        "overhead_ratio": _mean(r["overhead_ratio"] for r in recs),
+        "n_samples": len(recs),
+        "needle_accuracy_by_depth": {k: sum(v) / len(v) for k, v in by_depth.items()},
+        "needle_accuracy_by_length": {k: sum(v) / len(v) for k, v in by_len.items()},
+    }
 
 
 def head_budget_summary(recs: list[dict]) -> dict:
@@ -466,8 +549,11 @@ def head_budget_summary(recs: list[dict]) -> dict:
     if not mats:
         return {}
     flat = [[c for row in m for c in row] for m in mats]
-    return {"kept_per_head_min": min(min(f) for f in flat), "kept_per_head_max": max(max(f) for f in flat),
-            "kept_per_head_gini": sum(gini(f) for f in flat) / len(flat)}
+    return {
+        "kept_per_head_min": min(min(f) for f in flat),
+        "kept_per_head_max": max(max(f) for f in flat),
+        "kept_per_head_gini": sum(gini(f) for f in flat) / len(flat),
+    }
 
 
 def mean_kept_per_head(recs: list[dict]) -> list[list[float]]:
@@ -494,11 +580,27 @@ def write_head_budgets(records: list[dict], out_dir) -> None:
     if not groups:
         return
     out = Path(out_dir)
-    doc = {"layout": "kept_per_head[layer][kv_head]: cache entries kept (batch element 0)", "runs": [
-        {"method": m, "compression_ratio" if isinstance(k, float) else "decoding_budget_tokens": k,
-         **head_budget_summary(rs), "mean": mean_kept_per_head(rs),
-         "samples": [{"context_tokens": r.get("context_tokens"), "needle_depth": r.get("needle_depth"), "sample": r.get("sample"),
-                      "kept_per_head": r["kept_per_head"]} for r in rs]} for (m, k), rs in groups.items()]}
+    doc = {
+        "layout": "kept_per_head[layer][kv_head]: cache entries kept (batch element 0)",
+        "runs": [
+            {
+                "method": m,
+                "compression_ratio" if isinstance(k, float) else "decoding_budget_tokens": k,
+                **head_budget_summary(rs),
+                "mean": mean_kept_per_head(rs),
+                "samples": [
+                    {
+                        "context_tokens": r.get("context_tokens"),
+                        "needle_depth": r.get("needle_depth"),
+                        "sample": r.get("sample"),
+                        "kept_per_head": r["kept_per_head"],
+                    }
+                    for r in rs
+                ],
+            }
+            for (m, k), rs in groups.items()
+        ],
+    }
     atomic_write_text(out / "kept_per_head.json", json.dumps(doc))
     import matplotlib
 

@@ -83,7 +83,9 @@ def head_masks(model) -> Iterator[None]:
     if had_local and hasattr(prev_local, "_icml26_original"):  # already installed (nested)
         yield
         return
-    original = ALL_ATTENTION_FUNCTIONS.get(name, eager_attention_forward) if name != "eager" else eager_attention_forward
+    original = (
+        ALL_ATTENTION_FUNCTIONS.get(name, eager_attention_forward) if name != "eager" else eager_attention_forward
+    )
     ALL_ATTENTION_FUNCTIONS[name] = masked_attention(original)
     try:
         yield

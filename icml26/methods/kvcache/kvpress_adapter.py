@@ -44,8 +44,16 @@ def as_kvpress(press):
 
         def score(self, module, hidden_states, keys, values, attentions, kwargs):
             cos, sin = kwargs["position_embeddings"]
-            x = S.LayerInputs(keys=keys, values=values, module=module, hidden=hidden_states, cos=cos, sin=sin,
-                              rotary=getattr(module, "rotary_emb", None), layer_idx=module.layer_idx)
+            x = S.LayerInputs(
+                keys=keys,
+                values=values,
+                module=module,
+                hidden=hidden_states,
+                cos=cos,
+                sin=sin,
+                rotary=getattr(module, "rotary_emb", None),
+                layer_idx=module.layer_idx,
+            )
             t = keys.shape[2]
             n = S.n_kept(t, self.compression_ratio)
             idx = press.select(x, n)  # (B, H, n)
@@ -93,7 +101,9 @@ class KvpressRunner:
             self._posted = True
         t0 = time.perf_counter()
         with torch.no_grad():
-            k, v = self.press.compress(x.module, x.hidden, x.keys, x.values, None, {"position_embeddings": (x.cos, x.sin)})
+            k, v = self.press.compress(
+                x.module, x.hidden, x.keys, x.values, None, {"position_embeddings": (x.cos, x.sin)}
+            )
         self.stats["score_s"] += time.perf_counter() - t0
         self.stats["layers"] += 1
         self.stats["kept_tokens"].append(int(k.shape[2]))

@@ -44,7 +44,9 @@ def capacity(u: torch.Tensor, w: torch.Tensor, idx, rho: torch.Tensor) -> float:
     return total
 
 
-def greedy_logdet(u: torch.Tensor, w: torch.Tensor, n_select: int, rho: torch.Tensor, initial: torch.Tensor | None = None) -> torch.Tensor:
+def greedy_logdet(
+    u: torch.Tensor, w: torch.Tensor, n_select: int, rho: torch.Tensor, initial: torch.Tensor | None = None
+) -> torch.Tensor:
     """Exact greedy maximisation of F, batched over heads.
 
     u: (H, T, D) capacity vectors (values); w: (H, g, T) weights per query head of the group;
@@ -99,7 +101,9 @@ def naive_greedy_logdet(u: torch.Tensor, w: torch.Tensor, n_select: int, rho: to
     return chosen
 
 
-def brute_force_logdet(u: torch.Tensor, w: torch.Tensor, n_select: int, rho: torch.Tensor) -> tuple[tuple[int, ...], float]:
+def brute_force_logdet(
+    u: torch.Tensor, w: torch.Tensor, n_select: int, rho: torch.Tensor
+) -> tuple[tuple[int, ...], float]:
     """The optimal subset of size n_select for one head (enumerates all C(T, n) subsets)."""
     best, best_val = (), -float("inf")
     for sub in itertools.combinations(range(u.shape[0]), n_select):

@@ -48,9 +48,9 @@ class KVPress(S.PressOptions):
     fields, keyword-only."""
 
     method: str = "capkv"
-    compression_ratio: float = 0.5       # fraction of the prompt's KV entries evicted, [0, 1)
-    seed: int = 0                        # random baseline
-    decoding_budget_tokens: int = 0      # 0 = no decoding-time compression
+    compression_ratio: float = 0.5  # fraction of the prompt's KV entries evicted, [0, 1)
+    seed: int = 0  # random baseline
+    decoding_budget_tokens: int = 0  # 0 = no decoding-time compression
     decoding_interval_tokens: int = 16
     stats: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -59,11 +59,20 @@ class KVPress(S.PressOptions):
             raise ValueError(f"unknown method {self.method!r}; valid: {', '.join(S.METHODS)}")
         if not (isinstance(self.compression_ratio, (int, float)) and 0.0 <= self.compression_ratio < 1.0):
             raise ValueError(f"compression_ratio must be in [0, 1), got {self.compression_ratio!r}")
-        for name in ("sink_tokens", "window_tokens", "decoding_budget_tokens", "n_future_positions", "stat_window", "past_tokens"):
+        for name in (
+            "sink_tokens",
+            "window_tokens",
+            "decoding_budget_tokens",
+            "n_future_positions",
+            "stat_window",
+            "past_tokens",
+        ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.n_future_positions < 1:
-            raise ValueError(f"n_future_positions must be >= 1 (the future positions the query statistics are rotated to), got {self.n_future_positions}")
+            raise ValueError(
+                f"n_future_positions must be >= 1 (the future positions the query statistics are rotated to), got {self.n_future_positions}"
+            )
         if not (self.tau > 0 and math.isfinite(self.tau)):
             raise ValueError(f"tau must be > 0, got {self.tau}")
         if self.decoding_interval_tokens < 1:
@@ -85,8 +94,10 @@ class KVPress(S.PressOptions):
         if not 0.0 <= self.head_floor <= 1.0:
             raise ValueError(f"head_floor must be in [0, 1], got {self.head_floor}")
         if self.head_budget == "adaptive" and (self.decoding_budget_tokens > 0 or self.method == "capkv-greedy"):
-            raise ValueError("head_budget=adaptive applies to prefill compression with a scoring method "
-                             "(not capkv-greedy, not decoding-time compression)")
+            raise ValueError(
+                "head_budget=adaptive applies to prefill compression with a scoring method "
+                "(not capkv-greedy, not decoding-time compression)"
+            )
         if not 0.0 <= self.window_mix <= 1.0:
             raise ValueError(f"window_mix must be in [0, 1], got {self.window_mix}")
         if self.window_stats not in ("gaussian", "observed"):
@@ -151,11 +162,14 @@ class KVPress(S.PressOptions):
             # head's observed attention beyond the window is concentrated on the most recent tokens
             window = min(self._window(n_keep), t)
             span = n_keep - min(self.sink_tokens, n_keep) - n_question
-            extra = S.adaptive_recent(S.observed_attention(x, params), span, sink_tokens=self.sink_tokens, window_tokens=window)
+            extra = S.adaptive_recent(
+                S.observed_attention(x, params), span, sink_tokens=self.sink_tokens, window_tokens=window
+            )
             scores = S.reserve_recent(scores, extra, window)
         if self.head_budget == "adaptive":
-            idx, keep = S.select_adaptive(scores, n_keep, sink_tokens=self.sink_tokens, window_tokens=self._window(n_keep),
-                                          floor=self.head_floor)
+            idx, keep = S.select_adaptive(
+                scores, n_keep, sink_tokens=self.sink_tokens, window_tokens=self._window(n_keep), floor=self.head_floor
+            )
             return idx, (None if bool(keep.all()) else keep)
         return S.select_indices(scores, n_keep, sink_tokens=self.sink_tokens, window_tokens=self._window(n_keep)), None
 
@@ -206,7 +220,11 @@ class KVPress(S.PressOptions):
     def _pre_hook(self, module, args, kwargs):
         """A new prompt (this layer's cache is empty): drop the padding mask of the previous one."""
         cache = kwargs.get("cache", kwargs.get("past_key_values"))
-        layer = cache.layers[module.layer_idx] if cache is not None and hasattr(cache, "layers") and module.layer_idx < len(cache.layers) else None
+        layer = (
+            cache.layers[module.layer_idx]
+            if cache is not None and hasattr(cache, "layers") and module.layer_idx < len(cache.layers)
+            else None
+        )
         if layer is None or layer.keys is None or layer.keys.numel() == 0:
             _headmask.set_layer_mask(module, None)
         return None
@@ -224,13 +242,22 @@ class KVPress(S.PressOptions):
         t, tq = keys.shape[2], hidden.shape[1]
         cos, sin = kwargs["position_embeddings"]
         qout = module.__dict__.pop(_QOUT, None)
-        x = S.LayerInputs(keys=keys, values=values, module=module, hidden=hidden, cos=cos, sin=sin, rotary=self._rotary, layer_idx=li,
-                          q_proj_out=qout if qout is not None and qout.shape[1] == tq else None)
+        x = S.LayerInputs(
+            keys=keys,
+            values=values,
+            module=module,
+            hidden=hidden,
+            cos=cos,
+            sin=sin,
+            rotary=self._rotary,
+            layer_idx=li,
+            q_proj_out=qout if qout is not None and qout.shape[1] == tq else None,
+        )
         if self.decoding_budget_tokens > 0 and self.window_tokens > 0:  # keep recent queries for decoding
             with torch.no_grad():
                 q = S.window_queries(x, self.window_tokens).detach()
             old = self._qbuf.get(li)
-            self._qbuf[li] = q if (old is None or t == tq) else torch.cat([old, q], 2)[:, :, -self.window_tokens:]
+            self._qbuf[li] = q if (old is None or t == tq) else torch.cat([old, q], 2)[:, :, -self.window_tokens :]
         if t == tq:  # prefill: the cache held nothing before this call
             n = self.prefill_kept(t)
             if n < t:
@@ -316,6 +343,7 @@ def _save_q_proj(attn):
 
 # ---------------------------------------------------------------------- capture (for the harness)
 
+
 @contextmanager
 def capture_layers(model) -> Iterator[list]:
     """Record each attention layer's LayerInputs during one prefill (no compression).
@@ -333,9 +361,19 @@ def capture_layers(model) -> Iterator[list]:
         layer = cache.layers[module.layer_idx]
         cos, sin = kwargs["position_embeddings"]
         qout = module.__dict__.pop(_QOUT, None)
-        captured.append(S.LayerInputs(keys=layer.keys, values=layer.values, module=module, hidden=hidden.detach(),
-                                      cos=cos, sin=sin, rotary=rotary, layer_idx=module.layer_idx,
-                                      q_proj_out=None if qout is None else qout.detach()))
+        captured.append(
+            S.LayerInputs(
+                keys=layer.keys,
+                values=layer.values,
+                module=module,
+                hidden=hidden.detach(),
+                cos=cos,
+                sin=sin,
+                rotary=rotary,
+                layer_idx=module.layer_idx,
+                q_proj_out=None if qout is None else qout.detach(),
+            )
+        )
         return output
 
     handles = [layer.self_attn.register_forward_hook(hook, with_kwargs=True) for layer in lm.layers]

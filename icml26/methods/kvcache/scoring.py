@@ -89,37 +89,43 @@ class PressOptions:
     and the ``evict-kv`` config (``evaluate.Config``) are built on these fields, and the scoring
     rules read them through ``ScoreParams``."""
 
-    sink_tokens: int = 4             # first tokens always kept (and left out of the query statistics)
-    window_tokens: int = 64          # most recent tokens always kept; the observation window (SnapKV, decoding-time scoring)
-    weight: str = "expected"         # CapKV weight: expected | kappa | exp-cos
-    tau: float = 5.0                 # temperature of the exp-cos weight
-    ridge_ratio: float = 1.0         # CapKV ridge rho, relative to trace(M)/d (or absolute)
+    sink_tokens: int = 4  # first tokens always kept (and left out of the query statistics)
+    window_tokens: int = 64  # most recent tokens always kept; the observation window (SnapKV, decoding-time scoring)
+    weight: str = "expected"  # CapKV weight: expected | kappa | exp-cos
+    tau: float = 5.0  # temperature of the exp-cos weight
+    ridge_ratio: float = 1.0  # CapKV ridge rho, relative to trace(M)/d (or absolute)
     ridge_absolute: bool = False
     query_source: str = "future-rope"  # future-rope | window | mixture | joint
-    n_future_positions: int = 512    # averaged RoPE horizon for future-rope statistics
-    stat_tokens: int = 256           # future-rope statistics from a strided subsample of this many prompt queries (0 = all)
-    gqa: str = "pool"                # CapKV with GQA: pool (one channel per KV head) | per-head (kvpress)
-    kernel_size: int = 5             # SnapKV pooling (CapKV pools with ``pool_kernel``)
-    head_budget: str = "uniform"     # uniform | adaptive (Ada-KV style allocation across a layer's KV heads, prefill only; ``select_adaptive``)
-    head_floor: float = 0.2          # adaptive: each head keeps at least this share of its uniform free budget
-    window_mix: float = 0.5          # CapKV query_source=mixture: share of the window (question) queries in the mixture
-    pool: str = "none"               # CapKV: pool the leverage scores over pool_kernel neighbours: none | max | avg
-    pool_kernel: int = 13            # CapKV pooling kernel (odd)
-    recent_share: float = 0.0        # CapKV: share of the per-head budget given to the most recent tokens (at least window_tokens)
-    past_tokens: int = 0             # past_mix: strided prompt queries observed (0 = stat_tokens)
-    past_mix: float = 0.0            # CapKV continuation weights: share of the prompt queries' observed attention (``_past_attention``)
-    future_strata: int = 1           # CapKV future-rope expected weights: mean over this many strata of the future horizon
-    recent_mode: str = "fixed"       # CapKV: fixed (recent_share) | adaptive (per-head recency from observed attention, ``adaptive_recent``)
-    question_share: float = 0.4      # CapKV: share of the budget reserved for the retrieval channel (score_capkv_question)
-    stat_window: int = 16            # CapKV window channel: the last this many queries (0 = window_tokens)
-    window_stats: str = "gaussian"   # CapKV window channel: gaussian (moments of the window queries) | observed (their mean attention)
+    n_future_positions: int = 512  # averaged RoPE horizon for future-rope statistics
+    stat_tokens: int = 256  # future-rope statistics from a strided subsample of this many prompt queries (0 = all)
+    gqa: str = "pool"  # CapKV with GQA: pool (one channel per KV head) | per-head (kvpress)
+    kernel_size: int = 5  # SnapKV pooling (CapKV pools with ``pool_kernel``)
+    head_budget: str = "uniform"  # uniform | adaptive (Ada-KV style allocation across a layer's KV heads, prefill only; ``select_adaptive``)
+    head_floor: float = 0.2  # adaptive: each head keeps at least this share of its uniform free budget
+    window_mix: float = 0.5  # CapKV query_source=mixture: share of the window (question) queries in the mixture
+    pool: str = "none"  # CapKV: pool the leverage scores over pool_kernel neighbours: none | max | avg
+    pool_kernel: int = 13  # CapKV pooling kernel (odd)
+    recent_share: float = (
+        0.0  # CapKV: share of the per-head budget given to the most recent tokens (at least window_tokens)
+    )
+    past_tokens: int = 0  # past_mix: strided prompt queries observed (0 = stat_tokens)
+    past_mix: float = (
+        0.0  # CapKV continuation weights: share of the prompt queries' observed attention (``_past_attention``)
+    )
+    future_strata: int = 1  # CapKV future-rope expected weights: mean over this many strata of the future horizon
+    recent_mode: str = "fixed"  # CapKV: fixed (recent_share) | adaptive (per-head recency from observed attention, ``adaptive_recent``)
+    question_share: float = 0.4  # CapKV: share of the budget reserved for the retrieval channel (score_capkv_question)
+    stat_window: int = 16  # CapKV window channel: the last this many queries (0 = window_tokens)
+    window_stats: str = (
+        "gaussian"  # CapKV window channel: gaussian (moments of the window queries) | observed (their mean attention)
+    )
 
 
 @dataclass(kw_only=True)
 class ScoreParams(PressOptions):
     """What the scoring rules read: the press options and the random baseline's seed."""
 
-    seed: int = 0                    # random baseline
+    seed: int = 0  # random baseline
 
 
 @dataclass
@@ -143,7 +149,9 @@ class LayerInputs:
     rotary: Callable | None = None
     queries: torch.Tensor | None = None
     layer_idx: int = 0
-    q_proj_out: torch.Tensor | None = None  # (B, Tq, Hq*D): q_proj(hidden) saved during the forward, so scoring reuses it
+    q_proj_out: torch.Tensor | None = (
+        None  # (B, Tq, Hq*D): q_proj(hidden) saved during the forward, so scoring reuses it
+    )
 
     @property
     def n_heads(self) -> int:
@@ -156,8 +164,9 @@ class LayerInputs:
 
 # ----------------------------------------------------------------------------- query helpers
 
+
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2 :]
     return torch.cat((-x2, x1), dim=-1)
 
 
@@ -236,14 +245,18 @@ def _stat_rows(t: int, sink_tokens: int, n_rows: int, device) -> torch.Tensor:
     return torch.arange(s0, t, device=device)
 
 
-def prerope_moments(x: LayerInputs, p: ScoreParams, covariance: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+def prerope_moments(
+    x: LayerInputs, p: ScoreParams, covariance: bool = True
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Mean (B, Hq, D) and covariance of the prompt's pre-RoPE queries after the sinks (a strided
     subsample of ``stat_tokens`` of them when the prompt is longer; 0 = all)."""
     rows = _stat_rows(x.hidden.shape[1], p.sink_tokens, p.stat_tokens, x.hidden.device)
     return _moments(layer_prerope_queries(x, rows).float(), covariance)  # (B, Hq, T', D) -> moments
 
 
-def query_statistics(x: LayerInputs, p: ScoreParams, *, covariance: bool = True, source: str | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+def query_statistics(
+    x: LayerInputs, p: ScoreParams, *, covariance: bool = True, source: str | None = None
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Mean (B, Hq, D) and covariance (B, Hq, D, D) of future queries, in post-RoPE key space.
 
     source (default ``p.query_source``): ``window`` = the last ``window_tokens`` post-RoPE
@@ -277,6 +290,7 @@ def _group_mean(s: torch.Tensor, hkv: int) -> torch.Tensor:
 
 
 # ----------------------------------------------------------------------------- CapKV
+
 
 def capkv_weights(keys: torch.Tensor, mu: torch.Tensor, cov: torch.Tensor | None, p: ScoreParams) -> torch.Tensor:
     """Per-token weights w_i >= 0 (see the module doc, RECONSTRUCTED).
@@ -338,8 +352,13 @@ def capkv_token_weights(x: LayerInputs, p: ScoreParams, source: str | None = Non
                 wi = wi / len(sources)
             w = wi if w is None else w + wi
             continue
-        if (src == "future-rope" and p.weight == "expected" and p.future_strata > 1 and x.hidden is not None
-                and x.rotary is not None):
+        if (
+            src == "future-rope"
+            and p.weight == "expected"
+            and p.future_strata > 1
+            and x.hidden is not None
+            and x.rotary is not None
+        ):
             wi = _expected_weights_strata(x, k.squeeze(2), p)
         elif p.weight == "expected" and _window_source(x, src) and _window_count(x, p) < d:
             # the window's Gaussian has a covariance of rank < D: its quadratic terms from the centred queries
@@ -400,7 +419,9 @@ def _expected_weights_strata(x: LayerInputs, k: torch.Tensor, p: ScoreParams) ->
     for j in range(m):
         a, e = j * n // m, (j + 1) * n // m
         r = averaged_rope_matrix(x.rotary, tq + a, e - a, d, mu0.device, torch.float32)
-        wj = _expected_weights_grouped(k, (mu0 @ r.T).view(b, hkv, g, d), (r @ cov0 @ r.T).view(b, hkv, g, d, d)) * ((e - a) / n)
+        wj = _expected_weights_grouped(k, (mu0 @ r.T).view(b, hkv, g, d), (r @ cov0 @ r.T).view(b, hkv, g, d, d)) * (
+            (e - a) / n
+        )
         w = wj if w is None else w + wj
     return w
 
@@ -505,8 +526,10 @@ def score_capkv_channels(x: LayerInputs, p: ScoreParams) -> tuple[torch.Tensor, 
     q = dataclasses.replace(p, query_source="window", window_stats="observed")
     w = torch.stack([capkv_token_weights(x, p), capkv_token_weights(x, q)])  # (2, B, Hkv, g, T)
     s = _leverage(x.values.float().unsqueeze(0), w, p)  # (2, B, Hkv, T)
-    return (_pad_sinks(pool_scores(s[0], p.pool, p.pool_kernel), s0),
-            _pad_sinks(pool_scores(s[1], "max", p.pool_kernel), s0))
+    return (
+        _pad_sinks(pool_scores(s[0], p.pool, p.pool_kernel), s0),
+        _pad_sinks(pool_scores(s[1], "max", p.pool_kernel), s0),
+    )
 
 
 def reserve_top(scores: torch.Tensor, other: torch.Tensor, n: int) -> torch.Tensor:
@@ -572,7 +595,7 @@ def adaptive_recent(att: torch.Tensor, span: int, *, sink_tokens: int, window_to
         return torch.full((b, h), n, dtype=torch.long, device=att.device)
     a = att.float()
     mass = a[..., lo:hi].sum(-1)
-    m = a[..., hi - n:hi].sum(-1) / mass.clamp_min(torch.finfo(torch.float32).tiny)
+    m = a[..., hi - n : hi].sum(-1) / mass.clamp_min(torch.finfo(torch.float32).tiny)
     f = n / (hi - lo)
     rho = ((m - f) / (1.0 - f)).clamp(0.0, 1.0)
     return torch.floor(rho * n + 1e-6).long().clamp(0, n)
@@ -594,6 +617,7 @@ def recent_window(n_keep: int, window_tokens: int, recent_share: float) -> int:
 
 
 # ----------------------------------------------------------------------------- baselines
+
 
 def score_streaming(x: LayerInputs, p: ScoreParams) -> torch.Tensor:
     """StreamingLLM (Xiao et al., 2024): recency only; sinks are protected by the selector."""
@@ -692,6 +716,7 @@ SCORERS: dict[str, Callable[[LayerInputs, ScoreParams], torch.Tensor]] = {
 
 # ----------------------------------------------------------------------------- selection
 
+
 def n_kept(t: int, compression_ratio: float) -> int:
     """Budget per head: max(1, floor(T (1 - ratio))) (kvpress' rule, so counts match)."""
     return max(1, int(t * (1.0 - compression_ratio)))
@@ -717,8 +742,9 @@ def select_indices(scores: torch.Tensor, n_keep: int, *, sink_tokens: int = 0, w
     return idx.sort(dim=-1).values
 
 
-def select_adaptive(scores: torch.Tensor, n_keep: int, *, sink_tokens: int = 0, window_tokens: int = 0,
-                    floor: float = 0.2) -> tuple[torch.Tensor, torch.Tensor]:
+def select_adaptive(
+    scores: torch.Tensor, n_keep: int, *, sink_tokens: int = 0, window_tokens: int = 0, floor: float = 0.2
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Head-adaptive selection: the layer keeps ``H * n_keep`` entries in total, shared unevenly.
 
     Every head keeps its sinks and recent window (as ``select_indices``) and at least

@@ -34,7 +34,9 @@ def fm_path(x0: Tensor, x1: Tensor, t: Tensor) -> tuple[Tensor, Tensor]:
     return tb * x1 + (1.0 - tb) * x0, x1 - x0
 
 
-def fm_loss_per_sample(model: Callable[..., Tensor], x1: Tensor, t: Tensor, x0: Tensor, y: Tensor | None = None) -> Tensor:
+def fm_loss_per_sample(
+    model: Callable[..., Tensor], x1: Tensor, t: Tensor, x0: Tensor, y: Tensor | None = None
+) -> Tensor:
     """Per-sample flow-matching loss: mean over the non-batch dims of (v(x_t, t, y) - u_t)^2.
 
     model(x_t, t, y) -> velocity (B, ...).  Returns (B,)."""
@@ -43,7 +45,9 @@ def fm_loss_per_sample(model: Callable[..., Tensor], x1: Tensor, t: Tensor, x0: 
     return (v - ut).pow(2).flatten(1).mean(1)
 
 
-def sample_t(n: int, generator: torch.Generator | None = None, *, t_min: float = 0.0, t_max: float = 1.0, device="cpu") -> Tensor:
+def sample_t(
+    n: int, generator: torch.Generator | None = None, *, t_min: float = 0.0, t_max: float = 1.0, device="cpu"
+) -> Tensor:
     """t ~ U(t_min, t_max), shape (n,)."""
     return t_min + (t_max - t_min) * torch.rand(n, generator=generator, device=device)
 
@@ -78,7 +82,9 @@ def heun(v: Velocity, x: Tensor, steps: int, t0: float = 0.0, t1: float = 1.0) -
 
 
 @torch.no_grad()
-def adaptive(v: Velocity, x: Tensor, t0: float = 0.0, t1: float = 1.0, *, rtol: float = 1e-3, atol: float = 1e-3) -> tuple[Tensor, int]:
+def adaptive(
+    v: Velocity, x: Tensor, t0: float = 0.0, t1: float = 1.0, *, rtol: float = 1e-3, atol: float = 1e-3
+) -> tuple[Tensor, int]:
     """Adaptive Dormand-Prince RK45 (scipy ``solve_ivp``) on the flattened batch.
 
     Returns (x(t1), nfe = number of velocity evaluations)."""
@@ -99,8 +105,17 @@ def adaptive(v: Velocity, x: Tensor, t0: float = 0.0, t1: float = 1.0, *, rtol: 
     return torch.from_numpy(y).to(device=device, dtype=dtype).reshape(shape), int(sol.nfev)
 
 
-def integrate(v: Velocity, x0: Tensor, *, method: str = "euler", steps: int = 60, t0: float = 0.0, t1: float = 1.0,
-              rtol: float = 1e-3, atol: float = 1e-3) -> tuple[Tensor, int]:
+def integrate(
+    v: Velocity,
+    x0: Tensor,
+    *,
+    method: str = "euler",
+    steps: int = 60,
+    t0: float = 0.0,
+    t1: float = 1.0,
+    rtol: float = 1e-3,
+    atol: float = 1e-3,
+) -> tuple[Tensor, int]:
     """Integrate dx/dt = v(x, t) from t0 to t1 with ``euler`` | ``heun`` | ``adaptive``. Returns (x, nfe)."""
     if method == "euler":
         return euler(v, x0, steps, t0, t1)

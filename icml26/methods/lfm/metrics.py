@@ -78,7 +78,9 @@ def _fid_from_stats(mu1, s1, mu2, s2) -> float:
     return float(((mu1 - mu2) ** 2).sum() + np.trace(s1) + np.trace(s2) - 2.0 * np.sqrt(np.clip(ev, 0.0, None)).sum())
 
 
-def bootstrap_fid(real: np.ndarray | Tensor, fakes: "list[np.ndarray | Tensor]", n_boot: int = 200, seed: int = 0) -> np.ndarray:
+def bootstrap_fid(
+    real: np.ndarray | Tensor, fakes: "list[np.ndarray | Tensor]", n_boot: int = 200, seed: int = 0
+) -> np.ndarray:
     """Paired bootstrap of the Fréchet distance.
 
     real (N, D); fakes: a list of (M, D) feature sets whose rows are PAIRED (row i of every set comes

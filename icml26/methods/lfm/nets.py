@@ -27,17 +27,25 @@ class VAE(nn.Module):
         w = width
         self.in_channels, self.latent_channels, self.width = in_channels, latent_channels, width
         self.enc = nn.Sequential(
-            nn.Conv2d(in_channels, w, 3, padding=1), nn.SiLU(),
-            nn.Conv2d(w, w, 4, stride=2, padding=1), nn.SiLU(),            # H/2
-            nn.Conv2d(w, 2 * w, 4, stride=2, padding=1), nn.SiLU(),        # H/4
-            nn.Conv2d(2 * w, 2 * w, 3, padding=1), nn.SiLU(),
+            nn.Conv2d(in_channels, w, 3, padding=1),
+            nn.SiLU(),
+            nn.Conv2d(w, w, 4, stride=2, padding=1),
+            nn.SiLU(),  # H/2
+            nn.Conv2d(w, 2 * w, 4, stride=2, padding=1),
+            nn.SiLU(),  # H/4
+            nn.Conv2d(2 * w, 2 * w, 3, padding=1),
+            nn.SiLU(),
             nn.Conv2d(2 * w, 2 * latent_channels, 3, padding=1),
         )
         self.dec = nn.Sequential(
-            nn.Conv2d(latent_channels, 2 * w, 3, padding=1), nn.SiLU(),
-            nn.Conv2d(2 * w, 2 * w, 3, padding=1), nn.SiLU(),
-            nn.ConvTranspose2d(2 * w, w, 4, stride=2, padding=1), nn.SiLU(),  # H/2
-            nn.ConvTranspose2d(w, w, 4, stride=2, padding=1), nn.SiLU(),      # H
+            nn.Conv2d(latent_channels, 2 * w, 3, padding=1),
+            nn.SiLU(),
+            nn.Conv2d(2 * w, 2 * w, 3, padding=1),
+            nn.SiLU(),
+            nn.ConvTranspose2d(2 * w, w, 4, stride=2, padding=1),
+            nn.SiLU(),  # H/2
+            nn.ConvTranspose2d(w, w, 4, stride=2, padding=1),
+            nn.SiLU(),  # H
             nn.Conv2d(w, in_channels, 3, padding=1),
         )
 
@@ -72,12 +80,22 @@ class FeatureNet(nn.Module):
 
     def __init__(self, in_channels: int = 1, num_classes: int = 10, image_size: int = 28, feature_dim: int = 64):
         super().__init__()
-        self.in_channels, self.num_classes, self.image_size, self.feature_dim = in_channels, num_classes, image_size, feature_dim
+        self.in_channels, self.num_classes, self.image_size, self.feature_dim = (
+            in_channels,
+            num_classes,
+            image_size,
+            feature_dim,
+        )
         self.body = nn.Sequential(
-            nn.Conv2d(in_channels, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(in_channels, 16, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
             nn.Flatten(),
-            nn.Linear(32 * (image_size // 4) ** 2, feature_dim), nn.ReLU(),
+            nn.Linear(32 * (image_size // 4) ** 2, feature_dim),
+            nn.ReLU(),
         )
         self.head = nn.Linear(feature_dim, max(num_classes, 1))
 

@@ -102,8 +102,15 @@ def balanced_counts(sizes: list[int], total_keep: int) -> list[int]:
     return alloc
 
 
-def select_cluster(features: Tensor, keep_ratio: float, seed: int, *, num_clusters: int = 24,
-                   balanced: bool = True, largest: bool = False) -> np.ndarray:
+def select_cluster(
+    features: Tensor,
+    keep_ratio: float,
+    seed: int,
+    *,
+    num_clusters: int = 24,
+    balanced: bool = True,
+    largest: bool = False,
+) -> np.ndarray:
     """Cluster-distance criterion. balanced: equal quotas (else proportional to cluster size);
     largest: keep the furthest from the centroid (else the nearest, the paper's default)."""
     labels, centers = kmeans(features, num_clusters, seed)
@@ -141,9 +148,18 @@ def score_times(num_t: int = 8) -> Tensor:
     return torch.linspace(0, 1, num_t + 2)[1:-1]
 
 
-def fm_raw_scores(model: torch.nn.Module, latents: Tensor, labels: Tensor | None, *, kind: str = "loss",
-                  num_t: int = 8, num_noise: int = 2, seed: int = 2025, batch_size: int = 256,
-                  progress: Callable[[int], None] | None = None) -> np.ndarray:
+def fm_raw_scores(
+    model: torch.nn.Module,
+    latents: Tensor,
+    labels: Tensor | None,
+    *,
+    kind: str = "loss",
+    num_t: int = 8,
+    num_noise: int = 2,
+    seed: int = 2025,
+    batch_size: int = 256,
+    progress: Callable[[int], None] | None = None,
+) -> np.ndarray:
     """Per-sample FM loss (kind="loss") or squared parameter-gradient norm (kind="grad") at each
     interior time, averaged over ``num_noise`` noise draws shared by all samples.
 
@@ -166,6 +182,7 @@ def fm_raw_scores(model: torch.nn.Module, latents: Tensor, labels: Tensor | None
     def one_loss(p, x1, y, t, x0):  # single sample -> scalar
         def fwd(xt, tt, yy):
             return functional_call(model, (p, buffers), (xt, tt, yy))
+
         yy = None if y is None else y[None]
         return fm_loss_per_sample(fwd, x1[None], t[None], x0[None], yy)[0]
 

@@ -35,37 +35,45 @@ DEFAULT_STEPS = 60  # euler / heun steps when none are given (the paper's 60 Eul
 @dataclass(frozen=True)
 class SampleConfig:
     num_samples: int = 500
-    steps: int | None = None       # solver steps of euler/heun (None = 60); the adaptive sampler picks its own (None)
-    sampler: str = "euler"         # euler | heun | adaptive
-    t_split: float = 0.7           # coarse model for t < t_split
-    cfg_scale: float = 1.0         # classifier-free guidance scale (1 = none)
+    steps: int | None = None  # solver steps of euler/heun (None = 60); the adaptive sampler picks its own (None)
+    sampler: str = "euler"  # euler | heun | adaptive
+    t_split: float = 0.7  # coarse model for t < t_split
+    cfg_scale: float = 1.0  # classifier-free guidance scale (1 = none)
     batch_size: int = 500
-    reference_size: int = 5000     # real test images for FID / precision / recall
-    rtol: float = 1e-3             # adaptive sampler tolerances
+    reference_size: int = 5000  # real test images for FID / precision / recall
+    rtol: float = 1e-3  # adaptive sampler tolerances
     atol: float = 1e-3
     grid_size: int = 64
-    timing_repeats: int = 1        # sample each mode this many times; the fastest wall-clock counts
-    reference_offset: int = 0      # first test image of the reference set (a disjoint slice = a validation reference)
-    bootstrap: int = 100           # paired bootstrap replicates for the FID intervals (0 = none)
+    timing_repeats: int = 1  # sample each mode this many times; the fastest wall-clock counts
+    reference_offset: int = 0  # first test image of the reference set (a disjoint slice = a validation reference)
+    bootstrap: int = 100  # paired bootstrap replicates for the FID intervals (0 = none)
 
     def __post_init__(self):
         if self.sampler not in SAMPLERS:
             raise ValueError(f"sampler must be one of {', '.join(SAMPLERS)}, got {self.sampler!r}")
         if self.sampler == "adaptive" and self.steps is not None:
-            raise ValueError(f"steps={self.steps} applies to the euler and heun samplers; the adaptive sampler (RK45) "
-                             "chooses its own steps from rtol/atol (each result reports its nfe): drop steps (--set steps=null over a "
-                             "recipe's steps), or choose euler/heun")
+            raise ValueError(
+                f"steps={self.steps} applies to the euler and heun samplers; the adaptive sampler (RK45) "
+                "chooses its own steps from rtol/atol (each result reports its nfe): drop steps (--set steps=null over a "
+                "recipe's steps), or choose euler/heun"
+            )
         if self.sampler != "adaptive" and self.steps is None:
             object.__setattr__(self, "steps", DEFAULT_STEPS)
         if not 0.0 < self.t_split < 1.0:
             raise ValueError(f"t_split must be in (0, 1), got {self.t_split}")
         if self.reference_offset < 0 or self.bootstrap < 0:
             raise ValueError("reference_offset and bootstrap must be >= 0")
-        for k in (("num_samples",) + (("steps",) if self.steps is not None else ()) + ("batch_size", "reference_size", "grid_size", "timing_repeats")):
+        for k in (
+            ("num_samples",)
+            + (("steps",) if self.steps is not None else ())
+            + ("batch_size", "reference_size", "grid_size", "timing_repeats")
+        ):
             if getattr(self, k) < 1:
                 raise ValueError(f"{k} must be >= 1, got {getattr(self, k)}")
         if self.num_samples < 4:
-            raise ValueError(f"num_samples must be >= 4 (precision/recall use 3 nearest neighbours), got {self.num_samples}")
+            raise ValueError(
+                f"num_samples must be >= 4 (precision/recall use 3 nearest neighbours), got {self.num_samples}"
+            )
 
 
 def _sample_latents(v_factory, x0: Tensor, y: Tensor | None, cfg: SampleConfig, *, c2f: bool = False):
@@ -93,13 +101,24 @@ def checkpoint_file(path: str | Path, flag: str = "--fine") -> str:
         c = p / "checkpoint.safetensors"
         if c.is_file():
             return str(c)
-        raise InputError(f"{flag} {str(path)!r} is a directory, expected a file (a train-lfm checkpoint.safetensors; "
-                         "this directory has none)")
+        raise InputError(
+            f"{flag} {str(path)!r} is a directory, expected a file (a train-lfm checkpoint.safetensors; "
+            "this directory has none)"
+        )
     return str(path)
 
 
-def run(cfg: SampleConfig, *, fine: str, coarse: str | None = None, compare: Sequence[str] = (), vae: str | None = None,
-        seed: int = 0, out: str | Path | None = None, device: str = "cpu") -> Iterator[dict]:
+def run(
+    cfg: SampleConfig,
+    *,
+    fine: str,
+    coarse: str | None = None,
+    compare: Sequence[str] = (),
+    vae: str | None = None,
+    seed: int = 0,
+    out: str | Path | None = None,
+    device: str = "cpu",
+) -> Iterator[dict]:
     """The records of one sampling comparison (see the module doc). The checkpoints and the VAE
     run are read and checked when ``run`` is called (InputError), before the first record."""
     fine = checkpoint_file(fine, "--fine")
@@ -116,13 +135,38 @@ def run(cfg: SampleConfig, *, fine: str, coarse: str | None = None, compare: Seq
     for p, net in [(fine, fine_net)] + ([(coarse, coarse_net)] if coarse else []) + [(p, n) for p, n, _ in others]:
         a = net.arch
         if (a.in_channels, a.input_size, a.input_size) != shape:
-            raise InputError(f"{p}: latent shape {(a.in_channels, a.input_size, a.input_size)} does not match the VAE's {shape}")
-    return _records(cfg, fine=fine, coarse=coarse, seed=seed, out=out, fine_net=fine_net, fine_meta=fine_meta,
-                    coarse_net=coarse_net, coarse_meta=coarse_meta, others=others, arts=arts)
+            raise InputError(
+                f"{p}: latent shape {(a.in_channels, a.input_size, a.input_size)} does not match the VAE's {shape}"
+            )
+    return _records(
+        cfg,
+        fine=fine,
+        coarse=coarse,
+        seed=seed,
+        out=out,
+        fine_net=fine_net,
+        fine_meta=fine_meta,
+        coarse_net=coarse_net,
+        coarse_meta=coarse_meta,
+        others=others,
+        arts=arts,
+    )
 
 
-def _records(cfg: SampleConfig, *, fine: str, coarse: str | None, seed: int, out, fine_net, fine_meta, coarse_net, coarse_meta,
-             others, arts) -> Iterator[dict]:
+def _records(
+    cfg: SampleConfig,
+    *,
+    fine: str,
+    coarse: str | None,
+    seed: int,
+    out,
+    fine_net,
+    fine_meta,
+    coarse_net,
+    coarse_meta,
+    others,
+    arts,
+) -> Iterator[dict]:
     from icml26.core.data.images import load_images, save_png_grid
     from icml26.core.seed import seed_everything
 
@@ -132,17 +176,31 @@ def _records(cfg: SampleConfig, *, fine: str, coarse: str | None, seed: int, out
     vae_net, feat = arts["vae"], arts["features"]
     scale = float(lm["latent_scale"])
     K = fine_net.arch.num_classes
-    feature_name = f"classifier trained here on {lm['dataset']} (penultimate layer; not Inception)" if feat is not None else "VAE encoder mean (no labels; not Inception)"
+    feature_name = (
+        f"classifier trained here on {lm['dataset']} (penultimate layer; not Inception)"
+        if feat is not None
+        else "VAE encoder mean (no labels; not Inception)"
+    )
 
     # real reference features (test split)
     ref = load_images(lm["dataset_arg"], "test")
     if cfg.reference_offset >= len(ref.images):
         raise InputError(f"reference_offset {cfg.reference_offset} is past the {len(ref.images)} test images")
-    xr = torch.from_numpy(ref.images[cfg.reference_offset : cfg.reference_offset + cfg.reference_size]).float().div_(255.0)
+    xr = (
+        torch.from_numpy(ref.images[cfg.reference_offset : cfg.reference_offset + cfg.reference_size])
+        .float()
+        .div_(255.0)
+    )
     with torch.no_grad():
         fr = _features(feat, vae_net, xr)
-    yield {"kind": "reference", "dataset": lm["dataset"], "split": "test", "offset": cfg.reference_offset, "images": int(len(xr)),
-           "feature_net": feature_name}
+    yield {
+        "kind": "reference",
+        "dataset": lm["dataset"],
+        "split": "test",
+        "offset": cfg.reference_offset,
+        "images": int(len(xr)),
+        "feature_net": feature_name,
+    }
 
     g = torch.Generator().manual_seed(seed)
     x0 = torch.randn((cfg.num_samples, *shape), generator=g)
@@ -152,7 +210,9 @@ def _records(cfg: SampleConfig, *, fine: str, coarse: str | None, seed: int, out
         return lambda yb: model_velocity(net, yb, cfg.cfg_scale)
 
     def two(yb):
-        return flow.CoarseToFine(model_velocity(coarse_net, yb, cfg.cfg_scale), model_velocity(fine_net, yb, cfg.cfg_scale), cfg.t_split)
+        return flow.CoarseToFine(
+            model_velocity(coarse_net, yb, cfg.cfg_scale), model_velocity(fine_net, yb, cfg.cfg_scale), cfg.t_split
+        )
 
     modes = [("large", single(fine_net), fine_meta, False)]
     if coarse_net is not None:
@@ -187,8 +247,16 @@ def _records(cfg: SampleConfig, *, fine: str, coarse: str | None, seed: int, out
         with torch.no_grad():
             ff = _features(feat, vae_net, x)
         prec, rec = metrics.precision_recall(fr, ff)
-        r = {"kind": "result", "mode": name, "nfe": nfe, **extra, "seconds_per_sample": sps,
-             "fid": metrics.frechet_distance(fr, ff), "precision": prec, "recall": rec}
+        r = {
+            "kind": "result",
+            "mode": name,
+            "nfe": nfe,
+            **extra,
+            "seconds_per_sample": sps,
+            "fid": metrics.frechet_distance(fr, ff),
+            "precision": prec,
+            "recall": rec,
+        }
         if feat is not None and y is not None:
             with torch.no_grad():
                 pred = torch.cat([feat(x[s : s + 1000]).argmax(1) for s in range(0, len(x), 1000)])
@@ -196,7 +264,9 @@ def _records(cfg: SampleConfig, *, fine: str, coarse: str | None, seed: int, out
         if ref_large is None:
             ref_large = (z, x, ff)
         zl, xl, fl = ref_large
-        r["same_seed_similarity"], r["unmatched_similarity"] = metrics.paired_cosine(ff, fl, seed, shift=K if K > 0 else None)
+        r["same_seed_similarity"], r["unmatched_similarity"] = metrics.paired_cosine(
+            ff, fl, seed, shift=K if K > 0 else None
+        )
         r["latent_similarity"], _ = metrics.paired_cosine(z, zl, seed, shift=K if K > 0 else None)
         r["pixel_similarity"] = _pixel_corr(x, xl)
         r["parameters"] = int(meta["parameters"]) if meta else int(coarse_meta["parameters"] + fine_meta["parameters"])
@@ -226,8 +296,15 @@ def _records(cfg: SampleConfig, *, fine: str, coarse: str | None, seed: int, out
         rows = torch.cat([imgs[n][:ncol] for n in imgs])
         save_png_grid(rows, outp / "same_seed.png", nrow=ncol)
         grids["same_seed"] = str(outp / "same_seed.png")
-    summary = {"kind": "summary", "modes": [r["mode"] for r in results], "num_samples": cfg.num_samples, "sampler": cfg.sampler,
-               "steps": cfg.steps, "feature_net": feature_name, "grids": grids}
+    summary = {
+        "kind": "summary",
+        "modes": [r["mode"] for r in results],
+        "num_samples": cfg.num_samples,
+        "sampler": cfg.sampler,
+        "steps": cfg.steps,
+        "feature_net": feature_name,
+        "grids": grids,
+    }
     if cfg.sampler == "adaptive":  # no fixed steps: the solver's tolerances and the evaluations it took
         summary.update(rtol=cfg.rtol, atol=cfg.atol, nfe={r["mode"]: r["nfe"] for r in results})
     by = {r["mode"]: r for r in results}

@@ -41,10 +41,10 @@ T_EPS = 1e-4
 
 @dataclass(frozen=True)
 class Config:
-    dataset: str = "fashion-mnist"   # fashion-mnist | mnist | .npz | image folder (stage vae/all)
-    stage: str = "all"               # vae | fm | all
-    vae: str = ""                    # stage fm: run dir of a vae stage
-    train_size: int = 0              # 0 = whole train split; else a seeded random subset
+    dataset: str = "fashion-mnist"  # fashion-mnist | mnist | .npz | image folder (stage vae/all)
+    stage: str = "all"  # vae | fm | all
+    vae: str = ""  # stage fm: run dir of a vae stage
+    train_size: int = 0  # 0 = whole train split; else a seeded random subset
     # autoencoder and feature network
     latent_channels: int = 4
     vae_width: int = 16
@@ -55,8 +55,8 @@ class Config:
     feature_lr: float = 1e-3
     vae_batch_size: int = 64
     # flow model
-    model: str = "large"             # small | medium | large | xl (presets of nets.PRESETS)
-    width: int = 0                   # >0 overrides the preset
+    model: str = "large"  # small | medium | large | xl (presets of nets.PRESETS)
+    width: int = 0  # >0 overrides the preset
     depth: int = 0
     heads: int = 0
     conditional: bool = True
@@ -66,17 +66,17 @@ class Config:
     lr: float = 1e-3
     weight_decay: float = 0.0
     ema_decay: float = 0.999
-    t_max: float = 1.0               # train on t ~ U(1e-4, t_max); < 1 for a coarse model
-    seam_checkpoint: str = ""        # fine model checkpoint for the seam loss (coarse training)
+    t_max: float = 1.0  # train on t ~ U(1e-4, t_max); < 1 for a coarse model
+    seam_checkpoint: str = ""  # fine model checkpoint for the seam loss (coarse training)
     seam_weight: float = 0.1
-    seam_steps: int = 60             # solver steps per unit time for the seam inversion
+    seam_steps: int = 60  # solver steps per unit time for the seam inversion
     # data reduction
     keep_ratio: float = 1.0
-    scorer: str = "random"           # random | kcenter | balanced-cluster | cluster-proportional | loss | grad
+    scorer: str = "random"  # random | kcenter | balanced-cluster | cluster-proportional | loss | grad
     num_clusters: int = 24
-    score_inverse: bool = False      # loss/grad: keep the lowest scores; cluster: keep the furthest
-    score_checkpoint: str = ""       # loss/grad: FM checkpoint that scores (else a proxy is trained)
-    score_steps: int = 300           # proxy scoring model's training steps (full data)
+    score_inverse: bool = False  # loss/grad: keep the lowest scores; cluster: keep the furthest
+    score_checkpoint: str = ""  # loss/grad: FM checkpoint that scores (else a proxy is trained)
+    score_steps: int = 300  # proxy scoring model's training steps (full data)
     score_model: str = "small"
     # bookkeeping
     log_every: int = 50
@@ -101,7 +101,16 @@ class Config:
         for name in ("steps", "vae_steps", "feature_steps", "score_steps"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        for name in ("batch_size", "vae_batch_size", "log_every", "checkpoint_every", "latent_channels", "vae_width", "num_clusters", "seam_steps"):
+        for name in (
+            "batch_size",
+            "vae_batch_size",
+            "log_every",
+            "checkpoint_every",
+            "latent_channels",
+            "vae_width",
+            "num_clusters",
+            "seam_steps",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.train_size < 0:
@@ -122,11 +131,25 @@ def step_generator(seed: int, stage: str, step: int) -> torch.Generator:
 
 
 # ----------------------------------------------------------------------------- generic loop
-def fit(*, stage: str, model: nn.Module, loss_fn: Callable[[nn.Module, dict], Tensor],
-        batch_fn: Callable[[int], dict], steps: int, lr: float, weight_decay: float = 0.0,
-        ema_decay: float | None, ckpt_path: Path | None, resume: bool, log_every: int,
-        checkpoint_every: int, dist: Dist, meta: dict, extra: dict[str, Tensor] | None = None,
-        bar=None) -> Iterator[dict]:
+def fit(
+    *,
+    stage: str,
+    model: nn.Module,
+    loss_fn: Callable[[nn.Module, dict], Tensor],
+    batch_fn: Callable[[int], dict],
+    steps: int,
+    lr: float,
+    weight_decay: float = 0.0,
+    ema_decay: float | None,
+    ckpt_path: Path | None,
+    resume: bool,
+    log_every: int,
+    checkpoint_every: int,
+    dist: Dist,
+    meta: dict,
+    extra: dict[str, Tensor] | None = None,
+    bar=None,
+) -> Iterator[dict]:
     """Train ``model`` for ``steps`` AdamW steps; yield ``step`` records; checkpoint to ``ckpt_path``.
 
     batch_fn(step) -> global batch (dict of tensors with batch dim first, or None values);
@@ -156,7 +179,11 @@ def fit(*, stage: str, model: nn.Module, loss_fn: Callable[[nn.Module, dict], Te
         tensors = {**ckpt.prefixed(model.state_dict(), "model"), **flat, **(extra or {})}
         if ema is not None:
             tensors.update(ckpt.prefixed(ema, "ema"))
-        ckpt.save(ckpt_path, tensors, {**meta, "stage": stage, "step": step, "steps": steps, "seconds": seconds, "param_groups": groups})
+        ckpt.save(
+            ckpt_path,
+            tensors,
+            {**meta, "stage": stage, "step": step, "steps": steps, "seconds": seconds, "param_groups": groups},
+        )
 
     t0 = time.perf_counter()
     window: list[float] = []
@@ -187,7 +214,13 @@ def fit(*, stage: str, model: nn.Module, loss_fn: Callable[[nn.Module, dict], Te
         if (step + 1) % log_every == 0 or last:
             lv = dist.mean(sum(window) / len(window))
             window = []
-            yield {"kind": "step", "stage": stage, "step": step + 1, "loss": lv, "seconds": elapsed0 + time.perf_counter() - t0}
+            yield {
+                "kind": "step",
+                "stage": stage,
+                "step": step + 1,
+                "loss": lv,
+                "seconds": elapsed0 + time.perf_counter() - t0,
+            }
         if (step + 1) % checkpoint_every == 0 or last:
             save(step + 1, elapsed0 + time.perf_counter() - t0)
             dist.barrier()
@@ -215,7 +248,13 @@ def _vae_stage(cfg: Config, *, seed: int, out: Path, resume: bool, dist: Dist, d
     N, C, H, W = x.shape
     if H % 4 or W % 4:
         raise InputError(f"images must have sides divisible by 4, got {H}x{W}")
-    yield {"kind": "data", "dataset": ds.name, "train_images": int(N), "image_shape": [C, H, W], "num_classes": ds.num_classes}
+    yield {
+        "kind": "data",
+        "dataset": ds.name,
+        "train_images": int(N),
+        "image_shape": [C, H, W],
+        "num_classes": ds.num_classes,
+    }
 
     # 1. VAE
     torch.manual_seed(seed)
@@ -227,12 +266,33 @@ def _vae_stage(cfg: Config, *, seed: int, out: Path, resume: bool, dist: Dist, d
         i = torch.randint(N, (cfg.vae_batch_size,), generator=g)
         return {"x": x[i], "noise": torch.randn((cfg.vae_batch_size, *zshape), generator=g)}
 
-    meta = {"kind": "lfm-vae", "dataset": ds.name, "dataset_arg": str(cfg.dataset), "in_channels": C, "image_size": H,
-            "latent_channels": cfg.latent_channels, "width": cfg.vae_width, "seed": seed}
+    meta = {
+        "kind": "lfm-vae",
+        "dataset": ds.name,
+        "dataset_arg": str(cfg.dataset),
+        "in_channels": C,
+        "image_size": H,
+        "latent_channels": cfg.latent_channels,
+        "width": cfg.vae_width,
+        "seed": seed,
+    }
     with progress(cfg.vae_steps, "vae") as bar:
-        yield from fit(stage="vae", model=vae, loss_fn=lambda m, b: m(b["x"], b["noise"], cfg.kl_weight),
-                       batch_fn=vae_batch, steps=cfg.vae_steps, lr=cfg.vae_lr, ema_decay=None, ckpt_path=out / "vae.safetensors",
-                       resume=resume, log_every=cfg.log_every, checkpoint_every=cfg.checkpoint_every, dist=dist, meta=meta, bar=bar)
+        yield from fit(
+            stage="vae",
+            model=vae,
+            loss_fn=lambda m, b: m(b["x"], b["noise"], cfg.kl_weight),
+            batch_fn=vae_batch,
+            steps=cfg.vae_steps,
+            lr=cfg.vae_lr,
+            ema_decay=None,
+            ckpt_path=out / "vae.safetensors",
+            resume=resume,
+            log_every=cfg.log_every,
+            checkpoint_every=cfg.checkpoint_every,
+            dist=dist,
+            meta=meta,
+            bar=bar,
+        )
 
     # 2. feature network (needs labels; else the VAE encoder serves as feature map)
     feat = None
@@ -245,14 +305,36 @@ def _vae_stage(cfg: Config, *, seed: int, out: Path, resume: bool, dist: Dist, d
             i = torch.randint(N, (cfg.vae_batch_size,), generator=g)
             return {"x": x[i], "y": y[i]}
 
-        fmeta = {"kind": "lfm-features", "dataset": ds.name, "in_channels": C, "image_size": H, "num_classes": ds.num_classes,
-                 "feature_dim": feat.feature_dim, "seed": seed}
+        fmeta = {
+            "kind": "lfm-features",
+            "dataset": ds.name,
+            "in_channels": C,
+            "image_size": H,
+            "num_classes": ds.num_classes,
+            "feature_dim": feat.feature_dim,
+            "seed": seed,
+        }
         with progress(cfg.feature_steps, "feature network") as bar:
-            yield from fit(stage="features", model=feat, loss_fn=_ce_loss, batch_fn=feat_batch, steps=cfg.feature_steps,
-                           lr=cfg.feature_lr, ema_decay=None, ckpt_path=out / "features.safetensors", resume=resume,
-                           log_every=cfg.log_every, checkpoint_every=cfg.checkpoint_every, dist=dist, meta=fmeta, bar=bar)
+            yield from fit(
+                stage="features",
+                model=feat,
+                loss_fn=_ce_loss,
+                batch_fn=feat_batch,
+                steps=cfg.feature_steps,
+                lr=cfg.feature_lr,
+                ema_decay=None,
+                ckpt_path=out / "features.safetensors",
+                resume=resume,
+                log_every=cfg.log_every,
+                checkpoint_every=cfg.checkpoint_every,
+                dist=dist,
+                meta=fmeta,
+                bar=bar,
+            )
         test = load_images(cfg.dataset, "test")
-        acc = classifier_accuracy(feat, torch.from_numpy(test.images).float().div_(255.0), torch.from_numpy(test.labels))
+        acc = classifier_accuracy(
+            feat, torch.from_numpy(test.images).float().div_(255.0), torch.from_numpy(test.labels)
+        )
         yield {"kind": "feature_network", "test_accuracy": acc, "parameters": count_params(feat)}
 
     # 3. latents: scaled posterior means (scale = 1 / std, as the SD VAE's 0.18215)
@@ -263,15 +345,34 @@ def _vae_stage(cfg: Config, *, seed: int, out: Path, resume: bool, dist: Dist, d
     scale = float(1.0 / mu.std())
     rec_mse = float((rec - x).pow(2).mean())
     if dist.main:
-        ckpt.save(out / "latents.safetensors", {"latents": mu * scale, "indices": torch.from_numpy(idx).long(),
-                  **({"labels": y} if y is not None else {})},
-                  {"kind": "lfm-latents", "dataset": ds.name, "dataset_arg": str(cfg.dataset), "latent_scale": scale,
-                   "num_classes": ds.num_classes if y is not None else 0, "latent_shape": list(zshape), "image_shape": [C, H, W]})
+        ckpt.save(
+            out / "latents.safetensors",
+            {
+                "latents": mu * scale,
+                "indices": torch.from_numpy(idx).long(),
+                **({"labels": y} if y is not None else {}),
+            },
+            {
+                "kind": "lfm-latents",
+                "dataset": ds.name,
+                "dataset_arg": str(cfg.dataset),
+                "latent_scale": scale,
+                "num_classes": ds.num_classes if y is not None else 0,
+                "latent_shape": list(zshape),
+                "image_shape": [C, H, W],
+            },
+        )
         t, m = ckpt.load(out / "vae.safetensors")
         ckpt.save(out / "vae.safetensors", t, {**m, "latent_scale": scale, "reconstruction_mse": rec_mse})
     dist.barrier()
-    yield {"kind": "vae", "parameters": count_params(vae), "latent_shape": list(zshape), "latent_scale": scale, "reconstruction_mse": rec_mse,
-           "checkpoint": str(out / "vae.safetensors")}
+    yield {
+        "kind": "vae",
+        "parameters": count_params(vae),
+        "latent_shape": list(zshape),
+        "latent_scale": scale,
+        "reconstruction_mse": rec_mse,
+        "checkpoint": str(out / "vae.safetensors"),
+    }
 
 
 def _ce_loss(m, b):
@@ -304,8 +405,17 @@ def load_vae_dir(vae_dir: str | Path) -> dict:
         feat = FeatureNet(fm["in_channels"], fm["num_classes"], fm["image_size"], fm["feature_dim"])
         feat.load_state_dict(ckpt.sub(ft, "model"))
         feat.eval()
-    return {"dir": d.resolve(), "vae": vae, "vae_meta": vm, "features": feat, "features_meta": fm,
-            "latents": lt["latents"], "labels": lt.get("labels"), "indices": lt["indices"], "latents_meta": lm}
+    return {
+        "dir": d.resolve(),
+        "vae": vae,
+        "vae_meta": vm,
+        "features": feat,
+        "features_meta": fm,
+        "latents": lt["latents"],
+        "labels": lt.get("labels"),
+        "indices": lt["indices"],
+        "latents_meta": lm,
+    }
 
 
 def arch_for(cfg: Config, preset: str, latent_shape, num_classes: int) -> DiTArch:
@@ -347,7 +457,9 @@ def model_velocity(net: DiT, y: Tensor | None, cfg_scale: float = 1.0):
 
 
 # ----------------------------------------------------------------------------- stage fm
-def _proxy_scorer(cfg: Config, arts: dict, *, seed: int, dist: Dist, num_classes: int, score_net: DiT | None = None) -> DiT:
+def _proxy_scorer(
+    cfg: Config, arts: dict, *, seed: int, dist: Dist, num_classes: int, score_net: DiT | None = None
+) -> DiT:
     """A scoring model: the given FM checkpoint (``score_net``: already loaded by validate()),
     else a small model trained on all data."""
     if cfg.score_checkpoint:
@@ -356,8 +468,21 @@ def _proxy_scorer(cfg: Config, arts: dict, *, seed: int, dist: Dist, num_classes
     torch.manual_seed(seed + 7)
     net = DiT(arch_for(cfg, cfg.score_model, lat.shape[1:], num_classes))
     batch_fn = _fm_batch_fn(cfg, lat, lab, np.arange(len(lat)), seed=seed, stage="proxy", num_classes=num_classes)
-    for _ in fit(stage="proxy", model=net, loss_fn=_fm_loss(cfg, None), batch_fn=batch_fn, steps=cfg.score_steps, lr=cfg.lr,
-                 ema_decay=cfg.ema_decay, ckpt_path=None, resume=False, log_every=10**9, checkpoint_every=10**9, dist=dist, meta={}):
+    for _ in fit(
+        stage="proxy",
+        model=net,
+        loss_fn=_fm_loss(cfg, None),
+        batch_fn=batch_fn,
+        steps=cfg.score_steps,
+        lr=cfg.lr,
+        ema_decay=cfg.ema_decay,
+        ckpt_path=None,
+        resume=False,
+        log_every=10**9,
+        checkpoint_every=10**9,
+        dist=dist,
+        meta={},
+    ):
         pass
     return net
 
@@ -365,8 +490,9 @@ def _proxy_scorer(cfg: Config, arts: dict, *, seed: int, dist: Dist, num_classes
 _SCORE_CACHE: dict = {}
 
 
-def select_subset(cfg: Config, arts: dict, *, seed: int, dist: Dist, num_classes: int,
-                  score_net: DiT | None = None) -> tuple[np.ndarray, dict]:
+def select_subset(
+    cfg: Config, arts: dict, *, seed: int, dist: Dist, num_classes: int, score_net: DiT | None = None
+) -> tuple[np.ndarray, dict]:
     """Step 4: indices (into the cached latents) of the kept training samples, and a summary.
     score_net: score_checkpoint's model when validate() has loaded it."""
     from icml26.methods.lfm import reduce
@@ -385,8 +511,14 @@ def select_subset(cfg: Config, arts: dict, *, seed: int, dist: Dist, num_classes
         if cfg.scorer == "kcenter":
             kept = reduce.kcenter_greedy(feats, cfg.keep_ratio, seed)
         else:
-            kept = reduce.select_cluster(feats, cfg.keep_ratio, seed, num_clusters=cfg.num_clusters,
-                                         balanced=cfg.scorer == "balanced-cluster", largest=cfg.score_inverse)
+            kept = reduce.select_cluster(
+                feats,
+                cfg.keep_ratio,
+                seed,
+                num_clusters=cfg.num_clusters,
+                balanced=cfg.scorer == "balanced-cluster",
+                largest=cfg.score_inverse,
+            )
     else:
         key = None
         if cfg.score_checkpoint:  # same scoring model + data -> same scores: reuse within a process
@@ -406,7 +538,9 @@ def select_subset(cfg: Config, arts: dict, *, seed: int, dist: Dist, num_classes
     info["of"] = int(n)
     info["seconds"] = time.perf_counter() - t0
     if arts["labels"] is not None:
-        info["kept_per_class"] = np.bincount(arts["labels"][kept].numpy(), minlength=int(arts["labels"].max()) + 1).tolist()
+        info["kept_per_class"] = np.bincount(
+            arts["labels"][kept].numpy(), minlength=int(arts["labels"].max()) + 1
+        ).tolist()
     return kept, info
 
 
@@ -424,8 +558,18 @@ def image_features(arts: dict, latents: Tensor) -> Tensor:
     return latents.flatten(1)
 
 
-def _fm_batch_fn(cfg: Config, lat: Tensor, lab: Tensor | None, kept: np.ndarray, *, seed: int, stage: str, num_classes: int,
-                 seam: Tensor | None = None, seam_target: Tensor | None = None):
+def _fm_batch_fn(
+    cfg: Config,
+    lat: Tensor,
+    lab: Tensor | None,
+    kept: np.ndarray,
+    *,
+    seed: int,
+    stage: str,
+    num_classes: int,
+    seam: Tensor | None = None,
+    seam_target: Tensor | None = None,
+):
     kept_t = torch.from_numpy(np.asarray(kept)).long()
     B = cfg.batch_size
     t_max = cfg.t_max if stage == "fm" else 1.0
@@ -462,7 +606,9 @@ def _fm_loss(cfg: Config, t_seam: float | None):
 
 
 @torch.no_grad()
-def seam_states(fine: DiT, lat: Tensor, lab: Tensor | None, t_split: float, steps_per_unit: int) -> tuple[Tensor, Tensor]:
+def seam_states(
+    fine: DiT, lat: Tensor, lab: Tensor | None, t_split: float, steps_per_unit: int
+) -> tuple[Tensor, Tensor]:
     """Invert data latents with the fine model's ODE from t = 1 back to t_split (Euler,
     round((1 - t_split) * steps_per_unit) steps); return (x_seam, v_fine(x_seam, t_split))."""
     from icml26.methods.lfm.flow import euler
@@ -479,7 +625,9 @@ def seam_states(fine: DiT, lat: Tensor, lab: Tensor | None, t_split: float, step
     return torch.cat(xs), torch.cat(vs)
 
 
-def _fm_stage(cfg: Config, *, seed: int, out: Path, resume: bool, dist: Dist, vae_dir: Path, inputs: Inputs) -> Iterator[dict]:
+def _fm_stage(
+    cfg: Config, *, seed: int, out: Path, resume: bool, dist: Dist, vae_dir: Path, inputs: Inputs
+) -> Iterator[dict]:
     from icml26.core.progress import progress
 
     arts = inputs.vae if inputs.vae is not None else load_vae_dir(vae_dir)
@@ -496,10 +644,17 @@ def _fm_stage(cfg: Config, *, seed: int, out: Path, resume: bool, dist: Dist, va
         t, cm = ckpt.load(ck)
         if "kept_indices_local" in t:  # the original run's subset, scorer and keep_ratio, as it recorded them
             kept = t["kept_indices_local"].numpy()
-            info = {"scorer": cm.get("scorer", cfg.scorer), "keep_ratio": cm.get("keep_ratio", cfg.keep_ratio), "kept": int(len(kept)),
-                    "of": int(len(lat)), "resumed": True}
+            info = {
+                "scorer": cm.get("scorer", cfg.scorer),
+                "keep_ratio": cm.get("keep_ratio", cfg.keep_ratio),
+                "kept": int(len(kept)),
+                "of": int(len(lat)),
+                "resumed": True,
+            }
             if arts["labels"] is not None:
-                info["kept_per_class"] = np.bincount(arts["labels"][kept].numpy(), minlength=int(arts["labels"].max()) + 1).tolist()
+                info["kept_per_class"] = np.bincount(
+                    arts["labels"][kept].numpy(), minlength=int(arts["labels"].max()) + 1
+                ).tolist()
             kept_seed = cm.get("seed", seed)
     if kept is None:
         kept, info = select_subset(cfg, arts, seed=seed, dist=dist, num_classes=num_classes, score_net=inputs.score)
@@ -507,9 +662,19 @@ def _fm_stage(cfg: Config, *, seed: int, out: Path, resume: bool, dist: Dist, va
     if dist.main:
         from icml26.core.output import atomic_write_text
 
-        atomic_write_text(out / "kept_indices.json", json.dumps({"dataset": lm["dataset"], "split": "train", "scorer": info["scorer"],
-                                                                   "keep_ratio": info["keep_ratio"], "seed": kept_seed,
-                                                                   "indices": kept_global.tolist()}))
+        atomic_write_text(
+            out / "kept_indices.json",
+            json.dumps(
+                {
+                    "dataset": lm["dataset"],
+                    "split": "train",
+                    "scorer": info["scorer"],
+                    "keep_ratio": info["keep_ratio"],
+                    "seed": kept_seed,
+                    "indices": kept_global.tolist(),
+                }
+            ),
+        )
     yield {"kind": "reduction", **info, "indices_file": str(out / "kept_indices.json")}
 
     # 5. flow model
@@ -525,15 +690,44 @@ def _fm_stage(cfg: Config, *, seed: int, out: Path, resume: bool, dist: Dist, va
         seam, seam_t = seam_states(fine, lat, lab, cfg.t_max, cfg.seam_steps)
         t_seam = cfg.t_max
     yield {"kind": "model", "model": cfg.model, "parameters": count_params(net), "arch": arch.to_dict()}
-    meta = {"kind": "lfm-flow", "arch": arch.to_dict(), "preset": cfg.model, "vae_dir": str(arts["dir"]), "dataset": lm["dataset"],
-            "dataset_arg": lm["dataset_arg"], "latent_scale": lm["latent_scale"], "keep_ratio": cfg.keep_ratio, "scorer": info["scorer"],
-            "t_max": cfg.t_max, "seam": bool(cfg.seam_checkpoint), "seed": seed, "parameters": count_params(net)}
-    batch_fn = _fm_batch_fn(cfg, lat, lab, kept, seed=seed, stage="fm", num_classes=num_classes, seam=seam, seam_target=seam_t)
+    meta = {
+        "kind": "lfm-flow",
+        "arch": arch.to_dict(),
+        "preset": cfg.model,
+        "vae_dir": str(arts["dir"]),
+        "dataset": lm["dataset"],
+        "dataset_arg": lm["dataset_arg"],
+        "latent_scale": lm["latent_scale"],
+        "keep_ratio": cfg.keep_ratio,
+        "scorer": info["scorer"],
+        "t_max": cfg.t_max,
+        "seam": bool(cfg.seam_checkpoint),
+        "seed": seed,
+        "parameters": count_params(net),
+    }
+    batch_fn = _fm_batch_fn(
+        cfg, lat, lab, kept, seed=seed, stage="fm", num_classes=num_classes, seam=seam, seam_target=seam_t
+    )
     extra = {"kept_indices_local": torch.from_numpy(np.asarray(kept)).long(), "kept_indices": kept_global}
     with progress(cfg.steps, f"flow matching ({cfg.model})") as bar:
-        yield from fit(stage="fm", model=net, loss_fn=_fm_loss(cfg, t_seam), batch_fn=batch_fn, steps=cfg.steps, lr=cfg.lr,
-                       weight_decay=cfg.weight_decay, ema_decay=cfg.ema_decay, ckpt_path=ck, resume=resume, log_every=cfg.log_every,
-                       checkpoint_every=cfg.checkpoint_every, dist=dist, meta=meta, extra=extra, bar=bar)
+        yield from fit(
+            stage="fm",
+            model=net,
+            loss_fn=_fm_loss(cfg, t_seam),
+            batch_fn=batch_fn,
+            steps=cfg.steps,
+            lr=cfg.lr,
+            weight_decay=cfg.weight_decay,
+            ema_decay=cfg.ema_decay,
+            ckpt_path=ck,
+            resume=resume,
+            log_every=cfg.log_every,
+            checkpoint_every=cfg.checkpoint_every,
+            dist=dist,
+            meta=meta,
+            extra=extra,
+            bar=bar,
+        )
 
 
 RUN_CHECKPOINTS = ("vae.safetensors", "features.safetensors", "checkpoint.safetensors")
@@ -588,19 +782,30 @@ def _check_latent_shape(net: DiT, path: str, what: str, cfg: Config, latent_shap
     theirs = [a.in_channels, a.input_size, a.input_size]
     if latent_shape is not None:
         if theirs != list(latent_shape):
-            raise InputError(f"{what}_checkpoint {path!r} works on latents of shape {theirs}, but this run's latents "
-                             f"(--vae {cfg.vae}) are {list(latent_shape)}; use a flow checkpoint trained on the same VAE")
+            raise InputError(
+                f"{what}_checkpoint {path!r} works on latents of shape {theirs}, but this run's latents "
+                f"(--vae {cfg.vae}) are {list(latent_shape)}; use a flow checkpoint trained on the same VAE"
+            )
     elif a.in_channels != cfg.latent_channels:
-        raise InputError(f"{what}_checkpoint {path!r} works on latents of shape {theirs}, but this run's VAE makes "
-                         f"{cfg.latent_channels}-channel latents (latent_channels={cfg.latent_channels}); use a flow checkpoint "
-                         "trained on the same VAE")
+        raise InputError(
+            f"{what}_checkpoint {path!r} works on latents of shape {theirs}, but this run's VAE makes "
+            f"{cfg.latent_channels}-channel latents (latent_channels={cfg.latent_channels}); use a flow checkpoint "
+            "trained on the same VAE"
+        )
 
 
 _RESUME_FIX = "resume with the run's settings or start a new --out"
 # DiTArch field -> the setting that decides it
-_ARCH_SETTINGS = {"width": "model/width", "depth": "model/depth", "heads": "model/heads", "in_channels": "latent_channels (the VAE)",
-                  "input_size": "dataset (image size)", "num_classes": "conditional / dataset classes", "patch_size": "patch_size",
-                  "mlp_ratio": "mlp_ratio"}
+_ARCH_SETTINGS = {
+    "width": "model/width",
+    "depth": "model/depth",
+    "heads": "model/heads",
+    "in_channels": "latent_channels (the VAE)",
+    "input_size": "dataset (image size)",
+    "num_classes": "conditional / dataset classes",
+    "patch_size": "patch_size",
+    "mlp_ratio": "mlp_ratio",
+}
 
 
 def _shape_diff(shapes: dict[str, list[int]], module: nn.Module, prefix: str = "model") -> str | None:
@@ -620,8 +825,10 @@ def _shape_diff(shapes: dict[str, list[int]], module: nn.Module, prefix: str = "
 
 def _expect_stage(f: Path, m: dict, stage: str, kind: str) -> None:
     if m.get("stage") != stage or m.get("kind") != kind:
-        raise InputError(f"--resume: {f} is a {m.get('stage')!r} checkpoint ({m.get('kind')}), expected the run's {stage!r} "
-                         f"checkpoint ({kind}); remove it to train that stage again, or choose another --out")
+        raise InputError(
+            f"--resume: {f} is a {m.get('stage')!r} checkpoint ({m.get('kind')}), expected the run's {stage!r} "
+            f"checkpoint ({kind}); remove it to train that stage again, or choose another --out"
+        )
 
 
 def _check_resume(cfg: Config, out: Path, latent_shape: list | None, inputs: Inputs) -> None:
@@ -632,7 +839,9 @@ def _check_resume(cfg: Config, out: Path, latent_shape: list | None, inputs: Inp
     for name in RUN_CHECKPOINTS:
         f = out / name
         if f.exists() and not f.is_file():
-            raise InputError(f"--resume: {f} is a directory, not the run's checkpoint file; remove it, or choose another --out")
+            raise InputError(
+                f"--resume: {f} is a directory, not the run's checkpoint file; remove it, or choose another --out"
+            )
         if f.is_file():
             heads[name] = ckpt.header(f, "checkpoint", fix)
     if cfg.stage in ("vae", "all"):
@@ -642,9 +851,11 @@ def _check_resume(cfg: Config, out: Path, latent_shape: list | None, inputs: Inp
             _expect_stage(f, m, "vae", "lfm-vae")
             diff = _shape_diff(shapes, VAE(int(m.get("in_channels", 1)), cfg.latent_channels, cfg.vae_width))
             if diff:
-                raise InputError(f"--resume: checkpoint {f} was trained with a different VAE (latent_channels {m.get('latent_channels')}, "
-                                 f"vae_width {m.get('width')}; these settings build latent_channels {cfg.latent_channels}, vae_width "
-                                 f"{cfg.vae_width}: {diff}); {_RESUME_FIX}")
+                raise InputError(
+                    f"--resume: checkpoint {f} was trained with a different VAE (latent_channels {m.get('latent_channels')}, "
+                    f"vae_width {m.get('width')}; these settings build latent_channels {cfg.latent_channels}, vae_width "
+                    f"{cfg.vae_width}: {diff}); {_RESUME_FIX}"
+                )
         if "features.safetensors" in heads:
             _expect_stage(out / "features.safetensors", heads["features.safetensors"][1], "features", "lfm-features")
     if cfg.stage not in ("fm", "all") or "checkpoint.safetensors" not in heads:
@@ -658,7 +869,9 @@ def _check_resume(cfg: Config, out: Path, latent_shape: list | None, inputs: Inp
         num_classes = int(lm["num_classes"]) if cfg.conditional and labels is not None else 0
     elif (out / "latents.safetensors").is_file():  # stage all: the run's own latent cache
         lm = ckpt.header(out / "latents.safetensors", "latent cache", fix)[1]
-        latent_shape = list(lm.get("latent_shape") or [cfg.latent_channels, have.get("input_size", 7), have.get("input_size", 7)])
+        latent_shape = list(
+            lm.get("latent_shape") or [cfg.latent_channels, have.get("input_size", 7), have.get("input_size", 7)]
+        )
         num_classes = int(lm.get("num_classes", 0)) if cfg.conditional else 0
     else:
         s = int(have.get("input_size", 7))
@@ -670,26 +883,44 @@ def _check_resume(cfg: Config, out: Path, latent_shape: list | None, inputs: Inp
     except ValueError as e:
         raise InputError(f"model settings: {e}") from None
     fields = [k for k, v in want.to_dict().items() if have.get(k) != v]
-    diff = _shape_diff(shapes, net) or (_shape_diff(shapes, net, "ema") if any(k.startswith("ema.") for k in shapes) else None)
+    diff = _shape_diff(shapes, net) or (
+        _shape_diff(shapes, net, "ema") if any(k.startswith("ema.") for k in shapes) else None
+    )
     if fields or diff:
         theirs = ", ".join(f"{k} {have.get(k)}" for k in fields)
         mine = ", ".join(f"{k} {getattr(want, k)}" for k in fields)
         which = ", ".join(dict.fromkeys(_ARCH_SETTINGS.get(k, k) for k in fields))
-        detail = f"DiT {theirs} (preset {m.get('preset')}); these settings (model={cfg.model}) build {mine}; differing: {which}" if fields \
+        detail = (
+            f"DiT {theirs} (preset {m.get('preset')}); these settings (model={cfg.model}) build {mine}; differing: {which}"
+            if fields
             else f"DiT preset {m.get('preset')}"
-        raise InputError(f"--resume: checkpoint {f} was trained with a different model ({detail}"
-                         f"{'; ' + diff if diff else ''}); {_RESUME_FIX}")
+        )
+        raise InputError(
+            f"--resume: checkpoint {f} was trained with a different model ({detail}"
+            f"{'; ' + diff if diff else ''}); {_RESUME_FIX}"
+        )
     ratio, scorer = m.get("keep_ratio"), m.get("scorer")
     if ratio is not None and float(ratio) != cfg.keep_ratio:
-        raise InputError(f"--resume: checkpoint {f} was trained on keep_ratio {ratio} (scorer {scorer}), these settings give "
-                         f"keep_ratio {cfg.keep_ratio}; {_RESUME_FIX}")
+        raise InputError(
+            f"--resume: checkpoint {f} was trained on keep_ratio {ratio} (scorer {scorer}), these settings give "
+            f"keep_ratio {cfg.keep_ratio}; {_RESUME_FIX}"
+        )
     if ratio is not None and float(ratio) < 1.0 and scorer not in (None, cfg.scorer):
-        raise InputError(f"--resume: checkpoint {f} kept its subset with scorer {scorer}, these settings give scorer {cfg.scorer}; "
-                         f"{_RESUME_FIX}")
+        raise InputError(
+            f"--resume: checkpoint {f} kept its subset with scorer {scorer}, these settings give scorer {cfg.scorer}; "
+            f"{_RESUME_FIX}"
+        )
 
 
-def run(cfg: Config, *, seed: int = 0, out: str | Path | None = None, resume: bool = False, device: str = "cpu",
-        inputs: Inputs | None = None) -> Iterator[dict]:
+def run(
+    cfg: Config,
+    *,
+    seed: int = 0,
+    out: str | Path | None = None,
+    resume: bool = False,
+    device: str = "cpu",
+    inputs: Inputs | None = None,
+) -> Iterator[dict]:
     """Yield ``data``/``step``/``vae``/``reduction``/``model`` records, then the summary (with ``checkpoint``).
 
     inputs: what validate(cfg, out, resume) returned (else it is called here)."""

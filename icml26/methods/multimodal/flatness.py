@@ -60,8 +60,9 @@ def hvp(model: nn.Module, batches: Batches, v: list[torch.Tensor], loss_fn=None)
     return [o / max(total, 1) for o in out]
 
 
-def hessian_top_eig(model: nn.Module, batches: Batches, *, iters: int = 20, tol: float = 1e-3, seed: int = 0,
-                    loss_fn=None) -> float:
+def hessian_top_eig(
+    model: nn.Module, batches: Batches, *, iters: int = 20, tol: float = 1e-3, seed: int = 0, loss_fn=None
+) -> float:
     """Top Hessian eigenvalue (largest magnitude) of the mean loss by power iteration (PyHessian)."""
     was = model.training
     model.eval()
@@ -132,7 +133,9 @@ class _Perturbed:
                 p.copy_(s)
 
 
-def random_direction_curve(model: nn.Module, batches: Batches, radii, *, directions: int = 10, seed: int = 0) -> list[float]:
+def random_direction_curve(
+    model: nn.Module, batches: Batches, radii, *, directions: int = 10, seed: int = 0
+) -> list[float]:
     """Mean loss at theta + r u over ``directions`` random unit directions u (all parameters), per radius."""
     model.eval()
     g = torch.Generator().manual_seed(seed)
@@ -151,7 +154,9 @@ def random_direction_curve(model: nn.Module, batches: Batches, radii, *, directi
     return out
 
 
-def weight_noise_gap(model: nn.Module, batches: Batches, *, sigma: float = 0.004, draws: int = 20, seed: int = 0) -> float:
+def weight_noise_gap(
+    model: nn.Module, batches: Batches, *, sigma: float = 0.004, draws: int = 20, seed: int = 0
+) -> float:
     """E[L(theta + N(0, sigma^2))] - L(theta) over ``draws`` Gaussian weight perturbations."""
     model.eval()
     g = torch.Generator().manual_seed(seed)
@@ -163,8 +168,16 @@ def weight_noise_gap(model: nn.Module, batches: Batches, *, sigma: float = 0.004
     return sum(vals) / len(vals) - base
 
 
-def pgd_accuracy(model: nn.Module, batches: Batches, modality: str, *, eps: float, steps: int = 10,
-                 step_size: float | None = None, seed: int = 0) -> float:
+def pgd_accuracy(
+    model: nn.Module,
+    batches: Batches,
+    modality: str,
+    *,
+    eps: float,
+    steps: int = 10,
+    step_size: float | None = None,
+    seed: int = 0,
+) -> float:
     """Accuracy under an L-inf PGD attack of radius ``eps`` on ``modality`` only (others clean)."""
     model.eval()
     g = torch.Generator().manual_seed(seed)

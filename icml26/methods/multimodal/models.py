@@ -30,8 +30,13 @@ class Encoder(nn.Module):
         if len(shape) == 3:
             c, h, w = shape
             self.body = nn.Sequential(
-                nn.Conv2d(c, width, 3, stride=2, padding=1), nn.ReLU(),
-                nn.Conv2d(width, 2 * width, 3, stride=2, padding=1), nn.ReLU(), nn.Flatten())
+                nn.Conv2d(c, width, 3, stride=2, padding=1),
+                nn.ReLU(),
+                nn.Conv2d(width, 2 * width, 3, stride=2, padding=1),
+                nn.ReLU(),
+                nn.Flatten(),
+            )
+
             def o(n):  # output length of a 3x3, stride-2, pad-1 convolution
                 return (n - 1) // 2 + 1
 

@@ -47,8 +47,17 @@ class StochasticPairing(_Base):
     Raises ValueError for misaligned inputs, an unknown modality, p outside [0, 1], or
     ``allow_self=False`` with a class of one sample."""
 
-    def __init__(self, modalities: Mapping[str, Sequence], labels, *, resample: Sequence[str] | None = None,
-                 p: float = 1.0, allow_self: bool = True, enabled: bool = True, seed: int = 0):
+    def __init__(
+        self,
+        modalities: Mapping[str, Sequence],
+        labels,
+        *,
+        resample: Sequence[str] | None = None,
+        p: float = 1.0,
+        allow_self: bool = True,
+        enabled: bool = True,
+        seed: int = 0,
+    ):
         if len(modalities) < 1:
             raise ValueError("StochasticPairing needs at least one modality")
         self.names = tuple(modalities)

@@ -34,43 +34,45 @@ REGS = ("none", "sam", "ls", "swa")
 
 @dataclass(frozen=True)
 class Config:
-    data: str = "av-digits"                      # av-digits, or a folder of <modality>.npz (docs)
-    modalities: tuple[str, ...] = ()             # which modalities, in order (first = anchor); () = image, audio for av-digits, all for a folder
+    data: str = "av-digits"  # av-digits, or a folder of <modality>.npz (docs)
+    modalities: tuple[
+        str, ...
+    ] = ()  # which modalities, in order (first = anchor); () = image, audio for av-digits, all for a folder
     pairing: tuple[str, ...] = ("unimodal", "fixed", "stochastic")
     reg: tuple[str, ...] = ("none", "sam", "ls", "swa")
-    fusion: tuple[str, ...] = ("late",)          # late | late-sum | intermediate
-    resample: tuple[str, ...] = ()               # modalities re-drawn by stochastic pairing; () = all but the anchor
-    resample_p: float = 1.0                      # probability a re-drawn modality is replaced per load (official: 1)
-    allow_self: bool = True                      # the drawn partner may be the sample itself (official AVMNIST)
-    seeds: int = 1                               # runs per arm: seeds seed .. seed+seeds-1
+    fusion: tuple[str, ...] = ("late",)  # late | late-sum | intermediate
+    resample: tuple[str, ...] = ()  # modalities re-drawn by stochastic pairing; () = all but the anchor
+    resample_p: float = 1.0  # probability a re-drawn modality is replaced per load (official: 1)
+    allow_self: bool = True  # the drawn partner may be the sample itself (official AVMNIST)
+    seeds: int = 1  # runs per arm: seeds seed .. seed+seeds-1
     epochs: int = 20
     batch_size: int = 64
-    optimizer: str = "adam"                     # adam | sgd (official AVMNIST: SGD momentum 0.9, lr 1e-3, 70 epochs)
+    optimizer: str = "adam"  # adam | sgd (official AVMNIST: SGD momentum 0.9, lr 1e-3, 70 epochs)
     lr: float = 1e-3
-    momentum: float = 0.9                        # SGD only
+    momentum: float = 0.9  # SGD only
     weight_decay: float = 5e-4
-    lr_step_ratio: float = 0.7                   # StepLR x0.1 after this fraction of the epochs
-    train_size: int = 0                          # train samples used (0 = all); the val split is taken from them
+    lr_step_ratio: float = 0.7  # StepLR x0.1 after this fraction of the epochs
+    train_size: int = 0  # train samples used (0 = all); the val split is taken from them
     val_ratio: float = 0.1
     sam_rho: float = 0.05
     label_smoothing: float = 0.1
     swa_start_ratio: float = 0.75
-    width: int = 16                              # conv channels of the first layer
+    width: int = 16  # conv channels of the first layer
     embed_dim: int = 64
-    hessian_samples: int = 1024                  # train samples for the Hessian eigenvalue / trace (0 = skip)
+    hessian_samples: int = 1024  # train samples for the Hessian eigenvalue / trace (0 = skip)
     hessian_iters: int = 20
     hutchinson_samples: int = 10
-    noise_std: float = 0.004                     # weight-noise gap sigma (official 0.004)
+    noise_std: float = 0.004  # weight-noise gap sigma (official 0.004)
     noise_draws: int = 10
     loss_curve_radii: tuple[float, ...] = (0.0, 1.0, 2.0, 4.0, 8.0)
     loss_curve_directions: int = 5
-    robust_samples: int = 1000                   # test samples for PGD / weight noise / loss curve (0 = all)
-    pgd_eps: float = 0.25                        # L-inf radius, standardised units
+    robust_samples: int = 1000  # test samples for PGD / weight noise / loss curve (0 = all)
+    pgd_eps: float = 0.25  # L-inf radius, standardised units
     pgd_steps: int = 10
-    corrupt_std: float = 1.0                     # std of the Gaussian noise added to a corrupted modality (standardised units)
-    landscape_points: int = 0                    # 2-D loss slice grid per axis for seed 0 (0 = none); a PNG in --out
+    corrupt_std: float = 1.0  # std of the Gaussian noise added to a corrupted modality (standardised units)
+    landscape_points: int = 0  # 2-D loss slice grid per axis for seed 0 (0 = none); a PNG in --out
     landscape_span: float = 1.0
-    av_train_size: int = 3000                    # av-digits build settings (icml26.core.data.multimodal.AVDigitsSpec)
+    av_train_size: int = 3000  # av-digits build settings (icml26.core.data.multimodal.AVDigitsSpec)
     av_test_size: int = 1500
     av_clips_per_class: int = 40
     av_seed: int = 0
@@ -89,8 +91,19 @@ class Config:
         for f in self.fusion:
             if f not in FUSIONS:
                 raise ValueError(f"fusion: {f!r} is not one of {', '.join(FUSIONS)}")
-        for name in ("seeds", "epochs", "batch_size", "width", "embed_dim", "hessian_iters", "hutchinson_samples",
-                     "noise_draws", "loss_curve_directions", "pgd_steps", "av_clips_per_class"):
+        for name in (
+            "seeds",
+            "epochs",
+            "batch_size",
+            "width",
+            "embed_dim",
+            "hessian_iters",
+            "hutchinson_samples",
+            "noise_draws",
+            "loss_curve_directions",
+            "pgd_steps",
+            "av_clips_per_class",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         for name in ("train_size", "hessian_samples", "robust_samples", "landscape_points"):
@@ -118,8 +131,12 @@ class Config:
 def _spec(cfg: Config):
     from icml26.core.data.multimodal import AVDigitsSpec
 
-    return AVDigitsSpec(seed=cfg.av_seed, train_size=cfg.av_train_size, test_size=cfg.av_test_size,
-                        clips_per_class=cfg.av_clips_per_class)
+    return AVDigitsSpec(
+        seed=cfg.av_seed,
+        train_size=cfg.av_train_size,
+        test_size=cfg.av_test_size,
+        clips_per_class=cfg.av_clips_per_class,
+    )
 
 
 def validate(cfg: Config) -> None:
@@ -240,8 +257,19 @@ def _sam_step(model, params, loss_fn, xs, y, opt, rho):
     return float(loss.detach())
 
 
-def train_one(cfg: Config, train: Split, valid: Split, *, pairing: str, reg: str, fusion: str, modality: str,
-              num_classes: int, seed: int, on_epoch=None):
+def train_one(
+    cfg: Config,
+    train: Split,
+    valid: Split,
+    *,
+    pairing: str,
+    reg: str,
+    fusion: str,
+    modality: str,
+    num_classes: int,
+    seed: int,
+    on_epoch=None,
+):
     """Train one arm; returns (model for evaluation, history list of (epoch, train_loss, val_accuracy), wall_s).
 
     pairing ``stochastic`` loads each training batch through StochasticPairing (fresh pairs each epoch)."""
@@ -270,8 +298,15 @@ def train_one(cfg: Config, train: Split, valid: Split, *, pairing: str, reg: str
     def loss_fn(logits, y):
         return F.cross_entropy(logits, y, label_smoothing=ls)
 
-    ds = StochasticPairing(train.xs, train.y.numpy(), resample=cfg.resample or None, p=cfg.resample_p,
-                           allow_self=cfg.allow_self, enabled=pairing == "stochastic", seed=seed)
+    ds = StochasticPairing(
+        train.xs,
+        train.y.numpy(),
+        resample=cfg.resample or None,
+        p=cfg.resample_p,
+        allow_self=cfg.allow_self,
+        enabled=pairing == "stochastic",
+        seed=seed,
+    )
     swa = torch.optim.swa_utils.AveragedModel(model) if reg == "swa" else None
     swa_from = min(cfg.epochs - 1, int(math.floor(cfg.swa_start_ratio * cfg.epochs)))
     gen = np.random.default_rng([seed, 11])
@@ -325,27 +360,41 @@ def evaluate(cfg: Config, model, train: Split, test: Split, variants: dict, *, s
     used = model.modalities
     out: dict = {"test_accuracy": fl.accuracy(model, test.batches())}
     g = torch.Generator().manual_seed(seed + 99)
-    rob = test if not cfg.robust_samples or cfg.robust_samples >= len(test) else test.subset(
-        np.sort(np.random.default_rng([seed, 5]).permutation(len(test))[: cfg.robust_samples]))
+    rob = (
+        test
+        if not cfg.robust_samples or cfg.robust_samples >= len(test)
+        else test.subset(np.sort(np.random.default_rng([seed, 5]).permutation(len(test))[: cfg.robust_samples]))
+    )
     for m in test.xs:
         if m not in used:
             out[f"corrupted_accuracy_{m}"] = out[f"missing_accuracy_{m}"] = out[f"pgd_accuracy_{m}"] = None
             continue
         x = test.xs[m]
-        out[f"corrupted_accuracy_{m}"] = fl.accuracy(model, test.batches(replace={m: x + cfg.corrupt_std * torch.randn(x.shape, generator=g)}))
+        out[f"corrupted_accuracy_{m}"] = fl.accuracy(
+            model, test.batches(replace={m: x + cfg.corrupt_std * torch.randn(x.shape, generator=g)})
+        )
         out[f"missing_accuracy_{m}"] = fl.accuracy(model, test.batches(replace={m: torch.zeros_like(x)}))
-        out[f"pgd_accuracy_{m}"] = fl.pgd_accuracy(model, rob.batches(), m, eps=cfg.pgd_eps, steps=cfg.pgd_steps, seed=seed)
+        out[f"pgd_accuracy_{m}"] = fl.pgd_accuracy(
+            model, rob.batches(), m, eps=cfg.pgd_eps, steps=cfg.pgd_steps, seed=seed
+        )
         for v, xv in variants.get(m, {}).items():
             out[f"{v}_accuracy_{m}"] = fl.accuracy(model, test.batches(replace={m: xv}))
     if cfg.hessian_samples:
-        hs = train if cfg.hessian_samples >= len(train) else train.subset(
-            np.sort(np.random.default_rng([seed, 3]).permutation(len(train))[: cfg.hessian_samples]))
+        hs = (
+            train
+            if cfg.hessian_samples >= len(train)
+            else train.subset(np.sort(np.random.default_rng([seed, 3]).permutation(len(train))[: cfg.hessian_samples]))
+        )
         out["hessian_top_eig"] = fl.hessian_top_eig(model, hs.batches(256), iters=cfg.hessian_iters, seed=seed)
         out["hessian_trace"] = fl.hutchinson_trace(model, hs.batches(256), samples=cfg.hutchinson_samples, seed=seed)
     else:
         out["hessian_top_eig"] = out["hessian_trace"] = None
-    out["weight_noise_loss_gap"] = fl.weight_noise_gap(model, rob.batches(), sigma=cfg.noise_std, draws=cfg.noise_draws, seed=seed)
-    out["loss_curve"] = fl.random_direction_curve(model, rob.batches(), cfg.loss_curve_radii, directions=cfg.loss_curve_directions, seed=seed)
+    out["weight_noise_loss_gap"] = fl.weight_noise_gap(
+        model, rob.batches(), sigma=cfg.noise_std, draws=cfg.noise_draws, seed=seed
+    )
+    out["loss_curve"] = fl.random_direction_curve(
+        model, rob.batches(), cfg.loss_curve_radii, directions=cfg.loss_curve_directions, seed=seed
+    )
     return out
 
 
@@ -399,12 +448,30 @@ def run(cfg: Config, *, seed: int = 0, out=None, previous=None, data=None) -> It
         for s in seeds:
             train, valid, test, variants = _prepare(ms, cfg, s)
             steps = []
-            model, hist, wall = train_one(cfg, train, valid, pairing=pairing, reg=reg, fusion=fusion, modality=modality,
-                                          num_classes=ms.num_classes, seed=s,
-                                          on_epoch=lambda e, l, v: steps.append((e, l, v)))
+            model, hist, wall = train_one(
+                cfg,
+                train,
+                valid,
+                pairing=pairing,
+                reg=reg,
+                fusion=fusion,
+                modality=modality,
+                num_classes=ms.num_classes,
+                seed=s,
+                on_epoch=lambda e, l, v: steps.append((e, l, v)),
+            )
             for e, l, v in steps:
-                yield {"kind": "step", "pairing": pairing, "reg": reg, "fusion": fusion, "modality": modality, "seed": s,
-                       "epoch": e, "train_loss": l, "val_accuracy": v}
+                yield {
+                    "kind": "step",
+                    "pairing": pairing,
+                    "reg": reg,
+                    "fusion": fusion,
+                    "modality": modality,
+                    "seed": s,
+                    "epoch": e,
+                    "train_loss": l,
+                    "val_accuracy": v,
+                }
             metrics = evaluate(cfg, model, train, test, variants, seed=s, modality=modality)
             metrics["val_accuracy"] = max(h[2] for h in hist)
             per_seed.append(metrics)
@@ -413,7 +480,9 @@ def run(cfg: Config, *, seed: int = 0, out=None, previous=None, data=None) -> It
                 from icml26.methods.multimodal.flatness import landscape_2d
 
                 sub = train.subset(np.arange(min(len(train), 512)))
-                c, z = landscape_2d(model, sub.batches(256), points=cfg.landscape_points, span=cfg.landscape_span, seed=s)
+                c, z = landscape_2d(
+                    model, sub.batches(256), points=cfg.landscape_points, span=cfg.landscape_span, seed=s
+                )
                 landscapes.append((f"{pairing} {reg} {fusion if pairing != 'unimodal' else modality}", c, z))
         rec = {"kind": "result", "pairing": pairing, "reg": reg, "fusion": fusion, "modality": modality}
         keys = [k for k in per_seed[0] if k != "loss_curve"]
@@ -450,8 +519,11 @@ def summary(results: list[dict], ms) -> dict:
         s["best_arm"] = f"{b['pairing']}/{b['reg']}/{b['fusion']}"
         s["best_test_accuracy"] = b["test_accuracy"]
     by = {(r["pairing"], r["reg"], r["fusion"]): r for r in multi}
-    gaps = [by[("stochastic", r, f)]["test_accuracy"] - by[("fixed", r, f)]["test_accuracy"]
-            for (p, r, f) in by if p == "fixed" and ("stochastic", r, f) in by]
+    gaps = [
+        by[("stochastic", r, f)]["test_accuracy"] - by[("fixed", r, f)]["test_accuracy"]
+        for (p, r, f) in by
+        if p == "fixed" and ("stochastic", r, f) in by
+    ]
     if gaps:
         s["stochastic_minus_fixed_accuracy"] = float(np.mean(gaps))
     return s

@@ -36,8 +36,15 @@ def lbfgs(theta: Tensor, history_size: int = 100, inner_iterations: int = 5):
 
     (With max_iter=1 per call, torch's L-BFGS stalled on Poisson 2D after 5 iterations: the
     line search returned t = 0 from then on; 5 per call does not.)"""
-    return torch.optim.LBFGS([theta], lr=1.0, max_iter=inner_iterations, history_size=history_size,
-                             line_search_fn="strong_wolfe", tolerance_grad=0.0, tolerance_change=0.0)
+    return torch.optim.LBFGS(
+        [theta],
+        lr=1.0,
+        max_iter=inner_iterations,
+        history_size=history_size,
+        line_search_fn="strong_wolfe",
+        tolerance_grad=0.0,
+        tolerance_change=0.0,
+    )
 
 
 def lbfgs_iterations(opt) -> int:

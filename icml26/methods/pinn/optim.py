@@ -36,7 +36,7 @@ from typing import Callable, Iterable, Optional
 import torch
 from torch import Tensor
 
-LINE_SEARCH_GRID = tuple(2.0 ** -i for i in range(31))  # 2^0 .. 2^-30 (rla-pinns' default grid)
+LINE_SEARCH_GRID = tuple(2.0**-i for i in range(31))  # 2^0 .. 2^-30 (rla-pinns' default grid)
 
 
 def kernel_step(J: Tensor, r: Tensor, damping: float) -> Tensor:
@@ -86,10 +86,19 @@ class SNG(torch.optim.Optimizer):
     search). Returns the batch loss 1/2 ||r||^2 before the step (a float).
     Raises ValueError on bad hyper-parameters or a Jacobian of the wrong shape."""
 
-    def __init__(self, params: Iterable[Tensor], lr: Optional[float] = None, damping: float = 1e-3,
-                 momentum: float = 0.0, norm_constraint: float = 0.0, damping_schedule: str = "constant",
-                 damping_decay: float = 1.0, damping_min: float = 0.0,
-                 line_search_grid: tuple[float, ...] = LINE_SEARCH_GRID, line_search_early_stop: bool = True):
+    def __init__(
+        self,
+        params: Iterable[Tensor],
+        lr: Optional[float] = None,
+        damping: float = 1e-3,
+        momentum: float = 0.0,
+        norm_constraint: float = 0.0,
+        damping_schedule: str = "constant",
+        damping_decay: float = 1.0,
+        damping_min: float = 0.0,
+        line_search_grid: tuple[float, ...] = LINE_SEARCH_GRID,
+        line_search_early_stop: bool = True,
+    ):
         _check_nonneg("damping", damping)
         _check_nonneg("norm_constraint", norm_constraint)
         _check_nonneg("damping_min", damping_min)
@@ -103,8 +112,15 @@ class SNG(torch.optim.Optimizer):
             raise ValueError(f"damping_decay must be in (0, 1], got {damping_decay!r}")
         if not line_search_grid or any(not (g > 0 and math.isfinite(g)) for g in line_search_grid):
             raise ValueError("line_search_grid must be a non-empty list of positive step sizes")
-        defaults = dict(lr=lr, damping=float(damping), momentum=float(momentum), norm_constraint=float(norm_constraint),
-                        damping_schedule=damping_schedule, damping_decay=float(damping_decay), damping_min=float(damping_min))
+        defaults = dict(
+            lr=lr,
+            damping=float(damping),
+            momentum=float(momentum),
+            norm_constraint=float(norm_constraint),
+            damping_schedule=damping_schedule,
+            damping_decay=float(damping_decay),
+            damping_min=float(damping_min),
+        )
         super().__init__(params, defaults)
         if len(self.param_groups) != 1:
             raise ValueError("SNG does not support per-parameter options (one parameter group)")
@@ -125,7 +141,7 @@ class SNG(torch.optim.Optimizer):
         with torch.no_grad():
             for p in self._params():
                 n = p.numel()
-                p.copy_(theta[i:i + n].view_as(p))
+                p.copy_(theta[i : i + n].view_as(p))
                 i += n
 
     def current_damping(self) -> float:
@@ -135,7 +151,9 @@ class SNG(torch.optim.Optimizer):
         return max(g["damping_min"], g["damping"] * g["damping_decay"] ** self.steps)
 
     @torch.no_grad()
-    def step(self, closure: Callable[[], tuple[Tensor, Tensor]], residual_fn: Optional[Callable[[], Tensor]] = None) -> float:  # type: ignore[override]
+    def step(
+        self, closure: Callable[[], tuple[Tensor, Tensor]], residual_fn: Optional[Callable[[], Tensor]] = None
+    ) -> float:  # type: ignore[override]
         g = self.param_groups[0]
         with torch.enable_grad():
             r, J = closure()
@@ -183,8 +201,9 @@ class SNG(torch.optim.Optimizer):
 class SPRING(SNG):
     """SNG with SPRING's structured momentum (default mu = 0.99, SPRING paper Sec. 4)."""
 
-    def __init__(self, params: Iterable[Tensor], lr: Optional[float] = None, damping: float = 1e-3,
-                 momentum: float = 0.99, **kw):
+    def __init__(
+        self, params: Iterable[Tensor], lr: Optional[float] = None, damping: float = 1e-3, momentum: float = 0.99, **kw
+    ):
         super().__init__(params, lr=lr, damping=damping, momentum=momentum, **kw)
 
 

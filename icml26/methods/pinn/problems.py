@@ -55,17 +55,20 @@ def laplacian(u: ScalarFn, x: Tensor) -> Tensor:
 def unit_cube_interior(dim: int) -> Callable[[int, torch.Generator], Tensor]:
     def sample(n: int, gen: torch.Generator) -> Tensor:
         return torch.rand(n, dim, generator=gen, dtype=torch.float64)
+
     return sample
 
 
 def unit_cube_boundary(dim: int) -> Callable[[int, torch.Generator], Tensor]:
     """Uniform points on the 2*dim faces of (0,1)^dim (each face equally likely)."""
+
     def sample(n: int, gen: torch.Generator) -> Tensor:
         x = torch.rand(n, dim, generator=gen, dtype=torch.float64)
         face = torch.randint(0, 2 * dim, (n,), generator=gen)
         rows = torch.arange(n)
         x[rows, face // 2] = (face % 2).to(torch.float64)
         return x
+
     return sample
 
 
@@ -107,7 +110,7 @@ def _cos_sum(x: Tensor) -> Tensor:
 
 
 def _heat_exact(x: Tensor) -> Tensor:
-    return torch.exp(-PI**2 * x[..., 1] / 4) * torch.sin(PI * x[..., 0])
+    return torch.exp(-(PI**2) * x[..., 1] / 4) * torch.sin(PI * x[..., 0])
 
 
 def _heat_boundary_sampler(n: int, gen: torch.Generator) -> Tensor:
@@ -123,23 +126,42 @@ AC_EPS = 0.1
 
 PROBLEMS: dict[str, Problem] = {
     "poisson2d": Problem(
-        "poisson2d", 2, operator=lambda u, x: -laplacian(u, x),
-        source=lambda x: 2 * PI**2 * _sinsin(x), boundary=lambda x: torch.zeros_like(x[..., 0]),
-        exact=_sinsin, description="-Lap u = 2 pi^2 sin(pi x) sin(pi y) on (0,1)^2, u = 0 on the boundary"),
+        "poisson2d",
+        2,
+        operator=lambda u, x: -laplacian(u, x),
+        source=lambda x: 2 * PI**2 * _sinsin(x),
+        boundary=lambda x: torch.zeros_like(x[..., 0]),
+        exact=_sinsin,
+        description="-Lap u = 2 pi^2 sin(pi x) sin(pi y) on (0,1)^2, u = 0 on the boundary",
+    ),
     "poisson5d": Problem(
-        "poisson5d", 5, operator=lambda u, x: -laplacian(u, x),
-        source=lambda x: PI**2 * _cos_sum(x), boundary=_cos_sum, exact=_cos_sum,
-        description="-Lap u = pi^2 sum cos(pi x_i) on (0,1)^5, u = u* on the boundary"),
+        "poisson5d",
+        5,
+        operator=lambda u, x: -laplacian(u, x),
+        source=lambda x: PI**2 * _cos_sum(x),
+        boundary=_cos_sum,
+        exact=_cos_sum,
+        description="-Lap u = pi^2 sum cos(pi x_i) on (0,1)^5, u = u* on the boundary",
+    ),
     "heat1d": Problem(
-        "heat1d", 2, operator=lambda u, x: gradient(u, x)[1] - hessian(u, x)[0, 0] / 4,
-        source=lambda x: torch.zeros_like(x[..., 0]), boundary=_heat_exact, exact=_heat_exact,
+        "heat1d",
+        2,
+        operator=lambda u, x: gradient(u, x)[1] - hessian(u, x)[0, 0] / 4,
+        source=lambda x: torch.zeros_like(x[..., 0]),
+        boundary=_heat_exact,
+        exact=_heat_exact,
         sample_boundary=_heat_boundary_sampler,
-        description="u_t = u_xx / 4 on (0,1) x (0,1), u* = exp(-pi^2 t / 4) sin(pi x)"),
+        description="u_t = u_xx / 4 on (0,1) x (0,1), u* = exp(-pi^2 t / 4) sin(pi x)",
+    ),
     "allencahn2d": Problem(
-        "allencahn2d", 2, operator=lambda u, x: -AC_EPS * laplacian(u, x) + u(x) ** 3 - u(x),
+        "allencahn2d",
+        2,
+        operator=lambda u, x: -AC_EPS * laplacian(u, x) + u(x) ** 3 - u(x),
         source=lambda x: AC_EPS * 2 * PI**2 * _sinsin(x) + _sinsin(x) ** 3 - _sinsin(x),
-        boundary=lambda x: torch.zeros_like(x[..., 0]), exact=_sinsin,
-        description="-0.1 Lap u + u^3 - u = f on (0,1)^2 (manufactured u* = sin(pi x) sin(pi y)), u = 0 on the boundary"),
+        boundary=lambda x: torch.zeros_like(x[..., 0]),
+        exact=_sinsin,
+        description="-0.1 Lap u + u^3 - u = f on (0,1)^2 (manufactured u* = sin(pi x) sin(pi y)), u = 0 on the boundary",
+    ),
 }
 
 
@@ -152,6 +174,7 @@ def get_problem(name: str) -> Problem:
 
 # --------------------------------------------------------------------------------------
 # networks as flat parameter vectors (so that J is (n, P) directly)
+
 
 def mlp(dim: int, width: int = 64, depth: int = 2, *, dtype=torch.float64) -> torch.nn.Sequential:
     """tanh MLP dim -> width x depth -> 1 (PyTorch default initialisation)."""

@@ -153,8 +153,9 @@ def ridge_leverage(B: Tensor, lam: float) -> Tensor:
     return (U * U) @ (w / (w + lam))
 
 
-def select(J: Tensor | None, k: int, rule: str, *, lam: float, rng: np.random.Generator,
-           sketch_factor: int = 2) -> list[int]:
+def select(
+    J: Tensor | None, k: int, rule: str, *, lam: float, rng: np.random.Generator, sketch_factor: int = 2
+) -> list[int]:
     """Indices of k rows of the pool under ``rule`` (one of SAMPLINGS).
 
     J: (N, P) pool Jacobian (unused by ``uniform``, which needs only N = J.shape[0])."""

@@ -44,37 +44,37 @@ MAX_TOTAL_BUDGET_S = 6 * 3600.0  # up-front limit: time_budget_s x runs
 
 @dataclass(frozen=True)
 class Config:
-    problem: str = "poisson2d"                 # poisson2d | poisson5d | heat1d | allencahn2d
+    problem: str = "poisson2d"  # poisson2d | poisson5d | heat1d | allencahn2d
     optim: tuple[str, ...] = ("sng", "spring", "adam", "lbfgs", "engd")  # any of OPTIMS
-    batch: tuple[int, ...] = (64, 256)         # mini-batch sizes b (rows per step)
-    seeds: int = 1                             # runs per configuration: seeds seed .. seed+seeds-1
-    time_budget_s: float = 300.0               # optimizer time per run (s)
-    max_iterations: int = 1_000_000            # hard cap on steps per run
-    width: int = 64                            # tanh MLP width
-    depth: int = 2                             # hidden layers
-    pool_interior: int = 1000                  # collocation pool N (interior rows)
-    pool_boundary: int = 200                   # collocation pool (boundary rows)
-    pool_resample_every: int = 100             # redraw the pool every R steps (0 = fixed)
-    eval_points: int = 4096                    # fresh interior points for the relative L2 error
-    eval_interval_s: float = 1.0               # optimizer seconds between evaluations
-    sampling: str = "uniform"                  # uniform | leverage | volume | volume-approx (sng/spring)
-    sampling_refresh_every: int = 10           # steps between pool Jacobians (leverage/volume)
-    sketch_factor: int = 2                     # volume-approx: sketch columns = factor x batch
-    damping: float = 1e-8                      # lam (ENGD-Woodbury Poisson sweeps: 1e-8 .. 1e-12)
-    damping_schedule: str = "constant"         # constant | exponential
-    damping_decay: float = 1.0                 # exponential: lam_t = max(damping_min, damping decay^t)
+    batch: tuple[int, ...] = (64, 256)  # mini-batch sizes b (rows per step)
+    seeds: int = 1  # runs per configuration: seeds seed .. seed+seeds-1
+    time_budget_s: float = 300.0  # optimizer time per run (s)
+    max_iterations: int = 1_000_000  # hard cap on steps per run
+    width: int = 64  # tanh MLP width
+    depth: int = 2  # hidden layers
+    pool_interior: int = 1000  # collocation pool N (interior rows)
+    pool_boundary: int = 200  # collocation pool (boundary rows)
+    pool_resample_every: int = 100  # redraw the pool every R steps (0 = fixed)
+    eval_points: int = 4096  # fresh interior points for the relative L2 error
+    eval_interval_s: float = 1.0  # optimizer seconds between evaluations
+    sampling: str = "uniform"  # uniform | leverage | volume | volume-approx (sng/spring)
+    sampling_refresh_every: int = 10  # steps between pool Jacobians (leverage/volume)
+    sketch_factor: int = 2  # volume-approx: sketch columns = factor x batch
+    damping: float = 1e-8  # lam (ENGD-Woodbury Poisson sweeps: 1e-8 .. 1e-12)
+    damping_schedule: str = "constant"  # constant | exponential
+    damping_decay: float = 1.0  # exponential: lam_t = max(damping_min, damping decay^t)
     damping_min: float = 0.0
-    momentum: float = 0.99                     # SPRING mu (SPRING paper Sec. 4); sng uses 0
-    lr: float = 0.0                            # sng/spring/engd step size; 0 = grid line search 2^0..2^-30
-    norm_constraint: float = 0.0               # SPRING's C (with a fixed lr; 0 = off)
-    engd_damping: float = 1e-10                # full-batch ENGD's lam
+    momentum: float = 0.99  # SPRING mu (SPRING paper Sec. 4); sng uses 0
+    lr: float = 0.0  # sng/spring/engd step size; 0 = grid line search 2^0..2^-30
+    norm_constraint: float = 0.0  # SPRING's C (with a fixed lr; 0 = off)
+    engd_damping: float = 1e-10  # full-batch ENGD's lam
     adam_lr: float = 1e-3
     adam_lr_final: float = 1e-5
     adam_decay_steps: int = 20000
     sgd_lr: float = 1e-3
     sgd_momentum: float = 0.9
     lbfgs_history: int = 100
-    dtype: str = "float64"                     # float64 | float32
+    dtype: str = "float64"  # float64 | float32
 
     def __post_init__(self):
         if self.problem not in PR.PROBLEMS:
@@ -90,8 +90,18 @@ class Config:
             raise ValueError(f"batch sizes must be >= 2, got {list(self.batch)}")
         if len(set(self.batch)) != len(self.batch):
             raise ValueError(f"batch lists a size twice: {list(self.batch)}")
-        for name in ("damping", "damping_min", "norm_constraint", "engd_damping", "lr", "adam_lr", "adam_lr_final",
-                     "sgd_lr", "time_budget_s", "eval_interval_s"):
+        for name in (
+            "damping",
+            "damping_min",
+            "norm_constraint",
+            "engd_damping",
+            "lr",
+            "adam_lr",
+            "adam_lr_final",
+            "sgd_lr",
+            "time_budget_s",
+            "eval_interval_s",
+        ):
             v = getattr(self, name)
             if not math.isfinite(v) or v < 0:
                 raise ValueError(f"{name} must be a finite number >= 0, got {v}")
@@ -109,13 +119,26 @@ class Config:
             raise ValueError(f"sampling {self.sampling!r} is not one of {', '.join(S.SAMPLINGS)}")
         if self.dtype not in ("float64", "float32"):
             raise ValueError(f"dtype must be float64 or float32, got {self.dtype!r}")
-        for name, lo in (("seeds", 1), ("max_iterations", 1), ("width", 1), ("depth", 1), ("pool_interior", 2),
-                         ("pool_boundary", 1), ("pool_resample_every", 0), ("eval_points", 1),
-                         ("sampling_refresh_every", 1), ("sketch_factor", 1), ("adam_decay_steps", 1), ("lbfgs_history", 1)):
+        for name, lo in (
+            ("seeds", 1),
+            ("max_iterations", 1),
+            ("width", 1),
+            ("depth", 1),
+            ("pool_interior", 2),
+            ("pool_boundary", 1),
+            ("pool_resample_every", 0),
+            ("eval_points", 1),
+            ("sampling_refresh_every", 1),
+            ("sketch_factor", 1),
+            ("adam_decay_steps", 1),
+            ("lbfgs_history", 1),
+        ):
             if getattr(self, name) < lo:
                 raise ValueError(f"{name} must be >= {lo}, got {getattr(self, name)}")
         if any(b > self.pool_interior + self.pool_boundary for b in self.batch):
-            raise ValueError(f"batch sizes {list(self.batch)} exceed the pool of {self.pool_interior + self.pool_boundary} rows")
+            raise ValueError(
+                f"batch sizes {list(self.batch)} exceed the pool of {self.pool_interior + self.pool_boundary} rows"
+            )
         if self.width * self.depth > 4096:
             raise ValueError(f"width x depth = {self.width * self.depth} is beyond this command's CPU scope (<= 4096)")
 
@@ -125,8 +148,14 @@ def validate(cfg: Config) -> None:
     from icml26.core.limits import check_work
 
     runs = cfg.seeds * sum(len(cfg.batch) if o in BATCHED else 1 for o in cfg.optim)
-    check_work(runs * cfg.time_budget_s, MAX_TOTAL_BUDGET_S, "take", "s of optimizer time",
-               "--time-budget, --seeds, --batch or --optim", detail=f"{runs} runs x {cfg.time_budget_s:g} s")
+    check_work(
+        runs * cfg.time_budget_s,
+        MAX_TOTAL_BUDGET_S,
+        "take",
+        "s of optimizer time",
+        "--time-budget, --seeds, --batch or --optim",
+        detail=f"{runs} runs x {cfg.time_budget_s:g} s",
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -152,7 +181,9 @@ class _Pool:
         return b - bb, bb
 
 
-def _run_one(cfg: Config, problem: PR.Problem, optim: str, batch: Optional[int], seed: int, device: str) -> Iterator[dict]:
+def _run_one(
+    cfg: Config, problem: PR.Problem, optim: str, batch: Optional[int], seed: int, device: str
+) -> Iterator[dict]:
     """Yield ``step`` records of one run, then a private ``_end`` record with its summary."""
     dtype = torch.float64 if cfg.dtype == "float64" else torch.float32
     torch.manual_seed(seed)
@@ -168,10 +199,16 @@ def _run_one(cfg: Config, problem: PR.Problem, optim: str, batch: Optional[int],
     opt = sched = None
     if optim in ("sng", "spring", "engd"):
         lam = cfg.engd_damping if optim == "engd" else cfg.damping
-        opt = O.SNG([theta], lr=cfg.lr if cfg.lr > 0 else None, damping=lam,
-                    momentum=cfg.momentum if optim == "spring" else 0.0, norm_constraint=cfg.norm_constraint,
-                    damping_schedule=cfg.damping_schedule if optim != "engd" else "constant",
-                    damping_decay=cfg.damping_decay, damping_min=cfg.damping_min)
+        opt = O.SNG(
+            [theta],
+            lr=cfg.lr if cfg.lr > 0 else None,
+            damping=lam,
+            momentum=cfg.momentum if optim == "spring" else 0.0,
+            norm_constraint=cfg.norm_constraint,
+            damping_schedule=cfg.damping_schedule if optim != "engd" else "constant",
+            damping_decay=cfg.damping_decay,
+            damping_min=cfg.damping_min,
+        )
     elif optim == "adam":
         opt, sched = B.adam(theta, cfg.adam_lr, cfg.adam_lr_final, cfg.adam_decay_steps)
     elif optim == "sgd":
@@ -192,7 +229,9 @@ def _run_one(cfg: Config, problem: PR.Problem, optim: str, batch: Optional[int],
         wi, wb = 1.0 / math.sqrt(len(pool.Xi)), 1.0 / math.sqrt(len(pool.Xb))
         if pool_J is None or it % cfg.sampling_refresh_every == 0:
             _, pool_J = res.jacobian(theta.detach(), pool.Xi, pool.Xb, wi, wb)
-        idx = np.array(S.select(pool_J.cpu(), b, cfg.sampling, lam=opt.current_damping(), rng=rng, sketch_factor=cfg.sketch_factor))
+        idx = np.array(
+            S.select(pool_J.cpu(), b, cfg.sampling, lam=opt.current_damping(), rng=rng, sketch_factor=cfg.sketch_factor)
+        )
         ni = len(pool.Xi)
         ii, ib = idx[idx < ni], idx[idx >= ni] - ni
         scale = math.sqrt(pool.N / b)
@@ -213,12 +252,16 @@ def _run_one(cfg: Config, problem: PR.Problem, optim: str, batch: Optional[int],
                 Xi, Xb, wi, wb = uniform_batch(batch)
             else:
                 Xi, Xb, wi, wb = selected_batch(batch, it)
-            opt.step(lambda: res.jacobian(theta.detach(), Xi, Xb, wi, wb),
-                     residual_fn=lambda: res.vector(theta.detach(), Xi, Xb, wi, wb))
+            opt.step(
+                lambda: res.jacobian(theta.detach(), Xi, Xb, wi, wb),
+                residual_fn=lambda: res.vector(theta.detach(), Xi, Xb, wi, wb),
+            )
         elif optim == "engd":
             wi, wb = 1.0 / math.sqrt(len(pool.Xi)), 1.0 / math.sqrt(len(pool.Xb))
-            opt.step(lambda: res.jacobian(theta.detach(), pool.Xi, pool.Xb, wi, wb),
-                     residual_fn=lambda: res.vector(theta.detach(), pool.Xi, pool.Xb, wi, wb))
+            opt.step(
+                lambda: res.jacobian(theta.detach(), pool.Xi, pool.Xb, wi, wb),
+                residual_fn=lambda: res.vector(theta.detach(), pool.Xi, pool.Xb, wi, wb),
+            )
         elif optim in ("adam", "sgd"):
             Xi, Xb, wi, wb = uniform_batch(batch)
             opt.zero_grad(set_to_none=True)
@@ -228,11 +271,13 @@ def _run_one(cfg: Config, problem: PR.Problem, optim: str, batch: Optional[int],
             if sched is not None:
                 sched.step()
         elif optim == "lbfgs":
+
             def closure():
                 opt.zero_grad(set_to_none=True)
                 loss = res.loss(theta, pool.Xi, pool.Xb)
                 loss.backward()
                 return loss
+
             before = B.lbfgs_iterations(opt)
             opt.step(closure)
             return max(1, B.lbfgs_iterations(opt) - before)
@@ -273,10 +318,21 @@ def _run_one(cfg: Config, problem: PR.Problem, optim: str, batch: Optional[int],
     mb = max(1, round(m * len(pool.Xb) / pool.N))
     decay = float("nan")
     if not diverged:
-        _, Jend = res.jacobian(theta.detach(), pool.Xi[:m - mb], pool.Xb[:mb], 1.0 / math.sqrt(m - mb), 1.0 / math.sqrt(mb))
+        _, Jend = res.jacobian(
+            theta.detach(), pool.Xi[: m - mb], pool.Xb[:mb], 1.0 / math.sqrt(m - mb), 1.0 / math.sqrt(mb)
+        )
         decay = B.spectral_decay(Jend)
-    yield {"kind": "_end", "final_rel_l2": rel, "best_rel_l2": best, "t3": t3, "t5": t5, "iterations": it,
-           "wall_s": wall, "decay": decay, "diverged": diverged}
+    yield {
+        "kind": "_end",
+        "final_rel_l2": rel,
+        "best_rel_l2": best,
+        "t3": t3,
+        "t5": t5,
+        "iterations": it,
+        "wall_s": wall,
+        "decay": decay,
+        "diverged": diverged,
+    }
 
 
 def _median(xs: list[float]) -> float:
@@ -287,27 +343,38 @@ def _median(xs: list[float]) -> float:
     return xs[n // 2] if n % 2 else 0.5 * (xs[n // 2 - 1] + xs[n // 2])
 
 
-def result_record(problem: str, optim: str, batch: Optional[int], sampling: Optional[str], ends: list[dict], seeds: list[int]) -> dict:
+def result_record(
+    problem: str, optim: str, batch: Optional[int], sampling: Optional[str], ends: list[dict], seeds: list[int]
+) -> dict:
     """One ``result`` over the seeds of a configuration (medians; a time is null when the
     median run did not reach the threshold)."""
+
     def med_time(key):
         m = _median([e[key] if e[key] is not None else math.inf for e in ends])
         return m if math.isfinite(m) else None
-    return {"kind": "result", "problem": problem, "optim": optim, "batch": batch, "sampling": sampling,
-            "final_rel_l2": _median([e["final_rel_l2"] for e in ends]),
-            "best_rel_l2": _median([e["best_rel_l2"] for e in ends]),
-            "time_to_1e-3_s": med_time("t3"), "time_to_1e-5_s": med_time("t5"),
-            "iterations": int(_median([e["iterations"] for e in ends])),
-            "seeds": seeds,
-            "jacobian_spectral_decay": _median([e["decay"] for e in ends]),
-            "per_seed_final_rel_l2": [e["final_rel_l2"] for e in ends],
-            "diverged_runs": sum(bool(e["diverged"]) for e in ends)}
+
+    return {
+        "kind": "result",
+        "problem": problem,
+        "optim": optim,
+        "batch": batch,
+        "sampling": sampling,
+        "final_rel_l2": _median([e["final_rel_l2"] for e in ends]),
+        "best_rel_l2": _median([e["best_rel_l2"] for e in ends]),
+        "time_to_1e-3_s": med_time("t3"),
+        "time_to_1e-5_s": med_time("t5"),
+        "iterations": int(_median([e["iterations"] for e in ends])),
+        "seeds": seeds,
+        "jacobian_spectral_decay": _median([e["decay"] for e in ends]),
+        "per_seed_final_rel_l2": [e["final_rel_l2"] for e in ends],
+        "diverged_runs": sum(bool(e["diverged"]) for e in ends),
+    }
 
 
 def configurations(cfg: Config) -> list[tuple[str, Optional[int]]]:
     out = []
     for o in cfg.optim:
-        for b in (cfg.batch if o in BATCHED else (None,)):
+        for b in cfg.batch if o in BATCHED else (None,):
             out.append((o, b))
     return out
 
@@ -330,9 +397,16 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu") -> Iterator[dict]:
         results.append(r)
         yield r
     best = min(results, key=lambda r: r["best_rel_l2"] if math.isfinite(r["best_rel_l2"]) else math.inf)
-    yield {"kind": "summary", "problem": cfg.problem, "configurations": len(results), "seeds": seeds,
-           "time_budget_s": cfg.time_budget_s, "best_optim": best["optim"], "best_batch": best["batch"],
-           "best_rel_l2": best["best_rel_l2"]}
+    yield {
+        "kind": "summary",
+        "problem": cfg.problem,
+        "configurations": len(results),
+        "seeds": seeds,
+        "time_budget_s": cfg.time_budget_s,
+        "best_optim": best["optim"],
+        "best_batch": best["batch"],
+        "best_rel_l2": best["best_rel_l2"],
+    }
 
 
 def plot(records: list[dict], out_dir) -> None:
@@ -351,8 +425,12 @@ def plot(records: list[dict], out_dir) -> None:
     keys = sorted({(r["optim"], r["batch"] or 0) for r in steps})
     colors = dict(zip(keys, plt.cm.tab10.colors * 3))
     labelled = set()
-    for (o, b, s) in sorted({(r["optim"], r["batch"] or 0, r["seed"]) for r in steps}):
-        pts = [(max(r["wall_s"], 1e-3), r["rel_l2"]) for r in steps if r["optim"] == o and (r["batch"] or 0) == b and r["seed"] == s]
+    for o, b, s in sorted({(r["optim"], r["batch"] or 0, r["seed"]) for r in steps}):
+        pts = [
+            (max(r["wall_s"], 1e-3), r["rel_l2"])
+            for r in steps
+            if r["optim"] == o and (r["batch"] or 0) == b and r["seed"] == s
+        ]
         lab = f"{o}" + (f" b={b}" if b else "")
         ax.plot(*zip(*pts), color=colors[(o, b)], label=None if lab in labelled else lab, lw=1.2)
         labelled.add(lab)

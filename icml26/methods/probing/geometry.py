@@ -58,7 +58,9 @@ def loo_centroids(x: np.ndarray, labels: np.ndarray) -> np.ndarray:
     x = _as2d(x)
     cents, counts, idx = group_centroids(x, labels)
     if np.any(counts < 2):
-        raise ValueError(f"{int(np.sum(counts < 2))} group(s) have a single member: a leave-one-out centroid needs at least 2")
+        raise ValueError(
+            f"{int(np.sum(counts < 2))} group(s) have a single member: a leave-one-out centroid needs at least 2"
+        )
     n = counts[idx][:, None].astype(np.float64)
     return (n * cents[idx] - x) / (n - 1.0)
 
@@ -131,13 +133,13 @@ def information_imbalance(d_a: np.ndarray, d_b: np.ndarray) -> float:
     eye = np.eye(n, dtype=bool)
     da = np.where(eye, np.inf, d_a)
     db = np.where(eye, np.inf, d_b)
-    nn_mask = da == da.min(axis=1, keepdims=True)           # (N, N) tied nearest neighbours in A
-    nn_first = np.argmax(nn_mask, axis=1)                    # (N,)
+    nn_mask = da == da.min(axis=1, keepdims=True)  # (N, N) tied nearest neighbours in A
+    nn_first = np.argmax(nn_mask, axis=1)  # (N,)
     rows = np.arange(n)
     # rank_B(i, j) - 1 = number of points strictly closer to i than j in B ("min" ties)
-    rel = (db < db[rows, nn_first][:, None]).sum(axis=1).astype(np.float64)   # (N,)
+    rel = (db < db[rows, nn_first][:, None]).sum(axis=1).astype(np.float64)  # (N,)
     ties = np.flatnonzero(nn_mask.sum(axis=1) > 1)
-    for i in ties:                                           # rare with real-valued data
+    for i in ties:  # rare with real-valued data
         js = np.flatnonzero(nn_mask[i])
         rel[i] = float(np.mean([(db[i] < db[i, j]).sum() for j in js]))
     return float(2.0 * rel.mean() / (n - 2))
@@ -152,8 +154,9 @@ def _jackknife_replicates_exact(d_a: np.ndarray, d_b: np.ndarray, blocks: np.nda
     return reps
 
 
-def _jackknife_replicates_fast(d_a: np.ndarray, d_b: np.ndarray, blocks: np.ndarray, ids: np.ndarray,
-                               top_k: int = 48) -> np.ndarray | None:
+def _jackknife_replicates_fast(
+    d_a: np.ndarray, d_b: np.ndarray, blocks: np.ndarray, ids: np.ndarray, top_k: int = 48
+) -> np.ndarray | None:
     """The same replicates in O(N^2) total, or None when the data have ties in A.
 
     Removing block b changes a row's nearest neighbour in A only when that neighbour is
@@ -166,15 +169,15 @@ def _jackknife_replicates_fast(d_a: np.ndarray, d_b: np.ndarray, blocks: np.ndar
     db = np.array(d_b, dtype=np.float64)
     da[rows, rows] = np.inf
     db[rows, rows] = np.inf
-    top = np.argpartition(da, k - 1, axis=1)[:, :k] if k < n else np.argsort(da, axis=1)[:, :k]   # (N, k)
+    top = np.argpartition(da, k - 1, axis=1)[:, :k] if k < n else np.argsort(da, axis=1)[:, :k]  # (N, k)
     top_d = np.take_along_axis(da, top, axis=1)
     order = np.argsort(top_d, axis=1, kind="stable")
     top, top_d = np.take_along_axis(top, order, axis=1), np.take_along_axis(top_d, order, axis=1)
     if np.any(top_d[:, 1:] == top_d[:, :-1]):
-        return None                                          # ties in A: use the exact path
+        return None  # ties in A: use the exact path
     nn = top[:, 0]
     thr = db[rows, nn]
-    cnt = (db < thr[:, None]).sum(axis=1)                    # rank_B(i, nn_i) - 1 on all points
+    cnt = (db < thr[:, None]).sum(axis=1)  # rank_B(i, nn_i) - 1 on all points
     reps = np.empty(len(ids))
     for j, b in enumerate(ids):
         removed = np.flatnonzero(blocks == b)
@@ -182,9 +185,9 @@ def _jackknife_replicates_fast(d_a: np.ndarray, d_b: np.ndarray, blocks: np.ndar
         kept = np.flatnonzero(keep)
         in_b = ~keep
         rel = cnt[kept] - (db[np.ix_(kept, removed)] < thr[kept, None]).sum(axis=1)
-        moved = kept[in_b[nn[kept]]]                         # rows whose neighbour was removed
+        moved = kept[in_b[nn[kept]]]  # rows whose neighbour was removed
         if len(moved):
-            ok = keep[top[moved]]                            # (m, k)
+            ok = keep[top[moved]]  # (m, k)
             if not np.all(ok.any(axis=1)):
                 return None
             new_nn = top[moved, np.argmax(ok, axis=1)]
@@ -197,7 +200,9 @@ def _jackknife_replicates_fast(d_a: np.ndarray, d_b: np.ndarray, blocks: np.ndar
     return reps
 
 
-def jackknife_ii(d_a: np.ndarray, d_b: np.ndarray, blocks: np.ndarray, level: float = 0.95) -> tuple[float, float, tuple[float, float]]:
+def jackknife_ii(
+    d_a: np.ndarray, d_b: np.ndarray, blocks: np.ndarray, level: float = 0.95
+) -> tuple[float, float, tuple[float, float]]:
     """Information Imbalance with a delete-a-group jackknife confidence interval.
 
     blocks: (N,) block id of each point; each block is left out in turn (rows and

@@ -31,8 +31,17 @@ def decoder_layers(model):
     return best[1]
 
 
-def extract(model, tokenizer, sentences: list[str], *, pooling: str = "last", last_tokens: int = 3,
-            batch_size: int = 32, device: str = "cpu", on_batch: Callable[[int], None] | None = None) -> np.ndarray:
+def extract(
+    model,
+    tokenizer,
+    sentences: list[str],
+    *,
+    pooling: str = "last",
+    last_tokens: int = 3,
+    batch_size: int = 32,
+    device: str = "cpu",
+    on_batch: Callable[[int], None] | None = None,
+) -> np.ndarray:
     """Pooled hidden states, ``(L + 1, N, d)`` float64 (layer 0 = embeddings).
 
     Sentences are sorted by length and right-padded in batches; padding and special
@@ -61,20 +70,21 @@ def extract(model, tokenizer, sentences: list[str], *, pooling: str = "last", la
     try:
         with torch.inference_mode():
             for start in range(0, len(sentences), batch_size):
-                idx = order[start:start + batch_size]
-                enc = tokenizer([sentences[i] for i in idx], return_tensors="pt", padding=True,
-                                return_special_tokens_mask=True)
+                idx = order[start : start + batch_size]
+                enc = tokenizer(
+                    [sentences[i] for i in idx], return_tensors="pt", padding=True, return_special_tokens_mask=True
+                )
                 ids = enc["input_ids"].to(device)
                 att = enc["attention_mask"].to(device)
-                keep = (att.bool() & ~enc["special_tokens_mask"].to(device).bool())        # (B, T)
+                keep = att.bool() & ~enc["special_tokens_mask"].to(device).bool()  # (B, T)
                 if not bool(keep.any(dim=1).all()):
                     raise ValueError("a sentence has no non-special tokens")
                 if pooling == "last":
                     # the last `last_tokens` kept positions of each row
-                    rank_from_end = keep.flip(1).long().cumsum(1).flip(1)                  # (B, T)
+                    rank_from_end = keep.flip(1).long().cumsum(1).flip(1)  # (B, T)
                     keep = keep & (rank_from_end <= last_tokens)
                 w = keep.to(torch.float32)
-                w = w / w.sum(dim=1, keepdim=True)                                         # (B, T)
+                w = w / w.sum(dim=1, keepdim=True)  # (B, T)
                 captured.clear()
                 base(input_ids=ids, attention_mask=att)
                 if len(captured) != len(blocks) + 1:

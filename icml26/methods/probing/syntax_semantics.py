@@ -44,17 +44,17 @@ from icml26.methods.probing.sentences import DEFAULT_STRUCTURES, STRUCTURES
 
 @dataclass(frozen=True)
 class Config:
-    model: str = "smollm2-135m"          # built-in name, HF folder, or .gguf file
-    sentences: str | None = None          # TSV (sentence, syntax_id, meaning_id); None = built-in WordNet set
-    n_events: int = 100                   # built-in set: meanings (each realised in every structure)
-    structures: tuple[str, ...] = DEFAULT_STRUCTURES   # built-in set: syntax templates
+    model: str = "smollm2-135m"  # built-in name, HF folder, or .gguf file
+    sentences: str | None = None  # TSV (sentence, syntax_id, meaning_id); None = built-in WordNet set
+    n_events: int = 100  # built-in set: meanings (each realised in every structure)
+    structures: tuple[str, ...] = DEFAULT_STRUCTURES  # built-in set: syntax templates
     verify_parse: Literal["auto", "on", "off"] = "auto"  # built-in set: spaCy POS check of every structure
     pooling: Literal["last", "mean"] = "last"
-    last_tokens: int = 3                  # pooling=last: mean of the last n tokens (official n = 3)
+    last_tokens: int = 3  # pooling=last: mean of the last n tokens (official n = 3)
     batch_size: int = 32
-    layer_stride: int = 1                 # analyse every k-th layer (first and last always)
-    center: bool = False                  # subtract the global mean first (official global_centering)
-    jackknife_blocks: int = 20            # delete-a-group jackknife blocks (meaning groups kept whole)
+    layer_stride: int = 1  # analyse every k-th layer (first and last always)
+    center: bool = False  # subtract the global mean first (official global_centering)
+    jackknife_blocks: int = 20  # delete-a-group jackknife blocks (meaning groups kept whole)
     ci_level: float = 0.95
     shuffle_control: bool = True
 
@@ -86,9 +86,18 @@ def load_sentences(cfg: Config, seed: int):
     return S.build_sentence_set(cfg.n_events, tuple(cfg.structures), seed=seed, verify=cfg.verify_parse)
 
 
-def layer_metrics(x: np.ndarray, syn: np.ndarray, sem: np.ndarray, twin: np.ndarray, para: np.ndarray,
-                  blocks: np.ndarray, perm: np.ndarray | None, *, center: bool = False,
-                  level: float = 0.95) -> dict:
+def layer_metrics(
+    x: np.ndarray,
+    syn: np.ndarray,
+    sem: np.ndarray,
+    twin: np.ndarray,
+    para: np.ndarray,
+    blocks: np.ndarray,
+    perm: np.ndarray | None,
+    *,
+    center: bool = False,
+    level: float = 0.95,
+) -> dict:
     """All similarities and Information Imbalances of one layer.
 
     x: (N, d); syn, sem, blocks: (N,) ints; twin, para: (N,) partner index or -1;
@@ -96,9 +105,9 @@ def layer_metrics(x: np.ndarray, syn: np.ndarray, sem: np.ndarray, twin: np.ndar
     x = np.asarray(x, dtype=np.float64)
     if center:
         x = x - x.mean(axis=0, keepdims=True)
-    c_syn = geo.loo_centroids(x, syn)                        # (N, d)   step 2
+    c_syn = geo.loo_centroids(x, syn)  # (N, d)   step 2
     c_sem = geo.loo_centroids(x, sem)
-    reps = {"": x, "_minus_syn_centroid": x - c_syn, "_minus_sem_centroid": x - c_sem}   # step 3
+    reps = {"": x, "_minus_syn_centroid": x - c_syn, "_minus_sem_centroid": x - c_sem}  # step 3
     if perm is not None:
         reps["_minus_shuffled_syn_centroid"] = x - c_syn[perm]
         reps["_minus_shuffled_sem_centroid"] = x - c_sem[perm]
@@ -106,8 +115,8 @@ def layer_metrics(x: np.ndarray, syn: np.ndarray, sem: np.ndarray, twin: np.ndar
     rows_syn, rows_sem = np.flatnonzero(twin >= 0), np.flatnonzero(para >= 0)
     out: dict = {}
     for suffix, z in reps.items():
-        sim = geo.cosine_matrix(z)                           # (N, N)   step 4
-        dist = np.sqrt(np.maximum(2.0 - 2.0 * sim, 0.0))     # normalized L2
+        sim = geo.cosine_matrix(z)  # (N, N)   step 4
+        dist = np.sqrt(np.maximum(2.0 - 2.0 * sim, 0.0))  # normalized L2
         kinds = ("syntax", "semantic", "unmatched")
         if "shuffled_syn" in suffix:
             kinds = ("syntax", "unmatched")
@@ -115,7 +124,7 @@ def layer_metrics(x: np.ndarray, syn: np.ndarray, sem: np.ndarray, twin: np.ndar
             kinds = ("semantic", "unmatched")
         for kind in kinds:
             out[f"sim_{kind}{suffix}"] = geo.mean_partner_similarity(sim, masks[kind])
-        for kind, rows, partner in (("syntax", rows_syn, twin), ("semantic", rows_sem, para)):   # step 5
+        for kind, rows, partner in (("syntax", rows_syn, twin), ("semantic", rows_sem, para)):  # step 5
             if kind not in kinds or len(rows) < 4:
                 continue
             d_a = dist[np.ix_(rows, rows)]
@@ -126,8 +135,9 @@ def layer_metrics(x: np.ndarray, syn: np.ndarray, sem: np.ndarray, twin: np.ndar
     return out
 
 
-def run(cfg: Config, *, seed: int = 0, device: str = "cpu", out_dir: str | Path | None = None,
-        sentence_set=None) -> Iterator[dict]:
+def run(
+    cfg: Config, *, seed: int = 0, device: str = "cpu", out_dir: str | Path | None = None, sentence_set=None
+) -> Iterator[dict]:
     """Yield one ``result`` record per analysed layer, then a ``summary`` record.
 
     sentence_set: a ready :class:`~icml26.methods.probing.sentences.SentenceSet` (the
@@ -154,8 +164,16 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu", out_dir: str | Path 
     model, tok = load_causal_lm(cfg.model, device=device)
     t1 = time.perf_counter()
     with progress(n, "hidden states") as bar:
-        h = hidden.extract(model, tok, ss.sentences, pooling=cfg.pooling, last_tokens=cfg.last_tokens,
-                           batch_size=cfg.batch_size, device=device, on_batch=bar.advance)   # (L+1, N, d)
+        h = hidden.extract(
+            model,
+            tok,
+            ss.sentences,
+            pooling=cfg.pooling,
+            last_tokens=cfg.last_tokens,
+            batch_size=cfg.batch_size,
+            device=device,
+            on_batch=bar.advance,
+        )  # (L+1, N, d)
     t_hidden = time.perf_counter() - t1
     n_layers = h.shape[0]
     layers = sorted(set(range(0, n_layers, cfg.layer_stride)) | {n_layers - 1})
@@ -170,10 +188,14 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu", out_dir: str | Path 
             bar.advance()
             yield rec
     t_metrics = time.perf_counter() - t2
-    yield summarize(results, ss, cfg, n_layers=n_layers,
-                    seconds={"data": t_data, "hidden_states": t_hidden, "metrics": t_metrics,
-                             "total": time.perf_counter() - t0},
-                    twin_overlap=_twin_overlap(ss, twin))
+    yield summarize(
+        results,
+        ss,
+        cfg,
+        n_layers=n_layers,
+        seconds={"data": t_data, "hidden_states": t_hidden, "metrics": t_metrics, "total": time.perf_counter() - t0},
+        twin_overlap=_twin_overlap(ss, twin),
+    )
 
 
 def _twin_overlap(ss, twin: np.ndarray) -> float:
@@ -215,8 +237,24 @@ def summarize(results: list[dict], ss, cfg: Config, *, n_layers: int, seconds: d
     get = lambda k: np.array([np.nan if r.get(k) is None else r[k] for r in results], dtype=float)
     syn_gap = get("sim_syntax") - get("sim_unmatched")
     sem_gap = get("sim_semantic") - get("sim_unmatched")
-    eff_syn = [r["layer"] for r in results if _ci_above(r, "ii_syntax_minus_syn_centroid", ("ii_syntax", "ii_syntax_minus_shuffled_syn_centroid") if cfg.shuffle_control else ("ii_syntax",))]
-    eff_sem = [r["layer"] for r in results if _ci_above(r, "ii_semantic_minus_sem_centroid", ("ii_semantic", "ii_semantic_minus_shuffled_sem_centroid") if cfg.shuffle_control else ("ii_semantic",))]
+    eff_syn = [
+        r["layer"]
+        for r in results
+        if _ci_above(
+            r,
+            "ii_syntax_minus_syn_centroid",
+            ("ii_syntax", "ii_syntax_minus_shuffled_syn_centroid") if cfg.shuffle_control else ("ii_syntax",),
+        )
+    ]
+    eff_sem = [
+        r["layer"]
+        for r in results
+        if _ci_above(
+            r,
+            "ii_semantic_minus_sem_centroid",
+            ("ii_semantic", "ii_semantic_minus_shuffled_sem_centroid") if cfg.shuffle_control else ("ii_semantic",),
+        )
+    ]
 
     def argbest(v, fn):
         if np.all(np.isnan(v)):
@@ -261,8 +299,18 @@ def summarize(results: list[dict], ss, cfg: Config, *, n_layers: int, seconds: d
     return out
 
 
-COLUMNS = ("layer", "sim_syntax", "sim_syntax_minus_syn_centroid", "sim_semantic", "sim_semantic_minus_sem_centroid",
-           "sim_unmatched", "ii_syntax", "ii_syntax_minus_syn_centroid", "ii_semantic", "ii_semantic_minus_sem_centroid")
+COLUMNS = (
+    "layer",
+    "sim_syntax",
+    "sim_syntax_minus_syn_centroid",
+    "sim_semantic",
+    "sim_semantic_minus_sem_centroid",
+    "sim_unmatched",
+    "ii_syntax",
+    "ii_syntax_minus_syn_centroid",
+    "ii_semantic",
+    "ii_semantic_minus_sem_centroid",
+)
 
 
 def plot(records: list[dict], out_dir: Path) -> None:
@@ -284,12 +332,17 @@ def plot(records: list[dict], out_dir: Path) -> None:
     for kind, color in (("syntax", "C0"), ("semantic", "C3")):
         own = "syn" if kind == "syntax" else "sem"
         other = "sem" if kind == "syntax" else "syn"
-        for suf, style, label in (("", "-", ""), (f"_minus_{own}_centroid", "--", f" - {own} centroid"),
-                                  (f"_minus_{other}_centroid", "-.", f" - {other} centroid"),
-                                  (f"_minus_shuffled_{own}_centroid", ":", f" - shuffled {own} centroid")):
+        for suf, style, label in (
+            ("", "-", ""),
+            (f"_minus_{own}_centroid", "--", f" - {own} centroid"),
+            (f"_minus_{other}_centroid", "-.", f" - {other} centroid"),
+            (f"_minus_shuffled_{own}_centroid", ":", f" - shuffled {own} centroid"),
+        ):
             v = get(f"sim_{kind}{suf}") - get(f"sim_unmatched{suf}")
             if not np.all(np.isnan(v)):
-                ax.plot(L, v, color=color, ls=style, label=f"{'syntax twins' if kind == 'syntax' else 'paraphrases'}{label}")
+                ax.plot(
+                    L, v, color=color, ls=style, label=f"{'syntax twins' if kind == 'syntax' else 'paraphrases'}{label}"
+                )
     ax.axhline(0.0, color="gray", lw=0.8)
     ax.set_xlabel("layer")
     ax.set_ylabel("cosine(matched) - cosine(unmatched)")

@@ -41,11 +41,13 @@ def token_stream(tok, docs: list[str], n_tokens: int) -> Tensor:
 def chunks(stream: Tensor, seq_len: int) -> list[Tensor]:
     """(n,) -> list of (1, seq_len) chunks (remainder dropped)."""
     n = stream.numel() // seq_len
-    return [stream[i * seq_len:(i + 1) * seq_len][None] for i in range(n)]
+    return [stream[i * seq_len : (i + 1) * seq_len][None] for i in range(n)]
 
 
 @torch.no_grad()
-def perplexity(model, batches: list[Tensor], *, fp_top1: list[Tensor] | None = None) -> tuple[float, float | None, list[Tensor]]:
+def perplexity(
+    model, batches: list[Tensor], *, fp_top1: list[Tensor] | None = None
+) -> tuple[float, float | None, list[Tensor]]:
     """exp(mean next-token NLL) over all chunks (each chunk scored on its own, from position 1).
 
     Returns (perplexity, top-1 agreement with ``fp_top1`` or None, this model's top-1 lists)."""

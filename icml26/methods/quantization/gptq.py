@@ -52,7 +52,7 @@ class HessianAccumulator:
         self.n = 0
 
     def add(self, x: Tensor) -> None:
-        x = x.detach().reshape(-1, x.shape[-1]).to(torch.float64)   # (t, K)
+        x = x.detach().reshape(-1, x.shape[-1]).to(torch.float64)  # (t, K)
         t = x.shape[0]
         self.H *= self.n / (self.n + t)
         self.n += t
@@ -61,9 +61,18 @@ class HessianAccumulator:
 
 
 @torch.no_grad()
-def gptq_quantize(W: Tensor, H: Tensor, bits: int, *, sym: bool = True, group_size: int = 0,
-                  clip_search: bool = False, block_size: int = 128, percdamp: float = 0.01,
-                  act_order: bool = False) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+def gptq_quantize(
+    W: Tensor,
+    H: Tensor,
+    bits: int,
+    *,
+    sym: bool = True,
+    group_size: int = 0,
+    clip_search: bool = False,
+    block_size: int = 128,
+    percdamp: float = 0.01,
+    act_order: bool = False,
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """GPTQ of one weight matrix (Algorithm 1 of arXiv 2210.17323).
 
     W: (N, K) out x in; H: (K, K) = 2 X X^T / n of the layer's inputs.
@@ -78,8 +87,8 @@ def gptq_quantize(W: Tensor, H: Tensor, bits: int, *, sym: bool = True, group_si
     scale, zero = Q.weight_qparams(W0, bits, sym=sym, group_size=group_size, clip_search=clip_search)  # (N, G)
     G = scale.shape[1]
     gs = K // G
-    W = W0.clone()                                              # float32, as the reference code
-    H = H.detach().clone().double()                             # Cholesky in float64
+    W = W0.clone()  # float32, as the reference code
+    H = H.detach().clone().double()  # Cholesky in float64
     # step 2: dead columns
     dead = torch.diag(H) == 0
     H[dead, dead] = 1.0
@@ -87,18 +96,18 @@ def gptq_quantize(W: Tensor, H: Tensor, bits: int, *, sym: bool = True, group_si
     # step 3: act-order
     perm = torch.argsort(torch.diag(H), descending=True) if act_order else torch.arange(K)
     W, H = W[:, perm], H[perm][:, perm]
-    col_group = (perm // gs).tolist()                           # (K,) group of each (permuted) column
+    col_group = (perm // gs).tolist()  # (K,) group of each (permuted) column
     # step 4: dampening
     damp = percdamp * torch.mean(torch.diag(H))
     H += damp * torch.eye(K, dtype=H.dtype)
     # step 5: upper Cholesky factor of H^-1
     L = torch.linalg.cholesky(H)
-    Hinv = torch.linalg.cholesky(torch.cholesky_inverse(L), upper=True).float()   # (K, K) upper
+    Hinv = torch.linalg.cholesky(torch.cholesky_inverse(L), upper=True).float()  # (K, K) upper
     codes = torch.zeros(N, K)
     # step 6: blocks of B columns, lazy batch updates
     for i1 in range(0, K, block_size):
         i2 = min(i1 + block_size, K)
-        W1 = W[:, i1:i2].clone()                                # (N, B)
+        W1 = W[:, i1:i2].clone()  # (N, B)
         E1 = torch.zeros_like(W1)
         Hinv1 = Hinv[i1:i2, i1:i2]
         for j in range(i2 - i1):
@@ -108,7 +117,7 @@ def gptq_quantize(W: Tensor, H: Tensor, bits: int, *, sym: bool = True, group_si
             q = Q.quantize(w, s, z, bits)
             codes[:, i1 + j] = q
             err = (w - Q.dequantize(q, s, z)) / Hinv1[j, j]
-            W1[:, j + 1:].addr_(err, Hinv1[j, j + 1:], alpha=-1.0)
+            W1[:, j + 1 :].addr_(err, Hinv1[j, j + 1 :], alpha=-1.0)
             E1[:, j] = err
         W[:, i2:] -= E1 @ Hinv[i1:i2, i2:]
     # step 7: undo the permutation
@@ -123,9 +132,18 @@ class _Stop(Exception):
 
 
 @torch.no_grad()
-def quantize_model_gptq(model, batches: list[Tensor], *, bits: int, sym: bool = True, group_size: int = 0,
-                        clip_search: bool = False, block_size: int = 128, percdamp: float = 0.01,
-                        act_order: bool = False) -> dict[str, Tensor]:
+def quantize_model_gptq(
+    model,
+    batches: list[Tensor],
+    *,
+    bits: int,
+    sym: bool = True,
+    group_size: int = 0,
+    clip_search: bool = False,
+    block_size: int = 128,
+    percdamp: float = 0.01,
+    act_order: bool = False,
+) -> dict[str, Tensor]:
     """Sequential GPTQ over the decoder layers of a model whose linears are
     ``qmodel.QuantLinear``. Returns {module name: dequantized GPTQ weight (N, K)}, and
     installs each on its QuantLinear (``fixed_weight``) so that the next layers'
@@ -166,7 +184,7 @@ def quantize_model_gptq(model, batches: list[Tensor], *, bits: int, sym: bool = 
         acc = {}
         hooks = []
         for m in qls:
-            m.wbits = 16                     # the layer itself runs in floating point while its Hessians are taken
+            m.wbits = 16  # the layer itself runs in floating point while its Hessians are taken
             acc[id(m)] = HessianAccumulator(m.in_features)
             hooks.append(m.register_forward_pre_hook(lambda mod, args: acc[id(mod)].add(args[0])))
         try:
@@ -176,9 +194,17 @@ def quantize_model_gptq(model, batches: list[Tensor], *, bits: int, sym: bool = 
             for hk in hooks:
                 hk.remove()
         for m, b in zip(qls, saved_bits):
-            Wq, _, _, _ = gptq_quantize(m.weight, acc[id(m)].H, bits, sym=sym, group_size=group_size,
-                                        clip_search=clip_search, block_size=block_size, percdamp=percdamp,
-                                        act_order=act_order)
+            Wq, _, _, _ = gptq_quantize(
+                m.weight,
+                acc[id(m)].H,
+                bits,
+                sym=sym,
+                group_size=group_size,
+                clip_search=clip_search,
+                block_size=block_size,
+                percdamp=percdamp,
+                act_order=act_order,
+            )
             Wq = Wq.to(m.weight.dtype)
             m.fixed_weight = (key, Wq)
             m.wbits = b

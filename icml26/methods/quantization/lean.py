@@ -71,16 +71,27 @@ class ActQuant:
         return (self.bits, self.granularity, self.sym, self.clip_ratio, s)
 
     def __call__(self, x: Tensor) -> Tensor:
-        return Q.fake_quant_act(x, self.bits, self.granularity, sym=self.sym, clip_ratio=self.clip_ratio,
-                                scale=self.scale, zero=self.zero)
+        return Q.fake_quant_act(
+            x, self.bits, self.granularity, sym=self.sym, clip_ratio=self.clip_ratio, scale=self.scale, zero=self.zero
+        )
 
 
 class Lin:
     """One linear (or several fused by rows) of the lean runtime: x (M, K) -> (M, N)."""
 
-    def __init__(self, *, weight: Tensor | None = None, qweight: Tensor | None = None, scales: Tensor | None = None,
-                 mins: Tensor | None = None, bits: int = 32, group_size: int = 0, int_act: int = 0,
-                 act: ActQuant | None = None, hadamard: bool = False):
+    def __init__(
+        self,
+        *,
+        weight: Tensor | None = None,
+        qweight: Tensor | None = None,
+        scales: Tensor | None = None,
+        mins: Tensor | None = None,
+        bits: int = 32,
+        group_size: int = 0,
+        int_act: int = 0,
+        act: ActQuant | None = None,
+        hadamard: bool = False,
+    ):
         self.weight = None if weight is None else weight.detach().float().contiguous()
         self.qweight, self.scales, self.mins = qweight, scales, mins
         self.bits, self.group_size, self.int_act = bits, group_size, int_act
@@ -114,16 +125,27 @@ class Lin:
         if self.weight is not None:
             return self.weight.shape[1] == other.weight.shape[1]
         return (self.bits, self.group_size, self.int_act, self.qweight.shape[1]) == (
-            other.bits, other.group_size, other.int_act, other.qweight.shape[1])
+            other.bits,
+            other.group_size,
+            other.int_act,
+            other.qweight.shape[1],
+        )
 
     @staticmethod
     def cat(parts: list[Lin]) -> Lin:
         a = parts[0]
         if a.weight is not None:
             return Lin(weight=torch.cat([p.weight for p in parts]), act=a.act, hadamard=a.hadamard)
-        return Lin(qweight=torch.cat([p.qweight for p in parts]).contiguous(), scales=torch.cat([p.scales for p in parts]).contiguous(),
-                   mins=torch.cat([p.mins for p in parts]).contiguous(), bits=a.bits, group_size=a.group_size,
-                   int_act=a.int_act, act=a.act, hadamard=a.hadamard)
+        return Lin(
+            qweight=torch.cat([p.qweight for p in parts]).contiguous(),
+            scales=torch.cat([p.scales for p in parts]).contiguous(),
+            mins=torch.cat([p.mins for p in parts]).contiguous(),
+            bits=a.bits,
+            group_size=a.group_size,
+            int_act=a.int_act,
+            act=a.act,
+            hadamard=a.hadamard,
+        )
 
     def __call__(self, x: Tensor) -> Tensor:
         if self.hadamard:
@@ -136,8 +158,9 @@ class Lin:
             return self._gemv(x.contiguous())
         from icml26.ops import quant as ops
 
-        return ops.quant_linear(x, self.qweight, self.scales, self.mins, self.bits, self.group_size, checked=True,
-                                int_act=self.int_act)
+        return ops.quant_linear(
+            x, self.qweight, self.scales, self.mins, self.bits, self.group_size, checked=True, int_act=self.int_act
+        )
 
 
 def _lin_from(mod) -> Lin:
@@ -148,8 +171,14 @@ def _lin_from(mod) -> Lin:
     if getattr(mod, "bias", None) is not None:
         raise ValueError("lean runtime: linear layers with bias are not supported")
     if isinstance(mod, PackedHead):
-        return Lin(qweight=mod.qweight, scales=mod.scales, mins=mod.mins, bits=8, group_size=mod.in_features,
-                   int_act=mod.int_act)
+        return Lin(
+            qweight=mod.qweight,
+            scales=mod.scales,
+            mins=mod.mins,
+            bits=8,
+            group_size=mod.in_features,
+            int_act=mod.int_act,
+        )
     if isinstance(mod, nn.Linear):
         return Lin(weight=mod.weight)
     if isinstance(mod, (PackedLinear, QuantLinear)):
@@ -161,8 +190,16 @@ def _lin_from(mod) -> Lin:
             with torch.no_grad():
                 w = mod._weight()
             return Lin(weight=w, act=act, hadamard=mod.online_hadamard)
-        return Lin(qweight=mod.qweight, scales=mod.scales, mins=mod.mins, bits=mod.bits, group_size=mod.group_size,
-                   int_act=mod.int_act, act=act, hadamard=mod.online_hadamard)
+        return Lin(
+            qweight=mod.qweight,
+            scales=mod.scales,
+            mins=mod.mins,
+            bits=mod.bits,
+            group_size=mod.group_size,
+            int_act=mod.int_act,
+            act=act,
+            hadamard=mod.online_hadamard,
+        )
     raise ValueError(f"lean runtime: unsupported linear {type(mod).__name__}")
 
 
@@ -191,8 +228,16 @@ class _Layer:
         self.kv_bits = int(getattr(at, "kv_bits", 16))
         self.kv_clip = float(getattr(at, "kv_clip_ratio", 1.0))
         # S_n only changes anything with static per-tensor activation ranges (see module doc)
-        self.dyn_o = bool(getattr(at.o_proj, "dyn_scale", False)) and self.o.act.bits < 16 and self.o.act.granularity != "per-token"
-        self.dyn_down = bool(getattr(mlp.down_proj, "dyn_scale", False)) and self.down.act.bits < 16 and self.down.act.granularity != "per-token"
+        self.dyn_o = (
+            bool(getattr(at.o_proj, "dyn_scale", False))
+            and self.o.act.bits < 16
+            and self.o.act.granularity != "per-token"
+        )
+        self.dyn_down = (
+            bool(getattr(mlp.down_proj, "dyn_scale", False))
+            and self.down.act.bits < 16
+            and self.down.act.granularity != "per-token"
+        )
 
     def linears(self) -> list[Lin]:
         return [*self.qkv, self.o, *self.gu, self.down]
@@ -249,8 +294,10 @@ class LeanLM:
 
         self._addnorm, self._silu_mul, self._attn = ops.lean_ops()
         # the fused decode step needs fused q|k|v and gate|up, no KV quantization and no S_n
-        self.fast = all(layer.qkv_fused and layer.gu_fused and layer.kv_bits >= 16 and not layer.dyn_o and not layer.dyn_down
-                        for layer in self.layers)
+        self.fast = all(
+            layer.qkv_fused and layer.gu_fused and layer.kv_bits >= 16 and not layer.dyn_o and not layer.dyn_down
+            for layer in self.layers
+        )
 
     # ------------------------------------------------------------------ sizes
     def weight_bytes(self) -> int:
@@ -270,7 +317,10 @@ class LeanLM:
         return total
 
     def fused(self) -> dict:
-        return {"qkv": all(layer.qkv_fused for layer in self.layers), "gate_up": all(layer.gu_fused for layer in self.layers)}
+        return {
+            "qkv": all(layer.qkv_fused for layer in self.layers),
+            "gate_up": all(layer.gu_fused for layer in self.layers),
+        }
 
     # ------------------------------------------------------------------ forward
     def reset(self) -> None:
@@ -284,8 +334,8 @@ class LeanLM:
 
     def _rope(self, x: Tensor, p0: int, t: int) -> Tensor:
         """x (T, n, D) at positions p0..p0+T-1 -> rotated (HF's q*cos + rotate_half(q)*sin)."""
-        cos = self.cos[p0:p0 + t, None]
-        sin = self.sin_signed[p0:p0 + t, None]
+        cos = self.cos[p0 : p0 + t, None]
+        sin = self.sin_signed[p0 : p0 + t, None]
         return torch.addcmul(x * cos, torch.roll(x, self.head_dim // 2, -1), sin)
 
     @torch.no_grad()
@@ -328,7 +378,7 @@ class LeanLM:
             h = F.rms_norm(x, (self.hidden,), layer.ln1, layer.eps)
             if layer.qkv_fused:
                 qkv = layer.qkv[0](h)
-                q, k, v = qkv[:, :nq], qkv[:, nq:nq + nk], qkv[:, nq + nk:]
+                q, k, v = qkv[:, :nq], qkv[:, nq : nq + nk], qkv[:, nq + nk :]
             else:
                 q, k, v = (lin(h) for lin in layer.qkv)
             qk = self._rope(torch.cat([q, k], 1).view(t, H + Hk, D), p0, t)
@@ -338,11 +388,16 @@ class LeanLM:
                 k = Q.fake_quant_kv(k, layer.kv_bits, clip_ratio=layer.kv_clip)
                 v = Q.fake_quant_kv(v, layer.kv_bits, clip_ratio=layer.kv_clip)
             kc, vc = self._kc[li], self._vc[li]  # (Hk, T_max, D)
-            kc[:, p0:p0 + t] = k.transpose(0, 1)
-            vc[:, p0:p0 + t] = v.transpose(0, 1)
-            a = F.scaled_dot_product_attention(q.transpose(0, 1)[None], kc[None, :, :p0 + t], vc[None, :, :p0 + t],
-                                               is_causal=causal and p0 == 0, enable_gqa=H != Hk,
-                                               attn_mask=None if not causal or p0 == 0 else self._mask(p0, t))
+            kc[:, p0 : p0 + t] = k.transpose(0, 1)
+            vc[:, p0 : p0 + t] = v.transpose(0, 1)
+            a = F.scaled_dot_product_attention(
+                q.transpose(0, 1)[None],
+                kc[None, :, : p0 + t],
+                vc[None, :, : p0 + t],
+                is_causal=causal and p0 == 0,
+                enable_gqa=H != Hk,
+                attn_mask=None if not causal or p0 == 0 else self._mask(p0, t),
+            )
             a = a[0].transpose(0, 1).reshape(t, nq)
             if layer.dyn_o:
                 r = torch.sqrt(x.pow(2).mean(-1, keepdim=True) + layer.eps)
@@ -352,7 +407,7 @@ class LeanLM:
             h = F.rms_norm(x, (self.hidden,), layer.ln2, layer.eps)
             if layer.gu_fused:
                 gu = layer.gu[0](h)
-                g, u = gu[:, :layer.inter], gu[:, layer.inter:]
+                g, u = gu[:, : layer.inter], gu[:, layer.inter :]
             else:
                 g, u = (lin(h) for lin in layer.gu)
             m = F.silu(g) * u

@@ -49,7 +49,9 @@ def packed_size_bytes(model, spec: QSpec) -> int:
             continue
         seen.add(p.data_ptr())
         v, d = p.shape
-        total += v * d * spec.head_bits // 8 + (v * 2 if spec.head_bits < 16 else 0) if spec.head_bits < 16 else v * d * 4
+        total += (
+            v * d * spec.head_bits // 8 + (v * 2 if spec.head_bits < 16 else 0) if spec.head_bits < 16 else v * d * 4
+        )
     for p in model.parameters():
         if p.data_ptr() not in seen:
             seen.add(p.data_ptr())
@@ -68,8 +70,17 @@ def _pack_weight(w: Tensor, bits: int, sym: bool, group_size: int, clip_search: 
 
 
 @torch.no_grad()
-def save_quantized(model, tok, path: str | Path, spec: QSpec, *, method: str, extras: dict, fp_perplexity: float | None = None,
-                   perplexity: float | None = None) -> Path:
+def save_quantized(
+    model,
+    tok,
+    path: str | Path,
+    spec: QSpec,
+    *,
+    method: str,
+    extras: dict,
+    fp_perplexity: float | None = None,
+    perplexity: float | None = None,
+) -> Path:
     """Write the packed model folder (atomic: built in a temp folder, then renamed)."""
     from safetensors.torch import save_file
 
@@ -106,13 +117,28 @@ def save_quantized(model, tok, path: str | Path, spec: QSpec, *, method: str, ex
     for n, p in model.named_parameters():
         if n not in done:
             tensors[n] = p.detach().float().contiguous()
-    qcfg = {"format": FORMAT, "method": method, "wbits": spec.wbits, "abits": spec.abits, "kvbits": spec.kvbits,
-            "w_sym": spec.w_sym, "group_size": spec.group_size, "a_sym": spec.a_sym, "act_granularity": spec.act_granularity,
-            "a_clip_ratio": spec.a_clip_ratio, "kv_clip_ratio": spec.kv_clip_ratio, "head_bits": spec.head_bits,
-            "tied_embeddings": tied, "online_down_hadamard": bool(extras.get("online_down_hadamard")),
-            "dyn_scale": bool(extras.get("dyn_scale")), "transforms": list(extras.get("transforms") or []),
-            "w_clip_search": bool(spec.w_clip_search and spec.wbits < 16), "fp_perplexity": fp_perplexity, "perplexity": perplexity,
-            "size_bytes": int(sum(t.numel() * t.element_size() for t in tensors.values()))}
+    qcfg = {
+        "format": FORMAT,
+        "method": method,
+        "wbits": spec.wbits,
+        "abits": spec.abits,
+        "kvbits": spec.kvbits,
+        "w_sym": spec.w_sym,
+        "group_size": spec.group_size,
+        "a_sym": spec.a_sym,
+        "act_granularity": spec.act_granularity,
+        "a_clip_ratio": spec.a_clip_ratio,
+        "kv_clip_ratio": spec.kv_clip_ratio,
+        "head_bits": spec.head_bits,
+        "tied_embeddings": tied,
+        "online_down_hadamard": bool(extras.get("online_down_hadamard")),
+        "dyn_scale": bool(extras.get("dyn_scale")),
+        "transforms": list(extras.get("transforms") or []),
+        "w_clip_search": bool(spec.w_clip_search and spec.wbits < 16),
+        "fp_perplexity": fp_perplexity,
+        "perplexity": perplexity,
+        "size_bytes": int(sum(t.numel() * t.element_size() for t in tensors.values())),
+    }
     from icml26.core.output import atomic_dir
 
     with atomic_dir(path) as tmp:
@@ -166,10 +192,25 @@ class PackedLinear(nn.Module):
         s = self.token_scale if self.dyn_scale else None
         if s is not None:
             x = x / s
-        x = Q.fake_quant_act(x, self.abits, self.spec.act_granularity, sym=self.spec.a_sym,
-                             clip_ratio=self.spec.a_clip_ratio, scale=self.act_scale, zero=self.act_zero)
-        y = ops.quant_linear(x, self.qweight, self.scales, self.mins, self.bits, self.group_size, checked=self._checked,
-                             int_act=self.int_act)
+        x = Q.fake_quant_act(
+            x,
+            self.abits,
+            self.spec.act_granularity,
+            sym=self.spec.a_sym,
+            clip_ratio=self.spec.a_clip_ratio,
+            scale=self.act_scale,
+            zero=self.act_zero,
+        )
+        y = ops.quant_linear(
+            x,
+            self.qweight,
+            self.scales,
+            self.mins,
+            self.bits,
+            self.group_size,
+            checked=self._checked,
+            int_act=self.int_act,
+        )
         if s is not None:
             y = y * s
         return y
@@ -205,7 +246,9 @@ class PackedHead(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         from icml26.ops import quant as ops
 
-        return ops.quant_linear(x, self.qweight, self.scales, self.mins, 8, self.in_features, checked=True, int_act=self.int_act)
+        return ops.quant_linear(
+            x, self.qweight, self.scales, self.mins, 8, self.in_features, checked=True, int_act=self.int_act
+        )
 
 
 def load_quantized(path: str | Path):
@@ -224,9 +267,18 @@ def load_quantized(path: str | Path):
     qc = raw.get("quantization_config") or {}
     if qc.get("format") != FORMAT:
         raise InputError(f"{str(path)!r}: config.json has no {FORMAT} quantization_config")
-    spec = QSpec(wbits=qc["wbits"], abits=qc["abits"], kvbits=qc["kvbits"], w_sym=qc["w_sym"], group_size=qc["group_size"],
-                 a_sym=qc["a_sym"], act_granularity=qc["act_granularity"], a_clip_ratio=qc["a_clip_ratio"],
-                 kv_clip_ratio=qc["kv_clip_ratio"], head_bits=qc["head_bits"])
+    spec = QSpec(
+        wbits=qc["wbits"],
+        abits=qc["abits"],
+        kvbits=qc["kvbits"],
+        w_sym=qc["w_sym"],
+        group_size=qc["group_size"],
+        a_sym=qc["a_sym"],
+        act_granularity=qc["act_granularity"],
+        a_clip_ratio=qc["a_clip_ratio"],
+        kv_clip_ratio=qc["kv_clip_ratio"],
+        head_bits=qc["head_bits"],
+    )
     config = AutoConfig.from_pretrained(str(path), local_files_only=True)
     config.tie_word_embeddings = bool(qc["tied_embeddings"])
     with torch.device("meta"):
@@ -284,7 +336,11 @@ def load_quantized(path: str | Path):
     if qc["dyn_scale"]:
         install_dyn_scale_hooks(model)
     model.eval()
-    tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True) if (path / "tokenizer_config.json").exists() else None
+    tok = (
+        AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+        if (path / "tokenizer_config.json").exists()
+        else None
+    )
     if tok is not None and tok.pad_token is None:
         tok.pad_token = tok.eos_token
     return model, tok, qc

@@ -27,7 +27,15 @@ from torch import Tensor, nn
 from icml26.methods.quantization import hadamard as had
 from icml26.methods.quantization import quantizers as Q
 
-LINEARS = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
+LINEARS = (
+    "self_attn.q_proj",
+    "self_attn.k_proj",
+    "self_attn.v_proj",
+    "self_attn.o_proj",
+    "mlp.gate_proj",
+    "mlp.up_proj",
+    "mlp.down_proj",
+)
 
 
 @dataclass(frozen=True)
@@ -38,13 +46,13 @@ class QSpec:
     abits: int = 16
     kvbits: int = 16
     w_sym: bool = True
-    group_size: int = 0          # 0 = per output channel
+    group_size: int = 0  # 0 = per output channel
     w_clip_search: bool = True
     a_sym: bool = False
-    act_granularity: str = "per-token"   # per-token (dynamic) | per-tensor (static)
+    act_granularity: str = "per-token"  # per-token (dynamic) | per-tensor (static)
     a_clip_ratio: float = 1.0
     kv_clip_ratio: float = 1.0
-    head_bits: int = 8           # lm_head / embedding weights (per channel), activations kept FP
+    head_bits: int = 8  # lm_head / embedding weights (per channel), activations kept FP
 
     @property
     def name(self) -> str:
@@ -67,7 +75,7 @@ class QuantLinear(nn.Module):
         self.observer: Q.RangeObserver | None = None
         self.register_buffer("act_scale", None)
         self.register_buffer("act_zero", None)
-        self.train_quant = False      # STE on weights, recompute every call
+        self.train_quant = False  # STE on weights, recompute every call
         self._wq: tuple[int, Tensor] | None = None
         # ((wbits, group_size, w_sym), weight already on that grid), e.g. from GPTQ: used as is
         self.fixed_weight: tuple[tuple, Tensor] | None = None
@@ -77,8 +85,14 @@ class QuantLinear(nn.Module):
 
     def quant_weight(self, w: Tensor) -> Tensor:
         sp = self.spec
-        return Q.fake_quant_weight(w, self.wbits, sym=sp.w_sym, group_size=sp.group_size,
-                                   clip_search=sp.w_clip_search and not self.train_quant, train=self.train_quant)
+        return Q.fake_quant_weight(
+            w,
+            self.wbits,
+            sym=sp.w_sym,
+            group_size=sp.group_size,
+            clip_search=sp.w_clip_search and not self.train_quant,
+            train=self.train_quant,
+        )
 
     def _weight(self) -> Tensor:
         w = self.weight
@@ -102,8 +116,15 @@ class QuantLinear(nn.Module):
             x = x / s
         if self.observer is not None:
             self.observer.update(x)
-        x = Q.fake_quant_act(x, self.abits, self.spec.act_granularity, sym=self.spec.a_sym,
-                             clip_ratio=self.spec.a_clip_ratio, scale=self.act_scale, zero=self.act_zero)
+        x = Q.fake_quant_act(
+            x,
+            self.abits,
+            self.spec.act_granularity,
+            sym=self.spec.a_sym,
+            clip_ratio=self.spec.a_clip_ratio,
+            scale=self.act_scale,
+            zero=self.act_zero,
+        )
         y = F.linear(x, self._weight(), self.bias)
         if s is not None:
             y = y * s
@@ -196,7 +217,12 @@ def install_dyn_scale_hooks(model) -> None:
     def make(target, eps):
         def hook(mod, args):
             x = args[0]
-            target.token_scale = torch.sqrt(x.detach().pow(2).mean(-1, keepdim=True) + eps) if not target.train_quant else torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps).detach()
+            target.token_scale = (
+                torch.sqrt(x.detach().pow(2).mean(-1, keepdim=True) + eps)
+                if not target.train_quant
+                else torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps).detach()
+            )
+
         return hook
 
     for layer in layers(model):

@@ -85,8 +85,16 @@ def ste(x: Tensor, xq: Tensor) -> Tensor:
 
 
 # ----------------------------------------------------------------------------- weights
-def weight_qparams(w: Tensor, bits: int, *, sym: bool = True, group_size: int = 0,
-                   clip_search: bool = False, clip_grid: int = 20, clip_min: float = 0.6) -> tuple[Tensor, Tensor]:
+def weight_qparams(
+    w: Tensor,
+    bits: int,
+    *,
+    sym: bool = True,
+    group_size: int = 0,
+    clip_search: bool = False,
+    clip_grid: int = 20,
+    clip_min: float = 0.6,
+) -> tuple[Tensor, Tensor]:
     """Per-channel / per-group scale and zero of a weight matrix.
 
     w: (N, K) out x in. Returns scale, zero of shape (N, G), G = K // group_size (1 per channel).
@@ -110,7 +118,9 @@ def weight_qparams(w: Tensor, bits: int, *, sym: bool = True, group_size: int = 
     return scale, zero
 
 
-def quantize_weight(w: Tensor, bits: int, *, sym: bool = True, group_size: int = 0, clip_search: bool = False) -> tuple[Tensor, Tensor, Tensor]:
+def quantize_weight(
+    w: Tensor, bits: int, *, sym: bool = True, group_size: int = 0, clip_search: bool = False
+) -> tuple[Tensor, Tensor, Tensor]:
     """Integer codes (N, K) uint8 plus scale, zero (N, G) float32."""
     scale, zero = weight_qparams(w, bits, sym=sym, group_size=group_size, clip_search=clip_search)
     wg = _grouped(w.detach().float(), group_size)
@@ -125,8 +135,9 @@ def dequantize_weight(q: Tensor, scale: Tensor, zero: Tensor) -> Tensor:
     return (scale[..., None] * (q.float().reshape(n, g, k // g) - zero[..., None])).reshape(n, k)
 
 
-def fake_quant_weight(w: Tensor, bits: int, *, sym: bool = True, group_size: int = 0,
-                      clip_search: bool = False, train: bool = False) -> Tensor:
+def fake_quant_weight(
+    w: Tensor, bits: int, *, sym: bool = True, group_size: int = 0, clip_search: bool = False, train: bool = False
+) -> Tensor:
     """Quantize-dequantize a weight (N, K); with ``train`` the gradient flows by STE
     (scales computed from the detached weight)."""
     if bits >= 16:
@@ -154,8 +165,16 @@ def fake_quant_per_tensor(x: Tensor, scale: Tensor, zero: Tensor, bits: int) -> 
     return ste(x, fake_quant(x, scale, zero, bits))
 
 
-def fake_quant_act(x: Tensor, bits: int, granularity: str, *, sym: bool = False, clip_ratio: float = 1.0,
-                   scale: Tensor | None = None, zero: Tensor | None = None) -> Tensor:
+def fake_quant_act(
+    x: Tensor,
+    bits: int,
+    granularity: str,
+    *,
+    sym: bool = False,
+    clip_ratio: float = 1.0,
+    scale: Tensor | None = None,
+    zero: Tensor | None = None,
+) -> Tensor:
     """Simulated activation quantization in front of a linear: dynamic per-token, or static
     per-tensor with a calibrated (scale, zero); unchanged when bits >= 16 or a static range is
     not calibrated yet (scale None). Shared by QuantLinear, PackedLinear and the lean runtime."""

@@ -26,6 +26,7 @@ def act_channel_max(model, batches: list[Tensor]) -> list[dict[str, Tensor]]:
             a = args[0].detach().abs().reshape(-1, args[0].shape[-1]).amax(0).float()
             prev = stats[i].get(key)
             stats[i][key] = a if prev is None else torch.maximum(prev, a)
+
         return hook
 
     for i, layer in enumerate(layers(model)):

@@ -27,8 +27,16 @@ def lp_loss(ws: dict[str, Tensor], p: float = 4.0) -> Tensor:
     return sum((w.abs().pow(p).mean()) ** (1.0 / p) for w in ws.values())
 
 
-def train_local(bases: list[dict], params: list[T.FPTParams], dm: dict, *, steps: int, lr: float, p: float = 4.0,
-                down_hadamard: bool = True) -> list[float]:
+def train_local(
+    bases: list[dict],
+    params: list[T.FPTParams],
+    dm: dict,
+    *,
+    steps: int,
+    lr: float,
+    p: float = 4.0,
+    down_hadamard: bool = True,
+) -> list[float]:
     """Returns the loss curve (first and last values are reported)."""
     ps = [t for m in params for t in m.parameters()]
     if steps <= 0 or not ps:
@@ -44,8 +52,18 @@ def train_local(bases: list[dict], params: list[T.FPTParams], dm: dict, *, steps
     return curve
 
 
-def train_e2e(student, teacher, bases: list[dict], params: list[T.FPTParams], dm: dict, batches: list[Tensor], *,
-              steps: int, lr: float, down_hadamard: bool = True) -> list[float]:
+def train_e2e(
+    student,
+    teacher,
+    bases: list[dict],
+    params: list[T.FPTParams],
+    dm: dict,
+    batches: list[Tensor],
+    *,
+    steps: int,
+    lr: float,
+    down_hadamard: bool = True,
+) -> list[float]:
     """Student-teacher KL training of the transform parameters. ``student`` is the wrapped
     (QuantLinear) model whose weights will be substituted by the merged weights."""
     ps = [t for m in params for t in m.parameters()]
@@ -64,7 +82,12 @@ def train_e2e(student, teacher, bases: list[dict], params: list[T.FPTParams], dm
             weights = T.param_dict(student, bases, params, dm, down_hadamard=down_hadamard)
             out = torch.func.functional_call(student, weights, args=(), kwargs={"input_ids": ids}, strict=False)
             slogp = F.log_softmax(out.logits.float(), -1)
-            loss = F.kl_div(slogp.reshape(-1, slogp.shape[-1]), tlogp.reshape(-1, tlogp.shape[-1]), log_target=True, reduction="batchmean")
+            loss = F.kl_div(
+                slogp.reshape(-1, slogp.shape[-1]),
+                tlogp.reshape(-1, tlogp.shape[-1]),
+                log_target=True,
+                reduction="batchmean",
+            )
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()

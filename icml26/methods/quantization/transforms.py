@@ -36,14 +36,22 @@ from icml26.methods.quantization.qmodel import layers
 def dims(model) -> dict:
     c = model.config
     d = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
-    return {"D": c.hidden_size, "d": d, "H": c.num_attention_heads, "Hkv": c.num_key_value_heads,
-            "g": c.num_attention_heads // c.num_key_value_heads, "I": c.intermediate_size}
+    return {
+        "D": c.hidden_size,
+        "d": d,
+        "H": c.num_attention_heads,
+        "Hkv": c.num_key_value_heads,
+        "g": c.num_attention_heads // c.num_key_value_heads,
+        "I": c.intermediate_size,
+    }
 
 
 def check_llama(model) -> None:
     """The transforms assume the LLaMA block (pre-RMSNorm, no q/k norms, SwiGLU, no biases)."""
     if getattr(model.config, "model_type", "") not in ("llama", "mistral", "qwen2"):
-        raise ValueError(f"function-preserving transforms support LLaMA-architecture models; got model_type {model.config.model_type!r}")
+        raise ValueError(
+            f"function-preserving transforms support LLaMA-architecture models; got model_type {model.config.model_type!r}"
+        )
     layer = layers(model)[0]
     if hasattr(layer.self_attn, "q_norm") or getattr(layer.self_attn.q_proj, "bias", None) is not None:
         raise ValueError("transforms need attention without q/k norms and without biases")
@@ -64,8 +72,10 @@ def fuse_norms(model) -> None:
     """Fold RMSNorm gains into the next linears: W <- W diag(gamma); gamma <- 1.
     Untie first (the final norm folds into lm_head)."""
     for layer in layers(model):
-        for norm, lins in ((layer.input_layernorm, (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj)),
-                           (layer.post_attention_layernorm, (layer.mlp.gate_proj, layer.mlp.up_proj))):
+        for norm, lins in (
+            (layer.input_layernorm, (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj)),
+            (layer.post_attention_layernorm, (layer.mlp.gate_proj, layer.mlp.up_proj)),
+        ):
             g = norm.weight.detach().clone()
             for lin in lins:
                 lin.weight.mul_(g[None, :])
@@ -85,7 +95,13 @@ def rotate_residual(model, q: Tensor) -> None:
     emb = model.get_input_embeddings()
     emb.weight.copy_((emb.weight.double() @ q).float())
     for layer in layers(model):
-        for lin in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj, layer.mlp.gate_proj, layer.mlp.up_proj):
+        for lin in (
+            layer.self_attn.q_proj,
+            layer.self_attn.k_proj,
+            layer.self_attn.v_proj,
+            layer.mlp.gate_proj,
+            layer.mlp.up_proj,
+        ):
             lin.weight.copy_((lin.weight.double() @ q).float())
         for lin in (layer.self_attn.o_proj, layer.mlp.down_proj):
             lin.weight.copy_((q.T @ lin.weight.double()).float())
@@ -126,7 +142,7 @@ def _pair_rotation(theta: Tensor, scale: Tensor) -> Tensor:
 def _merge_qk(wq: Tensor, wk: Tensor, theta: Tensor, log_s: Tensor, dm: dict) -> tuple[Tensor, Tensor]:
     """W_k,h <- (s R) W_k,h ; W_q,j <- (s^-1 R) W_q,j for the g query heads j of group h."""
     d, hkv, g = dm["d"], dm["Hkv"], dm["g"]
-    tk = _pair_rotation(theta, torch.exp(log_s))                 # (Hkv, d, d)
+    tk = _pair_rotation(theta, torch.exp(log_s))  # (Hkv, d, d)
     tq = _pair_rotation(theta, torch.exp(-log_s))
     wk2 = torch.matmul(tk, wk.reshape(hkv, d, -1)).reshape(wk.shape)
     wq2 = torch.matmul(tq[:, None], wq.reshape(hkv, g, d, -1)).reshape(wq.shape)  # (Hkv, g, d, D)
@@ -137,8 +153,8 @@ def _merge_v(wv: Tensor, wo: Tensor, m: Tensor, dm: dict) -> tuple[Tensor, Tenso
     """v' = v M_h: W_v,h <- M_h^T W_v,h ; W_o[:, head j] <- W_o[:, head j] M_h^-T."""
     d, hkv, g = dm["d"], dm["Hkv"], dm["g"]
     wv2 = torch.matmul(m.transpose(-1, -2), wv.reshape(hkv, d, -1)).reshape(wv.shape)
-    minv_t = torch.linalg.inv(m).transpose(-1, -2)               # (Hkv, d, d)
-    wo_h = wo.reshape(wo.shape[0], hkv, g, d)                    # (D, Hkv, g, d)
+    minv_t = torch.linalg.inv(m).transpose(-1, -2)  # (Hkv, d, d)
+    wo_h = wo.reshape(wo.shape[0], hkv, g, d)  # (D, Hkv, g, d)
     wo2 = torch.einsum("ohjd,hde->ohje", wo_h, minv_t).reshape(wo.shape)
     return wv2, wo2
 
@@ -174,8 +190,14 @@ def merged_weights(base: dict[str, Tensor], p: FPTParams, dm: dict, *, down_hada
     return out
 
 
-KEYS = {"q": "self_attn.q_proj", "k": "self_attn.k_proj", "v": "self_attn.v_proj", "o": "self_attn.o_proj",
-        "up": "mlp.up_proj", "down": "mlp.down_proj"}
+KEYS = {
+    "q": "self_attn.q_proj",
+    "k": "self_attn.k_proj",
+    "v": "self_attn.v_proj",
+    "o": "self_attn.o_proj",
+    "up": "mlp.up_proj",
+    "down": "mlp.down_proj",
+}
 
 
 def base_weights(model) -> list[dict[str, Tensor]]:
@@ -192,7 +214,9 @@ def _w(layer, dotted: str) -> Tensor:
     return mod.weight
 
 
-def param_dict(model, bases: list[dict], params: list[FPTParams], dm: dict, *, down_hadamard: bool) -> dict[str, Tensor]:
+def param_dict(
+    model, bases: list[dict], params: list[FPTParams], dm: dict, *, down_hadamard: bool
+) -> dict[str, Tensor]:
     """{full parameter name: merged weight} for ``torch.func.functional_call``."""
     out = {}
     for i, (b, p) in enumerate(zip(bases, params)):

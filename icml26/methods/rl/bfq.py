@@ -77,7 +77,9 @@ def boundary_loss(F: VelocityFn, a: Tensor, eps: Tensor, t: Tensor, d: Tensor) -
     return ((F(a_t, t - d, t) - (eps - a)) ** 2).mean((-2, -1))
 
 
-def sample_times(gen: torch.Generator, S: int, B: int, d_max: float, device: str, onestep_frac: float = 0.0) -> dict[str, Tensor]:
+def sample_times(
+    gen: torch.Generator, S: int, B: int, d_max: float, device: str, onestep_frac: float = 0.0
+) -> dict[str, Tensor]:
     """The times of one update: sorted (r, m, t) for L_comp; (t_b, d) with d ~ U[0, d_max],
     t_b ~ U(d, 1] for L_bnd. Each (S, B, 1). ``onestep_frac``: the first round(frac B) rows of
     L_comp get (r, t) = (0, 1), the one-step query itself, with m their middle uniform."""
@@ -106,8 +108,10 @@ class BFQ(OfflineAgent):
         self.flow_ema.load_state_dict(self.flow.state_dict())
         self.flow_ema.requires_grad_(False)
         self.critic = self.double_q()
-        self.optimizers = {"actor": torch.optim.Adam(self.flow.parameters(), lr=c.lr),
-                           "critic": torch.optim.Adam(self.critic.net.parameters(), lr=c.lr)}
+        self.optimizers = {
+            "actor": torch.optim.Adam(self.flow.parameters(), lr=c.lr),
+            "critic": torch.optim.Adam(self.critic.net.parameters(), lr=c.lr),
+        }
 
     def velocity(self, obs: Tensor, ema: bool = False) -> VelocityFn:
         net = self.flow_ema if ema else self.flow
@@ -115,6 +119,7 @@ class BFQ(OfflineAgent):
 
         def F(x, r, t):
             return net(torch.cat([x, obs, time_embedding(t, self.emb, sc), time_embedding(r, self.emb, sc)], -1))
+
         return F
 
     def one_step(self, obs: Tensor, eps: Tensor, ema: bool = False) -> Tensor:
@@ -124,13 +129,19 @@ class BFQ(OfflineAgent):
         if getattr(self, "_emb10", None) is None or self._emb10.device != eps.device:
             one = torch.ones(1, 1, 1, device=eps.device)
             sc = self.cfg.bfq_time_scale
-            self._emb10 = torch.cat([time_embedding(one, self.emb, sc), time_embedding(0 * one, self.emb, sc)], -1)  # (1, 1, 2 emb)
+            self._emb10 = torch.cat(
+                [time_embedding(one, self.emb, sc), time_embedding(0 * one, self.emb, sc)], -1
+            )  # (1, 1, 2 emb)
         net = self.flow_ema if ema else self.flow
         return (eps - net(torch.cat([eps, obs, self._emb10.expand(S, B, -1)], -1))).clamp(-1.0, 1.0)
 
     @torch.no_grad()
     def act(self, obs: Tensor, deterministic: bool = True) -> Tensor:
-        eps = torch.zeros(*obs.shape[:-1], self.act_dim, device=obs.device) if deterministic else self.noise(*obs.shape[:-1], self.act_dim)
+        eps = (
+            torch.zeros(*obs.shape[:-1], self.act_dim, device=obs.device)
+            if deterministic
+            else self.noise(*obs.shape[:-1], self.act_dim)
+        )
         return self.one_step(obs, eps)
 
     def update(self, b: dict[str, Tensor]) -> dict[str, Tensor]:

@@ -84,9 +84,14 @@ def read(path: str | Path) -> tuple[dict[str, np.ndarray], dict]:
     try:
         with h5py.File(p, "r") as f:
             data = {k: f[k][()] for k in REQUIRED + OPTIONAL if k in f and isinstance(f[k], h5py.Dataset)}
-            attrs = {k: (v.decode() if isinstance(v, bytes) else v.item() if hasattr(v, "item") else v) for k, v in f.attrs.items()}
+            attrs = {
+                k: (v.decode() if isinstance(v, bytes) else v.item() if hasattr(v, "item") else v)
+                for k, v in f.attrs.items()
+            }
     except OSError as e:
-        raise InputError(f"dataset {str(path)!r} is not a readable hdf5 file ({' '.join(str(e).split())[:120]})") from None
+        raise InputError(
+            f"dataset {str(path)!r} is not a readable hdf5 file ({' '.join(str(e).split())[:120]})"
+        ) from None
     return check(data, where=str(path)), attrs
 
 
@@ -103,8 +108,9 @@ def episodes(data: dict[str, np.ndarray]) -> list[slice]:
     return out
 
 
-def rollout(learner, env_id: str, seed_index: int, steps: int, *, seed: int, device: str = "cpu",
-            deterministic: bool = False) -> dict[str, np.ndarray]:
+def rollout(
+    learner, env_id: str, seed_index: int, steps: int, *, seed: int, device: str = "cpu", deterministic: bool = False
+) -> dict[str, np.ndarray]:
     """``steps`` transitions of seed ``seed_index``'s policy in a fresh ``env_id`` (sampled actions,
     as D4RL's policy datasets; ``deterministic``: tanh(mean)), in the fields above."""
     import torch

@@ -47,12 +47,51 @@ from icml26.methods.rl.sac import ALGOS
 FAMILIES = ("auto", "mujoco", "ant", "dmc")
 # family -> defaults of the official script (shared/methods/dsac_aid.md)
 PRESETS: dict[str, dict] = {
-    "mujoco": dict(activation="relu", norm_groups=16, init="orthogonal", lam=0.71, beta0=0.1, beta_lr=5e-3, reward_scale=50.0,
-                   huber=True, homogeneous=True, lr_q=3e-4, lr_pi=3e-4, lr_alpha=3e-4, eval_interval=50_000),
-    "ant": dict(activation="gelu", norm_groups=0, init="default", lam=0.5, beta0=0.03, beta_lr=1.5e-4, reward_scale=0.1,
-                huber=False, homogeneous=False, lr_q=1e-4, lr_pi=1e-4, lr_alpha=3e-4, eval_interval=50_000),
-    "dmc": dict(activation="relu", norm_groups=16, init="orthogonal", lam=1e-4, beta0=0.1, beta_lr=2e-3, reward_scale=50.0,
-                huber=True, homogeneous=True, lr_q=3e-4, lr_pi=3e-4, lr_alpha=3e-4, eval_interval=200_000),
+    "mujoco": dict(
+        activation="relu",
+        norm_groups=16,
+        init="orthogonal",
+        lam=0.71,
+        beta0=0.1,
+        beta_lr=5e-3,
+        reward_scale=50.0,
+        huber=True,
+        homogeneous=True,
+        lr_q=3e-4,
+        lr_pi=3e-4,
+        lr_alpha=3e-4,
+        eval_interval=50_000,
+    ),
+    "ant": dict(
+        activation="gelu",
+        norm_groups=0,
+        init="default",
+        lam=0.5,
+        beta0=0.03,
+        beta_lr=1.5e-4,
+        reward_scale=0.1,
+        huber=False,
+        homogeneous=False,
+        lr_q=1e-4,
+        lr_pi=1e-4,
+        lr_alpha=3e-4,
+        eval_interval=50_000,
+    ),
+    "dmc": dict(
+        activation="relu",
+        norm_groups=16,
+        init="orthogonal",
+        lam=1e-4,
+        beta0=0.1,
+        beta_lr=2e-3,
+        reward_scale=50.0,
+        huber=True,
+        homogeneous=True,
+        lr_q=3e-4,
+        lr_pi=3e-4,
+        lr_alpha=3e-4,
+        eval_interval=200_000,
+    ),
 }
 CHECKPOINT = "checkpoint-{algo}.safetensors"
 
@@ -97,7 +136,17 @@ class Config:
     d4rl_rollout_steps: int = 0  # steps of final-policy rollouts per seed (0: none)
 
     def __post_init__(self):
-        for k in ("steps", "seeds", "num_envs", "env_steps_per_update", "batch_size", "num_q", "eval_episodes", "bias_horizon", "delay_update"):
+        for k in (
+            "steps",
+            "seeds",
+            "num_envs",
+            "env_steps_per_update",
+            "batch_size",
+            "num_q",
+            "eval_episodes",
+            "bias_horizon",
+            "delay_update",
+        ):
             if getattr(self, k) < 1:
                 raise ValueError(f"{k} must be >= 1, got {getattr(self, k)}")
         for k in ("warmup_steps", "checkpoint_interval", "d4rl_rollout_steps"):
@@ -111,7 +160,9 @@ class Config:
         if self.vector_env not in ("sync", "async"):
             raise ValueError(f"vector_env must be sync or async, got {self.vector_env!r}")
         if self.env_steps_per_update % self.num_envs:
-            raise ValueError(f"env_steps_per_update ({self.env_steps_per_update}) must be a multiple of num_envs ({self.num_envs})")
+            raise ValueError(
+                f"env_steps_per_update ({self.env_steps_per_update}) must be a multiple of num_envs ({self.num_envs})"
+            )
         if not self.hidden or any(h < 1 for h in self.hidden):
             raise ValueError(f"hidden must be positive layer widths, got {list(self.hidden)}")
         if self.buffer_size < self.batch_size:
@@ -123,10 +174,14 @@ class Config:
         if self.reward_noise_from is not None and self.reward_noise_from < 0:
             raise ValueError(f"reward_noise_from must be >= 0 environment steps, got {self.reward_noise_from}")
         if self.reward_noise_from is not None and self.reward_noise_from >= self.steps:
-            raise ValueError(f"reward_noise_from ({self.reward_noise_from}) must be below steps ({self.steps}): "
-                             "the noise would never switch on")
+            raise ValueError(
+                f"reward_noise_from ({self.reward_noise_from}) must be below steps ({self.steps}): "
+                "the noise would never switch on"
+            )
         if self.reward_noise_from is not None and self.reward_noise == 0:
-            raise ValueError("reward_noise_from needs reward_noise > 0 (the noise it switches on): add --set reward_noise=X")
+            raise ValueError(
+                "reward_noise_from needs reward_noise > 0 (the noise it switches on): add --set reward_noise=X"
+            )
         if self.eval_interval is not None and self.eval_interval < 1:
             raise ValueError(f"eval_interval must be >= 1, got {self.eval_interval}")
         if self.reward_scale is not None and not self.reward_scale > 0:
@@ -149,8 +204,10 @@ def resolve_family(cfg: Config) -> Config:
     vals = {k: v for k, v in preset.items() if getattr(cfg, k) is None}
     cfg = dataclasses.replace(cfg, family=fam, **vals)
     if cfg.norm_groups and any(h % cfg.norm_groups for h in cfg.hidden):
-        raise InputError(f"dsac-aid config: hidden widths {list(cfg.hidden)} must be multiples of norm_groups "
-                         f"({cfg.norm_groups}, family {fam}); set norm_groups=0 or other widths")
+        raise InputError(
+            f"dsac-aid config: hidden widths {list(cfg.hidden)} must be multiples of norm_groups "
+            f"({cfg.norm_groups}, family {fam}); set norm_groups=0 or other widths"
+        )
     return cfg
 
 
@@ -166,11 +223,30 @@ def learner_spec(cfg: Config, algo: str, obs_dim: int, act_dim: int, *, fused_ad
     same update up to float rounding, ~8% faster per update on CPU)."""
     from icml26.methods.rl.sac import LearnerSpec
 
-    return LearnerSpec(fused_adam=fused_adam, algo=algo, obs_dim=obs_dim, act_dim=act_dim, seeds=cfg.seeds, hidden=tuple(cfg.hidden),
-                       activation=cfg.activation, norm_groups=cfg.norm_groups, init=cfg.init, lr_q=cfg.lr_q, lr_pi=cfg.lr_pi,
-                       lr_alpha=cfg.lr_alpha, gamma=cfg.gamma, tau=cfg.tau, tau_b=cfg.tau, delay_update=cfg.delay_update,
-                       num_q=cfg.num_q, lam=cfg.lam, beta0=cfg.beta0, beta_lr=cfg.beta_lr, huber=cfg.huber,
-                       homogeneous=cfg.homogeneous)
+    return LearnerSpec(
+        fused_adam=fused_adam,
+        algo=algo,
+        obs_dim=obs_dim,
+        act_dim=act_dim,
+        seeds=cfg.seeds,
+        hidden=tuple(cfg.hidden),
+        activation=cfg.activation,
+        norm_groups=cfg.norm_groups,
+        init=cfg.init,
+        lr_q=cfg.lr_q,
+        lr_pi=cfg.lr_pi,
+        lr_alpha=cfg.lr_alpha,
+        gamma=cfg.gamma,
+        tau=cfg.tau,
+        tau_b=cfg.tau,
+        delay_update=cfg.delay_update,
+        num_q=cfg.num_q,
+        lam=cfg.lam,
+        beta0=cfg.beta0,
+        beta_lr=cfg.beta_lr,
+        huber=cfg.huber,
+        homogeneous=cfg.homogeneous,
+    )
 
 
 def tune_allocator() -> bool:
@@ -185,7 +261,9 @@ def tune_allocator() -> bool:
         return False
     try:
         libc = ctypes.CDLL("libc.so.6")
-        return bool(libc.mallopt(-3, 64 << 20)) and bool(libc.mallopt(-1, 1 << 30))  # M_MMAP_THRESHOLD, M_TRIM_THRESHOLD
+        return bool(libc.mallopt(-3, 64 << 20)) and bool(
+            libc.mallopt(-1, 1 << 30)
+        )  # M_MMAP_THRESHOLD, M_TRIM_THRESHOLD
     except (OSError, AttributeError):
         return False
 
@@ -200,6 +278,7 @@ def _env_seed(seed: int, k: int, n: int, kind: int) -> int:
 
 
 # ---------------- evaluation ----------------
+
 
 def soft_returns(r: np.ndarray, logp: np.ndarray, alpha: float, gamma: float, boot: float | None) -> np.ndarray:
     """Discounted soft Monte-Carlo returns of one episode segment.
@@ -268,13 +347,18 @@ def evaluate(learner, cfg: Config, seed: int, device: str) -> dict[str, np.ndarr
     R, LP = np.stack(hist["r"], 1), np.stack(hist["logp"], 1)  # (S, T, E)
     sp = learner.spec
     with torch.no_grad():
-        q, sig = learner.critic_forward(learner.critic, torch.as_tensor(O.reshape(S, T * E, -1), device=device),
-                                        torch.as_tensor(A.reshape(S, T * E, -1), device=device))
+        q, sig = learner.critic_forward(
+            learner.critic,
+            torch.as_tensor(O.reshape(S, T * E, -1), device=device),
+            torch.as_tensor(A.reshape(S, T * E, -1), device=device),
+        )
         q = q.cpu().numpy().reshape(S, -1, T, E).astype(np.float64)  # (S, M, T, E)
         sig2 = None if sig is None else (sig.cpu().numpy().reshape(S, -1, T, E).astype(np.float64) ** 2)
         boot = None
         if tail is not None:
-            qt, _ = learner.critic_forward(learner.critic, torch.as_tensor(tail[0], device=device), torch.as_tensor(tail[1], device=device))
+            qt, _ = learner.critic_forward(
+                learner.critic, torch.as_tensor(tail[0], device=device), torch.as_tensor(tail[1], device=device)
+            )
             boot = qt.cpu().numpy().astype(np.float64)  # (S, M, E)
     qmean, qvar = q.mean(1), q.var(1, ddof=1)  # (S, T, E)
     lam = sp.lam if sp.aid else 0.0
@@ -308,6 +392,7 @@ def evaluate(learner, cfg: Config, seed: int, device: str) -> dict[str, np.ndarr
 
 
 # ---------------- checkpoints ----------------
+
 
 def _meta(cfg: Config, algo: str, seed: int) -> str:
     from icml26.core.recipe import config_dict
@@ -344,9 +429,15 @@ def save_checkpoint(path: Path, learner, buffer, venv, loop: dict, meta: str) ->
     t.update(buffer.state_tensors())
     for i, (ep, acts) in enumerate(venv.call("get_replay")):
         t[f"env.{i}.episode"] = torch.tensor([ep], dtype=torch.int64)
-        t[f"env.{i}.actions"] = torch.as_tensor(np.ascontiguousarray(acts), dtype=torch.float32).reshape(-1, learner.spec.act_dim)
-    t["loop.counters"] = torch.tensor([loop["step"], loop["updates"], loop["next_eval"], loop["next_ckpt"]], dtype=torch.int64)
-    t["loop.times"] = torch.tensor([loop["wall_s"], loop["interval_update_s"], loop["interval_updates"]], dtype=torch.float64)
+        t[f"env.{i}.actions"] = torch.as_tensor(np.ascontiguousarray(acts), dtype=torch.float32).reshape(
+            -1, learner.spec.act_dim
+        )
+    t["loop.counters"] = torch.tensor(
+        [loop["step"], loop["updates"], loop["next_eval"], loop["next_ckpt"]], dtype=torch.int64
+    )
+    t["loop.times"] = torch.tensor(
+        [loop["wall_s"], loop["interval_update_s"], loop["interval_updates"]], dtype=torch.float64
+    )
     t["loop.evals"] = torch.as_tensor(np.asarray(loop["evals"], dtype=np.float64).reshape(-1, learner.spec.seeds + 1))
     with atomic_path(path) as tmp:
         save_file({k: v.contiguous() for k, v in t.items()}, str(tmp), metadata={"icml26": meta})
@@ -359,14 +450,28 @@ def load_checkpoint(path: Path, meta: str) -> dict:
 
     t, md = safetensors_file.read(path, fix="delete it to start this method over")
     if md.get("icml26") != meta:
-        raise InputError(f"--resume: {str(path)!r} was written with other settings; resume with the same settings or delete it")
+        raise InputError(
+            f"--resume: {str(path)!r} was written with other settings; resume with the same settings or delete it"
+        )
     return t
 
 
 # ---------------- training ----------------
 
-def train(cfg: Config, algo: str, *, seed: int, device: str, obs_dim: int, act_dim: int, out: Path | None = None,
-          resume: bool = False, previous: list[dict] | None = None, stop_after_steps: int | None = None) -> Iterator[dict]:
+
+def train(
+    cfg: Config,
+    algo: str,
+    *,
+    seed: int,
+    device: str,
+    obs_dim: int,
+    act_dim: int,
+    out: Path | None = None,
+    resume: bool = False,
+    previous: list[dict] | None = None,
+    stop_after_steps: int | None = None,
+) -> Iterator[dict]:
     """Train ``cfg.seeds`` batched seeds of ``algo``; yield a ``step`` record per seed at each
     evaluation and a ``result`` record at the end. ``stop_after_steps`` (tests): stop the loop
     there (after checkpointing) without a result, as an interruption would."""
@@ -383,13 +488,25 @@ def train(cfg: Config, algo: str, *, seed: int, device: str, obs_dim: int, act_d
     cap += (-cap) % N
     buf = ReplayBuffer(S, cap, obs_dim, act_dim, device)
     eval_every = int(cfg.eval_interval)
-    loop = {"step": 0, "updates": 0, "next_eval": eval_every, "next_ckpt": cfg.checkpoint_interval or cfg.steps,
-            "wall_s": 0.0, "interval_update_s": 0.0, "interval_updates": 0, "evals": []}
+    loop = {
+        "step": 0,
+        "updates": 0,
+        "next_eval": eval_every,
+        "next_ckpt": cfg.checkpoint_interval or cfg.steps,
+        "wall_s": 0.0,
+        "interval_update_s": 0.0,
+        "interval_updates": 0,
+        "evals": [],
+    }
     meta = _meta(cfg, algo, seed)
     ckpt = out / CHECKPOINT.format(algo=algo) if out is not None else None
     onset = cfg.reward_noise_from is not None  # the harness injects the noise from that step on, else the envs do
-    venv = make_vector(cfg.env, [_env_seed(seed, k, n, 0) for k in range(S) for n in range(N)], kind=cfg.vector_env,
-                       reward_noise=0.0 if onset else cfg.reward_noise)
+    venv = make_vector(
+        cfg.env,
+        [_env_seed(seed, k, n, 0) for k in range(S) for n in range(N)],
+        kind=cfg.vector_env,
+        reward_noise=0.0 if onset else cfg.reward_noise,
+    )
     try:
         if resume and ckpt is not None and ckpt.is_file():
             t = load_checkpoint(ckpt, meta)
@@ -422,14 +539,25 @@ def train(cfg: Config, algo: str, *, seed: int, device: str, obs_dim: int, act_d
                 if "_final_obs" in info:
                     for i in np.flatnonzero(info["_final_obs"]):
                         nxt[i] = info["final_obs"][i]
-                f = lambda x: torch.as_tensor(np.asarray(x, dtype=np.float32), device=device).view(S, N, *np.shape(x)[1:])  # noqa: E731
-                buf.add(observations=obs, actions=a, rewards=f(r), next_observations=f(nxt), terminals=f(term), timeouts=f(trunc & ~term))
+                f = lambda x: torch.as_tensor(np.asarray(x, dtype=np.float32), device=device).view(
+                    S, N, *np.shape(x)[1:]
+                )  # noqa: E731
+                buf.add(
+                    observations=obs,
+                    actions=a,
+                    rewards=f(r),
+                    next_observations=f(nxt),
+                    terminals=f(term),
+                    timeouts=f(trunc & ~term),
+                )
                 obs = f(o2)
                 loop["step"] += N
             if buf.size >= max(cfg.warmup_steps, cfg.batch_size):
                 tu = time.perf_counter()
                 b = buf.sample(cfg.batch_size, gen)
-                learner.update(b["observations"], b["actions"], b["rewards"] * scale, b["next_observations"], b["terminals"])
+                learner.update(
+                    b["observations"], b["actions"], b["rewards"] * scale, b["next_observations"], b["terminals"]
+                )
                 loop["interval_update_s"] += time.perf_counter() - tu
                 loop["interval_updates"] += 1
                 loop["updates"] += 1
@@ -437,13 +565,25 @@ def train(cfg: Config, algo: str, *, seed: int, device: str, obs_dim: int, act_d
             if loop["step"] >= loop["next_eval"] or final:
                 ev = evaluate(learner, cfg, seed, device)
                 learner.anneal_beta(torch.as_tensor(ev["bias_bound"]))
-                ups = loop["interval_updates"] / loop["interval_update_s"] if loop["interval_update_s"] > 0 else float("nan")
+                ups = (
+                    loop["interval_updates"] / loop["interval_update_s"]
+                    if loop["interval_update_s"] > 0
+                    else float("nan")
+                )
                 loop["evals"].append([loop["step"], *ev["eval_return"].tolist()])
                 for k in range(S):
-                    yield {"kind": "step", "step": loop["step"], "updates": loop["updates"], "algo": algo, "seed": seed + k,
-                           "eval_return": float(ev["eval_return"][k]), "q_bias": float(ev["q_bias"][k]),
-                           "sigma_aleatoric": float(ev["sigma_aleatoric"][k]), "sigma_epistemic": float(ev["sigma_epistemic"][k]),
-                           "updates_per_s": ups}
+                    yield {
+                        "kind": "step",
+                        "step": loop["step"],
+                        "updates": loop["updates"],
+                        "algo": algo,
+                        "seed": seed + k,
+                        "eval_return": float(ev["eval_return"][k]),
+                        "q_bias": float(ev["q_bias"][k]),
+                        "sigma_aleatoric": float(ev["sigma_aleatoric"][k]),
+                        "sigma_epistemic": float(ev["sigma_epistemic"][k]),
+                        "updates_per_s": ups,
+                    }
                 loop["interval_update_s"], loop["interval_updates"] = 0.0, 0
                 while loop["next_eval"] <= loop["step"]:
                     loop["next_eval"] += eval_every
@@ -475,10 +615,18 @@ def result_record(cfg: Config, algo: str, loop: dict) -> dict:
     ev = np.asarray(loop["evals"], dtype=np.float64).reshape(-1, cfg.seeds + 1)
     rets = ev[:, 1:]
     best = int(np.argmax(rets.mean(1)))
-    return {"kind": "result", "algo": algo, "env": cfg.env, "final_return": float(rets[-1].mean()),
-            "final_return_ci": list(bootstrap_mean_ci(rets[-1])), "max_avg_return": float(rets[best].mean()),
-            "max_avg_return_ci": list(bootstrap_mean_ci(rets[best])), "seeds": cfg.seeds, "steps": int(ev[-1, 0]),
-            "wall_s": float(loop["wall_s"])}
+    return {
+        "kind": "result",
+        "algo": algo,
+        "env": cfg.env,
+        "final_return": float(rets[-1].mean()),
+        "final_return_ci": list(bootstrap_mean_ci(rets[-1])),
+        "max_avg_return": float(rets[best].mean()),
+        "max_avg_return_ci": list(bootstrap_mean_ci(rets[best])),
+        "seeds": cfg.seeds,
+        "steps": int(ev[-1, 0]),
+        "wall_s": float(loop["wall_s"]),
+    }
 
 
 def write_d4rl(out: Path, cfg: Config, algo: str, seed: int, learner, buf, device: str) -> list[Path]:
@@ -497,18 +645,30 @@ def write_d4rl(out: Path, cfg: Config, algo: str, seed: int, learner, buf, devic
         data["timeouts"][np.cumsum([len(range(i, n, N)) for i in range(N)]) - 1] = 1.0  # each env's cut-off tail
         data["timeouts"] = np.where(data["terminals"] > 0, 0.0, data["timeouts"])
         p = out / "d4rl" / f"{algo}-seed{seed + k}-replay.hdf5"
-        d4rl.write(p, data, attrs={"env": cfg.env, "algo": algo, "seed": seed + k, "kind": "replay", "steps": cfg.steps})
+        d4rl.write(
+            p, data, attrs={"env": cfg.env, "algo": algo, "seed": seed + k, "kind": "replay", "steps": cfg.steps}
+        )
         paths.append(p)
         if cfg.d4rl_rollout_steps:
             ro = d4rl.rollout(learner, cfg.env, k, cfg.d4rl_rollout_steps, seed=_env_seed(seed, k, 0, 2), device=device)
             p = out / "d4rl" / f"{algo}-seed{seed + k}-policy.hdf5"
-            d4rl.write(p, ro, attrs={"env": cfg.env, "algo": algo, "seed": seed + k, "kind": "policy", "steps": cfg.steps})
+            d4rl.write(
+                p, ro, attrs={"env": cfg.env, "algo": algo, "seed": seed + k, "kind": "policy", "steps": cfg.steps}
+            )
             paths.append(p)
     return paths
 
 
-def run(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | Path | None = None, resume: bool = False,
-        previous: list[dict] | None = None, dims: tuple[int, int] | None = None) -> Iterator[dict]:
+def run(
+    cfg: Config,
+    *,
+    seed: int = 0,
+    device: str = "cpu",
+    out: str | Path | None = None,
+    resume: bool = False,
+    previous: list[dict] | None = None,
+    dims: tuple[int, int] | None = None,
+) -> Iterator[dict]:
     """Train every ``cfg.algo`` (``cfg`` resolved by ``resolve_family``) on ``cfg.env``; yield its
     ``step`` records, one ``result`` per algo and a ``summary``. ``resume``: methods whose
     result is in ``previous`` are replayed; an unfinished one continues from its checkpoint."""
@@ -517,13 +677,36 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | Path | No
     obs_dim, act_dim = dims or validate(cfg)
     out_p = Path(out) if out is not None else None
     results: list[dict] = []
-    yield from replay_or_run(cfg.algo, previous, lambda algo: train(cfg, algo, seed=seed, device=device, obs_dim=obs_dim, act_dim=act_dim,
-                                                                    out=out_p, resume=resume, previous=previous),
-                             field="algo", key=(("env", cfg.env),), results=results)
+    yield from replay_or_run(
+        cfg.algo,
+        previous,
+        lambda algo: train(
+            cfg,
+            algo,
+            seed=seed,
+            device=device,
+            obs_dim=obs_dim,
+            act_dim=act_dim,
+            out=out_p,
+            resume=resume,
+            previous=previous,
+        ),
+        field="algo",
+        key=(("env", cfg.env),),
+        results=results,
+    )
     best = max(results, key=lambda r: r["final_return"]) if results else None
-    yield {"kind": "summary", "env": cfg.env, "family": cfg.family, "algos": list(cfg.algo), "seeds": cfg.seeds, "steps": cfg.steps,
-           "best_algo": best["algo"] if best else None, "best_final_return": best["final_return"] if best else None,
-           "final_return": {r["algo"]: r["final_return"] for r in results}}
+    yield {
+        "kind": "summary",
+        "env": cfg.env,
+        "family": cfg.family,
+        "algos": list(cfg.algo),
+        "seeds": cfg.seeds,
+        "steps": cfg.steps,
+        "best_algo": best["algo"] if best else None,
+        "best_final_return": best["final_return"] if best else None,
+        "final_return": {r["algo"]: r["final_return"] for r in results},
+    }
 
 
 def plot(records: list[dict], out_dir: Path) -> None:
@@ -537,7 +720,10 @@ def plot(records: list[dict], out_dir: Path) -> None:
 
     steps = [r for r in records if r.get("kind") == "step"]
     algos = list(dict.fromkeys(r["algo"] for r in steps))
-    for key, fname, ylabel in (("eval_return", "returns.png", "evaluation return"), ("q_bias", "q_bias.png", "Q bias (env reward units)")):
+    for key, fname, ylabel in (
+        ("eval_return", "returns.png", "evaluation return"),
+        ("q_bias", "q_bias.png", "Q bias (env reward units)"),
+    ):
         fig, ax = plt.subplots(figsize=(6, 4))
         for algo in algos:
             rows = [r for r in steps if r["algo"] == algo and r.get(key) is not None]

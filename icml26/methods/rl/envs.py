@@ -28,7 +28,9 @@ import numpy as np
 
 from icml26.core.errors import InputError, MissingDataError
 
-INSTALL = "pip install 'gymnasium[mujoco]==1.4.0' 'mujoco==3.17.0' 'dm_control==1.0.50' (or `pip install -e '.[mujoco]'`)"
+INSTALL = (
+    "pip install 'gymnasium[mujoco]==1.4.0' 'mujoco==3.17.0' 'dm_control==1.0.50' (or `pip install -e '.[mujoco]'`)"
+)
 
 
 def _episode_seed(base: int, episode: int) -> int:
@@ -49,7 +51,9 @@ class DMCEnv:
         self._env = suite.load(domain, task, task_kwargs={"random": 0})
         spec = self._env.action_spec()
         obs_dim = sum(int(np.prod(v.shape)) for v in self._env.observation_spec().values())
-        self.action_space = gym.spaces.Box(spec.minimum.astype(np.float32), spec.maximum.astype(np.float32), dtype=np.float32)
+        self.action_space = gym.spaces.Box(
+            spec.minimum.astype(np.float32), spec.maximum.astype(np.float32), dtype=np.float32
+        )
         self.observation_space = gym.spaces.Box(-np.inf, np.inf, (obs_dim,), dtype=np.float32)
         self.spec = None
         self.render_mode = None
@@ -122,14 +126,22 @@ def make_base(env_id: str):
         return DMCEnv(domain, task)
     if env_id not in gym.registry:
         close = [k for k in gym.registry if k.split("-")[0].lower() == env_id.split("-")[0].lower()]
-        hint = f" (did you mean {', '.join(sorted(close)[:4])}?)" if close else " (e.g. Hopper-v5, Walker2d-v5, HalfCheetah-v5, Ant-v5, Humanoid-v5, dmc:cheetah-run)"
+        hint = (
+            f" (did you mean {', '.join(sorted(close)[:4])}?)"
+            if close
+            else " (e.g. Hopper-v5, Walker2d-v5, HalfCheetah-v5, Ant-v5, Humanoid-v5, dmc:cheetah-run)"
+        )
         raise InputError(f"--env {env_id!r}: not a registered gymnasium environment{hint}")
     quiet_mujoco_log()
     try:
         env = gym.make(env_id)
     except (ImportError, gym.error.DependencyNotInstalled) as e:
         raise MissingDataError(f"--env {env_id!r} needs MuJoCo ({' '.join(str(e).split())[:120]}): {INSTALL}") from None
-    if not isinstance(env.action_space, gym.spaces.Box) or not np.all(np.isfinite(env.action_space.low)) or not np.all(np.isfinite(env.action_space.high)):
+    if (
+        not isinstance(env.action_space, gym.spaces.Box)
+        or not np.all(np.isfinite(env.action_space.low))
+        or not np.all(np.isfinite(env.action_space.high))
+    ):
         env.close()
         raise InputError(f"--env {env_id!r}: needs a bounded continuous (Box) action space, got {env.action_space}")
     if not isinstance(env.observation_space, gym.spaces.Box) or len(env.observation_space.shape) != 1:
@@ -193,7 +205,9 @@ class SeededEnv:
             for a in np.asarray(actions, dtype=np.float32).reshape(-1, self.action_space.shape[0]):
                 obs, _, term, trunc, info = self.step(a)
                 if term or trunc:
-                    raise RuntimeError("replayed actions end the episode: the checkpoint does not match this environment")
+                    raise RuntimeError(
+                        "replayed actions end the episode: the checkpoint does not match this environment"
+                    )
             return obs, info
         return self._start(self.episode + 1)
 
@@ -203,7 +217,11 @@ class SeededEnv:
         obs, r, term, trunc, info = self.env.step(self._scale(a))
         r = float(r)
         if self.reward_noise > 0:
-            r += self.reward_noise * (0.5 + float(np.mean(a.astype(np.float64) ** 2))) * float(self._noise.standard_normal())
+            r += (
+                self.reward_noise
+                * (0.5 + float(np.mean(a.astype(np.float64) ** 2)))
+                * float(self._noise.standard_normal())
+            )
         return np.asarray(obs, dtype=np.float32), r, bool(term), bool(trunc), info
 
     def replay_state(self) -> tuple[int, np.ndarray]:

@@ -43,11 +43,20 @@ class BatchedLinear(nn.Module):
 
     forward: x (G, B, in) -> (G, B, out) with one ``baddbmm``."""
 
-    def __init__(self, groups: int, in_features: int, out_features: int, *, init: str = "default",
-                 generator: torch.Generator | None = None):
+    def __init__(
+        self,
+        groups: int,
+        in_features: int,
+        out_features: int,
+        *,
+        init: str = "default",
+        generator: torch.Generator | None = None,
+    ):
         super().__init__()
         if groups < 1 or in_features < 1 or out_features < 1:
-            raise ValueError(f"groups, in_features, out_features must be >= 1, got {groups}, {in_features}, {out_features}")
+            raise ValueError(
+                f"groups, in_features, out_features must be >= 1, got {groups}, {in_features}, {out_features}"
+            )
         self.weight = nn.Parameter(torch.empty(groups, in_features, out_features))
         self.bias = nn.Parameter(torch.empty(groups, 1, out_features))
         with torch.no_grad():
@@ -99,15 +108,26 @@ class BatchedMLP(nn.Module):
     forward: x (G, B, in) -> (G, B, out). ``detach=True`` uses the weights without gradient
     (the critics seen by the actor's loss: frozen, but differentiable in the input)."""
 
-    def __init__(self, groups: int, in_features: int, hidden: tuple[int, ...], out_features: int, *,
-                 activation: str = "relu", norm_groups: int = 0, init: str = "default",
-                 generator: torch.Generator | None = None):
+    def __init__(
+        self,
+        groups: int,
+        in_features: int,
+        hidden: tuple[int, ...],
+        out_features: int,
+        *,
+        activation: str = "relu",
+        norm_groups: int = 0,
+        init: str = "default",
+        generator: torch.Generator | None = None,
+    ):
         super().__init__()
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
         self.groups, self.activation = groups, activation
         sizes = (in_features, *hidden)
-        self.layers = nn.ModuleList(BatchedLinear(groups, a, b, init=init, generator=generator) for a, b in zip(sizes[:-1], sizes[1:]))
+        self.layers = nn.ModuleList(
+            BatchedLinear(groups, a, b, init=init, generator=generator) for a, b in zip(sizes[:-1], sizes[1:])
+        )
         self.norms = nn.ModuleList(BatchedGroupNorm(groups, norm_groups, h) for h in hidden) if norm_groups else None
         self.out = BatchedLinear(groups, sizes[-1], out_features, init=init, generator=generator)
 
@@ -120,8 +140,9 @@ class BatchedMLP(nn.Module):
         return self.out(x, detach)
 
 
-def tanh_gaussian(out: Tensor, log_std_min: float, log_std_max: float, *, noise: Tensor | None = None,
-                  deterministic: bool = False) -> tuple[Tensor, Tensor]:
+def tanh_gaussian(
+    out: Tensor, log_std_min: float, log_std_max: float, *, noise: Tensor | None = None, deterministic: bool = False
+) -> tuple[Tensor, Tensor]:
     """Action and log-probability of a tanh-squashed Gaussian from an actor's raw output.
 
     out: (..., 2 * act_dim) = (mean, log_std); log_std clamped to [log_std_min, log_std_max].
@@ -162,5 +183,9 @@ def _bound(q, sigma, dim, lam, beta, sign):
     if lam > 0:
         u = lam * torch.sqrt(torch.clamp(epi + (beta / lam) ** 2 * ale, min=1e-8))
     else:
-        u = torch.sqrt(torch.clamp(beta ** 2 * ale, min=1e-8)) if not isinstance(beta, float) or beta > 0 else torch.zeros_like(mean)
+        u = (
+            torch.sqrt(torch.clamp(beta**2 * ale, min=1e-8))
+            if not isinstance(beta, float) or beta > 0
+            else torch.zeros_like(mean)
+        )
     return mean + sign * u

@@ -92,8 +92,19 @@ class Config:
     td3bc_policy_freq: int = 2
 
     def __post_init__(self):
-        for k in ("steps", "seeds", "batch_size", "eval_interval", "eval_episodes", "max_episode_steps", "ema_every",
-                  "fql_flow_steps", "dql_steps", "td3bc_policy_freq", "bfq_time_embed"):
+        for k in (
+            "steps",
+            "seeds",
+            "batch_size",
+            "eval_interval",
+            "eval_episodes",
+            "max_episode_steps",
+            "ema_every",
+            "fql_flow_steps",
+            "dql_steps",
+            "td3bc_policy_freq",
+            "bfq_time_embed",
+        ):
             if getattr(self, k) < 1:
                 raise ValueError(f"{k} must be >= 1, got {getattr(self, k)}")
         for k in ("checkpoint_interval", "ema_start"):
@@ -109,7 +120,9 @@ class Config:
         if self.activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}, got {self.activation!r}")
         if not 0 < self.gamma <= 1 or not 0 < self.tau <= 1 or not 0 < self.ema_decay < 1:
-            raise ValueError(f"gamma, tau must be in (0, 1] and ema_decay in (0, 1), got {self.gamma}, {self.tau}, {self.ema_decay}")
+            raise ValueError(
+                f"gamma, tau must be in (0, 1] and ema_decay in (0, 1), got {self.gamma}, {self.tau}, {self.ema_decay}"
+            )
         if not 0.0 <= self.bfq_lam <= 1.0:
             raise ValueError(f"bfq_lam must be in [0, 1], got {self.bfq_lam}")
         if not 0.0 <= self.bfq_onestep_frac <= 1.0:
@@ -125,12 +138,21 @@ class Config:
         for k in ("lr", "timing_s"):
             if not getattr(self, k) > 0:
                 raise ValueError(f"{k} must be > 0, got {getattr(self, k)}")
-        for k in ("bfq_eta", "fql_alpha", "dql_eta", "iql_beta", "td3bc_alpha", "td3bc_policy_noise", "td3bc_noise_clip"):
+        for k in (
+            "bfq_eta",
+            "fql_alpha",
+            "dql_eta",
+            "iql_beta",
+            "td3bc_alpha",
+            "td3bc_policy_noise",
+            "td3bc_noise_clip",
+        ):
             if getattr(self, k) < 0:
                 raise ValueError(f"{k} must be >= 0, got {getattr(self, k)}")
 
 
 # ---------------- the shared pieces of every method ----------------
+
 
 class DoubleQ(nn.Module):
     """Two critics per seed (one BatchedMLP with G = 2 S) and their EMA targets."""
@@ -163,8 +185,17 @@ class OfflineAgent(nn.Module):
     name = "agent"
     nfe = 1
 
-    def __init__(self, cfg: Config, obs_dim: int, act_dim: int, seeds: int, *, device: str = "cpu",
-                 generator=None, info: dict | None = None):
+    def __init__(
+        self,
+        cfg: Config,
+        obs_dim: int,
+        act_dim: int,
+        seeds: int,
+        *,
+        device: str = "cpu",
+        generator=None,
+        info: dict | None = None,
+    ):
         super().__init__()
         self.cfg, self.obs_dim, self.act_dim, self.S, self.device = cfg, obs_dim, act_dim, seeds, device
         self.gen = generator if generator is not None else torch.Generator(device=device).manual_seed(0)
@@ -181,7 +212,9 @@ class OfflineAgent(nn.Module):
         from icml26.methods.rl.nets import BatchedMLP
 
         g = self.gen if self.gen.device.type == "cpu" else None
-        return BatchedMLP(groups, in_features, tuple(self.cfg.hidden), out_features, activation=self.cfg.activation, generator=g)
+        return BatchedMLP(
+            groups, in_features, tuple(self.cfg.hidden), out_features, activation=self.cfg.activation, generator=g
+        )
 
     def double_q(self) -> DoubleQ:
         return DoubleQ(self.S, self.obs_dim + self.act_dim, self.mlp)
@@ -230,7 +263,9 @@ class OfflineAgent(nn.Module):
             for i in range(sum(len(g["params"]) for g in sd["param_groups"])):
                 keys = [k for k in t if k.startswith(f"opt.{name}.{i}.")]
                 if keys:
-                    state[i] = {k.rsplit(".", 1)[1]: (t[k] if k.endswith(".step") else t[k].to(self.device)) for k in keys}
+                    state[i] = {
+                        k.rsplit(".", 1)[1]: (t[k] if k.endswith(".step") else t[k].to(self.device)) for k in keys
+                    }
             opt.load_state_dict({"state": state, "param_groups": sd["param_groups"]})
         self.gen.set_state(t["rng.torch"])
 
@@ -238,10 +273,18 @@ class OfflineAgent(nn.Module):
 def agent_class(algo: str) -> type[OfflineAgent]:
     from icml26.methods.rl import bfq, offline_baselines as ob
 
-    return {"bfq": bfq.BFQ, "fql": ob.FQL, "diffusion-ql": ob.DiffusionQL, "iql": ob.IQL, "td3bc": ob.TD3BC, "bc": ob.BC}[algo]
+    return {
+        "bfq": bfq.BFQ,
+        "fql": ob.FQL,
+        "diffusion-ql": ob.DiffusionQL,
+        "iql": ob.IQL,
+        "td3bc": ob.TD3BC,
+        "bc": ob.BC,
+    }[algo]
 
 
 # ---------------- seeds, evaluation, timing ----------------
+
 
 def _algo_seed(seed: int, algo: str) -> int:
     return int(np.random.SeedSequence([seed, ALGOS.index(algo), 21]).generate_state(1, np.uint32)[0])
@@ -285,7 +328,9 @@ def evaluate(agent: OfflineAgent, data, env_id: str, cfg: Config, seed: int, n_e
     return ret.mean(1)
 
 
-def actions_per_s(algo: str, cfg: Config, obs_dim: int, act_dim: int, batch: int, device: str, budget_s: float) -> float:
+def actions_per_s(
+    algo: str, cfg: Config, obs_dim: int, act_dim: int, batch: int, device: str, budget_s: float
+) -> float:
     """Deterministic actions per second of one policy (a fresh 1-seed agent) at ``batch`` states."""
     ag = agent_class(algo)(cfg, obs_dim, act_dim, 1, device=device)
     obs = torch.randn(1, batch, obs_dim, device=device)
@@ -301,6 +346,7 @@ def actions_per_s(algo: str, cfg: Config, obs_dim: int, act_dim: int, batch: int
 
 # ---------------- checkpoints ----------------
 
+
 def _meta(cfg: Config, algo: str, seed: int) -> str:
     from icml26.core.recipe import config_dict
 
@@ -313,7 +359,9 @@ def _save(path: Path, agent: OfflineAgent, loop: dict, meta: str) -> None:
     from icml26.core.output import atomic_path
 
     t = agent.state_tensors()
-    t["loop.counters"] = torch.tensor([loop["updates"], loop["next_eval"], loop["next_ckpt"], loop["n_eval"]], dtype=torch.int64)
+    t["loop.counters"] = torch.tensor(
+        [loop["updates"], loop["next_eval"], loop["next_ckpt"], loop["n_eval"]], dtype=torch.int64
+    )
     t["loop.times"] = torch.tensor([loop["update_s"]], dtype=torch.float64)
     t["loop.evals"] = torch.as_tensor(np.asarray(loop["evals"], dtype=np.float64).reshape(-1, agent.S + 1))
     with atomic_path(path) as tmp:
@@ -325,14 +373,29 @@ def _load(path: Path, meta: str) -> dict:
 
     t, md = safetensors_file.read(path, fix="delete it to start this method over")
     if md.get("icml26") != meta:
-        raise InputError(f"--resume: {str(path)!r} was written with other settings; resume with the same settings or delete it")
+        raise InputError(
+            f"--resume: {str(path)!r} was written with other settings; resume with the same settings or delete it"
+        )
     return t
 
 
 # ---------------- training ----------------
 
-def train(cfg: Config, algo: str, data, *, seed: int, device: str, env_id: str | None, ref: dict, out: Path | None = None,
-          resume: bool = False, previous: list[dict] | None = None, stop_after: int | None = None) -> Iterator[dict]:
+
+def train(
+    cfg: Config,
+    algo: str,
+    data,
+    *,
+    seed: int,
+    device: str,
+    env_id: str | None,
+    ref: dict,
+    out: Path | None = None,
+    resume: bool = False,
+    previous: list[dict] | None = None,
+    stop_after: int | None = None,
+) -> Iterator[dict]:
     """Train ``cfg.seeds`` batched seeds of ``algo`` on ``data`` (``offline_data.Dataset``); yield
     a ``step`` record per seed at each evaluation and one ``result`` at the end. ``stop_after``
     (tests): stop after that many updates (checkpointed), as an interruption would."""
@@ -341,8 +404,14 @@ def train(cfg: Config, algo: str, data, *, seed: int, device: str, env_id: str |
     S = cfg.seeds
     gen = torch.Generator(device=device).manual_seed(_algo_seed(seed, algo))
     agent = agent_class(algo)(cfg, data.obs_dim, data.act_dim, S, device=device, generator=gen, info=data.info)
-    loop = {"updates": 0, "next_eval": cfg.eval_interval, "next_ckpt": cfg.checkpoint_interval or cfg.steps, "n_eval": 0,
-            "update_s": 0.0, "evals": []}
+    loop = {
+        "updates": 0,
+        "next_eval": cfg.eval_interval,
+        "next_ckpt": cfg.checkpoint_interval or cfg.steps,
+        "n_eval": 0,
+        "update_s": 0.0,
+        "evals": [],
+    }
     meta = _meta(cfg, algo, seed)
     ckpt = out / CHECKPOINT.format(algo=algo) if out is not None else None
     if resume and ckpt is not None and ckpt.is_file():
@@ -373,9 +442,16 @@ def train(cfg: Config, algo: str, data, *, seed: int, device: str, env_id: str |
             loop["evals"].append([loop["updates"], *rets.tolist()])
             for k in range(S):
                 cl = None if losses.get("critic_loss") is None else float(sums["critic_loss"][k]) / n_sum
-                yield {"kind": "step", "step": loop["updates"], "algo": algo, "seed": seed + k,
-                       "normalized_score": _score(rets[k], ref), "eval_return": float(rets[k]) if env_id else None,
-                       "critic_loss": cl, "actor_loss": float(sums["actor_loss"][k]) / n_sum}
+                yield {
+                    "kind": "step",
+                    "step": loop["updates"],
+                    "algo": algo,
+                    "seed": seed + k,
+                    "normalized_score": _score(rets[k], ref),
+                    "eval_return": float(rets[k]) if env_id else None,
+                    "critic_loss": cl,
+                    "actor_loss": float(sums["actor_loss"][k]) / n_sum,
+                }
             sums = {k: torch.zeros(S, device=device) for k in sums}
             n_sum = 0
             while loop["next_eval"] <= loop["updates"]:
@@ -388,22 +464,34 @@ def train(cfg: Config, algo: str, data, *, seed: int, device: str, env_id: str |
         if stop:
             return
     ev = np.asarray(loop["evals"], dtype=np.float64).reshape(-1, S + 1)
-    scores = normalized_score(ev[:, 1:], ref["ref_min_return"], ref["ref_max_return"]) if ref["score_reference"] else np.full_like(ev[:, 1:], np.nan)
+    scores = (
+        normalized_score(ev[:, 1:], ref["ref_min_return"], ref["ref_max_return"])
+        if ref["score_reference"]
+        else np.full_like(ev[:, 1:], np.nan)
+    )
     best = int(np.nanargmax(scores.mean(1))) if np.isfinite(scores).any() else len(scores) - 1
     fin = scores[-1]
     ok = bool(np.isfinite(fin).all())
-    yield {"kind": "result", "algo": algo, "dataset": data.name, "env": env_id, "steps": int(ev[-1, 0]), "seeds": S,
-           "normalized_score_final": float(fin.mean()) if ok else None,
-           "normalized_score_final_ci": list(bootstrap_mean_ci(fin)) if ok else None,
-           "normalized_score_best": float(scores[best].mean()) if ok else None,
-           "normalized_score_best_ci": list(bootstrap_mean_ci(scores[best])) if ok else None,
-           "best_step": int(ev[best, 0]) if ok else None,
-           "return_final": float(ev[-1, 1:].mean()) if env_id else None,
-           "train_hz": loop["updates"] / loop["update_s"] if loop["update_s"] > 0 else None,
-           "actions_per_s_b1": actions_per_s(algo, cfg, data.obs_dim, data.act_dim, 1, device, cfg.timing_s),
-           "actions_per_s_b256": actions_per_s(algo, cfg, data.obs_dim, data.act_dim, 256, device, cfg.timing_s),
-           "nfe": agent.nfe, **ref,
-           "evaluation": "done" if env_id else "skipped: the dataset names no environment and no --env was given"}
+    yield {
+        "kind": "result",
+        "algo": algo,
+        "dataset": data.name,
+        "env": env_id,
+        "steps": int(ev[-1, 0]),
+        "seeds": S,
+        "normalized_score_final": float(fin.mean()) if ok else None,
+        "normalized_score_final_ci": list(bootstrap_mean_ci(fin)) if ok else None,
+        "normalized_score_best": float(scores[best].mean()) if ok else None,
+        "normalized_score_best_ci": list(bootstrap_mean_ci(scores[best])) if ok else None,
+        "best_step": int(ev[best, 0]) if ok else None,
+        "return_final": float(ev[-1, 1:].mean()) if env_id else None,
+        "train_hz": loop["updates"] / loop["update_s"] if loop["update_s"] > 0 else None,
+        "actions_per_s_b1": actions_per_s(algo, cfg, data.obs_dim, data.act_dim, 1, device, cfg.timing_s),
+        "actions_per_s_b256": actions_per_s(algo, cfg, data.obs_dim, data.act_dim, 256, device, cfg.timing_s),
+        "nfe": agent.nfe,
+        **ref,
+        "evaluation": "done" if env_id else "skipped: the dataset names no environment and no --env was given",
+    }
 
 
 def _score(ret: float, ref: dict) -> float | None:
@@ -419,13 +507,17 @@ def validate(cfg: Config):
     from icml26.methods.rl.envs import env_dims
 
     if not cfg.dataset:
-        raise InputError("--dataset is required: a D4RL hdf5 file or a Minari dataset folder (icml26 bfq make-dataset writes one)")
+        raise InputError(
+            "--dataset is required: a D4RL hdf5 file or a Minari dataset folder (icml26 bfq make-dataset writes one)"
+        )
     data = od.load(cfg.dataset, normalize_obs=cfg.normalize_obs)
     env_id = cfg.env or data.env
     if env_id:
         o, a = env_dims(env_id)
         if (o, a) != (data.obs_dim, data.act_dim):
-            raise InputError(f"--env {env_id!r} has observations of {o} and actions of {a} dims, the dataset {data.obs_dim} and {data.act_dim}")
+            raise InputError(
+                f"--env {env_id!r} has observations of {o} and actions of {a} dims, the dataset {data.obs_dim} and {data.act_dim}"
+            )
     if cfg.batch_size > data.size:
         raise InputError(f"batch_size ({cfg.batch_size}) exceeds the dataset's {data.size} transitions")
     check_size(cfg, data.obs_dim, data.act_dim)
@@ -433,7 +525,9 @@ def validate(cfg: Config):
 
 
 MAX_STATE_BYTES = 16 * 2**30  # networks + Adam state of all batched seeds
-MAX_TRAIN_FLOPS = 1e18  # ~230 days of one core at 50 GFLOP/s: only a mistyped size is refused (the paper's D4RL setting is ~6e17)
+MAX_TRAIN_FLOPS = (
+    1e18  # ~230 days of one core at 50 GFLOP/s: only a mistyped size is refused (the paper's D4RL setting is ~6e17)
+)
 
 
 def check_size(cfg: Config, obs_dim: int, act_dim: int) -> None:
@@ -448,16 +542,36 @@ def check_size(cfg: Config, obs_dim: int, act_dim: int) -> None:
     per_net = sum(a * b + b for a, b in zip(widths[:-1], widths[1:]))
     state = cfg.seeds * 8 * per_net * 4 * 4
     if state > MAX_STATE_BYTES:
-        raise InputError(f"{cfg.seeds} batched seeds of {list(cfg.hidden)} networks would hold ~{state / 2**30:.0f} GiB "
-                         f"(limit {MAX_STATE_BYTES // 2**30} GiB); lower seeds or hidden")
-    chain = max([1] + [cfg.dql_steps for a in cfg.algo if a == "diffusion-ql"] + [cfg.fql_flow_steps for a in cfg.algo if a == "fql"])
+        raise InputError(
+            f"{cfg.seeds} batched seeds of {list(cfg.hidden)} networks would hold ~{state / 2**30:.0f} GiB "
+            f"(limit {MAX_STATE_BYTES // 2**30} GiB); lower seeds or hidden"
+        )
+    chain = max(
+        [1]
+        + [cfg.dql_steps for a in cfg.algo if a == "diffusion-ql"]
+        + [cfg.fql_flow_steps for a in cfg.algo if a == "fql"]
+    )
     flops = 6.0 * 8 * per_net * cfg.batch_size * cfg.steps * cfg.seeds * len(cfg.algo) * chain
-    check_work(flops, MAX_TRAIN_FLOPS, "take", "flops of training", "--steps, seeds, batch_size, hidden or --algo",
-               detail=f"{len(cfg.algo)} algos x {cfg.seeds} seeds x {cfg.steps} steps x batch {cfg.batch_size}")
+    check_work(
+        flops,
+        MAX_TRAIN_FLOPS,
+        "take",
+        "flops of training",
+        "--steps, seeds, batch_size, hidden or --algo",
+        detail=f"{len(cfg.algo)} algos x {cfg.seeds} seeds x {cfg.steps} steps x batch {cfg.batch_size}",
+    )
 
 
-def run(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | Path | None = None, resume: bool = False,
-        previous: list[dict] | None = None, inputs=None) -> Iterator[dict]:
+def run(
+    cfg: Config,
+    *,
+    seed: int = 0,
+    device: str = "cpu",
+    out: str | Path | None = None,
+    resume: bool = False,
+    previous: list[dict] | None = None,
+    inputs=None,
+) -> Iterator[dict]:
     """Train every ``cfg.algo`` on ``cfg.dataset``: ``step`` records, one ``result`` per algo,
     then a ``summary``. ``resume``: finished methods are replayed, an unfinished one continues."""
     from icml26.core.output import replay_or_run
@@ -466,13 +580,37 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | Path | No
     data = data.to(device)
     out_p = Path(out) if out is not None else None
     results: list[dict] = []
-    yield from replay_or_run(cfg.algo, previous, lambda algo: train(cfg, algo, data, seed=seed, device=device, env_id=env_id, ref=ref,
-                                                                    out=out_p, resume=resume, previous=previous),
-                             field="algo", key=(("dataset", data.name),), results=results)
+    yield from replay_or_run(
+        cfg.algo,
+        previous,
+        lambda algo: train(
+            cfg,
+            algo,
+            data,
+            seed=seed,
+            device=device,
+            env_id=env_id,
+            ref=ref,
+            out=out_p,
+            resume=resume,
+            previous=previous,
+        ),
+        field="algo",
+        key=(("dataset", data.name),),
+        results=results,
+    )
     scored = [r for r in results if r.get("normalized_score_final") is not None]
     best = max(scored, key=lambda r: r["normalized_score_final"]) if scored else None
-    yield {"kind": "summary", "dataset": data.name, "env": env_id, "algos": list(cfg.algo), "seeds": cfg.seeds, "steps": cfg.steps,
-           **ref, "best_algo": best["algo"] if best else None,
-           "normalized_score_final": {r["algo"]: r.get("normalized_score_final") for r in results},
-           "train_hz": {r["algo"]: r.get("train_hz") for r in results},
-           "actions_per_s_b1": {r["algo"]: r.get("actions_per_s_b1") for r in results}}
+    yield {
+        "kind": "summary",
+        "dataset": data.name,
+        "env": env_id,
+        "algos": list(cfg.algo),
+        "seeds": cfg.seeds,
+        "steps": cfg.steps,
+        **ref,
+        "best_algo": best["algo"] if best else None,
+        "normalized_score_final": {r["algo"]: r.get("normalized_score_final") for r in results},
+        "train_hz": {r["algo"]: r.get("train_hz") for r in results},
+        "actions_per_s_b1": {r["algo"]: r.get("actions_per_s_b1") for r in results},
+    }

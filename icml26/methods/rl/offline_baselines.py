@@ -43,8 +43,10 @@ class FQL(OfflineAgent):
         self.flow = self.mlp(S, o + a + 1, a)  # v(s, x_t, t)
         self.onestep = self.mlp(S, o + a, a)  # mu(s, z)
         self.critic = self.double_q()
-        self.optimizers = {"actor": torch.optim.Adam([*self.flow.parameters(), *self.onestep.parameters()], lr=c.lr),
-                           "critic": torch.optim.Adam(self.critic.net.parameters(), lr=c.lr)}
+        self.optimizers = {
+            "actor": torch.optim.Adam([*self.flow.parameters(), *self.onestep.parameters()], lr=c.lr),
+            "critic": torch.optim.Adam(self.critic.net.parameters(), lr=c.lr),
+        }
 
     def mu(self, obs: Tensor, z: Tensor) -> Tensor:
         return self.onestep(torch.cat([obs, z], -1))
@@ -61,7 +63,11 @@ class FQL(OfflineAgent):
 
     @torch.no_grad()
     def act(self, obs: Tensor, deterministic: bool = True) -> Tensor:
-        z = torch.zeros(*obs.shape[:-1], self.act_dim, device=obs.device) if deterministic else self.noise(*obs.shape[:-1], self.act_dim)
+        z = (
+            torch.zeros(*obs.shape[:-1], self.act_dim, device=obs.device)
+            if deterministic
+            else self.noise(*obs.shape[:-1], self.act_dim)
+        )
         return self.mu(obs, z).clamp(-1.0, 1.0)
 
     def update(self, b):
@@ -97,7 +103,7 @@ def vp_betas(n: int) -> Tensor:
     i = 1..N, b_min 0.1, b_max 10. Returns (N,) float32."""
     i = torch.arange(1, n + 1, dtype=torch.float64)
     b_max, b_min = 10.0, 0.1
-    alpha = torch.exp(-b_min / n - 0.5 * (b_max - b_min) * (2 * i - 1) / n ** 2)
+    alpha = torch.exp(-b_min / n - 0.5 * (b_max - b_min) * (2 * i - 1) / n**2)
     return (1 - alpha).float()
 
 
@@ -124,8 +130,10 @@ class DiffusionQL(OfflineAgent):
         self.register_buffer("post_c1", betas * ab_prev.sqrt() / (1 - ab))  # posterior mean coefficients
         self.register_buffer("post_c2", (1 - ab_prev) * (1 - betas).sqrt() / (1 - ab))
         self.register_buffer("post_logvar", torch.log(torch.clamp(betas * (1 - ab_prev) / (1 - ab), min=1e-20)))
-        self.optimizers = {"actor": torch.optim.Adam(self.model.parameters(), lr=c.lr),
-                           "critic": torch.optim.Adam(self.critic.net.parameters(), lr=c.lr)}
+        self.optimizers = {
+            "actor": torch.optim.Adam(self.model.parameters(), lr=c.lr),
+            "critic": torch.optim.Adam(self.critic.net.parameters(), lr=c.lr),
+        }
 
     def eps_model(self, net, x, i: int | Tensor, obs):
         """eps_theta(x_i, i, s): ``i`` an int (the same step for the batch: its embedding is a
@@ -135,7 +143,9 @@ class DiffusionQL(OfflineAgent):
             emb = time_embedding(i.float() / 1000.0, self.temb)
         else:
             if getattr(self, "_embs", None) is None or self._embs.device != x.device:
-                steps = torch.arange(self.cfg.dql_steps, device=x.device, dtype=torch.float32)[:, None, None, None] / 1000.0
+                steps = (
+                    torch.arange(self.cfg.dql_steps, device=x.device, dtype=torch.float32)[:, None, None, None] / 1000.0
+                )
                 self._embs = time_embedding(steps, self.temb)  # (N, 1, 1, temb)
             emb = self._embs[i].expand(S, B, -1)
         return net(torch.cat([x, obs, emb], -1))
@@ -194,9 +204,11 @@ class IQL(OfflineAgent):
         self.value = self.mlp(S, o, 1)
         self.actor = self.mlp(S, o, a)
         self.log_std = torch.nn.Parameter(torch.zeros(S, 1, a))
-        self.optimizers = {"critic": torch.optim.Adam(self.critic.net.parameters(), lr=c.lr),
-                           "value": torch.optim.Adam(self.value.parameters(), lr=c.lr),
-                           "actor": torch.optim.Adam([*self.actor.parameters(), self.log_std], lr=c.lr)}
+        self.optimizers = {
+            "critic": torch.optim.Adam(self.critic.net.parameters(), lr=c.lr),
+            "value": torch.optim.Adam(self.value.parameters(), lr=c.lr),
+            "actor": torch.optim.Adam([*self.actor.parameters(), self.log_std], lr=c.lr),
+        }
         rr = self.info.get("return_range")
         self.reward_scale = 1000.0 / rr if (c.iql_reward_norm and rr and rr > 0) else 1.0
 
@@ -215,10 +227,13 @@ class IQL(OfflineAgent):
         v = self.value(obs)[..., 0]
         u = q_t - v
         w = torch.where(u < 0, 1 - c.iql_expectile, c.iql_expectile)
-        value_loss = (w * u ** 2).mean(-1)
+        value_loss = (w * u**2).mean(-1)
         self.step("value", value_loss.sum())
         with torch.no_grad():
-            y = b["rewards"] * self.reward_scale + c.gamma * (1.0 - b["terminals"]) * self.value(b["next_observations"])[..., 0]
+            y = (
+                b["rewards"] * self.reward_scale
+                + c.gamma * (1.0 - b["terminals"]) * self.value(b["next_observations"])[..., 0]
+            )
             adv = q_t - self.value(obs)[..., 0]
             wexp = torch.exp(c.iql_beta * adv).clamp(max=100.0)
         q = self.critic.q(obs, act)
@@ -244,8 +259,10 @@ class TD3BC(OfflineAgent):
         self.actor_target.load_state_dict(self.actor.state_dict())
         self.actor_target.requires_grad_(False)
         self.critic = self.double_q()
-        self.optimizers = {"actor": torch.optim.Adam(self.actor.parameters(), lr=c.lr),
-                           "critic": torch.optim.Adam(self.critic.net.parameters(), lr=c.lr)}
+        self.optimizers = {
+            "actor": torch.optim.Adam(self.actor.parameters(), lr=c.lr),
+            "critic": torch.optim.Adam(self.critic.net.parameters(), lr=c.lr),
+        }
         self.last_actor_loss = None
 
     @torch.no_grad()
@@ -257,7 +274,9 @@ class TD3BC(OfflineAgent):
         obs, act = b["observations"], b["actions"]
         with torch.no_grad():
             a2 = torch.tanh(self.actor_target(b["next_observations"]))
-            a2 = (a2 + (self.noise(*a2.shape) * c.td3bc_policy_noise).clamp(-c.td3bc_noise_clip, c.td3bc_noise_clip)).clamp(-1.0, 1.0)
+            a2 = (
+                a2 + (self.noise(*a2.shape) * c.td3bc_policy_noise).clamp(-c.td3bc_noise_clip, c.td3bc_noise_clip)
+            ).clamp(-1.0, 1.0)
             y = self.td_target(b, self.critic.q(b["next_observations"], a2, target=True).min(1).values)
         q = self.critic.q(obs, act)
         critic_loss = ((q - y[:, None]) ** 2).mean(-1).sum(1)
@@ -274,7 +293,10 @@ class TD3BC(OfflineAgent):
             with torch.no_grad():
                 torch._foreach_lerp_(list(self.actor_target.parameters()), list(self.actor.parameters()), c.tau)
             self.last_actor_loss = actor_loss.detach()
-        return {"critic_loss": critic_loss.detach(), "actor_loss": self.last_actor_loss if self.last_actor_loss is not None else torch.zeros(self.S)}
+        return {
+            "critic_loss": critic_loss.detach(),
+            "actor_loss": self.last_actor_loss if self.last_actor_loss is not None else torch.zeros(self.S),
+        }
 
 
 class BC(OfflineAgent):

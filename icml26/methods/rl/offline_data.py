@@ -53,6 +53,7 @@ def family(env_id: str | None) -> str | None:
 
 # ---------------- readers ----------------
 
+
 def read_minari(folder: str | Path) -> tuple[dict[str, np.ndarray], dict]:
     """(D4RL fields, attrs) of a Minari dataset folder (layout above). InputError on a folder
     without main_data.hdf5, a non-flat observation space, or episodes of inconsistent lengths."""
@@ -65,8 +66,16 @@ def read_minari(folder: str | Path) -> tuple[dict[str, np.ndarray], dict]:
     meta_file = main.parent / "metadata.json"
     try:
         with h5py.File(main, "r") as f:
-            attrs.update({k: (v.decode() if isinstance(v, bytes) else v.item() if hasattr(v, "item") else v) for k, v in f.attrs.items()})
-            names = sorted((k for k in f if k.startswith("episode_")), key=lambda k: int(k.split("_")[1]) if k.split("_")[1].isdigit() else -1)
+            attrs.update(
+                {
+                    k: (v.decode() if isinstance(v, bytes) else v.item() if hasattr(v, "item") else v)
+                    for k, v in f.attrs.items()
+                }
+            )
+            names = sorted(
+                (k for k in f if k.startswith("episode_")),
+                key=lambda k: int(k.split("_")[1]) if k.split("_")[1].isdigit() else -1,
+            )
             if not names:
                 raise InputError(f"dataset {str(folder)!r}: main_data.hdf5 holds no episode_<i> groups")
             rows = {k: [] for k in ("observations", "next_observations", "actions", "rewards", "terminals", "timeouts")}
@@ -74,15 +83,21 @@ def read_minari(folder: str | Path) -> tuple[dict[str, np.ndarray], dict]:
                 g = f[name]
                 for k in ("observations", "actions", "rewards", "terminations", "truncations"):
                     if k not in g:
-                        raise InputError(f"dataset {str(folder)!r}: {name} has no {k!r} (Minari episodes hold observations, actions, rewards, terminations, truncations)")
+                        raise InputError(
+                            f"dataset {str(folder)!r}: {name} has no {k!r} (Minari episodes hold observations, actions, rewards, terminations, truncations)"
+                        )
                     if not isinstance(g[k], h5py.Dataset):
-                        raise InputError(f"dataset {str(folder)!r}: {name}/{k} is a group (dict spaces are not supported: flatten the observations)")
+                        raise InputError(
+                            f"dataset {str(folder)!r}: {name}/{k} is a group (dict spaces are not supported: flatten the observations)"
+                        )
                 obs, act = g["observations"][()], g["actions"][()]
                 rew, term, trunc = g["rewards"][()], g["terminations"][()], g["truncations"][()]
                 T = len(act)
                 if len(obs) != T + 1 or len(rew) != T or len(term) != T or len(trunc) != T:
-                    raise InputError(f"dataset {str(folder)!r}: {name} has {len(obs)} observations for {T} actions, {len(rew)} rewards "
-                                     f"(Minari stores T+1 observations for T steps)")
+                    raise InputError(
+                        f"dataset {str(folder)!r}: {name} has {len(obs)} observations for {T} actions, {len(rew)} rewards "
+                        f"(Minari stores T+1 observations for T steps)"
+                    )
                 tout = np.asarray(trunc, bool) & ~np.asarray(term, bool)
                 if T and not (term[-1] or trunc[-1]):
                     tout[-1] = True  # the recorded episode is cut there
@@ -90,7 +105,9 @@ def read_minari(folder: str | Path) -> tuple[dict[str, np.ndarray], dict]:
                 rows["actions"].append(act), rows["rewards"].append(rew)
                 rows["terminals"].append(np.asarray(term, bool)), rows["timeouts"].append(tout)
     except OSError as e:
-        raise InputError(f"dataset {str(folder)!r}: main_data.hdf5 is not a readable hdf5 file ({' '.join(str(e).split())[:120]})") from None
+        raise InputError(
+            f"dataset {str(folder)!r}: main_data.hdf5 is not a readable hdf5 file ({' '.join(str(e).split())[:120]})"
+        ) from None
     if meta_file.is_file():
         try:
             meta = json.loads(meta_file.read_text())
@@ -154,8 +171,12 @@ class Dataset:
         """The same dataset with its tensors on ``device``."""
         import dataclasses
 
-        return dataclasses.replace(self, fields={k: v.to(device) for k, v in self.fields.items()}, obs_mean=self.obs_mean.to(device),
-                                   obs_std=self.obs_std.to(device))
+        return dataclasses.replace(
+            self,
+            fields={k: v.to(device) for k, v in self.fields.items()},
+            obs_mean=self.obs_mean.to(device),
+            obs_std=self.obs_std.to(device),
+        )
 
     def normalize(self, obs):
         return (obs - self.obs_mean.to(obs)) / self.obs_std.to(obs)
@@ -185,7 +206,9 @@ def load(path: str | Path, *, normalize_obs: bool = True, device: str = "cpu") -
         raise InputError(f"dataset {str(path)!r}: {n} usable transitions; at least 2 are needed")
     amax = float(np.abs(data["actions"]).max())
     if amax > 1.0 + 1e-3:
-        raise InputError(f"dataset {str(path)!r}: actions reach {amax:.4g} in magnitude; expected actions scaled to [-1, 1] (as D4RL's)")
+        raise InputError(
+            f"dataset {str(path)!r}: actions reach {amax:.4g} in magnitude; expected actions scaled to [-1, 1] (as D4RL's)"
+        )
     eps_ret = [float(data["rewards"][sl].sum()) for sl in d4rl.episodes(data)]
     rr = (max(eps_ret) - min(eps_ret)) if len(eps_ret) > 1 else 0.0
     obs = data["observations"].astype(np.float64)
@@ -193,18 +216,34 @@ def load(path: str | Path, *, normalize_obs: bool = True, device: str = "cpu") -
     std = obs.std(0) + 1e-3 if normalize_obs else np.ones(obs.shape[1])
     t = lambda x: torch.as_tensor(np.asarray(x, dtype=np.float32), device=device)  # noqa: E731
     mean_t, std_t = t(mean), t(std)
-    fields = {"observations": (t(data["observations"]) - mean_t) / std_t, "next_observations": (t(data["next_observations"]) - mean_t) / std_t,
-              "actions": t(np.clip(data["actions"], -1.0, 1.0)), "rewards": t(data["rewards"]), "terminals": t(data["terminals"])}
+    fields = {
+        "observations": (t(data["observations"]) - mean_t) / std_t,
+        "next_observations": (t(data["next_observations"]) - mean_t) / std_t,
+        "actions": t(np.clip(data["actions"], -1.0, 1.0)),
+        "rewards": t(data["rewards"]),
+        "terminals": t(data["terminals"]),
+    }
     env = attrs.get("env") if isinstance(attrs.get("env"), str) else None
-    return Dataset(name=p.name, fields=fields, env=env, attrs=attrs, obs_mean=mean_t, obs_std=std_t,
-                   info={"return_range": rr, "episodes": len(eps_ret)})
+    return Dataset(
+        name=p.name,
+        fields=fields,
+        env=env,
+        attrs=attrs,
+        obs_mean=mean_t,
+        obs_std=std_t,
+        info={"return_range": rr, "episodes": len(eps_ret)},
+    )
 
 
 def score_reference(data: Dataset, env_id: str | None) -> dict:
     """{score_reference: 'dataset' | 'd4rl' | None, ref_min_return, ref_max_return}."""
     a = data.attrs
     if "ref_min_return" in a and "ref_max_return" in a and float(a["ref_max_return"]) > float(a["ref_min_return"]):
-        return {"score_reference": "dataset", "ref_min_return": float(a["ref_min_return"]), "ref_max_return": float(a["ref_max_return"])}
+        return {
+            "score_reference": "dataset",
+            "ref_min_return": float(a["ref_min_return"]),
+            "ref_max_return": float(a["ref_max_return"]),
+        }
     fam = family(env_id)
     if fam:
         lo, hi = D4RL_REF[fam]
@@ -213,6 +252,7 @@ def score_reference(data: Dataset, env_id: str | None) -> dict:
 
 
 # ---------------- make-dataset ----------------
+
 
 @dataclass(frozen=True)
 class MakeConfig:
@@ -239,7 +279,9 @@ class MakeConfig:
         if bad or not self.kinds:
             raise ValueError(f"kinds {bad[0] if bad else ''!r} is not one of {', '.join(KINDS)}")
         if not 0 < self.medium_fraction < 1 or not 0 < self.expert_fraction <= 1:
-            raise ValueError(f"medium_fraction must be in (0, 1) and expert_fraction in (0, 1], got {self.medium_fraction}, {self.expert_fraction}")
+            raise ValueError(
+                f"medium_fraction must be in (0, 1) and expert_fraction in (0, 1], got {self.medium_fraction}, {self.expert_fraction}"
+            )
 
 
 def sac_config(mc: MakeConfig):
@@ -247,11 +289,28 @@ def sac_config(mc: MakeConfig):
     as Stable-Baselines3's SAC; one update per ``env_steps_per_update`` environment steps)."""
     from icml26.methods.rl import dsac_aid
 
-    cfg = dsac_aid.Config(env=mc.env, algo=("sac",), steps=mc.sac_steps, seeds=1, num_envs=1, env_steps_per_update=mc.env_steps_per_update,
-                          warmup_steps=mc.warmup_steps, buffer_size=max(mc.sac_steps + 1, mc.batch_size), batch_size=mc.batch_size,
-                          hidden=tuple(mc.hidden), activation="relu", norm_groups=0, init="default", reward_scale=1.0, huber=False,
-                          homogeneous=True, eval_interval=mc.eval_interval, eval_episodes=mc.eval_episodes, bias_horizon=50,
-                          checkpoint_interval=mc.eval_interval)
+    cfg = dsac_aid.Config(
+        env=mc.env,
+        algo=("sac",),
+        steps=mc.sac_steps,
+        seeds=1,
+        num_envs=1,
+        env_steps_per_update=mc.env_steps_per_update,
+        warmup_steps=mc.warmup_steps,
+        buffer_size=max(mc.sac_steps + 1, mc.batch_size),
+        batch_size=mc.batch_size,
+        hidden=tuple(mc.hidden),
+        activation="relu",
+        norm_groups=0,
+        init="default",
+        reward_scale=1.0,
+        huber=False,
+        homogeneous=True,
+        eval_interval=mc.eval_interval,
+        eval_episodes=mc.eval_episodes,
+        bias_horizon=50,
+        checkpoint_interval=mc.eval_interval,
+    )
     return dsac_aid.resolve_family(cfg)
 
 
@@ -263,8 +322,11 @@ def _learner(cfg, state: dict | None, device: str):
     from icml26.methods.rl.sac import Learner
 
     o, a = env_dims(cfg.env)
-    ln = Learner(dsac_aid.learner_spec(cfg, "sac" if "sac" in cfg.algo else cfg.algo[0], o, a), device=device,
-                 generator=torch.Generator().manual_seed(12345))
+    ln = Learner(
+        dsac_aid.learner_spec(cfg, "sac" if "sac" in cfg.algo else cfg.algo[0], o, a),
+        device=device,
+        generator=torch.Generator().manual_seed(12345),
+    )
     if state is not None:
         ln.load_state_dict({k[6:]: v for k, v in state.items() if k.startswith("model.")})
     return ln
@@ -347,8 +409,18 @@ def read_run(run_dir: str | Path) -> dict:
     if not evals:
         raise InputError(f"--from {str(run_dir)!r}: no evaluation of {algo} in records.jsonl")
     t, _ = safetensors_file.read(p / dsac_aid.CHECKPOINT.format(algo=algo), fix="re-run the SAC training")
-    snaps = {int(q.stem.split("-")[1]): q for q in sorted((p / "snapshots").glob("step-*.safetensors"))} if (p / "snapshots").is_dir() else {}
-    return {"config": cfg, "algo": algo, "evals": {k: float(np.mean(v)) for k, v in sorted(evals.items())}, "final": t, "snapshots": snaps}
+    snaps = (
+        {int(q.stem.split("-")[1]): q for q in sorted((p / "snapshots").glob("step-*.safetensors"))}
+        if (p / "snapshots").is_dir()
+        else {}
+    )
+    return {
+        "config": cfg,
+        "algo": algo,
+        "evals": {k: float(np.mean(v)) for k, v in sorted(evals.items())},
+        "final": t,
+        "snapshots": snaps,
+    }
 
 
 def _replay_until(t: dict, step: int, seeds: int, num_envs: int) -> dict[str, np.ndarray]:
@@ -356,7 +428,10 @@ def _replay_until(t: dict, step: int, seeds: int, num_envs: int) -> dict[str, np
     environment (env-major, the cut-off tails marked as timeouts), in D4RL fields."""
     size = int(t["buffer.ptr_size"][1])
     n = min(size, step)
-    data = {k: t[f"buffer.{k}"][0, :n].numpy().astype(np.float32) for k in ("observations", "actions", "rewards", "next_observations", "terminals", "timeouts")}
+    data = {
+        k: t[f"buffer.{k}"][0, :n].numpy().astype(np.float32)
+        for k in ("observations", "actions", "rewards", "next_observations", "terminals", "timeouts")
+    }
     order = np.concatenate([np.arange(i, n, num_envs) for i in range(num_envs)])
     data = {k: v[order] for k, v in data.items()}
     ends = np.cumsum([len(range(i, n, num_envs)) for i in range(num_envs)]) - 1
@@ -366,7 +441,9 @@ def _replay_until(t: dict, step: int, seeds: int, num_envs: int) -> dict[str, np
     return data
 
 
-def make(mc: MakeConfig, out: Path, *, seed: int = 0, device: str = "cpu", from_dir: str | None = None) -> Iterator[dict]:
+def make(
+    mc: MakeConfig, out: Path, *, seed: int = 0, device: str = "cpu", from_dir: str | None = None
+) -> Iterator[dict]:
     """Build the datasets of ``mc.kinds`` into ``out`` (``<env>-<kind>.hdf5``); yields the SAC run's
     records (prefixed ``sac_``) when it trains, then one ``result`` per dataset and a ``summary``."""
     from icml26.core import safetensors_file
@@ -376,7 +453,14 @@ def make(mc: MakeConfig, out: Path, *, seed: int = 0, device: str = "cpu", from_
         run_dir = out / "sac"
         for r in train_sac(mc, run_dir, seed=seed, device=device):
             if r["kind"] == "step":
-                yield {"kind": "step", "step": r["step"], "algo": "sac", "seed": r["seed"], "eval_return": r["eval_return"], "updates_per_s": r["updates_per_s"]}
+                yield {
+                    "kind": "step",
+                    "step": r["step"],
+                    "algo": "sac",
+                    "seed": r["seed"],
+                    "eval_return": r["eval_return"],
+                    "updates_per_s": r["updates_per_s"],
+                }
         from_dir = str(run_dir)
     run = read_run(from_dir)
     cfg, evals = run["config"], run["evals"]
@@ -393,17 +477,27 @@ def make(mc: MakeConfig, out: Path, *, seed: int = 0, device: str = "cpu", from_
     rand_ret = _mean_episode_return(rand)
     final_ln = _learner(cfg, run["final"], device)
     ref = {"ref_min_return": rand_ret, "ref_max_return": final_ret}
-    base_attrs = {"env": env, "source_run": Path(from_dir).name, "sac_algo": run["algo"], "expert_return": final_ret, "expert_step": final_step,
-                  "random_return": rand_ret, "rules": "D4RL: random = untrained policy; medium = first snapshot at >= 1/3 of the final "
-                  "policy's return; medium-replay = replay buffer up to it; expert = final policy; medium-expert = medium + expert", **ref}
+    base_attrs = {
+        "env": env,
+        "source_run": Path(from_dir).name,
+        "sac_algo": run["algo"],
+        "expert_return": final_ret,
+        "expert_step": final_step,
+        "random_return": rand_ret,
+        "rules": "D4RL: random = untrained policy; medium = first snapshot at >= 1/3 of the final "
+        "policy's return; medium-replay = replay buffer up to it; expert = final policy; medium-expert = medium + expert",
+        **ref,
+    }
     made: dict[str, dict] = {}
 
     def med_policy():
         if med_step == final_step:
             return final_ln
         if med_step not in run["snapshots"]:
-            raise InputError(f"--kind medium: the run reached 1/3 of its final return at step {med_step}, but {str(from_dir)!r} keeps no "
-                             "snapshot there (a dsac-aid run keeps only its last checkpoint); run make-dataset without --from")
+            raise InputError(
+                f"--kind medium: the run reached 1/3 of its final return at step {med_step}, but {str(from_dir)!r} keeps no "
+                "snapshot there (a dsac-aid run keeps only its last checkpoint); run make-dataset without --from"
+            )
         t, _ = safetensors_file.read(run["snapshots"][med_step], fix="re-run make-dataset")
         return _learner(cfg, t, device)
 
@@ -414,33 +508,71 @@ def make(mc: MakeConfig, out: Path, *, seed: int = 0, device: str = "cpu", from_
             data = rand
         elif kind == "expert":
             if not expert_ok:
-                yield {"kind": "result", "dataset": f"{_stem(env)}-expert", "made": False, "transitions": 0,
-                       "why": f"the SAC run's final return {final_ret:.1f} is below {mc.expert_fraction:g} x D4RL's expert {D4RL_REF[fam][1]} ({fam})"}
+                yield {
+                    "kind": "result",
+                    "dataset": f"{_stem(env)}-expert",
+                    "made": False,
+                    "transitions": 0,
+                    "why": f"the SAC run's final return {final_ret:.1f} is below {mc.expert_fraction:g} x D4RL's expert {D4RL_REF[fam][1]} ({fam})",
+                }
                 continue
             data = d4rl.rollout(final_ln, env, 0, mc.transitions, seed=dsac_aid._env_seed(seed, 0, 1, 3), device=device)
         elif kind == "medium":
-            data = d4rl.rollout(med_policy(), env, 0, mc.transitions, seed=dsac_aid._env_seed(seed, 0, 2, 3), device=device)
+            data = d4rl.rollout(
+                med_policy(), env, 0, mc.transitions, seed=dsac_aid._env_seed(seed, 0, 2, 3), device=device
+            )
             attrs["medium_step"], attrs["medium_return"] = med_step, evals[med_step]
         elif kind == "medium-replay":
             data = _replay_until(run["final"], med_step, cfg.seeds, cfg.num_envs)
             attrs["medium_step"] = med_step
         else:  # medium-expert
             if not expert_ok:
-                yield {"kind": "result", "dataset": f"{_stem(env)}-medium-expert", "made": False, "transitions": 0,
-                       "why": f"no expert policy (final return {final_ret:.1f} below {mc.expert_fraction:g} x D4RL's expert)"}
+                yield {
+                    "kind": "result",
+                    "dataset": f"{_stem(env)}-medium-expert",
+                    "made": False,
+                    "transitions": 0,
+                    "why": f"no expert policy (final return {final_ret:.1f} below {mc.expert_fraction:g} x D4RL's expert)",
+                }
                 continue
-            med = made.get("medium", {}).get("data") or d4rl.rollout(med_policy(), env, 0, mc.transitions, seed=dsac_aid._env_seed(seed, 0, 2, 3), device=device)
-            exp = made.get("expert", {}).get("data") or d4rl.rollout(final_ln, env, 0, mc.transitions, seed=dsac_aid._env_seed(seed, 0, 1, 3), device=device)
+            med = made.get("medium", {}).get("data") or d4rl.rollout(
+                med_policy(), env, 0, mc.transitions, seed=dsac_aid._env_seed(seed, 0, 2, 3), device=device
+            )
+            exp = made.get("expert", {}).get("data") or d4rl.rollout(
+                final_ln, env, 0, mc.transitions, seed=dsac_aid._env_seed(seed, 0, 1, 3), device=device
+            )
             data = {k: np.concatenate([med[k], exp[k]]) for k in med}
         path = out / f"{_stem(env)}-{kind}.hdf5"
         d4rl.write(path, data, attrs=attrs)
         made[kind] = {"data": data}
-        yield {"kind": "result", "dataset": path.stem, "made": True, "path": path.name, "transitions": int(len(data["rewards"])),
-               "episodes": len(d4rl.episodes(data)), "mean_episode_return": _mean_episode_return(data), **ref,
-               "policy_step": {"random": 0, "medium": med_step, "medium-replay": med_step, "expert": final_step, "medium-expert": None}[kind]}
-    yield {"kind": "summary", "env": env, "source_run": Path(from_dir).name, "final_return": final_ret, "final_step": final_step,
-           "medium_step": med_step, "random_return": rand_ret, "expert_made": bool(expert_ok),
-           "datasets": sorted(f"{_stem(env)}-{k}" for k in made)}
+        yield {
+            "kind": "result",
+            "dataset": path.stem,
+            "made": True,
+            "path": path.name,
+            "transitions": int(len(data["rewards"])),
+            "episodes": len(d4rl.episodes(data)),
+            "mean_episode_return": _mean_episode_return(data),
+            **ref,
+            "policy_step": {
+                "random": 0,
+                "medium": med_step,
+                "medium-replay": med_step,
+                "expert": final_step,
+                "medium-expert": None,
+            }[kind],
+        }
+    yield {
+        "kind": "summary",
+        "env": env,
+        "source_run": Path(from_dir).name,
+        "final_return": final_ret,
+        "final_step": final_step,
+        "medium_step": med_step,
+        "random_return": rand_ret,
+        "expert_made": bool(expert_ok),
+        "datasets": sorted(f"{_stem(env)}-{k}" for k in made),
+    }
 
 
 def _stem(env: str) -> str:

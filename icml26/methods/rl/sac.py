@@ -105,7 +105,12 @@ class Learner(nn.Module):
         S, M, o, a = spec.seeds, spec.ensemble, spec.obs_dim, spec.act_dim
         g = generator if generator is not None else torch.Generator().manual_seed(0)
         self.gen = g
-        kw = dict(activation=spec.activation, norm_groups=spec.norm_groups, init=spec.init, generator=g if g.device.type == "cpu" else None)
+        kw = dict(
+            activation=spec.activation,
+            norm_groups=spec.norm_groups,
+            init=spec.init,
+            generator=g if g.device.type == "cpu" else None,
+        )
         out_q = 2 if spec.distributional else 1
         self.critic = BatchedMLP(S * M, o + a, spec.hidden, out_q, **kw)
         self.critic_target = BatchedMLP(S * M, o + a, spec.hidden, out_q, **kw)
@@ -136,12 +141,16 @@ class Learner(nn.Module):
         fz = {"fused": True} if spec.fused_adam else {}
         self.opt_q = torch.optim.Adam(self.critic.parameters(), lr=spec.lr_q, **fz)
         self.opt_pi = torch.optim.Adam(self.actor.parameters(), lr=spec.lr_pi, **fz)
-        self.opt_b = torch.optim.Adam(self.behaviour.parameters(), lr=spec.lr_pi, **fz) if self.behaviour is not None else None
+        self.opt_b = (
+            torch.optim.Adam(self.behaviour.parameters(), lr=spec.lr_pi, **fz) if self.behaviour is not None else None
+        )
         self.opt_alpha = torch.optim.Adam([self.log_alpha], lr=spec.lr_alpha, **fz)
         self.target_entropy = -float(a)
 
     # ----- forward helpers -----
-    def critic_forward(self, net: BatchedMLP, obs: Tensor, act: Tensor, detach: bool = False) -> tuple[Tensor, Tensor | None]:
+    def critic_forward(
+        self, net: BatchedMLP, obs: Tensor, act: Tensor, detach: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
         """obs (S, B, o), act (S, B, a) -> (Q (S, M, B), sigma (S, M, B) or None for SAC)."""
         S, B, _ = obs.shape
         M = self.spec.ensemble
@@ -154,20 +163,30 @@ class Learner(nn.Module):
     def _noise(self, *shape) -> Tensor:
         return torch.randn(*shape, generator=self.gen, device=self.device)
 
-    def policy(self, obs: Tensor, *, deterministic: bool = False, behaviour: bool = False, target: bool = False) -> tuple[Tensor, Tensor]:
+    def policy(
+        self, obs: Tensor, *, deterministic: bool = False, behaviour: bool = False, target: bool = False
+    ) -> tuple[Tensor, Tensor]:
         """obs (S, N, o) -> (action (S, N, a) in [-1, 1], log_prob (S, N)) of the actor (or the
         behaviour actor, or pi_target); a sample unless ``deterministic`` (tanh(mean))."""
-        net = self.behaviour if behaviour and self.behaviour is not None else (self.actor_target if target and self.actor_target is not None else self.actor)
+        net = (
+            self.behaviour
+            if behaviour and self.behaviour is not None
+            else (self.actor_target if target and self.actor_target is not None else self.actor)
+        )
         out = net(obs)
         noise = None if deterministic else self._noise(*obs.shape[:-1], self.spec.act_dim)
-        return tanh_gaussian(out, self.spec.log_std_min, self.spec.log_std_max, noise=noise, deterministic=deterministic)
+        return tanh_gaussian(
+            out, self.spec.log_std_min, self.spec.log_std_max, noise=noise, deterministic=deterministic
+        )
 
     def behaviour_policy(self, obs: Tensor) -> Tensor:
         """Actions that collect data: the behaviour actor for dsac-aid(-epi), else the actor."""
         return self.policy(obs, behaviour=True)[0]
 
     # ----- one iteration -----
-    def targets(self, rew: Tensor, done: Tensor, qn: Tensor, sn: Tensor, logp2: Tensor, eps: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def targets(
+        self, rew: Tensor, done: Tensor, qn: Tensor, sn: Tensor, logp2: Tensor, eps: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor]:
         """Distributional targets from the target critics at a' (before the 3 sbar bound).
 
         rew, done, logp2: (S, B); qn, sn, eps: (S, M, B) (eps: standard normal clipped to +-3).
@@ -228,19 +247,20 @@ class Learner(nn.Module):
             zb = qd + torch.clamp(z - qd, -3.0 * sbar, 3.0 * sbar)
             b = sp.bias_b
             if sp.aid:
-                rq = (sbar ** 2 + self.mean_u_epi[:, None, None] + b) / (sd ** 2 + u_epi[:, None] + b)
+                rq = (sbar**2 + self.mean_u_epi[:, None, None] + b) / (sd**2 + u_epi[:, None] + b)
             else:
-                rq = (sbar ** 2 + b) / (sd ** 2 + b)
-            rs = (sbar ** 2 + b) / ((sd ** 2 if sp.homogeneous else sd ** 3) + b)
+                rq = (sbar**2 + b) / (sd**2 + b)
+            rs = (sbar**2 + b) / ((sd**2 if sp.homogeneous else sd**3) + b)
         if sp.huber:
             hub = torch.nn.functional.huber_loss
             rq, rs = rq.clamp(0.1, 10.0), rs.clamp(0.01, 100.0)
             resid = (qd - zb) ** 2
-            per = rq * hub(q, y[:, None].expand_as(q), delta=sp.huber_delta, reduction="none") + \
-                rs * hub(sig ** 2, resid, delta=sp.huber_delta, reduction="none") / (2 * sd ** 2 + b)
+            per = rq * hub(q, y[:, None].expand_as(q), delta=sp.huber_delta, reduction="none") + rs * hub(
+                sig**2, resid, delta=sp.huber_delta, reduction="none"
+            ) / (2 * sd**2 + b)
             loss = per.mean(-1).sum()
         else:
-            sig_term = sig * ((qd - zb) ** 2 - sd ** 2)
+            sig_term = sig * ((qd - zb) ** 2 - sd**2)
             if sp.homogeneous:
                 sig_term = sig_term / (sd + b)
             loss = -(rq * q * (y[:, None] - qd) + rs * sig_term).mean(-1).sum()
@@ -306,14 +326,18 @@ class Learner(nn.Module):
         if sp.algo != "dsac-aid":
             return
         bias = bias.to(self.beta)
-        self.beta_unfrozen.copy_(torch.where(bias >= sp.freeze_fraction * sp.q_bias_lower_threshold, torch.ones_like(bias), self.beta_unfrozen))
+        self.beta_unfrozen.copy_(
+            torch.where(
+                bias >= sp.freeze_fraction * sp.q_bias_lower_threshold, torch.ones_like(bias), self.beta_unfrozen
+            )
+        )
         step = (self.beta_unfrozen > 0) & (bias <= 0)
         grad = -torch.clamp(bias, min=sp.q_bias_lower_threshold) / torch.clamp(self.mean_unc, min=0.1)
         t = self.beta_t + step.float()
         m = torch.where(step, 0.9 * self.beta_m + 0.1 * grad, self.beta_m)
         v = torch.where(step, 0.999 * self.beta_v + 0.001 * grad * grad, self.beta_v)
         tt = torch.clamp(t, min=1.0)
-        upd = sp.beta_lr * (m / (1 - 0.9 ** tt)) / (torch.sqrt(v / (1 - 0.999 ** tt)) + 1e-8)
+        upd = sp.beta_lr * (m / (1 - 0.9**tt)) / (torch.sqrt(v / (1 - 0.999**tt)) + 1e-8)
         self.beta.copy_(torch.where(step, torch.clamp(self.beta - upd, min=0.0), self.beta))
         self.beta_m.copy_(m), self.beta_v.copy_(v), self.beta_t.copy_(t)
 
@@ -337,7 +361,10 @@ class Learner(nn.Module):
             for i in range(len(sd["param_groups"][0]["params"])):
                 keys = [k for k in t if k.startswith(f"opt.{name}.{i}.")]
                 if keys:
-                    state[i] = {k.rsplit(".", 1)[1]: t[k].to(self.device) if k.rsplit(".", 1)[1] != "step" else t[k] for k in keys}
+                    state[i] = {
+                        k.rsplit(".", 1)[1]: t[k].to(self.device) if k.rsplit(".", 1)[1] != "step" else t[k]
+                        for k in keys
+                    }
             opt.load_state_dict({"state": state, "param_groups": sd["param_groups"]})
         self.gen.set_state(t["rng.torch"])
 
@@ -358,8 +385,14 @@ class ReplayBuffer:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
         self.S, self.capacity, self.device = seeds, capacity, device
         z = lambda *s: torch.zeros(seeds, capacity, *s, device=device)  # noqa: E731
-        self.data = {"observations": z(obs_dim), "actions": z(act_dim), "rewards": z(), "next_observations": z(obs_dim),
-                     "terminals": z(), "timeouts": z()}
+        self.data = {
+            "observations": z(obs_dim),
+            "actions": z(act_dim),
+            "rewards": z(),
+            "next_observations": z(obs_dim),
+            "terminals": z(),
+            "timeouts": z(),
+        }
         self.ptr, self.size = 0, 0
 
     def add(self, **batch: Tensor) -> None:
@@ -384,7 +417,10 @@ class ReplayBuffer:
         return {k: v[seed_index].cpu()[order] for k, v in self.data.items()}
 
     def state_tensors(self) -> dict[str, Tensor]:
-        out = {f"buffer.{k}": v[:, : self.size].contiguous().cpu() if self.size < self.capacity else v.contiguous().cpu() for k, v in self.data.items()}
+        out = {
+            f"buffer.{k}": v[:, : self.size].contiguous().cpu() if self.size < self.capacity else v.contiguous().cpu()
+            for k, v in self.data.items()
+        }
         out["buffer.ptr_size"] = torch.tensor([self.ptr, self.size], dtype=torch.int64)
         return out
 

@@ -43,15 +43,27 @@ from icml26.core.errors import InputError
 CLASSES = ("table", "chair", "sofa", "bed", "cabinet", "lamp", "plant", "tv", "box")
 # size ranges (x, y, z) in metres; colour (linear rgb) of the class's main part
 SIZES = {
-    "table": ((0.8, 1.8), (0.70, 0.80), (0.6, 1.0)), "chair": ((0.40, 0.55), (0.80, 1.00), (0.40, 0.55)),
-    "sofa": ((1.5, 2.2), (0.70, 0.90), (0.8, 1.0)), "bed": ((1.4, 2.0), (0.90, 1.10), (1.9, 2.1)),
-    "cabinet": ((0.5, 1.2), (0.80, 2.00), (0.4, 0.6)), "lamp": ((0.3, 0.5), (1.20, 1.80), (0.3, 0.5)),
-    "plant": ((0.3, 0.6), (0.50, 1.20), (0.3, 0.6)), "tv": ((0.8, 1.4), (0.60, 0.90), (0.12, 0.2)),
+    "table": ((0.8, 1.8), (0.70, 0.80), (0.6, 1.0)),
+    "chair": ((0.40, 0.55), (0.80, 1.00), (0.40, 0.55)),
+    "sofa": ((1.5, 2.2), (0.70, 0.90), (0.8, 1.0)),
+    "bed": ((1.4, 2.0), (0.90, 1.10), (1.9, 2.1)),
+    "cabinet": ((0.5, 1.2), (0.80, 2.00), (0.4, 0.6)),
+    "lamp": ((0.3, 0.5), (1.20, 1.80), (0.3, 0.5)),
+    "plant": ((0.3, 0.6), (0.50, 1.20), (0.3, 0.6)),
+    "tv": ((0.8, 1.4), (0.60, 0.90), (0.12, 0.2)),
     "box": ((0.3, 0.5), (0.30, 0.60), (0.3, 0.5)),
 }
-COLOURS = {"table": (0.35, 0.18, 0.07), "chair": (0.75, 0.08, 0.06), "sofa": (0.08, 0.15, 0.6), "bed": (0.85, 0.75, 0.8),
-           "cabinet": (0.1, 0.45, 0.12), "lamp": (0.9, 0.8, 0.1), "plant": (0.05, 0.25, 0.05), "tv": (0.03, 0.03, 0.03),
-           "box": (0.9, 0.4, 0.05)}
+COLOURS = {
+    "table": (0.35, 0.18, 0.07),
+    "chair": (0.75, 0.08, 0.06),
+    "sofa": (0.08, 0.15, 0.6),
+    "bed": (0.85, 0.75, 0.8),
+    "cabinet": (0.1, 0.45, 0.12),
+    "lamp": (0.9, 0.8, 0.1),
+    "plant": (0.05, 0.25, 0.05),
+    "tv": (0.03, 0.03, 0.03),
+    "box": (0.9, 0.4, 0.05),
+}
 ROOM_HEIGHT_M = 2.8
 
 
@@ -109,13 +121,27 @@ def generate_layout(rng: np.random.Generator, cfg: BenchConfig) -> dict:
             # keep out of the camera zone (|x| < 0.32 W, |z| < 0.32 D)
             if abs(px) - sx / 2 < 0.32 * W and abs(pz) - sz / 2 < 0.32 * D:
                 continue
-            if any(abs(px - o["position"][0]) < (sx + o["size"][0]) / 2 + 0.15 and abs(pz - o["position"][2]) < (sz + o["size"][2]) / 2 + 0.15
-                   for o in objs):
+            if any(
+                abs(px - o["position"][0]) < (sx + o["size"][0]) / 2 + 0.15
+                and abs(pz - o["position"][2]) < (sz + o["size"][2]) / 2 + 0.15
+                for o in objs
+            ):
                 continue
-            objs.append({"id": len(objs) + 1, "class": cls, "size": [sx, sy, sz], "position": [round(px, 4), sy / 2, round(pz, 4)]})
+            objs.append(
+                {
+                    "id": len(objs) + 1,
+                    "class": cls,
+                    "size": [sx, sy, sz],
+                    "position": [round(px, 4), sy / 2, round(pz, 4)],
+                }
+            )
             break
-    return {"units": "m", "up": "+y", "room": {"width_m": W, "depth_m": D, "height_m": ROOM_HEIGHT_M,
-                                                 "floor_area_m2": round(W * D, 4)}, "objects": objs}
+    return {
+        "units": "m",
+        "up": "+y",
+        "room": {"width_m": W, "depth_m": D, "height_m": ROOM_HEIGHT_M, "floor_area_m2": round(W * D, 4)},
+        "objects": objs,
+    }
 
 
 def camera_path(rng: np.random.Generator, layout: dict, cfg: BenchConfig) -> list[R.Camera]:
@@ -155,20 +181,29 @@ def object_shape(o: dict) -> str:
         if cls == "chair":
             parts.append(_box([x0, top, z1 - 0.06], [x1, sy, z1]))
     elif cls == "sofa":
-        parts += [_box([x0, 0, z0], [x1, 0.45, z1]), _box([x0, 0.45, z1 - 0.2], [x1, sy, z1]),
-                  _box([x0, 0.45, z0], [x0 + 0.15, 0.65, z1]), _box([x1 - 0.15, 0.45, z0], [x1, 0.65, z1])]
+        parts += [
+            _box([x0, 0, z0], [x1, 0.45, z1]),
+            _box([x0, 0.45, z1 - 0.2], [x1, sy, z1]),
+            _box([x0, 0.45, z0], [x0 + 0.15, 0.65, z1]),
+            _box([x1 - 0.15, 0.45, z0], [x1, 0.65, z1]),
+        ]
     elif cls == "bed":
         parts += [_box([x0, 0, z0], [x1, 0.55, z1]), _box([x0, 0, z1 - 0.08], [x1, sy, z1])]
     elif cls == "lamp":
         r = min(sx, sz) / 2
-        parts += [_cyl([px, 0, pz], [px, 0.03, pz], r * 0.6), _cyl([px, 0, pz], [px, sy - 0.3, pz], 0.025),
-                  f"cone {{ {R.pov_vec([px, sy - 0.35, pz])}, {r:.6g}, {R.pov_vec([px, sy, pz])}, {r * 0.5:.6g} }}"]
+        parts += [
+            _cyl([px, 0, pz], [px, 0.03, pz], r * 0.6),
+            _cyl([px, 0, pz], [px, sy - 0.3, pz], 0.025),
+            f"cone {{ {R.pov_vec([px, sy - 0.35, pz])}, {r:.6g}, {R.pov_vec([px, sy, pz])}, {r * 0.5:.6g} }}",
+        ]
     elif cls == "plant":
         r = min(sx, sz) / 2
         pot = min(0.35, 0.35 * sy)
-        parts += [_cyl([px, 0, pz], [px, pot, pz], r * 0.6),
-                  f"sphere {{ <0, 0, 0>, 1 scale <{r:.6g}, {(sy - pot) / 2:.6g}, {r:.6g}> "
-                  f"translate {R.pov_vec([px, pot + (sy - pot) / 2, pz])} }}"]
+        parts += [
+            _cyl([px, 0, pz], [px, pot, pz], r * 0.6),
+            f"sphere {{ <0, 0, 0>, 1 scale <{r:.6g}, {(sy - pot) / 2:.6g}, {r:.6g}> "
+            f"translate {R.pov_vec([px, pot + (sy - pot) / 2, pz])} }}",
+        ]
     elif cls == "tv":
         parts += [_box([x0, 0, z0], [x1, 0.04, z1]), _box([px - 0.03, 0, pz - 0.03], [px + 0.03, sy * 0.35, pz + 0.03])]
         if sx >= sz:  # screen across the longer side, thin along the other
@@ -184,23 +219,38 @@ def pov_objects(layout: dict) -> list[R.PovObject]:
     W, D, H = layout["room"]["width_m"], layout["room"]["depth_m"], layout["room"]["height_m"]
     t = 0.1
     room = [
-        R.PovObject(_box([-W / 2 - t, -t, -D / 2 - t], [W / 2 + t, 0, D / 2 + t]),
-                    "pigment { checker rgb 0.55 rgb 0.42 scale 0.5 } finish { diffuse 0.8 }", 0),
-        R.PovObject(_box([-W / 2 - t, H, -D / 2 - t], [W / 2 + t, H + t, D / 2 + t]), "pigment { rgb 0.8 } finish { diffuse 0.7 }", 0),
+        R.PovObject(
+            _box([-W / 2 - t, -t, -D / 2 - t], [W / 2 + t, 0, D / 2 + t]),
+            "pigment { checker rgb 0.55 rgb 0.42 scale 0.5 } finish { diffuse 0.8 }",
+            0,
+        ),
+        R.PovObject(
+            _box([-W / 2 - t, H, -D / 2 - t], [W / 2 + t, H + t, D / 2 + t]),
+            "pigment { rgb 0.8 } finish { diffuse 0.7 }",
+            0,
+        ),
         R.PovObject(_box([-W / 2 - t, 0, -D / 2 - t], [-W / 2, H, D / 2 + t]), "pigment { rgb <0.75, 0.7, 0.6> }", 0),
         R.PovObject(_box([W / 2, 0, -D / 2 - t], [W / 2 + t, H, D / 2 + t]), "pigment { rgb <0.7, 0.72, 0.6> }", 0),
         R.PovObject(_box([-W / 2, 0, -D / 2 - t], [W / 2, H, -D / 2]), "pigment { rgb <0.72, 0.68, 0.62> }", 0),
         R.PovObject(_box([-W / 2, 0, D / 2], [W / 2, H, D / 2 + t]), "pigment { rgb <0.68, 0.7, 0.66> }", 0),
     ]
-    objs = [R.PovObject(object_shape(o), "pigment { rgb <%.4g, %.4g, %.4g> } finish { diffuse 0.8 specular 0.1 }" % COLOURS[o["class"]],
-                        int(o["id"])) for o in layout["objects"]]
+    objs = [
+        R.PovObject(
+            object_shape(o),
+            "pigment { rgb <%.4g, %.4g, %.4g> } finish { diffuse 0.8 specular 0.1 }" % COLOURS[o["class"]],
+            int(o["id"]),
+        )
+        for o in layout["objects"]
+    ]
     return room + objs
 
 
 def lights(layout: dict) -> str:
     W, D, H = layout["room"]["width_m"], layout["room"]["depth_m"], layout["room"]["height_m"]
-    return (f"light_source {{ {R.pov_vec([0.2 * W, H - 0.2, 0.2 * D])} color rgb 1.1 }}\n"
-            f"light_source {{ {R.pov_vec([-0.25 * W, H - 0.2, -0.2 * D])} color rgb 0.5 shadowless }}\n")
+    return (
+        f"light_source {{ {R.pov_vec([0.2 * W, H - 0.2, 0.2 * D])} color rgb 1.1 }}\n"
+        f"light_source {{ {R.pov_vec([-0.25 * W, H - 0.2, -0.2 * D])} color rgb 0.5 shadowless }}\n"
+    )
 
 
 # --------------------------------------------------------------------------- questions
@@ -208,7 +258,10 @@ def lights(layout: dict) -> str:
 
 def box_distance(a: dict, b: dict) -> float:
     """Closest-point distance of two axis-aligned boxes (0 when they touch), m."""
-    gap = [max(0.0, abs(pa - pb) - (sa + sb) / 2) for pa, pb, sa, sb in zip(a["position"], b["position"], a["size"], b["size"])]
+    gap = [
+        max(0.0, abs(pa - pb) - (sa + sb) / 2)
+        for pa, pb, sa, sb in zip(a["position"], b["position"], a["size"], b["size"])
+    ]
     return float(math.sqrt(sum(g * g for g in gap)))
 
 
@@ -254,7 +307,9 @@ def turn_word(angle: float) -> str | None:
     return "turn back" if a >= 135 else ("turn right" if angle > 0 else "turn left")
 
 
-def make_questions(layout: dict, first_frame: dict[int, int | None], rng: np.random.Generator, cfg: BenchConfig) -> list[dict]:
+def make_questions(
+    layout: dict, first_frame: dict[int, int | None], rng: np.random.Generator, cfg: BenchConfig
+) -> list[dict]:
     """Questions (without id / scene / frames) with exact answers from the scene graph."""
     objs = layout["objects"]
     counts: dict[str, int] = {}
@@ -268,8 +323,16 @@ def make_questions(layout: dict, first_frame: dict[int, int | None], rng: np.ran
         qs.append({"task": task, "question_type": "numeric", "question": question, "answer": answer, "objects": refs})
 
     def mc(task, question, options, correct, refs):
-        qs.append({"task": task, "question_type": "multiple_choice", "question": question, "options": _letters(options),
-                   "answer": chr(65 + options.index(correct)), "objects": refs})
+        qs.append(
+            {
+                "task": task,
+                "question_type": "multiple_choice",
+                "question": question,
+                "options": _letters(options),
+                "answer": chr(65 + options.index(correct)),
+                "objects": refs,
+            }
+        )
 
     # object_counting
     for cls in list(rng.permutation(sorted(counts)))[:cap]:
@@ -278,16 +341,31 @@ def make_questions(layout: dict, first_frame: dict[int, int | None], rng: np.ran
     pairs = [(a, b) for a, b in itertools.combinations(unique, 2) if box_distance(a, b) >= 0.2]
     for k in rng.permutation(len(pairs))[:cap]:
         a, b = pairs[k]
-        num("object_abs_distance", f"Measuring from the closest point of each object, what is the direct distance between the "
-            f"{a['class']} and the {b['class']} (in meters)?", f"{box_distance(a, b):.2f}", [a["class"], b["class"]])
+        num(
+            "object_abs_distance",
+            f"Measuring from the closest point of each object, what is the direct distance between the "
+            f"{a['class']} and the {b['class']} (in meters)?",
+            f"{box_distance(a, b):.2f}",
+            [a["class"], b["class"]],
+        )
     # object_size_estimation
     for k in rng.permutation(len(unique))[:cap]:
         o = unique[k]
-        num("object_size_estimation", f"What is the length of the longest dimension (length, width, or height) of the "
-            f"{o['class']}, measured in centimeters?", str(int(round(100 * max(o["size"])))), [o["class"]])
+        num(
+            "object_size_estimation",
+            f"What is the length of the longest dimension (length, width, or height) of the "
+            f"{o['class']}, measured in centimeters?",
+            str(int(round(100 * max(o["size"])))),
+            [o["class"]],
+        )
     # room_size_estimation
-    num("room_size_estimation", "What is the size of this room (in square meters)? If multiple rooms are shown, estimate the "
-        "size of the combined space.", f"{layout['room']['floor_area_m2']:.1f}", [])
+    num(
+        "room_size_estimation",
+        "What is the size of this room (in square meters)? If multiple rooms are shown, estimate the "
+        "size of the combined space.",
+        f"{layout['room']['floor_area_m2']:.1f}",
+        [],
+    )
     # object_rel_distance
     made = 0
     for k in rng.permutation(len(unique)):
@@ -300,8 +378,14 @@ def make_questions(layout: dict, first_frame: dict[int, int | None], rng: np.ran
         if d[1][0] - d[0][0] < 0.15:
             continue
         opts = [c["class"] for c in cand]
-        mc("object_rel_distance", f"Measuring from the closest point of each object, which of these objects "
-           f"({', '.join(opts)}) is the closest to the {target['class']}?", opts, d[0][1], [target["class"], *opts])
+        mc(
+            "object_rel_distance",
+            f"Measuring from the closest point of each object, which of these objects "
+            f"({', '.join(opts)}) is the closest to the {target['class']}?",
+            opts,
+            d[0][1],
+            [target["class"], *opts],
+        )
         made += 1
     # object_rel_direction_*
     triples = list(itertools.permutations(unique, 3))
@@ -311,27 +395,45 @@ def make_questions(layout: dict, first_frame: dict[int, int | None], rng: np.ran
         if all(v >= cap for v in done.values()):
             break
         pos, ori, q = triples[k]
-        if math.dist(pos["position"][::2], ori["position"][::2]) < 0.5 or math.dist(pos["position"][::2], q["position"][::2]) < 0.5:
+        if (
+            math.dist(pos["position"][::2], ori["position"][::2]) < 0.5
+            or math.dist(pos["position"][::2], q["position"][::2]) < 0.5
+        ):
             continue
         th = direction_angle(pos, ori, q)
         a = abs(th)
         refs = [pos["class"], ori["class"], q["class"]]
         lead = f"If I am standing by the {pos['class']} and facing the {ori['class']}, "
         if done["easy"] < cap and 10 <= a <= 170:
-            mc("object_rel_direction_easy", lead + f"is the {q['class']} to the left or the right of the {ori['class']}?",
-               ["left", "right"], "right" if th > 0 else "left", refs)
+            mc(
+                "object_rel_direction_easy",
+                lead + f"is the {q['class']} to the left or the right of the {ori['class']}?",
+                ["left", "right"],
+                "right" if th > 0 else "left",
+                refs,
+            )
             done["easy"] += 1
         elif done["medium"] < cap and a >= 40 and abs(a - 135) >= 10:
-            mc("object_rel_direction_medium", lead + f"is the {q['class']} to my left, right, or back? An object is to my "
-               "back if I would have to turn at least 135 degrees in order to face it.", ["left", "right", "back"],
-               "back" if a >= 135 else ("right" if th > 0 else "left"), refs)
+            mc(
+                "object_rel_direction_medium",
+                lead + f"is the {q['class']} to my left, right, or back? An object is to my "
+                "back if I would have to turn at least 135 degrees in order to face it.",
+                ["left", "right", "back"],
+                "back" if a >= 135 else ("right" if th > 0 else "left"),
+                refs,
+            )
             done["medium"] += 1
         elif done["hard"] < cap and min(abs(a - 0), abs(a - 90), abs(a - 180)) >= 10:
             quad = ("front" if a < 90 else "back") + "-" + ("right" if th > 0 else "left")
-            mc("object_rel_direction_hard", f"If I am standing by the {pos['class']}, facing the {ori['class']}, is the "
-               f"{q['class']} to my front-left, front-right, back-left, or back-right? The directions refer to the quadrants of "
-               "a Cartesian plane (if I am standing at the origin and facing along the positive y-axis).",
-               ["front-left", "front-right", "back-left", "back-right"], quad, refs)
+            mc(
+                "object_rel_direction_hard",
+                f"If I am standing by the {pos['class']}, facing the {ori['class']}, is the "
+                f"{q['class']} to my front-left, front-right, back-left, or back-right? The directions refer to the quadrants of "
+                "a Cartesian plane (if I am standing at the origin and facing along the positive y-axis).",
+                ["front-left", "front-right", "back-left", "back-right"],
+                quad,
+                refs,
+            )
             done["hard"] += 1
     # obj_appearance_order: up to `cap` sets of 4 objects (unique in their class) first seen in 4 different frames, so
     # that the true order has no ties; objects first seen in the same frame are never asked together
@@ -344,7 +446,10 @@ def make_questions(layout: dict, first_frame: dict[int, int | None], rng: np.ran
     for _ in range(4 * cap if len(frames) >= 4 else 0):
         if len(asked) >= cap:
             break
-        true = [by_frame[f][int(rng.integers(len(by_frame[f])))] for f in sorted(frames[j] for j in rng.permutation(len(frames))[:4])]
+        true = [
+            by_frame[f][int(rng.integers(len(by_frame[f])))]
+            for f in sorted(frames[j] for j in rng.permutation(len(frames))[:4])
+        ]
         if tuple(sorted(true)) in asked:
             continue
         asked.add(tuple(sorted(true)))
@@ -354,12 +459,18 @@ def make_questions(layout: dict, first_frame: dict[int, int | None], rng: np.ran
             opts.add(", ".join(rng.permutation(true)))
         opts = [", ".join(true)] + sorted(opts - {", ".join(true)})
         opts = [opts[j] for j in rng.permutation(4)]
-        mc("obj_appearance_order", f"What will be the first-time appearance order of the following categories in the video: "
-           f"{', '.join(shown)}?", opts, ", ".join(true), [str(c) for c in shown])
+        mc(
+            "obj_appearance_order",
+            f"What will be the first-time appearance order of the following categories in the video: "
+            f"{', '.join(shown)}?",
+            opts,
+            ", ".join(true),
+            [str(c) for c in shown],
+        )
     # route_planning (last, so that the questions above do not depend on it)
     routes = list(itertools.permutations(unique, 4))
     made = 0
-    for k in (rng.permutation(len(routes)) if routes else []):
+    for k in rng.permutation(len(routes)) if routes else []:
         if made >= cap:
             break
         start, w1, w2, goal = routes[k]
@@ -373,11 +484,17 @@ def make_questions(layout: dict, first_frame: dict[int, int | None], rng: np.ran
         others = [", ".join(c) for c in itertools.product(ROUTE_TURNS, repeat=2) if ", ".join(c) != true]
         opts = [true] + [others[j] for j in rng.permutation(len(others))[:3]]
         opts = [opts[j] for j in rng.permutation(4)]
-        mc("route_planning", f"You are a robot beginning at the {start['class']} facing the {w1['class']}. You want to navigate to "
-           f"the {goal['class']}. You will perform the following actions (Note: for each [please fill in], choose either 'turn "
-           f"back,' 'turn left,' or 'turn right.'): 1. Go forward until the {w1['class']} 2. [please fill in] 3. Go forward until "
-           f"the {w2['class']} 4. [please fill in] 5. Go forward until the {goal['class']}. You have reached the final "
-           "destination.", opts, true, [start["class"], w1["class"], w2["class"], goal["class"]])
+        mc(
+            "route_planning",
+            f"You are a robot beginning at the {start['class']} facing the {w1['class']}. You want to navigate to "
+            f"the {goal['class']}. You will perform the following actions (Note: for each [please fill in], choose either 'turn "
+            f"back,' 'turn left,' or 'turn right.'): 1. Go forward until the {w1['class']} 2. [please fill in] 3. Go forward until "
+            f"the {w2['class']} 4. [please fill in] 5. Go forward until the {goal['class']}. You have reached the final "
+            "destination.",
+            opts,
+            true,
+            [start["class"], w1["class"], w2["class"], goal["class"]],
+        )
         made += 1
     return qs
 
@@ -395,8 +512,14 @@ def render_one(folder: Path, index: int, seed: int, cfg: BenchConfig) -> tuple[d
     layout = generate_layout(rng, cfg)
     cams = camera_path(rng, layout, cfg)
     if not (folder / "cameras.json").is_file():
-        res = R.render_scene(pov_objects(layout), cams, lights=lights(layout), hdr=cfg.hdr,
-                             exposures_s=R.HDR_NERF_EXPOSURES_S if cfg.hdr else (), depth_max_m=32.0)
+        res = R.render_scene(
+            pov_objects(layout),
+            cams,
+            lights=lights(layout),
+            hdr=cfg.hdr,
+            exposures_s=R.HDR_NERF_EXPOSURES_S if cfg.hdr else (),
+            depth_max_m=32.0,
+        )
         R.write_scene(folder, cams, layout, res)
     rs = R.read_scene(folder)
     return rs.scene, [rs.instances(i) for i in range(len(rs))]
@@ -429,11 +552,15 @@ def check_out(out_dir: str | Path, cfg: BenchConfig, *, seed: int, first_index: 
         new = _settings(cfg, seed, first_index)
         if old != new:
             diff = sorted(k for k in set(new) | set(old or {}) if (old or {}).get(k) != new.get(k))
-            raise InputError(f"--out {str(out)!r} holds a benchmark made with other settings ({', '.join(diff) or 'unreadable'}"
-                             f" differ); rerun with the same settings to resume it, or choose a new folder")
+            raise InputError(
+                f"--out {str(out)!r} holds a benchmark made with other settings ({', '.join(diff) or 'unreadable'}"
+                f" differ); rerun with the same settings to resume it, or choose a new folder"
+            )
     elif (out / "scenes").is_dir() and any((out / "scenes").iterdir()):
-        raise InputError(f"--out {str(out)!r} holds scenes/ but no {SETTINGS_FILE} (not made by this version of make-bench, "
-                         f"or from elsewhere); choose a new folder")
+        raise InputError(
+            f"--out {str(out)!r} holds scenes/ but no {SETTINGS_FILE} (not made by this version of make-bench, "
+            f"or from elsewhere); choose a new folder"
+        )
 
 
 def build(out_dir: str | Path, cfg: BenchConfig, *, seed: int, first_index: int = 0) -> Iterator[dict]:
@@ -455,16 +582,37 @@ def build(out_dir: str | Path, cfg: BenchConfig, *, seed: int, first_index: int 
         qs = make_questions(layout, ff, scene_rng(seed + 1, idx), cfg)
         frames = [f"scenes/{name}/rgb/{i:03d}.png" for i in range(len(inst))]
         for k, q in enumerate(qs):
-            allq.append({"id": f"{name}-{k:02d}", "scene": name, "task": q["task"], "question_type": q["question_type"],
-                         "question": q["question"], **({"options": q["options"]} if "options" in q else {}),
-                         "answer": q["answer"], "frames": frames, "objects": q["objects"]})
-        yield {"kind": "step", "scene": name, "views": len(inst), "objects": len(layout["objects"]), "questions": len(qs)}
+            allq.append(
+                {
+                    "id": f"{name}-{k:02d}",
+                    "scene": name,
+                    "task": q["task"],
+                    "question_type": q["question_type"],
+                    "question": q["question"],
+                    **({"options": q["options"]} if "options" in q else {}),
+                    "answer": q["answer"],
+                    "frames": frames,
+                    "objects": q["objects"],
+                }
+            )
+        yield {
+            "kind": "step",
+            "scene": name,
+            "views": len(inst),
+            "objects": len(layout["objects"]),
+            "questions": len(qs),
+        }
     atomic_write_text(out / "questions.jsonl", "".join(to_json(q) + "\n" for q in allq))
     per: dict[str, int] = {}
     for q in allq:
         per[q["task"]] = per.get(q["task"], 0) + 1
-    atomic_write_text(out / "bench.json", json.dumps({"seed": seed, "first_index": first_index, "config": cfg.__dict__,
-                                                      "questions": len(allq), "per_task": per}, indent=1))
+    atomic_write_text(
+        out / "bench.json",
+        json.dumps(
+            {"seed": seed, "first_index": first_index, "config": cfg.__dict__, "questions": len(allq), "per_task": per},
+            indent=1,
+        ),
+    )
     for t, n in sorted(per.items()):
         yield {"kind": "result", "task": t, "questions": n}
 
@@ -472,7 +620,9 @@ def build(out_dir: str | Path, cfg: BenchConfig, *, seed: int, first_index: int 
 def read_questions(bench_dir: str | Path) -> list[dict]:
     p = Path(bench_dir) / "questions.jsonl"
     if not p.is_file():
-        raise InputError(f"{str(bench_dir)!r} is not a benchmark folder (no questions.jsonl; run `icml26 geo-fusion make-bench`)")
+        raise InputError(
+            f"{str(bench_dir)!r} is not a benchmark folder (no questions.jsonl; run `icml26 geo-fusion make-bench`)"
+        )
     from icml26.methods.spatial.scoring import TASKS
 
     out = []

@@ -67,7 +67,18 @@ class Config:
         bad = [v for v in self.variants if v not in VARIANTS]
         if bad or not self.variants:
             raise ValueError(f"variants: {bad or '(empty)'} not in {', '.join(VARIANTS)}")
-        for k in ("seeds", "frames", "hidden_size", "layers", "heads", "mlp_ratio", "steps", "batch_size", "encoder_steps", "threads"):
+        for k in (
+            "seeds",
+            "frames",
+            "hidden_size",
+            "layers",
+            "heads",
+            "mlp_ratio",
+            "steps",
+            "batch_size",
+            "encoder_steps",
+            "threads",
+        ):
             if getattr(self, k) < 1:
                 raise ValueError(f"{k} must be >= 1, got {getattr(self, k)}")
         if self.hidden_size % self.heads:
@@ -119,10 +130,13 @@ def load_scene(bench_dir: Path, name: str, frames: int, scale: str) -> SceneData
         th, tw = h // (2 * PATCH), w // (2 * PATCH)
         s = 2 * PATCH // 4
         blk = P.reshape(th, s, tw, s, 3).transpose(0, 2, 1, 3, 4).reshape(th * tw, s * s, 3)
-        c0 = (w2c0 @ cam.c2w)
+        c0 = w2c0 @ cam.c2w
         cam_feat = np.concatenate([c0[:3, 3] / med, c0[:3, 2]])
-        geo.append(np.concatenate([blk.mean(1), blk.std(1), blk.min(1), blk.max(1),
-                                   np.broadcast_to(cam_feat, (th * tw, 6))], 1).astype(np.float32))
+        geo.append(
+            np.concatenate(
+                [blk.mean(1), blk.std(1), blk.min(1), blk.max(1), np.broadcast_to(cam_feat, (th * tw, 6))], 1
+            ).astype(np.float32)
+        )
     return SceneData(name, np.stack(rgb), np.stack(labels), np.stack(geo))
 
 
@@ -141,7 +155,10 @@ class PatchCNN(nn.Module):
 
     def __init__(self, classes: int = len(B.CLASSES), width: int = 32):
         super().__init__()
-        layers, c = [nn.Conv2d(3, width, 1), nn.GELU(), nn.Conv2d(width, width, 1), nn.GELU()], width  # per-pixel colour
+        layers, c = (
+            [nn.Conv2d(3, width, 1), nn.GELU(), nn.Conv2d(width, width, 1), nn.GELU()],
+            width,
+        )  # per-pixel colour
         for _ in range(4):
             layers += [nn.Conv2d(c, width, 3, stride=2, padding=1), nn.GELU()]
             c = width
@@ -170,14 +187,14 @@ def train_semantic_encoder(scenes: dict[str, SceneData], steps: int, seed: int) 
         opt.step()
     net.eval().requires_grad_(False)
     with torch.no_grad():
-        pred = torch.cat([net.head(net(x[i:i + 64])) for i in range(0, len(x), 64)]) > 0
+        pred = torch.cat([net.head(net(x[i : i + 64])) for i in range(0, len(x), 64)]) > 0
     tp = (pred & (y > 0)).sum().item()
     f1 = 2 * tp / max(1, pred.sum().item() + (y > 0).sum().item())
     return net, f1
 
 
 def fourier(x: torch.Tensor, bands: int = 4) -> torch.Tensor:
-    f = torch.cat([x * (2.0 ** k) * math.pi / 4 for k in range(bands)], -1)
+    f = torch.cat([x * (2.0**k) * math.pi / 4 for k in range(bands)], -1)
     return torch.cat([x, torch.sin(f), torch.cos(f)], -1)
 
 
@@ -188,7 +205,9 @@ def geometry_encoder(seed: int = 12345, dim: int = 128) -> nn.Module:
     return net.eval().requires_grad_(False)
 
 
-def encode_scenes(scenes: dict[str, SceneData], cnn: PatchCNN, geo_net: nn.Module) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+def encode_scenes(
+    scenes: dict[str, SceneData], cnn: PatchCNN, geo_net: nn.Module
+) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
     """name -> (semantic tokens (F*T, 128), geometry tokens (F*T, 128)) from the frozen encoders."""
     out = {}
     with torch.no_grad():
@@ -196,7 +215,11 @@ def encode_scenes(scenes: dict[str, SceneData], cnn: PatchCNN, geo_net: nn.Modul
             x = torch.from_numpy(s.rgb).permute(0, 3, 1, 2).float() / 255.0
             f = cnn(x)  # (F, 32, gh, gw)
             F_, c, gh, gw = f.shape
-            f = f.view(F_, c, gh // 2, 2, gw // 2, 2).permute(0, 2, 4, 1, 3, 5).reshape(F_ * (gh // 2) * (gw // 2), c * 4)
+            f = (
+                f.view(F_, c, gh // 2, 2, gw // 2, 2)
+                .permute(0, 2, 4, 1, 3, 5)
+                .reshape(F_ * (gh // 2) * (gw // 2), c * 4)
+            )
             geo = geo_net(fourier(torch.from_numpy(s.geometry).reshape(-1, 18)))
             out[n] = (f, geo)
     return out
@@ -214,8 +237,15 @@ class SpatialQA(nn.Module):
 
         d = cfg.hidden_size
         self.variant, self.F, self.T = variant, cfg.frames, tokens_per_frame
-        lc = LlamaConfig(hidden_size=d, intermediate_size=cfg.mlp_ratio * d, num_hidden_layers=cfg.layers, num_attention_heads=cfg.heads,
-                         num_key_value_heads=cfg.heads, vocab_size=8, max_position_embeddings=512)
+        lc = LlamaConfig(
+            hidden_size=d,
+            intermediate_size=cfg.mlp_ratio * d,
+            num_hidden_layers=cfg.layers,
+            num_attention_heads=cfg.heads,
+            num_key_value_heads=cfg.heads,
+            vocab_size=8,
+            max_position_embeddings=512,
+        )
         self.lm = LlamaModel(lc)
         self.vis_proj = nn.Linear(128, d)
         self.geo_merger = nn.Sequential(nn.Linear(128, d), nn.GELU(), nn.Linear(d, d)) if variant != "none" else None
@@ -264,7 +294,7 @@ def _batch(qs: list[dict], feats: dict) -> tuple:
     refs = torch.full((len(qs), MAX_REFS), -1, dtype=torch.long)
     for i, q in enumerate(qs):
         r = [CLASS_IDS[c] for c in q.get("objects", [])][:MAX_REFS]
-        refs[i, :len(r)] = torch.tensor(r, dtype=torch.long)
+        refs[i, : len(r)] = torch.tensor(r, dtype=torch.long)
     return sem, geo, task, refs
 
 
@@ -301,15 +331,20 @@ def batch_loss(model: SpatialQA, h: torch.Tensor, qs: list[dict]) -> torch.Tenso
             gold = torch.tensor([ord(q["answer"]) - 65 for q in sub])
             total = total + nn.functional.cross_entropy(logits, gold, reduction="sum")
         elif t == "obj_appearance_order":
-            order = torch.tensor([[CLASS_IDS[c] for c in _option_classes(q)[ord(q["answer"]) - 65].split(", ")] for q in sub])
+            order = torch.tensor(
+                [[CLASS_IDS[c] for c in _option_classes(q)[ord(q["answer"]) - 65].split(", ")] for q in sub]
+            )
             tt = model.time_head(h[ix]).gather(1, order)  # (n, 4) predicted times in the true order
             a, b = torch.triu_indices(order.shape[1], order.shape[1], 1)
             total = total + nn.functional.softplus(tt[:, a] - tt[:, b]).mean(1).sum()
         elif t == "route_planning":
             gold = torch.tensor([_route_turns(_option_classes(q)[ord(q["answer"]) - 65]) for q in sub])  # (n, 2)
             logits = model.route_head(h[ix]).view(len(sub), 2, len(B.ROUTE_TURNS))
-            total = total + nn.functional.cross_entropy(logits.reshape(-1, len(B.ROUTE_TURNS)), gold.reshape(-1),
-                                                        reduction="sum") / 2
+            total = (
+                total
+                + nn.functional.cross_entropy(logits.reshape(-1, len(B.ROUTE_TURNS)), gold.reshape(-1), reduction="sum")
+                / 2
+            )
     return total / len(qs)
 
 
@@ -330,7 +365,9 @@ def predict(model: SpatialQA, h: torch.Tensor, qs: list[dict]) -> list[str]:
             scores = []
             for o in _option_classes(q):
                 oid = [CLASS_IDS[c] for c in o.split(", ")]
-                scores.append(sum(float(tim[i, oid[b]] > tim[i, oid[a]]) for a in range(len(oid)) for b in range(a + 1, len(oid))))
+                scores.append(
+                    sum(float(tim[i, oid[b]] > tim[i, oid[a]]) for a in range(len(oid)) for b in range(a + 1, len(oid)))
+                )
             preds.append(chr(65 + int(np.argmax(scores))))
         elif t == "route_planning":  # the option whose turns have the highest summed log-probability
             lp = torch.log_softmax(model.route_head(h[i]).detach().view(2, len(B.ROUTE_TURNS)), -1)
@@ -348,17 +385,27 @@ def _evaluate(model: "SpatialQA", test_qs: list[dict], test_feats: dict) -> tupl
     preds = []
     with torch.no_grad():
         for i in range(0, len(test_qs), 64):
-            qs = test_qs[i:i + 64]
+            qs = test_qs[i : i + 64]
             preds += predict(model, model(*_batch(qs, test_feats)), qs)
     model.train(was_training)
-    rows = [{"id": q["id"], "task": q["task"], "question_type": q["question_type"], "answer": q["answer"],
-             **({"options": q["options"]} if "options" in q else {}), "prediction": p} for q, p in zip(test_qs, preds)]
+    rows = [
+        {
+            "id": q["id"],
+            "task": q["task"],
+            "question_type": q["question_type"],
+            "answer": q["answer"],
+            **({"options": q["options"]} if "options" in q else {}),
+            "prediction": p,
+        }
+        for q, p in zip(test_qs, preds)
+    ]
     records, summary = S.score(rows)
     return rows, records, summary
 
 
-def train_eval(cfg: Config, variant: str, seed: int, train: tuple, test: tuple, *, curve_every: int = 25,
-               eval_every: int = 0) -> dict:
+def train_eval(
+    cfg: Config, variant: str, seed: int, train: tuple, test: tuple, *, curve_every: int = 25, eval_every: int = 0
+) -> dict:
     """Train one variant with one seed; returns per-task scores on the test questions, the
     predictions, params_trained, timings and the training-loss curve (``loss_curve``: mean batch
     loss over each ``curve_every`` steps, as [step, loss]). ``eval_every`` > 0 also scores the
@@ -372,7 +419,9 @@ def train_eval(cfg: Config, variant: str, seed: int, train: tuple, test: tuple, 
     params = [p for p in model.parameters() if p.requires_grad]
     n_params = sum(p.numel() for p in params)
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 30) * 0.5 * (1 + math.cos(math.pi * s / cfg.steps)))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / 30) * 0.5 * (1 + math.cos(math.pi * s / cfg.steps))
+    )
     rng = np.random.default_rng(seed)
     t0 = time.perf_counter()
     model.train()
@@ -400,10 +449,19 @@ def train_eval(cfg: Config, variant: str, seed: int, train: tuple, test: tuple, 
     gammas = [float(torch.tanh(m.gamma.detach())) for m in model.sgf.values()] if model.att is not None else []
     if model.att is not None:
         model.att.detach()
-    return {"variant": variant, "seed": seed, "scores": {r["task"]: r["score"] for r in records},
-            "overall": summary["overall"], "params_trained": n_params, "train_s": train_s, "final_loss": float(loss.detach()),
-            "tanh_gamma": gammas, "loss_curve": curve, **({"eval_curve": eval_curve} if eval_every else {}),
-            "predictions": rows}
+    return {
+        "variant": variant,
+        "seed": seed,
+        "scores": {r["task"]: r["score"] for r in records},
+        "overall": summary["overall"],
+        "params_trained": n_params,
+        "train_s": train_s,
+        "final_loss": float(loss.detach()),
+        "tanh_gamma": gammas,
+        "loss_curve": curve,
+        **({"eval_curve": eval_curve} if eval_every else {}),
+        "predictions": rows,
+    }
 
 
 def load_splits(cfg: Config, bench: str | Path, train_bench: str | Path) -> tuple[tuple, tuple]:
@@ -415,19 +473,29 @@ def load_splits(cfg: Config, bench: str | Path, train_bench: str | Path) -> tupl
     return train, test
 
 
-def prepare(cfg: Config, bench: str | Path, train_bench: str | Path, seed: int, splits: tuple | None = None) -> tuple[tuple, tuple, dict]:
+def prepare(
+    cfg: Config, bench: str | Path, train_bench: str | Path, seed: int, splits: tuple | None = None
+) -> tuple[tuple, tuple, dict]:
     """Load both splits (or take ``load_splits``' result), train the semantic encoder on the
     training scenes, encode everything."""
     torch.set_num_threads(cfg.threads)
     (train_qs, train_sc), (test_qs, test_sc) = splits or load_splits(cfg, bench, train_bench)
     overlap = sorted(set(train_sc) & set(test_sc)) if Path(train_bench).resolve() == Path(bench).resolve() else []
     if overlap:
-        raise InputError("--train-bench and --bench are the same folder: train on disjoint scenes (make-bench --first-index)")
+        raise InputError(
+            "--train-bench and --bench are the same folder: train on disjoint scenes (make-bench --first-index)"
+        )
     t0 = time.perf_counter()
     cnn, f1 = train_semantic_encoder(train_sc, cfg.encoder_steps, seed)
     geo_net = geometry_encoder()
-    info = {"encoder_patch_f1_train": f1, "encoder_s": time.perf_counter() - t0, "train_questions": len(train_qs),
-            "test_questions": len(test_qs), "train_scenes": len(train_sc), "test_scenes": len(test_sc)}
+    info = {
+        "encoder_patch_f1_train": f1,
+        "encoder_s": time.perf_counter() - t0,
+        "train_questions": len(train_qs),
+        "test_questions": len(test_qs),
+        "train_scenes": len(train_sc),
+        "test_scenes": len(test_sc),
+    }
     return (train_qs, encode_scenes(train_sc, cnn, geo_net)), (test_qs, encode_scenes(test_sc, cnn, geo_net)), info
 
 
@@ -456,16 +524,40 @@ def aggregate(runs: list[dict]) -> Iterator[dict]:
             if t not in rs[0]["scores"]:
                 continue
             vals = [r["scores"][t] for r in rs]
-            yield {"kind": "result", "variant": variant, "task": t, "score": float(np.mean(vals)), "score_ci": ci95(vals),
-                   "params_trained": rs[0]["params_trained"], "seeds": len(rs), "per_seed": vals}
+            yield {
+                "kind": "result",
+                "variant": variant,
+                "task": t,
+                "score": float(np.mean(vals)),
+                "score_ci": ci95(vals),
+                "params_trained": rs[0]["params_trained"],
+                "seeds": len(rs),
+                "per_seed": vals,
+            }
         vals = [r["overall"] for r in rs]
-        yield {"kind": "result", "variant": variant, "task": "overall", "score": float(np.mean(vals)), "score_ci": ci95(vals),
-               "params_trained": rs[0]["params_trained"], "seeds": len(rs), "per_seed": vals,
-               "train_s": float(np.mean([r["train_s"] for r in rs]))}
+        yield {
+            "kind": "result",
+            "variant": variant,
+            "task": "overall",
+            "score": float(np.mean(vals)),
+            "score_ci": ci95(vals),
+            "params_trained": rs[0]["params_trained"],
+            "seeds": len(rs),
+            "per_seed": vals,
+            "train_s": float(np.mean([r["train_s"] for r in rs])),
+        }
 
 
-def run(cfg: Config, *, bench: str | Path, train_bench: str | Path, seed: int = 0, out: str | Path | None = None,
-        previous: dict | None = None, splits: tuple | None = None) -> Iterator[dict]:
+def run(
+    cfg: Config,
+    *,
+    bench: str | Path,
+    train_bench: str | Path,
+    seed: int = 0,
+    out: str | Path | None = None,
+    previous: dict | None = None,
+    splits: tuple | None = None,
+) -> Iterator[dict]:
     """``train``: prepare, then every (variant, seed) run (a ``step`` record each), then the
     aggregated results and the summary. ``previous``: {(variant, seed): run} already done;
     ``splits``: ``load_splits``' result, when the caller read the scenes already."""
@@ -480,9 +572,19 @@ def run(cfg: Config, *, bench: str | Path, train_bench: str | Path, seed: int = 
             r = (previous or {}).get((variant, s)) or train_eval(cfg, variant, s, train, test)
             runs.append(r)
             if out is not None:
-                atomic_write_text(Path(out) / f"predictions-{variant}-seed{s}.jsonl", "".join(to_json(p) + "\n" for p in r["predictions"]))
-            yield {"kind": "step", "variant": variant, "seed": s, "overall": r["overall"], "train_s": r["train_s"],
-                   "final_loss": r["final_loss"], "tanh_gamma": r["tanh_gamma"]}
+                atomic_write_text(
+                    Path(out) / f"predictions-{variant}-seed{s}.jsonl",
+                    "".join(to_json(p) + "\n" for p in r["predictions"]),
+                )
+            yield {
+                "kind": "step",
+                "variant": variant,
+                "seed": s,
+                "overall": r["overall"],
+                "train_s": r["train_s"],
+                "final_loss": r["final_loss"],
+                "tanh_gamma": r["tanh_gamma"],
+            }
     results = list(aggregate(runs))
     yield from results
     overall = {r["variant"]: r["score"] for r in results if r["task"] == "overall"}

@@ -31,8 +31,14 @@ import numpy as np
 
 from icml26.core.errors import InputError
 
-MCA_QUESTION_TYPES = ("object_rel_direction_easy", "object_rel_direction_medium", "object_rel_direction_hard",
-                      "object_rel_distance", "route_planning", "obj_appearance_order")
+MCA_QUESTION_TYPES = (
+    "object_rel_direction_easy",
+    "object_rel_direction_medium",
+    "object_rel_direction_hard",
+    "object_rel_distance",
+    "route_planning",
+    "obj_appearance_order",
+)
 NA_QUESTION_TYPES = ("object_abs_distance", "object_counting", "object_size_estimation", "room_size_estimation")
 TASKS = NA_QUESTION_TYPES + MCA_QUESTION_TYPES
 DIRECTION_SPLITS = MCA_QUESTION_TYPES[:3]
@@ -55,7 +61,9 @@ def to_float(pred) -> float | None:
         return None
 
 
-def mean_relative_accuracy(pred: float, target: float, start: float = 0.5, end: float = 0.95, interval: float = 0.05) -> float:
+def mean_relative_accuracy(
+    pred: float, target: float, start: float = 0.5, end: float = 0.95, interval: float = 0.05
+) -> float:
     """MRA over thresholds linspace(start, end, int((end - start) / interval + 2)) (10 for the defaults).
 
     Raises TypeError when pred or target is None (VSI-Bench scores that 0)."""
@@ -103,10 +111,14 @@ def read_predictions(path: str | Path) -> list[dict]:
         if missing:
             raise InputError(f"--predictions {str(path)!r} line {i}: missing field(s) {', '.join(missing)}")
         if r["task"] not in TASKS:
-            raise InputError(f"--predictions {str(path)!r} line {i}: unknown task {r['task']!r} (one of {', '.join(TASKS)})")
+            raise InputError(
+                f"--predictions {str(path)!r} line {i}: unknown task {r['task']!r} (one of {', '.join(TASKS)})"
+            )
         want = "multiple_choice" if r["task"] in MCA_QUESTION_TYPES else "numeric"
         if r["question_type"] != want:
-            raise InputError(f"--predictions {str(path)!r} line {i}: task {r['task']} has question_type {want!r}, got {r['question_type']!r}")
+            raise InputError(
+                f"--predictions {str(path)!r} line {i}: task {r['task']} has question_type {want!r}, got {r['question_type']!r}"
+            )
         if r["id"] in seen:
             raise InputError(f"--predictions {str(path)!r} line {i}: duplicate id {r['id']!r}")
         seen.add(r["id"])
@@ -132,20 +144,43 @@ def score(rows: Iterable[dict]) -> tuple[list[dict], dict]:
             continue
         metric = "accuracy" if task in MCA_QUESTION_TYPES else "mra"
         val = float(np.mean(per[task]))
-        records.append({"kind": "result", "task": task, "metric": metric, "score": val, "n": len(per[task]),
-                        "n_unparsable": bad[task]})
+        records.append(
+            {
+                "kind": "result",
+                "task": task,
+                "metric": metric,
+                "score": val,
+                "n": len(per[task]),
+                "n_unparsable": bad[task],
+            }
+        )
         out[task] = val
     missing_dir = [t for t in DIRECTION_SPLITS if t not in per]
     direction = sum(out.pop(t, 0.0) for t in DIRECTION_SPLITS) / 3.0
     n_dir = sum(len(per.get(t, ())) for t in DIRECTION_SPLITS)
-    records.append({"kind": "result", "task": DIRECTION_TASK, "metric": "accuracy", "score": direction, "n": n_dir,
-                    "n_unparsable": sum(bad.get(t, 0) for t in DIRECTION_SPLITS), "combined_from": list(DIRECTION_SPLITS)})
+    records.append(
+        {
+            "kind": "result",
+            "task": DIRECTION_TASK,
+            "metric": "accuracy",
+            "score": direction,
+            "n": n_dir,
+            "n_unparsable": sum(bad.get(t, 0) for t in DIRECTION_SPLITS),
+            "combined_from": list(DIRECTION_SPLITS),
+        }
+    )
     out[DIRECTION_TASK] = direction
     overall = sum(out.values()) / len(out)
-    summary = {"kind": "summary", "overall": overall, "overall_percent": 100.0 * overall, "tasks": len(out),
-               "n": sum(len(v) for v in per.values()), "n_unparsable": sum(bad.values()),
-               "missing_direction_splits": missing_dir,
-               "rule": "VSI-Bench: mean per task; the 3 rel_direction splits averaged into one (a missing split counts 0); overall = mean of tasks"}
+    summary = {
+        "kind": "summary",
+        "overall": overall,
+        "overall_percent": 100.0 * overall,
+        "tasks": len(out),
+        "n": sum(len(v) for v in per.values()),
+        "n_unparsable": sum(bad.values()),
+        "missing_direction_splits": missing_dir,
+        "rule": "VSI-Bench: mean per task; the 3 rel_direction splits averaged into one (a missing split counts 0); overall = mean of tasks",
+    }
     return records, summary
 
 

@@ -51,10 +51,16 @@ def frame_mask(frame_ids_q: Tensor, frame_ids_k: Tensor, *, strict: bool = True)
             raise ValueError(
                 "SGF: visual and geometry tokens do not match per frame (batch item "
                 f"{b}: visual {dict(zip(fq.tolist(), cq.tolist()))} vs geometry {dict(zip(fk.tolist(), ck.tolist()))}); "
-                "one geometry token per visual token is required (no silent fallback to global attention)")
+                "one geometry token per visual token is required (no silent fallback to global attention)"
+            )
     if not strict:
-        return torch.ones(frame_ids_q.shape[0], frame_ids_q.shape[1], frame_ids_k.shape[1], dtype=torch.bool,
-                          device=frame_ids_q.device)
+        return torch.ones(
+            frame_ids_q.shape[0],
+            frame_ids_q.shape[1],
+            frame_ids_k.shape[1],
+            dtype=torch.bool,
+            device=frame_ids_q.device,
+        )
     return frame_ids_q[:, :, None] == frame_ids_k[:, None, :]
 
 
@@ -64,8 +70,9 @@ class SpatialGroundedFusion(nn.Module):
     forward(x (B, N, d), geometry (B, N, d), frame_ids (B, N) or (N,)) -> the update (B, N, d)
     to add to x (zero at init since gamma = 0). Same order of visual and geometry tokens."""
 
-    def __init__(self, hidden_size: int, num_heads: int, *, gate: bool = True, frame_strict: bool = True,
-                 eps: float = 1e-6):
+    def __init__(
+        self, hidden_size: int, num_heads: int, *, gate: bool = True, frame_strict: bool = True, eps: float = 1e-6
+    ):
         super().__init__()
         if hidden_size % num_heads:
             raise ValueError(f"hidden_size {hidden_size} not divisible by num_heads {num_heads}")
@@ -77,8 +84,13 @@ class SpatialGroundedFusion(nn.Module):
         self.k_proj = nn.Linear(hidden_size, hidden_size, bias=False)
         self.v_proj = nn.Linear(hidden_size, hidden_size, bias=False)
         self.o_proj = nn.Linear(hidden_size, hidden_size, bias=False)
-        self.importance = nn.Sequential(nn.Linear(hidden_size, max(1, hidden_size // 4)), nn.ReLU(),
-                                        nn.Linear(max(1, hidden_size // 4), 1)) if gate else None
+        self.importance = (
+            nn.Sequential(
+                nn.Linear(hidden_size, max(1, hidden_size // 4)), nn.ReLU(), nn.Linear(max(1, hidden_size // 4), 1)
+            )
+            if gate
+            else None
+        )
         self.gamma = nn.Parameter(torch.zeros(()))
 
     def importance_bias(self, x_norm: Tensor) -> Tensor:
@@ -88,11 +100,15 @@ class SpatialGroundedFusion(nn.Module):
     def attention(self, x: Tensor, geometry: Tensor, frame_ids: Tensor) -> tuple[Tensor, Tensor]:
         """(ungated output (B, N, d) before tanh(gamma), attention probabilities (B, h, N, N))."""
         if x.dim() != 3 or geometry.dim() != 3 or x.shape[-1] != self.d or geometry.shape[-1] != self.d:
-            raise ValueError(f"SGF: expected x and geometry (B, N, {self.d}), got {tuple(x.shape)} and {tuple(geometry.shape)}")
+            raise ValueError(
+                f"SGF: expected x and geometry (B, N, {self.d}), got {tuple(x.shape)} and {tuple(geometry.shape)}"
+            )
         B, N, _ = x.shape
         if geometry.shape[:2] != (B, N):
-            raise ValueError(f"SGF: {N} visual tokens but {geometry.shape[1]} geometry tokens (batch {B} vs {geometry.shape[0]}); "
-                             "one geometry token per visual token is required")
+            raise ValueError(
+                f"SGF: {N} visual tokens but {geometry.shape[1]} geometry tokens (batch {B} vs {geometry.shape[0]}); "
+                "one geometry token per visual token is required"
+            )
         if frame_ids.dim() == 1:  # one layout for the whole batch: one (1, N, N) mask
             if frame_ids.shape != (N,):
                 raise ValueError(f"SGF: frame_ids shape {tuple(frame_ids.shape)}, expected ({N},) or ({B}, {N})")
@@ -126,10 +142,16 @@ def decoder_layers(model: nn.Module) -> nn.ModuleList:
     """The language decoder's layer list of a transformers model (LLaMA-, Qwen2-, Qwen2-VL-style):
     the ``ModuleList`` named ``layers`` whose blocks have ``self_attn`` and ``mlp``."""
     for name, mod in model.named_modules():
-        if name.split(".")[-1] == "layers" and isinstance(mod, nn.ModuleList) and len(mod) and all(
-                hasattr(m, "self_attn") and hasattr(m, "mlp") for m in mod):
+        if (
+            name.split(".")[-1] == "layers"
+            and isinstance(mod, nn.ModuleList)
+            and len(mod)
+            and all(hasattr(m, "self_attn") and hasattr(m, "mlp") for m in mod)
+        ):
             return mod
-    raise ValueError(f"{type(model).__name__}: no decoder layer list (a ModuleList 'layers' of blocks with self_attn and mlp)")
+    raise ValueError(
+        f"{type(model).__name__}: no decoder layer list (a ModuleList 'layers' of blocks with self_attn and mlp)"
+    )
 
 
 @dataclass
@@ -154,7 +176,9 @@ class SGFAttachment:
             raise ValueError(f"geometry must be (B, N, d), got {tuple(geometry.shape)}")
         counts = image_mask.sum(1)
         if not torch.all(counts == geometry.shape[1]):
-            raise ValueError(f"SGF: {counts.tolist()} image tokens per sequence but {geometry.shape[1]} geometry tokens")
+            raise ValueError(
+                f"SGF: {counts.tolist()} image tokens per sequence but {geometry.shape[1]} geometry tokens"
+            )
         if frame_ids.dim() == 2 and bool((frame_ids == frame_ids[:1]).all()):
             frame_ids = frame_ids[0]  # the same layout in every sequence: one mask for the batch
         self.geometry, self.frame_ids, self.image_mask = geometry, frame_ids, image_mask.bool()
@@ -176,8 +200,15 @@ class SGFAttachment:
         self.detach()
 
 
-def attach_sgf(model: nn.Module, layers: Sequence[int] | None = None, *, gate: bool = True, frame_strict: bool = True,
-               hidden_size: int | None = None, num_heads: int | None = None) -> SGFAttachment:
+def attach_sgf(
+    model: nn.Module,
+    layers: Sequence[int] | None = None,
+    *,
+    gate: bool = True,
+    frame_strict: bool = True,
+    hidden_size: int | None = None,
+    num_heads: int | None = None,
+) -> SGFAttachment:
     """Attach SGF to the decoder layers ``layers`` of ``model`` (default :func:`sgf_layers`) by forward hooks.
 
     A pre-hook on each chosen decoder layer keeps its input h; a hook on its ``self_attn`` returns
@@ -198,8 +229,9 @@ def attach_sgf(model: nn.Module, layers: Sequence[int] | None = None, *, gate: b
     if d is None or h is None:
         raise ValueError("attach_sgf: give hidden_size and num_heads (the model config has none)")
     p = next(model.parameters())
-    mods = nn.ModuleDict({str(i): SpatialGroundedFusion(d, h, gate=gate, frame_strict=frame_strict) for i in layers}).to(
-        device=p.device, dtype=p.dtype)
+    mods = nn.ModuleDict(
+        {str(i): SpatialGroundedFusion(d, h, gate=gate, frame_strict=frame_strict) for i in layers}
+    ).to(device=p.device, dtype=p.dtype)
     att = SGFAttachment(mods, list(layers))
 
     for i in layers:

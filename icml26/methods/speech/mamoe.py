@@ -55,7 +55,9 @@ def modality_marks(input_ids: Tensor, speech_range: tuple[int, int], other_ids: 
     return marks
 
 
-def group_mask(marks: Tensor, num_experts: int, groups: tuple[Sequence[int], Sequence[int]] | None, other_tokens: str = "shared") -> Tensor:
+def group_mask(
+    marks: Tensor, num_experts: int, groups: tuple[Sequence[int], Sequence[int]] | None, other_tokens: str = "shared"
+) -> Tensor:
     """Which routed experts each token may reach.
 
     marks: (N,) in {0, 1, 2}; groups: (text expert indices, speech expert indices), or None for no
@@ -94,7 +96,9 @@ def masked_topk(scores: Tensor, allowed: Tensor, top_k: int) -> tuple[Tensor, Te
     return w, idx
 
 
-def seq_aux_loss(masked_scores: Tensor, indices: Tensor, num_experts: int, alpha: float = 1e-3, valid: Tensor | None = None) -> Tensor:
+def seq_aux_loss(
+    masked_scores: Tensor, indices: Tensor, num_experts: int, alpha: float = 1e-3, valid: Tensor | None = None
+) -> Tensor:
     """DeepSeek sequence-level load-balancing loss on the masked scores (official MAMoE).
 
     masked_scores: (B, T, E); indices: (B, T, k) chosen experts; valid: optional (B, T, k) bool of the
@@ -158,10 +162,20 @@ class MAMoEBlock(nn.Module):
     :func:`modality_context`); None means all text. forward: (B, T, d) -> (B, T, d); the aux loss of the
     last forward is ``self.aux_loss`` (scalar, differentiable)."""
 
-    def __init__(self, experts: Sequence[nn.Module], shared: nn.Module | None, hidden_size: int, *, top_k: int = 1,
-                 groups: tuple[Sequence[int], Sequence[int]] | None = None, init: str = "official",
-                 other_tokens: str = "shared", aux_alpha: float = 1e-3, router_std: float = 0.02,
-                 generator: torch.Generator | None = None):
+    def __init__(
+        self,
+        experts: Sequence[nn.Module],
+        shared: nn.Module | None,
+        hidden_size: int,
+        *,
+        top_k: int = 1,
+        groups: tuple[Sequence[int], Sequence[int]] | None = None,
+        init: str = "official",
+        other_tokens: str = "shared",
+        aux_alpha: float = 1e-3,
+        router_std: float = 0.02,
+        generator: torch.Generator | None = None,
+    ):
         super().__init__()
         if init not in ("official", "equal"):
             raise ValueError(f"upcycle_init must be 'official' or 'equal', got {init!r}")
@@ -197,7 +211,11 @@ class MAMoEBlock(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         b, t, d = x.shape
         h = x.reshape(-1, d)  # (N, d)
-        marks = torch.zeros(b * t, dtype=torch.long, device=x.device) if self.marks is None else self.marks.reshape(-1).to(x.device)
+        marks = (
+            torch.zeros(b * t, dtype=torch.long, device=x.device)
+            if self.marks is None
+            else self.marks.reshape(-1).to(x.device)
+        )
         if marks.shape[0] != b * t:
             raise ValueError(f"modality marks hold {marks.shape[0]} tokens, the input {b * t}")
         w, idx, ms, _ = self.route(h, marks)
@@ -219,8 +237,13 @@ class MAMoEBlock(nn.Module):
             else:
                 y = y + sh
         # 5. aux loss on the masked scores, per sequence
-        self.aux_loss = seq_aux_loss(ms.reshape(b, t, -1), idx.reshape(b, t, -1), self.num_experts, self.aux_alpha,
-                                     valid=(w > 0).reshape(b, t, -1))
+        self.aux_loss = seq_aux_loss(
+            ms.reshape(b, t, -1),
+            idx.reshape(b, t, -1),
+            self.num_experts,
+            self.aux_alpha,
+            valid=(w > 0).reshape(b, t, -1),
+        )
         self._record_stats(idx.detach(), (w > 0).detach(), marks)
         return y.reshape(b, t, d)
 
@@ -229,7 +252,7 @@ class MAMoEBlock(nn.Module):
         if self.groups is not None:
             speech_set[list(self.groups[1])] = True
         else:  # plain MoE: the same index split as MAMoE's groups, for comparable read-outs
-            speech_set[self.num_experts // 2:] = True
+            speech_set[self.num_experts // 2 :] = True
         in_speech = speech_set[idx] & used  # (N, k)
         in_text = (~speech_set[idx]) & used
 
@@ -250,9 +273,19 @@ def moe_layers(num_layers: int, every: int = 2) -> list[int]:
     return [i for i in range(num_layers) if (i + 1) % every == 0] if every > 1 else list(range(num_layers))
 
 
-def upcycle_llama(model: nn.Module, *, variant: str = "mamoe", layers: Sequence[int] | None = None, num_text_experts: int = 2,
-                  num_speech_experts: int = 2, top_k: int = 1, upcycle_init: str = "official", noise_std: float = 1e-3,
-                  aux_alpha: float = 1e-3, seed: int = 0) -> list[int]:
+def upcycle_llama(
+    model: nn.Module,
+    *,
+    variant: str = "mamoe",
+    layers: Sequence[int] | None = None,
+    num_text_experts: int = 2,
+    num_speech_experts: int = 2,
+    top_k: int = 1,
+    upcycle_init: str = "official",
+    noise_std: float = 1e-3,
+    aux_alpha: float = 1e-3,
+    seed: int = 0,
+) -> list[int]:
     """Replace the ``mlp`` of the given decoder layers of a LLaMA-style transformers model in place.
 
     variant: ``mamoe`` (modality groups + shared expert), ``moe`` (no modality routing, shared expert),
@@ -276,8 +309,17 @@ def upcycle_llama(model: nn.Module, *, variant: str = "mamoe", layers: Sequence[
         experts = [SwiGLU.copy_of(mlp, noise_std, g) for _ in range(n_exp)]
         shared = None if variant == "mamoe-noshared" else SwiGLU.copy_of(mlp, 0.0)
         k = top_k + 1 if variant == "mamoe-noshared" else top_k
-        dec[li].mlp = MAMoEBlock(experts, shared, d, top_k=k, groups=None if variant == "moe" else groups, init=upcycle_init,
-                                 other_tokens="all" if shared is None else "shared", aux_alpha=aux_alpha, generator=g)
+        dec[li].mlp = MAMoEBlock(
+            experts,
+            shared,
+            d,
+            top_k=k,
+            groups=None if variant == "moe" else groups,
+            init=upcycle_init,
+            other_tokens="all" if shared is None else "shared",
+            aux_alpha=aux_alpha,
+            generator=g,
+        )
     return layers
 
 
@@ -344,7 +386,9 @@ def _renormalizes(block: nn.Module) -> bool:
     return bool(getattr(block.gate, "norm_topk_prob", False))
 
 
-def patch_moe_block(block: nn.Module, groups: tuple[Sequence[int], Sequence[int]], other_tokens: str = "all") -> nn.Module:
+def patch_moe_block(
+    block: nn.Module, groups: tuple[Sequence[int], Sequence[int]], other_tokens: str = "all"
+) -> nn.Module:
     """Apply the MAMoE modality mask inside the gate of a transformers sparse MoE block, in place.
 
     block: a ``MixtralSparseMoeBlock`` / ``Qwen2MoeSparseMoeBlock`` / ``OlmoeSparseMoeBlock`` (transformers 5);
@@ -366,7 +410,11 @@ def patch_moe_block(block: nn.Module, groups: tuple[Sequence[int], Sequence[int]
         logits = F.linear(h, gate.weight)  # (N, E)
         probs = torch.softmax(logits.float(), dim=-1)
         marks = gate._mamoe_patch["marks"]
-        marks = torch.zeros(h.shape[0], dtype=torch.long, device=h.device) if marks is None else marks.reshape(-1).to(h.device)
+        marks = (
+            torch.zeros(h.shape[0], dtype=torch.long, device=h.device)
+            if marks is None
+            else marks.reshape(-1).to(h.device)
+        )
         allowed = group_mask(marks, e, gate._mamoe_patch["groups"], gate._mamoe_patch["other"])
         w, idx = masked_topk(probs, allowed, gate.top_k)
         if renorm:
@@ -386,4 +434,3 @@ def patch_model(model: nn.Module, groups: tuple[Sequence[int], Sequence[int]], o
             patch_moe_block(m, groups, other_tokens)
             n += 1
     return n
-

@@ -35,13 +35,27 @@ from icml26.methods.speech.mamoe import VARIANTS
 STAGES = ("asr", "tts")
 ASR_PROMPT = "Transcribe the following speech into text."
 TTS_PROMPT = "Convert the following text into speech."
-PREP_FIELDS = ("corpus", "max_words", "vocab_words", "train_sentences", "test_sentences", "train_voices", "test_voices", "speeds_wpm", "pitches",
-               "num_units", "unit_features", "librivox")
+PREP_FIELDS = (
+    "corpus",
+    "max_words",
+    "vocab_words",
+    "train_sentences",
+    "test_sentences",
+    "train_voices",
+    "test_voices",
+    "speeds_wpm",
+    "pitches",
+    "num_units",
+    "unit_features",
+    "librivox",
+)
 
 
 @dataclass(frozen=True)
 class Config:
-    model: str = "smollm2-135m"  # a causal LLaMA: smollm2-135m, an HF folder, or tiny-random (random LLaMA, SmolLM2 tokenizer)
+    model: str = (
+        "smollm2-135m"  # a causal LLaMA: smollm2-135m, an HF folder, or tiny-random (random LLaMA, SmolLM2 tokenizer)
+    )
     data: str = ""  # a `icml26 mamoe prepare` folder; "" prepares one in the cache ($ICML26_CACHE/mamoe/), reused
     corpus: str = "wordnet"  # sentences to speak (icml26.core.data.text)
     max_words: int = 10  # longest sentence kept (words; at least 3)
@@ -68,8 +82,12 @@ class Config:
     batch_size: int = 8
     lr: float = 1e-4
     text_lm_ratio: float = 0.2
-    modality_softmax: bool = False  # training softmax of each target over its modality's ids only (units vs text; as greedy decoding)
-    train_all: bool = False  # train every parameter (a model trained from scratch, e.g. tiny-random); else the notes' frozen plan
+    modality_softmax: bool = (
+        False  # training softmax of each target over its modality's ids only (units vs text; as greedy decoding)
+    )
+    train_all: bool = (
+        False  # train every parameter (a model trained from scratch, e.g. tiny-random); else the notes' frozen plan
+    )
     max_units: int = 150  # longest run-length unit sequence trained on (longer utterances are dropped)
     eval_utterances: int = 40  # ASR test utterances (held-out sentences x held-out voices)
     tts_eval_utterances: int = 10  # TTS test utterances (each decoded, vocoded and recognized)
@@ -96,8 +114,22 @@ class Config:
             raise ValueError(f"vocab_words must be >= 0, got {self.vocab_words}")
         if self.max_words < 3:
             raise ValueError(f"max_words must be >= 3, got {self.max_words}")
-        for name in ("train_sentences", "test_sentences", "num_units", "steps", "batch_size", "num_text_experts",
-                     "num_speech_experts", "top_k", "moe_every", "max_units", "eval_utterances", "log_every", "tiny_hidden", "tiny_layers"):
+        for name in (
+            "train_sentences",
+            "test_sentences",
+            "num_units",
+            "steps",
+            "batch_size",
+            "num_text_experts",
+            "num_speech_experts",
+            "top_k",
+            "moe_every",
+            "max_units",
+            "eval_utterances",
+            "log_every",
+            "tiny_hidden",
+            "tiny_layers",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.num_units > 2048:
@@ -113,7 +145,9 @@ class Config:
         if not self.train_voices or not self.test_voices or not self.speeds_wpm or not self.pitches:
             raise ValueError("train_voices, test_voices, speeds_wpm and pitches must not be empty")
         if set(self.train_voices) & set(self.test_voices):
-            raise ValueError(f"test_voices must be held out: {sorted(set(self.train_voices) & set(self.test_voices))} are in train_voices")
+            raise ValueError(
+                f"test_voices must be held out: {sorted(set(self.train_voices) & set(self.test_voices))} are in train_voices"
+            )
         if self.tts_eval_utterances < 0:
             raise ValueError("tts_eval_utterances must be >= 0")
 
@@ -160,7 +194,9 @@ def read_prepared(path: str | Path) -> dict:
     p = Path(path)
     meta_f, utt_f = p / "prepare.json", p / "utterances.jsonl"
     if not meta_f.is_file() or not utt_f.is_file() or not (p / "codec.npz").is_file():
-        raise InputError(f"data {str(p)!r} is not a `icml26 mamoe prepare` folder (needs prepare.json, utterances.jsonl, codec.npz)")
+        raise InputError(
+            f"data {str(p)!r} is not a `icml26 mamoe prepare` folder (needs prepare.json, utterances.jsonl, codec.npz)"
+        )
     try:
         meta = json.loads(meta_f.read_text())
         utts = [json.loads(line) for line in utt_f.read_text().splitlines() if line.strip()]
@@ -168,7 +204,11 @@ def read_prepared(path: str | Path) -> dict:
         raise InputError(f"data {str(p)!r}: cannot read it ({e})") from None
     codec = UnitCodec.load(p / "codec.npz")
     for u in utts:
-        if not isinstance(u, dict) or not {"split", "text", "units"} <= set(u) or any((not isinstance(x, int)) or x < 0 or x >= codec.num_units for x in u["units"]):
+        if (
+            not isinstance(u, dict)
+            or not {"split", "text", "units"} <= set(u)
+            or any((not isinstance(x, int)) or x < 0 or x >= codec.num_units for x in u["units"])
+        ):
             raise InputError(f"data {str(p)!r}: utterances.jsonl holds a malformed utterance")
     return {"meta": meta, "utterances": utts, "codec": codec, "path": p}
 
@@ -199,7 +239,7 @@ def prepare(cfg: Config, *, seed: int, data_dir: Path) -> Iterator[dict]:
     plan = []
     for i, s in enumerate(sents[: cfg.train_sentences]):
         plan.append(("train", s, cfg.train_voices[i % len(cfg.train_voices)]))
-    for i, s in enumerate(sents[cfg.train_sentences: need]):
+    for i, s in enumerate(sents[cfg.train_sentences : need]):
         plan.append(("test", s, cfg.test_voices[i % len(cfg.test_voices)]))
     waves, rows = [], []
     for j, (split, s, voice) in enumerate(plan):
@@ -207,27 +247,60 @@ def prepare(cfg: Config, *, seed: int, data_dir: Path) -> Iterator[dict]:
         variant = None if rng.random() < 0.5 else str(rng.choice(S.ESPEAK_VARIANTS))
         x = S.synthesize(s, voice=voice, variant=variant, speed_wpm=sp, pitch=pi)
         waves.append(x)
-        rows.append({"split": split, "id": f"{split}-{j:05d}", "text": s, "voice": voice + (f"+{variant}" if variant else ""),
-                     "speed_wpm": sp, "pitch": pi, "seconds": round(len(x) / S.SAMPLE_RATE, 3)})
+        rows.append(
+            {
+                "split": split,
+                "id": f"{split}-{j:05d}",
+                "text": s,
+                "voice": voice + (f"+{variant}" if variant else ""),
+                "speed_wpm": sp,
+                "pitch": pi,
+                "seconds": round(len(x) / S.SAMPLE_RATE, 3),
+            }
+        )
         if (j + 1) % 50 == 0 or j + 1 == len(plan):
-            yield {"kind": "step", "phase": "synthesize", "utterances": j + 1, "of": len(plan), "seconds": round(time.perf_counter() - t0, 1)}
+            yield {
+                "kind": "step",
+                "phase": "synthesize",
+                "utterances": j + 1,
+                "of": len(plan),
+                "seconds": round(time.perf_counter() - t0, 1),
+            }
     train_waves = [w for w, r in zip(waves, rows) if r["split"] == "train"]
     codec = UnitCodec.fit(train_waves, cfg.num_units, features=cfg.unit_features, seed=seed)
     for w, r in zip(waves, rows):
         r["units"] = codec.encode(w).tolist()
     if cfg.librivox:
         for c in S.librivox_clips():
-            rows.append({"split": "librivox", "id": c.id, "text": c.transcript, "voice": "librivox", "speed_wpm": 0, "pitch": 0,
-                         "seconds": round(len(c.audio) / c.sample_rate, 3), "units": codec.encode(c.audio).tolist()})
+            rows.append(
+                {
+                    "split": "librivox",
+                    "id": c.id,
+                    "text": c.transcript,
+                    "voice": "librivox",
+                    "speed_wpm": 0,
+                    "pitch": 0,
+                    "seconds": round(len(c.audio) / c.sample_rate, 3),
+                    "units": codec.encode(c.audio).tolist(),
+                }
+            )
     meta = {**prep_settings(cfg), "seed": seed, "frame_rate_hz": 25}
     with atomic_dir(data_dir) as tmp:
         codec.save(tmp / "codec.npz")
         atomic_write_text(tmp / "utterances.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
         atomic_write_text(tmp / "prepare.json", json.dumps(meta, indent=1))
     n = {s: sum(r["split"] == s for r in rows) for s in ("train", "test", "librivox")}
-    yield {"kind": "result", "task": "prepare", "data": str(data_dir), "train_utterances": n["train"], "test_utterances": n["test"],
-           "librivox_clips": n["librivox"], "num_units": cfg.num_units, "train_hours": round(sum(r["seconds"] for r in rows if r["split"] == "train") / 3600, 4),
-           "seconds": round(time.perf_counter() - t0, 1)}
+    yield {
+        "kind": "result",
+        "task": "prepare",
+        "data": str(data_dir),
+        "train_utterances": n["train"],
+        "test_utterances": n["test"],
+        "librivox_clips": n["librivox"],
+        "num_units": cfg.num_units,
+        "train_hours": round(sum(r["seconds"] for r in rows if r["split"] == "train") / 3600, 4),
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
 
 
 def ensure_data(cfg: Config, *, seed: int, out: str | None) -> tuple[Path, bool]:
@@ -274,7 +347,9 @@ def validate_model(cfg: Config) -> None:
     model_path("smollm2-135m" if cfg.model == "tiny-random" else cfg.model)
 
 
-def build_model(cfg: Config, variant: str | None, num_units: int, *, seed: int, upcycle_init: str | None = None) -> SpeechLM:
+def build_model(
+    cfg: Config, variant: str | None, num_units: int, *, seed: int, upcycle_init: str | None = None
+) -> SpeechLM:
     """The dense LM with the unit vocabulary, upcycled as ``variant`` (None: left dense, as loaded)."""
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
@@ -286,16 +361,27 @@ def build_model(cfg: Config, variant: str | None, num_units: int, *, seed: int, 
     if cfg.model == "tiny-random":
         tok = AutoTokenizer.from_pretrained(str(model_path("smollm2-135m")), local_files_only=True)
         h = cfg.tiny_hidden
-        lc = LlamaConfig(vocab_size=len(tok), hidden_size=h, intermediate_size=2 * h, num_hidden_layers=cfg.tiny_layers,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048, tie_word_embeddings=True,
-                         bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+        lc = LlamaConfig(
+            vocab_size=len(tok),
+            hidden_size=h,
+            intermediate_size=2 * h,
+            num_hidden_layers=cfg.tiny_layers,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=2048,
+            tie_word_embeddings=True,
+            bos_token_id=tok.bos_token_id,
+            eos_token_id=tok.eos_token_id,
+        )
         model = LlamaForCausalLM(lc).eval()
     else:
         model, tok = load_causal_lm(cfg.model)
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     base = len(tok)
-    tok.add_tokens([f"<|unit_{i}|>" for i in range(num_units)] + ["<|begin_of_speech|>", "<|end_of_speech|>"], special_tokens=True)
+    tok.add_tokens(
+        [f"<|unit_{i}|>" for i in range(num_units)] + ["<|begin_of_speech|>", "<|end_of_speech|>"], special_tokens=True
+    )
     emb = model.get_input_embeddings().weight
     with torch.no_grad():
         mean, std = emb.mean(0), emb.std(0)
@@ -305,9 +391,18 @@ def build_model(cfg: Config, variant: str | None, num_units: int, *, seed: int, 
         new[base:] = mean + 0.5 * std * torch.randn(len(tok) - base, new.shape[1], generator=g)
     layers = []
     if variant is not None:
-        layers = M.upcycle_llama(model, variant=variant, layers=M.moe_layers(len(model.model.layers), cfg.moe_every),
-                                 num_text_experts=cfg.num_text_experts, num_speech_experts=cfg.num_speech_experts, top_k=cfg.top_k,
-                                 upcycle_init=upcycle_init or cfg.upcycle_init, noise_std=cfg.noise_std, aux_alpha=cfg.aux_alpha, seed=seed)
+        layers = M.upcycle_llama(
+            model,
+            variant=variant,
+            layers=M.moe_layers(len(model.model.layers), cfg.moe_every),
+            num_text_experts=cfg.num_text_experts,
+            num_speech_experts=cfg.num_speech_experts,
+            top_k=cfg.top_k,
+            upcycle_init=upcycle_init or cfg.upcycle_init,
+            noise_std=cfg.noise_std,
+            aux_alpha=cfg.aux_alpha,
+            seed=seed,
+        )
     model.eval()
     eos = tok.eos_token_id
     return SpeechLM(model, tok, base, num_units, base + num_units, base + num_units + 1, eos, layers)
@@ -322,7 +417,13 @@ def asr_sample(lm: SpeechLM, units, text: str | None) -> tuple[list[int], list[i
     """(prompt ids, response ids). ASR input units are de-duplicated."""
     from icml26.methods.speech.units import dedup
 
-    prompt = _enc(lm.tok, ASR_PROMPT) + [lm.bos_speech] + [lm.base + u for u in dedup(units)] + [lm.eos_speech] + _enc(lm.tok, " Output:")
+    prompt = (
+        _enc(lm.tok, ASR_PROMPT)
+        + [lm.bos_speech]
+        + [lm.base + u for u in dedup(units)]
+        + [lm.eos_speech]
+        + _enc(lm.tok, " Output:")
+    )
     resp = (_enc(lm.tok, " " + text) + [lm.eos]) if text is not None else []
     return prompt, resp
 
@@ -400,7 +501,7 @@ def trainable(lm: SpeechLM, train_all: bool = False):
     emb = m.get_input_embeddings().weight
     emb.requires_grad_(True)
     keep = torch.zeros(emb.shape[0], 1)
-    keep[lm.base:] = 1.0
+    keep[lm.base :] = 1.0
     emb.register_hook(lambda g: g * keep.to(g.dtype))
     params.append(emb)
     return params
@@ -410,8 +511,11 @@ def _samples(lm: SpeechLM, data: dict, cfg: Config):
     tr = [u for u in data["utterances"] if u["split"] == "train" and len(u["units"]) <= cfg.max_units]
     if not tr:
         raise InputError(f"no training utterance has <= max_units={cfg.max_units} units")
-    pools = {"asr": [asr_sample(lm, u["units"], u["text"]) for u in tr], "tts": [tts_sample(lm, u["text"], u["units"]) for u in tr],
-             "text": [text_sample(lm, u["text"]) for u in tr]}
+    pools = {
+        "asr": [asr_sample(lm, u["units"], u["text"]) for u in tr],
+        "tts": [tts_sample(lm, u["text"], u["units"]) for u in tr],
+        "text": [text_sample(lm, u["text"]) for u in tr],
+    }
     return pools
 
 
@@ -449,8 +553,16 @@ def train_variant(cfg: Config, lm: SpeechLM, data: dict, variant: str, *, seed: 
         run_aux += float(torch.as_tensor(aux).detach())
         if step % cfg.log_every == 0 or step == cfg.steps:
             n = cfg.log_every if step % cfg.log_every == 0 else step % cfg.log_every
-            yield {"kind": "step", "variant": variant, "seed": seed, "step": step, "loss": run_loss / n, "aux_loss": run_aux / n,
-                   "lr": sched.get_last_lr()[0], "seconds": round(time.perf_counter() - t0, 2)}
+            yield {
+                "kind": "step",
+                "variant": variant,
+                "seed": seed,
+                "step": step,
+                "loss": run_loss / n,
+                "aux_loss": run_aux / n,
+                "lr": sched.get_last_lr()[0],
+                "seconds": round(time.perf_counter() - t0, 2),
+            }
             run_loss = run_aux = 0.0
     lm.model.eval()
 
@@ -468,7 +580,7 @@ def greedy(lm: SpeechLM, prompt: list[int], *, allowed: tuple[int, int], stop: i
     ids = torch.tensor([prompt])
     out: list[int] = []
     bias = torch.full((m.get_input_embeddings().weight.shape[0],), float("-inf"))
-    bias[allowed[0]: allowed[1]] = 0.0
+    bias[allowed[0] : allowed[1]] = 0.0
     bias[stop] = 0.0
     with torch.no_grad():
         for _ in range(max_new):
@@ -491,7 +603,7 @@ def text_perplexity(lm: SpeechLM, texts: list[str], batch: int = 8) -> float:
     tot, n = 0.0, 0
     with torch.no_grad():
         for i in range(0, len(texts), batch):
-            ids, lab, att = collate([text_sample(lm, t) for t in texts[i: i + batch]], lm.tok.pad_token_id)
+            ids, lab, att = collate([text_sample(lm, t) for t in texts[i : i + batch]], lm.tok.pad_token_id)
             loss, k = lm_loss(lm, ids, lab, att, vocab=lm.base)
             tot += float(loss) * k
             n += k
@@ -507,7 +619,7 @@ def teacher_forced_nll(lm: SpeechLM, samples, batch: int = 8) -> float:
     tot, n = 0.0, 0
     with torch.no_grad():
         for i in range(0, len(samples), batch):
-            ids, lab, att = collate(samples[i: i + batch], lm.tok.pad_token_id)
+            ids, lab, att = collate(samples[i : i + batch], lm.tok.pad_token_id)
             loss, k = lm_loss(lm, ids, lab, att, modality_softmax=True)
             tot += float(loss) * k
             n += k
@@ -527,14 +639,16 @@ def routing_readout(lm: SpeechLM, samples) -> tuple[float | None, float | None]:
     ts, st = [], []
     with torch.no_grad():
         for i in range(0, len(samples), 8):
-            ids, lab, att = collate(samples[i: i + 8], lm.tok.pad_token_id)
+            ids, lab, att = collate(samples[i : i + 8], lm.tok.pad_token_id)
             lm_loss(lm, ids, lab, att)
             ts.append(np.mean([b.stats.text_to_speech for b in blocks]))
             st.append(np.mean([b.stats.speech_to_text for b in blocks]))
     return float(np.mean(ts)), float(np.mean(st))
 
 
-def evaluate(cfg: Config, lm: SpeechLM, data: dict, variant: str, *, seed: int, extra: dict | None = None) -> Iterator[dict]:
+def evaluate(
+    cfg: Config, lm: SpeechLM, data: dict, variant: str, *, seed: int, extra: dict | None = None
+) -> Iterator[dict]:
     """One result per task in ``cfg.stages`` (the record contract)."""
     from icml26.methods.speech import vocoder, wer as W
     from icml26.methods.speech.mamoe import param_counts
@@ -544,28 +658,51 @@ def evaluate(cfg: Config, lm: SpeechLM, data: dict, variant: str, *, seed: int, 
     ppl = text_perplexity(lm, [u["text"] for u in test])
     active, total = param_counts(lm.model)
     text_ids = (0, lm.base)
-    common = {"kind": "result", "variant": variant, "seed": seed, "text_perplexity": ppl, "active_params": active, "total_params": total}
+    common = {
+        "kind": "result",
+        "variant": variant,
+        "seed": seed,
+        "text_perplexity": ppl,
+        "active_params": active,
+        "total_params": total,
+    }
     for task in cfg.stages:
         t0 = time.perf_counter()
         if task == "asr":
             us = test[: cfg.eval_utterances]
             samples = [asr_sample(lm, u["units"], u["text"]) for u in us]
-            hyps = [lm.tok.decode(greedy(lm, p, allowed=text_ids, stop=lm.eos, max_new=2 * len(r) + 8)) for p, r in samples]
+            hyps = [
+                lm.tok.decode(greedy(lm, p, allowed=text_ids, stop=lm.eos, max_new=2 * len(r) + 8)) for p, r in samples
+            ]
             w = W.wer([u["text"] for u in us], hyps)
             wl = None
             if lib:
-                lh = [lm.tok.decode(greedy(lm, asr_sample(lm, u["units"], None)[0], allowed=text_ids, stop=lm.eos, max_new=64)) for u in lib]
+                lh = [
+                    lm.tok.decode(
+                        greedy(lm, asr_sample(lm, u["units"], None)[0], allowed=text_ids, stop=lm.eos, max_new=64)
+                    )
+                    for u in lib
+                ]
                 wl = W.wer([u["text"] for u in lib], lh)
             ts, st = routing_readout(lm, samples)
-            rec = {**common, "task": "asr", "wer": w, "wer_librivox": wl, "unit_error_rate": None, "examples": len(us),
-                   "example_hypothesis": hyps[0] if hyps else None,
-                   "empty_hypotheses": sum(not W.normalize_text(h) for h in hyps) / max(len(hyps), 1)}
+            rec = {
+                **common,
+                "task": "asr",
+                "wer": w,
+                "wer_librivox": wl,
+                "unit_error_rate": None,
+                "examples": len(us),
+                "example_hypothesis": hyps[0] if hyps else None,
+                "empty_hypotheses": sum(not W.normalize_text(h) for h in hyps) / max(len(hyps), 1),
+            }
         else:
             us = test[: cfg.tts_eval_utterances] if cfg.tts_eval_utterances else test[:0]
             samples = [tts_sample(lm, u["text"], u["units"]) for u in us]
             caps = [int(len(u["units"]) * 1.5) + 10 for u in us]
-            gen = [greedy(lm, p, allowed=(lm.base, lm.base + lm.num_units), stop=lm.eos_speech, max_new=c)
-                   for (p, _), c in zip(samples, caps)]
+            gen = [
+                greedy(lm, p, allowed=(lm.base, lm.base + lm.num_units), stop=lm.eos_speech, max_new=c)
+                for (p, _), c in zip(samples, caps)
+            ]
             units = [[g - lm.base for g in x] for x in gen]
             uer = W.unit_error_rate([u["units"] for u in us], units) if us else None
             w = None
@@ -574,12 +711,27 @@ def evaluate(cfg: Config, lm: SpeechLM, data: dict, variant: str, *, seed: int, 
                 hyps = [W.recognize(vocoder.units_to_wave(x, data["codec"].mel_centroids, seed=seed)) for x in units]
                 w = W.wer([u["text"] for u in us], hyps)
             ts, st = routing_readout(lm, samples or [tts_sample(lm, u["text"], u["units"]) for u in test[:8]])
-            rec = {**common, "task": "tts", "wer": w, "wer_librivox": None, "unit_error_rate": uer, "examples": len(us),
-                   "example_hypothesis": hyps[0] if us else None,
-                   "stopped": sum(len(g) < c for g, c in zip(gen, caps)) / len(us) if us else None,  # ended by end-of-speech
-                   "length_ratio": sum(len(g) for g in gen) / max(sum(len(u["units"]) for u in us), 1) if us else None}
+            rec = {
+                **common,
+                "task": "tts",
+                "wer": w,
+                "wer_librivox": None,
+                "unit_error_rate": uer,
+                "examples": len(us),
+                "example_hypothesis": hyps[0] if us else None,
+                "stopped": sum(len(g) < c for g, c in zip(gen, caps)) / len(us)
+                if us
+                else None,  # ended by end-of-speech
+                "length_ratio": sum(len(g) for g in gen) / max(sum(len(u["units"]) for u in us), 1) if us else None,
+            }
         rec["response_nll"] = teacher_forced_nll(lm, samples) if samples else None
-        rec.update({"routing_text_to_speech_experts": ts, "routing_speech_to_text_experts": st, "eval_seconds": round(time.perf_counter() - t0, 2)})
+        rec.update(
+            {
+                "routing_text_to_speech_experts": ts,
+                "routing_speech_to_text_experts": st,
+                "eval_seconds": round(time.perf_counter() - t0, 2),
+            }
+        )
         rec.update(extra or {})
         yield rec
 
@@ -615,7 +767,11 @@ def save_checkpoint(lm: SpeechLM, path: Path) -> None:
 
     sd = {k: v.detach().contiguous() for k, v in lm.model.state_dict().items()}
     # tied weights: keep one copy
-    if "lm_head.weight" in sd and "model.embed_tokens.weight" in sd and sd["lm_head.weight"].data_ptr() == lm.model.get_input_embeddings().weight.data_ptr():
+    if (
+        "lm_head.weight" in sd
+        and "model.embed_tokens.weight" in sd
+        and sd["lm_head.weight"].data_ptr() == lm.model.get_input_embeddings().weight.data_ptr()
+    ):
         sd.pop("lm_head.weight")
     with atomic_path(path) as tmp:
         save_file(sd, str(tmp))
@@ -630,10 +786,14 @@ def load_checkpoint(lm: SpeechLM, path: Path) -> None:
         raise InputError(f"checkpoint {str(path)!r}: cannot read it ({type(e).__name__})") from None
     missing, unexpected = lm.model.load_state_dict(sd, strict=False)
     if unexpected or [k for k in missing if k != "lm_head.weight"]:
-        raise InputError(f"checkpoint {str(path)!r} does not match this model ({len(missing)} missing, {len(unexpected)} unexpected tensors)")
+        raise InputError(
+            f"checkpoint {str(path)!r} does not match this model ({len(missing)} missing, {len(unexpected)} unexpected tensors)"
+        )
 
 
-def run(cfg: Config, *, inputs: dict, seed: int, out: str | None = None, train: bool = True, checkpoints: dict | None = None) -> Iterator[dict]:
+def run(
+    cfg: Config, *, inputs: dict, seed: int, out: str | None = None, train: bool = True, checkpoints: dict | None = None
+) -> Iterator[dict]:
     """prepare (if needed) -> per variant: build, upcycle, (train), evaluate -> summary."""
     import torch
 
@@ -660,8 +820,12 @@ def run(cfg: Config, *, inputs: dict, seed: int, out: str | None = None, train: 
                 save_checkpoint(lm, Path(out) / "checkpoints" / f"{variant}.safetensors")
         elif checkpoints is not None:
             load_checkpoint(lm, checkpoints[variant])
-        extra = {"text_perplexity_dense": ppl_base, "text_perplexity_init": ppl_init, "steps": cfg.steps if train or checkpoints else 0,
-                 "train_seconds": round(time.perf_counter() - t0, 2)}
+        extra = {
+            "text_perplexity_dense": ppl_base,
+            "text_perplexity_init": ppl_init,
+            "steps": cfg.steps if train or checkpoints else 0,
+            "train_seconds": round(time.perf_counter() - t0, 2),
+        }
         for rec in evaluate(cfg, lm, data, variant, seed=seed, extra=extra):
             results.append(rec)
             yield rec

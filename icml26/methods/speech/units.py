@@ -72,7 +72,7 @@ def assign(x: np.ndarray, centroids: np.ndarray) -> np.ndarray:
     """Nearest centroid (squared Euclidean) of each row. x: (N, D); returns (N,) int64."""
     x = np.asarray(x, dtype=np.float64)
     c = np.asarray(centroids, dtype=np.float64)
-    d = (x ** 2).sum(1)[:, None] - 2 * x @ c.T + (c ** 2).sum(1)[None]
+    d = (x**2).sum(1)[:, None] - 2 * x @ c.T + (c**2).sum(1)[None]
     return d.argmin(1).astype(np.int64)
 
 
@@ -103,20 +103,28 @@ class UnitCodec:
         return assign(frame_features(x, self.features), self.centroids)
 
     @classmethod
-    def fit(cls, waves, num_units: int, *, features: str = "log-mel", seed: int = 0, max_frames: int = 40000) -> "UnitCodec":
+    def fit(
+        cls, waves, num_units: int, *, features: str = "log-mel", seed: int = 0, max_frames: int = 40000
+    ) -> "UnitCodec":
         """Fit k-means on the frames of ``waves`` (a list of 16 kHz waveforms); at most ``max_frames`` frames
         (a seeded subsample)."""
         feats = [frame_features(w, features) for w in waves]
         allf = np.concatenate(feats)
         rng = np.random.default_rng(seed)
-        sel = np.sort(rng.choice(allf.shape[0], max_frames, replace=False)) if allf.shape[0] > max_frames else np.arange(allf.shape[0])
+        sel = (
+            np.sort(rng.choice(allf.shape[0], max_frames, replace=False))
+            if allf.shape[0] > max_frames
+            else np.arange(allf.shape[0])
+        )
         c = kmeans(allf[sel], num_units, seed=seed)
         if features == "log-mel":
             mel = c.copy()
         else:
             mels = np.concatenate([frame_features(w, "log-mel") for w in waves])
             a = assign(allf, c)
-            mel = np.stack([mels[a == j].mean(0) if (a == j).any() else mels.mean(0) for j in range(num_units)]).astype(np.float32)
+            mel = np.stack([mels[a == j].mean(0) if (a == j).any() else mels.mean(0) for j in range(num_units)]).astype(
+                np.float32
+            )
         return cls(c, mel, features)
 
     def save(self, path: str | Path) -> None:
@@ -124,7 +132,9 @@ class UnitCodec:
 
         with atomic_path(path) as tmp:
             with open(tmp, "wb") as f:
-                np.savez(f, centroids=self.centroids, mel_centroids=self.mel_centroids, features=np.array(self.features))
+                np.savez(
+                    f, centroids=self.centroids, mel_centroids=self.mel_centroids, features=np.array(self.features)
+                )
 
     @classmethod
     def load(cls, path: str | Path) -> "UnitCodec":

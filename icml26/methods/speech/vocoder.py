@@ -25,8 +25,15 @@ def mel_to_magnitude(log_mel: np.ndarray, n_fft: int = N_FFT) -> np.ndarray:
     return np.sqrt(np.clip(lin, 0.0, None)).astype(np.float32)
 
 
-def griffin_lim(magnitude: np.ndarray, *, n_fft: int = N_FFT, hop: int = HOP_OUT, iters: int = 32, momentum: float = 0.99,
-                seed: int = 0) -> np.ndarray:
+def griffin_lim(
+    magnitude: np.ndarray,
+    *,
+    n_fft: int = N_FFT,
+    hop: int = HOP_OUT,
+    iters: int = 32,
+    momentum: float = 0.99,
+    seed: int = 0,
+) -> np.ndarray:
     """Waveform (T,) float32 whose STFT magnitude approximates ``magnitude`` (F, frames), F = n_fft // 2 + 1."""
     mag = torch.as_tensor(magnitude, dtype=torch.float32)
     win = torch.hann_window(n_fft)

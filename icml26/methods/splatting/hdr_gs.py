@@ -114,7 +114,11 @@ class Config:
             raise ValueError(f"methods: unknown {bad[0] if bad else '(empty)'!r}; valid: {', '.join(METHODS)}")
         if self.iters < 1 or self.init_points < 1 or self.max_gaussians < self.init_points:
             raise ValueError("iters and init_points must be >= 1 and max_gaussians >= init_points")
-        if len(self.stage_fractions) != 3 or any(f < 0 for f in self.stage_fractions) or abs(sum(self.stage_fractions) - 1) > 1e-6:
+        if (
+            len(self.stage_fractions) != 3
+            or any(f < 0 for f in self.stage_fractions)
+            or abs(sum(self.stage_fractions) - 1) > 1e-6
+        ):
             raise ValueError("stage_fractions: three non-negative numbers summing to 1")
         for name in ("train_exposures", "test_exposures_oe", "test_exposures_ne"):
             if any(not (float(t) > 0) for t in getattr(self, name)):
@@ -125,8 +129,10 @@ class Config:
             raise ValueError("views >= 2, size >= 16 and scenes >= 1")
         if self.size > 2048 or self.views > 1000 or self.scenes > 1000:
             # a rendered scene of size^2 x views pixels per exposure; beyond these it would not finish on a CPU
-            raise ValueError(f"size <= 2048, views <= 1000 and scenes <= 1000 (got size {self.size}, views {self.views}, "
-                             f"scenes {self.scenes}); bring your own renders with --data DIR for larger ones")
+            raise ValueError(
+                f"size <= 2048, views <= 1000 and scenes <= 1000 (got size {self.size}, views {self.views}, "
+                f"scenes {self.scenes}); bring your own renders with --data DIR for larger ones"
+            )
 
 
 # --------------------------------------------------------------------------- data
@@ -161,8 +167,10 @@ def scene_folders(data: str | Path) -> list[Path]:
         return [d]
     subs = sorted(p for p in d.iterdir() if p.is_dir() and _is_scene(p))
     if not subs:
-        raise InputError(f"--data {str(data)!r}: no scene folder (cameras.json, hdr/, ldr/<t>/; or HDR-NeRF's "
-                         "transforms_*.json, exposure_*.json) in it or under it")
+        raise InputError(
+            f"--data {str(data)!r}: no scene folder (cameras.json, hdr/, ldr/<t>/; or HDR-NeRF's "
+            "transforms_*.json, exposure_*.json) in it or under it"
+        )
     return subs
 
 
@@ -183,8 +191,10 @@ def load_scene(folder: str | Path, cfg: Config) -> SceneData:
     have = set(s.ldr_exposures_s)
     miss = [t for t in need if t not in have]
     if miss:
-        raise InputError(f"scene {str(folder)!r}: no LDR images at exposure {miss[0]:g} s (has {sorted(have) or 'none'}); "
-                         "set train_exposures / test_exposures_* to ones it has")
+        raise InputError(
+            f"scene {str(folder)!r}: no LDR images at exposure {miss[0]:g} s (has {sorted(have) or 'none'}); "
+            "set train_exposures / test_exposures_* to ones it has"
+        )
     if not s.has("hdr"):
         raise InputError(f"scene {str(folder)!r}: no hdr/ images (the HDR ground truth)")
     n = len(s)
@@ -203,7 +213,9 @@ def load_scene(folder: str | Path, cfg: Config) -> SceneData:
     depth = {i: s.depth(i) for i in range(n)} if s.has("depth") else {}
     for (t, i), a in ldr.items():
         if a.shape[:2] != (s.cameras[i].height, s.cameras[i].width):
-            raise InputError(f"scene {str(folder)!r}: the LDR image of view {i} at {t:g} s differs in size from its camera")
+            raise InputError(
+                f"scene {str(folder)!r}: the LDR image of view {i} at {t:g} s differs in size from its camera"
+            )
     for i, a in hdr.items():
         if a.shape[:2] != (s.cameras[i].height, s.cameras[i].width):
             raise InputError(f"scene {str(folder)!r}: hdr/{i:03d}.hdr size differs from cameras.json")
@@ -261,8 +273,13 @@ class Model:
 
     def lr(self, k: str) -> float:
         c = self.cfg
-        return {"means": c.lr_means * self.extent, "log_scales": c.lr_scales, "quats": c.lr_quats,
-                "logit_opacity": c.lr_opacity, "log_radiance": c.lr_radiance}[k]
+        return {
+            "means": c.lr_means * self.extent,
+            "log_scales": c.lr_scales,
+            "quats": c.lr_quats,
+            "logit_opacity": c.lr_opacity,
+            "log_radiance": c.lr_radiance,
+        }[k]
 
     def step(self):
         import torch
@@ -276,8 +293,8 @@ class Model:
                 g = t.grad
                 self.m[k].mul_(b1).add_(g, alpha=1 - b1)
                 self.v[k].mul_(b2).addcmul_(g, g, value=1 - b2)
-                mh = self.m[k] / (1 - b1 ** self.step_n)
-                vh = self.v[k] / (1 - b2 ** self.step_n)
+                mh = self.m[k] / (1 - b1**self.step_n)
+                vh = self.v[k] / (1 - b2**self.step_n)
                 t.sub_(self.lr(k) * mh / (vh.sqrt() + 1e-15))
                 t.grad = None
             for k, t in self.tone.named_parameters():  # (torch.optim imports torch._dynamo: 10+ s)
@@ -286,7 +303,11 @@ class Model:
                 g = t.grad
                 self.tm[k].mul_(b1).add_(g, alpha=1 - b1)
                 self.tv[k].mul_(b2).addcmul_(g, g, value=1 - b2)
-                t.sub_(self.cfg.lr_tone * (self.tm[k] / (1 - b1 ** self.step_n)) / ((self.tv[k] / (1 - b2 ** self.step_n)).sqrt() + 1e-8))
+                t.sub_(
+                    self.cfg.lr_tone
+                    * (self.tm[k] / (1 - b1**self.step_n))
+                    / ((self.tv[k] / (1 - b2**self.step_n)).sqrt() + 1e-8)
+                )
                 t.grad = None
 
     def select(self, keep):
@@ -413,7 +434,7 @@ def render(model: Model, cam, exposure_s: float | None, *, depth: bool = False, 
     if exposure_s is not None:
         r["ldr"] = img[..., 0:3]
         o = 3
-    r["hdr"] = img[..., o:o + 3]
+    r["hdr"] = img[..., o : o + 3]
     if depth:
         r["depth"] = img[..., o + 3] / out.alpha.clamp_min(1e-4)
     return r
@@ -425,14 +446,14 @@ def _ssim_torch(a, b):
     import torch.nn.functional as F
 
     x = torch.arange(11, dtype=a.dtype) - 5
-    g = torch.exp(-x * x / (2 * 1.5 ** 2))
+    g = torch.exp(-x * x / (2 * 1.5**2))
     g = g / g.sum()
     w = (g[:, None] * g[None, :])[None, None].repeat(3, 1, 1, 1)
     A, B = a.permute(2, 0, 1)[None], b.permute(2, 0, 1)[None]
     f = lambda z: F.conv2d(z, w, groups=3)  # noqa: E731
     ma, mb = f(A), f(B)
     saa, sbb, sab = f(A * A) - ma * ma, f(B * B) - mb * mb, f(A * B) - ma * mb
-    c1, c2 = 0.01 ** 2, 0.03 ** 2
+    c1, c2 = 0.01**2, 0.03**2
     return (((2 * ma * mb + c1) * (2 * sab + c2)) / ((ma * ma + mb * mb + c1) * (saa + sbb + c2))).mean()
 
 
@@ -536,7 +557,9 @@ def centre_sdf_grad_norm(model: Model) -> "torch.Tensor":  # noqa: F821
     with torch.enable_grad():
         mu = P["means"].detach()
         q = mu.clone().requires_grad_(True)
-        f = pseudo_sdf(q, mu, torch.exp(P["log_scales"].detach()), P["quats"].detach(), torch.sigmoid(P["logit_opacity"].detach()))
+        f = pseudo_sdf(
+            q, mu, torch.exp(P["log_scales"].detach()), P["quats"].detach(), torch.sigmoid(P["logit_opacity"].detach())
+        )
         (g,) = torch.autograd.grad(f.sum(), q)
     return g.norm(dim=1).detach()
 
@@ -561,7 +584,7 @@ def density_control(model: Model, cfg: Config, sdf_guided: bool, f_centre, rng_t
         grow_ok = model.grad_cnt > cfg.densify_every * cfg.visibility_success * 0.5 if gated else None
         prune_ok = model.vis_cnt > cfg.densify_every * cfg.visibility_success if gated else None
         if guided:
-            near = torch.exp(-f_centre ** 2 / (2 * s ** 2))
+            near = torch.exp(-(f_centre**2) / (2 * s**2))
             eg = g + cfg.omega_s * near
             if cfg.sdf_grow_eikonal and grad_f is not None:
                 eg = eg + cfg.omega_n * (1 - grad_f)
@@ -618,21 +641,33 @@ def init_model(sd: SceneData, cfg: Config, seed: int) -> Model:
     pts = init_points(sd, cfg, rng)
     n = len(pts)
     torch.manual_seed(seed)
-    tree_d = torch.cdist(torch.as_tensor(pts[: min(n, 4000)], dtype=torch.float32), torch.as_tensor(pts, dtype=torch.float32))
+    tree_d = torch.cdist(
+        torch.as_tensor(pts[: min(n, 4000)], dtype=torch.float32), torch.as_tensor(pts, dtype=torch.float32)
+    )
     nn3 = tree_d.topk(4, largest=False).values[:, 1:].mean(1)
     s0 = float(nn3.median()) if len(nn3) else 0.01 * sd.extent
     # initial colour: radiance of a mid-grey pixel at the middle training exposure (the response is learned)
     tmid = sorted(cfg.train_exposures)[len(cfg.train_exposures) // 2]
-    params = {"means": torch.as_tensor(pts, dtype=torch.float32),
-              "log_scales": torch.full((n, 3), math.log(max(s0, 1e-4))),
-              "quats": torch.tensor([[1.0, 0, 0, 0]]).repeat(n, 1),
-              "logit_opacity": torch.full((n,), math.log(0.1 / 0.9)),
-              "log_radiance": torch.full((n, 3), math.log(0.2 / tmid))}
+    params = {
+        "means": torch.as_tensor(pts, dtype=torch.float32),
+        "log_scales": torch.full((n, 3), math.log(max(s0, 1e-4))),
+        "quats": torch.tensor([[1.0, 0, 0, 0]]).repeat(n, 1),
+        "logit_opacity": torch.full((n,), math.log(0.1 / 0.9)),
+        "log_radiance": torch.full((n, 3), math.log(0.2 / tmid)),
+    }
     return Model(params, _make_tone(cfg), cfg, sd.extent)
 
 
-def train_one(sd: SceneData, cfg: Config, method: str, *, seed: int, ckpt: Path | None, resume: bool,
-              stop_after_iters: int | None = None) -> Iterator[dict]:
+def train_one(
+    sd: SceneData,
+    cfg: Config,
+    method: str,
+    *,
+    seed: int,
+    ckpt: Path | None,
+    resume: bool,
+    stop_after_iters: int | None = None,
+) -> Iterator[dict]:
     """Train ``method`` on one scene; yield step records, then a result record (evaluation)."""
     import torch
 
@@ -719,22 +754,50 @@ def train_one(sd: SceneData, cfg: Config, method: str, *, seed: int, ckpt: Path 
                     depth_maps = {k: render(model, sd.cams[k], None, depth=True)["depth"].numpy() for k in sd.train}
             f_centre = centre_sdf(model, sd, depth_maps) if guided else None
             gf = centre_sdf_grad_norm(model) if guided and cfg.sdf_grow_eikonal else None
-            density_control(model, cfg, guided, f_centre, rng_t, sigma=prune_band(model, sd, cfg) if guided else None, grad_f=gf)
+            density_control(
+                model, cfg, guided, f_centre, rng_t, sigma=prune_band(model, sd, cfg) if guided else None, grad_f=gf
+            )
         if cfg.opacity_reset_every and done % cfg.opacity_reset_every == 0 and done < cfg.iters:
             with torch.no_grad():
                 model.p["logit_opacity"].clamp_(max=math.log(0.01 / 0.99))
         if done % cfg.log_every == 0 or done == cfg.iters:
-            yield {"kind": "step", "method": method, "scene": sd.name, "iteration": done, "stage": stage,
-                   "loss": float(loss.detach()), "sdf_loss": float(lsdf.detach()), "gaussians": model.n}
+            yield {
+                "kind": "step",
+                "method": method,
+                "scene": sd.name,
+                "iteration": done,
+                "stage": stage,
+                "loss": float(loss.detach()),
+                "sdf_loss": float(lsdf.detach()),
+                "gaussians": model.n,
+            }
         if ckpt is not None and (done % cfg.ckpt_every == 0 or done == end):
-            save_ckpt(ckpt, model, {"config": _cfg_json(cfg), "method": method, "scene": sd.name, "iteration": done,
-                                    "train_s": spent + time.perf_counter() - t0, "extent": sd.extent, "adam_step": model.step_n,
-                                    "seed": seed})
+            save_ckpt(
+                ckpt,
+                model,
+                {
+                    "config": _cfg_json(cfg),
+                    "method": method,
+                    "scene": sd.name,
+                    "iteration": done,
+                    "train_s": spent + time.perf_counter() - t0,
+                    "extent": sd.extent,
+                    "adam_step": model.step_n,
+                    "seed": seed,
+                },
+            )
     train_s = spent + time.perf_counter() - t0
     if end < cfg.iters:
         return
-    yield {"kind": "result", **evaluate(model, sd, cfg), "method": method, "scene": sd.name, "gaussians": model.n,
-           "train_s": train_s, "iters": cfg.iters}
+    yield {
+        "kind": "result",
+        **evaluate(model, sd, cfg),
+        "method": method,
+        "scene": sd.name,
+        "gaussians": model.n,
+        "train_s": train_s,
+        "iters": cfg.iters,
+    }
 
 
 def _cfg_json(cfg: Config) -> dict:
@@ -786,13 +849,16 @@ def evaluate(model: Model, sd: SceneData, cfg: Config) -> dict:
                     group.append((M.psnr(pred, gt), M.ssim(pred, gt)))
             h = render(model, sd.cams[i], None)["hdr"].numpy()
             hd.append(M.hdr_metrics(h, sd.hdr[i]))
-    out = {"psnr_ldr_oe": float(np.mean([a for a, _ in oe])) if oe else None,
-           "ssim_ldr_oe": float(np.mean([b for _, b in oe])) if oe else None,
-           "psnr_ldr_ne": float(np.mean([a for a, _ in ne])) if ne else None,
-           "ssim_ldr_ne": float(np.mean([b for _, b in ne])) if ne else None,
-           "psnr_hdr": float(np.mean([d["psnr_hdr"] for d in hd])),
-           "psnr_hdr_predmax": float(np.mean([d["psnr_hdr_predmax"] for d in hd])),
-           "ssim_hdr": float(np.mean([d["ssim_hdr"] for d in hd])), "test_views": len(sd.test)}
+    out = {
+        "psnr_ldr_oe": float(np.mean([a for a, _ in oe])) if oe else None,
+        "ssim_ldr_oe": float(np.mean([b for _, b in oe])) if oe else None,
+        "psnr_ldr_ne": float(np.mean([a for a, _ in ne])) if ne else None,
+        "ssim_ldr_ne": float(np.mean([b for _, b in ne])) if ne else None,
+        "psnr_hdr": float(np.mean([d["psnr_hdr"] for d in hd])),
+        "psnr_hdr_predmax": float(np.mean([d["psnr_hdr_predmax"] for d in hd])),
+        "ssim_hdr": float(np.mean([d["ssim_hdr"] for d in hd])),
+        "test_views": len(sd.test),
+    }
     out.update(floaters(model, sd, cfg))
     return out
 
@@ -819,8 +885,16 @@ def prepare_scenes(cfg: Config, data: str | Path | None, out: str | Path | None,
     return folders
 
 
-def run(cfg: Config, *, seed: int = 0, data: str | Path | None = None, out: str | Path | None = None, resume: bool = False,
-        previous: list[dict] | None = None, folders: list[Path] | None = None) -> Iterator[dict]:
+def run(
+    cfg: Config,
+    *,
+    seed: int = 0,
+    data: str | Path | None = None,
+    out: str | Path | None = None,
+    resume: bool = False,
+    previous: list[dict] | None = None,
+    folders: list[Path] | None = None,
+) -> Iterator[dict]:
     """Train every method on every scene; yield step records, one result per (method, scene),
     then a summary (per-method means over scenes)."""
     import torch
@@ -848,21 +922,48 @@ def run(cfg: Config, *, seed: int = 0, data: str | Path | None = None, out: str 
                     if ck is not None:
                         r["ckpt"] = str(ck)
                     results.append(r)
-                elif previous and r["kind"] == "step" and any(
-                        p.get("kind") == "step" and p.get("method") == method and p.get("scene") == sd.name
-                        and p.get("iteration") == r["iteration"] for p in previous):
+                elif (
+                    previous
+                    and r["kind"] == "step"
+                    and any(
+                        p.get("kind") == "step"
+                        and p.get("method") == method
+                        and p.get("scene") == sd.name
+                        and p.get("iteration") == r["iteration"]
+                        for p in previous
+                    )
+                ):
                     continue
                 yield r
     means = {}
     for m in cfg.methods:
         rs = [r for r in results if r["method"] == m]
         if rs:
-            means[m] = {k: float(np.mean([r[k] for r in rs if r.get(k) is not None])) for k in
-                        ("psnr_ldr_oe", "psnr_ldr_ne", "psnr_hdr", "psnr_hdr_predmax", "ssim_ldr_oe", "ssim_hdr", "gaussians",
-                         "floaters") if any(r.get(k) is not None for r in rs)}
-    yield {"kind": "summary", "methods": list(cfg.methods), "scenes": [Path(f).name for f in folders], "iters": cfg.iters,
-           "mean": means, "lpips": LPIPS_NOTE,
-           "supervision": "LDR only" if cfg.hdr_weight == 0 else f"LDR + {cfg.hdr_weight} x mu-law HDR (HDR-GS synthetic mode)"}
+            means[m] = {
+                k: float(np.mean([r[k] for r in rs if r.get(k) is not None]))
+                for k in (
+                    "psnr_ldr_oe",
+                    "psnr_ldr_ne",
+                    "psnr_hdr",
+                    "psnr_hdr_predmax",
+                    "ssim_ldr_oe",
+                    "ssim_hdr",
+                    "gaussians",
+                    "floaters",
+                )
+                if any(r.get(k) is not None for r in rs)
+            }
+    yield {
+        "kind": "summary",
+        "methods": list(cfg.methods),
+        "scenes": [Path(f).name for f in folders],
+        "iters": cfg.iters,
+        "mean": means,
+        "lpips": LPIPS_NOTE,
+        "supervision": "LDR only"
+        if cfg.hdr_weight == 0
+        else f"LDR + {cfg.hdr_weight} x mu-law HDR (HDR-GS synthetic mode)",
+    }
 
 
 def render_views(model: Model, scene, views: list[int], exposure_s: float | None, out: str | Path) -> Iterator[dict]:

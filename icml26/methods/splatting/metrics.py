@@ -28,7 +28,7 @@ def psnr(pred: np.ndarray, gt: np.ndarray) -> float:
 
 def _gauss_window(size: int = 11, sigma: float = 1.5) -> np.ndarray:
     x = np.arange(size) - (size - 1) / 2
-    g = np.exp(-x ** 2 / (2 * sigma ** 2))
+    g = np.exp(-(x**2) / (2 * sigma**2))
     return g / g.sum()
 
 
@@ -46,7 +46,7 @@ def ssim(pred: np.ndarray, gt: np.ndarray) -> float:
     if p.ndim == 2:
         p, t = p[..., None], t[..., None]
     g = _gauss_window()
-    c1, c2 = 0.01 ** 2, 0.03 ** 2
+    c1, c2 = 0.01**2, 0.03**2
     vals = []
     for ch in range(p.shape[2]):
         x, y = p[..., ch], t[..., ch]
@@ -73,5 +73,8 @@ def hdr_metrics(pred: np.ndarray, gt: np.ndarray) -> dict:
     tg = mu_law(gt / gm)
     tp = mu_law(pred / gm)
     tpp = mu_law(pred / pm) if pm > 0 else np.zeros_like(tg)
-    return {"psnr_hdr": psnr(np.clip(tp, 0, None), tg), "psnr_hdr_predmax": psnr(tpp, tg),
-            "ssim_hdr": ssim(np.clip(tp, 0, 1), tg)}
+    return {
+        "psnr_hdr": psnr(np.clip(tp, 0, None), tg),
+        "psnr_hdr_predmax": psnr(tpp, tg),
+        "ssim_hdr": ssim(np.clip(tp, 0, 1), tg),
+    }

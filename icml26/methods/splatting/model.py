@@ -61,8 +61,14 @@ def reliability(ldr: torch.Tensor, sigma: float = 0.2) -> torch.Tensor:
     return torch.exp(-((m - 0.5) ** 2) / (2 * sigma * sigma))
 
 
-def pseudo_sdf(points: torch.Tensor, means: torch.Tensor, scales: torch.Tensor, quats: torch.Tensor, opac: torch.Tensor,
-               k: int = 16) -> torch.Tensor:
+def pseudo_sdf(
+    points: torch.Tensor,
+    means: torch.Tensor,
+    scales: torch.Tensor,
+    quats: torch.Tensor,
+    opac: torch.Tensor,
+    k: int = 16,
+) -> torch.Tensor:
     """Unsigned pseudo-SDF f (P,) at world points (P, 3) (module docstring); differentiable in
     every Gaussian parameter through d (not through the argmax)."""
     k = min(k, means.shape[0])

@@ -99,8 +99,14 @@ def perm_action(path: str, dim: int) -> Action:
     except (ValueError, OSError) as e:
         raise InputError(f"group perm:{path}: not a readable .npy or text file of integers ({e})") from None
     arr = np.asarray(arr).reshape(-1)
-    if arr.shape[0] != dim or not np.issubdtype(arr.dtype, np.integer) or not np.array_equal(np.sort(arr), np.arange(dim)):
-        raise InputError(f"group perm:{path}: expected a permutation of 0..{dim - 1} ({dim} integers), got {arr.shape[0]} values")
+    if (
+        arr.shape[0] != dim
+        or not np.issubdtype(arr.dtype, np.integer)
+        or not np.array_equal(np.sort(arr), np.arange(dim))
+    ):
+        raise InputError(
+            f"group perm:{path}: expected a permutation of 0..{dim - 1} ({dim} integers), got {arr.shape[0]} values"
+        )
     arr = arr.astype(np.int64)
     return Action(f"perm:{p.name}", arr, bool(np.array_equal(arr[arr], np.arange(dim))))
 
@@ -114,7 +120,9 @@ def parse_group(name: str, dim: int) -> Action:
     if name not in GROUPS:
         raise InputError(f"group {name!r}: expected one of {', '.join(GROUPS)} or perm:FILE")
     if side * side != dim:
-        raise InputError(f"group {name!r} acts on square one-channel images; the input has {dim} values (use perm:FILE)")
+        raise InputError(
+            f"group {name!r} acts on square one-channel images; the input has {dim} values (use perm:FILE)"
+        )
     return image_action(name, side)
 
 
@@ -171,7 +179,9 @@ class TiedMLP(LayerMLP):
         h = [d // 2 for d in dims[1:-1]]
         self.u = nn.Parameter(torch.randn(h[0], dims[0]) / math.sqrt(dims[0]))
         self.c = nn.ParameterList([nn.Parameter(torch.zeros(x)) for x in h])
-        self.v = nn.ParameterList([nn.Parameter(torch.randn(h[i + 1], dims[i + 1]) / math.sqrt(dims[i + 1])) for i in range(len(h) - 1)])
+        self.v = nn.ParameterList(
+            [nn.Parameter(torch.randn(h[i + 1], dims[i + 1]) / math.sqrt(dims[i + 1])) for i in range(len(h) - 1)]
+        )
         self.z = nn.Parameter(torch.randn(dims[-1], h[-1]) / math.sqrt(dims[-2]))
         self.b_out = nn.Parameter(torch.zeros(dims[-1]))
         self.n, self.in_dim = len(dims) - 1, dims[0]
@@ -192,7 +202,9 @@ class TiedMLP(LayerMLP):
         return torch.cat([self.z, mz], 1), 0.5 * (self.b_out + self.b_out[self.perm])
 
 
-def build_net(task: str, act: str, in_dim: int, widths: tuple[int, ...], model: str, action: Action, seed: int) -> LayerMLP:
+def build_net(
+    task: str, act: str, in_dim: int, widths: tuple[int, ...], model: str, action: Action, seed: int
+) -> LayerMLP:
     out = in_dim if task == "autoencoder" else 10
     dims = [in_dim, *widths, out]
     acts = [act] + ["gelu"] * (len(widths) - 1)
@@ -205,25 +217,25 @@ def build_net(task: str, act: str, in_dim: int, widths: tuple[int, ...], model: 
 # ----------------------------------------------------------------------------- training
 @dataclass(frozen=True)
 class Config:
-    task: tuple[str, ...] = ("classifier",)          # classifier | autoencoder
-    act: tuple[str, ...] = ("tanh", "gelu")          # first activation (later ones GELU)
-    group: tuple[str, ...] = ("hflip", "vflip")      # measured: hflip | vflip | rot90 | rot180 | perm:FILE
-    train_group: str = "hflip"                       # the symmetry in the soft loss and augmentation
+    task: tuple[str, ...] = ("classifier",)  # classifier | autoencoder
+    act: tuple[str, ...] = ("tanh", "gelu")  # first activation (later ones GELU)
+    group: tuple[str, ...] = ("hflip", "vflip")  # measured: hflip | vflip | rot90 | rot180 | perm:FILE
+    train_group: str = "hflip"  # the symmetry in the soft loss and augmentation
     models: tuple[str, ...] = ("equivariant-loss", "no-flip-loss", "random-init", "tied")
     seeds: int = 3
-    data: str = "fashion-mnist"                      # fashion-mnist | mnist | an image file/folder
-    widths: tuple[int, ...] = (64, 256, 256)         # hidden widths (depth = len + 1)
+    data: str = "fashion-mnist"  # fashion-mnist | mnist | an image file/folder
+    widths: tuple[int, ...] = (64, 256, 256)  # hidden widths (depth = len + 1)
     epochs: int = 6
-    equiv_start: float = 0.5                         # fraction of training before the soft loss
-    equiv_weight: float = 1.0                        # lambda
-    equiv_on_noise: bool = True                      # also apply the soft loss to N(0, 1) noise inputs (RECON)
+    equiv_start: float = 0.5  # fraction of training before the soft loss
+    equiv_weight: float = 1.0  # lambda
+    equiv_on_noise: bool = True  # also apply the soft loss to N(0, 1) noise inputs (RECON)
     train_examples: int = 20000
     batch_size: int = 256
     lr: float = 1e-3
-    n_noise: int = 100000                            # noise inputs for the latent-action fit
-    model: str | None = None                         # a user's network (.safetensors)
-    layer_acts: tuple[str, ...] = ()                 # user network: activation after each hidden layer
-    out_action: str = "trivial"                      # user network: trivial (invariance) | same (output = input space)
+    n_noise: int = 100000  # noise inputs for the latent-action fit
+    model: str | None = None  # a user's network (.safetensors)
+    layer_acts: tuple[str, ...] = ()  # user network: activation after each hidden layer
+    out_action: str = "trivial"  # user network: trivial (invariance) | same (output = input space)
 
     def __post_init__(self):
         for name, vals, ok in (("task", self.task, TASKS), ("act", self.act, ACTS), ("models", self.models, MODELS)):
@@ -263,11 +275,24 @@ def load_data(cfg: Config) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, to
     tr, te = load_images(cfg.data, "train"), load_images(cfg.data, "test")
     if tr.labels is None and "classifier" in cfg.task:
         raise InputError(f"data {cfg.data!r}: the classifier task needs class labels")
-    x = torch.from_numpy(tr.images[: cfg.train_examples]).float().div_(255).reshape(min(len(tr), cfg.train_examples), -1)
+    x = (
+        torch.from_numpy(tr.images[: cfg.train_examples])
+        .float()
+        .div_(255)
+        .reshape(min(len(tr), cfg.train_examples), -1)
+    )
     xt = torch.from_numpy(te.images[:2000]).float().div_(255).reshape(min(len(te), 2000), -1)
     mu, sd = float(x.mean()), float(x.std().clamp_min(1e-6))
-    y = torch.from_numpy(tr.labels[: x.shape[0]]) if tr.labels is not None else torch.zeros(x.shape[0], dtype=torch.long)
-    yt = torch.from_numpy(te.labels[: xt.shape[0]]) if te.labels is not None else torch.zeros(xt.shape[0], dtype=torch.long)
+    y = (
+        torch.from_numpy(tr.labels[: x.shape[0]])
+        if tr.labels is not None
+        else torch.zeros(x.shape[0], dtype=torch.long)
+    )
+    yt = (
+        torch.from_numpy(te.labels[: xt.shape[0]])
+        if te.labels is not None
+        else torch.zeros(xt.shape[0], dtype=torch.long)
+    )
     return (x - mu) / sd, y, (xt - mu) / sd, yt, mu, sd
 
 
@@ -279,8 +304,17 @@ def _rho(task: str, action: Action, out: torch.Tensor) -> torch.Tensor:
     return action(out) if task == "autoencoder" else out
 
 
-def train_net(net: LayerMLP, cfg: Config, task: str, action: Action, x: torch.Tensor, y: torch.Tensor,
-              *, soft_loss: bool, seed: int) -> dict:
+def train_net(
+    net: LayerMLP,
+    cfg: Config,
+    task: str,
+    action: Action,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    soft_loss: bool,
+    seed: int,
+) -> dict:
     """Adam on (x, y) for cfg.epochs; with ``soft_loss``: flip augmentation throughout and
     lambda ||f(M x) - rho(M) f(x)||^2 from epoch equiv_start * epochs on (RECON schedule)."""
     g = torch.Generator().manual_seed(seed + 99)
@@ -292,7 +326,7 @@ def train_net(net: LayerMLP, cfg: Config, task: str, action: Action, x: torch.Te
         perm = torch.randperm(n, generator=g)
         tot, cnt = 0.0, 0
         for i in range(0, n, cfg.batch_size):
-            idx = perm[i:i + cfg.batch_size]
+            idx = perm[i : i + cfg.batch_size]
             xb, yb = x[idx], y[idx]
             if soft_loss:  # flip augmentation: half of each batch mirrored
                 flip = torch.rand(xb.shape[0], generator=g) < 0.5
@@ -305,7 +339,9 @@ def train_net(net: LayerMLP, cfg: Config, task: str, action: Action, x: torch.Te
                     xn = torch.randn(xb.shape, generator=g)
                     xe, oe = torch.cat([xb, xn]), torch.cat([out, net(xn)])
                 diff = net(action(xe)) - _rho(task, action, oe)
-                loss = loss + cfg.equiv_weight * (diff.pow(2).sum(1).mean() if task == "classifier" else diff.pow(2).mean())
+                loss = loss + cfg.equiv_weight * (
+                    diff.pow(2).sum(1).mean() if task == "classifier" else diff.pow(2).mean()
+                )
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -337,8 +373,9 @@ def nearest_signed_permutation(a: np.ndarray) -> np.ndarray:
 
 
 @torch.no_grad()
-def layer_equivariance(net: LayerMLP, action: Action, n_noise: int, seed: int, *, out_rho: str = "trivial",
-                       chunk: int = 5000) -> list[dict]:
+def layer_equivariance(
+    net: LayerMLP, action: Action, n_noise: int, seed: int, *, out_rho: str = "trivial", chunk: int = 5000
+) -> list[dict]:
     """Steps 1-6 for every hidden layer; returns one dict per layer (1-based ``layer``) with
     rel_equivariance_error, perm_projection_error, perm_equivariance_error, end_to_end_error,
     fit_dim. float64 throughout; the normal equations of the fit accumulate over chunks."""
@@ -374,7 +411,7 @@ def layer_equivariance(net: LayerMLP, action: Action, n_noise: int, seed: int, *
     a_mats, p_mats = [], []
     for i in range(len(sizes)):
         reg = 1e-12 * float(torch.diagonal(gram[i]).mean()) * torch.eye(sizes[i], dtype=torch.float64)
-        at = torch.linalg.solve(gram[i] + reg, cross[i])   # H A^T ~ H_g  ->  A^T = (H^T H)^-1 H^T H_g
+        at = torch.linalg.solve(gram[i] + reg, cross[i])  # H A^T ~ H_g  ->  A^T = (H^T H)^-1 H^T H_g
         a = at.T.contiguous()
         a_mats.append(a)
         p_mats.append(torch.from_numpy(nearest_signed_permutation(a.numpy())))
@@ -387,7 +424,7 @@ def layer_equivariance(net: LayerMLP, action: Action, n_noise: int, seed: int, *
             continue
         y = torch.randn(m, d_in, generator=torch.Generator().manual_seed(s), dtype=torch.float64)
         if start < n_fit:
-            y = y[n_fit - start:]
+            y = y[n_fit - start :]
         hs, out = net.features(y)
         hg, outg = net.features(action(y))
         for i in range(len(sizes)):
@@ -400,14 +437,18 @@ def layer_equivariance(net: LayerMLP, action: Action, n_noise: int, seed: int, *
     rows = []
     for i in range(len(sizes)):
         a, p = a_mats[i], p_mats[i]
-        rows.append({
-            "layer": i + 1,
-            "rel_equivariance_error": float(torch.cat(errs[i]).median()),
-            "perm_projection_error": float(torch.linalg.matrix_norm(a - p) / torch.linalg.matrix_norm(a).clamp_min(1e-300)),
-            "perm_equivariance_error": float(torch.cat(perrs[i]).median()),
-            "end_to_end_error": e2e_med,
-            "fit_dim": sizes[i],
-        })
+        rows.append(
+            {
+                "layer": i + 1,
+                "rel_equivariance_error": float(torch.cat(errs[i]).median()),
+                "perm_projection_error": float(
+                    torch.linalg.matrix_norm(a - p) / torch.linalg.matrix_norm(a).clamp_min(1e-300)
+                ),
+                "perm_equivariance_error": float(torch.cat(perrs[i]).median()),
+                "end_to_end_error": e2e_med,
+                "fit_dim": sizes[i],
+            }
+        )
     net.float()
     return rows
 
@@ -424,7 +465,9 @@ def load_user_net(cfg: Config) -> tuple[LayerMLP, int]:
     if len(ws) < 2:
         raise InputError(f"{cfg.model!r}: need at least two linear layers (one hidden representation)")
     if len(cfg.layer_acts) != len(ws) - 1:
-        raise InputError(f"layer_acts: {cfg.model!r} has {len(ws)} linear layers, so give {len(ws) - 1} activations (e.g. --set layer_acts=tanh,gelu), got {len(cfg.layer_acts)}")
+        raise InputError(
+            f"layer_acts: {cfg.model!r} has {len(ws)} linear layers, so give {len(ws) - 1} activations (e.g. --set layer_acts=tanh,gelu), got {len(cfg.layer_acts)}"
+        )
     dims = [ws[0].shape[1]] + [w.shape[0] for w in ws]
     if cfg.out_action == "same" and dims[-1] != dims[0]:
         raise InputError(f"out_action same: the output ({dims[-1]}) must live in the input space ({dims[0]})")
@@ -480,8 +523,16 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu", user_net=None) -> It
         for gname in cfg.group:
             action = parse_group(gname, dim)
             for row in layer_equivariance(net, action, cfg.n_noise, seed, out_rho=cfg.out_action):
-                rec = {"kind": "result", "model": "user", "task": "user", "act": ",".join(cfg.layer_acts), "group": gname, **row,
-                       "paper_value": None, "seeds": 1}
+                rec = {
+                    "kind": "result",
+                    "model": "user",
+                    "task": "user",
+                    "act": ",".join(cfg.layer_acts),
+                    "group": gname,
+                    **row,
+                    "paper_value": None,
+                    "seeds": 1,
+                }
                 results.append(rec)
                 yield rec
         yield summarize(cfg, results, time.time() - t_all)
@@ -502,16 +553,27 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu", user_net=None) -> It
                         train_net(net, cfg, task, train_action, x, y, soft_loss=model == "equivariant-loss", seed=sd)
                     quality.append(task_quality(net, task, xt, yt))
                     for gname, action in actions.items():
-                        for row in layer_equivariance(net, action, cfg.n_noise, sd, out_rho="same" if task == "autoencoder" else "trivial"):
+                        for row in layer_equivariance(
+                            net, action, cfg.n_noise, sd, out_rho="same" if task == "autoencoder" else "trivial"
+                        ):
                             per_seed.setdefault((gname, row["layer"]), []).append(row)
                 for (gname, layer), rows in per_seed.items():
                     rec = {"kind": "result", "model": model, "task": task, "act": act, "group": gname, "layer": layer}
-                    for key in ("rel_equivariance_error", "perm_projection_error", "perm_equivariance_error", "end_to_end_error"):
+                    for key in (
+                        "rel_equivariance_error",
+                        "perm_projection_error",
+                        "perm_equivariance_error",
+                        "end_to_end_error",
+                    ):
                         vals = [r[key] for r in rows]
                         rec[key] = float(np.mean(vals))
                         rec[f"{key}_seeds"] = vals
                     rec["fit_dim"] = rows[0]["fit_dim"]
-                    rec["paper_value"] = _paper(task, layer, gname, act) if model == "equivariant-loss" and gname in ("hflip", "vflip") and cfg.train_group == "hflip" else None
+                    rec["paper_value"] = (
+                        _paper(task, layer, gname, act)
+                        if model == "equivariant-loss" and gname in ("hflip", "vflip") and cfg.train_group == "hflip"
+                        else None
+                    )
                     rec["seeds"] = len(rows)
                     acc = [q["test_accuracy"] for q in quality if q["test_accuracy"] is not None]
                     mse = [q["test_mse"] for q in quality if q["test_mse"] is not None]
@@ -541,7 +603,9 @@ def summarize(cfg: Config, results: list[dict], seconds: float) -> dict:
                 a = get(model="equivariant-loss", task=task, group=tg, layer=1, act=act)
                 b = get(model="equivariant-loss", task=task, group=ref, layer=1, act=act)
                 if a and b:
-                    orders[f"{task}_{act}_{tg}_below_{ref}_f1"] = a[0]["rel_equivariance_error"] < b[0]["rel_equivariance_error"]
+                    orders[f"{task}_{act}_{tg}_below_{ref}_f1"] = (
+                        a[0]["rel_equivariance_error"] < b[0]["rel_equivariance_error"]
+                    )
     out.update(orders)
     out["orderings_hold"] = all(orders.values()) if orders else None
     tied = [r["rel_equivariance_error"] for r in results if r.get("model") == "tied" and r.get("group") == tg]
@@ -550,8 +614,18 @@ def summarize(cfg: Config, results: list[dict], seconds: float) -> dict:
     return out
 
 
-COLUMNS = ("model", "task", "act", "group", "layer", "rel_equivariance_error", "perm_projection_error",
-           "perm_equivariance_error", "end_to_end_error", "paper_value")
+COLUMNS = (
+    "model",
+    "task",
+    "act",
+    "group",
+    "layer",
+    "rel_equivariance_error",
+    "perm_projection_error",
+    "perm_equivariance_error",
+    "end_to_end_error",
+    "paper_value",
+)
 
 
 def plot(records: list[dict], out_dir: Path) -> None:
@@ -570,9 +644,17 @@ def plot(records: list[dict], out_dir: Path) -> None:
     for ax, (task, grp) in zip(axes[0], keys):
         lines = sorted({(r["model"], r["act"]) for r in res if r["task"] == task and r["group"] == grp})
         for j, (model, act) in enumerate(lines):
-            rows = sorted((r for r in res if (r["task"], r["group"], r["model"], r["act"]) == (task, grp, model, act)), key=lambda r: r["layer"])
-            ax.plot([r["layer"] for r in rows], [max(r["rel_equivariance_error"], 1e-8) for r in rows], "o-" if act == "tanh" else "s--",
-                    label=f"{model} {act}", color=f"C{MODELS.index(model) if model in MODELS else 4}")
+            rows = sorted(
+                (r for r in res if (r["task"], r["group"], r["model"], r["act"]) == (task, grp, model, act)),
+                key=lambda r: r["layer"],
+            )
+            ax.plot(
+                [r["layer"] for r in rows],
+                [max(r["rel_equivariance_error"], 1e-8) for r in rows],
+                "o-" if act == "tanh" else "s--",
+                label=f"{model} {act}",
+                color=f"C{MODELS.index(model) if model in MODELS else 4}",
+            )
             pv = [(r["layer"], r["paper_value"]) for r in rows if r.get("paper_value") is not None]
             if pv:
                 ax.plot(*zip(*pv), "x", color="k", ms=8)

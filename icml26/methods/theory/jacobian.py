@@ -71,9 +71,20 @@ class GatedNet(nn.Module):
       3x3 convs (padding 1) -> global mean -> Linear to ``out_dim``.
     forward(x): x (B, in_dim) or (B, 1, 28, 28) -> logits (B, out_dim)."""
 
-    def __init__(self, arch: str, width: int, depth: int, *, in_dim: int = 784, out_dim: int = 10,
-                 init: str = "he", act: str = "relu", negative_slope: float = 0.01, gate_p: float = 0.5,
-                 seed: int = 0):
+    def __init__(
+        self,
+        arch: str,
+        width: int,
+        depth: int,
+        *,
+        in_dim: int = 784,
+        out_dim: int = 10,
+        init: str = "he",
+        act: str = "relu",
+        negative_slope: float = 0.01,
+        gate_p: float = 0.5,
+        seed: int = 0,
+    ):
         super().__init__()
         if arch not in ARCHS:
             raise ValueError(f"arch must be one of {', '.join(ARCHS)}, got {arch!r}")
@@ -159,8 +170,9 @@ def draw_gates(n: int, p: float, r: int, act: str, slope: float, gen: torch.Gene
 
 
 @torch.no_grad()
-def core_factors(net: GatedNet, x: torch.Tensor | None, gates: str, *, p: float = 0.5, r: int = 1,
-                 gen: torch.Generator | None = None) -> list[Factor]:
+def core_factors(
+    net: GatedNet, x: torch.Tensor | None, gates: str, *, p: float = 0.5, r: int = 1, gen: torch.Generator | None = None
+) -> list[Factor]:
     """The core Jacobian's factors M_1..M_L (applied first to last), float64.
 
     gates ``fixed``: the masks of input x (one sample, any shape the net takes); for arch fgln
@@ -187,9 +199,18 @@ def core_factors(net: GatedNet, x: torch.Tensor | None, gates: str, *, p: float 
 
 
 # ----------------------------------------------------------------------------- user MLPs
-def mlp_factors_from_weights(weights: Sequence[torch.Tensor], biases: Sequence[torch.Tensor | None],
-                             x: torch.Tensor | None, gates: str, *, act: str = "relu", slope: float = 0.01,
-                             p: float = 0.5, r: int = 1, gen: torch.Generator | None = None) -> list[Factor]:
+def mlp_factors_from_weights(
+    weights: Sequence[torch.Tensor],
+    biases: Sequence[torch.Tensor | None],
+    x: torch.Tensor | None,
+    gates: str,
+    *,
+    act: str = "relu",
+    slope: float = 0.01,
+    p: float = 0.5,
+    r: int = 1,
+    gen: torch.Generator | None = None,
+) -> list[Factor]:
     """Factors of a user's MLP's full input-output Jacobian W_L D_{L-1} ... D_1 W_1 (the last
     layer has no activation). weights[i]: (n_i, n_{i-1}); biases[i]: (n_i,) or None; x: (n_0,)."""
     out: list[Factor] = []

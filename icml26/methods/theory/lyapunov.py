@@ -65,7 +65,9 @@ def _check_chain(factors: Sequence[Factor]) -> int:
         raise ValueError("factors: the product needs at least one factor")
     for i in range(1, len(factors)):
         if _n_in(factors[i]) != _n_out(factors[i - 1]):
-            raise ValueError(f"factors: factor {i} takes {_n_in(factors[i])} inputs but factor {i - 1} gives {_n_out(factors[i - 1])}")
+            raise ValueError(
+                f"factors: factor {i} takes {_n_in(factors[i])} inputs but factor {i - 1} gives {_n_out(factors[i - 1])}"
+            )
     return _n_in(factors[0])
 
 
@@ -80,8 +82,9 @@ def _log_abs_diag(r: torch.Tensor) -> torch.Tensor:
     return torch.log(d)  # an exact zero (a dead direction) gives -inf, reported as null
 
 
-def lyap_qr(factors: Sequence[Factor], k: int, *, q0: torch.Tensor | None = None,
-            gen: torch.Generator | None = None) -> torch.Tensor:
+def lyap_qr(
+    factors: Sequence[Factor], k: int, *, q0: torch.Tensor | None = None, gen: torch.Generator | None = None
+) -> torch.Tensor:
     """Benettin QR estimate of the top-k Lyapunov exponents of M_L ... M_1.
 
     factors: L tensors (n_l, n_{l-1}) or LinearOps, applied first to last; k <= every width.
@@ -109,8 +112,9 @@ class TopSingular:
     v: torch.Tensor
 
 
-def top_singular(factors: Sequence[Factor], k: int, *, sweeps: int = 2, oversample: int = 16,
-                 gen: torch.Generator | None = None) -> TopSingular:
+def top_singular(
+    factors: Sequence[Factor], k: int, *, sweeps: int = 2, oversample: int = 16, gen: torch.Generator | None = None
+) -> TopSingular:
     """Top-k singular values/vectors of J = M_L ... M_1 without forming J.
 
     1. frame Q (n_0, k + oversample), Haar-random;

@@ -36,27 +36,27 @@ from icml26.methods.theory import lyapunov as ly
 
 @dataclass(frozen=True)
 class Config:
-    arch: str = "mlp"                     # mlp | fgln | cnn
-    width: int = 256                      # hidden units (cnn: channels on 14x14 maps)
-    depths: tuple[int, ...] = (8, 16, 32, 64)   # core layers L
-    init: str = "he"                      # he | lecun | xavier | orthogonal
-    act: str = "relu"                     # relu | leaky_relu (mlp, cnn)
-    negative_slope: float = 0.01          # leaky_relu slope
-    gate_p: float = 0.5                   # P(gate open): free gates and the fgln arch
-    top_k: int = 16                       # exponents / singular values measured
+    arch: str = "mlp"  # mlp | fgln | cnn
+    width: int = 256  # hidden units (cnn: channels on 14x14 maps)
+    depths: tuple[int, ...] = (8, 16, 32, 64)  # core layers L
+    init: str = "he"  # he | lecun | xavier | orthogonal
+    act: str = "relu"  # relu | leaky_relu (mlp, cnn)
+    negative_slope: float = 0.01  # leaky_relu slope
+    gate_p: float = 0.5  # P(gate open): free gates and the fgln arch
+    top_k: int = 16  # exponents / singular values measured
     gates: tuple[str, ...] = ("fixed", "free")
-    n_samples: int = 4                    # probe inputs (fixed) or mask draws (free) per record
-    qr_sweeps: int = 2                    # orthogonal-iteration rounds for the finite-depth spectrum
-    oversample: int = 16                  # extra frame columns for Rayleigh-Ritz
-    train: str | None = None              # mnist | fashion-mnist | an image file/folder; None: init only
+    n_samples: int = 4  # probe inputs (fixed) or mask draws (free) per record
+    qr_sweeps: int = 2  # orthogonal-iteration rounds for the finite-depth spectrum
+    oversample: int = 16  # extra frame columns for Rayleigh-Ritz
+    train: str | None = None  # mnist | fashion-mnist | an image file/folder; None: init only
     train_steps: int = 500
     train_examples: int = 10000
     batch_size: int = 128
     lr: float = 1e-3
-    optimizer: str = "adam"               # adam | sgd
-    log_every: int = 50                   # steps between step records
-    data: str = "mnist"                   # probe inputs when not training: a data set name/path, or noise
-    model: str | None = None              # a user's MLP (.safetensors); replaces arch/width/depths
+    optimizer: str = "adam"  # adam | sgd
+    log_every: int = 50  # steps between step records
+    data: str = "mnist"  # probe inputs when not training: a data set name/path, or noise
+    model: str | None = None  # a user's MLP (.safetensors); replaces arch/width/depths
 
     def __post_init__(self):
         if self.arch not in jac.ARCHS:
@@ -93,7 +93,19 @@ class Config:
             raise ValueError("model and train exclude each other (a given model is measured as it is)")
 
 
-COLUMNS = ("arch", "depth", "phase", "gates", "lyapunov", "lyapunov_pred", "max_abs_err", "log_sv", "log_sv_pred", "alignment", "overlap_half")
+COLUMNS = (
+    "arch",
+    "depth",
+    "phase",
+    "gates",
+    "lyapunov",
+    "lyapunov_pred",
+    "max_abs_err",
+    "log_sv",
+    "log_sv_pred",
+    "alignment",
+    "overlap_half",
+)
 
 
 # ----------------------------------------------------------------------------- data
@@ -137,7 +149,9 @@ def check_train_data(cfg: Config) -> int:
     x, y = _flat_images(cfg.train, "train", 1, need_28=cfg.arch == "cnn")
     _, yt = _flat_images(cfg.train, "test", 1, need_28=cfg.arch == "cnn")
     if y is None or yt is None:
-        raise InputError(f"train {cfg.train!r}: the images need class labels (sub-folders, labels array or IDX labels file)")
+        raise InputError(
+            f"train {cfg.train!r}: the images need class labels (sub-folders, labels array or IDX labels file)"
+        )
     return int(x.shape[1])
 
 
@@ -184,7 +198,9 @@ def load_user_mlp(path: str) -> tuple[list[torch.Tensor], list[torch.Tensor | No
         bs.append(None if b is None else b.to(torch.float64))
     for i in range(1, len(ws)):
         if ws[i].shape[1] != ws[i - 1].shape[0]:
-            raise InputError(f"{path!r}: {names[i]} takes {ws[i].shape[1]} inputs but {names[i - 1]} gives {ws[i - 1].shape[0]}: not a chain of layers")
+            raise InputError(
+                f"{path!r}: {names[i]} takes {ws[i].shape[1]} inputs but {names[i - 1]} gives {ws[i - 1].shape[0]}: not a chain of layers"
+            )
     for k, w in zip(names, ws):
         if not torch.isfinite(w).all():
             raise InputError(f"{path!r}: {k} holds NaN or infinity")
@@ -221,7 +237,9 @@ def measure(factor_draws, cfg: Config, gen: torch.Generator) -> dict:
     }
 
 
-def prediction(cfg: Config, phase: str, gates: str, depth: int, n: int) -> tuple[np.ndarray | None, np.ndarray | None, bool]:
+def prediction(
+    cfg: Config, phase: str, gates: str, depth: int, n: int
+) -> tuple[np.ndarray | None, np.ndarray | None, bool]:
     """(lambda_pred (k,), finite-depth (1/L) log s_pred (k,), exact) or (None, None, False).
 
     Applies to ReLU gates and Gaussian iid weights at init (mlp/fgln); ``exact`` is True where
@@ -239,8 +257,17 @@ def prediction(cfg: Config, phase: str, gates: str, depth: int, n: int) -> tuple
 
 def _result(cfg: Config, arch: str, depth: int, phase: str, gates: str, meas: dict, n: int, secs: float) -> dict:
     lam, fin, exact = prediction(cfg, phase, gates, depth, n)
-    rec = {"kind": "result", "arch": arch, "act": cfg.act, "init": cfg.init if cfg.model is None else None,
-           "width": n, "depth": depth, "phase": phase, "gates": gates, "top_k": cfg.top_k}
+    rec = {
+        "kind": "result",
+        "arch": arch,
+        "act": cfg.act,
+        "init": cfg.init if cfg.model is None else None,
+        "width": n,
+        "depth": depth,
+        "phase": phase,
+        "gates": gates,
+        "top_k": cfg.top_k,
+    }
     rec.update(meas)
     rec["lyapunov_pred"] = lam.tolist() if lam is not None else None
     rec["log_sv_pred"] = fin.tolist() if fin is not None else None
@@ -258,8 +285,9 @@ def _result(cfg: Config, arch: str, depth: int, phase: str, gates: str, meas: di
 
 
 # ----------------------------------------------------------------------------- dynamics
-def fgln_rates(net: jac.GatedNet, x: torch.Tensor, y: torch.Tensor, k: int, sweeps: int, oversample: int,
-               gen: torch.Generator) -> dict:
+def fgln_rates(
+    net: jac.GatedNet, x: torch.Tensor, y: torch.Tensor, k: int, sweeps: int, oversample: int, gen: torch.Generator
+) -> dict:
     """Prop 7.1 for a fixed-gates linear network (J independent of the input), on batch (x, y).
 
     Returns log_sv (k,) and three gradient-flow rates ds_k/dt (k,): ``exact`` = -sum_l
@@ -274,18 +302,18 @@ def fgln_rates(net: jac.GatedNet, x: torch.Tensor, y: torch.Tensor, k: int, swee
     ts = ly.top_singular(factors, k, sweeps=sweeps, oversample=oversample, gen=gen)
     u, v = ts.u, ts.v
     with torch.no_grad():
-        h0 = net.embed(x).to(torch.float64)                      # (B, n)
+        h0 = net.embed(x).to(torch.float64)  # (B, n)
         logits = net(x).to(torch.float64)
         delta = (torch.softmax(logits, 1) - F.one_hot(y, logits.shape[1]).to(torch.float64)) / x.shape[0]
-        g_mat = (delta @ net.head.weight.to(torch.float64)).T @ h0   # G = dloss/dJ (n, n)
+        g_mat = (delta @ net.head.weight.to(torch.float64)).T @ h0  # G = dloss/dJ (n, n)
         a = [None] * L
-        z = net.masks[L - 1].to(torch.float64)[:, None] * u      # a_L = D_L u
+        z = net.masks[L - 1].to(torch.float64)[:, None] * u  # a_L = D_L u
         a[L - 1] = z
-        for l in range(L - 2, -1, -1):                            # a_l = D_l W_{l+1}^T a_{l+1}
+        for l in range(L - 2, -1, -1):  # a_l = D_l W_{l+1}^T a_{l+1}
             z = net.masks[l].to(torch.float64)[:, None] * (net.core[l + 1].weight.to(torch.float64).T @ z)
             a[l] = z
         b = [v]
-        for l in range(L - 1):                                    # b_{l+1} = M_l b_l
+        for l in range(L - 1):  # b_{l+1} = M_l b_l
             b.append(factors[l] @ b[-1])
         exact = torch.zeros(k, dtype=torch.float64)
         c = torch.zeros(k, dtype=torch.float64)
@@ -296,12 +324,26 @@ def fgln_rates(net: jac.GatedNet, x: torch.Tensor, y: torch.Tensor, k: int, swee
         g = ((g_mat @ v) * u).sum(0)
         s = torch.exp(ts.log_s)
     net.zero_grad()
-    return {"log_sv": ts.log_s.numpy(), "exact": exact.numpy(), "decoupled": (-c * g).numpy(),
-            "balanced": (-L * s ** (2.0 - 2.0 / L) * g).numpy(), "loss": float(loss.detach())}
+    return {
+        "log_sv": ts.log_s.numpy(),
+        "exact": exact.numpy(),
+        "decoupled": (-c * g).numpy(),
+        "balanced": (-L * s ** (2.0 - 2.0 / L) * g).numpy(),
+        "loss": float(loss.detach()),
+    }
 
 
-def train(net: jac.GatedNet, cfg: Config, xs: torch.Tensor, ys: torch.Tensor, probe: torch.Tensor, seed: int,
-          arch: str, depth: int, gen: torch.Generator) -> Iterator[dict]:
+def train(
+    net: jac.GatedNet,
+    cfg: Config,
+    xs: torch.Tensor,
+    ys: torch.Tensor,
+    probe: torch.Tensor,
+    seed: int,
+    arch: str,
+    depth: int,
+    gen: torch.Generator,
+) -> Iterator[dict]:
     """Train on (xs, ys); yield ``step`` records; the last yielded dict is
     ``{"kind": "_train_done", ...}`` with the dynamics summary."""
     g = torch.Generator().manual_seed(seed + 1000 + depth)
@@ -316,8 +358,15 @@ def train(net: jac.GatedNet, cfg: Config, xs: torch.Tensor, ys: torch.Tensor, pr
             rec = {"kind": "step", "arch": arch, "depth": depth, "step": step}
             if net.arch == "fgln":
                 r = fgln_rates(net, xb, yb, k, cfg.qr_sweeps, cfg.oversample, gen)
-                rec.update({"loss": r["loss"], "log_s": r["log_sv"].tolist(), "sdot_exact": r["exact"].tolist(),
-                            "sdot_decoupled": r["decoupled"].tolist(), "sdot_balanced": r["balanced"].tolist()})
+                rec.update(
+                    {
+                        "loss": r["loss"],
+                        "log_s": r["log_sv"].tolist(),
+                        "sdot_exact": r["exact"].tolist(),
+                        "sdot_decoupled": r["decoupled"].tolist(),
+                        "sdot_balanced": r["balanced"].tolist(),
+                    }
+                )
                 ne = np.linalg.norm(r["exact"])
                 if ne > 0:
                     red_err.append(float(np.linalg.norm(r["exact"] - r["decoupled"]) / ne))
@@ -327,8 +376,15 @@ def train(net: jac.GatedNet, cfg: Config, xs: torch.Tensor, ys: torch.Tensor, pr
                     loss = float(F.cross_entropy(net(xb), yb))
                 fs = jac.core_factors(net, probe[:1], "fixed")
                 ts = ly.top_singular(fs, k, sweeps=cfg.qr_sweeps, oversample=cfg.oversample, gen=gen)
-                rec.update({"loss": loss, "log_s": ts.log_s.tolist(), "sdot_exact": None,
-                            "sdot_decoupled": None, "sdot_balanced": None})
+                rec.update(
+                    {
+                        "loss": loss,
+                        "log_s": ts.log_s.tolist(),
+                        "sdot_exact": None,
+                        "sdot_decoupled": None,
+                        "sdot_balanced": None,
+                    }
+                )
             yield rec
         if step == cfg.train_steps:
             break
@@ -339,9 +395,12 @@ def train(net: jac.GatedNet, cfg: Config, xs: torch.Tensor, ys: torch.Tensor, pr
             return
         loss.backward()
         opt.step()
-    yield {"kind": "_train_done", "diverged_step": None,
-           "reduction_error": float(np.median(red_err)) if red_err else None,
-           "balanced_error": float(np.median(bal_err)) if bal_err else None}
+    yield {
+        "kind": "_train_done",
+        "diverged_step": None,
+        "reduction_error": float(np.median(red_err)) if red_err else None,
+        "balanced_error": float(np.median(bal_err)) if bal_err else None,
+    }
 
 
 @torch.no_grad()
@@ -364,10 +423,30 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu", user_model=None) -> 
         probes = probe_inputs(cfg, ws[0].shape[1], seed)
         for gates in cfg.gates:
             t0 = time.time()
-            draws = [jac.mlp_factors_from_weights(ws, bs, probes[i] if gates == "fixed" else None, gates, act=cfg.act,
-                                                  slope=cfg.negative_slope, p=cfg.gate_p, r=cfg.top_k, gen=gen)
-                     for i in range(cfg.n_samples)]
-            rec = _result(cfg, "user", len(ws), "trained", gates, measure(draws, cfg, gen), min(w.shape[0] for w in ws), time.time() - t0)
+            draws = [
+                jac.mlp_factors_from_weights(
+                    ws,
+                    bs,
+                    probes[i] if gates == "fixed" else None,
+                    gates,
+                    act=cfg.act,
+                    slope=cfg.negative_slope,
+                    p=cfg.gate_p,
+                    r=cfg.top_k,
+                    gen=gen,
+                )
+                for i in range(cfg.n_samples)
+            ]
+            rec = _result(
+                cfg,
+                "user",
+                len(ws),
+                "trained",
+                gates,
+                measure(draws, cfg, gen),
+                min(w.shape[0] for w in ws),
+                time.time() - t0,
+            )
             results.append(rec)
             yield rec
         yield summarize(cfg, results, train_info, time.time() - t_all)
@@ -384,8 +463,18 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu", user_model=None) -> 
     probes = probe_inputs(cfg, in_dim, seed)
     n_core = cfg.width * (196 if cfg.arch == "cnn" else 1)
     for depth in cfg.depths:
-        net = jac.GatedNet(cfg.arch, cfg.width, depth, in_dim=in_dim, out_dim=10 if ys is None else max(10, int(ys.max()) + 1),
-                           init=cfg.init, act=cfg.act, negative_slope=cfg.negative_slope, gate_p=cfg.gate_p, seed=seed + depth)
+        net = jac.GatedNet(
+            cfg.arch,
+            cfg.width,
+            depth,
+            in_dim=in_dim,
+            out_dim=10 if ys is None else max(10, int(ys.max()) + 1),
+            init=cfg.init,
+            act=cfg.act,
+            negative_slope=cfg.negative_slope,
+            gate_p=cfg.gate_p,
+            seed=seed + depth,
+        )
         phases = ["init"] + (["trained"] if cfg.train is not None else [])
         for phase in phases:
             extra = {}
@@ -396,14 +485,20 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu", user_model=None) -> 
                         done = rec
                     else:
                         yield rec
-                extra = {"test_accuracy": accuracy(net, xt, yt), "train_steps": cfg.train_steps,
-                         "diverged_step": done.get("diverged_step"), "dynamics_reduction_error": done.get("reduction_error"),
-                         "dynamics_balanced_error": done.get("balanced_error")}
+                extra = {
+                    "test_accuracy": accuracy(net, xt, yt),
+                    "train_steps": cfg.train_steps,
+                    "diverged_step": done.get("diverged_step"),
+                    "dynamics_reduction_error": done.get("reduction_error"),
+                    "dynamics_balanced_error": done.get("balanced_error"),
+                }
                 train_info[depth] = extra
             for gates in cfg.gates:
                 t0 = time.time()
-                draws = [jac.core_factors(net, probes[i:i + 1], gates, p=cfg.gate_p, r=cfg.top_k, gen=gen)
-                         for i in range(cfg.n_samples)]
+                draws = [
+                    jac.core_factors(net, probes[i : i + 1], gates, p=cfg.gate_p, r=cfg.top_k, gen=gen)
+                    for i in range(cfg.n_samples)
+                ]
                 if gates == "fixed" and cfg.arch == "fgln":
                     draws = draws[:1]  # input-independent
                 rec = _result(cfg, cfg.arch, depth, phase, gates, measure(draws, cfg, gen), n_core, time.time() - t0)
@@ -419,11 +514,24 @@ def summarize(cfg: Config, results: list[dict], train_info: dict, seconds: float
     with depth (depth-induced separation); test accuracy after training."""
     exact = [r for r in results if r.get("pred_exact") and r.get("max_abs_err") is not None]
     deep = [r["max_abs_err"] for r in exact if r["depth"] >= 32]
-    init_fixed = [r for r in results if r["phase"] == "init" and r["gates"] == "fixed" and r.get("max_abs_err") is not None and not r.get("pred_exact")]
-    by_depth = sorted((r["depth"], r["log_gap"][0]) for r in results if r["phase"] == "init" and r["gates"] == results[0]["gates"] and r.get("log_gap"))
+    init_fixed = [
+        r
+        for r in results
+        if r["phase"] == "init"
+        and r["gates"] == "fixed"
+        and r.get("max_abs_err") is not None
+        and not r.get("pred_exact")
+    ]
+    by_depth = sorted(
+        (r["depth"], r["log_gap"][0])
+        for r in results
+        if r["phase"] == "init" and r["gates"] == results[0]["gates"] and r.get("log_gap")
+    )
     grows = None
     if len(by_depth) >= 2:
-        grows = bool(all(b[1] >= a[1] - 1e-9 for a, b in zip(by_depth, by_depth[1:])) and by_depth[-1][1] > by_depth[0][1])
+        grows = bool(
+            all(b[1] >= a[1] - 1e-9 for a, b in zip(by_depth, by_depth[1:])) and by_depth[-1][1] > by_depth[0][1]
+        )
     return {
         "kind": "summary",
         "n_results": len(results),
@@ -470,7 +578,9 @@ def plot(records: list[dict], out_dir: Path) -> None:
     steps = [r for r in records if r.get("kind") == "step"]
     if steps:
         depths = sorted({r["depth"] for r in steps})
-        fig, axes = plt.subplots(1, len(depths), figsize=(4.5 * len(depths), 3.6), squeeze=False, constrained_layout=True)
+        fig, axes = plt.subplots(
+            1, len(depths), figsize=(4.5 * len(depths), 3.6), squeeze=False, constrained_layout=True
+        )
         for ax, dd in zip(axes[0], depths):
             ss = [r for r in steps if r["depth"] == dd]
             t = [r["step"] for r in ss]

@@ -132,8 +132,18 @@ def n_patches(input_steps: int, patch_len: int, stride: int) -> int:
 
 
 class PatchTST(nn.Module):
-    def __init__(self, input_steps: int, horizon: int, patch_len: int = 4, stride: int = 2, d_model: int = 32,
-                 n_layers: int = 2, n_heads: int = 4, d_ff: int = 64, dropout: float = 0.1):
+    def __init__(
+        self,
+        input_steps: int,
+        horizon: int,
+        patch_len: int = 4,
+        stride: int = 2,
+        d_model: int = 32,
+        n_layers: int = 2,
+        n_heads: int = 4,
+        d_ff: int = 64,
+        dropout: float = 0.1,
+    ):
         super().__init__()
         self.patch_len, self.stride = patch_len, stride
         P = n_patches(input_steps, patch_len, stride)
@@ -154,8 +164,17 @@ class PatchTST(nn.Module):
 
 
 class STID(nn.Module):
-    def __init__(self, input_steps: int, horizon: int, n_nodes: int, slots: int, d: int = 32, hidden: int = 128,
-                 n_layers: int = 3, dropout: float = 0.15):
+    def __init__(
+        self,
+        input_steps: int,
+        horizon: int,
+        n_nodes: int,
+        slots: int,
+        d: int = 32,
+        hidden: int = 128,
+        n_layers: int = 3,
+        dropout: float = 0.15,
+    ):
         super().__init__()
         self.inp = nn.Linear(input_steps, d)
         self.node = nn.Parameter(torch.empty(n_nodes, d))
@@ -164,24 +183,41 @@ class STID(nn.Module):
         for p in (self.node, self.tod, self.dow):
             nn.init.xavier_uniform_(p)
         width = 4 * d
-        self.layers = nn.ModuleList(nn.Sequential(nn.Linear(width, hidden), nn.ReLU(), nn.Dropout(dropout), nn.Linear(hidden, width))
-                                    for _ in range(n_layers))
+        self.layers = nn.ModuleList(
+            nn.Sequential(nn.Linear(width, hidden), nn.ReLU(), nn.Dropout(dropout), nn.Linear(hidden, width))
+            for _ in range(n_layers)
+        )
         self.out = nn.Linear(width, horizon)
 
     def forward(self, x, tod, dow):
         B, L, N = x.shape
-        h = torch.cat([self.inp(x.transpose(1, 2)),  # (B, N, d)
-                       self.node[None].expand(B, -1, -1),
-                       self.tod[tod][:, None].expand(-1, N, -1),
-                       self.dow[dow][:, None].expand(-1, N, -1)], -1)  # (B, N, 4d)
+        h = torch.cat(
+            [
+                self.inp(x.transpose(1, 2)),  # (B, N, d)
+                self.node[None].expand(B, -1, -1),
+                self.tod[tod][:, None].expand(-1, N, -1),
+                self.dow[dow][:, None].expand(-1, N, -1),
+            ],
+            -1,
+        )  # (B, N, 4d)
         for f in self.layers:
             h = h + f(h)
         return self.out(h).transpose(1, 2)
 
 
 class GraphWaveNet(nn.Module):
-    def __init__(self, input_steps: int, horizon: int, n_nodes: int, channels: int = 16, skip: int = 32, end: int = 64,
-                 emb: int = 10, dilations: tuple[int, ...] = (1, 2, 4, 8), dropout: float = 0.1):
+    def __init__(
+        self,
+        input_steps: int,
+        horizon: int,
+        n_nodes: int,
+        channels: int = 16,
+        skip: int = 32,
+        end: int = 64,
+        emb: int = 10,
+        dilations: tuple[int, ...] = (1, 2, 4, 8),
+        dropout: float = 0.1,
+    ):
         super().__init__()
         self.e1 = nn.Parameter(torch.randn(n_nodes, emb) * 0.1)
         self.e2 = nn.Parameter(torch.randn(emb, n_nodes) * 0.1)
@@ -213,6 +249,6 @@ class GraphWaveNet(nn.Module):
             a1 = torch.einsum("bcnl,mn->bcml", h, adj)
             a2 = torch.einsum("bcnl,mn->bcml", a1, adj)
             h = self.gconv[i](self.drop(torch.cat([h, a1, a2], 1)))
-            h = self.bn[i](h + res[..., -h.shape[-1]:])
+            h = self.bn[i](h + res[..., -h.shape[-1] :])
         y = self.end2(torch.relu(self.end1(torch.relu(skip))))  # (B, H, N, 1)
         return y[..., 0]

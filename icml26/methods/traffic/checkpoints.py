@@ -61,7 +61,9 @@ def frac_tag(f: float) -> str:
 def check_pretrain(cfg: H.Config, inp: H.Inputs) -> list[str]:
     """The variants to pre-train; InputError without road data or without a variant."""
     if inp.roads is None:
-        raise InputError("pretrain needs road-level data: give --road-data (or no --data for the built-in pseudo-roads)")
+        raise InputError(
+            "pretrain needs road-level data: give --road-data (or no --data for the built-in pseudo-roads)"
+        )
     variants = [m for m in cfg.models if m in H.PRETRAINED_VARIANTS]
     if not variants:
         raise InputError(f"pretrain: select at least one of {', '.join(H.PRETRAINED_VARIANTS)} with --model")
@@ -75,10 +77,20 @@ def pretrain_files(cfg: H.Config, inp: H.Inputs, out: str | Path, *, seed: int, 
     for v in variants:
         for k in range(cfg.seeds):
             state, info = H.pretrain(v, cfg, inp.roads, inp.road_rows, seed=seed + k, device=device)
-            p = _save(out / f"pretrain-{v}-seed{seed + k}.safetensors", state,
-                      {"stage": "pretrain", "model": v, "seed": seed + k, "config": _config_meta(cfg), **info})
-            yield {"kind": "result", "stage": "pretrain", "model": v, "seed": seed + k, "path": str(p),
-                   "params": sum(int(t.numel()) for t in state.values()), **info}
+            p = _save(
+                out / f"pretrain-{v}-seed{seed + k}.safetensors",
+                state,
+                {"stage": "pretrain", "model": v, "seed": seed + k, "config": _config_meta(cfg), **info},
+            )
+            yield {
+                "kind": "result",
+                "stage": "pretrain",
+                "model": v,
+                "seed": seed + k,
+                "path": str(p),
+                "params": sum(int(t.numel()) for t in state.values()),
+                **info,
+            }
 
 
 def _fitted_tensors(fitted: H.Fitted) -> dict:
@@ -111,12 +123,16 @@ def pretrained_states(cfg: H.Config, checkpoint: str | None, seed: int) -> dict:
         for k in range(n_seeds):
             f = Path(checkpoint) / f"pretrain-{name}-seed{seed + k}.safetensors"
             if not f.is_file():
-                raise InputError(f"--checkpoint {checkpoint!r} has no {f.name}: run `icml26 traffic pretrain --model {name}` with the same --seed/--seeds")
+                raise InputError(
+                    f"--checkpoint {checkpoint!r} has no {f.name}: run `icml26 traffic pretrain --model {name}` with the same --seed/--seeds"
+                )
             states[(name, seed + k)] = _load(f)[0]
     return states
 
 
-def finetune_files(cfg: H.Config, inp: H.Inputs, out: str | Path, *, states: dict, seed: int, device: str) -> Iterator[dict]:
+def finetune_files(
+    cfg: H.Config, inp: H.Inputs, out: str | Path, *, states: dict, seed: int, device: str
+) -> Iterator[dict]:
     """Fit every selected model on each lane fraction (MiniTraffic variants start from the
     pre-trained ``states`` when given, else from scratch) and save it."""
     out = Path(out)
@@ -126,14 +142,33 @@ def finetune_files(cfg: H.Config, inp: H.Inputs, out: str | Path, *, states: dic
                 s = seed + k
                 state = states.get((name, s))
                 fitted, info = H.train_lane_model(name, cfg, inp, fraction, seed=s, device=device, pretrained=state)
-                meta = {"stage": "finetune", "model": name, "seed": s, "lane_fraction": fraction, "pretrained": state is not None,
-                        "scaler": [fitted.scaler.mean, fitted.scaler.std], "n_nodes": inp.lanes.shape[1],
-                        "slots": H.slots_per_day(inp.lanes), "sensors": inp.lanes.sensors, "config": _config_meta(cfg),
-                        "train_s": info["train_s"], "params": info["params"]}
+                meta = {
+                    "stage": "finetune",
+                    "model": name,
+                    "seed": s,
+                    "lane_fraction": fraction,
+                    "pretrained": state is not None,
+                    "scaler": [fitted.scaler.mean, fitted.scaler.std],
+                    "n_nodes": inp.lanes.shape[1],
+                    "slots": H.slots_per_day(inp.lanes),
+                    "sensors": inp.lanes.sensors,
+                    "config": _config_meta(cfg),
+                    "train_s": info["train_s"],
+                    "params": info["params"],
+                }
                 p = _save(out / f"{name}-f{frac_tag(fraction)}-seed{s}.safetensors", _fitted_tensors(fitted), meta)
-                yield {"kind": "result", "stage": "finetune", "model": name, "seed": s, "lane_fraction": fraction,
-                       "pretrained": state is not None, "path": str(p), "params": info["params"],
-                       "train_s": info["train_s"], "epochs_run": info.get("epochs_run")}
+                yield {
+                    "kind": "result",
+                    "stage": "finetune",
+                    "model": name,
+                    "seed": s,
+                    "lane_fraction": fraction,
+                    "pretrained": state is not None,
+                    "path": str(p),
+                    "params": info["params"],
+                    "train_s": info["train_s"],
+                    "epochs_run": info.get("epochs_run"),
+                }
 
 
 def load_fitted(path: Path, device: str = "cpu") -> tuple[H.Fitted, dict]:
@@ -171,7 +206,9 @@ def eval_plan(checkpoint: str | Path, *, data: str | None, horizons: tuple[int, 
     d = Path(checkpoint)
     files = sorted(p for p in d.glob("*-f*-seed*.safetensors")) if d.is_dir() else []
     if not files:
-        raise InputError(f"--checkpoint {str(checkpoint)!r} holds no fitted model files (*-f<fraction>-seed<k>.safetensors): {FIX}")
+        raise InputError(
+            f"--checkpoint {str(checkpoint)!r} holds no fitted model files (*-f<fraction>-seed<k>.safetensors): {FIX}"
+        )
     groups: dict = {}
     for p in files:
         _, meta = _load(p)
@@ -189,7 +226,9 @@ def eval_plan(checkpoint: str | Path, *, data: str | None, horizons: tuple[int, 
         for p in paths:
             meta = _load(p)[1]
             if meta["sensors"] != inp.lanes.sensors:
-                raise InputError(f"{p.name} was fitted on other sensors than the evaluation data ({len(meta['sensors'])} vs {inp.lanes.shape[1]})")
+                raise InputError(
+                    f"{p.name} was fitted on other sensors than the evaluation data ({len(meta['sensors'])} vs {inp.lanes.shape[1]})"
+                )
     return cfg, inp, groups
 
 
@@ -204,7 +243,9 @@ def eval_files(cfg: H.Config, inp: H.Inputs, groups: dict, *, device: str) -> It
             fitted, meta = load_fitted(p, device)
             ev = H.evaluate(fitted, test, cfg)
             runs.append({"params": meta["params"], "train_s": meta["train_s"], **ev})
-        for rec in H.result_records(name, cfg, inp, fraction, runs, [], int(test["x"].shape[0]), bool(meta["pretrained"])):
+        for rec in H.result_records(
+            name, cfg, inp, fraction, runs, [], int(test["x"].shape[0]), bool(meta["pretrained"])
+        ):
             results.append(rec)
             yield rec
     yield H.summary(results, inp)
@@ -216,7 +257,9 @@ def prepare_dataset(counts: str | None, cfg: H.Config):
     from icml26.methods.traffic import data as D
 
     if cfg.pretrain_days == 0:
-        raise InputError("prepare: pretrain_days must be >= 1 (the grouping of detectors into roads is fitted on those days)")
+        raise InputError(
+            "prepare: pretrain_days must be >= 1 (the grouping of detectors into roads is fitted on those days)"
+        )
     lanes = td.lane_counts(counts)
     split = D.day_split(lanes.timestamps, cfg.pretrain_days, cfg.finetune_days, cfg.val_days, cfg.test_days)
     lo, hi = split.pretrain
@@ -244,14 +287,36 @@ def prepare_files(prepared, out: str | Path, *, counts: str | None, cfg: H.Confi
 
     files.append(atomic_write_text(out / "lanes.csv", wide(lanes)))
     files.append(atomic_write_text(out / "roads.csv", wide(roads)))
-    files.append(atomic_write_text(out / "sensors.csv", lanes.sensor_table().rename(columns={"group": "road"}).to_csv(index=False, float_format="%.4g")))
-    info = {"source": "PyPI traffic-anomaly sample_counts" if counts is None else str(counts), "unit": "vehicles / 15 min",
-            "lanes": lanes.shape[1], "roads": roads.shape[1], "steps": lanes.shape[0], "days": list(split.days),
-            "grouping": f"average-linkage clustering of 1 - Pearson correlation over the first {cfg.pretrain_days} days into {roads.shape[1]} roads; road = mean of its lanes",
-            "split_days": {"pretrain": cfg.pretrain_days, "finetune": cfg.finetune_days, "val": cfg.val_days, "test": cfg.test_days},
-            "gap_rule": "a window never spans a change of the 15-minute step or a missing value"}
+    files.append(
+        atomic_write_text(
+            out / "sensors.csv",
+            lanes.sensor_table().rename(columns={"group": "road"}).to_csv(index=False, float_format="%.4g"),
+        )
+    )
+    info = {
+        "source": "PyPI traffic-anomaly sample_counts" if counts is None else str(counts),
+        "unit": "vehicles / 15 min",
+        "lanes": lanes.shape[1],
+        "roads": roads.shape[1],
+        "steps": lanes.shape[0],
+        "days": list(split.days),
+        "grouping": f"average-linkage clustering of 1 - Pearson correlation over the first {cfg.pretrain_days} days into {roads.shape[1]} roads; road = mean of its lanes",
+        "split_days": {
+            "pretrain": cfg.pretrain_days,
+            "finetune": cfg.finetune_days,
+            "val": cfg.val_days,
+            "test": cfg.test_days,
+        },
+        "gap_rule": "a window never spans a change of the 15-minute step or a missing value",
+    }
     files.append(atomic_write_text(out / "dataset.json", json.dumps(info, indent=1) + "\n"))
     for p in files:
         yield {"kind": "result", "file": p.name, "path": str(p), "size_bytes": p.stat().st_size}
-    yield {"kind": "summary", "out": str(out), "lanes": lanes.shape[1], "roads": roads.shape[1], "steps": lanes.shape[0],
-           "road_of_lane": dict(zip(lanes.sensors, lanes.groups))}
+    yield {
+        "kind": "summary",
+        "out": str(out),
+        "lanes": lanes.shape[1],
+        "roads": roads.shape[1],
+        "steps": lanes.shape[0],
+        "road_of_lane": dict(zip(lanes.sensors, lanes.groups)),
+    }

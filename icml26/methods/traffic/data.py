@@ -38,8 +38,10 @@ def day_split(timestamps, pretrain_days: int, finetune_days: int, val_days: int,
     uniq = np.unique(days)
     need = pretrain_days + finetune_days + val_days + max(test_days, 1)
     if len(uniq) < need:
-        raise InputError(f"the series covers {len(uniq)} day(s); the split needs {need} "
-                         f"(pretrain_days {pretrain_days} + finetune_days {finetune_days} + val_days {val_days} + test_days {max(test_days, 1)})")
+        raise InputError(
+            f"the series covers {len(uniq)} day(s); the split needs {need} "
+            f"(pretrain_days {pretrain_days} + finetune_days {finetune_days} + val_days {val_days} + test_days {max(test_days, 1)})"
+        )
 
     def rows(d0: int, d1: int) -> tuple[int, int]:
         if d1 <= d0:
@@ -86,7 +88,9 @@ def time_features(timestamps, starts: np.ndarray, input_steps: int, step_s: floa
     sec = (t - t.astype("datetime64[D]")).astype("timedelta64[s]").astype(np.int64)
     slots = max(1, int(round(86400 / step_s)))
     tod = np.clip((sec / step_s).astype(np.int64), 0, slots - 1)
-    dow = ((t.astype("datetime64[D]").astype(np.int64) + 3) % 7).astype(np.int64)  # 1970-01-01 was a Thursday: Monday = 0
+    dow = ((t.astype("datetime64[D]").astype(np.int64) + 3) % 7).astype(
+        np.int64
+    )  # 1970-01-01 was a Thursday: Monday = 0
     return tod, dow
 
 
@@ -127,7 +131,7 @@ def metrics(pred: np.ndarray, true: np.ndarray, mape_min: float) -> dict:
     err = p[ok] - t[ok]
     m = ok & (t > mape_min)
     mape = float(np.mean(np.abs(p[m] - t[m]) / t[m]) * 100.0) if m.any() else None
-    return {"mae": float(np.mean(np.abs(err))), "rmse": float(np.sqrt(np.mean(err ** 2))), "mape": mape}
+    return {"mae": float(np.mean(np.abs(err))), "rmse": float(np.sqrt(np.mean(err**2))), "mape": mape}
 
 
 def mean_ci(values, level: float = 0.95) -> list[float]:

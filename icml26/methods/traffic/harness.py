@@ -25,8 +25,19 @@ import numpy as np
 
 from icml26.core.errors import InputError
 
-MODELS = ("minitraffic", "minitraffic-nopretrain", "minitraffic-noaug", "minitraffic-nocluster",
-          "ha", "persistence", "ridge", "dlinear", "patchtst", "stid", "graph")
+MODELS = (
+    "minitraffic",
+    "minitraffic-nopretrain",
+    "minitraffic-noaug",
+    "minitraffic-nocluster",
+    "ha",
+    "persistence",
+    "ridge",
+    "dlinear",
+    "patchtst",
+    "stid",
+    "graph",
+)
 DETERMINISTIC = ("ha", "persistence", "ridge")
 MINI = ("minitraffic", "minitraffic-nopretrain", "minitraffic-noaug", "minitraffic-nocluster")
 PRETRAINED_VARIANTS = ("minitraffic", "minitraffic-noaug", "minitraffic-nocluster")
@@ -35,7 +46,9 @@ PRETRAINED_VARIANTS = ("minitraffic", "minitraffic-noaug", "minitraffic-nocluste
 @dataclass(frozen=True)
 class Config:
     data: str | None = None  # lane-level series (.csv / .h5 / .npz / .parquet); None = built-in traffic-anomaly lanes
-    road_data: str | None = None  # road-level series for pre-training; None = built-in pseudo-roads (or none with --data)
+    road_data: str | None = (
+        None  # road-level series for pre-training; None = built-in pseudo-roads (or none with --data)
+    )
     models: tuple[str, ...] = MODELS
     horizons: tuple[int, ...] = (1, 4, 8)  # steps ahead (15 min each on the built-in data)
     lane_fractions: tuple[float, ...] = (0.05, 0.1, 0.2)  # fraction of the fine-tuning days' lane data used
@@ -88,9 +101,28 @@ class Config:
             raise ValueError(f"horizons must be positive step counts, got {list(self.horizons)}")
         if not self.lane_fractions or any(not 0 < f <= 1 for f in self.lane_fractions):
             raise ValueError(f"lane_fractions must be in (0, 1], got {list(self.lane_fractions)}")
-        for k in ("seeds", "input_steps", "finetune_days", "val_days", "pseudo_lanes", "d_model", "n_layers", "n_heads",
-                  "d_ff", "patch_len", "patch_stride", "graph_k", "cluster_size", "epochs", "patience", "batch_size",
-                  "infer_batch", "n_roads", "pretrain_batch_size", "pretrain_stride"):
+        for k in (
+            "seeds",
+            "input_steps",
+            "finetune_days",
+            "val_days",
+            "pseudo_lanes",
+            "d_model",
+            "n_layers",
+            "n_heads",
+            "d_ff",
+            "patch_len",
+            "patch_stride",
+            "graph_k",
+            "cluster_size",
+            "epochs",
+            "patience",
+            "batch_size",
+            "infer_batch",
+            "n_roads",
+            "pretrain_batch_size",
+            "pretrain_stride",
+        ):
             if getattr(self, k) < 1:
                 raise ValueError(f"{k} must be >= 1, got {getattr(self, k)}")
         for k in ("pretrain_days", "test_days", "graph_warmup_epochs", "pretrain_epochs", "ft_full_epochs"):
@@ -151,12 +183,16 @@ def load_inputs(cfg: Config) -> Inputs:
     segs = lanes.segments()
     for name in ("val", "test"):
         if len(D.window_starts(segs, getattr(split, name), need)) == 0:
-            raise InputError(f"the {name} days hold no gap-free stretch of {need} steps (input_steps {cfg.input_steps} + horizon {cfg.max_horizon})")
+            raise InputError(
+                f"the {name} days hold no gap-free stretch of {need} steps (input_steps {cfg.input_steps} + horizon {cfg.max_horizon})"
+            )
     for f in cfg.lane_fractions:
         rows = D.fraction_rows(split.finetune, f)
         if len(D.window_starts(segs, rows, need)) == 0:
-            raise InputError(f"lane_fraction {f} keeps {rows[1] - rows[0]} steps of the fine-tuning days, "
-                             f"fewer than one window of {need} steps (input_steps {cfg.input_steps} + horizon {cfg.max_horizon}); raise it")
+            raise InputError(
+                f"lane_fraction {f} keeps {rows[1] - rows[0]} steps of the fine-tuning days, "
+                f"fewer than one window of {need} steps (input_steps {cfg.input_steps} + horizon {cfg.max_horizon}); raise it"
+            )
     roads, road_rows, groups = None, (0, 0), None
     if cfg.data is None:
         if cfg.pretrain_days:
@@ -169,13 +205,17 @@ def load_inputs(cfg: Config) -> Inputs:
     elif cfg.road_data is not None:
         roads = td.read_series(cfg.road_data, **kw)
         if abs(roads.step_s - lanes.step_s) > 1e-6:
-            raise InputError(f"--road-data steps every {roads.step_s:g} s but --data every {lanes.step_s:g} s; resample one of them")
+            raise InputError(
+                f"--road-data steps every {roads.step_s:g} s but --data every {lanes.step_s:g} s; resample one of them"
+            )
         first_ft = lanes.timestamps[split.finetune[0]]
         hi = int(np.searchsorted(roads.timestamps, first_ft, "left"))
         road_rows = (0, hi)
     if roads is not None and len(D.window_starts(roads.segments(), road_rows, need)) == 0:
-        raise InputError(f"the road data before the fine-tuning days ({lanes.timestamps[split.finetune[0]]}) hold no "
-                         f"gap-free stretch of {need} steps for pre-training")
+        raise InputError(
+            f"the road data before the fine-tuning days ({lanes.timestamps[split.finetune[0]]}) hold no "
+            f"gap-free stretch of {need} steps for pre-training"
+        )
     return Inputs(lanes, roads, split, road_rows, dataset, groups)
 
 
@@ -198,9 +238,12 @@ def slots_per_day(series) -> int:
 def _tensors(w, scaler, device):
     import torch
 
-    return (torch.as_tensor(scaler.transform(w["x"]), dtype=torch.float32, device=device),
-            torch.as_tensor(scaler.transform(w["y"]), dtype=torch.float32, device=device),
-            torch.as_tensor(w["tod"], device=device), torch.as_tensor(w["dow"], device=device))
+    return (
+        torch.as_tensor(scaler.transform(w["x"]), dtype=torch.float32, device=device),
+        torch.as_tensor(scaler.transform(w["y"]), dtype=torch.float32, device=device),
+        torch.as_tensor(w["tod"], device=device),
+        torch.as_tensor(w["dow"], device=device),
+    )
 
 
 def predict(model, x, tod, dow, batch: int = 256):
@@ -211,7 +254,7 @@ def predict(model, x, tod, dow, batch: int = 256):
     out = []
     with torch.no_grad():
         for i in range(0, x.shape[0], batch):
-            out.append(model(x[i:i + batch], tod[i:i + batch], dow[i:i + batch]))
+            out.append(model(x[i : i + batch], tod[i : i + batch], dow[i : i + batch]))
     return torch.cat(out)
 
 
@@ -229,7 +272,7 @@ def fit(model, params, train, val, cfg: Config, *, gen, epochs: int, lr: float, 
         model.train()
         perm = torch.randperm(x.shape[0], generator=gen).to(x.device)
         for i in range(0, x.shape[0], cfg.batch_size):
-            b = perm[i:i + cfg.batch_size]
+            b = perm[i : i + cfg.batch_size]
             loss = (model(x[b], tod[b], dow[b]) - y[b]).abs().mean()
             opt.zero_grad()
             loss.backward()
@@ -262,8 +305,17 @@ def make_model(name: str, cfg: Config, n_nodes: int, slots: int):
     if name == "graph":
         return B.GraphWaveNet(L, H, n_nodes)
     if name in MINI:
-        return MiniTraffic(L, H, patch_len=cfg.patch_len, stride=cfg.patch_stride, d_model=cfg.d_model, n_layers=cfg.n_layers,
-                           n_heads=cfg.n_heads, d_ff=cfg.d_ff, use_graph=name != "minitraffic-nocluster")
+        return MiniTraffic(
+            L,
+            H,
+            patch_len=cfg.patch_len,
+            stride=cfg.patch_stride,
+            d_model=cfg.d_model,
+            n_layers=cfg.n_layers,
+            n_heads=cfg.n_heads,
+            d_ff=cfg.d_ff,
+            use_graph=name != "minitraffic-nocluster",
+        )
     raise ValueError(f"no torch model named {name!r}")
 
 
@@ -279,8 +331,10 @@ def _graph_from(model, x, cfg: Config, seed: int):
 
     model.eval()
     with torch.no_grad():
-        reps = torch.cat([model.representations(x[i:i + 256]) for i in range(0, x.shape[0], 256)]).mean(0)  # (N, d)
-    model.set_graph(cluster_graph(reps.cpu().numpy().astype(np.float64), k=cfg.graph_k, cluster_size=cfg.cluster_size, seed=seed))
+        reps = torch.cat([model.representations(x[i : i + 256]) for i in range(0, x.shape[0], 256)]).mean(0)  # (N, d)
+    model.set_graph(
+        cluster_graph(reps.cpu().numpy().astype(np.float64), k=cfg.graph_k, cluster_size=cfg.cluster_size, seed=seed)
+    )
 
 
 def pretrain(variant: str, cfg: Config, roads, road_rows, *, seed: int, device: str) -> tuple[dict, dict]:
@@ -299,8 +353,8 @@ def pretrain(variant: str, cfg: Config, roads, road_rows, *, seed: int, device: 
     gen = torch.Generator().manual_seed(seed)
     t0 = time.perf_counter()
     w = _windows(roads, road_rows, cfg)
-    w = {k: v[::cfg.pretrain_stride] for k, v in w.items()}
-    scaler = D.Scaler.fit(roads.values[road_rows[0]:road_rows[1]])
+    w = {k: v[:: cfg.pretrain_stride] for k, v in w.items()}
+    scaler = D.Scaler.fit(roads.values[road_rows[0] : road_rows[1]])
     full = torch.as_tensor(scaler.transform(np.concatenate([w["x"], w["y"]], 1)), dtype=torch.float32)  # (W, L+H, R)
     aug = variant != "minitraffic-noaug"
     contrastive = variant != "minitraffic-nocluster"
@@ -312,7 +366,14 @@ def pretrain(variant: str, cfg: Config, roads, road_rows, *, seed: int, device: 
     def extend(batch):  # (B, L+H, R) -> (B, L+H, R*D): Extension, then FDA per copy
         e = batch.repeat_interleave(reps_d, dim=2)
         if aug:
-            e = fda(e, sigma=cfg.fda_sigma, lam=cfg.fda_lambda, tau=cfg.fda_tau, phase_sigma=cfg.fda_phase_sigma, generator=gen)
+            e = fda(
+                e,
+                sigma=cfg.fda_sigma,
+                lam=cfg.fda_lambda,
+                tau=cfg.fda_tau,
+                phase_sigma=cfg.fda_phase_sigma,
+                generator=gen,
+            )
         return e.to(device)
 
     losses = {}
@@ -324,7 +385,7 @@ def pretrain(variant: str, cfg: Config, roads, road_rows, *, seed: int, device: 
         tot = np.zeros(3)
         nb = 0
         for i in range(0, full.shape[0], cfg.pretrain_batch_size):
-            e = extend(full[perm[i:i + cfg.pretrain_batch_size]])
+            e = extend(full[perm[i : i + cfg.pretrain_batch_size]])
             fc, rec, nce = model.pretrain_losses(e[:, :L], e[:, L:], cfg.mask_ratio, gen, contrastive)
             loss = fc + rec + nce
             opt.zero_grad()
@@ -334,12 +395,18 @@ def pretrain(variant: str, cfg: Config, roads, road_rows, *, seed: int, device: 
             nb += 1
         losses = dict(zip(("forecast_l1", "recon_mse", "info_nce"), (tot / max(nb, 1)).tolist()))
     state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
-    return state, {"pretrain_s": time.perf_counter() - t0, "pretrain_windows": int(full.shape[0]),
-                   "pseudo_lanes": reps_d, "n_entities": int(full.shape[2] * reps_d), **losses}
+    return state, {
+        "pretrain_s": time.perf_counter() - t0,
+        "pretrain_windows": int(full.shape[0]),
+        "pseudo_lanes": reps_d,
+        "n_entities": int(full.shape[2] * reps_d),
+        **losses,
+    }
 
 
-def train_lane_model(name: str, cfg: Config, inp: Inputs, fraction: float, *, seed: int, device: str,
-                     pretrained: dict | None = None):
+def train_lane_model(
+    name: str, cfg: Config, inp: Inputs, fraction: float, *, seed: int, device: str, pretrained: dict | None = None
+):
     """Fit one model on the lane-level fine-tuning fraction. Returns (Fitted, info)."""
     import torch
 
@@ -351,7 +418,7 @@ def train_lane_model(name: str, cfg: Config, inp: Inputs, fraction: float, *, se
     rows = D.fraction_rows(inp.split.finetune, fraction)
     tr = _windows(lanes, rows, cfg)
     va = _windows(lanes, inp.split.val, cfg)
-    scaler = D.Scaler.fit(lanes.values[rows[0]:rows[1]])
+    scaler = D.Scaler.fit(lanes.values[rows[0] : rows[1]])
     slots = slots_per_day(lanes)
     t0 = time.perf_counter()
     info = {"train_windows": int(tr["x"].shape[0])}
@@ -380,14 +447,30 @@ def train_lane_model(name: str, cfg: Config, inp: Inputs, fraction: float, *, se
         if cfg.ft_full_epochs:
             for p in model.backbone_parameters():
                 p.requires_grad_(True)
-            info.update(fit(model, list(model.parameters()), train, val, cfg, gen=gen, epochs=cfg.ft_full_epochs, lr=cfg.lr / 10))
+            info.update(
+                fit(
+                    model, list(model.parameters()), train, val, cfg, gen=gen, epochs=cfg.ft_full_epochs, lr=cfg.lr / 10
+                )
+            )
     elif name in MINI and model.use_graph:
+
         def on_epoch(ep):
             if ep == cfg.graph_warmup_epochs:
                 _graph_from(model, train[0], cfg, seed)
 
-        info.update(fit(model, list(model.parameters()), train, val, cfg, gen=gen, epochs=max(cfg.epochs, cfg.graph_warmup_epochs + 1),
-                        lr=cfg.lr, on_epoch=on_epoch))
+        info.update(
+            fit(
+                model,
+                list(model.parameters()),
+                train,
+                val,
+                cfg,
+                gen=gen,
+                epochs=max(cfg.epochs, cfg.graph_warmup_epochs + 1),
+                lr=cfg.lr,
+                on_epoch=on_epoch,
+            )
+        )
     else:
         info.update(fit(model, list(model.parameters()), train, val, cfg, gen=gen, epochs=cfg.epochs, lr=cfg.lr))
     info.update(train_s=time.perf_counter() - t0, params=n_params(model))
@@ -409,7 +492,9 @@ class Fitted:
         import torch
 
         xt = torch.as_tensor(self.scaler.transform(x), dtype=torch.float32, device=self.device)
-        out = predict(self.model, xt, torch.as_tensor(tod, device=self.device), torch.as_tensor(dow, device=self.device))
+        out = predict(
+            self.model, xt, torch.as_tensor(tod, device=self.device), torch.as_tensor(dow, device=self.device)
+        )
         return self.scaler.inverse(out.cpu().numpy().astype(np.float64))
 
 
@@ -439,26 +524,44 @@ def plan(cfg: Config) -> list[tuple[str, int]]:
     return [(m, 1 if m in DETERMINISTIC else cfg.seeds) for m in cfg.models]
 
 
-def result_records(name: str, cfg: Config, inp: Inputs, fraction: float, runs: list[dict], pre_s: list[float],
-                   n_test: int, pretrained: bool) -> Iterator[dict]:
+def result_records(
+    name: str,
+    cfg: Config,
+    inp: Inputs,
+    fraction: float,
+    runs: list[dict],
+    pre_s: list[float],
+    n_test: int,
+    pretrained: bool,
+) -> Iterator[dict]:
     from icml26.methods.traffic import data as D
 
     for h in cfg.horizons:
         maes = [r["by_h"][h]["mae"] for r in runs]
         mapes = [r["by_h"][h]["mape"] for r in runs if r["by_h"][h]["mape"] is not None]
-        yield {"kind": "result", "model": name, "pretrained": pretrained, "horizon_steps": h,
-               "lane_fraction": fraction, "mae": float(np.mean(maes)),
-               "rmse": float(np.mean([r["by_h"][h]["rmse"] for r in runs])),
-               "mape": float(np.mean(mapes)) if mapes else None, "params": runs[0]["params"],
-               "train_s": float(np.mean([r["train_s"] for r in runs])),
-               "infer_ms_per_batch": float(np.mean([r["infer_ms_per_batch"] for r in runs])),
-               "seeds": len(runs), "mae_ci": D.mean_ci(maes),
-               "pretrain_s": float(np.mean(pre_s)) if pre_s else None,
-               "dataset": inp.dataset, "n_test_windows": n_test}
+        yield {
+            "kind": "result",
+            "model": name,
+            "pretrained": pretrained,
+            "horizon_steps": h,
+            "lane_fraction": fraction,
+            "mae": float(np.mean(maes)),
+            "rmse": float(np.mean([r["by_h"][h]["rmse"] for r in runs])),
+            "mape": float(np.mean(mapes)) if mapes else None,
+            "params": runs[0]["params"],
+            "train_s": float(np.mean([r["train_s"] for r in runs])),
+            "infer_ms_per_batch": float(np.mean([r["infer_ms_per_batch"] for r in runs])),
+            "seeds": len(runs),
+            "mae_ci": D.mean_ci(maes),
+            "pretrain_s": float(np.mean(pre_s)) if pre_s else None,
+            "dataset": inp.dataset,
+            "n_test_windows": n_test,
+        }
 
 
-def run(cfg: Config, *, seed: int = 0, device: str = "cpu", inputs: Inputs | None = None,
-        only: set | None = None) -> Iterator[dict]:
+def run(
+    cfg: Config, *, seed: int = 0, device: str = "cpu", inputs: Inputs | None = None, only: set | None = None
+) -> Iterator[dict]:
     """Pre-train, fine-tune and test every selected model; yields ``result`` records and a summary.
 
     only: optional set of (model, lane_fraction) pairs to run (the benchmark runs in parts)."""
@@ -496,7 +599,13 @@ def summary(results: list[dict], inp: Inputs) -> dict:
         key = (r["horizon_steps"], r["lane_fraction"])
         if key not in best or r["mae"] < best[key]["mae"]:
             best[key] = r
-    return {"kind": "summary", "dataset": inp.dataset, "n_lanes": inp.lanes.shape[1],
-            "n_roads": inp.roads.shape[1] if inp.roads is not None else 0,
-            "road_pretraining": inp.roads is not None, "days": len(inp.split.days), "n_results": len(results),
-            "best_by_setting": {f"h{h}@{f:g}": r["model"] for (h, f), r in sorted(best.items())}}
+    return {
+        "kind": "summary",
+        "dataset": inp.dataset,
+        "n_lanes": inp.lanes.shape[1],
+        "n_roads": inp.roads.shape[1] if inp.roads is not None else 0,
+        "road_pretraining": inp.roads is not None,
+        "days": len(inp.split.days),
+        "n_results": len(results),
+        "best_by_setting": {f"h{h}@{f:g}": r["model"] for (h, f), r in sorted(best.items())},
+    }

@@ -41,7 +41,9 @@ from icml26.methods.traffic.baselines import RevIN, n_patches, patchify
 GRAPH_BUILDS = {"count": 0}
 
 
-def fda(x: torch.Tensor, *, sigma: float, lam: float, tau: float, phase_sigma: float, generator: torch.Generator) -> torch.Tensor:
+def fda(
+    x: torch.Tensor, *, sigma: float, lam: float, tau: float, phase_sigma: float, generator: torch.Generator
+) -> torch.Tensor:
     """Frequency-domain stability augmentation of windows x (B, T, N) along T.
 
     A(f), phi(f) = |X(f)|, arg X(f) of the real DFT; on the dominant bins
@@ -56,7 +58,7 @@ def fda(x: torch.Tensor, *, sigma: float, lam: float, tau: float, phase_sigma: f
     X = torch.fft.rfft(x, dim=1)  # (B, F, N)
     A, phi = X.abs(), X.angle()
     amax = A.amax(1, keepdim=True)  # (B, 1, N)
-    gamma = (A ** 2 > tau * amax ** 2).to(x.dtype)
+    gamma = (A**2 > tau * amax**2).to(x.dtype)
     eps = torch.randn(A.shape, generator=generator, device="cpu").to(x.device, x.dtype)
     eps_p = torch.randn(A.shape, generator=generator, device="cpu").to(x.device, x.dtype)
     dA = torch.clamp(sigma * amax * eps, -lam * amax, lam * amax) * gamma
@@ -132,8 +134,20 @@ class GraphAttention(nn.Module):
 class MiniTraffic(nn.Module):
     """x (B, L, N) -> forecasts (B, H, N), the same weights for any number of entities N."""
 
-    def __init__(self, input_steps: int, horizon: int, *, patch_len: int = 3, stride: int = 1, d_model: int = 32,
-                 n_layers: int = 2, n_heads: int = 4, d_ff: int = 64, dropout: float = 0.1, use_graph: bool = True):
+    def __init__(
+        self,
+        input_steps: int,
+        horizon: int,
+        *,
+        patch_len: int = 3,
+        stride: int = 1,
+        d_model: int = 32,
+        n_layers: int = 2,
+        n_heads: int = 4,
+        d_ff: int = 64,
+        dropout: float = 0.1,
+        use_graph: bool = True,
+    ):
         super().__init__()
         self.patch_len, self.stride, self.use_graph = patch_len, stride, use_graph
         P = n_patches(input_steps, patch_len, stride)
@@ -199,5 +213,9 @@ class MiniTraffic(nn.Module):
         rec = self.recon(zm)  # (B, N, P, patch_len)
         m = mask[..., None].expand_as(rec)
         rec_loss = ((rec - patches) ** 2)[m].mean() if m.any() else rec.sum() * 0
-        nce = info_nce(self.proj(z.mean(2)).reshape(B * N, -1), self.proj(zm.mean(2)).reshape(B * N, -1)) if contrastive else rec.sum() * 0
+        nce = (
+            info_nce(self.proj(z.mean(2)).reshape(B * N, -1), self.proj(zm.mean(2)).reshape(B * N, -1))
+            if contrastive
+            else rec.sum() * 0
+        )
         return (fc - y).abs().mean(), rec_loss, nce

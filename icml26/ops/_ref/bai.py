@@ -123,8 +123,15 @@ class _State:
 
     def draw(self, rows: np.ndarray, arms: np.ndarray) -> np.ndarray:
         """Rewards of the next pull of ``arms`` in runs ``rows`` (does not update)."""
-        return bs.sample(self.kind, self.params, self.emp_values, self.emp_offsets,
-                         self.seeds[rows], arms, self.N[rows, arms].astype(np.uint64))
+        return bs.sample(
+            self.kind,
+            self.params,
+            self.emp_values,
+            self.emp_offsets,
+            self.seeds[rows],
+            arms,
+            self.N[rows, arms].astype(np.uint64),
+        )
 
     def pull(self, rows: np.ndarray, arms: np.ndarray) -> np.ndarray:
         """Pull ``arms`` (one per row in ``rows``) and apply the Welford update:
@@ -306,7 +313,7 @@ class RobustLoc:
                 m = float(self.bm[r, a, b])
                 m = m + (xv - m) / float(self.bn[r, a, b])
                 self.bm[r, a, b] = m
-                self.loc[r, a] = self.median(self.bm[r, a, :min(nv, self.g)].tolist())
+                self.loc[r, a] = self.median(self.bm[r, a, : min(nv, self.g)].tolist())
             else:
                 v = self.xs[r][a]
                 bisect.insort_right(v, xv)
@@ -462,8 +469,9 @@ def _continuous_rejects(st: _State, budget: int, tie: np.ndarray, variant: str) 
 
 
 # ---------------------------------------------------------------------------- entry point
-def run_fixed_budget(kind, params, emp_values, emp_offsets, seeds, algo: str, budget: int, p: dict,
-                     reward_range=(0.0, 1.0)):
+def run_fixed_budget(
+    kind, params, emp_values, emp_offsets, seeds, algo: str, budget: int, p: dict, reward_range=(0.0, 1.0)
+):
     """Run ``algo`` for ``budget`` pulls in every run; returns (recommendation (S,), counts (S, K)).
     reward_range: (lo, hi) declared (rewards normalised at the draw), or None (online scale)."""
     seeds = np.asarray(seeds, dtype=np.uint64).reshape(-1)

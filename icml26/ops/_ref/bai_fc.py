@@ -217,8 +217,9 @@ def _gamma(seeds, t, c0, shape) -> np.ndarray:
     """Gamma(shape, 1), shape >= 1, by Marsaglia & Tsang (2000); attempt j uses counters
     c0 + 3j, c0 + 3j + 1 (Box-Muller normal) and c0 + 3j + 2 (acceptance uniform).
     seeds, t, c0, shape broadcast together; returns their broadcast shape."""
-    arrs = np.broadcast_arrays(np.asarray(seeds, np.uint64), np.asarray(t, np.uint64),
-                               np.asarray(c0, np.uint64), np.asarray(shape, np.float64))
+    arrs = np.broadcast_arrays(
+        np.asarray(seeds, np.uint64), np.asarray(t, np.uint64), np.asarray(c0, np.uint64), np.asarray(shape, np.float64)
+    )
     outshape = arrs[0].shape
     seeds, t, c0, shape = (a.ravel() for a in arrs)
     st = bs.ALGO_STREAM + np.uint64(P_POST)
@@ -270,8 +271,18 @@ def posterior_draw(seeds, t, r: np.ndarray, N, mean, M2, sums, noise: int, var_f
 
 
 # ---------------------------------------------------------------------------- main loop
-def run(table, seeds: np.ndarray, algo: str, p: dict, noise: int, *, delta: float | None,
-        budget: int | None, max_pulls: int, reward_range=(0.0, 1.0)) -> dict:
+def run(
+    table,
+    seeds: np.ndarray,
+    algo: str,
+    p: dict,
+    noise: int,
+    *,
+    delta: float | None,
+    budget: int | None,
+    max_pulls: int,
+    reward_range=(0.0, 1.0),
+) -> dict:
     """Run ``algo`` on every seed. Exactly one of delta (stop by the algorithm's stopping
     rule, at most max_pulls) / budget (exactly ``budget`` pulls, no stopping).
     reward_range (lo, hi): rewards normalised to (x - lo) / (hi - lo) at the draw, scale 1;
@@ -363,13 +374,20 @@ def run(table, seeds: np.ndarray, algo: str, p: dict, noise: int, *, delta: floa
             w = np.flatnonzero(warming)
             nw = n[w]
             rmin = nw.min(axis=1)
-            pri = bs.u01(bs.key(sd[w, None], bs.ALGO_STREAM + np.uint64(P_WARM), rmin[:, None].astype(np.uint64),
-                                np.arange(K, dtype=np.uint64)[None, :]))
+            pri = bs.u01(
+                bs.key(
+                    sd[w, None],
+                    bs.ALGO_STREAM + np.uint64(P_WARM),
+                    rmin[:, None].astype(np.uint64),
+                    np.arange(K, dtype=np.uint64)[None, :],
+                )
+            )
             arm[w] = pick_max(pri, tr[w], nw == rmin[:, None])
         g = np.flatnonzero(~warming)
         if g.size:
-            arm[g] = _choose(code, p, noise, g, n, mu, m2, var, sums[act], sd, tr, t, best,
-                             pend, chal if lucb else None, sc)
+            arm[g] = _choose(
+                code, p, noise, g, n, mu, m2, var, sums[act], sd, tr, t, best, pend, chal if lucb else None, sc
+            )
             if lucb:
                 pending[act[g]] = np.where(pend[g] >= 0, -1, chal[g])
         # 3. pull and update (Welford)
@@ -388,8 +406,12 @@ def run(table, seeds: np.ndarray, algo: str, p: dict, noise: int, *, delta: floa
         N[act, arm] = nn
         sums[act, arm] += x
     rec = pick_max(mean, tie)
-    return {"recommendation": rec.astype(np.int64), "counts": N, "pulls": N.sum(axis=1).astype(np.int64),
-            "stopped": stopped}
+    return {
+        "recommendation": rec.astype(np.int64),
+        "counts": N,
+        "pulls": N.sum(axis=1).astype(np.int64),
+        "stopped": stopped,
+    }
 
 
 def _choose(code, p, noise, g, n, mu, m2, var, sums, sd, tr, t, best, pend, chal, scale):

@@ -15,7 +15,7 @@ _M1 = np.uint64(0x9E3779B97F4A7C15)
 _M2 = np.uint64(0xBF58476D1CE4E5B9)
 _M3 = np.uint64(0x94D049BB133111EB)
 _MS = np.uint64(0xD1B54A32D192ED03)
-_TWO_M53 = 2.0 ** -53
+_TWO_M53 = 2.0**-53
 
 
 def splitmix64(x: np.ndarray) -> np.ndarray:
@@ -53,7 +53,12 @@ def std_normal(seed, stream, idx) -> np.ndarray:
 
 
 def std_student_t(seed, stream, idx, df) -> np.ndarray:
-    seed, stream, idx, df = np.broadcast_arrays(np.asarray(seed, np.uint64), np.asarray(stream, np.uint64), np.asarray(idx, np.uint64), np.asarray(df, np.float64))
+    seed, stream, idx, df = np.broadcast_arrays(
+        np.asarray(seed, np.uint64),
+        np.asarray(stream, np.uint64),
+        np.asarray(idx, np.uint64),
+        np.asarray(df, np.float64),
+    )
     out = np.zeros(seed.shape, dtype=np.float64)
     todo = np.ones(seed.shape, dtype=bool)
     for a in range(64):
@@ -72,8 +77,15 @@ def std_student_t(seed, stream, idx, df) -> np.ndarray:
     return out
 
 
-def sample(kind: np.ndarray, params: np.ndarray, emp_values: np.ndarray, emp_offsets: np.ndarray,
-           seeds: np.ndarray, arms: np.ndarray, idx: np.ndarray) -> np.ndarray:
+def sample(
+    kind: np.ndarray,
+    params: np.ndarray,
+    emp_values: np.ndarray,
+    emp_offsets: np.ndarray,
+    seeds: np.ndarray,
+    arms: np.ndarray,
+    idx: np.ndarray,
+) -> np.ndarray:
     """Rewards for runs ``seeds`` (S,), arms ``arms`` (S,), pull indices ``idx`` (S,) -> (S,) float64."""
     seeds = np.asarray(seeds, dtype=np.uint64)
     arms = np.asarray(arms, dtype=np.int64)

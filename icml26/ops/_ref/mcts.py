@@ -44,11 +44,11 @@ def key(seed: int, stream: int, idx: int, c: int) -> int:
 
 
 def u01(h: int) -> float:
-    return (h >> 11) * 2.0 ** -53
+    return (h >> 11) * 2.0**-53
 
 
 def u01_open(h: int) -> float:
-    return ((h >> 11) + 0.5) * 2.0 ** -53
+    return ((h >> 11) + 0.5) * 2.0**-53
 
 
 def std_normal(seed: int, stream: int, idx: int) -> float:
@@ -166,7 +166,28 @@ class TreeModel:
 
 # ---------------------------------------------------------------- search tree
 class Node:
-    __slots__ = ("state", "A", "n", "N", "rmean", "rm2", "g", "Q", "VQ", "U", "L", "keys", "kids", "cnt", "V", "VV", "UV", "LV", "T", "cut")
+    __slots__ = (
+        "state",
+        "A",
+        "n",
+        "N",
+        "rmean",
+        "rm2",
+        "g",
+        "Q",
+        "VQ",
+        "U",
+        "L",
+        "keys",
+        "kids",
+        "cnt",
+        "V",
+        "VV",
+        "UV",
+        "LV",
+        "T",
+        "cut",
+    )
 
     def __init__(self, state, A: int, v0: float):
         self.state, self.A, self.n = state, A, 0
@@ -178,8 +199,8 @@ class Node:
         self.VQ = [0.0] * A
         self.U = [0.0] * A
         self.L = [0.0] * A
-        self.keys = [dict() for _ in range(A)]   # outcome key -> slot, slots in first-visit order
-        self.kids = [[] for _ in range(A)]       # Node or None (end of episode / horizon)
+        self.keys = [dict() for _ in range(A)]  # outcome key -> slot, slots in first-visit order
+        self.kids = [[] for _ in range(A)]  # Node or None (end of episode / horizon)
         self.cnt = [[] for _ in range(A)]
         self.V = v0
         self.VV = 0.0
@@ -202,8 +223,24 @@ class Params:
     the successors' values, takes the search-wide range of 1). With 1 or 2, v_lo and span are
     ignored and ``tau`` is in units of the range."""
 
-    FIELDS = ("c", "tau", "power", "epsilon", "var_floor", "prior_var", "delta", "c_visit", "c_scale",
-              "v_lo", "span", "r_span", "m_considered", "horizon", "kappa", "minmax")
+    FIELDS = (
+        "c",
+        "tau",
+        "power",
+        "epsilon",
+        "var_floor",
+        "prior_var",
+        "delta",
+        "c_visit",
+        "c_scale",
+        "v_lo",
+        "span",
+        "r_span",
+        "m_considered",
+        "horizon",
+        "kappa",
+        "minmax",
+    )
 
     def __init__(self, **kw):
         kw.setdefault("minmax", 0.0)
@@ -299,7 +336,10 @@ class Search:
         algo = self.algo
         if algo in (UCT, POWER, SH):
             vals = nd.g if algo != POWER else nd.Q
-            sl, cs = math.sqrt(math.log(nd.n)), p.c * (self.node_range(vals, nd.N)[1] if self.mode == 2 else self.span)  # UCB1, as the kernel's tables
+            sl, cs = (
+                math.sqrt(math.log(nd.n)),
+                p.c * (self.node_range(vals, nd.N)[1] if self.mode == 2 else self.span),
+            )  # UCB1, as the kernel's tables
             best, bi = -math.inf, 0
             for a in range(A):
                 s = vals[a] + cs * (sl * (1.0 / math.sqrt(nd.N[a])))

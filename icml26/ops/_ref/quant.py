@@ -60,8 +60,9 @@ def quantize_act_int16(x: Tensor) -> tuple[Tensor, Tensor]:
     return q.reshape(m, k), s
 
 
-def quant_gemm_i8act(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, group_size: int, bits: int = 4,
-                     act_bits: int = 8) -> Tensor:
+def quant_gemm_i8act(
+    x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, group_size: int, bits: int = 4, act_bits: int = 8
+) -> Tensor:
     """Packed INT4 / INT8 weights x activations quantized per 64-block to INT8 (``act_bits`` 8) or
     to 15-bit codes (``act_bits`` 16); the offset term uses the exact x."""
     q, s = quantize_act_int8(x) if act_bits == 8 else quantize_act_int16(x)
@@ -89,16 +90,25 @@ def lean_silu_mul(gu: Tensor) -> Tensor:
     return torch.nn.functional.silu(gu[:, :i]) * gu[:, i:]
 
 
-def lean_attn_decode(qkv: Tensor, cos: Tensor, sin_signed: Tensor, kc: Tensor, vc: Tensor, pos: int, n_heads: int, n_kv: int,
-                     scale: float) -> Tensor:
+def lean_attn_decode(
+    qkv: Tensor,
+    cos: Tensor,
+    sin_signed: Tensor,
+    kc: Tensor,
+    vc: Tensor,
+    pos: int,
+    n_heads: int,
+    n_kv: int,
+    scale: float,
+) -> Tensor:
     """One decode token: RoPE on q, k (row ``pos`` of the tables), write k, v to the caches
     (Hkv, T_max, D) at ``pos``, GQA softmax attention over 0..pos. qkv (1, (H + 2 Hkv) D) -> (1, H D)."""
     d = kc.shape[2]
     x = qkv.reshape(n_heads + 2 * n_kv, d)
-    qk = x[:n_heads + n_kv]
+    qk = x[: n_heads + n_kv]
     r = qk * cos[pos] + torch.roll(qk, d // 2, -1) * sin_signed[pos]
     kc[:, pos] = r[n_heads:]
-    vc[:, pos] = x[n_heads + n_kv:]
+    vc[:, pos] = x[n_heads + n_kv :]
     q = r[:n_heads].reshape(n_kv, n_heads // n_kv, d) * scale
-    p = torch.softmax(q @ kc[:, :pos + 1].transpose(1, 2), -1)
-    return (p @ vc[:, :pos + 1]).reshape(1, n_heads * d)
+    p = torch.softmax(q @ kc[:, : pos + 1].transpose(1, 2), -1)
+    return (p @ vc[:, : pos + 1]).reshape(1, n_heads * d)

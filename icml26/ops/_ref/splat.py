@@ -19,9 +19,16 @@ ALPHA_MIN = 1.0 / 255.0
 T_MIN = 1e-4
 
 
-def rasterize_tiles(mean2d: torch.Tensor, conic: torch.Tensor, colors: torch.Tensor, opacities: torch.Tensor,
-                    point_list: torch.Tensor, tile_offsets: torch.Tensor, width: int, height: int
-                    ) -> tuple[torch.Tensor, torch.Tensor]:
+def rasterize_tiles(
+    mean2d: torch.Tensor,
+    conic: torch.Tensor,
+    colors: torch.Tensor,
+    opacities: torch.Tensor,
+    point_list: torch.Tensor,
+    tile_offsets: torch.Tensor,
+    width: int,
+    height: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Composite 2D Gaussians front to back, tile by tile.
 
     mean2d (N, 2) pixels (centre of column u at u + 0.5); conic (N, 3) = (a, b, c) of the inverse
@@ -31,7 +38,9 @@ def rasterize_tiles(mean2d: torch.Tensor, conic: torch.Tensor, colors: torch.Ten
     tx, ty = (width + TILE - 1) // TILE, (height + TILE - 1) // TILE
     dev, dt = colors.device, colors.dtype
     C = colors.shape[1]
-    lv, lu = torch.meshgrid(torch.arange(TILE, device=dev, dtype=dt), torch.arange(TILE, device=dev, dtype=dt), indexing="ij")
+    lv, lu = torch.meshgrid(
+        torch.arange(TILE, device=dev, dtype=dt), torch.arange(TILE, device=dev, dtype=dt), indexing="ij"
+    )
     local = torch.stack([lu.reshape(-1), lv.reshape(-1)], 1) + 0.5  # (256, 2)
     offs = tile_offsets.tolist()
     pl = point_list.long()
