@@ -12,6 +12,6 @@ KERNELS: dict[str, str] = {
     "kv": "icml26.ops.kv",
     "quant": "icml26.ops.quant",
     "quant_cuda": "icml26.ops.quant_cuda",
-    "muse": "icml26.methods.attention.kernel",
+    "muse": "icml26.ops.muse",
     "splat": "icml26.ops.splat",
 }
