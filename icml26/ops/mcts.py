@@ -11,6 +11,21 @@ import numpy as np
 from icml26.core import ext
 from icml26.ops._ref import mcts as _ref
 
+# The reference search and its counter-based RNG are public: Python-stepped environments
+# (gymnasium) run the twin directly, with the kernel's random numbers.
+from icml26.ops._ref.mcts import (  # noqa: F401
+    ALGO_STREAM,
+    ALGOS,
+    OUTCOME_C,
+    Params,
+    Search,
+    TreeModel,
+    key,
+    std_normal_zig,
+    u01,
+)
+from icml26.ops._ref.mcts import search as reference_search  # noqa: F401
+
 FAMILY = "mcts"
 SOURCES = ["cpu/mcts_cpu.cpp"]
 

@@ -233,7 +233,7 @@ class TableModel:
         return self.A
 
     def step(self, state, a: int, j: int):
-        from icml26.ops._ref.mcts import OUTCOME_C, key, u01
+        from icml26.ops.mcts import OUTCOME_C, key, u01
 
         uid, s = state
         u = u01(key(self.seed, uid * self.A + a, j, OUTCOME_C))
@@ -249,7 +249,7 @@ class TableModel:
         if self.noise is not None:
             sd = self.noise[s][a]
             if sd != 0.0:
-                from icml26.ops._ref.mcts import std_normal_zig
+                from icml26.ops.mcts import std_normal_zig
 
                 r = r + sd * std_normal_zig(self.seed, uid * self.A + a, j)
         self.uid += 1
@@ -435,7 +435,7 @@ class GymProblem:
         the same recommendations on a table env (same seeds, bit-for-bit root statistics)."""
         import numpy as np
 
-        from icml26.ops._ref import mcts as R
+        from icml26.ops import mcts as R
 
         if self.kernel_path(use):
             from icml26.ops.mcts_table import table_search
@@ -445,7 +445,7 @@ class GymProblem:
         rec = np.zeros((len(seeds), len(budgets)), np.int64)
         for i, s in enumerate(seeds):
             for j, b in enumerate(budgets):
-                rec[i, j] = R.search(self.model(s), aid, prm, s, b)[0]
+                rec[i, j] = R.reference_search(self.model(s), aid, prm, s, b)[0]
         return rec, "python"
 
 

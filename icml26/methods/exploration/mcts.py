@@ -80,7 +80,7 @@ import numpy as np
 from icml26.core import limits
 from icml26.core.recipe import parse_choices
 from icml26.core.stats import wilson_interval as wilson  # noqa: F401  (Wilson 95% interval, shared)
-from icml26.ops._ref.mcts import ALGOS
+from icml26.ops.mcts import ALGOS
 
 
 def parse_algos(spec: str) -> list[str]:
@@ -395,7 +395,7 @@ def make_params(
     search-wide min-max of its Q estimates, ``icml26.ops._ref.mcts.Search.node_range`` /
     ``_observe``): v_lo, v_hi and shift are ignored (may be None) and ``tau`` stays in units of
     that range."""
-    from icml26.ops._ref.mcts import Params
+    from icml26.ops.mcts import Params
 
     prior = cfg.prior_var if cfg.prior_var is not None else (r_span / 2.0) ** 2
     common = dict(

@@ -34,7 +34,7 @@ from typing import Iterator
 
 import numpy as np
 
-from icml26.ops._ref import mcts as R
+from icml26.ops import mcts as R
 
 EPISODE_STREAM = R.ALGO_STREAM + 17  # key streams of the episodes' env seeds and planner seeds
 DEFAULT_EPISODE_STEPS = 200  # when the env has no TimeLimit
