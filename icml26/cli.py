@@ -106,7 +106,7 @@ def _guard(fn):
 
         try:
             if isinstance(kwargs.get("out"), str) and not kwargs["out"].strip():
-                raise InputError("--out is empty; give a directory path (use --out . for the current directory)")
+                raise InputError("--out is empty; give a directory path")
             return fn(*args, **kwargs)
         except InputError as e:
             if os.environ.get("ICML26_DEBUG"):

@@ -321,35 +321,40 @@ def build_config(config_cls: type, values: dict, source: str = "config") -> Any:
             raise
     if nonfinite is not None:
         raise InputError(f"{source}: {nonfinite}")
+    from icml26.core import settings
+
+    settings.check(cfg, source)  # declared ranges, sized limits and the Config's work() model
     return cfg
 
 
-def settings_help(config_cls: type, command: str, sets: Sequence[str] | None) -> None:
-    """``--set help`` (or ``--set list``): print the config fields a recipe or ``--set`` can
-    change, with their types and defaults, on stdout, then exit 0 (``typer.Exit``)."""
-    if not any(str(s).strip() in ("help", "list") for s in sets or ()):
+def wants_help(sets: Sequence[str] | None) -> bool:
+    """Whether ``--set help`` (or ``--set list``) was given."""
+    return any(str(s).strip() in ("help", "list") for s in sets or ())
+
+
+def settings_help(config_cls: type, command: str, sets: Sequence[str] | None, cfg: Any = None) -> None:
+    """``--set help`` (or ``--set list``): print every field a recipe or ``--set`` can change (type
+    or choices, the effective default: ``cfg``'s value when given, the help, unit and range) on
+    stdout, then exit 0 (``typer.Exit``)."""
+    if not wants_help(sets):
         return
     import typer
 
-    hints = typing.get_type_hints(config_cls)
-    rows = []
-    for f in dataclasses.fields(config_cls):
-        if not f.init:
-            continue
-        if f.default is not dataclasses.MISSING:
-            d = f.default
-        elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
-            d = f.default_factory()  # type: ignore[misc]
-        else:
-            d = "(required)"
-        t = hints.get(f.name, Any)
-        rows.append((f.name, getattr(t, "__name__", None) or str(t).replace("typing.", ""), repr(d)))
-    w0 = max(len(r[0]) for r in rows)
-    w1 = max(len(r[1]) for r in rows)
-    typer.echo(f"{command}: settings for a recipe's config: section or --set key=value (default shown)")
-    for name, t, d in rows:
-        typer.echo(f"  {name:<{w0}}  {t:<{w1}}  {d}")
+    from icml26.core.settings import help_text
+
+    typer.echo(help_text(config_cls, command, cfg))
     raise typer.Exit(0)
+
+
+def _effective(config_cls: type, values: dict) -> Any:
+    """The Config built from the values given so far (presets applied), or None when they do not build."""
+    try:
+        return build_config(config_cls, values)
+    except (InputError, ValueError, TypeError):
+        try:
+            return config_cls()
+        except Exception:  # noqa: BLE001  (a Config with required fields)
+            return None
 
 
 def resolve(
@@ -359,9 +364,16 @@ def resolve(
 
     Every recipe and ``--set`` value is type-checked even when a later layer overrides it,
     so a bad value is always an error (exit 2), never silently dropped. ``--set help`` lists
-    the fields and exits (``settings_help``)."""
-    settings_help(config_cls, command, sets)
-    values: dict = {}
+    the fields with the defaults this run would use (after the recipe, the other ``--set`` and
+    the typed options) and exits (``settings_help``)."""
+    if wants_help(sets):
+        values = {}
+        if recipe is not None:
+            values.update(load_recipe(recipe, command)[0])
+        values.update(parse_sets([s for s in sets or () if str(s).strip() not in ("help", "list")]))
+        values.update({k: v for k, v in typed.items() if v is not None})
+        settings_help(config_cls, command, sets, _effective(config_cls, values))
+    values = {}
     hints = typing.get_type_hints(config_cls)
     fields = {f.name for f in dataclasses.fields(config_cls) if f.init}
     layers = []
