@@ -62,14 +62,17 @@ def equivariance(
     Example: icml26 equivariance --task classifier --act tanh,gelu --group hflip,vflip --seeds 3 --out runs/eq
     """
     from icml26.core.output import stream
-    from icml26.core.recipe import recipe_seed, resolve
-    from icml26.methods.theory import equivariance as m
+    from icml26.core.preamble import prepare
 
-    cfg = resolve(
-        m.Config,
+    run = prepare(
+        "icml26.methods.theory.equivariance_config:Config",
         "equivariance",
-        recipe,
-        set_,
+        recipe=recipe,
+        sets=set_,
+        seed=seed,
+        device=device,
+        devices=("cpu",),  # small MLPs: the measurement runs on the CPU
+        out=out,
         task=split_csv(task),
         act=split_csv(act),
         group=split_csv(group),
@@ -77,8 +80,9 @@ def equivariance(
         data=data,
         model=model,
     )
-    s = recipe_seed(recipe, "equivariance", seed) or 0
-    m.check_work(cfg)
+    cfg, s = run.cfg, run.seed
+    from icml26.methods.theory import equivariance as m
+
     user = None
     if cfg.model is not None:
         user = m.load_user_net(cfg)
@@ -88,10 +92,7 @@ def equivariance(
         m.check_data(cfg)
     stream(
         m.run(cfg, seed=s, device="cpu", user_net=user),
-        command="equivariance",
-        config=cfg,
-        seed=s,
-        out=out,
+        run=run,
         quiet=quiet,
         columns=list(m.COLUMNS),
         plot=m.plot,

@@ -75,23 +75,20 @@ def jacobian_spectrum(
     """
     from icml26.core.errors import InputError
     from icml26.core.output import stream
-    from icml26.core.recipe import recipe_seed, resolve
-    from icml26.methods.theory import spectrum as m
+    from icml26.core.preamble import parse_numbers, prepare
 
-    depths = None
-    if depth:
-        try:
-            depths = tuple(int(x) for x in split_csv(depth))
-        except ValueError:
-            raise InputError(f"--depth: expected integers such as 8,16,32, got {','.join(depth)!r}") from None
-    cfg = resolve(
-        m.Config,
+    run = prepare(
+        "icml26.methods.theory.spectrum_config:Config",
         "jacobian-spectrum",
-        recipe,
-        set_,
+        recipe=recipe,
+        sets=set_,
+        seed=seed,
+        device=device,
+        devices=("cpu",),  # the spectra are measured on the CPU
+        out=out,
         arch=arch,
         width=width,
-        depths=depths,
+        depths=parse_numbers(depth, "--depth", int),
         init=init,
         act=act,
         top_k=top_k,
@@ -99,8 +96,9 @@ def jacobian_spectrum(
         train=train,
         model=model,
     )
-    s = recipe_seed(recipe, "jacobian-spectrum", seed) or 0
-    m.check_work(cfg)
+    cfg, s = run.cfg, run.seed
+    from icml26.methods.theory import spectrum as m
+
     user = None
     if cfg.model is not None:
         user = m.load_user_mlp(cfg.model)
@@ -113,10 +111,7 @@ def jacobian_spectrum(
         m.probe_inputs(cfg, m.check_train_data(cfg) if cfg.train is not None else 784, s)
     stream(
         m.run(cfg, seed=s, device="cpu", user_model=user),
-        command="jacobian-spectrum",
-        config=cfg,
-        seed=s,
-        out=out,
+        run=run,
         quiet=quiet,
         columns=list(m.COLUMNS),
         plot=m.plot,

@@ -75,42 +75,25 @@ def sng(
     """
     from icml26.core.errors import InputError
     from icml26.core.output import stream
-    from icml26.core.recipe import recipe_seed, resolve
+    from icml26.core.preamble import parse_numbers, prepare
 
-    batches = None
-    if batch:
-        try:
-            batches = tuple(int(x) for x in split_csv(batch) or ())
-        except ValueError:
-            raise InputError(f"--batch {','.join(batch)!r}: expected integers, e.g. 64,256") from None
-    from icml26.methods.pinn import train as m
-
-    cfg = resolve(
-        m.Config,
+    run = prepare(
+        "icml26.methods.pinn.config:Config",
         "sng",
-        recipe,
-        set_,
+        recipe=recipe,
+        sets=set_,
+        seed=seed,
+        device=device,
+        out=out,
         problem=problem,
         optim=split_csv(optim),
-        batch=batches,
+        batch=parse_numbers(batch, "--batch", int),
         time_budget_s=time_budget,
         sampling=sampling,
         seeds=seeds,
     )
-    from icml26.core.device import resolve_device
+    if run.device != "cpu" and run.cfg.sampling != "uniform":
+        raise InputError(f"sampling {run.cfg.sampling!r} runs on the CPU only; use --device cpu")
+    from icml26.methods.pinn import train as m
 
-    dev = resolve_device(device)
-    if dev != "cpu" and cfg.sampling != "uniform":
-        raise InputError(f"sampling {cfg.sampling!r} runs on the CPU only; use --device cpu")
-    m.validate(cfg)
-    s = recipe_seed(recipe, "sng", seed) or 0
-    stream(
-        m.run(cfg, seed=s, device=dev),
-        command="sng",
-        config=cfg,
-        seed=s,
-        out=out,
-        quiet=quiet,
-        columns=COLUMNS,
-        plot=m.plot,
-    )
+    stream(m.run(run.cfg, seed=run.seed, device=run.device), run=run, quiet=quiet, columns=COLUMNS, plot=m.plot)

@@ -87,6 +87,7 @@ class Work(NamedTuple):
     unit: str
     settings: str
     detail: str = ""
+    verb: str = "need"  # the message: "this run would <verb> ~<amount> <unit>"
 
 
 @functools.lru_cache(maxsize=None)
@@ -228,7 +229,7 @@ def check(cfg: Any, source: str = "config") -> None:
         from icml26.core.limits import check_work
 
         for w in work() or ():
-            check_work(w.amount, w.limit, "need", w.unit, w.settings, detail=w.detail)
+            check_work(w.amount, w.limit, w.verb, w.unit, w.settings, detail=w.detail)
 
 
 def sized_fields(cls: type) -> list[str]:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -32,66 +31,7 @@ from torch.nn import functional as F
 
 from icml26.methods.theory import jacobian as jac
 from icml26.methods.theory import lyapunov as ly
-
-
-@dataclass(frozen=True)
-class Config:
-    arch: str = "mlp"  # mlp | fgln | cnn
-    width: int = 256  # hidden units (cnn: channels on 14x14 maps)
-    depths: tuple[int, ...] = (8, 16, 32, 64)  # core layers L
-    init: str = "he"  # he | lecun | xavier | orthogonal
-    act: str = "relu"  # relu | leaky_relu (mlp, cnn)
-    negative_slope: float = 0.01  # leaky_relu slope
-    gate_p: float = 0.5  # P(gate open): free gates and the fgln arch
-    top_k: int = 16  # exponents / singular values measured
-    gates: tuple[str, ...] = ("fixed", "free")
-    n_samples: int = 4  # probe inputs (fixed) or mask draws (free) per record
-    qr_sweeps: int = 2  # orthogonal-iteration rounds for the finite-depth spectrum
-    oversample: int = 16  # extra frame columns for Rayleigh-Ritz
-    train: str | None = None  # mnist | fashion-mnist | an image file/folder; None: init only
-    train_steps: int = 500
-    train_examples: int = 10000
-    batch_size: int = 128
-    lr: float = 1e-3
-    optimizer: str = "adam"  # adam | sgd
-    log_every: int = 50  # steps between step records
-    data: str = "mnist"  # probe inputs when not training: a data set name/path, or noise
-    model: str | None = None  # a user's MLP (.safetensors); replaces arch/width/depths
-
-    def __post_init__(self):
-        if self.arch not in jac.ARCHS:
-            raise ValueError(f"arch must be one of {', '.join(jac.ARCHS)}, got {self.arch!r}")
-        if self.init not in jac.INITS:
-            raise ValueError(f"init must be one of {', '.join(jac.INITS)}, got {self.init!r}")
-        if self.act not in jac.ACTS:
-            raise ValueError(f"act must be one of {', '.join(jac.ACTS)}, got {self.act!r}")
-        if self.width < 2:
-            raise ValueError(f"width must be >= 2, got {self.width}")
-        if not self.depths or min(self.depths) < 1:
-            raise ValueError(f"depths must be >= 1, got {list(self.depths)}")
-        if max(self.depths) > 2000:
-            raise ValueError(f"depths must be <= 2000, got {max(self.depths)}")
-        if not 1 <= self.top_k <= self.width:
-            raise ValueError(f"top_k must be in [1, width={self.width}], got {self.top_k}")
-        if not 0.0 < self.gate_p <= 1.0:
-            raise ValueError(f"gate_p must be in (0, 1], got {self.gate_p}")
-        if not 0.0 <= self.negative_slope < 1.0:
-            raise ValueError(f"negative_slope must be in [0, 1), got {self.negative_slope}")
-        bad = [g for g in self.gates if g not in ("fixed", "free")]
-        if bad or not self.gates:
-            raise ValueError(f"gates must be fixed and/or free, got {list(self.gates)}")
-        for name in ("n_samples", "train_steps", "train_examples", "batch_size", "log_every"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.qr_sweeps < 0 or self.oversample < 0:
-            raise ValueError("qr_sweeps and oversample must be >= 0")
-        if not self.lr > 0:
-            raise ValueError(f"lr must be > 0, got {self.lr}")
-        if self.optimizer not in ("adam", "sgd"):
-            raise ValueError(f"optimizer must be adam or sgd, got {self.optimizer!r}")
-        if self.model is not None and self.train is not None:
-            raise ValueError("model and train exclude each other (a given model is measured as it is)")
-
+from icml26.methods.theory.spectrum_config import Config  # noqa: F401
 
 COLUMNS = (
     "arch",
