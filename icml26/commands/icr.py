@@ -13,7 +13,7 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from icml26.core.options import DeviceOpt, OutOpt, QuietOpt, RecipeOpt, ResumeOpt, SeedOpt, SetOpt, split_csv
+from icml26.core.options import DeviceOpt, OutOpt, QuietOpt, RecipeOpt, ResumeOpt, SeedOpt, SetOpt
 
 icr_app = typer.Typer(
     help="ICR (Invariant Contamination Ratio) of diffusion-model features: noise sweep with a linear probe, "
@@ -25,24 +25,6 @@ icr_app = typer.Typer(
 DataOpt = Annotated[
     Optional[str], typer.Option("--data", help="fashion-mnist | mnist | an .npz | an image folder.", show_default=False)
 ]
-
-
-def _floats(values, flag):
-    from icml26.core.errors import InputError
-
-    items = split_csv(values)
-    if items is None:
-        return None
-    try:
-        return tuple(float(v) for v in items)
-    except ValueError:
-        raise InputError(f"{flag}: expected numbers, got {','.join(items)!r}") from None
-
-
-def _device(device: str) -> None:
-    from icml26.core.device import resolve_device
-
-    resolve_device(device)  # bad names exit 2; the computation runs on the CPU (see docs/icr.md)
 
 
 @icr_app.command("analyze")
@@ -84,27 +66,28 @@ def analyze(
     Example: icml26 icr analyze --model runs/icr-full/size-60000/unet --data fashion-mnist --out runs/icr-sweep
     """
     from icml26.core.output import stream
-    from icml26.core.recipe import recipe_seed, resolve
-    from icml26.methods.diffusion import analyze as m
+    from icml26.core.preamble import parse_numbers, prepare
 
-    cfg = resolve(
-        m.AnalyzeConfig,
-        "icr",
-        recipe,
-        set_,
+    run = prepare(
+        "icml26.methods.diffusion.analyze:AnalyzeConfig",
+        "icr analyze",
+        recipe=recipe,
+        sets=set_,
+        seed=seed,
+        device=device,
+        devices=("cpu",),  # small U-Nets: the sweep runs on the CPU (docs/icr.md)
+        out=out,
         data=data,
-        noise_levels=_floats(noise_level, "--noise-level"),
+        noise_levels=parse_numbers(noise_level, "--noise-level"),
         feature_layer=feature_layer,
     )
-    s = recipe_seed(recipe, "icr", seed) or 0
-    _device(device)
+    cfg, s = run.cfg, run.seed
+    from icml26.methods.diffusion import analyze as m
+
     inputs = m.validate(cfg, model, s)  # every input check before the config record
     stream(
         m.run(cfg, inputs=inputs, seed=s),
-        command="icr analyze",
-        config=cfg,
-        seed=s,
-        out=out,
+        run=run,
         quiet=quiet,
         extra_config={"model": str(model)},
         columns=[
@@ -149,24 +132,28 @@ def train(
 
     Data parallel: torchrun --standalone --nproc_per_node 2 -m icml26 icr train ... (gloo; the batch is split over the processes).
     """
-    from icml26.core.errors import InputError
-    from icml26.core.output import prepare_out_dir, resume_records, stream
-    from icml26.core.recipe import recipe_seed, resolve
+    from icml26.core.output import prepare_out_dir, stream
+    from icml26.core.preamble import parse_numbers, prepare
+
+    run = prepare(
+        "icml26.methods.diffusion.train:TrainConfig",
+        "icr train",
+        recipe=recipe,
+        sets=set_,
+        seed=seed,
+        device=device,
+        devices=("cpu",),  # small U-Nets: trained on the CPU (docs/icr.md)
+        out=out,
+        resume=resume,
+        resumable=True,
+        data=data,
+        train_sizes=parse_numbers(train_size, "--train-size", int),
+        steps=steps,
+    )
+    cfg, s, previous = run.cfg, run.seed, run.previous
     from icml26.methods.diffusion import train as m
 
-    sizes = split_csv(train_size)
-    if sizes is not None:
-        try:
-            sizes = tuple(int(v) for v in sizes)
-        except ValueError:
-            raise InputError(f"--train-size: expected integers, got {','.join(sizes)!r}") from None
-    cfg = resolve(m.TrainConfig, "icr", recipe, set_, data=data, train_sizes=sizes, steps=steps)
-    s = recipe_seed(recipe, "icr", seed) or 0
-    _device(device)
     inputs = m.validate(cfg, out, resume)
-    previous = None
-    if resume:
-        previous = resume_records(out, command="icr train", config=cfg, seed=s)
     from icml26.core.dist import drain_unless_main, is_main
 
     if out is not None and is_main():
@@ -176,13 +163,8 @@ def train(
         return
     stream(
         gen,
-        command="icr train",
-        config=cfg,
-        seed=s,
-        out=out,
+        run=run,
         quiet=quiet,
-        resumable=True,
-        previous=previous,
         columns=[
             "train_size",
             "icr_min_step",

@@ -15,6 +15,8 @@ import typer
 
 from icml26.core.options import DeviceOpt, OutOpt, QuietOpt, RecipeOpt, SeedOpt, SetOpt, split_csv
 
+CONFIG = "icml26.methods.speech.config:Config"  # torch-free: settings checked before the method loads
+
 mamoe_app = typer.Typer(
     help="MAMoE (MoST): modality-aware MoE for speech and text, as upcycling of a dense LM, trained on synthesized speech "
     "and scored by ASR / TTS WER against plain MoE, no-shared-expert and dense ablations.",
@@ -64,7 +66,7 @@ COLUMNS = [
 
 def _stages(values):
     from icml26.core.errors import InputError
-    from icml26.methods.speech.train import STAGES
+    from icml26.methods.speech.config import STAGES
 
     items = split_csv(values)
     if items is None:
@@ -73,12 +75,6 @@ def _stages(values):
         if s not in STAGES:
             raise InputError(f"--stage: {s!r} is not one of {', '.join(STAGES)}")
     return tuple(dict.fromkeys(items))
-
-
-def _device(device: str) -> None:
-    from icml26.core.device import resolve_device
-
-    resolve_device(device)  # bad names exit 2; the computation runs on the CPU
 
 
 @mamoe_app.command("prepare")
@@ -97,19 +93,17 @@ def prepare(
     from pathlib import Path
 
     from icml26.core.output import stream
-    from icml26.core.recipe import recipe_seed, resolve
+    from icml26.core.preamble import prepare as preamble
+
+    run = preamble(CONFIG, "mamoe prepare", recipe=recipe, sets=set_, seed=seed, out=out)
+    cfg, s = run.cfg, run.seed
     from icml26.methods.speech import train as m
 
-    cfg = resolve(m.Config, "mamoe", recipe, set_)
-    s = recipe_seed(recipe, "mamoe", seed) or 0
     m.validate_prepare(cfg)
     data_dir = Path(out) / "data" if out is not None else m.default_data_dir(cfg, s)
     stream(
         m.prepare(cfg, seed=s, data_dir=data_dir),
-        command="mamoe prepare",
-        config=cfg,
-        seed=s,
-        out=out,
+        run=run,
         quiet=quiet,
         columns=[
             "task",
@@ -145,29 +139,30 @@ def train(
     Example: icml26 mamoe train --stage asr,tts --recipe recipes/mamoe/cpu.yaml --out runs/mamoe
     """
     from icml26.core.output import stream
-    from icml26.core.recipe import recipe_seed, resolve
-    from icml26.methods.speech import train as m
+    from icml26.core.preamble import prepare as preamble
 
-    cfg = resolve(
-        m.Config,
-        "mamoe",
-        recipe,
-        set_,
+    run = preamble(
+        CONFIG,
+        "mamoe train",
+        recipe=recipe,
+        sets=set_,
+        seed=seed,
+        device=device,
+        devices=("cpu",),  # small speech LMs: trained on the CPU
+        out=out,
         stages=_stages(stage),
         variants=split_csv(variant),
         model=model,
         data=data,
         steps=steps,
     )
-    s = recipe_seed(recipe, "mamoe", seed) or 0
-    _device(device)
+    cfg, s = run.cfg, run.seed
+    from icml26.methods.speech import train as m
+
     inputs = m.validate(cfg, seed=s, out=out)
     stream(
         m.run(cfg, inputs=inputs, seed=s, out=out),
-        command="mamoe train",
-        config=cfg,
-        seed=s,
-        out=out,
+        run=run,
         quiet=quiet,
         columns=COLUMNS,
     )
@@ -202,10 +197,13 @@ def eval_(
 
     from icml26.core.errors import InputError
     from icml26.core.output import stream
-    from icml26.core.recipe import recipe_seed, resolve
-    from icml26.methods.speech import train as m
+    from icml26.core.preamble import check_out, prepare, resolve_device
 
     ckpts = None
+    resolve_device(device, "mamoe eval", ("cpu",))
+    check_out(out)
+    from icml26.methods.speech import train as m
+
     if run_dir is not None:
         if recipe is not None or set_:
             raise InputError("--run takes the settings of the train run: give no --recipe / --set with it")
@@ -223,11 +221,18 @@ def eval_(
             if not p.is_file():
                 raise InputError(f"run {run_dir!r} has no checkpoint for variant {v!r} ({p.name})")
     else:
-        cfg = resolve(
-            m.Config, "mamoe", recipe, set_, stages=_stages(stage), variants=split_csv(variant), model=model, data=data
+        run = prepare(
+            CONFIG,
+            "mamoe eval",
+            recipe=recipe,
+            sets=set_,
+            seed=seed,
+            stages=_stages(stage),
+            variants=split_csv(variant),
+            model=model,
+            data=data,
         )
-        s = recipe_seed(recipe, "mamoe", seed) or 0
-    _device(device)
+        cfg, s = run.cfg, run.seed
     inputs = m.validate(cfg, seed=s, out=out)
     stream(
         m.run(cfg, inputs=inputs, seed=s, out=out, train=False, checkpoints=ckpts),

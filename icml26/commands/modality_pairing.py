@@ -80,17 +80,20 @@ def modality_pairing(
 
     Example: icml26 modality-pairing --data av-digits --pairing unimodal,fixed,stochastic --reg none,sam,ls,swa --seeds 5 --out runs/mp
     """
-    from icml26.core.errors import InputError
-    from icml26.core.output import resume_records, stream
-    from icml26.core.recipe import recipe_seed, resolve
+    from icml26.core.output import stream
+    from icml26.core.preamble import prepare
 
-    from icml26.methods.multimodal import train as m
-
-    cfg = resolve(
-        m.Config,
+    run = prepare(
+        "icml26.methods.multimodal.train:Config",
         "modality-pairing",
-        recipe,
-        set_,
+        recipe=recipe,
+        sets=set_,
+        seed=seed,
+        device=device,
+        devices=("cpu",),  # its models are small: trained on the CPU
+        out=out,
+        resume=resume,
+        resumable=True,
         data=data,
         pairing=split_csv(pairing),
         reg=split_csv(reg),
@@ -99,22 +102,14 @@ def modality_pairing(
         epochs=epochs,
         seeds=seeds,
     )
-    if device not in ("cpu", "auto"):
-        raise InputError(
-            f"--device {device!r}: modality-pairing runs on the CPU (its models are small); use --device cpu"
-        )
+    cfg, s, previous = run.cfg, run.seed, run.previous
+    from icml26.methods.multimodal import train as m
+
     m.validate(cfg)
-    s = recipe_seed(recipe, "modality-pairing", seed) or 0
-    previous = resume_records(out, command="modality-pairing", config=cfg, seed=s) if resume else None
     ms = m.load(cfg)  # builds av-digits on first use; a bad folder / mismatched labels: InputError before any record
     stream(
         m.run(cfg, seed=s, out=out, previous=previous, data=ms),
-        command="modality-pairing",
-        config=cfg,
-        seed=s,
-        out=out,
+        run=run,
         quiet=quiet,
         columns=COLUMNS,
-        resumable=True,
-        previous=previous,
     )

@@ -200,13 +200,33 @@ def _numbers(v: Any) -> list[float]:
 
 
 def check(cfg: Any, source: str = "config") -> None:
-    """The declared ranges and sized limits of a built Config, then its ``work()`` cost model;
-    InputError naming the setting on the first one exceeded."""
+    """The declared ranges of a built Config, its ``work()`` cost model, then its sized limits;
+    InputError naming the setting(s) on the first one exceeded."""
+    _check_fields(cfg, source, sized=False)
+    work = getattr(cfg, "work", None)
+    if callable(work):
+        from icml26.core.limits import check_work
+
+        for w in work() or ():
+            check_work(w.amount, w.limit, w.verb, w.unit, w.settings, detail=w.detail)
+    _check_fields(cfg, source, sized=True)
+
+
+def _check_fields(cfg: Any, source: str, *, sized: bool) -> None:
     for f in dataclasses.fields(cfg):
         m = f.metadata
         if not any(k in m for k in ("gt", "ge", "lt", "le", "sized")):
             continue
         for x in _numbers(getattr(cfg, f.name)):
+            if sized:
+                if "sized" in m and x > m["sized"]:
+                    from icml26.core.limits import sci
+
+                    raise InputError(
+                        f"{source}: {f.name}={sci(x)} is over its limit {_fmt_limit(m['sized'])} (it scales the "
+                        f"run's work or memory: hours of CPU or an allocation that cannot fit); lower {f.name}"
+                    )
+                continue
             if isinstance(x, float) and math.isnan(x):
                 raise InputError(f"{source}: {f.name} is NaN")
             if "gt" in m and not x > m["gt"]:
@@ -217,19 +237,6 @@ def check(cfg: Any, source: str = "config") -> None:
                 raise InputError(f"{source}: {f.name} must be < {m['lt']}, got {x}")
             if "le" in m and not x <= m["le"]:
                 raise InputError(f"{source}: {f.name} must be <= {m['le']}, got {x}")
-            if "sized" in m and x > m["sized"]:
-                from icml26.core.limits import sci
-
-                raise InputError(
-                    f"{source}: {f.name}={sci(x)} is over its limit {_fmt_limit(m['sized'])} (it scales the run's "
-                    f"work or memory: hours of CPU or an allocation that cannot fit); lower {f.name}"
-                )
-    work = getattr(cfg, "work", None)
-    if callable(work):
-        from icml26.core.limits import check_work
-
-        for w in work() or ():
-            check_work(w.amount, w.limit, w.verb, w.unit, w.settings, detail=w.detail)
 
 
 def sized_fields(cls: type) -> list[str]:

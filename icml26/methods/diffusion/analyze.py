@@ -28,10 +28,12 @@ class AnalyzeConfig:
     data: str = "fashion-mnist"  # fashion-mnist | mnist | an .npz | an image folder (labels for the probe)
     noise_levels: tuple[float, ...] = ()  # sigma (EDM) or timesteps t (DDPM); empty = the schedule's default grid
     feature_layer: str = "mid_block"  # mid_block | down_blocks.K | up_blocks.K | any submodule name
-    views: int = 2  # perturbations per image (>= 2)
-    icr_images: int = 1024  # training images for ICR (and the probe's training set)
-    probe_test_images: int = 1000  # test images for the probe's accuracy
-    batch_size: int = 256
+    views: int = field(default=2, metadata={"sized": 1024})  # perturbations per image (>= 2)
+    icr_images: int = field(
+        default=1024, metadata={"sized": 10**6}
+    )  # training images for ICR (and the probe's training set)
+    probe_test_images: int = field(default=1000, metadata={"sized": 10**6})  # test images for the probe's accuracy
+    batch_size: int = field(default=256, metadata={"sized": 65536})  # images per forward pass
     shrinkage_rel: float = 1e-6  # tau = shrinkage_rel * Tr(Sigma_xi) / d
     shift_px: int = 2  # augmentation: random shift (pad + crop), pixels
     hflip: bool = True  # augmentation: horizontal flip with probability 1/2
@@ -128,10 +130,11 @@ def validate(cfg: AnalyzeConfig, model: str | None, seed: int) -> AnalyzeInputs:
 
 def probe_accuracy(f_train: np.ndarray, y_train: np.ndarray, f_test: np.ndarray, y_test: np.ndarray) -> float:
     """Test accuracy of a standardised logistic-regression probe (scikit-learn, lbfgs, C = 1, 2000 iterations)."""
+    import warnings
+
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
-    import warnings
 
     clf = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000, C=1.0))
     with warnings.catch_warnings():

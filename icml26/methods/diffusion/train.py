@@ -34,13 +34,14 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Literal
 
 import numpy as np
 
 from icml26.core.errors import InputError
+from icml26.core.settings import Work
 
 NN_RATIO = 1.0 / 3.0
 
@@ -49,36 +50,38 @@ NN_RATIO = 1.0 / 3.0
 class TrainConfig:
     data: str = "fashion-mnist"  # fashion-mnist | mnist | an .npz | an image folder
     train_sizes: tuple[int, ...] = (256,)  # training images per run; 0 = the whole training split
-    image_size: int = 16  # images are resized to image_size x image_size
-    preset: str = "tiny"  # U-Net preset (unet.PRESETS): tiny | small | base
-    steps: int = 4000
-    batch_size: int = 32
-    lr: float = 1e-3
-    ema_decay: float = 0.995
+    image_size: int = field(default=16, metadata={"sized": 1024})  # images are resized to image_size x image_size
+    preset: Literal["tiny", "small", "base"] = "tiny"  # U-Net preset (unet.PRESETS)
+    steps: int = field(default=4000, metadata={"sized": 10**7})  # training steps per size
+    batch_size: int = field(default=32, metadata={"sized": 65536})  # images per step (split over torchrun processes)
+    lr: float = 1e-3  # Adam learning rate
+    ema_decay: float = 0.995  # exponential moving average of the weights (the sampled model)
     monitor_every: int = 250  # steps between monitor points (ICR, memorization, checkpoint)
     monitor_sigma: float = 0.29  # sigma* of the ICR monitor (paper, EDM)
-    monitor_images: int = 512
-    monitor_views: int = 4
-    feature_layer: str = "mid_block"
-    shrinkage_rel: float = 1e-6
-    shift_px: int = 2
-    hflip: bool = True
-    jitter: float = 0.1
-    memorization_samples: int = 128
-    sampler_steps: int = 18  # Heun steps (2 * steps - 1 network evaluations)
+    monitor_images: int = field(default=512, metadata={"sized": 10**6})  # training images the ICR monitor measures
+    monitor_views: int = field(default=4, metadata={"sized": 1024})  # perturbations per monitored image (>= 2)
+    feature_layer: str = "mid_block"  # U-Net layer whose features the ICR monitor reads
+    shrinkage_rel: float = 1e-6  # tau = shrinkage_rel * Tr(Sigma_xi) / d
+    shift_px: int = 2  # monitor augmentation: random shift (pad + crop)
+    hflip: bool = True  # monitor augmentation: horizontal flip with probability 1/2
+    jitter: float = 0.1  # monitor augmentation: brightness / contrast jitter
+    memorization_samples: int = field(default=128, metadata={"sized": 10**5})  # generated images per monitor point
+    sampler_steps: int = field(default=18, metadata={"sized": 10**4})  # Heun steps (2 * steps - 1 network evaluations)
     memorization_threshold: float = 0.05  # onset: first memorization_fraction above this
     smoothing_window: int = 3  # monitor points in the moving average of the ICR curve
     quality: bool = True  # Frechet distance in a classifier trained here
     feature_steps: int = 300  # training steps of that classifier
-    p_mean: float = -1.2
-    p_std: float = 1.2
-    sigma_data: float = 0.5
+    p_mean: float = -1.2  # EDM training noise: ln(sigma) ~ N(p_mean, p_std^2)
+    p_std: float = 1.2  # EDM training noise: spread of ln(sigma)
+    sigma_data: float = 0.5  # EDM: standard deviation of the data
+
+    def work(self) -> list[Work]:
+        """Image-steps of training (steps x batch_size x image pixels per run), against 2e11."""
+        px = self.image_size * self.image_size
+        amount = float(self.steps) * self.batch_size * px * len(self.train_sizes)
+        return [Work(amount, 2e11, "pixel-steps of U-Net training", "steps, batch_size, image_size or train_sizes")]
 
     def __post_init__(self):
-        from icml26.methods.diffusion.unet import PRESETS
-
-        if self.preset not in PRESETS:
-            raise ValueError(f"preset must be one of {', '.join(PRESETS)}, got {self.preset!r}")
         if not self.train_sizes or any(n < 0 for n in self.train_sizes):
             raise ValueError(
                 f"train_sizes must be a non-empty list of sizes >= 0 (0 = all), got {list(self.train_sizes)}"
@@ -172,10 +175,9 @@ class TrainInputs:
 def validate(cfg: TrainConfig, out: str | None, resume: bool) -> TrainInputs:
     """Every check before the config record (data, sizes, layer, resume checkpoints). InputError."""
     from icml26.core.data.images import load_images, require_images
+    from icml26.core.dist import world_size
     from icml26.methods.diffusion import features as F
     from icml26.methods.diffusion import unet as U
-
-    from icml26.core.dist import world_size
 
     require_images(cfg.data)
     check_monitor_sigma(cfg.monitor_sigma)
