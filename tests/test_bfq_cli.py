@@ -40,6 +40,7 @@ RESULT_FIELDS = {
     "ref_min_return",
     "ref_max_return",
     "evaluation",
+    "diverged",
 }
 
 
@@ -115,6 +116,7 @@ def test_train_records_follow_the_contract(made, tmp_path):
     assert r.exit_code == 0, (r.output, r.exception)
     recs = _recs(r)
     assert recs[0]["kind"] == "config" and recs[-1]["kind"] == "summary"
+    assert recs[1]["kind"] == "data" and recs[1]["transitions"] > 0 and recs[1]["rows_dropped_nonfinite"] == 0
     steps = [x for x in recs if x["kind"] == "step"]
     results = [x for x in recs if x["kind"] == "result"]
     assert steps and all(set(x) == STEP_FIELDS for x in steps)
@@ -199,7 +201,11 @@ def _bad_files(tmp_path):
     "which,extra,needle",
     [
         ("missing", [], "missing field 'terminals'"),
-        ("nan", [], "'rewards' holds NaN"),
+        (
+            "nan",
+            [],
+            "row 3 holds NaN in 'rewards' (1 row with NaN or inf in all); fix the file, or --set drop_nonfinite=true",
+        ),
         ("lengths", [], "has 18 rows but rewards has 20"),
         ("folder", [], "not a Minari dataset"),
         ("junk", [], "not a readable hdf5 file"),
@@ -292,3 +298,48 @@ def test_resume_after_interruption_matches_uninterrupted(made, tmp_path, monkeyp
         for x in (b / "records.jsonl").read_text().splitlines()
     ]
     assert ra == rb
+
+
+def test_train_on_a_d4rl_layout_file_reports_what_was_read_and_progress(tmp_path, monkeypatch):
+    """A file as D4RL ships it (float64, bool flags, infos/ and metadata/ groups, no
+    next_observations, every episode ended by timeout): the data record counts its 3 episodes,
+    every method trains and is scored, progress lines on stderr carry updates/s and the score."""
+    from tests.methods.bfq_synth import write_d4rl_file
+
+    write_d4rl_file(tmp_path / "hopper-medium-v2.hdf5", (30, 40, 30), ("timeout",) * 3)
+    monkeypatch.setenv("ICML26_PROGRESS_S", "0")
+    r = runner.invoke(
+        app,
+        ["bfq", "train", "-r", str(TINY), "--dataset", str(tmp_path / "hopper-medium-v2.hdf5"), "--steps", "4"]
+        + ["--algo", "bfq,fql,diffusion-ql,iql", "--set", "eval_interval=4"],
+    )
+    assert r.exit_code == 0, (r.output, r.exception)
+    recs = _recs(r)
+    data = recs[1]
+    assert (data["kind"], data["transitions"], data["episodes"], data["rows_dropped_ends"]) == ("data", 97, 3, 3)
+    assert data["dataset_kind"] == "medium" and data["return_min"] < data["return_max"]
+    res = [x for x in recs if x["kind"] == "result"]
+    assert [x["algo"] for x in res] == ["bfq", "fql", "diffusion-ql", "iql"]
+    assert all(x["normalized_score_final"] is not None and x["diverged"] is False for x in res)
+    lines = [x for x in r.stderr.splitlines() if x.startswith("[bfq diffusion-ql] 4/4 (100%)")]
+    assert lines and "/s" in lines[-1] and "score=" in lines[-1], r.stderr
+
+
+def test_diverged_method_is_flagged_and_left_out_of_best_algo(tmp_path):
+    from icml26.methods.rl import d4rl
+    from tests.methods.bfq_synth import episodes_data
+
+    data = episodes_data(np.random.default_rng(0), (30, 30), o=11, a=3)
+    data["rewards"][:] = 1e30
+    p = d4rl.write(tmp_path / "big.hdf5", data, attrs={"env": "Hopper-v5"})
+    r = runner.invoke(
+        app, ["bfq", "train", "-r", str(TINY), "--dataset", str(p), "--algo", "td3bc,bc", "--steps", "4", "-q"]
+    )
+    assert r.exit_code == 0, (r.output, r.exception)
+    recs = _recs(r)
+    res = {x["algo"]: x for x in recs if x["kind"] == "result"}
+    assert res["td3bc"]["diverged"] is True and res["td3bc"]["diverged_step"] == 1
+    assert res["td3bc"]["normalized_score_final"] is None and res["bc"]["normalized_score_final"] is not None
+    summ = recs[-1]
+    assert summ["best_algo"] == "bc" and summ["tied_with_best_algo"] == ["bc"] and summ["diverged"] == ["td3bc"]
+    assert "training diverged at step 1 (critic_loss non-finite)" in r.stderr

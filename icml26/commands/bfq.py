@@ -39,7 +39,8 @@ def make_dataset(
         Optional[str],
         typer.Option(
             "--from",
-            help="An icml26 dsac-aid run folder (its checkpoint, replay buffer and evaluations) instead of training SAC here.",
+            help="An icml26 dsac-aid run folder (its checkpoint, replay buffer and evaluations) instead of training "
+            "SAC here.",
             show_default=False,
         ),
     ] = None,
@@ -60,7 +61,7 @@ def make_dataset(
     from icml26.core.errors import InputError
     from icml26.core.output import stream
     from icml26.core.recipe import recipe_seed, resolve
-    from icml26.methods.rl import offline_data as m
+    from icml26.methods.rl import offline_make as m
 
     cfg = resolve(m.MakeConfig, "bfq", recipe, set_, env=env, kinds=split_csv(kind))
     if out is None:
@@ -143,9 +144,11 @@ def train(
 ) -> None:
     """Train BFQ and the baselines on one dataset; normalised scores, train Hz, inference actions/s.
 
-    Seeds of a method train batched in one process; checkpoints go to --out every checkpoint_interval updates and --resume continues.
+    Seeds of a method train batched in one process; checkpoints go to --out every checkpoint_interval updates
+    and --resume continues.
 
-    Example: icml26 bfq train --dataset data/hopper/hopper-v5-medium.hdf5 --algo bfq,fql,diffusion-ql --steps 100000 --seeds 3 --out runs/bfq-hopper
+    Example: icml26 bfq train --dataset data/hopper/hopper-v5-medium.hdf5 --algo bfq,fql,diffusion-ql
+    --steps 100000 --seeds 3 --out runs/bfq-hopper
     """
     from icml26.core.device import resolve_device
     from icml26.core.output import resume_records, stream

@@ -42,3 +42,39 @@ def write_minari(folder, data, lens, env_id="Hopper-v5"):
     (folder / "data" / "metadata.json").write_text(
         json.dumps({"dataset_id": "test/hopper-v0", "env_spec": json.dumps({"id": env_id})})
     )
+
+
+def write_d4rl_file(path, lens, ends, *, o=11, a=3, timeouts=True, seed=0, env="Hopper-v5"):
+    """A file as D4RL ships one and users make them with h5py: float64 observations / actions /
+    rewards, bool terminals (and timeouts unless ``timeouts`` is False), ``infos/`` and
+    ``metadata/`` groups, NO next_observations. ``ends``: per episode 'terminal', 'timeout' or
+    'cut' (neither flag: the file stops there). Returns the arrays written."""
+    import h5py
+
+    rng = np.random.default_rng(seed)
+    n = sum(lens)
+    d = {
+        "observations": rng.normal(size=(n, o)),
+        "actions": rng.uniform(-1, 1, size=(n, a)),
+        "rewards": rng.uniform(0, 3, size=n),
+        "terminals": np.zeros(n, bool),
+        "timeouts": np.zeros(n, bool),
+    }
+    s = 0
+    for T, end in zip(lens, ends):
+        if end == "terminal":
+            d["terminals"][s + T - 1] = True
+        elif end == "timeout":
+            d["timeouts"][s + T - 1] = True
+        s += T
+    with h5py.File(path, "w") as f:
+        for k, v in d.items():
+            if k != "timeouts" or timeouts:
+                f.create_dataset(k, data=v)
+        f.create_dataset("infos/qpos", data=rng.normal(size=(n, o + 1)))
+        f.create_dataset("infos/action_log_probs", data=rng.normal(size=n))
+        f.create_dataset("metadata/algorithm", data=np.bytes_("SAC"))
+        f.create_dataset("metadata/policy/fc0/weight", data=rng.normal(size=(4, o)))
+        if env:
+            f.attrs["env"] = env
+    return d

@@ -2,7 +2,6 @@
 network call per one-step action, D4RL normalisation arithmetic, dataset readers on files made
 here, determinism per seed."""
 
-import json
 import math
 
 import numpy as np
@@ -16,8 +15,11 @@ from tests.methods.bfq_synth import episodes_data, write_minari
 pytest.importorskip("h5py")
 
 
+SMALL = {k: (32, 32) for k in ("hidden", "fql_hidden", "dql_hidden", "iql_hidden", "td3bc_hidden")}
+
+
 def _cfg(**kw):
-    base = dict(hidden=(32, 32), batch_size=32, steps=20, seeds=2, eval_interval=10, timing_s=0.01, ema_start=5)
+    base = dict(SMALL, batch_size=32, steps=20, seeds=2, eval_interval=10, timing_s=0.01, ema_start=5)
     base.update(kw)
     return offline.Config(**base)
 
@@ -27,7 +29,7 @@ def test_boundary_loss_learns_the_closed_form_marginal_velocity():
     minimiser of L_bnd is E[eps - a | a_t = x] = -mu + (t - (1-t) s^2) / Var(a_t) (x - (1-t) mu)."""
     torch.manual_seed(0)
     mu, s = 0.3, 0.2
-    ag = bfq.BFQ(_cfg(hidden=(64, 64)), 1, 1, 1, generator=torch.Generator().manual_seed(0))
+    ag = bfq.BFQ(_cfg(hidden=(64, 64), activation="relu"), 1, 1, 1, generator=torch.Generator().manual_seed(0))
     opt = torch.optim.Adam(ag.flow.parameters(), lr=3e-3)
     g = torch.Generator().manual_seed(1)
     B = 256
@@ -114,16 +116,18 @@ def test_d4rl_reader_and_rebuilt_next_observations(tmp_path):
     rng = np.random.default_rng(0)
     data = episodes_data(rng, (4, 5))
     p = d4rl.write(tmp_path / "x.hdf5", data, attrs={"env": "Hopper-v5"})
-    ds = offline_data.load(p, normalize_obs=True)
-    back = ds.fields["observations"] * ds.obs_std + ds.obs_mean
-    assert np.allclose(back.numpy(), data["observations"], atol=1e-5) and ds.env == "Hopper-v5" and ds.size == 9
+    ds = offline_data.load(p)
+    assert (
+        np.allclose(ds.fields["observations"].numpy(), data["observations"]) and ds.env == "Hopper-v5" and ds.size == 9
+    )
+    assert np.allclose(ds.info["obs_mean"], data["observations"].mean(0), atol=1e-5)
     assert ds.info["return_range"] == pytest.approx(
         abs(data["rewards"][:4].sum() - data["rewards"][4:].sum()), rel=1e-5
     )
     # without next_observations: rebuilt within each episode, the cut (timeout) end dropped, the terminal end kept
     nn_ = {k: v for k, v in data.items() if k != "next_observations"}
     p2 = d4rl.write(tmp_path / "y.hdf5", nn_)
-    ds2 = offline_data.load(p2, normalize_obs=False)
+    ds2 = offline_data.load(p2)
     assert ds2.size == 8 and ds2.env is None
     assert np.allclose(ds2.fields["next_observations"][:3].numpy(), data["observations"][1:4])
     assert np.allclose(ds2.fields["next_observations"][4:8].numpy(), data["observations"][5:9])
@@ -145,8 +149,8 @@ def test_minari_reader_matches_the_d4rl_fields(tmp_path):
 @pytest.mark.parametrize(
     "edit,needle",
     [
-        (lambda d: d.pop("timeouts"), "missing field 'timeouts'"),
-        (lambda d: d["rewards"].__setitem__(2, np.nan), "NaN"),
+        (lambda d: d.pop("terminals"), "missing field 'terminals'"),
+        (lambda d: d["rewards"].__setitem__(2, np.nan), "row 2 holds NaN in 'rewards'"),
         (lambda d: d.__setitem__("actions", d["actions"][:-1]), "has 8 rows but rewards has 9"),
         (lambda d: d["actions"].__setitem__(0, 3.0), "[-1, 1]"),
     ],
@@ -290,3 +294,249 @@ def test_sample_times_puts_the_one_step_rows_at_r0_t1():
         and (tm["m"] < tm["t"]).all()
     )
     assert offline.Config().bfq_onestep_frac == 0.25
+
+
+# ---------------- the reader on files made the way D4RL ships them ----------------
+
+
+def _qlearning_dataset(d):
+    """d4rl.qlearning_dataset (Farama-Foundation/D4RL d4rl/__init__.py) with timeouts, written out
+    independently: rows 0..N-2, a timeout row skipped, next observation = the following row."""
+    rows = {k: [] for k in ("observations", "next_observations", "actions", "rewards", "terminals")}
+    for i in range(len(d["rewards"]) - 1):
+        if d["timeouts"][i]:
+            continue
+        for k, v in (
+            ("observations", d["observations"][i]),
+            ("next_observations", d["observations"][i + 1]),
+            ("actions", d["actions"][i]),
+            ("rewards", d["rewards"][i]),
+            ("terminals", d["terminals"][i]),
+        ):
+            rows[k].append(v)
+    return {k: np.asarray(v, dtype=np.float32) for k, v in rows.items()}
+
+
+def _record(path, **kw):
+    return offline_data.load(path, **kw).record()
+
+
+def test_timeouts_only_file_keeps_every_episode(tmp_path):
+    """Every episode ends by timeout (as in every HalfCheetah file): 3 episodes, each losing its
+    last row (no successor), the boundaries kept; the same transitions as qlearning_dataset."""
+    from tests.methods.bfq_synth import write_d4rl_file
+
+    d = write_d4rl_file(tmp_path / "t.hdf5", (5, 7, 6), ("timeout",) * 3)
+    rec = _record(tmp_path / "t.hdf5")
+    rets = [d["rewards"][0:4].sum(), d["rewards"][5:11].sum(), d["rewards"][12:17].sum()]
+    assert (rec["transitions"], rec["episodes"], rec["rows_dropped_ends"]) == (15, 3, 3)
+    assert rec["boundaries"] == "terminals and timeouts"
+    assert rec["return_min"] == pytest.approx(min(rets), rel=1e-5) and rec["return_max"] == pytest.approx(
+        max(rets), rel=1e-5
+    )
+    assert rec["return_mean"] == pytest.approx(np.mean(rets), rel=1e-5)
+    ds = offline_data.load(tmp_path / "t.hdf5")
+    assert ds.info["return_range"] == pytest.approx(max(rets) - min(rets), rel=1e-5)
+    ref = _qlearning_dataset(d)
+    for k, v in ref.items():
+        assert np.allclose(ds.fields[k].numpy(), v), k
+
+
+def test_terminals_only_file_and_mixed_file_match_qlearning_dataset(tmp_path):
+    from tests.methods.bfq_synth import write_d4rl_file
+
+    d = write_d4rl_file(tmp_path / "t.hdf5", (5, 7, 6), ("terminal",) * 3)
+    rec = _record(tmp_path / "t.hdf5")
+    assert (rec["transitions"], rec["episodes"], rec["rows_dropped_ends"]) == (18, 3, 0)
+    assert rec["return_max"] == pytest.approx(
+        max(d["rewards"][0:5].sum(), d["rewards"][5:12].sum(), d["rewards"][12:].sum())
+    )
+    d = write_d4rl_file(tmp_path / "m.hdf5", (4, 6, 3, 5), ("terminal", "timeout", "terminal", "timeout"), seed=1)
+    rec = _record(tmp_path / "m.hdf5")
+    assert (rec["transitions"], rec["episodes"], rec["rows_dropped_ends"]) == (16, 4, 2)
+    ds = offline_data.load(tmp_path / "m.hdf5")
+    for k, v in _qlearning_dataset(d).items():
+        assert np.allclose(ds.fields[k].numpy(), v), k
+
+
+def test_file_without_timeouts_is_cut_every_max_episode_steps(tmp_path):
+    """No timeouts key (qlearning_dataset's rule): an episode also ends at max_episode_steps rows
+    since the last boundary; its last row is dropped. 4 | 5 | 5 | 3 rows (terminal, then cut by
+    the limit 5 twice, then the file ends): 4 + 4 + 4 + 2 transitions in 4 episodes."""
+    from tests.methods.bfq_synth import write_d4rl_file
+
+    d = write_d4rl_file(tmp_path / "n.hdf5", (4, 5, 5, 3), ("terminal", "cut", "cut", "cut"), timeouts=False)
+    rec = _record(tmp_path / "n.hdf5", max_episode_steps=5)
+    assert (rec["transitions"], rec["episodes"], rec["rows_dropped_ends"]) == (14, 4, 3)
+    assert "every 5 steps" in rec["boundaries"]
+    ds = offline_data.load(tmp_path / "n.hdf5", max_episode_steps=5)
+    kept = [0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 14, 15]
+    assert np.allclose(ds.fields["observations"].numpy(), d["observations"][kept])
+    assert np.allclose(ds.fields["next_observations"].numpy(), d["observations"][[k + 1 for k in kept]])
+
+
+def test_nonfinite_row_is_named_or_dropped_and_counted(tmp_path):
+    import h5py
+
+    from tests.methods.bfq_synth import write_d4rl_file
+
+    write_d4rl_file(tmp_path / "x.hdf5", (5, 7, 6), ("timeout",) * 3)
+    with h5py.File(tmp_path / "x.hdf5", "r+") as f:
+        f["observations"][7, 2] = np.nan
+    with pytest.raises(InputError, match=r"row 7 holds NaN in 'observations' \(1 row with NaN or inf in all\)"):
+        offline_data.load(tmp_path / "x.hdf5")
+    rec = _record(tmp_path / "x.hdf5", drop_nonfinite=True)  # row 7, and row 6 whose next observation it is
+    assert (rec["transitions"], rec["episodes"], rec["rows_dropped_nonfinite"], rec["rows_dropped_ends"]) == (
+        13,
+        3,
+        2,
+        3,
+    )
+
+
+def test_truncated_minari_episode_keeps_all_transitions(tmp_path):
+    data = episodes_data(np.random.default_rng(5), (4, 6), terminal_last=(False, True))
+    write_minari(tmp_path / "m", data, (4, 6))
+    rec = offline_data.load(tmp_path / "m").record()
+    assert (rec["transitions"], rec["episodes"], rec["rows_dropped_ends"]) == (10, 2, 0)
+
+
+# ---------------- divergence ----------------
+
+
+def test_rewards_of_1e30_stop_the_run_as_diverged(tmp_path, capsys):
+    data = episodes_data(np.random.default_rng(4), (40, 40), o=4, a=2)
+    data["rewards"][:] = 1e30
+    p = d4rl.write(tmp_path / "d.hdf5", data)
+    recs = list(offline.run(_cfg(dataset=str(p), algo=("bfq", "bc"), steps=12, eval_interval=6), seed=0))
+    res = {r["algo"]: r for r in recs if r["kind"] == "result"}
+    assert res["bfq"]["diverged"] is True and res["bfq"]["diverged_step"] == 1
+    assert res["bfq"]["diverged_what"] == "critic_loss" and res["bfq"]["normalized_score_final"] is None
+    assert res["bc"]["diverged"] is False and res["bc"]["steps"] == 12
+    assert not [r for r in recs if r["kind"] == "step" and r["algo"] == "bfq"]
+    assert recs[-1]["diverged"] == ["bfq"]
+    assert "bfq train bfq (seeds 0-1): training diverged at step 1" in capsys.readouterr().err
+
+
+# ---------------- baselines at their official settings ----------------
+
+
+def test_diffusion_ql_networks_are_the_official_ones():
+    d = offline.agent_class("diffusion-ql")(offline.Config(), 11, 3, 1)
+    assert d.model.mid.activation == "mish" and d.critic.net.activation == "mish"
+    assert [tuple(x.weight.shape[1:]) for x in d.model.mid.layers] == [(3 + 16 + 11, 256), (256, 256), (256, 256)]
+    assert [tuple(x.weight.shape[1:]) for x in (*d.model.time_mlp.mlp.layers, d.model.time_mlp.mlp.out)] == [
+        (16, 32),
+        (32, 16),
+    ]
+    assert d.nfe == 5 and d.cfg.dql_candidates == 50 and not d.normalizes
+    # the time features: SinusoidalPosEmb(16) of the integer step, frequencies log(1e4) / (8 - 1)
+    from icml26.methods.rl.offline_nets import dql_sinusoidal
+
+    f = torch.exp(torch.arange(8) * -(math.log(10000) / 7))
+    assert torch.allclose(dql_sinusoidal(torch.tensor([3]))[0], torch.cat([(3 * f).sin(), (3 * f).cos()]))
+    # gradient-norm clip from the official per-dataset table, 1.0 elsewhere
+    gn = lambda fam, kind: (
+        offline.agent_class("diffusion-ql")(_cfg(), 4, 2, 1, info={"family": fam, "kind": kind}).grad_norm
+    )  # noqa: E731
+    assert (gn("hopper", "medium"), gn("walker2d", "medium"), gn("hopper", "medium-replay"), gn(None, None)) == (
+        9.0,
+        1.0,
+        4.0,
+        1.0,
+    )
+
+
+def test_diffusion_ql_acts_by_softmax_q_over_50_candidates():
+    """Each state's action is one of 50 chain samples drawn with probability softmax(Q): with a
+    critic whose Q is 1000 x the first action coordinate, the pick is the best of the 50."""
+    d = offline.agent_class("diffusion-ql")(_cfg(), 4, 2, 2, generator=torch.Generator().manual_seed(0))
+    rows = []
+    d.model.register_forward_hook(lambda m, args, out: rows.append(args[0].shape[1]))
+    d.critic.q = lambda obs, act, target=False, detach=False: (1000 * act[..., 0]).unsqueeze(1).expand(-1, 2, -1)
+    obs = torch.randn(2, 3, 4)
+    a = d.act(obs)
+    assert rows == [3 * 50] * 5 and a.shape == (2, 3, 2)
+    g = d.gen.get_state()
+    cands = d.sample(obs.repeat_interleave(50, dim=1)).view(2, 3, 50, 2)
+    d.gen.set_state(g)
+    assert (a[..., 0] >= cands[..., 0].quantile(0.9, dim=-1)).all()
+
+
+def test_fql_networks_and_mean_q_backup_are_the_official_ones():
+    f = offline.agent_class("fql")(offline.Config(), 11, 3, 1)
+    widths = lambda m: [x.weight.shape[-1] for x in m.layers]  # noqa: E731
+    assert widths(f.flow) == widths(f.onestep) == widths(f.critic.net) == [512] * 4
+    assert f.critic.net.layer_norm and not f.flow.layer_norm and not f.onestep.layer_norm
+    assert f.critic.net.activation == "gelu" and f.cfg.fql_q_agg == "mean" and f.cfg.fql_flow_steps == 10
+    assert not f.normalizes
+    # the backup: r + gamma * mean of the two target critics (the official default, not the min)
+    g = _cfg(seeds=1)
+    fq = offline.agent_class("fql")(g, 4, 2, 1, generator=torch.Generator().manual_seed(0))
+    b = {
+        "observations": torch.randn(1, 8, 4),
+        "next_observations": torch.randn(1, 8, 4),
+        "actions": torch.rand(1, 8, 2) * 2 - 1,
+        "rewards": torch.randn(1, 8),
+        "terminals": torch.zeros(1, 8),
+    }
+    real = fq.critic.q
+    fq.critic.q = lambda o, a, target=False, detach=False: (
+        torch.tensor([1.0, 3.0]).view(1, 2, 1).expand(1, 2, o.shape[1])
+        if target
+        else real(o, a, target=target, detach=detach)
+    )
+    with torch.no_grad():
+        q0 = real(b["observations"], b["actions"])
+    out = fq.update(b)
+    want = ((q0 - (b["rewards"] + 0.99 * 2.0)[:, None]) ** 2).mean()
+    assert out["critic_loss"].item() == pytest.approx(want.item(), rel=1e-5)
+
+
+def test_iql_actor_lr_follows_the_cosine_schedule():
+    ag = offline.agent_class("iql")(_cfg(steps=8, seeds=1), 4, 2, 1)
+    b = {
+        "observations": torch.randn(1, 8, 4),
+        "next_observations": torch.randn(1, 8, 4),
+        "actions": torch.rand(1, 8, 2) * 2 - 1,
+        "rewards": torch.randn(1, 8),
+        "terminals": torch.zeros(1, 8),
+    }
+    for _ in range(3):
+        ag.update(b)
+    # optax.cosine_decay_schedule(3e-4, 8) at the third actor update (count 2)
+    assert ag.optimizers["actor"].param_groups[0]["lr"] == pytest.approx(3e-4 * 0.5 * (1 + math.cos(math.pi * 2 / 8)))
+    assert ag.optimizers["critic"].param_groups[0]["lr"] == 3e-4
+    assert [x.weight.shape[-1] for x in ag.actor.layers] == [32, 32] and not ag.normalizes
+    assert [x.weight.shape[-1] for x in offline.agent_class("iql")(offline.Config(), 4, 2, 1).actor.layers] == [
+        256,
+        256,
+    ]
+
+
+def test_gradient_clip_per_seed_equals_torch_clip_on_each_seed_alone():
+    from icml26.methods.rl.offline_agent import clip_grad_norm_per_seed
+
+    g = torch.Generator().manual_seed(0)
+    ps = [torch.nn.Parameter(torch.randn(4, 3, 5, generator=g)), torch.nn.Parameter(torch.randn(4, 1, 5, generator=g))]
+    for p in ps:
+        p.grad = torch.randn(p.shape, generator=g) * 3
+    want = []
+    for s in range(2):  # seed s owns members 2 s, 2 s + 1 (two critics)
+        alone = [torch.nn.Parameter(p.detach()[2 * s : 2 * s + 2].clone()) for p in ps]
+        for a, p in zip(alone, ps):
+            a.grad = p.grad[2 * s : 2 * s + 2].clone()
+        torch.nn.utils.clip_grad_norm_(alone, max_norm=1.0)
+        want.append([a.grad for a in alone])
+    clip_grad_norm_per_seed(ps, 2, 1.0)
+    for s in range(2):
+        for w, p in zip(want[s], ps):
+            assert torch.allclose(p.grad[2 * s : 2 * s + 2], w)
+
+
+def test_td3bc_normalises_observations_and_the_others_as_their_code():
+    info = {"obs_mean": np.full(4, 2.0, np.float32), "obs_std": np.full(4, 4.0, np.float32)}
+    norm = {a: offline.agent_class(a)(_cfg(), 4, 2, 1, info=info).normalizes for a in offline.ALGOS}
+    assert norm == {"bfq": True, "fql": False, "diffusion-ql": False, "iql": False, "td3bc": True, "bc": True}
+    td = offline.agent_class("td3bc")(_cfg(), 4, 2, 1, info=info)
+    assert torch.allclose(td.normalize(torch.full((1, 1, 4), 6.0)), torch.ones(1, 1, 4))

@@ -1,56 +1,37 @@
 """BFQ: Bootstrapped Flow Q-learning (Nguyen et al., ICML 2026, arXiv 2606.10613; no official code).
 
-A flow policy whose network F_theta(a_t, s, emb(t), emb(r)) predicts the average velocity over
-[r, t], so that the policy operator (t = 1 noise, t = 0 action, a_t = (1 - t) a + t eps)
+A flow policy network F(a_t, s, emb(t), emb(r)) gives the policy operator (t = 1 noise, t = 0
+action, a_t = (1 - t) a + t eps)  pi(a_t, r, t; s) = a_t - (t - r) F(a_t, s, t, r), which maps a
+point of the flow at time t to time r (identity at r = t). Training, per update:
 
-    pi_theta(a_t, r, t; s) = a_t - (t - r) F_theta(a_t, s, t, r)          (identity at r = t)
+1. L_bnd: F(a_t, s, t, t - D) regressed on eps - a, D ~ U[0, D_max] (D_max = 1e-3);
+2. L_comp: pi(a_t, r, t) = sg[pi(pi(a_t, m, t), r, m)] for sorted uniforms r < m < t, online
+   weights under stop-gradient; a share ``bfq_onestep_frac`` of rows at (r, t) = (0, 1);
+3. L_BC = (1 - lam) L_comp + lam L_bnd, one Bernoulli(lam) draw per update and seed;
+4. actor loss L_BC - eta / mean|Q(s, a_D)| * mean Q(s, clip(pi(eps, 0, 1; s))): the one-step
+   map pushed up the critic directly (one forward pass, no BPTT, no distillation);
+5. double-Q critic with target min_j Qbar_j(s', pi_ema(eps', 0, 1; s')), EMA actor (0.995, every
+   5 updates, after 1000) as Diffusion-QL; 3x256 networks (ReLU, Mish collapsed the one-step map).
 
-maps a point of the flow at time t to time r. It is trained (shared/methods/bfq.md, "Method"):
-
-1. L_bnd: F(a_t, s, t, t - D) regressed on the conditional flow-matching velocity eps - a for
-   short ranges D ~ U[0, D_max] (D_max = 1e-3): the marginal velocity of flow matching;
-2. L_comp: the composition (bootstrap) rule pi(a_t, r, t) = sg[pi(pi(a_t, m, t), r, m)] for
-   0 <= r < m < t <= 1 (three sorted uniforms), with the same online weights under stop-gradient;
-   a share ``bfq_onestep_frac`` (0.25) of the rows is put at the one-step query (r, t) = (0, 1),
-   the map that the Q term and evaluation use, so that the behaviour term reaches it directly;
-3. L_BC = (1 - lam) L_comp + lam L_bnd, unbiased by one Bernoulli(lam) draw per update (per seed);
-4. actor loss L_BC - eta / mean|Q(s, a_D)| * mean Q(s, clip(pi(eps, 0, 1; s))) (eta 0.1): the one-step
-   map is pushed up the critic directly (one forward pass, no BPTT, no distillation);
-5. double-Q critic, target min_j Qbar_j(s', clip(pi_ema(eps', 0, 1; s'))), EMA actor (0.995,
-   every 5 updates, after 1000 updates) as Diffusion-QL.
-
-RECON (bfq.md marks these): the preconditioning form a_t - (t - r) F (MeanFlow's average-velocity
-form without the JVP); t ~ U(D, 1] for L_bnd; a_t built from a dataset action in L_comp; the
-critic details (following DQL); the actor's Q is the mean of the two critics (as FQL's actor);
-sinusoidal embeddings of 10 t (``bfq_time_scale``; with 1000 t, the DDPM integer-step scale,
-the query r = 0 sits where no sorted-uniform r comes: r = 0.01 already turns the fastest features
-by 10 rad, and the Q term moved the one-step map alone, L_comp at the query 700x its mean; 1 t
-was too coarse for the closed-form velocity test); the
-one-step rows of L_comp; eta 0.1 by default (the top of bfq.md's grid, 1, saturated every action on
-the Hopper datasets here); evaluation uses eps = 0 (deterministic one-step action).
+RECON (not in the paper's text as read; docs/bfq.md "Method" gives the reasons): the
+preconditioning form a_t - (t - r) F; t ~ U(D, 1] for L_bnd; a_t from a dataset action in
+L_comp; the critic details; the actor's Q as the mean of both critics; time features of 10 t;
+the one-step rows of L_comp; eta 0.1; evaluation with eps = 0.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Callable
 
 import torch
 from torch import Tensor
 
-from icml26.methods.rl.offline import OfflineAgent
+from icml26.methods.rl.offline_agent import OfflineAgent
+from icml26.methods.rl.offline_nets import time_embedding
+
+__all__ = ["BFQ", "boundary_loss", "composition_loss", "policy_operator", "sample_times", "time_embedding"]
 
 VelocityFn = Callable[[Tensor, Tensor, Tensor], Tensor]  # (x (S,B,a), r (S,B,1), t (S,B,1)) -> (S,B,a)
-
-
-def time_embedding(t: Tensor, dim: int, scale: float = 1000.0) -> Tensor:
-    """Sinusoidal embedding of times t: t (..., 1) -> (..., dim), frequencies 10000^(-i/(dim/2))
-    applied to ``scale`` t, [sin | cos]. ``scale`` 1000 with t = step / 1000 gives DDPM's
-    integer-step features (Diffusion-QL); BFQ's continuous t in [0, 1] uses ``bfq_time_scale``."""
-    half = dim // 2
-    freqs = torch.exp(-math.log(10000.0) * torch.arange(half, device=t.device, dtype=t.dtype) / max(half, 1))
-    x = scale * t * freqs  # (..., half)
-    return torch.cat([torch.sin(x), torch.cos(x)], -1)
 
 
 def policy_operator(F: VelocityFn, x: Tensor, r: Tensor, t: Tensor) -> Tensor:
@@ -173,4 +154,4 @@ class BFQ(OfflineAgent):
         self.step("actor", actor_loss.sum())
         self.critic.soft_update(c.tau)
         self.ema_update(self.flow_ema, self.flow)
-        return {"critic_loss": critic_loss.detach(), "actor_loss": actor_loss.detach()}
+        return {"critic_loss": critic_loss.detach(), "actor_loss": actor_loss.detach(), "q": q.detach().mean((1, 2))}

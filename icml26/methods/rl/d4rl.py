@@ -1,11 +1,12 @@
 """Offline-RL datasets in the D4RL / Minari field layout (hdf5 via h5py): writer, reader, rollouts.
 
 Layout (D4RL, Fu et al. 2020, arXiv 2004.07219; the ``get_dataset`` fields): one hdf5 file with
-top-level datasets ``observations`` (N, obs_dim) float32, ``actions`` (N, act_dim) float32,
-``rewards`` (N,) float32, ``terminals`` (N,) bool (true terminations), ``timeouts`` (N,) bool
-(time-limit cuts, and the cut-off end of a trajectory), optionally ``next_observations``
-(N, obs_dim), and string attributes (env id, how it was made). Transitions are stored trajectory
-by trajectory, so episodes are the runs between a terminal or timeout. ``icml26 bfq`` reads them.
+top-level datasets ``observations`` (N, obs_dim), ``actions`` (N, act_dim), ``rewards`` (N,),
+``terminals`` (N,) bool (true terminations), optionally ``timeouts`` (N,) bool (time-limit cuts;
+optional as in d4rl.qlearning_dataset) and ``next_observations`` (N, obs_dim); other groups
+(``infos/``, ``metadata/``) are ignored; string attributes (env id, how it was made). Rows are
+stored trajectory by trajectory. Floats are read as float32. ``icml26 bfq`` reads them
+(offline_data.load draws the episode boundaries).
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ import numpy as np
 
 from icml26.core.errors import InputError
 
-REQUIRED = ("observations", "actions", "rewards", "terminals", "timeouts")
-OPTIONAL = ("next_observations",)
+REQUIRED = ("observations", "actions", "rewards", "terminals")
+OPTIONAL = ("timeouts", "next_observations")
+FLOATS = ("observations", "actions", "rewards", "next_observations")
 
 
 def _h5py():
@@ -28,9 +30,10 @@ def _h5py():
     return h5py
 
 
-def check(data: dict[str, np.ndarray], where: str = "dataset") -> dict[str, np.ndarray]:
-    """Validate and normalise the fields (dtypes as above). InputError naming the field for a
-    missing key, mismatched lengths, a wrong rank or non-finite values."""
+def check(data: dict[str, np.ndarray], where: str = "dataset", *, finite: bool = True) -> dict[str, np.ndarray]:
+    """Validate and normalise the fields (float32 values, bool flags). InputError naming the field
+    for a missing key, mismatched lengths, a wrong rank or non-number values; with ``finite``,
+    naming the first row holding a NaN or infinite value."""
     missing = [k for k in REQUIRED if k not in data]
     if missing:
         raise InputError(f"{where}: missing field {missing[0]!r} (a D4RL dataset has {', '.join(REQUIRED)})")
@@ -50,13 +53,36 @@ def check(data: dict[str, np.ndarray], where: str = "dataset") -> dict[str, np.n
                 raise InputError(f"{where}: field {k!r} holds values other than 0 and 1 (flags are expected)")
             out[k] = v.astype(bool)
         else:
-            v = v.astype(np.float32)
-            if not np.all(np.isfinite(v)):
-                raise InputError(f"{where}: field {k!r} holds NaN or infinite values")
-            out[k] = v
+            out[k] = v.astype(np.float32)
     if out["observations"].shape[1:] != out.get("next_observations", out["observations"]).shape[1:]:
         raise InputError(f"{where}: next_observations and observations differ in width")
+    if finite:
+        bad = nonfinite_rows(out)
+        if len(bad):
+            raise InputError(f"{where}: {describe_nonfinite(out, bad)}")
     return out
+
+
+def nonfinite_rows(data: dict[str, np.ndarray]) -> np.ndarray:
+    """Indices of the rows holding a NaN or infinite value in any float field."""
+    bad = np.zeros(len(data["rewards"]), bool)
+    for k in FLOATS:
+        if k in data:
+            v = data[k]
+            bad |= ~np.isfinite(v).all(1) if v.ndim == 2 else ~np.isfinite(v)
+    return np.flatnonzero(bad)
+
+
+def describe_nonfinite(data: dict[str, np.ndarray], bad: np.ndarray) -> str:
+    """'row 3 holds NaN in 'rewards' (1 row in all)' for the first of ``bad``."""
+    i = int(bad[0])
+    for k in FLOATS:
+        if k in data and not np.isfinite(data[k][i]).all():
+            v = np.asarray(data[k][i]).ravel()
+            x = v[~np.isfinite(v)][0]
+            what = "NaN" if np.isnan(x) else ("inf" if x > 0 else "-inf")
+            return f"row {i} holds {what} in {k!r} ({len(bad)} row{'s' if len(bad) > 1 else ''} with NaN or inf in all)"
+    return f"row {i} holds NaN or inf"
 
 
 def write(path: str | Path, data: dict[str, np.ndarray], attrs: dict | None = None) -> Path:
@@ -76,7 +102,7 @@ def write(path: str | Path, data: dict[str, np.ndarray], attrs: dict | None = No
 
 def read(path: str | Path) -> tuple[dict[str, np.ndarray], dict]:
     """(fields, attributes) of a D4RL-layout hdf5 file (ours or D4RL's own). InputError for a
-    missing or unreadable file and the checks of ``check``."""
+    missing or unreadable file and the checks of ``check`` (non-finite values are left to the caller)."""
     h5py = _h5py()
     p = Path(path)
     if not p.is_file():
@@ -92,13 +118,14 @@ def read(path: str | Path) -> tuple[dict[str, np.ndarray], dict]:
         raise InputError(
             f"dataset {str(path)!r} is not a readable hdf5 file ({' '.join(str(e).split())[:120]})"
         ) from None
-    return check(data, where=str(path)), attrs
+    return check(data, where=str(path), finite=False), attrs
 
 
 def episodes(data: dict[str, np.ndarray]) -> list[slice]:
     """The trajectory slices of a dataset: runs ending at a terminal or a timeout (a last run
     without either is included)."""
-    ends = np.flatnonzero(data["terminals"] | data["timeouts"])
+    flags = data["terminals"] | data["timeouts"] if "timeouts" in data else data["terminals"]
+    ends = np.flatnonzero(flags)
     out, start = [], 0
     for e in ends:
         out.append(slice(start, int(e) + 1))

@@ -1,40 +1,33 @@
-"""Offline-RL datasets for ``icml26 bfq``: readers (D4RL hdf5, Minari folder), the training
-view (``Dataset``), the normalised-score references, and ``make-dataset`` (D4RL's construction
-rules applied to a SAC run of ``icml26 dsac-aid``'s learner).
+"""Offline-RL datasets for ``icml26 bfq``: readers (D4RL hdf5, Minari folder), episode boundaries, the
+training view (``Dataset``) and the normalised-score references. Nothing is downloaded.
 
-Readers (nothing is downloaded):
-- a D4RL-layout hdf5 file (``d4rl.read``: observations, actions, rewards, terminals, timeouts,
-  optional next_observations; D4RL's own files and the ones written here);
-- a Minari dataset folder (minari 0.5 layout: ``data/main_data.hdf5`` with one group
-  ``episode_<i>`` per episode holding observations (T+1, o), actions (T, a), rewards, terminations,
-  truncations (T,), and ``data/metadata.json`` whose ``env_spec`` names the environment).
-Missing next_observations are rebuilt within each episode; an episode's last transition without
-a terminal is then dropped (as d4rl.qlearning_dataset does).
+Readers: a D4RL-layout hdf5 file (``d4rl.read``; D4RL's own files, user-made ones, make-dataset's)
+and a Minari 0.5 folder (``data/main_data.hdf5``, one ``episode_<i>`` group per episode with T + 1
+observations for T steps, ``data/metadata.json`` naming the environment).
 
-References (D4RL, Fu et al. 2020, arXiv 2004.07219; d4rl/infos.py REF_MIN_SCORE / REF_MAX_SCORE,
-the same for every v2 dataset of a task family; values also in shared/methods/bfq.md):
-hopper -20.272305 / 3234.3, halfcheetah -280.178953 / 12135.0, walker2d 1.629008 / 4592.3.
-A dataset made here carries its own: the random policy's and the expert checkpoint's mean
-evaluation returns (``score_reference: dataset``); it wins over D4RL's, whose policies differ.
+Episodes (``transitions``) are cut before anything is dropped, as d4rl.qlearning_dataset does:
+at ``terminals`` and ``timeouts``; a file without ``timeouts`` is cut where ``next_observations``
+does not continue into the next row, or, without those, every ``max_episode_steps`` steps since
+the last cut (qlearning_dataset's rule). Missing next_observations are rebuilt from the next row
+of the same episode; the last row of an episode that did not terminate is then dropped (its
+successor is unknown), its boundary kept. A row holding NaN / inf is refused by its index, or
+dropped and counted with ``drop_nonfinite``. ``Dataset.info`` / the ``data`` record say what was
+read (transitions, episodes, how the boundaries were found, episode returns, rows dropped).
 
-make-dataset (D4RL Sec. 5 / appendix, as written in bfq.md "Offline here"): SAC (dsac-aid's
-learner, ``algo: sac``) trained with an evaluation and a policy snapshot every ``eval_interval``
-environment steps; ``expert`` = rollouts of the final policy, made only when its evaluation return
-reaches ``expert_fraction`` of D4RL's expert reference for the family (or for any environment
-without one, the final policy, said in the file); ``medium`` = rollouts of the first snapshot whose
-return reaches ``medium_fraction`` (1/3) of the final policy's; ``medium-replay`` = the replay
-buffer up to that snapshot; ``random`` = rollouts of the untrained policy; ``medium-expert`` =
-medium then expert. Rollouts sample the stochastic policy (as D4RL's). Sizes: ``transitions``.
+Score references (D4RL infos.py REF_MIN_SCORE / REF_MAX_SCORE, the same for every v2 dataset of a
+family): hopper -20.272305 / 3234.3, halfcheetah -280.178953 / 12135.0, walker2d 1.629008 /
+4592.3. A dataset made here carries its own (``score_reference: dataset``), which wins.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
+import torch
 
 from icml26.core.errors import InputError
 from icml26.methods.rl import d4rl
@@ -49,6 +42,16 @@ def family(env_id: str | None) -> str | None:
         return None
     head = env_id.split("-")[0].lower()
     return head if head in D4RL_REF else None
+
+
+def kind_of(attrs: dict, name: str) -> str | None:
+    """The D4RL dataset kind ('medium', 'medium-replay', ...) from the file's ``kind`` attribute
+    or its name (hopper-medium-replay-v2.hdf5 -> 'medium-replay'); None if neither says."""
+    k = attrs.get("kind")
+    if isinstance(k, str) and k in KINDS:
+        return k
+    stem = name.lower().replace("_", "-")
+    return next((k for k in sorted(KINDS, key=len, reverse=True) if f"-{k}" in stem or stem.startswith(k)), None)
 
 
 # ---------------- readers ----------------
@@ -84,18 +87,21 @@ def read_minari(folder: str | Path) -> tuple[dict[str, np.ndarray], dict]:
                 for k in ("observations", "actions", "rewards", "terminations", "truncations"):
                     if k not in g:
                         raise InputError(
-                            f"dataset {str(folder)!r}: {name} has no {k!r} (Minari episodes hold observations, actions, rewards, terminations, truncations)"
+                            f"dataset {str(folder)!r}: {name} has no {k!r} (Minari episodes hold observations, "
+                            "actions, rewards, terminations, truncations)"
                         )
                     if not isinstance(g[k], h5py.Dataset):
                         raise InputError(
-                            f"dataset {str(folder)!r}: {name}/{k} is a group (dict spaces are not supported: flatten the observations)"
+                            f"dataset {str(folder)!r}: {name}/{k} is a group (dict spaces are not supported: "
+                            "flatten the observations)"
                         )
                 obs, act = g["observations"][()], g["actions"][()]
                 rew, term, trunc = g["rewards"][()], g["terminations"][()], g["truncations"][()]
                 T = len(act)
                 if len(obs) != T + 1 or len(rew) != T or len(term) != T or len(trunc) != T:
                     raise InputError(
-                        f"dataset {str(folder)!r}: {name} has {len(obs)} observations for {T} actions, {len(rew)} rewards "
+                        f"dataset {str(folder)!r}: {name} has {len(obs)} observations for {T} actions, "
+                        f"{len(rew)} rewards "
                         f"(Minari stores T+1 observations for T steps)"
                     )
                 tout = np.asarray(trunc, bool) & ~np.asarray(term, bool)
@@ -124,35 +130,85 @@ def read_minari(folder: str | Path) -> tuple[dict[str, np.ndarray], dict]:
         if meta.get("dataset_id"):
             attrs.setdefault("dataset_id", meta["dataset_id"])
     data = {k: np.concatenate(v) for k, v in rows.items()}
-    return d4rl.check(data, where=str(folder)), attrs
+    return d4rl.check(data, where=str(folder), finite=False), attrs
 
 
-def rebuild_next(data: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """next_observations from the following row within each episode; the last transition of an
-    episode that did not terminate is dropped (its successor is unknown)."""
-    keep, nxt = [], np.empty_like(data["observations"])
-    for sl in d4rl.episodes(data):
-        idx = np.arange(sl.start, sl.stop)
-        nxt[idx[:-1]] = data["observations"][idx[1:]]
-        nxt[idx[-1]] = data["observations"][idx[-1]]
-        keep.append(idx if data["terminals"][idx[-1]] else idx[:-1])
-    k = np.concatenate(keep) if keep else np.zeros(0, int)
-    out = {key: v[k] for key, v in data.items()}
-    out["next_observations"] = nxt[k]
-    return out
+def transitions(
+    data: dict[str, np.ndarray], *, max_episode_steps: int = 1000, drop_nonfinite: bool = False, where: str = "dataset"
+) -> tuple[dict[str, np.ndarray], dict]:
+    """The training transitions of raw fields (episode boundaries first, then next_observations
+    rebuilt, cut ends and, with ``drop_nonfinite``, non-finite rows dropped) and what was read:
+    {transitions, episodes, boundaries, return_min / mean / max, rows_dropped_ends,
+    rows_dropped_nonfinite, episode_ids (per kept row)}. InputError names a non-finite row."""
+    n = len(data["rewards"])
+    obs, term = data["observations"], data["terminals"]
+    has_next = "next_observations" in data
+    if "timeouts" in data:
+        cut = data["timeouts"] & ~term
+        how = "terminals and timeouts"
+    elif has_next:
+        cut = np.zeros(n, bool)
+        with np.errstate(invalid="ignore"):
+            cut[:-1] = ~(np.abs(obs[1:] - data["next_observations"][:-1]).max(1) <= 1e-6)
+        cut &= ~term
+        how = "terminals, and next_observations that do not continue into the next row (no timeouts)"
+    else:  # d4rl.qlearning_dataset: episode_step == max_episode_steps - 1 ends an episode
+        mark = np.zeros(n + 1, np.int64)
+        after = np.flatnonzero(term) + 1
+        mark[after] = after
+        pos = np.arange(n) - np.maximum.accumulate(mark[:n])
+        cut = ((pos + 1) % max_episode_steps == 0) & ~term
+        how = f"terminals, and every {max_episode_steps} steps (no timeouts: d4rl.qlearning_dataset's rule)"
+    ends = term | cut
+    if n:
+        ends[-1] = True  # the file's end closes its last run
+    ep = np.concatenate([[0], np.cumsum(ends[:-1])]) if n else np.zeros(0, np.int64)
+    bad_raw = d4rl.nonfinite_rows(data)
+    if len(bad_raw) and not drop_nonfinite:
+        raise InputError(
+            f"{where}: {d4rl.describe_nonfinite(data, bad_raw)}; fix the file, or --set drop_nonfinite=true "
+            "to drop such rows"
+        )
+    out = {k: v for k, v in data.items() if k != "timeouts"}
+    keep = np.ones(n, bool)
+    if not has_next:
+        nxt = np.empty_like(obs)
+        nxt[:-1], nxt[-1:] = obs[1:], obs[-1:]
+        out["next_observations"] = nxt
+        keep = ~(ends & ~term)  # an episode cut without a terminal: its last successor is unknown
+    dropped_ends = int((~keep).sum())
+    finite = np.ones(n, bool)
+    finite[d4rl.nonfinite_rows(out)] = False
+    dropped_nan = int((keep & ~finite).sum())
+    keep &= finite
+    out = {k: v[keep] for k, v in out.items()}
+    ids = ep[keep]
+    uniq, inv = np.unique(ids, return_inverse=True)
+    rets = np.bincount(inv, weights=out["rewards"].astype(np.float64), minlength=len(uniq))
+    info = {
+        "transitions": int(keep.sum()),
+        "episodes": int(len(uniq)),
+        "boundaries": how,
+        "return_min": float(rets.min()) if len(rets) else None,
+        "return_mean": float(rets.mean()) if len(rets) else None,
+        "return_max": float(rets.max()) if len(rets) else None,
+        "rows_dropped_ends": dropped_ends,
+        "rows_dropped_nonfinite": dropped_nan,
+        "episode_ids": inv,
+    }
+    return out, info
 
 
 @dataclass
 class Dataset:
-    """The training view of a dataset: tensors on one device, observation statistics, the env
-    id it names (or None) and what the agents need (``info``: return_range for IQL)."""
+    """The training view of a dataset: raw fields as tensors on one device, observation
+    statistics, the env id it names (or None), its attributes and ``info`` (what was read:
+    ``transitions``' record, plus obs_mean / obs_std, family and kind for the methods)."""
 
     name: str
     fields: dict
     env: str | None
     attrs: dict
-    obs_mean: object
-    obs_std: object
     info: dict
 
     @property
@@ -169,70 +225,67 @@ class Dataset:
 
     def to(self, device: str) -> "Dataset":
         """The same dataset with its tensors on ``device``."""
-        import dataclasses
-
-        return dataclasses.replace(
-            self,
-            fields={k: v.to(device) for k, v in self.fields.items()},
-            obs_mean=self.obs_mean.to(device),
-            obs_std=self.obs_std.to(device),
-        )
-
-    def normalize(self, obs):
-        return (obs - self.obs_mean.to(obs)) / self.obs_std.to(obs)
+        return dataclasses.replace(self, fields={k: v.to(device) for k, v in self.fields.items()})
 
     def sample(self, S: int, batch: int, gen) -> dict:
         """(S, batch, ...) per field, indices uniform with replacement, one draw per seed."""
-        import torch
-
         idx = torch.randint(0, self.size, (S, batch), generator=gen, device=gen.device)
         return {k: v[idx.to(v.device)] for k, v in self.fields.items()}
 
+    def record(self) -> dict:
+        """The ``data`` record: what was read from the file."""
+        keep = ("transitions", "episodes", "boundaries", "return_min", "return_mean", "return_max")
+        return {
+            "kind": "data",
+            "dataset": self.name,
+            "env": self.env,
+            "dataset_kind": self.info.get("kind"),
+            **{k: self.info[k] for k in keep},
+            "rows_dropped_ends": self.info["rows_dropped_ends"],
+            "rows_dropped_nonfinite": self.info["rows_dropped_nonfinite"],
+        }
 
-def load(path: str | Path, *, normalize_obs: bool = True, device: str = "cpu") -> Dataset:
-    """Read a D4RL hdf5 file or a Minari folder (InputError for a missing file, missing keys,
-    NaN values, mismatched lengths, actions outside [-1, 1], fewer than 2 transitions)."""
-    import torch
 
+def load(
+    path: str | Path,
+    *,
+    device: str = "cpu",
+    max_episode_steps: int = 1000,
+    drop_nonfinite: bool = False,
+) -> Dataset:
+    """Read a D4RL hdf5 file or a Minari folder into a ``Dataset`` (InputError for a missing file,
+    missing keys, a non-finite row (unless dropped), mismatched lengths, actions outside [-1, 1],
+    fewer than 2 transitions)."""
     p = Path(path)
-    if p.is_dir():
-        data, attrs = read_minari(p)
-    else:
-        data, attrs = d4rl.read(p)
-    if "next_observations" not in data:
-        data = rebuild_next(data)
+    raw, attrs = read_minari(p) if p.is_dir() else d4rl.read(p)
+    data, info = transitions(raw, max_episode_steps=max_episode_steps, drop_nonfinite=drop_nonfinite, where=str(path))
     n = len(data["rewards"])
     if n < 2:
         raise InputError(f"dataset {str(path)!r}: {n} usable transitions; at least 2 are needed")
     amax = float(np.abs(data["actions"]).max())
     if amax > 1.0 + 1e-3:
         raise InputError(
-            f"dataset {str(path)!r}: actions reach {amax:.4g} in magnitude; expected actions scaled to [-1, 1] (as D4RL's)"
+            f"dataset {str(path)!r}: actions reach {amax:.4g} in magnitude; "
+            "expected actions scaled to [-1, 1] (as D4RL's)"
         )
-    eps_ret = [float(data["rewards"][sl].sum()) for sl in d4rl.episodes(data)]
-    rr = (max(eps_ret) - min(eps_ret)) if len(eps_ret) > 1 else 0.0
     obs = data["observations"].astype(np.float64)
-    mean = obs.mean(0) if normalize_obs else np.zeros(obs.shape[1])
-    std = obs.std(0) + 1e-3 if normalize_obs else np.ones(obs.shape[1])
+    env = attrs.get("env") if isinstance(attrs.get("env"), str) else None
+    info.update(
+        return_range=(info["return_max"] - info["return_min"]) if info["episodes"] > 1 else 0.0,
+        obs_mean=obs.mean(0).astype(np.float32),
+        obs_std=(obs.std(0) + 1e-3).astype(np.float32),  # TD3+BC's normalize_states eps
+        family=family(env),
+        kind=kind_of(attrs, p.name),
+    )
     t = lambda x: torch.as_tensor(np.asarray(x, dtype=np.float32), device=device)  # noqa: E731
-    mean_t, std_t = t(mean), t(std)
     fields = {
-        "observations": (t(data["observations"]) - mean_t) / std_t,
-        "next_observations": (t(data["next_observations"]) - mean_t) / std_t,
+        "observations": t(data["observations"]),
+        "next_observations": t(data["next_observations"]),
         "actions": t(np.clip(data["actions"], -1.0, 1.0)),
         "rewards": t(data["rewards"]),
         "terminals": t(data["terminals"]),
     }
-    env = attrs.get("env") if isinstance(attrs.get("env"), str) else None
-    return Dataset(
-        name=p.name,
-        fields=fields,
-        env=env,
-        attrs=attrs,
-        obs_mean=mean_t,
-        obs_std=std_t,
-        info={"return_range": rr, "episodes": len(eps_ret)},
-    )
+    return Dataset(name=p.name, fields=fields, env=env, attrs=attrs, info=info)
 
 
 def score_reference(data: Dataset, env_id: str | None) -> dict:
@@ -249,340 +302,3 @@ def score_reference(data: Dataset, env_id: str | None) -> dict:
         lo, hi = D4RL_REF[fam]
         return {"score_reference": "d4rl", "ref_min_return": lo, "ref_max_return": hi}
     return {"score_reference": None, "ref_min_return": None, "ref_max_return": None}
-
-
-# ---------------- make-dataset ----------------
-
-
-@dataclass(frozen=True)
-class MakeConfig:
-    env: str = "Hopper-v5"
-    kinds: tuple[str, ...] = ("random", "medium", "medium-replay", "expert")
-    sac_steps: int = 100_000  # environment steps of the SAC run (without --from)
-    eval_interval: int = 5_000  # environment steps between evaluations / snapshots
-    eval_episodes: int = 5
-    transitions: int = 100_000  # per rollout dataset (D4RL: 1M; bfq.md: 100-200k here)
-    medium_fraction: float = 1.0 / 3.0
-    expert_fraction: float = 0.8  # of D4RL's expert reference return (for D4RL families)
-    hidden: tuple[int, ...] = (256, 256)
-    batch_size: int = 256
-    warmup_steps: int = 5_000
-    env_steps_per_update: int = 1
-
-    def __post_init__(self):
-        for k in ("sac_steps", "eval_interval", "eval_episodes", "transitions", "batch_size", "env_steps_per_update"):
-            if getattr(self, k) < 1:
-                raise ValueError(f"{k} must be >= 1, got {getattr(self, k)}")
-        if self.warmup_steps < 0:
-            raise ValueError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
-        bad = [k for k in self.kinds if k not in KINDS]
-        if bad or not self.kinds:
-            raise ValueError(f"kinds {bad[0] if bad else ''!r} is not one of {', '.join(KINDS)}")
-        if not 0 < self.medium_fraction < 1 or not 0 < self.expert_fraction <= 1:
-            raise ValueError(
-                f"medium_fraction must be in (0, 1) and expert_fraction in (0, 1], got {self.medium_fraction}, {self.expert_fraction}"
-            )
-
-
-def sac_config(mc: MakeConfig):
-    """The dsac-aid Config of the SAC run (plain SAC: no GroupNorm, default init, reward scale 1,
-    as Stable-Baselines3's SAC; one update per ``env_steps_per_update`` environment steps)."""
-    from icml26.methods.rl import dsac_aid
-
-    cfg = dsac_aid.Config(
-        env=mc.env,
-        algo=("sac",),
-        steps=mc.sac_steps,
-        seeds=1,
-        num_envs=1,
-        env_steps_per_update=mc.env_steps_per_update,
-        warmup_steps=mc.warmup_steps,
-        buffer_size=max(mc.sac_steps + 1, mc.batch_size),
-        batch_size=mc.batch_size,
-        hidden=tuple(mc.hidden),
-        activation="relu",
-        norm_groups=0,
-        init="default",
-        reward_scale=1.0,
-        huber=False,
-        homogeneous=True,
-        eval_interval=mc.eval_interval,
-        eval_episodes=mc.eval_episodes,
-        bias_horizon=50,
-        checkpoint_interval=mc.eval_interval,
-    )
-    return dsac_aid.resolve_family(cfg)
-
-
-def _learner(cfg, state: dict | None, device: str):
-    import torch
-
-    from icml26.methods.rl import dsac_aid
-    from icml26.methods.rl.envs import env_dims
-    from icml26.methods.rl.sac import Learner
-
-    o, a = env_dims(cfg.env)
-    ln = Learner(
-        dsac_aid.learner_spec(cfg, "sac" if "sac" in cfg.algo else cfg.algo[0], o, a),
-        device=device,
-        generator=torch.Generator().manual_seed(12345),
-    )
-    if state is not None:
-        ln.load_state_dict({k[6:]: v for k, v in state.items() if k.startswith("model.")})
-    return ln
-
-
-def train_sac(mc: MakeConfig, run_dir: Path, *, seed: int, device: str) -> Iterator[dict]:
-    """Run SAC with ``dsac_aid.train`` into ``run_dir`` (its checkpoint, the records, and a copy of
-    the checkpoint at each evaluation under ``snapshots/``); yields dsac-aid's records."""
-    from icml26.core.output import atomic_write_text, to_json
-    from icml26.core.recipe import config_dict
-    from icml26.methods.rl import dsac_aid
-
-    cfg = sac_config(mc)
-    o, a = dsac_aid.validate(cfg)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    ckpt = run_dir / dsac_aid.CHECKPOINT.format(algo="sac")
-    snaps = run_dir / "snapshots"
-    snaps.mkdir(exist_ok=True)
-    head = {"kind": "config", "command": "dsac-aid", "seed": seed, **config_dict(cfg)}
-    records, last_step = [head], None
-
-    def write_records():  # after every evaluation: a stopped run is still usable with --from
-        atomic_write_text(run_dir / "records.jsonl", "".join(to_json(r) + "\n" for r in records))
-
-    for r in dsac_aid.train(cfg, "sac", seed=seed, device=device, obs_dim=o, act_dim=a, out=run_dir):
-        if r["kind"] == "step" and last_step is not None and r["step"] != last_step and ckpt.is_file():
-            _snapshot(ckpt, snaps / f"step-{last_step:09d}.safetensors")  # the checkpoint holds last_step's state now
-            write_records()
-        if r["kind"] == "step":
-            last_step = r["step"]
-        records.append(r)
-        yield r
-    _snapshot(ckpt, snaps / f"step-{last_step:09d}.safetensors")
-    write_records()
-
-
-def _snapshot(ckpt: Path, dest: Path) -> None:
-    """The policy and critic weights of a dsac-aid checkpoint (no buffer, no optimizer) at ``dest``."""
-    from safetensors.torch import load_file, save_file
-
-    from icml26.core.output import atomic_path
-
-    t = {k: v for k, v in load_file(str(ckpt)).items() if k.startswith("model.")}
-    with atomic_path(dest) as tmp:
-        save_file(t, str(tmp))
-
-
-def read_run(run_dir: str | Path) -> dict:
-    """A dsac-aid (or make-dataset SAC) run folder: its Config, evaluation history {step: mean
-    return}, the final checkpoint's tensors and the snapshots {step: path}. InputError otherwise."""
-    from icml26.core import safetensors_file
-    from icml26.core.recipe import build_config
-    from icml26.methods.rl import dsac_aid
-
-    p = Path(run_dir)
-    rec = p / "records.jsonl"
-    if not p.is_dir() or not rec.is_file():
-        raise InputError(f"--from {str(run_dir)!r}: not an icml26 dsac-aid run folder (no records.jsonl)")
-    recs = []
-    for line in rec.read_text().splitlines():
-        try:
-            recs.append(json.loads(line))
-        except ValueError:
-            raise InputError(f"--from {str(run_dir)!r}: records.jsonl has a line that is not JSON") from None
-    head = recs[0] if recs else {}
-    if head.get("kind") != "config" or head.get("command") != "dsac-aid":
-        raise InputError(f"--from {str(run_dir)!r}: records.jsonl is not from icml26 dsac-aid")
-    fields = {f for f in dsac_aid.Config.__dataclass_fields__}
-    cfg = build_config(dsac_aid.Config, {k: v for k, v in head.items() if k in fields}, source=f"{rec}")
-    algo = cfg.algo[0]
-    ckpts = [a for a in cfg.algo if (p / dsac_aid.CHECKPOINT.format(algo=a)).is_file()]
-    if not ckpts:
-        raise InputError(f"--from {str(run_dir)!r}: no checkpoint-<algo>.safetensors in the folder")
-    algo = "sac" if "sac" in ckpts else ckpts[0]
-    cfg = dsac_aid.resolve_family(dsac_aid.dataclasses.replace(cfg, algo=(algo,)))
-    evals: dict[int, list] = {}
-    for r in recs:
-        if r.get("kind") == "step" and r.get("algo") == algo and r.get("eval_return") is not None:
-            evals.setdefault(int(r["step"]), []).append(float(r["eval_return"]))
-    if not evals:
-        raise InputError(f"--from {str(run_dir)!r}: no evaluation of {algo} in records.jsonl")
-    t, _ = safetensors_file.read(p / dsac_aid.CHECKPOINT.format(algo=algo), fix="re-run the SAC training")
-    snaps = (
-        {int(q.stem.split("-")[1]): q for q in sorted((p / "snapshots").glob("step-*.safetensors"))}
-        if (p / "snapshots").is_dir()
-        else {}
-    )
-    return {
-        "config": cfg,
-        "algo": algo,
-        "evals": {k: float(np.mean(v)) for k, v in sorted(evals.items())},
-        "final": t,
-        "snapshots": snaps,
-    }
-
-
-def _replay_until(t: dict, step: int, seeds: int, num_envs: int) -> dict[str, np.ndarray]:
-    """The first ``step`` environment steps of seed 0's replay buffer, whole trajectories per
-    environment (env-major, the cut-off tails marked as timeouts), in D4RL fields."""
-    size = int(t["buffer.ptr_size"][1])
-    n = min(size, step)
-    data = {
-        k: t[f"buffer.{k}"][0, :n].numpy().astype(np.float32)
-        for k in ("observations", "actions", "rewards", "next_observations", "terminals", "timeouts")
-    }
-    order = np.concatenate([np.arange(i, n, num_envs) for i in range(num_envs)])
-    data = {k: v[order] for k, v in data.items()}
-    ends = np.cumsum([len(range(i, n, num_envs)) for i in range(num_envs)]) - 1
-    data["timeouts"][ends] = 1.0
-    data["terminals"] = data["terminals"] > 0
-    data["timeouts"] = (data["timeouts"] > 0) & ~data["terminals"]
-    return data
-
-
-def make(
-    mc: MakeConfig, out: Path, *, seed: int = 0, device: str = "cpu", from_dir: str | None = None
-) -> Iterator[dict]:
-    """Build the datasets of ``mc.kinds`` into ``out`` (``<env>-<kind>.hdf5``); yields the SAC run's
-    records (prefixed ``sac_``) when it trains, then one ``result`` per dataset and a ``summary``."""
-    from icml26.core import safetensors_file
-    from icml26.methods.rl import dsac_aid
-
-    if from_dir is None:
-        run_dir = out / "sac"
-        for r in train_sac(mc, run_dir, seed=seed, device=device):
-            if r["kind"] == "step":
-                yield {
-                    "kind": "step",
-                    "step": r["step"],
-                    "algo": "sac",
-                    "seed": r["seed"],
-                    "eval_return": r["eval_return"],
-                    "updates_per_s": r["updates_per_s"],
-                }
-        from_dir = str(run_dir)
-    run = read_run(from_dir)
-    cfg, evals = run["config"], run["evals"]
-    steps = sorted(evals)
-    final_step = steps[-1]
-    final_ret = evals[final_step]
-    env = cfg.env
-    fam = family(env)
-    expert_ok = final_ret >= mc.expert_fraction * D4RL_REF[fam][1] if fam else True
-    med_target = mc.medium_fraction * final_ret
-    med_step = next((s for s in steps if evals[s] >= med_target), final_step)
-    random_ln = _learner(cfg, None, device)
-    rand = d4rl.rollout(random_ln, env, 0, mc.transitions, seed=dsac_aid._env_seed(seed, 0, 0, 3), device=device)
-    rand_ret = _mean_episode_return(rand)
-    final_ln = _learner(cfg, run["final"], device)
-    ref = {"ref_min_return": rand_ret, "ref_max_return": final_ret}
-    base_attrs = {
-        "env": env,
-        "source_run": Path(from_dir).name,
-        "sac_algo": run["algo"],
-        "expert_return": final_ret,
-        "expert_step": final_step,
-        "random_return": rand_ret,
-        "rules": "D4RL: random = untrained policy; medium = first snapshot at >= 1/3 of the final "
-        "policy's return; medium-replay = replay buffer up to it; expert = final policy; medium-expert = medium + expert",
-        **ref,
-    }
-    made: dict[str, dict] = {}
-
-    def med_policy():
-        if med_step == final_step:
-            return final_ln
-        if med_step not in run["snapshots"]:
-            raise InputError(
-                f"--kind medium: the run reached 1/3 of its final return at step {med_step}, but {str(from_dir)!r} keeps no "
-                "snapshot there (a dsac-aid run keeps only its last checkpoint); run make-dataset without --from"
-            )
-        t, _ = safetensors_file.read(run["snapshots"][med_step], fix="re-run make-dataset")
-        return _learner(cfg, t, device)
-
-    order = [k for k in KINDS if k in mc.kinds]
-    for kind in order:
-        attrs = dict(base_attrs, kind=kind)
-        if kind == "random":
-            data = rand
-        elif kind == "expert":
-            if not expert_ok:
-                yield {
-                    "kind": "result",
-                    "dataset": f"{_stem(env)}-expert",
-                    "made": False,
-                    "transitions": 0,
-                    "why": f"the SAC run's final return {final_ret:.1f} is below {mc.expert_fraction:g} x D4RL's expert {D4RL_REF[fam][1]} ({fam})",
-                }
-                continue
-            data = d4rl.rollout(final_ln, env, 0, mc.transitions, seed=dsac_aid._env_seed(seed, 0, 1, 3), device=device)
-        elif kind == "medium":
-            data = d4rl.rollout(
-                med_policy(), env, 0, mc.transitions, seed=dsac_aid._env_seed(seed, 0, 2, 3), device=device
-            )
-            attrs["medium_step"], attrs["medium_return"] = med_step, evals[med_step]
-        elif kind == "medium-replay":
-            data = _replay_until(run["final"], med_step, cfg.seeds, cfg.num_envs)
-            attrs["medium_step"] = med_step
-        else:  # medium-expert
-            if not expert_ok:
-                yield {
-                    "kind": "result",
-                    "dataset": f"{_stem(env)}-medium-expert",
-                    "made": False,
-                    "transitions": 0,
-                    "why": f"no expert policy (final return {final_ret:.1f} below {mc.expert_fraction:g} x D4RL's expert)",
-                }
-                continue
-            med = made.get("medium", {}).get("data") or d4rl.rollout(
-                med_policy(), env, 0, mc.transitions, seed=dsac_aid._env_seed(seed, 0, 2, 3), device=device
-            )
-            exp = made.get("expert", {}).get("data") or d4rl.rollout(
-                final_ln, env, 0, mc.transitions, seed=dsac_aid._env_seed(seed, 0, 1, 3), device=device
-            )
-            data = {k: np.concatenate([med[k], exp[k]]) for k in med}
-        path = out / f"{_stem(env)}-{kind}.hdf5"
-        d4rl.write(path, data, attrs=attrs)
-        made[kind] = {"data": data}
-        yield {
-            "kind": "result",
-            "dataset": path.stem,
-            "made": True,
-            "path": path.name,
-            "transitions": int(len(data["rewards"])),
-            "episodes": len(d4rl.episodes(data)),
-            "mean_episode_return": _mean_episode_return(data),
-            **ref,
-            "policy_step": {
-                "random": 0,
-                "medium": med_step,
-                "medium-replay": med_step,
-                "expert": final_step,
-                "medium-expert": None,
-            }[kind],
-        }
-    yield {
-        "kind": "summary",
-        "env": env,
-        "source_run": Path(from_dir).name,
-        "final_return": final_ret,
-        "final_step": final_step,
-        "medium_step": med_step,
-        "random_return": rand_ret,
-        "expert_made": bool(expert_ok),
-        "datasets": sorted(f"{_stem(env)}-{k}" for k in made),
-    }
-
-
-def _stem(env: str) -> str:
-    return env.replace(":", "-").lower()
-
-
-def _mean_episode_return(data: dict) -> float:
-    """Mean return of the episodes of ``data``; the last one is left out when the data cut it
-    (no terminal) and others exist."""
-    eps = d4rl.episodes(data)
-    if len(eps) > 1 and not data["terminals"][eps[-1].stop - 1]:
-        eps = eps[:-1]
-    return float(np.mean([data["rewards"][sl].sum() for sl in eps]))
