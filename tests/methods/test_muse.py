@@ -23,8 +23,9 @@ def _rse(a, b):
 
 
 def _one_cluster_case(eps, d=8, bt=8, seed=1):
-    """Two blocks, one query cluster and one key cluster per block: queries of block 1 are
-    qbar + eps * u (sum u = 0), so the far field of block 1 is one tilted summary of block 0."""
+    """Two blocks, one query cluster and one key cluster per block: the queries of block 0 have
+    mean qbar (the centroid block 1 uses, causal: from the past block), those of block 1 are
+    qbar + eps * u, so the far field of block 1 is one tilted summary of block 0."""
     g = torch.Generator().manual_seed(seed)
     k = torch.randn(1, 1, 2 * bt, d, generator=g, dtype=torch.float64)
     v = torch.randn(1, 1, 2 * bt, d, generator=g, dtype=torch.float64)
@@ -32,6 +33,7 @@ def _one_cluster_case(eps, d=8, bt=8, seed=1):
     u = torch.randn(bt, d, generator=g, dtype=torch.float64)
     u = u - u.mean(0)
     q = torch.randn(1, 1, 2 * bt, d, generator=g, dtype=torch.float64)
+    q[0, 0, :bt] = qbar + q[0, 0, :bt] - q[0, 0, :bt].mean(0)  # block 0's mean: block 1's centroid
     q[0, 0, bt:] = qbar + eps * u
     return q, k, v, qbar, u
 

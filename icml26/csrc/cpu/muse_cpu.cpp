@@ -226,6 +226,48 @@ void balanced_order(const float* x, int64_t bt, int64_t D, int64_t C, int64_t it
   }
 }
 
+// 2. causal query groups of block t >= 1 (the twin's _centroids / _assign): the centroids are the
+// means of the balanced clusters of block t-1's queries (qprev in the order pqprev), every query of
+// block t joins its nearest (argmax q.qbar_a - |qbar_a|^2 / 2, first on ties); rows grouped by
+// centroid in token order: grp[goff[a] .. goff[a + 1]). `block` (variant 2): one group per query.
+void query_groups(int64_t variant, const float* qprev, const int64_t* pqprev, const float* qb, int64_t bt, int64_t D,
+                  int64_t cq, const Ops& op, std::vector<float>& qbar, std::vector<float>& half, std::vector<int64_t>& asg,
+                  std::vector<int64_t>& grp, std::vector<int64_t>& goff) {
+  grp.resize(bt);
+  if (variant == 2) {
+    goff.resize(bt + 1);
+    for (int64_t i = 0; i <= bt; ++i) goff[i] = i;
+    for (int64_t i = 0; i < bt; ++i) grp[i] = i;
+    return;
+  }
+  const int64_t m = bt / cq;
+  qbar.assign(cq * D, 0.f);
+  half.resize(cq);
+  for (int64_t a = 0; a < cq; ++a) {
+    float* qa = qbar.data() + a * D;
+    for (int64_t i = 0; i < m; ++i) op.axpy(1.f, qprev + pqprev[a * m + i] * D, qa, D);
+    for (int64_t e = 0; e < D; ++e) qa[e] /= float(m);
+    half[a] = 0.5f * op.dot(qa, qa, D);
+  }
+  asg.resize(bt);
+  goff.assign(cq + 1, 0);
+  for (int64_t i = 0; i < bt; ++i) {
+    int64_t best = 0;
+    float bs = op.dot(qb + i * D, qbar.data(), D) - half[0];
+    for (int64_t a = 1; a < cq; ++a) {
+      const float sa = op.dot(qb + i * D, qbar.data() + a * D, D) - half[a];
+      if (sa > bs) {
+        bs = sa;
+        best = a;
+      }
+    }
+    asg[i] = best;
+    ++goff[best + 1];
+  }
+  for (int64_t a = 0; a < cq; ++a) goff[a + 1] += goff[a];
+  std::vector<int64_t> pos(goff.begin(), goff.end() - 1);
+  for (int64_t i = 0; i < bt; ++i) grp[pos[asg[i]]++] = i;
+}
 
 // 1. for every (KV head, block): keys / values in cluster order (ks, vs), the original token index
 // of every sorted row (korig, per KV head), the block baseline's cluster means (kmean); for every
@@ -321,9 +363,9 @@ at::Tensor forward_impl(const at::Tensor& q, const at::Tensor& k, const at::Tens
   const float ninf = -std::numeric_limits<float>::infinity();
   constexpr int64_t kTile = 32;  // summaries per tile of the far field
   at::parallel_for(0, G * nb, 1, [&](int64_t b0, int64_t b1) {
-    std::vector<float> sc(bt), L, kt, vt, gate, qbar(cq * D), delta(D), acc(D), sbuf, wbuf(cq * sz);
+    std::vector<float> sc(bt), L, kt, vt, gate, qbar(cq * D), half, delta(D), acc(D), sbuf, wbuf(cq * sz);
     std::vector<float> lo(bt * D), llse(bt), S, A, Dl, mxs, zs;
-    std::vector<int64_t> order, ret;
+    std::vector<int64_t> order, ret, asg, grp, goff;
     std::vector<char> isret;
     for (int64_t gb = b0; gb < b1; ++gb) {
       const int64_t g = gb / nb, t = gb % nb, gk = (g / H) * Hk + (g % H) / rep;
@@ -352,17 +394,12 @@ at::Tensor forward_impl(const at::Tensor& q, const at::Tensor& k, const at::Tens
       const int64_t kpc = t * ck;  // past key clusters
       const float* ksg = ks.data() + gk * N * D;
       const float* vsg = vs.data() + gk * N * D;
-      const int64_t* pq = permq.data() + g * N + t * bt;
       const int64_t rr = std::min(rmax, kpc);
-      // centroids of the query clusters
-      std::fill(qbar.begin(), qbar.end(), 0.f);
-      for (int64_t a = 0; a < cq; ++a) {
-        float* qa = qbar.data() + a * D;
-        for (int64_t i = 0; i < m; ++i) op.axpy(1.f, qb + pq[a * m + i] * D, qa, D);
-        for (int64_t e = 0; e < D; ++e) qa[e] /= float(m);
-      }
-      L.resize(cq * kpc);
-      gate.resize(cq * kpc);
+      // 2. causal query groups: centroids of block t-1's query clusters, nearest per query
+      query_groups(variant, qb - bt * D, permq.data() + g * N + (t - 1) * bt, qb, bt, D, cq, op, qbar, half, asg, grp, goff);
+      const int64_t na = int64_t(goff.size()) - 1;
+      L.resize(na * kpc);
+      gate.resize(na * kpc);
       if (tilted) {
         // 2. tilted summaries of every past key cluster toward each centroid (cluster in cache once)
         kt.assign(cq * kpc * D, 0.f);
@@ -383,15 +420,18 @@ at::Tensor forward_impl(const at::Tensor& q, const at::Tensor& k, const at::Tens
           }
         }
         std::copy(L.begin(), L.end(), gate.begin());
-      } else {
-        for (int64_t a = 0; a < cq; ++a)
-          op.dots(qbar.data() + a * D, kmean.data() + gk * nb * ck * D, kpc, D, c, gate.data() + a * kpc);
+      } else {  // MoBA: every query gates on its own q.mean(k_b)
+        for (int64_t a = 0; a < na; ++a)
+          op.dots(qb + a * D, kmean.data() + gk * nb * ck * D, kpc, D, c, gate.data() + a * kpc);
       }
       sbuf.resize(rr * sz + kpc);
       isret.resize(kpc);
-      for (int64_t a = 0; a < cq; ++a) {
+      for (int64_t a = 0; a < na; ++a) {
+        const int64_t ma = goff[a + 1] - goff[a];
+        const int64_t* pa = grp.data() + goff[a];
+        if (ma == 0) continue;
         const float* ga = gate.data() + a * kpc;
-        const float* qa = qbar.data() + a * D;
+        const float* qa = tilted ? qbar.data() + a * D : nullptr;
         // 3. retrieval: top-rr clusters by the gate
         std::fill(isret.begin(), isret.end(), 0);
         ret.resize(rr);
@@ -405,60 +445,60 @@ at::Tensor forward_impl(const at::Tensor& q, const at::Tensor& k, const at::Tens
             isret[order[j]] = 1;
           }
         }
-        const float* La = L.data() + a * kpc;
+        const float* La = tilted ? L.data() + a * kpc : nullptr;
         const float* kta = tilted ? kt.data() + a * kpc * D : nullptr;
         const float* vta = tilted ? vt.data() + a * kpc * D : nullptr;
         // 4. one softmax per query over the retrieved keys and the far-field summaries; rows are
         //    visited in tiles shared by all m queries of the cluster (each tile read once from cache)
         const int64_t ns = rr * sz + (tilted ? kpc : 0);
         if (ns == 0) {
-          for (int64_t i = 0; i < m; ++i) {
-            std::memcpy(ob + pq[a * m + i] * D, lo.data() + pq[a * m + i] * D, sizeof(float) * D);
-            if (lseb != nullptr) lseb[pq[a * m + i]] = llse[pq[a * m + i]];
+          for (int64_t i = 0; i < ma; ++i) {
+            std::memcpy(ob + pa[i] * D, lo.data() + pa[i] * D, sizeof(float) * D);
+            if (lseb != nullptr) lseb[pa[i]] = llse[pa[i]];
           }
           continue;
         }
-        S.resize(m * ns);
-        A.assign(m * D, 0.f);
+        S.resize(ma * ns);
+        A.assign(ma * D, 0.f);
         for (int64_t j = 0; j < rr; ++j) {
           const float* kc = ksg + ret[j] * sz * D;
-          for (int64_t i = 0; i < m; ++i) op.dots(qb + pq[a * m + i] * D, kc, sz, D, c, S.data() + i * ns + j * sz);
+          for (int64_t i = 0; i < ma; ++i) op.dots(qb + pa[i] * D, kc, sz, D, c, S.data() + i * ns + j * sz);
         }
         if (tilted) {
-          Dl.resize(m * D);
-          for (int64_t i = 0; i < m; ++i) {
-            const float* qi = qb + pq[a * m + i] * D;
+          Dl.resize(ma * D);
+          for (int64_t i = 0; i < ma; ++i) {
+            const float* qi = qb + pa[i] * D;
             for (int64_t e = 0; e < D; ++e) Dl[i * D + e] = qi[e] - qa[e];
           }
           for (int64_t b0 = 0; b0 < kpc; b0 += kTile) {
             const int64_t nt = std::min(kTile, kpc - b0);
-            for (int64_t i = 0; i < m; ++i) op.dots(Dl.data() + i * D, kta + b0 * D, nt, D, c, S.data() + i * ns + rr * sz + b0);
+            for (int64_t i = 0; i < ma; ++i) op.dots(Dl.data() + i * D, kta + b0 * D, nt, D, c, S.data() + i * ns + rr * sz + b0);
           }
-          for (int64_t i = 0; i < m; ++i) {
+          for (int64_t i = 0; i < ma; ++i) {
             float* sf = S.data() + i * ns + rr * sz;
             for (int64_t b = 0; b < kpc; ++b) sf[b] = isret[b] ? ninf : sf[b] + La[b];
           }
         }
-        mxs.resize(m);
-        zs.resize(m);
-        for (int64_t i = 0; i < m; ++i) {
+        mxs.resize(ma);
+        zs.resize(ma);
+        for (int64_t i = 0; i < ma; ++i) {
           float* si = S.data() + i * ns;
           mxs[i] = *std::max_element(si, si + ns);
           zs[i] = op.expsum(si, ns, mxs[i]);
         }
         for (int64_t j = 0; j < rr; ++j) {
           const float* vc = vsg + ret[j] * sz * D;
-          for (int64_t i = 0; i < m; ++i) op.wsum(S.data() + i * ns + j * sz, vc, sz, D, A.data() + i * D);
+          for (int64_t i = 0; i < ma; ++i) op.wsum(S.data() + i * ns + j * sz, vc, sz, D, A.data() + i * D);
         }
         if (tilted) {
           for (int64_t b0 = 0; b0 < kpc; b0 += kTile) {
             const int64_t nt = std::min(kTile, kpc - b0);
-            for (int64_t i = 0; i < m; ++i) op.wsum(S.data() + i * ns + rr * sz + b0, vta + b0 * D, nt, D, A.data() + i * D);
+            for (int64_t i = 0; i < ma; ++i) op.wsum(S.data() + i * ns + rr * sz + b0, vta + b0 * D, nt, D, A.data() + i * D);
           }
         }
         // 5. merge with the local block by log-sum-exp
-        for (int64_t i = 0; i < m; ++i) {
-          const int64_t row = pq[a * m + i];
+        for (int64_t i = 0; i < ma; ++i) {
+          const int64_t row = pa[i];
           float* o = ob + row * D;
           const float* ol = lo.data() + row * D;
           const float* ai = A.data() + i * D;
@@ -538,8 +578,8 @@ std::vector<at::Tensor> muse_backward(const at::Tensor& q, const at::Tensor& k, 
 
   at::parallel_for(0, G, 1, [&](int64_t g0, int64_t g1) {
     std::vector<float> dsum(bt), sl(bt), dp, dsv, lPT(bt * bt), ldST(bt * bt), qbar(cq * D), L, kt, vt, W, gate, gK, gV, gL, base;
-    std::vector<float> Qa(m * D), dOa(m * D), Da(m * D), dQa(m * D), PT, dST, wa(cq), dl(cq), kd(cq), vd(cq);
-    std::vector<int64_t> order, ret;
+    std::vector<float> Qa(bt * D), dOa(bt * D), Da(bt * D), dQa(bt * D), PT, dST, wa(cq), dl(cq), kd(cq), vd(cq), half;
+    std::vector<int64_t> order, ret, asg, grp, goff;
     std::vector<char> isret;
     for (int64_t g = g0; g < g1; ++g) {
       const int64_t gk = (g / H) * Hk + (g % H) / rep;
@@ -559,7 +599,6 @@ std::vector<at::Tensor> muse_backward(const at::Tensor& q, const at::Tensor& k, 
         const int64_t kpc = t * ck;
         const int64_t rr = t > 0 ? std::min(rmax, kpc) : 0;
         const bool far = tilted && t > 0;
-        const int64_t* pq = permq.data() + g * N + t * bt;
         const int64_t wide = std::max<int64_t>(std::max(bt, sz), std::max<int64_t>(kpc, 1));
         dp.resize(wide);
         dsv.resize(wide);
@@ -586,15 +625,11 @@ std::vector<at::Tensor> muse_backward(const at::Tensor& q, const at::Tensor& k, 
           op.wsum(lPT.data() + j * bt + j, dob + j * D, bt - j, D, dvh + (t * bt + j) * D);
         }
         if (t == 0 || (rr == 0 && !far)) continue;
-        // summaries (recomputed) and the gate
-        std::fill(qbar.begin(), qbar.end(), 0.f);
-        for (int64_t a = 0; a < cq; ++a) {
-          float* qa = qbar.data() + a * D;
-          for (int64_t i = 0; i < m; ++i) op.axpy(1.f, qb + pq[a * m + i] * D, qa, D);
-          for (int64_t e = 0; e < D; ++e) qa[e] /= float(m);
-        }
-        L.resize(cq * kpc);
-        gate.resize(cq * kpc);
+        // query groups, summaries (recomputed) and the gate
+        query_groups(variant, qb - bt * D, permq.data() + g * N + (t - 1) * bt, qb, bt, D, cq, op, qbar, half, asg, grp, goff);
+        const int64_t na = int64_t(goff.size()) - 1;
+        L.resize(na * kpc);
+        gate.resize(na * kpc);
         if (tilted) {
           kt.assign(cq * kpc * D, 0.f);
           vt.assign(cq * kpc * D, 0.f);
@@ -618,15 +653,18 @@ std::vector<at::Tensor> muse_backward(const at::Tensor& q, const at::Tensor& k, 
           gK.assign(kpc * cq * D, 0.f);  // (b, a) order: the cq rows of key cluster b are contiguous
           gV.assign(kpc * cq * D, 0.f);
           gL.assign(cq * kpc, 0.f);
-        } else {
-          for (int64_t a = 0; a < cq; ++a)
-            op.dots(qbar.data() + a * D, kmean.data() + gk * nb * ck * D, kpc, D, c, gate.data() + a * kpc);
+        } else {  // MoBA: every query gates on its own q.mean(k_b)
+          for (int64_t a = 0; a < na; ++a)
+            op.dots(qb + a * D, kmean.data() + gk * nb * ck * D, kpc, D, c, gate.data() + a * kpc);
         }
-        isret.assign(cq * kpc, 0);
-        PT.resize(std::max<int64_t>(sz, kpc) * m);
+        isret.assign(na * kpc, 0);
+        PT.resize(std::max<int64_t>(sz, kpc) * bt);
         dST.resize(PT.size());
-        for (int64_t a = 0; a < cq; ++a) {
-          const float* qa = qbar.data() + a * D;
+        for (int64_t a = 0; a < na; ++a) {
+          const int64_t ma = goff[a + 1] - goff[a];
+          const int64_t* pa = grp.data() + goff[a];
+          if (ma == 0) continue;
+          const float* qa = tilted ? qbar.data() + a * D : nullptr;
           char* isr = isret.data() + a * kpc;
           ret.resize(rr);
           if (rr > 0) {
@@ -640,44 +678,45 @@ std::vector<at::Tensor> muse_backward(const at::Tensor& q, const at::Tensor& k, 
               isr[order[j]] = 1;
             }
           }
-          for (int64_t i = 0; i < m; ++i) {
-            const int64_t row = pq[a * m + i];
+          for (int64_t i = 0; i < ma; ++i) {
+            const int64_t row = pa[i];
             std::memcpy(Qa.data() + i * D, qb + row * D, sizeof(float) * D);
             std::memcpy(dOa.data() + i * D, dob + row * D, sizeof(float) * D);
-            for (int64_t e = 0; e < D; ++e) Da[i * D + e] = qb[row * D + e] - qa[e];
+            if (tilted)
+              for (int64_t e = 0; e < D; ++e) Da[i * D + e] = qb[row * D + e] - qa[e];
           }
-          std::fill(dQa.begin(), dQa.end(), 0.f);
+          std::fill(dQa.begin(), dQa.begin() + ma * D, 0.f);
           // retrieved key clusters
           for (int64_t jr = 0; jr < rr; ++jr) {
             const float* kc = ksg + ret[jr] * sz * D;
             const float* vc = vsg + ret[jr] * sz * D;
-            for (int64_t i = 0; i < m; ++i) {
-              const int64_t row = pq[a * m + i];
+            for (int64_t i = 0; i < ma; ++i) {
+              const int64_t row = pa[i];
               op.dots(Qa.data() + i * D, kc, sz, D, c, sl.data());
               op.expsum(sl.data(), sz, lb[row]);
               op.dots(dOa.data() + i * D, vc, sz, D, 1.f, dp.data());
               for (int64_t j = 0; j < sz; ++j) {
                 const float P = sl[j], dS = c * P * (dp[j] - dsum[row]);
                 dsv[j] = dS;
-                PT[j * m + i] = P;
-                dST[j * m + i] = dS;
+                PT[j * ma + i] = P;
+                dST[j * ma + i] = dS;
               }
               op.wsum(dsv.data(), kc, sz, D, dQa.data() + i * D);
             }
             for (int64_t j = 0; j < sz; ++j) {
               const int64_t o = kog[ret[jr] * sz + j];
-              op.wsum(dST.data() + j * m, Qa.data(), m, D, dkh + o * D);
-              op.wsum(PT.data() + j * m, dOa.data(), m, D, dvh + o * D);
+              op.wsum(dST.data() + j * ma, Qa.data(), ma, D, dkh + o * D);
+              op.wsum(PT.data() + j * ma, dOa.data(), ma, D, dvh + o * D);
             }
           }
           // far-field summaries
           if (far) {
-            const float* La = L.data() + a * kpc;
+            const float* La = L.data() + a * kpc;  // tilted: na = cq
             const float* kta = kt.data() + a * kpc * D;
             const float* vta = vt.data() + a * kpc * D;
             float* gLa = gL.data() + a * kpc;
-            for (int64_t i = 0; i < m; ++i) {
-              const int64_t row = pq[a * m + i];
+            for (int64_t i = 0; i < ma; ++i) {
+              const int64_t row = pa[i];
               float* sf = sl.data();
               op.dots(Da.data() + i * D, kta, kpc, D, c, sf);
               for (int64_t b = 0; b < kpc; ++b) sf[b] = isr[b] ? ninf : sf[b] + La[b];
@@ -687,18 +726,18 @@ std::vector<at::Tensor> muse_backward(const at::Tensor& q, const at::Tensor& k, 
                 const float P = sf[b], dS = isr[b] ? 0.f : P * (dp[b] - dsum[row]);
                 dsv[b] = c * dS;
                 gLa[b] += dS;
-                PT[b * m + i] = P;
-                dST[b * m + i] = c * dS;
+                PT[b * ma + i] = P;
+                dST[b * ma + i] = c * dS;
               }
               op.wsum(dsv.data(), kta, kpc, D, dQa.data() + i * D);
             }
             for (int64_t b = 0; b < kpc; ++b) {
               if (isr[b]) continue;
-              op.wsum(dST.data() + b * m, Da.data(), m, D, gK.data() + (b * cq + a) * D);
-              op.wsum(PT.data() + b * m, dOa.data(), m, D, gV.data() + (b * cq + a) * D);
+              op.wsum(dST.data() + b * ma, Da.data(), ma, D, gK.data() + (b * cq + a) * D);
+              op.wsum(PT.data() + b * ma, dOa.data(), ma, D, gV.data() + (b * cq + a) * D);
             }
           }
-          for (int64_t i = 0; i < m; ++i) op.axpy(1.f, dQa.data() + i * D, dqb + pq[a * m + i] * D, D);
+          for (int64_t i = 0; i < ma; ++i) op.axpy(1.f, dQa.data() + i * D, dqb + pa[i] * D, D);
         }
         // through the tilted summaries: every past key, all query clusters at once
         if (far) {

@@ -1,27 +1,29 @@
 """MuSe: Multipole Semantic Attention (Mitchell & Kersting, arXiv 2509.10406 v1-v4; ICML 2026),
-with its ablations and the spatial-block baseline, as a causal attention for (B, H, N, D) tensors.
+with its ablations and the spatial-block baseline, as a causal attention for (B, H, N, D) tensors
+(the torch twin: the implementation off the C++ kernel's path, and its test oracle).
 
-Method (see shared/methods/muse.md, steps 1-5; the full paper text is not public):
-  1. Per block of ``block_tokens`` tokens and per head, queries and keys are clustered separately
-     into equal-size clusters (recursive balanced 2-means, ``lloyd_iters`` Lloyd steps per split,
-     deterministic: no random seed is involved).  RECON.
-  2. For every (query cluster a, past key cluster b) a summary exponentially tilted toward the
-     query centroid q̄_a: L_ab = log sum_j exp(c q̄_a.k_j), k̃_ab, ṽ_ab the tilted key / value
-     means [F1, F2 of the notes].
-  3. Far field of a query q in a: log Z_b(q) ~ L_ab + c (q - q̄_a).k̃_ab (first order in the query's
-     offset, exact at q = q̄_a), numerator ~ Z_b(q) ṽ_ab.  RECON.
-  4. Retrieval: the top ``retrieved_clusters`` past key clusters of each query cluster by L_ab are
-     attended exactly and dropped from the far field [F3]; the query's own block is exact.
-  5. Causal: exact causal attention inside the diagonal block; summaries and retrieval only of
-     complete past blocks, so no key or value of a later token ever contributes.  RECON.
-     The query clusters of a block are formed from all queries of that block, so which summaries
-     and retrieved clusters a token uses may depend on later queries of its own block (never on
-     their keys or values); ``detach_query_centroids`` (default) keeps training from using it.
-Variants: ``muse`` (steps 1-5), ``muse-noretrieval`` (no step 4 retrieval), ``muse-v1``
-(untilted monopole + dipole per key cluster, no query clustering, no retrieval; RECON of v1),
-``block`` (MoBA-style: contiguous query groups pick their top-r contiguous key blocks by
-centroid score, exact attention over those and the local block, nothing for the rest).
-Gradients flow through the summaries; cluster assignments and retrieved sets are constants.
+Method (docs/muse.md; the paper's full text and code are not public, RECON = this project's):
+  1. Per block of ``block_tokens`` tokens and per head, keys are clustered into equal-size
+     clusters (recursive balanced 2-means, ``lloyd_iters`` Lloyd steps per split; deterministic).
+     RECON. A block's key clusters are used only by later blocks.
+  2. Query clusters, causal (RECON): the centroids q̄_a used by block t are the means of the
+     balanced 2-means clusters of the queries of block t-1 (a complete past block); every query
+     of block t joins its nearest centroid (argmin |q - q̄_a|², first on ties), a per-token
+     choice that depends on that query alone.
+  3. Tilted summaries of every past key cluster b toward each centroid: L_ab = log sum_j
+     exp(c q̄_a.k_j), k̃_ab, ṽ_ab the tilted key / value means [paper v1 Fig. 1 caption].
+  4. Far field of a query q in a: log Z_b(q) ~ L_ab + c (q - q̄_a).k̃_ab (first order in the
+     query's offset, exact at q = q̄_a), numerator ~ Z_b(q) ṽ_ab.  RECON.
+  5. Retrieval: the top ``retrieved_clusters`` past key clusters of each centroid by L_ab are
+     attended exactly and dropped from the far field [paper v4 abstract]; the query's own block
+     is exact causal attention. So the output at position t depends on tokens <= t only.
+Variants: ``muse`` (1-5), ``muse-noretrieval`` (no 5 retrieval), ``muse-v1`` (untilted
+monopole + dipole per key cluster, no query clusters, no retrieval; RECON of v1), ``block``
+(MoBA, Lu et al. 2025, arXiv 2502.13189: every query picks its own top-r past key blocks by
+q.mean(k_block), exact attention over those and its local block, nothing for the rest).
+Gradients flow through the summaries; assignments and retrieved sets are constants; the
+centroids are detached unless ``detach_query_centroids`` is False (then they carry gradient to
+the past block's queries).
 """
 
 from __future__ import annotations
@@ -80,14 +82,18 @@ class MuseSettings:
 
 @dataclass
 class Plan:
-    """Constants of one call (no gradient): cluster orders and retrieved clusters.
+    """Constants of one call (no gradient): cluster orders, assignments and retrieved sets.
 
-    perm_q: (G, nb, B) query order per block (cluster a = positions a*B/Cq .. of the order);
-    perm_k: (G, nb, B) key order per block; retrieved: (G, Qc, r) key-cluster ids or None;
-    valid: (G, Qc, r) bool; exact_pairs: query-key pairs computed exactly per head (float)."""
+    perm_q: (G, nb, B) balanced cluster order of each block's queries (cluster a = positions
+    a*B/Cq .. of the order; the centroids of block t are those of block t-1);
+    assign: (G, nb, B) the centroid each query joins (``block``: the query itself, 0..B-1);
+    perm_k: (G, nb, B) key order per block; retrieved: (G, nb, A, r) key-cluster ids per
+    centroid (A = Cq) or per query (``block``: A = B), or None; valid: same shape, bool;
+    exact_pairs: query-key pairs computed exactly per head (float)."""
 
     perm_q: Tensor
     perm_k: Tensor
+    assign: Tensor | None = None
     retrieved: Tensor | None = None
     valid: Tensor | None = None
     exact_pairs: float = 0.0
@@ -153,23 +159,46 @@ def _gather_rows(x: Tensor, idx: Tensor) -> Tensor:
 
 
 def make_plan(q: Tensor, k: Tensor, s: MuseSettings) -> Plan:
-    """Cluster orders for q (Bz, H, N, D) and k (Bz, Hkv, N, D) (keys clustered per KV head)."""
+    """Cluster orders for q (Bz, H, N, D) and k (Bz, Hkv, N, D) (keys clustered per KV head)
+    and the per-token centroid assignment (causal: centroids of the previous block)."""
     bt = s.block_tokens
     with torch.no_grad():
         qb, _ = _blocks(q, bt)
         kb, _ = _blocks(k, bt)
         bz, h, nb = qb.shape[:3]
         hk = kb.shape[1]
+        ar = torch.arange(bt, device=q.device).expand(bz, h, nb, bt)
         if s.variant in ("muse", "muse-noretrieval"):
             perm_q = balanced_order(qb, s.query_clusters, s.lloyd_iters)
-        else:  # block: contiguous query groups; v1: no query clusters
-            perm_q = torch.arange(bt, device=q.device).expand(bz, h, nb, bt)
+        else:  # block: every query is its own group; v1: no query clusters
+            perm_q = ar
         if s.variant == "block":
             perm_k = torch.arange(bt, device=k.device).expand(bz, hk, nb, bt)
         else:
             perm_k = balanced_order(kb, s.key_clusters, s.lloyd_iters)
         perm_k = perm_k.repeat_interleave(h // hk, dim=1)
-    return Plan(perm_q=perm_q.reshape(bz * h, nb, bt).contiguous(), perm_k=perm_k.reshape(bz * h, nb, bt).contiguous())
+        g = bz * h
+        perm_q = perm_q.reshape(g, nb, bt).contiguous()
+        if s.variant in ("muse", "muse-noretrieval"):
+            cent = _centroids(qb.reshape(g, nb, bt, -1), perm_q, s.query_clusters)
+            assign = _assign(qb.reshape(g, nb, bt, -1), cent)
+        else:
+            assign = ar.reshape(g, nb, bt).contiguous()
+    return Plan(perm_q=perm_q, perm_k=perm_k.reshape(g, nb, bt).contiguous(), assign=assign)
+
+
+def _centroids(qb: Tensor, perm_q: Tensor, cq: int) -> Tensor:
+    """Centroids used by every block (G, nb, Cq, D): block t >= 1 gets the means of the balanced
+    clusters of block t-1's queries; block 0 (no far field) gets block 0's own (never used)."""
+    g, nb, bt, d = qb.shape
+    cent = _gather_rows(qb, perm_q).reshape(g, nb, cq, bt // cq, d).mean(-2)
+    return torch.cat([cent[:, :1], cent[:, :-1]], 1)
+
+
+def _assign(qb: Tensor, cent: Tensor) -> Tensor:
+    """Nearest centroid of every query: argmax_a q.q̄_a - |q̄_a|²/2 (= argmin |q - q̄_a|²; first on ties)."""
+    sc = qb @ cent.transpose(-1, -2) - 0.5 * (cent * cent).sum(-1).unsqueeze(-2)  # (G, nb, B, Cq)
+    return sc.argmax(-1)
 
 
 def _local(qb: Tensor, kb: Tensor, vb: Tensor, scale: float) -> tuple[Tensor, Tensor]:
@@ -273,38 +302,42 @@ def muse_attention(
 
 
 def _far_tilted(qb, kb, vb, plan: Plan, s: MuseSettings, c: float):
-    """Steps 2-4 (and the block baseline): retrieval + far field for every query, original order.
+    """Steps 2-5 (and the block baseline): retrieval + far field for every query, token order.
 
-    Query block by query block (t = 1 .. nb-1), against the key clusters of blocks < t only.
-    Returns out (G, nb, B, D), lse (G, nb, B), retrieved keys per query (G, Np) or None."""
+    Query block by query block (t = 1 .. nb-1), against the key clusters of blocks < t only, with
+    the centroids of block t-1. Returns out (G, nb, B, D), lse (G, nb, B), retrieved keys per
+    query (G, Np) or None."""
     g, nb, bt, d = qb.shape
     cq, ck = (s.query_clusters, s.key_clusters)
-    m, sz = bt // cq, bt // ck
+    sz = bt // ck
     kc = nb * ck
-    qs = _gather_rows(qb, plan.perm_q).reshape(g, nb, cq, m, d)  # (G, nb, Cq, m, D)
     ks = _gather_rows(kb, plan.perm_k).reshape(g, kc, sz, d)  # (G, Kc, s, D)
     vs = _gather_rows(vb, plan.perm_k).reshape(g, kc, sz, d)
-    qbar = qs.mean(-2)  # (G, nb, Cq, D)
-    if s.detach_query_centroids:
-        qbar = qbar.detach()
+    block = s.variant == "block"
+    if not block:
+        cent = _centroids(qb, plan.perm_q, cq)  # (G, nb, Cq, D)
+        if s.detach_query_centroids:
+            cent = cent.detach()
+    else:
+        kmean = ks.mean(-2)  # MoBA gate: q . mean(k_block)
     ninf = float("-inf")
     r = s.retrieval
-    if s.variant == "block":
-        kmean = ks.mean(-2)  # MoBA gate: q̄ . mean(k)
     need_plan = r > 0 and plan.retrieved is None
+    na = bt if block else cq  # groups that choose retrieved sets: tokens (block) or centroids
     rets, valids = [], []
-    outs = [torch.zeros_like(qs[:, 0])]
-    lses = [torch.full_like(qs[:, 0, :, :, 0], -1e30)]
-    cnts = [torch.zeros(g, cq, dtype=torch.long, device=qb.device)]
+    outs = [torch.zeros_like(qb[:, 0])]
+    lses = [torch.full_like(qb[:, 0, :, 0], -1e30)]
+    cnts = [torch.zeros(g, bt, dtype=torch.long, device=qb.device)]
     gi = torch.arange(g, device=qb.device)[:, None, None]
     for t in range(1, nb):
         kp = t * ck
-        qt, qbt = qs[:, t], qbar[:, t]  # (G, Cq, m, D), (G, Cq, D)
+        qt, at = qb[:, t], plan.assign[:, t]  # (G, B, D), (G, B)
         ksp, vsp = ks[:, :kp], vs[:, :kp]
-        if s.variant == "block":
-            gate = c * qbt @ kmean[:, :kp].transpose(-1, -2)  # (G, Cq, Kp)
+        if block:
+            gate = c * qt @ kmean[:, :kp].transpose(-1, -2)  # (G, B, Kp): per token
         else:
-            # 2. tilted summaries of every past key cluster toward each centroid of block t
+            qbt = cent[:, t]  # (G, Cq, D)
+            # 3. tilted summaries of every past key cluster toward each centroid
             lg = (ksp.reshape(g, kp * sz, d) @ (c * qbt).transpose(-1, -2)).reshape(g, kp, sz, cq)
             mx = lg.amax(-2, keepdim=True).detach()
             w = torch.exp(lg - mx)  # (G, Kp, s, Cq)
@@ -314,10 +347,9 @@ def _far_tilted(qb, kb, vb, plan: Plan, s: MuseSettings, c: float):
             kt = (wn @ ksp).transpose(1, 2)  # (G, Cq, Kp, D)
             vt = (wn @ vsp).transpose(1, 2)
             gate = L
-        o_t, l_t = None, None
-        drop = None
+        parts_s, drop_tok = [], None
         if r > 0:
-            # 4. retrieval: top-r past key clusters of each query cluster, attended exactly
+            # 5. retrieval: top-r past key clusters of each group, attended exactly
             rr = min(r, kp)
             if need_plan:
                 top = torch.topk(gate.detach(), rr, dim=-1)
@@ -326,35 +358,50 @@ def _far_tilted(qb, kb, vb, plan: Plan, s: MuseSettings, c: float):
                 valids.append(F.pad(valid, (0, r - rr)))
             else:
                 idx, valid = plan.retrieved[:, t, :, :rr], plan.valid[:, t, :, :rr]
-            kr = ksp[gi, idx].reshape(g, cq, rr * sz, d)  # (G, Cq, r*s, D)
-            vr = vsp[gi, idx].reshape(g, cq, rr * sz, d)
-            sr = c * qt @ kr.transpose(-1, -2)  # (G, Cq, m, r*s)
-            vmask = valid.repeat_interleave(sz, dim=-1).unsqueeze(-2)
-            o_t, l_t = _safe_attend(sr.masked_fill(~vmask, ninf), vr)
-            drop = torch.zeros(g, cq, kp, dtype=torch.bool, device=qb.device).scatter_(-1, idx, valid)
+            if not block:  # per token: its centroid's set
+                sel = at.unsqueeze(-1).expand(g, bt, rr)
+                idx, valid = torch.gather(idx, 1, sel), torch.gather(valid, 1, sel)
+            kr = ksp[gi, idx].reshape(g, bt, rr * sz, d)  # (G, B, r*s, D)
+            vr = vsp[gi, idx].reshape(g, bt, rr * sz, d)
+            sr = c * (kr @ qt.unsqueeze(-1)).squeeze(-1)  # (G, B, r*s)
+            parts_s.append(sr.masked_fill(~valid.repeat_interleave(sz, dim=-1), ninf))
+            drop_tok = torch.zeros(g, bt, kp, dtype=torch.bool, device=qb.device).scatter_(-1, idx, valid)
             cnts.append(valid.sum(-1) * sz)
-        if s.variant != "block":
-            # 3. far field: log Z_b(q) ~ L_ab + c (q - q̄_a).k̃_ab, numerator ~ Z_b(q) ṽ_ab
-            sf = L.unsqueeze(-2) + c * (qt - qbt.unsqueeze(-2)) @ kt.transpose(-1, -2)  # (G, Cq, m, Kp)
-            if drop is not None:
-                sf = sf.masked_fill(drop.unsqueeze(-2), ninf)
-            o_f, l_f = _safe_attend(sf, vt)
-            o_t, l_t = (o_f, l_f) if o_t is None else _merge(o_t, l_t, o_f, l_f)
-        outs.append(o_t)
-        lses.append(l_t)
+        else:
+            cnts.append(torch.zeros(g, bt, dtype=torch.long, device=qb.device))
+        if not block:
+            # 4. far field: log Z_b(q) ~ L_ab + c (q - q̄_a).k̃_ab, numerator ~ Z_b(q) ṽ_ab
+            onehot = F.one_hot(at, cq).to(qt.dtype).transpose(1, 2).unsqueeze(-1)  # (G, Cq, B, 1)
+            delta = qt.unsqueeze(1) - qbt.unsqueeze(2)  # (G, Cq, B, D)
+            sf_all = L.unsqueeze(-2) + c * delta @ kt.transpose(-1, -2)  # (G, Cq, B, Kp)
+            sf = torch.gather(sf_all, 1, at[:, None, :, None].expand(g, 1, bt, kp)).squeeze(1)
+            if drop_tok is not None:
+                sf = sf.masked_fill(drop_tok, ninf)
+            parts_s.append(sf)
+        if not parts_s:  # block baseline without retrieval: the local block only
+            outs.append(torch.zeros_like(qt))
+            lses.append(torch.full_like(qt[..., 0], -1e30))
+            continue
+        sc = torch.cat(parts_s, -1)
+        mx = sc.amax(-1, keepdim=True).detach()
+        mx = torch.where(torch.isfinite(mx), mx, torch.zeros_like(mx))
+        w = torch.exp(sc - mx)
+        z = w.sum(-1, keepdim=True).clamp_min(1e-30)
+        o_t = torch.zeros_like(qt)
+        if r > 0:
+            o_t = o_t + (w[..., : rr * sz].unsqueeze(-2) @ vr).squeeze(-2)
+        if not block:
+            wf = w[..., -kp:].unsqueeze(1) * onehot  # (G, Cq, B, Kp)
+            o_t = o_t + (wf @ vt).sum(1)
+        outs.append(o_t / z)
+        lses.append((mx + torch.log(z)).squeeze(-1))
     if need_plan:
-        z0 = torch.zeros(g, cq, r, dtype=torch.long, device=qb.device)
-        plan.retrieved = torch.stack([z0] + rets, 1)  # (G, nb, Cq, r)
+        z0 = torch.zeros(g, na, r, dtype=torch.long, device=qb.device)
+        plan.retrieved = torch.stack([z0] + rets, 1)  # (G, nb, A, r)
         plan.valid = torch.stack([z0.bool()] + valids, 1)
-    out = torch.stack(outs, 1).reshape(g, nb, bt, d)
-    lse = torch.stack(lses, 1).reshape(g, nb, bt)
-    inv = torch.argsort(plan.perm_q, dim=-1)  # back to token order
-    out = _gather_rows(out, inv)
-    lse = torch.gather(lse, -1, inv)
-    counts = None
-    if r > 0:
-        cnt = torch.stack(cnts, 1).unsqueeze(-1).expand(g, nb, cq, m).reshape(g, nb, bt)
-        counts = torch.gather(cnt, -1, inv).reshape(g, nb * bt)
+    out = torch.stack(outs, 1)
+    lse = torch.stack(lses, 1)
+    counts = torch.stack(cnts, 1).reshape(g, nb * bt) if r > 0 else None
     return out, lse, counts
 
 
