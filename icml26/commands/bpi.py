@@ -63,25 +63,31 @@ def bpi(
 ) -> None:
     """Identify an (epsilon-)optimal policy of a tabular MDP from generative-model samples; report the
     probability of an epsilon-optimal answer (Wilson 95% interval), the policy gap and the samples used."""
-    from icml26.core.output import previous_results, resume_records, stream
-    from icml26.core.recipe import recipe_seed, resolve
+    from icml26.core.output import previous_results, stream
+    from icml26.core.preamble import prepare
+
+    run = prepare(
+        "icml26.methods.exploration.bpi:Config",
+        "bpi",
+        recipe=recipe,
+        sets=set_,
+        seed=seed,
+        out=out,
+        resume=resume,
+        resumable=True,
+        mdp=mdp,
+        algo=algo,
+        epsilon=epsilon,
+        delta=delta,
+        budget=budget,
+        seeds=seeds,
+    )
     from icml26.methods.exploration import bpi as m
 
-    cfg = resolve(
-        m.Config, "bpi", recipe, set_, mdp=mdp, algo=algo, epsilon=epsilon, delta=delta, budget=budget, seeds=seeds
-    )
-    s = recipe_seed(recipe, "bpi", seed)
-    s = 0 if s is None else s
-    mdp_ = m.prepare(cfg)  # every check before the first record
-    prev = resume_records(out, command="bpi", config=cfg, seed=s) if resume else None
+    mdp_ = m.prepare(run.cfg)  # every check before the first record
     stream(
-        m.run(cfg, seed=s, mdp=mdp_, done=previous_results(prev, "algo")),
-        command="bpi",
-        config=cfg,
-        seed=s,
-        out=out,
+        m.run(run.cfg, seed=run.seed, mdp=mdp_, done=previous_results(run.previous, "algo")),
+        run=run,
         quiet=quiet,
         columns=COLUMNS,
-        resumable=True,
-        previous=prev,
     )

@@ -31,35 +31,6 @@ BenchOpt = Annotated[
 ]
 
 
-def _resolve(config_cls, section: str, recipe, sets, **typed):
-    from icml26.core.errors import InputError
-    from icml26.core.recipe import build_config, load_recipe, parse_sets, settings_help
-
-    settings_help(config_cls, f"geo-fusion {section}", sets)
-    values: dict = {}
-    seed = None
-    if recipe is not None:
-        cfg, seed = load_recipe(recipe, "geo-fusion")
-        unknown = sorted(set(map(str, cfg)) - set(SECTIONS))
-        if unknown:
-            raise InputError(
-                f"recipe {recipe!r}: unknown key {unknown[0]!r} under config; valid keys: {', '.join(SECTIONS)} "
-                "(one mapping per subcommand)"
-            )
-        sec = cfg.get(section) or {}
-        if not isinstance(sec, dict):
-            raise InputError(f"recipe {recipe!r}: config.{section} must be a mapping")
-        values.update({str(k).replace("-", "_"): v for k, v in sec.items()})
-    values.update(parse_sets(sets))
-    values.update({k: v for k, v in typed.items() if v is not None})
-    try:
-        return build_config(config_cls, values, source=f"geo-fusion {section} config"), seed
-    except ValueError as e:
-        if isinstance(e, InputError):
-            raise
-        raise InputError(str(e)) from None
-
-
 @geo_fusion_app.command("make-bench")
 def make_bench(
     out: Annotated[
@@ -94,20 +65,27 @@ def make_bench(
     from icml26.core.data.renders import require_povray
     from icml26.core.errors import InputError
     from icml26.core.output import stream
+    from icml26.core.preamble import prepare
     from icml26.methods.spatial import bench as B
 
-    cfg, rseed = _resolve(B.BenchConfig, "make-bench", recipe, set_, scenes=scenes)
+    run = prepare(
+        B.BenchConfig,
+        "geo-fusion make-bench",
+        recipe=recipe,
+        sets=set_,
+        seed=seed,
+        section="make-bench",
+        sections=SECTIONS,
+        scenes=scenes,
+    )
+    cfg, s = run.cfg, run.seed
     if out is None:
         raise InputError("geo-fusion make-bench: missing required option --out")
     require_povray()  # exit 2 naming the install command, before anything is written
-    s = seed if seed is not None else (rseed or 0)
     B.check_out(out, cfg, seed=s, first_index=first_index)
     stream(
         B.build(out, cfg, seed=s, first_index=first_index),
-        command="geo-fusion make-bench",
-        config=cfg,
-        seed=s,
-        out=None,
+        run=run,
         quiet=quiet,
         columns=["task", "questions"],
         extra_config={"out": out, "first_index": first_index},
@@ -146,16 +124,29 @@ def train(
 
     from icml26.core.errors import InputError
     from icml26.core.output import stream
+    from icml26.core.preamble import prepare
     from icml26.core.recipe import parse_choices
-    from icml26.methods.spatial import experiment as E
+    from icml26.methods.spatial.config import VARIANTS
 
     variants = None
     if variant is not None:
         try:
-            variants = tuple(parse_choices(variant, E.VARIANTS, "--variant"))
+            variants = tuple(parse_choices(variant, VARIANTS, "--variant"))
         except ValueError as e:
             raise InputError(str(e)) from None
-    cfg, rseed = _resolve(E.Config, "train", recipe, set_, variants=variants, seeds=seeds)
+    run = prepare(
+        "icml26.methods.spatial.config:Config",
+        "geo-fusion train",
+        recipe=recipe,
+        sets=set_,
+        seed=seed,
+        out=out,
+        section="train",
+        sections=SECTIONS,
+        variants=variants,
+        seeds=seeds,
+    )
+    cfg, s = run.cfg, run.seed
     missing = [f for f, v in (("--bench", bench), ("--train-bench", train_bench)) if v is None]
     if missing:
         raise InputError(f"geo-fusion train: missing required option {' and '.join(missing)}")
@@ -174,14 +165,12 @@ def train(
         raise InputError(
             "--train-bench and --bench are the same folder: train on disjoint scenes (make-bench --first-index)"
         )
-    s = seed if seed is not None else (rseed or 0)
+    from icml26.methods.spatial import experiment as E
+
     splits = E.load_splits(cfg, bench, train_bench)  # a missing or corrupt scene file: exit 2 before any record
     stream(
         E.run(cfg, bench=bench, train_bench=train_bench, seed=s, out=out, splits=splits),
-        command="geo-fusion train",
-        config=cfg,
-        seed=s,
-        out=out,
+        run=run,
         quiet=quiet,
         columns=["variant", "task", "score", "score_ci", "params_trained", "seeds"],
         extra_config={"bench": bench, "train_bench": train_bench},

@@ -79,14 +79,18 @@ def mcts(
     """Recommend the best root action within a simulation budget; report the probability of an optimal
     recommendation (Wilson 95% interval) and the simple regret against exact values."""
     from icml26.core.output import previous_results, resume_records, stream
-    from icml26.core.recipe import recipe_seed, resolve
-    from icml26.methods.exploration import mcts as m
+    from icml26.core.preamble import prepare
 
-    cfg = resolve(
-        m.Config,
+    run = prepare(
+        "icml26.methods.exploration.mcts:Config",
         "mcts",
-        recipe,
-        set_,
+        recipe=recipe,
+        sets=set_,
+        seed=seed,
+        out=out,
+        resume=resume,
+        resumable=True,
+        load_previous=False,  # the settings are compared once the env file's gamma is in the Config
         env=env,
         algo=algo,
         simulations=tuple(simulations) if simulations else None,
@@ -94,8 +98,9 @@ def mcts(
         episodes=episodes,
         reuse_tree=reuse_tree,
     )
-    s = recipe_seed(recipe, "mcts", seed)
-    s = 0 if s is None else s
+    cfg, s = run.cfg, run.seed
+    from icml26.methods.exploration import mcts as m
+
     loaded = m.load_env(cfg)  # a bad --env exits 2 before any record is printed or written
     cfg = m.config_used(cfg, loaded[1])  # the config record holds the gamma used (a file's own)
     m.value_scale(cfg, *loaded)  # value_norm declared without a range: likewise
@@ -105,13 +110,10 @@ def mcts(
     done = previous_results(prev, "algo", "simulations")
     stream(
         m.run(cfg, seed=s, env=loaded, done=done),
-        command="mcts",
+        run=run,
         config=cfg,
-        seed=s,
-        out=out,
         quiet=quiet,
         columns=(COLUMNS if exact else COLUMNS_NO_EXACT) + (EPISODE_COLUMNS if cfg.episodes else []),
         plot=m.plot,
-        resumable=True,
         previous=prev,
     )

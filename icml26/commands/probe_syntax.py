@@ -62,15 +62,24 @@ def probe_syntax(
     import dataclasses
 
     from icml26.core.data.lm import model_path
-    from icml26.core.device import resolve_device
     from icml26.core.output import stream
-    from icml26.core.recipe import recipe_seed, resolve
+    from icml26.core.preamble import prepare
+
+    run = prepare(
+        "icml26.methods.probing.syntax_semantics:Config",
+        "probe-syntax",
+        recipe=recipe,
+        sets=set_,
+        seed=seed,
+        out=out,
+        model=model,
+        sentences=sentences,
+        n_events=n_events,
+        pooling=pooling,
+    )
+    cfg, s = run.cfg, run.seed
     from icml26.methods.probing import syntax_semantics as m
 
-    cfg = resolve(
-        m.Config, "probe-syntax", recipe, set_, model=model, sentences=sentences, n_events=n_events, pooling=pooling
-    )
-    s = recipe_seed(recipe, "probe-syntax", seed) or 0
     # validate everything the user gave before the first output line
     if cfg.sentences is not None:
         from pathlib import Path
@@ -78,13 +87,13 @@ def probe_syntax(
         cfg = dataclasses.replace(cfg, sentences=str(Path(cfg.sentences).expanduser()))
     ss = m.load_sentences(cfg, s)
     model_path(cfg.model)
-    dev = resolve_device(device)
+    from icml26.core.preamble import resolve_device
+
+    dev = resolve_device(device, "probe-syntax")  # after the inputs: a bad model or file speaks first
     stream(
         m.run(cfg, seed=s, device=dev, out_dir=out, sentence_set=ss),
-        command="probe-syntax",
+        run=run,
         config=cfg,
-        seed=s,
-        out=out,
         quiet=quiet,
         columns=list(m.COLUMNS),
         plot=m.plot,

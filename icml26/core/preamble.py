@@ -162,6 +162,9 @@ def prepare(
     resumable: bool = False,
     out_files_ok: bool = False,
     recipe_command: str | None = None,
+    section: str | None = None,
+    sections: Sequence[str] = (),
+    load_previous: bool = True,
     **typed: Any,
 ) -> Run:
     """The preamble of a command (see the module docstring); every refusal is an InputError
@@ -169,19 +172,21 @@ def prepare(
 
     config: the Config class or ``"module:Class"``; command: the name in records
     (``"icr train"``); recipe_command: the recipe's ``method:`` (default: the first word of
-    ``command``); typed: the command's own options (None = not given) over the recipe and --set."""
+    ``command``); section / sections: a recipe with one config mapping per subcommand
+    (``config: {make-bench: {...}, train: {...}}``); load_previous: False where the command
+    completes its Config from its inputs first and calls ``resume_records`` itself; typed: the command's own options (None = not given) over the recipe and --set."""
     from icml26.core.recipe import resolve
 
     cls = config_class(config)
     rc = recipe_command or command.split()[0]
-    cfg = resolve(cls, rc, recipe, sets, **typed)
+    cfg = resolve(cls, rc, recipe, sets, section=section, sections=sections, **typed)
     s = resolve_seed(seed, recipe, rc, default_seed)
     dev = resolve_device(device, command, devices)
     if resume and out is None:
         raise InputError("--resume needs --out DIR: the folder of the run to continue")
     check_out(out, resume=resume, resumable=resumable, allow_files=out_files_ok)
     previous = None
-    if resume:
+    if resume and load_previous:
         from icml26.core.output import resume_records
 
         previous = resume_records(out, command=command, config=cfg, seed=s)

@@ -357,8 +357,33 @@ def _effective(config_cls: type, values: dict) -> Any:
             return None
 
 
+def recipe_section(recipe: str | Path, command: str, section: str | None, sections: Sequence[str] = ()) -> dict:
+    """A recipe's config mapping; with ``section``, the mapping under ``config.<section>`` of a
+    recipe that holds one per subcommand (``sections``: the valid ones; others are refused)."""
+    cfg, _ = load_recipe(recipe, command)
+    if section is None:
+        return cfg
+    unknown = sorted(set(map(str, cfg)) - set(sections))
+    if unknown:
+        raise InputError(
+            f"recipe {str(recipe)!r}: unknown key {unknown[0]!r} under config; valid keys: {', '.join(sections)} "
+            "(one mapping per subcommand)"
+        )
+    sec = cfg.get(section) or {}
+    if not isinstance(sec, dict):
+        raise InputError(f"recipe {str(recipe)!r}: config.{section} must be a mapping")
+    return sec
+
+
 def resolve(
-    config_cls: type, command: str, recipe: str | Path | None = None, sets: Sequence[str] | None = None, **typed: Any
+    config_cls: type,
+    command: str,
+    recipe: str | Path | None = None,
+    sets: Sequence[str] | None = None,
+    *,
+    section: str | None = None,
+    sections: Sequence[str] = (),
+    **typed: Any,
 ) -> Any:
     """Config defaults < recipe < ``--set`` < typed options (those that are not None).
 
@@ -366,19 +391,20 @@ def resolve(
     so a bad value is always an error (exit 2), never silently dropped. ``--set help`` lists
     the fields with the defaults this run would use (after the recipe, the other ``--set`` and
     the typed options) and exits (``settings_help``)."""
+    what = f"{command} {section}" if section else command
     if wants_help(sets):
         values = {}
         if recipe is not None:
-            values.update(load_recipe(recipe, command)[0])
+            values.update(recipe_section(recipe, command, section, sections))
         values.update(parse_sets([s for s in sets or () if str(s).strip() not in ("help", "list")]))
         values.update({k: v for k, v in typed.items() if v is not None})
-        settings_help(config_cls, command, sets, _effective(config_cls, values))
+        settings_help(config_cls, what, sets, _effective(config_cls, values))
     values = {}
     hints = typing.get_type_hints(config_cls)
     fields = {f.name for f in dataclasses.fields(config_cls) if f.init}
     layers = []
     if recipe is not None:
-        cfg, _ = load_recipe(recipe, command)
+        cfg = recipe_section(recipe, command, section, sections)
         layers.append((f"recipe {str(recipe)!r}", {str(k).replace("-", "_"): v for k, v in cfg.items()}))
     layers.append(("--set", parse_sets(sets)))
     check = _nonfinite_checker(config_cls)
@@ -390,13 +416,13 @@ def resolve(
                 try:
                     c = _coerce(k, v, hints.get(k, Any))
                 except InputError as e:
-                    raise InputError(f"{command} config ({where}): {e}") from None
+                    raise InputError(f"{what} config ({where}): {e}") from None
                 msg = check(k, c) if k in later else None  # a value the Config never sees
                 if msg:
-                    raise InputError(f"{command} config ({where}): {msg}")
+                    raise InputError(f"{what} config ({where}): {msg}")
         values.update(layer)
     values.update({k: v for k, v in typed.items() if v is not None})
-    return build_config(config_cls, values, source=f"{command} config")
+    return build_config(config_cls, values, source=f"{what} config")
 
 
 def recipe_seed(recipe: str | Path | None, command: str, default: int | None) -> int | None:

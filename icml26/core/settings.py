@@ -7,7 +7,7 @@ A Config field declares what a user needs to set it, in dataclass field metadata
     mode: Literal["train", "eval"] = "train"  # what the run does
 
 - ``help``: the meaning; when absent, the trailing ``# comment`` of the field's line in the
-  class source (and the comment lines right under it) is the help.
+  class source (else the comment lines right above it) is the help.
 - ``unit``: when absent, read from the name's suffix (``_s`` seconds, ``_bytes``, ``_tokens``...).
 - choices: a ``Literal[...]`` annotation (``core/recipe`` refuses any other value).
 - ``gt`` / ``ge`` / ``lt`` / ``le``: a range, checked on the built Config (exit 2 naming it).
@@ -92,8 +92,8 @@ class Work(NamedTuple):
 
 @functools.lru_cache(maxsize=None)
 def source_comments(cls: type) -> dict[str, str]:
-    """``{field: comment}`` from the trailing ``# comment`` of each ``name: type = ...`` line in
-    the class body (and the comment-only lines right under it, indented as the field)."""
+    """``{field: comment}`` from the trailing ``# comment`` of each ``name: type = ...`` statement
+    in the class body, else from the block of comment lines right above it."""
     try:
         src = inspect.getsource(cls)
     except (OSError, TypeError):
@@ -126,12 +126,11 @@ def source_comments(cls: type) -> dict[str, str]:
                 end = u.start[0]
                 break
         parts = [comment_at[r] for r in range(row, end + 1) if r in comment_at]
-        r = end + 1
-        while r <= len(lines) and lines[r - 1].strip().startswith("#") and r in comment_at:
-            if len(lines[r - 1]) - len(lines[r - 1].lstrip()) != col:
-                break
-            parts.append(comment_at[r])
-            r += 1
+        if not parts:  # no trailing comment: the comment block right above the field
+            r = row - 1
+            while r >= 1 and lines[r - 1].strip().startswith("#") and r in comment_at:
+                parts.insert(0, comment_at[r])
+                r -= 1
         text = " ".join(p.lstrip("#").strip() for p in parts).strip()
         if text:
             out[t.string] = text

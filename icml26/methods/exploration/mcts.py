@@ -71,7 +71,7 @@ VarDE at ``kappa > 0`` reads none of these (its temperature is a standard error)
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Mapping
 
@@ -92,8 +92,8 @@ def parse_algos(spec: str) -> list[str]:
 class Config:
     env: str = "recipes/mcts/envs/noisy.yaml"  # tree YAML file or gymnasium id (Id-vN?key=value&...)
     algo: str = "all"  # all | comma list of uct, power-uct, ments, varde, mdp-gape, sequential-halving, gumbel
-    simulations: tuple[int, ...] = (100, 300, 1000)  # budgets at the root
-    seeds: int = 200  # independent runs per (algo, budget)
+    simulations: tuple[int, ...] = field(default=(100, 300, 1000), metadata={"sized": 10**8})  # budgets at the root
+    seeds: int = field(default=200, metadata={"sized": 10**6})  # independent runs per (algo, budget)
     c: float = 0.5  # UCB1 constant, in units of the value range
     tau: float = 0.5  # soft-max temperature (ments; varde when kappa = 0), in units of the value range
     kappa: float = 1.0  # varde: temperature of node s = kappa x standard error of Q(s, .) (0: fixed tau)
@@ -104,8 +104,10 @@ class Config:
     delta: float = 0.1  # confidence (mdp-gape)
     m_considered: int = 16  # root actions sampled by Gumbel-top-m (gumbel)
     c_visit: float = 50.0  # sigma(q) constants of Gumbel MuZero (mctx defaults)
-    c_scale: float = 0.1
-    horizon: int = 100  # steps per simulation (gymnasium envs; trees end by themselves)
+    c_scale: float = 0.1  # sigma(q) scale of Gumbel MuZero (mctx default)
+    horizon: int = field(
+        default=100, metadata={"sized": 10**6}
+    )  # steps per simulation (gymnasium envs; trees end by themselves)
     # discount for gymnasium envs (None: DEFAULT_GAMMA); tree and MDP files set their own, and an
     # explicit gamma with one exits 2 (load_env). The config record holds the value used.
     gamma: float | None = None

@@ -32,7 +32,7 @@ vice versa for paraphrases), each kind of information is linearly carried by its
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Literal
 
@@ -46,17 +46,19 @@ from icml26.methods.probing.sentences import DEFAULT_STRUCTURES, STRUCTURES
 class Config:
     model: str = "smollm2-135m"  # built-in name, HF folder, or .gguf file
     sentences: str | None = None  # TSV (sentence, syntax_id, meaning_id); None = built-in WordNet set
-    n_events: int = 100  # built-in set: meanings (each realised in every structure)
+    n_events: int = field(
+        default=100, metadata={"sized": 10**5}
+    )  # built-in set: meanings (each realised in every structure)
     structures: tuple[str, ...] = DEFAULT_STRUCTURES  # built-in set: syntax templates
     verify_parse: Literal["auto", "on", "off"] = "auto"  # built-in set: spaCy POS check of every structure
-    pooling: Literal["last", "mean"] = "last"
+    pooling: Literal["last", "mean"] = "last"  # sentence vector: mean of the last tokens, or of all tokens
     last_tokens: int = 3  # pooling=last: mean of the last n tokens (official n = 3)
-    batch_size: int = 32
+    batch_size: int = field(default=32, metadata={"sized": 65536})  # sentences per forward pass
     layer_stride: int = 1  # analyse every k-th layer (first and last always)
     center: bool = False  # subtract the global mean first (official global_centering)
     jackknife_blocks: int = 20  # delete-a-group jackknife blocks (meaning groups kept whole)
-    ci_level: float = 0.95
-    shuffle_control: bool = True
+    ci_level: float = 0.95  # level of the jackknife intervals
+    shuffle_control: bool = True  # also measure with shuffled labels (the chance level)
 
     def __post_init__(self):
         if self.n_events < 3:

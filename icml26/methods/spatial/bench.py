@@ -31,7 +31,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
@@ -69,18 +69,18 @@ ROOM_HEIGHT_M = 2.8
 
 @dataclass(frozen=True)
 class BenchConfig:
-    scenes: int = 40
-    views_min: int = 8
-    views_max: int = 16
-    width: int = 128
-    height: int = 96
-    hfov_deg: float = 75.0
-    objects_min: int = 6
-    objects_max: int = 9
-    room_min_m: float = 4.0
-    room_max_m: float = 8.0
-    min_pixels: int = 20
-    max_questions_per_task: int = 2  # per scene
+    scenes: int = field(default=40, metadata={"sized": 100_000})  # rooms rendered
+    views_min: int = 8  # fewest camera views of a scene
+    views_max: int = 16  # most camera views of a scene (<= 64)
+    width: int = field(default=128, metadata={"sized": 2048, "unit": "pixels"})  # render width
+    height: int = field(default=96, metadata={"sized": 2048, "unit": "pixels"})  # render height
+    hfov_deg: float = 75.0  # horizontal field of view of the camera
+    objects_min: int = 6  # fewest objects in a room
+    objects_max: int = 9  # most objects in a room (<= 12)
+    room_min_m: float = 4.0  # smallest room side (metres)
+    room_max_m: float = 8.0  # largest room side (metres)
+    min_pixels: int = 20  # an object counts as seen in a view with at least this many pixels
+    max_questions_per_task: int = 2  # questions per task and scene
     hdr: bool = False  # also write hdr/ (and ldr/ at the HDR-NeRF exposures)
 
     def __post_init__(self):

@@ -26,7 +26,7 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Literal
+from typing import Iterator
 
 import numpy as np
 import torch
@@ -36,8 +36,8 @@ from icml26.core.data import renders as R
 from icml26.core.errors import InputError
 from icml26.methods.spatial import bench as B
 from icml26.methods.spatial import scoring as S
+from icml26.methods.spatial.config import VARIANTS, Config  # noqa: F401
 
-VARIANTS = ("none", "passive", "sgf", "sgf-nogate", "sgf-global")
 DIR_OPTIONS = {"object_rel_direction_easy": 2, "object_rel_direction_medium": 3, "object_rel_direction_hard": 4}
 NUMERIC = S.NA_QUESTION_TYPES
 TASK_IDS = {t: i for i, t in enumerate(S.TASKS)}
@@ -46,45 +46,6 @@ PATCH = 16
 MAX_REFS = 6
 
 
-@dataclass(frozen=True)
-class Config:
-    variants: tuple[str, ...] = VARIANTS
-    seeds: int = 3
-    frames: int = 8  # views per question, uniformly sampled
-    hidden_size: int = 64
-    layers: int = 4  # SGF in layers < layers - layers // 4
-    heads: int = 4
-    mlp_ratio: int = 2  # LM MLP width = mlp_ratio * hidden_size
-    steps: int = 200
-    batch_size: int = 32
-    lr: float = 2e-3
-    weight_decay: float = 0.01
-    encoder_steps: int = 300
-    geometry_scale: Literal["metric", "relative"] = "metric"
-    threads: int = 1
-
-    def __post_init__(self):
-        bad = [v for v in self.variants if v not in VARIANTS]
-        if bad or not self.variants:
-            raise ValueError(f"variants: {bad or '(empty)'} not in {', '.join(VARIANTS)}")
-        for k in (
-            "seeds",
-            "frames",
-            "hidden_size",
-            "layers",
-            "heads",
-            "mlp_ratio",
-            "steps",
-            "batch_size",
-            "encoder_steps",
-            "threads",
-        ):
-            if getattr(self, k) < 1:
-                raise ValueError(f"{k} must be >= 1, got {getattr(self, k)}")
-        if self.hidden_size % self.heads:
-            raise ValueError(f"hidden_size {self.hidden_size} must divide by heads {self.heads}")
-        if not (0 < self.lr < 1):
-            raise ValueError(f"lr must be in (0, 1), got {self.lr}")
 
 
 # --------------------------------------------------------------------------- data
