@@ -168,13 +168,15 @@ def test_bad_inputs_exit_2(tiny_runs, tmp_path):
 def test_checkpoints_are_read_once(tiny_runs, tmp_path, monkeypatch):
     """--vae's run directory and the seam / score flow checkpoints: checked up front by
     validate() and then used as loaded (no second read)."""
-    from icml26.methods.lfm import train
+    from icml26.methods.lfm import checks, subset, train
 
     d, _, _ = tiny_runs
     calls = []
     load_flow, load_vae_dir = train.load_flow, train.load_vae_dir
-    monkeypatch.setattr(train, "load_flow", lambda p, **kw: calls.append(("flow", str(p))) or load_flow(p, **kw))
-    monkeypatch.setattr(train, "load_vae_dir", lambda p: calls.append(("vae", str(p))) or load_vae_dir(p))
+    for mod in (checks, subset, train):  # every module that reads them
+        monkeypatch.setattr(mod, "load_flow", lambda p, **kw: calls.append(("flow", str(p))) or load_flow(p, **kw))
+    for mod in (checks, train):
+        monkeypatch.setattr(mod, "load_vae_dir", lambda p: calls.append(("vae", str(p))) or load_vae_dir(p))
     flow = str(d / "small" / "checkpoint.safetensors")
     code, recs = _invoke(
         [

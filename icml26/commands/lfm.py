@@ -23,6 +23,12 @@ def train_lfm(
         Optional[str],
         typer.Option("--vae", help="Run dir of `train-lfm --stage vae` (for --stage fm).", show_default=False),
     ] = None,
+    image_size: Annotated[
+        Optional[int],
+        typer.Option(
+            "--image-size", help="Resize images to this square side (default: their own size).", show_default=False
+        ),
+    ] = None,
     model: Annotated[
         Optional[str],
         typer.Option("--model", help="Velocity-network capacity: small | medium | large | xl.", show_default=False),
@@ -66,6 +72,7 @@ def train_lfm(
         stage=stage,
         dataset=dataset,
         vae=vae,
+        image_size=image_size,
         model=model,
         keep_ratio=keep_ratio,
         scorer=scorer,
@@ -79,12 +86,11 @@ def train_lfm(
         and not any((Path(out) / n).is_file() for n in m.RUN_CHECKPOINTS)
     ):
         print(f"train-lfm: --resume: no checkpoint in {out!r} yet; starting a new run there", file=sys.stderr)
-    if device not in ("cpu", "auto"):
-        from icml26.core.device import resolve_device
+    from icml26.core.device import resolve_device
 
-        resolve_device(device)
+    device = str(resolve_device(device))
     if int(os.environ.get("RANK", "0")) != 0:  # torchrun worker: train, print nothing
-        for _ in m.run(cfg, seed=seed, out=out, resume=resume, inputs=inputs):
+        for _ in m.run(cfg, seed=seed, out=out, resume=resume, inputs=inputs, device=device):
             pass
         return
     from icml26.core.output import prepare_out_dir, stream
@@ -92,7 +98,7 @@ def train_lfm(
     if out is not None:
         prepare_out_dir(out, resume=resume, resumable=True)
     stream(
-        m.run(cfg, seed=seed, out=out, resume=resume, inputs=inputs),
+        m.run(cfg, seed=seed, out=out, resume=resume, inputs=inputs, device=device),
         command="train-lfm",
         config=cfg,
         seed=seed,
@@ -166,8 +172,11 @@ def sample_lfm(
     seed = recipe_seed(recipe, "sample-lfm", seed) or 0
     if not fine:
         raise InputError("sample-lfm needs --fine CHECKPOINT (a train-lfm checkpoint.safetensors)")
+    from icml26.core.device import resolve_device
+
+    device = str(resolve_device(device))
     stream(
-        m.run(cfg, fine=fine, coarse=coarse, compare=compare or (), vae=vae, seed=seed, out=out),
+        m.run(cfg, fine=fine, coarse=coarse, compare=compare or (), vae=vae, seed=seed, out=out, device=device),
         command="sample-lfm",
         config=cfg,
         seed=seed,

@@ -115,16 +115,56 @@ def test_balanced_counts_follow_the_official_allocation():
 
 def test_cluster_scorers_on_a_toy_set():
     x = _blobs()
-    bal = reduce.select_cluster(x, 0.2, 0, num_clusters=2, balanced=True)
-    pro = reduce.select_cluster(x, 0.2, 0, num_clusters=2, balanced=False)
+    bal = reduce.select_cluster(x, 0.2, 0, num_clusters=2, balanced=True, spherical=False)
+    pro = reduce.select_cluster(x, 0.2, 0, num_clusters=2, balanced=False, spherical=False)
     assert len(bal) == 20 and (bal >= 90).sum() == 10  # the small cluster is kept whole
     assert (pro >= 90).sum() == 2 and (pro < 90).sum() == 18
     # kept members of the big cluster are the ones nearest its centroid
     big = x[:90]
     d = (big - big.mean(0)).norm(dim=1)
     assert set(bal[bal < 90].tolist()) <= set(torch.argsort(d)[:14].tolist())
-    far = reduce.select_cluster(x, 0.2, 0, num_clusters=2, balanced=True, largest=True)
+    far = reduce.select_cluster(x, 0.2, 0, num_clusters=2, balanced=True, largest=True, spherical=False)
     assert set(far[far < 90].tolist()) <= set(torch.argsort(d, descending=True)[:14].tolist())
+
+
+def _official_spherical(x: np.ndarray, k: int, seed: int, iters: int = 100):
+    """cluster_features.py (briqr/explo-r-it-ing_lfm_stability, 3593fed) recomputed in numpy."""
+    x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    idx = torch.randperm(x.shape[0], generator=torch.Generator().manual_seed(seed))[:k].numpy()
+    c = x[idx] / np.linalg.norm(x[idx], axis=1, keepdims=True)
+    for _ in range(iters):
+        lab = (x @ c.T).argmax(1)
+        new = c.copy()
+        for j in range(k):
+            if (lab == j).any():
+                m = x[lab == j].mean(0)
+                new[j] = m / max(np.linalg.norm(m), 1e-12)
+        shift = np.linalg.norm(new - c, axis=1).mean()
+        c = new
+        if shift < 1e-6:
+            break
+    return (x @ c.T).argmax(1), c, x
+
+
+def test_cluster_scorers_run_the_official_spherical_kmeans():
+    g = torch.Generator().manual_seed(5)
+    dirs = torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
+    x = torch.cat([dirs[i] + 0.15 * torch.randn(40, 3, generator=g) for i in range(3)])
+    x = x * (0.5 + 5 * torch.rand(120, 1, generator=g))  # feature norms vary; the official code ignores them
+    lab, cen, xn = reduce.spherical_kmeans(x, 3, seed=0)
+    olab, ocen, oxn = _official_spherical(x.double().numpy(), 3, 0)
+    assert np.array_equal(lab, olab) and np.allclose(cen, ocen, atol=1e-5)
+    assert sorted(np.bincount(lab).tolist()) == [40, 40, 40]
+    kept = reduce.select_cluster(x, 0.25, 0, num_clusters=3, balanced=True)
+    want = []
+    for j in range(3):  # nearest the normalised centre, Euclidean on normalised features (official)
+        idx = np.flatnonzero(olab == j)
+        d = np.linalg.norm(oxn[idx] - ocen[j], axis=1)
+        want += idx[np.argsort(d, kind="stable")[:10]].tolist()
+    assert kept.tolist() == sorted(want)
+    # rescaling rows changes nothing for the official form; the euclidean variant does see norms
+    again = reduce.select_cluster(x * 7.0, 0.25, 0, num_clusters=3, balanced=True)
+    assert np.array_equal(kept, again)
 
 
 def test_kcenter_and_random_on_a_toy_set():
@@ -224,7 +264,10 @@ def test_image_loaders(tmp_path):
     _write_idx(tmp_path / "a-labels-idx1-ubyte.gz", np.arange(7) % 3)
     assert np.array_equal(read_idx(tmp_path / "a-images-idx3-ubyte.gz"), x)
     ds = load_images(tmp_path / "a-images-idx3-ubyte.gz")
-    assert ds.images.shape == (7, 1, 8, 8) and ds.labels.tolist() == [0, 1, 2, 0, 1, 2, 0] and ds.num_classes == 3
+    dt = load_images(tmp_path / "a-images-idx3-ubyte.gz", "test")  # one image per class held out
+    assert ds.images.shape == (4, 1, 8, 8) and dt.images.shape == (3, 1, 8, 8) and ds.num_classes == 3
+    assert sorted(ds.labels.tolist() + dt.labels.tolist()) == sorted([0, 1, 2, 0, 1, 2, 0])
+    assert sorted(dt.labels.tolist()) == [0, 1, 2] and ds.split_source.startswith("held-out")
     (tmp_path / "bad.gz").write_bytes(gzip.compress(b"\x01\x02\x03\x04"))
     with pytest.raises(InputError):
         read_idx(tmp_path / "bad.gz")
@@ -242,7 +285,7 @@ def test_image_loaders(tmp_path):
         for i in range(2):
             Image.fromarray(x[i]).save(tmp_path / "f" / cls / f"{i}.png")
     fo = load_images(tmp_path / "f", size=12)
-    assert fo.images.shape == (4, 1, 12, 12) and fo.labels.tolist() == [0, 0, 1, 1] and fo.class_names == ("cat", "dog")
+    assert fo.images.shape == (2, 1, 12, 12) and fo.labels.tolist() == [0, 1] and fo.class_names == ("cat", "dog")
     with pytest.raises(InputError):
         load_images(tmp_path / "missing")
 

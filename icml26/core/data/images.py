@@ -11,13 +11,16 @@ integer labels or None). Built-in names:
 
 A path may be:
   - an ``.npz`` file with ``x_train``/``y_train``/``x_test``/``y_test`` (Keras layout), or
-    ``images``/``labels``, or ``x``/``y`` (the same arrays for both splits);
-    arrays ``(N, H, W)``, ``(N, H, W, C)`` or ``(N, C, H, W)``, uint8 or float in [0, 1];
+    ``images``/``labels``, or ``x``/``y``; arrays ``(N, H, W)``, ``(N, H, W, C)`` or
+    ``(N, C, H, W)``, uint8 or float in [0, 1];
   - a folder of PNG/JPEG images; images in sub-folders get the sub-folder name as class
-    (ImageFolder convention). Images are converted to grayscale when all of them are
-    grayscale, else RGB, and resized to ``size`` x ``size`` (default 28).
+    (ImageFolder convention); grayscale when all of them are, else RGB;
   - a gzip/plain IDX image file (``*-images-idx3-ubyte[.gz]``); labels are read from the
     sibling ``*-labels-idx1-ubyte[.gz]`` when it exists.
+Images keep their size unless ``size`` is given or a folder's sizes differ; any resize warns
+(stderr). Data without a split of its own (folders, ``images``/``x`` arrays, one IDX file) is
+split here: a seeded ``HELD_OUT_FRACTION`` per class is ``test``, never seen by ``train``;
+``ImageSet.split_source`` says which (``"given"`` or ``"held-out ..."``).
 """
 
 from __future__ import annotations
@@ -50,6 +53,8 @@ FASHION_CLASSES = (
 )
 BUILTINS = ("fashion-mnist", "mnist")
 _IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp")
+HELD_OUT_FRACTION = 0.1  # share of a user's unsplit images held out as the test split
+HELD_OUT_SEED = 1234  # fixed, so every command and run sees the same split of the same data
 
 
 @dataclass(frozen=True)
@@ -61,6 +66,7 @@ class ImageSet:
     labels: np.ndarray | None
     num_classes: int
     class_names: tuple[str, ...] = ()
+    split_source: str = "given"  # "given" (the data's own split) or how the held-out split was made
 
     def __len__(self) -> int:
         return int(self.images.shape[0])
@@ -232,13 +238,65 @@ def _npz(p: Path, split: str) -> ImageSet:
             x = _to_nchw_uint8(z[xk], f"{p.name}:{xk}")
             y = _labels(z[yk], x.shape[0], f"{p.name}:{yk}") if yk in keys else None
             nc = int(y.max()) + 1 if y is not None else 0
-            return ImageSet(p.stem, x, y, nc, tuple(str(i) for i in range(nc)))
+            s = ImageSet(p.stem, x, y, nc, tuple(str(i) for i in range(nc)))
+            return s if xk == sx else _held_out(s, split)
     raise InputError(
         f"image file {str(p)!r}: expected arrays {sx}/{sy}, images/labels or x/y; found {', '.join(sorted(keys)) or 'none'}"
     )
 
 
-def _folder(p: Path, size: int) -> ImageSet:
+def _held_out(s: ImageSet, split: str) -> ImageSet:
+    """``split`` of data that has none: a seeded HELD_OUT_FRACTION of each class (of all images
+    when unlabelled) is ``test``, the rest ``train``; disjoint, the same on every call."""
+    n = len(s)
+    if n < 2:
+        raise InputError(f"{s.name}: {n} image(s); at least 2 are needed to hold out a test split")
+    rng = np.random.default_rng(HELD_OUT_SEED)
+    groups = [np.flatnonzero(s.labels == c) for c in np.unique(s.labels)] if s.labels is not None else [np.arange(n)]
+    test = []
+    for g in groups:
+        k = int(round(HELD_OUT_FRACTION * len(g)))
+        if k == 0 and len(g) >= 2:
+            k = 1
+        test.append(rng.permutation(g)[:k])
+    test_idx = np.sort(np.concatenate(test))
+    if len(test_idx) == 0:
+        test_idx = np.sort(rng.permutation(n)[:1])
+    mask = np.zeros(n, bool)
+    mask[test_idx] = True
+    idx = np.flatnonzero(mask if split == "test" else ~mask)
+    how = f"held-out: {int(mask.sum())} of {n} images ({HELD_OUT_FRACTION:.0%} per class, seed {HELD_OUT_SEED})"
+    return ImageSet(
+        s.name,
+        np.ascontiguousarray(s.images[idx]),
+        None if s.labels is None else s.labels[idx],
+        s.num_classes,
+        s.class_names,
+        how,
+    )
+
+
+def _resize(x: np.ndarray, size: int, what: str) -> np.ndarray:
+    """uint8 (N, C, H, W) -> (N, C, size, size), bilinear, with one warning line."""
+    import sys
+
+    from PIL import Image
+
+    h, w = x.shape[2], x.shape[3]
+    if (h, w) == (size, size):
+        return x
+    print(f"warning: {what}: resizing {len(x)} images from {h}x{w} to {size}x{size} (size={size})", file=sys.stderr)
+    out = np.empty((x.shape[0], x.shape[1], size, size), np.uint8)
+    for i, a in enumerate(x):
+        im = Image.fromarray(a[0] if a.shape[0] == 1 else a.transpose(1, 2, 0))
+        r = np.asarray(im.resize((size, size), Image.BILINEAR), dtype=np.uint8)
+        out[i] = r[None] if r.ndim == 2 else r.transpose(2, 0, 1)
+    return out
+
+
+def _folder(p: Path, size: int | None) -> ImageSet:
+    import sys
+
     from PIL import Image, UnidentifiedImageError
 
     files = sorted(f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in _IMAGE_SUFFIXES)
@@ -252,11 +310,30 @@ def _folder(p: Path, size: int) -> ImageSet:
         except (UnidentifiedImageError, OSError) as e:
             raise InputError(f"image {str(f)!r}: cannot be read ({e})") from None
     gray = all(im.mode == "L" for im in imgs)
+    sizes = [im.size for im in imgs]
+    common = max(set(sizes), key=sizes.count)  # (W, H)
+    if size is None and len(set(sizes)) > 1:
+        if common[0] != common[1]:
+            raise InputError(f"image folder {str(p)!r}: images of several sizes; choose one with the size setting")
+        size = common[0]
+        print(
+            f"warning: image folder {str(p)!r}: images of {len(set(sizes))} sizes; resizing to the most common, "
+            f"{size}x{size} (set size to choose)",
+            file=sys.stderr,
+        )
     arrs = []
     for im in imgs:
-        im = im.convert("L" if gray else "RGB").resize((size, size), Image.BILINEAR)
+        im = im.convert("L" if gray else "RGB")
+        if size is not None and im.size != (size, size):
+            im = im.resize((size, size), Image.BILINEAR)
         a = np.asarray(im, dtype=np.uint8)
         arrs.append(a[None] if gray else a.transpose(2, 0, 1))
+    if size is not None and any(s != (size, size) for s in sizes) and len(set(sizes)) == 1:
+        print(
+            f"warning: image folder {str(p)!r}: resizing {len(imgs)} images from {sizes[0][1]}x{sizes[0][0]} "
+            f"to {size}x{size} (size={size})",
+            file=sys.stderr,
+        )
     x = np.stack(arrs)
     rel = [f.relative_to(p).parts for f in files]
     if all(len(r) >= 2 for r in rel):
@@ -266,15 +343,31 @@ def _folder(p: Path, size: int) -> ImageSet:
     return ImageSet(p.name, x, None, 0, ())
 
 
-def load_images(name_or_path: str | Path, split: str = "train", *, size: int = 28) -> ImageSet:
+def load_images(name_or_path: str | Path, split: str = "train", *, size: int | None = None) -> ImageSet:
     """Load a built-in image set or the user's images (see module docstring).
 
-    split: ``train`` or ``test`` (ignored for folders and single-array files, which serve both).
+    split: ``train`` or ``test`` (data without a split: the seeded held-out part is ``test``).
+    size: square side to resize to (None = the images' own size); a resize warns on stderr.
     Raises InputError (exit 2) for an unknown name or a bad file, MissingDataError when the
     package behind a built-in name is not installed."""
     if split not in ("train", "test"):
         raise InputError(f"split must be 'train' or 'test', got {split!r}")
+    if size is not None and size < 4:
+        raise InputError(f"image size must be >= 4, got {size}")
+    s = _load(str(name_or_path), split, size)
+    if size is not None and s.images.shape[2:] != (size, size):
+        s = ImageSet(s.name, _resize(s.images, size, s.name), s.labels, s.num_classes, s.class_names, s.split_source)
+    return s
+
+
+def resolve_dataset_arg(name_or_path: str | Path) -> str:
+    """What to store for a data set argument: a built-in name as is, a path made absolute (so a
+    run's records and checkpoints are read the same from any working folder)."""
     name = str(name_or_path)
+    return name if name in BUILTINS else str(Path(name).expanduser().resolve())
+
+
+def _load(name: str, split: str, size: int | None) -> ImageSet:
     if name == "fashion-mnist":
         return _fashion(split)
     if name == "mnist":
@@ -283,7 +376,7 @@ def load_images(name_or_path: str | Path, split: str = "train", *, size: int = 2
     if not p.exists():
         raise InputError(f"data set {name!r}: not a built-in ({', '.join(BUILTINS)}) and no such file or folder")
     if p.is_dir():
-        return _folder(p, size)
+        return _held_out(_folder(p, size), split)
     if p.suffix == ".npz":
         return _npz(p, split)
     if "idx" in p.name:
@@ -291,7 +384,7 @@ def load_images(name_or_path: str | Path, split: str = "train", *, size: int = 2
         lab = Path(str(p).replace("images-idx3", "labels-idx1"))
         y = _labels(read_idx(lab), x.shape[0], lab.name) if lab != p and lab.is_file() else None
         nc = int(y.max()) + 1 if y is not None else 0
-        return ImageSet(p.name, x, y, nc, tuple(str(i) for i in range(nc)))
+        return _held_out(ImageSet(p.name, x, y, nc, tuple(str(i) for i in range(nc))), split)
     raise InputError(
         f"data set {name!r}: expected a built-in ({', '.join(BUILTINS)}), an .npz, an IDX file or an image folder"
     )

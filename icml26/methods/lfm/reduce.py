@@ -4,9 +4,12 @@ Scorers (``--scorer``), all returning sorted indices of the kept samples (``keep
 
   random              uniform subset (the baseline).
   kcenter             greedy k-center coreset (Sener & Savarese 2018) on image features.
-  balanced-cluster    the paper's default: k-means (k = 24) on image features, an equal per-cluster
+  balanced-cluster    the paper's default: spherical k-means (k = 24) on L2-normalised image
+                      features (official ``cluster_features.py``, commit 3593fed), an equal per-cluster
                       quota ~ (N/k) * keep; clusters smaller than the quota give their deficit to
-                      clusters with spare samples; inside a cluster keep those NEAREST the centroid.
+                      clusters with spare samples; inside a cluster keep those NEAREST the centroid
+                      (Euclidean distance of normalised feature and normalised centre, as official).
+                      ``clustering="euclidean"``: a named variant, scikit-learn k-means on raw features.
   cluster-proportional  the same fraction of every cluster, nearest the centroid.
   loss                FM loss of a scoring model at 8 interior times t_k = linspace(0, 1, 10)[1:-1]
                       with 2 fixed noise draws shared by all samples; each t_k loss is divided by a
@@ -29,7 +32,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-SCORERS = ("random", "kcenter", "balanced-cluster", "cluster-proportional", "loss", "grad")
+from icml26.methods.lfm.config import SCORERS  # noqa: F401  (re-exported)
 
 
 def num_kept(n: int, keep_ratio: float) -> int:
@@ -65,8 +68,36 @@ def kcenter_greedy(features: Tensor, keep_ratio: float, seed: int) -> np.ndarray
     return np.sort(chosen.numpy())
 
 
+def spherical_kmeans(
+    features: Tensor, num_clusters: int, seed: int, iterations: int = 100
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Spherical k-means as the official ``cluster_features.py`` (3593fed) runs it: L2-normalise the
+    features; centres = k rows drawn by ``torch.randperm`` (seeded); assign by the largest dot
+    product; a centre is its members' mean, re-normalised (an empty one keeps its place); stop
+    when the mean centre shift < 1e-6 or after ``iterations``. Returns (labels, centers, x_norm)."""
+    x = torch.nn.functional.normalize(features.float(), p=2, dim=-1, eps=1e-12)
+    k = min(num_clusters, x.shape[0])
+    g = torch.Generator().manual_seed(seed)
+    centers = torch.nn.functional.normalize(x[torch.randperm(x.shape[0], generator=g)[:k]], p=2, dim=-1, eps=1e-12)
+    for _ in range(iterations):
+        labels = (x @ centers.t()).argmax(1)
+        sums = torch.zeros_like(centers).index_add_(0, labels, x)
+        counts = torch.bincount(labels, minlength=k).float()
+        new = centers.clone()
+        ne = counts > 0
+        new[ne] = sums[ne] / counts[ne, None]
+        new = torch.nn.functional.normalize(new, p=2, dim=-1, eps=1e-12)
+        shift = float((new - centers).norm(dim=1).mean())
+        centers = new
+        if shift < 1e-6:
+            break
+    labels = (x @ centers.t()).argmax(1)
+    return labels.numpy().astype(np.int64), centers.double().numpy(), x.double().numpy()
+
+
 def kmeans(features: Tensor, num_clusters: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """k-means (scikit-learn, k-means++ init). Returns (labels (N,), centers (k, D))."""
+    """k-means (scikit-learn, k-means++ init) on raw features: the ``euclidean`` variant.
+    Returns (labels (N,), centers (k, D))."""
     from sklearn.cluster import KMeans
 
     x = features.double().numpy()
@@ -110,11 +141,16 @@ def select_cluster(
     num_clusters: int = 24,
     balanced: bool = True,
     largest: bool = False,
+    spherical: bool = True,
 ) -> np.ndarray:
     """Cluster-distance criterion. balanced: equal quotas (else proportional to cluster size);
-    largest: keep the furthest from the centroid (else the nearest, the paper's default)."""
-    labels, centers = kmeans(features, num_clusters, seed)
-    x = features.double().numpy()
+    largest: keep the furthest from the centroid (else the nearest, the paper's default);
+    spherical: the official normalised spherical k-means (else Euclidean k-means on raw features)."""
+    if spherical:
+        labels, centers, x = spherical_kmeans(features, num_clusters, seed)
+    else:
+        labels, centers = kmeans(features, num_clusters, seed)
+        x = features.double().numpy()
     k = centers.shape[0]
     n = x.shape[0]
     sizes = np.bincount(labels, minlength=k).tolist()

@@ -11,6 +11,8 @@ Each mode reports NFE, wall-clock seconds per sample (ODE + decoding), FID / pre
 in the feature space of the classifier trained here (NOT Inception), class accuracy of the
 samples, and its same-seed similarity to the ``large`` samples (cosine of feature embeddings,
 the paper's DINO-cosine analogue; latent cosine; pixel correlation) beside the unmatched baseline.
+An independent judge (``judge``: a network the method did not train or choose, see
+``core/data/judges.py``) gives ``judge_fid`` / ``judge_precision`` / ``judge_recall`` beside them.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
-import numpy as np
 import torch
 from torch import Tensor
 
@@ -47,6 +48,7 @@ class SampleConfig:
     timing_repeats: int = 1  # sample each mode this many times; the fastest wall-clock counts
     reference_offset: int = 0  # first test image of the reference set (a disjoint slice = a validation reference)
     bootstrap: int = 100  # paired bootstrap replicates for the FID intervals (0 = none)
+    judge: str = "auto"  # independent FID judge: auto (the data set's registered one) | none | a name | a file
 
     def __post_init__(self):
         if self.sampler not in SAMPLERS:
@@ -120,7 +122,8 @@ def run(
     device: str = "cpu",
 ) -> Iterator[dict]:
     """The records of one sampling comparison (see the module doc). The checkpoints and the VAE
-    run are read and checked when ``run`` is called (InputError), before the first record."""
+    run are read and checked when ``run`` is called (InputError), before the first record.
+    device: where the networks run (sampling and decoding); metrics are computed on the CPU."""
     fine = checkpoint_file(fine, "--fine")
     coarse = checkpoint_file(coarse, "--coarse") if coarse else coarse
     compare = [checkpoint_file(p, "--compare") for p in compare]
@@ -150,6 +153,8 @@ def run(
         coarse_meta=coarse_meta,
         others=others,
         arts=arts,
+        judge=_judge(cfg.judge, lm),
+        device=device,
     )
 
 
@@ -166,9 +171,15 @@ def _records(
     coarse_meta,
     others,
     arts,
+    judge,
+    device,
 ) -> Iterator[dict]:
     from icml26.core.data.images import load_images, save_png_grid
     from icml26.core.seed import seed_everything
+
+    for net in [fine_net, coarse_net, arts["vae"]] + [n for _, n, _ in others]:
+        if net is not None:
+            net.to(device)
 
     seed_everything(seed)
     lm = arts["latents_meta"]
@@ -183,7 +194,7 @@ def _records(
     )
 
     # real reference features (test split)
-    ref = load_images(lm["dataset_arg"], "test")
+    ref = load_images(lm["dataset_arg"], "test", size=int(lm["image_shape"][-1]))
     if cfg.reference_offset >= len(ref.images):
         raise InputError(f"reference_offset {cfg.reference_offset} is past the {len(ref.images)} test images")
     xr = (
@@ -192,19 +203,23 @@ def _records(
         .div_(255.0)
     )
     with torch.no_grad():
-        fr = _features(feat, vae_net, xr)
+        fr = _features(feat, vae_net.cpu(), xr)
+        jr = _features(judge[0], None, xr) if judge[0] is not None else None
+    vae_net.to(device)
     yield {
         "kind": "reference",
         "dataset": lm["dataset"],
         "split": "test",
+        "split_source": ref.split_source,
         "offset": cfg.reference_offset,
         "images": int(len(xr)),
         "feature_net": feature_name,
+        "judge": judge[1],
     }
 
     g = torch.Generator().manual_seed(seed)
-    x0 = torch.randn((cfg.num_samples, *shape), generator=g)
-    y = (torch.arange(cfg.num_samples) % K) if K > 0 else None
+    x0 = torch.randn((cfg.num_samples, *shape), generator=g).to(device)
+    y = (torch.arange(cfg.num_samples) % K).to(device) if K > 0 else None
 
     def single(net):
         return lambda yb: model_velocity(net, yb, cfg.cfg_scale)
@@ -237,10 +252,14 @@ def _records(
             with torch.no_grad():
                 z, nfe, extra = _sample_latents(fac, x0, y, cfg, c2f=c2f)
                 x = torch.cat([vae_net.decode(z[s : s + 1000] / scale) for s in range(0, len(z), 1000)])
+            if str(device).startswith("cuda"):
+                torch.cuda.synchronize()
             times[name].append(time.perf_counter() - t0)
-            outs[name] = (z, nfe, extra, x)
+            outs[name] = (z.cpu(), nfe, extra, x.cpu())
+    vae_net.cpu()
+    y = y.cpu() if y is not None else None
 
-    results, imgs, ref_large, feats = [], {}, None, []
+    results, imgs, ref_large, feats, jfeats = [], {}, None, [], []
     for name, fac, meta, c2f in modes:
         z, nfe, extra, x = outs[name]
         sps = min(times[name]) / cfg.num_samples
@@ -257,6 +276,12 @@ def _records(
             "precision": prec,
             "recall": rec,
         }
+        if judge[0] is not None:
+            with torch.no_grad():
+                jf = _features(judge[0], None, x)
+            jfeats.append(jf)
+            r["judge_fid"] = metrics.frechet_distance(jr, jf)
+            r["judge_precision"], r["judge_recall"] = metrics.precision_recall(jr, jf)
         if feat is not None and y is not None:
             with torch.no_grad():
                 pred = torch.cat([feat(x[s : s + 1000]).argmax(1) for s in range(0, len(x), 1000)])
@@ -264,11 +289,12 @@ def _records(
         if ref_large is None:
             ref_large = (z, x, ff)
         zl, xl, fl = ref_large
-        r["same_seed_similarity"], r["unmatched_similarity"] = metrics.paired_cosine(
-            ff, fl, seed, shift=K if K > 0 else None
+        shift = K if K > 0 else None
+        r["same_seed_similarity"], r["unmatched_similarity"] = metrics.paired_cosine(ff, fl, seed, shift=shift)
+        r["latent_similarity"], r["latent_unmatched_similarity"] = metrics.paired_cosine(z, zl, seed, shift=shift)
+        r["pixel_similarity"], r["pixel_unmatched_similarity"] = metrics.paired_cosine(
+            _centred(x), _centred(xl), seed, shift=shift
         )
-        r["latent_similarity"], _ = metrics.paired_cosine(z, zl, seed, shift=K if K > 0 else None)
-        r["pixel_similarity"] = _pixel_corr(x, xl)
         r["parameters"] = int(meta["parameters"]) if meta else int(coarse_meta["parameters"] + fine_meta["parameters"])
         if meta:
             r["keep_ratio"], r["scorer"] = meta.get("keep_ratio"), meta.get("scorer")
@@ -280,6 +306,8 @@ def _records(
         feats.append(ff)
     if cfg.bootstrap:
         add_fid_intervals(results, fr, feats, cfg.bootstrap, seed)
+        if jfeats:
+            add_fid_intervals(results, jr, jfeats, cfg.bootstrap, seed, key="judge_fid")
     base = results[0]["seconds_per_sample"]
     for r in results:
         r["speedup"] = base / r["seconds_per_sample"] if r["seconds_per_sample"] > 0 else None
@@ -303,6 +331,8 @@ def _records(
         "sampler": cfg.sampler,
         "steps": cfg.steps,
         "feature_net": feature_name,
+        "judge": judge[1],
+        "device": str(device),
         "grids": grids,
     }
     if cfg.sampler == "adaptive":  # no fixed steps: the solver's tolerances and the evaluations it took
@@ -316,9 +346,11 @@ def _records(
     yield summary
 
 
-def add_fid_intervals(results: list[dict], fr: Tensor, feats: list[Tensor], n_boot: int, seed: int) -> None:
-    """Add ``fid_sd`` / ``fid_low`` / ``fid_high`` and, vs the first result (large), ``fid_ratio`` with
-    ``fid_ratio_low`` / ``fid_ratio_high`` to each result, in place.
+def add_fid_intervals(
+    results: list[dict], fr: Tensor, feats: list[Tensor], n_boot: int, seed: int, key: str = "fid"
+) -> None:
+    """Add ``<key>_sd`` / ``_low`` / ``_high`` and, vs the first result (large), ``<key>_ratio`` with
+    ``<key>_ratio_low`` / ``_high`` to each result, in place (key: ``fid`` or ``judge_fid``).
 
     Paired bootstrap (metrics.bootstrap_fid: real rows and, jointly, the same-seed rows of every mode
     resampled). Resampled FIDs are biased upwards, so the interval is the normal one around the
@@ -326,14 +358,48 @@ def add_fid_intervals(results: list[dict], fr: Tensor, feats: list[Tensor], n_bo
     boot = metrics.bootstrap_fid(fr, feats, n_boot=n_boot, seed=seed)
     sd = boot.std(0, ddof=1)
     rsd = (boot / boot[:, :1]).std(0, ddof=1)
-    base = results[0]["fid"]
+    base = results[0][key]
     for j, r in enumerate(results):
-        r["fid_sd"] = float(sd[j])
-        r["fid_low"], r["fid_high"] = r["fid"] - 1.96 * float(sd[j]), r["fid"] + 1.96 * float(sd[j])
-        ratio = r["fid"] / base
-        r["fid_ratio"] = ratio
-        r["fid_ratio_low"], r["fid_ratio_high"] = ratio - 1.96 * float(rsd[j]), ratio + 1.96 * float(rsd[j])
-        r["fid_bootstrap"] = n_boot
+        r[f"{key}_sd"] = float(sd[j])
+        r[f"{key}_low"], r[f"{key}_high"] = r[key] - 1.96 * float(sd[j]), r[key] + 1.96 * float(sd[j])
+        ratio = r[key] / base
+        r[f"{key}_ratio"] = ratio
+        r[f"{key}_ratio_low"], r[f"{key}_ratio_high"] = ratio - 1.96 * float(rsd[j]), ratio + 1.96 * float(rsd[j])
+        r[f"{key}_bootstrap"] = n_boot
+
+
+def _judge(name: str, lm: dict):
+    """(judge network or None, record dict) for SampleConfig.judge: ``auto`` uses the data set's
+    registered judge when it is built (else says how to build it), ``none`` none."""
+    from icml26.core.data import judges
+    from icml26.core.errors import MissingDataError
+
+    if name == "none":
+        return None, {"name": None}
+    if name == "auto":
+        name = judges.DEFAULT_FOR.get(lm["dataset"])
+        if name is None:
+            return None, {"name": None, "note": f"no registered judge for {lm['dataset']!r}; set judge=FILE"}
+        try:
+            net, meta = judges.load_judge(name)
+        except MissingDataError as e:
+            return None, {"name": None, "note": str(e)}
+    else:
+        net, meta = judges.load_judge(name)
+    want = [int(v) for v in lm["image_shape"]]
+    if [int(meta["in_channels"]), int(meta["image_size"]), int(meta["image_size"])] != want:
+        raise InputError(
+            f"judge {name!r} reads {meta['in_channels']}x{meta['image_size']}x{meta['image_size']} images; "
+            f"this model makes {want[0]}x{want[1]}x{want[2]}"
+        )
+    info = {k: meta.get(k) for k in ("name", "dataset", "train_images", "feature_dim", "test_accuracy")}
+    return net, info
+
+
+def _centred(x: Tensor) -> Tensor:
+    """Rows minus their mean: cosine of centred pixels = the pixel correlation."""
+    x = x.flatten(1).double()
+    return x - x.mean(1, keepdim=True)
 
 
 def _features(feat, vae_net, x: Tensor) -> Tensor:
