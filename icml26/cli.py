@@ -48,6 +48,40 @@ COMMANDS: list[tuple[str, str, str]] = [
     ("fed-lora", "icml26.commands.fed_lora:fed_lora", "Federated LLM fine-tuning (Het-CPFLoRA)"),
 ]
 
+# The Config of every command that takes settings (recipe, --set): "command [subcommand]" ->
+# "module:Class". tests/test_lifecycle.py checks the lifecycle rules (help on every field, sized
+# settings refused up front...) over this table; a new command adds its line here.
+CONFIGS: dict[str, str] = {
+    "bai": "icml26.methods.exploration.bai:Config",
+    "quantize": "icml26.methods.quantization.fptquant:Config",
+    "evict-kv": "icml26.methods.kvcache.evaluate:Config",
+    "train-lfm": "icml26.methods.lfm.train:Config",
+    "sample-lfm": "icml26.methods.lfm.sample:SampleConfig",
+    "mcts": "icml26.methods.exploration.mcts:Config",
+    "bpi": "icml26.methods.exploration.bpi:Config",
+    "filter-data make-corpus": "icml26.methods.filtering.corpus:CorpusConfig",
+    "filter-data train": "icml26.methods.filtering.classifiers:TrainConfig",
+    "filter-data analyze": "icml26.methods.filtering.analysis:AnalyzeConfig",
+    "filter-data proxy": "icml26.methods.filtering.proxy:ProxyConfig",
+    "probe-syntax": "icml26.methods.probing.syntax_semantics:Config",
+    "traffic run": "icml26.methods.traffic.harness:Config",
+    "sng": "icml26.methods.pinn.config:Config",
+    "jacobian-spectrum": "icml26.methods.theory.spectrum_config:Config",
+    "equivariance": "icml26.methods.theory.equivariance_config:Config",
+    "modality-pairing": "icml26.methods.multimodal.train:Config",
+    "geo-fusion make-bench": "icml26.methods.spatial.bench:BenchConfig",
+    "geo-fusion train": "icml26.methods.spatial.config:Config",
+    "muse bench": "icml26.methods.attention.harness:Config",
+    "icr analyze": "icml26.methods.diffusion.analyze:AnalyzeConfig",
+    "icr train": "icml26.methods.diffusion.train:TrainConfig",
+    "dsac-aid": "icml26.methods.rl.dsac_aid:Config",
+    "bfq make-dataset": "icml26.methods.rl.offline_make:MakeConfig",
+    "bfq train": "icml26.methods.rl.offline:Config",
+    "hdr-gs train": "icml26.methods.splatting.hdr_gs:Config",
+    "mamoe train": "icml26.methods.speech.config:Config",
+    "fed-lora": "icml26.methods.federated.harness:Config",
+}
+
 app = typer.Typer(
     name="icml26",
     help="Methods of ICML 2026 papers, beside the baselines of their fields, on real models and data.\n\n"

@@ -21,7 +21,7 @@ import json
 import math
 import statistics
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterator
 
@@ -41,7 +41,7 @@ class Config:
     methods: tuple[str, ...] = METHODS
     context_tokens: tuple[int, ...] = (4096,)
     # MuSe (per head, per block)
-    block_tokens: int = 256
+    block_tokens: int = field(default=256, metadata={"sized": 2**20})  # MuSe block size (keys per block)
     query_clusters: int = 4
     key_clusters: int = 8
     lloyd_iters: int = 3

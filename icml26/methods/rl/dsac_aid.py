@@ -35,7 +35,7 @@ import dataclasses
 import json
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
@@ -123,9 +123,9 @@ class Config:
     reward_scale: float | None = None
     huber: bool | None = None
     homogeneous: bool | None = None
-    lr_q: float | None = None
-    lr_pi: float | None = None
-    lr_alpha: float | None = None
+    lr_q: float | None = field(default=None, metadata={"gt": 0})  # critic learning rate (None: the family preset)
+    lr_pi: float | None = field(default=None, metadata={"gt": 0})  # actor learning rate (None: the family preset)
+    lr_alpha: float | None = field(default=None, metadata={"gt": 0})  # entropy-temperature learning rate (None: preset)
     eval_interval: int | None = None  # environment steps
     eval_episodes: int = 10
     bias_horizon: int = 200

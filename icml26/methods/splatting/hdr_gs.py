@@ -38,7 +38,7 @@ import dataclasses
 import json
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
@@ -52,7 +52,7 @@ METHODS = ("expo-gs", "hdr-gs", "expo-gs-norel", "expo-gs-nosdfdc")
 @dataclass(frozen=True)
 class Config:
     methods: tuple = ("expo-gs", "hdr-gs")
-    iters: int = 1500  # total; stages split by stage_fractions
+    iters: int = field(default=1500, metadata={"sized": 10**6})  # total; stages split by stage_fractions
     stage_fractions: tuple = (0.4, 0.3, 0.3)  # irradiance / geometry / joint (the paper: 8k / 12k / 10k)
     init_points: int = 2000
     init_noise: float = 0.02  # scene units, on the back-projected points
@@ -94,12 +94,12 @@ class Config:
     densify_every: int = 100
     densify_from: int = 100
     opacity_reset_every: int = 0  # 0 = never (3DGS: 3000, longer than these runs)
-    lr_means: float = 1.6e-3  # times the scene extent
-    lr_scales: float = 5e-3
-    lr_quats: float = 1e-3
-    lr_opacity: float = 5e-2
-    lr_radiance: float = 1e-2
-    lr_tone: float = 5e-3
+    lr_means: float = field(default=1.6e-3, metadata={"gt": 0})  # times the scene extent
+    lr_scales: float = field(default=5e-3, metadata={"gt": 0})
+    lr_quats: float = field(default=1e-3, metadata={"gt": 0})
+    lr_opacity: float = field(default=5e-2, metadata={"gt": 0})
+    lr_radiance: float = field(default=1e-2, metadata={"gt": 0})
+    lr_tone: float = field(default=5e-3, metadata={"gt": 0})
     ckpt_every: int = 500
     floater_band: float = 0.1  # scene units: a Gaussian this far in front of the true surface is a floater
     floater_min_opacity: float = 0.1
