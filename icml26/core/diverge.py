@@ -39,10 +39,22 @@ def _finite(v: Any) -> bool:
     return math.isfinite(float(v))
 
 
+def _forced(step: int) -> bool:
+    """``ICML26_FORCE_DIVERGE_AT=N``: the checks treat every value from step N on as non-finite
+    (fault injection, so that a test can see each training command stop and say so)."""
+    import os
+
+    v = os.environ.get("ICML26_FORCE_DIVERGE_AT", "").strip()
+    return v.isdigit() and int(step) >= int(v)
+
+
 def check(step: int, **values: Any) -> None:
     """Raise :class:`Diverged` at ``step`` if any value (number, tensor or array) is not finite.
 
-    ``check(step, critic_loss=loss, q=q)``; the first non-finite keyword names the quantity."""
+    ``check(step, critic_loss=loss, q=q)``; the first non-finite keyword names the quantity.
+    ``ICML26_FORCE_DIVERGE_AT=N`` forces it from step N on (tests)."""
+    if values and _forced(step):
+        raise Diverged(step, next(iter(values)), "nan (forced by ICML26_FORCE_DIVERGE_AT)")
     for k, v in values.items():
         if not _finite(v):
             shown = v if isinstance(v, (int, float)) else "non-finite"

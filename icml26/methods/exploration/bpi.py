@@ -453,7 +453,10 @@ def run(
             }
             results.append(r)
             yield r
-    best = max(results, key=lambda r: (r["p_eps_optimal"], -r["policy_gap"]))
+    from icml26.core.verdict import verdict
+
+    # a winner only when its Wilson interval on P(eps-optimal) separates it (exact ties: none)
+    best = verdict(results, "p_eps_optimal", "algo", lower=False, ci_key="p_eps_optimal_ci", metric="algo")
     yield {
         "kind": "summary",
         "mdp": mdp.name,
@@ -464,7 +467,7 @@ def run(
         "epsilon": cfg.epsilon,
         "budget": cfg.budget,
         "delta": cfg.delta,
-        "best_algo": best["algo"],
+        **best,
         "p_eps_optimal": {r["algo"]: r["p_eps_optimal"] for r in results},
         "policy_gap": {r["algo"]: r["policy_gap"] for r in results},
     }

@@ -28,6 +28,8 @@ from typing import Iterator, Literal
 
 import numpy as np
 
+from icml26.core import diverge
+from icml26.core.progress import progress
 from icml26.core.settings import Work
 
 FUSIONS = ("late", "late-sum", "intermediate")  # as models.FUSIONS (this module loads no torch)
@@ -334,6 +336,7 @@ def train_one(
     gen = np.random.default_rng([seed, 11])
     best, best_state, history = -1.0, None, []
     t0 = time.perf_counter()
+    step = 0
     for epoch in range(cfg.epochs):
         model.train()
         ds.set_epoch(epoch)
@@ -351,6 +354,8 @@ def train_one(
                 loss_t.backward()
                 opt.step()
                 loss = float(loss_t.detach())
+            diverge.check(step, train_loss=loss)  # a non-finite loss stops this run (Diverged)
+            step += 1
             tot += loss * int(y.shape[0])
             n += int(y.shape[0])
         sched.step()
@@ -432,16 +437,10 @@ def _arms(cfg: Config, modalities) -> list[tuple[str, str, str, str]]:
 
 
 def _ci(values) -> list[float] | None:
-    """95% Student-t interval of the mean over seeds ([v, v] for one seed)."""
-    v = np.asarray([x for x in values if x is not None], dtype=float)
-    if v.size == 0:
-        return None
-    if v.size == 1:
-        return [float(v[0]), float(v[0])]
-    from scipy import stats
+    """95% Student-t interval of the mean over seeds; None with one seed (never zero width)."""
+    from icml26.core.verdict import seed_interval
 
-    h = float(stats.t.ppf(0.975, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
-    return [float(v.mean() - h), float(v.mean() + h)]
+    return seed_interval([x for x in values if x is not None])
 
 
 def run(cfg: Config, *, seed: int = 0, out=None, previous=None, data=None) -> Iterator[dict]:
@@ -459,17 +458,39 @@ def run(cfg: Config, *, seed: int = 0, out=None, previous=None, data=None) -> It
             prev_steps.setdefault((r.get("pairing"), r.get("reg"), r.get("fusion"), r.get("modality")), []).append(r)
     landscapes = []
     results = []
-    for arm in _arms(cfg, ms.modalities):
-        pairing, reg, fusion, modality = arm
-        if arm in prev:
-            yield from prev_steps.get(arm, [])
-            results.append(prev[arm])
-            yield prev[arm]
-            continue
-        per_seed, walls = [], []
-        for s in seeds:
-            train, valid, test, variants = _prepare(ms, cfg, s)
-            steps = []
+    arms = _arms(cfg, ms.modalities)
+    with progress(len(arms) * len(seeds) * cfg.epochs, "modality-pairing epochs") as bar:
+        for arm in arms:
+            rec = yield from _run_arm(cfg, arm, ms, seeds, prev, prev_steps, out, landscapes, bar)
+            results.append(rec)
+    if landscapes and out is not None:
+        from pathlib import Path
+
+        from icml26.methods.multimodal.flatness import plot_landscapes
+
+        plot_landscapes(landscapes, Path(out) / "loss_landscape.png")
+    yield summary(results, ms)
+
+
+def _run_arm(cfg: Config, arm, ms, seeds, prev, prev_steps, out, landscapes, bar):
+    """One arm over the seeds: yields its step records and its result (returned too). A seed whose
+    training diverges stops the arm: its result says so (``diverged``) and carries no figures."""
+    pairing, reg, fusion, modality = arm
+    if arm in prev:
+        yield from prev_steps.get(arm, [])
+        bar.advance(len(seeds) * cfg.epochs)
+        yield prev[arm]
+        return prev[arm]
+    per_seed, walls = [], []
+    for s in seeds:
+        train, valid, test, variants = _prepare(ms, cfg, s)
+        steps = []
+
+        def on_epoch(e, l, v):
+            steps.append((e, l, v))
+            bar.advance(1, arm=f"{pairing}/{reg}/{fusion}", seed=s, loss=l, val_acc=v)
+
+        try:
             model, hist, wall = train_one(
                 cfg,
                 train,
@@ -480,53 +501,52 @@ def run(cfg: Config, *, seed: int = 0, out=None, previous=None, data=None) -> It
                 modality=modality,
                 num_classes=ms.num_classes,
                 seed=s,
-                on_epoch=lambda e, l, v: steps.append((e, l, v)),
+                on_epoch=on_epoch,
             )
-            for e, l, v in steps:
-                yield {
-                    "kind": "step",
-                    "pairing": pairing,
-                    "reg": reg,
-                    "fusion": fusion,
-                    "modality": modality,
-                    "seed": s,
-                    "epoch": e,
-                    "train_loss": l,
-                    "val_accuracy": v,
-                }
-            metrics = evaluate(cfg, model, train, test, variants, seed=s, modality=modality)
-            metrics["val_accuracy"] = max(h[2] for h in hist)
-            per_seed.append(metrics)
-            walls.append(wall)
-            if cfg.landscape_points and s == seeds[0] and out is not None:
-                from icml26.methods.multimodal.flatness import landscape_2d
+        except diverge.Diverged as exc:
+            diverge.warn(exc, f"modality-pairing {pairing}/{reg}/{fusion}/{modality} seed {s}")
+            rec = {"kind": "result", "pairing": pairing, "reg": reg, "fusion": fusion, "modality": modality}
+            rec.update({"test_accuracy": None, "test_accuracy_ci": None, "seeds": seeds, "diverged_seed": s})
+            rec.update(diverge.diverged_fields(exc))
+            yield rec
+            return rec
+        for e, l, v in steps:
+            yield {
+                "kind": "step",
+                "pairing": pairing,
+                "reg": reg,
+                "fusion": fusion,
+                "modality": modality,
+                "seed": s,
+                "epoch": e,
+                "train_loss": l,
+                "val_accuracy": v,
+            }
+        metrics = evaluate(cfg, model, train, test, variants, seed=s, modality=modality)
+        metrics["val_accuracy"] = max(h[2] for h in hist)
+        per_seed.append(metrics)
+        walls.append(wall)
+        if cfg.landscape_points and s == seeds[0] and out is not None:
+            from icml26.methods.multimodal.flatness import landscape_2d
 
-                sub = train.subset(np.arange(min(len(train), 512)))
-                c, z = landscape_2d(
-                    model, sub.batches(256), points=cfg.landscape_points, span=cfg.landscape_span, seed=s
-                )
-                landscapes.append((f"{pairing} {reg} {fusion if pairing != 'unimodal' else modality}", c, z))
-        rec = {"kind": "result", "pairing": pairing, "reg": reg, "fusion": fusion, "modality": modality}
-        keys = [k for k in per_seed[0] if k != "loss_curve"]
-        for k in keys:
-            vals = [m.get(k) for m in per_seed]
-            rec[k] = float(np.mean(vals)) if all(v is not None for v in vals) else None
-            if k in ("test_accuracy", "hessian_top_eig"):
-                rec[f"{k}_ci"] = _ci(vals)
-                rec[f"{k}_seeds"] = vals
-        rec["loss_curve_radii"] = list(cfg.loss_curve_radii)
-        rec["loss_curve"] = [float(x) for x in np.mean([m["loss_curve"] for m in per_seed], axis=0)]
-        rec["train_wall_s"] = float(np.mean(walls))
-        rec["seeds"] = seeds
-        results.append(rec)
-        yield rec
-    if landscapes and out is not None:
-        from pathlib import Path
-
-        from icml26.methods.multimodal.flatness import plot_landscapes
-
-        plot_landscapes(landscapes, Path(out) / "loss_landscape.png")
-    yield summary(results, ms)
+            sub = train.subset(np.arange(min(len(train), 512)))
+            c, z = landscape_2d(model, sub.batches(256), points=cfg.landscape_points, span=cfg.landscape_span, seed=s)
+            landscapes.append((f"{pairing} {reg} {fusion if pairing != 'unimodal' else modality}", c, z))
+    rec = {"kind": "result", "pairing": pairing, "reg": reg, "fusion": fusion, "modality": modality}
+    keys = [k for k in per_seed[0] if k != "loss_curve"]
+    for k in keys:
+        vals = [m.get(k) for m in per_seed]
+        rec[k] = float(np.mean(vals)) if all(v is not None for v in vals) else None
+        if k in ("test_accuracy", "hessian_top_eig"):
+            rec[f"{k}_ci"] = _ci(vals)
+            rec[f"{k}_seeds"] = vals
+    rec["loss_curve_radii"] = list(cfg.loss_curve_radii)
+    rec["loss_curve"] = [float(x) for x in np.mean([m["loss_curve"] for m in per_seed], axis=0)]
+    rec["train_wall_s"] = float(np.mean(walls))
+    rec["seeds"] = seeds
+    rec.update(diverge.diverged_fields(None))
+    yield rec
+    return rec
 
 
 def summary(results: list[dict], ms) -> dict:
@@ -535,16 +555,28 @@ def summary(results: list[dict], ms) -> dict:
     uni = [r for r in results if r["pairing"] == "unimodal"]
     multi = [r for r in results if r["pairing"] != "unimodal"]
     if uni:
-        s["best_unimodal_accuracy"] = max(r["test_accuracy"] for r in uni)
+        s["best_unimodal_accuracy"] = max(
+            (r["test_accuracy"] for r in uni if r.get("test_accuracy") is not None), default=None
+        )
     if multi:
-        b = max(multi, key=lambda r: r["test_accuracy"])
-        s["best_arm"] = f"{b['pairing']}/{b['reg']}/{b['fusion']}"
-        s["best_test_accuracy"] = b["test_accuracy"]
+        from icml26.core.verdict import verdict
+
+        rows = [dict(r, arm=f"{r['pairing']}/{r['reg']}/{r['fusion']}") for r in multi]
+        # best_arm only when its seed interval separates it; null with one seed or a tie
+        s.update(verdict(rows, "test_accuracy", "arm", lower=False, ci_key="test_accuracy_ci", metric="arm"))
+        scored = [r for r in rows if r.get("test_accuracy") is not None and not r.get("diverged")]
+        s["best_test_accuracy"] = max((r["test_accuracy"] for r in scored), default=None)
+    s["diverged"] = [
+        f"{r['pairing']}/{r['reg']}/{r['fusion']}/{r['modality']}" for r in results if r.get("diverged") is True
+    ]
     by = {(r["pairing"], r["reg"], r["fusion"]): r for r in multi}
     gaps = [
         by[("stochastic", r, f)]["test_accuracy"] - by[("fixed", r, f)]["test_accuracy"]
         for (p, r, f) in by
-        if p == "fixed" and ("stochastic", r, f) in by
+        if p == "fixed"
+        and ("stochastic", r, f) in by
+        and by[("stochastic", r, f)]["test_accuracy"] is not None
+        and by[(p, r, f)]["test_accuracy"] is not None
     ]
     if gaps:
         s["stochastic_minus_fixed_accuracy"] = float(np.mean(gaps))

@@ -32,8 +32,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from icml26.core import diverge
 from icml26.core.data import renders as R
 from icml26.core.errors import InputError
+from icml26.core.progress import progress
 from icml26.methods.spatial import bench as B
 from icml26.methods.spatial import scoring as S
 from icml26.methods.spatial.config import VARIANTS, Config  # noqa: F401
@@ -44,8 +46,6 @@ TASK_IDS = {t: i for i, t in enumerate(S.TASKS)}
 CLASS_IDS = {c: i for i, c in enumerate(B.CLASSES)}
 PATCH = 16
 MAX_REFS = 6
-
-
 
 
 # --------------------------------------------------------------------------- data
@@ -365,13 +365,22 @@ def _evaluate(model: "SpatialQA", test_qs: list[dict], test_feats: dict) -> tupl
 
 
 def train_eval(
-    cfg: Config, variant: str, seed: int, train: tuple, test: tuple, *, curve_every: int = 25, eval_every: int = 0
+    cfg: Config,
+    variant: str,
+    seed: int,
+    train: tuple,
+    test: tuple,
+    *,
+    curve_every: int = 25,
+    eval_every: int = 0,
+    bar=None,
 ) -> dict:
     """Train one variant with one seed; returns per-task scores on the test questions, the
     predictions, params_trained, timings and the training-loss curve (``loss_curve``: mean batch
     loss over each ``curve_every`` steps, as [step, loss]). ``eval_every`` > 0 also scores the
     test questions every that many steps (``eval_curve``: [step, overall]); use it with held-out
-    training scenes only (choosing settings on the evaluation scenes would leak them)."""
+    training scenes only (choosing settings on the evaluation scenes would leak them). ``bar``: a
+    core.progress bar advanced per step. A non-finite loss raises ``diverge.Diverged``."""
     train_qs, train_feats = train
     test_qs, test_feats = test
     torch.manual_seed(seed)
@@ -392,12 +401,15 @@ def train_eval(
         qs = [train_qs[j] for j in rng.integers(0, len(train_qs), cfg.batch_size)]
         h = model(*_batch(qs, train_feats))
         loss = batch_loss(model, h, qs)
+        diverge.check(step, loss=loss)
         opt.zero_grad()
         loss.backward()
         nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         sched.step()
         window.append(float(loss.detach()))
+        if bar is not None:
+            bar.advance(1, variant=variant, seed=seed, loss=window[-1])
         if step % curve_every == 0 or step == cfg.steps:
             curve.append([step, sum(window) / len(window)])
             window = []
@@ -460,15 +472,11 @@ def prepare(
     return (train_qs, encode_scenes(train_sc, cnn, geo_net)), (test_qs, encode_scenes(test_sc, cnn, geo_net)), info
 
 
-def ci95(values: list[float]) -> list[float]:
-    """Student-t 95% interval of the mean over seeds ([v, v] for one seed)."""
-    v = np.asarray(values, float)
-    if len(v) < 2:
-        return [float(v.mean()), float(v.mean())]
-    from scipy import stats
+def ci95(values: list[float]) -> list[float] | None:
+    """Student-t 95% interval of the mean over seeds; None for one seed (never zero width)."""
+    from icml26.core.verdict import seed_interval
 
-    half = float(stats.t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / math.sqrt(len(v)))
-    return [float(v.mean() - half), float(v.mean() + half)]
+    return seed_interval(values)
 
 
 def aggregate(runs: list[dict]) -> Iterator[dict]:
@@ -479,6 +487,21 @@ def aggregate(runs: list[dict]) -> Iterator[dict]:
     for variant in VARIANTS:
         rs = by.get(variant)
         if not rs:
+            continue
+        bad = [r for r in rs if r.get("diverged")]
+        if bad:  # a diverged seed: the variant is reported as diverged, without figures
+            yield {
+                "kind": "result",
+                "variant": variant,
+                "task": "overall",
+                "score": None,
+                "score_ci": None,
+                "seeds": len(rs),
+                "diverged": True,
+                "diverged_step": bad[0]["diverged_step"],
+                "diverged_what": bad[0]["diverged_what"],
+                "diverged_seed": bad[0]["seed"],
+            }
             continue
         tasks = [t for t in list(S.TASKS) + [S.DIRECTION_TASK] if t not in S.DIRECTION_SPLITS and t in rs[0]["scores"]]
         for t in tasks + list(S.DIRECTION_SPLITS):
@@ -506,6 +529,7 @@ def aggregate(runs: list[dict]) -> Iterator[dict]:
             "seeds": len(rs),
             "per_seed": vals,
             "train_s": float(np.mean([r["train_s"] for r in rs])),
+            "diverged": False,
         }
 
 
@@ -522,31 +546,53 @@ def run(
     """``train``: prepare, then every (variant, seed) run (a ``step`` record each), then the
     aggregated results and the summary. ``previous``: {(variant, seed): run} already done;
     ``splits``: ``load_splits``' result, when the caller read the scenes already."""
-    from icml26.core.output import atomic_write_text, to_json
 
     train, test, info = prepare(cfg, bench, train_bench, seed, splits)
     yield {"kind": "step", "stage": "encoders", **info}
     runs = []
-    for variant in cfg.variants:
-        for k in range(cfg.seeds):
-            s = seed + k
-            r = (previous or {}).get((variant, s)) or train_eval(cfg, variant, s, train, test)
-            runs.append(r)
-            if out is not None:
-                atomic_write_text(
-                    Path(out) / f"predictions-{variant}-seed{s}.jsonl",
-                    "".join(to_json(p) + "\n" for p in r["predictions"]),
-                )
-            yield {
-                "kind": "step",
-                "variant": variant,
-                "seed": s,
-                "overall": r["overall"],
-                "train_s": r["train_s"],
-                "final_loss": r["final_loss"],
-                "tanh_gamma": r["tanh_gamma"],
-            }
+    with progress(len(cfg.variants) * cfg.seeds * cfg.steps, "geo-fusion training steps") as bar:
+        for variant in cfg.variants:
+            for k in range(cfg.seeds):
+                s = seed + k
+                r = (previous or {}).get((variant, s))
+                if r is None:
+                    try:
+                        r = train_eval(cfg, variant, s, train, test, bar=bar)
+                    except diverge.Diverged as exc:
+                        diverge.warn(exc, f"geo-fusion {variant} seed {s}")
+                        r = {"variant": variant, "seed": s, **diverge.diverged_fields(exc)}
+                else:
+                    bar.advance(cfg.steps)
+                runs.append(r)
+                yield from _after_run(r, variant, s, out)
     results = list(aggregate(runs))
     yield from results
-    overall = {r["variant"]: r["score"] for r in results if r["task"] == "overall"}
-    yield {"kind": "summary", "overall": overall, "best": max(overall, key=overall.get), **info}
+    from icml26.core.verdict import verdict
+
+    rows = [r for r in results if r["task"] == "overall"]
+    overall = {r["variant"]: r["score"] for r in rows if r["score"] is not None}
+    best = verdict(rows, "score", "variant", lower=False, ci_key="score_ci", metric="variant")
+    diverged = [r["variant"] for r in rows if r.get("diverged")]
+    yield {"kind": "summary", "overall": overall, **best, "diverged": diverged, **info}
+
+
+def _after_run(r: dict, variant: str, s: int, out) -> Iterator[dict]:
+    """The predictions file and the step record of one (variant, seed) run."""
+    from icml26.core.output import atomic_write_text, to_json
+
+    if r.get("diverged"):
+        yield {"kind": "step", **r}
+        return
+    if out is not None:
+        atomic_write_text(
+            Path(out) / f"predictions-{variant}-seed{s}.jsonl", "".join(to_json(p) + "\n" for p in r["predictions"])
+        )
+    yield {
+        "kind": "step",
+        "variant": variant,
+        "seed": s,
+        "overall": r["overall"],
+        "train_s": r["train_s"],
+        "final_loss": r["final_loss"],
+        "tanh_gamma": r["tanh_gamma"],
+    }
