@@ -40,7 +40,9 @@ from typing import Iterator, Literal
 
 import numpy as np
 
+from icml26.core import diverge
 from icml26.core.errors import InputError
+from icml26.core.progress import progress
 from icml26.core.settings import Work
 
 NN_RATIO = 1.0 / 3.0
@@ -343,86 +345,105 @@ def _train_size(
     t0 = time.perf_counter()
     net.train()
     model = dist.wrap(net)  # DDP under torchrun: the gradients are averaged over the ranks' slices
-    for step in range(start, cfg.steps):
-        # 2. one EDM training step
-        ts = time.perf_counter()
-        g = _gen(seed, n, step, 1)
-        i = torch.randint(n, (cfg.batch_size,), generator=g)
-        z = torch.randn(cfg.batch_size, generator=g)
-        eps = torch.randn((cfg.batch_size, *x.shape[1:]), generator=g)
-        if dist.world > 1:
-            i, z, eps = dist.shard(i, z, eps)
-        loss = U.edm_loss(model, x[i], z, eps, p_mean=cfg.p_mean, p_std=cfg.p_std, sigma_data=cfg.sigma_data)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        d = min(cfg.ema_decay, (1.0 + step) / (10.0 + step))
-        with torch.no_grad():
-            for pe, pn in zip(ema.parameters(), net.parameters()):
-                pe.mul_(d).add_(pn.detach(), alpha=1.0 - d)
-        window.append(float(loss.detach()))
-        t_train += time.perf_counter() - ts
-        n_train_steps += 1
-        if (step + 1) % cfg.monitor_every and step + 1 != cfg.steps:
-            continue
-        mean_loss = dist.mean(float(np.mean(window)))
-        window = []
-        if not dist.main:  # rank 0 monitors and checkpoints; the others wait for it
-            dist.barrier()
-            continue
-        # 3a. ICR monitor on the training images
-        tm = time.perf_counter()
-        h = Fe.view_features(
-            ema, xm, sched, cfg.monitor_sigma, views=cfg.monitor_views, layer=cfg.feature_layer, seed=seed + 7, **aug
-        )
-        r = E.icr(h, shrinkage_rel=cfg.shrinkage_rel)
-        t_icr += time.perf_counter() - tm
-        # 3b. memorization of generated samples
-        tsm = time.perf_counter()
-        samples = U.edm_sample(ema, noise, steps=cfg.sampler_steps, sigma_data=cfg.sigma_data)
-        t_sample += time.perf_counter() - tsm
-        frac, ratio = memorization(samples, x)
-        # 3c. sample quality
-        fd = None
-        if quality[0] is not None:
-            with torch.no_grad():
-                fg = quality[0][0].features((samples + 1) / 2).double().numpy()
-            fd = frechet_distance(quality[1], fg)
-        rec = {
-            "kind": "step",
-            "train_size": n,
-            "step": step + 1,
-            "loss": mean_loss,
-            "icr": r.icr,
-            "memorization_fraction": frac,
-            "nn_ratio_median": float(np.median(ratio)),
-            "frechet_distance": fd,
-            "shrinkage": r.shrinkage,
-            "trace_sigma_s": r.trace_sigma_s,
-            "trace_sigma_xi": r.trace_sigma_xi,
-            "seconds": elapsed0 + time.perf_counter() - t0,
-        }
-        t_monitor += time.perf_counter() - tm
-        n_monitors += 1
-        steps_seen.append(step + 1)
-        icrs.append(r.icr)
-        mems.append(frac)
-        # 3d. checkpoint (then the record: a resumed run recomputes nothing it has printed)
-        if path is not None:
-            flat, groups = ckpt.optim_to_flat(opt)
-            ckpt.save(
-                path,
-                {**ckpt.prefixed(net.state_dict(), "model"), **ckpt.prefixed(ema.state_dict(), "ema"), **flat},
-                {
-                    **_ckpt_meta(cfg, n),
+    diverged = None
+    with progress(cfg.steps - start, f"icr train size {n} (steps)") as bar:
+        try:
+            for step in range(start, cfg.steps):
+                # 2. one EDM training step
+                ts = time.perf_counter()
+                g = _gen(seed, n, step, 1)
+                i = torch.randint(n, (cfg.batch_size,), generator=g)
+                z = torch.randn(cfg.batch_size, generator=g)
+                eps = torch.randn((cfg.batch_size, *x.shape[1:]), generator=g)
+                if dist.world > 1:
+                    i, z, eps = dist.shard(i, z, eps)
+                loss = U.edm_loss(model, x[i], z, eps, p_mean=cfg.p_mean, p_std=cfg.p_std, sigma_data=cfg.sigma_data)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                d = min(cfg.ema_decay, (1.0 + step) / (10.0 + step))
+                with torch.no_grad():
+                    for pe, pn in zip(ema.parameters(), net.parameters()):
+                        pe.mul_(d).add_(pn.detach(), alpha=1.0 - d)
+                window.append(float(loss.detach()))
+                diverge.check(step + 1, loss=window[-1])  # a non-finite loss stops this size (Diverged)
+                bar.advance(1, size=n, loss=window[-1])
+                t_train += time.perf_counter() - ts
+                n_train_steps += 1
+                if (step + 1) % cfg.monitor_every and step + 1 != cfg.steps:
+                    continue
+                mean_loss = dist.mean(float(np.mean(window)))
+                window = []
+                if not dist.main:  # rank 0 monitors and checkpoints; the others wait for it
+                    dist.barrier()
+                    continue
+                # 3a. ICR monitor on the training images
+                tm = time.perf_counter()
+                h = Fe.view_features(
+                    ema,
+                    xm,
+                    sched,
+                    cfg.monitor_sigma,
+                    views=cfg.monitor_views,
+                    layer=cfg.feature_layer,
+                    seed=seed + 7,
+                    **aug,
+                )
+                r = E.icr(h, shrinkage_rel=cfg.shrinkage_rel)
+                t_icr += time.perf_counter() - tm
+                # 3b. memorization of generated samples
+                tsm = time.perf_counter()
+                samples = U.edm_sample(ema, noise, steps=cfg.sampler_steps, sigma_data=cfg.sigma_data)
+                t_sample += time.perf_counter() - tsm
+                frac, ratio = memorization(samples, x)
+                # 3c. sample quality
+                fd = None
+                if quality[0] is not None:
+                    with torch.no_grad():
+                        fg = quality[0][0].features((samples + 1) / 2).double().numpy()
+                    fd = frechet_distance(quality[1], fg)
+                rec = {
+                    "kind": "step",
+                    "train_size": n,
                     "step": step + 1,
-                    "seconds": rec["seconds"],
-                    "param_groups": groups,
-                    "seed": seed,
-                },
-            )
-        dist.barrier()
-        yield rec
+                    "loss": mean_loss,
+                    "icr": r.icr,
+                    "memorization_fraction": frac,
+                    "nn_ratio_median": float(np.median(ratio)),
+                    "frechet_distance": fd,
+                    "shrinkage": r.shrinkage,
+                    "trace_sigma_s": r.trace_sigma_s,
+                    "trace_sigma_xi": r.trace_sigma_xi,
+                    "seconds": elapsed0 + time.perf_counter() - t0,
+                }
+                t_monitor += time.perf_counter() - tm
+                n_monitors += 1
+                steps_seen.append(step + 1)
+                icrs.append(r.icr)
+                mems.append(frac)
+                # 3d. checkpoint (then the record: a resumed run recomputes nothing it has printed)
+                if path is not None:
+                    flat, groups = ckpt.optim_to_flat(opt)
+                    ckpt.save(
+                        path,
+                        {**ckpt.prefixed(net.state_dict(), "model"), **ckpt.prefixed(ema.state_dict(), "ema"), **flat},
+                        {
+                            **_ckpt_meta(cfg, n),
+                            "step": step + 1,
+                            "seconds": rec["seconds"],
+                            "param_groups": groups,
+                            "seed": seed,
+                        },
+                    )
+                dist.barrier()
+                yield rec
+        except diverge.Diverged as exc:
+            diverged = exc
+    if diverged is not None:
+        if dist.main:
+            diverge.warn(diverged, f"icr train size {n}")
+            yield {"kind": "result", "train_size": n, "steps": cfg.steps, **diverge.diverged_fields(diverged)}
+        return
     # 4. result for this size
     if not dist.main:
         return
@@ -460,6 +481,7 @@ def _train_size(
         "icr_eval_seconds": t_icr / n_monitors if n_monitors else None,
         "sample_seconds": t_sample / n_monitors if n_monitors else None,
         "unet_dir": str(unet_dir) if unet_dir else None,
+        "diverged": False,
     }
 
 
@@ -508,13 +530,14 @@ def run(
             if rec["kind"] == "result":
                 results.append(rec)
             yield rec
-    small = [r for r in results if r["train_size"] < len(x_full)]
+    small = [r for r in results if r["train_size"] < len(x_full) and not r.get("diverged")]
     before = [r["icr_min_before_onset"] for r in small]
     yield {
         "kind": "summary",
         "sizes": [r["train_size"] for r in results],
-        "icr_min_steps": [r["icr_min_step"] for r in results],
-        "memorization_onset_steps": [r["memorization_onset_step"] for r in results],
+        "icr_min_steps": [r.get("icr_min_step") for r in results],
+        "memorization_onset_steps": [r.get("memorization_onset_step") for r in results],
+        "diverged": [r["train_size"] for r in results if r.get("diverged")],
         "claim_icr_min_before_onset": (
             all(b is True for b in before) if before and all(b is not None for b in before) else None
         ),

@@ -31,6 +31,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from icml26.core import diverge
+from icml26.core.progress import progress
 from icml26.methods.pinn import baselines as B
 from icml26.methods.pinn import optim as O
 from icml26.methods.pinn import problems as PR
@@ -173,30 +175,36 @@ def _run_one(
     loss, rel = evaluate()
     yield {**head, "iteration": 0, "wall_s": 0.0, "loss": loss, "rel_l2": rel}
     best = rel
-    diverged = False
-    while it < cfg.max_iterations and wall < cfg.time_budget_s:
-        t0 = time.perf_counter()
-        it += one_step(it)
-        wall += time.perf_counter() - t0
-        done = it >= cfg.max_iterations or wall >= cfg.time_budget_s
-        if done or it <= 10 or wall - last_eval >= cfg.eval_interval_s:
-            last_eval = wall
-            loss, rel = evaluate()
-            if math.isfinite(rel):
-                best = min(best, rel)
-                if t3 is None and rel <= 1e-3:
-                    t3 = wall
-                if t5 is None and rel <= 1e-5:
-                    t5 = wall
-            yield {**head, "iteration": it, "wall_s": round(wall, 4), "loss": loss, "rel_l2": rel}
-            if not (math.isfinite(loss) and math.isfinite(rel)):
-                diverged = True
-                break
+    diverged = None
+    label = f"sng {optim}" + (f" b={batch}" if batch else "") + f" seed {seed}"
+    with progress(cfg.time_budget_s, f"{label} (optimizer s)") as bar:
+        while it < cfg.max_iterations and wall < cfg.time_budget_s:
+            t0 = time.perf_counter()
+            it += one_step(it)
+            wall += time.perf_counter() - t0
+            done = it >= cfg.max_iterations or wall >= cfg.time_budget_s
+            if done or it <= 10 or wall - last_eval >= cfg.eval_interval_s:
+                last_eval = wall
+                loss, rel = evaluate()
+                if math.isfinite(rel):
+                    best = min(best, rel)
+                    if t3 is None and rel <= 1e-3:
+                        t3 = wall
+                    if t5 is None and rel <= 1e-5:
+                        t5 = wall
+                yield {**head, "iteration": it, "wall_s": round(wall, 4), "loss": loss, "rel_l2": rel}
+                bar.update(completed=min(wall, cfg.time_budget_s), iteration=it, loss=loss, rel_l2=rel)
+                try:
+                    diverge.check(it, loss=loss, rel_l2=rel)
+                except diverge.Diverged as exc:  # the run stops here; its result says so
+                    diverge.warn(exc, label)
+                    diverged = exc
+                    break
     # spectral decay of J on (at most) 512 pool rows at the end
     m = min(512, len(pool.Xi))
     mb = max(1, round(m * len(pool.Xb) / pool.N))
     decay = float("nan")
-    if not diverged:
+    if diverged is None:
         _, Jend = res.jacobian(
             theta.detach(), pool.Xi[: m - mb], pool.Xb[:mb], 1.0 / math.sqrt(m - mb), 1.0 / math.sqrt(mb)
         )
@@ -210,7 +218,7 @@ def _run_one(
         "iterations": it,
         "wall_s": wall,
         "decay": decay,
-        "diverged": diverged,
+        **diverge.diverged_fields(diverged),
     }
 
 
@@ -247,7 +255,18 @@ def result_record(
         "jacobian_spectral_decay": _median([e["decay"] for e in ends]),
         "per_seed_final_rel_l2": [e["final_rel_l2"] for e in ends],
         "diverged_runs": sum(bool(e["diverged"]) for e in ends),
+        "diverged": any(e["diverged"] for e in ends),
+        "best_rel_l2_ci": _log_interval([e["best_rel_l2"] for e in ends]),
     }
+
+
+def _log_interval(values: list[float]) -> list[float] | None:
+    """95% interval over seeds of the geometric mean (errors span decades); None with one seed."""
+    from icml26.core.verdict import seed_interval
+
+    logs = [math.log10(v) for v in values if v is not None and math.isfinite(v) and v > 0]
+    ci = seed_interval(logs) if len(logs) == len(values) else None
+    return None if ci is None else [10 ** ci[0], 10 ** ci[1]]
 
 
 def configurations(cfg: Config) -> list[tuple[str, Optional[int]]]:
@@ -275,16 +294,20 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu") -> Iterator[dict]:
         r = result_record(cfg.problem, optim, batch, sampling, ends, seeds)
         results.append(r)
         yield r
-    best = min(results, key=lambda r: r["best_rel_l2"] if math.isfinite(r["best_rel_l2"]) else math.inf)
+    from icml26.core.verdict import verdict
+
+    rows = [dict(r, config=f"{r['optim']}" + (f"/b{r['batch']}" if r["batch"] else "")) for r in results]
+    best = verdict(rows, "best_rel_l2", "config", ci_key="best_rel_l2_ci", metric="config")
+    lead = next((r for r in rows if r["config"] == best["best_config"]), None)
     yield {
         "kind": "summary",
         "problem": cfg.problem,
         "configurations": len(results),
         "seeds": seeds,
         "time_budget_s": cfg.time_budget_s,
-        "best_optim": best["optim"],
-        "best_batch": best["batch"],
-        "best_rel_l2": best["best_rel_l2"],
+        **best,  # best_config: optim[/b<batch>] only when its seed interval separates it (null on ties, one seed)
+        "best_rel_l2": lead["best_rel_l2"] if lead else None,
+        "diverged": [r["config"] for r in rows if r["diverged"]],
     }
 
 
