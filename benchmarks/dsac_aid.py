@@ -778,6 +778,127 @@ def part_mujoco(res: dict, budget_s: float) -> None:
             )
 
 
+# ---------------- (4) defaults: side by side with SB3 ----------------
+
+DEFAULTS = ROOT / "benchmarks" / "results" / "dsac_aid_defaults"
+DEFAULT_TASKS = {"InvertedPendulum-v5": 15_000, "Hopper-v5": 50_000}
+EVAL_EVERY, EVAL_EPISODES, SEEDS = 5_000, 10, 3
+
+
+def sb3_run(env_id: str, steps: int, seed: int) -> dict:
+    """Stable-Baselines3 ``SAC("MlpPolicy", env)`` at its defaults (learning_starts 100, one
+    update per step, batch 256, lr 3e-4, 2x256 ReLU, auto entropy), evaluated every
+    ``EVAL_EVERY`` steps on ``EVAL_EPISODES`` deterministic episodes of a separate env; updates/s
+    = gradient steps / seconds spent in ``model.train``."""
+    import gymnasium as gym
+    import numpy as np
+    import stable_baselines3
+    import torch
+    from stable_baselines3 import SAC
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    torch.set_num_threads(1)
+    model = SAC("MlpPolicy", gym.make(env_id), seed=seed, device="cpu", verbose=0)
+    timing = {"s": 0.0, "n": 0}
+    inner = model.train
+
+    def timed_train(gradient_steps: int, batch_size: int = 64) -> None:
+        t = time.perf_counter()
+        inner(gradient_steps=gradient_steps, batch_size=batch_size)
+        timing["s"] += time.perf_counter() - t
+        timing["n"] += gradient_steps
+
+    model.train = timed_train
+    ev_env = gym.make(env_id)
+    evals: list[dict] = []
+
+    def evaluate(step: int) -> None:
+        rets = []
+        for e in range(EVAL_EPISODES):
+            obs, _ = ev_env.reset(seed=10_000 * (seed + 1) + e)
+            done, ret = False, 0.0
+            while not done:
+                a, _ = model.predict(obs, deterministic=True)
+                obs, r, term, trunc, _ = ev_env.step(a)
+                ret += float(r)
+                done = term or trunc
+            rets.append(ret)
+        evals.append(
+            {
+                "step": step,
+                "eval_return": float(np.mean(rets)),
+                "updates": timing["n"],
+                "updates_per_s": timing["n"] / timing["s"] if timing["s"] else None,
+            }
+        )
+
+    class Cb(BaseCallback):
+        def _on_step(self) -> bool:
+            if self.num_timesteps % EVAL_EVERY == 0:
+                evaluate(self.num_timesteps)
+            return True
+
+    t0 = time.perf_counter()
+    model.learn(total_timesteps=steps, callback=Cb())
+    return {
+        "impl": f"sb3 {stable_baselines3.__version__}",
+        "env": env_id,
+        "seed": seed,
+        "steps": steps,
+        "evals": evals,
+        "updates": timing["n"],
+        "update_s": timing["s"],
+        "updates_per_s": timing["n"] / timing["s"],
+        "wall_s": time.perf_counter() - t0,
+        "load": load_avg(),
+    }
+
+
+def part_sb3(env_id: str) -> None:
+    """SB3's three seeds on ``env_id`` (each a JSON file; a finished seed is skipped)."""
+    steps = DEFAULT_TASKS[env_id]
+    for seed in range(SEEDS):
+        f = DEFAULTS / env_id / f"sb3-seed{seed}.json"
+        if f.is_file():
+            continue
+        r = sb3_run(env_id, steps, seed)
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(json.dumps(r, indent=1))
+        print(f"sb3 {env_id} seed {seed}: {r['evals'][-1]['eval_return']:.1f} ({r['updates_per_s']:.1f} updates/s)")
+
+
+def ours_cmd(env_id: str, algo: str, out: Path) -> list[str]:
+    """The command of our run of ``algo`` at the defaults (3 batched seeds, evaluations every 5k)."""
+    args = [sys.executable, "-m", "icml26", "dsac-aid", "--env", env_id, "--algo", algo]
+    args += ["--steps", str(DEFAULT_TASKS[env_id]), "--seeds", str(SEEDS), "--out", str(out)]
+    args += ["--set", f"eval_interval={EVAL_EVERY}", "--set", f"eval_episodes={EVAL_EPISODES}"]
+    return args + ["--set", f"checkpoint_interval={EVAL_EVERY}", "-q"]
+
+
+def part_ours(env_id: str, budget_s: float, algos: tuple[str, ...] = ("sac", "dsac-t", "dsac-aid")) -> None:
+    """Our three algorithms on ``env_id`` at the defaults, one process each at the same time,
+    continued with --resume for at most ``budget_s`` seconds."""
+    procs = []
+    for algo in algos:
+        out = DEFAULTS / env_id / algo
+        if any(r["kind"] == "result" for r in read_records(out)):
+            continue
+        args = ours_cmd(env_id, algo, out) + (["--resume"] if out.exists() else [])
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        procs.append(
+            (algo, subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env))
+        )
+    t0 = time.perf_counter()
+    for algo, p in procs:
+        try:
+            _, err = p.communicate(timeout=max(1.0, budget_s - (time.perf_counter() - t0)))
+            print(f"{env_id} {algo}: exit {p.returncode} {err.strip()[-300:] if p.returncode else ''}")
+        except subprocess.TimeoutExpired:
+            p.terminate()
+            p.wait()
+            print(f"{env_id} {algo}: partial (resume with another call)")
+
+
 # ---------------- tables ----------------
 
 
@@ -958,8 +1079,11 @@ def report_impulse(im: dict, title: str) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
-        "--part", choices=["speed", "seeds-cpu", "profile", "kernels", "impulse", "mujoco"], action="append"
+        "--part",
+        choices=["speed", "seeds-cpu", "profile", "kernels", "impulse", "mujoco", "sb3", "ours"],
+        action="append",
     )
+    ap.add_argument("--env", default="InvertedPendulum-v5", choices=sorted(DEFAULT_TASKS), help="defaults parts' task")
     ap.add_argument("--n", type=int, default=300, help="timed updates per speed measurement")
     ap.add_argument("--budget-s", type=float, default=1800, help="seconds for the impulse / mujoco runs in this call")
     ap.add_argument(
@@ -993,6 +1117,8 @@ def main() -> None:
                 "kernels": lambda: part_kernels(res, args.compile),
                 "impulse": lambda: part_impulse(res, args.budget_s, args.impulse),
                 "mujoco": lambda: part_mujoco(res, args.budget_s),
+                "sb3": lambda: part_sb3(args.env),
+                "ours": lambda: part_ours(args.env, args.budget_s),
             }[part]()
     report(res)
 

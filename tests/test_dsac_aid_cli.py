@@ -35,7 +35,10 @@ RESULT_FIELDS = {
     "max_avg_return_ci",
     "seeds",
     "steps",
+    "updates",
+    "updates_per_s",
     "wall_s",
+    "diverged",
 }
 
 
@@ -62,7 +65,9 @@ def test_records_follow_the_contract(tmp_path):
     )
     assert r.exit_code == 0, (r.output, r.exception)
     recs = [json.loads(x) for x in r.stdout.splitlines()]
-    assert recs[0]["kind"] == "config" and recs[0]["family"] == "mujoco" and recs[0]["lam"] == 0.71
+    assert recs[0]["kind"] == "config" and recs[0]["family"] == "sb3" and recs[0]["lam"] == 0.71
+    assert recs[0]["effective"]["sac"]["delay_update"] == 1 and recs[0]["effective"]["dsac-aid"]["delay_update"] == 2
+    assert recs[0]["warmup_actions"] == "uniform" and recs[0]["sigma_loss"] == "gradient"
     steps = [x for x in recs if x["kind"] == "step"]
     results = [x for x in recs if x["kind"] == "result"]
     assert steps and all(set(x) == STEP_FIELDS for x in steps)
@@ -71,7 +76,13 @@ def test_records_follow_the_contract(tmp_path):
     assert all(x["sigma_aleatoric"] > 0 for x in steps if x["algo"] == "dsac-aid")
     assert len(results) == 2 and all(set(x) == RESULT_FIELDS for x in results)
     assert all(x["steps"] == 120 and x["seeds"] == 2 for x in results)
-    assert recs[-1]["kind"] == "summary"
+    assert all(x["diverged"] is False and x["updates"] > 0 for x in results)
+    summ = recs[-1]
+    assert summ["kind"] == "summary" and summ["diverged"] == []
+    # two seeds of 120 steps: the 95% intervals overlap, so no method is named best
+    lo_hi = {x["algo"]: x["final_return_ci"] for x in results}
+    if lo_hi["sac"][0] <= lo_hi["dsac-aid"][1] and lo_hi["dsac-aid"][0] <= lo_hi["sac"][1]:
+        assert summ["best_algo"] is None and set(summ["tied_with_best_algo"]) == {"sac", "dsac-aid"}
     assert (
         (out / "returns.png").is_file()
         and (out / "q_bias.png").is_file()
@@ -129,3 +140,16 @@ def test_resume_after_interruption_matches_uninterrupted(tmp_path, monkeypatch):
     ]
     assert strip(a) == strip(b)
     assert not (b / "interrupted.json").exists()
+
+
+def test_set_help_shows_the_effective_default_of_the_family():
+    r = _run(["--env", "Hopper-v5", "--set", "help"])
+    assert r.exit_code == 0, r.output
+    rows = {ln.split()[0]: ln.split("=", 1)[-1] for ln in r.stdout.splitlines() if ln.startswith("  ") and "=" in ln}
+    for key in ("num_envs", "warmup_steps", "reward_scale", "hidden", "lam", "sigma_loss", "norm_groups"):
+        assert key in rows and "None" not in rows[key], (key, rows.get(key))
+    assert "sac 1" in rows["delay_update"]
+    assert "100" in rows["warmup_steps"] and "sb3" in rows["family"]
+    r = _run(["--env", "Hopper-v5", "--set", "family=mujoco", "--set", "help"])
+    rows = {ln.split()[0]: ln.split("=", 1)[-1] for ln in r.stdout.splitlines() if ln.startswith("  ") and "=" in ln}
+    assert "10000" in rows["warmup_steps"].replace("_", "").replace(",", "") and "50" in rows["reward_scale"]

@@ -42,26 +42,39 @@ def dsac_aid(
 ) -> None:
     """Train DSAC-AID (aleatoric impulse damping) and its baselines; log returns, Q bias and both uncertainty parts.
 
-    All seeds of a method train batched in one process; checkpoints (safetensors: weights, Adam states, replay buffer, RNG and environment states) go to --out every checkpoint_interval steps, and --resume continues exactly where the run stopped. Defaults per task family follow the official scripts (--set help lists them).
+    All seeds of a method train batched in one process; checkpoints (safetensors: weights, Adam states, replay buffer, RNG and environment states) go to --out every checkpoint_interval steps, and --resume continues exactly where the run stopped. Defaults: gymnasium ids train as Stable-Baselines3 / CleanRL run SAC (family sb3: 1 env, one update per step, 100 random warm-up steps, reward scale 1, 2x256 ReLU), each algorithm with its own loss; family=mujoco|ant|dmc (recipes mujoco-official.yaml, ant-official.yaml, dmc-humanoid-run.yaml) are the official GOPS scripts' settings. --set help lists the effective values.
 
-    Example: icml26 dsac-aid --env Hopper-v5 --algo dsac-aid,dsac-t,sac --steps 200000 --seeds 3 --out runs/hopper
+    Example: icml26 dsac-aid --env InvertedPendulum-v5 --algo sac,dsac-t,dsac-aid --steps 15000 --seeds 3 --out runs/ip
     """
     from icml26.core.device import resolve_device
     from icml26.core.errors import InputError
     from icml26.core.output import resume_records, stream
-    from icml26.core.recipe import recipe_seed, resolve
+    from icml26.core.recipe import load_recipe, parse_sets, recipe_seed, resolve, settings_help, wants_help
     from icml26.methods.rl import dsac_aid as m
 
     algos = split_csv(algo)
-    cfg = resolve(m.Config, "dsac-aid", recipe, set_, env=env, algo=algos, steps=steps, seeds=seeds)
-    cfg = m.resolve_family(cfg)
+    typed = dict(env=env, algo=algos, steps=steps, seeds=seeds)
+    if wants_help(set_):  # the effective defaults of the family the other settings choose
+        rest = [x for x in set_ if str(x).strip() not in ("help", "list")]
+        cfg = m.resolve_family(resolve(m.Config, "dsac-aid", recipe, rest, **typed))
+        settings_help(m.Config, "dsac-aid", set_, m.help_view(cfg))
+    cfg = resolve(m.Config, "dsac-aid", recipe, set_, **typed)
+    stored = m.stored_config(out) if resume else None
+    if stored is not None and stored.get("command") == "dsac-aid":  # --resume keeps the run's settings
+        given = set(parse_sets(set_)) | {k for k, v in typed.items() if v is not None}
+        if recipe is not None:
+            given |= {str(k).replace("-", "_") for k in load_recipe(recipe, "dsac-aid")[0]}
+        cfg, recorded = m.for_resume(cfg, stored, given)
+    else:
+        cfg = recorded = m.resolve_family(cfg)
     dims = m.validate(cfg)  # a bad env id: one line, exit 2, before anything is written
     if cfg.d4rl and out is None:
         raise InputError("d4rl=true writes hdf5 files into the run folder: give --out DIR")
     dev = resolve_device(device)
     m.tune_allocator()
     s = recipe_seed(recipe, "dsac-aid", seed) or 0
-    prev = resume_records(out, command="dsac-aid", config=cfg, seed=s) if resume else None
+    extra = {"effective": m.effective(cfg)} if stored is None or "effective" in stored else None
+    prev = resume_records(out, command="dsac-aid", config=recorded, seed=s, extra_config=extra) if resume else None
     cols = [
         "algo",
         "env",
@@ -76,8 +89,9 @@ def dsac_aid(
     stream(
         m.run(cfg, seed=s, device=dev, out=out, resume=resume, previous=prev, dims=dims),
         command="dsac-aid",
-        config=cfg,
+        config=recorded,
         seed=s,
+        extra_config=extra,
         out=out,
         quiet=quiet,
         columns=cols,

@@ -33,7 +33,7 @@ def tiny(**kw) -> m.Config:
         checkpoint_interval=80,
     )
     base.update(kw)
-    return m.resolve_family(m.Config(**base))
+    return m.resolve_family(m.Config(**base))  # sb3 family otherwise
 
 
 def _final_tensors(path):
@@ -110,23 +110,68 @@ def test_evaluation_is_deterministic_and_seeds_differ():
     assert e1["eval_return"][0] != e1["eval_return"][1]  # two seeds: two different untrained policies
 
 
-def test_soft_returns_oracle():
-    r = np.array([1.0, 2.0, 3.0])
-    lp = np.array([0.5, -0.2, 0.1])
+def test_bias_estimator_as_the_official_evaluator_on_a_hand_made_episode():
+    """GOPS evaluator_dsacaid.py (640e85a): bootstrap from q at the last state (even after a
+    termination), drop the last reward, average q_t - G_t over t < min(horizon, L - 1)."""
+    q = np.array([5.0, 4.0, 3.0, 2.0])  # the critic at the 4 states of the episode
+    r = np.array([1.0, 2.0, 3.0, 100.0])  # the last reward never enters
+    lp = np.array([0.5, -0.2, 0.1, 0.4])
     a, g = 0.3, 0.9
-    # G_2 = r2 + g*boot; G_1 = r1 + g(G_2 - a lp2); G_0 = r0 + g(G_1 - a lp1)
-    boot = 4.0
-    G2 = 3 + g * boot
-    G1 = 2 + g * (G2 - a * 0.1)
-    G0 = 1 + g * (G1 - a * -0.2)
-    np.testing.assert_allclose(m.soft_returns(r, lp, a, g, boot), [G0, G1, G2])
-    np.testing.assert_allclose(m.soft_returns(r, lp, 0.0, 1.0, None), [6.0, 5.0, 3.0])
+    G2 = 3.0 + g * (2.0 - a * 0.4)  # bootstrap: q_3 - a lp_3
+    G1 = 2.0 + g * (G2 - a * 0.1)
+    G0 = 1.0 + g * (G1 - a * -0.2)
+    want = np.mean([5.0 - G0, 4.0 - G1, 3.0 - G2])
+    assert m.official_bias(q, r, lp, a, g, horizon=200) == pytest.approx(want, rel=1e-12)
+    # horizon 2: only t = 0, 1 averaged, the returns still run to the end of the episode
+    assert m.official_bias(q, r, lp, a, g, horizon=2) == pytest.approx(np.mean([5.0 - G0, 4.0 - G1]), rel=1e-12)
+    assert math.isnan(m.official_bias(q[:1], r[:1], lp[:1], a, g, horizon=200))  # one step: nothing to compare
 
 
-def test_family_defaults_follow_the_official_scripts():
-    hop, ant, dmc = (m.resolve_family(m.Config(env=e)) for e in ("Hopper-v5", "Ant-v5", "dmc:cheetah-run"))
-    assert (hop.family, hop.lam, hop.beta0, hop.reward_scale, hop.activation, hop.norm_groups, hop.huber, hop.lr_q) == (
-        "mujoco",
+def test_beta_unfreezes_one_evaluation_later_and_counts_frozen_adam_steps():
+    """GOPS off_serial_dsacaid_trainer.py: the evaluation that unfreezes beta passes bias 0 (an Adam
+    step with gradient 0); the next one with B <= 0 moves beta by Adam with t = 2."""
+    from icml26.methods.rl.sac import Learner
+
+    cfg = tiny()
+    o, a = m.validate(cfg)
+    L = Learner(m.learner_spec(cfg, "dsac-aid", o, a), generator=torch.Generator().manual_seed(0))
+    L.mean_unc.fill_(2.0)
+    L.anneal_beta(torch.tensor([-500.0, -100.0]))  # seed 0 stays frozen (-500 < 0.2 * -1000), seed 1 unfreezes
+    assert torch.equal(L.beta, torch.full((2,), 0.1)) and L.beta_t.tolist() == [1.0, 1.0]
+    L.anneal_beta(torch.tensor([-100.0, -40.0]))  # seed 0 unfreezes now; seed 1 steps
+    gr = 40.0 / 2.0
+    mh, vh = 0.1 * gr / (1 - 0.9**2), 0.001 * gr * gr / (1 - 0.999**2)
+    assert L.beta[0].item() == pytest.approx(0.1)
+    assert L.beta[1].item() == pytest.approx(0.1 - 5e-3 * mh / (math.sqrt(vh) + 1e-8), rel=1e-5)
+    before = L.beta.clone()
+    L.anneal_beta(torch.tensor([30.0, float("nan")]))  # B > 0: no step; NaN: no update
+    assert torch.equal(L.beta, before) and L.beta_t.tolist() == [2.0, 2.0]
+
+
+def test_family_defaults():
+    """auto: SAC as Stable-Baselines3 runs it for gymnasium ids (sb3), GOPS's scripts for dmc;
+    the GOPS families keep the official settings."""
+    hop = m.resolve_family(m.Config(env="Hopper-v5"))
+    assert (
+        hop.family,
+        hop.num_envs,
+        hop.env_steps_per_update,
+        hop.warmup_steps,
+        hop.warmup_actions,
+        hop.hidden,
+        hop.reward_scale,
+        hop.norm_groups,
+        hop.tau,
+        hop.batch_size,
+        hop.lr_q,
+        hop.sigma_loss,
+    ) == ("sb3", 1, 1, 100, "uniform", (256, 256), 1.0, 0, 0.005, 256, 3e-4, "gradient")
+    assert (m.delay_of(hop, "sac"), m.delay_of(hop, "dsac-t"), m.delay_of(hop, "dsac-aid")) == (1, 2, 2)
+    mj, ant, dmc = (
+        m.resolve_family(m.Config(env=e, family=f))
+        for e, f in (("Hopper-v5", "mujoco"), ("Ant-v5", "ant"), ("dmc:cheetah-run", "auto"))
+    )
+    assert (mj.lam, mj.beta0, mj.reward_scale, mj.activation, mj.norm_groups, mj.huber, mj.lr_q) == (
         0.71,
         0.1,
         50.0,
@@ -135,8 +180,14 @@ def test_family_defaults_follow_the_official_scripts():
         True,
         3e-4,
     )
+    assert (mj.num_envs, mj.env_steps_per_update, mj.warmup_steps, mj.hidden, mj.norm_affine) == (
+        4,
+        20,
+        10_000,
+        (256, 256, 256),
+        False,
+    )
     assert (
-        ant.family,
         ant.lam,
         ant.beta0,
         ant.beta_lr,
@@ -146,10 +197,11 @@ def test_family_defaults_follow_the_official_scripts():
         ant.huber,
         ant.lr_q,
         ant.lr_alpha,
-    ) == ("ant", 0.5, 0.03, 1.5e-4, 0.1, "gelu", 0, False, 1e-4, 3e-4)
+    ) == (0.5, 0.03, 1.5e-4, 0.1, "gelu", 0, False, 1e-4, 3e-4)
     assert (dmc.family, dmc.lam, dmc.beta_lr, dmc.reward_scale) == ("dmc", 1e-4, 2e-3, 50.0)
     # a value set by the user wins over the family's
     assert m.resolve_family(m.Config(env="Ant-v5", lam=0.9)).lam == 0.9
+    assert m.delay_of(m.resolve_family(m.Config(delay_update=3)), "sac") == 3
 
 
 def test_dmc_wrapper_steps_and_ends_as_truncated():

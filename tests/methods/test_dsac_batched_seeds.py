@@ -20,8 +20,11 @@ def _slice(t: torch.Tensor, k: int, S: int) -> torch.Tensor:
 
 
 def _spec(seeds: int, algo: str) -> LearnerSpec:
-    cfg = m.resolve_family(m.Config(env="Hopper-v5", seeds=seeds, hidden=(32, 32), num_q=4))
-    assert (cfg.norm_groups, cfg.init, cfg.huber) == (16, "orthogonal", True)
+    # the GOPS MuJoCo family (GroupNorm without affine, orthogonal init, Huber) at 8 channels per group
+    cfg = m.resolve_family(
+        m.Config(env="Hopper-v5", family="mujoco", seeds=seeds, hidden=(32, 32), norm_groups=4, num_q=4)
+    )
+    assert (cfg.norm_groups, cfg.init, cfg.huber, cfg.norm_affine) == (4, "orthogonal", True, False)
     spec = m.learner_spec(cfg, algo, 5, 2)
     assert spec.fused_adam
     return spec

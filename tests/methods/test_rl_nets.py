@@ -226,3 +226,158 @@ def test_critic_targets_on_hand_made_ensemble(algo):
     # a terminal transition: the target is the reward alone
     y_t, z_t, _ = L.targets(r, torch.tensor([[1.0]]), qn, sn, logp, eps)
     assert y_t.item() == pytest.approx(1.5) and torch.allclose(z_t, torch.full_like(z_t, 1.5))
+
+
+# ---------------- the official formulas, recomputed (yzy-yuzhouyang/GOPS) ----------------
+
+
+def test_orthogonal_init_gains_and_groupnorm_without_affine_as_gops_mlp():
+    """gops/apprfunc/mlp.py (28974ab): orthogonal gain sqrt(2) on hidden layers, 1.0 on each head
+    (mean / std heads separately), zero biases, GroupNorm(affine=False)."""
+    net = BatchedMLP(
+        3,
+        7,
+        (32, 48),
+        4,
+        norm_groups=16,
+        init="orthogonal",
+        norm_affine=False,
+        head_chunks=2,
+        generator=torch.Generator().manual_seed(0),
+    )
+    for lin, gain in ((net.layers[0], 2.0), (net.layers[1], 2.0)):
+        for g in range(3):
+            w = lin.weight[g].T  # (out, in) as nn.Linear
+            gram = w @ w.T if w.shape[0] <= w.shape[1] else w.T @ w
+            torch.testing.assert_close(gram, gain * torch.eye(gram.shape[0]), rtol=0, atol=1e-5)
+        assert torch.count_nonzero(lin.bias) == 0
+    for g in range(3):
+        for c in range(2):  # each head (2 outputs of 48 inputs): orthonormal rows, gain 1
+            w = net.out.weight[g].T[2 * c : 2 * c + 2]
+            torch.testing.assert_close(w @ w.T, torch.eye(2), rtol=0, atol=1e-5)
+    assert torch.count_nonzero(net.out.bias) == 0
+    assert all(n.weight is None and n.bias is None for n in net.norms)
+    assert not any("norms" in name for name, _ in net.named_parameters())
+    x = torch.randn(3, 5, 7)
+    h = torch.nn.functional.linear(x[1], net.layers[0].weight[1].T, net.layers[0].bias[1, 0])
+    want = nn.GroupNorm(16, 32, affine=False)(h)
+    torch.testing.assert_close(net.norms[0](h.unsqueeze(0).expand(3, 5, 32))[1], want, rtol=1e-5, atol=1e-5)
+
+
+def _learner_and_batch(algo, **kw):
+    spec = LearnerSpec(algo=algo, obs_dim=3, act_dim=2, seeds=1, hidden=(16, 16), lam=0.71, beta0=0.1, **kw)
+    L = Learner(spec, generator=torch.Generator().manual_seed(1))
+    g = torch.Generator().manual_seed(2)
+    B = 9
+    batch = (
+        torch.randn(1, B, 3, generator=g),
+        torch.rand(1, B, 2, generator=g) * 2 - 1,
+        40 * torch.randn(1, B, generator=g),  # residuals on both sides of the Huber delta 50
+        torch.randn(1, B, 3, generator=g),
+        torch.tensor([[0.0, 0, 1, 0, 0, 0, 1, 0, 0]]),
+    )
+    with torch.no_grad():  # spread sigma and the target critics so that the clamps and the 3 sbar bound act
+        L.critic.out.bias[:, 0, 1].copy_(torch.linspace(-2.0, 3.0, L.critic.out.bias.shape[0]))
+        L.critic_target.out.bias[:, 0, 0].copy_(torch.linspace(-60.0, 80.0, L.critic.out.bias.shape[0]))
+        L.critic_target.out.bias[:, 0, 1].copy_(torch.linspace(1.0, 30.0, L.critic.out.bias.shape[0]))
+    draws: list[torch.Tensor] = []
+    orig = L._noise
+    L._noise = lambda *shape: draws.append(orig(*shape)) or draws[-1]
+    return L, batch, draws
+
+
+def _ours(L, batch):
+    params = list(L.critic.parameters())
+    loss, _ = L.critic_loss(*batch)
+    return loss.detach(), torch.autograd.grad(loss, params)
+
+
+def _nets(L, batch, draws):
+    """The networks' outputs the official code would see, with the same noise draws."""
+    obs, act, rew, obs2, done = batch
+    q, sig = L.critic_forward(L.critic, obs, act)
+    with torch.no_grad():
+        out = L.actor_target(obs2) if L.actor_target is not None else L.actor(obs2)
+        from icml26.methods.rl.nets import tanh_gaussian as tg
+
+        a2, logp2 = tg(out, -20.0, 0.5, noise=draws[0])
+        qn, sn = L.critic_forward(L.critic_target, obs2, a2)
+    eps = draws[1].clamp(-3, 3)
+    return q[0], sig[0], rew[0], done[0], qn[0], sn[0], eps[0], logp2[0]
+
+
+@pytest.mark.parametrize("form", ["gradient", "variance"])
+def test_aid_sigma_loss_value_and_gradient_as_gops(form):
+    """dsacaid.py's Huber + homogeneous critic loss, per critic i in a loop as GOPS writes it:
+    gradient (1ea49ca): rq Huber(q, y) + rs sigma (sd^2 - 2 Huber(qd, zb)) / (sd + b);
+    variance (640e85a): rq Huber(q, y) + rs Huber(sigma^2, (qd - zb)^2) / (2 sd^2 + b)."""
+    L, batch, draws = _learner_and_batch("dsac-aid", huber=True, homogeneous=True, sigma_loss=form)
+    loss, grads = _ours(L, batch)
+    q, sig, r, d, qn, sn, eps, logp2 = _nets(L, batch, draws)
+    alpha, gam, lam, beta, b, M = math.e, 0.99, 0.71, 0.1, 0.1, 4
+    qdet = q.detach()
+    u_epi = torch.var(qdet, dim=0)
+    mean_u_epi = torch.mean(u_epi)
+    unc = torch.sqrt(torch.clip(torch.var(qn, 0) + (beta / lam) ** 2 * torch.mean(sn**2, 0), min=1e-8))
+    tq_next = torch.mean(qn, 0) - lam * unc
+    total = 0.0
+    for i in range(M):
+        sbar = torch.mean(sig[i].detach())
+        target_q = r + (1 - d) * gam * (tq_next - alpha * logp2)
+        target_z = r + (1 - d) * gam * (qn[i] + eps[i] * sn[i] - alpha * logp2)
+        zb = qdet[i] + torch.clamp(target_z - qdet[i], -3 * sbar, 3 * sbar)
+        sd = torch.clamp(sig[i], min=0.0).detach()
+        q_ratio = ((sbar**2 + mean_u_epi + b) / (sd**2 + u_epi + b)).clamp(0.1, 10)
+        s_ratio = ((sbar**2 + b) / (sd**2 + b)).clamp(0.01, 100)
+        hq = torch.nn.functional.huber_loss(q[i], target_q, delta=50.0, reduction="none")
+        if form == "gradient":
+            hz = torch.nn.functional.huber_loss(qdet[i], zb, delta=50.0, reduction="none")
+            li = q_ratio * hq + s_ratio * sig[i] * (sd**2 - 2 * hz) / (sd + b)
+        else:
+            hs = torch.nn.functional.huber_loss(sig[i] ** 2, (qdet[i] - zb) ** 2, delta=50.0, reduction="none")
+            li = q_ratio * hq + s_ratio * hs / (2 * sd**2 + b)
+        total = total + torch.mean(li)
+    want = torch.autograd.grad(total, list(L.critic.parameters()))
+    assert loss.item() == pytest.approx(total.item(), rel=1e-5)
+    for a, w in zip(grads, want):
+        torch.testing.assert_close(a, w, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("huber", [False, True])
+def test_dsact_critic_loss_value_and_gradient_as_gops(huber):
+    """gops/algorithm/dsact.py (a1b91bc): min of the two target means, the sample of the critic
+    with the smaller target mean; plain: (sbar^2 + b) mean[-sg(y - q) q / (sd^2 + b) -
+    ((qd - zb)^2 - sd^2) sigma / (sd^3 + b)]; Huber: ratio sbar^2 / (sd^2 + b) clamped [0.1, 10]."""
+    L, batch, draws = _learner_and_batch("dsac-t", dsact_huber=huber)
+    loss, grads = _ours(L, batch)
+    q, sig, r, d, qn, sn, eps, logp2 = _nets(L, batch, draws)
+    alpha, gam, b = math.e, 0.99, 0.1
+    z1, z2 = qn[0] + eps[0] * sn[0], qn[1] + eps[1] * sn[1]
+    q_next = torch.min(qn[0], qn[1])
+    q_next_sample = torch.where(qn[0] < qn[1], z1, z2)
+    total = 0.0
+    for i in range(2):
+        mean_std = torch.mean(sig[i].detach())
+        target_q = r + (1 - d) * gam * (q_next - alpha * logp2)
+        target_s = r + (1 - d) * gam * (q_next_sample - alpha * logp2)
+        qd = q[i].detach()
+        bound = qd + torch.clamp(target_s - qd, -3 * mean_std, 3 * mean_std)
+        sd = torch.clamp(sig[i], min=0.0).detach()
+        if huber:
+            ratio = (mean_std**2 / (sd**2 + b)).clamp(0.1, 10)
+            li = torch.mean(
+                ratio * torch.nn.functional.huber_loss(q[i], target_q, delta=50, reduction="none")
+                + ratio
+                * sig[i]
+                * (sd**2 - torch.nn.functional.huber_loss(qd, bound, delta=50, reduction="none"))
+                / (sd + b)
+            )
+        else:
+            li = (mean_std**2 + b) * torch.mean(
+                -(target_q - q[i]).detach() / (sd**2 + b) * q[i] - ((qd - bound) ** 2 - sd**2) / (sd**3 + b) * sig[i]
+            )
+        total = total + li
+    want = torch.autograd.grad(total, list(L.critic.parameters()))
+    assert loss.item() == pytest.approx(total.item(), rel=1e-5)
+    for a, w in zip(grads, want):
+        torch.testing.assert_close(a, w, rtol=1e-4, atol=1e-6)

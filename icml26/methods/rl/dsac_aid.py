@@ -31,23 +31,62 @@ RECON: see ``sac.py``; the injected reward noise (``envs.py``); the evaluation i
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import dataclasses
 import json
 import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import numpy as np
 
 from icml26.core.errors import InputError
 from icml26.methods.rl.sac import ALGOS
 
-FAMILIES = ("auto", "mujoco", "ant", "dmc")
-# family -> defaults of the official script (shared/methods/dsac_aid.md)
+FAMILIES = ("auto", "sb3", "mujoco", "ant", "dmc")
+# the GOPS scripts' data regime (shared by the mujoco, ant and dmc families)
+_GOPS = dict(
+    num_envs=4,
+    env_steps_per_update=20,
+    warmup_steps=10_000,
+    warmup_actions="policy",
+    hidden=(256, 256, 256),
+    delay_update=2,
+    sigma_loss="gradient",
+    dsact_huber=False,
+    norm_affine=False,
+)
+# family -> defaults; sb3: SAC as Stable-Baselines3 2.9.2 runs it, the others: the official scripts
 PRESETS: dict[str, dict] = {
+    "sb3": dict(
+        num_envs=1,
+        env_steps_per_update=1,
+        warmup_steps=100,  # SB3 learning_starts=100 (CleanRL: 5e3)
+        warmup_actions="uniform",
+        hidden=(256, 256),
+        delay_update=None,  # per algorithm: sac 1 (SB3), dsac-t / dsac-aid 2 (their official code)
+        sigma_loss="gradient",
+        dsact_huber=False,
+        norm_affine=False,
+        activation="relu",
+        norm_groups=0,
+        init="default",
+        lam=0.71,
+        beta0=0.1,
+        beta_lr=5e-3,
+        reward_scale=1.0,
+        huber=True,
+        homogeneous=True,
+        lr_q=3e-4,
+        lr_pi=3e-4,
+        lr_alpha=3e-4,
+        eval_interval=5_000,
+    ),
     "mujoco": dict(
+        _GOPS,
         activation="relu",
         norm_groups=16,
         init="orthogonal",
@@ -63,6 +102,7 @@ PRESETS: dict[str, dict] = {
         eval_interval=50_000,
     ),
     "ant": dict(
+        _GOPS,
         activation="gelu",
         norm_groups=0,
         init="default",
@@ -78,6 +118,7 @@ PRESETS: dict[str, dict] = {
         eval_interval=50_000,
     ),
     "dmc": dict(
+        _GOPS,
         activation="relu",
         norm_groups=16,
         init="orthogonal",
@@ -93,6 +134,8 @@ PRESETS: dict[str, dict] = {
         eval_interval=200_000,
     ),
 }
+# settings added with the sb3 family: a run recorded before they existed ran with these values
+LEGACY = {"warmup_actions": "policy", "sigma_loss": "variance", "norm_affine": True, "dsact_huber": False}
 CHECKPOINT = "checkpoint-{algo}.safetensors"
 
 
@@ -102,18 +145,22 @@ class Config:
     algo: tuple[str, ...] = ("dsac-aid", "dsac-t", "sac")
     steps: int = 200_000  # environment steps per seed
     seeds: int = 3  # batched in one process
-    family: str = "auto"  # auto | mujoco | ant | dmc: the official script whose defaults apply
-    num_envs: int = 4  # environments per seed (vector env)
+    family: str = "auto"  # auto (dmc: -> dmc, else sb3) | sb3 | mujoco | ant | dmc: whose defaults apply
+    num_envs: int | None = None  # environments per seed (vector env); None: the family's (sb3 1, GOPS 4)
     vector_env: str = "sync"  # sync | async (gymnasium SyncVectorEnv / AsyncVectorEnv)
-    env_steps_per_update: int = 20  # [C] 4 envs x 5 steps per iteration
-    warmup_steps: int = 10_000
+    env_steps_per_update: int | None = None  # environment steps per update (sb3 1; GOPS 20 = 4 envs x 5)
+    warmup_steps: int | None = None  # transitions before the first update (sb3 100; GOPS 10k)
+    warmup_actions: str | None = None  # uniform (random actions, SB3) | policy (the untrained policy, GOPS)
     buffer_size: int = 1_000_000
     batch_size: int = 256
-    hidden: tuple[int, ...] = (256, 256, 256)
+    hidden: tuple[int, ...] | None = None  # sb3 (256, 256); GOPS (256, 256, 256)
     num_q: int = 4
     gamma: float = 0.99
     tau: float = 0.005
-    delay_update: int = 2
+    delay_update: int | None = None  # actor/alpha/targets every k updates (sb3: sac 1, dsac-* 2; GOPS 2)
+    sigma_loss: str | None = None  # dsac-aid Huber sigma loss: gradient (GOPS 1ea49ca) | variance (640e85a)
+    dsact_huber: bool | None = None  # dsac-t: dsact.py's Huber branch (its MuJoCo script: false)
+    norm_affine: bool | None = None  # GroupNorm learnable affine (GOPS: false)
     activation: str | None = None  # None: the family's
     norm_groups: int | None = None
     init: str | None = None
@@ -147,10 +194,10 @@ class Config:
             "bias_horizon",
             "delay_update",
         ):
-            if getattr(self, k) < 1:
+            if getattr(self, k) is not None and getattr(self, k) < 1:
                 raise ValueError(f"{k} must be >= 1, got {getattr(self, k)}")
         for k in ("warmup_steps", "checkpoint_interval", "d4rl_rollout_steps"):
-            if getattr(self, k) < 0:
+            if getattr(self, k) is not None and getattr(self, k) < 0:
                 raise ValueError(f"{k} must be >= 0, got {getattr(self, k)}")
         from icml26.methods.rl import check_algos
 
@@ -159,11 +206,17 @@ class Config:
             raise ValueError(f"family must be one of {', '.join(FAMILIES)}, got {self.family!r}")
         if self.vector_env not in ("sync", "async"):
             raise ValueError(f"vector_env must be sync or async, got {self.vector_env!r}")
-        if self.env_steps_per_update % self.num_envs:
+        if self.warmup_actions not in (None, "uniform", "policy"):
+            raise ValueError(f"warmup_actions must be uniform or policy, got {self.warmup_actions!r}")
+        from icml26.methods.rl.sac import SIGMA_LOSSES
+
+        if self.sigma_loss is not None and self.sigma_loss not in SIGMA_LOSSES:
+            raise ValueError(f"sigma_loss must be one of {', '.join(SIGMA_LOSSES)}, got {self.sigma_loss!r}")
+        if self.num_envs and self.env_steps_per_update and self.env_steps_per_update % self.num_envs:
             raise ValueError(
                 f"env_steps_per_update ({self.env_steps_per_update}) must be a multiple of num_envs ({self.num_envs})"
             )
-        if not self.hidden or any(h < 1 for h in self.hidden):
+        if self.hidden is not None and (not self.hidden or any(h < 1 for h in self.hidden)):
             raise ValueError(f"hidden must be positive layer widths, got {list(self.hidden)}")
         if self.buffer_size < self.batch_size:
             raise ValueError(f"buffer_size ({self.buffer_size}) must be >= batch_size ({self.batch_size})")
@@ -186,21 +239,21 @@ class Config:
             raise ValueError(f"eval_interval must be >= 1, got {self.eval_interval}")
         if self.reward_scale is not None and not self.reward_scale > 0:
             raise ValueError(f"reward_scale must be > 0, got {self.reward_scale}")
-        if self.norm_groups is not None and self.norm_groups > 0 and any(h % self.norm_groups for h in self.hidden):
+        if self.norm_groups and self.hidden and any(h % self.norm_groups for h in self.hidden):
             raise ValueError(f"hidden widths {list(self.hidden)} must be multiples of norm_groups ({self.norm_groups})")
 
 
 def family_of(env_id: str) -> str:
-    if env_id.startswith("dmc:"):
-        return "dmc"
-    return "ant" if env_id.split("-")[0].lower() == "ant" else "mujoco"
+    """``auto``'s family: dmc for dm_control ids, sb3 (SAC as SB3 / CleanRL run it) otherwise."""
+    return "dmc" if env_id.startswith("dmc:") else "sb3"
 
 
-def resolve_family(cfg: Config) -> Config:
-    """The Config with every None field set from its family's official script (the values used
-    are the ones in the config record)."""
+def resolve_family(cfg: Config, legacy: Sequence[str] = ()) -> Config:
+    """The Config with every None field set from its family's defaults (the values used are the
+    ones in the config record). ``legacy``: fields a resumed run was recorded without; they take
+    the value that run used (``LEGACY``)."""
     fam = family_of(cfg.env) if cfg.family == "auto" else cfg.family
-    preset = PRESETS[fam]
+    preset = {**PRESETS[fam], **{k: LEGACY[k] for k in legacy if k in LEGACY}}
     vals = {k: v for k, v in preset.items() if getattr(cfg, k) is None}
     cfg = dataclasses.replace(cfg, family=fam, **vals)
     if cfg.norm_groups and any(h % cfg.norm_groups for h in cfg.hidden):
@@ -211,6 +264,34 @@ def resolve_family(cfg: Config) -> Config:
     return cfg
 
 
+def stored_config(out) -> dict | None:
+    """The config record of the run in ``out`` (its records.jsonl's first line), or None."""
+    p = Path(out) / "records.jsonl" if out is not None else None
+    if p is None or not p.is_file():
+        return None
+    try:
+        first = json.loads(p.read_text().split("\n", 1)[0])
+    except ValueError:
+        return None  # resume_records names the damaged file
+    return first if isinstance(first, dict) and first.get("kind") == "config" else None
+
+
+def for_resume(cfg: Config, stored: dict, given: set[str]) -> tuple[Config, Config]:
+    """``--resume`` of the run whose config record is ``stored``: every setting not ``given`` now
+    (recipe, --set, options) keeps the run's value, so a run made under earlier defaults goes on
+    under them. Returns (the resolved Config to run, the Config to compare with the record: the
+    settings the run was recorded without left None)."""
+    fields = {f.name for f in dataclasses.fields(Config)}
+    vals = {k: stored[k] for k in fields if k in stored and k not in given}
+    for k in ("algo", "hidden"):
+        if isinstance(vals.get(k), list):
+            vals[k] = tuple(vals[k])
+    cfg = dataclasses.replace(cfg, **vals)
+    absent = [k for k in LEGACY if k not in stored]
+    cfg = resolve_family(cfg, legacy=[k for k in absent if k not in given])
+    return cfg, dataclasses.replace(cfg, **dict.fromkeys(k for k in absent if getattr(cfg, k) == LEGACY[k]))
+
+
 def validate(cfg: Config) -> tuple[int, int]:
     """Check the environment id (InputError) and return (obs_dim, act_dim)."""
     from icml26.methods.rl.envs import env_dims
@@ -218,12 +299,50 @@ def validate(cfg: Config) -> tuple[int, int]:
     return env_dims(cfg.env)
 
 
+def delay_of(cfg: Config, algo: str) -> int:
+    """The actor / alpha / target delay ``algo`` uses: ``cfg.delay_update``, or when the family
+    leaves it per algorithm (sb3): 1 for sac (SB3's target_update_interval 1), 2 for the
+    distributional learners (GOPS dsact.py / dsacaid.py delay_update=2)."""
+    if cfg.delay_update is not None:
+        return int(cfg.delay_update)
+    return 1 if algo == "sac" else 2
+
+
+def help_view(cfg: Config) -> Config:
+    """``cfg`` for ``--set help``: a per-algorithm value (delay_update under sb3) shown as the
+    values each selected algorithm uses, never None."""
+    view = copy.copy(cfg)
+    if cfg.delay_update is None:
+        object.__setattr__(view, "delay_update", ", ".join(f"{a} {delay_of(cfg, a)}" for a in cfg.algo))
+    return view
+
+
+def effective(cfg: Config) -> dict:
+    """Per algorithm, the values that differ between algorithms under ``cfg`` (the config
+    record's ``effective`` field)."""
+    out = {}
+    for algo in cfg.algo:
+        e = {"delay_update": delay_of(cfg, algo), "alpha0": 1.0 if algo == "sac" else round(math.e, 6)}
+        if algo == "sac":
+            e["critic_loss"] = "0.5 MSE to min twin target (SB3 / CleanRL)"
+        elif algo == "dsac-t":
+            e["critic_loss"] = "dsact.py " + ("Huber" if cfg.dsact_huber else "plain")
+        else:
+            e["critic_loss"] = f"dsacaid.py {'Huber, sigma ' + str(cfg.sigma_loss) if cfg.huber else 'plain'}"
+            e["ensemble"] = cfg.num_q
+        out[algo] = e
+    return out
+
+
 def learner_spec(cfg: Config, algo: str, obs_dim: int, act_dim: int, *, fused_adam: bool = True):
-    """The ``LearnerSpec`` of ``algo`` under ``cfg``; ``fused_adam``: torch's fused Adam kernel (the
-    same update up to float rounding, ~8% faster per update on CPU)."""
+    """The ``LearnerSpec`` of ``algo`` under ``cfg`` (resolved); ``fused_adam``: torch's fused Adam
+    kernel (the same update up to float rounding, ~8% faster per update on CPU)."""
     from icml26.methods.rl.sac import LearnerSpec
 
     return LearnerSpec(
+        sigma_loss=cfg.sigma_loss or "gradient",
+        dsact_huber=bool(cfg.dsact_huber),
+        norm_affine=bool(cfg.norm_affine),
         fused_adam=fused_adam,
         algo=algo,
         obs_dim=obs_dim,
@@ -239,7 +358,7 @@ def learner_spec(cfg: Config, algo: str, obs_dim: int, act_dim: int, *, fused_ad
         gamma=cfg.gamma,
         tau=cfg.tau,
         tau_b=cfg.tau,
-        delay_update=cfg.delay_update,
+        delay_update=delay_of(cfg, algo),
         num_q=cfg.num_q,
         lam=cfg.lam,
         beta0=cfg.beta0,
@@ -280,26 +399,33 @@ def _env_seed(seed: int, k: int, n: int, kind: int) -> int:
 # ---------------- evaluation ----------------
 
 
-def soft_returns(r: np.ndarray, logp: np.ndarray, alpha: float, gamma: float, boot: float | None) -> np.ndarray:
-    """Discounted soft Monte-Carlo returns of one episode segment.
+def official_bias(q: np.ndarray, r: np.ndarray, logp: np.ndarray, alpha: float, gamma: float, horizon: int) -> float:
+    """One episode's Q bias as GOPS's evaluator_dsacaid.py (640e85a) computes it.
 
-    r, logp: (T,) scaled rewards and log pi(a_t|s_t) of the actions taken; boot: the critic's
-    value Q(s_T, a_T) - alpha log pi(a_T|s_T) at the step after the segment (None: it ended).
-    G_t = r_t + gamma (G_{t+1} - alpha log pi_{t+1}), with G_T - alpha log pi_T := boot.
-    Returns G (T,)."""
-    T = len(r)
-    g = np.zeros(T)
-    nxt = 0.0 if boot is None else boot  # the soft value after the last step
-    for t in range(T - 1, -1, -1):
+    q: (L,) the critic's value at every state of the episode (the bound mean Q - lam std Q, or
+    the mean Q); r: (L,) scaled rewards; logp: (L,) log pi of the actions taken. The soft
+    Monte-Carlo return is bootstrapped from q at the episode's last state, after a termination
+    too, and the last reward is dropped: G_{L-2} = r_{L-2} + gamma (q_{L-1} - alpha logp_{L-1}),
+    G_t = r_t + gamma (G_{t+1} - alpha logp_{t+1}). Returns mean_{t < N} (q_t - G_t) with
+    N = min(horizon, L - 1); NaN for a one-step episode."""
+    L = len(r)
+    n = min(horizon, L - 1)
+    if n < 1:
+        return float("nan")
+    g = np.zeros(L - 1)
+    nxt = q[-1] - alpha * logp[-1]
+    for t in range(L - 2, -1, -1):
         g[t] = r[t] + gamma * nxt
         nxt = g[t] - alpha * logp[t]
-    return g
+    return float(np.mean(q[:n] - g[:n]))
 
 
 def evaluate(learner, cfg: Config, seed: int, device: str) -> dict[str, np.ndarray]:
     """Deterministic evaluation of the S batched policies: ``eval_episodes`` episodes each (no
-    injected noise), all stepped together. Returns per-seed arrays (S,): eval_return, q_bias,
-    sigma_aleatoric, sigma_epistemic (env units) and bias_bound (scaled units, beta's signal)."""
+    injected noise), all stepped together. Returns per-seed arrays (S,): eval_return, q_bias
+    (ensemble-mean Q, env units), bias_bound (the bound mean Q - lam std Q, scaled units: beta's
+    signal B), both by ``official_bias`` averaged over episodes, and sigma_aleatoric,
+    sigma_epistemic (env units) over the first ``bias_horizon`` states."""
     import torch
 
     from icml26.methods.rl.envs import SeededEnv
@@ -311,18 +437,20 @@ def evaluate(learner, cfg: Config, seed: int, device: str) -> dict[str, np.ndarr
         obs = np.stack([np.stack([env.reset()[0] for env in row]) for row in envs])  # (S, E, o)
         active = np.ones((S, E), bool)
         ret = np.zeros((S, E))
-        seg_len = np.full((S, E), H)
-        hist: dict[str, list] = {"obs": [], "act": [], "r": [], "logp": []}  # first H steps, each (S, E, ...)
-        tail = None
+        length = np.zeros((S, E), int)
+        hist: dict[str, list] = {"obs": [], "act": [], "r": [], "logp": []}  # r, logp: every step; obs, act: < H
+        last_obs, last_act = np.zeros_like(obs), None  # each episode's last state and action
         t = 0
         while active.any():
             with torch.no_grad():
                 a, logp = learner.policy(torch.as_tensor(obs, device=device), deterministic=True)
             a_np, logp_np = a.cpu().numpy(), logp.cpu().numpy()
+            if last_act is None:
+                last_act = np.zeros_like(a_np)
+            last_obs[active], last_act[active] = obs[active], a_np[active]
             if t < H:
-                hist["obs"].append(obs.copy()), hist["act"].append(a_np), hist["logp"].append(logp_np)
-            elif t == H:
-                tail = (obs.copy(), a_np, logp_np, active.copy())
+                hist["obs"].append(obs.copy()), hist["act"].append(a_np)
+            hist["logp"].append(np.where(active, logp_np, 0.0))
             r_t = np.zeros((S, E))
             for k in range(S):
                 for e in range(E):
@@ -331,61 +459,59 @@ def evaluate(learner, cfg: Config, seed: int, device: str) -> dict[str, np.ndarr
                         ret[k, e] += r
                         r_t[k, e] = r * scale
                         obs[k, e] = o2
+                        length[k, e] += 1
                         if term or trunc:
                             active[k, e] = False
-                            if t < H:
-                                seg_len[k, e] = t + 1
-            if t < H:
-                hist["r"].append(r_t)
+            hist["r"].append(r_t)
             t += 1
     finally:
         for row in envs:
             for env in row:
                 env.close()
     T = len(hist["obs"])
-    O, A = np.stack(hist["obs"], 1), np.stack(hist["act"], 1)  # (S, T, E, ...)
-    R, LP = np.stack(hist["r"], 1), np.stack(hist["logp"], 1)  # (S, T, E)
+    O, A = np.stack(hist["obs"], 1), np.stack(hist["act"], 1)  # (S, T, E, ...), T = min(H, longest)
+    R, LP = np.stack(hist["r"], 1), np.stack(hist["logp"], 1)  # (S, longest, E)
     sp = learner.spec
-    with torch.no_grad():
+
+    def critic(o, a):  # (S, n, ...) -> Q (S, M, n), sigma^2 or None
         q, sig = learner.critic_forward(
-            learner.critic,
-            torch.as_tensor(O.reshape(S, T * E, -1), device=device),
-            torch.as_tensor(A.reshape(S, T * E, -1), device=device),
+            learner.critic, torch.as_tensor(o, device=device), torch.as_tensor(a, device=device)
         )
-        q = q.cpu().numpy().reshape(S, -1, T, E).astype(np.float64)  # (S, M, T, E)
-        sig2 = None if sig is None else (sig.cpu().numpy().reshape(S, -1, T, E).astype(np.float64) ** 2)
-        boot = None
-        if tail is not None:
-            qt, _ = learner.critic_forward(
-                learner.critic, torch.as_tensor(tail[0], device=device), torch.as_tensor(tail[1], device=device)
-            )
-            boot = qt.cpu().numpy().astype(np.float64)  # (S, M, E)
-    qmean, qvar = q.mean(1), q.var(1, ddof=1)  # (S, T, E)
+        q = q.cpu().numpy().astype(np.float64)
+        return q, None if sig is None else sig.cpu().numpy().astype(np.float64) ** 2
+
+    with torch.no_grad():
+        q, sig2 = critic(O.reshape(S, T * E, -1), A.reshape(S, T * E, -1))
+        q, sig2 = q.reshape(S, -1, T, E), None if sig2 is None else sig2.reshape(S, -1, T, E)
+        ql, _ = critic(last_obs, last_act)  # (S, M, E)
     lam = sp.lam if sp.aid else 0.0
-    qbound = qmean - lam * np.sqrt(np.maximum(qvar, 1e-8))
+
+    def bound(x, axis):  # mean - lam std over the ensemble (the evaluator: sqrt(var), unbiased)
+        return x.mean(axis) - lam * np.sqrt(x.var(axis, ddof=1))
+
+    qmean, qvar, qb = q.mean(1), q.var(1, ddof=1), bound(q, 1)  # (S, T, E)
+    lmean, lb = ql.mean(1), bound(ql, 1)  # (S, E)
     alpha = np.exp(learner.log_alpha.detach().cpu().numpy().astype(np.float64))  # (S,)
     out = {k: np.zeros(S) for k in ("eval_return", "q_bias", "sigma_aleatoric", "sigma_epistemic", "bias_bound")}
     for k in range(S):
         d_mean, d_bound, ale, epi = [], [], [], []
         for e in range(E):
-            L = int(seg_len[k, e])
-            go_on = tail is not None and L == H and bool(tail[3][k, e])
-            bm = bb = None
-            if go_on:
-                bq = boot[k, :, e]
-                lp = float(tail[2][k, e])
-                bm = float(bq.mean()) - alpha[k] * lp
-                bb = float(bq.mean() - lam * math.sqrt(max(float(bq.var(ddof=1)), 1e-8))) - alpha[k] * lp
-            g_m = soft_returns(R[k, :L, e], LP[k, :L, e], alpha[k], cfg.gamma, bm)
-            g_b = soft_returns(R[k, :L, e], LP[k, :L, e], alpha[k], cfg.gamma, bb)
-            d_mean.append(qmean[k, :L, e] - g_m)
-            d_bound.append(qbound[k, :L, e] - g_b)
-            epi.append(qvar[k, :L, e])
+            L = int(length[k, e])
+            n = min(H, L)
+            r, lp = R[k, :L, e], LP[k, :L, e]
+            # the states beyond the first H enter only through the last state's bootstrap
+            qm = np.concatenate([qmean[k, :n, e], np.zeros(L - n)]) if L > n else qmean[k, :L, e].copy()
+            qbb = np.concatenate([qb[k, :n, e], np.zeros(L - n)]) if L > n else qb[k, :L, e].copy()
+            qm[-1], qbb[-1] = lmean[k, e], lb[k, e]
+            d_mean.append(official_bias(qm, r, lp, alpha[k], cfg.gamma, H))
+            d_bound.append(official_bias(qbb, r, lp, alpha[k], cfg.gamma, H))
+            epi.append(qvar[k, :n, e])
             if sig2 is not None:
-                ale.append(sig2[k, :, :L, e].mean(0))
+                ale.append(sig2[k, :, :n, e].mean(0))
         out["eval_return"][k] = ret[k].mean()
-        out["q_bias"][k] = np.concatenate(d_mean).mean() / scale
-        out["bias_bound"][k] = np.concatenate(d_bound).mean()
+        dm, db = np.asarray(d_mean), np.asarray(d_bound)
+        out["q_bias"][k] = np.nanmean(dm) / scale if np.isfinite(dm).any() else float("nan")
+        out["bias_bound"][k] = np.nanmean(db) if np.isfinite(db).any() else float("nan")
         out["sigma_epistemic"][k] = math.sqrt(np.concatenate(epi).mean()) / scale
         out["sigma_aleatoric"][k] = math.sqrt(np.concatenate(ale).mean()) / scale if ale else float("nan")
     return out
@@ -400,6 +526,9 @@ def _meta(cfg: Config, algo: str, seed: int) -> str:
     c = config_dict(cfg)
     if c.get("reward_noise_from") is None:  # unset: the meta of checkpoints written before the setting existed
         c.pop("reward_noise_from", None)
+    for k, v in LEGACY.items():  # at the value runs had before the setting existed: the meta they wrote
+        if k in c and c[k] == v:
+            c.pop(k)
     return json.dumps({"config": c, "algo": algo, "seed": seed}, sort_keys=True)
 
 
@@ -477,6 +606,8 @@ def train(
     there (after checkpointing) without a result, as an interruption would."""
     import torch
 
+    from icml26.core import diverge
+    from icml26.core.progress import progress
     from icml26.methods.rl.envs import make_vector
     from icml26.methods.rl.sac import Learner, ReplayBuffer
 
@@ -507,6 +638,7 @@ def train(
         kind=cfg.vector_env,
         reward_noise=0.0 if onset else cfg.reward_noise,
     )
+    stack = contextlib.ExitStack()
     try:
         if resume and ckpt is not None and ckpt.is_file():
             t = load_checkpoint(ckpt, meta)
@@ -527,10 +659,16 @@ def train(
         scale = float(cfg.reward_scale)
         per_iter = cfg.env_steps_per_update // N
         t0 = time.perf_counter()
+        bar = stack.enter_context(progress(cfg.steps, f"dsac-aid {algo} {cfg.env}"))
+        bar.advance(loop["step"])
+        last_ret = loop["evals"][-1][1:] if loop["evals"] else None
         while loop["step"] < cfg.steps:
             for _ in range(per_iter):
                 with torch.no_grad():
-                    a = learner.behaviour_policy(obs)  # (S, N, act)
+                    if cfg.warmup_actions == "uniform" and buf.size < cfg.warmup_steps:  # SB3: random actions
+                        a = torch.rand(S, N, act_dim, generator=gen, device=device) * 2 - 1
+                    else:
+                        a = learner.behaviour_policy(obs)  # (S, N, act)
                 a_np = a.reshape(S * N, act_dim).cpu().numpy()
                 o2, r, term, trunc, info = venv.step(a_np)
                 if onset:
@@ -552,17 +690,26 @@ def train(
                 )
                 obs = f(o2)
                 loop["step"] += N
-            if buf.size >= max(cfg.warmup_steps, cfg.batch_size):
+                bar.advance(N)
+            if buf.size >= max(cfg.warmup_steps, 1):  # sampled with replacement (SB3 updates from step 101)
                 tu = time.perf_counter()
                 b = buf.sample(cfg.batch_size, gen)
-                learner.update(
+                loss_q = learner.update(
                     b["observations"], b["actions"], b["rewards"] * scale, b["next_observations"], b["terminals"]
                 )
+                diverge.check(loop["step"], critic_loss=loss_q)
                 loop["interval_update_s"] += time.perf_counter() - tu
                 loop["interval_updates"] += 1
+                loop["total_update_s"] = loop.get("total_update_s", 0.0) + time.perf_counter() - tu
                 loop["updates"] += 1
+                if loop["updates"] % 200 == 0:
+                    bar.set(
+                        updates=loop["updates"],
+                        updates_per_s=round(loop["interval_updates"] / max(loop["interval_update_s"], 1e-9), 1),
+                    )
             final = loop["step"] >= cfg.steps
             if loop["step"] >= loop["next_eval"] or final:
+                diverge.check_params(loop["step"], learner.parameters())
                 ev = evaluate(learner, cfg, seed, device)
                 learner.anneal_beta(torch.as_tensor(ev["bias_bound"]))
                 ups = (
@@ -571,6 +718,8 @@ def train(
                     else float("nan")
                 )
                 loop["evals"].append([loop["step"], *ev["eval_return"].tolist()])
+                last_ret = ev["eval_return"].tolist()
+                bar.set(eval_return=round(float(np.mean(last_ret)), 1))
                 for k in range(S):
                     yield {
                         "kind": "step",
@@ -600,31 +749,49 @@ def train(
         if out is not None and cfg.d4rl:
             write_d4rl(out, cfg, algo, seed, learner, buf, device)
         yield result_record(cfg, algo, loop)
+    except diverge.Diverged as exc:
+        diverge.warn(exc, f"dsac-aid {algo} on {cfg.env}")
+        yield result_record(cfg, algo, loop, exc)
     finally:
+        stack.close()
         venv.close()
 
 
-def result_record(cfg: Config, algo: str, loop: dict) -> dict:
+def result_record(cfg: Config, algo: str, loop: dict, diverged=None) -> dict:
     """The ``result`` of one (algo, env) from its evaluation history (rows: step, return per seed).
 
     final_return: mean over seeds of the last evaluation's return; max_avg_return: the highest
     mean-over-seeds return over all evaluations (the seed-averaged learning curve's maximum).
-    ``_ci``: 95% percentile-bootstrap interval of the mean over seeds at that evaluation."""
-    from icml26.core.stats import bootstrap_mean_ci
+    ``_ci``: Student-t 95% interval over seeds (null with one seed). updates_per_s: updates over
+    the seconds spent in them. ``diverged``: the ``Diverged`` that stopped the run (no returns)."""
+    from icml26.core.diverge import diverged_fields
+    from icml26.core.verdict import seed_interval
 
     ev = np.asarray(loop["evals"], dtype=np.float64).reshape(-1, cfg.seeds + 1)
     rets = ev[:, 1:]
+    rec = {"kind": "result", "algo": algo, "env": cfg.env, "seeds": cfg.seeds, **diverged_fields(diverged)}
+    if diverged is not None or not len(ev):
+        return {
+            **rec,
+            "final_return": None,
+            "final_return_ci": None,
+            "max_avg_return": None,
+            "max_avg_return_ci": None,
+            "steps": int(loop["step"]),
+            "updates": int(loop["updates"]),
+            "wall_s": float(loop["wall_s"]),
+        }
     best = int(np.argmax(rets.mean(1)))
+    ts = loop.get("total_update_s", 0.0)
     return {
-        "kind": "result",
-        "algo": algo,
-        "env": cfg.env,
+        **rec,
         "final_return": float(rets[-1].mean()),
-        "final_return_ci": list(bootstrap_mean_ci(rets[-1])),
+        "final_return_ci": seed_interval(rets[-1].tolist()),
         "max_avg_return": float(rets[best].mean()),
-        "max_avg_return_ci": list(bootstrap_mean_ci(rets[best])),
-        "seeds": cfg.seeds,
+        "max_avg_return_ci": seed_interval(rets[best].tolist()),
         "steps": int(ev[-1, 0]),
+        "updates": int(loop["updates"]),
+        "updates_per_s": float(loop["updates"] / ts) if ts > 0 else None,
         "wall_s": float(loop["wall_s"]),
     }
 
@@ -695,7 +862,9 @@ def run(
         key=(("env", cfg.env),),
         results=results,
     )
-    best = max(results, key=lambda r: r["final_return"]) if results else None
+    from icml26.core.verdict import verdict
+
+    v = verdict(results, "final_return", "algo", lower=False, ci_key="final_return_ci", metric="algo")
     yield {
         "kind": "summary",
         "env": cfg.env,
@@ -703,9 +872,9 @@ def run(
         "algos": list(cfg.algo),
         "seeds": cfg.seeds,
         "steps": cfg.steps,
-        "best_algo": best["algo"] if best else None,
-        "best_final_return": best["final_return"] if best else None,
+        **v,  # best_algo (only when its interval separates it), tied_with_best_algo
         "final_return": {r["algo"]: r["final_return"] for r in results},
+        "diverged": [r["algo"] for r in results if r.get("diverged")],
     }
 
 

@@ -10,10 +10,12 @@ Adam is elementwise, so one Adam over the stacked weights is exactly ``G`` separ
 a loss that is a *sum* over members gives each member the gradient it would get alone (tested
 against separate ``torch.nn`` modules in tests/methods/test_rl_nets.py).
 
-Layers follow the official DSAC-AID code's MLP (yzy-yuzhouyang/GOPS gops/apprfunc/mlp.py, see
-shared/methods/dsac_aid.md): Linear -> [GroupNorm(16)] -> activation per hidden layer, linear
-output. Initialisation: torch.nn.Linear's default (uniform +-1/sqrt(fan_in)) or orthogonal
-(gain 1, zero bias; RECON: the gain).
+Layers follow the official DSAC-AID code's MLP (yzy-yuzhouyang/GOPS gops/apprfunc/mlp.py at
+28974ab, ``RegularizedActionValueDistri`` / ``RegularizedStochaPolicy``): Linear -> [GroupNorm(16,
+``affine=False`` there)] -> activation per hidden layer, linear heads. Initialisation: torch.nn.Linear's
+default (uniform +-1/sqrt(fan_in)) or ``orthogonal`` as GOPS's ``orthogonal_init_``: gain sqrt(2) on
+hidden layers, 1.0 on each head (the output's ``head_chunks`` equal row blocks, initialised one
+by one as GOPS's separate mean / std heads are), zero biases.
 """
 
 from __future__ import annotations
@@ -51,6 +53,8 @@ class BatchedLinear(nn.Module):
         *,
         init: str = "default",
         generator: torch.Generator | None = None,
+        gain: float = 1.0,
+        chunks: int = 1,
     ):
         super().__init__()
         if groups < 1 or in_features < 1 or out_features < 1:
@@ -60,11 +64,15 @@ class BatchedLinear(nn.Module):
         self.weight = nn.Parameter(torch.empty(groups, in_features, out_features))
         self.bias = nn.Parameter(torch.empty(groups, 1, out_features))
         with torch.no_grad():
-            if init == "orthogonal":
-                for g in range(groups):  # (out, in) as torch.nn.Linear stores it
-                    w = torch.empty(out_features, in_features)
-                    nn.init.orthogonal_(w, gain=1.0, generator=generator)
-                    self.weight[g].copy_(w.T)
+            if init == "orthogonal":  # ``chunks`` row blocks of (out, in), each orthogonal, as nn.Linear stores it
+                if out_features % chunks:
+                    raise ValueError(f"{out_features} outputs do not split into {chunks} heads")
+                rows = out_features // chunks
+                for g in range(groups):
+                    for c in range(chunks):
+                        w = torch.empty(rows, in_features)
+                        nn.init.orthogonal_(w, gain=gain, generator=generator)
+                        self.weight[g, :, c * rows : (c + 1) * rows].copy_(w.T)
                 self.bias.zero_()
             elif init == "default":  # torch.nn.Linear.reset_parameters: U(-1/sqrt(in), 1/sqrt(in))
                 bound = 1.0 / math.sqrt(in_features)
@@ -80,15 +88,15 @@ class BatchedLinear(nn.Module):
 
 class BatchedGroupNorm(nn.Module):
     """``G`` copies of ``torch.nn.GroupNorm(num_groups, C)`` on (B, C) inputs, stacked:
-    x (G, B, C) -> (G, B, C); affine weight/bias (G, 1, C)."""
+    x (G, B, C) -> (G, B, C); affine weight/bias (G, 1, C), or none with ``affine=False`` (GOPS)."""
 
-    def __init__(self, groups: int, num_groups: int, channels: int, eps: float = 1e-5):
+    def __init__(self, groups: int, num_groups: int, channels: int, eps: float = 1e-5, affine: bool = True):
         super().__init__()
         if channels % num_groups:
             raise ValueError(f"GroupNorm: {channels} channels do not split into {num_groups} groups")
         self.num_groups, self.eps = num_groups, eps
-        self.weight = nn.Parameter(torch.ones(groups, 1, channels))
-        self.bias = nn.Parameter(torch.zeros(groups, 1, channels))
+        self.weight = nn.Parameter(torch.ones(groups, 1, channels)) if affine else None
+        self.bias = nn.Parameter(torch.zeros(groups, 1, channels)) if affine else None
 
     def forward(self, x: Tensor, detach: bool = False) -> Tensor:
         G, B, C = x.shape
@@ -98,6 +106,8 @@ class BatchedGroupNorm(nn.Module):
         # then each member's affine in one fused addcmul
         cg = C // self.num_groups
         y = torch.nn.functional.layer_norm(x.reshape(G * B * self.num_groups, cg), (cg,), eps=self.eps).view(G, B, C)
+        if self.weight is None:
+            return y
         w, b = (self.weight.detach(), self.bias.detach()) if detach else (self.weight, self.bias)
         return torch.addcmul(b, y, w)
 
@@ -119,6 +129,8 @@ class BatchedMLP(nn.Module):
         norm_groups: int = 0,
         init: str = "default",
         generator: torch.Generator | None = None,
+        norm_affine: bool = True,
+        head_chunks: int = 1,
     ):
         super().__init__()
         if activation not in ACTIVATIONS:
@@ -126,10 +138,17 @@ class BatchedMLP(nn.Module):
         self.groups, self.activation = groups, activation
         sizes = (in_features, *hidden)
         self.layers = nn.ModuleList(
-            BatchedLinear(groups, a, b, init=init, generator=generator) for a, b in zip(sizes[:-1], sizes[1:])
+            BatchedLinear(groups, a, b, init=init, generator=generator, gain=math.sqrt(2.0))
+            for a, b in zip(sizes[:-1], sizes[1:])
         )
-        self.norms = nn.ModuleList(BatchedGroupNorm(groups, norm_groups, h) for h in hidden) if norm_groups else None
-        self.out = BatchedLinear(groups, sizes[-1], out_features, init=init, generator=generator)
+        self.norms = (
+            nn.ModuleList(BatchedGroupNorm(groups, norm_groups, h, affine=norm_affine) for h in hidden)
+            if norm_groups
+            else None
+        )
+        self.out = BatchedLinear(
+            groups, sizes[-1], out_features, init=init, generator=generator, gain=1.0, chunks=head_chunks
+        )
 
     def forward(self, x: Tensor, detach: bool = False) -> Tensor:
         for i, layer in enumerate(self.layers):

@@ -41,6 +41,7 @@ from torch import Tensor, nn
 from icml26.methods.rl.nets import BatchedMLP, lower_bound, tanh_gaussian, upper_bound
 
 ALGOS = ("sac", "dsac-t", "dsac-aid", "dsac-aid-epi")
+SIGMA_LOSSES = ("gradient", "variance")
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,9 @@ class LearnerSpec:
     huber: bool = True
     homogeneous: bool = True
     huber_delta: float = 50.0
+    sigma_loss: str = "gradient"  # dsac-aid with huber: gradient (GOPS 1ea49ca) | variance (640e85a)
+    dsact_huber: bool = False  # dsac-t: dsact.py's Huber branch (its MuJoCo script: False, the plain loss)
+    norm_affine: bool = False  # GroupNorm with a learnable affine (GOPS: affine=False)
     bias_b: float = 0.1
     log_std_min: float = -20.0
     log_std_max: float = 0.5
@@ -81,6 +85,8 @@ class LearnerSpec:
             raise ValueError(f"algo must be one of {', '.join(ALGOS)}, got {self.algo!r}")
         if self.huber and not self.homogeneous:
             raise ValueError("huber=True needs homogeneous=True (as the official code asserts)")
+        if self.sigma_loss not in SIGMA_LOSSES:
+            raise ValueError(f"sigma_loss must be one of {', '.join(SIGMA_LOSSES)}, got {self.sigma_loss!r}")
 
     @property
     def distributional(self) -> bool:
@@ -108,12 +114,15 @@ class Learner(nn.Module):
         kw = dict(
             activation=spec.activation,
             norm_groups=spec.norm_groups,
+            norm_affine=spec.norm_affine,
             init=spec.init,
             generator=g if g.device.type == "cpu" else None,
+            head_chunks=2,  # (Q, sigma) / (mean, log_std): GOPS's two heads
         )
         out_q = 2 if spec.distributional else 1
-        self.critic = BatchedMLP(S * M, o + a, spec.hidden, out_q, **kw)
-        self.critic_target = BatchedMLP(S * M, o + a, spec.hidden, out_q, **kw)
+        kq = {**kw, "head_chunks": out_q}
+        self.critic = BatchedMLP(S * M, o + a, spec.hidden, out_q, **kq)
+        self.critic_target = BatchedMLP(S * M, o + a, spec.hidden, out_q, **kq)
         self.critic_target.load_state_dict(self.critic.state_dict())
         self.actor = BatchedMLP(S, o, spec.hidden, 2 * a, **kw)
         self.actor_target = BatchedMLP(S, o, spec.hidden, 2 * a, **kw) if spec.distributional else None
@@ -246,18 +255,21 @@ class Learner(nn.Module):
             sbar = self.mean_sigma[..., None]  # (S, M, 1)
             zb = qd + torch.clamp(z - qd, -3.0 * sbar, 3.0 * sbar)
             b = sp.bias_b
-            if sp.aid:
-                rq = (sbar**2 + self.mean_u_epi[:, None, None] + b) / (sd**2 + u_epi[:, None] + b)
-            else:
-                rq = (sbar**2 + b) / (sd**2 + b)
+        if not sp.aid:
+            loss = dsact_critic_loss(q, sig, y[:, None], zb, sbar, sp.dsact_huber, b)
+            return loss, {"q": q.detach(), "sigma": sig.detach()}
+        with torch.no_grad():
+            rq = (sbar**2 + self.mean_u_epi[:, None, None] + b) / (sd**2 + u_epi[:, None] + b)
             rs = (sbar**2 + b) / ((sd**2 if sp.homogeneous else sd**3) + b)
         if sp.huber:
             hub = torch.nn.functional.huber_loss
             rq, rs = rq.clamp(0.1, 10.0), rs.clamp(0.01, 100.0)
-            resid = (qd - zb) ** 2
-            per = rq * hub(q, y[:, None].expand_as(q), delta=sp.huber_delta, reduction="none") + rs * hub(
-                sig**2, resid, delta=sp.huber_delta, reduction="none"
-            ) / (2 * sd**2 + b)
+            per = rq * hub(q, y[:, None].expand_as(q), delta=sp.huber_delta, reduction="none")
+            if sp.sigma_loss == "gradient":  # GOPS 1ea49ca
+                per = per + rs * sig * (sd**2 - 2 * hub(qd, zb, delta=sp.huber_delta, reduction="none")) / (sd + b)
+            else:  # "variance", GOPS 640e85a
+                resid = (qd - zb) ** 2
+                per = per + rs * hub(sig**2, resid, delta=sp.huber_delta, reduction="none") / (2 * sd**2 + b)
             loss = per.mean(-1).sum()
         else:
             sig_term = sig * ((qd - zb) ** 2 - sd**2)
@@ -287,9 +299,9 @@ class Learner(nn.Module):
         loss_alpha = -(self.log_alpha * (logp.detach() + self.target_entropy).mean(-1)).sum()
         return loss_pi, loss_b, loss_alpha
 
-    def update(self, obs, act, rew, obs2, done) -> None:
+    def update(self, obs, act, rew, obs2, done) -> Tensor:
         """One iteration on a batch: obs (S, B, o), act (S, B, a), rew (S, B) scaled, obs2, done
-        (S, B) = terminated (1.0) or not."""
+        (S, B) = terminated (1.0) or not. Returns the critic loss (detached, for divergence checks)."""
         sp = self.spec
         it = int(self.iteration)
         delayed = it % sp.delay_update == 0
@@ -315,24 +327,32 @@ class Learner(nn.Module):
                 if self.actor_target is not None:
                     torch._foreach_lerp_(list(self.actor_target.parameters()), list(self.actor.parameters()), sp.tau)
         self.iteration += 1
+        return loss_q.detach()
 
     @torch.no_grad()
     def anneal_beta(self, bias: Tensor) -> None:
-        """[C] beta update after an evaluation, per seed. bias (S,): mean (Q_mean - lam std Q)
-        minus the soft Monte-Carlo return, scaled-reward units. Frozen until bias >=
-        freeze_fraction * threshold (RECON: a latch); then, when bias <= 0, one Adam step
-        (lr beta_lr, betas 0.9/0.999) on -beta * max(bias, threshold) / max(m_u, 0.1); beta >= 0."""
+        """beta's update after an evaluation, per seed, as GOPS's off_serial_dsacaid_trainer.py and
+        dsacaid.py (640e85a / 1ea49ca) do it. bias (S,): the evaluator's B (``dsac_aid.official_bias``),
+        scaled units; NaN (no usable episode): no update. While frozen (from the start), an
+        evaluation with B > freeze_fraction * threshold unfreezes beta, and every frozen evaluation
+        is an Adam step with gradient 0 (its step count advances, beta does not move); unfrozen, B > 0
+        skips the step, B <= 0 takes one Adam step (lr beta_lr, betas 0.9/0.999, eps 1e-8) on
+        -beta * max(B, threshold) / max(m_u, 0.1); beta >= 0."""
         sp = self.spec
         if sp.algo != "dsac-aid":
             return
         bias = bias.to(self.beta)
-        self.beta_unfrozen.copy_(
-            torch.where(
-                bias >= sp.freeze_fraction * sp.q_bias_lower_threshold, torch.ones_like(bias), self.beta_unfrozen
-            )
+        ok = torch.isfinite(bias)
+        frozen = ok & (self.beta_unfrozen == 0)
+        step = frozen | (ok & (self.beta_unfrozen > 0) & (bias <= 0))
+        grad = torch.where(
+            frozen,
+            torch.zeros_like(bias),
+            -torch.clamp(torch.nan_to_num(bias), min=sp.q_bias_lower_threshold) / torch.clamp(self.mean_unc, min=0.1),
         )
-        step = (self.beta_unfrozen > 0) & (bias <= 0)
-        grad = -torch.clamp(bias, min=sp.q_bias_lower_threshold) / torch.clamp(self.mean_unc, min=0.1)
+        self.beta_unfrozen.copy_(
+            torch.where(frozen & (bias > sp.freeze_fraction * sp.q_bias_lower_threshold), 1.0, self.beta_unfrozen)
+        )
         t = self.beta_t + step.float()
         m = torch.where(step, 0.9 * self.beta_m + 0.1 * grad, self.beta_m)
         v = torch.where(step, 0.999 * self.beta_v + 0.001 * grad * grad, self.beta_v)
@@ -373,6 +393,26 @@ class Learner(nn.Module):
         if self.opt_b is not None:
             d["b"] = self.opt_b
         return d
+
+
+def dsact_critic_loss(q: Tensor, sig: Tensor, y: Tensor, zb: Tensor, sbar: Tensor, huber: bool, b: float) -> Tensor:
+    """DSAC-T's critic loss as yzy-yuzhouyang/GOPS gops/algorithm/dsact.py (a1b91bc) computes it,
+    summed over critics and seeds, each critic's batch mean. q, sig: (S, M, B) online mean and
+    sigma (with gradient); y: the mean target (min of the target critics' means), zb: the bounded
+    sampled target of the critic with the smaller target mean, sbar: (S, M, 1) EMA of sigma.
+    Plain (its MuJoCo script): (sbar^2 + b) * mean[-sg(y - q) q / (sd^2 + b) - ((qd - zb)^2 - sd^2)
+    sigma / (sd^3 + b)]. Huber: r = sbar^2 / (sd^2 + b) clamped to [0.1, 10] on both terms,
+    mean[r Huber_50(q, y) + r sigma (sd^2 - Huber_50(qd, zb)) / (sd + b)]. sd, qd: detached."""
+    qd, sd = q.detach(), sig.detach().clamp(min=0.0)
+    if huber:
+        hub = torch.nn.functional.huber_loss
+        r = (sbar**2 / (sd**2 + b)).clamp(0.1, 10.0)
+        per = r * hub(q, y.expand_as(q), delta=50.0, reduction="none") + r * sig * (
+            sd**2 - hub(qd, zb, delta=50.0, reduction="none")
+        ) / (sd + b)
+        return per.mean(-1).sum()
+    per = -(y - qd) / (sd**2 + b) * q - ((qd - zb) ** 2 - sd**2) / (sd**3 + b) * sig
+    return ((sbar[..., 0] ** 2 + b) * per.mean(-1)).sum()
 
 
 class ReplayBuffer:
