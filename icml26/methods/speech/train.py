@@ -29,7 +29,9 @@ from typing import Iterator
 
 import numpy as np
 
+from icml26.core import diverge
 from icml26.core.errors import InputError
+from icml26.core.progress import progress
 from icml26.methods.speech.config import STAGES, VARIANTS, Config  # noqa: F401
 
 ASR_PROMPT = "Transcribe the following speech into text."
@@ -48,8 +50,6 @@ PREP_FIELDS = (
     "unit_features",
     "librivox",
 )
-
-
 
 
 # ----------------------------------------------------------------------------- prepare
@@ -422,8 +422,6 @@ def _samples(lm: SpeechLM, data: dict, cfg: Config):
 def train_variant(cfg: Config, lm: SpeechLM, data: dict, variant: str, *, seed: int) -> Iterator[dict]:
     import torch
 
-    from icml26.methods.speech.mamoe import aux_loss
-
     pools = _samples(lm, data, cfg)
     tasks = list(cfg.stages)
     probs = [(1 - cfg.text_lm_ratio) / len(tasks)] * len(tasks) + [cfg.text_lm_ratio]
@@ -433,6 +431,17 @@ def train_variant(cfg: Config, lm: SpeechLM, data: dict, variant: str, *, seed: 
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 - s / cfg.steps)
     rng = np.random.default_rng(seed + 17)
     lm.model.train()
+    with progress(cfg.steps, f"mamoe train {variant} (steps)") as bar:
+        yield from _train_steps(cfg, lm, variant, seed, pools, kinds, probs, params, opt, sched, rng, bar)
+    lm.model.eval()
+
+
+def _train_steps(cfg, lm, variant, seed, pools, kinds, probs, params, opt, sched, rng, bar) -> Iterator[dict]:
+    """The optimizer steps of train_variant; a non-finite loss raises ``diverge.Diverged``."""
+    import torch
+
+    from icml26.methods.speech.mamoe import aux_loss
+
     t0 = time.perf_counter()
     run_loss = run_aux = 0.0
     for step in range(1, cfg.steps + 1):
@@ -451,6 +460,8 @@ def train_variant(cfg: Config, lm: SpeechLM, data: dict, variant: str, *, seed: 
         sched.step()
         run_loss += loss.item()
         run_aux += float(torch.as_tensor(aux).detach())
+        diverge.check(step, loss=loss.item(), aux_loss=run_aux)
+        bar.advance(1, loss=loss.item())
         if step % cfg.log_every == 0 or step == cfg.steps:
             n = cfg.log_every if step % cfg.log_every == 0 else step % cfg.log_every
             yield {
@@ -464,7 +475,6 @@ def train_variant(cfg: Config, lm: SpeechLM, data: dict, variant: str, *, seed: 
                 "seconds": round(time.perf_counter() - t0, 2),
             }
             run_loss = run_aux = 0.0
-    lm.model.eval()
 
 
 # ----------------------------------------------------------------------------- evaluation
@@ -717,7 +727,17 @@ def run(
         ppl_init = text_perplexity(lm, test_texts)
         t0 = time.perf_counter()
         if train:
-            yield from train_variant(cfg, lm, data, variant, seed=seed)
+            try:
+                yield from train_variant(cfg, lm, data, variant, seed=seed)
+            except diverge.Diverged as exc:  # this variant stops; its results say so, without figures
+                diverge.warn(exc, f"mamoe {variant}")
+                for task in cfg.stages:
+                    rec = {"kind": "result", "variant": variant, "task": task, "wer": None}
+                    rec.update(diverge.diverged_fields(exc))
+                    results.append(rec)
+                    yield rec
+                del lm
+                continue
             if out is not None:
                 save_checkpoint(lm, Path(out) / "checkpoints" / f"{variant}.safetensors")
         elif checkpoints is not None:
@@ -729,17 +749,21 @@ def run(
             "train_seconds": round(time.perf_counter() - t0, 2),
         }
         for rec in evaluate(cfg, lm, data, variant, seed=seed, extra=extra):
+            rec.setdefault("diverged", False)
             results.append(rec)
             yield rec
         del lm
     summ = {"kind": "summary", "results": len(results), "data": str(inputs["data_dir"])}
     for task in cfg.stages:
-        rs = [r for r in results if r["task"] == task and r["wer"] is not None]
+        rs = [r for r in results if r["task"] == task and r.get("wer") is not None]
         if rs:
-            from icml26.core.stats import best_of  # None when variants tie
+            from icml26.core.verdict import verdict
 
-            summ[f"best_{task}_variant"] = best_of(rs, "wer", "variant")
+            # a best variant only when an interval separates it: one run has none, so it is null
+            # (several seeds: compare them in docs/mamoe.md's table), tied_with_best_* lists them
+            summ.update(verdict(rs, "wer", "variant", ci_key="wer_ci", metric=f"{task}_variant"))
             summ[f"best_{task}_wer"] = min(r["wer"] for r in rs)
+    summ["diverged"] = sorted({r["variant"] for r in results if r.get("diverged")})
     yield summ
 
 
