@@ -40,6 +40,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from icml26.core import diverge
+from icml26.core.progress import progress
 from icml26.methods.theory.equivariance_config import ACTS, GROUPS, MODELS, TASKS, Config  # noqa: F401
 
 # the paper's table (median relative equivariance error, 100k noise inputs; CIFAR-10)
@@ -261,14 +263,17 @@ def train_net(
     *,
     soft_loss: bool,
     seed: int,
+    bar=None,
 ) -> dict:
     """Adam on (x, y) for cfg.epochs; with ``soft_loss``: flip augmentation throughout and
-    lambda ||f(M x) - rho(M) f(x)||^2 from epoch equiv_start * epochs on (RECON schedule)."""
+    lambda ||f(M x) - rho(M) f(x)||^2 from epoch equiv_start * epochs on (RECON schedule).
+    ``bar``: a core.progress bar advanced per epoch. A non-finite loss raises ``diverge.Diverged``."""
     g = torch.Generator().manual_seed(seed + 99)
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
     n = x.shape[0]
     start = int(round(cfg.equiv_start * cfg.epochs))
     last = {}
+    step = 0
     for ep in range(cfg.epochs):
         perm = torch.randperm(n, generator=g)
         tot, cnt = 0.0, 0
@@ -289,12 +294,16 @@ def train_net(
                 loss = loss + cfg.equiv_weight * (
                     diff.pow(2).sum(1).mean() if task == "classifier" else diff.pow(2).mean()
                 )
+            step += 1
+            diverge.check(step, loss=float(loss.detach()))
             opt.zero_grad()
             loss.backward()
             opt.step()
             tot += float(loss.detach()) * xb.shape[0]
             cnt += xb.shape[0]
         last = {"epoch": ep + 1, "loss": tot / cnt}
+        if bar is not None:
+            bar.advance(1, loss=last["loss"])
     return last
 
 
@@ -488,22 +497,53 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu", user_net=None) -> It
     dim = x.shape[1]
     train_action = parse_group(cfg.train_group, dim)
     actions = {g: parse_group(g, dim) for g in cfg.group}
+    trained = sum(m != "random-init" for m in cfg.models) * len(cfg.task) * len(cfg.act) * cfg.seeds
+    with progress(trained * cfg.epochs, "equivariance training epochs") as bar:
+        yield from _trained_results(cfg, seed, x, y, xt, yt, dim, train_action, actions, results, bar)
+    yield summarize(cfg, results, time.time() - t_all)
+
+
+def _trained_results(cfg, seed, x, y, xt, yt, dim, train_action, actions, results, bar) -> Iterator[dict]:
+    """Train and measure every (task, act, model) over the seeds; a seed whose loss goes
+    non-finite stops that model: one result says so (``diverged``), without figures."""
     for task in cfg.task:
         for act in cfg.act:
             for model in cfg.models:
                 per_seed: dict[tuple[str, int], list[dict]] = {}
                 quality = []
+                diverged = None
                 for s in range(cfg.seeds):
                     sd = seed * 1000 + s
                     net = build_net(task, act, dim, cfg.widths, model, train_action, sd)
                     if model != "random-init":
-                        train_net(net, cfg, task, train_action, x, y, soft_loss=model == "equivariant-loss", seed=sd)
+                        try:
+                            train_net(
+                                net,
+                                cfg,
+                                task,
+                                train_action,
+                                x,
+                                y,
+                                soft_loss=model == "equivariant-loss",
+                                seed=sd,
+                                bar=bar,
+                            )
+                        except diverge.Diverged as exc:
+                            diverge.warn(exc, f"equivariance {model}/{task}/{act} seed {sd}")
+                            diverged = exc
+                            break
                     quality.append(task_quality(net, task, xt, yt))
                     for gname, action in actions.items():
                         for row in layer_equivariance(
                             net, action, cfg.n_noise, sd, out_rho="same" if task == "autoencoder" else "trivial"
                         ):
                             per_seed.setdefault((gname, row["layer"]), []).append(row)
+                if diverged is not None:
+                    rec = {"kind": "result", "model": model, "task": task, "act": act, "seeds": cfg.seeds}
+                    rec.update(diverge.diverged_fields(diverged))
+                    results.append(rec)
+                    yield rec
+                    continue
                 for (gname, layer), rows in per_seed.items():
                     rec = {"kind": "result", "model": model, "task": task, "act": act, "group": gname, "layer": layer}
                     for key in (
@@ -526,9 +566,9 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu", user_net=None) -> It
                     mse = [q["test_mse"] for q in quality if q["test_mse"] is not None]
                     rec["test_accuracy"] = float(np.mean(acc)) if acc else None
                     rec["test_mse"] = float(np.mean(mse)) if mse else None
+                    rec["diverged"] = False
                     results.append(rec)
                     yield rec
-    yield summarize(cfg, results, time.time() - t_all)
 
 
 def summarize(cfg: Config, results: list[dict], seconds: float) -> dict:
@@ -557,6 +597,7 @@ def summarize(cfg: Config, results: list[dict], seconds: float) -> dict:
     out["orderings_hold"] = all(orders.values()) if orders else None
     tied = [r["rel_equivariance_error"] for r in results if r.get("model") == "tied" and r.get("group") == tg]
     out["tied_max_error"] = max(tied) if tied else None
+    out["diverged"] = [f"{r['model']}/{r['task']}/{r['act']}" for r in results if r.get("diverged")]
     out["seconds"] = round(seconds, 2)
     return out
 
