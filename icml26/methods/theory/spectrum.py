@@ -29,6 +29,8 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
+from icml26.core import diverge
+from icml26.core.progress import progress
 from icml26.methods.theory import jacobian as jac
 from icml26.methods.theory import lyapunov as ly
 from icml26.methods.theory.spectrum_config import Config  # noqa: F401
@@ -283,9 +285,11 @@ def train(
     arch: str,
     depth: int,
     gen: torch.Generator,
+    bar=None,
 ) -> Iterator[dict]:
     """Train on (xs, ys); yield ``step`` records; the last yielded dict is
-    ``{"kind": "_train_done", ...}`` with the dynamics summary."""
+    ``{"kind": "_train_done", ...}`` with the dynamics summary (``diverged``: the
+    ``diverge.Diverged`` of a non-finite loss, else None). ``bar``: advanced per step."""
     g = torch.Generator().manual_seed(seed + 1000 + depth)
     params = [p for p in net.parameters() if p.requires_grad]
     opt = torch.optim.Adam(params, lr=cfg.lr) if cfg.optimizer == "adam" else torch.optim.SGD(params, lr=cfg.lr)
@@ -330,14 +334,18 @@ def train(
             break
         opt.zero_grad()
         loss = F.cross_entropy(net(xb), yb)
-        if not torch.isfinite(loss):
-            yield {"kind": "_train_done", "diverged_step": step, "reduction_error": None, "balanced_error": None}
+        try:
+            diverge.check(step, loss=loss)
+        except diverge.Diverged as exc:
+            yield {"kind": "_train_done", "diverged": exc, "reduction_error": None, "balanced_error": None}
             return
         loss.backward()
         opt.step()
+        if bar is not None:
+            bar.advance(1, depth=depth, loss=float(loss.detach()))
     yield {
         "kind": "_train_done",
-        "diverged_step": None,
+        "diverged": None,
         "reduction_error": float(np.median(red_err)) if red_err else None,
         "balanced_error": float(np.median(bal_err)) if bal_err else None,
     }
@@ -402,49 +410,62 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu", user_model=None) -> 
     in_dim = 784 if xs is None else xs.shape[1]
     probes = probe_inputs(cfg, in_dim, seed)
     n_core = cfg.width * (196 if cfg.arch == "cnn" else 1)
-    for depth in cfg.depths:
-        net = jac.GatedNet(
-            cfg.arch,
-            cfg.width,
-            depth,
-            in_dim=in_dim,
-            out_dim=10 if ys is None else max(10, int(ys.max()) + 1),
-            init=cfg.init,
-            act=cfg.act,
-            negative_slope=cfg.negative_slope,
-            gate_p=cfg.gate_p,
-            seed=seed + depth,
-        )
-        phases = ["init"] + (["trained"] if cfg.train is not None else [])
-        for phase in phases:
-            extra = {}
-            if phase == "trained":
-                done = {}
-                for rec in train(net, cfg, xs, ys, probes, seed, cfg.arch, depth, gen):
-                    if rec["kind"] == "_train_done":
-                        done = rec
-                    else:
+    total = len(cfg.depths) * cfg.train_steps if cfg.train is not None else None
+    with progress(total, "jacobian-spectrum training steps") as bar:
+        for depth in cfg.depths:
+            net = jac.GatedNet(
+                cfg.arch,
+                cfg.width,
+                depth,
+                in_dim=in_dim,
+                out_dim=10 if ys is None else max(10, int(ys.max()) + 1),
+                init=cfg.init,
+                act=cfg.act,
+                negative_slope=cfg.negative_slope,
+                gate_p=cfg.gate_p,
+                seed=seed + depth,
+            )
+            phases = ["init"] + (["trained"] if cfg.train is not None else [])
+            for phase in phases:
+                extra = {}
+                if phase == "trained":
+                    done = {}
+                    for rec in train(net, cfg, xs, ys, probes, seed, cfg.arch, depth, gen, bar=bar):
+                        if rec["kind"] == "_train_done":
+                            done = rec
+                        else:
+                            yield rec
+                    if done.get("diverged") is not None:  # no measurement of a diverged network
+                        diverge.warn(done["diverged"], f"jacobian-spectrum depth {depth}")
+                        rec = {"kind": "result", "arch": cfg.arch, "depth": depth, "phase": phase}
+                        rec.update({"train_steps": cfg.train_steps, **diverge.diverged_fields(done["diverged"])})
+                        train_info[depth] = {"test_accuracy": None, "diverged_step": done["diverged"].step}
+                        results.append(rec)
                         yield rec
-                extra = {
-                    "test_accuracy": accuracy(net, xt, yt),
-                    "train_steps": cfg.train_steps,
-                    "diverged_step": done.get("diverged_step"),
-                    "dynamics_reduction_error": done.get("reduction_error"),
-                    "dynamics_balanced_error": done.get("balanced_error"),
-                }
-                train_info[depth] = extra
-            for gates in cfg.gates:
-                t0 = time.time()
-                draws = [
-                    jac.core_factors(net, probes[i : i + 1], gates, p=cfg.gate_p, r=cfg.top_k, gen=gen)
-                    for i in range(cfg.n_samples)
-                ]
-                if gates == "fixed" and cfg.arch == "fgln":
-                    draws = draws[:1]  # input-independent
-                rec = _result(cfg, cfg.arch, depth, phase, gates, measure(draws, cfg, gen), n_core, time.time() - t0)
-                rec.update(extra)
-                results.append(rec)
-                yield rec
+                        continue
+                    extra = {
+                        "test_accuracy": accuracy(net, xt, yt),
+                        "train_steps": cfg.train_steps,
+                        "diverged": False,
+                        "diverged_step": None,
+                        "dynamics_reduction_error": done.get("reduction_error"),
+                        "dynamics_balanced_error": done.get("balanced_error"),
+                    }
+                    train_info[depth] = extra
+                for gates in cfg.gates:
+                    t0 = time.time()
+                    draws = [
+                        jac.core_factors(net, probes[i : i + 1], gates, p=cfg.gate_p, r=cfg.top_k, gen=gen)
+                        for i in range(cfg.n_samples)
+                    ]
+                    if gates == "fixed" and cfg.arch == "fgln":
+                        draws = draws[:1]  # input-independent
+                    rec = _result(
+                        cfg, cfg.arch, depth, phase, gates, measure(draws, cfg, gen), n_core, time.time() - t0
+                    )
+                    rec.update(extra)
+                    results.append(rec)
+                    yield rec
     yield summarize(cfg, results, train_info, time.time() - t_all)
 
 
@@ -481,6 +502,7 @@ def summarize(cfg: Config, results: list[dict], train_info: dict, seconds: float
         "max_abs_err_relu_own_gates": max((r["max_abs_err"] for r in init_fixed), default=None),
         "top_gap_grows_with_depth": grows,
         "test_accuracy": {str(d): v["test_accuracy"] for d, v in train_info.items()} or None,
+        "diverged": [r["depth"] for r in results if r.get("diverged")],
         "seconds": round(seconds, 2),
     }
 
@@ -495,7 +517,7 @@ def plot(records: list[dict], out_dir: Path) -> None:
 
     from icml26.core.output import atomic_path
 
-    res = [r for r in records if r.get("kind") == "result"]
+    res = [r for r in records if r.get("kind") == "result" and not r.get("diverged")]
     keys = sorted({(r["phase"], r["gates"]) for r in res})
     fig, axes = plt.subplots(1, len(keys), figsize=(5 * len(keys), 4), squeeze=False, constrained_layout=True)
     for ax, (ph, gt) in zip(axes[0], keys):
