@@ -19,12 +19,17 @@ Prints, in one run:
       estimates (``mean_estimator`` mom, trimmed) beside uniform, successive rejects,
       sequential halving and the Track-and-Stop rule on heavy-mixed6 (T = 1500), the Student-t
       df 3 instance of (b) (T = 150, 300, 600) and heavy-lognormal (T = 500, 1500); cached in
-      benchmarks/results/bai_robust.json.
+      benchmarks/results/bai_robust.json;
+  (e) ``--only-estimate``: CPU seconds per pull of every fixed-budget algorithm (one thread,
+      T = 1000) on the built-in varde-3groups, gk2016-1 and varde-geom14, beside the up-front
+      estimate that ``icml26 bai`` checks before a run (methods/exploration/bai.py); targets:
+      top-two-ts >= 1e5 pulls/s on varde-3groups and gk2016-1, every estimate within 2x.
 
     .venv/bin/python benchmarks/bai.py            # full: 20,000 runs per cell (the paper's n)
     .venv/bin/python benchmarks/bai.py --quick    # 2,000 runs per cell, smaller speed test
     .venv/bin/python benchmarks/bai.py --only-scale --seeds 2000   # (c) alone
     .venv/bin/python benchmarks/bai.py --only-robust --seeds 2000  # (d) alone
+    .venv/bin/python benchmarks/bai.py --only-estimate              # (e) alone
 """
 
 from __future__ import annotations
@@ -369,6 +374,37 @@ def robust_table(seeds_n: int | None) -> None:
             )
 
 
+def estimate_table() -> None:
+    """(e): measured CPU time (process time, one thread) against the up-front estimate."""
+    from icml26.methods.exploration import bai as B
+    from icml26.methods.exploration.bandit_env import load_env
+
+    set_threads(1)
+    T, worst, ok_speed = 1000, 1.0, True
+    print(f"\n(e) CPU seconds per pull, one thread, T = {T}: measured vs the up-front estimate")
+    print(f"{'env':15s} {'algorithm':22s} {'K':>3s} {'runs':>6s} {'pulls/s':>10s} {'estimate/measured':>18s}")
+    for env in ("varde-3groups", "gk2016-1", "varde-geom14"):
+        table = load_env(B.resolve_env_path(env))
+        for algo in B.BUDGET_ALGOS:
+            cfg = B.Config(env=env, algo=(algo,), budget=(T,), seeds=1)
+            est = B.estimate_seconds(cfg, table, [algo]) / T  # seconds per pull
+            S = int(min(20000, max(40, 0.4 / est / T)))  # ~0.4 s of estimated work
+            B.run_algo(table, algo, cfg, B.run_seeds(0, 8), budget=T)  # load / warm up
+            t0 = time.process_time()
+            B.run_algo(table, algo, cfg, B.run_seeds(1, S), budget=T)
+            meas = (time.process_time() - t0) / (S * T)
+            ratio = est / meas
+            worst = max(worst, ratio, 1 / ratio)
+            if algo == "top-two-ts" and env != "varde-geom14" and 1 / meas < 1e5:
+                ok_speed = False
+            print(f"{env:15s} {algo:22s} {table.K:3d} {S:6d} {1 / meas:10.3g} {ratio:18.2f}", flush=True)
+    print(f"top-two-ts >= 1e5 pulls/s on varde-3groups and gk2016-1: {'met' if ok_speed else 'NOT met'}")
+    print(
+        f"estimate within 2x of the measured time for every algorithm: {'met' if worst <= 2 else 'NOT met'} "
+        f"(worst ratio {worst:.2f})"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="2,000 runs per cell and a smaller speed test")
@@ -383,12 +419,16 @@ def main() -> None:
     ap.add_argument(
         "--only-robust", action="store_true", help="run (d) only: VarDE's robust location estimates on heavy tails"
     )
+    ap.add_argument("--only-estimate", action="store_true", help="run (e) only: speed and the up-front CPU estimate")
     args = ap.parse_args()
     b = bai.backend()
     print(f"icml26.ops.bai backend: {b}")
     if b != "ext-cpu":
         print("the C++ kernel is unavailable; this benchmark needs it")
         sys.exit(1)
+    if args.only_estimate:
+        estimate_table()
+        return
     if args.only_robust:
         robust_table(args.seeds or 2000)
         return

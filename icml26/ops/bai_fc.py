@@ -77,9 +77,15 @@ Sampling rules
   best arm identification", COLT; Operations Research 2020), beta = ``tts_beta`` = 1/2: draw
   theta from the posterior (bernoulli: Beta(1 + successes, 1 + failures), uniform prior;
   gaussian: N(mu_k, s_k^2 / N_k)); I = argmax theta; with probability beta pull I, else
-  redraw theta until J = argmax theta != I (at most ``tts_max_resample`` redraws, then J =
-  argmax over the other arms of the last draw) and pull J. Stopping: GLR (as in Jourdan et
-  al. 2022, "Top two algorithms revisited", NeurIPS).
+  pull J = argmax of a draw theta conditioned on argmax theta != I. Bernoulli model: Russo's
+  redraw until J != I (at most ``tts_max_resample`` redraws, then J = argmax over the other
+  arms of the last draw). Gaussian model: the conditioned draw directly, by the Karp-Luby-
+  Madras union sampler (exact; ~1-2 tries where redrawing needs 1 / P(argmax != I)): pick
+  k != I with probability proportional to P(theta_k > theta_I) = Phi((mu_k - mu_I) / sqrt(
+  s_k^2/N_k + s_I^2/N_I)), draw theta_k - theta_I from its normal law truncated to > 0
+  (Robert 1995), theta_k given that difference, the other arms from the posterior, and accept
+  with probability 1 / #{l != I : theta_l > theta_I} (at most ``tts_max_resample`` tries).
+  Stopping: GLR (as in Jourdan et al. 2022, "Top two algorithms revisited", NeurIPS).
 
 Reward scale (``reward_range`` argument)
 ----------------------------------------
@@ -119,7 +125,7 @@ DEFAULTS: dict[str, dict] = {
     "kl-lucb": {**_COMMON, "budget_delta": 0.1},
     # 16 halvings of each bracket: w* to ~1e-5, below what D-tracking resolves at t ~ 1e4
     "track-and-stop": {**_COMMON, "tas_bisection_iters": 16},
-    # tts_beta = 1/2 (Russo 2016); at most 1000 redraws of the challenger
+    # tts_beta = 1/2 (Russo 2016); at most 1000 redraws (bernoulli) / tries (gaussian) of the challenger
     "top-two-ts": {**_COMMON, "tts_beta": 0.5, "tts_max_resample": 1000},
 }
 _FAMILY = "bai_fc"

@@ -34,7 +34,8 @@ using bandit::key;
 using bandit::u01;
 using bandit::u01_open;
 
-constexpr uint64_t P_WARM = 1, P_COIN = 2, P_POST = 3;
+constexpr uint64_t P_WARM = 1, P_COIN = 2, P_POST = 3, P_CHAL = 4;
+constexpr int TN_TRIES = 64;
 constexpr double KL_EPS = 1e-12;
 constexpr int KL_LUCB_ITERS = 32;
 constexpr int GAMMA_TRIES = 64;
@@ -109,6 +110,42 @@ inline double gamma_draw(uint64_t seed, uint64_t t, uint64_t c0, double shape) {
     if (v > 0.0 && std::log(u) < 0.5 * z * z + d - d * v + d * std::log(v)) return d * v;
   }
   return d;
+}
+
+// Box-Muller standard normal from key(seed, ALGO+stream, t, c) and (.., c + 1)
+inline double normal_in(uint64_t seed, uint64_t stream, uint64_t t, uint64_t c) {
+  const uint64_t st = ALGO_STREAM + stream;
+  const double u1 = u01_open(key(seed, st, t, c));
+  const double u2 = u01(key(seed, st, t, c + 1));
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+}
+
+// log Phi(x): log(erfc(-x / sqrt 2) / 2), the asymptotic series below x = -30
+inline double log_ndtr(double x) {
+  if (x > -30.0) return std::log(0.5 * std::erfc(-x / 1.4142135623730951));
+  const double y = 1.0 / (x * x);
+  return -0.5 * x * x - std::log(-x) - 0.9189385332046728 + std::log1p(y * (-1.0 + y * (3.0 - 15.0 * y)));
+}
+
+// Z ~ N(0, 1) conditioned on Z > a: normal rejection for a < 0.5, else Robert (1995)'s
+// exponential proposal; counters c0 .. c0 + 2 TN_TRIES - 1 of stream P_CHAL
+inline double trunc_normal(uint64_t seed, uint64_t t, uint64_t c0, double a) {
+  const uint64_t st = ALGO_STREAM + P_CHAL;
+  if (a < 0.5) {
+    for (int j = 0; j < TN_TRIES; ++j) {
+      const double z = normal_in(seed, P_CHAL, t, c0 + 2ULL * static_cast<uint64_t>(j));
+      if (z > a) return z;
+    }
+    return a;
+  }
+  const double al = 0.5 * (a + std::sqrt(a * a + 4.0));
+  for (int j = 0; j < TN_TRIES; ++j) {
+    const uint64_t cj = c0 + 2ULL * static_cast<uint64_t>(j);
+    const double z = a - std::log(u01_open(key(seed, st, t, cj))) / al;
+    const double d = z - al;
+    if (u01(key(seed, st, t, cj + 1)) <= std::exp(-0.5 * d * d)) return z;
+  }
+  return a;
 }
 
 struct Run {
@@ -281,6 +318,56 @@ struct Run {
     }
   }
 
+  // Top-two TS challenger under the gaussian model, drawn from the posterior conditioned on
+  // argmax != lead (Karp-Luby-Madras union sampler, exact; see icml26/ops/bai_fc.py)
+  int64_t gauss_challenger(uint64_t t, int64_t lead, double* th) {
+    double* s2 = buf2.data();
+    double* w = buf3.data();
+    for (int64_t k = 0; k < K; ++k) s2[k] = var[k] / static_cast<double>(N[k]);
+    double lmax = -INF;
+    for (int64_t k = 0; k < K; ++k) {
+      if (k == lead) continue;
+      w[k] = log_ndtr((mean[k] - mean[lead]) / std::sqrt(s2[k] + s2[lead]));
+      if (w[k] > lmax) lmax = w[k];
+    }
+    double tot = 0.0;
+    for (int64_t k = 0; k < K; ++k) {
+      w[k] = k == lead ? 0.0 : std::exp(w[k] - lmax);
+      tot = tot + w[k];
+    }
+    for (int64_t k = 0; k < K; ++k) elig[k] = k != lead;
+    const uint64_t st = ALGO_STREAM + P_CHAL, Ku = static_cast<uint64_t>(K);
+    const uint64_t stride = 4ULL + 2ULL * TN_TRIES + 2ULL * Ku;
+    for (int64_t r = 0; r < P.tts_cap; ++r) {
+      const uint64_t base = static_cast<uint64_t>(r) * stride;
+      const double u = u01(key(seed, st, t, base)) * tot;
+      int64_t c = -1;
+      double acc = 0.0;
+      for (int64_t k = 0; k < K; ++k) {
+        if (k == lead) continue;
+        acc = acc + w[k];
+        c = k;
+        if (u < acc) break;
+      }
+      const double m = mean[c] - mean[lead], v = s2[c] + s2[lead], sv = std::sqrt(v);
+      const double d = m + sv * trunc_normal(seed, t, base + 1, -m / sv);
+      const double z2 = normal_in(seed, P_CHAL, t, base + 1 + 2ULL * TN_TRIES);
+      th[c] = mean[c] + s2[c] / v * (d - m) + std::sqrt(s2[c] * s2[lead] / v) * z2;
+      th[lead] = th[c] - d;
+      int64_t cnt = 0;
+      const uint64_t zc = base + 3 + 2ULL * TN_TRIES;
+      for (int64_t k = 0; k < K; ++k) {
+        if (k == lead) continue;
+        if (k != c) th[k] = mean[k] + std::sqrt(s2[k]) * normal_in(seed, P_CHAL, t, zc + 2ULL * static_cast<uint64_t>(k));
+        if (th[k] > th[lead]) ++cnt;
+      }
+      if (cnt < 1) cnt = 1;
+      const double ua = u01(key(seed, st, t, base + 3 + 2ULL * TN_TRIES + 2ULL * Ku));
+      if (ua * static_cast<double>(cnt) < 1.0 || r + 1 == P.tts_cap) return pick_max(th, tie.data(), elig.get(), K);
+    }
+    return lead;  // unreachable (tts_cap >= 1)
+  }
+
   void pull(int64_t k) {
     const int64_t j = N[k];
     double x = bandit::sample(tab, seed, k, j);
@@ -405,7 +492,9 @@ struct Run {
             const int64_t lead = pick_max(th, tie.data(), nullptr, K);
             const bool coin = u01(key(seed, ALGO_STREAM + P_COIN, tu, 0)) < P.tts_beta;
             arm = lead;
-            if (!coin) {
+            if (!coin && P.noise == 1) {
+              arm = gauss_challenger(tu, lead, th);
+            } else if (!coin) {
               for (int64_t r = 1; r <= P.tts_cap; ++r) {
                 posterior(tu, static_cast<uint64_t>(r), th);
                 int64_t j = pick_max(th, tie.data(), nullptr, K);

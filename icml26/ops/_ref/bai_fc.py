@@ -19,6 +19,8 @@ this module takes the already-validated, complete parameter dict.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from icml26.ops._ref import bandit_sampler as bs
@@ -31,6 +33,8 @@ NOISE = {"bernoulli": 0, "gaussian": 1}
 P_WARM = 1  # warm-start order: counter = round, c = arm
 P_COIN = 2  # top-two coin: counter = t (pulls so far), c = 0
 P_POST = 3  # top-two posterior draws: counter = t, c = see _post_c
+P_CHAL = 4  # top-two gaussian challenger: counter = t, c = try * (4 + 2 TN_TRIES + 2 K) + see _gauss_challenger
+TN_TRIES = 64
 
 KL_EPS = 1e-12  # Bernoulli means are clipped to [eps, 1 - eps] inside KL divergences
 KL_LUCB_ITERS = 32  # bisection steps of the KL confidence bounds (bracket / 2^32)
@@ -270,6 +274,115 @@ def posterior_draw(seeds, t, r: np.ndarray, N, mean, M2, sums, noise: int, var_f
     return mean[:, None, :] + np.sqrt(v / N.astype(np.float64))[:, None, :] * z
 
 
+def _chal_normal(seeds, t, c) -> np.ndarray:
+    """Box-Muller standard normal from key(seed, ALGO+P_CHAL, t, c) and (.., c + 1)."""
+    st = bs.ALGO_STREAM + np.uint64(P_CHAL)
+    u1 = bs.u01_open(bs.key(seeds, st, t, c))
+    u2 = bs.u01(bs.key(seeds, st, t, c + np.uint64(1)))
+    return np.sqrt(-2.0 * np.log(u1)) * np.cos(6.283185307179586 * u2)
+
+
+_ERFC = np.frompyfunc(math.erfc, 1, 1)
+
+
+def log_ndtr(x: np.ndarray) -> np.ndarray:
+    """log Phi(x) = log(erfc(-x / sqrt 2) / 2); the asymptotic series below x = -30."""
+    x = np.asarray(x, np.float64)
+    hi = x > -30.0
+    out = np.empty_like(x)
+    out[hi] = np.log(0.5 * _ERFC(-x[hi] / 1.4142135623730951).astype(np.float64))
+    xl = x[~hi]
+    y = 1.0 / (xl * xl)
+    out[~hi] = -0.5 * xl * xl - np.log(-xl) - 0.9189385332046728 + np.log1p(y * (-1.0 + y * (3.0 - 15.0 * y)))
+    return out
+
+
+def trunc_normal(seeds, t, c0, a) -> np.ndarray:
+    """Z ~ N(0, 1) given Z > a (1-D arrays): normal rejection for a < 0.5, else the exponential
+    proposal of Robert (1995, "Simulation of truncated normal variables"); attempt j uses
+    counters c0 + 2j, c0 + 2j + 1 of stream P_CHAL; a after TN_TRIES rejections."""
+    st = bs.ALGO_STREAM + np.uint64(P_CHAL)
+    out = a.copy()
+    small = a < 0.5
+    al = 0.5 * (a + np.sqrt(a * a + 4.0))
+    todo = np.arange(a.size)
+    for j in range(TN_TRIES):
+        if todo.size == 0:
+            break
+        cj = c0[todo] + np.uint64(2 * j)
+        sd, tt, aa, sm = seeds[todo], t[todo], a[todo], small[todo]
+        zn = _chal_normal(sd, tt, cj)
+        ze = aa - np.log(bs.u01_open(bs.key(sd, st, tt, cj))) / al[todo]
+        d = ze - al[todo]
+        ok_e = bs.u01(bs.key(sd, st, tt, cj + np.uint64(1))) <= np.exp(-0.5 * d * d)
+        z = np.where(sm, zn, ze)
+        ok = np.where(sm, zn > aa, ok_e)
+        out[todo[ok]] = z[ok]
+        todo = todo[~ok]
+    return out
+
+
+def _gauss_challenger(sd, t, lead, n, mu, var, tr, cap: int) -> np.ndarray:
+    """Top-two TS challenger, gaussian model: a posterior draw conditioned on argmax != lead
+    (rows = runs), by the Karp-Luby-Madras union sampler (exact; see ops/bai_fc.py)."""
+    M, K = n.shape
+    rows = np.arange(M)
+    s2 = var / n.astype(np.float64)
+    s2l = s2[rows, lead]
+    ml = mu[rows, lead]
+    other = np.ones((M, K), dtype=bool)
+    other[rows, lead] = False
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lw = log_ndtr(((mu - ml[:, None]) / np.sqrt(s2 + s2l[:, None])).ravel()).reshape(M, K)
+    lw = np.where(other, lw, -np.inf)
+    lmax = lw.max(axis=1)
+    w = np.where(other, np.exp(lw - lmax[:, None]), 0.0)
+    tot = np.zeros(M)
+    for k in range(K):
+        tot = tot + w[:, k]
+    st = bs.ALGO_STREAM + np.uint64(P_CHAL)
+    stride = 4 + 2 * TN_TRIES + 2 * K
+    out = lead.copy()
+    todo = rows.copy()
+    tu = t.astype(np.uint64)
+    for r in range(cap):
+        if todo.size == 0:
+            break
+        Mt = todo.size
+        rr = np.arange(Mt)
+        base = np.full(Mt, r * stride, dtype=np.uint64)
+        sdt, tt, li = sd[todo], tu[todo], lead[todo]
+        u = bs.u01(bs.key(sdt, st, tt, base)) * tot[todo]
+        c = np.full(Mt, -1, dtype=np.int64)
+        acc = np.zeros(Mt)
+        done = np.zeros(Mt, dtype=bool)
+        for k in range(K):
+            el = other[todo, k] & ~done
+            acc = np.where(el, acc + w[todo, k], acc)
+            c = np.where(el, k, c)
+            done = done | (el & (u < acc))
+        m = mu[todo, c] - ml[todo]
+        v = s2[todo, c] + s2l[todo]
+        sv = np.sqrt(v)
+        d = m + sv * trunc_normal(sdt, tt, base + np.uint64(1), -m / sv)
+        z2 = _chal_normal(sdt, tt, base + np.uint64(1 + 2 * TN_TRIES))
+        th = np.empty((Mt, K))
+        kk = np.arange(K, dtype=np.uint64)[None, :]
+        zk = _chal_normal(sdt[:, None], tt[:, None], base[:, None] + np.uint64(3 + 2 * TN_TRIES) + np.uint64(2) * kk)
+        th[:] = mu[todo] + np.sqrt(s2[todo]) * zk
+        thc = mu[todo, c] + s2[todo, c] / v * (d - m) + np.sqrt(s2[todo, c] * s2l[todo] / v) * z2
+        th[rr, c] = thc
+        th[rr, li] = thc - d
+        cnt = ((th > th[rr, li][:, None]) & other[todo]).sum(axis=1)
+        cnt = np.maximum(cnt, 1)
+        ua = bs.u01(bs.key(sdt, st, tt, base + np.uint64(3 + 2 * TN_TRIES + 2 * K)))
+        acc_ok = (ua * cnt.astype(np.float64) < 1.0) | (r + 1 == cap)
+        if acc_ok.any():
+            out[todo[acc_ok]] = pick_max(th[acc_ok], tr[todo[acc_ok]], other[todo[acc_ok]])
+        todo = todo[~acc_ok]
+    return out
+
+
 # ---------------------------------------------------------------------------- main loop
 def run(
     table,
@@ -456,6 +569,10 @@ def _choose(code, p, noise, g, n, mu, m2, var, sums, sd, tr, t, best, pend, chal
     out = lead.copy()
     need = np.flatnonzero(~coin)
     cap = int(p["tts_max_resample"])
+    if noise == 1:
+        if need.size:
+            out[need] = _gauss_challenger(sd[need], t[need], lead[need], n[need], mu[need], var[need], tr[need], cap)
+        return out
     r0, chunk = 1, 4
     while need.size and r0 <= cap:  # redraws r0 .. r0 + R - 1 at once (same draws as one by one)
         R = min(chunk, cap - r0 + 1)
