@@ -40,8 +40,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-OURS = ["capkv", "streaming", "snapkv", "h2o", "tova", "knorm", "random", "expected-attention"]
-KVPRESS = ["kvpress:CapPress", "kvpress:SnapKVPress"]
+OURS = [
+    "capkv",  # the paper's CapKV (one channel)
+    "capkv-qa",  # + our question-aware retrieval channel (max-pool over 13 tokens)
+    "streaming",
+    "snapkv",  # its default pooling, kernel 5
+    "snapkv@kernel_size=13",  # at capkv-qa's pooling width
+    "h2o",
+    "tova",
+    "knorm",
+    "random",
+    "expected-attention",
+]
+KVPRESS = ["kvpress:CapPress", "kvpress:FinchPress"]  # FinchPress: kvpress' question-aware press
 MIN_PAIRED = (
     5  # fewer paired samples than this: no better/worse/tie verdict (a bootstrap over 1-4 values is not an interval)
 )
@@ -64,9 +75,13 @@ def quality(args) -> list[dict]:
         corpus=args.corpus,
     )
     results, samples = [], []
+    stream = open(args.samples_jsonl, "a", encoding="utf-8") if args.samples_jsonl else None
     for r in E.run(cfg, seed=args.seed):
         if r["kind"] == "sample":
             samples.append(r)
+            if stream:  # kept as they come: a run stopped early still has its finished haystacks
+                stream.write(json.dumps({**r, "seed": args.seed}) + "\n")
+                stream.flush()
         if r["kind"] == "result":
             results.append(r)
             print(
@@ -115,6 +130,7 @@ def paired(samples: list[dict], ours: str = "capkv") -> list[dict]:
             {
                 "context_tokens": n,
                 "compression_ratio": ratio,
+                "ours": ours,
                 "baseline": m,
                 "n": len(common),
                 "kl_diff": float(dkl.mean()),
@@ -129,6 +145,16 @@ def paired(samples: list[dict], ours: str = "capkv") -> list[dict]:
     return rows
 
 
+def _complete_haystacks(rows: list[dict]) -> list[dict]:
+    """The sample rows of the haystacks that have every (method, ratio) of the file."""
+    combos = {(r["method"], r["compression_ratio"]) for r in rows}
+    hay = lambda r: (r.get("seed"), r["context_tokens"], r["needle_depth"], r["sample"])
+    by: dict = {}
+    for r in rows:
+        by.setdefault(hay(r), {})[(r["method"], r["compression_ratio"])] = r
+    return [r for h, rs in by.items() if set(rs) == combos for r in rs.values()]
+
+
 def pooled(paths: list[str]) -> tuple[list[dict], list[dict]]:
     """Result records over the sample records of several saved runs (``--json`` files, e.g. one per
     seed), as if they were one run: each file's samples are tagged with its index (``run``) so
@@ -140,7 +166,12 @@ def pooled(paths: list[str]) -> tuple[list[dict], list[dict]]:
     for i, path in enumerate(paths):
         p = Path(path)
         try:
-            rows = json.loads(p.read_text(encoding="utf-8"))["samples"]
+            if p.suffix == ".jsonl":  # --samples-jsonl: the haystacks whose every row finished
+                rows = _complete_haystacks(
+                    [json.loads(line) for line in p.read_text(encoding="utf-8").splitlines() if line]
+                )
+            else:
+                rows = json.loads(p.read_text(encoding="utf-8"))["samples"]
             fingerprint = tuple(
                 sorted(
                     (r["method"], r["compression_ratio"], r["context_tokens"], r["needle_depth"], r["sample"], r["kl"])
@@ -160,6 +191,9 @@ def pooled(paths: list[str]) -> tuple[list[dict], list[dict]]:
             samples.append({**r, "run": i})
             order.setdefault((r["method"], r["compression_ratio"]), []).append(samples[-1])
     return [result_record(m, ratio, recs) for (m, ratio), recs in order.items()], samples
+
+
+OURS_PAIRED = ("capkv", "capkv-qa")  # each paired against every other method
 
 
 def approximation(args) -> tuple[list[dict], list[dict]]:
@@ -589,6 +623,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", default=None, help="also write all rows to this JSON file")
     ap.add_argument(
+        "--samples-jsonl", default=None, metavar="FILE", help="append each sample record to FILE as it finishes"
+    )
+    ap.add_argument(
         "--pool-json",
         nargs="+",
         default=None,
@@ -697,14 +734,17 @@ def main() -> None:
             )
         )
         print()
-        pair = paired(smp)
-        print("## CapKV minus each baseline, paired on the same samples (bootstrap 95% over haystacks)\n")
+        pair = [row for ours in OURS_PAIRED for row in paired(smp, ours)]
+        print(
+            "## capkv and capkv-qa minus each other method, paired on the same samples (bootstrap 95% over haystacks)\n"
+        )
         print(
             table(
                 pair,
                 [
                     "context_tokens",
                     "compression_ratio",
+                    "ours",
                     "baseline",
                     "n",
                     "kl_diff",

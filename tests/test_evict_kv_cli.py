@@ -26,6 +26,9 @@ runner = CliRunner()
         (["--set", "n_future_positions=0"], "n_future_positions must be >= 1"),
         (["--set", "tau=-1"], "tau must be > 0"),
         (["--set", "corpus=nope"], "corpus: unknown 'nope'"),
+        (["--method", "capkv", "--set", "question_share=0.4"], "add --method capkv-qa"),
+        (["--method", "capkv@question_share=0.4"], "its own method: capkv-qa"),
+        (["--method", "snapkv@kernel=13"], "'kernel' is not a press option"),
     ],
 )
 def test_bad_input_exits_2(args, message):
@@ -57,7 +60,7 @@ def test_press_options_reach_the_press():
     cfg = Config(**changed)
     kw = cfg.press_kwargs()
     assert set(kw) == {f.name for f in fields(PressOptions)} and "seed" not in kw and "model" not in kw
-    press = KVPress(method="capkv", compression_ratio=0.5, **kw)
+    press = KVPress(method="capkv-qa", compression_ratio=0.5, **kw)
     for k, v in changed.items():
         assert getattr(press, k) == v and kw[k] == v
     assert press.params.stat_tokens == 0 and press.params.gqa == "per-head"

@@ -23,11 +23,17 @@ def why() -> str:
     return "pure torch by design: the leverage score is a batched Cholesky solve, BLAS-bound"
 
 
-def weighted_leverage(u: torch.Tensor, w: torch.Tensor, ridge: float = 1.0, *, relative: bool = True) -> torch.Tensor:
+def weighted_leverage(
+    u: torch.Tensor, w: torch.Tensor, ridge: float = 1.0, *, relative: bool = True, check: bool = True
+) -> torch.Tensor:
     """Weighted ridge leverage ``s_i = w_i u_i^T (rho I + sum_j w_j u_j u_j^T)^{-1} u_i``.
 
-    u: (..., T, D) float; w: (..., T) float >= 0; ridge > 0. Returns (..., T) float32/64.
-    Raises ValueError / TypeError on bad shapes, dtypes, non-finite input or ridge <= 0."""
+    u: (..., T, D) float; w: (..., T) float >= 0 (with ``check=False`` leading dims broadcast);
+    ridge > 0. Returns (..., T) float32/64. Raises ValueError / TypeError on bad shapes, dtypes,
+    non-finite input or ridge <= 0; ``check=False`` skips the checks (a caller's hot path whose
+    inputs come from a model's own cache)."""
+    if not check:
+        return _ref.weighted_leverage(u, w, float(ridge), relative)
     if not isinstance(u, torch.Tensor) or not isinstance(w, torch.Tensor):
         raise TypeError("weighted_leverage: u and w must be torch tensors")
     if not u.is_floating_point() or not w.is_floating_point():

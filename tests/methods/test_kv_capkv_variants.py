@@ -143,7 +143,7 @@ def test_reserve_top_keeps_the_other_channels_top_first_then_fills_by_the_main_s
 def test_question_share_reserves_that_share_of_the_budget_for_the_question_channel():
     _, x = _layer(t=80)
     n = 40
-    press = KVPress(method="capkv", sink_tokens=2, window_tokens=4, question_share=0.25, stat_window=4)
+    press = KVPress(method="capkv-qa", sink_tokens=2, window_tokens=4, question_share=0.25, stat_window=4)
     idx = press.select(x, n)
     q = S.score_capkv_question(x, press.params)
     for h in range(idx.shape[1]):
@@ -178,7 +178,7 @@ def test_recent_mode_adaptive_keeps_each_heads_recent_extra_and_the_exact_budget
     _, x = _layer(t=80)
     n = 40
     press = KVPress(
-        method="capkv", sink_tokens=2, window_tokens=4, question_share=0.25, stat_window=4, recent_mode="adaptive"
+        method="capkv-qa", sink_tokens=2, window_tokens=4, question_share=0.25, stat_window=4, recent_mode="adaptive"
     )
     idx = press.select(x, n)
     assert idx.shape[-1] == n

@@ -60,7 +60,7 @@ def test_decoding_selection_is_unchanged(monkeypatch):
     """The press' decoding-time selection with both speed-ups = the one the covariance form and
     two separate leverages give (the code before them): same kept tokens in every layer and head."""
     press = KVPress(
-        method="capkv",
+        method="capkv-qa",
         compression_ratio=0.0,
         decoding_budget_tokens=40,
         decoding_interval_tokens=8,
@@ -71,7 +71,9 @@ def test_decoding_selection_is_unchanged(monkeypatch):
     layers = _decode_layers(seed=2, t=48)
     new = [press.select(x, 40) for x in layers]
     with monkeypatch.context() as m:
-        m.setattr(S, "_window_count", lambda x, p: 10**9)  # always the (D x D) covariance
+        from icml26.methods.kvcache import capkv as C
+
+        m.setattr(C, "_window_count", lambda x, p: 10**9)  # always the (D x D) covariance
         m.setattr(S, "score_capkv_channels", lambda x, p: (S.score_capkv(x, p), S.score_capkv_question(x, p)))
         old = [press.select(x, 40) for x in layers]
     for a, b in zip(new, old):

@@ -34,15 +34,13 @@ Records: ``sample`` per (method, budget, sample); ``result`` per (method, budget
 
 from __future__ import annotations
 
-import math
 import re
 import time
 from typing import Iterator
 
-DECODE_METHODS = ("capkv", "streaming", "snapkv", "tova", "knorm", "random", "expected-attention")
-# h2o: during decoding only the recent queries are known, so its score is SnapKV's (scoring.score_h2o);
-# capkv-greedy: exact greedy log-det, prefill only
-NOT_DECODING = ("capkv-greedy", "h2o")
+from icml26.core.verdict import verdict
+from icml26.methods.kvcache import spec as _spec
+from icml26.methods.kvcache.spec import DECODE_METHODS, NOT_DECODING, check_decode_methods  # noqa: F401
 
 
 def kvpress_decoding(name: str, budget: int, interval: int):
@@ -53,18 +51,6 @@ def kvpress_decoding(name: str, budget: int, interval: int):
     base = name.split("/", 1)[1] if "/" in name else "KnormPress"
     dp = press_class("DecodingPress")
     return dp(base_press=press_class(base)(), compression_interval=interval, target_size=budget)
-
-
-def check_decode_methods(methods) -> None:
-    """ValueError for a policy that has no decoding-time rule."""
-    for m in methods:
-        if m in NOT_DECODING:
-            raise ValueError(
-                f"method {m!r} has no decoding-time compression (mode decode: {', '.join(DECODE_METHODS)}, "
-                "kvpress:DecodingPress/<ScorerPress>)"
-            )
-        if m.startswith("kvpress:") and not m.split(":", 1)[1].startswith("DecodingPress"):
-            raise ValueError(f"method {m!r}: in mode decode the kvpress press is kvpress:DecodingPress/<ScorerPress>")
 
 
 def answer_span(text: str) -> str:
@@ -145,7 +131,8 @@ def run_decode(cfg, *, seed: int = 0, device: str = "cpu", skip=None, done=None,
     from icml26.core.data.lm import load_causal_lm
     from icml26.core.progress import progress
     from icml26.core.seed import seed_everything
-    from icml26.methods.kvcache import evaluate as E
+    from icml26.methods.kvcache import config as C
+    from icml26.methods.kvcache import samples as E
     from icml26.methods.kvcache.press import KVPress, capture_layers, kept_per_head
 
     seed_everything(seed)
@@ -153,7 +140,8 @@ def run_decode(cfg, *, seed: int = 0, device: str = "cpu", skip=None, done=None,
         torch.set_num_threads(cfg.threads)
     t_start = time.perf_counter()
     model, tok = load_causal_lm(cfg.model, device=device)
-    E.check_positions(cfg, getattr(model.config, "max_position_embeddings", None))
+    C.check_positions(cfg, getattr(model.config, "max_position_embeddings", None))
+    C.check_model_attention(cfg, model.config)
     samples = E.make_samples(cfg, tok, seed)
     methods = [m for m in cfg.methods if m != "full"]
     combos = [("full", 0)] + [(m, b) for m in methods for b in cfg.decoding_budgets]
@@ -162,16 +150,19 @@ def run_decode(cfg, *, seed: int = 0, device: str = "cpu", skip=None, done=None,
     n_new, n_ans = cfg.new_tokens, cfg.timed_tokens
 
     def make(method, budget, kvpress_interval):
-        if method.startswith("kvpress:"):
-            return kvpress_decoding(method.split(":", 1)[1], budget, kvpress_interval)
+        base, kw = _spec.press_kwargs(method, cfg.press_kwargs())
+        if base.startswith("kvpress:"):
+            return kvpress_decoding(base.split(":", 1)[1], budget, kvpress_interval)
         return KVPress(
-            method=method,
+            method=base,
             compression_ratio=0.0,
             seed=seed,
             decoding_budget_tokens=budget,
             decoding_interval_tokens=interval,
-            **cfg.press_kwargs(),
+            **kw,
         )
+
+    settings = {m: _spec.method_settings(m, cfg.press_kwargs()) for m in ["full"] + methods}
 
     warm = False
     with progress(len(samples) * len(combos), "evict-kv decode") as bar, torch.no_grad():
@@ -264,6 +255,7 @@ def run_decode(cfg, *, seed: int = 0, device: str = "cpu", skip=None, done=None,
                     "kind": "sample",
                     "mode": "decode",
                     "method": method,
+                    "method_settings": settings[method],
                     "decoding_budget_tokens": budget,
                     "decoding_interval_tokens": interval,
                     "new_tokens": n_new,
@@ -305,17 +297,19 @@ def run_decode(cfg, *, seed: int = 0, device: str = "cpu", skip=None, done=None,
     }
     for b in cfg.decoding_budgets:
         rs = [r for r in results if r["decoding_budget_tokens"] == b]
-        if rs:
-            summary[f"best_kl_at_{b}"] = min(rs, key=lambda r: r["kl"])["method"]
+        summary.update(verdict(rs, "kl", "method", lower=True, ci_key="kl_ci", metric=f"kl_at_{b}"))
+        summary.update(
+            verdict(rs, "needle_match", "method", lower=False, ci_key="needle_match_ci", metric=f"needle_at_{b}")
+        )
     yield summary
 
 
 def decode_result(method: str, budget: int, recs: list[dict], *, seed: int = 0) -> dict:
     """The ``result`` record of one (method, budget) from its ``sample`` records: means over
     samples, KL with a 95% bootstrap interval over samples (haystacks)."""
-    from icml26.core.stats import bootstrap_mean_ci, wilson_interval
+    from icml26.core.stats import wilson_interval
 
-    from icml26.methods.kvcache.evaluate import head_budget_summary
+    from icml26.methods.kvcache.samples import haystack_interval, head_budget_summary
 
     n = len(recs)
     mean = lambda k: sum(float(r[k]) for r in recs) / n
@@ -324,11 +318,13 @@ def decode_result(method: str, budget: int, recs: list[dict], *, seed: int = 0) 
         "kind": "result",
         "mode": "decode",
         "method": method,
+        "method_settings": recs[0].get("method_settings"),
+        "seeds": [seed],
         "decoding_budget_tokens": budget,
         "decoding_interval_tokens": recs[0]["decoding_interval_tokens"],
         "new_tokens": recs[0]["new_tokens"],
         "kl": mean("kl"),
-        "kl_ci": list(bootstrap_mean_ci([r["kl"] for r in recs], seed=seed)),
+        "kl_ci": haystack_interval([r["kl"] for r in recs], seed=seed),
         "top1_agreement": mean("top1_agreement"),
         "answer_match": mean("answer_match"),
         "needle_match": hits / n,

@@ -19,6 +19,7 @@ import time
 import torch
 
 from icml26.methods.kvcache import scoring as S
+from icml26.methods.kvcache import spec as _spec
 
 INSTALL = "pip install kvpress==0.5.5 (pins transformers<5.3: use a separate venv, see docs/evict-kv.md)"
 
@@ -43,6 +44,7 @@ def as_kvpress(press):
         compression_ratio: float = press.compression_ratio
 
         def score(self, module, hidden_states, keys, values, attentions, kwargs):
+            _spec.check_attention(module.config, max(int(keys.shape[2]), int(hidden_states.shape[1])))
             cos, sin = kwargs["position_embeddings"]
             x = S.LayerInputs(
                 keys=keys,
@@ -79,21 +81,49 @@ def press_class(name: str):
 
 
 def kvpress_press(name: str, compression_ratio: float, **kw):
-    """A kvpress press by class name (``CapPress``, ``SnapKVPress``, ``LeverageScorePress``, ...)."""
-    return press_class(name)(compression_ratio=compression_ratio, **kw)
+    """A kvpress press by class name (``CapPress``, ``SnapKVPress``, ``LeverageScorePress``, ...)
+    with its own defaults, and ``kw`` (its fields) over them. ``FinchPress`` (question-aware:
+    SnapKV-style scores from the question's queries, kvpress' ``finch_press.py``) gets
+    ``rerotate_keys=False``: the harness keeps the prompt's positions for every press."""
+    cls = press_class(name)
+    if name == "FinchPress":
+        kw.setdefault("rerotate_keys", False)
+    try:
+        return cls(compression_ratio=compression_ratio, **kw)
+    except TypeError as e:
+        from icml26.core.errors import InputError
+
+        raise InputError(f"kvpress:{name}: {e}") from None
+
+
+def _positions(x: S.LayerInputs) -> int:
+    """Positions the captured prefill covered (a sliding-window cache may hold fewer keys)."""
+    return max(int(x.keys.shape[2]), int(x.hidden.shape[1]) if x.hidden is not None else 0)
 
 
 class KvpressRunner:
     """Duck-types ``KVPress.compress`` for ``press.compress_captured`` with a kvpress press."""
 
-    def __init__(self, kv_press, model=None):
+    def __init__(self, kv_press, model=None, question_tokens: int = 0):
         self.press = kv_press
+        self.question_tokens = int(question_tokens)
+        if type(kv_press).__name__ == "FinchPress":
+            if self.question_tokens < 1:
+                raise ValueError(
+                    "kvpress:FinchPress reads the question: it needs question_aware (the question in the prompt)"
+                )
+            if getattr(kv_press, "rerotate_keys", False):
+                raise ValueError(
+                    "kvpress:FinchPress: rerotate_keys=True moves the kept keys; the harness keeps positions"
+                )
+            kv_press.window_size = self.question_tokens  # what its delimiter hook would find: the question's span
         self.compression_ratio = float(getattr(kv_press, "compression_ratio", 0.0))
         self.stats = {"score_s": 0.0, "layers": 0, "kept_tokens": [], "total_tokens": []}
         self._posted = False
         self.model = model
 
     def compress(self, x: S.LayerInputs, n_keep: int):
+        _spec.check_attention(x.module.config, _positions(x))
         if x.rotary is not None and getattr(x.module, "rotary_emb", None) is None:
             x.module.rotary_emb = x.rotary  # what kvpress' context manager does
         if not self._posted and self.model is not None:

@@ -39,6 +39,7 @@ from contextlib import nullcontext as _nullcontext
 from icml26.methods.kvcache import headmask as _headmask
 from icml26.methods.kvcache import logdet as _logdet
 from icml26.methods.kvcache import scoring as S
+from icml26.methods.kvcache import spec as _spec
 
 
 @dataclass
@@ -57,6 +58,11 @@ class KVPress(S.PressOptions):
     def __post_init__(self) -> None:
         if self.method not in S.METHODS:
             raise ValueError(f"unknown method {self.method!r}; valid: {', '.join(S.METHODS)}")
+        if self.method != "capkv-qa" and self.question_share not in (None, 0, 0.0):
+            raise ValueError(
+                f"question_share={self.question_share} is capkv-qa's retrieval channel; method {self.method!r} "
+                "(capkv: the paper's single channel, question_share 0) has none: use method='capkv-qa'"
+            )
         if not (isinstance(self.compression_ratio, (int, float)) and 0.0 <= self.compression_ratio < 1.0):
             raise ValueError(f"compression_ratio must be in [0, 1), got {self.compression_ratio!r}")
         for name in (
@@ -104,8 +110,10 @@ class KVPress(S.PressOptions):
             raise ValueError(f"window_stats must be gaussian or observed, got {self.window_stats!r}")
         if self.pool not in ("none", "max", "avg"):
             raise ValueError(f"pool must be none, max or avg, got {self.pool!r}")
-        if not 0.0 <= self.question_share < 1.0:
-            raise ValueError(f"question_share must be in [0, 1), got {self.question_share}")
+        if self.method == "capkv-qa" and not 0.0 < self.share < 1.0:
+            raise ValueError(
+                f"capkv-qa: question_share must be in (0, 1), got {self.question_share} (0 is capkv, the paper's method)"
+            )
         if self.future_strata < 1:
             raise ValueError(f"future_strata must be >= 1, got {self.future_strata}")
         if not 0.0 <= self.past_mix <= 1.0:
@@ -119,6 +127,7 @@ class KVPress(S.PressOptions):
         if self.kernel_size < 1 or self.kernel_size % 2 == 0:
             raise ValueError(f"kernel_size must be a positive odd integer, got {self.kernel_size}")
         self._qbuf: dict[int, torch.Tensor] = {}
+        self._seen: dict[int, int] = {}
         self._rotary = None
         self.last_keep = None
         self.reset_stats()
@@ -149,8 +158,8 @@ class KVPress(S.PressOptions):
         if self.method == "capkv-greedy":
             return self._greedy(x, n_keep), None
         params = self.params
-        observed = self.method == "capkv" and (x.hidden is not None or x.queries is not None)
-        n_question = int(math.floor(self.question_share * n_keep)) if observed else 0
+        observed = self.method in ("capkv", "capkv-qa") and (x.hidden is not None or x.queries is not None)
+        n_question = int(math.floor(self.share * n_keep)) if observed else 0
         if n_question > 0:
             # retrieval channel: its top share of the budget is kept first, the rest by the main channel
             scores, question = S.score_capkv_channels(x, params)  # (B, Hkv, T) each, one batched leverage
@@ -173,9 +182,16 @@ class KVPress(S.PressOptions):
             return idx, (None if bool(keep.all()) else keep)
         return S.select_indices(scores, n_keep, sink_tokens=self.sink_tokens, window_tokens=self._window(n_keep)), None
 
+    @property
+    def share(self) -> float:
+        """The share of each head's budget kept by capkv-qa's retrieval channel (0 for every other method)."""
+        if self.method != "capkv-qa":
+            return 0.0
+        return _spec.QUESTION_SHARE if self.question_share is None else float(self.question_share)
+
     def _window(self, n_keep: int) -> int:
         """Recent tokens always kept: ``window_tokens``, or for CapKV ``recent_share`` of the budget if more."""
-        if self.method in ("capkv", "capkv-greedy"):
+        if self.method in ("capkv", "capkv-qa", "capkv-greedy"):
             return S.recent_window(n_keep, self.window_tokens, self.recent_share)
         return self.window_tokens
 
@@ -227,6 +243,7 @@ class KVPress(S.PressOptions):
         )
         if layer is None or layer.keys is None or layer.keys.numel() == 0:
             _headmask.set_layer_mask(module, None)
+            self._seen[module.layer_idx] = 0  # positions this layer has seen of the new sequence
         return None
 
     def _hook(self, module, args, kwargs, output):
@@ -240,6 +257,8 @@ class KVPress(S.PressOptions):
         if keys is None or keys.numel() == 0:
             return output
         t, tq = keys.shape[2], hidden.shape[1]
+        self._seen[li] = self._seen.get(li, t - tq) + tq  # positions the layer has seen
+        _spec.check_attention(module.config, self._seen[li])  # sliding window / soft-capping: refused, named
         cos, sin = kwargs["position_embeddings"]
         qout = module.__dict__.pop(_QOUT, None)
         x = S.LayerInputs(
@@ -249,7 +268,7 @@ class KVPress(S.PressOptions):
             hidden=hidden,
             cos=cos,
             sin=sin,
-            rotary=self._rotary,
+            rotary=S.layer_rotary(self._rotary, module),
             layer_idx=li,
             q_proj_out=qout if qout is not None and qout.shape[1] == tq else None,
         )
@@ -295,6 +314,7 @@ class KVPress(S.PressOptions):
         cache = DynamicCache(config=config)
         for x in captured:
             t = x.keys.shape[2]
+            _spec.check_attention(config, max(t, x.hidden.shape[1] if x.hidden is not None else 0))
             n = self.prefill_kept(t)
             if self.decoding_budget_tokens > 0 and self.window_tokens > 0:
                 self._qbuf[x.layer_idx] = S.window_queries(x, self.window_tokens).detach()
@@ -311,6 +331,7 @@ class KVPress(S.PressOptions):
         lm = model.model.language_model if hasattr(model.model, "language_model") else model.model
         self._rotary = getattr(lm, "rotary_emb", None)
         self._qbuf = {}
+        self._seen = {}
         handles = []
         try:
             with _headmask.head_masks(model) if self.head_budget == "adaptive" else _nullcontext():
@@ -369,7 +390,7 @@ def capture_layers(model) -> Iterator[list]:
                 hidden=hidden.detach(),
                 cos=cos,
                 sin=sin,
-                rotary=rotary,
+                rotary=S.layer_rotary(rotary, module),
                 layer_idx=module.layer_idx,
                 q_proj_out=None if qout is None else qout.detach(),
             )
@@ -393,6 +414,7 @@ def compress_captured(press: KVPress, captured: list, config) -> "object":
     masks = {}
     for x in captured:
         t = x.keys.shape[2]
+        _spec.check_attention(config, max(t, x.hidden.shape[1] if x.hidden is not None else 0))
         if press.compression_ratio > 0:
             k, v = press.compress(x, S.n_kept(t, press.compression_ratio))
             if getattr(press, "last_keep", None) is not None:

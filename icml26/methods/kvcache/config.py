@@ -1,0 +1,235 @@
+"""The ``evict-kv`` run's settings (``Config``: the run options and every press option) and the
+checks made before a run writes anything (``preflight``). Torch-free."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, fields
+
+from icml26.methods.kvcache import spec as _spec
+from icml26.methods.kvcache.options import PressOptions
+
+DEFAULT_METHODS = ("capkv", "capkv-qa", "streaming", "snapkv", "h2o", "tova", "knorm", "random", "expected-attention")
+PRESS_FIELDS = tuple(f.name for f in fields(PressOptions))  # the press options a run passes to every policy
+
+
+@dataclass
+class _RunOptions:
+    model: str = "llama"  # built-in (llama = SmolLM2-135M) or a local HF folder / .gguf
+    methods: tuple[str, ...] = DEFAULT_METHODS  # `full` (no eviction) is always added
+    compression_ratios: tuple[float, ...] = (0.25, 0.5, 0.75, 0.9)
+    context_tokens: tuple[int, ...] = (1024,)  # haystack lengths (tokens)
+    needle_depths: tuple[float, ...] = (0.1, 0.3, 0.5, 0.7, 0.9)
+    samples: int = 1  # haystacks per (length, depth), from different offsets
+    corpus: str = "python-docs"  # python-docs | kjv | gcide | fortunes | wordnet
+    haystack: str | None = None  # a user's own UTF-8 text file instead of the corpus
+    continuation_tokens: int = 64  # real continuation scored for KL / top-1 / perplexity
+    answer_tokens: int = 8  # greedy tokens decoded for the needle answer
+    question_aware: bool = True  # the question is in the compressed prompt (SnapKV/LongBench setting);
+    # False: compress the context alone, ask afterwards (kvpress' default)
+    threads: int = 0  # torch CPU threads (0 = torch's default)
+    mode: str = (
+        "prefill"  # prefill (compress the prompt) | decode (keep the cache at a budget while generating; decode.py)
+    )
+    decoding_budgets: tuple[int, ...] = (256, 512)  # mode decode: cache budgets (tokens per KV head)
+    decoding_interval_tokens: int = 16  # mode decode: re-compress every this many generated tokens
+    new_tokens: int = 512  # mode decode: tokens generated (greedy, full cache) and teacher-forced per policy
+    timed_tokens: int = 32  # mode decode: greedy steps decoded with the compressed cache (answer span, ms/token)
+
+
+@dataclass
+class Config(PressOptions, _RunOptions):
+    """An ``evict-kv`` run: the model, the policies and ratios, the samples and the evaluation
+    (``_RunOptions``, listed first), and the press options every policy uses
+    (``scoring.PressOptions``: sinks, window, CapKV's settings, ...)."""
+
+    def __post_init__(self) -> None:
+        # a policy, ratio or length named twice runs once (repeats would count the same samples twice)
+        self.methods, self.compression_ratios, self.context_tokens = (
+            tuple(dict.fromkeys(v)) for v in (self.methods, self.compression_ratios, self.context_tokens)
+        )
+        if not self.methods:
+            raise ValueError("methods: give at least one")
+        for m in self.methods:
+            _spec.check_method(m, PRESS_FIELDS)
+        bases = {_spec.parse_method(m)[0] for m in self.methods}
+        if self.question_share not in (None, 0, 0.0) and "capkv-qa" not in bases:
+            raise ValueError(
+                f"question_share={self.question_share} sets capkv-qa's retrieval channel, and no capkv-qa runs; "
+                "capkv is the paper's single-channel method (question_share 0): add --method capkv-qa"
+            )
+        for r in self.compression_ratios:
+            if not (isinstance(r, (int, float)) and 0.0 < r < 1.0):
+                raise ValueError(f"compression_ratio must be in (0, 1), got {r!r}")
+        if not self.compression_ratios:
+            raise ValueError("compression_ratios: give at least one")
+        for n in self.context_tokens:
+            if n < 128:
+                raise ValueError(f"context_tokens must be >= 128, got {n}")
+        if not self.context_tokens:
+            raise ValueError("context_tokens: give at least one")
+        for d in self.needle_depths:
+            if not 0.0 <= d <= 1.0:
+                raise ValueError(f"needle depth must be in [0, 1], got {d}")
+        if not self.needle_depths:
+            raise ValueError("needle_depths: give at least one")
+        if self.samples < 1 or self.continuation_tokens < 1 or self.answer_tokens < 1:
+            raise ValueError("samples, continuation_tokens and answer_tokens must be >= 1")
+        if self.haystack is not None:
+            haystack_text(self.haystack)  # a directory, a missing, empty or non-UTF-8 file fails here
+        else:
+            from icml26.core.data.text import CORPORA
+
+            if self.corpus not in CORPORA:
+                raise ValueError(
+                    f"corpus: unknown {self.corpus!r}; built-ins: {', '.join(CORPORA)} (or --haystack FILE)"
+                )
+        if self.threads < 0:
+            raise ValueError(f"threads must be >= 0, got {self.threads}")
+        if self.mode not in ("prefill", "decode"):
+            raise ValueError(f"mode must be prefill or decode, got {self.mode!r}")
+        if self.mode == "decode":
+            if self.methods == DEFAULT_METHODS:
+                self.methods = _spec.DECODE_METHODS
+            _spec.check_decode_methods(self.methods)
+            self.decoding_budgets = tuple(dict.fromkeys(self.decoding_budgets))
+            if not self.decoding_budgets:
+                raise ValueError("decoding_budgets: give at least one")
+            for b in self.decoding_budgets:
+                if not (isinstance(b, int) and b >= max(8, self.sink_tokens + self.window_tokens)):
+                    raise ValueError(
+                        f"decoding budget must be an integer >= max(8, sink_tokens + window_tokens) = "
+                        f"{max(8, self.sink_tokens + self.window_tokens)}, got {b!r}"
+                    )
+            if self.decoding_interval_tokens < 1:
+                raise ValueError(f"decoding_interval_tokens must be >= 1, got {self.decoding_interval_tokens}")
+            if self.new_tokens < 1 or not 1 <= self.timed_tokens <= self.new_tokens:
+                raise ValueError(
+                    f"new_tokens must be >= 1 and timed_tokens in [1, new_tokens], got {self.new_tokens}, {self.timed_tokens}"
+                )
+            if self.head_budget == "adaptive":
+                raise ValueError(
+                    "head_budget=adaptive applies to mode prefill (decoding-time compression keeps uniform budgets)"
+                )
+        from icml26.methods.kvcache.press import KVPress
+
+        for m in self.methods:  # validates the press fields each policy runs with
+            base, kw = _spec.press_kwargs(m, self.press_kwargs())
+            if base != "full" and not base.startswith("kvpress:"):
+                KVPress(method=base, **kw)
+
+    def press_kwargs(self) -> dict:
+        return {k: getattr(self, k) for k in PRESS_FIELDS}
+
+
+def haystack_text(path: str) -> str:
+    """A ``--haystack`` file's text (InputError for a folder, a missing, empty or non-UTF-8
+    file), read once per process while the file is unchanged: the config check, the preflight
+    and the samples share the read."""
+    import os
+
+    from icml26.core.data.text import read_text_file
+
+    try:
+        stamp = os.stat(path).st_mtime_ns
+    except OSError:
+        return read_text_file(path)  # raises the InputError naming what is wrong
+    return _read_cached(path, stamp)
+
+
+@functools.lru_cache(maxsize=4)
+def _read_cached(path: str, stamp: int) -> str:
+    from icml26.core.data.text import read_text_file
+
+    return read_text_file(path)
+
+
+def check_positions(cfg: Config, limit: int | None) -> None:
+    """InputError when the longest sample (context + question + answer + continuation) does not
+    fit in the model's ``max_position_embeddings`` (``limit``; None = unknown, no check)."""
+    extra = cfg.new_tokens if cfg.mode == "decode" else cfg.continuation_tokens + cfg.answer_tokens
+    longest = max(cfg.context_tokens) + extra + 64  # + question and needle slack
+    if limit and longest > limit:
+        from icml26.core.errors import InputError
+
+        what = "new_tokens" if cfg.mode == "decode" else "continuation and answer"
+        room = limit - longest + max(cfg.context_tokens)
+        fix = (
+            f"use context_tokens <= {room}"
+            if room >= 1
+            else f"{what} ({extra}) alone leave no room for a context: use {'new_tokens' if cfg.mode == 'decode' else 'continuation_tokens + answer_tokens'} "
+            f"<= {limit - 64 - 1}"
+        )
+        raise InputError(
+            f"context_tokens {max(cfg.context_tokens)} + {what} need about {longest} positions, "
+            f"more than the model's max_position_embeddings {limit}: {fix}"
+        )
+
+
+def longest_sequence(cfg: Config) -> int:
+    """The most positions a sample reaches (context + needle slack + question + what follows it)."""
+    extra = cfg.new_tokens if cfg.mode == "decode" else cfg.continuation_tokens + cfg.answer_tokens
+    return max(cfg.context_tokens) + extra + 64
+
+
+def check_model_attention(cfg: Config, model_config) -> None:
+    """InputError, before the run, when the model's attention has a sliding window active at the
+    run's longest sequence or soft-capped logits (``spec.attention_refusal`` names the setting)."""
+    msg = _spec.attention_refusal(model_config, longest_sequence(cfg))
+    if msg:
+        from icml26.core.errors import InputError
+
+        raise InputError(msg)
+
+
+def preflight(cfg: Config) -> None:
+    """What can be checked before a run writes anything (the command calls it before the config
+    record): the model resolves (a missing or corrupt one raises InputError), the contexts fit
+    its positions, every ``kvpress:<Press>`` names a press of an installed kvpress, the built-in
+    corpus is installed, or a ``--haystack`` file has enough tokens for the longest context."""
+    import json
+
+    from icml26.core.data.lm import model_path
+
+    folder = model_path(cfg.model)
+    try:
+        mcfg = json.loads((folder / "config.json").read_text())
+    except (OSError, ValueError):
+        mcfg = {}
+    check_positions(cfg, mcfg.get("max_position_embeddings") if isinstance(mcfg, dict) else None)
+    if isinstance(mcfg, dict):
+        check_model_attention(cfg, mcfg.get("text_config") or mcfg)
+    for m in cfg.methods:
+        base = _spec.parse_method(m)[0]
+        if base.startswith("kvpress:"):
+            from icml26.methods.kvcache.kvpress_adapter import press_class
+
+            for name in base.split(":", 1)[1].split("/"):  # kvpress:DecodingPress/KnormPress names both presses
+                press_class(name)
+    if cfg.haystack is None:  # the built-in corpus: its package is installed (else the install command)
+        from icml26.core.data.text import require_corpus
+
+        require_corpus(cfg.corpus)
+    else:
+        from transformers import AutoTokenizer
+
+        text = haystack_text(cfg.haystack)
+        need = max(cfg.context_tokens) + cfg.continuation_tokens + 16
+        if len(text) < 10 * need:  # a text this short may lack the tokens: count them (a longer one has them)
+            n = len(AutoTokenizer.from_pretrained(folder).encode(text, add_special_tokens=False))
+            if n < need:
+                _too_short(need, n)
+
+
+def _too_short(need: int, have: int | None = None) -> None:
+    from icml26.core.errors import InputError
+
+    has = f"it has {have}" if have is not None else "the text has fewer"
+    raise InputError(
+        f"haystack text is too short: need {need} tokens (longest context + continuation + needle), {has}; "
+        f"use a longer text or smaller --context-tokens"
+    )
+
+
+def config_fields() -> list[str]:
+    return [f.name for f in fields(Config)]
