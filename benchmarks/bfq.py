@@ -87,32 +87,36 @@ def _train_hz(algo: str, cfg, n: int) -> float:
 
 
 def part_speed(res: dict, rounds: int, timing_s: float, train_n: int) -> None:
+    """Every method with its official networks and action selection (Config's defaults):
+    Diffusion-QL draws 50 candidates and picks by softmax(Q), FQL 4x512. Results under
+    ``speed_official`` (``speed``: the earlier shared-3x256 harness, kept for the record)."""
     import torch
 
     from icml26.methods.rl import offline
 
     torch.set_num_threads(1)
-    base = offline.Config(hidden=(256, 256, 256), batch_size=256)
+    base = offline.Config(batch_size=256)
     rows: dict[str, dict[str, list]] = {k: {"b1": [], "b256": [], "train": []} for k in SPEED_ROWS}
     loads = [uptime()]
     for r in range(rounds):
         for name, (algo, kw) in SPEED_ROWS.items():
             cfg = dataclasses.replace(base, **kw)
             rows[name]["b1"].append(offline.actions_per_s(algo, cfg, 11, 3, 1, "cpu", timing_s))
-            rows[name]["b256"].append(offline.actions_per_s(algo, cfg, 11, 3, 256, "cpu", timing_s))
+            if name != "diffusion-ql-50":  # 256 x 50 candidates x 50 steps: seconds per call, no target reads it
+                rows[name]["b256"].append(offline.actions_per_s(algo, cfg, 11, 3, 256, "cpu", timing_s))
             n = max(2, train_n // (10 if name == "diffusion-ql-50" else 1))
             rows[name]["train"].append(_train_hz(algo, cfg, n))
         print(f"speed round {r + 1}/{rounds} done", file=sys.stderr)
     loads.append(uptime())
-    res["speed"] = {
-        "rows": {k: {m: statistics.median(v) for m, v in d.items()} for k, d in rows.items()},
+    res["speed_official"] = {
+        "rows": {k: {m: statistics.median(v) if v else None for m, v in d.items()} for k, d in rows.items()},
         "raw": rows,
         "rounds": rounds,
         "timing_s": timing_s,
         "train_updates": train_n,
         "load": loads,
         "torch_threads": 1,
-        "sizes": "Hopper-v5 (11, 3), 3 x 256, batch 256",
+        "sizes": "Hopper-v5 (11, 3), each method's official networks, batch 256, DQL 50 candidates",
     }
 
 
@@ -126,6 +130,7 @@ def part_scores(
     eval_episodes: int,
     evals: int,
     bfq_eta: float | None = None,
+    fql_alpha: float | None = None,
 ) -> None:
     """``bfq_eta`` None: Config's default. BFQ rows measured before the one-step fixes (docs/bfq.md,
     "What was wrong") are kept under keys ending in ``/prefix-eta<eta>``."""
@@ -142,6 +147,9 @@ def part_scores(
             continue
         for algo in algos:
             key = f"{ds}/{algo}/{steps}" + ("" if hidden == (256, 256, 256) else "/" + "x".join(map(str, hidden)))
+            key += "/official"  # each baseline at its official settings (keys without it: the earlier harness)
+            if algo == "fql" and fql_alpha is not None:
+                key += f"/alpha{fql_alpha:g}"
             if algo == "bfq" and eta != offline.Config().bfq_eta:
                 key += f"/eta{eta:g}"
             if key in scores:
@@ -156,6 +164,7 @@ def part_scores(
                 eval_episodes=eval_episodes,
                 hidden=hidden,
                 bfq_eta=eta,
+                **({} if fql_alpha is None else {"fql_alpha": fql_alpha}),
             )
             out = ROOT / "runs" / "bfq-bench" / ds / key.split("/", 1)[1].replace("/", "-")
             out.mkdir(parents=True, exist_ok=True)
@@ -184,6 +193,34 @@ def part_scores(
                     }
                 )
             )
+
+
+FQL_ALPHAS = (0.03, 0.1, 0.3, 1.0, 3.0, 10.0)  # seohongpark/fql README: the grid for new tasks (normalize_q_loss on)
+
+
+def part_fql_alpha(res: dict, data_dir: Path, datasets: list[str], steps: int, eval_episodes: int) -> None:
+    """FQL has no D4RL locomotion table: alpha is chosen on validation datasets (1 seed each, the
+    final score) over FQL_ALPHAS; the scores part then runs with the chosen alpha."""
+    for alpha in FQL_ALPHAS:
+        part_scores(res, data_dir, datasets, steps, ["fql"], (256, 256, 256), eval_episodes, 4, fql_alpha=alpha)
+    rows = {
+        a: [
+            res["scores"]
+            .get(f"{ds}/fql/{steps}/official/alpha{a:g}", {})
+            .get("result", {})
+            .get("normalized_score_final")
+            for ds in datasets
+        ]
+        for a in FQL_ALPHAS
+    }
+    ok = {a: statistics.mean(v) for a, v in rows.items() if v and all(x is not None for x in v)}
+    res["fql_alpha"] = {
+        "datasets": datasets,
+        "steps": steps,
+        "scores": rows,
+        "chosen": max(ok, key=ok.get) if ok else None,
+    }
+    _save_part(res, ("fql_alpha",))
 
 
 def eight_gaussians(g, n: int):
@@ -512,12 +549,17 @@ def _fmt(x, nd=1):
 
 
 def report(res: dict) -> None:
-    sp = res.get("speed")
-    if sp:
+    for key, title in (
+        ("speed", "the earlier harness: every method 3 x 256 ReLU, DQL's chain from 0 without noise"),
+        ("speed_official", "each method as its official code: FQL 4x512, DQL Mish + 50 candidates"),
+    ):
+        sp = res.get(key)
+        if not sp:
+            continue
         rows = sp["rows"]
         print(
-            f"\nSpeed ({sp['sizes']}, 1 thread, median of {sp['rounds']} rounds; load {sp['load'][0].split('load average:')[-1].strip()} -> "
-            f"{sp['load'][-1].split('load average:')[-1].strip()})"
+            f"\nSpeed, {title} ({sp['sizes']}, 1 thread, median of {sp['rounds']} rounds; load "
+            f"{sp['load'][0].split('load average:')[-1].strip()} -> {sp['load'][-1].split('load average:')[-1].strip()})"
         )
         print("| method | nfe | actions/s b1 | actions/s b256 | train Hz |")
         print("|---|---|---|---|---|")
@@ -527,13 +569,16 @@ def report(res: dict) -> None:
         b, d5, d50 = rows["bfq"], rows["diffusion-ql-5"], rows["diffusion-ql-50"]
         print("\n| target | measured | met |")
         print("|---|---|---|")
-        for name, val, want in (
-            ("BFQ inference b1 >= 3x DQL-5", b["b1"] / d5["b1"], 3.0),
-            ("BFQ inference b1 >= 20x DQL-50", b["b1"] / d50["b1"], 20.0),
-            ("BFQ inference b256 >= 3x DQL-5", b["b256"] / d5["b256"], 3.0),
-            ("BFQ inference b256 >= 20x DQL-50", b["b256"] / d50["b256"], 20.0),
-            ("BFQ training >= 1.5x DQL-5", b["train"] / d5["train"], 1.5),
+        for name, num, den, want in (
+            ("BFQ inference b1 >= 3x DQL-5", b["b1"], d5["b1"], 3.0),
+            ("BFQ inference b1 >= 20x DQL-50", b["b1"], d50["b1"], 20.0),
+            ("BFQ inference b256 >= 3x DQL-5", b["b256"], d5["b256"], 3.0),
+            ("BFQ inference b256 >= 20x DQL-50", b["b256"], d50["b256"], 20.0),
+            ("BFQ training >= 1.5x DQL-5", b["train"], d5["train"], 1.5),
         ):
+            if num is None or den is None:
+                continue
+            val = num / den
             print(f"| {name} | {val:.2f}x | {'met' if val >= want else 'NOT met'} |")
     for at, rows in (res.get("partial") or {}).items():
         print(f"\nSeed-mean normalised score at {at} updates, from each run's checkpoint (finished or stopped runs):")
@@ -637,7 +682,10 @@ def report(res: dict) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--part", choices=("speed", "scores", "toy", "d3rlpy", "onestep"), action="append", default=[])
+    ap.add_argument(
+        "--part", choices=("speed", "scores", "toy", "d3rlpy", "onestep", "fql-alpha"), action="append", default=[]
+    )
+    ap.add_argument("--fql-alpha", type=float, default=None, help="FQL's alpha in the scores part (default: Config's)")
     ap.add_argument(
         "--onestep-runs",
         default="prefix-eta1,default",
@@ -678,7 +726,7 @@ def main() -> None:
     res = load_results(RESULTS)
     if "speed" in a.part:
         part_speed(res, a.rounds, a.timing_s, a.train_updates)
-        _save_part(res, ("speed",))
+        _save_part(res, ("speed_official",))
     if "onestep" in a.part:
         part_onestep(
             res,
@@ -701,7 +749,10 @@ def main() -> None:
             a.eval_episodes,
             a.evals,
             a.bfq_eta,
+            a.fql_alpha,
         )
+    if "fql-alpha" in a.part:
+        part_fql_alpha(res, ROOT / a.data_dir, [d for d in a.datasets.split(",") if d], a.steps, a.eval_episodes)
     if a.partial_at:
         res.setdefault("partial", {})[str(a.partial_at)] = partial(ROOT / a.data_dir, a.partial_at)
         _save_part(res, ("partial", str(a.partial_at)))

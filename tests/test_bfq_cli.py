@@ -343,3 +343,28 @@ def test_diverged_method_is_flagged_and_left_out_of_best_algo(tmp_path):
     summ = recs[-1]
     assert summ["best_algo"] == "bc" and summ["tied_with_best_algo"] == ["bc"] and summ["diverged"] == ["td3bc"]
     assert "training diverged at step 1 (critic_loss non-finite)" in r.stderr
+
+
+def test_make_dataset_resumes_a_stopped_sac_run(made, tmp_path, monkeypatch):
+    """make-dataset stopped inside its SAC run (after 200 of 300 steps) and run again with --resume
+    gives the datasets of the uninterrupted run."""
+    from icml26.methods.rl import d4rl, offline_make
+
+    out, _ = made
+    orig = offline_make.dsac_aid.train
+
+    def stopping(*args, **kw):
+        yield from orig(*args, **{**kw, "stop_after_steps": 200})
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(offline_make.dsac_aid, "train", stopping)
+    base = ["bfq", "make-dataset", "-r", str(TINY_MAKE), "-q", "--out", str(tmp_path / "d")]
+    r = runner.invoke(app, base)
+    assert r.exit_code != 0 and (tmp_path / "d" / "sac" / "checkpoint-sac.safetensors").is_file()
+    monkeypatch.setattr(offline_make.dsac_aid, "train", orig)
+    r = runner.invoke(app, [*base, "--resume"])
+    assert r.exit_code == 0, (r.output, r.exception)
+    for kind in ("medium", "medium-replay", "random"):
+        a, _ = d4rl.read(out / f"hopper-v5-{kind}.hdf5")
+        b, _ = d4rl.read(tmp_path / "d" / f"hopper-v5-{kind}.hdf5")
+        assert all(np.array_equal(a[k], b[k]) for k in a), kind

@@ -49,11 +49,14 @@ def make_dataset(
     seed: SeedOpt = None,
     device: DeviceOpt = "cpu",
     out: OutOpt = None,
+    resume: ResumeOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
     """Build D4RL-style datasets (hdf5, D4RL/Minari fields) from a SAC run; D4RL's construction rules (docs/bfq.md).
 
     Example: icml26 bfq make-dataset --env Hopper-v5 --kind medium,medium-replay --out data/hopper
+
+    A stopped run continues with the same command and --resume (SAC from its last checkpoint).
     """
     from pathlib import Path
 
@@ -87,6 +90,7 @@ def make_dataset(
         out=out,
         quiet=quiet,
         extra_config={"from": from_dir},
+        resume=resume,
         columns=[
             "dataset",
             "made",

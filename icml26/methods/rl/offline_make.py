@@ -1,12 +1,13 @@
 """``icml26 bfq make-dataset``: D4RL's construction rules applied to a SAC run of ``icml26 dsac-aid``'s learner.
 
-SAC (dsac-aid's learner, ``algo: sac``) trains with an evaluation and a policy snapshot every
+SAC (dsac-aid's learner, ``algo: sac``, its ``sb3`` family defaults) trains with an evaluation and a policy snapshot every
 ``eval_interval`` environment steps (D4RL, Fu et al. 2020, arXiv 2004.07219, Sec. 5 and appendix):
 ``expert`` = rollouts of the final policy, made only when its evaluation return reaches
 ``expert_fraction`` of D4RL's expert reference for the family (any environment without one: the
 final policy, said in the file); ``medium`` = rollouts of the first snapshot whose return reaches
-``medium_fraction`` (1/3) of the final policy's; ``medium-replay`` = the replay buffer up to that
-snapshot; ``random`` = rollouts of the untrained policy; ``medium-expert`` = medium then expert.
+``medium_fraction`` (1/3) of D4RL's expert reference return (``medium_reference: d4rl``, for a D4RL
+family; ``final``: of the final policy's return), not made when no snapshot reaches it;
+``medium-replay`` = the replay buffer up to that snapshot; ``random`` = rollouts of the untrained policy; ``medium-expert`` = medium then expert.
 Rollouts sample the stochastic policy (as D4RL's). Each file carries its own score reference (the
 random policy's and the final policy's mean evaluation returns). ``--from`` a finished run
 resumes from its folder.
@@ -15,9 +16,9 @@ resumes from its folder.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import torch
@@ -42,17 +43,20 @@ class MakeConfig:
     eval_episodes: int = 5
     transitions: int = 100_000  # per rollout dataset (D4RL: 1M; bfq.md: 100-200k here)
     medium_fraction: float = 1.0 / 3.0
+    medium_reference: str = "d4rl"  # d4rl: of D4RL's expert reference return (D4RL families) | final: of the run's
     expert_fraction: float = 0.8  # of D4RL's expert reference return (for D4RL families)
-    hidden: tuple[int, ...] = (256, 256)
+    hidden: tuple[int, ...] | None = None  # None: dsac-aid's sb3 family defaults (SB3's SAC) for these three
     batch_size: int = 256
-    warmup_steps: int = 5_000
-    env_steps_per_update: int = 1
+    warmup_steps: int | None = None
+    env_steps_per_update: int | None = None
 
     def __post_init__(self):
         for k in ("sac_steps", "eval_interval", "eval_episodes", "transitions", "batch_size", "env_steps_per_update"):
-            if getattr(self, k) < 1:
+            if getattr(self, k) is not None and getattr(self, k) < 1:
                 raise ValueError(f"{k} must be >= 1, got {getattr(self, k)}")
-        if self.warmup_steps < 0:
+        if self.medium_reference not in ("d4rl", "final"):
+            raise ValueError(f"medium_reference must be 'd4rl' or 'final', got {self.medium_reference!r}")
+        if self.warmup_steps is not None and self.warmup_steps < 0:
             raise ValueError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
         bad = [k for k in self.kinds if k not in KINDS]
         if bad or not self.kinds:
@@ -65,30 +69,25 @@ class MakeConfig:
 
 
 def sac_config(mc: MakeConfig):
-    """The dsac-aid Config of the SAC run (plain SAC: no GroupNorm, default init, reward scale 1,
-    as Stable-Baselines3's SAC; one update per ``env_steps_per_update`` environment steps)."""
-
+    """The dsac-aid Config of the SAC run: plain SAC with dsac-aid's ``sb3`` family defaults
+    (Stable-Baselines3's SAC), unless ``hidden``, ``warmup_steps`` or ``env_steps_per_update`` are set."""
+    over = {k: getattr(mc, k) for k in ("warmup_steps", "env_steps_per_update") if getattr(mc, k) is not None}
+    if mc.hidden is not None:
+        over["hidden"] = tuple(mc.hidden)
     cfg = dsac_aid.Config(
         env=mc.env,
         algo=("sac",),
+        family="sb3",
         steps=mc.sac_steps,
         seeds=1,
         num_envs=1,
-        env_steps_per_update=mc.env_steps_per_update,
-        warmup_steps=mc.warmup_steps,
         buffer_size=max(mc.sac_steps + 1, mc.batch_size),
         batch_size=mc.batch_size,
-        hidden=tuple(mc.hidden),
-        activation="relu",
-        norm_groups=0,
-        init="default",
-        reward_scale=1.0,
-        huber=False,
-        homogeneous=True,
         eval_interval=mc.eval_interval,
         eval_episodes=mc.eval_episodes,
         bias_horizon=50,
         checkpoint_interval=mc.eval_interval,
+        **over,
     )
     return dsac_aid.resolve_family(cfg)
 
@@ -108,29 +107,54 @@ def _learner(cfg, state: dict | None, device: str):
 
 def train_sac(mc: MakeConfig, run_dir: Path, *, seed: int, device: str) -> Iterator[dict]:
     """Run SAC with ``dsac_aid.train`` into ``run_dir`` (its checkpoint, the records, and a copy of
-    the checkpoint at each evaluation under ``snapshots/``); yields dsac-aid's records."""
-
+    the checkpoint at each evaluation under ``snapshots/``); yields dsac-aid's records. A folder
+    holding a stopped run of the same settings is resumed from its checkpoint (run in parts)."""
     cfg = sac_config(mc)
     o, a = dsac_aid.validate(cfg)
     run_dir.mkdir(parents=True, exist_ok=True)
     ckpt = run_dir / dsac_aid.CHECKPOINT.format(algo="sac")
     snaps = run_dir / "snapshots"
     snaps.mkdir(exist_ok=True)
-    head = {"kind": "config", "command": "dsac-aid", "seed": seed, **config_dict(cfg)}
+    head = json.loads(to_json({"kind": "config", "command": "dsac-aid", "seed": seed, **config_dict(cfg)}))
+    rec_file = run_dir / "records.jsonl"
+    previous = None
+    if ckpt.is_file() and rec_file.is_file():
+        old = [json.loads(x) for x in rec_file.read_text().splitlines() if x.strip()]
+        if not old or old[0] != head:
+            raise InputError(
+                f"--out: {str(run_dir)!r} holds a SAC run made with other settings; use another --out or delete it"
+            )
+        previous = old[1:]
     records, last_step = [head], None
 
-    def write_records():  # after every evaluation: a stopped run is still usable with --from
-        atomic_write_text(run_dir / "records.jsonl", "".join(to_json(r) + "\n" for r in records))
+    def write_records():  # after every evaluation: a stopped run resumes, and is usable with --from
+        atomic_write_text(rec_file, "".join(to_json(r) + "\n" for r in records))
 
-    for r in dsac_aid.train(cfg, "sac", seed=seed, device=device, obs_dim=o, act_dim=a, out=run_dir):
+    def snapshot(step):  # the checkpoint holds ``step``'s state now; a snapshot from an earlier part is kept
+        dest = snaps / f"step-{step:09d}.safetensors"
+        if not dest.exists():
+            _snapshot(ckpt, dest)
+
+    for r in dsac_aid.train(
+        cfg,
+        "sac",
+        seed=seed,
+        device=device,
+        obs_dim=o,
+        act_dim=a,
+        out=run_dir,
+        resume=previous is not None,
+        previous=previous,
+    ):
         if r["kind"] == "step" and last_step is not None and r["step"] != last_step and ckpt.is_file():
-            _snapshot(ckpt, snaps / f"step-{last_step:09d}.safetensors")  # the checkpoint holds last_step's state now
-            write_records()
+            snapshot(last_step)
         if r["kind"] == "step":
             last_step = r["step"]
         records.append(r)
+        if r["kind"] == "step":
+            write_records()
         yield r
-    _snapshot(ckpt, snaps / f"step-{last_step:09d}.safetensors")
+    snapshot(last_step)
     write_records()
 
 
@@ -233,8 +257,16 @@ def make(
     env = cfg.env
     fam = family(env)
     expert_ok = final_ret >= mc.expert_fraction * D4RL_REF[fam][1] if fam else True
-    med_target = mc.medium_fraction * final_ret
-    med_step = next((s for s in steps if evals[s] >= med_target), final_step)
+    if mc.medium_reference == "d4rl" and fam:
+        med_target, med_basis = mc.medium_fraction * D4RL_REF[fam][1], f"D4RL's expert return {D4RL_REF[fam][1]}"
+    else:
+        med_target, med_basis = mc.medium_fraction * final_ret, f"the final return {final_ret:.1f}"
+    med_step = next((s for s in steps if evals[s] >= med_target), None)
+    no_medium = (
+        None
+        if med_step is not None
+        else f"no evaluation reached {mc.medium_fraction:.3g} x {med_basis} (best {max(evals.values()):.1f})"
+    )
     random_ln = _learner(cfg, None, device)
     rand = d4rl.rollout(random_ln, env, 0, mc.transitions, seed=dsac_aid._env_seed(seed, 0, 0, 3), device=device)
     rand_ret = _mean_episode_return(rand)
@@ -247,8 +279,8 @@ def make(
         "expert_return": final_ret,
         "expert_step": final_step,
         "random_return": rand_ret,
-        "rules": "D4RL: random = untrained policy; medium = first snapshot at >= 1/3 of the final "
-        "policy's return; medium-replay = replay buffer up to it; expert = final policy; "
+        "rules": f"D4RL: random = untrained policy; medium = first snapshot at >= {mc.medium_fraction:.3g} x "
+        f"{med_basis}; medium-replay = replay buffer up to it; expert = final policy; "
         "medium-expert = medium + expert",
         **ref,
     }
@@ -259,7 +291,7 @@ def make(
             return final_ln
         if med_step not in run["snapshots"]:
             raise InputError(
-                f"--kind medium: the run reached 1/3 of its final return at step {med_step}, "
+                f"--kind medium: the run reached {mc.medium_fraction:.3g} x {med_basis} at step {med_step}, "
                 f"but {str(from_dir)!r} keeps no "
                 "snapshot there (a dsac-aid run keeps only its last checkpoint); run make-dataset without --from"
             )
@@ -269,6 +301,15 @@ def make(
     order = [k for k in KINDS if k in mc.kinds]
     for kind in order:
         attrs = dict(base_attrs, kind=kind)
+        if kind in ("medium", "medium-replay", "medium-expert") and no_medium:
+            yield {
+                "kind": "result",
+                "dataset": f"{_stem(env)}-{kind}",
+                "made": False,
+                "transitions": 0,
+                "why": no_medium,
+            }
+            continue
         if kind == "random":
             data = rand
         elif kind == "expert":
@@ -317,7 +358,7 @@ def make(
             "dataset": path.stem,
             "made": True,
             "path": path.name,
-            "transitions": int(len(data["rewards"])),
+            "transitions": len(data["rewards"]),
             "episodes": len(d4rl.episodes(data)),
             "mean_episode_return": _mean_episode_return(data),
             **ref,
