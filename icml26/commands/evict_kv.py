@@ -23,7 +23,12 @@ def evict_kv(
         Optional[List[str]],
         typer.Option(
             "--method",
-            help="capkv | capkv-greedy | streaming | snapkv | h2o | tova | knorm | random | expected-attention (repeatable or comma-separated; default: all but capkv-greedy). `full` is always run.",
+            help=(
+                "capkv (the paper) | capkv-qa (+ our question-aware channel) | capkv-greedy | streaming | snapkv | h2o "
+                "| tova | knorm | random | expected-attention | kvpress:<Press> (repeatable or comma-separated; default: "
+                "all but capkv-greedy); <method>@key=value runs a setting as its own row (snapkv@kernel_size=13). "
+                "`full` is always run."
+            ),
             show_default=False,
         ),
     ] = None,
@@ -87,7 +92,7 @@ def evict_kv(
     `decoding_interval_tokens` (--set) generated tokens; KL / top-1 teacher-forced on the
     full-cache generation, answer and needle match, peak cache bytes, ms per token.
 
-    Example: icml26 evict-kv --method capkv --method snapkv -c 0.5 -c 0.75 -n 1024
+    Example: icml26 evict-kv --method capkv,capkv-qa,snapkv,snapkv@kernel_size=13 -c 0.5 -c 0.75 -n 1024
     Example: icml26 evict-kv --mode decode --decoding-budget 256 --new-tokens 128
     """
     from icml26.core.device import resolve_device

@@ -56,6 +56,10 @@ CASES = [
         dict(method="snapkv", sink_tokens=0, window_tokens=16, kernel_size=5),
         ("SnapKVPress", {"window_size": 16, "kernel_size": 5}),
     ),
+    (  # the pooling width of capkv-qa's retrieval channel, as the benchmark's snapkv@kernel_size=13 row
+        dict(method="snapkv", sink_tokens=0, window_tokens=16, kernel_size=13),
+        ("SnapKVPress", {"window_size": 16, "kernel_size": 13}),
+    ),
     (
         dict(method="expected-attention", query_source="future-rope", sink_tokens=4, window_tokens=0),
         ("ExpectedAttentionPress", {}),
@@ -165,9 +169,32 @@ def in_the_kvpress_peer():
     assert " passed" in last and "skipped" not in last and "failed" not in last, tail
 
 
+def finch_reads_the_question_span():
+    """kvpress' question-aware FinchPress through the adapter: its window is the question's span
+    (what its delimiter hook would find), keys keep their positions, the budget is kvpress' rule,
+    and the window's tokens are all kept."""
+    from icml26.methods.kvcache.kvpress_adapter import kvpress_press
+
+    model = tiny_llama(layers=2, seed=1)
+    ids = torch.randint(0, 128, (1, 96), generator=torch.Generator().manual_seed(5))
+    with torch.no_grad(), capture_layers(model) as cap:
+        model(ids, use_cache=True)
+    press = kvpress_press("FinchPress", 0.5)
+    assert press.rerotate_keys is False
+    runner = KvpressRunner(press, model, question_tokens=12)
+    assert press.window_size == 12
+    for x in cap:
+        k, _ = runner.compress(x, 48)
+        kept = _sets(k, x.keys)
+        assert all(len(h) == 48 and set(range(84, 96)) <= set(h) for h in kept)
+    with pytest.raises(ValueError, match="question"):
+        KvpressRunner(kvpress_press("FinchPress", 0.5), model, question_tokens=0)
+
+
 if kvpress is not None:  # the kvpress venv: the parity tests themselves
     test_same_selection_as_kvpress = same_selection_as_kvpress
     test_adapter_runs_inside_kvpress_hooks = adapter_runs_inside_kvpress_hooks
     test_decoding_press_chunks_equal_steps = decoding_press_chunks_equal_steps
+    test_finch_reads_the_question_span = finch_reads_the_question_span
 else:  # the project venv: run them (and PEER_TESTS) in the peer venv; `make test-peers`
     test_in_the_kvpress_peer = pytest.mark.peer(in_the_kvpress_peer)

@@ -1,35 +1,22 @@
 """``icml26 evict-kv --mode decode``: decoding-time KV-cache compression during long generation.
 
-For every sample (a real haystack with a needle, then the question; ``evaluate.make_samples``):
+For every sample (a real haystack with a needle, then the question; ``samples.make_samples``):
 
-1. full cache: one prefill (captured, ``press.capture_layers``), then greedy decoding of
-   ``new_tokens`` tokens one step at a time; the next-token distributions along the way are the
-   reference, the generated tokens are the sequence every policy is teacher-forced on;
-2. every (policy, decoding budget B): ``KVPress(method, decoding_budget_tokens=B,
-   decoding_interval_tokens=I)`` on the same captured prefill (``KVPress.start_decoding``: a
-   prompt longer than B + I - 1 is compressed to B with the prompt's statistics), then
-   - fidelity: the full-cache generation fed back (teacher forcing) while the press re-compresses
-     every I tokens; mean per-token KL(full || compressed) and top-1 agreement over the
-     ``new_tokens`` distributions. The tokens are fed in chunks that end exactly where a
-     re-compression happens (the first chunk fills the cache to B + I, then I tokens each), which
-     is the same computation as one token per step (tested): the hooks act after a forward;
-   - answer: greedy decoding with the compressed cache for ``timed_tokens`` steps, one token
-     per step (timed: ``decode_ms_per_token`` includes the scoring and re-compression);
-     ``answer_match``: its answer span (up to the first newline or full stop) equals the
-     full-cache generation's; ``needle_match``: the span contains the inserted code;
-   - ``peak_cache_bytes``: the most keys + values the layers hold while a decoding step attends
-     (the step's own entries included, before re-compression).
-3. kvpress' ``DecodingPress`` (``kvpress:DecodingPress/<ScorerPress>``, in a venv with kvpress)
-   runs on the same captured prefill and the same token sequences; it does not compress the
-   prompt (its own rule: every ``compression_interval`` steps, to ``target_size``).
+1. full cache: one prefill (captured), then greedy decoding of ``new_tokens`` tokens; the
+   generated tokens are the sequence every policy is teacher-forced on, the full cache
+   teacher-forced on them gives the reference distributions;
+2. every (policy, budget B): ``KVPress(method, decoding_budget_tokens=B,
+   decoding_interval_tokens=I)`` on the same prefill (``start_decoding``), then
+   - fidelity: the generation fed back in chunks that end where a re-compression happens (the
+     same computation as one token per step, tested): mean KL(full || compressed), top-1;
+   - answer: greedy decoding for ``timed_tokens`` steps, one per step, timed against the full
+     cache on the same steps: ``answer_match``, ``needle_match``, ``decode_ms_per_token``;
+   - ``peak_cache_bytes``: the most keys + values the layers hold while a step attends;
+3. kvpress' ``DecodingPress`` (``kvpress:DecodingPress/<ScorerPress>``) on the same prefill
+   and tokens (it keeps the prompt until its first interval: its own rule).
 
-Records: ``sample`` per (method, budget, sample); ``result`` per (method, budget) with
-``mode: decode``, ``decoding_budget_tokens``, ``new_tokens``, ``kl`` (+ ``kl_ci``),
-``top1_agreement``, ``answer_match``, ``needle_match``, ``peak_cache_bytes``,
-``decode_ms_per_token``, ``full_ms_per_token`` (the full cache on the same steps, timed right before),
-``decode_overhead_ratio`` (ms/token / full_ms_per_token - 1),
-``score_ms_per_token`` (the re-compression scoring within the timed steps, per token); last a
-``summary``.
+Records: ``sample`` per (method, budget, sample); ``result`` per (method, budget) (fields in
+docs/evict-kv.md); a ``summary`` with interval verdicts (``icml26.core.verdict``).
 """
 
 from __future__ import annotations
