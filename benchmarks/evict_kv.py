@@ -330,6 +330,21 @@ def _decode_settings(args) -> dict:
     }  # runs before this key: the haystack's first full-cache steps
 
 
+def relabel(doc: dict) -> dict:
+    """Decode results saved before the renaming: their ``capkv`` ran what is now ``capkv-qa``
+    (question_share 0.4); relabelled on load so tables never mix the two."""
+    if doc.get("method_names") == 2:
+        return doc
+    for r in doc.get("samples", []):
+        if r.get("method") == "capkv":
+            r["method"] = "capkv-qa"
+    st = doc.get("settings", {})
+    if "methods" in st:
+        st["methods"] = ["capkv-qa" if m == "capkv" else m for m in st["methods"]]
+    doc["method_names"] = 2
+    return doc
+
+
 def decode_run(args) -> dict:
     """Run the haystacks of ``--results`` not saved yet (at most ``--max-haystacks``), saving
     after each; returns the saved document (settings, samples)."""
@@ -338,7 +353,7 @@ def decode_run(args) -> dict:
     from icml26.methods.kvcache.decode import run_decode
 
     if args.print_only:  # the samples of every --results file (parts of one run: same settings)
-        docs = [json.loads(Path(p).read_text(encoding="utf-8")) for p in args.results if Path(p).exists()]
+        docs = [relabel(json.loads(Path(p).read_text(encoding="utf-8"))) for p in args.results if Path(p).exists()]
         if not docs:
             raise SystemExit(f"no results file among {args.results}")
         if any(d["settings"] != docs[0]["settings"] for d in docs):
@@ -357,7 +372,7 @@ def decode_run(args) -> dict:
     settings = _decode_settings(args)
     doc = {"settings": settings, "samples": []}
     if path.exists():
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = relabel(json.loads(path.read_text(encoding="utf-8")))
         if doc.get("settings") != settings:
             raise SystemExit(f"{path} holds a run with other settings ({doc.get('settings')}); pass another --results")
     doc.setdefault("references", {})
@@ -436,6 +451,7 @@ def paired_decode(samples: list[dict], ours: str = "capkv") -> list[dict]:
         rows.append(
             {
                 "decoding_budget_tokens": b,
+                "ours": ours,
                 "baseline": m,
                 "n": len(common),
                 "kl_diff": float(dkl.mean()),
@@ -504,13 +520,14 @@ def decode_tables(doc: dict) -> None:
         )
     )
     print()
-    pair = paired_decode(smp)
-    print("## CapKV minus each baseline, paired on the same haystacks (bootstrap 95%)\n")
+    pair = [row for ours in OURS_PAIRED if any(r["method"] == ours for r in smp) for row in paired_decode(smp, ours)]
+    print("## capkv and capkv-qa minus each other method, paired on the same haystacks (bootstrap 95%)\n")
     print(
         table(
             pair,
             [
                 "decoding_budget_tokens",
+                "ours",
                 "baseline",
                 "n",
                 "kl_diff",
@@ -525,11 +542,11 @@ def decode_tables(doc: dict) -> None:
     print()
     rows = []
     for b in st["budgets"]:
-        cap = [r for r in smp if r["method"] == "capkv" and r["decoding_budget_tokens"] == b]
+        cap = [r for r in smp if r["method"] == "capkv-qa" and r["decoding_budget_tokens"] == b]
         if cap:
             ov = [r["decode_overhead_ratio"] for r in cap]
             lo, hi = bootstrap_mean_ci(ov)
-            verdicts = [p["kl_verdict"] for p in pair if p["decoding_budget_tokens"] == b]
+            verdicts = [p["kl_verdict"] for p in pair if p["decoding_budget_tokens"] == b and p["ours"] == "capkv-qa"]
             kl_ok = (
                 f"too few (n < {MIN_PAIRED})"
                 if "too few" in verdicts or not verdicts
