@@ -678,6 +678,22 @@ def report(res: dict) -> None:
                 s = {a: v["result"]["normalized_score_final"] for a, v in g.items()}
                 wins += s["bfq"] >= s["fql"] and s["bfq"] > s["diffusion-ql"]
         print(f"\nBFQ >= FQL and > Diffusion-QL (final score): {wins} of {n} datasets measured (target: 4 of 6)")
+        from icml26.core.verdict import seed_interval
+
+        for ds, steps in keys:  # paired by seed: seed k of both methods is evaluated on the same episodes
+            a, b = sc.get(f"{ds}/bfq/{steps}"), sc.get(f"{ds}/fql/{steps}")
+            if not (a and b):
+                continue
+            last = lambda e: {  # noqa: E731
+                r["seed"]: r["normalized_score"] for r in e["curve"] if r["step"] == max(x["step"] for x in e["curve"])
+            }
+            fa, fb = last(a), last(b)
+            d = [fa[k] - fb[k] for k in sorted(fa) if k in fb and fa[k] is not None and fb[k] is not None]
+            ci = seed_interval(d)
+            print(
+                f"BFQ - FQL on {ds} ({steps}), paired over {len(d)} seeds: {statistics.mean(d):+.1f}"
+                + (f" [{ci[0]:+.1f}, {ci[1]:+.1f}]" if ci else "")
+            )
 
 
 def main() -> None:

@@ -41,6 +41,8 @@ RESULT_FIELDS = {
     "ref_max_return",
     "evaluation",
     "diverged",
+    "normalized_score_d4rl_final",
+    "normalized_score_d4rl_final_ci",
 }
 
 
@@ -141,6 +143,8 @@ def test_train_records_follow_the_contract(made, tmp_path):
         assert x["normalized_score_best"] >= x["normalized_score_final"] - 1e-9
         want = 100 * (x["return_final"] - x["ref_min_return"]) / (x["ref_max_return"] - x["ref_min_return"])
         assert x["normalized_score_final"] == pytest.approx(want)
+        d4rl_scale = 100 * (x["return_final"] + 20.272305) / (3234.3 + 20.272305)  # D4RL's hopper references
+        assert x["normalized_score_d4rl_final"] == pytest.approx(d4rl_scale)
         assert (
             x["nfe"] == (5 if x["algo"] == "diffusion-ql" else 1)
             and x["train_hz"] > 0

@@ -14,8 +14,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from icml26.core.errors import InputError
+from icml26.core.output import atomic_path
+from icml26.methods.rl.envs import SeededEnv
 
 REQUIRED = ("observations", "actions", "rewards", "terminals")
 OPTIONAL = ("timeouts", "next_observations")
@@ -87,16 +90,13 @@ def describe_nonfinite(data: dict[str, np.ndarray], bad: np.ndarray) -> str:
 
 def write(path: str | Path, data: dict[str, np.ndarray], attrs: dict | None = None) -> Path:
     """Write ``data`` (the fields above) to ``path`` atomically; returns the path."""
-    from icml26.core.output import atomic_path
-
     h5py = _h5py()
     d = check(data, where=str(path))
-    with atomic_path(path) as tmp:
-        with h5py.File(tmp, "w") as f:
-            for k, v in d.items():
-                f.create_dataset(k, data=v, compression="gzip", compression_opts=4)
-            for k, v in (attrs or {}).items():
-                f.attrs[k] = v if isinstance(v, (int, float, np.integer, np.floating)) else str(v)
+    with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
+        for k, v in d.items():
+            f.create_dataset(k, data=v, compression="gzip", compression_opts=4)
+        for k, v in (attrs or {}).items():
+            f.attrs[k] = v if isinstance(v, (int, float, np.integer, np.floating)) else str(v)
     return Path(path)
 
 
@@ -140,10 +140,6 @@ def rollout(
 ) -> dict[str, np.ndarray]:
     """``steps`` transitions of seed ``seed_index``'s policy in a fresh ``env_id`` (sampled actions,
     as D4RL's policy datasets; ``deterministic``: tanh(mean)), in the fields above."""
-    import torch
-
-    from icml26.methods.rl.envs import SeededEnv
-
     env = SeededEnv(env_id, seed)
     S = learner.spec.seeds
     rows = {k: [] for k in ("observations", "actions", "rewards", "next_observations", "terminals", "timeouts")}

@@ -10,7 +10,8 @@ Protocol: evaluation every ``eval_interval`` updates, ``eval_episodes`` episodes
 method's official evaluation acts (FQL samples its noise, Diffusion-QL draws among 50 candidates
 by softmax(Q), IQL / TD3+BC / BC act with the mean, BFQ with eps = 0), ``max_episode_steps`` per
 episode; normalised score 100 (R - R_min) / (R_max - R_min) with the dataset's own references, else
-D4RL's (offline_data.score_reference). ``normalized_score_final``: seed mean at the last
+D4RL's (offline_data.score_reference); ``normalized_score_d4rl_final``: on D4RL's scale for its
+task families. ``normalized_score_final``: seed mean at the last
 evaluation; ``_best``: the highest seed-mean over evaluations (optimistic; ``final`` is the unbiased
 one); ``_ci``: Student-t 95% interval over seeds (null with one seed). ``best_algo`` names a method
 only when its interval separates it (core/verdict). ``train_hz``: updates per second (each steps
@@ -20,11 +21,12 @@ batch 1 / 256; ``nfe``: denoiser / flow network calls per action.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import torch
@@ -256,6 +258,7 @@ def train(
             "steps": failed.step,
             **{k: None for k in ("normalized_score_final", "normalized_score_final_ci", "normalized_score_best")},
             **{k: None for k in ("normalized_score_best_ci", "best_step", "return_final")},
+            **{k: None for k in ("normalized_score_d4rl_final", "normalized_score_d4rl_final_ci")},
             **timing,
             **ref,
             "evaluation": f"stopped: training diverged at update {failed.step} ({failed.what} non-finite)",
@@ -271,6 +274,8 @@ def train(
     best = int(np.nanargmax(scores.mean(1))) if np.isfinite(scores).any() else len(scores) - 1
     fin = scores[-1]
     ok = bool(np.isfinite(fin).all())
+    fam = od.family(env_id)
+    d4rl_fin = normalized_score(ev[-1, 1:], *od.D4RL_REF[fam]) if fam and env_id and ok else None
     yield {
         **head,
         "steps": int(ev[-1, 0]),
@@ -280,6 +285,8 @@ def train(
         "normalized_score_best_ci": seed_interval(scores[best]) if ok else None,
         "best_step": int(ev[best, 0]) if ok else None,
         "return_final": float(ev[-1, 1:].mean()) if env_id else None,
+        "normalized_score_d4rl_final": float(d4rl_fin.mean()) if d4rl_fin is not None else None,
+        "normalized_score_d4rl_final_ci": seed_interval(d4rl_fin) if d4rl_fin is not None else None,
         **timing,
         **ref,
         "evaluation": "done" if env_id else "skipped: the dataset names no environment and no --env was given",
@@ -327,7 +334,7 @@ def check_size(cfg: Config, obs_dim: int, act_dim: int) -> None:
 
     def per_net(algo):
         w = (obs_dim + act_dim, *cfg.widths(algo), max(act_dim, 1))
-        return sum(a * b + b for a, b in zip(w[:-1], w[1:]))
+        return sum(a * b + b for a, b in itertools.pairwise(w))
 
     biggest = max(cfg.algo, key=per_net)
     state = cfg.seeds * 8 * per_net(biggest) * 4 * 4
