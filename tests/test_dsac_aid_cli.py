@@ -153,3 +153,39 @@ def test_set_help_shows_the_effective_default_of_the_family():
     r = _run(["--env", "Hopper-v5", "--set", "family=mujoco", "--set", "help"])
     rows = {ln.split()[0]: ln.split("=", 1)[-1] for ln in r.stdout.splitlines() if ln.startswith("  ") and "=" in ln}
     assert "10000" in rows["warmup_steps"].replace("_", "").replace(",", "") and "50" in rows["reward_scale"]
+
+
+def test_resume_of_a_run_made_under_the_earlier_defaults_keeps_its_settings(tmp_path, monkeypatch):
+    """A run recorded before the sb3 family and the new settings existed (GOPS data regime, config
+    record without warmup_actions / sigma_loss / norm_affine / dsact_huber / effective) continues
+    under its own settings with a bare --resume and ends as the uninterrupted run."""
+    from icml26.methods.rl import dsac_aid as m
+
+    legacy = ["--set", "family=mujoco", "--set", "norm_affine=true", "--set", "sigma_loss=variance"]
+    legacy += ["--set", "warmup_actions=policy"]
+    base = ["-r", str(TINY), "--algo", "dsac-aid", "--steps", "200", "-q"]
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert _run([*base, *legacy, "--out", str(a)]).exit_code == 0
+    orig = m.train
+
+    def stopping(*args, **kw):
+        yield from orig(*args, **{**kw, "stop_after_steps": 100})
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(m, "train", stopping)
+    assert _run([*base, *legacy, "--out", str(b)]).exit_code != 0
+    monkeypatch.setattr(m, "train", orig)
+    lines = (b / "records.jsonl").read_text().splitlines()
+    head = json.loads(lines[0])
+    for k in ("warmup_actions", "sigma_loss", "norm_affine", "dsact_huber", "effective"):
+        head.pop(k)  # as the earlier version recorded it
+    (b / "records.jsonl").write_text("\n".join([json.dumps(head), *lines[1:]]) + "\n")
+    r = _run([*base, "--out", str(b), "--resume"])  # no --set: the run's own settings
+    assert r.exit_code == 0, r.output
+    res = (
+        lambda p: [  # noqa: E731
+            {k: v for k, v in json.loads(x).items() if k not in ("updates_per_s", "wall_s")}
+            for x in (p / "records.jsonl").read_text().splitlines()[1:]
+        ]
+    )
+    assert res(a) == res(b)

@@ -3,28 +3,26 @@ against DSAC-T (arXiv 2310.05858) and SAC on gymnasium MuJoCo and dm_control tas
 
 The learner is ``icml26.methods.rl.sac.Learner`` (one learner, ``algo`` a flag); this module is
 the harness: vector environments, the replay buffer, evaluation with the bias/uncertainty
-diagnostics, checkpoints and ``--resume``, the records. Defaults per task family are those of
-the official scripts (yzy-yuzhouyang/GOPS example_train/dsacaid/, as summarised in
-shared/methods/dsac_aid.md "Hyper-parameters per script"), never mixed:
+diagnostics, checkpoints and ``--resume``, the records. Defaults per family, never mixed:
 
-- ``mujoco`` (mujoco_vecoffserial, every gymnasium id but Ant): GroupNorm(16) + ReLU, orthogonal
-  init, lambda 0.71, beta0 0.1, beta lr 5e-3, reward scale 50, Huber + homogeneous, lr 3e-4.
-- ``ant`` (gym-mujoco ant): GELU MLP, lambda 0.5, beta0 0.03, beta lr 1.5e-4, reward scale 0.1,
-  plain loss with sigma^3, lr q/pi/alpha 1e-4/1e-4/3e-4.
-- ``dmc`` (dmc humanoidrun): GroupNorm + ReLU, lambda 1e-4, beta0 0.1, beta lr 2e-3, reward
-  scale 50, Huber + homogeneous, lr 3e-4, evaluation every 10k iterations.
-Common: 3x256 hidden, batch 256, gamma 0.99, tau 0.005, delay 2, 4 envs x 5 steps = 20
-environment steps per iteration (one update), 10k warm-up transitions, 1M buffer, 10
-deterministic evaluation episodes, bias over their first 200 steps.
+- ``sb3`` (``auto`` for every gymnasium id): SAC as Stable-Baselines3 2.9.2 ``SAC("MlpPolicy",
+  env)`` runs it: 1 env, one update per environment step, 100 uniform-random warm-up steps
+  (SB3 learning_starts; CleanRL uses 5e3), reward scale 1, 2x256 ReLU, lr 3e-4, batch 256,
+  tau 0.005, automatic entropy; DSAC-T and DSAC-AID in the same data regime with their own
+  losses, alpha0 = e and actor delay 2 (GOPS), AID's MuJoCo lambda / beta / Huber settings.
+- ``mujoco``, ``ant``, ``dmc``: the official GOPS scripts (example_train/dsacaid/, as summarised
+  in shared/methods/dsac_aid.md): 4 envs x 5 steps per update, 10k warm-up transitions acting
+  with the untrained policy, 3x256 networks; mujoco: GroupNorm(16, no affine) + ReLU, orthogonal
+  init, lambda 0.71, beta0 0.1, beta lr 5e-3, reward scale 50, Huber; ant: GELU, lambda 0.5,
+  beta0 0.03, beta lr 1.5e-4, reward scale 0.1, plain loss with sigma^3, lr 1e-4; dmc: as
+  mujoco with lambda 1e-4, beta lr 2e-3, evaluation every 200k steps.
 
 Evaluation (every ``eval_interval`` environment steps): ``eval_return`` = mean undiscounted
 return of ``eval_episodes`` deterministic (tanh(mean)) episodes without injected noise;
-``q_bias`` = mean over their first ``bias_horizon`` states of the ensemble-mean Q(s_t, a_t)
-minus the discounted soft Monte-Carlo return G_t = r_t + gamma (G_{t+1} - alpha log pi_{t+1})
-(bootstrapped with the critic at the horizon when the episode goes on; for SAC the same soft
-return), divided by the reward scale (env units); ``sigma_aleatoric`` = sqrt(mean_i sigma_i^2),
-``sigma_epistemic`` = sqrt(Var_i Q_i) averaged over the same states, env units. beta's
-annealing uses [C]'s bias of the bound mean Q - lambda std Q in scaled units.
+``q_bias`` = GOPS evaluator_dsacaid.py's bias (``official_bias``) of the ensemble-mean Q, env
+units; beta anneals on the same estimator of the bound mean Q - lambda std Q in scaled units;
+``sigma_aleatoric`` = sqrt(mean_i sigma_i^2), ``sigma_epistemic`` = sqrt(Var_i Q_i) over the
+first ``bias_horizon`` states, env units.
 
 RECON: see ``sac.py``; the injected reward noise (``envs.py``); the evaluation is synchronous.
 """
@@ -282,12 +280,12 @@ def for_resume(cfg: Config, stored: dict, given: set[str]) -> tuple[Config, Conf
     under them. Returns (the resolved Config to run, the Config to compare with the record: the
     settings the run was recorded without left None)."""
     fields = {f.name for f in dataclasses.fields(Config)}
-    vals = {k: stored[k] for k in fields if k in stored and k not in given}
+    absent = [k for k in LEGACY if stored.get(k) is None]  # recorded before the setting existed (or as null)
+    vals = {k: stored[k] for k in fields if k in stored and k not in given and k not in absent}
     for k in ("algo", "hidden"):
         if isinstance(vals.get(k), list):
             vals[k] = tuple(vals[k])
     cfg = dataclasses.replace(cfg, **vals)
-    absent = [k for k in LEGACY if k not in stored]
     cfg = resolve_family(cfg, legacy=[k for k in absent if k not in given])
     return cfg, dataclasses.replace(cfg, **dict.fromkeys(k for k in absent if getattr(cfg, k) == LEGACY[k]))
 

@@ -1,22 +1,24 @@
 """The SAC-family learner: SAC, DSAC-T, DSAC-AID and AID's epistemic-only ablation, as flags of
 one batched learner (``algo``), and the replay buffer it learns from.
 
-Sources (shared/methods/dsac_aid.md; [C] = official code yzy-yuzhouyang/GOPS
-gops/algorithm/dsacaid.py; DSAC-T = Jingliang-Duan/DSAC-v2 dsac.py, arXiv 2310.05858):
+Sources ([C] = official code yzy-yuzhouyang/GOPS: gops/algorithm/dsacaid.py at 1ea49ca (σ loss
+default; 640e85a's form as ``sigma_loss="variance"``), gops/algorithm/dsact.py at a1b91bc):
 
 - ``sac``: twin critics, target min(Q1', Q2') - alpha log pi at a' ~ pi(s'), 0.5 MSE per
   critic, actor on min Q, automatic alpha (Haarnoja et al. 2018, arXiv 1812.05905; as CleanRL /
   Stable-Baselines3 do).
-- ``dsac-t``: 2 Gaussian critics (Q, sigma = softplus); a' ~ pi_target(s'); mean target from
-  min Q', the sampled target z = r + g(1-d)(Q'_k + clip(eps, +-3) sigma'_k - alpha log pi) from
-  the critic k with the smaller mean, bounded to Q + clip(z - Q, +-3 sbar) with sbar an EMA of
-  the batch-mean sigma; the variance-adjusted loss with b = 0.1 (DSAC-v2 after GOPS PR #21).
+- ``dsac-t`` (DSAC-T, arXiv 2310.05858, as [C] dsact.py computes it): 2 Gaussian critics;
+  a' ~ pi_target(s'); mean target from min Q', the sampled target from the critic with the
+  smaller target mean, bounded to Q + clip(z - Q, +-3 sbar) (sbar: EMA of the batch-mean sigma);
+  the plain loss (sbar^2 + b) mean[-sg(y - Q) Q / (sd^2 + b) - ((Qd - zb)^2 - sd^2) sigma /
+  (sd^3 + b)] or, with ``dsact_huber``, its Huber branch (ratio sbar^2 / (sd^2 + b) in [0.1, 10]).
 - ``dsac-aid`` [C]: ``num_q`` Gaussian critics; U_epi = Var_i Q_i' (unbiased), U_ale = mean_i
   sigma_i'^2, mean target from Q_lcb = mean_i Q_i' - sqrt(lam^2 U_epi + beta^2 U_ale); each
   critic's sampled target from its own Q_i', sigma_i'; rq, rs gradient ratios with the online
-  ensemble variance; Huber option; actor on mean Q - lam std Q (epistemic only); a behaviour
-  actor on the upper bound mean Q + sqrt(lam^2 Var Q + beta^2 mean sigma^2) collects the data;
-  beta annealed after evaluations (``Learner.anneal_beta``).
+  ensemble variance; Huber option with the σ loss rs sigma (sd^2 - 2 Huber(Qd - zb)) / (sd + b)
+  (1ea49ca) or rs Huber(sigma^2, (Qd - zb)^2) / (2 sd^2 + b) (640e85a); actor on mean Q - lam
+  std Q (epistemic only); a behaviour actor on the upper bound mean Q + sqrt(lam^2 Var Q + beta^2
+  mean sigma^2) collects the data; beta annealed after evaluations (``Learner.anneal_beta``).
 - ``dsac-aid-epi``: the same with beta = 0 throughout (no aleatoric term anywhere).
 
 Every tensor carries a leading seed dimension S: S independent learners train in one process
@@ -26,8 +28,8 @@ elementwise (one Adam = separate Adams). Critics step every iteration; actors, a
 Polyak update (critics, pi_target) every ``delay_update`` iterations; all gradients of an
 iteration are taken before any step, as [C] does.
 
-RECON: orthogonal-init gain; the beta-freeze is a latch (frozen until the first evaluation
-with bias >= freeze_fraction * threshold); evaluation is synchronous (official: asynchronous).
+RECON: evaluation is synchronous (official: asynchronous, so its bias reaches beta one
+evaluation interval later); sigma = softplus (GOPS's regularized critic adds 1e-5).
 """
 
 from __future__ import annotations
