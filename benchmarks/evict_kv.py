@@ -1,32 +1,22 @@
-"""Benchmark: CapKV vs the eviction baselines (and kvpress' presses when installed), one run.
+"""Benchmark: CapKV (capkv, capkv-qa) vs the eviction baselines and kvpress' presses, one run.
 
-Prints three markdown tables:
-1. quality: method x compression ratio -> needle accuracy, KL, top-1, perplexity, KV MB kept,
-   scoring overhead (fraction of prefill), on SmolLM2-135M over real python-docs haystacks;
-2. approximation: capacity F(C) of the one-shot leverage selection / the exact greedy log-det
-   selection, on real layers (and of key-norm / random selections, for scale);
-3. speed: scoring time per layer, ours vs kvpress' CapPress on identical inputs (ratio).
+Prints: quality (method x ratio -> needles [Wilson 95%], KL [bootstrap 95%], top-1, perplexity,
+MB kept, overhead) on SmolLM2-135M over real python-docs haystacks, the verdicts at 95%, and
+capkv / capkv-qa minus every other row paired per haystack; optionally the approximation to
+the exact greedy log-det and the scoring speed against kvpress' CapPress.
 
-kvpress 0.5.5 pins transformers<5.3, so its presses run only from a venv that has it: the
-kvpress peer venv (``make peers``). Run from the project venv, the script re-runs itself there
-on this checkout's code when that venv exists (or under ``--kvpress-python PY``):
-    .venv/bin/python benchmarks/evict_kv.py                 # with kvpress when `make peers` ran
-    .venv/bin/python benchmarks/evict_kv.py --no-kvpress    # ours only, in the project venv
-Defaults measure 1k-token contexts (CPU); pass --context-tokens 4096 8192 on a GPU.
+kvpress 0.5.5 pins transformers<5.3: the script re-runs itself in the kvpress peer venv of
+`make peers` (or under ``--kvpress-python PY``); ``--no-kvpress`` stays in the project venv.
+``--samples-jsonl FILE`` appends every sample record as it finishes; ``--pool-json`` pools
+saved runs (``--json`` files, or those JSONL files: their complete haystacks):
+    .venv/bin/python benchmarks/evict_kv.py --seed 0 --samples-jsonl s0.jsonl
+    .venv/bin/python benchmarks/evict_kv.py --pool-json s0.jsonl s3.jsonl s4.jsonl
 
-``--mode decode``: decoding-time compression (``icml26 evict-kv --mode decode``): SmolLM2-135M
-on real haystacks (needle + question), the cache kept at each ``--budgets`` while generating
-``--new-tokens``; every decoding policy and kvpress' DecodingPress (peer venv), KL / top-1 /
-answer / needle match / peak bytes / ms per token, and CapKV minus each baseline paired per
-haystack. Resumable per (haystack, policy, budget): each finished one is saved to ``--results``
-(default benchmarks/results/evict_kv_decode.json), with the full cache's generation of the
-haystack, so a rerun with the same settings skips what is saved (and does not generate again);
-``--max-haystacks K`` stops after K new haystacks, ``--print-only`` reprints the tables:
-    OMP_NUM_THREADS=1 timeout 3000 .venv/bin/python benchmarks/evict_kv.py --mode decode --max-haystacks 5
-Two parts in parallel, then the pooled tables:
-    ... --mode decode --haystacks 0 10 --results benchmarks/results/evict_kv_decode_a.json
-    ... --mode decode --haystacks 10 20 --results benchmarks/results/evict_kv_decode_b.json
-    ... --mode decode --print-only --results benchmarks/results/evict_kv_decode_a.json benchmarks/results/evict_kv_decode_b.json
+``--mode decode``: decoding-time compression (``icml26 evict-kv --mode decode``), resumable per
+(haystack, policy, budget) in ``--results`` (default benchmarks/results/evict_kv_decode.json,
+with the full cache's generation, so a rerun skips what is saved); ``--max-haystacks K``,
+``--haystacks FROM TO`` (parts in parallel), ``--print-only`` (reprint, pooling parts).
+Decode results saved before the renaming have their ``capkv`` relabelled ``capkv-qa``.
 """
 
 from __future__ import annotations
@@ -750,6 +740,15 @@ def main() -> None:
                 ],
             )
         )
+        print()
+        from icml26.methods.kvcache.evaluate import prefill_verdicts
+
+        print("## Verdicts at 95% (icml26.core.verdict: a winner only when its interval separates it)\n")
+        for ratio in sorted({r["compression_ratio"] for r in res if r["method"] != "full"}):
+            v = prefill_verdicts([r for r in res if r["compression_ratio"] == ratio], ratio)
+            for metric in ("needle", "kl"):
+                best, tied = v[f"best_{metric}_at_{ratio}"], v[f"tied_with_best_{metric}_at_{ratio}"]
+                print(f"- {metric} at {ratio}: best {best or 'none'}; tied with the leader: {', '.join(tied)}")
         print()
         pair = [row for ours in OURS_PAIRED for row in paired(smp, ours)]
         print(
