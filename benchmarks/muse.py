@@ -30,8 +30,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 RESULTS = Path(__file__).resolve().parent / "results" / "muse.json"
-KERNEL_TAG = "kern2"  # bench entries of the current C++ kernel (tiled far field); older tags are history
-BACKWARD_TAG = "bwd2"  # fwdbwd entries of the current backward (per-key sums over a cluster's queries); bwd1 is history
+KERNEL_TAG = "causal"  # bench entries of the causal design (per-token centroid assignment and retrieval)
+BACKWARD_TAG = "causal"  # fwdbwd entries of the causal design
 
 
 from _results import load_results as _load  # noqa: E402

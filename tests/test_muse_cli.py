@@ -161,3 +161,49 @@ def test_every_muse_recipe_builds_a_config():
     for p in recipes:
         cfg, seed = load_recipe(p, "muse")
         assert build_config(Config, cfg).context_tokens and seed == 0
+
+
+GPL = Path("/usr/share/common-licenses/GPL-3")
+
+
+def test_eval_on_your_own_text_evaluates_the_whole_file():
+    """--text is evaluation text: the GPL-3 licence (about 8k tokens) is evaluated from its first
+    token (eval_split auto = all), and the data record says which tokens were evaluated."""
+    recs = _run(
+        [
+            "eval",
+            "--text",
+            str(GPL),
+            "-n",
+            "1024",
+            "--windows",
+            "2",
+            "--method",
+            "muse",
+            "-q",
+            "--set",
+            "block_tokens=128",
+            "--set",
+            "retrieved_clusters=2",
+        ]
+    )
+    data = [r for r in recs if r["kind"] == "data"]
+    assert len(data) == 1 and data[0]["split"] == "all" and data[0]["source"] == str(GPL)
+    assert data[0]["token_ranges"] == [[0, 1024], [1024, 2048]] and data[0]["tokens_available"] > 7000
+    res = {r["method"]: r for r in recs if r["kind"] == "result"}
+    assert set(res) == {"sdpa", "muse"} and res["muse"]["split"] == "all" and res["muse"]["windows"] == 2
+    assert res["muse"]["muse_calls"] == 2 * 30 and res["muse"]["exact_calls"] == 0  # every SmolLM2 layer ran MuSe
+    assert 1.0 < res["sdpa"]["perplexity"] < 30 and res["muse"]["perplexity_ratio"] < 1.3  # 1.226 measured (r = 2)
+
+
+def test_eval_windows_take_what_fits_in_your_file_and_keep_the_split_rule_otherwise():
+    from icml26.methods.attention import harness as H
+
+    size = len(GPL.read_bytes())
+    wins, data = H.eval_windows(None, H.Config(text=str(GPL), windows=1000), 4096)  # bytes as tokens
+    assert len(wins) == size // 4096 and data["tokens_available"] == size
+    assert data["token_ranges"][-1] == [4096 * (size // 4096 - 1), 4096 * (size // 4096)]
+    assert H.Config(text=str(GPL)).split == "all" and H.Config().split == "test"
+    assert H.Config(text=str(GPL), eval_split="test").split == "test"
+    with pytest.raises(ValueError, match="needs --text"):
+        H.Config(eval_split="all")

@@ -365,7 +365,7 @@ at::Tensor forward_impl(const at::Tensor& q, const at::Tensor& k, const at::Tens
   at::parallel_for(0, G * nb, 1, [&](int64_t b0, int64_t b1) {
     std::vector<float> sc(bt), L, kt, vt, gate, qbar(cq * D), half, delta(D), acc(D), sbuf, wbuf(cq * sz);
     std::vector<float> lo(bt * D), llse(bt), S, A, Dl, mxs, zs;
-    std::vector<int64_t> order, ret, asg, grp, goff;
+    std::vector<int64_t> order, ret, asg, grp, goff, RT;
     std::vector<char> isret;
     for (int64_t gb = b0; gb < b1; ++gb) {
       const int64_t g = gb / nb, t = gb % nb, gk = (g / H) * Hk + (g % H) / rep;
@@ -424,32 +424,15 @@ at::Tensor forward_impl(const at::Tensor& q, const at::Tensor& k, const at::Tens
         for (int64_t a = 0; a < na; ++a)
           op.dots(qb + a * D, kmean.data() + gk * nb * ck * D, kpc, D, c, gate.data() + a * kpc);
       }
-      sbuf.resize(rr * sz + kpc);
-      isret.resize(kpc);
       for (int64_t a = 0; a < na; ++a) {
         const int64_t ma = goff[a + 1] - goff[a];
         const int64_t* pa = grp.data() + goff[a];
         if (ma == 0) continue;
-        const float* ga = gate.data() + a * kpc;
         const float* qa = tilted ? qbar.data() + a * D : nullptr;
-        // 3. retrieval: top-rr clusters by the gate
-        std::fill(isret.begin(), isret.end(), 0);
-        ret.resize(rr);
-        if (rr > 0) {
-          order.resize(kpc);
-          std::iota(order.begin(), order.end(), 0);
-          std::partial_sort(order.begin(), order.begin() + rr, order.end(),
-                            [&](int64_t x, int64_t y) { return ga[x] > ga[y] || (ga[x] == ga[y] && x < y); });
-          for (int64_t j = 0; j < rr; ++j) {
-            ret[j] = order[j];
-            isret[order[j]] = 1;
-          }
-        }
         const float* La = tilted ? L.data() + a * kpc : nullptr;
         const float* kta = tilted ? kt.data() + a * kpc * D : nullptr;
         const float* vta = tilted ? vt.data() + a * kpc * D : nullptr;
-        // 4. one softmax per query over the retrieved keys and the far-field summaries; rows are
-        //    visited in tiles shared by all m queries of the cluster (each tile read once from cache)
+        // one softmax per query over its retrieved keys and the far-field summaries
         const int64_t ns = rr * sz + (tilted ? kpc : 0);
         if (ns == 0) {
           for (int64_t i = 0; i < ma; ++i) {
@@ -460,11 +443,9 @@ at::Tensor forward_impl(const at::Tensor& q, const at::Tensor& k, const at::Tens
         }
         S.resize(ma * ns);
         A.assign(ma * D, 0.f);
-        for (int64_t j = 0; j < rr; ++j) {
-          const float* kc = ksg + ret[j] * sz * D;
-          for (int64_t i = 0; i < ma; ++i) op.dots(qb + pa[i] * D, kc, sz, D, c, S.data() + i * ns + j * sz);
-        }
+        RT.resize(ma * rr);
         if (tilted) {
+          // 4. far field L_ab + c (q - qbar_a).kt_ab: tiles of summaries shared by the group's queries
           Dl.resize(ma * D);
           for (int64_t i = 0; i < ma; ++i) {
             const float* qi = qb + pa[i] * D;
@@ -476,8 +457,24 @@ at::Tensor forward_impl(const at::Tensor& q, const at::Tensor& k, const at::Tens
           }
           for (int64_t i = 0; i < ma; ++i) {
             float* sf = S.data() + i * ns + rr * sz;
-            for (int64_t b = 0; b < kpc; ++b) sf[b] = isret[b] ? ninf : sf[b] + La[b];
+            for (int64_t b = 0; b < kpc; ++b) sf[b] += La[b];
           }
+        }
+        // 3. retrieval: every query's own top-rr past clusters, by its far-field estimate of log Z_b(q)
+        //    (muse) or by q.mean(k_b) (block); attended exactly and dropped from its far field
+        for (int64_t i = 0; i < ma && rr > 0; ++i) {
+          float* sf = S.data() + i * ns + rr * sz;
+          const float* gi = tilted ? sf : gate.data() + a * kpc;
+          order.resize(kpc);
+          std::iota(order.begin(), order.end(), 0);
+          std::partial_sort(order.begin(), order.begin() + rr, order.end(),
+                            [&](int64_t x, int64_t y) { return gi[x] > gi[y] || (gi[x] == gi[y] && x < y); });
+          for (int64_t j = 0; j < rr; ++j) {
+            RT[i * rr + j] = order[j];
+            op.dots(qb + pa[i] * D, ksg + order[j] * sz * D, sz, D, c, S.data() + i * ns + j * sz);
+          }
+          if (tilted)
+            for (int64_t j = 0; j < rr; ++j) sf[order[j]] = ninf;
         }
         mxs.resize(ma);
         zs.resize(ma);
@@ -486,10 +483,9 @@ at::Tensor forward_impl(const at::Tensor& q, const at::Tensor& k, const at::Tens
           mxs[i] = *std::max_element(si, si + ns);
           zs[i] = op.expsum(si, ns, mxs[i]);
         }
-        for (int64_t j = 0; j < rr; ++j) {
-          const float* vc = vsg + ret[j] * sz * D;
-          for (int64_t i = 0; i < ma; ++i) op.wsum(S.data() + i * ns + j * sz, vc, sz, D, A.data() + i * D);
-        }
+        for (int64_t i = 0; i < ma; ++i)
+          for (int64_t j = 0; j < rr; ++j)
+            op.wsum(S.data() + i * ns + j * sz, vsg + RT[i * rr + j] * sz * D, sz, D, A.data() + i * D);
         if (tilted) {
           for (int64_t b0 = 0; b0 < kpc; b0 += kTile) {
             const int64_t nt = std::min(kTile, kpc - b0);
@@ -578,8 +574,8 @@ std::vector<at::Tensor> muse_backward(const at::Tensor& q, const at::Tensor& k, 
 
   at::parallel_for(0, G, 1, [&](int64_t g0, int64_t g1) {
     std::vector<float> dsum(bt), sl(bt), dp, dsv, lPT(bt * bt), ldST(bt * bt), qbar(cq * D), L, kt, vt, W, gate, gK, gV, gL, base;
-    std::vector<float> Qa(bt * D), dOa(bt * D), Da(bt * D), dQa(bt * D), PT, dST, wa(cq), dl(cq), kd(cq), vd(cq), half;
-    std::vector<int64_t> order, ret, asg, grp, goff;
+    std::vector<float> Qa(bt * D), dOa(bt * D), Da(bt * D), dQa(bt * D), PT, dST, SF, wa(cq), dl(cq), kd(cq), vd(cq), half;
+    std::vector<int64_t> order, ret, asg, grp, goff, RT;
     std::vector<char> isret;
     for (int64_t g = g0; g < g1; ++g) {
       const int64_t gk = (g / H) * Hk + (g % H) / rep;
@@ -657,7 +653,6 @@ std::vector<at::Tensor> muse_backward(const at::Tensor& q, const at::Tensor& k, 
           for (int64_t a = 0; a < na; ++a)
             op.dots(qb + a * D, kmean.data() + gk * nb * ck * D, kpc, D, c, gate.data() + a * kpc);
         }
-        isret.assign(na * kpc, 0);
         PT.resize(std::max<int64_t>(sz, kpc) * bt);
         dST.resize(PT.size());
         for (int64_t a = 0; a < na; ++a) {
@@ -665,19 +660,6 @@ std::vector<at::Tensor> muse_backward(const at::Tensor& q, const at::Tensor& k, 
           const int64_t* pa = grp.data() + goff[a];
           if (ma == 0) continue;
           const float* qa = tilted ? qbar.data() + a * D : nullptr;
-          char* isr = isret.data() + a * kpc;
-          ret.resize(rr);
-          if (rr > 0) {
-            const float* ga = gate.data() + a * kpc;
-            order.resize(kpc);
-            std::iota(order.begin(), order.end(), 0);
-            std::partial_sort(order.begin(), order.begin() + rr, order.end(),
-                              [&](int64_t x, int64_t y) { return ga[x] > ga[y] || (ga[x] == ga[y] && x < y); });
-            for (int64_t j = 0; j < rr; ++j) {
-              ret[j] = order[j];
-              isr[order[j]] = 1;
-            }
-          }
           for (int64_t i = 0; i < ma; ++i) {
             const int64_t row = pa[i];
             std::memcpy(Qa.data() + i * D, qb + row * D, sizeof(float) * D);
@@ -686,44 +668,61 @@ std::vector<at::Tensor> muse_backward(const at::Tensor& q, const at::Tensor& k, 
               for (int64_t e = 0; e < D; ++e) Da[i * D + e] = qb[row * D + e] - qa[e];
           }
           std::fill(dQa.begin(), dQa.begin() + ma * D, 0.f);
-          // retrieved key clusters
-          for (int64_t jr = 0; jr < rr; ++jr) {
-            const float* kc = ksg + ret[jr] * sz * D;
-            const float* vc = vsg + ret[jr] * sz * D;
+          // far-field logits (recomputed) and every query's retrieved clusters, as in the forward
+          SF.resize(ma * kpc);
+          RT.resize(ma * rr);
+          if (far) {
+            const float* La = L.data() + a * kpc;  // tilted: na = cq
+            const float* kta = kt.data() + a * kpc * D;
             for (int64_t i = 0; i < ma; ++i) {
-              const int64_t row = pa[i];
+              float* sf = SF.data() + i * kpc;
+              op.dots(Da.data() + i * D, kta, kpc, D, c, sf);
+              for (int64_t b = 0; b < kpc; ++b) sf[b] += La[b];
+            }
+          }
+          for (int64_t i = 0; i < ma && rr > 0; ++i) {
+            float* sf = SF.data() + i * kpc;
+            const float* gi = tilted ? sf : gate.data() + a * kpc;
+            order.resize(kpc);
+            std::iota(order.begin(), order.end(), 0);
+            std::partial_sort(order.begin(), order.begin() + rr, order.end(),
+                              [&](int64_t x, int64_t y) { return gi[x] > gi[y] || (gi[x] == gi[y] && x < y); });
+            for (int64_t j = 0; j < rr; ++j) RT[i * rr + j] = order[j];
+            if (tilted)
+              for (int64_t j = 0; j < rr; ++j) sf[order[j]] = ninf;
+          }
+          // retrieved keys, query by query: dq += dS k, dk += dS q, dv += P dO
+          for (int64_t i = 0; i < ma; ++i) {
+            const int64_t row = pa[i];
+            for (int64_t jr = 0; jr < rr; ++jr) {
+              const int64_t cl = RT[i * rr + jr];
+              const float* kc = ksg + cl * sz * D;
+              const float* vc = vsg + cl * sz * D;
               op.dots(Qa.data() + i * D, kc, sz, D, c, sl.data());
               op.expsum(sl.data(), sz, lb[row]);
               op.dots(dOa.data() + i * D, vc, sz, D, 1.f, dp.data());
               for (int64_t j = 0; j < sz; ++j) {
                 const float P = sl[j], dS = c * P * (dp[j] - dsum[row]);
                 dsv[j] = dS;
-                PT[j * ma + i] = P;
-                dST[j * ma + i] = dS;
+                const int64_t o = kog[cl * sz + j];
+                op.axpy(dS, Qa.data() + i * D, dkh + o * D, D);
+                op.axpy(P, dOa.data() + i * D, dvh + o * D, D);
               }
               op.wsum(dsv.data(), kc, sz, D, dQa.data() + i * D);
             }
-            for (int64_t j = 0; j < sz; ++j) {
-              const int64_t o = kog[ret[jr] * sz + j];
-              op.wsum(dST.data() + j * ma, Qa.data(), ma, D, dkh + o * D);
-              op.wsum(PT.data() + j * ma, dOa.data(), ma, D, dvh + o * D);
-            }
           }
-          // far-field summaries
+          // far-field summaries (a query's retrieved clusters have P = 0 there)
           if (far) {
-            const float* La = L.data() + a * kpc;  // tilted: na = cq
             const float* kta = kt.data() + a * kpc * D;
             const float* vta = vt.data() + a * kpc * D;
             float* gLa = gL.data() + a * kpc;
             for (int64_t i = 0; i < ma; ++i) {
               const int64_t row = pa[i];
-              float* sf = sl.data();
-              op.dots(Da.data() + i * D, kta, kpc, D, c, sf);
-              for (int64_t b = 0; b < kpc; ++b) sf[b] = isr[b] ? ninf : sf[b] + La[b];
+              float* sf = SF.data() + i * kpc;
               op.expsum(sf, kpc, lb[row]);
               op.dots(dOa.data() + i * D, vta, kpc, D, 1.f, dp.data());
               for (int64_t b = 0; b < kpc; ++b) {
-                const float P = sf[b], dS = isr[b] ? 0.f : P * (dp[b] - dsum[row]);
+                const float P = sf[b], dS = P == 0.f ? 0.f : P * (dp[b] - dsum[row]);
                 dsv[b] = c * dS;
                 gLa[b] += dS;
                 PT[b * ma + i] = P;
@@ -732,7 +731,6 @@ std::vector<at::Tensor> muse_backward(const at::Tensor& q, const at::Tensor& k, 
               op.wsum(dsv.data(), kta, kpc, D, dQa.data() + i * D);
             }
             for (int64_t b = 0; b < kpc; ++b) {
-              if (isr[b]) continue;
               op.wsum(dST.data() + b * ma, Da.data(), ma, D, gK.data() + (b * cq + a) * D);
               op.wsum(PT.data() + b * ma, dOa.data(), ma, D, gV.data() + (b * cq + a) * D);
             }
@@ -744,9 +742,8 @@ std::vector<at::Tensor> muse_backward(const at::Tensor& q, const at::Tensor& k, 
           base.resize(cq * kpc);
           for (int64_t a = 0; a < cq; ++a)
             for (int64_t b = 0; b < kpc; ++b)
-              base[a * kpc + b] = isret[a * kpc + b] ? 0.f
-                                                     : gL[a * kpc + b] - op.dot(kt.data() + (a * kpc + b) * D, gK.data() + (b * cq + a) * D, D) -
-                                                           op.dot(vt.data() + (a * kpc + b) * D, gV.data() + (b * cq + a) * D, D);
+              base[a * kpc + b] = gL[a * kpc + b] - op.dot(kt.data() + (a * kpc + b) * D, gK.data() + (b * cq + a) * D, D) -
+                                  op.dot(vt.data() + (a * kpc + b) * D, gV.data() + (b * cq + a) * D, D);
           for (int64_t b = 0; b < kpc; ++b) {
             const float* gkb = gK.data() + b * cq * D;
             const float* gvb = gV.data() + b * cq * D;
@@ -756,7 +753,7 @@ std::vector<at::Tensor> muse_backward(const at::Tensor& q, const at::Tensor& k, 
               op.dots(kj, gkb, cq, D, 1.f, kd.data());
               op.dots(vj, gvb, cq, D, 1.f, vd.data());
               for (int64_t a = 0; a < cq; ++a) {
-                const float w = isret[a * kpc + b] ? 0.f : W[(a * kpc + b) * sz + j];
+                const float w = W[(a * kpc + b) * sz + j];
                 wa[a] = w;
                 dl[a] = c * w * (base[a * kpc + b] + kd[a] + vd[a]);
               }

@@ -42,10 +42,10 @@ class Config:
     context_tokens: tuple[int, ...] = (4096,)
     # MuSe (per head, per block)
     block_tokens: int = field(default=256, metadata={"sized": 2**20})  # MuSe block size (keys per block)
-    query_clusters: int = 4
+    query_clusters: int = 8
     key_clusters: int = 8
     lloyd_iters: int = 3
-    retrieved_clusters: int = 8
+    retrieved_clusters: int = 16
     detach_query_centroids: bool = True
     # data
     text: str | None = None  # a UTF-8 file instead of the built-in corpora
@@ -56,7 +56,9 @@ class Config:
     threads: int = 1
     # eval
     windows: int = 2
-    eval_split: str = "test"  # eval windows from the test split, or "val" (to choose settings without the test windows)
+    # eval / bench windows: "auto" = "all" of your --text file (it is evaluation text), else the built-in
+    # corpus' "test" split; "val" to choose settings without the test windows; "test" / "all" explicitly
+    eval_split: str = "auto"
     # train
     train_steps: int = 200
     d_model: int = 128
@@ -98,8 +100,10 @@ class Config:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.layer < 0:
             raise ValueError(f"layer must be >= 0, got {self.layer}")
-        if self.eval_split not in ("test", "val"):
-            raise ValueError(f"eval_split must be 'test' or 'val', got {self.eval_split!r}")
+        if self.eval_split not in ("auto", "test", "val", "all"):
+            raise ValueError(f"eval_split must be 'auto', 'test', 'val' or 'all', got {self.eval_split!r}")
+        if self.eval_split == "all" and self.text is None:
+            raise ValueError("eval_split=all needs --text (the built-in corpus keeps its train/val/test split)")
         if self.warmup_steps < 0:
             raise ValueError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
         if self.d_model % self.n_heads or self.n_heads % self.n_kv_heads or (self.d_model // self.n_heads) % 2:
@@ -109,6 +113,13 @@ class Config:
             )
         if not (self.lr > 0 and math.isfinite(self.lr)):
             raise ValueError(f"lr must be a positive finite number, got {self.lr}")
+
+    @property
+    def split(self) -> str:
+        """The split bench / eval read: eval_split, with "auto" resolved ("all" of --text, else "test")."""
+        if self.eval_split == "auto":
+            return "all" if self.text is not None else "test"
+        return self.eval_split
 
     def settings(self, variant: str = "muse") -> M.MuseSettings:
         return M.MuseSettings(
@@ -152,7 +163,12 @@ def require_text(cfg: Config) -> None:
 
 
 def split_text(split: str, chars: int, text: str | None = None) -> str:
-    """About ``chars`` characters of ``split`` (train / val / test), documents joined by blank lines."""
+    """About ``chars`` characters of ``split`` (train / val / test), documents joined by blank lines;
+    ``all``: the whole of the user's file ``text``."""
+    if split == "all":
+        from icml26.core.data import text as T
+
+        return T.read_text_file(text)
     parts, total = [], 0
     for docs in _documents(text):
         for i, d in enumerate(docs):
@@ -166,6 +182,38 @@ def split_text(split: str, chars: int, text: str | None = None) -> str:
 
 def token_windows(tok, split: str, n_tokens: int, windows: int, text: str | None = None) -> list[list[int]]:
     """``windows`` non-overlapping windows of ``n_tokens`` tokens of ``split`` (InputError if too short)."""
+    return _windows(tok, split, n_tokens, windows, text)[0]
+
+
+def eval_windows(tok, cfg: Config, n_tokens: int) -> tuple[list[list[int]], dict]:
+    """The windows bench / eval read at ``n_tokens``, and the ``data`` record saying which tokens they
+    are. On the user's whole file (split "all") as many whole windows as fit, up to ``cfg.windows``."""
+    split = cfg.split
+    wins, total = _windows(tok, split, n_tokens, cfg.windows, cfg.text, fit=split == "all")
+    where = "the whole file" if split == "all" else f"the {split} split (the split rule, in corpus order)"
+    rec = {
+        "kind": "data",
+        "context_tokens": n_tokens,
+        "source": cfg.text if cfg.text is not None else "python-docs + gcide (built in)",
+        "split": split,
+        "windows": len(wins),
+        "token_ranges": [[i * n_tokens, (i + 1) * n_tokens] for i in range(len(wins))],
+        "tokens_available": total,
+        "note": f"token_ranges index the tokens of {where}; the rest was not evaluated",
+    }
+    return wins, rec
+
+
+def _windows(tok, split, n_tokens, windows, text=None, fit=False):
+    if split == "all":
+        s = split_text("all", 0, text)
+        ids = tok(s, add_special_tokens=False)["input_ids"] if tok is not None else list(s.encode("utf-8"))
+        if len(ids) < n_tokens:
+            raise InputError(f"{text!r} has {len(ids)} tokens; one window of {n_tokens} needs {n_tokens}")
+        k = min(windows, len(ids) // n_tokens) if fit else windows
+        if len(ids) < k * n_tokens:
+            raise InputError(f"{text!r} has {len(ids)} tokens; {k} window(s) of {n_tokens} need {k * n_tokens}")
+        return [ids[i * n_tokens : (i + 1) * n_tokens] for i in range(k)], len(ids)
     need = n_tokens * windows
     chars = need * 5
     while True:
@@ -179,7 +227,7 @@ def token_windows(tok, split: str, n_tokens: int, windows: int, text: str | None
         raise InputError(
             f"the {split} split of {where} has {len(ids)} tokens; {windows} window(s) of {n_tokens} need {need}"
         )
-    return [ids[i * n_tokens : (i + 1) * n_tokens] for i in range(windows)]
+    return [ids[i * n_tokens : (i + 1) * n_tokens] for i in range(windows)], len(ids)
 
 
 # ----------------------------------------------------------------------------- bench
@@ -269,14 +317,26 @@ def run_bench(cfg: Config, *, seed: int = 0, device: str = "cpu") -> Iterator[di
 
     seed_everything(seed)
     torch.set_num_threads(cfg.threads)
+    from icml26.core.progress import progress
+    from icml26.methods.attention import hf
+
     model, tok = load_causal_lm(cfg.model)
+    feats = hf.check_model(model.config, max(cfg.context_tokens))
+    if feats:
+        raise InputError(
+            f"muse bench: layer {cfg.layer}'s attention has {feats['attention_features']}, which MuSe does not "
+            "compute: its error and speed-up would not be those of this model's attention"
+        )
     results = []
-    for n in cfg.context_tokens:
-        ids = token_windows(tok, "test", n, 1, cfg.text)[0]
-        q, k, v, scale = capture_qkv(model, ids, cfg.layer)
-        for rec in bench_tensors(cfg, q, k, v, scale, n):
-            results.append(rec)
-            yield rec
+    with progress(len(cfg.context_tokens) * len(cfg.methods), "muse bench") as bar:
+        for n in cfg.context_tokens:
+            wins, data = eval_windows(tok, replace(cfg, windows=1), n)
+            yield data
+            q, k, v, scale = capture_qkv(model, wins[0], cfg.layer)
+            for rec in bench_tensors(cfg, q, k, v, scale, n):
+                results.append(rec)
+                bar.advance(1, n=n, method=rec["method"], speedup=rec["speedup_vs_sdpa"], rse=rec["rel_squared_error"])
+                yield rec
     yield bench_summary(results, cfg)
 
 
@@ -346,16 +406,31 @@ def run_eval(cfg: Config, *, seed: int = 0, device: str = "cpu", reference: dict
         .eval()
         .to(device)
     )
+    from icml26.core.progress import progress
+
     methods = ["sdpa"] + [m_ for m_ in cfg.methods if m_ != "sdpa"]
     results = []
     for n in cfg.context_tokens:
-        wins = token_windows(tok, cfg.eval_split, n, cfg.windows, cfg.text)
+        wins, data = eval_windows(tok, cfg, n)
+        feats = hf.check_model(model.config, n)  # one warning line before the run when MuSe cannot cover it
+        data.update(feats)
+        yield data
+        if feats and feats["muse_layers"] == 0 and any(m_ != "sdpa" for m_ in methods):
+            raise InputError(
+                f"muse eval: every layer of this model has {feats['attention_features']} at {n} tokens, which MuSe "
+                "does not compute: no MuSe figure can be reported (use --method sdpa, or a shorter context)"
+            )
         ref_ppl = (reference or {}).get(n)
         for mth in methods:
             if mth == "sdpa" and ref_ppl is not None:
                 continue
             nll, count, sec = 0.0, 0, 0.0
-            with hf.settings(cfg.settings(mth), method=mth), torch.no_grad():
+            c0 = hf.counters()
+            with (
+                hf.settings(cfg.settings(mth), method=mth),
+                torch.no_grad(),
+                progress(len(wins), f"muse eval {mth} n={n}") as bar,
+            ):
                 for w in wins:
                     ids = torch.tensor([w], device=device)
                     t0 = time.perf_counter()
@@ -364,6 +439,8 @@ def run_eval(cfg: Config, *, seed: int = 0, device: str = "cpu", reference: dict
                     lp = torch.log_softmax(logits[0, :-1].double(), -1)
                     nll += -lp.gather(-1, ids[0, 1:, None]).sum().item()
                     count += n - 1
+                    bar.advance(1, ppl=math.exp(nll / count))
+            c1 = hf.counters()
             ppl = math.exp(nll / count)
             ref_ppl = ppl if mth == "sdpa" else ref_ppl
             rec = {
@@ -374,12 +451,16 @@ def run_eval(cfg: Config, *, seed: int = 0, device: str = "cpu", reference: dict
                 "perplexity_ratio": ppl / ref_ppl,
                 "seconds": sec,
                 "windows": len(wins),
-                "split": cfg.eval_split,
+                "split": data["split"],
             }
             if mth != "sdpa":
                 from icml26.methods.attention import kernel
 
                 rec["sparsity"] = M.sparsity(n, kernel.exact_pairs_shape(n, cfg.settings(mth)))
+                rec["muse_calls"] = c1["calls"] - c0["calls"]  # attention calls MuSe computed
+                rec["exact_calls"] = c1["fallbacks"] - c0["fallbacks"]  # and those exact attention computed
+                if feats:
+                    rec["attention_features"], rec["fallback"] = feats["attention_features"], feats["fallback"]
             results.append(rec)
             yield rec
     summ = {"kind": "summary", "model": cfg.model, "windows": cfg.windows}
@@ -435,7 +516,9 @@ def run_train(
     import torch
     from safetensors.torch import load_model, save_model
 
+    from icml26.core import diverge
     from icml26.core.output import atomic_path, atomic_write_text, previous_results
+    from icml26.core.progress import progress
     from icml26.methods.attention import hf, kernel
 
     rank, world = _dist()
@@ -479,13 +562,23 @@ def run_train(
         offsets = torch.randint(0, train_ids.numel() - n - 1, (cfg.train_steps, world), generator=g)
         # which attention path trains (and, on first use, the C++ kernel's build) is settled before the clock starts
         path = "sdpa" if mth == "sdpa" else kernel.backend_for(torch.zeros(1, 1, 2, 1), cfg.settings(mth))
-        with hf.settings(cfg.settings(mth), method=mth):
+        diverged = None
+        with (
+            hf.settings(cfg.settings(mth), method=mth),
+            progress(cfg.train_steps - start, f"muse train {mth}") as bar,
+        ):
             model.train()
             for step in range(start + 1, cfg.train_steps + 1):
                 t0 = time.perf_counter()
                 o = int(offsets[step - 1, rank])
                 ids = train_ids[o : o + n + 1].unsqueeze(0).to(device)
                 loss = _loss(ddp, ids)
+                try:
+                    diverge.check(step, loss=loss.detach())
+                except diverge.Diverged as e:
+                    diverged = e
+                    diverge.warn(e, f"muse train {mth}")
+                    break
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -500,6 +593,7 @@ def run_train(
                 dt = time.perf_counter() - t0
                 wall += dt
                 losses.append(float(lv))
+                bar.advance(1, loss=float(lv), tok_s=n * world / dt)
                 if step % cfg.log_every == 0 or step == cfg.train_steps:
                     yield {
                         "kind": "step",
@@ -520,8 +614,25 @@ def run_train(
                         json.dumps({"step": step, "wall_s": wall, "losses": losses, "scheduler": sched.state_dict()}),
                     )
             model.eval()
-            with torch.no_grad():
-                vl = statistics.fmean(float(_loss(model, w.to(device))) for w in val)
+            if diverged is None:
+                with torch.no_grad():
+                    vl = statistics.fmean(float(_loss(model, w.to(device))) for w in val)
+        if diverged is not None:
+            rec = {
+                "kind": "result",
+                "method": mth,
+                "context_tokens": n,
+                "final_loss": None,
+                "val_loss": None,
+                "wall_s": wall,
+                "steps": len(losses),
+                "world_size": world,
+                "attention_path": path,
+                **diverge.diverged_fields(diverged),
+            }
+            results.append(rec)
+            yield rec
+            continue
         tail = losses[-max(1, len(losses) // 10) :]
         rec = {
             "kind": "result",
@@ -533,11 +644,12 @@ def run_train(
             "steps": cfg.train_steps,
             "world_size": world,
             "attention_path": path,
+            **diverge.diverged_fields(None),
         }
         results.append(rec)
         yield rec
     summ = {"kind": "summary", "context_tokens": n, "steps": cfg.train_steps}
-    by = {r["method"]: r for r in results}
+    by = {r["method"]: r for r in results if not r.get("diverged")}
     if "sdpa" in by and "muse" in by:
         summ["val_loss_ratio_muse_vs_sdpa"] = by["muse"]["val_loss"] / by["sdpa"]["val_loss"]
         summ["wall_ratio_muse_vs_sdpa"] = by["muse"]["wall_s"] / by["sdpa"]["wall_s"]

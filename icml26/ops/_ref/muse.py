@@ -14,9 +14,11 @@ Method (docs/muse.md; the paper's full text and code are not public, RECON = thi
      exp(c q̄_a.k_j), k̃_ab, ṽ_ab the tilted key / value means [paper v1 Fig. 1 caption].
   4. Far field of a query q in a: log Z_b(q) ~ L_ab + c (q - q̄_a).k̃_ab (first order in the
      query's offset, exact at q = q̄_a), numerator ~ Z_b(q) ṽ_ab.  RECON.
-  5. Retrieval: the top ``retrieved_clusters`` past key clusters of each centroid by L_ab are
-     attended exactly and dropped from the far field [paper v4 abstract]; the query's own block
-     is exact causal attention. So the output at position t depends on tokens <= t only.
+  5. Retrieval: every query attends exactly to its own top ``retrieved_clusters`` past key
+     clusters by its far-field estimate of log Z_b(q) (step 4; RECON: the paper's v4 abstract
+     says "selective exact retrieval from the most relevant clusters"), dropped from its far
+     field; the query's own block is exact causal attention. So the output at position t depends
+     on tokens <= t only.
 Variants: ``muse`` (1-5), ``muse-noretrieval`` (no 5 retrieval), ``muse-v1`` (untilted
 monopole + dipole per key cluster, no query clusters, no retrieval; RECON of v1), ``block``
 (MoBA, Lu et al. 2025, arXiv 2502.13189: every query picks its own top-r past key blocks by
@@ -54,10 +56,10 @@ class MuseSettings:
     variant: one of VARIANTS."""
 
     block_tokens: int = 256
-    query_clusters: int = 4
+    query_clusters: int = 8
     key_clusters: int = 8
     lloyd_iters: int = 3
-    retrieved_clusters: int = 8
+    retrieved_clusters: int = 16
     variant: str = "muse"
     detach_query_centroids: bool = True
 
@@ -87,8 +89,8 @@ class Plan:
     perm_q: (G, nb, B) balanced cluster order of each block's queries (cluster a = positions
     a*B/Cq .. of the order; the centroids of block t are those of block t-1);
     assign: (G, nb, B) the centroid each query joins (``block``: the query itself, 0..B-1);
-    perm_k: (G, nb, B) key order per block; retrieved: (G, nb, A, r) key-cluster ids per
-    centroid (A = Cq) or per query (``block``: A = B), or None; valid: same shape, bool;
+    perm_k: (G, nb, B) key order per block; retrieved: (G, nb, B, r) key-cluster ids per query,
+    or None; valid: same shape, bool;
     exact_pairs: query-key pairs computed exactly per head (float)."""
 
     perm_q: Tensor
@@ -323,7 +325,6 @@ def _far_tilted(qb, kb, vb, plan: Plan, s: MuseSettings, c: float):
     ninf = float("-inf")
     r = s.retrieval
     need_plan = r > 0 and plan.retrieved is None
-    na = bt if block else cq  # groups that choose retrieved sets: tokens (block) or centroids
     rets, valids = [], []
     outs = [torch.zeros_like(qb[:, 0])]
     lses = [torch.full_like(qb[:, 0, :, 0], -1e30)]
@@ -346,10 +347,17 @@ def _far_tilted(qb, kb, vb, plan: Plan, s: MuseSettings, c: float):
             wn = (w / z.unsqueeze(-2)).transpose(-1, -2)  # (G, Kp, Cq, s)
             kt = (wn @ ksp).transpose(1, 2)  # (G, Cq, Kp, D)
             vt = (wn @ vsp).transpose(1, 2)
-            gate = L
-        parts_s, drop_tok = [], None
+        if not block:
+            # 4. far field: log Z_b(q) ~ L_ab + c (q - q̄_a).k̃_ab, numerator ~ Z_b(q) ṽ_ab
+            onehot = F.one_hot(at, cq).to(qt.dtype).transpose(1, 2).unsqueeze(-1)  # (G, Cq, B, 1)
+            delta = qt.unsqueeze(1) - qbt.unsqueeze(2)  # (G, Cq, B, D)
+            sf_all = L.unsqueeze(-2) + c * delta @ kt.transpose(-1, -2)  # (G, Cq, B, Kp)
+            sf = torch.gather(sf_all, 1, at[:, None, :, None].expand(g, 1, bt, kp)).squeeze(1)  # (G, B, Kp)
+            gate = sf
+        parts_s = []
         if r > 0:
-            # 5. retrieval: top-r past key clusters of each group, attended exactly
+            # 5. retrieval: each query's own top-r past key clusters by its far-field estimate of
+            #    log Z_b(q) (muse) or by q.mean(k_b) (block), attended exactly
             rr = min(r, kp)
             if need_plan:
                 top = torch.topk(gate.detach(), rr, dim=-1)
@@ -358,25 +366,17 @@ def _far_tilted(qb, kb, vb, plan: Plan, s: MuseSettings, c: float):
                 valids.append(F.pad(valid, (0, r - rr)))
             else:
                 idx, valid = plan.retrieved[:, t, :, :rr], plan.valid[:, t, :, :rr]
-            if not block:  # per token: its centroid's set
-                sel = at.unsqueeze(-1).expand(g, bt, rr)
-                idx, valid = torch.gather(idx, 1, sel), torch.gather(valid, 1, sel)
             kr = ksp[gi, idx].reshape(g, bt, rr * sz, d)  # (G, B, r*s, D)
             vr = vsp[gi, idx].reshape(g, bt, rr * sz, d)
             sr = c * (kr @ qt.unsqueeze(-1)).squeeze(-1)  # (G, B, r*s)
             parts_s.append(sr.masked_fill(~valid.repeat_interleave(sz, dim=-1), ninf))
-            drop_tok = torch.zeros(g, bt, kp, dtype=torch.bool, device=qb.device).scatter_(-1, idx, valid)
+            if not block:  # ... and dropped from its far field
+                drop = torch.zeros(g, bt, kp, dtype=torch.bool, device=qb.device).scatter_(-1, idx, valid)
+                sf = sf.masked_fill(drop, ninf)
             cnts.append(valid.sum(-1) * sz)
         else:
             cnts.append(torch.zeros(g, bt, dtype=torch.long, device=qb.device))
         if not block:
-            # 4. far field: log Z_b(q) ~ L_ab + c (q - q̄_a).k̃_ab, numerator ~ Z_b(q) ṽ_ab
-            onehot = F.one_hot(at, cq).to(qt.dtype).transpose(1, 2).unsqueeze(-1)  # (G, Cq, B, 1)
-            delta = qt.unsqueeze(1) - qbt.unsqueeze(2)  # (G, Cq, B, D)
-            sf_all = L.unsqueeze(-2) + c * delta @ kt.transpose(-1, -2)  # (G, Cq, B, Kp)
-            sf = torch.gather(sf_all, 1, at[:, None, :, None].expand(g, 1, bt, kp)).squeeze(1)
-            if drop_tok is not None:
-                sf = sf.masked_fill(drop_tok, ninf)
             parts_s.append(sf)
         if not parts_s:  # block baseline without retrieval: the local block only
             outs.append(torch.zeros_like(qt))
@@ -396,8 +396,8 @@ def _far_tilted(qb, kb, vb, plan: Plan, s: MuseSettings, c: float):
         outs.append(o_t / z)
         lses.append((mx + torch.log(z)).squeeze(-1))
     if need_plan:
-        z0 = torch.zeros(g, na, r, dtype=torch.long, device=qb.device)
-        plan.retrieved = torch.stack([z0] + rets, 1)  # (G, nb, A, r)
+        z0 = torch.zeros(g, bt, r, dtype=torch.long, device=qb.device)
+        plan.retrieved = torch.stack([z0] + rets, 1)  # (G, nb, B, r)
         plan.valid = torch.stack([z0.bool()] + valids, 1)
     out = torch.stack(outs, 1)
     lse = torch.stack(lses, 1)
