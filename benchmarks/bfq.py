@@ -7,10 +7,10 @@ benchmarks/results/bfq/bfq.json (a rerun prints from it).
     OMP_NUM_THREADS=1 python benchmarks/bfq.py --part scores --steps 3000 [--datasets hopper-v5-medium,...]
     python benchmarks/bfq.py --print                                   # the tables from the saved JSON
 
-Speed protocol: one policy (1 seed), Hopper-v5 sizes (11 observation, 3 action dims), the
-networks of the scores run (3 x 256), batch 256 for training on random batches (speed does not
+Speed protocol: one policy (1 seed), Hopper-v5 sizes (11 observation, 3 action dims), each
+method's official networks and action selection (Diffusion-QL: 50 candidates), batch 256 for training on random batches (speed does not
 depend on the data); ``--rounds`` alternating rounds over the methods, the median per method (the
-machine is shared: the load is saved beside the figures). Targets (issue 21): BFQ's inference at
+machine is shared: the load is saved beside the figures). Targets: BFQ's inference at
 batch 1 >= 3x Diffusion-QL-5's and >= 20x Diffusion-QL-50's (the paper: 851 vs 238 / 35.5 Hz),
 BFQ's training >= 1.5x Diffusion-QL-5's gradient steps per second.
 

@@ -282,8 +282,7 @@ def test_resume_after_interruption_matches_uninterrupted(made, tmp_path, monkeyp
     orig = m.train
 
     def stopping(*args, **kw):  # bfq stops after its first checkpoint (20 updates), as Ctrl-C would
-        for rec in orig(*args, **{**kw, "stop_after": 20}):
-            yield rec
+        yield from orig(*args, **{**kw, "stop_after": 20})
         raise KeyboardInterrupt
 
     monkeypatch.setattr(m, "train", stopping)

@@ -1,5 +1,5 @@
 """``icml26 bfq``: Bootstrapped Flow Q-learning (arXiv 2606.10613) for offline RL against FQL,
-Diffusion-QL, IQL, TD3+BC and BC on D4RL-style datasets (shared/methods/bfq.md; docs/bfq.md).
+Diffusion-QL, IQL, TD3+BC and BC on D4RL-style datasets (docs/bfq.md).
 
 Subcommands: make-dataset (D4RL-style datasets from a SAC run: dsac-aid's learner), train (every
 method on one dataset, resumable). Settings: ``recipes/bfq/*.yaml`` (``method: bfq``),
@@ -8,7 +8,7 @@ method on one dataset, resumable). Settings: ``recipes/bfq/*.yaml`` (``method: b
 
 from __future__ import annotations
 
-from typing import Annotated, List, Optional
+from typing import Annotated
 
 import typer
 
@@ -24,11 +24,11 @@ bfq_app = typer.Typer(
 @bfq_app.command("make-dataset")
 def make_dataset(
     env: Annotated[
-        Optional[str],
+        str | None,
         typer.Option("--env", "-e", help="gymnasium id (Hopper-v5, Walker2d-v5, HalfCheetah-v5).", show_default=False),
     ] = None,
     kind: Annotated[
-        Optional[List[str]],
+        list[str] | None,
         typer.Option(
             "--kind",
             help="random | medium | medium-replay | expert | medium-expert, repeatable or comma-separated.",
@@ -36,7 +36,7 @@ def make_dataset(
         ),
     ] = None,
     from_dir: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--from",
             help="An icml26 dsac-aid run folder (its checkpoint, replay buffer and evaluations) instead of training "
@@ -108,7 +108,7 @@ def make_dataset(
 @bfq_app.command("train")
 def train(
     dataset: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--dataset",
             "-d",
@@ -117,7 +117,7 @@ def train(
         ),
     ] = None,
     env: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--env",
             "-e",
@@ -126,7 +126,7 @@ def train(
         ),
     ] = None,
     algo: Annotated[
-        Optional[List[str]],
+        list[str] | None,
         typer.Option(
             "--algo",
             "-a",
@@ -135,7 +135,7 @@ def train(
         ),
     ] = None,
     steps: Annotated[
-        Optional[int], typer.Option("--steps", help="Gradient updates per seed.", min=1, show_default=False)
+        int | None, typer.Option("--steps", help="Gradient updates per seed.", min=1, show_default=False)
     ] = None,
     seeds: SeedsOpt = None,
     recipe: RecipeOpt = None,

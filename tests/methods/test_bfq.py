@@ -59,11 +59,11 @@ def test_composition_loss_zero_for_an_exact_straight_flow_and_positive_otherwise
     a0 = torch.tensor([0.4, -0.2])
     x = torch.randn(S, B, 2, generator=g)
     tm = bfq.sample_times(g, S, B, 1e-3, "cpu")
-    straight = lambda x, r, t: (x - a0) / t  # noqa: E731  the exact flow to a point mass at a0: straight paths
+    straight = lambda x, r, t: (x - a0) / t
     assert bfq.composition_loss(straight, x, tm["r"], tm["m"], tm["t"]).abs().max().item() < 1e-10
-    const = lambda x, r, t: torch.ones_like(x) * 0.7  # noqa: E731
+    const = lambda x, r, t: torch.ones_like(x) * 0.7
     assert bfq.composition_loss(const, x, tm["r"], tm["m"], tm["t"]).abs().max().item() < 1e-10
-    bent = lambda x, r, t: x * t**2  # noqa: E731  a velocity that changes along the path
+    bent = lambda x, r, t: x * t**2
     lc = bfq.composition_loss(bent, x, tm["r"], tm["m"], tm["t"])
     assert lc.shape == (S,) and (lc > 1e-4).all()
     # the identity at r = t and pi(a_t, 0, 1) on the straight flow lands on a0
@@ -202,13 +202,13 @@ def test_same_seed_same_records_and_losses_finite(tmp_path, algo):
     assert all(math.isfinite(r["actor_loss"]) for r in steps)
     assert all((r["critic_loss"] is None) == (algo == "bc") for r in steps)
     assert [r["actor_loss"] for r in steps] != [r["actor_loss"] for r in r3 if r["kind"] == "step"]
-    res = [r for r in r1 if r["kind"] == "result"][0]
+    res = next(r for r in r1 if r["kind"] == "result")
     assert res["normalized_score_final"] is None and res["evaluation"].startswith("skipped")
     assert res["actions_per_s_b1"] > 0 and res["train_hz"] > 0 and res["nfe"] == (5 if algo == "diffusion-ql" else 1)
 
 
 def test_bfq_bernoulli_selects_one_term_per_seed(monkeypatch):
-    """lam = 1: only L_bnd is computed; lam = 0: only L_comp (bfq.md: one term per update)."""
+    """lam = 1: only L_bnd is computed; lam = 0: only L_comp (the paper: one term per update)."""
     calls = {"bnd": 0, "comp": 0}
     ob, oc = bfq.boundary_loss, bfq.composition_loss
     monkeypatch.setattr(bfq, "boundary_loss", lambda *a: (calls.__setitem__("bnd", calls["bnd"] + 1), ob(*a))[1])
@@ -274,10 +274,10 @@ def test_bfq_time_features_put_the_one_step_query_near_training_times():
     """r = 0 (the one-step query) must look like the small r that L_comp trains on (sorted
     uniforms: P(r < 0.02) ~ 6%): the features of r = 0.02 within 10% of the distance to r = 0.5."""
     cfg = offline.Config()
-    e = lambda r: bfq.time_embedding(torch.tensor([[r]]), cfg.bfq_time_embed, cfg.bfq_time_scale)  # noqa: E731
+    e = lambda r: bfq.time_embedding(torch.tensor([[r]]), cfg.bfq_time_embed, cfg.bfq_time_scale)
     near, far = (e(0.02) - e(0.0)).norm().item(), (e(0.5) - e(0.0)).norm().item()
     assert near < 0.1 * far, (near, far)
-    e1000 = lambda r: bfq.time_embedding(torch.tensor([[r]]), cfg.bfq_time_embed, 1000.0)  # noqa: E731
+    e1000 = lambda r: bfq.time_embedding(torch.tensor([[r]]), cfg.bfq_time_embed, 1000.0)
     assert (e1000(0.02) - e1000(0.0)).norm() > 0.5 * (
         e1000(0.5) - e1000(0.0)
     ).norm()  # the former scale: no nearer than r = 0.5
@@ -438,7 +438,7 @@ def test_diffusion_ql_networks_are_the_official_ones():
     # gradient-norm clip from the official per-dataset table, 1.0 elsewhere
     gn = lambda fam, kind: (
         offline.agent_class("diffusion-ql")(_cfg(), 4, 2, 1, info={"family": fam, "kind": kind}).grad_norm
-    )  # noqa: E731
+    )
     assert (gn("hopper", "medium"), gn("walker2d", "medium"), gn("hopper", "medium-replay"), gn(None, None)) == (
         9.0,
         1.0,
@@ -465,7 +465,7 @@ def test_diffusion_ql_acts_by_softmax_q_over_50_candidates():
 
 def test_fql_networks_and_mean_q_backup_are_the_official_ones():
     f = offline.agent_class("fql")(offline.Config(), 11, 3, 1)
-    widths = lambda m: [x.weight.shape[-1] for x in m.layers]  # noqa: E731
+    widths = lambda m: [x.weight.shape[-1] for x in m.layers]
     assert widths(f.flow) == widths(f.onestep) == widths(f.critic.net) == [512] * 4
     assert f.critic.net.layer_norm and not f.flow.layer_norm and not f.onestep.layer_norm
     assert f.critic.net.activation == "gelu" and f.cfg.fql_q_agg == "mean" and f.cfg.fql_flow_steps == 10

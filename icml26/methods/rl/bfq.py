@@ -21,7 +21,7 @@ the one-step rows of L_comp; eta 0.1; evaluation with eps = 0.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -42,7 +42,7 @@ def policy_operator(F: VelocityFn, x: Tensor, r: Tensor, t: Tensor) -> Tensor:
 
 def composition_loss(F: VelocityFn, a_t: Tensor, r: Tensor, m: Tensor, t: Tensor) -> Tensor:
     """L_comp per seed: mean over batch and action dims of ||pi(a_t, r, t) - sg[pi(pi(a_t, m, t), r, m)]||^2
-    (bfq.md loss 1). a_t (S, B, a); r <= m <= t (S, B, 1). Returns (S,). Zero for an exact
+    (the paper's loss 1, as read). a_t (S, B, a); r <= m <= t (S, B, 1). Returns (S,). Zero for an exact
     straight flow (F constant along each path), positive for a flow that bends."""
     pred = policy_operator(F, a_t, r, t)
     with torch.no_grad():
@@ -52,7 +52,7 @@ def composition_loss(F: VelocityFn, a_t: Tensor, r: Tensor, m: Tensor, t: Tensor
 
 def boundary_loss(F: VelocityFn, a: Tensor, eps: Tensor, t: Tensor, d: Tensor) -> Tensor:
     """L_bnd per seed: mean ||F(a_t, t - d, t) - (eps - a)||^2 with a_t = (1 - t) a + t eps
-    (bfq.md loss 2, conditional flow matching at short range d). a, eps (S, B, a); t, d (S, B, 1).
+    (the paper's loss 2, conditional flow matching at short range d). a, eps (S, B, a); t, d (S, B, 1).
     Returns (S,)."""
     a_t = (1.0 - t) * a + t * eps
     return ((F(a_t, t - d, t) - (eps - a)) ** 2).mean((-2, -1))
@@ -68,7 +68,7 @@ def sample_times(
     d = torch.rand(S, B, 1, generator=gen, device=device) * d_max
     tb = d + (1.0 - d) * (1.0 - torch.rand(S, B, 1, generator=gen, device=device))  # (d, 1]
     r, m, t = u[..., :1], u[..., 1:2], u[..., 2:]
-    k = int(round(onestep_frac * B))
+    k = round(onestep_frac * B)
     if k:
         r = torch.cat([torch.zeros_like(r[:, :k]), r[:, k:]], 1)
         t = torch.cat([torch.ones_like(t[:, :k]), t[:, k:]], 1)

@@ -1,6 +1,6 @@
 """Settings of ``icml26 bfq train`` (torch-free: checked before any heavy import).
 
-Each method has its own networks, as its official code builds them (docs/bfq.md "Baselines"):
+Each method has its own networks, as its official code builds them (docs/bfq.md, "Method"):
 BFQ and BC use ``hidden`` / ``activation`` (3x256 ReLU: Diffusion-QL's widths; with its Mish, BFQ's
 one-step map collapsed on the bandit test, docs/bfq.md); FQL 4x512
 GELU with LayerNorm in the critic (seohongpark/fql agents/fql.py ``get_config``); Diffusion-QL

@@ -1,16 +1,16 @@
-"""``icml26 bfq make-dataset``: D4RL's construction rules applied to a SAC run of ``icml26 dsac-aid``'s learner.
+"""``icml26 bfq make-dataset``: D4RL's construction rules applied to a SAC run of dsac-aid's learner.
 
-SAC (dsac-aid's learner, ``algo: sac``, its ``sb3`` family defaults) trains with an evaluation and a policy snapshot every
-``eval_interval`` environment steps (D4RL, Fu et al. 2020, arXiv 2004.07219, Sec. 5 and appendix):
-``expert`` = rollouts of the final policy, made only when its evaluation return reaches
-``expert_fraction`` of D4RL's expert reference for the family (any environment without one: the
-final policy, said in the file); ``medium`` = rollouts of the first snapshot whose return reaches
-``medium_fraction`` (1/3) of D4RL's expert reference return (``medium_reference: d4rl``, for a D4RL
-family; ``final``: of the final policy's return), not made when no snapshot reaches it;
-``medium-replay`` = the replay buffer up to that snapshot; ``random`` = rollouts of the untrained policy; ``medium-expert`` = medium then expert.
-Rollouts sample the stochastic policy (as D4RL's). Each file carries its own score reference (the
-random policy's and the final policy's mean evaluation returns). ``--from`` a finished run
-resumes from its folder.
+SAC (``algo: sac``, dsac-aid's ``sb3`` family defaults) trains with an evaluation and a policy
+snapshot every ``eval_interval`` environment steps (D4RL, Fu et al. 2020, arXiv 2004.07219, Sec. 5
+and appendix). ``expert`` = rollouts of the final policy, made only when its evaluation return
+reaches ``expert_fraction`` of D4RL's expert reference for the family (any environment without
+one: the final policy, said in the file). ``medium`` = rollouts of the first snapshot whose return
+reaches ``medium_fraction`` (1/3) of D4RL's expert reference return (``medium_reference: d4rl``,
+for a D4RL family; ``final``: of the final policy's return), not made when no snapshot reaches it.
+``medium-replay`` = the replay buffer up to that snapshot; ``random`` = rollouts of the untrained
+policy; ``medium-expert`` = medium then expert. Rollouts sample the stochastic policy (as D4RL's).
+Each file carries its own score reference (the random and final policies' mean returns). A
+stopped SAC run resumes from its checkpoint; ``--from`` a run folder makes datasets from it.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class MakeConfig:
     sac_steps: int = 100_000  # environment steps of the SAC run (without --from)
     eval_interval: int = 5_000  # environment steps between evaluations / snapshots
     eval_episodes: int = 5
-    transitions: int = 100_000  # per rollout dataset (D4RL: 1M; bfq.md: 100-200k here)
+    transitions: int = 100_000  # per rollout dataset (D4RL: 1M)
     medium_fraction: float = 1.0 / 3.0
     medium_reference: str = "d4rl"  # d4rl: of D4RL's expert reference return (D4RL families) | final: of the run's
     expert_fraction: float = 0.8  # of D4RL's expert reference return (for D4RL families)
