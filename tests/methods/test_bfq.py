@@ -540,3 +540,33 @@ def test_td3bc_normalises_observations_and_the_others_as_their_code():
     assert norm == {"bfq": True, "fql": False, "diffusion-ql": False, "iql": False, "td3bc": True, "bc": True}
     td = offline.agent_class("td3bc")(_cfg(), 4, 2, 1, info=info)
     assert torch.allclose(td.normalize(torch.full((1, 1, 4), 6.0)), torch.ones(1, 1, 4))
+
+
+def test_diffusion_ql_chain_follows_the_official_p_sample_loop():
+    """The reverse chain recomputed with the official code's expressions (agents/diffusion.py:
+    vp_beta_schedule, predict_start_from_noise, q_posterior, p_sample; numpy, independent of
+    the agent's buffers), on a fixed noise model and the same noise draws."""
+    N = 5
+    d = offline.agent_class("diffusion-ql")(_cfg(dql_steps=N), 4, 2, 1)
+    g = torch.Generator().manual_seed(3)
+    draws = [torch.randn(1, 3, 2, generator=g) for _ in range(N)]
+    it = iter(draws)
+    d.noise = lambda *shape: next(it)
+    d.model.forward = lambda x, i, obs: 0.3 * x + 0.1 * i[..., None].float()  # eps(x, i, s)
+    got = d.sample(torch.zeros(1, 3, 4))[0].numpy()
+    t = np.arange(1, N + 1)
+    betas = 1 - np.exp(-0.1 / N - 0.5 * (10.0 - 0.1) * (2 * t - 1) / N**2)
+    ac = np.cumprod(1 - betas)
+    ac_prev = np.concatenate([[1.0], ac[:-1]])
+    var = betas * (1 - ac_prev) / (1 - ac)
+    x = draws[0][0].double().numpy()
+    for k, i in enumerate(reversed(range(N))):
+        eps = 0.3 * x + 0.1 * i
+        x0 = np.clip(np.sqrt(1 / ac[i]) * x - np.sqrt(1 / ac[i] - 1) * eps, -1, 1)
+        mean = (
+            betas[i] * np.sqrt(ac_prev[i]) / (1 - ac[i]) * x0
+            + (1 - ac_prev[i]) * np.sqrt(1 - betas[i]) / (1 - ac[i]) * x
+        )
+        noise = draws[k + 1][0].double().numpy() if i > 0 else 0.0
+        x = mean + (i != 0) * np.exp(0.5 * np.log(np.maximum(var[i], 1e-20))) * noise
+    assert np.allclose(got, np.clip(x, -1, 1), atol=1e-5)
