@@ -14,7 +14,8 @@ A Config field declares what a user needs to set it, in dataclass field metadata
 - ``sized``: the largest value accepted for a setting that scales the work or the memory of a
   run (``steps``, ``epochs``, ``batch_size``...); a larger one is refused up front, naming the
   setting, before heavy imports and before any output. A Config may also define
-  ``work(self) -> list[Work]`` for a cost model over several settings (steps x size).
+  ``work(self) -> list[Work]`` for a cost model over several settings (steps x size), checked
+  after the sized limits (a cap is the bound of one setting alone, the model that of the run).
 
 Importing this module loads no torch (Config modules import it).
 """
@@ -199,16 +200,16 @@ def _numbers(v: Any) -> list[float]:
 
 
 def check(cfg: Any, source: str = "config") -> None:
-    """The declared ranges of a built Config, its ``work()`` cost model, then its sized limits;
+    """The declared ranges of a built Config, its sized limits, then its ``work()`` cost model;
     InputError naming the setting(s) on the first one exceeded."""
     _check_fields(cfg, source, sized=False)
+    _check_fields(cfg, source, sized=True)
     work = getattr(cfg, "work", None)
     if callable(work):
         from icml26.core.limits import check_work
 
         for w in work() or ():
             check_work(w.amount, w.limit, w.verb, w.unit, w.settings, detail=w.detail)
-    _check_fields(cfg, source, sized=True)
 
 
 def _check_fields(cfg: Any, source: str, *, sized: bool) -> None:

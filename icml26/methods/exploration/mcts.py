@@ -123,7 +123,7 @@ class Config:
     # oracle = the exact value range (a tree's exact values; a gymnasium env's transition table,
     # or random rollouts without one): the paper-style tables
     value_norm: str = "minmax"
-    value_range: tuple[float, float] | None = None
+    value_range: tuple[float, float] | None = None  # [lo, hi] of value_norm=declared (else the tree file's)
     # full episodes (mcts_episodes.py): plan, act in the real env, repeat; None: root searches only
     episodes: int | None = None  # episodes per (algo, simulations)
     reuse_tree: bool = False  # keep the chosen child's subtree between moves

@@ -256,6 +256,7 @@ def result_record(
         "per_seed_final_rel_l2": [e["final_rel_l2"] for e in ends],
         "diverged_runs": sum(bool(e["diverged"]) for e in ends),
         "diverged": any(e["diverged"] for e in ends),
+        "diverged_step": next((e["diverged_step"] for e in ends if e["diverged"]), None),
         "best_rel_l2_ci": _log_interval([e["best_rel_l2"] for e in ends]),
     }
 

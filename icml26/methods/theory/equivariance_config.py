@@ -32,7 +32,7 @@ class Config:
         "random-init",
         "tied",
     )  # trained variants (see MODELS)
-    seeds: int = field(default=3, metadata={"sized": 1000})  # independent networks per (task, act, model)
+    seeds: int = field(default=3, metadata={"sized": 10**6})  # independent networks per (task, act, model)
     data: str = "fashion-mnist"  # fashion-mnist | mnist | an image file/folder
     widths: tuple[int, ...] = field(
         default=(64, 256, 256), metadata={"sized": 65536}
