@@ -47,9 +47,9 @@ def _tree_tensors(tree) -> tuple:
     tensors, then noise_kind, df, gamma and the number of root actions; built once per tree
     object and kept on it (callers searching one tree many times, one seed at a time, skip
     the conversions)."""
-    key = (tree.node_off, tree.mean, tree.scale, tree.out_off, tree.prob, tree.child, tree.noise, tree.df, tree.gamma)
+    ident = (tree.node_off, tree.mean, tree.scale, tree.out_off, tree.prob, tree.child, tree.noise, tree.df, tree.gamma)
     cached = getattr(tree, "_kernel_tensors", None)
-    if cached is not None and len(cached[0]) == len(key) and all(x is y for x, y in zip(cached[0], key)):
+    if cached is not None and len(cached[0]) == len(ident) and all(x is y for x, y in zip(cached[0], ident)):
         return cached[1]
     import torch
 
@@ -69,7 +69,7 @@ def _tree_tensors(tree) -> tuple:
     # the C entry point's arguments: the six arrays' addresses, n_nodes, n_sa, n_out, noise_kind, df, gamma
     arrs = arrs + ((*(x.data_ptr() for x in arrs[:6]), len(arrs[0]) - 1, len(arrs[1]), len(arrs[4]), *arrs[6:9]),)
     try:
-        object.__setattr__(tree, "_kernel_tensors", (key, arrs))
+        object.__setattr__(tree, "_kernel_tensors", (ident, arrs))
     except (AttributeError, TypeError):  # a tree type without attribute storage: no cache
         pass
     return arrs
