@@ -170,57 +170,61 @@ def run(cfg: AnalyzeConfig, *, inputs: AnalyzeInputs, seed: int = 0) -> Iterator
     }
     aug = {"shift_px": cfg.shift_px, "hflip": cfg.hflip, "jitter": cfg.jitter}
     rows = []
-    for lv in inp.levels:
-        t0 = time.perf_counter()
-        h = F.view_features(
-            inp.unet,
-            inp.x_train,
-            inp.sched,
-            float(lv),
-            views=cfg.views,
-            layer=cfg.feature_layer,
-            seed=seed,
-            batch_size=cfg.batch_size,
-            **aug,
-        )  # (N, V, d)
-        t_feat = time.perf_counter() - t0
-        r = E.icr(h, shrinkage_rel=cfg.shrinkage_rel)
-        t_icr = time.perf_counter() - t0 - t_feat
-        acc = None
-        if inp.x_test is not None:
-            ft = F.view_features(
+    from icml26.core.progress import progress
+
+    with progress(len(inp.levels), "icr analyze noise levels") as bar:
+        for lv in inp.levels:
+            t0 = time.perf_counter()
+            h = F.view_features(
                 inp.unet,
-                inp.x_test,
+                inp.x_train,
                 inp.sched,
                 float(lv),
-                views=1,
+                views=cfg.views,
                 layer=cfg.feature_layer,
-                seed=seed + 1,
+                seed=seed,
                 batch_size=cfg.batch_size,
                 **aug,
-            )[:, 0]
-            acc = probe_accuracy(h[:, 0].numpy(), inp.y_train, ft.numpy(), inp.y_test)
-        rec = {
-            "kind": "result",
-            "noise_level": float(lv),
-            "noise_param": inp.sched.noise_param,
-            "alpha_bar": inp.sched.alpha_bar(float(lv)),
-            "icr": r.icr,
-            "probe_accuracy": acc,
-            "feature_layer": cfg.feature_layer,
-            "shrinkage": r.shrinkage,
-            "shrinkage_rel": cfg.shrinkage_rel,
-            "trace_sigma_s": r.trace_sigma_s,
-            "trace_sigma_xi": r.trace_sigma_xi,
-            "feature_dim": r.feature_dim,
-            "n_images": r.n_images,
-            "views": r.n_views,
-            "feature_seconds": t_feat,
-            "icr_seconds": t_icr,
-            "seconds": time.perf_counter() - t0,
-        }
-        rows.append(rec)
-        yield rec
+            )  # (N, V, d)
+            t_feat = time.perf_counter() - t0
+            r = E.icr(h, shrinkage_rel=cfg.shrinkage_rel)
+            t_icr = time.perf_counter() - t0 - t_feat
+            acc = None
+            if inp.x_test is not None:
+                ft = F.view_features(
+                    inp.unet,
+                    inp.x_test,
+                    inp.sched,
+                    float(lv),
+                    views=1,
+                    layer=cfg.feature_layer,
+                    seed=seed + 1,
+                    batch_size=cfg.batch_size,
+                    **aug,
+                )[:, 0]
+                acc = probe_accuracy(h[:, 0].numpy(), inp.y_train, ft.numpy(), inp.y_test)
+            rec = {
+                "kind": "result",
+                "noise_level": float(lv),
+                "noise_param": inp.sched.noise_param,
+                "alpha_bar": inp.sched.alpha_bar(float(lv)),
+                "icr": r.icr,
+                "probe_accuracy": acc,
+                "feature_layer": cfg.feature_layer,
+                "shrinkage": r.shrinkage,
+                "shrinkage_rel": cfg.shrinkage_rel,
+                "trace_sigma_s": r.trace_sigma_s,
+                "trace_sigma_xi": r.trace_sigma_xi,
+                "feature_dim": r.feature_dim,
+                "n_images": r.n_images,
+                "views": r.n_views,
+                "feature_seconds": t_feat,
+                "icr_seconds": t_icr,
+                "seconds": time.perf_counter() - t0,
+            }
+            rows.append(rec)
+            bar.advance(1, noise_level=float(lv), icr=r.icr, probe_accuracy=acc)
+            yield rec
     i_icr = grid_argext([r["icr"] for r in rows], largest=False)
     i_acc = grid_argext([r["probe_accuracy"] for r in rows], largest=True)
     n = len(rows)
