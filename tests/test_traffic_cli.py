@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from icml26.cli import app
-from tests.methods.traffic_synth import lanes_frame, write_csv
+from tests.methods.traffic_synth import lanes_frame, travel_times_frame, write_csv
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "recipes" / "traffic" / "tiny.yaml"
@@ -99,33 +99,48 @@ def test_bad_recipe_key_exits_2(tmp_path):
     assert r.exit_code == 2 and "no_such_key_xyz" in r.stderr and "valid keys" in r.stderr
 
 
-def test_user_data_without_road_data_is_not_pretrained(synth):
-    r, recs = invoke(
-        [
-            "run",
-            "--data",
-            str(synth[0]),
-            "--model",
-            "persistence,minitraffic",
-            "--horizon",
-            "1,4",
-            "--lane-fraction",
-            "0.5",
-            "--seeds",
-            "1",
-            "-q",
-            *SMALL,
-        ]
-    )
+def test_user_data_without_road_data_pretrains_on_pseudo_roads(synth):
+    """--data without --road-data: MiniTraffic pre-trains on pseudo-roads made of the user's lanes
+    over the pre-training days; with pretrain_days=0 the pre-trained rows are skipped (a record
+    and a warning), never reported as MiniTraffic without pre-training."""
+    base = ["run", "--data", str(synth[0]), "--horizon", "1,4", "--lane-fraction", "0.5", "--seeds", "1", "-q"]
+    r, recs = invoke([*base, "--model", "persistence,minitraffic", *SMALL])
     assert r.exit_code == 0, r.output
     res = [x for x in recs if x["kind"] == "result"]
     assert [(x["model"], x["horizon_steps"], x["pretrained"]) for x in res] == [
         ("persistence", 1, False),
         ("persistence", 4, False),
-        ("minitraffic", 1, False),
-        ("minitraffic", 4, False),
+        ("minitraffic", 1, True),
+        ("minitraffic", 4, True),
     ]
-    assert recs[-1]["road_pretraining"] is False
+    assert recs[-1]["road_pretraining"] is True and recs[-1]["road_source"].startswith("pseudo-roads")
+    r, recs = invoke([*base, "--model", "minitraffic,minitraffic-nopretrain", *SMALL, "--set", "pretrain_days=0"])
+    assert r.exit_code == 0, r.output
+    assert [x["model"] for x in recs if x["kind"] == "skipped"] == ["minitraffic"]
+    assert {x["model"] for x in recs if x["kind"] == "result"} == {"minitraffic-nopretrain"}
+    assert "warning: skipped: minitraffic pre-trains on road data" in r.stderr
+
+
+def test_a_few_weeks_of_a_user_csv_with_the_defaults(tmp_path):
+    """35 days of 15-minute travel times with overnight gaps, the docs' command with the default
+    splits and lane fractions: 5% of the fine-tuning days does not hold one window, so it is
+    skipped with a warning and a record and 10% / 20% run; every day of the file is in a split;
+    MiniTraffic pre-trains on pseudo-roads of the user's lanes."""
+    p = write_csv(travel_times_frame(days=35, n=8), tmp_path / "travel_times.csv")
+    fast = ["--set", "epochs=1", "--set", "pretrain_epochs=1", "--set", "pretrain_stride=8"]
+    fast += ["--set", "d_model=16", "--set", "d_ff=32", "--set", "n_layers=1", "--set", "graph_warmup_epochs=0"]
+    r, recs = invoke(["run", "--data", str(p), "--model", "persistence,ridge,minitraffic", "--seeds", "1", *fast])
+    assert r.exit_code == 0, (r.output, r.exception)
+    skipped = [x for x in recs if x["kind"] == "skipped"]
+    assert [x["lane_fraction"] for x in skipped] == [0.05] and "lane_fraction 0.05" in r.stderr
+    res = [x for x in recs if x["kind"] == "result"]
+    assert {(x["model"], x["lane_fraction"]) for x in res} == {
+        (m, f) for m in ("persistence", "ridge", "minitraffic") for f in (0.1, 0.2)
+    }
+    assert all(x["pretrained"] for x in res if x["model"] == "minitraffic")
+    assert all(x["mae"] > 0 and x["null_value"] is None for x in res)
+    summ = recs[-1]
+    assert summ["days"] == 35 and summ["split_days"] == {"pretrain": 14, "finetune": 5, "val": 2, "test": 14}
 
 
 def test_stages_agree_with_run(synth, tmp_path):
@@ -238,5 +253,7 @@ def test_bad_flags_exit_2(tmp_path, synth):
         assert r.exit_code == 2 and msg in r.stderr, (args, r.output)
     r, _ = invoke(["eval", "--checkpoint", str(tmp_path)])
     assert r.exit_code == 2 and "no fitted model files" in r.stderr
-    r, _ = invoke(["pretrain", "--data", str(synth[0]), "--out", str(tmp_path / "p"), *SMALL])
-    assert r.exit_code == 2 and "road-level data" in r.stderr
+    r, _ = invoke(
+        ["pretrain", "--data", str(synth[0]), "--out", str(tmp_path / "p"), *SMALL, "--set", "pretrain_days=0"]
+    )
+    assert r.exit_code == 2 and "pre-trains on road data" in r.stderr

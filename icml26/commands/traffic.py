@@ -1,5 +1,5 @@
 """``icml26 traffic``: MiniTraffic lane-level forecasting with road-level pre-training, against
-the forecasting baselines (shared/methods/minitraffic.md).
+the forecasting baselines (docs/traffic.md).
 
 Subcommands: prepare (the built-in road/lane datasets from real counts), pretrain, finetune,
 eval, and run (all stages for every selected model). Every subcommand reads the same settings
@@ -33,7 +33,9 @@ RoadOpt = Annotated[
     Optional[str],
     typer.Option(
         "--road-data",
-        help="Road-level series for pre-training (same formats; rows before the fine-tuning days are used). Without it, MiniTraffic on --data runs without pre-training.",
+        help="Road-level series for pre-training (same formats; rows before the fine-tuning days are used). "
+        "Without it, MiniTraffic pre-trains on pseudo-roads: correlation groups of the --data lanes over the "
+        "pre-training days.",
         show_default=False,
     ),
 ]
@@ -48,7 +50,11 @@ ModelOpt = Annotated[
 ]
 HorizonOpt = Annotated[
     Optional[List[str]],
-    typer.Option("--horizon", help="Steps ahead to score, e.g. 1,4,8 (default).", show_default=False),
+    typer.Option(
+        "--horizon",
+        help="Steps ahead to score, e.g. 1,4,8 (default); at most output_steps (8; --set output_steps=12 for 3,6,12).",
+        show_default=False,
+    ),
 ]
 FractionOpt = Annotated[
     Optional[List[str]],

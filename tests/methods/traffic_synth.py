@@ -22,6 +22,23 @@ def lanes_frame(days=10, step_min=15, n=6, seed=0, gap_day=None):
     return df.reset_index(drop=True)
 
 
+def travel_times_frame(days=35, n=8, seed=0, night=(22, 6)):
+    """Wide CSV of 15-minute travel times (seconds) of n road segments, one row per step, no rows
+    overnight (night[0]:00 to night[1]:00): the layout of a user's export from a travel-time feed."""
+    rng = np.random.default_rng(seed)
+    ts = pd.date_range("2024-02-05", periods=days * 96, freq="15min")
+    keep = (ts.hour >= night[1]) & (ts.hour < night[0])
+    ts = ts[keep]
+    tod = (ts.hour * 60 + ts.minute).to_numpy() / 1440.0
+    peak = np.exp(-(((tod - 0.33) / 0.05) ** 2)) + 0.8 * np.exp(-(((tod - 0.72) / 0.06) ** 2))
+    free = rng.uniform(60, 240, n)
+    weekday = np.asarray(ts.dayofweek < 5)[:, None]
+    vals = free[None] * (1 + (0.3 + 0.5 * weekday) * peak[:, None]) + rng.normal(0, 5, (ts.size, n))
+    df = pd.DataFrame(np.round(vals, 1), columns=[f"segment_{i}" for i in range(n)])
+    df.insert(0, "timestamp", ts)
+    return df
+
+
 def write_csv(df, path):
     df.to_csv(path, index=False)
     return path

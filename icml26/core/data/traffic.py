@@ -332,7 +332,7 @@ def group_by_correlation(values, n_groups: int):
 
 def road_series(lanes: SensorSeries, labels) -> SensorSeries:
     """Road-level series: each road is the mean of its lanes (the convention of the PeMS lane/road
-    CSVs of shared/methods/minitraffic.md). labels: N road labels (ints)."""
+    CSVs of docs/traffic.md). labels: N road labels (ints)."""
     import numpy as np
 
     labels = np.asarray(labels)

@@ -2,5 +2,5 @@
 
 Modules: ``data`` (splits, windows, metrics), ``baselines``, ``minitraffic``, ``harness``
 (Config, run), ``checkpoints`` (pretrain / finetune / eval files). Notes:
-shared/methods/minitraffic.md.
+docs/traffic.md.
 """

@@ -136,8 +136,11 @@ def finetune_files(
     """Fit every selected model on each lane fraction (MiniTraffic variants start from the
     pre-trained ``states`` when given, else from scratch) and save it."""
     out = Path(out)
-    for fraction in cfg.lane_fractions:
+    yield from inp.skipped
+    for fraction in inp.fractions:
         for name, n_seeds in H.plan(cfg):
+            if name not in inp.models:
+                continue
             for k in range(n_seeds):
                 s = seed + k
                 state = states.get((name, s))

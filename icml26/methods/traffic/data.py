@@ -1,6 +1,6 @@
 """Chronological day splits, gap-aware forecast windows, scaling and real-unit metrics.
 
-Protocol (``icml26 traffic``, shared/methods/minitraffic.md "Plan"): the lane-level series is
+Protocol (``icml26 traffic``, docs/traffic.md "Protocol"): the lane-level series is
 cut by calendar day into [pre-training | fine-tuning | validation | test] days. Road-level
 pre-training sees only road series before the validation days; lane models see the last
 ``lane_fraction`` of the fine-tuning period; validation (early stopping) and test days are
@@ -116,18 +116,34 @@ class Scaler:
         return v * self.std + self.mean
 
 
-def metrics(pred: np.ndarray, true: np.ndarray, mape_min: float) -> dict:
+NULL_ATOL = 5e-5  # a reading within this of the null value is null (BasicTS masked metrics)
+
+
+def valid_mask(true: np.ndarray, null_value: float | None = None) -> np.ndarray:
+    """Scored entries: finite truth values, and with a null value those not within NULL_ATOL of it."""
+    t = np.asarray(true, dtype=np.float64)
+    ok = np.isfinite(t)
+    if null_value is not None:
+        ok &= np.abs(t - null_value) > NULL_ATOL
+    return ok
+
+
+def metrics(pred: np.ndarray, true: np.ndarray, mape_min: float, null_value: float | None = None) -> dict:
     """MAE, RMSE and MAPE in the series' real units.
 
     pred, true: same shape, real units (e.g. vehicles per 15 minutes). MAE and RMSE average
-    over every finite truth value (a zero count is a real observation and is scored). MAPE (in
-    percent) averages |pred - true| / true over truth values > ``mape_min`` only (zero and very
-    small counts make the ratio meaningless); None when there is none."""
+    over every finite truth value (a zero count is a real observation and is scored), except,
+    with ``null_value``, the truths equal to it (missing readings, e.g. the zeros of METR-LA /
+    PEMS-BAY): the masked MAE / RMSE / MAPE of BasicTS and LargeST (mean over the unmasked
+    entries; RMSE = sqrt of the masked MSE). MAPE (in percent) averages |pred - true| / true over
+    the unmasked truth values > ``mape_min`` only; None when there is none."""
     p = np.asarray(pred, dtype=np.float64)
     t = np.asarray(true, dtype=np.float64)
     if p.shape != t.shape:
         raise ValueError(f"pred shape {p.shape} != true shape {t.shape}")
-    ok = np.isfinite(t)
+    ok = valid_mask(t, null_value)
+    if not ok.any():
+        return {"mae": None, "rmse": None, "mape": None}
     err = p[ok] - t[ok]
     m = ok & (t > mape_min)
     mape = float(np.mean(np.abs(p[m] - t[m]) / t[m]) * 100.0) if m.any() else None

@@ -1,6 +1,6 @@
 """``icml26 traffic``: MiniTraffic and the forecasting baselines on one set of splits.
 
-Protocol (shared/methods/minitraffic.md; see ``icml26.methods.traffic.data`` for the splits and
+Protocol (docs/traffic.md; see ``icml26.methods.traffic.data`` for the splits and
 the gap rule): road-level pre-training on the days before fine-tuning, fine-tuning on the last
 ``lane_fraction`` of the fine-tuning days, early stopping on the validation days, test on the
 test days. Metrics in real units (vehicles per 15 minutes on the built-in data) at each
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,129 +26,13 @@ import numpy as np
 
 from icml26.core.errors import InputError
 
-MODELS = (
-    "minitraffic",
-    "minitraffic-nopretrain",
-    "minitraffic-noaug",
-    "minitraffic-nocluster",
-    "ha",
-    "persistence",
-    "ridge",
-    "dlinear",
-    "patchtst",
-    "stid",
-    "graph",
+from icml26.methods.traffic.config import (  # noqa: F401  (re-exported: H.Config, H.MODELS)
+    DETERMINISTIC,
+    MINI,
+    MODELS,
+    PRETRAINED_VARIANTS,
+    Config,
 )
-DETERMINISTIC = ("ha", "persistence", "ridge")
-MINI = ("minitraffic", "minitraffic-nopretrain", "minitraffic-noaug", "minitraffic-nocluster")
-PRETRAINED_VARIANTS = ("minitraffic", "minitraffic-noaug", "minitraffic-nocluster")
-
-
-@dataclass(frozen=True)
-class Config:
-    data: str | None = None  # lane-level series (.csv / .h5 / .npz / .parquet); None = built-in traffic-anomaly lanes
-    road_data: str | None = (
-        None  # road-level series for pre-training; None = built-in pseudo-roads (or none with --data)
-    )
-    models: tuple[str, ...] = MODELS
-    horizons: tuple[int, ...] = (1, 4, 8)  # steps ahead (15 min each on the built-in data)
-    lane_fractions: tuple[float, ...] = (0.05, 0.1, 0.2)  # fraction of the fine-tuning days' lane data used
-    seeds: int = 3  # seeds of the trained models (deterministic ones run once)
-    input_steps: int = 16  # window length fed to every model
-    pretrain_days: int = 14
-    finetune_days: int = 5
-    val_days: int = 2
-    test_days: int = 5  # 0 = every day after validation
-    n_roads: int = 6  # built-in data: pseudo-roads from correlation clustering of the detectors
-    pseudo_lanes: int = 4  # FDA copies per road in pre-training (D)
-    fda_sigma: float = 0.1  # amplitude noise, in units of max A
-    fda_lambda: float = 0.2  # bound |dA| <= lambda max A, in (0, 1)
-    fda_tau: float = 0.05  # dominant bins: A^2 > tau max A^2
-    fda_phase_sigma: float = 0.1  # phase noise, radians
-    mask_ratio: float = 0.4
-    temperature: float = 0.5  # InfoNCE
-    d_model: int = 32
-    n_layers: int = 2
-    n_heads: int = 4
-    d_ff: int = 64
-    patch_len: int = 4  # the official code: 3 with stride 1 (equal MAE here at half the tokens, docs/traffic.md)
-    patch_stride: int = 2
-    graph_k: int = 4  # neighbours per entity
-    cluster_size: int = 8  # entities per k-means cluster (about)
-    graph_warmup_epochs: int = 2  # epochs before the graph is built (when training from scratch)
-    pretrain_epochs: int = 10
-    pretrain_batch_size: int = 64  # road windows per pre-training step
-    pretrain_stride: int = 2  # every k-th road window start is used (neighbouring windows overlap)
-    epochs: int = 60  # most epochs of lane training (early stopping on validation MAE)
-    patience: int = 8
-    ft_full_epochs: int = 0  # after head-only fine-tuning, epochs of the whole model at lr / 10
-    lr: float = 1e-3
-    weight_decay: float = 1e-4
-    batch_size: int = 32  # windows per step (every sensor of a window together)
-    ridge_alpha: float = 1.0
-    mape_min: float = 5.0  # MAPE only where the truth exceeds this (real units)
-    infer_batch: int = 64  # windows per batch for infer_ms_per_batch
-    npz_feature: int = 0  # .npz (T, N, F): 0 flow, 1 occupancy, 2 speed (PeMSD4/8)
-    npz_start: str = "2018-01-01"  # .npz without timestamps: first step (PeMSD8: 2016-07-01)
-    npz_step_s: float = 300.0
-
-    def __post_init__(self):
-        bad = [m for m in self.models if m not in MODELS]
-        if bad or not self.models:
-            raise ValueError(f"models: {bad[0] if bad else '(empty)'!r} is not one of {', '.join(MODELS)}")
-        if len(set(self.models)) != len(self.models):
-            object.__setattr__(self, "models", tuple(dict.fromkeys(self.models)))
-        if not self.horizons or any(h < 1 for h in self.horizons):
-            raise ValueError(f"horizons must be positive step counts, got {list(self.horizons)}")
-        if not self.lane_fractions or any(not 0 < f <= 1 for f in self.lane_fractions):
-            raise ValueError(f"lane_fractions must be in (0, 1], got {list(self.lane_fractions)}")
-        for k in (
-            "seeds",
-            "input_steps",
-            "finetune_days",
-            "val_days",
-            "pseudo_lanes",
-            "d_model",
-            "n_layers",
-            "n_heads",
-            "d_ff",
-            "patch_len",
-            "patch_stride",
-            "graph_k",
-            "cluster_size",
-            "epochs",
-            "patience",
-            "batch_size",
-            "infer_batch",
-            "n_roads",
-            "pretrain_batch_size",
-            "pretrain_stride",
-        ):
-            if getattr(self, k) < 1:
-                raise ValueError(f"{k} must be >= 1, got {getattr(self, k)}")
-        for k in ("pretrain_days", "test_days", "graph_warmup_epochs", "pretrain_epochs", "ft_full_epochs"):
-            if getattr(self, k) < 0:
-                raise ValueError(f"{k} must be >= 0, got {getattr(self, k)}")
-        if self.patch_len > self.input_steps:
-            raise ValueError(f"patch_len {self.patch_len} exceeds input_steps {self.input_steps}")
-        if self.d_model % self.n_heads:
-            raise ValueError(f"d_model {self.d_model} is not divisible by n_heads {self.n_heads}")
-        if not 0 < self.fda_lambda < 1:
-            raise ValueError(f"fda_lambda must be in (0, 1), got {self.fda_lambda}")
-        if not 0 <= self.fda_tau <= 1:
-            raise ValueError(f"fda_tau must be in [0, 1], got {self.fda_tau}")
-        if not 0 <= self.mask_ratio < 1:
-            raise ValueError(f"mask_ratio must be in [0, 1), got {self.mask_ratio}")
-        for k in ("fda_sigma", "fda_phase_sigma", "ridge_alpha", "weight_decay", "mape_min"):
-            if getattr(self, k) < 0:
-                raise ValueError(f"{k} must be >= 0, got {getattr(self, k)}")
-        if self.lr <= 0 or self.temperature <= 0:
-            raise ValueError("lr and temperature must be > 0")
-
-    @property
-    def max_horizon(self) -> int:
-        return max(self.horizons)
-
 
 # ----------------------------------------------------------------------------- inputs
 
@@ -162,6 +47,10 @@ class Inputs:
     road_rows: tuple[int, int]
     dataset: str
     groups: list | None = None
+    fractions: tuple[float, ...] = ()  # the lane fractions that fit at least one window
+    models: tuple[str, ...] = ()  # the models that can run (pre-trained variants need road data)
+    skipped: list = dataclasses.field(default_factory=list)  # ``skipped`` records (what, why)
+    road_source: str = ""
 
 
 def load_inputs(cfg: Config) -> Inputs:
@@ -184,25 +73,24 @@ def load_inputs(cfg: Config) -> Inputs:
     for name in ("val", "test"):
         if len(D.window_starts(segs, getattr(split, name), need)) == 0:
             raise InputError(
-                f"the {name} days hold no gap-free stretch of {need} steps (input_steps {cfg.input_steps} + horizon {cfg.max_horizon})"
+                f"the {name} days hold no gap-free stretch of {need} steps "
+                f"(input_steps {cfg.input_steps} + output_steps {cfg.output_steps})"
             )
+    skipped, fractions = [], []
     for f in cfg.lane_fractions:
         rows = D.fraction_rows(split.finetune, f)
         if len(D.window_starts(segs, rows, need)) == 0:
-            raise InputError(
-                f"lane_fraction {f} keeps {rows[1] - rows[0]} steps of the fine-tuning days, "
-                f"fewer than one window of {need} steps (input_steps {cfg.input_steps} + horizon {cfg.max_horizon}); raise it"
+            why = (
+                f"lane_fraction {f:g} keeps {rows[1] - rows[0]} steps of the fine-tuning days, no gap-free stretch "
+                f"of one window ({need} steps: input_steps {cfg.input_steps} + output_steps {cfg.output_steps})"
             )
-    roads, road_rows, groups = None, (0, 0), None
-    if cfg.data is None:
-        if cfg.pretrain_days:
-            lo, hi = split.pretrain
-            labels = td.group_by_correlation(lanes.values[lo:hi], min(cfg.n_roads, lanes.shape[1]))
-            groups = [f"road_{g}" for g in labels]
-            lanes.groups = groups
-            roads = td.road_series(lanes, labels)
-            road_rows = split.pretrain
-    elif cfg.road_data is not None:
+            skipped.append({"kind": "skipped", "lane_fraction": f, "reason": why})
+        else:
+            fractions.append(f)
+    if not fractions:
+        raise InputError(skipped[-1]["reason"] + "; raise --lane-fraction or finetune_days")
+    roads, road_rows, groups, road_source = None, (0, 0), None, "none"
+    if cfg.road_data is not None:
         roads = td.read_series(cfg.road_data, **kw)
         if abs(roads.step_s - lanes.step_s) > 1e-6:
             raise InputError(
@@ -210,13 +98,42 @@ def load_inputs(cfg: Config) -> Inputs:
             )
         first_ft = lanes.timestamps[split.finetune[0]]
         hi = int(np.searchsorted(roads.timestamps, first_ft, "left"))
-        road_rows = (0, hi)
+        road_rows, road_source = (0, hi), f"--road-data {Path(cfg.road_data).name}, rows before the fine-tuning days"
+    elif cfg.pretrain_days:
+        # pseudo-roads from the lanes themselves, over the pre-training days only (built-in data and --data alike)
+        lo, hi = split.pretrain
+        labels = td.group_by_correlation(lanes.values[lo:hi], min(cfg.n_roads, lanes.shape[1]))
+        groups = [f"road_{g}" for g in labels]
+        lanes.groups = groups
+        roads = td.road_series(lanes, labels)
+        road_rows = split.pretrain
+        road_source = (
+            f"pseudo-roads: {roads.shape[1]} correlation groups of the lanes over the "
+            f"{cfg.pretrain_days} pre-training days"
+        )
     if roads is not None and len(D.window_starts(roads.segments(), road_rows, need)) == 0:
         raise InputError(
             f"the road data before the fine-tuning days ({lanes.timestamps[split.finetune[0]]}) hold no "
             f"gap-free stretch of {need} steps for pre-training"
         )
-    return Inputs(lanes, roads, split, road_rows, dataset, groups)
+    models = tuple(cfg.models)
+    if roads is None:
+        for m in cfg.models:
+            if m in PRETRAINED_VARIANTS:
+                skipped.append(
+                    {
+                        "kind": "skipped",
+                        "model": m,
+                        "reason": f"{m} pre-trains on road data: give --road-data or pretrain_days >= 1 "
+                        "(pseudo-roads from the lanes); minitraffic-nopretrain is the model without it",
+                    }
+                )
+        models = tuple(m for m in cfg.models if m not in PRETRAINED_VARIANTS)
+        if not models:
+            raise InputError(skipped[-1]["reason"])
+    for rec in skipped:
+        print(f"warning: skipped: {rec['reason']}", file=sys.stderr)
+    return Inputs(lanes, roads, split, road_rows, dataset, groups, tuple(fractions), models, skipped, road_source)
 
 
 def _windows(series, rows, cfg: Config):
@@ -235,15 +152,30 @@ def slots_per_day(series) -> int:
 # ----------------------------------------------------------------------------- training
 
 
-def _tensors(w, scaler, device):
+def _tensors(w, scaler, device, null: float | None = None):
+    """(x, y, tod, dow) tensors, scaled; with a null value also the mask of the targets that are
+    not null (a fifth tensor), for the masked training loss."""
     import torch
 
-    return (
+    out = (
         torch.as_tensor(scaler.transform(w["x"]), dtype=torch.float32, device=device),
         torch.as_tensor(scaler.transform(w["y"]), dtype=torch.float32, device=device),
         torch.as_tensor(w["tod"], device=device),
         torch.as_tensor(w["dow"], device=device),
     )
+    if null is None:
+        return out
+    from icml26.methods.traffic import data as D
+
+    return (*out, torch.as_tensor(D.valid_mask(w["y"], null), device=device))
+
+
+def _l1(pred, y, mask):
+    """Mean absolute error, over the targets that are not null when a mask is given."""
+    if mask is None:
+        return (pred - y).abs().mean()
+    m = mask.to(pred.dtype)
+    return ((pred - y).abs() * m).sum() / m.sum().clamp_min(1.0)
 
 
 def predict(model, x, tod, dow, batch: int = 256):
@@ -264,7 +196,9 @@ def fit(model, params, train, val, cfg: Config, *, gen, epochs: int, lr: float, 
     import torch
 
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=cfg.weight_decay)
-    x, y, tod, dow = train
+    x, y, tod, dow = train[:4]
+    mask = train[4] if len(train) > 4 else None
+    vmask = val[4] if len(val) > 4 else None
     best, best_state, bad, done = math.inf, None, 0, 0
     for ep in range(epochs):
         if on_epoch is not None:
@@ -273,12 +207,12 @@ def fit(model, params, train, val, cfg: Config, *, gen, epochs: int, lr: float, 
         perm = torch.randperm(x.shape[0], generator=gen).to(x.device)
         for i in range(0, x.shape[0], cfg.batch_size):
             b = perm[i : i + cfg.batch_size]
-            loss = (model(x[b], tod[b], dow[b]) - y[b]).abs().mean()
+            loss = _l1(model(x[b], tod[b], dow[b]), y[b], None if mask is None else mask[b])
             opt.zero_grad()
             loss.backward()
             opt.step()
         done = ep + 1
-        v = float((predict(model, *val[:1], *val[2:]) - val[1]).abs().mean())
+        v = float(_l1(predict(model, val[0], val[2], val[3]), val[1], vmask))
         if v < best - 1e-6:
             best, bad = v, 0
             best_state = {k: t.detach().clone() for k, t in model.state_dict().items()}
@@ -435,8 +369,8 @@ def train_lane_model(
     seed_everything(seed)
     gen = torch.Generator().manual_seed(seed)
     model = make_model(name, cfg, lanes.shape[1], slots).to(device)
-    train = _tensors(tr, scaler, device)
-    val = _tensors(va, scaler, device)
+    train = _tensors(tr, scaler, device, cfg.null())
+    val = _tensors(va, scaler, device, cfg.null())
     if name in MINI and pretrained is not None:
         model.load_state_dict(pretrained, strict=False)  # the adjacency is not a saved buffer
         if model.use_graph:
@@ -503,7 +437,9 @@ def evaluate(predictor, test: dict, cfg: Config) -> dict:
     from icml26.methods.traffic import data as D
 
     pred = predictor(test["x"], test["tod"], test["dow"])  # (W, H, N)
-    out = {h: D.metrics(pred[:, h - 1], test["y"][:, h - 1], cfg.mape_min) for h in cfg.horizons}
+    out = {
+        h: D.metrics(pred[:, h - 1], test["y"][:, h - 1], cfg.mape_floor(), null_value=cfg.null()) for h in cfg.horizons
+    }
     b = min(cfg.infer_batch, test["x"].shape[0])
     xs, ts, ds = test["x"][:b], test["tod"][:b], test["dow"][:b]
     predictor(xs, ts, ds)  # warm-up
@@ -553,6 +489,7 @@ def result_records(
             "infer_ms_per_batch": float(np.mean([r["infer_ms_per_batch"] for r in runs])),
             "seeds": len(runs),
             "mae_ci": D.mean_ci(maes),
+            "null_value": cfg.null(),
             "pretrain_s": float(np.mean(pre_s)) if pre_s else None,
             "dataset": inp.dataset,
             "n_test_windows": n_test,
@@ -571,8 +508,9 @@ def run(
     pre_cache: dict = {}
     results = []
     seeds_of = dict(plan(cfg))
-    for fraction in cfg.lane_fractions:
-        for name in cfg.models:
+    yield from inp.skipped
+    for fraction in inp.fractions:
+        for name in inp.models:
             if only is not None and (name, fraction) not in only:
                 continue
             runs, pre_s = [], []
@@ -593,6 +531,11 @@ def run(
     yield summary(results, inp)
 
 
+def _days(inp: Inputs, rows: tuple[int, int]) -> int:
+    lo, hi = rows
+    return int(len(np.unique(inp.lanes.timestamps[lo:hi].astype("datetime64[D]")))) if hi > lo else 0
+
+
 def summary(results: list[dict], inp: Inputs) -> dict:
     best = {}
     for r in results:
@@ -605,6 +548,9 @@ def summary(results: list[dict], inp: Inputs) -> dict:
         "n_lanes": inp.lanes.shape[1],
         "n_roads": inp.roads.shape[1] if inp.roads is not None else 0,
         "road_pretraining": inp.roads is not None,
+        "road_source": inp.road_source,
+        "split_days": {k: _days(inp, getattr(inp.split, k)) for k in ("pretrain", "finetune", "val", "test")},
+        "skipped": [r["reason"] for r in inp.skipped],
         "days": len(inp.split.days),
         "n_results": len(results),
         "best_by_setting": {f"h{h}@{f:g}": r["model"] for (h, f), r in sorted(best.items())},

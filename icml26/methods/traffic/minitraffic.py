@@ -1,6 +1,6 @@
 """MiniTraffic: a mini-sized pre-trained model for fine-grained (lane-level) traffic forecasting
 (Li et al., ICML 2026, PMLR 306; OpenReview ZMQAGxMmE2; no arXiv id; official code
-ShuhaoLii/Mini-Traffic, a PatchTST fork). Notes: shared/methods/minitraffic.md.
+ShuhaoLii/Mini-Traffic, a PatchTST fork). Notes: docs/traffic.md.
 
 Pieces and where they come from (the paper text was not available; RECON = our reconstruction
 from the abstract, a summary and the overview figure):
