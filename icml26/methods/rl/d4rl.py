@@ -89,8 +89,11 @@ def describe_nonfinite(data: dict[str, np.ndarray], bad: np.ndarray) -> str:
 
 
 def write(path: str | Path, data: dict[str, np.ndarray], attrs: dict | None = None) -> Path:
-    """Write ``data`` (the fields above) to ``path`` atomically; returns the path."""
+    """Write ``data`` (the fields above, ``timeouts`` included: files written here carry both flags)
+    to ``path`` atomically; returns the path."""
     h5py = _h5py()
+    if "timeouts" not in data:
+        raise InputError(f"{path}: missing field 'timeouts' (files written here carry terminals and timeouts)")
     d = check(data, where=str(path))
     with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
         for k, v in d.items():
