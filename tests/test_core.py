@@ -157,3 +157,49 @@ def test_best_of_names_a_winner_only_without_ties():
     assert best_of(rows, "wer", "s", lower=False) == "a"
     assert best_of([{"s": "a", "wer": 1.0}, {"s": "b", "wer": 1.0}], "wer", "s") is None  # every variant ties
     assert best_of([{"s": "a", "wer": None}], "wer", "s") is None
+
+
+# ------------------------------------------------------------------ settings and the preamble
+
+
+def test_settings_read_help_from_metadata_trailing_or_leading_comments_and_check_limits():
+    import dataclasses
+    from typing import Literal
+
+    from icml26.core import settings
+
+    @dataclasses.dataclass(frozen=True)
+    class C:
+        steps: int = dataclasses.field(default=10, metadata={"sized": 100})  # optimizer steps
+        # learning rate of the
+        # optimizer
+        lr: float = dataclasses.field(default=0.1, metadata={"gt": 0})
+        mode: Literal["a", "b"] = "a"
+        wait_s: float = settings.setting(1.0, "time between checks")
+
+        def work(self):
+            return [settings.Work(self.steps * self.lr, 5.0, "step-units", "steps or lr")]
+
+    rows = {r["name"]: r for r in settings.rows(C)}
+    assert rows["steps"]["help"] == "optimizer steps" and rows["steps"]["range"] == "<= 100 (sized)"
+    assert rows["lr"]["help"] == "learning rate of the optimizer" and rows["lr"]["range"] == "> 0"
+    assert rows["mode"]["type"] == "a|b" and rows["mode"]["help"] == ""
+    assert rows["wait_s"]["help"] == "time between checks" and rows["wait_s"]["unit"] == "seconds"
+    settings.check(C())
+    with pytest.raises(InputError, match=r"steps=1.0e\+03 is over its limit 100 .*lower steps"):
+        settings.check(C(steps=1000))
+    with pytest.raises(InputError, match=r"lr must be > 0, got -1.0"):
+        settings.check(C(lr=-1.0))
+    with pytest.raises(InputError, match=r"this run would need ~9.0e\+00 step-units .*lower steps or lr"):
+        settings.check(C(steps=90))  # within its cap, over the work model
+
+
+def test_parse_numbers_takes_repeated_and_comma_separated_values():
+    from icml26.core.preamble import parse_numbers
+
+    assert parse_numbers(["64,256", "1024"], "--batch", int) == (64, 256, 1024)
+    assert parse_numbers(["1e3"], "--batch", int) == (1000,)
+    assert parse_numbers(["0.5, 2"], "--noise-level") == (0.5, 2.0)
+    assert parse_numbers(None, "--batch", int) is None
+    with pytest.raises(InputError, match=r"--batch: expected integers \(comma-separated\), got '64,x'"):
+        parse_numbers(["64,x"], "--batch", int)

@@ -433,3 +433,45 @@ def test_resume_after_ctrl_c_equals_an_uninterrupted_run(mm_folder, tmp_path):
     read = lambda d: [json.loads(x) for x in (d / "records.jsonl").read_text().splitlines()]  # noqa: E731
     assert _strip(read(part)) == _strip(read(full))
     assert not (part / "interrupted.json").exists()
+
+
+def _interrupt_after(args: list[str], kind: str, n: int) -> None:
+    """Run ``icml26 args``; SIGINT once ``n`` records of ``kind`` are out (Ctrl-C)."""
+    p = subprocess.Popen(
+        [sys.executable, "-m", "icml26", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+        cwd=ROOT,
+    )
+    seen, t0 = 0, time.monotonic()
+    while seen < n and time.monotonic() - t0 < 600:
+        line = p.stdout.readline()
+        if not line:
+            break
+        seen += f'"kind": "{kind}"' in line
+    p.send_signal(signal.SIGINT)
+    p.wait(timeout=120)
+
+
+@pytest.mark.slow
+def test_hdr_gs_resume_keeps_the_steps_written_before_the_interrupt(tmp_path):
+    from conftest import need
+
+    from icml26.core.data.renders import povray_missing_message, povray_path
+
+    need(lambda: povray_path() is not None, povray_missing_message())
+    args = ["hdr-gs", "train", "--recipe", str(ROOT / "recipes" / "hdr-gs" / "tiny.yaml"), "-q"]
+    full, part = tmp_path / "full", tmp_path / "part"
+    r, _ = _run([*args, "--out", str(full)])
+    assert r.returncode == 0, r.stderr[-2000:]
+    _interrupt_after([*args, "--out", str(part)], "step", 4)  # inside the second method's training
+    assert (part / "interrupted.json").is_file()
+    r, _ = _run([*args, "--out", str(part), "--resume"])
+    assert r.returncode == 0, r.stderr[-2000:]
+    read = lambda d: [json.loads(x) for x in (d / "records.jsonl").read_text().splitlines()]  # noqa: E731
+    strip = lambda rs: [  # noqa: E731
+        {k: v for k, v in x.items() if k not in ("train_s", "ckpt", "seconds")} for x in rs if x["kind"] == "step"
+    ]
+    assert strip(read(part)) == strip(read(full))  # every step record, none lost to the interrupt
