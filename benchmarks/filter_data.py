@@ -18,7 +18,8 @@
 1. Builds the corpus (``--line-docs-per-source`` per source, seed ``--seed``) and trains the
    n-gram classifier on hq vs pool, as ``make-corpus`` + ``train`` do.
 2. Corrupts the held-out HQ documents (real text the classifier never saw) at line level with
-   ``corpus.insert_bad_lines`` (seed ``--seed + 1``): per document, with probability 0.20 no
+   ``corpus.insert_bad_lines`` (seed ``--seed + 1``, ``--templates``: ``eval`` lines, keywords and
+   domains disjoint from those that build the training pool, and ``train`` ones): per document, with probability 0.20 no
    bad line, 0.55 a light dose (a fraction U(0.05, 0.3) of its non-blank line count, at least
    1), 0.25 a heavy dose (U(1, 3) times its line count, at least 2). Each inserted line is
    boilerplate, spam, an informal line (a fortune not in the training pool) or such a line
@@ -105,7 +106,7 @@ def _line_data(a) -> dict:
 
     LINE_CACHE.mkdir(parents=True, exist_ok=True)
     tag = f"dps{a.line_docs_per_source}_seed{a.seed}"
-    data_file = LINE_CACHE / f"scores_{tag}.json"
+    data_file = LINE_CACHE / f"scores_{tag}_{a.templates}.json"
     if data_file.exists():
         print(f"resuming: scores from {data_file.relative_to(ROOT)}", file=sys.stderr)
         return json.loads(data_file.read_text())
@@ -138,7 +139,7 @@ def _line_data(a) -> dict:
         n_bad = (
             0 if dose[2] is None else max(1 if dose[0] == "light" else 2, int(round(rng.uniform(*dose[2]) * n_lines)))
         )
-        text, labels = K.insert_bad_lines(text, n_bad, rng, informal)
+        text, labels = K.insert_bad_lines(text, n_bad, rng, informal, templates=a.templates)
         docs.append({"id": d["id"], "source": d["metadata"]["source"], "dose": dose[0], "text": text, "labels": labels})
     t0 = time.perf_counter()
     texts = [d["text"] for d in docs]
@@ -337,6 +338,7 @@ def _run_lines_seed(a, seed: int) -> dict:
         "setup": {
             "line_docs_per_source": a.line_docs_per_source,
             "seed": a.seed,
+            "templates": a.templates,
             "n_docs": len(docs),
             "n_test": len(test),
             "n_bad_lines": n_bad,
@@ -387,9 +389,19 @@ def run_lines(a) -> None:
             sys.exit(f"no results yet: {LINE_RESULTS.relative_to(ROOT)} (run without --print-only)")
         out = json.loads(LINE_RESULTS.read_text())
     else:
-        runs = [_run_lines_seed(a, s) for s in a.seeds]  # each seed's model and scores are cached: rerunning resumes
-        out = {"kind": "summary", "experiment": "lines", "runs": runs, "summary": _lines_summary(runs)}
+        out = {"kind": "summary", "experiment": "lines", "templates": {}}
+        for t in a.templates.split(","):  # each seed's model and scores are cached: rerunning resumes
+            runs = [_run_lines_seed(argparse.Namespace(**{**vars(a), "templates": t}), s) for s in a.seeds]
+            out["templates"][t] = {"runs": runs, "summary": _lines_summary(runs)}
         atomic_write_text(LINE_RESULTS, json.dumps(out, indent=1) + "\n")
+    for t, res in out["templates"].items():
+        print(f"===== inserted bad lines from the {t!r} templates =====")
+        _print_lines_set(res)
+    if not a.print_only:
+        print(f"results: {LINE_RESULTS.relative_to(ROOT)}")
+
+
+def _print_lines_set(out: dict) -> None:
     for r in out["runs"]:
         _print_lines(r)
         print()
@@ -407,8 +419,6 @@ def run_lines(a) -> None:
         f"target: {'met' if sm['target_met'] else 'NOT met'} at the dev-chosen T on every seed; "
         f"met at {sm['grid_points_met']} of {sm['grid_points']} (seed, T) points of the grid"
     )
-    if not a.print_only:
-        print(f"results: {LINE_RESULTS.relative_to(ROOT)}")
 
 
 def main() -> None:
@@ -417,6 +427,11 @@ def main() -> None:
     ap.add_argument("--line-docs-per-source", type=int, default=2000, help="--experiment lines: corpus size")
     ap.add_argument("--min-kept", type=float, default=0.5, help="--experiment lines: select --min-kept")
     ap.add_argument("--print-only", action="store_true", help="--experiment lines: reprint the saved results")
+    ap.add_argument(
+        "--templates",
+        default="eval,train",
+        help="--experiment lines: template sets of the inserted bad lines (eval: disjoint from the training pool's)",
+    )
     ap.add_argument(
         "--seeds",
         type=int,

@@ -280,9 +280,9 @@ def train(
     if cfg.classifier == "embed":  # only the sentence encoder runs on torch
         from icml26.core.device import resolve_device
 
-        m.set_device(resolve_device(device))
+        device = resolve_device(device)
     stream(
-        m.run_train(cfg, hq=hq, pool=pool, out=out, seed=seed, skip_bad=skip_bad),
+        m.run_train(cfg, hq=hq, pool=pool, out=out, seed=seed, skip_bad=skip_bad, device=device),
         command="filter-data train",
         config=cfg,
         seed=seed,
@@ -323,7 +323,7 @@ def score(
     from pathlib import Path
 
     from icml26.core import progress
-    from icml26.methods.filtering.classifiers import MODEL_FILE, load_model, set_device
+    from icml26.methods.filtering.classifiers import MODEL_FILE, load_model
     from icml26.methods.filtering.cqf import score_stream
     from icml26.methods.filtering.jsonl import DocumentWriter
     from icml26.methods.filtering.lines import check_score_options
@@ -340,7 +340,7 @@ def score(
     if m.classifier == "embed":  # only the sentence encoder runs on torch
         from icml26.core.device import resolve_device
 
-        set_device(resolve_device(device))
+        m.device = resolve_device(device)
     m.score(["warm-up"])  # imports / encoder load stay out of docs_per_s
     t0 = time.perf_counter()
     with progress.progress(None, f"scoring ({m.classifier})") as bar, DocumentWriter(output, spool=not no_spool) as w:

@@ -115,13 +115,24 @@ def test_train_refuses_the_same_file_as_hq_and_pool(tmp_path):
     assert not (tmp_path / "m").exists()
 
 
+def _rows(lines: list[str]) -> dict:
+    """``  name  type = default`` rows of `--set list` (help lines below them are indented deeper)."""
+    out = {}
+    for ln in lines[1:]:
+        if ln.startswith("  ") and not ln.startswith("   ") and " = " in ln:
+            name, rest = ln.split(None, 1)
+            typ, val = rest.split(" = ", 1)
+            out[name] = [typ.strip(), val.strip()]
+    return out
+
+
 def test_train_set_list_works_without_the_required_options():
     for word in ("list", "help"):
         r = _cli("train", "--set", word)
         assert r.exit_code == 0, r.output
         lines = r.stdout.splitlines()
-        assert lines[0].startswith("filter-data train: settings for a recipe's config")
-        rows = {ln.split()[0]: ln.split()[1:] for ln in lines[1:]}
+        assert lines[0].startswith("filter-data train: settings (a recipe's config")
+        rows = _rows(lines)
         assert rows["classifier"] == ["str", "'ngram'"]
         assert rows["n_features"] == ["int", "262144"]
         assert rows["val_fraction"] == ["float", "0.2"]
@@ -191,8 +202,8 @@ def test_set_list_works_without_the_required_options(sub, word):
     r = _cli(sub, "--set", word)
     assert r.exit_code == 0, r.output
     lines = r.stdout.splitlines()
-    assert lines[0] == f"filter-data {sub}: settings for a recipe's config: section or --set key=value (default shown)"
-    rows = {ln.split()[0]: ln.split()[1:] for ln in lines[1:]}
+    assert lines[0].startswith(f"filter-data {sub}: settings (a recipe's config")
+    rows = _rows(lines)
     for key, row in _WITH_SET[sub][1].items():
         assert rows[key] == row, (sub, key)
 

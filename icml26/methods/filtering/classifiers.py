@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -122,18 +122,11 @@ class SentenceEncoder:
         return out
 
 
-_DEVICE = {"name": "cpu"}
-
-
-def set_device(device: str) -> None:
-    """Torch device for the sentence encoder (``embed``); the hashed scorers never use torch."""
-    _DEVICE["name"] = device
-
-
-def get_encoder(max_tokens: int = 128) -> SentenceEncoder:
-    key = (max_tokens, _DEVICE["name"])
+def get_encoder(max_tokens: int = 128, device: str = "cpu") -> SentenceEncoder:
+    """The sentence encoder for (max_tokens, torch device), loaded once per process."""
+    key = (max_tokens, device)
     if key not in _ENCODERS:
-        _ENCODERS[key] = SentenceEncoder(max_tokens=max_tokens, device=_DEVICE["name"])
+        _ENCODERS[key] = SentenceEncoder(max_tokens=max_tokens, device=device)
     return _ENCODERS[key]
 
 
@@ -146,6 +139,8 @@ class QualityModel:
     tensors: dict
     settings: dict
     metrics: dict = field(default_factory=dict)
+    device: str = "cpu"  # torch device of the sentence encoder (embed); not saved
+    trained_ids: dict = field(default_factory=dict)  # {"hq": [...], "pool": [...]}: ids of the documents fitted on
 
     @property
     def score_range(self) -> list:
@@ -160,7 +155,7 @@ class QualityModel:
         s = self.settings
         if self.classifier in ("ngram", "dsir"):
             return _hashing(s["n_features"], s["ngram_max"], s["norm"]).transform(texts)
-        return get_encoder(s["max_tokens"]).encode(texts)
+        return get_encoder(s["max_tokens"], self.device).encode(texts)
 
     def score(self, texts: Sequence[str]) -> np.ndarray:
         """(N,) float64 scores, higher = more like the HQ set (deterministic)."""
@@ -183,13 +178,15 @@ class QualityModel:
             "classifier": self.classifier,
             "settings": json.dumps(self.settings),
             "metrics": json.dumps(self.metrics),
+            "trained_ids": json.dumps(self.trained_ids),
         }
         data = save({k: np.ascontiguousarray(v) for k, v in self.tensors.items()}, metadata=meta)
         return atomic_write_bytes(path, data)
 
 
-def load_model(path: str | Path) -> QualityModel:
-    """Load a model saved by :meth:`QualityModel.save` (a file, or a ``train --out`` folder)."""
+def load_model(path: str | Path, device: str = "cpu") -> QualityModel:
+    """Load a model saved by :meth:`QualityModel.save` (a file, or a ``train --out`` folder);
+    ``device``: where the embed classifier's sentence encoder runs."""
     from icml26.core.safetensors_file import read
 
     p = Path(path)
@@ -205,7 +202,12 @@ def load_model(path: str | Path) -> QualityModel:
     if meta.get("format") != FORMAT or meta.get("classifier") not in CLASSIFIERS:
         raise InputError(f"--model {str(path)!r}: not a filter-data model (format {meta.get('format')!r})")
     return QualityModel(
-        meta["classifier"], tensors, json.loads(meta["settings"]), json.loads(meta.get("metrics", "{}"))
+        meta["classifier"],
+        tensors,
+        json.loads(meta["settings"]),
+        json.loads(meta.get("metrics", "{}")),
+        device,
+        json.loads(meta.get("trained_ids", "{}")),
     )
 
 
@@ -241,6 +243,7 @@ def train_model(
     ngram_max: int = 2,
     max_tokens: int = 128,
     dsir_buckets: int = 10000,
+    device: str = "cpu",
 ) -> QualityModel:
     """Fit a scorer on HQ (label 1) vs pool (label 0) texts.
 
@@ -258,11 +261,16 @@ def train_model(
     rng = np.random.default_rng(seed)
     hq, pool = list(hq), list(pool)
     counts = {"n_hq": len(hq), "n_pool": len(pool)}
+    used = {"hq": np.arange(len(hq)), "pool": np.arange(len(pool))}
     # 1. balance
     if balance:
         n = min(len(hq), len(pool))
-        hq = [hq[i] for i in np.sort(rng.choice(len(hq), n, replace=False))]
-        pool = [pool[i] for i in np.sort(rng.choice(len(pool), n, replace=False))]
+        used = {
+            "hq": np.sort(rng.choice(len(hq), n, replace=False)),
+            "pool": np.sort(rng.choice(len(pool), n, replace=False)),
+        }
+        hq = [hq[i] for i in used["hq"]]
+        pool = [pool[i] for i in used["pool"]]
     # 2. split
     tr_h, va_h = _split(len(hq), val_fraction, rng)
     tr_p, va_p = _split(len(pool), val_fraction, rng)
@@ -287,6 +295,7 @@ def train_model(
             **counts,
             "n_train_per_class": len(tr_h),
         }
+        model.trained_ids = {k: v.tolist() for k, v in used.items()}  # positions; run_train maps them to ids
         return model
 
     from sklearn.linear_model import LogisticRegression
@@ -301,7 +310,7 @@ def train_model(
             "max_tokens": max_tokens,
             "dim": 384,
         }
-        feat = get_encoder(max_tokens).encode
+        feat = get_encoder(max_tokens, device).encode
     X_tr, X_va = feat(x_tr), feat(x_va)
     # 3. choose C by held-out accuracy
     best = None
@@ -315,7 +324,9 @@ def train_model(
             best = (acc, float(c), lr)
     acc, c, lr = best
     coef = lr.coef_.ravel().astype(np.float32)
-    model = QualityModel(classifier, {"coef": coef, "intercept": lr.intercept_.astype(np.float32).reshape(1)}, settings)
+    model = QualityModel(
+        classifier, {"coef": coef, "intercept": lr.intercept_.astype(np.float32).reshape(1)}, settings, device=device
+    )
     s_va = model.score(x_va)
     model.metrics = {
         "val_auc": roc_auc(y_va, s_va),
@@ -324,6 +335,7 @@ def train_model(
         **counts,
         "n_train_per_class": len(tr_h),
     }
+    model.trained_ids = {k: v.tolist() for k, v in used.items()}  # positions; run_train maps them to ids
     return model
 
 
@@ -350,7 +362,7 @@ class TrainConfig:
     ngram_max: int = 2  # word n-grams 1..ngram_max (ngram, dsir)
     max_tokens: int = 128  # encoder truncation in word pieces (embed; MiniLM was trained at 128)
     dsir_buckets: int = 10000  # hashed buckets of the DSIR bag models
-    max_docs: int = 0  # read at most this many documents per file (0 = all)
+    max_docs: int = 0  # a uniform sample of this many documents per file, streamed (0 = all)
 
     def __post_init__(self):
         if self.classifier not in CLASSIFIERS:
@@ -369,18 +381,45 @@ class TrainConfig:
             raise ValueError(f"max_docs must be >= 0, got {self.max_docs}")
 
 
-def run_train(cfg: TrainConfig, *, hq: str, pool: str, out: str, seed: int = 0, skip_bad: bool = False):
-    """Train on two document files, save ``<out>/model.safetensors``; yield result + summary."""
+def reservoir(items: Iterable, k: int, rng: np.random.Generator) -> list:
+    """A uniform random sample of ``k`` items of a stream of unknown length, in stream order,
+    holding at most ``k`` in memory (Algorithm R, Vitter 1985)."""
+    keep: list = []
+    for i, x in enumerate(items):
+        if i < k:
+            keep.append((i, x))
+        else:
+            j = int(rng.integers(0, i + 1))
+            if j < k:
+                keep[j] = (i, x)
+    return [x for _, x in sorted(keep, key=lambda t: t[0])]
+
+
+def read_documents(path: str, max_docs: int, rng: np.random.Generator, skip_bad: bool) -> list[tuple]:
+    """(id, text) of every document of ``path`` (streamed), or of ``max_docs`` drawn uniformly."""
+    from icml26.methods.filtering.jsonl import iter_documents
+
+    docs = ((d.get("id"), d["text"]) for _, d in iter_documents(path, skip_bad=skip_bad))
+    return reservoir(docs, max_docs, rng) if max_docs else list(docs)
+
+
+def run_train(
+    cfg: TrainConfig, *, hq: str, pool: str, out: str, seed: int = 0, skip_bad: bool = False, device: str = "cpu"
+):
+    """Train on two document files (streamed; ``max_docs``: a uniform sample of each), save
+    ``<out>/model.safetensors`` (with the ids of the documents fitted on) and, for the hashed
+    classifiers, ``<out>/datatrove_filter.py`` (see ``export``); yield result + summary."""
     import time
 
-    from icml26.methods.filtering.jsonl import read_texts
+    from icml26.methods.filtering import export
 
-    lim = cfg.max_docs or None
-    hq_t, pool_t = read_texts(hq, skip_bad=skip_bad, limit=lim), read_texts(pool, skip_bad=skip_bad, limit=lim)
+    rng = np.random.default_rng(seed + 7)
+    hq_d = read_documents(hq, cfg.max_docs, rng, skip_bad)
+    pool_d = read_documents(pool, cfg.max_docs, rng, skip_bad)
     t0 = time.perf_counter()
     model = train_model(
-        hq_t,
-        pool_t,
+        [t for _, t in hq_d],
+        [t for _, t in pool_d],
         classifier=cfg.classifier,
         seed=seed,
         val_fraction=cfg.val_fraction,
@@ -390,9 +429,15 @@ def run_train(cfg: TrainConfig, *, hq: str, pool: str, out: str, seed: int = 0, 
         ngram_max=cfg.ngram_max,
         max_tokens=cfg.max_tokens,
         dsir_buckets=cfg.dsir_buckets,
+        device=device,
     )
     train_s = time.perf_counter() - t0
+    docs = {"hq": hq_d, "pool": pool_d}
+    model.trained_ids = {
+        k: [docs[k][i][0] for i in v if docs[k][i][0] is not None] for k, v in model.trained_ids.items()
+    }
     path = model.save(Path(out) / MODEL_FILE)
+    step = export.write_datatrove_step(model, Path(out)) if model.classifier in export.EXPORTABLE else None
     m = model.metrics
     yield {
         "kind": "result",
@@ -401,6 +446,9 @@ def run_train(cfg: TrainConfig, *, hq: str, pool: str, out: str, seed: int = 0, 
         "val_accuracy": m["val_accuracy"],
         "n_hq": m["n_hq"],
         "n_pool": m["n_pool"],
+        "max_docs": cfg.max_docs,
+        "sampling": "uniform (reservoir)" if cfg.max_docs else "all",
+        "n_fitted_pool": len(model.trained_ids.get("pool", [])),
         "C": m.get("C"),
         "train_s": train_s,
     }
@@ -410,4 +458,5 @@ def run_train(cfg: TrainConfig, *, hq: str, pool: str, out: str, seed: int = 0, 
         "val_auc": m["val_auc"],
         "model": str(path),
         "model_bytes": path.stat().st_size,
+        "datatrove_step": str(step) if step else None,
     }

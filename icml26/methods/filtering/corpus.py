@@ -81,6 +81,58 @@ _SPAM = [
     "order now",
 ]
 _DOMAINS = ["best-deals-online.biz", "cheap-pills.top", "free-money.win", "casino-bonus.xyz", "win-big.click"]
+# Evaluation templates for inserted bad lines: no line, keyword or domain shared with the ones above,
+# which build the classifier's training pool (so a line-level evaluation measures generalisation).
+_NAV_EVAL = [
+    "Start page > Products > Garden tools",
+    "Jump to navigation",
+    "My account  Wishlist  Cart (0)",
+    "Filed under: General",
+    "Pin it  Tweet  WhatsApp  LinkedIn",
+    "You may also like",
+    "Write a review",
+    "Older entries  Newer entries",
+    "Categories: Lifestyle, Travel, Food",
+    "Join our mailing list today",
+    "Continue reading",
+    "Showing results 11-20",
+]
+_FOOT_EVAL = [
+    "We value your privacy. Manage preferences | Allow all",
+    "(c) 2023 Example Media Group. Imprint | Legal notice | Accessibility",
+    "Built with Drupal | Hosted by Acme Cloud",
+    "Scroll up",
+    "Comments are closed.",
+    "Sponsored content",
+]
+_SPAM_EVAL = [
+    "cheapest loans",
+    "act fast",
+    "exclusive deal",
+    "no prescription",
+    "crypto giveaway",
+    "earn passive income",
+    "miracle cure",
+    "risk free",
+    "flash sale",
+    "promo coupon",
+    "designer handbags",
+    "get rich quick",
+    "vip members only",
+    "lowest rates",
+    "claim your prize",
+]
+_DOMAINS_EVAL = [
+    "super-savings.shop",
+    "quick-loans.info",
+    "prize-claim.site",
+    "pharma-direct.store",
+    "vip-offers.online",
+]
+TEMPLATE_SETS = {
+    "train": {"nav": _NAV, "foot": _FOOT, "spam": _SPAM, "domains": _DOMAINS},
+    "eval": {"nav": _NAV_EVAL, "foot": _FOOT_EVAL, "spam": _SPAM_EVAL, "domains": _DOMAINS_EVAL},
+}
 
 
 def _sentences(text: str) -> list[str]:
@@ -130,18 +182,23 @@ def spam(text: str, rng: np.random.Generator) -> str:
 BAD_LINE_KINDS = ("boilerplate", "spam", "informal", "shuffled")
 
 
-def bad_line(kind: str, rng: np.random.Generator, informal_lines: list[str]) -> str:
+def bad_line(kind: str, rng: np.random.Generator, informal_lines: list[str], templates: str = "train") -> str:
     """One inserted line of ``kind`` (BAD_LINE_KINDS):
 
-    ``boilerplate``  a navigation / cookie / footer line (the ``boilerplate`` degradation's lines)
-    ``spam``         2-4 spam keywords and a link (the ``spam`` degradation's insert)
+    ``boilerplate``  a navigation / cookie / footer line
+    ``spam``         2-4 spam keywords and a link
     ``informal``     a line of informal text (``informal_lines``: lines of fortunes)
-    ``shuffled``     such an informal line with its words in a random order"""
+    ``shuffled``     such an informal line with its words in a random order
+    templates: ``train`` (the lines that build the training pool's degradations) or ``eval``
+    (disjoint lines, keywords and domains: ``TEMPLATE_SETS``)."""
+    if templates not in TEMPLATE_SETS:
+        raise ValueError(f"templates must be one of {', '.join(TEMPLATE_SETS)}, got {templates!r}")
+    t = TEMPLATE_SETS[templates]
     if kind == "boilerplate":
-        return str(rng.choice(_NAV + _FOOT))
+        return str(rng.choice(t["nav"] + t["foot"]))
     if kind == "spam":
-        kw = " ".join(str(x) for x in rng.choice(_SPAM, size=int(rng.integers(2, 5))))
-        return f"{kw.upper() if rng.random() < 0.3 else kw} http://{rng.choice(_DOMAINS)}/?ref={int(rng.integers(1e6))}"
+        kw = " ".join(str(x) for x in rng.choice(t["spam"], size=int(rng.integers(2, 5))))
+        return f"{kw.upper() if rng.random() < 0.3 else kw} http://{rng.choice(t['domains'])}/?ref={int(rng.integers(1e6))}"
     if kind in ("informal", "shuffled"):
         line = informal_lines[int(rng.integers(len(informal_lines)))]
         if kind == "informal":
@@ -153,18 +210,24 @@ def bad_line(kind: str, rng: np.random.Generator, informal_lines: list[str]) -> 
 
 
 def insert_bad_lines(
-    text: str, n_bad: int, rng: np.random.Generator, informal_lines: list[str], kinds: tuple[str, ...] = BAD_LINE_KINDS
+    text: str,
+    n_bad: int,
+    rng: np.random.Generator,
+    informal_lines: list[str],
+    kinds: tuple[str, ...] = BAD_LINE_KINDS,
+    templates: str = "train",
 ) -> tuple[str, list[str | None]]:
     """``text`` with ``n_bad`` bad lines inserted at uniformly drawn line boundaries (before the
     first line, between two lines, after the last), each of a kind drawn uniformly from
     ``kinds``. Returns the new text and one label per line of it (``text.split("\n")``):
     None for the document's own lines (kept in their order), else the inserted line's kind.
-    ``informal_lines``: non-blank lines of informal text, for ``informal``/``shuffled``."""
+    ``informal_lines``: non-blank lines of informal text, for ``informal``/``shuffled``;
+    ``templates``: see :func:`bad_line`."""
     lines = text.split("\n")
     out: list[tuple[str, str | None]] = [(ln, None) for ln in lines]
     for _ in range(int(n_bad)):
         kind = kinds[int(rng.integers(len(kinds)))]
-        out.insert(int(rng.integers(0, len(out) + 1)), (bad_line(kind, rng, informal_lines), kind))
+        out.insert(int(rng.integers(0, len(out) + 1)), (bad_line(kind, rng, informal_lines, templates), kind))
     return "\n".join(ln for ln, _ in out), [k for _, k in out]
 
 

@@ -2,7 +2,7 @@
 
 Reading
   ``iter_documents(path, skip_bad=...)`` yields ``(line_number, doc)`` one document at a
-  time (constant memory) from ``.jsonl``, ``.jsonl.gz`` (detected by the gzip magic bytes,
+  time (constant memory) from ``.jsonl``, ``.jsonl.gz`` / ``.jsonl.zst`` (detected by their magic bytes,
   so gzip on stdin works too), ``-`` (stdin) and ``.parquet`` (row groups streamed through
   pyarrow; the "line number" is the 1-based row number). A malformed line (not JSON, not an
   object, ``text`` missing or not a string, ``metadata`` not an object) raises
@@ -36,6 +36,7 @@ from typing import IO, Iterator
 from icml26.core.errors import InputError
 
 GZIP_MAGIC = b"\x1f\x8b"
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"  # zstd frame (datatrove / DCLM shards: .jsonl.zst)
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # \ud800..\udfff: a pair is fine, a lone one is not text
 
 
@@ -89,8 +90,15 @@ def _open_binary(path: str) -> IO[bytes]:
             raise InputError(f"input {path!r} is a directory, expected a .jsonl[.gz] or .parquet file")
         raw = open(p, "rb")
     buf = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[arg-type]
-    if buf.peek(2)[:2] == GZIP_MAGIC:
+    head = buf.peek(4)[:4]
+    if head[:2] == GZIP_MAGIC:
         return gzip.GzipFile(fileobj=buf, mode="rb")  # type: ignore[return-value]
+    if head == ZSTD_MAGIC:
+        try:
+            import zstandard
+        except ImportError:  # pragma: no cover - zstandard is a dependency
+            raise InputError(f"input {path!r} is zstd-compressed: reading it needs `pip install zstandard`") from None
+        return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(buf, read_across_frames=True))
     return buf
 
 
@@ -131,7 +139,7 @@ def iter_documents(path: str, *, skip_bad: bool = False, stats: ReadStats | None
         while True:
             try:
                 line = f.readline()
-            except (OSError, EOFError, zlib.error) as e:  # truncated / corrupt gzip
+            except (OSError, EOFError, zlib.error) as e:  # truncated / corrupt gzip or zstd
                 raise InputError(f"{name}:{lineno + 1}: cannot read compressed input: {e}") from None
             if not line:
                 break

@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from icml26.core.errors import InputError
+from icml26.methods.filtering.jsonl import ReadStats
+from icml26.methods.filtering.scored import scored_documents
 
 LEVELS = ("document", "line")
 DOC_SCORES = ("document", "mean", "min", "len-weighted")
@@ -238,8 +240,6 @@ def select_line_stream(
     InputError (before anything is written, since the writer is atomic): ``top``, a missing
     or bad threshold or ``min_kept`` (:func:`check_select_options`), line scores not aligned with the text, a threshold outside
     the scores' range, rule ``document`` without a model."""
-    from icml26.methods.filtering.cqf import _scored
-    from icml26.methods.filtering.jsonl import ReadStats
 
     check_select_options("line", top=top, threshold=threshold, min_kept=min_kept, model=None)
     name = "<stdin>" if path == "-" else path
@@ -256,7 +256,7 @@ def select_line_stream(
             writer.write(d)
         pending.clear()
 
-    for lineno, d, s in _scored(path, field, skip_bad, rs, st, threshold, with_lineno=True):
+    for lineno, d, s in scored_documents(path, field, skip_bad, rs, st, threshold, with_lineno=True):
         where = f"{name}:{lineno}"
         ls = check_line_scores(d, line_field, where)
         rule = d["metadata"].get(field + "_from", "document")

@@ -252,6 +252,24 @@ def _load_corpus_dir(corpus: str) -> dict[str, list[dict]]:
     return {f: [d for _, d in iter_documents(str(p / f"{f}.jsonl"))] for f in FILES}
 
 
+def unseen_pool(pool: list[dict], clf, model_path: str) -> list[dict]:
+    """The pool documents the classifier did not fit on (by id; ``train`` records them).
+    InputError when the model has no such record or fitted on (nearly) the whole pool."""
+    seen = set(clf.trained_ids.get("pool", []))
+    if not seen:
+        raise InputError(
+            f"--model {model_path!r} records no training documents (made by an older version): retrain it with "
+            "`icml26 filter-data train`, so proxy can select from pool documents it did not fit on"
+        )
+    rest = [d for d in pool if d.get("id") not in seen]
+    if len(rest) < 20:
+        raise InputError(
+            f"--model {model_path!r} fitted on {len(pool) - len(rest)} of the {len(pool)} pool documents, leaving "
+            f"{len(rest)} it did not see; train it on part of the pool (`--set max_docs=N`, N < {len(pool)})"
+        )
+    return rest
+
+
 def _top(docs: list[dict], scores: np.ndarray, k: float) -> list[dict]:
     from icml26.methods.filtering.cqf import n_keep
 
@@ -283,7 +301,14 @@ def run(
     torch.set_num_threads(max(1, min(torch.get_num_threads(), 4)))
     parts = _load_corpus_dir(corpus)
     clf = load_model(model_path)
-    pool, pool_h = parts["pool"], parts["pool_heldout"]
+    pool, pool_h = unseen_pool(parts["pool"], clf, model_path), parts["pool_heldout"]
+    yield {
+        "kind": "pool_split",
+        "pool_documents": len(parts["pool"]),
+        "classifier_fitted_on": len(parts["pool"]) - len(pool),
+        "selected_from": len(pool),
+        "note": "selection and the random baseline draw only from pool documents the classifier did not fit on",
+    }
     s_pool = clf.score([d["text"] for d in pool])
     s_pool_h = clf.score([d["text"] for d in pool_h])
     texts = lambda ds: [d["text"] for d in ds]  # noqa: E731
