@@ -475,3 +475,64 @@ def test_hdr_gs_resume_keeps_the_steps_written_before_the_interrupt(tmp_path):
         {k: v for k, v in x.items() if k not in ("train_s", "ckpt", "seconds")} for x in rs if x["kind"] == "step"
     ]
     assert strip(read(part)) == strip(read(full))  # every step record, none lost to the interrupt
+
+
+# ------------------------------------------------------------------ every training command (slow: tiny recipes)
+
+TRAINING: dict[str, list[str]] = {
+    "equivariance": ["equivariance", "-r", "recipes/equivariance/tiny.yaml"],
+    "jacobian-spectrum": [
+        "jacobian-spectrum",
+        "-r",
+        "recipes/jacobian-spectrum/tiny.yaml",
+        "--train",
+        "mnist",
+        "--set",
+        "train_steps=20",
+        "--set",
+        "train_examples=256",
+        "--set",
+        "log_every=10",
+    ],
+    "icr train": ["icr", "train", "-r", "recipes/icr/tiny.yaml"],
+    "mamoe train": ["mamoe", "train", "-r", "recipes/mamoe/tiny.yaml"],
+    "dsac-aid": ["dsac-aid", "-r", "recipes/dsac-aid/tiny.yaml"],
+    "fed-lora": ["fed-lora", "-r", "recipes/fed-lora/tiny.yaml"],
+    "traffic run": ["traffic", "run", "-r", "recipes/traffic/tiny.yaml"],
+    "train-lfm": ["train-lfm", "-r", "recipes/train-lfm/tiny.yaml"],
+    "hdr-gs train": ["hdr-gs", "train", "-r", "recipes/hdr-gs/tiny.yaml"],
+}
+PENDING_TRAINING: dict[str, str] = {
+    # command: the rule its tiny run fails (see the closing note of the lifecycle work)
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "command",
+    [
+        pytest.param(
+            c, marks=[pytest.mark.xfail(strict=True, reason=PENDING_TRAINING[c])] if c in PENDING_TRAINING else []
+        )
+        for c in TRAINING
+    ],
+)
+def test_training_command_reports_progress_and_stops_on_divergence(command, tmp_path):
+    """The tiny recipe with progress lines forced on a pipe and a non-finite loss injected from
+    step 3: progress lines appear, every result says ``diverged: true``, stderr warns."""
+    r, recs = _run(TRAINING[command], ICML26_PROGRESS_S="0", ICML26_FORCE_DIVERGE_AT="3")
+    from conftest import _missing_data_reason, need
+
+    if r.returncode == 2 and _missing_data_reason(r.stderr) is not None:
+        need(lambda: False, _missing_data_reason(r.stderr))
+    assert r.returncode == 0, r.stderr[-2000:]
+    progress_lines = [x for x in r.stderr.splitlines() if x.startswith("[") and " elapsed " in x]
+    res = [x for x in recs if x["kind"] == "result"]
+    problems = []
+    if not progress_lines:
+        problems.append("no progress line")
+    if not res or not all(x.get("diverged") is True for x in res):
+        problems.append("results not marked diverged")
+    if "training diverged at step" not in r.stderr:
+        problems.append("no divergence warning")
+    assert not problems, f"{command}: {problems}"
