@@ -124,7 +124,9 @@ def test_tiny_end_to_end_records_and_reload(tiny_folder, tmp_path):
     assert recs[0]["kind"] == "config" and recs[-1]["kind"] == "summary"
     res = [x for x in recs if x["kind"] == "result"]
     assert {(x["method"], x.get("setting")) for x in res} == {("fp", "FP32")} | {
-        (m, s) for m in ("rtn", "gptq", "smoothquant", "quarot", "fptquant") for s in ("W4A8", "W8A8")
+        (m, s)
+        for m in ("rtn", "gptq", "smoothquant", "quarot", "fptquant", "fptquant-merged")
+        for s in ("W4A8", "W8A8")
     }
     for x in res:
         for k in ("method", "wbits", "abits", "kvbits", "perplexity", "size_bytes"):

@@ -6,8 +6,9 @@
 - each result lists the transforms applied and whether the embeddings stay tied;
   ``weight_quant`` / ``clip_search`` say whether the MSE clip search ran;
 - ``--eval-text`` alone calibrates on the built-in corpus' calibration documents (data record);
-- the default run is FP, RTN and FPTQuant at the settings ``--bits`` implies, and saves
-  FPTQuant with ``--out``; ``--method all`` is the full comparison; an estimate comes first.
+- the default run is FP, RTN and fptquant-merged at the settings ``--bits`` implies, and exports
+  fptquant-merged with ``--out`` in a format transformers loads; ``--method all`` is the full
+  comparison; an estimate comes first; a setting's figure does not depend on the other settings.
 """
 
 import json
@@ -32,9 +33,9 @@ def _args(folder, *extra, eval_only=False, fpt=True):
 
 
 # ----------------------------------------------------------------------------- config level (no model)
-def test_defaults_are_fp_rtn_fptquant_at_the_settings_bits_implies():
+def test_defaults_are_fp_rtn_fptquant_merged_at_the_settings_bits_implies():
     c = m.Config()
-    assert c.methods == ("fp", "rtn", "fptquant") and c.settings == ("W4A16", "W4A8")
+    assert c.methods == ("fp", "rtn", "fptquant-merged") and c.settings == ("W4A16", "W4A8")
     assert m.Config(bits=4).settings == ("W4A16", "W4A8") and m.Config(bits=8).settings == ("W8A8",)
     with pytest.raises(ValueError, match="only 4 and 8"):
         m.Config(bits=3)  # no implied settings: --bits 3 alone is bad input, as before
@@ -44,7 +45,10 @@ def test_defaults_are_fp_rtn_fptquant_at_the_settings_bits_implies():
     assert m.Config(methods=("all",), bits=4).active_settings() == ["W4A16", "W4A8", "W4A4", "W4A4KV4"]
     assert m.Config(methods=("fp", "rtn"), settings=("all",)).settings == m.STANDARD_SETTINGS
     assert m.Config(settings=("W4A4",), bits=4).settings == ("W4A4",)  # given settings are kept
-    assert m.Config().save_target() == ("fptquant", "W4A16")
+    assert m.Config().save_target() == ("fptquant-merged", "W4A16")
+    assert m.Config(methods=("fp", "rtn", "fptquant")).save_target() == ("fptquant", "W4A16")
+    # the local stage as AIMET's LocalTransformOptimizer runs it: AdamW (weight decay 0.01), 200 steps
+    assert (c.local_steps, c.local_lr, c.local_wd) == (200, 1e-2, 0.01)
     assert m.Config(methods=("fp", "quarot")).save_target() == ("quarot", "W4A16")
     with pytest.raises(ValueError, match="stands alone"):
         m.Config(methods=("all", "rtn"))
@@ -208,7 +212,7 @@ def test_default_run_and_estimate(tiny_folder, tmp_path):
     r = runner.invoke(app, _args(tiny_folder, "--bits", "4", "--out", str(tmp_path / "o"), "-q"))
     assert r.exit_code == 0, r.output
     recs = _records(r.stdout)
-    assert recs[0]["methods"] == ["fp", "rtn", "fptquant"] and recs[0]["settings"] == ["W4A16", "W4A8"]
+    assert recs[0]["methods"] == ["fp", "rtn", "fptquant-merged"] and recs[0]["settings"] == ["W4A16", "W4A8"]
     kinds = [(x["kind"], x.get("stage")) for x in recs]
     assert kinds.index(("step", "estimate")) < kinds.index(("result", None))  # the estimate comes before any result
     est = next(x for x in recs if x.get("stage") == "estimate")
@@ -217,11 +221,18 @@ def test_default_run_and_estimate(tiny_folder, tmp_path):
         ("fp", "FP32"),
         ("rtn", "W4A16"),
         ("rtn", "W4A8"),
-        ("fptquant", "W4A16"),
-        ("fptquant", "W4A8"),
+        ("fptquant-merged", "W4A16"),
+        ("fptquant-merged", "W4A8"),
     }
+    for x in recs:
+        if x["kind"] == "result" and x["method"] != "fp":  # every result says its grid and what ran
+            assert x["group_size"] == 0 and "transforms" in x and "stages" in x
+    f = next(x for x in recs if x.get("method") == "fptquant-merged")
+    assert f["stages"][0].startswith("local(steps=3") and f["stages"][1].startswith("e2e(steps=1")
+    assert set(f["transforms"]) == {"qk_transform", "value_transform", "mlp_scaler"}
     saved = next(x for x in recs if x.get("stage") == "saved")
-    assert (saved["method"], saved["setting"]) == ("fptquant", "W4A16") and (
+    assert saved["format"] == "compressed-tensors"
+    assert (saved["method"], saved["setting"]) == ("fptquant-merged", "W4A16") and (
         tmp_path / "o/model/model.safetensors"
     ).is_file()
     assert recs[-1]["estimated_s"] == est["estimated_s"] and recs[-1]["time_s"] > 0

@@ -3,7 +3,7 @@ LLaMA-architecture model, beside RTN, GPTQ, SmoothQuant and QuaRot-style rotatio
 
 from __future__ import annotations
 
-from typing import Annotated, List, Optional
+from typing import Annotated
 
 import typer
 
@@ -12,7 +12,7 @@ from icml26.core.options import OutOpt, QuietOpt, RecipeOpt, SeedOpt, SetOpt, sp
 
 def quantize(
     model: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--model",
             "-m",
@@ -21,7 +21,7 @@ def quantize(
         ),
     ] = None,
     bits: Annotated[
-        Optional[int],
+        int | None,
         typer.Option(
             "--bits",
             "-b",
@@ -30,15 +30,15 @@ def quantize(
         ),
     ] = None,
     method: Annotated[
-        Optional[List[str]],
+        list[str] | None,
         typer.Option(
             "--method",
-            help="fp | rtn | gptq | smoothquant | quarot | fptquant | all (repeatable or comma-separated; default fp,rtn,fptquant; all = the full comparison at the five standard settings).",
+            help="fp | rtn | gptq | smoothquant | quarot | fptquant | fptquant-e2e | fptquant-merged | all (repeatable or comma-separated; default fp,rtn,fptquant-merged; all = the full comparison at the five standard settings).",
             show_default=False,
         ),
     ] = None,
     setting: Annotated[
-        Optional[List[str]],
+        list[str] | None,
         typer.Option(
             "--setting",
             help="W4A16 | W4A8 | W4A4 | W4A4KV4 | W8A8 | W<b>A<b>[KV<b>] | all (repeatable; default: what --bits implies).",
@@ -46,7 +46,7 @@ def quantize(
         ),
     ] = None,
     calib_text: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--calib-text",
             help="Your own plain-text calibration file (default: the corpus' calibration documents).",
@@ -54,7 +54,7 @@ def quantize(
         ),
     ] = None,
     eval_text: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--eval-text",
             help="Your own plain-text evaluation file (default: the corpus' evaluation documents; calibration then stays on the corpus).",
@@ -169,4 +169,6 @@ def _announce(records, quiet: bool, long_s: float):
                 file=sys.stderr,
                 flush=True,
             )
+        if r.get("kind") == "skipped":  # a warning even with -q: a selected method did not run
+            print(f"icml26 quantize: warning: {r['method']} skipped: {r['reason']}", file=sys.stderr, flush=True)
         yield r

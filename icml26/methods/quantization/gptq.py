@@ -186,7 +186,7 @@ def quantize_model_gptq(
         for m in qls:
             m.wbits = 16  # the layer itself runs in floating point while its Hessians are taken
             acc[id(m)] = HessianAccumulator(m.in_features)
-            hooks.append(m.register_forward_pre_hook(lambda mod, args: acc[id(mod)].add(args[0])))
+            hooks.append(m.register_forward_pre_hook(lambda mod, args, acc=acc: acc[id(mod)].add(args[0])))
         try:
             for h, kw in zip(inps, kws):
                 layer(h, **kw)

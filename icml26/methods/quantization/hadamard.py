@@ -11,7 +11,7 @@ Kronecker factors, never forming the n x n matrix.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import torch
 from torch import Tensor
@@ -21,7 +21,7 @@ def _is_prime(q: int) -> bool:
     return q > 1 and all(q % p for p in range(2, int(q**0.5) + 1))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _paley(n: int) -> Tensor:
     """Paley construction I: Hadamard matrix of order n = q + 1, q prime, q = 3 (mod 4)."""
     q = n - 1
@@ -36,7 +36,7 @@ def _paley(n: int) -> Tensor:
     return h
 
 
-@lru_cache(maxsize=None)
+@cache
 def _sylvester(n: int) -> Tensor:
     h = torch.ones(1, 1, dtype=torch.float64)
     while h.shape[0] < n:
@@ -67,7 +67,7 @@ def has_hadamard(n: int) -> bool:
         return False
 
 
-@lru_cache(maxsize=None)
+@cache
 def _factors(n: int) -> tuple[Tensor, Tensor]:
     m, p = _factor(n)
     hm = _paley(m) if m > 1 else torch.ones(1, 1, dtype=torch.float64)

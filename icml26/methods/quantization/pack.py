@@ -17,7 +17,6 @@ import json
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from icml26.methods.quantization import hadamard as had
@@ -26,6 +25,18 @@ from icml26.methods.quantization.qmodel import LINEARS, QSpec, QuantLinear, _get
 
 FORMAT = "icml26-packed-v1"
 DECODE_INT_ACT = 16  # integer activations of the decode GEMV (see PackedLinear.int_act)
+
+
+def is_packed_folder(name_or_path: str) -> bool:
+    """True for a folder written by ``quantize --out`` in this format (config.json's quantization_config)."""
+    f = Path(name_or_path).expanduser() / "config.json"
+    if not f.is_file():
+        return False
+    try:
+        qc = json.loads(f.read_text(encoding="utf-8")).get("quantization_config") or {}
+    except (OSError, ValueError):
+        return False
+    return qc.get("format") == FORMAT
 
 
 def _groups(k: int, group_size: int) -> int:

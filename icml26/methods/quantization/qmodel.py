@@ -210,27 +210,27 @@ def quantize_embeddings(model, bits: int) -> None:
         head.weight.copy_(Q.fake_quant_weight(head.weight, bits, sym=True, group_size=0))
 
 
+def _dyn_scale_hook(norm, args) -> None:
+    """Forward pre-hook on an RMSNorm: the per-token RMS of its input, for the linear that closes
+    the block. The target is an attribute of the norm (not a closure), so a deep copy of the model
+    keeps each hook pointing at its own copy's linear."""
+    target, x = norm._icml26_dyn_target, args[0]
+    r = torch.sqrt(x.detach().pow(2).mean(-1, keepdim=True) + norm.variance_epsilon)
+    target.token_scale = r
+
+
 def install_dyn_scale_hooks(model) -> None:
     """FPTQuant S_n: store the per-token RMS of the residual stream entering each RMSNorm
     on the linear that closes the block (o_proj for attention, down_proj for the MLP)."""
-
-    def make(target, eps):
-        def hook(mod, args):
-            x = args[0]
-            target.token_scale = (
-                torch.sqrt(x.detach().pow(2).mean(-1, keepdim=True) + eps)
-                if not target.train_quant
-                else torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps).detach()
-            )
-
-        return hook
-
     for layer in layers(model):
         if getattr(layer, "_icml26_dyn", False):
             continue
-        eps = layer.input_layernorm.variance_epsilon
-        layer.input_layernorm.register_forward_pre_hook(make(layer.self_attn.o_proj, eps))
-        layer.post_attention_layernorm.register_forward_pre_hook(make(layer.mlp.down_proj, eps))
+        for norm, target in (
+            (layer.input_layernorm, layer.self_attn.o_proj),
+            (layer.post_attention_layernorm, layer.mlp.down_proj),
+        ):
+            norm._icml26_dyn_target = target
+            norm.register_forward_pre_hook(_dyn_scale_hook)
         layer._icml26_dyn = True
 
 

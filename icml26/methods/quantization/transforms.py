@@ -26,6 +26,8 @@ Trainable and mergeable (``FPTParams``, one per decoder layer; merged by ``merge
 
 from __future__ import annotations
 
+import copy
+
 import torch
 from torch import Tensor, nn
 
@@ -46,15 +48,38 @@ def dims(model) -> dict:
     }
 
 
-def check_llama(model) -> None:
-    """The transforms assume the LLaMA block (pre-RMSNorm, no q/k norms, SwiGLU, no biases)."""
-    if getattr(model.config, "model_type", "") not in ("llama", "mistral", "qwen2"):
-        raise ValueError(
-            f"function-preserving transforms support LLaMA-architecture models; got model_type {model.config.model_type!r}"
-        )
+# model_type -> why the transforms cannot take it (checked before anything is prepared)
+REFUSED = {
+    "gemma3": "q/k RMSNorms between the projections and RoPE (the Q/K transform does not commute with them)",
+    "gemma3_text": "q/k RMSNorms between the projections and RoPE (the Q/K transform does not commute with them)",
+    "qwen3": "q/k RMSNorms between the projections and RoPE (the Q/K transform does not commute with them)",
+    "phi3": "fused qkv_proj / gate_up_proj (the transforms act on separate q, k, v, gate and up projections)",
+}
+SUPPORTED = ("llama", "mistral", "qwen2")  # pre-RMSNorm, SwiGLU, separate q/k/v (qwen2: q/k/v biases)
+
+
+def unsupported(model) -> str | None:
+    """Why the function-preserving transforms cannot take ``model`` (None when they can): the
+    LLaMA block (pre-RMSNorm, no q/k norms, SwiGLU, separate projections; biases on q/k/v only)."""
+    mt = getattr(model.config, "model_type", "?")
+    if mt in REFUSED:
+        return f"model_type {mt}: {REFUSED[mt]}"
+    if mt not in SUPPORTED:
+        return f"model_type {mt}: the transforms support {', '.join(SUPPORTED)} blocks"
     layer = layers(model)[0]
-    if hasattr(layer.self_attn, "q_norm") or getattr(layer.self_attn.q_proj, "bias", None) is not None:
-        raise ValueError("transforms need attention without q/k norms and without biases")
+    if hasattr(layer.self_attn, "q_norm"):
+        return f"model_type {mt}: {REFUSED['qwen3']}"
+    for name in ("self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"):
+        if _mod(layer, name).bias is not None:
+            return f"model_type {mt}: a bias on {name} (only q/k/v biases are transformed)"
+    return None
+
+
+def check_llama(model) -> None:
+    """ValueError naming the reason when the transforms cannot take ``model``."""
+    why = unsupported(model)
+    if why:
+        raise ValueError(why)
 
 
 @torch.no_grad()
@@ -120,6 +145,9 @@ def value_hadamard(model) -> None:
         v, o = _merge_v(w["v"], w["o"], m, dm)
         layer.self_attn.v_proj.weight.copy_(v.float())
         layer.self_attn.o_proj.weight.copy_(o.float())
+        bv = layer.self_attn.v_proj.bias
+        if bv is not None:
+            bv.copy_(_merge_bias(bv.double(), m.transpose(-1, -2), dm["d"]).float())
 
 
 @torch.no_grad()
@@ -159,6 +187,11 @@ def _merge_v(wv: Tensor, wo: Tensor, m: Tensor, dm: dict) -> tuple[Tensor, Tenso
     return wv2, wo2
 
 
+def _merge_bias(b: Tensor, t: Tensor, d: int) -> Tensor:
+    """Per-head bias b (heads*d,) -> t_h b_h with t (heads, d, d)."""
+    return torch.matmul(t, b.reshape(-1, d, 1)).reshape(b.shape)
+
+
 class FPTParams(nn.Module):
     """Trainable FPTQuant transforms of one decoder layer (all start at the identity)."""
 
@@ -179,8 +212,14 @@ def merged_weights(base: dict[str, Tensor], p: FPTParams, dm: dict, *, down_hada
     out = dict(base)
     if p.qk:
         out["q"], out["k"] = _merge_qk(base["q"], base["k"], p.theta, p.log_s, dm)
+        if "bq" in base:  # biases are output rows: they transform with their weights' rows
+            tk = _pair_rotation(p.theta, torch.exp(p.log_s))
+            tq = _pair_rotation(p.theta, torch.exp(-p.log_s)).repeat_interleave(dm["g"], 0)
+            out["bq"], out["bk"] = _merge_bias(base["bq"], tq, dm["d"]), _merge_bias(base["bk"], tk, dm["d"])
     if p.v:
         out["v"], out["o"] = _merge_v(base["v"], base["o"], p.vmat, dm)
+        if "bv" in base:
+            out["bv"] = _merge_bias(base["bv"], p.vmat.transpose(-1, -2), dm["d"])
     if p.mlp:
         u = torch.exp(p.log_u)
         out["up"] = base["up"] * u[:, None]
@@ -198,20 +237,34 @@ KEYS = {
     "up": "mlp.up_proj",
     "down": "mlp.down_proj",
 }
+BIASES = {"bq": "self_attn.q_proj", "bk": "self_attn.k_proj", "bv": "self_attn.v_proj"}  # q/k/v biases (Qwen2)
+
+
+def _name(k: str) -> str:
+    return f"{BIASES[k]}.bias" if k in BIASES else f"{KEYS[k]}.weight"
 
 
 def base_weights(model) -> list[dict[str, Tensor]]:
     out = []
     for layer in layers(model):
-        out.append({k: _w(layer, n).detach().clone() for k, n in KEYS.items()})
+        b = {k: _mod(layer, n).weight.detach().clone() for k, n in KEYS.items()}
+        b.update(
+            {k: _mod(layer, n).bias.detach().clone() for k, n in BIASES.items() if _mod(layer, n).bias is not None}
+        )
+        out.append(b)
     return out
 
 
-def _w(layer, dotted: str) -> Tensor:
+def _mod(layer, dotted: str):
     mod = layer
     for p in dotted.split("."):
         mod = getattr(mod, p)
-    return mod.weight
+    return mod
+
+
+def _w(layer, key: str) -> Tensor:
+    mod = _mod(layer, (BIASES | KEYS)[key])
+    return mod.bias if key in BIASES else mod.weight
 
 
 def param_dict(
@@ -221,15 +274,13 @@ def param_dict(
     out = {}
     for i, (b, p) in enumerate(zip(bases, params)):
         for k, t in merged_weights(b, p, dm, down_hadamard=down_hadamard).items():
-            out[f"model.layers.{i}.{KEYS[k]}.weight"] = t
+            out[f"model.layers.{i}.{_name(k)}"] = t
     return out
 
 
 @torch.no_grad()
 def merge_into(model, bases: list[dict], params: list[FPTParams], dm: dict, *, down_hadamard: bool) -> None:
-    import copy
-
     for i, (layer, b, p) in enumerate(zip(layers(model), bases, params)):
         b64 = {k: v.double() for k, v in b.items()}  # merge in float64: exact to float32 rounding
         for k, t in merged_weights(b64, copy.deepcopy(p).double(), dm, down_hadamard=down_hadamard).items():
-            _w(layer, KEYS[k]).copy_(t)
+            _w(layer, k).copy_(t)

@@ -1,0 +1,373 @@
+"""Settings of ``icml26 quantize`` (torch-free, checked before any heavy import): the methods and
+their variants, the quantization settings (W<b>A<b>[KV<b>]), the ``Config`` dataclass and the
+checks run before the model loads (settings honoured by a selected method, group size, text
+length). Methods and the paper they follow: see ``fptquant.py`` and docs/quantize.md.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from icml26.core.data.text import CORPORA, read_text_file
+from icml26.core.errors import InputError
+
+METHODS = ("fp", "rtn", "gptq", "smoothquant", "quarot", "fptquant", "fptquant-merged")
+DEFAULT_METHODS = ("fp", "rtn", "fptquant-merged")  # docs/quantize.md says why this FPTQuant variant; "all" = METHODS
+# FPTQuant variants: the transforms each runs beyond the trainable Q/K, value and MLP ones; both train
+# them locally (AIMET's LocalTransformOptimizer) then end to end (KL to the FP model).
+# fptquant: the paper's set (residual rotation with the RMSNorm gains folded in, online down-projection
+# Hadamard, dynamic scaling S_n); fptquant-merged: only transforms that merge into the weights of the
+# unchanged architecture (no residual rotation, so no folded norms; no online Hadamard, no S_n): what
+# --out exports for transformers.
+FPT_VARIANTS: dict[str, dict[str, bool]] = {
+    "fptquant": {"rotate": True, "down_hadamard": True, "dyn_scale": True},
+    "fptquant-merged": {"rotate": False, "down_hadamard": False, "dyn_scale": False},
+}
+FPT_METHODS = tuple(FPT_VARIANTS)
+STANDARD_SETTINGS = ("W4A16", "W4A8", "W4A4", "W4A4KV4", "W8A8")  # the full comparison (methods "all")
+QUANTIZED = METHODS[1:]
+
+# Which methods read each setting (Config field). A field that is not listed (model, data,
+# evaluation) is read by every method. ``check_settings`` refuses a field that was set but is
+# read by none of the selected methods, and one that none of the selected settings uses.
+HONOURED_BY: dict[str, tuple[str, ...]] = {
+    **{
+        f: QUANTIZED
+        for f in (
+            "group_size",
+            "w_sym",
+            "w_clip_search",
+            "a_sym",
+            "act_granularity",
+            "a_clip_ratio",
+            "kv_clip_ratio",
+            "head_bits",
+            "save_method",
+            "save_setting",
+        )
+    },
+    "smoothquant_alpha": ("smoothquant",),
+    **{f: ("gptq",) for f in ("gptq_block_size", "gptq_percdamp", "gptq_act_order")},
+    **{
+        f: FPT_METHODS
+        for f in (
+            "fpt_qk",
+            "fpt_v",
+            "fpt_mlp",
+            "local_steps",
+            "local_lr",
+            "local_wd",
+            "e2e_steps",
+            "e2e_lr",
+            "e2e_seq_len",
+        )
+    },
+    **{f: ("fptquant",) for f in ("fpt_dyn_scale", "fpt_rotate", "fpt_down_hadamard")},
+}
+# ... and which quantizer a field belongs to: it needs a selected setting that quantizes it.
+NEEDS_QUANTIZED: dict[str, str] = {
+    **{f: "weights" for f in ("group_size", "w_sym", "w_clip_search")},
+    **{f: "activations" for f in ("a_sym", "act_granularity", "a_clip_ratio")},
+    "kv_clip_ratio": "kv",
+}
+GGUF_NOTE = (
+    "SmolLM2/Gemma GGUF weights ship as 4-bit blocks of 32 (Q4_1/Q4_K); weights are quantized "
+    "per channel (or in groups not aligned to 32), so 4-bit RTN does not reproduce the shipped grid"
+)
+
+
+def parse_setting(s: str) -> tuple[int, int, int]:
+    """'W4A8' -> (4, 8, 16); 'W4A4KV4' -> (4, 4, 4)."""
+    m = re.fullmatch(r"W(\d+)A(\d+)(?:KV(\d+))?", s.strip().upper())
+    if not m:
+        raise ValueError(f"setting {s!r} is not of the form W<bits>A<bits>[KV<bits>] (e.g. W4A8, W4A4KV4)")
+    w, a, kv = int(m.group(1)), int(m.group(2)), int(m.group(3) or 16)
+    for name, b in (("W", w), ("A", a), ("KV", kv)):
+        if not (2 <= b <= 8 or b == 16):
+            raise ValueError(f"setting {s!r}: {name} bits must be in 2..8 or 16, got {b}")
+    return w, a, kv
+
+
+@dataclass(frozen=True)
+class Config:
+    model: str = "llama"  # built-in name, HF folder or .gguf
+    methods: tuple[str, ...] = DEFAULT_METHODS  # "all" = every method
+    settings: tuple[str, ...] = ()  # () = implied_settings(): by bits; every standard setting for methods "all"
+    bits: int = 0  # 0 = every setting; 4 / 8 keeps settings with that weight width
+    corpus: str = "python-docs"
+    calib_text: str | None = None  # user's plain-text file (replaces the corpus' calibration split)
+    eval_text: str | None = None  # user's plain-text file (replaces the corpus' evaluation split)
+    seq_len: int = 512
+    calib_tokens: int = 4096
+    eval_tokens: int = 4096
+    group_size: int = 0  # 0 = per output channel
+    w_sym: bool = True
+    w_clip_search: bool = False  # MSE search of a clipping ratio per row (slow on 2 cores)
+    a_sym: bool = False
+    act_granularity: str = "per-token"  # per-token (dynamic) | per-tensor (static)
+    a_clip_ratio: float = 0.9
+    kv_clip_ratio: float = 0.95
+    head_bits: int = 8  # embedding / lm_head weights (activations stay FP)
+    smoothquant_alpha: float = 0.5
+    gptq_block_size: int = 128  # GPTQ lazy-batch block B (Algorithm 1)
+    gptq_percdamp: float = 0.01  # dampening lambda = percdamp * mean(diag H)
+    gptq_act_order: bool = False  # quantize columns by decreasing diag(H)
+    fpt_qk: bool = True
+    fpt_v: bool = True
+    fpt_mlp: bool = True
+    fpt_dyn_scale: bool = True
+    fpt_rotate: bool = True
+    fpt_down_hadamard: bool = True
+    local_steps: int = 200  # FPTQuant local steps, as AIMET's LocalTransformOptimizer (~0.9 CPU-s each here)
+    local_lr: float = 1e-2
+    local_wd: float = 0.01  # AdamW weight decay (AIMET: torch's default, 0.01)
+    e2e_steps: int = 8  # end-to-end steps per setting (~7.6 CPU-s each at e2e_seq_len 256)
+    e2e_lr: float = 1e-3
+    e2e_seq_len: int = 256
+    greedy_prompts: int = 4
+    greedy_tokens: int = 16
+    save_method: str = ""  # "" = an FPTQuant variant if selected, else the first selected method that can be packed
+    save_setting: str = ""  # "" = the first setting that can be packed (W4/W8)
+
+    def __post_init__(self):
+        methods = tuple(self.methods)
+        if "all" in methods:
+            if len(methods) > 1:
+                raise ValueError(f"methods: 'all' stands alone (it is every method: {', '.join(METHODS)})")
+            methods = METHODS
+        bad = [m for m in methods if m not in METHODS]
+        if bad or not methods:
+            raise ValueError(
+                f"methods: unknown {bad[0] if bad else '(empty)'!r}; choose from {', '.join(METHODS)} or all"
+            )
+        object.__setattr__(self, "methods", tuple(dict.fromkeys(methods)))
+        if self.bits not in (0, 2, 3, 4, 5, 6, 7, 8):
+            raise ValueError(f"bits must be 0 (all settings) or a weight width in 2..8, got {self.bits}")
+        if not self.settings or tuple(x.upper() for x in self.settings) == ("ALL",):
+            object.__setattr__(
+                self, "settings", self.implied_settings(full=bool(self.settings) or set(self.methods) == set(METHODS))
+            )
+        for s in self.settings:
+            parse_setting(s)
+        if self.bits and not self.active_settings():
+            raise ValueError(
+                f"bits={self.bits}: none of the settings {', '.join(self.settings)} has {self.bits}-bit weights"
+            )
+        if self.act_granularity not in ("per-token", "per-tensor"):
+            raise ValueError(f"act_granularity must be per-token or per-tensor, got {self.act_granularity!r}")
+        for name in ("seq_len", "calib_tokens", "eval_tokens", "e2e_seq_len"):
+            if getattr(self, name) < 8:
+                raise ValueError(f"{name} must be >= 8, got {getattr(self, name)}")
+        if self.eval_tokens < self.seq_len or self.calib_tokens < self.seq_len:
+            raise ValueError(
+                f"calib_tokens ({self.calib_tokens}) and eval_tokens ({self.eval_tokens}) must be >= seq_len ({self.seq_len})"
+            )
+        if self.group_size < 0:
+            raise ValueError(f"group_size must be >= 0, got {self.group_size}")
+        if (self.calib_text is None or self.eval_text is None) and self.corpus not in CORPORA:
+            raise ValueError(
+                f"corpus {self.corpus!r} is not a built-in corpus; choose from {', '.join(CORPORA)} "
+                "(or give calib_text and eval_text)"
+            )
+        if not (0 < self.a_clip_ratio <= 1 and 0 < self.kv_clip_ratio <= 1):
+            raise ValueError("a_clip_ratio and kv_clip_ratio must be in (0, 1]")
+        if self.head_bits not in (8, 16):
+            raise ValueError(f"head_bits must be 8 or 16, got {self.head_bits}")
+        for name in ("local_steps", "local_wd", "e2e_steps", "greedy_prompts", "greedy_tokens"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0")
+        if self.save_method and (self.save_method not in METHODS or self.save_method == "fp"):
+            raise ValueError(f"save_method must be one of {', '.join(METHODS[1:])}, got {self.save_method!r}")
+        if self.save_setting:
+            parse_setting(self.save_setting)
+        if self.save_method == "gptq":
+            raise ValueError(
+                "save_method gptq: saving GPTQ's packed model is not supported yet (choose rtn, smoothquant, quarot or fptquant)"
+            )
+        if self.gptq_block_size < 1 or not self.gptq_percdamp > 0:
+            raise ValueError("gptq_block_size must be >= 1 and gptq_percdamp > 0")
+
+    def implied_settings(self, full: bool = False) -> tuple[str, ...]:
+        """The settings run when none are given: the full comparison (STANDARD_SETTINGS, kept by
+        ``bits``) when ``full``; else the ones ``bits`` implies: W4A16 (weight-only, the packed
+        model the CPU kernels run) and W4A8 for 4, W8A8 for 8; bits 0 = 4. ValueError for other
+        widths (give the settings)."""
+        if full:
+            keep = tuple(x for x in STANDARD_SETTINGS if not self.bits or parse_setting(x)[0] == self.bits)
+            if keep:
+                return keep
+        b = self.bits or 4
+        if b not in (4, 8):
+            raise ValueError(
+                f"bits={b}: only 4 and 8 imply settings (the packed formats); give the settings, e.g. --setting W{b}A16"
+            )
+        return ("W8A8",) if b == 8 else (f"W{b}A16", f"W{b}A8")
+
+    def active_settings(self) -> list[str]:
+        return [s.upper() for s in self.settings if not self.bits or parse_setting(s)[0] == self.bits]
+
+    def save_target(self) -> tuple[str | None, str | None]:
+        """(method, setting) that ``--out`` packs: save_method or fptquant / the first selected
+        method that can be packed; save_setting or the first active W4/W8 setting. None where
+        there is none."""
+        m = self.save_method or next(
+            (x for x in (*FPT_METHODS, "rtn", "quarot", "smoothquant") if x in self.methods), None
+        )
+        st = (
+            self.save_setting.upper()
+            if self.save_setting
+            else next((x for x in self.active_settings() if parse_setting(x)[0] in (4, 8)), None)
+        )
+        return m, st
+
+    def spec(self, setting: str):
+        from icml26.methods.quantization.qmodel import QSpec
+
+        w, a, kv = parse_setting(setting)
+        return QSpec(
+            wbits=w,
+            abits=a,
+            kvbits=kv,
+            w_sym=self.w_sym,
+            group_size=self.group_size,
+            w_clip_search=self.w_clip_search,
+            a_sym=self.a_sym,
+            act_granularity=self.act_granularity,
+            a_clip_ratio=self.a_clip_ratio,
+            kv_clip_ratio=self.kv_clip_ratio,
+            head_bits=self.head_bits,
+        )
+
+    def weight_quant_note(self, wbits: int | None = None) -> str:
+        """How the decoder weights are quantized, and whether the MSE clipping search ran
+        (it runs for every quantized weight when w_clip_search is on)."""
+        if wbits is not None and wbits >= 16:
+            return f"not quantized ({wbits}-bit weights)"
+        g = "per-channel" if self.group_size == 0 else f"group {self.group_size}"
+        clip = "MSE clip search ran" if self.w_clip_search else "no clip search (w_clip_search=false)"
+        return f"{g} {'sym' if self.w_sym else 'asym'}, {clip}"
+
+
+def check_settings(cfg: Config, given: dict[str, str], *, out: str | None = None) -> dict[str, str]:
+    """Check that every setting given is honoured by the run (before anything is written).
+
+    given: field -> where it came from (``--set`` or ``recipe FILE``). A field from ``--set``
+    that none of the selected methods reads (HONOURED_BY), or that none of the selected
+    settings uses (e.g. an activation clip ratio without activation quantization), is an
+    InputError naming the methods; from a recipe (sized for every method) it is returned,
+    field -> reason, for the config record. With ``out``: the model to save must be among the
+    selected methods and settings. Raises InputError."""
+    unused: dict[str, str] = {}
+    refused: list[str] = []
+    specs = [parse_setting(x) for x in cfg.active_settings()]
+    quantizes = {
+        "weights": any(w < 16 for w, _, _ in specs),
+        "activations": any(a < 16 for _, a, _ in specs),
+        "kv": any(kv < 16 for _, _, kv in specs),
+    }
+    for f, where in given.items():
+        by = HONOURED_BY.get(f)
+        reason = None
+        if by is not None and not set(by) & set(cfg.methods):
+            who = "the quantized methods" if set(by) == set(QUANTIZED) else ", ".join(by)
+            reason = (
+                f"{f} is read by {who} only; the selected methods ({', '.join(cfg.methods)}) do not use it "
+                f"(add {'--method ' + by[0] if len(by) == 1 else 'a quantized method'}, or drop {f})"
+            )
+        elif f in NEEDS_QUANTIZED and not quantizes[NEEDS_QUANTIZED[f]]:
+            reason = (
+                f"{f} applies to quantized {NEEDS_QUANTIZED[f]}; none of the settings "
+                f"({', '.join(cfg.active_settings())}) quantizes them"
+            )
+        if reason is None:
+            continue
+        if where == "--set":
+            refused.append(reason)
+        else:
+            unused[f] = reason
+    if refused:
+        raise InputError("; ".join(refused))
+    if out is not None:
+        m, st = cfg.save_target()
+        if m is None or m not in cfg.methods:
+            raise InputError(
+                f"--out: the model to save ({'save_method ' + m if m else 'a packable method'}) is not among the "
+                f"selected methods ({', '.join(cfg.methods)}); add it with --method, or set save_method"
+            )
+        if st is None or st not in cfg.active_settings():
+            raise InputError(
+                f"--out: the setting to save ({'save_setting ' + st if st else 'a W4/W8 setting'}) is not among the "
+                f"selected settings ({', '.join(cfg.active_settings())}); add it with --setting, or set save_setting"
+            )
+        if parse_setting(st)[0] not in (4, 8):
+            raise InputError(f"--out: only 4- and 8-bit weights are packed; cannot save {st} (set save_setting)")
+        if m == "gptq":
+            raise InputError(
+                "--out: saving GPTQ's packed model is not supported yet (set save_method to rtn, smoothquant, quarot or fptquant)"
+            )
+    return unused
+
+
+def check_text_tokens(cfg: Config, model_dir) -> None:
+    """A user's --calib-text / --eval-text holds at least calib_tokens / eval_tokens tokens of
+    the model's tokenizer; checked before the config record (InputError naming the file and the
+    counts). The built-in corpus always has enough."""
+    from transformers import AutoTokenizer
+
+    sides = [
+        (o, f, n)
+        for o, f, n in (
+            ("--calib-text", cfg.calib_text, cfg.calib_tokens),
+            ("--eval-text", cfg.eval_text, cfg.eval_tokens),
+        )
+        if f is not None
+    ]
+    if not sides:
+        return
+    tok = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
+    for opt, f, n in sides:
+        have = len(tok(read_text_file(f) + "\n\n", add_special_tokens=False)["input_ids"])
+        if have < n:
+            side = "calib_tokens" if opt == "--calib-text" else "eval_tokens"
+            raise InputError(
+                f"{opt} {str(f)!r} has only {have} tokens, {n} needed ({side}); "
+                f"give a longer text or lower it with --set {side}=N (at least seq_len={cfg.seq_len})"
+            )
+
+
+def check_group_size(group_size: int, dims: dict[str, int]) -> None:
+    """InputError when ``group_size`` (0 = per channel; >= a dimension = per channel for it)
+    does not divide an input dimension of the quantized linear layers. ``dims``: name -> size."""
+    bad = {n: k for n, k in dims.items() if group_size and group_size < k and k % group_size}
+    if bad:
+        named = ", ".join(f"{n}={k}" for n, k in bad.items())
+        ok = sorted({g for g in (32, 64, 128, 256) if all(k % g == 0 or g >= k for k in dims.values())})
+        hint = f"; e.g. {', '.join(map(str, ok))}" if ok else ""
+        raise InputError(
+            f"group_size {group_size} does not divide the model's linear input dimensions ({named}): "
+            f"choose 0 (per channel) or a divisor of every one of {sorted(set(dims.values()))}{hint}"
+        )
+
+
+def model_dims(model_dir) -> dict[str, int]:
+    """Input dimensions of the decoder's linear layers, read from an HF folder's config.json
+    (empty when the config does not say). No weights are read."""
+    try:
+        c = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    c = c.get("text_config", c) if isinstance(c.get("text_config"), dict) else c
+    dims = {}
+    if isinstance(c.get("hidden_size"), int):
+        dims["hidden_size"] = c["hidden_size"]
+    if isinstance(c.get("intermediate_size"), int):
+        dims["intermediate_size"] = c["intermediate_size"]
+    heads, hd = c.get("num_attention_heads"), c.get("head_dim")
+    if isinstance(heads, int) and not isinstance(hd, int) and dims.get("hidden_size"):
+        hd = dims["hidden_size"] // heads
+    if isinstance(heads, int) and isinstance(hd, int):
+        dims["num_attention_heads*head_dim"] = heads * hd
+    return dims
