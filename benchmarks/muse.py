@@ -184,7 +184,7 @@ def part_eval(cfg, args, data: dict) -> None:
     store = data.setdefault("eval", {})
     methods = tuple(args.eval_methods)
     for n in args.context_tokens:
-        split = "" if cfg.eval_split == "test" else f"-{cfg.eval_split}"  # test keys as before; val windows apart
+        split = "" if cfg.split == "test" else f"-{cfg.split}"  # test keys as before; val windows apart
         key = f"{n}|w{args.windows}{split}|{_settings_key(cfg)}|t{args.threads}"
         if key in store and all(m in store[key] for m in ("sdpa",) + methods):
             continue
@@ -268,7 +268,8 @@ def part_train(cfg, args, data: dict) -> None:
     entry = store.setdefault(key, {})
     from icml26.core.data import cache_root
 
-    out = cache_root() / "benchmarks" / f"muse-train-{n}-{args.steps}"  # checkpoints stay out of git
+    # checkpoints stay out of git; one folder per settings (and design: "causal")
+    out = cache_root() / "benchmarks" / f"muse-train-{n}-{args.steps}-{_settings_key(cfg)}-causal"
     for mth in args.train_methods:
         if mth in entry:
             continue

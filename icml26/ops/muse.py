@@ -1,6 +1,7 @@
 """MuSe forward and backward: the C++ kernel (icml26/csrc/cpu/muse_cpu.cpp,
 ``torch.ops.icml26.muse_forward`` / ``muse_backward``; AVX2+FMA / portable, chosen at run time)
-or its torch twin ``muse.muse_attention``.
+or its torch twin ``icml26.ops._ref.muse.muse_attention``; both causal by construction (query
+centroids from the previous block, per-token assignment and retrieval; docs/muse.md).
 
 The kernel covers ``muse``, ``muse-noretrieval`` and ``block`` for float32 CPU tensors:
 clustering, tilted summaries of the past key clusters only, retrieval, far field, local block,

@@ -5,18 +5,19 @@
 // (dq, dk, dv; see its comment below). The forward:
 //
 // Inputs: q (B, H, N, D), k, v (B, Hkv, N, D) float32 contiguous, N a multiple of the block size
-// (the wrapper zero-pads, as the twin does). Per head and block of bt tokens:
-//   1. queries and keys are put in cluster order by recursive balanced 2-means (median split of
-//      the projection on the difference of the half means, `iters` times per split, stable sort:
-//      the twin's order); `block` (variant 2) keeps contiguous groups;
-//   2. for query block t >= 1 and each query cluster a (centroid qbar): the tilted summary of every
-//      past key cluster b: L_ab = log sum_j exp(c qbar.k_j), k~_ab, v~_ab (variants 0, 1);
-//      `block` uses the MoBA gate c qbar.mean(k_b) instead;
-//   3. retrieval: the top-r past clusters by L_ab (gate) are attended exactly (variants 0, 2);
-//   4. far field of query q in a: scores L_ab + c (q - qbar).k~_ab over the other past clusters,
-//      values v~_ab (variants 0, 1); one softmax over retrieval + far field;
-//   5. exact causal attention inside block t, merged with 3-4 by log-sum-exp.
-// Only past key clusters are summarised (the twin's loop does the same).
+// (the wrapper zero-pads, as the twin does). Causal by construction: the output of query i depends
+// on tokens <= i only. Per head and block of bt tokens:
+//   1. keys are put in cluster order by recursive balanced 2-means (median split of the projection
+//      on the difference of the half means, `iters` times per split, stable sort: the twin's order);
+//      `block` (variant 2) keeps contiguous groups. A block's key clusters serve later blocks only;
+//   2. query block t >= 1 uses the centroids of block t-1's balanced query clusters; every query joins
+//      its nearest (query_groups); `block`: every query is its own group;
+//   3. for each centroid a: the tilted summary of every past key cluster b: L_ab = log sum_j
+//      exp(c qbar.k_j), k~_ab, v~_ab (variants 0, 1); `block` gates on c q.mean(k_b) per query;
+//   4. far field of query q in a: scores L_ab + c (q - qbar).k~_ab over the past clusters, values v~_ab;
+//   5. retrieval: each query's own top-r past clusters by its far-field score (or its gate) are
+//      attended exactly and dropped from its far field; one softmax over retrieval + far field,
+//      merged by log-sum-exp with exact causal attention inside block t.
 // Parallel over (head, query block) with at::parallel_for. Dot products / axpy of length D:
 // AVX2+FMA or portable C++, chosen at run time (level -1 = best available, 0 portable, 1 AVX2).
 
