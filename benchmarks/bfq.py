@@ -295,11 +295,12 @@ def part_onestep(res: dict, data_dir: Path, ds: str, steps: int, runs: list[str]
         g = torch.Generator().manual_seed(1)
         t0 = time.perf_counter()
         for _ in range(steps):
-            ag.update(data.sample(1, 256, g))
+            ag.train_step(data.sample(1, 256, g))
+        On = ag.normalize(O)  # the dataset's fields are raw; BFQ sees normalised observations
         with torch.no_grad():
-            det = ag.act(O, deterministic=True)
+            det = ag.act(On, deterministic=True)
             eps = torch.randn(A.shape, generator=torch.Generator().manual_seed(5))
-            F = ag.velocity(O)
+            F = ag.velocity(On)
             z = torch.zeros(*A.shape[:-1], 1)
             raw = bfqm.policy_operator(F, eps, z, z + 1)
             x = eps
@@ -319,7 +320,7 @@ def part_onestep(res: dict, data_dir: Path, ds: str, steps: int, runs: list[str]
                 "chain10_at_bounds": float((x.abs() > 0.99).float().mean()),
                 "lcomp_random": float(bfqm.composition_loss(F, a_t, tm["r"], tm["m"], tm["t"])),
                 "lcomp_one_step_query": float(bfqm.composition_loss(F, eps, z, tm["m"], z + 1)),
-                "mean_abs_q": float(ag.critic.q(O, A).abs().mean()),
+                "mean_abs_q": float(ag.critic.q(On, A).abs().mean()),
             }
         rets = offline.evaluate(ag, data, data.env, cfg, 0, 0)
         row["score"] = float(offline.normalized_score(rets, ref["ref_min_return"], ref["ref_max_return"])[0])
@@ -412,6 +413,8 @@ def d3rlpy_worker(
         def act(self, obs, deterministic=True):
             return torch.as_tensor(self.algo.predict(obs[0].numpy().astype(np.float32)))[None]
 
+        policy = act  # raw observations: d3rlpy scales them itself
+
     class Raw:
         @staticmethod
         def normalize(x):
@@ -474,7 +477,7 @@ def part_d3rlpy(
             seeds=seeds,
             eval_interval=steps,
             eval_episodes=eval_episodes,
-            hidden=hidden,
+            td3bc_hidden=hidden,
             checkpoint_interval=0,
         )
         r = next(x for x in offline.run(cfg, seed=0) if x["kind"] == "result")
@@ -718,7 +721,11 @@ def main() -> None:
     ap.add_argument("--datasets", default=",".join(DATASETS[:2]))
     ap.add_argument("--algos", default=",".join(SEEDS))
     ap.add_argument("--steps", type=int, default=3000)
-    ap.add_argument("--hidden", default="256,256,256", help="hidden widths of every network in the scores part")
+    ap.add_argument(
+        "--hidden",
+        default="256,256,256",
+        help="hidden widths of BFQ and BC in the scores part (the baselines keep their official networks)",
+    )
     ap.add_argument("--eval-episodes", type=int, default=10)
     ap.add_argument("--evals", type=int, default=4, help="evaluations per run (the last at --steps)")
     ap.add_argument(
