@@ -20,6 +20,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from icml26.commands.filter_data_common import SECTIONS, _finish, _refuse_overwrite, _refuse_same, _resolve  # noqa: F401
 from icml26.core.options import DeviceOpt, OutOpt, QuietOpt, RecipeOpt, SeedOpt, SetOpt
 
 filter_app = typer.Typer(
@@ -57,113 +58,6 @@ LevelOpt = Annotated[
 LineFieldOpt = Annotated[
     str, typer.Option("--line-field", help="Line-scores key inside each document's metadata (--level line).")
 ]
-
-
-SECTIONS = ("make-corpus", "train", "analyze", "proxy")
-
-
-def _resolve(config_cls, section: str, recipe, sets, *, required: dict | None = None, **typed):
-    """A filter-data recipe holds one mapping per subcommand under ``config``
-    (``config: {make-corpus: {...}, train: {...}, proxy: {...}}``); this subcommand reads
-    its own. Precedence as everywhere: defaults < recipe < --set < typed options.
-
-    required: ``{"--hq FILE": value, ...}``, options that typer leaves optional so that
-    ``--set list`` works without them; after ``--set list``/``help``, a missing one is an
-    InputError (one line, exit 2) naming every missing option."""
-    from icml26.core.errors import InputError
-    from icml26.core.recipe import build_config, load_recipe, parse_sets, settings_help
-
-    settings_help(config_cls, f"filter-data {section}", sets)
-    missing = [flag for flag, v in (required or {}).items() if v is None]
-    if missing:
-        names = ", ".join(missing[:-1]) + " and " + missing[-1] if len(missing) > 1 else missing[0]
-        raise InputError(f"filter-data {section}: missing required option{'s' if len(missing) > 1 else ''} {names}")
-    values: dict = {}
-    seed = None
-    if recipe is not None:
-        cfg, seed = load_recipe(recipe, "filter-data")
-        unknown = sorted(set(cfg) - set(SECTIONS))
-        if unknown:
-            raise InputError(
-                f"recipe {recipe!r}: unknown section {unknown[0]!r} under config; valid sections: {', '.join(SECTIONS)}"
-            )
-        sec = cfg.get(section) or {}
-        if not isinstance(sec, dict):
-            raise InputError(f"recipe {recipe!r}: config.{section} must be a mapping")
-        values.update({str(k).replace("-", "_"): v for k, v in sec.items()})
-    values.update(parse_sets(sets))
-    values.update({k: v for k, v in typed.items() if v is not None})
-    return build_config(config_cls, values, source=f"filter-data {section} config"), seed
-
-
-def _refuse_overwrite(output: str | None, *inputs: str | None, flag: str = "--output", what: str = "input") -> None:
-    """--output must not be one of the inputs: the atomic rename would replace the input with
-    the (partial) selection (and --log must not be --output). Exit 2 before anything is read or
-    written."""
-    import os
-    from pathlib import Path
-
-    from icml26.core.errors import InputError
-
-    if output in (None, "-"):
-        return
-    if not str(output).strip():
-        raise InputError(f"{flag} is empty: give a file path (or - for stdout)")
-    out = Path(output).expanduser()
-    if out.is_dir():
-        raise InputError(f"{flag} {output!r} is a directory: give a file path")
-    if out.exists() and not out.is_file():  # /dev/null, a FIFO: written straight through
-        return
-    for src in inputs:
-        if src in (None, "-"):
-            continue
-        p = Path(src).expanduser()
-        try:
-            same = out.resolve() == p.resolve() or (out.exists() and p.exists() and os.path.samefile(out, p))
-        except OSError:
-            same = False
-        if same:
-            raise InputError(
-                f"{flag} {output!r} is the {what} file {src!r}: writing it would overwrite the {what}; "
-                f"choose another {flag} path"
-            )
-
-
-def _refuse_same(hq: str, pool: str) -> None:
-    """--hq and --pool must be different files: a classifier of a file against itself learns nothing."""
-    import os
-
-    from icml26.core.errors import InputError
-
-    try:
-        same = hq == pool or (hq != "-" and pool != "-" and os.path.samefile(hq, pool))
-    except OSError:  # a missing file: the reader names it
-        same = False
-    if same:
-        raise InputError(
-            f"--hq and --pool are the same file ({hq!r}): give the high-quality documents and the raw pool separately"
-        )
-
-
-def _finish(command: str, config: dict, summary: dict, log: str | None, quiet: bool) -> None:
-    """The run record of a filter command: stderr line (+ --log file); never stdout."""
-    import sys
-
-    from icml26.core.output import atomic_write_text, to_json
-
-    if log:
-        atomic_write_text(
-            log,
-            to_json({"kind": "config", "command": command, **config})
-            + "\n"
-            + to_json({"kind": "summary", **summary})
-            + "\n",
-        )
-    if not quiet:
-        parts = ", ".join(
-            f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in summary.items() if v is not None
-        )
-        print(f"icml26 {command}: {parts}", file=sys.stderr)
 
 
 @filter_app.command("make-corpus")

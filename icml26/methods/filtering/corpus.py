@@ -16,9 +16,8 @@ documents are drawn without replacement and split disjointly into
 plus ``docs_per_source`` informal documents from ``fortunes`` (pool only). The pool is then
 shuffled and 20% of it is held out (``pool_heldout``).
 
-Line-level corruption (``insert_bad_lines``, the line-level benchmark): lines inserted at
-seeded positions among a document's own lines, each labelled with its kind (see its doc).
-
+Line-level corruption (``insert_bad_lines``): labelled bad lines from the ``train`` templates
+or from ``eval`` ones disjoint from them (``TEMPLATE_SETS``).
 Degradations (each takes the document and a ``numpy`` Generator; all are seeded):
   ``boilerplate``  web navigation / cookie / footer lines around and inside the text
   ``shuffle``      the words of the document in a random order

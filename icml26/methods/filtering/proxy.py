@@ -11,8 +11,7 @@
        word_order_acc    the real passage vs the same words shuffled (total log-likelihood);
        continuation_acc  a passage's true next 64 bytes vs 64 bytes from another document,
                          given the 96-byte prefix (shorter when block_size < 160).
-  The paper's finding to check: CQF-selected data can beat HQ-only on downstream-style
-  evaluation without improving HQ loss (HQ loss = H(HQ) + KL(HQ || CQF), Sec. 4).
+  Selection draws only from pool documents the classifier did not fit on (``unseen_pool``).
 
 ``experiment = "conditioning"`` (Sec. 7, "data-conditioning")
   A family of data distributions D_k indexed by k: ``cqf`` = the pool's top-k fraction by
@@ -20,9 +19,7 @@
   probability 1 - k. Train theta_k on each, evaluate on every held-out D_k', and report
   ``delta = L(theta_k; D_k') - L(theta_k'; D_k')``; delta < 0 means D_k ≻ D_k': training on
   D_k beats training on the test distribution itself (only possible because optimisation
-  is imperfect, here: a small budget). The paper fits Chinchilla laws over 125M-1.3B runs
-  to extrapolate; here the budgets are ``budgets_tokens`` and each pair is reported per budget
-  (reconstruction at toy scale, said so in the records).
+  is imperfect); per budget in ``budgets_tokens`` (no scaling-law fit, said in the records).
 
 The language model is nanoGPT-style (pre-LN blocks, causal attention, tied embeddings) on
 raw UTF-8 bytes (vocab 256), trained with AdamW, linear warm-up and linear decay, gradient
