@@ -656,6 +656,11 @@ def report(res: dict) -> None:
                     f"{_fmt(r['normalized_score_final'])}"
                     + (f" [{ci[0]:.1f}, {ci[1]:.1f}]" if ci and r["seeds"] > 1 else "")
                     + f" / {_fmt(r['normalized_score_best'])}"
+                    + (
+                        f" (D4RL scale {_fmt(r['normalized_score_d4rl_final'])})"
+                        if r.get("normalized_score_d4rl_final") is not None and r.get("score_reference") == "dataset"
+                        else ""
+                    )
                 )
             print(f"| {ds} | {steps} | " + " | ".join(cells) + " |")
         for k, e in sc.items():
