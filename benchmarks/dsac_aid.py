@@ -899,6 +899,96 @@ def part_ours(env_id: str, budget_s: float, algos: tuple[str, ...] = ("sac", "ds
             print(f"{env_id} {algo}: partial (resume with another call)")
 
 
+def defaults_rows(env_id: str) -> list[dict]:
+    """Per implementation: final return (mean, Student-t 95% interval over the seeds), the curve
+    (step -> seed mean), updates/s, seeds and steps reached; from the run folders and SB3 files."""
+    import numpy as np
+
+    from icml26.core.verdict import seed_interval
+
+    rows = []
+    sb3 = [json.loads(f.read_text()) for f in sorted((DEFAULTS / env_id).glob("sb3-seed*.json"))]
+    if sb3:
+        steps = sorted({e["step"] for r in sb3 for e in r["evals"]})
+        curve = [
+            (x, float(np.mean([e["eval_return"] for r in sb3 for e in r["evals"] if e["step"] == x]))) for x in steps
+        ]
+        final = [r["evals"][-1]["eval_return"] for r in sb3]
+        rows.append(
+            {
+                "impl": f"SB3 {sb3[0]['impl'].split()[-1]} SAC",
+                "seeds": len(sb3),
+                "steps": min(r["evals"][-1]["step"] for r in sb3),
+                "final": float(np.mean(final)),
+                "ci": seed_interval(final),
+                "per_seed": final,
+                "curve": curve,
+                "updates_per_s": float(np.mean([r["updates_per_s"] for r in sb3])),
+                "seed_updates_per_s": float(np.mean([r["updates_per_s"] for r in sb3])),
+            }
+        )
+    for algo in ("sac", "dsac-t", "dsac-aid"):
+        recs = read_records(DEFAULTS / env_id / algo)
+        steps = [r for r in recs if r["kind"] == "step"]
+        if not steps:
+            continue
+        last = max(r["step"] for r in steps)
+        final = [r["eval_return"] for r in steps if r["step"] == last]
+        res = next((r for r in recs if r["kind"] == "result"), None)
+        ups = [r["updates_per_s"] for r in steps if r.get("updates_per_s") == r.get("updates_per_s")]
+        u = res["updates_per_s"] if res and res.get("updates_per_s") else (float(np.mean(ups)) if ups else None)
+        rows.append(
+            {
+                "impl": f"ours {algo}",
+                "seeds": len(final),
+                "steps": last,
+                "final": float(np.mean(final)),
+                "ci": seed_interval(final),
+                "per_seed": final,
+                "curve": curves(recs, "eval_return").get(algo, []),
+                "updates_per_s": u,  # batched: one update trains every seed
+                "seed_updates_per_s": u * len(final) if u else None,
+                "done": res is not None,
+            }
+        )
+    return rows
+
+
+def report_defaults(env_id: str) -> None:
+    rows = defaults_rows(env_id)
+    if not rows:
+        return
+    print(f"\n(4) {env_id} at the defaults, {EVAL_EPISODES} deterministic episodes every {EVAL_EVERY} steps")
+    print(
+        "| implementation | seeds | steps | final return [95% CI] | per seed | curve (seed mean) | updates/s | seed-updates/s |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        ci = f"[{r['ci'][0]:.1f}, {r['ci'][1]:.1f}]" if r["ci"] else "-"
+        cur = ", ".join(f"{x // 1000}k: {y:.0f}" for x, y in r["curve"])
+        u = f"{r['updates_per_s']:.1f}" if r["updates_per_s"] else "-"
+        su = f"{r['seed_updates_per_s']:.1f}" if r["seed_updates_per_s"] else "-"
+        print(
+            f"| {r['impl']} | {r['seeds']} | {r['steps']} | {r['final']:.1f} {ci} | "
+            f"{', '.join(f'{v:.0f}' for v in r['per_seed'])} | {cur} | {u} | {su} |"
+        )
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for r in rows:
+        ax.plot([x for x, _ in r["curve"]], [y for _, y in r["curve"]], marker="o", label=r["impl"])
+    ax.set_xlabel("environment steps")
+    ax.set_ylabel(f"evaluation return (mean of {rows[0]['seeds']} seeds)")
+    ax.set_title(f"{env_id}: defaults, SB3 SAC vs ours")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(DOCS / f"dsac_aid_defaults_{env_id.split('-')[0].lower()}.png", dpi=110)
+    plt.close(fig)
+
+
 # ---------------- tables ----------------
 
 
@@ -1121,6 +1211,8 @@ def main() -> None:
                 "ours": lambda: part_ours(args.env, args.budget_s),
             }[part]()
     report(res)
+    for env_id in DEFAULT_TASKS:
+        report_defaults(env_id)
 
 
 if __name__ == "__main__":

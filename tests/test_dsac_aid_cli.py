@@ -189,3 +189,19 @@ def test_resume_of_a_run_made_under_the_earlier_defaults_keeps_its_settings(tmp_
         ]
     )
     assert res(a) == res(b)
+
+
+@pytest.mark.slow  # ~1 CPU-minute
+def test_sac_learns_inverted_pendulum_at_the_default_settings(tmp_path):
+    """No recipe, no --set but the run length and evaluation: SAC at the sb3 defaults balances
+    InvertedPendulum-v5 within 2000 environment steps (the earlier GOPS defaults: 10k warm-up
+    steps and one update per 20 steps, so no update by then and a return near 10)."""
+    r = _run(
+        ["--env", "InvertedPendulum-v5", "--algo", "sac", "--steps", "2000", "--seeds", "2"]
+        + ["--set", "eval_interval=1000", "--set", "eval_episodes=5", "-q", "--out", str(tmp_path / "ip")]
+    )
+    assert r.exit_code == 0, r.output
+    recs = [json.loads(x) for x in r.stdout.splitlines()]
+    res = next(x for x in recs if x["kind"] == "result")
+    assert res["updates"] >= 1800  # one update per environment step after 100 random ones
+    assert res["final_return"] >= 50.0, res  # a random or untrained policy falls within ~10 steps
