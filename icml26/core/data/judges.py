@@ -128,7 +128,7 @@ def build_judge(name: str, *, steps: int | None = None, out: Path | None = None,
                 loss.backward()
                 opt.step()
                 done += 1
-                bar.advance(1, loss=float(loss))
+                bar.advance(1, loss=loss.item())
     net.eval()
     with torch.no_grad():
         xt = te.as_float()

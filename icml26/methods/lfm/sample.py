@@ -26,6 +26,7 @@ import torch
 from torch import Tensor
 
 from icml26.core.errors import InputError
+from icml26.core.verdict import verdict
 from icml26.methods.lfm import flow, metrics
 from icml26.methods.lfm.train import load_flow, load_vae_dir, model_velocity
 
@@ -337,6 +338,9 @@ def _records(
     }
     if cfg.sampler == "adaptive":  # no fixed steps: the solver's tolerances and the evaluations it took
         summary.update(rtol=cfg.rtol, atol=cfg.atol, nfe={r["mode"]: r["nfe"] for r in results})
+    for key in ("fid", "judge_fid"):  # a best mode only when its interval separates it (core/verdict)
+        if any(key in r for r in results):
+            summary.update(verdict(results, key, "mode", lower=True, ci_key=f"{key}_ci"))
     by = {r["mode"]: r for r in results}
     if "coarse-to-fine" in by:
         summary["c2f_speedup"] = by["coarse-to-fine"]["speedup"]
@@ -362,6 +366,7 @@ def add_fid_intervals(
     for j, r in enumerate(results):
         r[f"{key}_sd"] = float(sd[j])
         r[f"{key}_low"], r[f"{key}_high"] = r[key] - 1.96 * float(sd[j]), r[key] + 1.96 * float(sd[j])
+        r[f"{key}_ci"] = [r[f"{key}_low"], r[f"{key}_high"]]
         ratio = r[key] / base
         r[f"{key}_ratio"] = ratio
         r[f"{key}_ratio_low"], r[f"{key}_ratio_high"] = ratio - 1.96 * float(rsd[j]), ratio + 1.96 * float(rsd[j])
