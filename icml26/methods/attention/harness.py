@@ -335,7 +335,9 @@ def run_bench(cfg: Config, *, seed: int = 0, device: str = "cpu") -> Iterator[di
             q, k, v, scale = capture_qkv(model, wins[0], cfg.layer)
             for rec in bench_tensors(cfg, q, k, v, scale, n):
                 results.append(rec)
-                bar.advance(1, n=n, method=rec["method"], speedup=rec["speedup_vs_sdpa"], rse=rec["rel_squared_error"])
+                bar.advance(
+                    1, tokens=n, method=rec["method"], speedup=rec["speedup_vs_sdpa"], rse=rec["rel_squared_error"]
+                )
                 yield rec
     yield bench_summary(results, cfg)
 
