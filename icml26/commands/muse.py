@@ -1,6 +1,6 @@
-"""``icml26 muse``: MuSe multipole semantic attention (shared/methods/muse.md) against exact SDPA
-and a MoBA-style block baseline: isolated attention (bench), drop-in perplexity (eval), and
-pretraining of a small LLaMA-style model (train).
+"""``icml26 muse``: MuSe multipole semantic attention (arXiv 2509.10406; docs/muse.md), causal by
+construction, against exact SDPA and the MoBA block baseline: isolated attention (bench), drop-in
+perplexity (eval), and pretraining of a small LLaMA-style model (train).
 
 Every subcommand reads the same settings (``recipes/muse/*.yaml`` with ``method: muse``;
 ``--set key=value``; ``--set help``).
@@ -36,7 +36,8 @@ TextOpt = Annotated[
     Optional[str],
     typer.Option(
         "--text",
-        help="Your own UTF-8 text file (split train/val/test by the documented rule) instead of python-docs + GCIDE.",
+        help="Your own UTF-8 text file instead of python-docs + GCIDE: bench / eval read the whole file "
+        "(eval_split auto = all); train splits it train/val by the documented rule.",
         show_default=False,
     ),
 ]
