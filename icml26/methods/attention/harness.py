@@ -1,6 +1,6 @@
 """``icml26 muse`` harness: isolated-attention bench, drop-in perplexity, small-model pretraining.
 
-Protocol (shared/methods/muse.md, "Evaluation protocol"; the paper's tables are not public):
+Protocol (docs/muse.md, "Protocol and data"; the paper's tables are not public):
   bench  post-RoPE q/k/v of one layer of SmolLM2-135M (layers before it run exactly) on a window
          of real test text; every method's causal attention over all heads is timed (median of
          ``repeats``, ``threads`` torch threads for every method) and compared with SDPA:
@@ -9,8 +9,9 @@ Protocol (shared/methods/muse.md, "Evaluation protocol"; the paper's tables are 
          ``attn_implementation="muse"`` on ``windows`` non-overlapping windows of test text.
   train  a small LLaMA-style model (byte tokens, vocabulary 256) pretrained from scratch per
          method with the same seed, data order and steps; val loss on validation windows.
-Text: python3.11-doc reST sources then GCIDE (``--text FILE`` for one's own), split by
-``split_of``: documents (section-sized chunks, corpus order) in runs of 16; run g goes to
+Text: python3.11-doc reST sources then GCIDE, split by ``split_of``; ``--text FILE`` is read whole
+by bench / eval (``eval_split`` auto = all; a ``data`` record says which tokens) and split by the
+rule for train. ``split_of``: documents (section-sized chunks, corpus order) in runs of 16; run g goes to
 test if g % 20 == 19, to validation if g % 20 == 18, else to train; disjoint by construction.
 RECON: the choice of layer, window counts, model sizes and the split rule are this project's.
 """
