@@ -76,7 +76,9 @@ def _random_batches(obs_dim, act_dim, seeds, n=4096):
     return buf, g
 
 
-def ours_updates_per_s(algo: str, seeds: int, n: int, threads: int, sb3_like: bool, cpu_time: bool = False) -> float:
+def ours_updates_per_s(
+    algo: str, seeds: int, n: int, threads: int, sb3_like: bool, cpu_time: bool = False, family: str = "mujoco"
+) -> float:
     import torch
 
     from icml26.methods.rl import dsac_aid as m
@@ -100,7 +102,7 @@ def ours_updates_per_s(algo: str, seeds: int, n: int, threads: int, sb3_like: bo
             delay_update=1,
         )
     else:
-        cfg = m.resolve_family(m.Config(env="Hopper-v5", seeds=seeds))
+        cfg = m.resolve_family(m.Config(env="Hopper-v5", family=family, seeds=seeds))
         spec = m.learner_spec(cfg, algo, o, a)
     L = Learner(spec, generator=torch.Generator().manual_seed(0))
     buf, g = _random_batches(o, a, seeds)
@@ -118,7 +120,19 @@ def ours_updates_per_s(algo: str, seeds: int, n: int, threads: int, sb3_like: bo
     return n / (clock() - t)
 
 
-def sb3_updates_per_s(n: int, threads: int) -> tuple[float, str]:
+def part_speed_defaults(res: dict, n: int, rounds: int = 2) -> None:
+    """Our SAC at the sb3 family's defaults (one seed) vs SB3 2.9.2's ``SAC.train``, Hopper-v5
+    sizes, 1 thread, CPU seconds (robust to other users' load), alternated in one process."""
+    sp = res.setdefault("speed_defaults", {"ours": [], "sb3": []})
+    for _ in range(rounds):
+        sp["ours"].append(ours_updates_per_s("sac", 1, n, 1, False, cpu_time=True, family="sb3"))
+        sp["sb3"].append(sb3_updates_per_s(n, 1, cpu_time=True)[0])
+        sp.update(updates=n, load=load_avg())
+        save(res, "speed_defaults")
+        print(f"ours {sp['ours'][-1]:.1f} / SB3 {sp['sb3'][-1]:.1f} updates per CPU-s", flush=True)
+
+
+def sb3_updates_per_s(n: int, threads: int, cpu_time: bool = False) -> tuple[float, str]:
     import gymnasium as gym
     import stable_baselines3
     import torch
@@ -139,9 +153,10 @@ def sb3_updates_per_s(n: int, threads: int) -> tuple[float, str]:
     )
     model.learn(total_timesteps=2000)  # fills the buffer (no update before learning_starts)
     model.train(gradient_steps=10, batch_size=256)
-    t = time.perf_counter()
+    clock = time.process_time if cpu_time else time.perf_counter
+    t = clock()
     model.train(gradient_steps=n, batch_size=256)
-    return n / (time.perf_counter() - t), stable_baselines3.__version__
+    return n / (clock() - t), stable_baselines3.__version__
 
 
 def _group_norm_before(self, x, detach=False):
@@ -171,7 +186,7 @@ def cpu_rate(seeds: int, n: int, impl: str) -> float:
     from icml26.methods.rl.sac import Learner
 
     torch.set_num_threads(1)
-    cfg = m.resolve_family(m.Config(env="Hopper-v5", seeds=seeds))
+    cfg = m.resolve_family(m.Config(env="Hopper-v5", family="mujoco", seeds=seeds))
     L = Learner(
         m.learner_spec(cfg, "dsac-aid", 11, 3, fused_adam=impl == "now"), generator=torch.Generator().manual_seed(0)
     )
@@ -248,7 +263,9 @@ def profile_update(seeds: int, n: int, hidden: tuple[int, ...] = (256, 256, 256)
     m.tune_allocator()
     torch.set_num_threads(1)
     # GroupNorm groups of 16 channels as the MuJoCo family's 16 groups of 256 (3x16: one group)
-    cfg = m.resolve_family(m.Config(env="Hopper-v5", seeds=seeds, hidden=hidden, norm_groups=hidden[0] // 16))
+    cfg = m.resolve_family(
+        m.Config(env="Hopper-v5", family="mujoco", seeds=seeds, hidden=hidden, norm_groups=hidden[0] // 16)
+    )
     L = Learner(m.learner_spec(cfg, "dsac-aid", 11, 3), generator=torch.Generator().manual_seed(0))
     buf, g = _random_batches(11, 3, seeds)
 
@@ -1170,7 +1187,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
         "--part",
-        choices=["speed", "seeds-cpu", "profile", "kernels", "impulse", "mujoco", "sb3", "ours"],
+        choices=["speed", "speed-defaults", "seeds-cpu", "profile", "kernels", "impulse", "mujoco", "sb3", "ours"],
         action="append",
     )
     ap.add_argument("--env", default="InvertedPendulum-v5", choices=sorted(DEFAULT_TASKS), help="defaults parts' task")
@@ -1208,6 +1225,7 @@ def main() -> None:
                 "impulse": lambda: part_impulse(res, args.budget_s, args.impulse),
                 "mujoco": lambda: part_mujoco(res, args.budget_s),
                 "sb3": lambda: part_sb3(args.env),
+                "speed-defaults": lambda: part_speed_defaults(res, args.n),
                 "ours": lambda: part_ours(args.env, args.budget_s),
             }[part]()
     report(res)
