@@ -176,6 +176,7 @@ def _records(
     device,
 ) -> Iterator[dict]:
     from icml26.core.data.images import load_images, save_png_grid
+    from icml26.core.progress import progress
     from icml26.core.seed import seed_everything
 
     for net in [fine_net, coarse_net, arts["vae"]] + [n for _, n, _ in others]:
@@ -246,17 +247,19 @@ def _records(
     # does not always hit the same mode; same noise every repeat (identical samples); the fastest counts
     times: dict[str, list[float]] = {m[0]: [] for m in modes}
     outs: dict[str, tuple] = {}
-    for rep in range(cfg.timing_repeats):
-        k = rep % len(modes)
-        for name, fac, meta, c2f in modes[k:] + modes[:k]:
-            t0 = time.perf_counter()
-            with torch.no_grad():
-                z, nfe, extra = _sample_latents(fac, x0, y, cfg, c2f=c2f)
-                x = torch.cat([vae_net.decode(z[s : s + 1000] / scale) for s in range(0, len(z), 1000)])
-            if str(device).startswith("cuda"):
-                torch.cuda.synchronize()
-            times[name].append(time.perf_counter() - t0)
-            outs[name] = (z.cpu(), nfe, extra, x.cpu())
+    with progress(cfg.timing_repeats * len(modes), "sampling") as bar:
+        for rep in range(cfg.timing_repeats):
+            k = rep % len(modes)
+            for name, fac, meta, c2f in modes[k:] + modes[:k]:
+                t0 = time.perf_counter()
+                with torch.no_grad():
+                    z, nfe, extra = _sample_latents(fac, x0, y, cfg, c2f=c2f)
+                    x = torch.cat([vae_net.decode(z[s : s + 1000] / scale) for s in range(0, len(z), 1000)])
+                if str(device).startswith("cuda"):
+                    torch.cuda.synchronize()
+                times[name].append(time.perf_counter() - t0)
+                outs[name] = (z.cpu(), nfe, extra, x.cpu())
+                bar.advance(1, mode=name)
     vae_net.cpu()
     y = y.cpu() if y is not None else None
 

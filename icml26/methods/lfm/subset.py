@@ -12,6 +12,7 @@ import torch
 from torch import Tensor
 
 from icml26.core.dist import Dist
+from icml26.core.progress import progress
 from icml26.methods.lfm import reduce
 from icml26.methods.lfm.artifacts import arch_for, load_flow
 from icml26.methods.lfm.config import Config
@@ -108,7 +109,8 @@ def select_subset(
                 cfg, arts, seed=seed, dist=dist, num_classes=num_classes, score_net=score_net, device=device
             )
             lab = arts["labels"] if num_classes else None
-            raw = reduce.fm_raw_scores(net, arts["latents"], lab, kind=cfg.scorer)
+            with progress(n, f"{cfg.scorer} scores") as bar:
+                raw = reduce.fm_raw_scores(net, arts["latents"], lab, kind=cfg.scorer, progress=bar.advance)
             if key:
                 _SCORE_CACHE[key] = raw
         scores = reduce.ema_normalised_scores(raw)
