@@ -452,13 +452,24 @@ def _speed_pair(folder: str, threads: int, n_dec: int = 32, trials: int = 7) -> 
     a8 = LN.LeanLM(q, max_len=n)  # same INT4 weights + simulated dynamic per-token A8 in front of every linear
     del q
     gc.collect()
-    tf, tq, ta = [], [], []
+    tf, tq, ta, pf, pq = [], [], [], [], []
     for _ in range(trials):
-        tf.append(fp.generate(prompt, n_dec)["decode_s_per_token"])
-        tq.append(i4.generate(prompt, n_dec)["decode_s_per_token"])
+        r = fp.generate(prompt, n_dec)
+        tf.append(r["decode_s_per_token"])
+        pf.append(r["prefill_s"])
+        r = i4.generate(prompt, n_dec)
+        tq.append(r["decode_s_per_token"])
+        pq.append(r["prefill_s"])
         ta.append(a8.generate(prompt, n_dec)["decode_s_per_token"])
     ratios = [a / b for a, b in zip(tf, tq)]
+    pre = [a / b for a, b in zip(pf, pq)]  # > 1: INT4 prefill faster than FP32
     return {
+        "prefill_tokens": int(prompt.shape[0]),
+        "fp_prefill_tok_s_best": prompt.shape[0] / min(pf),
+        "int4_prefill_tok_s_best": prompt.shape[0] / min(pq),
+        "median_paired_prefill_ratio": statistics.median(pre),
+        "min_paired_prefill_ratio": min(pre),
+        "max_paired_prefill_ratio": max(pre),
         "fp_best_ms": min(tf) * 1e3,
         "int4_best_ms": min(tq) * 1e3,
         "ratio_of_best": min(tf) / min(tq),
@@ -570,6 +581,12 @@ def model_speed(threads: int, rounds: int = 2) -> None:
             f"median x{pair['median_paired_ratio']:.2f}, min x{pair['min_paired_ratio']:.2f}, max x{pair['max_paired_ratio']:.2f}"
         )
         print(f"  fp32 trials {pair['fp_ms']}\n  int4 trials {pair['int4_ms']}")
+        print(
+            f"PAIRED prefill ({pair['prefill_tokens']} tokens, same trials): lean FP32 best "
+            f"{pair['fp_prefill_tok_s_best']:.1f} tok/s, lean INT4 best {pair['int4_prefill_tok_s_best']:.1f} tok/s; "
+            f"per-trial INT4/FP32 speed median x{pair['median_paired_prefill_ratio']:.2f}, "
+            f"min x{pair['min_paired_prefill_ratio']:.2f}, max x{pair['max_paired_prefill_ratio']:.2f}"
+        )
         print(
             f"  same INT4 weights with simulated dynamic per-token A8 (quantize-dequantize before every linear): best "
             f"{pair['int4_a8sim_best_ms']:.2f} ms/token (x{pair['int4_a8sim_best_ms'] / pair['int4_best_ms']:.2f} of W4A16)"

@@ -16,7 +16,10 @@ def quantize(
         typer.Option(
             "--model",
             "-m",
-            help="llama (SmolLM2-135M, default) | gemma3-270m | an HF folder | a .gguf | a folder saved by `quantize --out` (re-evaluated).",
+            help=(
+                "llama (SmolLM2-135M, default) | gemma3-270m | an HF folder | a .gguf | a folder saved by `quantize "
+                "--out` (re-evaluated)."
+            ),
             show_default=False,
         ),
     ] = None,
@@ -25,7 +28,10 @@ def quantize(
         typer.Option(
             "--bits",
             "-b",
-            help="Weight width: 4 runs W4A16 and W4A8, 8 runs W8A8 (unless --setting is given); with --setting, keeps those of this width (2..8).",
+            help=(
+                "Weight width: 4 runs W4A16 and W4A8, 8 runs W8A8 (unless --setting is given); with --setting, keeps "
+                "those of this width (2..8)."
+            ),
             show_default=False,
         ),
     ] = None,
@@ -33,7 +39,11 @@ def quantize(
         list[str] | None,
         typer.Option(
             "--method",
-            help="fp | rtn | gptq | smoothquant | quarot | fptquant | fptquant-e2e | fptquant-merged | all (repeatable or comma-separated; default fp,rtn,fptquant-merged; all = the full comparison at the five standard settings).",
+            help=(
+                "fp | rtn | gptq | smoothquant | quarot | fptquant | fptquant-e2e | fptquant-merged | all "
+                "(repeatable or comma-separated; default fp,rtn,fptquant-merged; all = the full comparison at the "
+                "five standard settings)."
+            ),
             show_default=False,
         ),
     ] = None,
@@ -41,7 +51,10 @@ def quantize(
         list[str] | None,
         typer.Option(
             "--setting",
-            help="W4A16 | W4A8 | W4A4 | W4A4KV4 | W8A8 | W<b>A<b>[KV<b>] | all (repeatable; default: what --bits implies).",
+            help=(
+                "W4A16 | W4A8 | W4A4 | W4A4KV4 | W8A8 | W<b>A<b>[KV<b>] | all (repeatable; default: what --bits "
+                "implies)."
+            ),
             show_default=False,
         ),
     ] = None,
@@ -57,7 +70,10 @@ def quantize(
         str | None,
         typer.Option(
             "--eval-text",
-            help="Your own plain-text evaluation file (default: the corpus' evaluation documents; calibration then stays on the corpus).",
+            help=(
+                "Your own plain-text evaluation file (default: the corpus' evaluation documents; calibration then "
+                "stays on the corpus)."
+            ),
             show_default=False,
         ),
     ] = None,
@@ -163,8 +179,10 @@ def _announce(records, quiet: bool, long_s: float):
         if r.get("stage") == "estimate" and not quiet and r["estimated_s"] > long_s:
             mins = r["estimated_s"] / 60
             print(
-                f"icml26 quantize: this run should take about {mins:.0f} min ({r['runs']} quantized (method, setting) runs; "
-                f"the FP evaluation ran at {r['fp_tokens_per_s']:.0f} tokens/s). Fewer methods or settings, or a smaller "
+                f"icml26 quantize: this run should take about {mins:.0f} min ({r['runs']} quantized (method, "
+                f"setting) runs; "
+                f"the FP evaluation ran at {r['fp_tokens_per_s']:.0f} tokens/s). Fewer methods or settings, or a "
+                f"smaller "
                 "eval_tokens, make it shorter.",
                 file=sys.stderr,
                 flush=True,

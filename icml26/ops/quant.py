@@ -3,7 +3,8 @@
 portable, chosen at run time) or the pure-torch twin ``icml26/ops/_ref/quant.py``.
 
 ``quant_linear`` uses the kernel for small batches (decode: M <= ``GEMV_MAX_ROWS``) and,
-for prefill, dequantizes the weight once per call and calls the BLAS matmul.
+for prefill, dequantizes the weight tile by tile into a cache-resident buffer, each tile through
+the BLAS matmul (``quant_linear_tiled``).
 CUDA tensors go to ``icml26/ops/quant_cuda.py`` (kernel ``icml26/csrc/cuda/quant_cuda.cu``:
 GEMV and small-M GEMM, fp32 / fp16 / bf16 activations), or to the reference on the GPU if
 that kernel cannot be built.
@@ -161,9 +162,28 @@ def quant_linear(
             y = torch.ops.icml26.quant_gemm(x2.contiguous(), qweight, scales, mins, bits, group_size, -1)
         else:
             y = quant_gemm(x2.contiguous(), qweight, scales, mins, bits, group_size)
+    elif x2.device.type == "cpu" and backend() != "ref" and (bits == 8 or shp[-1] % 64 == 0):
+        y = torch.ops.icml26.quant_linear_tiled(
+            x2.contiguous(), qweight, scales, mins, bits, group_size, _tile_rows(shp[-1])
+        )
     else:
         y = x2 @ _ref.dequant(qweight, scales, mins, bits, group_size).T
     return y.reshape(*shp[:-1], y.shape[-1])
+
+
+def _tile_rows(k: int) -> int:
+    """Rows of the prefill tile: about 256 KiB of fp32 weights (an L2-resident buffer)."""
+    return max(16, (256 * 1024) // (4 * k))
+
+
+def quant_linear_tiled(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, bits: int, group_size: int) -> Tensor:
+    """Prefill GEMM x (M, K) @ W^T with the weight dequantized tile by tile (C++); twin: ``_ref.quant_gemm``."""
+    _check(x, qweight, scales, mins, bits, group_size)
+    if backend() == "ref":
+        return _ref.quant_gemm(x, qweight, scales, mins, bits, group_size)
+    return torch.ops.icml26.quant_linear_tiled(
+        x.contiguous(), qweight, scales, mins, bits, group_size, _tile_rows(x.shape[-1])
+    )
 
 
 def lean_ops() -> tuple:

@@ -19,9 +19,9 @@ How the kernel is reached (resolved once, on first use, see ``backend()``):
 ``ICML26_CUDA_ROUTE=torch|ctypes`` restricts step 1/2 (tests use it); ``ICML26_FORCE_REF=1``
 forces the reference. Activations may be float32, float16 or bfloat16 (output in the same
 dtype; fp32 accumulation). ``quant_gemm_i8act`` (activations quantized per 64-block to INT8 or
-15-bit codes inside the op, integer dot products) has a CUDA kernel too (both routes). ``quant_linear`` on CUDA uses the kernel up to
-``GEMM_MAX_ROWS`` rows and dequantize + cuBLAS above; its ``int_act`` option (the CPU's integer
-activations) is not used on CUDA: activations stay exact.
+15-bit codes inside the op, integer dot products) has a CUDA kernel too (both routes).
+``quant_linear`` on CUDA uses the kernel up to ``GEMM_MAX_ROWS`` rows and dequantize + cuBLAS above;
+its ``int_act`` option (the CPU's integer activations) is not used on CUDA: activations stay exact.
 """
 
 from __future__ import annotations
@@ -162,7 +162,8 @@ def _check_launch(x: Tensor, qweight: Tensor, scales: Tensor, mins: Tensor, bits
         or mins.shape[0] != qweight.shape[0]
     ):
         raise ValueError(
-            f"quant_gemm (CUDA): shapes do not match: x {tuple(x.shape)}, qweight {tuple(qweight.shape)} at {bits} bits, "
+            f"quant_gemm (CUDA): shapes do not match: x {tuple(x.shape)}, qweight {tuple(qweight.shape)} at "
+            f"{bits} bits, "
             f"scales {tuple(scales.shape)}, mins {tuple(mins.shape)}"
         )
 
@@ -209,7 +210,8 @@ def ctypes_gemm_i8act(
     bits: int,
     act_bits: int,
 ) -> Tensor:
-    """``quant_gemm_i8act`` through the ctypes launcher; x float32 (M, K), tensors contiguous on one CUDA device (ValueError otherwise)."""
+    """``quant_gemm_i8act`` through the ctypes launcher; x float32 (M, K), tensors contiguous on one CUDA device "
+    "(ValueError otherwise)."""
     _check_launch(x, qweight, scales, mins, bits)
     m, k = x.shape
     n = qweight.shape[0]

@@ -16,6 +16,8 @@
 //                   products (INT4 or INT8 weights), 4 weight rows per pass; runtime dispatch
 //                   (__builtin_cpu_supports): AVX512-VNNI+VL, else AVX-VNNI (vpdpbusd), else
 //                   AVX2 (vpmaddubsw + vpmaddwd), else portable C++.
+//  quant_linear_tiled  prefill (M > a few rows): the weight dequantized tile by tile into a
+//                   cache-resident buffer, each tile through the BLAS GEMM.
 // Rows of the output are split across threads with at::parallel_for.
 
 #include <ATen/ATen.h>
@@ -541,6 +543,68 @@ at::Tensor quant_gemm_i8act(const at::Tensor& x, const at::Tensor& qweight, cons
   return y;
 }
 
+// ---------------------------------------------------------------- prefill (M > a few rows)
+// Dequantize one packed row into fp32 (w = scale * q + min per group).
+inline void dequant_row(const uint8_t* q, const float* sc, const float* mi, int64_t K, int64_t bits,
+                        int64_t group_size, float* w) {
+  if (bits == 4 && group_size % 64 == 0) {
+    const int64_t per = group_size / 64;
+    for (int64_t b = 0; b < K / 64; ++b) {
+      const uint8_t* qb = q + b * 32;
+      float* wb = w + b * 64;
+      const float s = sc[b / per], m = mi[b / per];
+      for (int j = 0; j < 32; ++j) {
+        wb[j] = float(qb[j] & 0x0F) * s + m;
+        wb[32 + j] = float(qb[j] >> 4) * s + m;
+      }
+    }
+  } else if (bits == 4) {
+    for (int64_t k = 0; k < K; ++k) {
+      const uint8_t byte = q[(k / 64) * 32 + (k % 32)];
+      const int code = (k % 64) < 32 ? (byte & 0x0F) : (byte >> 4);
+      w[k] = float(code) * sc[k / group_size] + mi[k / group_size];
+    }
+  } else {
+    for (int64_t g = 0; g < K / group_size; ++g) {
+      const float s = sc[g], m = mi[g];
+      for (int64_t k = g * group_size; k < (g + 1) * group_size; ++k) w[k] = float(q[k]) * s + m;
+    }
+  }
+}
+
+// y = x @ W^T for M > a few rows: the weight is dequantized tile by tile (tile_rows rows, a buffer
+// that stays in cache) and each tile goes through the BLAS GEMM, so the fp32 weight is never
+// written out whole. Output computed transposed (N, M) so that a tile's rows are contiguous.
+at::Tensor quant_linear_tiled(const at::Tensor& x, const at::Tensor& qweight, const at::Tensor& scales,
+                              const at::Tensor& mins, int64_t bits, int64_t group_size, int64_t tile_rows) {
+  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kFloat, "quant_linear_tiled: x must be (M, K) float32");
+  TORCH_CHECK(bits == 4 || bits == 8, "quant_linear_tiled: bits must be 4 or 8");
+  const int64_t M = x.size(0), K = x.size(1), N = qweight.size(0);
+  TORCH_CHECK(group_size > 0 && K % group_size == 0 && (bits == 8 || K % 64 == 0), "quant_linear_tiled: bad shapes");
+  TORCH_CHECK(qweight.size(1) == (bits == 4 ? K / 2 : K), "quant_linear_tiled: qweight does not match K");
+  const int64_t G = K / group_size, row_bytes = bits == 4 ? K / 2 : K;
+  auto xc = x.contiguous();
+  auto q = qweight.contiguous();
+  auto s = scales.contiguous().to(at::kFloat);
+  auto mn = mins.contiguous().to(at::kFloat);
+  auto yT = at::empty({N, M}, x.options());
+  const int64_t T = std::max<int64_t>(1, std::min<int64_t>(tile_rows, N));
+  auto tile = at::empty({T, K}, x.options());
+  auto xT = xc.t();
+  const uint8_t* qp = q.data_ptr<uint8_t>();
+  const float* sp = s.data_ptr<float>();
+  const float* mp = mn.data_ptr<float>();
+  float* tp = tile.data_ptr<float>();
+  for (int64_t n0 = 0; n0 < N; n0 += T) {
+    const int64_t nt = std::min(T, N - n0);
+    for (int64_t r = 0; r < nt; ++r)
+      dequant_row(qp + (n0 + r) * row_bytes, sp + (n0 + r) * G, mp + (n0 + r) * G, K, bits, group_size, tp + r * K);
+    auto out = yT.narrow(0, n0, nt);
+    at::mm_out(out, tile.narrow(0, 0, nt), xT);
+  }
+  return yT.t();
+}
+
 int64_t quant_isa_level() { return isa().level; }
 int64_t quant_int_isa_level() { return int_isa().level; }
 bool quant_int_level_supported(int64_t level) { return int_level_supported(level); }
@@ -555,6 +619,8 @@ TORCH_LIBRARY_FRAGMENT(icml26, m) {
   m.def("quant_gemm_i8act(Tensor x, Tensor qweight, Tensor scales, Tensor mins, int group_size, int force_level=-1, int bits=4, int act_bits=8) -> Tensor");
   m.impl("quant_gemm_i8act", c10::DispatchKey::CPU, TORCH_FN(quant_gemm_i8act));
   m.impl("quant_gemm", c10::DispatchKey::CPU, TORCH_FN(quant_gemm));
+  m.def("quant_linear_tiled(Tensor x, Tensor qweight, Tensor scales, Tensor mins, int bits, int group_size, int tile_rows) -> Tensor");
+  m.impl("quant_linear_tiled", c10::DispatchKey::CPU, TORCH_FN(quant_linear_tiled));
   m.impl("quant_isa_level", c10::DispatchKey::CatchAll, TORCH_FN(quant_isa_level));
   m.impl("quant_int_isa_level", c10::DispatchKey::CatchAll, TORCH_FN(quant_int_isa_level));
   m.impl("quant_int_level_supported", c10::DispatchKey::CatchAll, TORCH_FN(quant_int_level_supported));

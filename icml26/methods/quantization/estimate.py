@@ -15,7 +15,7 @@ COST = {
     "eval_act": 1.2,  # ... with activation / KV quantization
     "prepare": 1750,  # rotations + merges of quarot / rotated FPTQuant (tokens)
     "prepare_merged": 300,  # merges of fptquant-merged (no rotation; tokens)
-    "local_step": 285,  # one FPTQuant local step (tokens)
+    "local_step": 120,  # one FPTQuant local step (tokens; 0.80-1.04 CPU-s against 7.0 ms per FP token)
     "e2e_step": 4.2,  # one FPTQuant end-to-end step, x e2e_seq_len tokens
     "gptq": 3.0,  # GPTQ per weight width, x calib_tokens (not measured: a rough guide)
 }

@@ -16,6 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from icml26.core.lm_cache import forward, new_cache
+
 EVAL_EVERY = 10
 
 
@@ -68,7 +70,6 @@ def perplexity(
 @torch.no_grad()
 def greedy(model, prompts: list[Tensor], new_tokens: int) -> list[Tensor]:
     """Greedy continuations (no sampling) of each prompt (1, T) -> (new_tokens,)."""
-    from icml26.core.lm_cache import forward, new_cache
 
     outs = []
     for p in prompts:

@@ -58,6 +58,7 @@ from icml26.methods.quantization.config import (  # noqa: F401  (the command's n
 from icml26.methods.quantization.estimate import COST, LONG_RUN_S, estimate_seconds  # noqa: F401
 from icml26.methods.quantization.prepare import model_size_bytes, prepare, stages, tied_embeddings
 from icml26.methods.quantization.textdata import load_text, shared_lines
+from icml26.ops import quant as ops
 
 
 def run(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | None = None) -> Iterator[dict]:
@@ -358,7 +359,6 @@ def run_packed(cfg: Config, *, seed: int = 0) -> Iterator[dict]:
     }
     ppl, _, _ = E.perplexity(model, evalc)
     setting = f"W{qc['wbits']}A{qc['abits']}" + (f"KV{qc['kvbits']}" if qc["kvbits"] < 16 else "")
-    from icml26.ops import quant as ops
 
     rec = {
         "kind": "result",

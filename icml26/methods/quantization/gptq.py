@@ -1,39 +1,23 @@
-"""GPTQ weight quantization (Frantar, Ashkboos, Hoefler, Alistarh 2022; arXiv 2210.17323,
-"GPTQ: Accurate Post-Training Quantization for Generative Pre-trained Transformers"),
-written by hand after the paper's Algorithm 1, as a weight-only baseline in the quantize
-harness.
+"""GPTQ weight quantization (Frantar, Ashkboos, Hoefler, Alistarh 2022; arXiv 2210.17323),
+written after the paper's Algorithm 1, as a weight-only baseline in the quantize harness.
 
-Per linear layer y = x W^T with W (N out, K in) and calibration inputs X (K, n tokens),
-GPTQ minimises ||W X - Q X||^2 column by column (Optimal Brain Quantization):
+Per linear y = x W^T, W (N out, K in), calibration inputs X (K, n tokens), GPTQ minimises
+||W X - Q X||^2 column by column:
 
- 1. H = 2 X X^T / n                                    (K, K)   (Eq. 1's Hessian; running mean)
- 2. dead columns (H_jj = 0): H_jj <- 1, W[:, j] <- 0
- 3. optional act-order: permute columns by decreasing H_jj (paper Sec. 5, "act-order")
- 4. dampening: H <- H + lambda I, lambda = 0.01 * mean(diag H)      (paper Sec. 4, step 3)
- 5. Hinv = Cholesky(H^-1)^T, upper triangular            (K, K)   (Algorithm 1, line 2)
- 6. for blocks of B = 128 columns i..i+B (Algorithm 1, lines 3-15):
-      for each column j in the block:
-        q_j   = quant(w_j)                               (N,)     on the fixed grid
-        e_j   = (w_j - q_j) / Hinv[j, j]                 (N,)
-        W[:, j:i+B] -= e_j Hinv[j, j:i+B]                (N, B')  (lazy batch update, in block)
-      W[:, i+B:] -= E Hinv[i:i+B, i+B:]                  (N, K')  (one update of the rest)
- 7. undo the act-order permutation.
+ 1. H = 2 X X^T / n (Eq. 1's Hessian; running mean); dead columns: H_jj <- 1, W[:, j] <- 0
+ 2. optional act-order: columns by decreasing H_jj (Sec. 5)
+ 3. dampening H <- H + lambda I, lambda = 0.01 * mean(diag H) (Sec. 4, step 3)
+ 4. Hinv = Cholesky(H^-1)^T, upper triangular (Algorithm 1, line 2)
+ 5. per block of B = 128 columns (Algorithm 1, lines 3-15), per column j:
+      q_j = quant(w_j); e_j = (w_j - q_j) / Hinv[j, j]; W[:, j:i+B] -= e_j Hinv[j, j:i+B];
+    then W[:, i+B:] -= E Hinv[i:i+B, i+B:]; finally undo the act-order permutation.
 
-Grid: the scale and zero of every row / group are computed ONCE from the original weight
-with the same quantizer RTN uses (``quantizers.weight_qparams``: symmetric/asymmetric,
-per-channel or groups, fp16-rounded scales, optional MSE clipping), so GPTQ and RTN share an
-identical grid and differ only in the rounding decisions. (The paper's reference code
-recomputes group parameters on the error-updated weights unless ``static_groups`` is set;
-the static form is used here for that reason and because it commutes with act-order.)
-With a diagonal H the Cholesky factor is diagonal, the update term is zero, and GPTQ
-reduces exactly to RTN.
-
-Model pass (``quantize_model_gptq``): layers are quantized sequentially as in the paper:
-the inputs of decoder layer l are the outputs of layers 0..l-1 with their GPTQ weights
-already in place; within a layer all seven linears take their Hessians from one pass of
-the layer in floating point (the reference code's default, not its "true-sequential"
-option). Activations and the KV cache stay in floating point during this calibration;
-the harness then applies the setting's activation / KV quantizers exactly as for RTN.
+Grid: scale and zero of every row / group come ONCE from the original weight with RTN's
+quantizer (``quantizers.weight_qparams``, the reference code's ``static_groups``), so GPTQ and
+RTN share a grid and differ only in rounding; with a diagonal H GPTQ is exactly RTN.
+Layers are quantized sequentially (inputs of layer l from the GPTQ-quantized layers 0..l-1);
+a layer's seven linears take their Hessians from one FP pass of the layer; activations and KV
+stay FP during this calibration.
 """
 
 from __future__ import annotations
@@ -41,6 +25,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from icml26.methods.quantization import qmodel as QM
 from icml26.methods.quantization import quantizers as Q
 
 
@@ -150,7 +135,6 @@ def quantize_model_gptq(
     calibration inputs come from the already-quantized earlier layers.
 
     batches: calibration token ids, each (1, T)."""
-    from icml26.methods.quantization import qmodel as QM
 
     key = (bits, group_size, sym)
     layers = QM.layers(model)

@@ -1,42 +1,21 @@
 """Lean batch-1 decode runtime for LLaMA-architecture models (FP32 or packed INT4/INT8).
 
-The Hugging Face forward spends most of a decode step outside the matmuls (per-module
-Python, dynamic cache objects, masks, RoPE recomputation). ``LeanLM`` keeps only the
-arithmetic of a LLaMA decoder and calls the packed kernels (``icml26.ops.quant``)
-directly:
+``LeanLM`` keeps only the arithmetic of a LLaMA decoder (the Hugging Face forward spends most
+of a decode step outside the matmuls) and calls the packed kernels (``icml26.ops.quant``):
 
-* a static, preallocated KV cache ``(L, H_kv, T_max, D)`` for keys and values;
-* RoPE from cos / sin tables precomputed once by the model's own rotary module
-  (``rotate_half(x) * sin`` computed as ``roll(x, D/2) * [-sin_1, sin_2]``);
-* decode (one token, no KV quantization, no S_n): per layer, residual add + RMSNorm (one
-  C++ op) -> ONE fused q|k|v GEMV -> RoPE + cache write + GQA softmax attention over the
-  cache (one C++ op) -> o GEMV -> add + RMSNorm -> ONE fused gate|up GEMV -> SiLU(gate) * up
-  (one C++ op) -> down GEMV; about 9 op calls per layer (icml26/csrc/cpu/quant_lean_cpu.cpp,
-  pure-torch twins in icml26/ops/_ref/quant.py);
-* prefill and the other cases: the same arithmetic with plain torch ops (F.rms_norm, torch
-  SDPA with a causal mask, RoPE as ``x cos + roll(x, D/2) [-sin_1, sin_2]``);
-* lm_head through the same kernels (INT8 rows of the tied or untied head, or FP32);
-  the embedding is a gather of dequantized rows.
+* a static, preallocated KV cache ``(L, H_kv, T_max, D)``; RoPE from cos / sin tables
+  computed once by the model's own rotary module;
+* decode (one token): per layer add + RMSNorm -> one fused q|k|v GEMV -> RoPE + cache write +
+  GQA attention (one C++ op) -> o GEMV -> add + RMSNorm -> one fused gate|up GEMV ->
+  SiLU(gate) * up -> down GEMV (icml26/csrc/cpu/quant_lean_cpu.cpp; twins in ops/_ref);
+* prefill and the other cases: the same arithmetic with plain torch ops (SDPA, causal mask);
+  packed linears take the tile-wise dequantize + BLAS path (``ops.quant.quant_linear``).
 
-Every linear is a :class:`Lin`: either FP32 (``F.linear``, i.e. BLAS), or packed
-INT4/INT8 (``torch.ops.icml26.quant_gemm`` / ``quant_gemm_i8act`` for <= 4 rows, the same
-dequantize + BLAS path as ``PackedLinear`` for prefill). Fusing q/k/v (and gate/up) just
-concatenates the packed rows, scales and offsets: weights are quantized per output
-channel (or per group along K), so row blocks are independent and the fused GEMV returns
-exactly the concatenation of the three outputs. Fusion is refused when the parts differ
-in bits, group size or static activation range.
-
-The same per-layer pre-steps as ``PackedLinear`` / ``QuantLinear`` are kept so the logits
-equal the Hugging Face path with the same weights: online Hadamard before down_proj,
-simulated (quantize-dequantize) activation quantization at A4/A8 (dynamic per-token or
-static per-tensor), KV-cache fake quantization of post-RoPE keys and values on write
-(per (token, head), which equals the HF path's quantization of the whole cache at every
-step), FPTQuant's dynamic scaling S_n where it changes anything (static per-tensor
-activation ranges; with per-token or no activation quantization it is an exact identity
-and skipped).
-
-Not supported (refused with ValueError): biases, q/k norms (Gemma), non-SiLU MLPs,
-batch > 1.
+Fusing q/k/v (gate/up) concatenates packed rows, scales and offsets: quantization is per
+output row (or group along K), so the fused GEMV is exactly the concatenation. The per-layer
+pre-steps of ``PackedLinear`` / ``QuantLinear`` are kept (online Hadamard, simulated A4/A8,
+KV fake quantization, S_n where it is not an identity), so the logits equal the HF path with
+the same weights. Refused (ValueError): biases, q/k norms, non-SiLU MLPs, batch > 1.
 """
 
 from __future__ import annotations
@@ -51,6 +30,9 @@ from torch import Tensor, nn
 
 from icml26.methods.quantization import hadamard as had
 from icml26.methods.quantization import quantizers as Q
+from icml26.methods.quantization.pack import PackedEmbedding, PackedHead, PackedLinear
+from icml26.methods.quantization.qmodel import QuantLinear
+from icml26.ops import quant as ops
 
 GEMV_MAX_ROWS = 4
 
@@ -100,8 +82,6 @@ class Lin:
         self.out_features = self.weight.shape[0] if self.weight is not None else qweight.shape[0]
         self._gemv = None
         if self.weight is None:
-            from icml26.ops import quant as ops
-
             if ops.backend() != "ref":
                 if int_act and group_size % 64 == 0:
                     op = torch.ops.icml26.quant_gemm_i8act.default
@@ -156,7 +136,6 @@ class Lin:
             return F.linear(x, self.weight)
         if self._gemv is not None and x.shape[0] <= GEMV_MAX_ROWS:
             return self._gemv(x.contiguous())
-        from icml26.ops import quant as ops
 
         return ops.quant_linear(
             x, self.qweight, self.scales, self.mins, self.bits, self.group_size, checked=True, int_act=self.int_act
@@ -165,8 +144,6 @@ class Lin:
 
 def _lin_from(mod) -> Lin:
     """Lin from nn.Linear, QuantLinear (fake-quant weights, FP32 runtime) or PackedLinear."""
-    from icml26.methods.quantization.pack import PackedHead, PackedLinear
-    from icml26.methods.quantization.qmodel import QuantLinear
 
     if getattr(mod, "bias", None) is not None:
         raise ValueError("lean runtime: linear layers with bias are not supported")
@@ -268,7 +245,6 @@ class LeanLM:
         self.norm = base.norm.weight.detach().float().contiguous()
         self.eps = eps
         emb = base.embed_tokens
-        from icml26.methods.quantization.pack import PackedEmbedding
 
         if isinstance(emb, PackedEmbedding):
             self._emb = ("int8", emb.qweight, emb.scales)
@@ -290,7 +266,6 @@ class LeanLM:
         self._kc = [self.k_cache[i] for i in range(L)]  # contiguous per-layer views
         self._vc = [self.v_cache[i] for i in range(L)]
         self.pos = 0
-        from icml26.ops import quant as ops
 
         self._addnorm, self._silu_mul, self._attn = ops.lean_ops()
         # the fused decode step needs fused q|k|v and gate|up, no KV quantization and no S_n

@@ -17,11 +17,17 @@ import json
 from pathlib import Path
 
 import torch
+from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
+from icml26.core.atomic import atomic_dir
+from icml26.core.errors import InputError
 from icml26.methods.quantization import hadamard as had
+from icml26.methods.quantization import qmodel as QM
 from icml26.methods.quantization import quantizers as Q
 from icml26.methods.quantization.qmodel import LINEARS, QSpec, QuantLinear, _get, _set, install_dyn_scale_hooks, layers
+from icml26.ops import quant as ops
 
 FORMAT = "icml26-packed-v1"
 DECODE_INT_ACT = 16  # integer activations of the decode GEMV (see PackedLinear.int_act)
@@ -71,7 +77,6 @@ def packed_size_bytes(model, spec: QSpec) -> int:
 
 
 def _pack_weight(w: Tensor, bits: int, sym: bool, group_size: int, clip_search: bool) -> dict[str, Tensor]:
-    from icml26.ops import quant as ops
 
     q, scale, zero = Q.quantize_weight(w, bits, sym=sym, group_size=group_size, clip_search=clip_search)
     out = {"qweight": ops.pack_int4(q) if bits == 4 else q, "scales": scale.to(torch.float16)}
@@ -93,7 +98,6 @@ def save_quantized(
     perplexity: float | None = None,
 ) -> Path:
     """Write the packed model folder (atomic: built in a temp folder, then renamed)."""
-    from safetensors.torch import save_file
 
     if spec.wbits not in (4, 8):
         raise ValueError(f"only 4- and 8-bit weights are packed, got {spec.wbits}")
@@ -150,7 +154,6 @@ def save_quantized(
         "perplexity": perplexity,
         "size_bytes": int(sum(t.numel() * t.element_size() for t in tensors.values())),
     }
-    from icml26.core.output import atomic_dir
 
     with atomic_dir(path) as tmp:
         cfg = model.config.to_dict()
@@ -186,7 +189,6 @@ class PackedLinear(nn.Module):
         self.dyn_scale = False
         self.token_scale: Tensor | None = None
         self.train_quant = False
-        from icml26.ops import quant as ops
 
         ops._check(torch.zeros(1, in_features), self.qweight, self.scales, self.mins, bits, self.group_size)
         self._checked = True
@@ -196,7 +198,6 @@ class PackedLinear(nn.Module):
         self.int_act = DECODE_INT_ACT if self.group_size % 64 == 0 and in_features % 64 == 0 else 0
 
     def forward(self, x: Tensor) -> Tensor:
-        from icml26.ops import quant as ops
 
         if self.online_hadamard:
             x = had.apply(x)
@@ -247,7 +248,6 @@ class PackedHead(nn.Module):
         self.register_buffer("scales", scales.float().reshape(-1, 1).contiguous())
         self.register_buffer("mins", (-128.0 * self.scales).contiguous())
         self.in_features = qweight.shape[1]
-        from icml26.ops import quant as ops
 
         ops._check(torch.zeros(1, self.in_features), self.qweight, self.scales, self.mins, 8, self.in_features)
         # decode GEMV with fp32 activations: exact, and for INT8 codes (one cheap u8 -> fp32
@@ -255,7 +255,6 @@ class PackedHead(nn.Module):
         self.int_act = 0
 
     def forward(self, x: Tensor) -> Tensor:
-        from icml26.ops import quant as ops
 
         return ops.quant_linear(
             x, self.qweight, self.scales, self.mins, 8, self.in_features, checked=True, int_act=self.int_act
@@ -264,11 +263,6 @@ class PackedHead(nn.Module):
 
 def load_quantized(path: str | Path):
     """(model, tokenizer, quantization_config) from a folder written by ``save_quantized``."""
-    from safetensors.torch import load_file
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-
-    from icml26.core.errors import InputError
-    from icml26.methods.quantization import qmodel as QM
 
     path = Path(path)
     cfgf = path / "config.json"

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from transformers import AttentionInterface
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from icml26.methods.quantization import hadamard as had
 from icml26.methods.quantization import quantizers as Q
@@ -81,7 +83,10 @@ class QuantLinear(nn.Module):
         self.fixed_weight: tuple[tuple, Tensor] | None = None
 
     def extra_repr(self) -> str:
-        return f"{self.in_features}->{self.out_features}, w{self.wbits} a{self.abits}, had={self.online_hadamard}, dyn={self.dyn_scale}"
+        return (
+            f"{self.in_features}->{self.out_features}, w{self.wbits} a{self.abits}, "
+            f"had={self.online_hadamard}, dyn={self.dyn_scale}"
+        )
 
     def quant_weight(self, w: Tensor) -> Tensor:
         sp = self.spec
@@ -136,7 +141,6 @@ _KV_NAME = "icml26_kvquant"
 
 
 def _kv_attention(module, query, key, value, attention_mask, **kwargs):
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     bits = getattr(module, "kv_bits", 16)
     if bits < 16:
@@ -147,7 +151,6 @@ def _kv_attention(module, query, key, value, attention_mask, **kwargs):
 
 
 def _register_kv() -> None:
-    from transformers import AttentionInterface
 
     AttentionInterface.register(_KV_NAME, _kv_attention)
 
