@@ -75,7 +75,8 @@ def quality(args) -> list[dict]:
         if r["kind"] == "result":
             results.append(r)
             print(
-                f"  {r['method']:>28} {r['compression_ratio']:.2f}  needle {r['needle_accuracy']:.2f}  kl {r['kl']:.4f}",
+                f"  {r['method']:>28} {r['compression_ratio']:.2f}  needle {r['needle_accuracy']:.2f}  kl "
+                f"{r['kl']:.4f}",
                 file=sys.stderr,
                 flush=True,
             )
@@ -210,7 +211,6 @@ def approximation(args) -> tuple[list[dict], list[dict]]:
             base = KVPress(method="capkv", sink_tokens=4, window_tokens=0, question_share=0.0)  # the leverage core
             p = base.params
             b, hkv, _, d = x.keys.shape
-            g = x.n_heads // hkv
             w = S.capkv_token_weights(x, p)[0]  # (Hkv, g, T)
             if p.gqa == "pool":  # the objective CapKV and the greedy maximise: one channel per KV head
                 w = w.mean(1, keepdim=True)  # (Hkv, 1, T)
@@ -409,7 +409,8 @@ def decode_run(args) -> dict:
         atomic_write_text(path, json.dumps(doc, indent=0))
         n_done = sum(1 for x in doc["samples"] if x["sample_index"] == si)
         print(
-            f"  haystack {si} {r['method']} {r['decoding_budget_tokens']} saved ({n_done}/{n_combos}; kl {r['kl']:.4f}, "
+            f"  haystack {si} {r['method']} {r['decoding_budget_tokens']} saved ({n_done}/{n_combos}; kl "
+            f"{r['kl']:.4f}, "
             f"overhead {r['decode_overhead_ratio']:+.3f})",
             file=sys.stderr,
             flush=True,
@@ -474,14 +475,19 @@ def decode_tables(doc: dict) -> None:
     n = len({r["sample_index"] for r in smp})
     prompt = sorted(r["prompt_tokens"] for r in smp if r["method"] == "full")
     print(
-        f"## Decoding-time compression: SmolLM2-135M, {n} haystacks ({st['corpus']}, prompts {prompt[0]}-{prompt[-1]} tokens: "
-        f"{st['context_tokens']}-token haystack with a needle + question), {st['new_tokens']} new tokens, re-compression every "
+        f"## Decoding-time compression: SmolLM2-135M, {n} haystacks ({st['corpus']}, prompts "
+        f"{prompt[0]}-{prompt[-1]} tokens: "
+        f"{st['context_tokens']}-token haystack with a needle + question), {st['new_tokens']} new tokens, "
+        "re-compression every "
         f"{st['interval']} tokens, seed {st['seed']}\n"
     )
     print(
-        "KL: mean per-token KL(full || compressed) teacher-forced on the full-cache generation [bootstrap 95% over haystacks]; "
-        f"answer / needle: the first {st['timed_tokens']} greedy tokens' answer span equals the full cache's / holds the code; "
-        "peak: keys + values held while a step attends; ms/token: greedy steps with the press (re-compression included); "
+        "KL: mean per-token KL(full || compressed) teacher-forced on the full-cache generation [bootstrap "
+        "95% over haystacks]; "
+        f"answer / needle: the first {st['timed_tokens']} greedy tokens' answer span equals the full cache's "
+        "/ holds the code; "
+        "peak: keys + values held while a step attends; ms/token: greedy steps with the press "
+        "(re-compression included); "
         + (
             "overhead: ms/token / the full cache's on the same steps, timed right before each policy - 1\n"
             if st.get("overhead_baseline")
@@ -552,7 +558,8 @@ def decode_tables(doc: dict) -> None:
                 }
             )
     print(
-        "## Targets: CapKV at least as good as every baseline on KL (better or a tie at 95%); decode overhead < 15% of full-cache decode\n"
+        "## Targets: CapKV at least as good as every baseline on KL (better or a tie at 95%); decode "
+        "overhead < 15% of full-cache decode\n"
     )
     print(table(rows, list(rows[0].keys())) if rows else "no CapKV rows")
     doc["results"], doc["paired"], doc["targets"] = res, pair, rows
@@ -675,7 +682,10 @@ def main() -> None:
         nargs="+",
         default=None,
         metavar="I",
-        help="decode: run these haystacks, in this order (e.g. one needle depth after another, so a part stopped early stays balanced)",
+        help=(
+            "decode: run these haystacks, in this order (e.g. one needle depth after another, so a part "
+            "stopped early stays balanced)"
+        ),
     )
     ap.add_argument("--max-haystacks", type=int, default=0, help="decode: stop after this many new haystacks (0: all)")
     ap.add_argument("--print-only", action="store_true", help="decode: reprint the tables of --results")
@@ -711,7 +721,8 @@ def main() -> None:
         for r in res:
             r["kept_mb"] = r["kept_bytes"] / 2**20
             r["needle"] = (
-                f"{r['needle_hits']}/{r['n_samples']} [{r['needle_accuracy_ci'][0]:.2f}, {r['needle_accuracy_ci'][1]:.2f}]"
+                f"{r['needle_hits']}/{r['n_samples']} [{r['needle_accuracy_ci'][0]:.2f}, "
+                f"{r['needle_accuracy_ci'][1]:.2f}]"
             )
             r["kl_95ci"] = f"[{r['kl_ci'][0]:.4f}, {r['kl_ci'][1]:.4f}]"
         n_needles = res[0]["n_samples"]
@@ -722,7 +733,8 @@ def main() -> None:
         )
         print(f"## Quality: SmolLM2-135M, {n_needles} needles (= haystacks), {where}\n")
         print(
-            "needle: hits/n [Wilson 95%]; KL: mean per-token KL(full || evicted) over the continuation, averaged over haystacks, [bootstrap 95% over haystacks]\n"
+            "needle: hits/n [Wilson 95%]; KL: mean per-token KL(full || evicted) over the continuation, "
+            "averaged over haystacks, [bootstrap 95% over haystacks]\n"
         )
         print(
             table(
@@ -784,7 +796,8 @@ def main() -> None:
     approx, speed = ([], []) if args.skip_approx else approximation(args)
     if approx:
         print(
-            f"## Approximation: capacity of the selection / capacity of the exact greedy log-det ({args.approx_tokens} tokens, layers 0/7/15/23/29)\n"
+            "## Approximation: capacity of the selection / capacity of the exact greedy log-det "
+            f"({args.approx_tokens} tokens, layers 0/7/15/23/29)\n"
         )
         print(table(approx, list(approx[0].keys())))
         print("\n## Scoring speed on identical inputs\n")

@@ -132,14 +132,17 @@ def main() -> None:
     }
     atomic_write_text(Path(args.json), json.dumps(doc, indent=1))
     print(
-        f"\n| budget | CapKV ms (30 layers) | previous CapKV ms | SnapKV ms | StreamingLLM ms | full-cache step ms | "
-        f"CapKV / previous | per-token share: CapKV / previous / SnapKV / StreamingLLM |\n|---|---|---|---|---|---|---|---|"
+        "\n| budget | CapKV ms (30 layers) | previous CapKV ms | SnapKV ms | StreamingLLM ms | full-cache step ms | "
+        "CapKV / previous | per-token share: CapKV / previous / SnapKV / StreamingLLM "
+        "|\n|---|---|---|---|---|---|---|---|"
     )
     for r in rows:
         print(
-            f"| {r['budget']} | {r['capkv_best_ms']:.1f} | {r['capkv_previous_best_ms']:.1f} | {r['snapkv_best_ms']:.1f} | "
+            f"| {r['budget']} | {r['capkv_best_ms']:.1f} | {r['capkv_previous_best_ms']:.1f} | "
+            f"{r['snapkv_best_ms']:.1f} | "
             f"{r['streaming_best_ms']:.1f} | {r['full_step_best_ms']:.1f} | {r['capkv_vs_previous']:.3f} | "
-            f"{r['capkv_per_token_share']:.3f} / {r['capkv_previous_per_token_share']:.3f} / {r['snapkv_per_token_share']:.3f} / "
+            f"{r['capkv_per_token_share']:.3f} / {r['capkv_previous_per_token_share']:.3f} / "
+            f"{r['snapkv_per_token_share']:.3f} / "
             f"{r['streaming_per_token_share']:.3f} |"
         )
     print(f"\n(best of {args.reps} interleaved repetitions, 1-minute load average {load})")

@@ -71,7 +71,8 @@ def summarise(rows: list[dict], reference: str) -> str:
         else:
             diff = ""
         out.append(
-            f"| {k[0]} | {k[1]} | {len(rs)} | {np.mean(kl):.4f} [{lo:.4f}, {hi:.4f}] | {diff} | {hits}/{len(rs)} | [{wl:.2f}, {wh:.2f}] |"
+            f"| {k[0]} | {k[1]} | {len(rs)} | {np.mean(kl):.4f} [{lo:.4f}, {hi:.4f}] | {diff} | "
+            f"{hits}/{len(rs)} | [{wl:.2f}, {wh:.2f}] |"
         )
     return "\n".join(out)
 

@@ -25,7 +25,8 @@ def evict_kv(
             "--method",
             help=(
                 "capkv (the paper) | capkv-qa (+ our question-aware channel) | capkv-greedy | streaming | snapkv | h2o "
-                "| tova | knorm | random | expected-attention | kvpress:<Press> (repeatable or comma-separated; default: "
+                "| tova | knorm | random | expected-attention | kvpress:<Press> (repeatable or "
+                "comma-separated; default: "
                 "all but capkv-greedy); <method>@key=value runs a setting as its own row (snapkv@kernel_size=13). "
                 "`full` is always run."
             ),
@@ -59,7 +60,10 @@ def evict_kv(
         Optional[str],
         typer.Option(
             "--mode",
-            help="prefill (compress the prompt; default) | decode (keep the cache at --decoding-budget tokens while generating --new-tokens).",
+            help=(
+                "prefill (compress the prompt; default) | decode (keep the cache at --decoding-budget "
+                "tokens while generating --new-tokens)."
+            ),
             show_default=False,
         ),
     ] = None,

@@ -89,34 +89,39 @@ class Config(PressOptions, _RunOptions):
         if self.mode not in ("prefill", "decode"):
             raise ValueError(f"mode must be prefill or decode, got {self.mode!r}")
         if self.mode == "decode":
-            if self.methods == DEFAULT_METHODS:
-                self.methods = _spec.DECODE_METHODS
-            _spec.check_decode_methods(self.methods)
-            self.decoding_budgets = tuple(dict.fromkeys(self.decoding_budgets))
-            if not self.decoding_budgets:
-                raise ValueError("decoding_budgets: give at least one")
-            for b in self.decoding_budgets:
-                if not (isinstance(b, int) and b >= max(8, self.sink_tokens + self.window_tokens)):
-                    raise ValueError(
-                        f"decoding budget must be an integer >= max(8, sink_tokens + window_tokens) = "
-                        f"{max(8, self.sink_tokens + self.window_tokens)}, got {b!r}"
-                    )
-            if self.decoding_interval_tokens < 1:
-                raise ValueError(f"decoding_interval_tokens must be >= 1, got {self.decoding_interval_tokens}")
-            if self.new_tokens < 1 or not 1 <= self.timed_tokens <= self.new_tokens:
-                raise ValueError(
-                    f"new_tokens must be >= 1 and timed_tokens in [1, new_tokens], got {self.new_tokens}, {self.timed_tokens}"
-                )
-            if self.head_budget == "adaptive":
-                raise ValueError(
-                    "head_budget=adaptive applies to mode prefill (decoding-time compression keeps uniform budgets)"
-                )
+            self._check_decode()
         from icml26.methods.kvcache.press import KVPress
 
         for m in self.methods:  # validates the press fields each policy runs with
             base, kw = _spec.press_kwargs(m, self.press_kwargs())
             if base != "full" and not base.startswith("kvpress:"):
                 KVPress(method=base, **kw)
+
+    def _check_decode(self) -> None:
+        """Mode decode: its policies, budgets, interval and lengths."""
+        if self.methods == DEFAULT_METHODS:
+            self.methods = _spec.DECODE_METHODS
+        _spec.check_decode_methods(self.methods)
+        self.decoding_budgets = tuple(dict.fromkeys(self.decoding_budgets))
+        if not self.decoding_budgets:
+            raise ValueError("decoding_budgets: give at least one")
+        for b in self.decoding_budgets:
+            if not (isinstance(b, int) and b >= max(8, self.sink_tokens + self.window_tokens)):
+                raise ValueError(
+                    f"decoding budget must be an integer >= max(8, sink_tokens + window_tokens) = "
+                    f"{max(8, self.sink_tokens + self.window_tokens)}, got {b!r}"
+                )
+        if self.decoding_interval_tokens < 1:
+            raise ValueError(f"decoding_interval_tokens must be >= 1, got {self.decoding_interval_tokens}")
+        if self.new_tokens < 1 or not 1 <= self.timed_tokens <= self.new_tokens:
+            raise ValueError(
+                f"new_tokens must be >= 1 and timed_tokens in [1, new_tokens], got {self.new_tokens}, "
+                f"{self.timed_tokens}"
+            )
+        if self.head_budget == "adaptive":
+            raise ValueError(
+                "head_budget=adaptive applies to mode prefill (decoding-time compression keeps uniform budgets)"
+            )
 
     def press_kwargs(self) -> dict:
         return {k: getattr(self, k) for k in PRESS_FIELDS}
@@ -157,7 +162,8 @@ def check_positions(cfg: Config, limit: int | None) -> None:
         fix = (
             f"use context_tokens <= {room}"
             if room >= 1
-            else f"{what} ({extra}) alone leave no room for a context: use {'new_tokens' if cfg.mode == 'decode' else 'continuation_tokens + answer_tokens'} "
+            else f"{what} ({extra}) alone leave no room for a context: use "
+            f"{'new_tokens' if cfg.mode == 'decode' else 'continuation_tokens + answer_tokens'} "
             f"<= {limit - 64 - 1}"
         )
         raise InputError(

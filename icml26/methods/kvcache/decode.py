@@ -170,13 +170,13 @@ def run_decode(cfg, *, seed: int = 0, device: str = "cpu", skip=None, done=None,
                     .float()
                 )
             first = int(last.argmax())
-            base = [(x.keys.clone(), x.values.clone()) for x in cap]  # the prompt's cache, before any policy
+            prompt_kv = [(x.keys.clone(), x.values.clone()) for x in cap]  # the prompt's cache, before any policy
 
             def fresh():
                 from transformers import DynamicCache
 
                 c = DynamicCache(config=model.config)
-                for li, (k, v) in enumerate(base):
+                for li, (k, v) in enumerate(prompt_kv):
                     c.update(k.clone(), v.clone(), li)
                 return c
 
@@ -203,7 +203,7 @@ def run_decode(cfg, *, seed: int = 0, device: str = "cpu", skip=None, done=None,
                 if method == "full":
                     full_ms = 1000 * sum(full_secs[:n_ans]) / len(full_secs[:n_ans])
                     kl, top1, peak, ms, span, score_s, score_ms = 0.0, 1.0, full_peak, full_ms, full_span, 0.0, 0.0
-                    per_head = [[t0 + n_new] * int(k.shape[1]) for k, _ in base]
+                    per_head = [[t0 + n_new] * int(k.shape[1]) for k, _ in prompt_kv]
                 else:
                     kvp = method.startswith("kvpress:")
                     # 2a. fidelity, teacher-forced on the full-cache generation
@@ -267,7 +267,8 @@ def run_decode(cfg, *, seed: int = 0, device: str = "cpu", skip=None, done=None,
                 acc[(method, budget)].append(rec)
                 yield rec
                 bar.advance()
-            del cap, base, full_cache, ref
+            del cap, full_cache, ref
+            prompt_kv = None  # the prompt's cache is freed before the next haystack
     results = []
     for (method, budget), recs in acc.items():
         if recs:

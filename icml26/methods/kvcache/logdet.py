@@ -56,7 +56,6 @@ def greedy_logdet(
     u = u.double()
     w = w.double()
     h, t, d = u.shape
-    g = w.shape[1]
     eye = torch.eye(d, dtype=torch.float64)
     ainv = (eye / rho[..., None, None]).clone()  # (H, g, D, D)
     chosen = torch.zeros(h, t, dtype=torch.bool)

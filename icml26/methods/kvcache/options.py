@@ -23,7 +23,8 @@ class PressOptions:
     stat_tokens: int = 256  # future-rope statistics from a strided subsample of this many prompt queries (0 = all)
     gqa: str = "pool"  # CapKV with GQA: pool (one channel per KV head) | per-head (kvpress)
     kernel_size: int = 5  # SnapKV pooling (CapKV pools with ``pool_kernel``)
-    head_budget: str = "uniform"  # uniform | adaptive (Ada-KV style allocation across a layer's KV heads, prefill only; ``select_adaptive``)
+    # uniform | adaptive (Ada-KV style allocation across a layer's KV heads, prefill only; ``select_adaptive``)
+    head_budget: str = "uniform"
     head_floor: float = 0.2  # adaptive: each head keeps at least this share of its uniform free budget
     window_mix: float = 0.5  # CapKV query_source=mixture: share of the window (question) queries in the mixture
     pool: str = "none"  # CapKV: pool the leverage scores over pool_kernel neighbours: none | max | avg
@@ -36,7 +37,8 @@ class PressOptions:
         0.0  # CapKV continuation weights: share of the prompt queries' observed attention (``_past_attention``)
     )
     future_strata: int = 1  # CapKV future-rope expected weights: mean over this many strata of the future horizon
-    recent_mode: str = "fixed"  # CapKV: fixed (recent_share) | adaptive (per-head recency from observed attention, ``adaptive_recent``)
+    # CapKV: fixed (recent_share) | adaptive (per-head recency from observed attention, ``adaptive_recent``)
+    recent_mode: str = "fixed"
     question_share: float | None = None  # capkv-qa: share of the budget for its retrieval channel (None = 0.4)
     stat_window: int = 16  # CapKV window channel: the last this many queries (0 = window_tokens)
     window_stats: str = (

@@ -63,6 +63,15 @@ class KVPress(S.PressOptions):
                 f"question_share={self.question_share} is capkv-qa's retrieval channel; method {self.method!r} "
                 "(capkv: the paper's single channel, question_share 0) has none: use method='capkv-qa'"
             )
+        self._check_numbers()
+        self._check_choices()
+        self._qbuf: dict[int, torch.Tensor] = {}
+        self._seen: dict[int, int] = {}
+        self._rotary = None
+        self.last_keep = None
+        self.reset_stats()
+
+    def _check_numbers(self) -> None:
         if not (isinstance(self.compression_ratio, (int, float)) and 0.0 <= self.compression_ratio < 1.0):
             raise ValueError(f"compression_ratio must be in [0, 1), got {self.compression_ratio!r}")
         for name in (
@@ -77,7 +86,8 @@ class KVPress(S.PressOptions):
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.n_future_positions < 1:
             raise ValueError(
-                f"n_future_positions must be >= 1 (the future positions the query statistics are rotated to), got {self.n_future_positions}"
+                "n_future_positions must be >= 1 (the future positions the query statistics are rotated "
+                f"to), got {self.n_future_positions}"
             )
         if not (self.tau > 0 and math.isfinite(self.tau)):
             raise ValueError(f"tau must be > 0, got {self.tau}")
@@ -85,6 +95,8 @@ class KVPress(S.PressOptions):
             raise ValueError(f"decoding_interval_tokens must be >= 1, got {self.decoding_interval_tokens}")
         if not (self.ridge_ratio > 0 and math.isfinite(self.ridge_ratio)):
             raise ValueError(f"ridge_ratio must be > 0, got {self.ridge_ratio}")
+
+    def _check_choices(self) -> None:
         if self.weight not in ("expected", "kappa", "exp-cos"):
             raise ValueError(f"weight must be expected, kappa or exp-cos, got {self.weight!r}")
         if self.query_source not in ("window", "future-rope", "mixture", "joint"):
@@ -112,7 +124,8 @@ class KVPress(S.PressOptions):
             raise ValueError(f"pool must be none, max or avg, got {self.pool!r}")
         if self.method == "capkv-qa" and not 0.0 < self.share < 1.0:
             raise ValueError(
-                f"capkv-qa: question_share must be in (0, 1), got {self.question_share} (0 is capkv, the paper's method)"
+                f"capkv-qa: question_share must be in (0, 1), got {self.question_share} (0 is capkv, the "
+                "paper's method)"
             )
         if self.future_strata < 1:
             raise ValueError(f"future_strata must be >= 1, got {self.future_strata}")
@@ -126,11 +139,6 @@ class KVPress(S.PressOptions):
             raise ValueError(f"pool_kernel must be a positive odd integer, got {self.pool_kernel}")
         if self.kernel_size < 1 or self.kernel_size % 2 == 0:
             raise ValueError(f"kernel_size must be a positive odd integer, got {self.kernel_size}")
-        self._qbuf: dict[int, torch.Tensor] = {}
-        self._seen: dict[int, int] = {}
-        self._rotary = None
-        self.last_keep = None
-        self.reset_stats()
 
     # ------------------------------------------------------------------ scoring + selection
     @property
@@ -199,7 +207,6 @@ class KVPress(S.PressOptions):
         """Exact greedy log-det selection (``logdet.greedy_logdet``) with the CapKV weights."""
         b, hkv, t, d = x.keys.shape
         p = self.params
-        n_rep = x.n_heads // hkv
         srcs = ("window", "future-rope") if p.query_source == "joint" else (p.query_source,)
         ws = [S.capkv_token_weights(x, p, src) for src in srcs]  # each (B, Hkv, g, T)
         if p.gqa == "pool":  # one channel per KV head (per source)
