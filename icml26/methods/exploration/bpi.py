@@ -55,7 +55,7 @@ of the recommended pi; stop when rho . (V+ - V-_pi) <= epsilon.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterator, Mapping
 
 import numpy as np
@@ -81,13 +81,29 @@ class Config:
     algo: str = "all"  # all | comma list of varde, uniform, klb-ts
     epsilon: float = 0.1  # target accuracy on V*(rho) - V^pi(rho)
     delta: float | None = None  # confidence of the stopping rule; None = fixed budget
-    budget: int = field(default=20000, metadata={"sized": 10**9})  # samples (the cap when delta is given)
-    seeds: int = field(default=100, metadata={"sized": 10**6})  # independent runs
+    budget: int = 20000  # samples (the cap when delta is given)
+    seeds: int = 100  # independent runs
     warm_start: int = 2  # samples of every (s, a) before the rule starts (>= 1)
     kappa: float = 1.0  # varde temperature of state s = kappa x standard error of Q_hat(s, .); 0: fixed tau
     tau: float = 0.5  # varde temperature when kappa = 0, in units of the value range
     var_floor: float = 1e-4  # varde floor on the reward variance
     gap_floor: float | None = None  # klb-ts floor on gaps; None: epsilon (1 - gamma) / 2
+
+    def work(self) -> list:
+        """The samples of the run (seeds x algorithms x budget) against MAX_TOTAL_SAMPLES (check_samples)."""
+        from icml26.core.settings import Work
+
+        runs = self.seeds * len(parse_algos(self.algo))
+        return [
+            Work(
+                float(max(self.budget, MIN_RUN_SAMPLES)) * runs,
+                MAX_TOTAL_SAMPLES,
+                "samples",
+                "--seeds, --budget or the number of --algo",
+                f"seeds x algorithms x --budget, each run counted as at least {MIN_RUN_SAMPLES}",
+                "draw",
+            )
+        ]
 
     def __post_init__(self):
         parse_algos(self.algo)
