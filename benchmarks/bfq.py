@@ -8,9 +8,10 @@ benchmarks/results/bfq/bfq.json (a rerun prints from it).
     python benchmarks/bfq.py --print                                   # the tables from the saved JSON
 
 Speed protocol: one policy (1 seed), Hopper-v5 sizes (11 observation, 3 action dims), each
-method's official networks and action selection (Diffusion-QL: 50 candidates), batch 256 for training on random batches (speed does not
-depend on the data); ``--rounds`` alternating rounds over the methods, the median per method (the
-machine is shared: the load is saved beside the figures). Targets: BFQ's inference at
+method's official networks and action selection (Diffusion-QL: 50 candidates), batch 256 for
+training on random batches (speed does not depend on the data); ``--rounds`` alternating rounds
+over the methods, the median per method (the machine is shared: the load is saved beside the
+figures). Targets: BFQ's inference at
 batch 1 >= 3x Diffusion-QL-5's and >= 20x Diffusion-QL-50's (the paper: 851 vs 238 / 35.5 Hz),
 BFQ's training >= 1.5x Diffusion-QL-5's gradient steps per second.
 
@@ -562,7 +563,8 @@ def report(res: dict) -> None:
         rows = sp["rows"]
         print(
             f"\nSpeed, {title} ({sp['sizes']}, 1 thread, median of {sp['rounds']} rounds; load "
-            f"{sp['load'][0].split('load average:')[-1].strip()} -> {sp['load'][-1].split('load average:')[-1].strip()})"
+            f"{sp['load'][0].split('load average:')[-1].strip()} -> "
+            f"{sp['load'][-1].split('load average:')[-1].strip()})"
         )
         print("| method | nfe | actions/s b1 | actions/s b256 | train Hz |")
         print("|---|---|---|---|---|")
