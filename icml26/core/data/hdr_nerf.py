@@ -26,7 +26,7 @@ Views are numbered train frame 0, test frame 0, train frame 1, test frame 1, ...
 the longer list), so the 18 / 17 split of HDR-NeRF's synthetic scenes is the even / odd split of
 ``icml26 hdr-gs``; :attr:`HdrNerfScene.train_views` / ``test_views`` hold the split in any case.
 Images are used at their stored size (the paper evaluates at 400 px: resize the folder first).
-Not read: the real scenes (``poses_bounds_exps.npy`` + ``input_images/``, LDR only: no HDR truth).
+The real scenes (``poses_bounds_exps.npy`` + ``input_images/``) are read by hdr_nerf_llff.py.
 
 Every file is checked by :func:`read_hdr_nerf` before anything is loaded (names, JSON fields, PNG
 headers and sizes, EXR presence); a problem raises :class:`~icml26.core.errors.InputError` naming
@@ -46,14 +46,16 @@ import numpy as np
 
 from icml26.core.errors import InputError, MissingDataError
 
+LLFF_POSES = "poses_bounds_exps.npy"
 OPENEXR_INSTALL = "pip install 'icml26[splatting]'  (PyPI openexr 3.x)"
 SPLITS = ("train", "test")
 
 
 def is_hdr_nerf(folder: str | Path) -> bool:
-    """True when ``folder`` holds an HDR-NeRF scene (``transforms_train.json`` or ``transforms_test.json``)."""
+    """True when ``folder`` holds an HDR-NeRF scene: synthetic (``transforms_train.json`` or
+    ``transforms_test.json``) or real, LLFF-style (``poses_bounds_exps.npy``)."""
     d = Path(folder)
-    return any((d / f"transforms_{s}.json").is_file() for s in SPLITS)
+    return any((d / f"transforms_{s}.json").is_file() for s in SPLITS) or (d / LLFF_POSES).is_file()
 
 
 # --------------------------------------------------------------------------- OpenEXR
@@ -133,6 +135,7 @@ class HdrNerfScene:
     ldr_files: dict = field(repr=False)  # (view, exposure_s) -> Path
     hdr_files: dict = field(repr=False)  # view -> Path (views with HDR ground truth)
     names: tuple = field(repr=False, default=())  # view -> "<split>:<file_path>"
+    bounds: tuple | None = None  # (near, far) over the views (LLFF layout), else None
 
     def __len__(self) -> int:
         return len(self.cameras)
@@ -179,6 +182,8 @@ class HdrNerfScene:
 
     def has(self, what: str) -> bool:
         """ "hdr": every test view has HDR ground truth; "rgb": LDR images exist; depth / instances: never."""
+        if what == "hdr_any":
+            return bool(self.hdr_files)
         if what == "hdr":
             return bool(self.test_views) and all(i in self.hdr_files for i in self.test_views)
         return what == "rgb"
@@ -240,6 +245,10 @@ def read_hdr_nerf(folder: str | Path) -> HdrNerfScene:
     d = Path(folder)
     if not d.is_dir():
         raise InputError(f"HDR-NeRF scene folder {str(folder)!r} does not exist or is not a folder")
+    if (d / LLFF_POSES).is_file() and not any((d / f"transforms_{s}.json").is_file() for s in SPLITS):
+        from icml26.core.data.hdr_nerf_llff import read_llff
+
+        return read_llff(d)
     frames: dict[str, list] = {}
     size = None
     views: dict[str, list] = {s: [] for s in SPLITS}

@@ -17,6 +17,9 @@ class Config:
     iters: int = field(default=1500, metadata={"sized": 10**6})  # total; stages split by stage_fractions
     stage_fractions: tuple = (0.4, 0.3, 0.3)  # irradiance / geometry / joint (the paper: 8k / 12k / 10k)
     init_points: int = 2000
+    # initial centres: auto = depth maps when the folder has them, else its SfM points, else points in the
+    # region the training cameras see (frusta); depth / sfm / frusta force one (depth and sfm fall back)
+    init_from: str = "auto"
     init_noise: float = 0.02  # scene units, on the back-projected points
     max_gaussians: int = 6000
     tone_hidden: int = 32
@@ -74,6 +77,8 @@ class Config:
         bad = [m for m in self.methods if m not in METHODS]
         if bad or not self.methods:
             raise ValueError(f"methods: unknown {bad[0] if bad else '(empty)'!r}; valid: {', '.join(METHODS)}")
+        if self.init_from not in ("auto", "depth", "sfm", "frusta"):
+            raise ValueError(f"init_from must be auto, depth, sfm or frusta, got {self.init_from!r}")
         if self.iters < 1 or self.init_points < 1 or self.max_gaussians < self.init_points:
             raise ValueError("iters and init_points must be >= 1 and max_gaussians >= init_points")
         if (

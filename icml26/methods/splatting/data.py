@@ -24,6 +24,9 @@ class SceneData:
     depth: dict  # i -> float32 (H, W) (inf: no surface), when the folder has depth
     extent: float
     centre: np.ndarray
+    points: np.ndarray | None = None  # SfM points of the folder (same world frame), when it has them
+    bounds: tuple | None = None  # (near, far) depth bounds of the folder (LLFF poses_bounds), when given
+    init_source: str = ""  # filled by init_points: depth | sfm | frusta
 
 
 def _is_scene(p: Path) -> bool:
@@ -70,7 +73,8 @@ def load_scene(folder: str | Path, cfg: Config) -> SceneData:
             f"scene {str(folder)!r}: no LDR images at exposure {miss[0]:g} s (has {sorted(have) or 'none'}); "
             "set train_exposures / test_exposures_* to ones it has"
         )
-    if not s.has("hdr"):
+    ldr_only = getattr(s, "bounds", None) is not None and not s.has("hdr_any")  # HDR-NeRF real scenes
+    if not s.has("hdr") and not ldr_only:
         raise InputError(f"scene {str(folder)!r}: no hdr/ images (the HDR ground truth)")
     n = len(s)
     if n < 2:
@@ -94,24 +98,42 @@ def load_scene(folder: str | Path, cfg: Config) -> SceneData:
     for i, a in hdr.items():
         if a.shape[:2] != (s.cameras[i].height, s.cameras[i].width):
             raise InputError(f"scene {str(folder)!r}: hdr/{i:03d}.hdr size differs from cameras.json")
+    from icml26.methods.splatting import initial as I
+
     eyes = np.stack([c.c2w[:3, 3] for c in s.cameras])
     centre = eyes.mean(0)
     extent = float(np.linalg.norm(eyes - centre, axis=1).max() * 1.1 + 1e-6)
-    return SceneData(Path(folder).name, list(s.cameras), train, test, ldr, hdr, depth, extent, centre)
+    sfm = I.find_sfm(folder)
+    points = I.read_points(sfm) if sfm is not None else None
+    bounds = getattr(s, "bounds", None)
+    return SceneData(Path(folder).name, list(s.cameras), train, test, ldr, hdr, depth, extent, centre, points, bounds)
 
 
 def init_points(sd: SceneData, cfg: Config, rng: np.random.Generator) -> np.ndarray:
-    """Noisy surface points back-projected from the training views' depth (the SfM stand-in);
-    without depth, points uniformly in front of the cameras."""
+    """Initial centres: noisy surface points back-projected from the training views' depth (the
+    SfM stand-in) when the folder has depth; else its SfM points (initial.py) when they share the
+    cameras' frame; else points in the region the training cameras see (initial.frustum_points).
+    Sets ``sd.init_source``."""
     from icml26.core.data import renders as R
+    from icml26.methods.splatting import initial as I
 
     pts = []
-    for i in sd.train:
-        if i in sd.depth:
-            p = R.backproject(sd.depth[i], sd.cams[i], stride=2).reshape(-1, 3)
-            pts.append(p[np.isfinite(p).all(1)])
+    if cfg.init_from in ("auto", "depth"):
+        for i in sd.train:
+            if i in sd.depth:
+                p = R.backproject(sd.depth[i], sd.cams[i], stride=2).reshape(-1, 3)
+                pts.append(p[np.isfinite(p).all(1)])
     if pts:
         p = np.concatenate(pts)
         p = p[rng.choice(len(p), size=min(cfg.init_points, len(p)), replace=False)]
+        sd.init_source = "depth"
         return p + cfg.init_noise * rng.standard_normal(p.shape)
-    return sd.centre + (rng.random((cfg.init_points, 3)) - 0.5) * sd.extent
+    cams = [sd.cams[i] for i in sd.train]
+    if cfg.init_from in ("auto", "sfm") and sd.points is not None and I.sfm_usable(sd.points, cams):
+        p = sd.points[rng.choice(len(sd.points), size=min(cfg.init_points, len(sd.points)), replace=False)]
+        sd.init_source = "sfm"
+        return p
+    tmid = sorted(cfg.train_exposures)[len(cfg.train_exposures) // 2]
+    images = [sd.ldr[(float(tmid), i)] for i in sd.train]
+    sd.init_source = "frusta"
+    return I.frustum_points(cams, images, cfg.init_points, rng, sd.bounds)

@@ -55,16 +55,18 @@ def evaluate(model: Model, sd: SceneData, cfg: Config) -> dict:
                     pred = render(model, sd.cams[i], t)["ldr"].clamp(0, 1).numpy()
                     gt = sd.ldr[(t, i)]
                     group.append((M.psnr(pred, gt), M.ssim(pred, gt)))
-            h = render(model, sd.cams[i], None)["hdr"].numpy()
-            hd.append(M.hdr_metrics(h, sd.hdr[i]))
+            if i in sd.hdr:
+                h = render(model, sd.cams[i], None)["hdr"].numpy()
+                hd.append(M.hdr_metrics(h, sd.hdr[i]))
     out = {
         "psnr_ldr_oe": float(np.mean([a for a, _ in oe])) if oe else None,
         "ssim_ldr_oe": float(np.mean([b for _, b in oe])) if oe else None,
         "psnr_ldr_ne": float(np.mean([a for a, _ in ne])) if ne else None,
         "ssim_ldr_ne": float(np.mean([b for _, b in ne])) if ne else None,
-        "psnr_hdr": float(np.mean([d["psnr_hdr"] for d in hd])),
-        "psnr_hdr_predmax": float(np.mean([d["psnr_hdr_predmax"] for d in hd])),
-        "ssim_hdr": float(np.mean([d["ssim_hdr"] for d in hd])),
+        # None without HDR ground truth (HDR-NeRF's real scenes): LDR metrics only
+        "psnr_hdr": float(np.mean([d["psnr_hdr"] for d in hd])) if hd else None,
+        "psnr_hdr_predmax": float(np.mean([d["psnr_hdr_predmax"] for d in hd])) if hd else None,
+        "ssim_hdr": float(np.mean([d["ssim_hdr"] for d in hd])) if hd else None,
         "test_views": len(sd.test),
     }
     out.update(floaters(model, sd, cfg))

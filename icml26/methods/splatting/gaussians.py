@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+
 from icml26.core.errors import InputError
 from icml26.methods.splatting.config import Config, config_from_dict
 
@@ -158,3 +160,32 @@ def load_ckpt(path: str | Path, cfg: Config | None = None) -> tuple[Model, dict]
             m.tm[k], m.tv[k] = t[f"tone_m.{k}"].clone(), t[f"tone_v.{k}"].clone()
     m.step_n = int(meta.get("adam_step", 0))
     return m, meta
+
+
+SH_C0 = 0.28209479177387814  # the degree-0 spherical harmonic, as 3DGS's RGB2SH
+
+
+def export_ply(model: Model, path: str | Path, exposure_s: float, sh_degree: int = 3) -> Path:
+    """The Gaussians as an INRIA 3DGS .ply (ply.write_gaussians): colour = the tone-mapped LDR
+    colour at ``exposure_s`` (what a 3DGS viewer shows) as SH DC, f_dc = (rgb - 0.5) / C0, the
+    higher bands (degree ``sh_degree``) zero; opacity logit, log scales, unit quaternions."""
+    import math
+
+    import torch
+
+    from icml26.methods.splatting.ply import write_gaussians
+
+    p = model.p
+    with torch.no_grad():
+        rgb = model.tone(p["log_radiance"] + math.log(exposure_s)).clamp(0, 1)
+        q = p["quats"] / p["quats"].norm(dim=1, keepdim=True).clamp_min(1e-12)
+        k = (sh_degree + 1) ** 2 - 1
+        return write_gaussians(
+            path,
+            p["means"].numpy(),
+            p["log_scales"].numpy(),
+            q.numpy(),
+            p["logit_opacity"].numpy(),
+            ((rgb - 0.5) / SH_C0).numpy(),
+            np.zeros((model.n, 3, k), np.float32),
+        )

@@ -115,7 +115,7 @@ def run(
                 yield r
     means = {}
     for m in cfg.methods:
-        rs = [r for r in results if r["method"] == m]
+        rs = [r for r in results if r["method"] == m and not r.get("diverged")]  # diverged runs are no result
         if rs:
             means[m] = {
                 k: float(np.mean([r[k] for r in rs if r.get(k) is not None]))
