@@ -96,9 +96,8 @@ def main() -> None:
             f"{f(r['psnr_hdr_predmax'])} | {r['gaussians']} | {r['train_s']:.0f} |"
         )
     a, b, c = (res[n]["psnr_ldr_oe"] for n in ("scene007-syn", "scene007-nodepth", "scene007"))
-    print(
-        f"- HDR-NeRF layout within 1 dB of native without depth: {abs(a - b):.2f} dB -> {'met' if abs(a - b) <= 1 else 'NOT met'}"
-    )
+    ok1 = "met" if abs(a - b) <= 1 else "NOT met"
+    print(f"- HDR-NeRF layout within 1 dB of native without depth: {abs(a - b):.2f} dB -> {ok1}")
     print(f"- HDR-NeRF layout within 3 dB of native with depth: {c - a:.2f} dB -> {'met' if c - a <= 3 else 'NOT met'}")
     figure(work, res)
     print(f"figure: {PNG.relative_to(ROOT)}")
