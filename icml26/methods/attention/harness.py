@@ -268,12 +268,17 @@ def capture_qkv(model, ids, layer: int):
     return got["q"], got["k"], got["v"], got["scale"]
 
 
-def _timed(fn, repeats: int):
-    times, out = [], None
+def _timed(fn, repeats: int, cpu: list | None = None):
+    """(output, median wall seconds); with ``cpu``, the median CPU seconds of this process is appended
+    to it (on a shared machine wall time includes other jobs' time slices, CPU time does not)."""
+    times, cpus, out = [], [], None
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         out = fn()
         times.append(time.perf_counter() - t0)
+        cpus.append(time.process_time() - c0)
+    if cpu is not None:
+        cpu.append(statistics.median(cpus))
     return out, statistics.median(times)
 
 
@@ -286,15 +291,17 @@ def bench_tensors(cfg: Config, q, k, v, scale, n: int, *, methods=None) -> Itera
     methods = list(methods or cfg.methods)
     kernel.backend()  # load (or build) the C++ kernel before anything is timed
     with torch.no_grad():
-        exact, t_sdpa = _timed(lambda: M.sdpa(q, k, v, scale=scale), cfg.repeats)
+        c_sdpa: list = []
+        exact, t_sdpa = _timed(lambda: M.sdpa(q, k, v, scale=scale), cfg.repeats, c_sdpa)
         ref = exact.double()
         den = (ref**2).sum().item()
         for mth in methods:
             if mth == "sdpa":
-                out, sec, sp = exact, t_sdpa, 0.0
+                out, sec, sp, cpu = exact, t_sdpa, 0.0, c_sdpa
             else:
                 s = cfg.settings(mth)
-                out, sec = _timed(lambda: kernel.attention(q, k, v, s, scale=scale), cfg.repeats)
+                cpu: list = []
+                out, sec = _timed(lambda: kernel.attention(q, k, v, s, scale=scale), cfg.repeats, cpu)
                 sp = M.sparsity(n, kernel.exact_pairs(q, k, s))
             err = ((out.double() - ref) ** 2).sum().item() / den
             yield {
@@ -303,6 +310,8 @@ def bench_tensors(cfg: Config, q, k, v, scale, n: int, *, methods=None) -> Itera
                 "context_tokens": n,
                 "seconds": sec,
                 "speedup_vs_sdpa": t_sdpa / sec,
+                "cpu_seconds": cpu[0],  # this process's CPU time (one thread): immune to other jobs' load
+                "speedup_vs_sdpa_cpu": c_sdpa[0] / cpu[0],
                 "rel_squared_error": err,
                 "sparsity": sp,
                 "backend": "torch" if mth == "sdpa" else kernel.backend_for(q, s),
