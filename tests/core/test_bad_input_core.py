@@ -333,12 +333,15 @@ def test_tables_in_a_log_are_not_cut_at_80_columns(capsys, monkeypatch):
 def test_set_help_lists_the_fields_with_their_defaults():
     r = CliRunner().invoke(app, ["mcts", "--set", "help"])
     assert r.exit_code == 0, r.output
-    lines = {ln.split()[0]: ln.split() for ln in r.stdout.splitlines()[1:]}
-    assert lines["c_visit"][1:] == ["float", "50.0"]
-    assert lines["simulations"][-3:] == ["(100,", "300,", "1000)"]
+    out = r.stdout.splitlines()
+    lines = {ln.split()[0]: (ln.split(), out[i + 1].strip()) for i, ln in enumerate(out[1:-1], 1) if " = " in ln}
+    assert lines["c_visit"][0][1:] == ["float", "=", "50.0"]
+    assert lines["c_visit"][1] == "sigma(q) constants of Gumbel MuZero (mctx defaults)"  # its help, on the next line
+    assert lines["simulations"][0][1:] == ["int,...", "=", "100,300,1000"]
+    assert lines["simulations"][1] == "budgets at the root; range: <= 1e+08 (sized)"
     assert "kind" not in r.stdout  # nothing ran
     r = CliRunner().invoke(app, ["bpi", "--set", "list", "--set", "epsilon=0.2"])
-    assert r.exit_code == 0 and "epsilon" in r.stdout
+    assert r.exit_code == 0 and "  epsilon     float = 0.2" in r.stdout  # the value this run would use
 
 
 def test_algo_lists_reject_empty_names_and_drop_repeats():
