@@ -871,10 +871,11 @@ def sb3_run(env_id: str, steps: int, seed: int) -> dict:
     }
 
 
-def part_sb3(env_id: str) -> None:
-    """SB3's three seeds on ``env_id`` (each a JSON file; a finished seed is skipped)."""
+def part_sb3(env_id: str, seeds: list[int] | None = None) -> None:
+    """SB3's seeds on ``env_id`` (each a JSON file; a finished seed is skipped; ``seeds``: only
+    those, e.g. one per process)."""
     steps = DEFAULT_TASKS[env_id]
-    for seed in range(SEEDS):
+    for seed in seeds if seeds is not None else range(SEEDS):
         f = DEFAULTS / env_id / f"sb3-seed{seed}.json"
         if f.is_file():
             continue
@@ -889,7 +890,7 @@ def ours_cmd(env_id: str, algo: str, out: Path) -> list[str]:
     args = [sys.executable, "-m", "icml26", "dsac-aid", "--env", env_id, "--algo", algo]
     args += ["--steps", str(DEFAULT_TASKS[env_id]), "--seeds", str(SEEDS), "--out", str(out)]
     args += ["--set", f"eval_interval={EVAL_EVERY}", "--set", f"eval_episodes={EVAL_EPISODES}"]
-    return args + ["--set", f"checkpoint_interval={EVAL_EVERY}", "-q"]
+    return args + ["--set", "checkpoint_interval=1000", "-q"]  # small parts: resumable on a loaded machine
 
 
 def part_ours(env_id: str, budget_s: float, algos: tuple[str, ...] = ("sac", "dsac-t", "dsac-aid")) -> None:
@@ -1190,6 +1191,7 @@ def main() -> None:
         choices=["speed", "speed-defaults", "seeds-cpu", "profile", "kernels", "impulse", "mujoco", "sb3", "ours"],
         action="append",
     )
+    ap.add_argument("--sb3-seed", type=int, action="append", help="sb3 part: only this seed (repeatable)")
     ap.add_argument("--env", default="InvertedPendulum-v5", choices=sorted(DEFAULT_TASKS), help="defaults parts' task")
     ap.add_argument("--n", type=int, default=300, help="timed updates per speed measurement")
     ap.add_argument("--budget-s", type=float, default=1800, help="seconds for the impulse / mujoco runs in this call")
@@ -1224,7 +1226,7 @@ def main() -> None:
                 "kernels": lambda: part_kernels(res, args.compile),
                 "impulse": lambda: part_impulse(res, args.budget_s, args.impulse),
                 "mujoco": lambda: part_mujoco(res, args.budget_s),
-                "sb3": lambda: part_sb3(args.env),
+                "sb3": lambda: part_sb3(args.env, args.sb3_seed),
                 "speed-defaults": lambda: part_speed_defaults(res, args.n),
                 "ours": lambda: part_ours(args.env, args.budget_s),
             }[part]()
