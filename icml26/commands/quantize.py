@@ -91,12 +91,13 @@ def quantize(
 ) -> None:
     """Quantize a real LLM with FPTQuant and a baseline; perplexity on held-out real text.
 
-    Default: FP, RTN and FPTQuant at the settings --bits implies (W4A16 and W4A8 for 4), a few
-    minutes; --method all is the full comparison (every method at five settings, ~30 min on
-    2 cores). One result record per (method, setting): perplexity, top-1 / greedy agreement
-    with the FP model, size in bytes, the transforms applied. --out saves the packed
-    INT4/INT8 model (safetensors) of FPTQuant (save_method / save_setting); pass that folder
-    back as --model to re-evaluate it.
+    Default: FP, RTN and fptquant-merged (FPTQuant's mergeable transforms, trained locally and end to
+    end) at the settings --bits implies (W4A16 and W4A8 for 4), a few minutes; --method all is the
+    full comparison. One result record per (method, setting): perplexity, top-1 / greedy agreement
+    with the FP model, size in bytes, weight group size, the transforms and training stages that
+    ran. --out saves one (method, setting): fptquant-merged / rtn / smoothquant in compressed-tensors'
+    format (transformers loads it), fptquant / quarot in icml26's packed format; pass the folder back
+    as --model to re-evaluate it.
 
     Example: icml26 quantize --model llama --bits 4 --out runs/q4
     """
