@@ -978,7 +978,8 @@ def report_defaults(env_id: str) -> None:
         return
     print(f"\n(4) {env_id} at the defaults, {EVAL_EPISODES} deterministic episodes every {EVAL_EVERY} steps")
     print(
-        "| implementation | seeds | steps | final return [95% CI] | per seed | curve (seed mean) | updates/s | seed-updates/s |"
+        "| implementation | seeds | steps | final return [95% CI] | per seed | curve (seed mean) "
+        "| updates/s | seed-updates/s |"
     )
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
@@ -1231,6 +1232,14 @@ def main() -> None:
                 "ours": lambda: part_ours(args.env, args.budget_s),
             }[part]()
     report(res)
+    sd = res.get("speed_defaults")
+    if sd:
+        o, b = sum(sd["ours"]) / len(sd["ours"]), sum(sd["sb3"]) / len(sd["sb3"])
+        print(
+            f"\n(4) updates per CPU second, SAC at the defaults (Hopper-v5 sizes, {sd['updates']} updates, 1 thread, "
+            f"alternated in one process, load {sd['load']}): ours {', '.join(f'{x:.1f}' for x in sd['ours'])}; "
+            f"SB3 {', '.join(f'{x:.1f}' for x in sd['sb3'])}; ratio of means {o / b:.2f}x (target >= 1.0x)"
+        )
     for env_id in DEFAULT_TASKS:
         report_defaults(env_id)
 
