@@ -21,7 +21,7 @@ pytest.importorskip("peft")
 from conftest import need_debian  # noqa: E402
 
 from icml26.core.errors import InputError  # noqa: E402
-from icml26.methods.federated import apps, harness  # noqa: E402
+from icml26.methods.federated import apps, deploy, harness  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = ROOT / "icml26" / "methods" / "federated" / "flower_app"
@@ -53,7 +53,7 @@ def test_flower_app_bundle_validates_builds_and_names_the_apps(monkeypatch):
     monkeypatch.syspath_prepend(str(APP))
     import fed_lora_app
 
-    assert fed_lora_app.server_app is apps.server_app and fed_lora_app.client_app is apps.client_app
+    assert fed_lora_app.server_app is deploy.server_app and fed_lora_app.client_app is apps.client_app
 
 
 def test_run_config_from_recipe_set_or_json():
@@ -81,9 +81,9 @@ class _Grid:
 
 
 def test_wait_for_nodes():
-    assert apps.wait_for_nodes(_Grid([5, 7]), 2, 0.0) == [5, 7]
+    assert deploy.wait_for_nodes(_Grid([5, 7]), 2, 0.0) == [5, 7]
     with pytest.raises(RuntimeError, match="1 SuperNodes connected .* needs 2"):
-        apps.wait_for_nodes(_Grid([5]), 2, 0.0, poll_s=0.0)
+        deploy.wait_for_nodes(_Grid([5]), 2, 0.0, poll_s=0.0)
 
 
 def _strip(rec):
@@ -101,7 +101,7 @@ def test_server_loop_on_a_grid_writes_the_simulation_records(debian, tmp_path):
         "wait_nodes_s": 0,
     }
     cfg = apps._config(apps.run_config_text(rc))
-    got = apps.serve(apps.InProcessGrid.for_run(cfg, 3), rc)
+    got = deploy.serve(apps.InProcessGrid.for_run(cfg, 3), rc)
     lines = [json.loads(x) for x in (tmp_path / "dep" / "records.jsonl").read_text().splitlines()]
     assert [_strip(r) for r in lines] == [_strip(r) for r in got]
     want = list(harness.run(cfg, seed=3))
@@ -318,3 +318,111 @@ def test_two_process_loopback_deployment(debian, tmp_path):
         assert set(a) == set(b)
         for k in ("local_perplexity", "global_perplexity", "sigma_local", "sigma_global"):
             assert a[k] == pytest.approx(b[k], rel=1e-3)
+
+
+def _raising_app(partition: int, kind: str = "train"):
+    """A ClientApp whose node with ``partition`` raises on ``kind`` messages."""
+
+    def app(msg, ctx):
+        if int(ctx.node_config["partition-id"]) == partition and msg.metadata.message_type == kind:
+            raise ValueError("disk full")
+        return apps.client_app(msg, ctx)
+
+    return app
+
+
+@pytest.mark.parametrize("accept", [True, False])
+def test_a_client_that_raises_is_accepted_or_not(debian, accept):
+    """Flower's accept_failures: with it, a round aggregates the clients that replied and the run
+    goes on (the failure counted in the round record); without it, a round with a failure is not
+    aggregated. The raising ClientApp becomes an error reply, as in Flower's runtime."""
+    cfg = apps._config(apps.run_config_text({"recipe": TINY, "set": SETS + f" accept_failures={accept}"}))
+    cfg = __import__("dataclasses").replace(cfg, rounds=1, strategies=("fedit",))
+    recs = list(harness.run_on_grid(cfg, 0, lambda: apps.InProcessGrid.for_run(cfg, 0, app=_raising_app(1))))
+    rnd = [r for r in recs if r["kind"] == "round"][0]
+    res = [r for r in recs if r["kind"] == "result"][0]
+    assert rnd["failures"] == 1 and rnd["aggregated"] is accept
+    assert res["failed_rounds"] == 1 and len(res["per_client"]) == 2 and math.isfinite(res["local_perplexity"])
+    assert rnd["upload_bytes"] > 0 and math.isfinite(rnd["mean_train_loss"])  # the healthy client's upload
+
+
+def test_min_available_clients(debian):
+    """A node that cannot even answer the query: with min_available_clients 1 the run goes on with
+    the other client; with every client required (0) it stops with a clear error."""
+    cfg = apps._config(apps.run_config_text({"recipe": TINY, "set": SETS + " min_available_clients=1"}))
+    cfg = __import__("dataclasses").replace(cfg, rounds=1, strategies=("fedit",))
+    recs = list(harness.run_on_grid(cfg, 0, lambda: apps.InProcessGrid.for_run(cfg, 0, app=_raising_app(0, "query"))))
+    res = [r for r in recs if r["kind"] == "result"][0]
+    assert [p["partition_id"] for p in res["per_client"]] == [1]
+    strict = __import__("dataclasses").replace(cfg, min_available_clients=0)
+    with pytest.raises(RuntimeError, match="1 nodes answered, the run needs 2"):
+        list(
+            harness.run_on_grid(strict, 0, lambda: apps.InProcessGrid.for_run(strict, 0, app=_raising_app(0, "query")))
+        )
+    with pytest.raises(ValueError, match="min_available_clients"):
+        harness.Config(model="tiny-llama", clients=2, ranks=(4, 8), personal_ranks=(1, 2), min_available_clients=3)
+
+
+# ----------------------------------------------------------------------------- flwr run (local simulation)
+
+
+def _pids_with(arg: bytes):
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if arg in (d / "cmdline").read_bytes():
+                    out.append(int(d.name))
+            except OSError:
+                continue
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to tear the Flower processes down")
+def test_flwr_run_local_simulation_from_the_app_folder(debian, tmp_path):
+    """``flwr run . --stream`` in icml26/methods/federated/flower_app, the documented path: flwr
+    1.42 starts a local SuperLink in simulation mode (Ray backend: ``flwr[simulation]``) that runs
+    the app in this environment (FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1: no isolated env
+    without icml26 / torch / peft); 2 simulated SuperNodes, 1 round of Het-CPFLoRA on the tiny
+    recipe; the records land in ``out``. Every process it started is torn down."""
+    pytest.importorskip("ray", reason="pip install 'flwr[simulation]==1.42.0' (the Ray backend)")
+    http, ctl = _free_ports(2)
+    out = tmp_path / "out"
+    (tmp_path / "run.toml").write_text(
+        f'recipe = "{ROOT / TINY}"\nset = "{SETS.replace("rounds=2", "rounds=1")}"\nseed = 1\nout = "{out}"\n'
+        "wait_nodes_s = 120\n"
+    )
+    env = {
+        **os.environ,
+        "FLWR_HOME": str(tmp_path / "flwr-home"),
+        "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
+        "FLWR_LOCAL_SUPERLINK_HTTP_API_PORT": str(http),
+        "FLWR_LOCAL_CONTROL_API_PORT": str(ctl),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    cmd = [
+        str(Path(sys.executable).parent / "flwr"),
+        "run",
+        ".",
+        "--stream",
+        "--run-config",
+        str(tmp_path / "run.toml"),
+    ]
+    try:
+        r = subprocess.run(cmd, cwd=APP, env=env, capture_output=True, text=True, timeout=900)
+        assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-3000:])
+        recs = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
+        assert [x["kind"] for x in recs] == ["config", "round", "result", "summary"], r.stdout[-3000:]
+        assert recs[2]["strategy"] == "het-cpflora" and len(recs[2]["per_client"]) == 2
+        assert math.isfinite(recs[2]["local_perplexity"]) and recs[1]["aggregated"] is True
+    finally:
+        link = _pids_with(f"127.0.0.1:{ctl}".encode())
+        procs = sorted({p for pid in link for p in [pid, *_descendants(pid)]})
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for pid in procs:
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
+            time.sleep(3)

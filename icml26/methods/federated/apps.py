@@ -1,20 +1,12 @@
-"""Flower apps of ``icml26 fed-lora``: the ``ClientApp`` (query / train / evaluate), the
-``ServerApp`` (the round loop over a strategy of ``strategies.py``), and an in-process ``Grid``.
+"""Flower apps of ``icml26 fed-lora``: the ``ClientApp`` (query / train / evaluate), the server
+side of a round (client_specs, federated_rounds, final_evaluation) and an in-process ``Grid``.
 
-The same ``client_app`` and ``server_app`` objects run
-- here, in one process: :class:`InProcessGrid` implements Flower's ``Grid`` API (messages are
-  ``flwr.app.Message`` objects, every node has its own ``Context``; clients run one after the
-  other on the one base model). Flower's own simulation engine in flwr 1.42 runs ClientApps only
-  on its Ray backend (``flwr[simulation]``, ray 2.55.1), heavy for a 2-core machine; the
-  in-process grid is what ``run`` uses;
-- on real machines with ``flower-superlink`` / ``flower-supernode``: every SuperNode sets
-  ``--node-config "partition-id=<i>"``; the run config (``flower_app/pyproject.toml``) names a
-  recipe (or the Config as JSON) and the seed; ``flwr run`` of ``flower_app/`` starts the
-  ServerApp on the SuperLink, which waits for the recipe's number of SuperNodes and writes the
-  same records as a simulation (tested on loopback: tests/methods/test_fed_lora_deploy.py).
-
-Client state (its last local adapter, FLoRA's merged update) lives in ``Context.state``; the
-personal slots of Het-CPFLoRA never leave it.
+The same ``client_app`` runs here, in one process (:class:`InProcessGrid` implements Flower's
+``Grid`` API; every node has its own ``Context``; a ClientApp that raises becomes an error reply,
+as Flower's runtime sends it), in ``flwr run``'s local simulation and on real SuperNodes (the
+ServerApp is deploy.server_app; docs/fed-lora.md, "Run as a Flower App"). Client state (its last
+local adapter, FLoRA's merged update) lives in ``Context.state``; Het-CPFLoRA's personal slots
+never leave it.
 """
 
 from __future__ import annotations
@@ -30,6 +22,7 @@ import torch
 
 from icml26.methods.federated import model as M
 from icml26.methods.federated import strategies as S
+from icml26.methods.federated.config import Config
 from icml26.methods.federated.lora_math import ood_similarity, part_weights
 
 try:
@@ -50,15 +43,12 @@ def _mix(*xs: int) -> int:
 
 @lru_cache(maxsize=4)
 def _config(text: str):
-    from icml26.methods.federated.harness import Config
-
     return Config(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in json.loads(text).items()})
 
 
 @lru_cache(maxsize=4)
 def _recipe_config_text(recipe: str, sets: str) -> str:
     from icml26.core.recipe import config_dict, resolve
-    from icml26.methods.federated.harness import Config
 
     cfg = resolve(Config, "fed-lora", recipe or None, sets.split() or None)
     return json.dumps(config_dict(cfg), sort_keys=True)
@@ -105,13 +95,8 @@ def client_split(cfg, seed: int):
     return _split(json.dumps(config_dict(cfg), sort_keys=True), seed)
 
 
-def _worker(cfg):
-    return M.get_worker(
-        cfg.model, alpha=cfg.lora_alpha, dropout=cfg.lora_dropout, targets=cfg.targets, device=_DEVICE[0]
-    )
-
-
-_DEVICE = ["cpu"]
+def _worker(cfg, device: str = "cpu"):
+    return M.get_worker(cfg.model, alpha=cfg.lora_alpha, dropout=cfg.lora_dropout, targets=cfg.targets, device=device)
 
 
 def _load(ctx, key: str) -> dict | None:
@@ -133,7 +118,7 @@ def _prepare(msg, ctx):
     pid = int(ctx.node_config["partition-id"])
     c = msg.content["config"]
     strategy, rnd, rank, rp = str(c["strategy"]), int(c["round"]), int(c["rank"]), int(c["personal_rank"])
-    worker = _worker(cfg)
+    worker = _worker(cfg, str(ctx.run_config.get("device", "cpu")))  # in-process runs: the run's device
     down = S.from_record(msg.content.array_records.get("arrays"))
     own = _load(ctx, f"adapter:{strategy}")
     fresh = M.init_adapter(worker, rank, torch.Generator().manual_seed(_mix(seed, pid, rnd, 1)))
@@ -287,10 +272,10 @@ class InProcessGrid(Grid):
         TaskIdentity.task_id = 1
 
     @classmethod
-    def for_run(cls, cfg, seed: int, app=None) -> "InProcessGrid":
+    def for_run(cls, cfg, seed: int, app=None, device: str = "cpu") -> "InProcessGrid":
         from icml26.core.recipe import config_dict
 
-        run_config = {"config": json.dumps(config_dict(cfg), sort_keys=True), "seed": int(seed)}
+        run_config = {"config": json.dumps(config_dict(cfg), sort_keys=True), "seed": int(seed), "device": device}
         ctxs = {
             1001 + i: Context(
                 run_id=1,
@@ -320,7 +305,13 @@ class InProcessGrid(Grid):
         ids = []
         for m in messages:
             m.metadata.__dict__["_message_id"] = str(uuid4())
-            reply = self.app(m, self.contexts[m.metadata.dst_node_id])
+            try:
+                reply = self.app(m, self.contexts[m.metadata.dst_node_id])
+            except Exception as ex:  # noqa: BLE001 -- as Flower's runtime: a raising ClientApp is an error reply
+                from flwr.app import Error
+
+                reason = str(type(ex)) + ":<'" + str(ex) + "'>"
+                reply = Message(Error(code=2, reason=reason), reply_to=m)  # 2: CLIENT_APP_RAISED_EXCEPTION
             self._replies[m.metadata.message_id] = reply
             ids.append(m.metadata.message_id)
         return ids
@@ -360,6 +351,8 @@ def client_specs(cfg, grid) -> list[S.ClientSpec]:
     specs = []
     for r in grid.send_and_receive(msgs):
         if r.has_error():
+            if cfg.accept_failures:
+                continue  # a node that cannot answer takes no part (Flower: accept_failures)
             raise RuntimeError(f"node {r.metadata.src_node_id} failed the query: {r.error.reason}")
         pid = int(r.content["metrics"]["partition_id"])
         if not 0 <= pid < cfg.clients:
@@ -373,11 +366,13 @@ def client_specs(cfg, grid) -> list[S.ClientSpec]:
                 pid,
             )
         )
-    if len(specs) != cfg.clients:
-        raise RuntimeError(f"{len(specs)} nodes answered, the run needs {cfg.clients}")
+    if len(specs) < cfg.min_clients:
+        raise RuntimeError(
+            f"{len(specs)} nodes answered, the run needs {cfg.min_clients} (min_available_clients; 0 = all clients)"
+        )
     pids = sorted(s.partition_id for s in specs)
-    if pids != list(range(cfg.clients)):
-        raise RuntimeError(f"the nodes' partition-ids are {pids}; the run needs each of 0..{cfg.clients - 1} once")
+    if len(set(pids)) != len(pids):
+        raise RuntimeError(f"the nodes' partition-ids are {pids}; each of 0..{cfg.clients - 1} may appear once")
     return sorted(specs, key=lambda s: s.node_id)
 
 
@@ -398,6 +393,7 @@ def strategy_for(cfg, name: str, specs, seed: int) -> S.LoraStrategy:
         seed=seed,
         aggregation_weights=cfg.aggregation_weights,
         scale_aware=cfg.scale_aware,
+        accept_failures=cfg.accept_failures,
     )
 
 
@@ -419,6 +415,8 @@ def federated_rounds(
             "mean_train_loss": strategy.last["mean_train_loss"],
             "upload_bytes": strategy.last["upload_bytes"],
             "download_bytes": strategy.last["download_bytes"],
+            "failures": strategy.last["failures"],  # clients whose training raised (or never replied)
+            "aggregated": strategy.last["aggregated"],
             "round_s": time.perf_counter() - t0,
         }
         if on_round is not None:
@@ -440,6 +438,8 @@ def result_record(
 ) -> dict:
     per = []
     for spec in strategy.specs:
+        if spec.node_id not in metrics:  # its evaluation raised (accept_failures): not in the means
+            continue
         m = metrics[spec.node_id]
         row = {
             "client": len(per),
@@ -458,7 +458,7 @@ def result_record(
         per.append(row)
     up = sum(r["upload_bytes"] for r in rounds_recs)
     down = sum(r["download_bytes"] for r in rounds_recs) + eval_download
-    mean = lambda k: sum(p[k] for p in per) / len(per)  # noqa: E731
+    mean = lambda k: sum(p[k] for p in per) / len(per) if per else float("nan")  # noqa: E731
     return {
         "kind": "result",
         "strategy": strategy.name,
@@ -470,44 +470,8 @@ def result_record(
         "upload_bytes_total": up,
         "download_bytes_total": down,
         "rounds": len(rounds_recs),
+        "failed_evaluations": len(strategy.failed_eval),
+        "failed_rounds": sum(1 for r in rounds_recs if r.get("failures")),
         "final_train_loss": rounds_recs[-1]["mean_train_loss"] if rounds_recs else float("nan"),
         "wall_s": wall_s,
     }
-
-
-def wait_for_nodes(grid, n: int, timeout_s: float, poll_s: float = 0.5) -> list[int]:
-    """Node ids once at least ``n`` SuperNodes are connected; RuntimeError after ``timeout_s`` s."""
-    t0 = time.monotonic()
-    while True:
-        ids = list(grid.get_node_ids())
-        if len(ids) >= n:
-            return ids
-        if time.monotonic() - t0 > timeout_s:
-            raise RuntimeError(f"{len(ids)} SuperNodes connected after {timeout_s:.0f} s; the run needs {n}")
-        time.sleep(poll_s)
-
-
-def serve(grid, run_config: dict) -> list[dict]:
-    """The deployment's round loop: every strategy of the run config on ``grid`` (Flower's grid of
-    the connected SuperNodes), after waiting for the recipe's number of nodes; the records are the
-    simulation's (``config`` first, ``summary`` last), on stdout and, when ``out`` is set, in
-    ``out/records.jsonl`` and ``out/config.yaml``. Returns the records."""
-    from icml26.core.output import stream
-    from icml26.methods.federated.harness import run_on_grid
-
-    cfg = _config(run_config_text(run_config))
-    seed = int(run_config.get("seed", 0))
-    out = str(run_config.get("out", "") or "") or None
-    wait_for_nodes(grid, cfg.clients, float(run_config.get("wait_nodes_s", 300)))
-    return stream(run_on_grid(cfg, seed, lambda: grid), command="fed-lora", config=cfg, seed=seed, out=out, quiet=True)
-
-
-if ServerApp is not None:
-    server_app = ServerApp()
-
-    @server_app.main()
-    def _server_main(grid, context) -> None:
-        """Deployment entry (``flwr run`` against a SuperLink): :func:`serve`."""
-        serve(grid, dict(context.run_config))
-else:  # pragma: no cover
-    server_app = None

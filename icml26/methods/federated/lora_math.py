@@ -3,7 +3,7 @@
 Conventions (peft): one LoRA module is ``A: (r, d_in)`` and ``B: (d_out, r)``; its weight update
 is ``scaling * B @ A`` with ``scaling = alpha / r``. An adapter is ``{module name: (A, B)}``.
 
-Het-CPFLoRA (shared/methods/het_cpflora.md, from the official code tongxin-tx/Het-CPFLoRA):
+Het-CPFLoRA (docs/fed-lora.md, from the official code tongxin-tx/Het-CPFLoRA):
 - split by rank slots: generalized ``(B[:, :r_s], A[:r_s])``, personal ``(B[:, r_s:], A[r_s:])``;
 - server: ``dW = sum_i w_i dW_i`` with ``w_i = r_s,i / sum_j r_s,j`` (or data size), then per client
   the truncated SVD of ``dW`` to ``r_s,j``: ``B_s = U_r S_r``, ``A_s = V_r^T``;

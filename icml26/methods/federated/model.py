@@ -2,12 +2,12 @@
 peft LoRA adapters on it, training with the loss on the response only, perplexity, greedy
 generation and the OOD prompt score.
 
-Models: ``llama`` / ``smollm2-135m`` (SmolLM2-135M, shared/DATA.md) or any local HF folder /
+Models: ``llama`` / ``smollm2-135m`` (SmolLM2-135M, docs/fed-lora.md) or any local HF folder /
 .gguf (``icml26.core.data.lm``); ``tiny-llama``: a 2-layer LLaMA with random weights (seeded)
 and a byte tokenizer, for tests (nothing to install). Adapters are plain tensors
 ``{module: (A (r, d_in), B (d_out, r))}``, loaded into / read from a peft adapter of that rank
 (one peft adapter per distinct rank on the one base model, so clients never copy the model).
-Prompt format: the Alpaca "alpaca_short" template of the official code (shared/methods/het_cpflora.md).
+Prompt format: the Alpaca "alpaca_short" template of the official code (docs/fed-lora.md).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Each strategy is one Flower ``flwr.serverapp.strategy.Strategy`` (``configure_tr
 (what a client builds from the server's arrays and what it uploads), both over the same LoRA
 tensors; the round loop, the clients' training and the evaluation are shared (``apps.py``).
 
-- ``het-cpflora`` (Het-CPFLoRA, ICML 2026; shared/methods/het_cpflora.md): rank-slot split,
+- ``het-cpflora`` (Het-CPFLoRA, ICML 2026; docs/fed-lora.md): rank-slot split,
   clients upload the generalized factors, the server sums ``w_i s_i B_s,i A_s,i`` (``s_i`` =
   alpha / r_i; ``scale_aware=False``: the official code's sum without it) and sends every client
   the truncated SVD at its r_s (scaled back by 1 / s_j); the personal slots stay on the client.
@@ -132,6 +132,7 @@ class LoraStrategy(_FlowerStrategy):
         seed: int,
         aggregation_weights: str = "shared-rank",
         scale_aware: bool = True,
+        accept_failures: bool = True,
     ):
         self.specs = specs
         self.dims = dims
@@ -140,8 +141,16 @@ class LoraStrategy(_FlowerStrategy):
         self.seed = seed
         self.aggregation_weights = aggregation_weights
         self.scale_aware = scale_aware
+        self.accept_failures = accept_failures  # Flower's accept_failures (FedAvg)
         self.state: dict[str, torch.Tensor] = {}  # server-held tensors (checkpointed)
-        self.last = {"upload_bytes": 0, "download_bytes": 0, "mean_train_loss": float("nan")}
+        self.last = {
+            "upload_bytes": 0,
+            "download_bytes": 0,
+            "mean_train_loss": float("nan"),
+            "failures": 0,
+            "aggregated": False,
+        }
+        self.failed_eval: list[int] = []  # nodes whose evaluation raised (accept_failures)
         self.eval_metrics: dict[int, dict] = {}
         self.init_state()
 
@@ -190,20 +199,25 @@ class LoraStrategy(_FlowerStrategy):
         from flwr.app import MetricRecord
 
         by_node = {s.node_id: s for s in self.specs}
-        uploads, losses, got = [], [], 0
+        uploads, losses, got, failures = [], [], 0, 0
         for m in replies:
             if m.has_error():
-                raise RuntimeError(f"client {m.metadata.src_node_id} failed in round {server_round}: {m.error.reason}")
+                failures += 1
+                continue
             rec = m.content.array_records.get("arrays")
             got += record_bytes(rec)
             losses.append(float(m.content["metrics"]["train_loss"]))
             uploads.append((by_node[m.metadata.src_node_id], from_record(rec)))
-        if len(uploads) != len(self.specs):
-            raise RuntimeError(f"round {server_round}: {len(uploads)} of {len(self.specs)} clients replied")
+        failures += len(self.specs) - len(uploads) - failures  # replies that never came
+        self.last["failures"] = failures
+        self.last["upload_bytes"] = got
+        self.last["mean_train_loss"] = sum(losses) / len(losses) if losses else float("nan")
+        # Flower's FedAvg: no result, or a failure without accept_failures -> the round is not aggregated
+        self.last["aggregated"] = bool(uploads) and (failures == 0 or self.accept_failures)
+        if not self.last["aggregated"]:
+            return None, MetricRecord({"mean_train_loss": self.last["mean_train_loss"]})
         uploads.sort(key=lambda u: u[0].node_id)
         self.aggregate(server_round, uploads)
-        self.last["upload_bytes"] = got
-        self.last["mean_train_loss"] = sum(losses) / len(losses)
         return None, MetricRecord({"mean_train_loss": self.last["mean_train_loss"]})
 
     def configure_evaluate(self, server_round, arrays, config, grid) -> Iterable:
@@ -212,7 +226,10 @@ class LoraStrategy(_FlowerStrategy):
     def aggregate_evaluate(self, server_round, replies):
         for m in replies:
             if m.has_error():
-                raise RuntimeError(f"client {m.metadata.src_node_id} failed to evaluate: {m.error.reason}")
+                if not self.accept_failures:
+                    raise RuntimeError(f"client {m.metadata.src_node_id} failed to evaluate: {m.error.reason}")
+                self.failed_eval.append(m.metadata.src_node_id)
+                continue
             self.eval_metrics[m.metadata.src_node_id] = dict(m.content["metrics"])
         return None
 
