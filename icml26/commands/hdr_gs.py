@@ -1,5 +1,5 @@
 """``icml26 hdr-gs``: Expo-GS exposure-aware Gaussian splatting and an HDR-GS-style baseline for
-HDR novel-view synthesis from multi-exposure views (shared/methods/expo_gs.md).
+HDR novel-view synthesis from multi-exposure views (docs/hdr-gs.md).
 
 Subcommands: train (every method on every scene: step records, one result per (method, scene)
 with the HDR-NeRF protocol's metrics, a summary; resumable, safetensors checkpoints), render (a

@@ -1,109 +1,23 @@
 """Fixed-budget best-arm identification engine (kernel family ``bai``).
 
-Runs many independent bandit runs (one per seed) of one algorithm for a fixed budget of
-pulls and returns each run's recommended arm and per-arm pull counts. The hot loop is C++
-(``icml26/csrc/cpu/bai_cpu.cpp``, runs in parallel over seeds); the NumPy twin
-:mod:`icml26.ops._ref.bai` (vectorised across seeds) is the fallback and the test oracle.
+``run_fixed_budget(table, algo, budget, seeds, params)`` runs one bandit run per seed of one
+algorithm for ``budget`` pulls and returns each run's recommended arm and pull counts. The hot
+loop is C++ (``icml26/csrc/cpu/bai_cpu.cpp``, seeds in parallel); the NumPy twin
+``icml26.ops._ref.bai`` (vectorised across seeds) is the fallback and the test oracle.
 
-Rewards come only from the counter-based sampler (``bandit_sampler.h`` and its NumPy twin):
-the reward of the j-th pull (0-based) of arm k in run ``seed`` is ``sample(seed, k, j)``,
-so all algorithms see the same reward stream per arm (common random numbers). Exact ties
-in any argmax/argmin are broken by a per-run random rank ``tie_rank`` (larger wins),
-never by arm index. Every algorithm below recommends one arm per run.
+Rewards come only from the counter-based sampler (``bandit_sampler.h`` and its twin): the j-th
+pull of arm k in run ``seed`` returns ``sample(seed, k, j)`` (common random numbers across
+algorithms); exact ties are broken by a per-run random ``tie_rank``, never by arm index.
 
-Algorithms (``ALGOS``) and their hyper-parameters (``DEFAULTS``)
-----------------------------------------------------------------
-``varde`` -- Variance Driven Exploration (Luong, Nguyen, Ta, Tran & Dam, ICML 2026,
-arXiv 2608.21995; the rule below follows the authors' public BAI code, see
-docs/bai-engine.md). The decision is smoothed by Y(mu) (default log-sum-exp with
-temperature tau); by the delta method Var(Y) ~= sum_i w_i^2 sigma_i^2 / N_i with
-w = dY/dmu. One more pull of arm i lowers this by w_i^2 sigma_i^2 (1/N_i - 1/(N_i+1)) =
-w_i^2 sigma_i^2 / (N_i (N_i + 1)).
-
-  1. Warm start: pull every arm ``warm_start`` times, round by round, each round in a
-     per-run random order (this only matters if the budget ends inside a round).
-  2. Per arm keep Welford's mean mu_i, variance s_i^2 = M2_i / (N_i - 1), count N_i.
-  3. Each remaining pull goes to argmax_i score_i with
-     score_i = w_i^2 * max(s_i^2, var_floor)^variance_exponent / (N_i (N_i + 1)),
-     score_i = +inf while N_i < 2 (the code's initial variance is +inf).
-  4. Recommend argmax_i mu_i.
-
-  Smoothers (``smoother``; w only matters up to a common factor):
-  ``lse`` w = softmax(mu / tau) (the paper's default, tau = 0.1);
-  ``constant`` w_best = const_c, others 1 (i.e. c/(K+c-1) vs 1/(K+c-1));
-  ``sparsemax`` w = sparsemax(mu / tau) (Martins & Astudillo 2016);
-  ``entmax`` w = entmax_alpha-entmax(mu / tau) (Peters, Niculae & Martins 2019; bisection);
-  ``pairwise`` gradient of the left fold s <- (s+b)/2 + sqrt(((s-b)/2)^2 + pairwise_delta^2)
-  over the arms in index order (RECONSTRUCTION: the code's tree shape is unknown);
-  ``power`` gradient of the power mean (power_p) of x = mu - min(mu) + tau,
-  w_i ~ x_i^(p-1) (RECONSTRUCTION: the shift that makes x > 0 is ours).
-  Ablations: ``use_influence_weights=False`` -> w = 1 (pure variance rule);
-  ``use_empirical_variance=False`` -> sigma^2 = 1 (weights only).
-  Not implemented: the code's optional EMA of the variance (ema_alpha, default 0 = off).
-  Location estimate (``mean_estimator``; ours, for heavy tails, not in the VarDE code):
-  ``mean`` (default) the running mean; ``mom`` the median of means (Nemirovski & Yudin 1983;
-  for bandits Bubeck, Cesa-Bianchi & Lugosi, IEEE Trans. IT 2013, "Bandits with heavy tail"):
-  reward j (0-based) of an arm joins block j mod ``mom_groups``, mu_i = the median of the
-  non-empty block means; ``trimmed`` the trimmed mean cutting floor(``trim`` N_i) rewards at
-  each end (scipy.stats.trim_mean's rule). The estimate replaces mu_i in the weights and the
-  recommendation; the variance s_i^2 stays Welford's. Both are affine-equivariant (scale-free).
-  Cost per pull of arm i: O(mom_groups log mom_groups) (mom), O(N_i) (trimmed).
-
-``uniform`` -- round robin over a per-run random order of the arms; exactly ``budget``
-pulls (floor(T/K) each, +1 for the first T mod K arms of the order); recommend argmax mu.
-
-``successive-rejects`` -- Audibert, Bubeck & Munos (COLT 2010), Sec. 3:
-logbar(K) = 1/2 + sum_{i=2}^K 1/i, n_k = ceil((T - K) / (logbar(K) (K + 1 - k))),
-phase k = 1..K-1 brings every surviving arm to n_k pulls, then rejects the arm with the
-lowest empirical mean; recommend the survivor. It uses n_1 + ... + n_{K-1} + n_{K-1} <= T
-pulls (the rest of the budget is left unused, as in the paper). Needs T >= K + 1.
-
-``sequential-halving`` -- Karnin, Koren & Somekh (ICML 2013), Algorithm 1: for rounds
-r = 0..ceil(log2 K)-1, pull each arm of S_r t_r = floor(T / (|S_r| ceil(log2 K))) times
-and keep the ceil(|S_r|/2) arms with the largest mean of THIS round's samples; recommend
-the last arm. Unused remainder of the budget is left unused (as in the paper). Needs
-T >= K ceil(log2 K) (so that t_0 >= 1).
-
-``ucb-e`` -- Audibert, Bubeck & Munos (COLT 2010), UCB-E: pull argmax_i
-mu_i + sqrt(ucbe_a / N_i) (+inf for N_i = 0); recommend argmax mu. The VarDE experiments
-use a in {2, 4, 8}; default 2. (The paper's theory value a = 25/36 (T-K)/H1 needs the
-unknown complexity H1.)
-
-``ugape`` -- Gabillon, Ghavamzadeh & Lazaric (NIPS 2012), UGapE fixed-budget (Fig. 2,
-m = 1): pull each arm once, then for t = K+1..T with beta_k = sqrt(ugape_a / N_k)
-(range b = 1 folded into a), U = mu + beta, L = mu - beta, B_k = max_{i != k} U_i - L_k,
-J(t) = argmin_k B_k, u_t = argmax_{j != J(t)} U_j, pull the one of {J(t), u_t} with the
-larger beta. Recommendation per the paper: J(t*) with t* = argmin_t B_{J(t)}(t) (first
-such t). Default a = 2 (the VarDE experiments use a in {2, 4, 8}). Needs T >= K + 1.
-
-``continuous-rejects`` -- Wang, Tzeng & Proutiere, "Best Arm Identification with Fixed
-Budget: A Large Deviation Perspective" (NeurIPS 2023), Continuous Rejects; CR-A
-(``cr_variant="A"``, aggressive: average gap) and CR-C (``"C"``, conservative: min gap).
-As in the VarDE experiment code: pull each arm once; then before each pull, with C the
-active set, j = |C| > 2 and l = argmin_{k in C} mu_k, reject l if (no arm was rejected
-yet or N_l > max over rejected N) and gap_l > G(beta), where gap_l is
-mean_{k in C\\l} mu_k - mu_l (A) or min_{k in C\\l} mu_k - mu_l (C),
-beta = logbar(j) sum_{k in C} N_k / (T - sum_{k not in C} N_k), G(beta) = 1/sqrt(beta) - 1;
-then pull the least-pulled active arm; recommend argmax of mu over C. Uses all T pulls.
-
-Reward scale (``reward_range`` argument of ``run_fixed_budget``)
-----------------------------------------------------------------
-Every parameter above that is in reward units is taken relative to a reward scale s, so that
-every algorithm's pulls and recommendation are unchanged when the rewards become a r + b
-(a > 0): tau, pairwise_delta and the power smoother's shift are multiplied by s; var_floor,
-ucbe_a and ugape_a by s^2 (UCB-E's and UGapE's bonuses sqrt(a / N) assume rewards in [0, 1],
-i.e. a range b = 1 folded into a); continuous rejects compares gap / s with G(beta).
-``reward_range=(lo, hi)`` (a declared range) normalises every reward to (x - lo) / (hi - lo)
-at the draw and s = 1; the default (0, 1) leaves rewards and decisions exactly as in the
-papers, whose instances lie in [0, 1]. ``reward_range=None`` uses the rewards as drawn with
-s = max - min of the rewards observed so far in the run (s = 1 while that is 0), i.e. the
-observed range plays the part of hi - lo (RECONSTRUCTION: the VarDE code and scripts use
-rewards in [0, 0.4] and an absolute tau; the rule keeps its tau = 0.1 for a unit range).
-uniform, successive-rejects and sequential-halving compare means only: s does not enter.
-
-Budget accounting: all algorithms use exactly ``budget`` pulls per run except
-successive-rejects and sequential-halving, which leave the rounding remainder unused (as
-their papers do). ``budget`` below what an algorithm needs raises ``ValueError``.
+Algorithms (``ALGOS``, hyper-parameters in ``DEFAULTS``): ``varde`` (VarDE, Luong et al., ICML
+2026, arXiv 2608.21995, after the authors' BAI code: pull argmax w_i^2 max(s_i^2, var_floor) /
+(N_i (N_i + 1)), w = the smoother's gradient, default softmax(mu / tau); robust location
+estimates ``mean_estimator`` mom / trimmed are ours), ``uniform``, ``successive-rejects`` and
+``ucb-e`` (Audibert, Bubeck & Munos, COLT 2010), ``sequential-halving`` (Karnin, Koren & Somekh,
+ICML 2013), ``ugape`` (Gabillon, Ghavamzadeh & Lazaric, NIPS 2012) and
+``continuous-rejects`` (Wang, Tzeng & Proutiere, NeurIPS 2023). Reward scale: ``reward_range`` (lo, hi) or None
+(the range observed online). The numbered steps, smoothers and every rule's equations:
+docs/bai-engine.md, "Specification".
 """
 
 from __future__ import annotations

@@ -1,107 +1,24 @@
 """Fixed-confidence best-arm identification engine (many seeds per call).
 
 ``run_fixed_confidence(table, algo, seeds, params, delta=...)`` samples arms with the
-algorithm's sampling rule until its stopping rule fires (or ``max_pulls``), then
-recommends an arm; with ``budget=...`` it runs the same sampling rule for exactly
-``budget`` pulls without stopping and recommends the empirical best, so that these
-sampling rules can also be compared in the fixed-budget setting.
+algorithm's sampling rule until its stopping rule fires (or ``max_pulls``) and recommends the
+empirical best arm; with ``budget=...`` it runs the same sampling rule for exactly ``budget``
+pulls (the fixed-budget comparison). The hot loop is C++ (``icml26/csrc/cpu/bai_fc_cpu.cpp``,
+seeds in parallel); the NumPy twin ``icml26/ops/_ref/bai_fc.py`` is the fallback and the oracle.
 
-Rewards: the j-th pull (0-based) of arm k in run ``seed`` returns
-``bandit_sampler.sample(seed, k, j)`` (common random numbers across algorithms). Exact ties
-in every argmax/argmin are broken by ``tie_rank`` (a per-run random priority), never by arm
-index. The hot loop is C++ (``icml26/csrc/cpu/bai_fc_cpu.cpp``, seeds in parallel); the NumPy
-twin ``icml26/ops/_ref/bai_fc.py`` (vectorised across seeds) is the fallback and the test oracle.
+Rewards: the j-th pull of arm k in run ``seed`` returns ``bandit_sampler.sample(seed, k, j)``;
+ties are broken by ``tie_rank``. Noise models (``noise_model``): bernoulli KL or heteroscedastic
+gaussian with plug-in variances (``auto`` picks bernoulli when every arm lies in [0, 1]).
+Stopping: the GLR / Chernoff rule of Garivier & Kaufmann (COLT 2016, Eqs. 14-15) with the
+``heuristic`` log((1 + log t) / delta) or ``theory`` thresholds; LUCB1 (Kalyanakrishnan et al.,
+ICML 2012) and KL-LUCB (Kaufmann & Kalyanakrishnan, COLT 2013) their own bounds.
 
-Common pieces (all algorithms)
-------------------------------
-0. Warm start: every arm is pulled until it has ``warm_start`` (default 2) samples, round by
-   round, each round in a per-run random order. Two samples make the plug-in variance defined.
-1. Statistics per arm: N_k, Welford mean mu_k and M2_k, s_k^2 = max(M2_k / (N_k - 1), var_floor).
-2. Noise model (``noise_model``) — the divergence d_k(u, v) used by the stopping rules,
-   Track-and-Stop's w*, KL-LUCB's bounds and top-two TS's posterior:
-   * ``bernoulli``: d(u, v) = u log(u/v) + (1-u) log((1-u)/(1-v)) (means clipped to
-     [1e-12, 1 - 1e-12]). Valid for any reward in [0, 1]: such a reward is sub-Bernoulli, so
-     the Bernoulli KL deviation bounds still hold.
-   * ``gaussian``: heteroscedastic, d_k(u, v) = (u - v)^2 / (2 s_k^2) with the plug-in
-     variance s_k^2 above (floored by ``var_floor``). The plug-in makes the stopping rule a
-     heuristic for unknown variances (the guarantees below assume known variances).
-   * ``auto`` (default): bernoulli when every arm's support lies in [0, 1] (Bernoulli arms,
-     empirical arms whose recorded values are all in [0, 1]), else gaussian.
-3. GLR / Chernoff stopping rule (Garivier & Kaufmann 2016, "Optimal best arm identification
-   with fixed confidence", COLT, Sec. 3, Eq. 14-15), used by ``varde``, ``uniform``,
-   ``track-and-stop`` and ``top-two-ts`` alike: with a = argmax mu,
-       Z(t) = min_{b != a} inf_v [N_a d_a(mu_a, v) + N_b d_b(mu_b, v)]
-   (bernoulli: v = (N_a mu_a + N_b mu_b)/(N_a + N_b); gaussian: Z_ab = (mu_a - mu_b)^2 /
-   (2 (s_a^2/N_a + s_b^2/N_b))); stop at the first t (pulls so far) with Z(t) > beta(t, delta)
-   and recommend a.
-4. Thresholds (``threshold``; default ``auto`` = ``heuristic`` for the bernoulli noise model
-   and ``theory`` for the gaussian one — with plug-in variances the heuristic threshold let
-   the error rate exceed delta on heteroscedastic Gaussian arms, see docs/bai-fc-engine.md):
-   * ``heuristic``: beta(t, delta) = log((1 + log t) / delta), the exploration rate of
-     Garivier & Kaufmann's experiments (Sec. 6; used there for every algorithm, including the
-     LUCB confidence bounds). Not covered by a theorem, but the measured error rate stays well
-     below delta on the Garivier & Kaufmann Bernoulli instances
-     (tests/methods/test_bai_fc_algos.py, docs/bai-fc-engine.md).
-   * ``theory``: GLR rule: beta(t, delta) = log(2 t (K - 1) / delta), for which Garivier &
-     Kaufmann (Sec. 3, Prop. 12) prove the Chernoff stopping rule delta-correct for Bernoulli
-     (exponential-family) arms; LUCB: log(k1 K t^4 / delta), k1 = 5/4 (LUCB1, Kalyanakrishnan
-     et al. 2012, Thm. 6 with Hoeffding radius sqrt(beta / (2 N))); KL-LUCB: log(k1 K t^alpha /
-     delta) with alpha = 1.1, k1 = 405.5 (Kaufmann & Kalyanakrishnan 2013, Thm. 1 needs
-     alpha > 1, k1 > 1 + 1/(alpha - 1)). Much more conservative: larger stopping times.
-5. Recommendation: the empirical best arm argmax mu (for every algorithm, at the stop, at
-   ``max_pulls`` (then ``stopped`` is False) or at the end of the budget).
-
-Sampling rules
---------------
-* ``varde`` — VarDE (Luong et al., ICML 2026; see shared/methods/varde.md): pull
-  argmax_i w_i^2 (s_i^2)^ve / (N_i (N_i + 1)) with w = softmax(mu / tau): the arm whose next
-  sample most reduces the delta-method variance sum_i w_i^2 s_i^2 / N_i of the log-sum-exp
-  soft maximum of the means (1/N - 1/(N+1) = 1/(N (N+1))). Stopping: GLR.
-* ``uniform`` — round robin (least-pulled arm). Stopping: GLR.
-* ``lucb`` — LUCB1 (Kalyanakrishnan, Tewari, Auer & Stone 2012, "PAC subset selection in
-  stochastic multi-armed bandits", ICML, Alg. 1 with m = 1, epsilon = 0): each round, h =
-  argmax mu, l = argmax_{b != h} U_b; stop when L_h > U_l, else pull h and l. Bounds
-  mu +/- sqrt(2 sigma^2 beta(t, delta) / N) with sigma^2 = 1/4 (Hoeffding, bernoulli model)
-  or the plug-in s_k^2 (gaussian model).
-* ``kl-lucb`` — KL-LUCB (Kaufmann & Kalyanakrishnan 2013, "Information complexity in bandit
-  subset selection", COLT): LUCB with the KL bounds U = max{q : N d(mu, q) <= beta},
-  L = min{q : N d(mu, q) <= beta} (bisection); for the gaussian model these are mu +/-
-  sqrt(2 s^2 beta / N), i.e. the same as ``lucb``.
-* ``track-and-stop`` — Track-and-Stop (Garivier & Kaufmann 2016, Sec. 3.1): forced
-  exploration (if some N_k < sqrt(t) - K/2, pull the least pulled of those), else D-tracking
-  argmax_k (t w*_k(mu) - N_k), where w*(mu) is computed at every step by the paper's nested
-  bisection (Thm. 5 / Sec. 2.2; ``tas_bisection_iters`` halvings of each bracket; the
-  inner equation is bisected in the mean-space variable m = (mu_a + x mu_b)/(1 + x); for the
-  gaussian model the inner solve is in closed form). Stopping: GLR (Chernoff).
-* ``top-two-ts`` — Top-Two Thompson Sampling (Russo 2016, "Simple Bayesian algorithms for
-  best arm identification", COLT; Operations Research 2020), beta = ``tts_beta`` = 1/2: draw
-  theta from the posterior (bernoulli: Beta(1 + successes, 1 + failures), uniform prior;
-  gaussian: N(mu_k, s_k^2 / N_k)); I = argmax theta; with probability beta pull I, else
-  pull J = argmax of a draw theta conditioned on argmax theta != I. Bernoulli model: Russo's
-  redraw until J != I (at most ``tts_max_resample`` redraws, then J = argmax over the other
-  arms of the last draw). Gaussian model: the conditioned draw directly, by the Karp-Luby-
-  Madras union sampler (exact; ~1-2 tries where redrawing needs 1 / P(argmax != I)): pick
-  k != I with probability proportional to P(theta_k > theta_I) = Phi((mu_k - mu_I) / sqrt(
-  s_k^2/N_k + s_I^2/N_I)), draw theta_k - theta_I from its normal law truncated to > 0
-  (Robert 1995), theta_k given that difference, the other arms from the posterior, and accept
-  with probability 1 / #{l != I : theta_l > theta_I} (at most ``tts_max_resample`` tries).
-  Stopping: GLR (as in Jourdan et al. 2022, "Top two algorithms revisited", NeurIPS).
-
-Reward scale (``reward_range`` argument)
-----------------------------------------
-``reward_range=(lo, hi)`` normalises every reward to (x - lo) / (hi - lo) at the draw (the
-default (0, 1) leaves them as they are); ``None`` keeps the rewards as drawn and measures the
-scale s online as max - min of the rewards observed so far in the run (1 while 0). var_floor
-is in units of s^2 and VarDE's tau in units of s, so that with the gaussian model (plug-in
-variances) every sampling and stopping rule is unchanged under r -> a r + b (a > 0). The
-bernoulli model fixes the scale: it needs rewards in [0, 1] after the normalisation, i.e.
-support in [lo, hi] of a declared range, or in [0, 1] when none is declared (then it runs as
-if reward_range were (0, 1)); ``noise_model: bernoulli`` on an arm that can leave that range
-is a ValueError, and ``auto`` picks bernoulli only when every arm's support lies in it.
-
-Budget mode (``budget=``) runs exactly ``budget`` pulls of the sampling rule and never
-stops (``stopped`` is all False). LUCB and KL-LUCB need a delta in their bounds even then:
-``budget_delta``.
+Sampling rules: ``varde`` (VarDE, Luong et al., ICML 2026), ``uniform``, ``lucb``, ``kl-lucb``,
+``track-and-stop`` (Garivier & Kaufmann 2016, D-tracking with forced exploration, w* by nested
+bisection) and ``top-two-ts`` (Russo, COLT 2016, beta = 1/2; the gaussian challenger is a
+posterior draw conditioned on argmax != leader, sampled directly by the Karp-Luby-Madras union
+sampler, the bernoulli one by redraws). Reward scale: ``reward_range`` (lo, hi) or None
+(observed online). Equations, thresholds and defaults: docs/bai-fc-engine.md, "Specification".
 """
 
 from __future__ import annotations

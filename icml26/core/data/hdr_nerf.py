@@ -1,37 +1,21 @@
-"""The HDR-NeRF dataset's scene folder layout (Huang et al., CVPR 2022, synthetic scenes), read
-into the same interface as :class:`icml26.core.data.renders.RenderedScene`, and OpenEXR I/O.
+"""The HDR-NeRF dataset's scene folders (Huang et al., CVPR 2022), read into the interface of
+:class:`icml26.core.data.renders.RenderedScene`, and OpenEXR I/O. Synthetic layout (what the
+official ``load_syn_llff.py`` and ``eval_hdr.py`` and HDR-GS read)::
 
-Layout of one HDR-NeRF synthetic scene (what the official loader ``load_syn_llff.py`` reads, plus
-the HDR ground truth its ``eval_hdr.py`` and HDR-GS read; shared/methods/expo_gs.md)::
+    transforms_{train,test}.json  {"camera_angle_x", "frames": [{"file_path", "transform_matrix"}]}
+    exposure_{train,test}.json    {"<file_path>_<k>.png": exposure time (s)}, k = 0..4
+    <file_path>_<k>.png           8-bit LDR view at exposure k (RGBA: alpha dropped)
+    exr/<name>.exr or test_hdr/hdr_NNN.exr   HDR ground truth (every test view needs one)
 
-    transforms_train.json   {"camera_angle_x": horizontal FOV (rad),
-                             "frames": [{"file_path": "train/000", "transform_matrix": 4x4 c2w}, ...]}
-    transforms_test.json    the same for the test views
-    exposure_train.json     {"<file_path>_<k>.png": exposure time (s), ...}, k = 0..4 (t1..t5)
-    exposure_test.json      the same for the test views
-    <file_path>_<k>.png     8-bit LDR image of a view at exposure k (RGB or RGBA: alpha is dropped,
-                            as the official loader keeps the first 3 channels without a white background)
-    exr/<name>.exr          HDR ground truth of the view whose file_path ends in <name> (HDR-GS), or
-    test_hdr/hdr_NNN.exr    HDR ground truth of test view NNN (0-based, the order of transforms_test.json;
-                            HDR-NeRF's eval_hdr.py)
+Cameras: Blender camera axes -> OpenCV by negating the matrix's 2nd and 3rd columns (as HDR-GS);
+fx = fy = W / (2 tan(camera_angle_x / 2)), centred principal point; poses in the file's units.
+Views are interleaved train 0, test 0, train 1, ... so HDR-NeRF's 18 / 17 split is the even /
+odd split (:attr:`HdrNerfScene.train_views` / ``test_views`` hold it in any case). The real,
+LLFF-style scenes (``poses_bounds_exps.npy`` + ``input_images/``) are read by hdr_nerf_llff.py.
 
-Cameras: ``transform_matrix`` is camera-to-world in Blender's camera axes (x right, y up, z
-backward); it is converted here to OpenCV axes (x right, y down, z forward) by negating its
-second and third columns, as HDR-GS's ``readCamerasFromTransforms`` does. Intrinsics: a centred
-pinhole with fx = fy = W / (2 tan(camera_angle_x / 2)), cx = W / 2, cy = H / 2 (pixel centre of
-column u at u + 0.5). Poses are kept in the file's world units: the official loader's rescale by
-1 / (near_depth x bd_factor) and recentring serve its NeRF ray sampling, not a splatting model.
-
-Views are numbered train frame 0, test frame 0, train frame 1, test frame 1, ... (then the rest of
-the longer list), so the 18 / 17 split of HDR-NeRF's synthetic scenes is the even / odd split of
-``icml26 hdr-gs``; :attr:`HdrNerfScene.train_views` / ``test_views`` hold the split in any case.
-Images are used at their stored size (the paper evaluates at 400 px: resize the folder first).
-The real scenes (``poses_bounds_exps.npy`` + ``input_images/``) are read by hdr_nerf_llff.py.
-
-Every file is checked by :func:`read_hdr_nerf` before anything is loaded (names, JSON fields, PNG
-headers and sizes, EXR presence); a problem raises :class:`~icml26.core.errors.InputError` naming
-the file. EXR needs PyPI ``openexr`` (3.x, the ``splatting`` extra); without it reading or writing
-one raises :class:`~icml26.core.errors.MissingDataError` with the install command.
+Every file is checked by :func:`read_hdr_nerf` before anything is loaded; a problem raises
+:class:`~icml26.core.errors.InputError` naming the file. EXR needs PyPI ``openexr`` 3.x (the
+``splatting`` extra), else :class:`~icml26.core.errors.MissingDataError` with the install line.
 """
 
 from __future__ import annotations

@@ -3,35 +3,21 @@ the POV-Ray runner that makes them (Debian ``povray``; offline).
 
 Layout of a scene folder (views numbered ``NNN`` from 000)::
 
-    cameras.json        {"width", "height", "convention", "views": [{"index", "K" (3x3),
-                         "c2w" (4x4 camera-to-world), "exposure_s" (when there is one)}]}
+    cameras.json        {"width", "height", "convention", "views": [{"index", "K", "c2w", "exposure_s"}]}
     scene.json          {"units", "up", "objects": [{"id", "class", "size", "position", ...}], ...}
-    rgb/NNN.png         8-bit sRGB-like LDR image (the camera response below at exposure 1)
+    rgb/NNN.png         8-bit LDR image (the camera response below at exposure 1)
     hdr/NNN.hdr         linear radiance, Radiance RGBE (POV-Ray ``+FH``), when rendered in HDR
     ldr/<exposure>/NNN.png  LDR images synthesized from the HDR at exposure time <exposure> s
-    depth/NNN.npy       float32 (H, W) z-depth along the optical axis, scene units (metres); inf = no hit within depth_max_m
+    depth/NNN.npy       float32 (H, W) z-depth along the optical axis (metres); inf = no hit
     instances/NNN.png   8-bit object ids (0 = room structure / background), when asked
 
-Conventions: world coordinates are right-handed, metres, ``y`` up. Cameras follow OpenCV
-(x right, y down, z forward); ``K = [[fx, 0, cx], [0, fy, cy], [0, 0, 1]]`` in pixels with
-the pixel centre of column ``u`` at ``u + 0.5``. POV-Ray is left-handed: every point and vector
-is written to it as (x, y, -z), and the scene's own camera must be absent (POV-Ray uses only the
-first one; shared/DATA.md).
-
-Camera response used for LDR synthesis (documented, RECON; HDR-NeRF's synthetic data use
-Blender's filmic response, not this one): ``ldr = round(255 * clip(E * t, 0, 1) ** (1 / 2.2))``
-for irradiance ``E`` (the HDR value) and exposure time ``t`` (s); :func:`camera_response` and
-its inverse :func:`inverse_camera_response` (valid where 0 < ldr < 255). Default exposure
-times :data:`HDR_NERF_EXPOSURES_S` are the five of HDR-NeRF's synthetic scenes
-(0.125, 0.5, 2, 8, 32 s).
-
-Depth and instance ids come from a second POV-Ray pass with flat, unlit textures written with
-``File_Gamma=1.0`` and 16-bit PPM (``+FP16``; PIL reads 16-bit RGB PNG as 8-bit): red = z-depth / ``depth_max_m``, green = id / 255
-(averaged pigments, so both channels are halved and restored here); no antialiasing, so every
-pixel is exact (within 1/65535 of ``depth_max_m``).
-
-HDR-NeRF dataset layout (for ``icml26 hdr-gs``): not read here yet; a reader belongs beside
-:func:`read_scene` and should return the same :class:`RenderedScene` fields.
+Conventions: world right-handed, metres, y up; cameras in OpenCV axes (x right, y down, z
+forward), pixel centre of column u at u + 0.5. POV-Ray is left-handed: points go to it as
+(x, y, -z). LDR synthesis (RECON; HDR-NeRF's synthetic data use Blender's filmic response):
+``ldr = round(255 * clip(E * t, 0, 1) ** (1 / 2.2))`` (:func:`camera_response`), at HDR-NeRF's
+five exposure times :data:`HDR_NERF_EXPOSURES_S` (0.125, 0.5, 2, 8, 32 s). Depth and instance
+ids come from a second, unlit 16-bit pass (exact within 1/65535 of ``depth_max_m``). HDR-NeRF's
+own layouts are read by ``hdr_nerf.py`` / ``hdr_nerf_llff.py`` into the same interface.
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ class Config:
     # "large" (max scale > 0.1 extent), and centres outside the SDF's domain (here: seen by no training
     # view) get no SDF penalty. False = the earlier reading (SDF prune on every Gaussian, OR large)
     sdf_prune_large_only: bool = True
-    # Expo-GS's own growth term (shared/methods/expo_gs.md, Eq. 13): + omega_n (1 - |grad f|) with f the pseudo-SDF
+    # Expo-GS's own growth term (docs/hdr-gs.md, Eq. 13): + omega_n (1 - |grad f|) with f the pseudo-SDF
     # (model.py) at the centres, |grad f| by autograd in the query point. False = the term left out (before)
     sdf_grow_eikonal: bool = True
     omega_n: float = 2e-4  # RECON (the paper's value is not public): omega_s's scale

@@ -101,7 +101,7 @@ def prune_band(model: Model, sd: SceneData, cfg: Config):
 def centre_sdf_grad_norm(model: Model) -> "torch.Tensor":  # noqa: F821
     """|grad f| (N,) of the pseudo-SDF f (model.py ``pseudo_sdf``, the Expo-SDF of stage 2) at the
     Gaussians' centres, by autograd in the query point (the Gaussians held fixed); the Eikonal
-    residual 1 - |grad f| is the growth term omega_n (1 - |grad f|) of Eq. 13 (shared/methods/expo_gs.md).
+    residual 1 - |grad f| is the growth term omega_n (1 - |grad f|) of Eq. 13 (docs/hdr-gs.md).
     Where d(p) saturates at 1 (inside an opaque cluster) f is flat and |grad f| = 0."""
     import torch
 

@@ -1,4 +1,4 @@
-"""Image metrics of the HDR-NeRF protocol (shared/methods/expo_gs.md, "Evaluation protocol").
+"""Image metrics of the HDR-NeRF protocol (docs/hdr-gs.md, "Evaluation protocol").
 
 - PSNR on images in [0, 1]: 10 log10(1 / MSE).
 - SSIM (Wang et al. 2004): 11x11 Gaussian window, sigma 1.5, K1 = 0.01, K2 = 0.03, data range 1,

@@ -1,5 +1,5 @@
 """Irradiance Gaussians, the global tone mapper, Expo-SDF reliability and the pseudo-SDF
-(Expo-GS, ICML 2026, PMLR 306; no code; shared/methods/expo_gs.md).
+(Expo-GS, ICML 2026, PMLR 306; no code; docs/hdr-gs.md).
 
 - Each Gaussian carries a log radiance l (3,) (view-independent: SH degree 0, RECON; HDR-GS
   uses SH of degree 3); HDR colour = exp(l).

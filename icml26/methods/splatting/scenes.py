@@ -1,7 +1,7 @@
 """Multi-exposure multi-view scenes rendered here with POV-Ray (offline), in the scene-folder
 layout of :mod:`icml26.core.data.renders` (cameras.json, hdr/, ldr/<t>/, depth/, rgb/).
 
-RECON data plan (shared/methods/expo_gs.md, "Data plan"): a floor and two walls, three
+RECON data plan (docs/hdr-gs.md, "Data plan"): a floor and two walls, three
 primitives of seeded colours, sizes and positions, an emissive lamp with a point light inside it
 and no ambient light, so lit faces, the lamp and the shadows span more than 10 stops; views on an
 arc around the objects; LDR images synthesized from the HDR at HDR-NeRF's five exposures by the

@@ -1,30 +1,19 @@
 """MiniTraffic: a mini-sized pre-trained model for fine-grained (lane-level) traffic forecasting
 (Li et al., ICML 2026, PMLR 306; OpenReview ZMQAGxMmE2; no arXiv id; official code
-ShuhaoLii/Mini-Traffic, a PatchTST fork). Notes: docs/traffic.md.
+ShuhaoLii/Mini-Traffic, a PatchTST fork). What is the paper's, the code's or RECON (our
+reconstruction from the abstract, a summary and the overview figure): docs/traffic.md.
 
-Pieces and where they come from (the paper text was not available; RECON = our reconstruction
-from the abstract, a summary and the overview figure):
-
-1. Frequency-domain stability augmentation, ``fda`` (paper's module; absent from the official
-   code, whose "FDA" is unbounded noise on every patch, at test time too): DFT over time,
-   Gaussian amplitude and phase noise on the dominant bins Gamma(f) = 1[A(f)^2 > tau max A^2]
-   only, the amplitude change clipped to |dA| <= lambda max A, inverse DFT, real part. Each road
-   becomes ``pseudo_lanes`` perturbed copies (Extension). Applied to training batches only; the
-   model's forward has no randomness in eval mode. lambda, tau, sigma, D: RECON.
-2. Adaptive Head = per-patch embedding Linear(patch_len -> d_model) + positions (RECON); the
-   Reduction Head = flatten -> Linear -> horizon (as in the official code).
-3. RevIN + patching (the official code: patch length 3, stride 1; our default 4 / 2 halves the
-   tokens at the same validation MAE, docs/traffic.md).
-4. Contrastive clustering: InfoNCE (temperature 0.5, the code's default; defined there but never
-   called) between each entity's pooled representation under two views (unmasked and 40%
-   patch-masked); then ``cluster_graph``: k-means on those representations into small groups
-   and a cosine kNN graph inside each group, computed ONCE per fit (the official code re-fits
-   sklearn KMeans in every forward). Graph attention is restricted to the kNN edges.
-5. Pre-training on road-level pseudo-lanes: masked-patch reconstruction (40%) + InfoNCE (1:1,
-   RECON) + a forecasting term on the road series (RECON: our addition, so that the Reduction
-   Head starts from road-level dynamics). Fine-tuning on lanes: the backbone (graph attention
-   + encoder) is frozen and only the Adaptive and Reduction Heads train (paper's figure), then
-   optionally a few epochs of the whole model at a lower learning rate (``ft_full_epochs``).
+1. Frequency-domain stability augmentation ``fda`` (the paper's module, absent from the code):
+   Gaussian amplitude / phase noise on the dominant DFT bins A(f)^2 > tau max A^2 only,
+   |dA| <= lambda max A; each road becomes ``pseudo_lanes`` copies; training batches only.
+2. Adaptive Head (patch embedding + positions, RECON) and Reduction Head (flatten -> Linear ->
+   horizon, as the code) around RevIN + patching (default 4 / 2; the code 3 / 1).
+3. Contrastive clustering: InfoNCE (temperature 0.5) between unmasked and 40%-masked views;
+   ``cluster_graph`` (k-means into small groups, cosine kNN inside each) once per fit, graph
+   attention on those edges (the code re-fits KMeans in every forward).
+4. Pre-training on road pseudo-lanes: masked-patch reconstruction + InfoNCE + a forecasting term
+   (RECON); fine-tuning on lanes with the backbone frozen (the paper's figure), optionally then
+   the whole model at a lower rate (``ft_full_epochs``).
 """
 
 from __future__ import annotations
