@@ -141,6 +141,11 @@ def test_a_few_weeks_of_a_user_csv_with_the_defaults(tmp_path):
     assert all(x["mae"] > 0 and x["null_value"] is None for x in res)
     summ = recs[-1]
     assert summ["days"] == 35 and summ["split_days"] == {"pretrain": 14, "finetune": 5, "val": 2, "test": 14}
+    # one seed of a trained model has no interval: it is never named best over the others
+    assert all(x["mae_ci"] is None for x in res if x["model"] == "minitraffic")
+    assert set(summ["verdict_by_setting"]) == {f"h{h}@{f}" for h in (1, 4, 8) for f in ("0.1", "0.2")}
+    for v in summ["verdict_by_setting"].values():
+        assert v["best_mae"] != "minitraffic" and v["tied_with_best_mae"]
 
 
 def test_stages_agree_with_run(synth, tmp_path):
