@@ -94,6 +94,8 @@ PENDING: dict[tuple[str, str], str] = {
 def _mark(rule: str, command: str):
     why = PENDING.get((rule, command))
     marks = [pytest.mark.xfail(strict=True, reason=why)] if why else []
+    if why and rule == "torch-free":  # a known torch import costs seconds: checked by make test-slow
+        marks.append(pytest.mark.slow)
     return pytest.param(command, marks=marks, id=command)
 
 
