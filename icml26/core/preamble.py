@@ -174,7 +174,8 @@ def prepare(
     (``"icr train"``); recipe_command: the recipe's ``method:`` (default: the first word of
     ``command``); section / sections: a recipe with one config mapping per subcommand
     (``config: {make-bench: {...}, train: {...}}``); load_previous: False where the command
-    completes its Config from its inputs first and calls ``resume_records`` itself; typed: the command's own options (None = not given) over the recipe and --set."""
+    completes its Config from its inputs first and calls ``resume_records`` itself; typed: the
+    command's own options (None = not given) over the recipe and --set."""
     from icml26.core.recipe import resolve
 
     cls = config_class(config)

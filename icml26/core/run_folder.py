@@ -236,7 +236,8 @@ def resume_records(
             r = None
         if not isinstance(r, dict):
             raise InputError(
-                f"--resume: {str(rec)!r} line {i + 1} is not a JSON record; delete the folder {str(out)!r} to start over"
+                f"--resume: {str(rec)!r} line {i + 1} is not a JSON record; "
+                f"delete the folder {str(out)!r} to start over"
             )
         records.append(r)
     if not records:
@@ -253,7 +254,8 @@ def resume_records(
             continue  # a setting added since that run, left unset now: the run was made without it
         if head.get(k, "<absent>") != first.get(k, "<absent>"):
             raise InputError(
-                f"--resume: {k} is {_short(head.get(k, '<absent>'))} now but {_short(first.get(k, '<absent>'))} in the run "
+                f"--resume: {k} is {_short(head.get(k, '<absent>'))} now but "
+                f"{_short(first.get(k, '<absent>'))} in the run "
                 f"in {str(out)!r}; resume with the same settings, or delete the folder {str(out)!r} to start over"
             )
     return records
@@ -427,7 +429,8 @@ def _mark_interrupted(
     )
     try:
         print(
-            f"icml26 {command}: stopped ({reason}) after {n_results} results; {str(out_dir)!r} is marked as interrupted "
+            f"icml26 {command}: stopped ({reason}) after {n_results} results; "
+            f"{str(out_dir)!r} is marked as interrupted "
             f"({INTERRUPTED}): {todo}",
             file=sys.stderr,
             flush=True,

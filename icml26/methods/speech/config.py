@@ -22,7 +22,9 @@ class Config:
     data: str = ""  # a `icml26 mamoe prepare` folder; "" prepares one in the cache ($ICML26_CACHE/mamoe/), reused
     corpus: str = "wordnet"  # sentences to speak (icml26.core.data.text)
     max_words: int = 10  # longest sentence kept (words; at least 3)
-    vocab_words: int = 0  # > 0: keep only sentences made of the corpus's `vocab_words` most frequent words (a closed-vocabulary task; 0: open)
+    # > 0: keep only sentences made of the corpus's `vocab_words` most frequent words (a
+    # closed-vocabulary task); 0: open
+    vocab_words: int = 0
     train_sentences: int = 400  # sentences synthesized for training (each by several voices, speeds and pitches)
     test_sentences: int = 40  # held-out sentences for the test utterances
     train_voices: tuple[str, ...] = ("en-us", "en-gb", "en-gb-scotland", "en-029")  # espeak-ng voices of training
@@ -125,7 +127,8 @@ class Config:
             raise ValueError("train_voices, test_voices, speeds_wpm and pitches must not be empty")
         if set(self.train_voices) & set(self.test_voices):
             raise ValueError(
-                f"test_voices must be held out: {sorted(set(self.train_voices) & set(self.test_voices))} are in train_voices"
+                f"test_voices must be held out: {sorted(set(self.train_voices) & set(self.test_voices))} "
+                "are in train_voices"
             )
         if self.tts_eval_utterances < 0:
             raise ValueError("tts_eval_utterances must be >= 0")
