@@ -27,8 +27,9 @@ def below_delta(ci: list[float], delta: float) -> bool | None:
 
 
 def summarize(results: list[dict], cfg: Config) -> dict:
-    """Best algorithm: fixed budget -> lowest mean error probability over settings
-    (ties: lower simple regret); fixed confidence -> lowest mean stopping time among the
+    """Best algorithm: fixed budget -> the leader (lowest mean error probability over settings,
+    ties: lower simple regret), named ``best_algo`` only when no other algorithm's Wilson
+    interval overlaps its own in every setting (else None; ``tied_with_best`` lists them); fixed confidence -> lowest mean stopping time among the
     algorithms whose error rate is below delta (``error_below_delta`` True: the upper end of
     its 95% interval at most delta) and that stopped in every run, in every setting; None when
     no algorithm qualifies (``delta_undetermined`` lists those whose interval spans delta)."""
@@ -47,13 +48,14 @@ def summarize(results: list[dict], cfg: Config) -> dict:
             for a, rs in by.items()
         }
         best = min(score, key=lambda a: score[a])
-        summary["best_algo"] = best
-        summary["error_probability"] = score[best][0]
-        # algorithms statistically tied with the best (Wilson intervals overlap in every setting)
+        # algorithms statistically tied with the leader (Wilson intervals overlap in every setting)
         tied = []
         for a, rs in by.items():
             if all(r["error_probability_ci"][0] <= b["error_probability_ci"][1] for r, b in zip(rs, by[best])):
                 tied.append(a)
+        summary["leader"] = best  # the lowest mean error probability (ties: lower simple regret)
+        summary["best_algo"] = best if tied == [best] else None  # named only when its intervals separate it
+        summary["error_probability"] = score[best][0]
         summary["tied_with_best"] = tied
         if "varde" in by:  # 1 + number of algorithms strictly better (ties share a rank)
             summary["varde_rank"] = 1 + sum(1 for a in score if score[a][0] < score["varde"][0])
