@@ -177,6 +177,6 @@ def test_tiny_recipe_on_smollm2(repo_root):
     assert r.exit_code == 0, r.output
     res = {x["method"]: x for x in _records(r.stdout) if x["kind"] == "result"}
     assert 5.0 < res["fp"]["perplexity"] < 60.0  # SmolLM2-135M on Python docs
-    for m in ("rtn", "gptq", "smoothquant", "quarot", "fptquant"):
+    for m in ("rtn", "gptq", "smoothquant", "quarot", "fptquant", "fptquant-merged"):
         assert res[m]["perplexity"] > res["fp"]["perplexity"] * 0.98
         assert res[m]["size_bytes"] < res["fp"]["size_bytes"] / 3
