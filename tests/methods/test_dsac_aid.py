@@ -337,3 +337,25 @@ def test_mujoco_warnings_go_to_python_not_a_log_file(tmp_path, monkeypatch):
         mujoco.set_mju_user_warning(before)
     assert sum("settotalmass" in m for m in envs._MUJOCO_WARNED) == 1
     assert not (tmp_path / "MUJOCO_LOG.TXT").exists()
+
+
+def test_a_non_finite_critic_loss_stops_that_method_and_the_verdict_leaves_it_out(monkeypatch):
+    from icml26.methods.rl.sac import Learner
+
+    orig = Learner.update
+
+    def update(self, *a):
+        loss = orig(self, *a)
+        return loss * float("nan") if self.spec.algo == "dsac-t" and int(self.iteration) >= 5 else loss
+
+    monkeypatch.setattr(Learner, "update", update)
+    cfg = tiny(algo=("dsac-t", "sac"), steps=120, eval_interval=60)
+    recs = list(m.run(cfg, seed=0))
+    res = {r["algo"]: r for r in recs if r["kind"] == "result"}
+    assert res["dsac-t"]["diverged"] is True and res["dsac-t"]["final_return"] is None
+    assert res["dsac-t"]["diverged_what"] == "critic_loss" and res["sac"]["diverged"] is False
+    assert not [
+        r for r in recs if r["kind"] == "step" and r["algo"] == "dsac-t"
+    ]  # it diverged before its first evaluation
+    summ = recs[-1]
+    assert summ["diverged"] == ["dsac-t"] and summ["tied_with_best_algo"] == ["sac"] and summ["best_algo"] == "sac"
