@@ -448,8 +448,11 @@ def run_eval(cfg: Config, *, seed: int = 0, device: str = "cpu", reference: dict
                     t0 = time.perf_counter()
                     logits = model(ids).logits
                     sec += time.perf_counter() - t0
-                    lp = torch.log_softmax(logits[0, :-1].double(), -1)
-                    nll += -lp.gather(-1, ids[0, 1:, None]).sum().item()
+                    for r0 in range(0, n - 1, 1024):  # rows in chunks: float64 log-softmax without 8k x vocab x 8 B
+                        r1 = min(n - 1, r0 + 1024)
+                        lp = torch.log_softmax(logits[0, r0:r1].double(), -1)
+                        nll += -lp.gather(-1, ids[0, r0 + 1 : r1 + 1, None]).sum().item()
+                    del logits
                     count += n - 1
                     bar.advance(1, ppl=math.exp(nll / count))
             c1 = hf.counters()
