@@ -210,3 +210,56 @@ def test_masked_scores_through_the_harness(tmp_path):
     assert rec["null_value"] == 0.0
     assert rec["mae"] == pytest.approx(np.abs(last - y)[ok].mean())
     assert rec["mae"] != pytest.approx(np.abs(last - y).mean())
+
+
+def test_ha_and_ridge_leave_null_targets_out_of_the_fit(tmp_path):
+    """With a null value the deterministic baselines are fitted on the scored targets only, as the
+    trained models' loss is: on a METR-LA-layout .h5 whose fine-tuning days have zeros (dropped
+    readings), HA's table is the mean of the non-null targets of each (slot, sensor), computed by
+    hand, and ridge equals a closed-form ridge on the rows whose target is not null."""
+    pytest.importorskip("h5py")
+    from icml26.methods.traffic import baselines as B
+    from icml26.methods.traffic import harness as H
+    from tests.methods.traffic_synth import SMALL
+
+    df = lanes_frame(days=11, n=3, step_min=15)
+    vals = df.iloc[:, 1:].to_numpy()
+    vals[np.random.default_rng(2).uniform(size=vals.shape) < 0.15] = 0.0
+    _write_pandas_h5(tmp_path / "metr-la.h5", vals, pd.DatetimeIndex(df["timestamp"]).asi8, ["a", "b", "c"])
+    small = {**SMALL, "models": ("ha", "ridge"), "finetune_days": 4, "lane_fractions": (1.0,)}
+    cfg = H.Config(data=str(tmp_path / "metr-la.h5"), **small)
+    inp = H.load_inputs(cfg)
+    f = cfg.lane_fractions[0]
+    rows = D.fraction_rows(inp.split.finetune, f)
+    tr = H._windows(inp.lanes, rows, cfg)
+    ok = tr["y"] != 0
+    assert 0 < (~ok).sum() < ok.size
+    ha, _ = H.train_lane_model("ha", cfg, inp, f, seed=0, device="cpu")
+    sc = ha.scaler
+    ys = sc.transform(tr["y"])
+    slots = H.slots_per_day(inp.lanes)
+    num, den, nulls = np.zeros((slots, 3)), np.zeros((slots, 3)), np.zeros((slots, 3))
+    for w in range(ys.shape[0]):
+        for h in range(ys.shape[1]):
+            for n in range(3):
+                s = (tr["tod"][w] + 1 + h) % slots
+                if ok[w, h, n]:
+                    num[s, n], den[s, n] = num[s, n] + ys[w, h, n], den[s, n] + 1
+                else:
+                    nulls[s, n] += 1
+    seen = den > 0
+    assert (seen & (nulls > 0)).sum() >= 3  # slots where a null would have pulled the mean
+    assert np.allclose(ha.model.table[seen], num[seen] / den[seen])
+    rg, _ = H.train_lane_model("ridge", cfg, inp, f, seed=0, device="cpu")
+    xs = sc.transform(tr["x"])
+    L = xs.shape[1]
+    for h in (0, ys.shape[1] - 1):
+        X = np.concatenate([xs.transpose(0, 2, 1).reshape(-1, L), np.ones((xs.shape[0] * 3, 1))], 1)
+        y = ys[:, h].reshape(-1)
+        keep = ok[:, h].reshape(-1)
+        reg = cfg.ridge_alpha * np.eye(L + 1)
+        reg[-1, -1] = 0
+        w = np.linalg.solve(X[keep].T @ X[keep] + reg, X[keep].T @ y[keep])
+        assert np.allclose(rg.model.w[:, h], w)
+    # unmasked fit (no null value) differs: the zeros pull it
+    assert not np.allclose(B.RidgeLags(cfg.ridge_alpha).fit(xs, ys).w, rg.model.w)

@@ -193,8 +193,8 @@ def read_series_h5(path: str | Path, key: str | None = None, source: str | None 
     """METR-LA / PEMS-BAY ``.h5`` (a pandas ``to_hdf`` fixed-format frame: group ``df`` (or
     ``speed``, or the only group) with ``axis0`` = sensor ids, ``axis1`` = int64 ns timestamps,
     ``block0_values`` (T, N)), read with h5py (no PyTables needed). Zeros in METR-LA speed are
-    missing readings by that set's convention: they are kept as values here; the metrics mask
-    them only for MAPE (see ``icml26.methods.traffic.data.metrics``)."""
+    missing readings by that set's convention: they are kept as values here; ``traffic``'s
+    ``null_value`` (auto: 0 for .h5) leaves them out of the metrics and of every model's fit."""
     src = source or f"series file {str(path)!r}"
     try:
         import h5py

@@ -29,21 +29,25 @@ class HistoricalAverage:
     """Mean of each (sensor, time-of-day slot) over the training windows' targets.
 
     fit(y (W, H, N) scaled, tod (W,) slot of the last input step, slots); a slot never seen
-    falls back to the sensor's mean over the training targets."""
+    falls back to the sensor's mean over the training targets. ``mask`` (W, H, N), True where a
+    target is scored (not a null reading): the means are over those entries only."""
 
     def __init__(self, slots: int):
         self.slots = slots
         self.table = None
 
-    def fit(self, y: np.ndarray, tod: np.ndarray) -> "HistoricalAverage":
+    def fit(self, y: np.ndarray, tod: np.ndarray, mask: np.ndarray | None = None) -> "HistoricalAverage":
         W, H, N = y.shape
+        m = np.ones(y.shape) if mask is None else np.asarray(mask, dtype=float)
+        y = np.where(m > 0, y, 0.0)
         s = np.zeros((self.slots, N))
-        c = np.zeros((self.slots, 1))
+        c = np.zeros((self.slots, N))
         for h in range(H):
             slot = (tod + 1 + h) % self.slots
             np.add.at(s, slot, y[:, h])
-            np.add.at(c, slot, 1.0)
-        fallback = y.reshape(-1, N).mean(0)
+            np.add.at(c, slot, m[:, h])
+        tot = m.reshape(-1, N).sum(0)
+        fallback = np.where(tot > 0, y.reshape(-1, N).sum(0) / np.maximum(tot, 1), 0.0)
         self.table = np.where(c > 0, s / np.maximum(c, 1), fallback[None])
         return self
 
@@ -67,19 +71,29 @@ class Persistence:
 
 class RidgeLags:
     """Ridge regression of each of the H targets on the L lags and an intercept, one model
-    pooled over sensors: w = (X^T X + alpha I)^-1 X^T y (the intercept is not penalised)."""
+    pooled over sensors: w = (X^T X + alpha I)^-1 X^T y (the intercept is not penalised). With
+    ``mask`` (W, H, N) (False = a null target), each horizon's regression uses only the rows
+    whose target at that horizon is scored."""
 
     def __init__(self, alpha: float = 1.0):
         self.alpha = alpha
         self.w = None
 
-    def fit(self, x: np.ndarray, y: np.ndarray) -> "RidgeLags":
+    def fit(self, x: np.ndarray, y: np.ndarray, mask: np.ndarray | None = None) -> "RidgeLags":
         W, L, N = x.shape
         X = np.concatenate([x.transpose(0, 2, 1).reshape(-1, L), np.ones((W * N, 1))], 1)  # (W*N, L+1)
         Y = y.transpose(0, 2, 1).reshape(W * N, -1)  # (W*N, H)
         reg = self.alpha * np.eye(L + 1)
         reg[-1, -1] = 0.0
-        self.w = np.linalg.solve(X.T @ X + reg, X.T @ Y)  # (L+1, H)
+        if mask is None:
+            self.w = np.linalg.solve(X.T @ X + reg, X.T @ Y)  # (L+1, H)
+            return self
+        M = np.asarray(mask, dtype=float).transpose(0, 2, 1).reshape(W * N, -1)  # (W*N, H)
+        cols = []
+        for h in range(Y.shape[1]):
+            Xh = X * M[:, h : h + 1]
+            cols.append(np.linalg.solve(Xh.T @ X + reg, Xh.T @ np.where(M[:, h] > 0, Y[:, h], 0.0)))
+        self.w = np.stack(cols, 1)
         return self
 
     def predict(self, x: np.ndarray, tod: np.ndarray, horizon: int) -> np.ndarray:

@@ -357,12 +357,14 @@ def train_lane_model(
     t0 = time.perf_counter()
     info = {"train_windows": int(tr["x"].shape[0])}
     if name in DETERMINISTIC:
+        # with a null value, the null targets are left out of the fit (as of the trained models' loss)
+        mask = None if cfg.null() is None else D.valid_mask(tr["y"], cfg.null())
         if name == "persistence":
             m = B.Persistence()
         elif name == "ha":
-            m = B.HistoricalAverage(slots).fit(scaler.transform(tr["y"]), tr["tod"])
+            m = B.HistoricalAverage(slots).fit(scaler.transform(tr["y"]), tr["tod"], mask)
         else:
-            m = B.RidgeLags(cfg.ridge_alpha).fit(scaler.transform(tr["x"]), scaler.transform(tr["y"]))
+            m = B.RidgeLags(cfg.ridge_alpha).fit(scaler.transform(tr["x"]), scaler.transform(tr["y"]), mask)
         info.update(train_s=time.perf_counter() - t0, params=m.params)
         return Fitted(name, m, scaler, cfg.max_horizon), info
 
