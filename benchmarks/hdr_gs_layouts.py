@@ -1,12 +1,13 @@
 """hdr-gs on folders without depth: one POV-Ray scene (``--scene``; default scene011, held out:
 no test, no other benchmark and no tuning uses it; scene007 is the scene the frusta init rule was
-chosen on, among three variants; 12 views at 48 px) trained with ``hdr-gs`` at the benchmark budget
-(recipes/hdr-gs/cpu-3scenes.yaml, 600 iterations) in four layouts: native with depth (initial points from depth), native with the
-depth maps removed, converted to HDR-NeRF's synthetic layout (transforms_*.json, exposure_*.json,
-exr/) and to its real, LLFF-style layout (poses_bounds_exps.npy + input_images/, no HDR). The
-three without depth initialise from the frusta (icml26/methods/splatting/initial.py). Prints the
-table and the targets, writes benchmarks/results/hdr_gs/png/layouts_<scene>_view1_t2.png (test view
-1 at 2 s: ground truth, then each layout's render). Resumable (a finished run is not redone).
+chosen on, among three variants; 12 views at 48 px) trained with ``hdr-gs`` at the benchmark
+budget (recipes/hdr-gs/cpu-3scenes.yaml, 600 iterations) in four layouts: native with depth
+(initial points from depth), native with the depth maps removed, converted to HDR-NeRF's
+synthetic layout (transforms_*.json, exposure_*.json, exr/) and to its real, LLFF-style layout
+(poses_bounds_exps.npy + input_images/, no HDR). The three without depth initialise from the
+frusta (icml26/methods/splatting/initial.py). Prints the table and the targets, writes
+benchmarks/results/hdr_gs/png/layouts_<scene>_view1_t2.png (test view 1 at 2 s: ground truth,
+then each layout's render). Resumable (a finished run is not redone).
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/hdr_gs_layouts.py [--scene 11] [--work /tmp/hgs]
 """
