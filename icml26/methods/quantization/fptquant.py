@@ -55,7 +55,7 @@ from icml26.methods.quantization.config import (  # noqa: F401  (the command's n
     model_dims,
     parse_setting,
 )
-from icml26.methods.quantization.estimate import COST, LONG_RUN_S, estimate_seconds  # noqa: F401
+from icml26.methods.quantization.estimate import COST, LONG_RUN_S, RANGE, estimate_seconds  # noqa: F401
 from icml26.methods.quantization.prepare import model_size_bytes, prepare, stages, tied_embeddings
 from icml26.methods.quantization.textdata import load_text, shared_lines
 from icml26.ops import quant as ops
@@ -111,7 +111,7 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | None = No
         "kind": "step",
         "stage": "estimate",
         "estimated_s": round(est, 1),
-        "estimated_range_s": [round(est * 0.8, 1), round(est * 1.25, 1)],
+        "estimated_range_s": [round(est * RANGE[0], 1), round(est * RANGE[1], 1)],
         "fp_eval_s": round(t_eval, 2),
         "fp_greedy_s": round(t_greedy, 2),
         "fp_tokens_per_s": round(sum(c.numel() for c in evalc) / max(t_eval, 1e-9), 1),
