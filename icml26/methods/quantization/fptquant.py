@@ -341,7 +341,8 @@ def run_packed(cfg: Config, *, seed: int = 0) -> Iterator[dict]:
     """Re-evaluate a saved packed model on the same evaluation text (real INT4/INT8 weights)."""
     seed_everything(seed)
     t0 = time.time()
-    if X.is_export_folder(cfg.model):  # loaded by transformers (compressed-tensors), as a user would
+    exported = X.is_export_folder(cfg.model)
+    if exported:  # loaded by transformers (compressed-tensors), as a user would
         model, tok = load_causal_lm(cfg.model)
         qc = X.read_icml26(cfg.model)
     else:
@@ -372,7 +373,8 @@ def run_packed(cfg: Config, *, seed: int = 0) -> Iterator[dict]:
         "size_bytes": qc["size_bytes"],
         "group_size": qc.get("group_size"),
         "packed": True,
-        "kernel": ops.isa(),
+        "format": qc.get("format", X.FORMAT if exported else pack.FORMAT),
+        "kernel": None if exported else ops.isa(),  # the export runs transformers' dense layers
         "seeds": [seed],
         "time_s": round(time.time() - t0, 2),
     }
