@@ -90,9 +90,9 @@ with torch.no_grad():
         logp = torch.log_softmax(model(input_ids=ids).logits[0, :-1].float(), -1)
         nll -= logp.gather(-1, ids[0, 1:, None]).sum().item()
         n += len(c) - 1
-print(json.dumps({"perplexity": math.exp(nll / n), "layer": type(model.model.layers[0].mlp.up_proj).__name__,
-                  "quant_method": model.config.quantization_config["quant_method"]
-                  if isinstance(model.config.quantization_config, dict) else model.config.quantization_config.quant_method}))
+qc = model.config.quantization_config
+qm = qc["quant_method"] if isinstance(qc, dict) else qc.quant_method
+print(json.dumps({"perplexity": math.exp(nll / n), "quant_method": str(qm)}))
 """
 
 
@@ -125,5 +125,5 @@ def test_export_loads_in_transformers_alone_with_the_recorded_perplexity(tiny_fo
     )
     assert p.returncode == 0, p.stderr[-2000:]
     got = json.loads(p.stdout.strip().splitlines()[-1])
-    assert got["quant_method"] == "compressed-tensors"
+    assert "compressed" in got["quant_method"].lower()  # str of the enum: QuantizationMethod.COMPRESSED_TENSORS
     assert abs(got["perplexity"] - saved["perplexity"]) / saved["perplexity"] < 0.01
