@@ -53,9 +53,9 @@ COMMANDS: list[tuple[str, str, str]] = [
 # settings refused up front...) over this table; a new command adds its line here.
 CONFIGS: dict[str, str] = {
     "bai": "icml26.methods.exploration.bai:Config",
-    "quantize": "icml26.methods.quantization.fptquant:Config",
-    "evict-kv": "icml26.methods.kvcache.evaluate:Config",
-    "train-lfm": "icml26.methods.lfm.train:Config",
+    "quantize": "icml26.methods.quantization.config:Config",
+    "evict-kv": "icml26.methods.kvcache.config:Config",
+    "train-lfm": "icml26.methods.lfm.config:Config",
     "sample-lfm": "icml26.methods.lfm.sample:SampleConfig",
     "mcts": "icml26.methods.exploration.mcts:Config",
     "bpi": "icml26.methods.exploration.bpi:Config",
@@ -64,7 +64,7 @@ CONFIGS: dict[str, str] = {
     "filter-data analyze": "icml26.methods.filtering.analysis:AnalyzeConfig",
     "filter-data proxy": "icml26.methods.filtering.proxy:ProxyConfig",
     "probe-syntax": "icml26.methods.probing.syntax_semantics:Config",
-    "traffic run": "icml26.methods.traffic.harness:Config",
+    "traffic run": "icml26.methods.traffic.config:Config",
     "sng": "icml26.methods.pinn.config:Config",
     "jacobian-spectrum": "icml26.methods.theory.spectrum_config:Config",
     "equivariance": "icml26.methods.theory.equivariance_config:Config",
@@ -76,10 +76,10 @@ CONFIGS: dict[str, str] = {
     "icr train": "icml26.methods.diffusion.train:TrainConfig",
     "dsac-aid": "icml26.methods.rl.dsac_aid:Config",
     "bfq make-dataset": "icml26.methods.rl.offline_make:MakeConfig",
-    "bfq train": "icml26.methods.rl.offline:Config",
-    "hdr-gs train": "icml26.methods.splatting.hdr_gs:Config",
+    "bfq train": "icml26.methods.rl.offline_config:Config",
+    "hdr-gs train": "icml26.methods.splatting.config:Config",
     "mamoe train": "icml26.methods.speech.config:Config",
-    "fed-lora": "icml26.methods.federated.harness:Config",
+    "fed-lora": "icml26.methods.federated.config:Config",
 }
 
 app = typer.Typer(

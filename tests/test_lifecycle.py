@@ -57,14 +57,11 @@ PENDING: dict[tuple[str, str], str] = {
     **{
         ("torch-free", c): "Config module imports torch"
         for c in (
-            "quantize",
             "evict-kv",
-            "train-lfm",
             "sample-lfm",
             "muse bench",
             "dsac-aid",
             "bfq make-dataset",
-            "bfq train",
             "fed-lora",
         )
     },
