@@ -1,5 +1,5 @@
 """``icml26 geo-fusion``: GeoThinker's Spatial-Grounded Fusion (arXiv 2602.06037) and a rendered
-VSI-style spatial-QA benchmark with VSI-Bench's scorer (shared/methods/geothinker.md).
+VSI-style spatial-QA benchmark with VSI-Bench's scorer (GeoThinker, arXiv 2602.06037; docs/geo-fusion.md).
 
 Subcommands: make-bench (render scenes with POV-Ray, write questions), train (every fusion
 variant on frozen encoders, several seeds, scored on a benchmark), score (the scorer alone, for

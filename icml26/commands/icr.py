@@ -1,6 +1,6 @@
 """``icml26 icr``: the Invariant Contamination Ratio of diffusion models (arXiv 2606.09718), as an
 analysis of a trained U-Net's features across noise levels and as a training-time memorization
-monitor (shared/methods/icr.md; docs/icr.md).
+monitor (arXiv 2606.09718; docs/icr.md).
 
 Subcommands: analyze (noise sweep: ICR and linear-probe accuracy), train (small U-Net with the ICR
 monitor and a memorization measure; resumable), report (the PNG plots of a run folder). Settings:

@@ -1,5 +1,5 @@
 """``icml26 mamoe``: MoST's modality-aware mixture of experts (arXiv 2601.10272) for speech and text, with the
-plain-MoE, no-shared-expert and dense ablations (shared/methods/mamoe.md; docs/mamoe.md).
+plain-MoE, no-shared-expert and dense ablations (arXiv 2601.10272; docs/mamoe.md).
 
 Subcommands: prepare (synthesized speech corpus + k-means units), train (--stage asr,tts: upcycle, train and
 evaluate each variant; prepares the data itself when none is given), eval (a train run's checkpoints, or the

@@ -4,7 +4,7 @@ tile-based compositor — the C++ kernel (``icml26/csrc/cpu/splat_cpu.cpp``: pro
 its pure torch twin (:func:`project`, :func:`bin_gaussians`, :mod:`icml26.ops._ref.splat`, same tiles),
 or gsplat (PyPI ``gsplat``) on CUDA tensors when it is installed (never required).
 
-Model (3DGS, Kerbl et al. 2023, Sec. 4 and Eq. 3; shared/methods/expo_gs.md, "C++ rasteriser"):
+Model (3DGS, Kerbl et al. 2023, Sec. 4 and Eq. 3; official code graphdeco-inria/gaussian-splatting):
 - Sigma = R S S^T R^T from unit quaternions (w, x, y, z) and scales (world units);
 - camera-space mean t = W mu + w (world-to-camera ``viewmat``), culled when t_z <= near;
 - 2D covariance J W Sigma W^T J^T + 0.3 I (EWA; J with x/z, y/z clamped at 1.3 tan(fov/2));

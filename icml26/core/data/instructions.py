@@ -1,7 +1,7 @@
 """Instruction-style client tasks for federated fine-tuning, from the Debian texts or a user's JSONL.
 
-Built-in task source ``debian``: five domains, one rule each (shared/methods/het_cpflora.md,
-"Offline here"; shared/DATA.md):
+Built-in task source ``debian``: five domains, one rule each (Het-CPFLoRA, official code
+tongxin-tx/Het-CPFLoRA; texts from Debian packages, docs/fed-lora.md):
 
   wordnet      "Define the word '<lemma>'."                      -> its WordNet gloss (examples cut)
   gcide        "Give the dictionary definition of '<headword>'."  -> the first sense of the Webster 1913 entry

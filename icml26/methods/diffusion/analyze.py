@@ -1,5 +1,5 @@
 """``icml26 icr analyze``: ICR and linear-probe accuracy of a U-Net's features across noise levels
-(paper Sec. 4.1, Fig. 2/3: the "semantic window"; shared/methods/icr.md, Protocol A).
+(paper Sec. 4.1, Fig. 2/3: the "semantic window"; docs/icr.md, protocol A).
 
 Per noise level of the grid:
   1. features (N, V, d) of ``icr_images`` training images under ``views`` perturbations

@@ -1,5 +1,5 @@
 """Invariant Contamination Ratio (ICR) of a feature map (Li et al., ICML 2026, arXiv 2606.09718,
-Sec. 3; notes in shared/methods/icr.md).
+Sec. 3).
 
 Each image x0 is seen through V >= 2 perturbations (augmentation, then noise); its features
 h (d-dim) split into an invariant part s(x0) = E_a[h | x0] and a residual xi = h - s, so that

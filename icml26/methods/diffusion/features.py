@@ -1,5 +1,5 @@
 """Features of a U-Net denoiser at one noise level, for V perturbations of each image
-(shared/methods/icr.md, Method 1 and 7; paper footnote 1: augmentation first, then noise).
+(arXiv 2606.09718, Sec. 3; paper footnote 1: augmentation first, then noise).
 
   1. views: each image x0 (in [-1, 1]) gets V independent augmentations ``augment`` -- random
      shift by up to ``shift_px`` pixels (pad with the background value -1, then crop: the paper's

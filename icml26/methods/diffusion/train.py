@@ -1,6 +1,6 @@
 """``icml26 icr train``: train a small diffusers ``UNet2DModel`` (EDM preconditioning and loss) on a
 data-limited subset and log the ICR as a training-time monitor beside a memorization measure of
-generated samples (paper Sec. 4.2, Fig. 5/6; shared/methods/icr.md, Protocol B).
+generated samples (paper Sec. 4.2, Fig. 5/6; docs/icr.md, protocol B).
 
 Per training size N (``train_sizes``; 0 = the whole training split):
   1. the first N images of a seeded permutation of the training split, resized to ``image_size``,

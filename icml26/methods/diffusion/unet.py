@@ -1,5 +1,5 @@
 """diffusers ``UNet2DModel`` as a denoiser: presets, the EDM preconditioning and a DDPM schedule,
-loading a user's U-Net folder, and the EDM Heun sampler (shared/methods/icr.md, "Offline here").
+loading a user's U-Net folder, and the EDM Heun sampler (docs/icr.md).
 
 Schedules (``schedule``):
   edm   x = a(x0) + sigma * eps with x0 in [-1, 1]; D(x; sigma) = c_skip x + c_out F(c_in x, c_noise),

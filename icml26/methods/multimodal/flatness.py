@@ -1,7 +1,6 @@
 """Flatness and robustness measurements of a trained classifier.
 
-As the official analysis (analysis/src of johnjaejunlee95/multimodal-flatness-perspective;
-shared/methods/modality_pairing.md) and the libraries it follows:
+As the official analysis (analysis/src of johnjaejunlee95/multimodal-flatness-perspective) and the libraries it follows:
 - :func:`hessian_top_eig`: the top Hessian eigenvalue of the mean training loss by power iteration
   with Hessian-vector products (Pearlmutter's double backward), as PyHessian's ``eigenvalues``
   (Yao et al. 2020): normalise v, Hv summed over batches weighted by batch size, Rayleigh quotient,

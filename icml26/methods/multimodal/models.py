@@ -1,7 +1,6 @@
 """Small per-modality encoders and the fusion models.
 
-The official code uses two ResNet-18s with late fusion (concatenation + Linear, OGM-GE recipe;
-shared/methods/modality_pairing.md). On a shared CPU the encoders here are small CNNs (inputs
+The official code uses two ResNet-18s with late fusion (concatenation + Linear, OGM-GE recipe in the official code). On a shared CPU the encoders here are small CNNs (inputs
 (C, H, W): images, word images, log-mel spectrograms) or MLPs (inputs (D,)) (RECON: sizes mine).
 
 fusion:

@@ -3,7 +3,7 @@
 Source: "Understanding Multimodal Learning: A Loss Landscape Smoothness Perspective" (Lee & Yoon,
 ICML 2026; no arXiv id found), official code johnjaejunlee95/multimodal-flatness-perspective
 (``main.py --shuffling``; the rule lives in dataloader/*_loader.py ``__getitem__``); notes in
-shared/methods/modality_pairing.md.
+docs/modality-pairing.md.
 
 The official rule (training split only; validation and test keep the true pairs): every time
 sample n is loaded, its anchor modality is kept and the partner modality is taken from a training

@@ -2,7 +2,7 @@
 
 Source: Lee & Yoon, "Understanding Multimodal Learning: A Loss Landscape Smoothness Perspective"
 (ICML 2026; official code johnjaejunlee95/multimodal-flatness-perspective, ``main.py --shuffling``);
-shared/methods/modality_pairing.md. Arms (one ``result`` per (pairing, reg, fusion, modality)):
+docs/modality-pairing.md. Arms (one ``result`` per (pairing, reg, fusion, modality)):
   unimodal    one modality's encoder + Linear (reg ``none``; or the first reg asked for)
   fixed       the data set's own pairs (SML)
   stochastic  :class:`~icml26.methods.multimodal.pairing.StochasticPairing` on the train split (DML)

@@ -2,7 +2,7 @@
 
 Source: Goldshlager, Hu & Lin, "A sketch-and-project analysis of subsampled natural gradient
 algorithms" (arXiv 2508.21022, ICML 2026); SPRING: Goldshlager, Abrahamsen & Lin (arXiv
-2401.10190, Sec. 3, Alg. 1). Update formulas as written in shared/methods/sng.md, items 1-3
+2401.10190, Sec. 3, Alg. 1). Update formulas as in the public SPRING code (NetKet; jefferyren/rla-pinns)
 (they match the public SPRING codes: NetKet's VMC_SR with momentum and the ENGD-Woodbury
 PINN code jefferyren/rla-pinns, ``optim/spring.py``, ``optim/line_search.py``).
 
@@ -24,7 +24,7 @@ Loss 1/2 ||r||^2 with the residual r (b,) of a mini-batch and its Jacobian J = d
 
 Defaults and their sources: damping lam = 1e-3, momentum mu = 0.99, norm constraint
 C = 1e-3 (SPRING paper, Sec. 4, as in rla-pinns' defaults); the PINN runs of ``train.py`` use
-the small damping of ENGD-Woodbury's Poisson sweeps (1e-8 .. 1e-12, shared/methods/sng.md).
+the small damping of ENGD-Woodbury's Poisson sweeps (1e-8 .. 1e-12, arXiv 2505.12149).
 The damping schedule (``damping_schedule``) is ours: lam_t = max(lam_min, lam * decay^t).
 """
 

@@ -6,11 +6,11 @@ written against a scalar function ``u: (dim,) -> ()`` with :func:`laplacian` / :
 data ``g`` and, when known, the exact solution for the relative L2 error.
 
 Residuals of a network ``u_theta`` on ``n_i`` interior and ``n_b`` boundary points, as in
-ENGD (Mueller & Zeinhofer 2023) and shared/methods/sng.md::
+ENGD (Mueller & Zeinhofer 2023) and SPRING (arXiv 2508.21022)::
 
     r = [ (L u - f)(x_i) / sqrt(n_i) ;  (u - g)(x_b) / sqrt(n_b) ],   loss = 1/2 ||r||^2
 
-Built-in problems (RECON, following the literature, shared/methods/sng.md):
+Built-in problems (RECON, following the literature; docs/sng.md):
 
 - ``poisson2d``: -Lap u = f on (0,1)^2, u* = sin(pi x) sin(pi y), u = 0 on the boundary.
 - ``poisson5d``: -Lap u = f on (0,1)^5, u* = sum_i cos(pi x_i) (ENGD's 5-D case).

@@ -1,4 +1,4 @@
-"""Mini-batch selection rules for subsampled natural gradient (shared/methods/sng.md).
+"""Mini-batch selection rules for subsampled natural gradient (arXiv 2508.21022).
 
 From a pool of N residual rows with Jacobian J (N, P), pick k rows:
 
@@ -10,7 +10,7 @@ From a pool of N residual rows with Jacobian J (N, P), pick k rows:
 - ``volume`` (squared volume sampling, the proxy of Goldshlager, Hu & Lin, arXiv 2508.21022):
   P(S) proportional to det(J_S J_S^T + lam I_k) over |S| = k, i.e. the k-DPP with
   L = J J^T + lam I_N. Under it E_S[J_S^T (J_S J_S^T + lam I)^-1 r_S] = M J^T r with M
-  symmetric PSD (shared/methods/sng.md, item 6; checked by enumeration in the tests): the
+  symmetric PSD (RECON; checked by enumeration in the tests): the
   expected SNG step is a preconditioned gradient step although the batch couples gradient
   and preconditioner. The form with +lam I is RECON (the notes); lam = 0 gives det(J_S J_S^T).
   Exact sampler: the spectral algorithm (Hough et al. 2006; Kulesza & Taskar 2012, Alg. 8):

@@ -1,6 +1,6 @@
 """Race SNG / SPRING against Adam, L-BFGS, ENGD and SGD on a PINN problem under a time budget.
 
-Protocol (shared/methods/sng.md, "Offline here"; the paper's own experiments were not
+Protocol (docs/sng.md; the paper's own experiments were not
 available, so the settings are ours and RECON where marked):
 
 1. A pool of ``pool_interior`` + ``pool_boundary`` collocation points per seed, redrawn every

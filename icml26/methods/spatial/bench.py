@@ -1,5 +1,5 @@
 """A deterministic VSI-style spatial-QA benchmark rendered with POV-Ray (RECON; the question
-types, templates and scoring follow VSI-Bench, Yang et al. CVPR 2025, and shared/methods/geothinker.md).
+types, templates and scoring follow VSI-Bench, Yang et al. CVPR 2025, vision-x-nyu/thinking-in-space).
 
 Generator (seeded, one ``numpy`` generator per scene from (seed, scene index)):
 1. A room W x D x 2.8 m (W, D in [room_min_m, room_max_m]), floor/walls/ceiling, two lights.

@@ -1,5 +1,5 @@
 """The CPU experiment of ``icml26 geo-fusion train``: what SGF buys over no geometry and passive
-fusion on the rendered VSI-style benchmark (shared/methods/geothinker.md, "CPU experiment").
+fusion on the rendered VSI-style benchmark (docs/geo-fusion.md).
 
 Everything here is RECON (no pretrained VLM or VGGT ships offline):
 1. Semantic encoder (frozen after training here): a per-pixel colour MLP + 4-layer stride-16 CNN trained on the

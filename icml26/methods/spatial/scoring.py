@@ -1,6 +1,6 @@
 """VSI-Bench scoring (Yang et al., "Thinking in Space", CVPR 2025), written to the rules of its public
 lmms-eval task, vision-x-nyu/thinking-in-space ``lmms_eval/tasks/vsibench/utils.py`` (commit
-e6a72f39; notes in shared/methods/geothinker.md):
+e6a72f39):
 
 - task lists ``MCA_QUESTION_TYPES`` / ``NA_QUESTION_TYPES`` (lines 13-26);
 - ``fuzzy_matching``: the first space-separated token, trailing "." stripped (l. 104-105);

@@ -1,7 +1,7 @@
 """Spatial-Grounded Fusion (SGF) of GeoThinker (Li et al., "Thinking with Geometry: Active
 Geometry Integration for Spatial Reasoning", ICML 2026, arXiv 2602.06037), as the official code
 does it (``QwenVGGTInteractionv2`` in Li-Hao-yuan/GeoThinker ``src/qwen_vl/model/qwen_interaction.py``;
-notes in shared/methods/geothinker.md):
+notes in docs/geo-fusion.md):
 
 1. X^ = LN(X), G^ = LN(G) (LayerNorm, eps 1e-6) for the image-token hidden states X and the
    geometry tokens G (one per visual token, same order, after 2x2 merging).

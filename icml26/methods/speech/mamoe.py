@@ -1,7 +1,7 @@
 """MAMoE: the modality-aware mixture of experts of MoST (Lou, Yang, You; ICML 2026, arXiv 2601.10272),
 as a layer, as a patch for transformers' sparse MoE blocks, and as upcycling of a dense LLaMA.
 
-The gate [code: NUS-HPC-AI-Lab/MoST ``MAMoEGate``, shared/methods/mamoe.md]: for a token with modality
+The gate [code: NUS-HPC-AI-Lab/MoST ``MAMoEGate``, arXiv 2601.10272]: for a token with modality
 mark m (0 text, 1 speech, 2 neither):
   1. s = softmax(W_g h) over all E routed experts, in fp32;
   2. the scores of experts outside the token's group are set to 0 (text / speech groups);
@@ -17,7 +17,7 @@ routed expert (required when there is no shared expert).
 Upcycling (Komatsuzaki et al. 2022, Sparse Upcycling): every routed expert and the shared expert start as
 copies of the dense MLP (+ Gaussian noise of std ``noise_std`` on the expert weights), router N(0, 0.02).
 ``upcycle_init="official"`` keeps the official gate, so at initialization y = (sum_k w + 1) MLP(x);
-``"equal"`` (RECON, shared/methods/mamoe.md) uses y = 1/2 Shared(x) + 1/2 sum_k w~ E(x) with w~ = w / sum_k w
+``"equal"`` (RECON) uses y = 1/2 Shared(x) + 1/2 sum_k w~ E(x) with w~ = w / sum_k w
 (renormalized within the group), so the upcycled model equals the dense one exactly at step 0.
 The patch (:func:`patch_moe_block`) applies the mask inside the gate of transformers' Mixtral / Qwen2-MoE /
 OLMoE blocks and keeps each host's own semantics (top-k renormalization, sigmoid shared-expert gate).

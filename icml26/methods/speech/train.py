@@ -1,6 +1,6 @@
 """MoST-style speech-text training and evaluation with MAMoE and its ablations (``icml26 mamoe``).
 
-Pipeline (shared/methods/mamoe.md; the CPU plan there is RECON):
+Pipeline (arXiv 2601.10272, code NUS-HPC-AI-Lab/MoST; the CPU plan is RECON):
   prepare: real sentences (WordNet glosses by default) spoken by Debian espeak-ng with several voices, speeds and
       pitches; disjoint train / test sentences, held-out test voices; the 5 LibriVox clips of the pocketsphinx sdist
       as real test speech (never trained on); k-means units (``units.py``) fitted on the training frames only.

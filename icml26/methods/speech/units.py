@@ -1,6 +1,6 @@
 """Discrete speech units: k-means over frame features (log-mel or MFCC), the unit vocabulary.
 
-MoST uses SpiritLM-base units (mHuBERT 25 Hz, layer 11, 500-way k-means; shared/methods/mamoe.md). HuBERT
+MoST uses SpiritLM-base units (mHuBERT 25 Hz, layer 11, 500-way k-means; NUS-HPC-AI-Lab/MoST). HuBERT
 weights are not available offline, so the units here are RECON (the notes' CPU plan): 25 Hz frames (64 ms
 Hann window, 40 ms hop) of a 64-bin log-mel spectrogram (or its MFCC), per-utterance mean normalization
 of nothing (the absolute spectrum is kept so a unit's centroid can be turned back into a mel frame),

@@ -1,6 +1,6 @@
 """Unit-to-waveform decoder: each unit's centroid log-mel frame -> linear magnitude -> Griffin-Lim.
 
-MoST decodes units with SpiritLM's HiFi-GAN (shared/methods/mamoe.md); no vocoder weights ship offline, so
+MoST decodes units with SpiritLM's HiFi-GAN (NUS-HPC-AI-Lab/MoST); no vocoder weights ship offline, so
 this is the notes' judge vocoder (RECON): mel -> linear magnitude by the non-negative least-squares-free
 pseudo-inverse of the mel filter bank (clipped at 0), frames repeated to a 10 ms hop, Griffin-Lim
 (Griffin & Lim 1984, with the fast momentum of Perraudin et al. 2013) by ``torch.stft`` / ``torch.istft``.

@@ -3,7 +3,7 @@
 WER = (substitutions + deletions + insertions) / reference words, from the Levenshtein alignment over words
 (the usual definition, as jiwer). Text is normalized before scoring: lowercase, apostrophes kept,
 other punctuation removed, whitespace collapsed (MoST's evaluate_TTS.py removes all whitespace, which
-turns WER into a sentence error rate: shared/methods/mamoe.md; not copied).
+turns WER into a sentence error rate; not copied).
 """
 
 from __future__ import annotations

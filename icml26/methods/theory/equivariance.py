@@ -2,7 +2,7 @@
 
 Shahverdi, Marchetti, Bökman & Kohn, "Identifiable Equivariant Networks are Layerwise
 Equivariant", ICML 2026, arXiv 2601.21645 (Thm 4.1; the measurement and table of the
-experiments section as restated in shared/methods/equivariance.md).
+experiments section as restated in third-party paper notes; docs/theory.md).
 
 Measurement, per layer i (f_i = the representation after hidden layer i, computed from the
 input, i.e. f_i o ... o f_1; RECON):

@@ -1,7 +1,7 @@
 """Piecewise-linear networks as products of masked linear maps, and alignment metrics.
 
 Haas et al., arXiv 2602.12384 (Prop 4.1, fixed-gates view; Thm 6.1, alignment); notes in
-shared/methods/jacobian_spectrum.md.
+docs/theory.md.
 
 Inside one activation region the input-output Jacobian of a bias-free ReLU network is
 J = D_L W_L ... D_1 W_1 with D_l = diag(gates). Here every network exposes its *core*: the

@@ -2,7 +2,7 @@
 
 Haas, Gatine, Cosse & Bouraoui, "Why Deep Jacobian Spectra Separate: Depth-Induced Scaling
 and Singular-Vector Alignment", ICML 2026, arXiv 2602.12384 (Thm 5.3, the masked model).
-Protocol and formulas: shared/methods/jacobian_spectrum.md.
+Protocol and formulas: docs/theory.md.
 
 A product J_L = M_L ... M_1 of n x n factors (dense tensors or :class:`LinearOp`) is never
 formed: a k-column frame is pushed through it and re-orthonormalised by QR after every factor,

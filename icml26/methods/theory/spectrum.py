@@ -1,6 +1,6 @@
 """``jacobian-spectrum``: deep Jacobian spectra of piecewise-linear networks, measured
 against the theory of Haas, Gatine, Cosse & Bouraoui, "Why Deep Jacobian Spectra Separate"
-(ICML 2026, arXiv 2602.12384); protocol and formulas in shared/methods/jacobian_spectrum.md.
+(ICML 2026, arXiv 2602.12384); protocol and formulas in docs/theory.md.
 
 For each depth L (and each phase: at init, after training; each gates mode: fixed / free):
   1. the core Jacobian's factors M_l = D_l W_l (jacobian.core_factors; Prop 4.1);
