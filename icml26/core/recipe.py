@@ -111,8 +111,56 @@ def read_yaml(path: str | Path, what: str = "file") -> Any:
         raise InputError(f"{what} {str(path)!r}: not a UTF-8 text file") from None
 
 
+def shipped_recipes() -> Path | None:
+    """The recipes that ship with the package (``icml26/recipes``; in a source checkout the
+    repository's ``recipes/``), or None."""
+    pkg = Path(__file__).resolve().parents[1]
+    for d in (pkg / "recipes", pkg.parent / "recipes"):
+        if d.is_dir():
+            return d
+    return None
+
+
+def shipped_path(path: str | Path) -> Path:
+    """``path`` itself when it exists, else the shipped copy of a repository path
+    ``recipes/<...>`` (so ``-r recipes/quantize/smollm2.yaml`` and env files named that way work
+    from any folder after ``pip install``), else ``path`` unchanged."""
+    p = Path(path)
+    if p.exists() or p.is_absolute():
+        return p
+    root = shipped_recipes()
+    parts = p.parts
+    if root is not None and len(parts) >= 2 and parts[0] == "recipes" and (root.joinpath(*parts[1:])).exists():
+        return root.joinpath(*parts[1:])
+    return p
+
+
+def recipe_path(recipe: str | Path, command: str) -> Path:
+    """Where recipe ``recipe`` of ``command`` is: a file path, a repository path
+    (``recipes/<command>/<name>.yaml``), or a shipped recipe by name (``-r tiny``,
+    ``-r smollm2.yaml``). InputError naming the shipped recipes when none matches."""
+    p = shipped_path(recipe)
+    if p.is_file():
+        return p
+    name = str(recipe)
+    root = shipped_recipes()
+    if root is not None and "/" not in name and "\\" not in name:
+        cand = root / command / (name if name.endswith((".yaml", ".yml")) else f"{name}.yaml")
+        if cand.is_file():
+            return cand
+        names = sorted(q.stem for q in (root / command).glob("*.yaml")) if (root / command).is_dir() else []
+        if names:
+            raise InputError(
+                f"recipe {name!r}: no such file, and {command} ships no recipe of that name; "
+                f"shipped: {', '.join(names)}"
+            )
+    return p
+
+
 def load_recipe(path: str | Path, command: str) -> tuple[dict, int | None]:
-    """Return (config mapping, seed or None) from a recipe file for ``command``."""
+    """Return (config mapping, seed or None) from a recipe for ``command``: a YAML file, or a
+    shipped recipe by name (``-r tiny``; see :func:`recipe_path`)."""
+    path = recipe_path(path, command)
     data = read_yaml(path, "recipe")
     if not isinstance(data, dict):
         raise InputError(f"recipe {str(path)!r}: expected a mapping with keys {', '.join(_TOP_KEYS)}")
