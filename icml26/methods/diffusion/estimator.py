@@ -17,15 +17,9 @@ Sigma_s = Cov(t) - Cov(d)/4. RECON for V views: Sigma_xi = the pooled within-ima
 Sigma_xi / V; equal to the paper's formulas at V = 2. An indefinite Sigma_s estimate is not
 clipped (RECON).
 
-Shrinkage (paper: "a small tau", value not given). RECON rule: tau = shrinkage_rel * Tr(Sigma_xi)/d
-with shrinkage_rel = 1e-6; when Tr(Sigma_xi) <= 1e-12 Tr(Sigma_h) (no residual) the total trace
-Tr(Sigma_h)/d is used instead, so tau > 0 for any non-constant features. tau is returned
-(``ICRResult.shrinkage``) and every command reports it. With tau = 0 the ICR is invariant to any
-invertible linear map of the features (tested).
-
-Computation: float64, one Cholesky factorisation of Sigma_xi + tau I and a triangular solve; no
-eigendecomposition (``spectrum`` gives the lambda_k with scipy for plots and checks).
-"""
+Shrinkage (paper: "a small tau", value not given): RECON rule tau = shrinkage_rel * Tr(Sigma_xi)/d,
+returned as ``ICRResult.shrinkage``; its fallback and the computation (float64, one Cholesky
+factorisation, no eigendecomposition): docs/icr.md, "Specification"."""
 
 from __future__ import annotations
 

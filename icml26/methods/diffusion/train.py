@@ -3,32 +3,20 @@ data-limited subset and log the ICR as a training-time monitor beside a memoriza
 generated samples (paper Sec. 4.2, Fig. 5/6; docs/icr.md, protocol B).
 
 Per training size N (``train_sizes``; 0 = the whole training split):
-  1. the first N images of a seeded permutation of the training split, resized to ``image_size``,
-     in [-1, 1]; no augmentation in training (so that memorization can happen);
+  1. the first N images of a seeded permutation of the training split, no augmentation;
   2. AdamW steps on the EDM loss (P_mean -1.2, P_std 1.2, sigma_data 0.5), EMA of the weights;
      each step's batch and noise come from a generator seeded by (seed, N, step) (exact --resume);
-  3. every ``monitor_every`` steps, with the EMA weights:
-     a. ICR at sigma* = ``monitor_sigma`` (paper: 0.29 for EDM) on the training images (up to
-        ``monitor_images``; ``monitor_views`` perturbations each, so that N (V - 1) >> d also for
-        N = 64), the feature layer and augmentations of ``analyze``;
-     b. memorization: ``memorization_samples`` samples of the EDM Heun sampler (fixed noise);
-        a sample is memorized when ||x - NN1|| / ||x - NN2|| < 1/3 in pixel space against the
-        training images (Yoon et al. 2023; Gu et al. 2023). RECON: stands in for the paper's SSCD
-        cosine > 0.6, whose weights are not available offline;
-     c. sample quality: Frechet distance of the samples to 2000 test images in the penultimate layer
-        of a small CNN classifier trained here (``lfm.nets.FeatureNet``; not Inception FID);
-     d. a checkpoint (safetensors: weights, EMA, AdamW state, step).
-  4. the ``result``: ``icr_min_step`` = the step of the minimum of the ICR curve smoothed by a centred
-     moving average over ``smoothing_window`` monitor points (window shrunk at the ends; the rule was
-     fixed before any run), ``memorization_onset_step`` = the first monitored step with
-     memorization_fraction > ``memorization_threshold`` (0.05; null if never), and their difference.
+  3. every ``monitor_every`` steps, with the EMA weights: the ICR at sigma* = ``monitor_sigma``
+     on the training images; memorization of EDM Heun samples (nearest-neighbour ratio < 1/3 in
+     pixel space, RECON for the paper's SSCD criterion); a Frechet distance of the samples in a
+     small CNN's features (not Inception FID); a safetensors checkpoint;
+  4. the ``result``: ``icr_min_step`` (minimum of the smoothed ICR curve),
+     ``memorization_onset_step`` (first step over ``memorization_threshold``) and their difference.
 The EMA U-Net is saved as ``size-<N>/unet/`` (diffusers folder) for ``icml26 icr analyze --model``.
 
 Under ``torchrun --nproc_per_node W`` (gloo; ``icml26.core.dist``) every rank draws the same global
-batch and trains on its ``batch_size / W`` rows, DDP averages the gradients (so the run follows the
-single-process one up to float reduction order), and rank 0 alone runs the monitor, the feature
-network and the checkpoints while the others wait at a barrier.
-"""
+batch and trains on its ``batch_size / W`` rows, DDP averages the gradients, and rank 0 alone runs
+the monitor, the feature network and the checkpoints. Full protocol: docs/icr.md, "Specification"."""
 
 from __future__ import annotations
 

@@ -6,51 +6,21 @@ next state. After ``budget`` queries (or when a stopping rule certifies epsilon-
 with confidence 1 - delta), recommend a policy pi; quality = policy gap
 ``V*(rho) - V^pi(rho)`` and P(gap <= epsilon), against exact values.
 
-All algorithms: sample every (s, a) ``warm_start`` times, then follow their rule; the plan
-(allocation scores) is recomputed at t = 2SA and then every max(SA, 5% of t) samples;
-recommend the greedy policy of the empirical MDP (value iteration on P_hat, r_hat).
-
+All algorithms sample every (s, a) ``warm_start`` times, then follow their rule, re-planning at
+t = 2SA and then every max(SA, 5% of t) samples, and recommend the greedy policy of the
+empirical MDP (value iteration on P_hat, r_hat):
 - ``uniform``: the least-sampled (s, a) (round robin).
 - ``klb-ts`` (Al Marjani & Proutiere, ICML 2021, "Adaptive sampling for best policy
   identification in MDPs"), simplified: plug-in estimates of their upper bound on the
-  characteristic time with gaps Delta(s,a) = V(s) - Q(s,a) (floored at ``gap_floor``):
-  ``H_sa = (2 + 16 Var_p[V]) / Delta^2 + 6 Md^(4/3) / Delta^(4/3)`` for a != pi(s),
-  ``H* = min(27 / (Dmin^2 (1-g)^3), max(16 max_s Var / (Dmin^2 (1-g)^2), 6 max_s Md^(4/3) / (Dmin^(4/3) (1-g)^(4/3))))``,
-  whose minimiser is ``w_sa = H_sa / (sqrt(sum H) (sqrt(sum H) + sqrt(H*)))`` and
-  ``w_{s,pi(s)} = sqrt(H*) / (S (sqrt(sum H) + sqrt(H*)))``, followed by D-tracking with forced
-  exploration (sample argmin N when min N < sqrt(t) - SA/2). The paper tracks the allocation
-  of a KL ball around the estimate; ours uses the point estimate (documented deviation).
-- ``varde`` (VarDE-BPI, **reconstruction**: the paper's BPI text could not be read). The final
-  decision at each state is smoothed through a soft Bellman operator (the BAI rule's
-  soft max over actions), and each sample goes where it most reduces the variance of the
-  decisions, each state weighted by how much its decision matters at the start distribution:
+  characteristic time, its minimising allocation, D-tracking with forced exploration.
+- ``varde`` (VarDE-BPI, reconstruction: the paper's BPI text could not be read): each sample
+  goes where it most reduces the occupancy-weighted variance of the soft (mellowmax) decision
+  at every state, argmax d pi_tau^2 sigma2 / (N (N+1)), with a standard-error temperature.
+Stopping rule (``delta`` given; Hoeffding-style, ours): stop when the optimistic / pessimistic
+values of the recommended policy are within epsilon at rho.
 
-  1. values Q_hat, V_hat of the empirical MDP (policy iteration); per-sample variance of the
-     target r + gamma V(s'): sigma2(s,a) = max(var_hat(r), var_floor) + gamma^2 Var_{P_hat(s,a)}[V_hat]
-  2. the smooth decision at s is the mellowmax of Q_hat(s, .) with a per-state temperature on
-     the scale of the estimates' noise, tau(s) = ``kappa`` x sqrt(mean_a sigma2(s,a) / N(s,a))
-     (the standard error of Q_hat(s, .)); with a stopping rule (``delta``) the width that
-     the certificate judges instead, tau(s) = kappa x sqrt(mean_a b(s,a)^2) (b below); its derivative pi_tau = softmax(Q_hat/tau(s)) =
-     dV(s)/dQ(s, .) are BAI's influence weights w at state s (close contenders high, clearly
-     worse actions ~0); occupancy d(s) = rho^T (I - gamma P_pi)^-1 (the policy gap at rho is
-     sum_s d(s) Delta(s), performance-difference lemma)
-  3. objective sum_s d(s) Var V(s) ~= sum_sa d(s) pi_tau(a|s)^2 sigma2(s,a) / N(s,a); sample
-     argmax d pi^2 sigma2 / (N (N+1)), its first-order drop from one more sample (VarDE's BAI
-     rule at every state, weighted by the occupancy).
-
-  The plain delta-method variance of V(rho) (weight d(s,a)^2 = (d(s) pi)^2) starved the states
-  far from the start: P(eps-optimal) 0.33 vs 0.88 for uniform on FrozenLake 8x8 (100 seeds);
-  the occupancy-linear weight gave 0.74 with a fixed temperature of 0.5 x the value range
-  (soft policy iteration; ``kappa = 0``), which is far wider than FrozenLake's action gaps,
-  so pi_tau was ~uniform and the gaps played no part; the standard-error temperature gives
-  0.99. All of these choices are ours.
-
-Stopping rule (``delta`` given, all algorithms; Hoeffding-style, ours): with
-``L = log(S A / delta) + 2 log(1 + N)``, ``b = sigma_max sqrt(2 L / N) + gamma span sqrt(L / (2 N))``
-(sigma_max = largest reward noise std, span = (max R - min R) / (1 - gamma), both assumed
-known), optimistic Q+ = r_hat + b + gamma P_hat V+ and pessimistic Q-_pi = r_hat - b + gamma P_hat V-_pi
-of the recommended pi; stop when rho . (V+ - V-_pi) <= epsilon.
-"""
+Formulas (H_sa, H*, the allocation, the VarDE steps, the stopping bonus) and the measurements
+behind the choices: docs/bpi.md, "Specification"."""
 
 from __future__ import annotations
 

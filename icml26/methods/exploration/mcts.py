@@ -5,68 +5,21 @@ Problem. Given a generative model and a budget of ``n`` simulations from the roo
 a root action; quality = probability that it is optimal and simple regret
 ``V*(root) - Q*(root, a_rec)`` against exact values (backward induction, see ``trees.py``).
 
-Every algorithm runs the same simulation loop (icml26/ops/_ref/mcts.py, the C++ kernel for
-synthetic trees, and the C++ table kernel for gymnasium envs with a transition table,
-icml26/ops/mcts_table.py; the same results bit for bit): descend with the algorithm's tree policy, trying each action of a node
-once first, until the episode ends (or ``horizon`` steps), then back up along the path.
-The search tree is closed-loop: one node per observed outcome.
+Every algorithm runs the same closed-loop simulation loop (the kernels of icml26.ops.mcts and
+icml26.ops.mcts_table, with bit-identical Python twins): descend with the algorithm's tree
+policy, trying each action of a node once first, until the episode ends (or ``horizon``
+steps), then back up along the path. Algorithms, by their backups:
+- ``uct`` (Kocsis & Szepesvari 2006), ``power-uct`` (Dam et al., IJCAI 2019),
+  ``ments`` (Xiao et al., NeurIPS 2019), ``mdp-gape`` (Jonsson et al., NeurIPS 2020, Hoeffding
+  bonuses), ``sequential-halving`` (Karnin et al. 2013) and ``gumbel`` (Danihelka et al.,
+  ICLR 2022, as google-deepmind/mctx without a network) at the root;
+- ``varde`` (VarDE-MCTS, reconstruction; the paper's MCTS section could not be read): VarDE's
+  BAI rule applied recursively on mellowmax backups, with a per-node standard-error temperature.
+Value normalisation (``value_norm``): ``minmax`` (per node, as mctx's qtransforms),
+``minmax-tree`` (MuZero's MinMaxStats), ``declared`` (``value_range``) or ``oracle``.
 
-Algorithms (the backups are what separate them):
-- ``uct`` (Kocsis & Szepesvari 2006): Q = mean return; UCB1 ``Q + c * span * sqrt(log n / N)``,
-  ``span`` = the known range of mean returns. Recommends argmax Q.
-- ``power-uct`` (Dam et al., IJCAI 2019): V(s) = power mean of Q with weights N(s,a)/N(s),
-  ``V = lo + (sum_a N_a/N (Q_a - lo)^p)^(1/p)``; Q(s,a) = rbar + gamma sum_s' phat V(s'); UCB1.
-- ``ments`` (Xiao et al., NeurIPS 2019): soft backup ``V = tau log sum exp(Q/tau)``; E2W policy
-  ``pi = (1 - lam) softmax(Q/tau) + lam/|A|``, ``lam = eps |A| / log(N+1)``. With stochastic
-  transitions we back up through the empirical model (MENTS backs up the sampled successor).
-- ``mdp-gape`` (Jonsson et al., NeurIPS 2020): upper/lower bounds U, L by backward induction
-  on the empirical model with Hoeffding bonuses ``sqrt(beta/2N)``, ``beta = log(1/delta) + log(1+N)``
-  (the paper uses KL bonuses and a beta with |S|, |A|, H terms: ours is the simplified form);
-  root: b = argmin_a max_{b!=a} U_b - L_a, c = argmax_{a!=b} U_a, sample the wider of b, c;
-  below: argmax U. Recommends b.
-- ``sequential-halving`` (Karnin et al. 2013) at the root, UCT below.
-- ``gumbel`` (Danihelka et al., ICLR 2022, as in mctx without a network: uniform prior logits,
-  no value function): Gumbel-top-m root actions, sequential halving on g + sigma(q),
-  sigma(q) = (c_visit + max N) c_scale q_normalised; below the root argmax pi'(a) - N(a)/(1+N).
-- ``varde`` (VarDE-MCTS, **reconstruction**; the paper's MCTS section could not be read): the
-  BAI rule of VarDE (paper's principle: spend each sample where it most reduces the variance of
-  the final decision, delta method through a smooth decision function) applied recursively on
-  soft backups:
-
-  1. Q(s,a) = rbar(s,a) + gamma sum_s' phat(s'|s,a) V(s');
-     V(s) = mm_tau(Q(s,.)) = tau log((1/k) sum_a exp(Q(s,a)/tau))  over the k tried actions
-     (mellowmax, Asadi & Littman 2017: between the mean and the max; log-sum-exp would add up
-     to tau log k per level, an upward bias that grows with the explored depth)
-  2. pi_tau(.|s) = softmax(Q(s,.)/tau) = dV(s)/dQ(s,.)   (the influence weights w of BAI)
-  3. Var Q(s,a) = sigma_r^2/N + gamma^2 sum_s' phat^2 Var V(s') + gamma^2 Var_phat[V(s')]/N
-     (reward noise, noise of the children's estimates, transition noise: delta method)
-  4. Var V(s) = sum_a pi_tau(a|s)^2 Var Q(s,a)
-  5. tree policy: after two samples of each action, argmax_a pi_tau(a|s)^2 Var Q(s,a) / (N(s,a)+1),
-     the first-order drop of Var V(s) from one more sample (BAI: w^2 sigma^2 / (N(N+1)));
-     sigma_r^2 is floored at ``var_floor``; before two samples it is ``prior_var``.
-  6. recommend argmax_a Q(root, a).
-
-  Steps 1-6 are ours (from the principle and the BAI code), not the paper's text.
-  Temperature (ours): per node, ``tau(s) = kappa * sqrt(mean_a Var Q(s,a))``, the standard
-  error of the node's action values, so the smoothing is in the units and at the noise level
-  of the estimates: wide while they are uncertain (mellowmax -> mean), narrowing to the max as
-  samples accumulate (consistent); treated as a constant in the delta method. ``kappa = 0``
-  restores a fixed ``tau`` x the value range (``span``), which failed where the value range
-  dwarfs the gaps (rainy Taxi: range 120, root gap 1.1, P(correct) 0). Exact ties in a
-  recommendation go to the lowest action index.
-
-Value normalisation (``value_norm``; the ``span`` and origin above). ``minmax`` (default): per
-node, the min and max of the node's current action estimates, as mctx rescales Q before its
-selection rules (google-deepmind/mctx, mctx/_src/qtransforms.py: qtransform_by_parent_and_siblings,
-and the ``rescale_values`` step of qtransform_completed_by_mix_value; our floor is relative,
-1e-9 max(1, |max|), where mctx's epsilon is 1e-8): UCB bonus ``c span(s)``, temperature
-``tau span(s)``, power-mean origin and Gumbel's sigma(q) at s; MDP-GapE's value bonus bounds the
-successors' values and takes the search-wide range of ``minmax-tree``: the min and max of every
-Q estimate backed up so far (MuZero's MinMaxStats, Schrittwieser et al. 2020, App. B).
-``declared``: a fixed ``value_range`` [lo, hi] (``--set``, else the tree file's key; mctx's
-qtransform_by_min_max with given bounds). ``oracle``: the exact range (paper-style tables).
-VarDE at ``kappa > 0`` reads none of these (its temperature is a standard error).
-"""
+This module holds the algorithm table, the search state and the root searches; the per-algorithm
+formulas and the measurements behind the choices are in docs/mcts.md, "Specification"."""
 
 from __future__ import annotations
 

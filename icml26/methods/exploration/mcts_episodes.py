@@ -3,29 +3,22 @@ budget, act in the real environment, repeat until the episode ends (``icml26 mct
 
 Each move runs one search of ``simulations`` new simulations from the current state (the
 same algorithms, parameters and value normalisation as the root searches: on gymnasium envs
-with a transition table the C++ table search, icml26/ops/mcts_table.py, kept alive between
-moves and re-rooted in place; elsewhere, or with ``backend: ref``, the Python search,
-icml26/ops/_ref/mcts.py, which gives the same actions on table envs) and plays its
-recommended action in the real env:
+with a transition table the C++ table search of icml26.ops.mcts_table, kept alive between
+moves and re-rooted in place; elsewhere, or with ``backend: ref``, the Python search of
+icml26.ops.mcts, which gives the same actions on table envs) and plays its recommended action:
 
-- gymnasium ids: the env itself, ``reset(seed=episode seed)``, then ``step``; the episode ends
-  when gymnasium says terminated or truncated (its TimeLimit), or after ``episode_steps`` moves;
-  envs with a transition table are planned on the table (``gym_models.TableModel``), the others
-  on a deep copy of the env (``CopyModel``);
-- tree files: the tree's own generative model with the episode's seed (rewards and outcomes
-  drawn as in the search), from the root to the end of the tree.
+- gymnasium ids: ``reset(seed=episode seed)``, then ``step`` until terminated or truncated,
+  or after ``episode_steps`` moves; planned on the transition table (``gym_models.TableModel``)
+  or on a deep copy of the env (``CopyModel``);
+- tree files: the tree's own generative model with the episode's seed, root to leaf.
 
-``reuse_tree`` keeps the chosen child's subtree between moves (the child for the action
-played and the outcome observed, with its counts and estimates; the search-wide statistics of
-``minmax-tree`` stay too) and adds ``simulations`` new ones to it; the slots the horizon cut at
-the fringe are expanded (``Search.reroot``). Without reuse (or when the observed outcome was
-never sampled) a fresh search starts at the new state with the move's own seed. No search is
-re-rooted after an episode's last move (the env ended it, or ``episode_steps`` did), so
-``episode_reuse_share`` = moves that continued a subtree / (moves - episodes) lies in [0, 1].
+``reuse_tree`` keeps the chosen child's subtree between moves (with its counts, estimates and
+the ``minmax-tree`` statistics) and adds ``simulations`` new ones (``Search.reroot``); without
+reuse, or when the observed outcome was never sampled, a fresh search starts.
+``episode_reuse_share`` = moves that continued a subtree / (moves - episodes), in [0, 1].
 
 The return is the undiscounted sum of the env's rewards over the episode; its 95% interval
-over episodes is Student's t (mean +- t_{0.975, n-1} s / sqrt(n); a single episode: a point).
-"""
+over episodes is Student's t (mean +- t_{0.975, n-1} s / sqrt(n); a single episode: a point)."""
 
 from __future__ import annotations
 

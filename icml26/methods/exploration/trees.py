@@ -10,40 +10,11 @@ or the end of the episode. Exact values follow by backward induction (Bellman):
 
 with V* = 0 at the end of an episode, so every recommendation of a planner is checked.
 
-File format (YAML, read with ``safe_load``), either generated::
-
-    name: noisy-d3-b4          # optional
-    gamma: 1.0                 # optional, default 1
-    value_range: [0.0, 3.0]    # optional: the user's bound on the values, used by `mcts` with
-                               # value_norm: declared (--set value_range=[lo,hi] overrides it)
-    noise: gaussian            # gaussian | student_t | bernoulli
-    df: 2.5                    # student_t degrees of freedom (> 0; <= 2: infinite variance)
-    random:
-      depth: 3                 # decision levels
-      branching: 4             # actions per decision node
-      chance: 2                # outcomes per action (1 = deterministic transitions)
-      reward_mean: [0.0, 1.0]  # per-step means drawn uniformly in this interval
-      noise_scale: 1.0         # reward noise scale (std for gaussian)
-      noise_spread: 0.5        # scale of each (s, a) drawn in noise_scale * [1 - spread, 1 + spread]
-      dirichlet: 1.0           # concentration of the outcome probabilities
-      seed: 0
-
-or explicit: ``root`` is a list of actions, each ``{mean, scale, next}``; ``next`` is a
-list of ``{p, node}`` outcomes where ``node`` is again a list of actions (omitted or
-empty: the episode ends)::
-
-    gamma: 1.0
-    noise: gaussian
-    root:
-      - {mean: 0.5, scale: 1.0}
-      - mean: 0.4
-        scale: 0.5
-        next:
-          - {p: 0.5, node: [{mean: 0.3}, {mean: 0.1}]}
-          - {p: 0.5}
-
-The flat arrays (CSR layout) are what the C++ kernel and its ``_ref`` twin read.
-"""
+File format (YAML, read with ``safe_load``): ``gamma``, ``noise`` (gaussian | student_t |
+bernoulli), ``df``, ``value_range`` and either ``random:`` (depth, branching, chance,
+reward_mean, noise_scale, noise_spread, dirichlet, seed) or an explicit ``root:`` list of
+actions ``{mean, scale, next: [{p, node}]}``; both with examples in docs/mcts.md,
+"Specification". The flat arrays (CSR layout) are what the C++ kernel and its twin read."""
 
 from __future__ import annotations
 

@@ -2,9 +2,9 @@
 
 Source: Goldshlager, Hu & Lin, "A sketch-and-project analysis of subsampled natural gradient
 algorithms" (arXiv 2508.21022, ICML 2026); SPRING: Goldshlager, Abrahamsen & Lin (arXiv
-2401.10190, Sec. 3, Alg. 1). Update formulas as in the public SPRING code (NetKet; jefferyren/rla-pinns)
-(they match the public SPRING codes: NetKet's VMC_SR with momentum and the ENGD-Woodbury
-PINN code jefferyren/rla-pinns, ``optim/spring.py``, ``optim/line_search.py``).
+2401.10190, Sec. 3, Alg. 1). Update formulas as in the public SPRING codes: NetKet's VMC_SR with
+momentum and the ENGD-Woodbury PINN code jefferyren/rla-pinns (``optim/spring.py``,
+``optim/line_search.py``).
 
 Loss 1/2 ||r||^2 with the residual r (b,) of a mini-batch and its Jacobian J = dr/dtheta (b, P):
 
@@ -13,20 +13,14 @@ Loss 1/2 ||r||^2 with the residual r (b,) of a mini-batch and its Jacobian J = d
    (Woodbury); on every collocation point at once it is ENGD's step (Mueller & Zeinhofer 2023).
 2. SPRING:  phi_t = mu phi_{t-1} + J^T (J J^T + lam I)^-1 (r - mu J phi_{t-1}),
    i.e. phi_t = argmin ||J phi - r||^2 + lam ||phi - mu phi_{t-1}||^2; mu = 0 is SNG.
-3. theta <- theta - eta phi_t, with eta from a grid line search on the batch loss
-   (eta in 2^-30 .. 2^0, 31 points, eta = 0 when no trial point lowers the loss; rla-pinns;
-   ours: the scan from 2^0 down stops once the loss rises again after a decrease, which
-   picks the same eta for a loss that is unimodal along the grid, in ~3 evaluations instead of 31)
+3. theta <- theta - eta phi_t, with eta from a grid line search on the batch loss (eta in
+   2^-30 .. 2^0, rla-pinns; ours: the scan stops once the loss rises again after a decrease)
    or a fixed ``lr`` with SPRING's norm constraint eta = min(lr, sqrt(C) / ||phi||) (C > 0).
-   With the line search, the momentum state is the step taken, phi_t <- eta_t phi_t (ours;
-   the same as SPRING for eta = 1): carrying phi_t itself, as for a fixed lr, diverged on
-   Poisson 2D at batch 64 (pool loss 5e10 after 25 steps, docs/sng.md).
+   With the line search the momentum state is the step taken, phi_t <- eta_t phi_t (ours).
 
-Defaults and their sources: damping lam = 1e-3, momentum mu = 0.99, norm constraint
-C = 1e-3 (SPRING paper, Sec. 4, as in rla-pinns' defaults); the PINN runs of ``train.py`` use
-the small damping of ENGD-Woodbury's Poisson sweeps (1e-8 .. 1e-12, arXiv 2505.12149).
-The damping schedule (``damping_schedule``) is ours: lam_t = max(lam_min, lam * decay^t).
-"""
+Defaults: lam = 1e-3, mu = 0.99, C = 1e-3 (SPRING paper, Sec. 4, rla-pinns' defaults); the
+PINN runs use ENGD-Woodbury's small damping (arXiv 2505.12149). The damping schedule is ours.
+Why each deviation was taken (measured): docs/sng.md, "Specification"."""
 
 from __future__ import annotations
 

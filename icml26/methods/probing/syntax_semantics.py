@@ -11,23 +11,17 @@ Per layer l, with X the (N, d) pooled hidden states:
        C_sem[i] = mean of the *other* sentences with i's meaning (its paraphrases; the
        paper averages translations, here English paraphrases).
   3. Removal by subtraction: X - C_syn, X - C_sem. Shuffled-label control: X - C[pi] for a
-     random permutation pi (each sentence gets another sentence's centroid; official
-     ``center_flag == -1``).
-  4. Similarity: mean cosine (rank-equivalent to the official normalized L2,
-     ||x/|x| - y/|y||| = sqrt(2 - 2 cos)) of each sentence to its syntax partners (same
-     syntax, other meaning), semantic partners (same meaning, other syntax) and unmatched
-     sentences, before and after each removal.
+     random permutation pi (official ``center_flag == -1``).
+  4. Similarity: mean cosine (rank-equivalent to the official normalized L2) of each sentence
+     to its syntax partners, semantic partners and unmatched sentences, before and after
+     each removal.
   5. Information Imbalance Delta(A -> B) (Glielmo et al. 2022; official ``geometry.py``,
-     k = 1, normalized L2): A = the sentences, B = their designated partner (one syntax
-     twin with minimal word overlap, or one paraphrase), each with the same removal
-     applied; a delete-a-group jackknife over meaning groups gives the confidence interval.
-     ~0: neighbourhoods of A carry over to the partners (the shared property is encoded);
-     ~1: no information.
+     k = 1, normalized L2): A = the sentences, B = their designated partner, each with the
+     same removal applied; a delete-a-group jackknife over meaning groups gives the interval.
+     ~0: the shared property is encoded; ~1: no information.
 
-Reading (paper abstract): if removing the syntactic centroid lowers syntax-twin
-similarity and raises ii_syntax to ~1 while the semantic centroid barely matters (and
-vice versa for paraphrases), each kind of information is linearly carried by its centroid.
-"""
+Reading (paper abstract): removing a centroid that carries a kind of information lowers that
+kind's partner similarity and raises its Delta to ~1; docs/probe-syntax.md, "Specification"."""
 
 from __future__ import annotations
 

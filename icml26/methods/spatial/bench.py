@@ -10,21 +10,13 @@ Generator (seeded, one ``numpy`` generator per scene from (seed, scene index)):
    looking across the room; exact K, camera-to-world, depth and instance ids
    (:mod:`icml26.core.data.renders`).
 4. Questions from the scene graph (objects unique in their class are the ones named, as
-   VSI-Bench does): object_counting, object_abs_distance (closest points of the boxes, m),
-   object_size_estimation (longest side, cm), room_size_estimation (m^2), object_rel_distance
-   (4 options, a margin >= 0.15 m), object_rel_direction_easy/medium/hard (standing at / facing /
-   query objects, a margin >= 10 degrees from every boundary), obj_appearance_order (first frame
-   with >= min_pixels of the object), route_planning (below).
+   VSI-Bench does): object_counting, object_abs_distance, object_size_estimation,
+   room_size_estimation, object_rel_distance, object_rel_direction_easy/medium/hard,
+   obj_appearance_order and route_planning.
 
-route_planning (RECON: VSI-Bench builds routes on the scanned rooms' navigable floor; our rooms are
-open floors with the objects along the walls, so a route is a polyline of straight legs between
-object centres and walking around objects is not modelled): "beginning at A facing W1 ... go
-forward until W1, [turn], go forward until W2, [turn], go forward until G", with VSI-Bench's three
-turn words. The turn at a waypoint is the signed angle between the incoming leg and the outgoing
-leg (``turn_angle``): |angle| >= 135 degrees is "turn back", otherwise left / right; routes with a
-turn within 10 degrees of 135 or below 30 degrees (no "go straight" word) are not asked, and every
-leg is >= 0.5 m. Options: the true turn sequence and three other sequences.
-"""
+route_planning is RECON (VSI-Bench builds routes on the scanned rooms' navigable floor; ours are
+polylines of straight legs between object centres with VSI-Bench's three turn words); the
+margins and the turn rule: docs/geo-fusion.md, "Specification"."""
 
 from __future__ import annotations
 

@@ -4,28 +4,19 @@ Shahverdi, Marchetti, Bökman & Kohn, "Identifiable Equivariant Networks are Lay
 Equivariant", ICML 2026, arXiv 2601.21645 (Thm 4.1; the measurement and table of the
 experiments section as restated in third-party paper notes; docs/theory.md).
 
-Measurement, per layer i (f_i = the representation after hidden layer i, computed from the
-input, i.e. f_i o ... o f_1; RECON):
-  1. N noise inputs y ~ N(0, 1) per coordinate in the network's (standardised) input space
-     (the paper: 100k; the distribution is RECON);
+Measurement, per layer i (f_i = the representation after hidden layer i; RECON):
+  1. N noise inputs y ~ N(0, 1) per coordinate in the network's input space (paper: 100k);
   2. H = f_i(y), H_g = f_i(g y);
-  3. the latent action A_i = argmin ||H_g - H A_i^T||_F (unconstrained least squares, no bias;
-     fitted on one half of the inputs by the normal equations in float64, scored on the other
-     half: RECON split);
+  3. the latent action A_i = argmin ||H_g - H A_i^T||_F (least squares, no bias; fitted on one
+     half of the inputs in float64, scored on the other half: RECON split);
   4. rel_equivariance_error = median ||f_i(g y) - A_i f_i(y)|| / ||f_i(y)|| (the paper's metric);
   5. perm_projection_error = ||A_i - P||_F / ||A_i||_F with P the nearest signed permutation
-     (Hungarian matching on |A_i|, signs of the matched entries; RECON extension) and
-     perm_equivariance_error, step 4 with P in place of A_i;
-  6. end_to_end_error = median ||f(g y) - rho_out(g) f(y)|| / ||f(y)|| (rho_out = g for an
-     autoencoder, the identity for a classifier's logits).
+     (Hungarian matching; RECON extension) and perm_equivariance_error, step 4 with P;
+  6. end_to_end_error = median ||f(g y) - rho_out(g) f(y)|| / ||f(y)||.
 Training (RECON, the paper's schedule is not public): depth-4 MLP 784 -> 64 -> 256 -> 256 ->
-{784 | 10}, first activation Tanh or GELU, later ones GELU; Adam; flip augmentation and the
-soft loss lambda ||f(M x) - rho_out(M) f(x)||^2 in the later half of training, on the batch and
-(``equiv_on_noise``, RECON) on as many N(0, 1) inputs, since the measurement probes noise.
-Controls: ``no-flip-loss`` (same training without the loss and augmentation), ``random-init``
-(untrained), ``tied`` (weights tied so that f_1(M x) = P f_1(x) exactly for a half swap P:
-layerwise equivariant by construction, the zero-error control).
-"""
+{784 | 10}; Adam; flip augmentation and the soft equivariance loss in the later half of
+training. Controls: ``no-flip-loss``, ``random-init`` and ``tied`` (layerwise equivariant by
+construction, the zero-error control). Details: docs/theory.md, "Specification"."""
 
 from __future__ import annotations
 
