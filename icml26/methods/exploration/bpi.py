@@ -250,10 +250,10 @@ def bonus(L: Learner, cfg: Config) -> np.ndarray:
 
 
 def certified(L: Learner, pi: np.ndarray, cfg: Config) -> bool:
-    """The stopping rule of the module docstring."""
+    """The stopping rule (module docstring; its bonus in docs/bpi.md, "Specification")."""
     mdp = L.mdp
     g = mdp.gamma
-    S, A = mdp.S, mdp.A
+    S = mdp.S
     if cfg.delta is None or (L.N < 1).any():
         return False
     Ph, Rh = L.model()

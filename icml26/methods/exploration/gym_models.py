@@ -288,8 +288,6 @@ class GymProblem:
     the root actions over the search horizon."""
 
     def __init__(self, spec: str, horizon: int, gamma: float):
-        import numpy as np
-
         from icml26.core.errors import InputError
 
         gym = _gym()

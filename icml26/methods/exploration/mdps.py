@@ -28,7 +28,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -276,6 +275,29 @@ def _check_opts(name: str, kw: dict) -> None:
             raise InputError(f"{name} option {k}={v!r} must be a number")
 
 
+def _load_npz(p: Path, spec: str) -> MDP:
+    """An MDP from a .npz file (arrays P, R; optional noise, rho, gamma, name); InputError if bad."""
+    from icml26.core.errors import InputError
+
+    try:
+        with np.load(p, allow_pickle=False) as z:
+            d = {k: z[k] for k in z.files}
+    except Exception as e:  # noqa: BLE001
+        raise InputError(f"MDP {spec!r}: not a readable .npz file ({type(e).__name__})") from None
+    for k in ("P", "R"):
+        if k not in d:
+            raise _bad(spec, f"missing array {k!r} (has {', '.join(sorted(d)) or 'none'})")
+    g = d.get("gamma", 0.95)
+    if np.ndim(g) == 0:
+        try:
+            g = float(np.asarray(g))
+        except (TypeError, ValueError, OverflowError):  # OverflowError: an integer beyond float range
+            raise _bad(spec, f"gamma must be a number in [0, 1), got {np.asarray(g)!r}") from None
+    name = d.get("name")
+    name = str(name.item() if np.ndim(name) == 0 else name.tolist()) if name is not None else None
+    return validate(d["P"], d["R"], d.get("noise"), d.get("rho"), g, spec, name)
+
+
 def load_mdp(spec: str) -> MDP:
     """A built-in name (with ``?key=value`` options) or a .yaml/.yml/.npz file; InputError if bad."""
     from icml26.core.errors import InputError
@@ -295,23 +317,7 @@ def load_mdp(spec: str) -> MDP:
                 raise InputError(f"MDP file {spec[:200]!r} does not exist")
             p = alt
         if p.suffix.lower() == ".npz":
-            try:
-                with np.load(p, allow_pickle=False) as z:
-                    d = {k: z[k] for k in z.files}
-            except Exception as e:  # noqa: BLE001
-                raise InputError(f"MDP {spec!r}: not a readable .npz file ({type(e).__name__})") from None
-            for k in ("P", "R"):
-                if k not in d:
-                    raise _bad(spec, f"missing array {k!r} (has {', '.join(sorted(d)) or 'none'})")
-            g = d.get("gamma", 0.95)
-            if np.ndim(g) == 0:
-                try:
-                    g = float(np.asarray(g))
-                except (TypeError, ValueError, OverflowError):  # OverflowError: an integer beyond float range
-                    raise _bad(spec, f"gamma must be a number in [0, 1), got {np.asarray(g)!r}") from None
-            name = d.get("name")
-            name = str(name.item() if np.ndim(name) == 0 else name.tolist()) if name is not None else None
-            return validate(d["P"], d["R"], d.get("noise"), d.get("rho"), g, spec, name)
+            return _load_npz(p, spec)
         from icml26.core.recipe import read_yaml
 
         d = read_yaml(p, "MDP")
