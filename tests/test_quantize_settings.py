@@ -230,6 +230,9 @@ def test_default_run_and_estimate(tiny_folder, tmp_path):
     f = next(x for x in recs if x.get("method") == "fptquant-merged")
     assert f["stages"][0].startswith("local(steps=3") and f["stages"][1].startswith("e2e(steps=1")
     assert set(f["transforms"]) == {"qk_transform", "value_transform", "mlp_scaler"}
+    assert f["calibration_use"] == ["e2e KL training (1 steps x 32 tokens)"] and f["stages"][1].endswith("text)")
+    assert all(x["calibration_use"] == [] for x in recs if x.get("method") == "rtn")  # RTN saw no text
+    assert len(recs[-1]["unequal_calibration"]) == 2  # the summary says so, at both settings
     saved = next(x for x in recs if x.get("stage") == "saved")
     assert saved["format"] == "compressed-tensors"
     assert (saved["method"], saved["setting"]) == ("fptquant-merged", "W4A16") and (

@@ -56,7 +56,7 @@ from icml26.methods.quantization.config import (  # noqa: F401  (the command's n
     parse_setting,
 )
 from icml26.methods.quantization.estimate import COST, LONG_RUN_S, RANGE, estimate_seconds  # noqa: F401
-from icml26.methods.quantization.prepare import model_size_bytes, prepare, stages, tied_embeddings
+from icml26.methods.quantization.prepare import calibration_use, model_size_bytes, prepare, stages, tied_embeddings
 from icml26.methods.quantization.textdata import load_text, shared_lines
 from icml26.ops import quant as ops
 
@@ -133,6 +133,7 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | None = No
             "group_size": None,
             "transforms": [],
             "stages": [],
+            "calibration_use": [],
             "seeds": [seed],
             "time_s": round(time.time() - t1, 2),
         }
@@ -259,6 +260,7 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | None = No
                     "clip_search": bool(spec.w_clip_search and spec.wbits < 16),
                     "transforms": list(extras["transforms"]),
                     "stages": stages(method, cfg),
+                    "calibration_use": calibration_use(method, cfg, spec.abits, spec.wbits),
                     "tied_embeddings": tied_embeddings(model),
                     "fp_drift": drift,
                     "seeds": [seed],
@@ -325,10 +327,18 @@ def summary(cfg: Config, results: list[dict], skipped: list[dict], settings: lis
             v[f"best_{setting}"],
             v[f"tied_with_best_{setting}"],
         )
-        base = [r["perplexity"] for r in rs if r["method"] not in FPT_METHODS and r["method"] != "fp"]
+        brs = [r for r in rs if r["method"] not in FPT_METHODS and r["method"] != "fp"]
+        base = [r["perplexity"] for r in brs]
         for r in rs:
             if r["method"] in FPT_METHODS and base:
                 summ[f"{r['method']}_vs_best_baseline_{setting}"] = round(r["perplexity"] / min(base), 4)
+                if any("e2e" in u for u in r.get("calibration_use", [])) and not any(
+                    b.get("calibration_use") for b in brs
+                ):  # the ratio mixes the transforms with training on data no baseline here had
+                    summ.setdefault("unequal_calibration", []).append(
+                        f"{r['method']} {setting}: trained end to end on the calibration text; no baseline in "
+                        "this run used it (add --method gptq for one that does)"
+                    )
     return summ
 
 

@@ -39,9 +39,29 @@ def stages(method: str, cfg: Config) -> list[str]:
         return []
     out = []
     if cfg.local_steps:
-        out.append(f"local(steps={cfg.local_steps}, AdamW lr={cfg.local_lr:g} weight_decay={cfg.local_wd:g})")
+        out.append(
+            f"local(steps={cfg.local_steps}, AdamW lr={cfg.local_lr:g} weight_decay={cfg.local_wd:g}, data=none)"
+        )
     if cfg.e2e_steps:
-        out.append(f"e2e(steps={cfg.e2e_steps}, Adam lr={cfg.e2e_lr:g}, seq_len={cfg.e2e_seq_len})")
+        out.append(
+            f"e2e(steps={cfg.e2e_steps}, Adam lr={cfg.e2e_lr:g}, seq_len={cfg.e2e_seq_len}, data=calibration text)"
+        )
+    return out
+
+
+def calibration_use(method: str, cfg: Config, abits: int, wbits: int) -> list[str]:
+    """What of a (method, setting) run read the calibration text (never the evaluation text), as
+    every result record lists it: ``[]`` for a method that saw no text (RTN with dynamic
+    activations), so a reader sees when one method had training data another did not."""
+    out = []
+    if method == "smoothquant":
+        out.append("smoothquant activation maxima")
+    if method == "gptq" and wbits < 16:
+        out.append("gptq hessians")
+    if method in FPT_VARIANTS and cfg.e2e_steps:
+        out.append(f"e2e KL training ({cfg.e2e_steps} steps x {min(cfg.e2e_seq_len, cfg.seq_len)} tokens)")
+    if abits < 16 and cfg.act_granularity == "per-tensor":
+        out.append("static activation ranges")
     return out
 
 
