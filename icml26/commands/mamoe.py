@@ -18,7 +18,8 @@ from icml26.core.options import DeviceOpt, OutOpt, QuietOpt, RecipeOpt, SeedOpt,
 CONFIG = "icml26.methods.speech.config:Config"  # torch-free: settings checked before the method loads
 
 mamoe_app = typer.Typer(
-    help="MAMoE (MoST): modality-aware MoE for speech and text, as upcycling of a dense LM, trained on synthesized speech "
+    help="MAMoE (MoST): modality-aware MoE for speech and text, as upcycling of a dense LM, trained on synthesized "
+    "speech "
     "and scored by ASR / TTS WER against plain MoE, no-shared-expert and dense ablations.",
     no_args_is_help=True,
     rich_markup_mode="rich",

@@ -25,7 +25,6 @@ OLMoE blocks and keeps each host's own semantics (top-k renormalization, sigmoid
 
 from __future__ import annotations
 
-import math
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Sequence

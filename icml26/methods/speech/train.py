@@ -10,7 +10,7 @@ Pipeline (arXiv 2601.10272, code NUS-HPC-AI-Lab/MoST; the CPU plan is RECON):
       "Convert the following text into speech." -> run-length units; loss on the response only) mixed with text-LM
       samples (``text_lm_ratio``), AdamW (0.9, 0.95), weight decay 0, linear decay, aux loss alpha 1e-3.
       Trained here: the MoE / widened MLP layers and the new embedding rows; attention, norms, the other MLPs and
-      the old embedding rows stay frozen (RECON, the notes' CPU plan).
+      the old embedding rows stay frozen (RECON, a CPU plan).
   eval: ASR WER (greedy, text tokens only) on held-out sentences x held-out voices and on LibriVox; TTS: greedy units
       -> Griffin-Lim -> pocketsphinx WER, and the unit error rate against espeak-ng's reference units; text perplexity
       on held-out sentences; routing fractions; active / total parameters.
@@ -19,11 +19,8 @@ Pipeline (arXiv 2601.10272, code NUS-HPC-AI-Lab/MoST; the CPU plan is RECON):
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import math
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
@@ -33,378 +30,30 @@ from icml26.core import diverge
 from icml26.core.errors import InputError
 from icml26.core.progress import progress
 from icml26.methods.speech.config import STAGES, VARIANTS, Config  # noqa: F401
-
-ASR_PROMPT = "Transcribe the following speech into text."
-TTS_PROMPT = "Convert the following text into speech."
-PREP_FIELDS = (
-    "corpus",
-    "max_words",
-    "vocab_words",
-    "train_sentences",
-    "test_sentences",
-    "train_voices",
-    "test_voices",
-    "speeds_wpm",
-    "pitches",
-    "num_units",
-    "unit_features",
-    "librivox",
+from icml26.methods.speech.prepare import (  # noqa: F401  (re-exported)
+    PREP_FIELDS,
+    prep_settings,
+    default_data_dir,
+    validate_prepare,
+    read_prepared,
+    closed_vocabulary,
+    prepare,
+    ensure_data,
 )
-
-
-# ----------------------------------------------------------------------------- prepare
-def prep_settings(cfg: Config) -> dict:
-    d = {k: getattr(cfg, k) for k in PREP_FIELDS}
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
-
-
-def default_data_dir(cfg: Config, seed: int, out: str | None = None) -> Path:
-    """Where ``data: ""`` prepares (and finds again): the cache, keyed by the prepare settings and seed."""
-    from icml26.core.data import cache_root
-
-    h = hashlib.sha256(json.dumps({**prep_settings(cfg), "seed": seed}, sort_keys=True).encode()).hexdigest()[:12]
-    return cache_root() / "mamoe" / f"speech-{h}"
-
-
-def validate_prepare(cfg: Config) -> None:
-    """Input checks before the config record: espeak-ng, the voices, the corpus, the LibriVox clips."""
-    from icml26.core.data import speech as S
-    from icml26.core.data.text import require_corpus
-
-    S.require_espeak()
-    have = set(S.espeak_voices("en"))
-    for v in (*cfg.train_voices, *cfg.test_voices):
-        if v not in have:
-            raise InputError(f"voice {v!r} is not an installed espeak-ng voice; installed: {', '.join(sorted(have))}")
-    for s in cfg.speeds_wpm:
-        if not 80 <= s <= 450:
-            raise InputError(f"speeds_wpm: {s} is outside [80, 450]")
-    for p in cfg.pitches:
-        if not 0 <= p <= 99:
-            raise InputError(f"pitches: {p} is outside [0, 99]")
-    require_corpus(cfg.corpus)
-    if cfg.librivox:
-        S.librivox_clips()
-
-
-def read_prepared(path: str | Path) -> dict:
-    """A prepared folder: ``prepare.json`` (settings), ``utterances.jsonl``, ``codec.npz``. InputError if not one."""
-    from icml26.methods.speech.units import UnitCodec
-
-    p = Path(path)
-    meta_f, utt_f = p / "prepare.json", p / "utterances.jsonl"
-    if not meta_f.is_file() or not utt_f.is_file() or not (p / "codec.npz").is_file():
-        raise InputError(
-            f"data {str(p)!r} is not a `icml26 mamoe prepare` folder (needs prepare.json, utterances.jsonl, codec.npz)"
-        )
-    try:
-        meta = json.loads(meta_f.read_text())
-        utts = [json.loads(line) for line in utt_f.read_text().splitlines() if line.strip()]
-    except (OSError, ValueError) as e:
-        raise InputError(f"data {str(p)!r}: cannot read it ({e})") from None
-    codec = UnitCodec.load(p / "codec.npz")
-    for u in utts:
-        if (
-            not isinstance(u, dict)
-            or not {"split", "text", "units"} <= set(u)
-            or any((not isinstance(x, int)) or x < 0 or x >= codec.num_units for x in u["units"])
-        ):
-            raise InputError(f"data {str(p)!r}: utterances.jsonl holds a malformed utterance")
-    return {"meta": meta, "utterances": utts, "codec": codec, "path": p}
-
-
-def closed_vocabulary(sents: list[str], vocab_words: int) -> list[str]:
-    """The sentences (order kept) whose every word is among the ``vocab_words`` most frequent words of ``sents``
-    (ties broken by first appearance); ``vocab_words`` 0: all of them."""
-    if vocab_words <= 0:
-        return list(sents)
-    from collections import Counter
-
-    top = {w for w, _ in Counter(w for x in sents for w in x.split()).most_common(vocab_words)}
-    return [x for x in sents if all(w in top for w in x.split())]
-
-
-def prepare(cfg: Config, *, seed: int, data_dir: Path) -> Iterator[dict]:
-    """Synthesize the corpus, fit the units, write ``data_dir``. Yields step records then one result record."""
-    from icml26.core.data import speech as S
-    from icml26.core.output import atomic_dir, atomic_write_text
-    from icml26.methods.speech.units import UnitCodec
-
-    t0 = time.perf_counter()
-    sents = closed_vocabulary(S.spoken_sentences(cfg.corpus, max_words=cfg.max_words, seed=seed), cfg.vocab_words)
-    need = cfg.train_sentences + cfg.test_sentences
-    if len(sents) < need:
-        raise InputError(f"corpus {cfg.corpus!r} has {len(sents)} usable sentences, {need} asked")
-    rng = np.random.default_rng(seed)
-    plan = []
-    for i, s in enumerate(sents[: cfg.train_sentences]):
-        plan.append(("train", s, cfg.train_voices[i % len(cfg.train_voices)]))
-    for i, s in enumerate(sents[cfg.train_sentences : need]):
-        plan.append(("test", s, cfg.test_voices[i % len(cfg.test_voices)]))
-    waves, rows = [], []
-    for j, (split, s, voice) in enumerate(plan):
-        sp, pi = int(rng.choice(cfg.speeds_wpm)), int(rng.choice(cfg.pitches))
-        variant = None if rng.random() < 0.5 else str(rng.choice(S.ESPEAK_VARIANTS))
-        x = S.synthesize(s, voice=voice, variant=variant, speed_wpm=sp, pitch=pi)
-        waves.append(x)
-        rows.append(
-            {
-                "split": split,
-                "id": f"{split}-{j:05d}",
-                "text": s,
-                "voice": voice + (f"+{variant}" if variant else ""),
-                "speed_wpm": sp,
-                "pitch": pi,
-                "seconds": round(len(x) / S.SAMPLE_RATE, 3),
-            }
-        )
-        if (j + 1) % 50 == 0 or j + 1 == len(plan):
-            yield {
-                "kind": "step",
-                "phase": "synthesize",
-                "utterances": j + 1,
-                "of": len(plan),
-                "seconds": round(time.perf_counter() - t0, 1),
-            }
-    train_waves = [w for w, r in zip(waves, rows) if r["split"] == "train"]
-    codec = UnitCodec.fit(train_waves, cfg.num_units, features=cfg.unit_features, seed=seed)
-    for w, r in zip(waves, rows):
-        r["units"] = codec.encode(w).tolist()
-    if cfg.librivox:
-        for c in S.librivox_clips():
-            rows.append(
-                {
-                    "split": "librivox",
-                    "id": c.id,
-                    "text": c.transcript,
-                    "voice": "librivox",
-                    "speed_wpm": 0,
-                    "pitch": 0,
-                    "seconds": round(len(c.audio) / c.sample_rate, 3),
-                    "units": codec.encode(c.audio).tolist(),
-                }
-            )
-    meta = {**prep_settings(cfg), "seed": seed, "frame_rate_hz": 25}
-    with atomic_dir(data_dir) as tmp:
-        codec.save(tmp / "codec.npz")
-        atomic_write_text(tmp / "utterances.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
-        atomic_write_text(tmp / "prepare.json", json.dumps(meta, indent=1))
-    n = {s: sum(r["split"] == s for r in rows) for s in ("train", "test", "librivox")}
-    yield {
-        "kind": "result",
-        "task": "prepare",
-        "data": str(data_dir),
-        "train_utterances": n["train"],
-        "test_utterances": n["test"],
-        "librivox_clips": n["librivox"],
-        "num_units": cfg.num_units,
-        "train_hours": round(sum(r["seconds"] for r in rows if r["split"] == "train") / 3600, 4),
-        "seconds": round(time.perf_counter() - t0, 1),
-    }
-
-
-def ensure_data(cfg: Config, *, seed: int, out: str | None) -> tuple[Path, bool]:
-    """(data folder, whether it must still be prepared). A given ``data`` must be a prepared folder."""
-    if cfg.data:
-        read_prepared(cfg.data)
-        return Path(cfg.data), False
-    d = default_data_dir(cfg, seed, out)
-    if (d / "prepare.json").is_file():
-        try:
-            meta = json.loads((d / "prepare.json").read_text())
-        except ValueError:
-            meta = {}
-        if {k: meta.get(k) for k in PREP_FIELDS} == prep_settings(cfg):
-            return d, False
-    return d, True
-
-
-# ----------------------------------------------------------------------------- model
-@dataclass
-class SpeechLM:
-    model: object
-    tok: object
-    base: int  # first unit id
-    num_units: int
-    bos_speech: int
-    eos_speech: int
-    eos: int
-    moe_layers: list = field(default_factory=list)
-
-    @property
-    def speech_range(self) -> tuple[int, int]:
-        return (self.base, self.base + self.num_units + 2)
-
-    def marks(self, ids):
-        from icml26.methods.speech.mamoe import modality_marks
-
-        return modality_marks(ids, self.speech_range)
-
-
-def validate_model(cfg: Config) -> None:
-    from icml26.core.data.lm import model_path
-
-    model_path("smollm2-135m" if cfg.model == "tiny-random" else cfg.model)
-
-
-def build_model(
-    cfg: Config, variant: str | None, num_units: int, *, seed: int, upcycle_init: str | None = None
-) -> SpeechLM:
-    """The dense LM with the unit vocabulary, upcycled as ``variant`` (None: left dense, as loaded)."""
-    import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
-
-    from icml26.core.data.lm import load_causal_lm, model_path
-    from icml26.methods.speech import mamoe as M
-
-    torch.manual_seed(seed)
-    if cfg.model == "tiny-random":
-        tok = AutoTokenizer.from_pretrained(str(model_path("smollm2-135m")), local_files_only=True)
-        h = cfg.tiny_hidden
-        lc = LlamaConfig(
-            vocab_size=len(tok),
-            hidden_size=h,
-            intermediate_size=2 * h,
-            num_hidden_layers=cfg.tiny_layers,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            max_position_embeddings=2048,
-            tie_word_embeddings=True,
-            bos_token_id=tok.bos_token_id,
-            eos_token_id=tok.eos_token_id,
-        )
-        model = LlamaForCausalLM(lc).eval()
-    else:
-        model, tok = load_causal_lm(cfg.model)
-    if tok.pad_token is None:
-        tok.pad_token = tok.eos_token
-    base = len(tok)
-    tok.add_tokens(
-        [f"<|unit_{i}|>" for i in range(num_units)] + ["<|begin_of_speech|>", "<|end_of_speech|>"], special_tokens=True
-    )
-    emb = model.get_input_embeddings().weight
-    with torch.no_grad():
-        mean, std = emb.mean(0), emb.std(0)
-        model.resize_token_embeddings(len(tok), mean_resizing=False)
-        new = model.get_input_embeddings().weight
-        g = torch.Generator().manual_seed(seed + 1)
-        new[base:] = mean + 0.5 * std * torch.randn(len(tok) - base, new.shape[1], generator=g)
-    layers = []
-    if variant is not None:
-        layers = M.upcycle_llama(
-            model,
-            variant=variant,
-            layers=M.moe_layers(len(model.model.layers), cfg.moe_every),
-            num_text_experts=cfg.num_text_experts,
-            num_speech_experts=cfg.num_speech_experts,
-            top_k=cfg.top_k,
-            upcycle_init=upcycle_init or cfg.upcycle_init,
-            noise_std=cfg.noise_std,
-            aux_alpha=cfg.aux_alpha,
-            seed=seed,
-        )
-    model.eval()
-    eos = tok.eos_token_id
-    return SpeechLM(model, tok, base, num_units, base + num_units, base + num_units + 1, eos, layers)
-
-
-# ----------------------------------------------------------------------------- samples
-def _enc(tok, s: str) -> list[int]:
-    return tok(s, add_special_tokens=False)["input_ids"]
-
-
-def asr_sample(lm: SpeechLM, units, text: str | None) -> tuple[list[int], list[int]]:
-    """(prompt ids, response ids). ASR input units are de-duplicated."""
-    from icml26.methods.speech.units import dedup
-
-    prompt = (
-        _enc(lm.tok, ASR_PROMPT)
-        + [lm.bos_speech]
-        + [lm.base + u for u in dedup(units)]
-        + [lm.eos_speech]
-        + _enc(lm.tok, " Output:")
-    )
-    resp = (_enc(lm.tok, " " + text) + [lm.eos]) if text is not None else []
-    return prompt, resp
-
-
-def tts_sample(lm: SpeechLM, text: str, units) -> tuple[list[int], list[int]]:
-    prompt = _enc(lm.tok, TTS_PROMPT + " " + text + " Output:") + [lm.bos_speech]
-    resp = ([lm.base + u for u in units] + [lm.eos_speech]) if units is not None else []
-    return prompt, resp
-
-
-def text_sample(lm: SpeechLM, text: str) -> tuple[list[int], list[int]]:
-    return [lm.tok.bos_token_id if lm.tok.bos_token_id is not None else lm.eos], _enc(lm.tok, text) + [lm.eos]
-
-
-def collate(samples, pad_id: int):
-    """[(prompt, response)] -> input_ids (B, L), labels (B, L; -100 on prompt and padding), attention_mask."""
-    from icml26.core.data.lm import collate_prompt_response
-
-    return collate_prompt_response(samples, pad_id)
-
-
-def lm_loss(lm: SpeechLM, ids, lab, att, vocab: int | None = None, modality_softmax: bool = False):
-    """Mean next-token cross-entropy on the labelled positions; the LM head runs on those positions only.
-    ``vocab``: the softmax over the first ``vocab`` ids only (the text vocabulary, for text perplexity).
-    ``modality_softmax``: each position's softmax runs over its target's modality only: a speech target (a unit or
-    a speech marker, ids in ``lm.speech_range``) over the speech ids, a text target over the text ids (below
-    ``lm.base``); the same restriction greedy decoding applies (``greedy``), and it spares the full-vocabulary head
-    on the run-length unit targets of TTS (RECON, a cost measure). Returns (loss, token count)."""
-    import torch.nn.functional as F
-
-    from icml26.methods.speech.mamoe import modality_context
-
-    with modality_context(lm.model, lm.marks(ids)):
-        hid = lm.model.model(input_ids=ids, attention_mask=att).last_hidden_state  # (B, L, d)
-    tgt = lab[:, 1:]
-    sel = tgt != -100
-    n = int(sel.sum())
-    h, t = hid[:, :-1][sel], tgt[sel]  # (n, d), (n,)
-    if modality_softmax:
-        lo, hi = lm.speech_range
-        sp = (t >= lo) & (t < hi)
-        w = lm.model.lm_head.weight  # (V, d)
-        b = getattr(lm.model.lm_head, "bias", None)
-        loss = h.new_zeros(())
-        for m, a, z in ((sp, lo, hi), (~sp, 0, lm.base)):
-            if m.any():
-                lg = h[m] @ w[a:z].T + (b[a:z] if b is not None else 0)
-                loss = loss + F.cross_entropy(lg.float(), t[m] - a, reduction="sum")
-        return loss / max(n, 1), n
-    logits = lm.model.lm_head(h)  # (n, V)
-    if vocab is not None:
-        logits = logits[:, :vocab]
-    loss = F.cross_entropy(logits.float(), t, reduction="sum")
-    return loss / max(n, 1), n
-
-
-# ----------------------------------------------------------------------------- training
-def trainable(lm: SpeechLM, train_all: bool = False):
-    """Freeze all but the MoE / widened-MLP layers and the new embedding rows (``train_all``: nothing frozen).
-    Returns the trainable params."""
-    import torch
-
-    m = lm.model
-    if train_all:
-        for p in m.parameters():
-            p.requires_grad_(True)
-        return [p for p in m.parameters()]
-    for p in m.parameters():
-        p.requires_grad_(False)
-    params = []
-    for li in lm.moe_layers:
-        for p in m.model.layers[li].mlp.parameters():
-            p.requires_grad_(True)
-            params.append(p)
-    emb = m.get_input_embeddings().weight
-    emb.requires_grad_(True)
-    keep = torch.zeros(emb.shape[0], 1)
-    keep[lm.base :] = 1.0
-    emb.register_hook(lambda g: g * keep.to(g.dtype))
-    params.append(emb)
-    return params
+from icml26.methods.speech.model import (  # noqa: F401  (re-exported)
+    ASR_PROMPT,
+    TTS_PROMPT,
+    SpeechLM,
+    validate_model,
+    build_model,
+    _enc,
+    asr_sample,
+    tts_sample,
+    text_sample,
+    collate,
+    lm_loss,
+    trainable,
+)
 
 
 def _samples(lm: SpeechLM, data: dict, cfg: Config):
@@ -699,7 +348,8 @@ def load_checkpoint(lm: SpeechLM, path: Path) -> None:
     missing, unexpected = lm.model.load_state_dict(sd, strict=False)
     if unexpected or [k for k in missing if k != "lm_head.weight"]:
         raise InputError(
-            f"checkpoint {str(path)!r} does not match this model ({len(missing)} missing, {len(unexpected)} unexpected tensors)"
+            f"checkpoint {str(path)!r} does not match this model "
+            f"({len(missing)} missing, {len(unexpected)} unexpected tensors)"
         )
 
 
