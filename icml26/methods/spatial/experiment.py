@@ -4,7 +4,8 @@ fusion on the rendered VSI-style benchmark (docs/geo-fusion.md).
 Everything here is RECON (no pretrained VLM or VGGT ships offline):
 1. Semantic encoder (frozen after training here): a per-pixel colour MLP + 4-layer stride-16 CNN trained on the
    training scenes' frames to tell which object classes each 16x16 patch holds (multi-label,
-   from the instance pass; BCE with positive weights = negative/positive ratio); 2x2 patches merged into one visual token (32x32 px).
+   from the instance pass; BCE with positive weights = negative/positive ratio); 2x2 patches merged into one
+   visual token (32x32 px).
 2. Geometry tokens, the stand-in for VGGT's per-patch tokens: for every visual token, statistics
    of the points back-projected from the exact depth and pose (in frame-0 camera coordinates,
    metric, or scaled to unit median depth with ``geometry_scale: relative``, VGGT-like) and the

@@ -117,7 +117,8 @@ def read_predictions(path: str | Path) -> list[dict]:
         want = "multiple_choice" if r["task"] in MCA_QUESTION_TYPES else "numeric"
         if r["question_type"] != want:
             raise InputError(
-                f"--predictions {str(path)!r} line {i}: task {r['task']} has question_type {want!r}, got {r['question_type']!r}"
+                f"--predictions {str(path)!r} line {i}: task {r['task']} has question_type {want!r}, got "
+                f"{r['question_type']!r}"
             )
         if r["id"] in seen:
             raise InputError(f"--predictions {str(path)!r} line {i}: duplicate id {r['id']!r}")
@@ -179,7 +180,8 @@ def score(rows: Iterable[dict]) -> tuple[list[dict], dict]:
         "n": sum(len(v) for v in per.values()),
         "n_unparsable": sum(bad.values()),
         "missing_direction_splits": missing_dir,
-        "rule": "VSI-Bench: mean per task; the 3 rel_direction splits averaged into one (a missing split counts 0); overall = mean of tasks",
+        "rule": "VSI-Bench: mean per task; the 3 rel_direction splits averaged into one (a missing split counts 0); "
+        "overall = mean of tasks",
     }
     return records, summary
 

@@ -50,7 +50,8 @@ def frame_mask(frame_ids_q: Tensor, frame_ids_k: Tensor, *, strict: bool = True)
         if fq.shape != fk.shape or not torch.equal(fq, fk) or not torch.equal(cq, ck):
             raise ValueError(
                 "SGF: visual and geometry tokens do not match per frame (batch item "
-                f"{b}: visual {dict(zip(fq.tolist(), cq.tolist()))} vs geometry {dict(zip(fk.tolist(), ck.tolist()))}); "
+                f"{b}: visual {dict(zip(fq.tolist(), cq.tolist()))} vs geometry "
+                f"{dict(zip(fk.tolist(), ck.tolist()))}); "
                 "one geometry token per visual token is required (no silent fallback to global attention)"
             )
     if not strict:
