@@ -175,25 +175,25 @@ def test_eval_on_your_own_text_evaluates_the_whole_file():
             "--text",
             str(GPL),
             "-n",
-            "1024",
+            "512",
             "--windows",
             "2",
             "--method",
             "muse",
             "-q",
             "--set",
-            "block_tokens=128",
+            "block_tokens=64",
             "--set",
             "retrieved_clusters=2",
         ]
     )
     data = [r for r in recs if r["kind"] == "data"]
     assert len(data) == 1 and data[0]["split"] == "all" and data[0]["source"] == str(GPL)
-    assert data[0]["token_ranges"] == [[0, 1024], [1024, 2048]] and data[0]["tokens_available"] > 7000
+    assert data[0]["token_ranges"] == [[0, 512], [512, 1024]] and data[0]["tokens_available"] > 7000
     res = {r["method"]: r for r in recs if r["kind"] == "result"}
     assert set(res) == {"sdpa", "muse"} and res["muse"]["split"] == "all" and res["muse"]["windows"] == 2
     assert res["muse"]["muse_calls"] == 2 * 30 and res["muse"]["exact_calls"] == 0  # every SmolLM2 layer ran MuSe
-    assert 1.0 < res["sdpa"]["perplexity"] < 30 and res["muse"]["perplexity_ratio"] < 1.3  # 1.226 measured (r = 2)
+    assert 1.0 < res["sdpa"]["perplexity"] < 30 and res["muse"]["perplexity_ratio"] < 1.3  # coarse: r = 2 at B = 64
 
 
 def test_eval_windows_take_what_fits_in_your_file_and_keep_the_split_rule_otherwise():
