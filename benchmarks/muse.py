@@ -12,7 +12,7 @@ one window of python-docs test text; each method's forward over all heads, media
 ``--repeats``, ``--threads`` torch threads for every method (the same for all). muse-v1 (its
 D x D dipoles cost more than exact attention) is run up to ``--v1-max`` tokens.
 The machine is shared: the load average at each entry is saved beside its timing.
-Targets (issue 17): muse >= 3x SDPA at 16k with rel. squared error < 20%; muse error below
+Targets: muse >= 3x SDPA at 16k (CPU time of the process, one thread) with rel. squared error < 20%; muse error below
 block's at the same sparsity at every length; SmolLM2 perplexity within 5% of SDPA at 8k;
 trained validation loss within 1% of SDPA's at less wall time.
 """

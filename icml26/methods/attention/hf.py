@@ -6,7 +6,7 @@
 
 ``register`` adds ``"muse"`` to ``AttentionInterface`` (the forward below) and to
 ``AttentionMaskInterface`` (transformers' own SDPA mask builder, which returns ``None`` for a
-plain causal batch, shared/methods/muse.md step 7). The forward runs MuSe (or the variant in the
+plain causal batch). The forward runs MuSe (or the variant in the
 settings; ``sdpa`` is also accepted) on a causal prefill without padding and with at least two
 blocks; otherwise (decode steps of ``model.generate`` over the KV cache, a padded batch, a
 prompt shorter than 2 blocks) it falls back to exact SDPA attention. Layers MuSe cannot compute

@@ -110,7 +110,7 @@ def balanced_order(x: Tensor, clusters: int, iters: int) -> Tensor:
     is split at the median of the projection on (c1 - c2), the two half means, ``iters`` times
     (a Lloyd step with equal-size constraint: the assignment that minimises the squared
     distance under it). Starts from the current order's halves; iters = 0 keeps the order.
-    Returns (..., M) int64 indices. Deterministic (stable sorts). RECON (shared/methods/muse.md, 1)."""
+    Returns (..., M) int64 indices. Deterministic (stable sorts). RECON (docs/muse.md, step 1)."""
     *lead, M, D = x.shape
     idx = torch.arange(M, device=x.device).expand(*lead, M)
     g = 1
