@@ -22,7 +22,8 @@ def equivariance(
         Optional[List[str]],
         typer.Option(
             "--group",
-            help="Measured actions: hflip | vflip | rot90 | rot180 | perm:FILE (.npy or text permutation of the inputs).",
+            help="Measured actions: hflip | vflip | rot90 | rot180 | perm:FILE (.npy or text permutation of the "
+            "inputs).",
             show_default=False,
         ),
     ] = None,
@@ -40,7 +41,8 @@ def equivariance(
         Optional[str],
         typer.Option(
             "--model",
-            help="Your own MLP (.safetensors, linear layers in name order) with --set layer_acts=tanh,gelu,... and --set out_action=trivial|same.",
+            help="Your own MLP (.safetensors, linear layers in name order) with --set layer_acts=tanh,gelu,... and "
+            "--set out_action=trivial|same.",
             show_default=False,
         ),
     ] = None,

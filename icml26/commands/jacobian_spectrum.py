@@ -71,7 +71,8 @@ def jacobian_spectrum(
     singular-vector alignment of partial products; at init and after training (step records
     carry the singular-value trajectories). One `result` per (arch, depth, phase, gates).
 
-    Example: icml26 jacobian-spectrum --arch mlp --width 256 --depth 8,16,32,64 --init he --top-k 16 --train mnist --out runs/js
+    Example: icml26 jacobian-spectrum --arch mlp --width 256 --depth 8,16,32,64 --init he --top-k 16
+    --train mnist --out runs/js
     """
     from icml26.core.errors import InputError
     from icml26.core.output import stream
@@ -104,7 +105,8 @@ def jacobian_spectrum(
         user = m.load_user_mlp(cfg.model)
         if cfg.top_k > min(w.shape[0] for w in user[0]):
             raise InputError(
-                f"top_k {cfg.top_k} exceeds the narrowest layer of {cfg.model!r} ({min(w.shape[0] for w in user[0])} units)"
+                f"top_k {cfg.top_k} exceeds the narrowest layer of {cfg.model!r} ({min(w.shape[0] for w in user[0])} "
+                "units)"
             )
         m.probe_inputs(cfg, user[0][0].shape[1], s)
     else:

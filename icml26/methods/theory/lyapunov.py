@@ -66,7 +66,8 @@ def _check_chain(factors: Sequence[Factor]) -> int:
     for i in range(1, len(factors)):
         if _n_in(factors[i]) != _n_out(factors[i - 1]):
             raise ValueError(
-                f"factors: factor {i} takes {_n_in(factors[i])} inputs but factor {i - 1} gives {_n_out(factors[i - 1])}"
+                f"factors: factor {i} takes {_n_in(factors[i])} inputs but factor {i - 1} gives "
+                f"{_n_out(factors[i - 1])}"
             )
     return _n_in(factors[0])
 

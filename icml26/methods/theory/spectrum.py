@@ -141,7 +141,8 @@ def load_user_mlp(path: str) -> tuple[list[torch.Tensor], list[torch.Tensor | No
     for i in range(1, len(ws)):
         if ws[i].shape[1] != ws[i - 1].shape[0]:
             raise InputError(
-                f"{path!r}: {names[i]} takes {ws[i].shape[1]} inputs but {names[i - 1]} gives {ws[i - 1].shape[0]}: not a chain of layers"
+                f"{path!r}: {names[i]} takes {ws[i].shape[1]} inputs but {names[i - 1]} gives {ws[i - 1].shape[0]}: "
+                "not a chain of layers"
             )
     for k, w in zip(names, ws):
         if not torch.isfinite(w).all():
