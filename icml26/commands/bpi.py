@@ -18,7 +18,8 @@ def bpi(
         typer.Option(
             "--mdp",
             "-m",
-            help="Built-in MDP (riverswim, garnet, frozenlake4x4, frozenlake8x8; options as 'garnet?states=20&actions=4&seed=1') or a YAML/npz file.",
+            help="Built-in MDP (riverswim, garnet, frozenlake4x4, frozenlake8x8; options as "
+            "'garnet?states=20&actions=4&seed=1') or a YAML/npz file.",
             show_default=False,
         ),
     ] = None,
@@ -39,7 +40,8 @@ def bpi(
         Optional[float],
         typer.Option(
             "--delta",
-            help="Confidence: sample until the stopping rule certifies an epsilon-optimal policy w.p. 1 - delta (capped by --budget).",
+            help="Confidence: sample until the stopping rule certifies an epsilon-optimal policy w.p. 1 - delta "
+            "(capped by --budget).",
             show_default=False,
         ),
     ] = None,

@@ -29,7 +29,8 @@ def mcts(
         typer.Option(
             "--env",
             "-e",
-            help="Tree YAML file (see recipes/mcts/envs/) or gymnasium id with keyword arguments, e.g. 'FrozenLake-v1?map_name=8x8&is_slippery=true'.",
+            help="Tree YAML file (see recipes/mcts/envs/) or gymnasium id with keyword arguments, e.g. "
+            "'FrozenLake-v1?map_name=8x8&is_slippery=true'.",
             show_default=False,
         ),
     ] = None,
@@ -57,7 +58,8 @@ def mcts(
         Optional[int],
         typer.Option(
             "--episodes",
-            help="Also play N full episodes per algorithm and budget (plan, act in the real env, repeat); reports episode_return.",
+            help="Also play N full episodes per algorithm and budget (plan, act in the real env, repeat); reports "
+            "episode_return.",
             show_default=False,
         ),
     ] = None,
