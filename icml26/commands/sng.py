@@ -32,7 +32,8 @@ def sng(
         typer.Option(
             "--optim",
             "-a",
-            help="sng | spring | adam | lbfgs | engd | sgd (repeatable or comma-separated; default sng,spring,adam,lbfgs,engd).",
+            help="sng | spring | adam | lbfgs | engd | sgd (repeatable or comma-separated; default "
+            "sng,spring,adam,lbfgs,engd).",
             show_default=False,
         ),
     ] = None,
@@ -41,7 +42,8 @@ def sng(
         typer.Option(
             "--batch",
             "-b",
-            help="Mini-batch sizes (rows per step) of sng/spring/adam/sgd (repeatable or comma-separated; default 64,256).",
+            help="Mini-batch sizes (rows per step) of sng/spring/adam/sgd (repeatable or comma-separated; default "
+            "64,256).",
             show_default=False,
         ),
     ] = None,
@@ -71,7 +73,8 @@ def sng(
     `step` records (optim, seed, iteration, wall_s, loss, rel_l2) and one `result` per
     (problem, optim, batch): final / best error, time to 1e-3 and 1e-5, the Jacobian's spectral decay.
 
-    Example: icml26 sng --problem poisson2d --optim sng,spring,adam,lbfgs,engd --time-budget 300 --batch 64,256 --seeds 3 --out runs/sng
+    Example: icml26 sng --problem poisson2d --optim sng,spring,adam,lbfgs,engd --time-budget 300
+    --batch 64,256 --seeds 3 --out runs/sng
     """
     from icml26.core.errors import InputError
     from icml26.core.output import stream

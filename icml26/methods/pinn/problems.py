@@ -160,7 +160,8 @@ PROBLEMS: dict[str, Problem] = {
         source=lambda x: AC_EPS * 2 * PI**2 * _sinsin(x) + _sinsin(x) ** 3 - _sinsin(x),
         boundary=lambda x: torch.zeros_like(x[..., 0]),
         exact=_sinsin,
-        description="-0.1 Lap u + u^3 - u = f on (0,1)^2 (manufactured u* = sin(pi x) sin(pi y)), u = 0 on the boundary",
+        description="-0.1 Lap u + u^3 - u = f on (0,1)^2 (manufactured u* = sin(pi x) sin(pi y)), u = 0 on the "
+        "boundary",
     ),
 }
 

@@ -62,21 +62,8 @@ class _Pool:
         return b - bb, bb
 
 
-def _run_one(
-    cfg: Config, problem: PR.Problem, optim: str, batch: Optional[int], seed: int, device: str
-) -> Iterator[dict]:
-    """Yield ``step`` records of one run, then a private ``_end`` record with its summary."""
-    dtype = torch.float64 if cfg.dtype == "float64" else torch.float32
-    torch.manual_seed(seed)
-    model = PR.FlatModel(PR.mlp(problem.dim, cfg.width, cfg.depth, dtype=dtype).to(device))
-    res = PR.Residuals(problem, model)
-    theta = torch.nn.Parameter(model.theta0())
-    gen = torch.Generator().manual_seed(seed)
-    rng = np.random.default_rng(seed)
-    pool = _Pool(problem, cfg, gen, dtype, device)
-    X_eval = problem.interior(cfg.eval_points, torch.Generator().manual_seed(10**6 + seed)).to(device, dtype)
-
-    # 1. the optimizer and its step
+def _make_optimizer(cfg: Config, optim: str, theta):
+    """The optimizer of ``optim`` on ``theta`` and its learning-rate schedule (adam; else None)."""
     opt = sched = None
     if optim in ("sng", "spring", "engd"):
         lam = cfg.engd_damping if optim == "engd" else cfg.damping
@@ -96,6 +83,25 @@ def _run_one(
         opt = B.sgd(theta, cfg.sgd_lr, cfg.sgd_momentum)
     elif optim == "lbfgs":
         opt = B.lbfgs(theta, cfg.lbfgs_history, min(5, cfg.max_iterations))
+    return opt, sched
+
+
+def _run_one(
+    cfg: Config, problem: PR.Problem, optim: str, batch: Optional[int], seed: int, device: str
+) -> Iterator[dict]:
+    """Yield ``step`` records of one run, then a private ``_end`` record with its summary."""
+    dtype = torch.float64 if cfg.dtype == "float64" else torch.float32
+    torch.manual_seed(seed)
+    model = PR.FlatModel(PR.mlp(problem.dim, cfg.width, cfg.depth, dtype=dtype).to(device))
+    res = PR.Residuals(problem, model)
+    theta = torch.nn.Parameter(model.theta0())
+    gen = torch.Generator().manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    pool = _Pool(problem, cfg, gen, dtype, device)
+    X_eval = problem.interior(cfg.eval_points, torch.Generator().manual_seed(10**6 + seed)).to(device, dtype)
+
+    # 1. the optimizer and its step
+    opt, sched = _make_optimizer(cfg, optim, theta)
 
     pool_J: Optional[Tensor] = None
 
