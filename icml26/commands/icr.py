@@ -42,7 +42,8 @@ def analyze(
         Optional[List[str]],
         typer.Option(
             "--noise-level",
-            help="Noise levels: sigma (EDM) or timesteps t (DDPM), comma-separated or repeated (default: the paper's grid).",
+            help="Noise levels: sigma (EDM) or timesteps t (DDPM), comma-separated or repeated (default: the paper's "
+            "grid).",
             show_default=False,
         ),
     ] = None,
@@ -130,7 +131,8 @@ def train(
 
     Example: icml26 icr train --data fashion-mnist --train-size 64,256 --out runs/icr-small
 
-    Data parallel: torchrun --standalone --nproc_per_node 2 -m icml26 icr train ... (gloo; the batch is split over the processes).
+    Data parallel: torchrun --standalone --nproc_per_node 2 -m icml26 icr train ...
+    (gloo; the batch is split over the processes).
     """
     from icml26.core.output import prepare_out_dir, stream
     from icml26.core.preamble import parse_numbers, prepare

@@ -29,7 +29,8 @@ def modality_pairing(
         typer.Option(
             "--data",
             "-d",
-            help="av-digits (built on first use, see `icml26 prepare-data av-digits`) or a folder with one <modality>.npz per modality (x_train, y_train, x_test, y_test; docs/modality-pairing.md).",
+            help="av-digits (built on first use, see `icml26 prepare-data av-digits`) or a folder with one "
+            "<modality>.npz per modality (x_train, y_train, x_test, y_test; docs/modality-pairing.md).",
             show_default=False,
         ),
     ] = None,
@@ -78,7 +79,8 @@ def modality_pairing(
     per (pairing, reg, fusion, modality), averaged over seeds with 95% intervals; last a `summary`.
     With --out and `--set landscape_points=11`: loss_landscape.png (filter-normalised 2-D slices).
 
-    Example: icml26 modality-pairing --data av-digits --pairing unimodal,fixed,stochastic --reg none,sam,ls,swa --seeds 5 --out runs/mp
+    Example: icml26 modality-pairing --data av-digits --pairing unimodal,fixed,stochastic --reg none,sam,ls,swa
+    --seeds 5 --out runs/mp
     """
     from icml26.core.output import stream
     from icml26.core.preamble import prepare

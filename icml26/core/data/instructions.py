@@ -208,7 +208,8 @@ def read_jsonl_tasks(path: str) -> dict[str, list[Example]]:
     p = Path(path).expanduser()
     if not p.is_file():
         raise InputError(
-            f"tasks {path!r}: expected 'debian' or a JSONL file of {{instruction, output, category}} records; no such file"
+            f"tasks {path!r}: expected 'debian' or a JSONL file of {{instruction, output, category}} records; no "
+            "such file"
         )
     out: dict[str, list[Example]] = {}
     try:

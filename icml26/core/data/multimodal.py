@@ -180,7 +180,8 @@ def load_folder(path: str | Path, modalities: tuple[str, ...] | None = None) -> 
         elif not (np.array_equal(ytr, y_train) and np.array_equal(yte, y_test)):
             split = "y_train" if not np.array_equal(ytr, y_train) else "y_test"
             raise InputError(
-                f"{f}: {split} does not match {first.name}'s (the samples of every modality must be aligned, same labels in the same order)"
+                f"{f}: {split} does not match {first.name}'s (the samples of every modality must be aligned, same "
+                "labels in the same order)"
             )
         train[m], test[m] = xtr, xte
         for k, v in arrays.items():
@@ -441,7 +442,8 @@ def prepare_records(out_dir: str | Path | None = None, spec: AVDigitsSpec | None
             same = False
         if not same:
             raise InputError(
-                f"--out {str(out_dir)!r} is not empty and holds no av-digits build with these settings; use --force or another folder"
+                f"--out {str(out_dir)!r} is not empty and holds no av-digits build with these settings; use --force "
+                "or another folder"
             )
 
     def records():
@@ -478,5 +480,6 @@ def check_source(name_or_path: str) -> None:
         raise InputError(f"--data {name_or_path!r}: not a built-in (av-digits) and not a folder")
     if len(list(p.glob("*.npz"))) < 2:
         raise InputError(
-            f"--data {name_or_path!r}: needs one <modality>.npz per modality, at least 2 (found {len(list(p.glob('*.npz')))})"
+            f"--data {name_or_path!r}: needs one <modality>.npz per modality, at least 2 (found "
+            f"{len(list(p.glob('*.npz')))})"
         )

@@ -24,7 +24,8 @@ def read_run(run_dir: str | Path) -> tuple[str, list[dict]]:
     rec = p / "records.jsonl"
     if not p.is_dir():
         raise InputError(
-            f"RUN_DIR {str(run_dir)!r} is not a folder (expected the --out of `icml26 icr analyze` or `icml26 icr train`)"
+            f"RUN_DIR {str(run_dir)!r} is not a folder (expected the --out of `icml26 icr analyze` or `icml26 icr "
+            "train`)"
         )
     if not rec.is_file():
         raise InputError(f"RUN_DIR {str(run_dir)!r} holds no records.jsonl")

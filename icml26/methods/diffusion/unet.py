@@ -91,7 +91,8 @@ class Schedule:
         else:
             if level != int(level) or not 0 <= level < self.num_timesteps:
                 raise InputError(
-                    f"noise level t = {level:g} is not a timestep of this DDPM schedule (integers 0..{self.num_timesteps - 1})"
+                    f"noise level t = {level:g} is not a timestep of this DDPM schedule (integers "
+                    f"0..{self.num_timesteps - 1})"
                 )
 
     def alpha_bar(self, level: float) -> float:
@@ -190,7 +191,8 @@ def check_model_dir(model_dir: str | Path) -> tuple[Path, dict, Schedule, dict]:
         raise InputError(f"--model {str(model_dir)!r}: config.json is not readable JSON ({e})") from None
     if not isinstance(conf, dict) or conf.get("_class_name", "UNet2DModel") != "UNet2DModel":
         raise InputError(
-            f"--model {str(model_dir)!r}: config.json describes {conf.get('_class_name') if isinstance(conf, dict) else conf!r}, "
+            f"--model {str(model_dir)!r}: config.json describes "
+            f"{conf.get('_class_name') if isinstance(conf, dict) else conf!r}, "
             "not a UNet2DModel"
         )
     if not any(d.glob("*.safetensors")):
@@ -232,7 +234,8 @@ def load_unet(unet_dir: Path):
         m = UNet2DModel.from_pretrained(str(unet_dir), use_safetensors=True, local_files_only=True)
     except (OSError, ValueError, RuntimeError, TypeError) as e:
         raise InputError(
-            f"--model {str(unet_dir)!r}: cannot load the UNet2DModel ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
+            f"--model {str(unet_dir)!r}: cannot load the UNet2DModel "
+            f"({str(e).splitlines()[0] if str(e) else type(e).__name__})"
         ) from None
     return m.float().eval()
 

@@ -1,7 +1,8 @@
 """Small per-modality encoders and the fusion models.
 
-The official code uses two ResNet-18s with late fusion (concatenation + Linear, OGM-GE recipe in the official code). On a shared CPU the encoders here are small CNNs (inputs
-(C, H, W): images, word images, log-mel spectrograms) or MLPs (inputs (D,)) (RECON: sizes mine).
+The official code uses two ResNet-18s with late fusion (concatenation + Linear, OGM-GE recipe).
+On a shared CPU the encoders here are small CNNs (inputs (C, H, W): images, word images, log-mel
+spectrograms) or MLPs (inputs (D,)) (RECON: sizes mine).
 
 fusion:
   late          concat of the unimodal embeddings -> Linear(N*d, C)   (the official head)
@@ -20,7 +21,8 @@ FUSIONS = ("late", "late-sum", "intermediate")
 
 
 class Encoder(nn.Module):
-    """(B, C, H, W) -> (B, dim) (two 3x3 stride-2 conv layers of width w, 2w, flatten, Linear + ReLU), or (B, D) -> (B, dim) (MLP).
+    """(B, C, H, W) -> (B, dim) (two 3x3 stride-2 conv layers of width w, 2w, flatten, Linear + ReLU),
+    or (B, D) -> (B, dim) (MLP).
     ``features`` returns the pre-projection features (B, F) used by intermediate fusion."""
 
     def __init__(self, shape: tuple[int, ...], dim: int = 64, width: int = 16):
@@ -70,7 +72,8 @@ class Unimodal(nn.Module):
 
 
 class Fusion(nn.Module):
-    """N encoders fused ``late`` / ``late-sum`` / ``intermediate``; input: {modality: (B, ...)}; output logits (B, C)."""
+    """N encoders fused ``late`` / ``late-sum`` / ``intermediate``; input: {modality: (B, ...)};
+    output logits (B, C)."""
 
     def __init__(self, shapes: dict, num_classes: int, fusion: str = "late", dim: int = 64, width: int = 16):
         super().__init__()
