@@ -52,20 +52,6 @@ COLUMNS = [
 ]
 
 
-def _cfg(recipe, sets, **typed):
-    from icml26.core.errors import InputError
-    from icml26.core.recipe import recipe_seed, resolve
-    from icml26.methods.splatting import hdr_gs as H
-
-    try:
-        cfg = resolve(H.Config, "hdr-gs", recipe, sets, **typed)
-    except ValueError as e:
-        if isinstance(e, InputError):
-            raise
-        raise InputError(str(e)) from None
-    return cfg, recipe_seed(recipe, "hdr-gs", None)
-
-
 @hdr_gs_app.callback(invoke_without_command=True)
 def _group(
     ctx: typer.Context,
@@ -81,9 +67,9 @@ def _group(
     if recipe is None and not set_:
         typer.echo(ctx.get_help())
         raise typer.Exit(0)
-    from icml26.cli import _guard  # group callbacks are not wrapped by cli._guard_group: bad input -> exit 2 here too
-
-    _guard(train)(
+    # the registered callback of `train` (cli wraps every command: bad input -> one line, exit 2), not the bare function
+    train_cmd = next(c.callback for c in hdr_gs_app.registered_commands if c.callback.__name__ == "train")
+    train_cmd(
         data=None, method=None, iters=None, recipe=recipe, set_=set_, seed=seed, out=out, resume=False, quiet=quiet
     )
 
@@ -118,19 +104,32 @@ def train(
     """
     from icml26.core.errors import InputError
     from icml26.core.output import resume_records, stream
+    from icml26.core.preamble import prepare
     from icml26.core.recipe import parse_choices
-    from icml26.methods.splatting import hdr_gs as H
+    from icml26.methods.splatting.config import METHODS
 
     methods = None
     if method is not None:
         try:
-            methods = (
-                tuple(H.METHODS) if method.strip() == "all" else tuple(parse_choices(method, H.METHODS, "--method"))
-            )
+            methods = tuple(METHODS) if method.strip() == "all" else tuple(parse_choices(method, METHODS, "--method"))
         except ValueError as e:
             raise InputError(str(e)) from None
-    cfg, rseed = _cfg(recipe, set_, methods=methods, iters=iters)
-    s = seed if seed is not None else (rseed or 0)
+    run = prepare(
+        "icml26.methods.splatting.config:Config",
+        "hdr-gs train",
+        recipe=recipe,
+        sets=set_,
+        seed=seed,
+        out=out,
+        resume=resume,
+        resumable=True,
+        load_previous=False,  # the records to continue are matched with --data too (below)
+        methods=methods,
+        iters=iters,
+    )
+    cfg, s = run.cfg, run.seed
+    from icml26.methods.splatting import hdr_gs as H
+
     if data is not None:
         for f in H.scene_folders(data):  # a bad folder: one line, exit 2, before anything is written
             H.load_scene(f, cfg)
@@ -143,14 +142,10 @@ def train(
     )
     stream(
         H.run(cfg, seed=s, data=data, out=out, resume=resume, previous=prev),
-        command="hdr-gs train",
-        config=cfg,
-        seed=s,
-        out=out,
+        run=run,
         quiet=quiet,
         columns=COLUMNS,
         extra_config={"data": data},
-        resumable=True,
         previous=prev,
     )
 
@@ -201,10 +196,9 @@ def render(
     sc = H.open_scene(data)
     idx = list(range(len(sc)))
     if views is not None:
-        try:
-            idx = [int(v) for v in views.split(",") if v.strip()]
-        except ValueError:
-            raise InputError(f"--views {views!r}: expected comma-separated integers") from None
+        from icml26.core.preamble import parse_numbers
+
+        idx = list(parse_numbers(views, "--views", int) or ())
         bad = [v for v in idx if not 0 <= v < len(sc)]
         if bad:
             raise InputError(f"--views: view {bad[0]} out of range 0..{len(sc) - 1}")

@@ -13,29 +13,29 @@ METHODS = ("expo-gs", "hdr-gs", "expo-gs-norel", "expo-gs-nosdfdc")
 
 @dataclass(frozen=True)
 class Config:
-    methods: tuple = ("expo-gs", "hdr-gs")
+    methods: tuple = ("expo-gs", "hdr-gs")  # methods trained: expo-gs | hdr-gs | expo-gs-norel | expo-gs-nosdfdc
     iters: int = field(default=1500, metadata={"sized": 10**6})  # total; stages split by stage_fractions
     stage_fractions: tuple = (0.4, 0.3, 0.3)  # irradiance / geometry / joint (the paper: 8k / 12k / 10k)
-    init_points: int = 2000
+    init_points: int = field(default=2000, metadata={"ge": 1, "sized": 10**7})  # Gaussians at initialisation
     # initial centres: auto = depth maps when the folder has them, else its SfM points, else points in the
     # region the training cameras see (frusta); depth / sfm / frusta force one (depth and sfm fall back)
     init_from: str = "auto"
     init_noise: float = 0.02  # scene units, on the back-projected points
-    max_gaussians: int = 6000
-    tone_hidden: int = 32
+    max_gaussians: int = field(default=6000, metadata={"ge": 1, "sized": 10**7})  # cap on Gaussians under densification
+    tone_hidden: int = field(default=32, metadata={"ge": 1, "sized": 65536})  # hidden width of the tone-mapping MLP
     train_exposures: tuple = (0.125, 2.0, 32.0)  # t1, t3, t5 (HDR-NeRF / HDR-GS)
-    test_exposures_oe: tuple = (0.125, 2.0, 32.0)
-    test_exposures_ne: tuple = (0.5, 8.0)
+    test_exposures_oe: tuple = (0.125, 2.0, 32.0)  # seconds: LDR-OE test exposures (those seen in training)
+    test_exposures_ne: tuple = (0.5, 8.0)  # seconds: LDR-NE test exposures (not seen in training)
     hdr_weight: float = 0.0  # HDR-GS synthetic mode uses 0.6 with (8-bit) HDR ground truth
-    lambda_sdf: float = 0.2
-    lambda_disk: float = 0.1
-    sdf_samples: int = 1024
+    lambda_sdf: float = field(default=0.2, metadata={"ge": 0})  # weight of the depth-SDF consistency loss (stages 2-3)
+    lambda_disk: float = field(default=0.1, metadata={"ge": 0})  # weight of the flat-Gaussian (smallest scale) loss
+    sdf_samples: int = field(default=1024, metadata={"ge": 1, "sized": 10**7})  # points per step for the SDF loss
     sdf_sigma: float = 0.05  # scene units (RECON)
     # RECON fix of the pruning band: s per Gaussian = max(sdf_sigma, sdf_sigma_px x the pixel footprint
     # z / fx at its centre, mean over the training views); f is read from rendered depth at one pixel,
     # so it cannot be finer than a pixel's footprint (0.08 units at 48 px). 0 = a fixed s (before)
     sdf_sigma_px: float = 2.0
-    sdf_refresh: int = 100
+    sdf_refresh: int = field(default=100, metadata={"ge": 1})  # iterations between pseudo-SDF refreshes at the centres
     # GSDF's adjust_anchor (city-super/GSDF, gaussian_model.py): the SDF-guided prune mask is ANDed with
     # "large" (max scale > 0.1 extent), and centres outside the SDF's domain (here: seen by no training
     # view) get no SDF penalty. False = the earlier reading (SDF prune on every Gaussian, OR large)
@@ -52,26 +52,26 @@ class Config:
     # False = every Gaussian checked every time (before)
     visibility_gate: bool = True
     visibility_success: float = 0.8  # GSDF's success_threshold
-    omega_s: float = 2e-4
-    omega_p: float = 1.0
-    tau_g: float = 2e-4
-    tau_p: float = 0.005
-    densify_every: int = 100
-    densify_from: int = 100
+    omega_s: float = 2e-4  # growth score: weight of the near-surface term exp(-f^2 / 2 s^2) (GSDF Eq. 13)
+    omega_p: float = 1.0  # pruning score: weight of the far-from-surface penalty (GSDF Eq. 14)
+    tau_g: float = 2e-4  # growth threshold on the mean view-space positional gradient (+ SDF terms); 3DGS: 2e-4
+    tau_p: float = 0.005  # pruning threshold on opacity (- the SDF penalty); 3DGS: 0.005
+    densify_every: int = field(default=100, metadata={"ge": 1})  # iterations between density-control steps (3DGS: 100)
+    densify_from: int = field(default=100, metadata={"ge": 0})  # first iteration with density control
     opacity_reset_every: int = 0  # 0 = never (3DGS: 3000, longer than these runs)
-    lr_means: float = field(default=1.6e-3, metadata={"gt": 0})  # times the scene extent
-    lr_scales: float = field(default=5e-3, metadata={"gt": 0})
-    lr_quats: float = field(default=1e-3, metadata={"gt": 0})
-    lr_opacity: float = field(default=5e-2, metadata={"gt": 0})
-    lr_radiance: float = field(default=1e-2, metadata={"gt": 0})
-    lr_tone: float = field(default=5e-3, metadata={"gt": 0})
-    ckpt_every: int = 500
+    lr_means: float = field(default=1.6e-3, metadata={"gt": 0})  # Adam lr of the centres, times the scene extent
+    lr_scales: float = field(default=5e-3, metadata={"gt": 0})  # Adam lr of the log-scales (3DGS: 5e-3)
+    lr_quats: float = field(default=1e-3, metadata={"gt": 0})  # Adam lr of the rotations (3DGS: 1e-3)
+    lr_opacity: float = field(default=5e-2, metadata={"gt": 0})  # Adam lr of the opacity logits (3DGS: 5e-2)
+    lr_radiance: float = field(default=1e-2, metadata={"gt": 0})  # Adam lr of the HDR radiance (colour) parameters
+    lr_tone: float = field(default=5e-3, metadata={"gt": 0})  # Adam lr of the tone-mapping MLP
+    ckpt_every: int = field(default=500, metadata={"ge": 1})  # iterations between checkpoints (with --out)
     floater_band: float = 0.1  # scene units: a Gaussian this far in front of the true surface is a floater
-    floater_min_opacity: float = 0.1
+    floater_min_opacity: float = 0.1  # Gaussians below this opacity are not counted as floaters
     scenes: int = 1  # scenes rendered when no --data is given
-    views: int = 16
-    size: int = 64
-    log_every: int = 100
+    views: int = 16  # views rendered per built-in scene (even: training, odd: test)
+    size: int = 64  # pixels: width and height of the built-in scenes' views
+    log_every: int = field(default=100, metadata={"ge": 1})  # iterations between step records
 
     def __post_init__(self):
         bad = [m for m in self.methods if m not in METHODS]
