@@ -46,7 +46,7 @@ def _recs(text):
         (["--clients", "2"], ["ranks", "3 values for 2 clients"]),  # mismatched client count
         (["--ranks", "4,8"], ["ranks", "2 values for 3 clients"]),
         (["--personal-ranks", "1,8,4"], ["personal_ranks", "client 1"]),  # personal >= rank
-        (["--ranks", "4,x,8"], ["--ranks", "comma list of integers"]),
+        (["--ranks", "4,x,8"], ["--ranks", "expected integers (comma-separated)"]),
         (["--strategy", "fedavg"], ["unknown 'fedavg'"]),
         (
             ["--set", "train_examples=100000"],

@@ -10,20 +10,6 @@ import typer
 from icml26.core.options import DeviceOpt, OutOpt, QuietOpt, RecipeOpt, ResumeOpt, SeedOpt, SetOpt, split_csv
 
 
-def _ints(name: str, text: Optional[str]) -> Optional[tuple[int, ...]]:
-    from icml26.core.errors import InputError
-
-    if text is None:
-        return None
-    try:
-        vals = tuple(int(x) for x in text.replace(" ", "").split(",") if x != "")
-    except ValueError:
-        raise InputError(f"{name} {text!r}: expected a comma list of integers, e.g. 4,8,16") from None
-    if not vals:
-        raise InputError(f"{name} is empty: give one integer per client")
-    return vals
-
-
 def fed_lora(
     model: Annotated[
         Optional[str],
@@ -90,37 +76,34 @@ def fed_lora(
     Example: icml26 fed-lora --model llama --clients 6 --rounds 10 --strategy het-cpflora,fedit,flora,hetlora
     --ranks 4,8,16,16,32,8 --personal-ranks 1,2,4,4,8,2 --out runs/fed
     """
-    from icml26.core.device import resolve_device
-    from icml26.core.output import resume_records, stream
-    from icml26.core.recipe import recipe_seed, resolve
-    from icml26.methods.federated import harness as m
+    from icml26.core.output import stream
+    from icml26.core.preamble import parse_numbers, prepare
 
-    cfg = resolve(
-        m.Config,
+    run = prepare(
+        "icml26.methods.federated.config:Config",
         "fed-lora",
-        recipe,
-        set_,
+        recipe=recipe,
+        sets=set_,
+        seed=seed,
+        device=device,
+        out=out,
+        resume=resume,
+        resumable=True,
         model=model,
         clients=clients,
         rounds=rounds,
         strategies=split_csv(strategy),
-        ranks=_ints("--ranks", ranks),
-        personal_ranks=_ints("--personal-ranks", personal_ranks),
+        ranks=parse_numbers(ranks, "--ranks", int),
+        personal_ranks=parse_numbers(personal_ranks, "--personal-ranks", int),
         tasks=tasks,
     )
-    s = recipe_seed(recipe, "fed-lora", seed) or 0
-    dev = resolve_device(device)
-    m.preflight(cfg, s)  # Flower/peft, ranks vs the model's dimensions, the task source: before the config record
-    previous = resume_records(out, command="fed-lora", config=cfg, seed=s) if resume else None
+    from icml26.methods.federated import harness as m
+
+    m.preflight(run.cfg, run.seed)  # Flower/peft, ranks vs the model's dimensions, the task source
     cols = ["strategy", "local_perplexity", "local_rouge1", "global_perplexity", "comm_bytes_total", "wall_s"]
     stream(
-        m.run(cfg, seed=s, device=dev, out=out, previous=previous),
-        command="fed-lora",
-        config=cfg,
-        seed=s,
-        out=out,
+        m.run(run.cfg, seed=run.seed, device=run.device, out=run.out, previous=run.previous),
+        run=run,
         quiet=quiet,
         columns=cols,
-        resumable=True,
-        previous=previous,
     )

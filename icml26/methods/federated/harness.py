@@ -78,7 +78,10 @@ def run_on_grid(
     federation, or the deployment's grid). ``ckpt_dir``: per-round checkpoints (in-process
     grids); ``previous``: records of an interrupted run (results replayed, the unfinished strategy
     continued from its checkpoint)."""
+    from icml26.core import diverge
     from icml26.core.output import previous_results
+    from icml26.core.progress import progress
+    from icml26.core.verdict import verdict
 
     done = previous_results(previous, "strategy")
     prev_rounds: dict[str, list[dict]] = {}
@@ -110,12 +113,36 @@ def run_on_grid(
             if ckpt_dir is not None:
                 _save_ckpt(ckpt_dir, _name, _strat, _grid, _recs, _wall0 + time.perf_counter() - _t0)
 
-        for rec in apps.federated_rounds(strat, grid, cfg.rounds, start_round=start, on_round=save):
-            yield rec
-        metrics = apps.final_evaluation(strat, grid, cfg.rounds)
-        res = apps.result_record(
-            cfg, strat, recs, metrics, strat.last["download_bytes"], wall0 + time.perf_counter() - t0
-        )
+        steps_per_round = sum(cfg.local_epochs * -(-s.n_train // cfg.batch_size) for s in specs)
+        exc = None
+        with progress(cfg.rounds, f"fed-lora {name}") as bar:
+            bar.advance(start - 1)
+            try:
+                for rec in apps.federated_rounds(strat, grid, cfg.rounds, start_round=start, on_round=save):
+                    # step: client optimizer steps so far (summed over clients)
+                    step = rec["round"] * steps_per_round
+                    loss = rec["mean_train_loss"] if rec.get("aggregated") else None  # no reply: no loss
+                    diverge.check(step, mean_train_loss=loss)
+                    diverge.check_params(step, strat.state_dict().values(), "aggregated adapter")
+                    bar.advance(1, round=rec["round"], loss=rec["mean_train_loss"])
+                    yield rec
+            except diverge.Diverged as e:
+                exc = e
+        if exc is not None:
+            diverge.warn(exc, f"fed-lora {name}")
+            res = {
+                "kind": "result",
+                "strategy": name,
+                **{k: None for k in ("local_perplexity", "local_rouge1", "global_perplexity")},
+                **diverge.diverged_fields(exc),
+                "wall_s": wall0 + time.perf_counter() - t0,
+            }
+        else:
+            metrics = apps.final_evaluation(strat, grid, cfg.rounds)
+            res = apps.result_record(
+                cfg, strat, recs, metrics, strat.last["download_bytes"], wall0 + time.perf_counter() - t0
+            )
+            res.update(diverge.diverged_fields(None))
         results.append(res)
         yield res
     summary = {
@@ -125,12 +152,12 @@ def run_on_grid(
         "rounds": cfg.rounds,
         "strategies": list(cfg.strategies),
     }
-    if results:
-        from icml26.core.stats import best_of  # None when strategies tie
-
-        summary["best_local_perplexity"] = best_of(results, "local_perplexity", "strategy")
-        summary["best_global_perplexity"] = best_of(results, "global_perplexity", "strategy")
-        summary["best_local_rouge1"] = best_of(results, "local_rouge1", "strategy", lower=False)
+    # one seed: no intervals, so a strategy is named best only when no other scored (core/verdict)
+    summary["seeds"] = 1
+    summary["diverged"] = [r["strategy"] for r in results if r.get("diverged")]
+    summary.update(verdict(results, "local_perplexity", "strategy"))
+    summary.update(verdict(results, "global_perplexity", "strategy"))
+    summary.update(verdict(results, "local_rouge1", "strategy", lower=False))
     yield summary
 
 

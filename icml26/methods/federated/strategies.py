@@ -34,8 +34,7 @@ import torch
 
 from icml26.methods.federated import lora_math as L
 
-STRATEGIES = ("het-cpflora", "fedit", "flora", "hetlora", "ffa-lora", "fedsa-lora", "local")
-HOMOGENEOUS = ("fedit", "ffa-lora", "fedsa-lora")
+from icml26.methods.federated.config import HOMOGENEOUS, STRATEGIES  # noqa: E402,F401  (names, torch-free)
 
 
 @dataclass(frozen=True)
