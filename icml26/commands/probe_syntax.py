@@ -23,7 +23,8 @@ def probe_syntax(
         Optional[str],
         typer.Option(
             "--sentences",
-            help="Your own TSV with the header sentence<TAB>syntax_id<TAB>meaning_id (default: the built-in WordNet set).",
+            help="Your own TSV with the header sentence<TAB>syntax_id<TAB>meaning_id (default: the built-in WordNet "
+            "set).",
             show_default=False,
         ),
     ] = None,

@@ -157,7 +157,8 @@ def load_tsv(path: str | Path, *, min_sentences: int = 8) -> SentenceSet:
     header = [h.strip().lstrip("\ufeff") for h in lines[0].split("\t")]
     if header != ["sentence", "syntax_id", "meaning_id"]:
         raise InputError(
-            f"--sentences {str(path)!r} line 1: header must be 'sentence<TAB>syntax_id<TAB>meaning_id', got {lines[0]!r}"
+            f"--sentences {str(path)!r} line 1: header must be 'sentence<TAB>syntax_id<TAB>meaning_id', got "
+            f"{lines[0]!r}"
         )
     sents, syn, sem = [], [], []
     for ln, line in enumerate(lines[1:], start=2):
@@ -192,7 +193,7 @@ def load_tsv(path: str | Path, *, min_sentences: int = 8) -> SentenceSet:
         if not masks[kind].any():
             raise InputError(
                 f"--sentences {str(path)!r}: no sentence has a {kind} partner "
-                f"({'same syntax_id, different meaning_id' if kind == 'syntax' else 'same meaning_id, different syntax_id'})"
+                f"({'same syntax_id, different meaning_id' if kind == 'syntax' else 'same meaning_id, different syntax_id'})"  # noqa: E501
             )
     return ss
 
