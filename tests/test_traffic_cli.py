@@ -142,7 +142,12 @@ def test_a_few_weeks_of_a_user_csv_with_the_defaults(tmp_path):
     summ = recs[-1]
     assert summ["days"] == 35 and summ["split_days"] == {"pretrain": 14, "finetune": 5, "val": 2, "test": 14}
     # one seed of a trained model has no interval: it is never named best over the others
-    assert all(x["mae_ci"] is None for x in res if x["model"] == "minitraffic")
+    assert all(x["mae_ci"] is None and x["mae_ci_method"] is None for x in res if x["model"] == "minitraffic")
+    # deterministic models (seeds: 1): a block-bootstrap interval over the test windows, never zero width
+    for x in (x for x in res if x["model"] in ("persistence", "ridge")):
+        lo, hi = x["mae_ci"]
+        assert x["seeds"] == 1 and lo < x["mae"] < hi and x["mae_ci_method"].startswith("block bootstrap"), x
+    assert all(x["diverged"] is False for x in res)
     assert set(summ["verdict_by_setting"]) == {f"h{h}@{f}" for h in (1, 4, 8) for f in ("0.1", "0.2")}
     for v in summ["verdict_by_setting"].values():
         assert v["best_mae"] != "minitraffic" and v["tied_with_best_mae"]

@@ -79,49 +79,31 @@ COLUMNS = [
 ]
 
 
-def _numbers(values, kind, flag):
-    from icml26.core.errors import InputError
-
-    items = split_csv(values)
-    if items is None:
-        return None
-    try:
-        return tuple(kind(v) for v in items)
-    except ValueError:
-        raise InputError(
-            f"{flag}: expected {'integers' if kind is int else 'numbers'}, got {','.join(items)!r}"
-        ) from None
-
-
-def _config(recipe, set_, *, data=None, road_data=None, model=None, horizon=None, lane_fraction=None, seeds=None):
-    from icml26.core.errors import InputError
-    from icml26.core.recipe import resolve
-    from icml26.methods.traffic import harness as H
+def _run(
+    command, recipe, set_, *, seed=None, device=None, out=None, model=None, horizon=None, lane_fraction=None, **typed
+):
+    """The preamble of every subcommand: Config (recipe, --set, typed options), seed, device, --out."""
+    from icml26.core.preamble import parse_numbers
+    from icml26.core.preamble import prepare as preamble
 
     models = split_csv(model)
     if models == ("all",):
-        models = H.MODELS
-    try:
-        return resolve(
-            H.Config,
-            "traffic",
-            recipe,
-            set_,
-            data=data,
-            road_data=road_data,
-            models=models,
-            horizons=_numbers(horizon, int, "--horizon"),
-            lane_fractions=_numbers(lane_fraction, float, "--lane-fraction"),
-            seeds=seeds,
-        )
-    except ValueError as e:
-        raise InputError(str(e)) from None
+        from icml26.methods.traffic.config import MODELS
 
-
-def _seed(recipe, seed):
-    from icml26.core.recipe import recipe_seed
-
-    return recipe_seed(recipe, "traffic", seed) or 0
+        models = MODELS
+    return preamble(
+        "icml26.methods.traffic.config:Config",
+        command,
+        recipe=recipe,
+        sets=set_,
+        seed=seed,
+        device=device,
+        out=out,
+        models=models,
+        horizons=parse_numbers(horizon, "--horizon", int),
+        lane_fractions=parse_numbers(lane_fraction, "--lane-fraction", float),
+        **typed,
+    )
 
 
 def _require(what: str, **opts):
@@ -151,13 +133,15 @@ def run(
 
     Example: icml26 traffic run --model persistence,ridge,minitraffic,minitraffic-nopretrain --horizon 1,4 --seeds 3
     """
-    from icml26.core.device import resolve_device
     from icml26.core.output import stream
-    from icml26.methods.traffic import harness as H
 
-    cfg = _config(
+    run = _run(
+        "traffic run",
         recipe,
         set_,
+        seed=seed,
+        device=device,
+        out=out,
         data=data,
         road_data=road_data,
         model=model,
@@ -165,18 +149,15 @@ def run(
         lane_fraction=lane_fraction,
         seeds=seeds,
     )
-    s = _seed(recipe, seed)
-    dev = resolve_device(device)
-    inp = H.load_inputs(cfg)  # every data check before the config record
+    from icml26.methods.traffic import harness as H
+
+    inp = H.load_inputs(run.cfg)  # every data check before the config record
     stream(
-        H.run(cfg, seed=s, device=dev, inputs=inp),
-        command="traffic run",
-        config=cfg,
-        seed=s,
-        out=out,
+        H.run(run.cfg, seed=run.seed, device=run.device, inputs=inp),
+        run=run,
         quiet=quiet,
         columns=COLUMNS,
-        extra_config={"device": dev},
+        extra_config={"device": run.device},
     )
 
 
@@ -207,8 +188,8 @@ def prepare(
     from icml26.core.output import stream
     from icml26.methods.traffic import checkpoints as C
 
-    cfg = _config(recipe, set_)
     _require("prepare", **{"--out": out})
+    cfg = _run("traffic prepare", recipe, set_).cfg
     prepared = C.prepare_dataset(counts, cfg)
     stream(
         C.prepare_files(prepared, out, counts=counts, cfg=cfg),
@@ -240,15 +221,24 @@ def pretrain(
     quiet: QuietOpt = False,
 ) -> None:
     """Pre-train MiniTraffic (and the noaug / nocluster variants selected) on road-level series."""
-    from icml26.core.device import resolve_device
     from icml26.core.output import stream
+
+    _require("pretrain", **{"--out": out})
+    run = _run(
+        "traffic pretrain",
+        recipe,
+        set_,
+        seed=seed,
+        device=device,
+        data=data,
+        road_data=road_data,
+        model=model or ["minitraffic"],
+        seeds=seeds,
+    )
+    cfg, s, dev = run.cfg, run.seed, run.device
     from icml26.methods.traffic import checkpoints as C
     from icml26.methods.traffic import harness as H
 
-    cfg = _config(recipe, set_, data=data, road_data=road_data, model=model or ["minitraffic"], seeds=seeds)
-    _require("pretrain", **{"--out": out})
-    s = _seed(recipe, seed)
-    dev = resolve_device(device)
     inp = H.load_inputs(cfg)
     C.check_pretrain(cfg, inp)
     stream(
@@ -289,15 +279,24 @@ def finetune(
     quiet: QuietOpt = False,
 ) -> None:
     """Fit the selected models on the lane-level fine-tuning fraction(s) and save them."""
-    from icml26.core.device import resolve_device
     from icml26.core.output import stream
+
+    _require("finetune", **{"--out": out})
+    run = _run(
+        "traffic finetune",
+        recipe,
+        set_,
+        seed=seed,
+        device=device,
+        data=data,
+        model=model or ["minitraffic"],
+        lane_fraction=lane_fraction,
+        seeds=seeds,
+    )
+    cfg, s, dev = run.cfg, run.seed, run.device
     from icml26.methods.traffic import checkpoints as C
     from icml26.methods.traffic import harness as H
 
-    cfg = _config(recipe, set_, data=data, model=model or ["minitraffic"], lane_fraction=lane_fraction, seeds=seeds)
-    _require("finetune", **{"--out": out})
-    s = _seed(recipe, seed)
-    dev = resolve_device(device)
     inp = H.load_inputs(cfg)
     states = C.pretrained_states(cfg, checkpoint, s)
     stream(
@@ -324,13 +323,16 @@ def eval_(
     quiet: QuietOpt = False,
 ) -> None:
     """Test the fitted models of a finetune folder on the test days (records as `traffic run`)."""
-    from icml26.core.device import resolve_device
     from icml26.core.output import stream
-    from icml26.methods.traffic import checkpoints as C
+    from icml26.core.preamble import check_out, parse_numbers, resolve_device
 
     _require("eval", **{"--checkpoint": checkpoint})
-    dev = resolve_device(device)
-    cfg, inp, groups = C.eval_plan(checkpoint, data=data, horizons=_numbers(horizon, int, "--horizon"))
+    horizons = parse_numbers(horizon, "--horizon", int)
+    dev = resolve_device(device, "traffic eval")
+    check_out(out)
+    from icml26.methods.traffic import checkpoints as C
+
+    cfg, inp, groups = C.eval_plan(checkpoint, data=data, horizons=horizons)
     stream(
         C.eval_files(cfg, inp, groups, device=dev),
         command="traffic eval",

@@ -263,3 +263,23 @@ def test_ha_and_ridge_leave_null_targets_out_of_the_fit(tmp_path):
         assert np.allclose(rg.model.w[:, h], w)
     # unmasked fit (no null value) differs: the zeros pull it
     assert not np.allclose(B.RidgeLags(cfg.ridge_alpha).fit(xs, ys).w, rg.model.w)
+
+
+def test_block_bootstrap_mae_interval_over_test_windows():
+    """The MAE interval of a deterministic model: recomputed by hand as a moving-block bootstrap of
+    the per-window error sums; null with one seed's worth of data (a single block) and from mean_ci
+    with one value (never a zero-width interval)."""
+    rng = np.random.default_rng(3)
+    pred, true = rng.normal(size=(96, 5)), rng.normal(size=(96, 5))
+    true[0, 0] = np.nan  # not scored
+    s, n = D.window_errors(pred, true)
+    assert n[0] == 4 and n[1:].min() == 5
+    assert np.nansum(np.abs(pred - true)) / n.sum() == pytest.approx(s.sum() / n.sum())
+    ci = D.block_bootstrap_mae_ci(s, n, block=24, n_boot=500, seed=0)
+    # by hand: 4 blocks of 24 consecutive windows per draw, from the same generator
+    starts = np.random.default_rng(0).integers(0, 96 - 24 + 1, size=(500, 4))
+    maes = [sum(s[a : a + 24].sum() for a in row) / sum(n[a : a + 24].sum() for a in row) for row in starts]
+    assert ci == pytest.approx(list(np.quantile(maes, [0.025, 0.975])))
+    assert ci[0] < s.sum() / n.sum() < ci[1]
+    assert D.block_bootstrap_mae_ci(s[:24], n[:24], block=24) is None
+    assert D.mean_ci([0.3]) is None and D.mean_ci([0.3, 0.5])[0] < 0.3

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Union
 
+from icml26.core.settings import setting
+
 MODELS = (
     "minitraffic",
     "minitraffic-nopretrain",
@@ -31,53 +33,71 @@ class Config:
     road_data: str | None = (
         None  # road-level series for pre-training; None = built-in pseudo-roads (or none with --data)
     )
-    models: tuple[str, ...] = MODELS
+    models: tuple[str, ...] = (
+        MODELS  # models compared: minitraffic | minitraffic-nopretrain | minitraffic-noaug | minitraffic-nocluster | ha | persistence | ridge | dlinear | patchtst | stid | graph
+    )
     horizons: tuple[int, ...] = (1, 4, 8)  # steps ahead scored (15 min each on the built-in data)
     # steps every window forecasts: windows are input_steps + output_steps long whatever horizons
     # are scored, so a score at horizon h does not depend on the other horizons asked
-    output_steps: int = 8
+    output_steps: int = setting(8, "steps every window forecasts (see above)", unit="steps", ge=1, sized=10**4)
     lane_fractions: tuple[float, ...] = (0.05, 0.1, 0.2)  # fraction of the fine-tuning days' lane data used
-    seeds: int = 3  # seeds of the trained models (deterministic ones run once)
-    input_steps: int = 16  # window length fed to every model
-    pretrain_days: int = 14
-    finetune_days: int = 5
-    val_days: int = 2
+    seeds: int = setting(
+        3, "seeds of the trained models (deterministic ones run once)", ge=1, sized=1000
+    )  # seeds of the trained models (deterministic ones run once)
+    input_steps: int = setting(16, "window length fed to every model", unit="steps", ge=1, sized=10**4)
+    pretrain_days: int = setting(
+        14, "days of road-level series used for pre-training (first in the file)", unit="days", ge=0
+    )
+    finetune_days: int = setting(
+        5, "days of lane-level series for fine-tuning (after pre-training days)", unit="days", ge=1
+    )
+    val_days: int = setting(2, "days for validation / early stopping (after fine-tuning days)", unit="days", ge=1)
     test_days: int = 0  # 0 = every day after validation (every day of the file is in a split)
-    n_roads: int = 6  # built-in data: pseudo-roads from correlation clustering of the detectors
-    pseudo_lanes: int = 4  # FDA copies per road in pre-training (D)
+    n_roads: int = setting(
+        6, ge=1, sized=10**4
+    )  # built-in data: pseudo-roads from correlation clustering of the detectors
+    pseudo_lanes: int = setting(4, ge=1, sized=1000)  # FDA copies per road in pre-training (D)
     fda_sigma: float = 0.1  # amplitude noise, in units of max A
     fda_lambda: float = 0.2  # bound |dA| <= lambda max A, in (0, 1)
     fda_tau: float = 0.05  # dominant bins: A^2 > tau max A^2
     fda_phase_sigma: float = 0.1  # phase noise, radians
-    mask_ratio: float = 0.4
-    temperature: float = 0.5  # InfoNCE
-    d_model: int = 32
-    n_layers: int = 2
-    n_heads: int = 4
-    d_ff: int = 64
+    mask_ratio: float = setting(
+        0.4, "pre-training: fraction of input patches masked for reconstruction", unit="fraction", ge=0, lt=1
+    )
+    temperature: float = setting(0.5, "InfoNCE temperature of the contrastive pre-training loss", gt=0)
+    d_model: int = setting(
+        32, "hidden width of the neural models (MiniTraffic, PatchTST, STID, graph)", ge=1, sized=8192
+    )
+    n_layers: int = setting(2, "encoder layers of the neural models", ge=1, sized=256)
+    n_heads: int = setting(4, "attention heads (d_model must divide by it)", ge=1, sized=256)
+    d_ff: int = setting(64, "feed-forward width of the neural models", ge=1, sized=65536)
     patch_len: int = 4  # the official code: 3 with stride 1 (equal MAE here at half the tokens, docs/traffic.md)
-    patch_stride: int = 2
-    graph_k: int = 4  # neighbours per entity
-    cluster_size: int = 8  # entities per k-means cluster (about)
-    graph_warmup_epochs: int = 2  # epochs before the graph is built (when training from scratch)
-    pretrain_epochs: int = 10
-    pretrain_batch_size: int = 64  # road windows per pre-training step
+    patch_stride: int = 2  # steps between patch starts (MiniTraffic / PatchTST)
+    graph_k: int = setting(4, ge=1, sized=10**4)  # neighbours per entity
+    cluster_size: int = setting(8, ge=1, sized=10**5)  # entities per k-means cluster (about)
+    graph_warmup_epochs: int = setting(
+        2, ge=0, sized=10**5
+    )  # epochs before the graph is built (when training from scratch)
+    pretrain_epochs: int = setting(10, "epochs of road-level pre-training", unit="epochs", ge=0, sized=10**5)
+    pretrain_batch_size: int = setting(64, ge=1, sized=65536)  # road windows per pre-training step
     pretrain_stride: int = 2  # every k-th road window start is used (neighbouring windows overlap)
-    epochs: int = 60  # most epochs of lane training (early stopping on validation MAE)
-    patience: int = 8
-    ft_full_epochs: int = 0  # after head-only fine-tuning, epochs of the whole model at lr / 10
-    lr: float = 1e-3
-    weight_decay: float = 1e-4
-    batch_size: int = 32  # windows per step (every sensor of a window together)
-    ridge_alpha: float = 1.0
+    epochs: int = setting(60, ge=1, sized=10**5)  # most epochs of lane training (early stopping on validation MAE)
+    patience: int = setting(8, "early stopping: epochs without a better validation MAE", unit="epochs", ge=1)
+    ft_full_epochs: int = setting(
+        0, ge=0, sized=10**5
+    )  # after head-only fine-tuning, epochs of the whole model at lr / 10
+    lr: float = setting(1e-3, "AdamW learning rate of the neural models", gt=0)
+    weight_decay: float = setting(1e-4, "AdamW weight decay", ge=0)
+    batch_size: int = setting(32, ge=1, sized=65536)  # windows per step (every sensor of a window together)
+    ridge_alpha: float = setting(1.0, "L2 penalty of the ridge regression on lags (scaled values)", ge=0)
     mape_min: Optional[float] = None  # MAPE only where the truth exceeds this; None: 5 (counts), 0 with a null value
     # readings equal to this are missing: masked out of MAE / RMSE / MAPE and of the training loss
     # (BasicTS / LargeST masked metrics); "auto": 0 for METR-LA / PEMS-BAY .h5 files, none otherwise
     null_value: Union[float, str, None] = "auto"
-    infer_batch: int = 64  # windows per batch for infer_ms_per_batch
+    infer_batch: int = setting(64, ge=1, sized=65536)  # windows per batch for infer_ms_per_batch
     npz_feature: int = 0  # .npz (T, N, F): 0 flow, 1 occupancy, 2 speed (PeMSD4/8)
     npz_start: str = "2018-01-01"  # .npz without timestamps: first step (PeMSD8: 2016-07-01)
-    npz_step_s: float = 300.0
+    npz_step_s: float = setting(300.0, ".npz without timestamps: seconds between readings (PeMS: 300)", gt=0)
 
     def __post_init__(self):
         bad = [m for m in self.models if m not in MODELS]

@@ -150,11 +150,45 @@ def metrics(pred: np.ndarray, true: np.ndarray, mape_min: float, null_value: flo
     return {"mae": float(np.mean(np.abs(err))), "rmse": float(np.sqrt(np.mean(err**2))), "mape": mape}
 
 
-def mean_ci(values, level: float = 0.95) -> list[float]:
-    """Student-t interval of the mean of ``values`` over seeds; [v, v] for one value."""
+def window_errors(pred: np.ndarray, true: np.ndarray, null_value: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Per test window: the sum of |pred - true| over the scored entries, and their count (MAE =
+    sum / count over all windows, as ``metrics``). pred, true: (W, N)."""
+    p = np.asarray(pred, dtype=np.float64).reshape(len(pred), -1)
+    t = np.asarray(true, dtype=np.float64).reshape(len(true), -1)
+    ok = valid_mask(t, null_value)
+    return np.where(ok, np.abs(p - t), 0.0).sum(1), ok.sum(1).astype(np.float64)
+
+
+def block_bootstrap_mae_ci(
+    abs_sum: np.ndarray, count: np.ndarray, block: int, n_boot: int = 2000, seed: int = 0, level: float = 0.95
+) -> list[float] | None:
+    """Moving-block bootstrap (Kuensch 1989) percentile interval of the MAE over test windows:
+    blocks of ``block`` consecutive windows (one day: neighbouring windows overlap and errors
+    persist within a day) drawn with replacement until the test length is covered. The interval
+    of a deterministic model's score on this test set; None with fewer than two blocks."""
+    w = len(abs_sum)
+    block = max(1, min(int(block), w))
+    n_blocks = -(-w // block)
+    if w - block + 1 < 2 or n_blocks < 2:
+        return None
+    cs = np.concatenate([[0.0], np.cumsum(abs_sum)])
+    cn = np.concatenate([[0.0], np.cumsum(count)])
+    starts = np.random.default_rng(seed).integers(0, w - block + 1, size=(n_boot, n_blocks))
+    num = (cs[starts + block] - cs[starts]).sum(1)
+    den = (cn[starts + block] - cn[starts]).sum(1)
+    mae = num[den > 0] / den[den > 0]
+    if mae.size < 2:
+        return None
+    lo, hi = np.quantile(mae, [(1 - level) / 2, (1 + level) / 2])
+    return [float(lo), float(hi)]
+
+
+def mean_ci(values, level: float = 0.95) -> list[float] | None:
+    """Student-t interval of the mean of ``values`` over seeds; None for one value (one seed has
+    no interval, never a zero-width one)."""
     v = np.asarray(values, dtype=float)
-    if v.size == 1:
-        return [float(v[0]), float(v[0])]
+    if v.size < 2:
+        return None
     from scipy.stats import t as student
 
     half = float(student.ppf(0.5 + level / 2, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))

@@ -9,7 +9,10 @@ largest horizon. Deterministic baselines (ha, persistence, ridge) run once.
 
 One ``result`` per (model, horizon, lane_fraction): kind, model, pretrained, horizon_steps,
 lane_fraction, mae, rmse, mape (means over seeds), params, train_s, infer_ms_per_batch, seeds,
-mae_ci (95% Student-t over seeds), and pretrain_s, dataset, n_test_windows; last a summary.
+mae_ci (95%: Student-t over seeds for trained models, null with one seed; a moving-block bootstrap
+over the test windows for the deterministic ones), mae_ci_method, diverged, and pretrain_s, dataset,
+n_test_windows; last a summary. A seed whose training goes non-finite (core/diverge) makes its
+setting's records ``diverged: true`` with null metrics, left out of the verdict.
 """
 
 from __future__ import annotations
@@ -190,36 +193,51 @@ def predict(model, x, tod, dow, batch: int = 256):
     return torch.cat(out)
 
 
-def fit(model, params, train, val, cfg: Config, *, gen, epochs: int, lr: float, on_epoch=None) -> dict:
+def fit(
+    model, params, train, val, cfg: Config, *, gen, epochs: int, lr: float, on_epoch=None, desc: str = "traffic"
+) -> dict:
     """Adam on the L1 loss (scaled values) with early stopping on validation MAE; keeps the best
-    weights. train / val: (x, y, tod, dow) tensors. on_epoch(epoch) runs before each epoch."""
+    weights. train / val: (x, y, tod, dow) tensors. on_epoch(epoch) runs before each epoch.
+    A non-finite loss or parameter raises core.diverge.Diverged (step: optimizer steps)."""
     import torch
+
+    from icml26.core import diverge
+    from icml26.core.progress import progress
 
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=cfg.weight_decay)
     x, y, tod, dow = train[:4]
     mask = train[4] if len(train) > 4 else None
     vmask = val[4] if len(val) > 4 else None
-    best, best_state, bad, done = math.inf, None, 0, 0
-    for ep in range(epochs):
-        if on_epoch is not None:
-            on_epoch(ep)
-        model.train()
-        perm = torch.randperm(x.shape[0], generator=gen).to(x.device)
-        for i in range(0, x.shape[0], cfg.batch_size):
-            b = perm[i : i + cfg.batch_size]
-            loss = _l1(model(x[b], tod[b], dow[b]), y[b], None if mask is None else mask[b])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        done = ep + 1
-        v = float(_l1(predict(model, val[0], val[2], val[3]), val[1], vmask))
-        if v < best - 1e-6:
-            best, bad = v, 0
-            best_state = {k: t.detach().clone() for k, t in model.state_dict().items()}
-        else:
-            bad += 1
-            if bad >= cfg.patience:
-                break
+    best, best_state, bad, done, step = math.inf, None, 0, 0, 0
+    per_epoch = -(-int(x.shape[0]) // cfg.batch_size)
+    with progress(epochs * per_epoch, desc) as bar:
+        for ep in range(epochs):
+            if on_epoch is not None:
+                on_epoch(ep)
+            model.train()
+            perm = torch.randperm(x.shape[0], generator=gen).to(x.device)
+            tot, nb = 0.0, 0
+            for i in range(0, x.shape[0], cfg.batch_size):
+                b = perm[i : i + cfg.batch_size]
+                loss = _l1(model(x[b], tod[b], dow[b]), y[b], None if mask is None else mask[b])
+                step += 1
+                diverge.check(step, loss=loss.detach())
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                tot, nb = tot + float(loss.detach()), nb + 1
+                bar.advance(1, epoch=ep + 1, loss=tot / nb)
+            diverge.check_params(step, model.parameters())
+            done = ep + 1
+            v = float(_l1(predict(model, val[0], val[2], val[3]), val[1], vmask))
+            bar.set(val_mae_scaled=v, best_val=min(best, v))
+            if v < best - 1e-6:
+                best, bad = v, 0
+                best_state = {k: t.detach().clone() for k, t in model.state_dict().items()}
+            else:
+                bad += 1
+                if bad >= cfg.patience:
+                    break
     if best_state is not None:
         model.load_state_dict(best_state)
     return {"val_mae_scaled": best, "epochs_run": done}
@@ -310,24 +328,34 @@ def pretrain(variant: str, cfg: Config, roads, road_rows, *, seed: int, device: 
             )
         return e.to(device)
 
+    from icml26.core import diverge
+    from icml26.core.progress import progress
+
     losses = {}
-    for ep in range(cfg.pretrain_epochs):
-        if contrastive and ep == min(cfg.graph_warmup_epochs, cfg.pretrain_epochs - 1):
-            _graph_from(model, extend(full[:512])[:, :L], cfg, seed)
-        model.train()
-        perm = torch.randperm(full.shape[0], generator=gen)
-        tot = np.zeros(3)
-        nb = 0
-        for i in range(0, full.shape[0], cfg.pretrain_batch_size):
-            e = extend(full[perm[i : i + cfg.pretrain_batch_size]])
-            fc, rec, nce = model.pretrain_losses(e[:, :L], e[:, L:], cfg.mask_ratio, gen, contrastive)
-            loss = fc + rec + nce
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            tot += [float(fc.detach()), float(rec.detach()), float(nce.detach())]
-            nb += 1
-        losses = dict(zip(("forecast_l1", "recon_mse", "info_nce"), (tot / max(nb, 1)).tolist()))
+    step = 0
+    per_epoch = -(-int(full.shape[0]) // cfg.pretrain_batch_size)
+    with progress(cfg.pretrain_epochs * per_epoch, f"traffic pretrain {variant} seed {seed}") as bar:
+        for ep in range(cfg.pretrain_epochs):
+            if contrastive and ep == min(cfg.graph_warmup_epochs, cfg.pretrain_epochs - 1):
+                _graph_from(model, extend(full[:512])[:, :L], cfg, seed)
+            model.train()
+            perm = torch.randperm(full.shape[0], generator=gen)
+            tot = np.zeros(3)
+            nb = 0
+            for i in range(0, full.shape[0], cfg.pretrain_batch_size):
+                e = extend(full[perm[i : i + cfg.pretrain_batch_size]])
+                fc, rec, nce = model.pretrain_losses(e[:, :L], e[:, L:], cfg.mask_ratio, gen, contrastive)
+                loss = fc + rec + nce
+                step += 1
+                diverge.check(step, pretrain_loss=loss.detach())
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                tot += [float(fc.detach()), float(rec.detach()), float(nce.detach())]
+                nb += 1
+                bar.advance(1, epoch=ep + 1, loss=float(tot.sum() / nb))
+            diverge.check_params(step, model.parameters())
+            losses = dict(zip(("forecast_l1", "recon_mse", "info_nce"), (tot / max(nb, 1)).tolist()))
     state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
     return state, {
         "pretrain_s": time.perf_counter() - t0,
@@ -379,13 +407,33 @@ def train_lane_model(
             _graph_from(model, train[0], cfg, seed)  # lanes placed by the pre-trained encoder, once
         for p in model.backbone_parameters():
             p.requires_grad_(False)
-        info.update(fit(model, model.head_parameters(), train, val, cfg, gen=gen, epochs=cfg.epochs, lr=cfg.lr))
+        info.update(
+            fit(
+                model,
+                model.head_parameters(),
+                train,
+                val,
+                cfg,
+                gen=gen,
+                desc=f"traffic {name} seed {seed}",
+                epochs=cfg.epochs,
+                lr=cfg.lr,
+            )
+        )
         if cfg.ft_full_epochs:
             for p in model.backbone_parameters():
                 p.requires_grad_(True)
             info.update(
                 fit(
-                    model, list(model.parameters()), train, val, cfg, gen=gen, epochs=cfg.ft_full_epochs, lr=cfg.lr / 10
+                    model,
+                    list(model.parameters()),
+                    train,
+                    val,
+                    cfg,
+                    gen=gen,
+                    desc=f"traffic {name} seed {seed}",
+                    epochs=cfg.ft_full_epochs,
+                    lr=cfg.lr / 10,
                 )
             )
     elif name in MINI and model.use_graph:
@@ -402,13 +450,26 @@ def train_lane_model(
                 val,
                 cfg,
                 gen=gen,
+                desc=f"traffic {name} seed {seed}",
                 epochs=max(cfg.epochs, cfg.graph_warmup_epochs + 1),
                 lr=cfg.lr,
                 on_epoch=on_epoch,
             )
         )
     else:
-        info.update(fit(model, list(model.parameters()), train, val, cfg, gen=gen, epochs=cfg.epochs, lr=cfg.lr))
+        info.update(
+            fit(
+                model,
+                list(model.parameters()),
+                train,
+                val,
+                cfg,
+                gen=gen,
+                desc=f"traffic {name} seed {seed}",
+                epochs=cfg.epochs,
+                lr=cfg.lr,
+            )
+        )
     info.update(train_s=time.perf_counter() - t0, params=n_params(model))
     model.eval()
     return Fitted(name, model, scaler, cfg.max_horizon, device), info
@@ -440,7 +501,11 @@ def evaluate(predictor, test: dict, cfg: Config) -> dict:
 
     pred = predictor(test["x"], test["tod"], test["dow"])  # (W, H, N)
     out = {
-        h: D.metrics(pred[:, h - 1], test["y"][:, h - 1], cfg.mape_floor(), null_value=cfg.null()) for h in cfg.horizons
+        h: {
+            **D.metrics(pred[:, h - 1], test["y"][:, h - 1], cfg.mape_floor(), null_value=cfg.null()),
+            "window_errors": D.window_errors(pred[:, h - 1], test["y"][:, h - 1], cfg.null()),
+        }
+        for h in cfg.horizons
     }
     b = min(cfg.infer_batch, test["x"].shape[0])
     xs, ts, ds = test["x"][:b], test["tod"][:b], test["dow"][:b]
@@ -474,9 +539,33 @@ def result_records(
 ) -> Iterator[dict]:
     from icml26.methods.traffic import data as D
 
+    from icml26.core import diverge
+
+    bad = next((r["diverged"] for r in runs if r.get("diverged") is not None), None)
+    if bad is not None:  # a seed diverged: the setting is not a result (left out of the verdict)
+        for h in cfg.horizons:
+            yield {
+                "kind": "result",
+                "model": name,
+                "pretrained": pretrained,
+                "horizon_steps": h,
+                "lane_fraction": fraction,
+                **{k: None for k in ("mae", "rmse", "mape", "mae_ci", "mae_ci_method")},
+                "seeds": len(runs),
+                **diverge.diverged_fields(bad),
+                "dataset": inp.dataset,
+                "n_test_windows": n_test,
+            }
+        return
     for h in cfg.horizons:
         maes = [r["by_h"][h]["mae"] for r in runs]
         mapes = [r["by_h"][h]["mape"] for r in runs if r["by_h"][h]["mape"] is not None]
+        if name in DETERMINISTIC:  # one fit: the interval of its score over the test windows
+            ci = D.block_bootstrap_mae_ci(*runs[0]["by_h"][h]["window_errors"], block=slots_per_day(inp.lanes))
+            how = "block bootstrap over test windows (1-day blocks)" if ci is not None else None
+        else:  # trained models: Student-t over seeds, null with one seed
+            ci = D.mean_ci(maes)
+            how = "student-t over seeds" if ci is not None else None
         yield {
             "kind": "result",
             "model": name,
@@ -490,8 +579,9 @@ def result_records(
             "train_s": float(np.mean([r["train_s"] for r in runs])),
             "infer_ms_per_batch": float(np.mean([r["infer_ms_per_batch"] for r in runs])),
             "seeds": len(runs),
-            # 95% Student-t over seeds; deterministic models: their exact value; one seed of a trained model: null
-            "mae_ci": D.mean_ci(maes) if len(maes) > 1 or name in DETERMINISTIC else None,
+            "mae_ci": ci,  # 95%: over seeds (trained), over test windows (deterministic); else null
+            "mae_ci_method": how,
+            "diverged": False,
             "null_value": cfg.null(),
             "pretrain_s": float(np.mean(pre_s)) if pre_s else None,
             "dataset": inp.dataset,
@@ -505,6 +595,8 @@ def run(
     """Pre-train, fine-tune and test every selected model; yields ``result`` records and a summary.
 
     only: optional set of (model, lane_fraction) pairs to run (the benchmark runs in parts)."""
+    from icml26.core import diverge
+
     inp = inputs or load_inputs(cfg)
     test = _windows(inp.lanes, inp.split.test, cfg)
     n_test = int(test["x"].shape[0])
@@ -520,12 +612,19 @@ def run(
             for k in range(seeds_of[name]):
                 s = seed + k
                 state = None
-                if pretrained_flag(name, inp):
-                    if (name, s) not in pre_cache:
-                        pre_cache[(name, s)] = pretrain(name, cfg, inp.roads, inp.road_rows, seed=s, device=device)
-                    state, pinfo = pre_cache[(name, s)]
-                    pre_s.append(pinfo["pretrain_s"])
-                predictor, info = train_lane_model(name, cfg, inp, fraction, seed=s, device=device, pretrained=state)
+                try:
+                    if pretrained_flag(name, inp):
+                        if (name, s) not in pre_cache:
+                            pre_cache[(name, s)] = pretrain(name, cfg, inp.roads, inp.road_rows, seed=s, device=device)
+                        state, pinfo = pre_cache[(name, s)]
+                        pre_s.append(pinfo["pretrain_s"])
+                    predictor, info = train_lane_model(
+                        name, cfg, inp, fraction, seed=s, device=device, pretrained=state
+                    )
+                except diverge.Diverged as e:
+                    diverge.warn(e, f"traffic {name} seed {s} lane_fraction {fraction:g}")
+                    runs.append({"diverged": e})
+                    break
                 ev = evaluate(predictor, test, cfg)
                 runs.append({**info, **ev})
             for rec in result_records(name, cfg, inp, fraction, runs, pre_s, n_test, pretrained_flag(name, inp)):
