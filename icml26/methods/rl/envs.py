@@ -12,10 +12,10 @@ after a reset: a checkpoint stores (episode number, actions) per environment, an
 rebuilds the exact simulator state by replaying them (MuJoCo is deterministic for a given
 build), instead of copying simulator internals (warm-starts) that ``set_state`` does not restore.
 The same wrapper injects the heteroscedastic reward noise of the controlled impulse test
-(RECON, shared/methods/dsac_aid.md "CPU tests"): r + noise * (0.5 + mean(a^2)) * N(0, 1), from
-a generator seeded per episode, so a replay draws the same noise.
+(RECON: our test, in neither the paper nor GOPS): r + noise * (0.5 + mean(a^2)) * N(0, 1),
+from a generator seeded per episode, so a replay draws the same noise.
 
-Pins: gymnasium[mujoco]==1.4.0, mujoco==3.17.0, dm_control==1.0.50 (shared/DATA.md; mujoco 4
+Pins: gymnasium[mujoco]==1.4.0, mujoco==3.17.0, dm_control==1.0.50 (the versions tested; mujoco 4
 breaks dm_control). Nothing is downloaded.
 """
 

@@ -1,35 +1,27 @@
 """The SAC-family learner: SAC, DSAC-T, DSAC-AID and AID's epistemic-only ablation, as flags of
 one batched learner (``algo``), and the replay buffer it learns from.
-
 Sources ([C] = official code yzy-yuzhouyang/GOPS: gops/algorithm/dsacaid.py at 1ea49ca (σ loss
 default; 640e85a's form as ``sigma_loss="variance"``), gops/algorithm/dsact.py at a1b91bc):
 
-- ``sac``: twin critics, target min(Q1', Q2') - alpha log pi at a' ~ pi(s'), 0.5 MSE per
-  critic, actor on min Q, automatic alpha (Haarnoja et al. 2018, arXiv 1812.05905; as CleanRL /
-  Stable-Baselines3 do).
-- ``dsac-t`` (DSAC-T, arXiv 2310.05858, as [C] dsact.py computes it): 2 Gaussian critics;
-  a' ~ pi_target(s'); mean target from min Q', the sampled target from the critic with the
-  smaller target mean, bounded to Q + clip(z - Q, +-3 sbar) (sbar: EMA of the batch-mean sigma);
-  the plain loss (sbar^2 + b) mean[-sg(y - Q) Q / (sd^2 + b) - ((Qd - zb)^2 - sd^2) sigma /
-  (sd^3 + b)] or, with ``dsact_huber``, its Huber branch (ratio sbar^2 / (sd^2 + b) in [0.1, 10]).
+- ``sac``: twin critics, target min(Q1', Q2') - alpha log pi at a' ~ pi(s'), 0.5 MSE per critic,
+  actor on min Q, automatic alpha (Haarnoja et al. 2018, arXiv 1812.05905; as CleanRL / SB3).
+- ``dsac-t`` (DSAC-T, arXiv 2310.05858, as [C] dsact.py): 2 Gaussian critics; a' ~ pi_target(s');
+  mean target from min Q', sampled target from the critic with the smaller target mean, bounded to
+  Q + clip(z - Q, +-3 sbar) (sbar: EMA of the batch-mean sigma); the plain loss (sbar^2 + b)
+  mean[-sg(y - Q) Q / (sd^2 + b) - ((Qd - zb)^2 - sd^2) sigma / (sd^3 + b)] or, with
+  ``dsact_huber``, its Huber branch (ratio sbar^2 / (sd^2 + b) in [0.1, 10]).
 - ``dsac-aid`` [C]: ``num_q`` Gaussian critics; U_epi = Var_i Q_i' (unbiased), U_ale = mean_i
-  sigma_i'^2, mean target from Q_lcb = mean_i Q_i' - sqrt(lam^2 U_epi + beta^2 U_ale); each
-  critic's sampled target from its own Q_i', sigma_i'; rq, rs gradient ratios with the online
-  ensemble variance; Huber option with the σ loss rs sigma (sd^2 - 2 Huber(Qd - zb)) / (sd + b)
-  (1ea49ca) or rs Huber(sigma^2, (Qd - zb)^2) / (2 sd^2 + b) (640e85a); actor on mean Q - lam
-  std Q (epistemic only); a behaviour actor on the upper bound mean Q + sqrt(lam^2 Var Q + beta^2
-  mean sigma^2) collects the data; beta annealed after evaluations (``Learner.anneal_beta``).
+  sigma_i'^2; mean target from Q_lcb = mean_i Q_i' - sqrt(lam^2 U_epi + beta^2 U_ale); each critic's
+  sampled target from its own Q_i', sigma_i'; rq, rs gradient ratios with the online ensemble
+  variance; Huber σ loss rs sigma (sd^2 - 2 Huber(Qd - zb)) / (sd + b) (1ea49ca) or rs Huber(sigma^2,
+  (Qd - zb)^2) / (2 sd^2 + b) (640e85a); actor on mean Q - lam std Q; a behaviour actor on mean Q +
+  sqrt(lam^2 Var Q + beta^2 mean sigma^2) collects data; beta annealed after evaluations.
 - ``dsac-aid-epi``: the same with beta = 0 throughout (no aleatoric term anywhere).
-
-Every tensor carries a leading seed dimension S: S independent learners train in one process
-with one batched forward per network (``nets.BatchedMLP``; the critic ensemble is G = S * M
-members). Losses are sums over seeds and critics (each member's gradient is its own), Adam is
-elementwise (one Adam = separate Adams). Critics step every iteration; actors, alpha and the
-Polyak update (critics, pi_target) every ``delay_update`` iterations; all gradients of an
-iteration are taken before any step, as [C] does.
-
-RECON: evaluation is synchronous (official: asynchronous, so its bias reaches beta one
-evaluation interval later); sigma = softplus (GOPS's regularized critic adds 1e-5).
+Every tensor has a leading seed dimension S (S learners, one batched forward per network via
+``nets.BatchedMLP``; critics G = S * M members); losses sum over seeds and critics, Adam is
+elementwise. Critics step every iteration; actors, alpha and Polyak every ``delay_update``; all
+gradients of an iteration are taken before any step, as [C] does. RECON: evaluation is synchronous
+(official: asynchronous); sigma = softplus (GOPS's regularized critic adds 1e-5).
 """
 
 from __future__ import annotations
