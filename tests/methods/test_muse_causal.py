@@ -146,3 +146,41 @@ def test_block_baseline_gates_per_token_as_moba():
         keys = torch.cat([torch.arange(4 * j, 4 * j + 4) for j in top.tolist()] + [torch.arange(start, i + 1)])
         p = torch.softmax(c * k[0, 0, keys] @ qi, 0)
         assert torch.allclose(out[0, 0, i], p @ v[0, 0, keys], atol=1e-12)
+
+
+def test_tiny_mistral_ragged_length_and_generate_prefill_are_causal(path):
+    """A second architecture (Mistral, ``sliding_window`` None) at a length the block does not
+    divide (75 = 4 blocks of 16 + 11), perturbing p = 1, a block start, inside a block and the
+    last position; then ``model.generate`` (MuSe prefill, exact decode over the KV cache): the
+    logits of every prefix >= 2 blocks, computed alone, equal those of the whole sequence at that
+    position, and greedy generation equals argmax over prefix-only prefills step by step."""
+    from transformers import MistralConfig, MistralForCausalLM
+
+    cfg = MistralConfig(
+        vocab_size=97,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        sliding_window=None,
+    )
+    hf.register()
+    torch.manual_seed(1)
+    model = MistralForCausalLM._from_config(cfg, attn_implementation="muse").eval()
+    ids = torch.randint(0, 97, (2, 75), generator=torch.Generator().manual_seed(5))
+    with hf.settings(_settings("muse")), torch.no_grad():
+        _perturbation_check(model, ids, (1, 32, 40, 74), 97)
+        prompt = ids[:, :45]
+        seq = model.generate(
+            prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=6, do_sample=False, pad_token_id=0
+        )
+        full = model(seq).logits
+        cur = prompt
+        for n in range(32, seq.shape[1] + 1):
+            alone = model(seq[:, :n]).logits[:, -1]
+            assert (alone - full[:, n - 1]).abs().max().item() <= 1e-4, n
+        for _ in range(6):
+            cur = torch.cat([cur, model(cur).logits[:, -1].argmax(-1, keepdim=True)], 1)
+    assert torch.equal(cur, seq)
