@@ -215,3 +215,27 @@ def test_real_traffic_data_bandit(tmp_path):
     assert r.exit_code == 0, r.output
     res = [x for x in _lines(r.stdout) if x["kind"] == "result"][0]
     assert res["error_probability"] < 0.2
+
+
+def test_one_algorithm_has_nothing_to_compare_best_algo_is_null():
+    """A single --algo is the leader of nothing: best_algo null (core/verdict: a winner only when
+    separated from another method), leader names it; in both settings."""
+    r = invoke(["bai", "--env", "varde-3groups", "--algo", "varde", "--budget", "150", "--seeds", "50", "-q"])
+    assert r.exit_code == 0, r.output
+    s = _lines(r.stdout)[-1]
+    assert s["leader"] == "varde" and s["tied_with_best"] == ["varde"] and s["best_algo"] is None
+    r = invoke(["bai", "--env", "varde-3groups", "--algo", "lucb", "--delta", "0.1", "--seeds", "20", "-q"])
+    assert r.exit_code == 0, r.output
+    s = _lines(r.stdout)[-1]
+    assert s["best_algo"] is None and s["leader"] in ("lucb", None)
+
+
+def test_pulls_over_the_limit_refused_before_the_bandit_is_read(tmp_path):
+    """The Config's work() model (seeds x algorithms x budget) refuses at once, naming the flags,
+    before the bandit file is opened and before --out is created."""
+    out = tmp_path / "run"
+    r = invoke(
+        ["bai", "--env", str(tmp_path / "absent.yaml"), "--budget", "1000", "--set", "seeds=1e9", "--out", str(out)]
+    )
+    assert r.exit_code == 2 and "pulls" in r.stderr and "--seeds" in r.stderr, r.stderr
+    assert "absent.yaml" not in r.stderr and not out.exists()

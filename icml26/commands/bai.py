@@ -57,31 +57,43 @@ def bai(
 
     Example: icml26 bai --env varde-geom14 --budget 200 --algo all --seeds 2000
     """
-    from icml26.core.output import previous_results, resume_records, stream
-    from icml26.core.recipe import recipe_seed, resolve
-    from icml26.methods.exploration import bai as m
+    import dataclasses
 
-    algos = split_csv(algo)
+    from icml26.core.output import previous_results, resume_records, stream
+    from icml26.core.preamble import prepare
+
     # a typed --budget/--delta replaces the recipe's setting of the other kind
     typed_setting = {}
     if budget:
         typed_setting = {"budget": tuple(budget), "delta": ()}
     if delta:
         typed_setting = {"delta": tuple(delta), **({"budget": tuple(budget)} if budget else {"budget": ()})}
-    cfg = resolve(m.Config, "bai", recipe, set_, env=env, algo=algos, seeds=seeds, **typed_setting)
-    search = (Path(recipe).resolve().parent,) if recipe else ()
-    env_path = m.resolve_env_path(cfg.env, search)
-    import dataclasses
-
-    cfg = dataclasses.replace(cfg, env=str(env_path))
+    run = prepare(
+        "icml26.methods.exploration.bai:Config",
+        "bai",
+        recipe=recipe,
+        sets=set_,
+        seed=seed,
+        out=out,
+        resume=resume,
+        resumable=True,
+        load_previous=False,  # the config is completed from the bandit file first (below)
+        env=env,
+        algo=split_csv(algo),
+        seeds=seeds,
+        **typed_setting,
+    )
+    from icml26.methods.exploration import bai as m
     from icml26.methods.exploration.bandit_env import load_env
 
+    cfg = run.cfg
+    search = (Path(recipe).resolve().parent,) if recipe else ()
+    env_path = m.resolve_env_path(cfg.env, search)
+    cfg = dataclasses.replace(cfg, env=str(env_path))
     table = load_env(env_path)
-    cfg = dataclasses.replace(
-        cfg, reward_range=m.resolve_reward_range(cfg, table)
-    )  # the value used, in the config record
+    cfg = dataclasses.replace(cfg, reward_range=m.resolve_reward_range(cfg, table))  # the value used, in the record
     m.validate(cfg, table)
-    s = recipe_seed(recipe, "bai", seed) or 0
+    s = run.seed
     cols = [
         "algo",
         "budget" if cfg.budget else "delta",
@@ -95,13 +107,10 @@ def bai(
     done = previous_results(prev, "algo", "budget", "delta")
     stream(
         m.run(cfg, seed=s, table=table, done=done),
-        command="bai",
+        run=run,
         config=cfg,
-        seed=s,
-        out=out,
         quiet=quiet,
         columns=cols,
         plot=m.plot,
-        resumable=True,
         previous=prev,
     )

@@ -91,6 +91,28 @@ class Config:
     tts_beta: Optional[float] = None  # Top-Two TS: probability of pulling the leader
     tts_max_resample: Optional[int] = None  # Top-Two TS: redraws to find a challenger
 
+    def work(self) -> list:
+        """Pulls simulated over all runs: seeds x algorithms x (the sum of the budgets, or --delta values
+        x max_pulls, a run's worst case), against MAX_TOTAL_PULLS; checked up front, before the bandit
+        is read (``check_limits`` adds the CPU-time estimate and the memory on the arms read)."""
+        from icml26.core.settings import Work
+
+        if not self.budget and not self.delta:
+            return []
+        try:
+            n_algo = len(expand_algos(self))
+        except InputError:  # an algorithm without a stopping rule: validate() says so
+            return []
+        if self.budget:
+            per_run, what = float(sum(self.budget)), "--seeds, --budget or the number of --algo"
+            counted = "seeds x algorithms x the sum of the budgets"
+        else:
+            per_run = float(len(self.delta)) * self.max_pulls
+            what = "--set max_pulls=N, --seeds or the number of --algo"
+            counted = "seeds x algorithms x --delta values x max_pulls, a run's worst case"
+        amount = float(self.seeds) * n_algo * per_run
+        return [Work(amount, MAX_TOTAL_PULLS, "pulls", what, detail=counted, verb="simulate")]
+
     def __post_init__(self):
         if self.seeds < 1:
             raise ValueError(f"seeds must be >= 1, got {self.seeds}")

@@ -32,7 +32,8 @@ def summarize(results: list[dict], cfg: Config) -> dict:
     interval overlaps its own in every setting (else None; ``tied_with_best`` lists them); fixed confidence -> lowest mean stopping time among the
     algorithms whose error rate is below delta (``error_below_delta`` True: the upper end of
     its 95% interval at most delta) and that stopped in every run, in every setting; None when
-    no algorithm qualifies (``delta_undetermined`` lists those whose interval spans delta)."""
+    no algorithm qualifies (``delta_undetermined`` lists those whose interval spans delta). With a
+    single algorithm ``best_algo`` is None (nothing to compare; ``leader`` still names it)."""
     by: dict[str, list[dict]] = {}
     for r in results:
         by.setdefault(r["algo"], []).append(r)
@@ -54,7 +55,8 @@ def summarize(results: list[dict], cfg: Config) -> dict:
             if all(r["error_probability_ci"][0] <= b["error_probability_ci"][1] for r, b in zip(rs, by[best])):
                 tied.append(a)
         summary["leader"] = best  # the lowest mean error probability (ties: lower simple regret)
-        summary["best_algo"] = best if tied == [best] else None  # named only when its intervals separate it
+        # named only when its intervals separate it from another algorithm's (one algorithm: nothing to compare)
+        summary["best_algo"] = best if tied == [best] and len(by) > 1 else None
         summary["error_probability"] = score[best][0]
         summary["tied_with_best"] = tied
         if "varde" in by:  # 1 + number of algorithms strictly better (ties share a rank)
@@ -67,7 +69,9 @@ def summarize(results: list[dict], cfg: Config) -> dict:
         }
         score = {a: float(np.mean([r["stopping_time_mean"] for r in rs])) for a, rs in ok.items()}
         best = min(score, key=lambda a: score[a]) if score else None
-        summary["best_algo"] = best  # None: no algorithm stopped in every run with error shown below delta
+        # None: no algorithm stopped in every run with error shown below delta, or one algorithm (nothing to compare)
+        summary["best_algo"] = best if len(by) > 1 else None
+        summary["leader"] = best
         summary["stopping_time_mean"] = score[best] if best else None
         summary["delta_respected_by"] = sorted(ok)
         # not shown above delta, but not shown below it either (more seeds would tell)
