@@ -21,8 +21,9 @@ Method (docs/muse.md; the paper's full text and code are not public, RECON = thi
      on tokens <= t only.
 Variants: ``muse`` (1-5), ``muse-noretrieval`` (no 5 retrieval), ``muse-v1`` (untilted
 monopole + dipole per key cluster, no query clusters, no retrieval; RECON of v1), ``block``
-(MoBA, Lu et al. 2025, arXiv 2502.13189: every query picks its own top-r past key blocks by
-q.mean(k_block), exact attention over those and its local block, nothing for the rest).
+(MoBA, Lu et al. 2025, arXiv 2502.13189, code MoonshotAI/MoBA: every query picks its own top-r
+past key blocks of B / Ck keys by q.mean(k_block), exact attention over those and its local block,
+nothing for the rest; MoBA's gate at a finer granularity than its uniform chunks, docs/muse.md).
 Gradients flow through the summaries; assignments and retrieved sets are constants; the
 centroids are detached unless ``detach_query_centroids`` is False (then they carry gradient to
 the past block's queries).
