@@ -44,7 +44,7 @@ class FQL(OfflineAgent):
 
     def build(self):
         c, o, a, S = self.cfg, self.obs_dim, self.act_dim, self.S
-        net = dict(hidden=c.fql_hidden, activation="gelu", init="xavier")
+        net = {"hidden": c.fql_hidden, "activation": "gelu", "init": "xavier"}
         self.flow = self.mlp(S, o + a + 1, a, **net)  # v(s, x_t, t)
         self.onestep = self.mlp(S, o + a, a, **net)  # mu(s, z)
         self.critic = self.double_q(**net, layer_norm=True)
@@ -215,7 +215,7 @@ class IQL(OfflineAgent):
 
     def build(self):
         c, o, a, S = self.cfg, self.obs_dim, self.act_dim, self.S
-        net = dict(hidden=c.iql_hidden, activation="relu", init="orthogonal")
+        net = {"hidden": c.iql_hidden, "activation": "relu", "init": "orthogonal"}
         self.critic = self.double_q(**net)
         self.value = self.mlp(S, o, 1, **net)
         self.actor = self.mlp(S, o, a, **net)
@@ -281,7 +281,7 @@ class TD3BC(OfflineAgent):
 
     def build(self):
         c, o, a, S = self.cfg, self.obs_dim, self.act_dim, self.S
-        net = dict(hidden=c.td3bc_hidden, activation="relu", init="torch")
+        net = {"hidden": c.td3bc_hidden, "activation": "relu", "init": "torch"}
         self.actor = self.mlp(S, o, a, **net)
         self.actor_target = self.mlp(S, o, a, **net)
         self.actor_target.load_state_dict(self.actor.state_dict())

@@ -187,7 +187,7 @@ def transitions(
     rets = np.bincount(inv, weights=out["rewards"].astype(np.float64), minlength=len(uniq))
     info = {
         "transitions": int(keep.sum()),
-        "episodes": int(len(uniq)),
+        "episodes": len(uniq),
         "boundaries": how,
         "return_min": float(rets.min()) if len(rets) else None,
         "return_mean": float(rets.mean()) if len(rets) else None,
@@ -223,7 +223,7 @@ class Dataset:
     def act_dim(self) -> int:
         return int(self.fields["actions"].shape[1])
 
-    def to(self, device: str) -> "Dataset":
+    def to(self, device: str) -> Dataset:
         """The same dataset with its tensors on ``device``."""
         return dataclasses.replace(self, fields={k: v.to(device) for k, v in self.fields.items()})
 
@@ -277,7 +277,7 @@ def load(
         family=family(env),
         kind=kind_of(attrs, p.name),
     )
-    t = lambda x: torch.as_tensor(np.asarray(x, dtype=np.float32), device=device)  # noqa: E731
+    t = lambda x: torch.as_tensor(np.asarray(x, dtype=np.float32), device=device)
     fields = {
         "observations": t(data["observations"]),
         "next_observations": t(data["next_observations"]),

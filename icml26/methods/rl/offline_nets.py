@@ -16,6 +16,7 @@ sinusoidal embedding of continuous times (frequencies log(10000) / half of ``sca
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import torch
@@ -88,7 +89,7 @@ class MLP(nn.Module):
             raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}, got {activation!r}")
         self.activation, self.layer_norm = activation, layer_norm
         sizes = (n_in, *hidden)
-        self.layers = nn.ModuleList(Linear(G, a, b, init, generator) for a, b in zip(sizes[:-1], sizes[1:]))
+        self.layers = nn.ModuleList(Linear(G, a, b, init, generator) for a, b in itertools.pairwise(sizes))
         self.out = Linear(G, sizes[-1], n_out, init, generator)
         if layer_norm:  # flax nn.LayerNorm: eps 1e-6, scale 1, bias 0
             self.ln_w = nn.ParameterList(nn.Parameter(torch.ones(G, 1, h)) for h in hidden)
