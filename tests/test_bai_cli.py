@@ -66,13 +66,15 @@ def test_empirical_arms(tmp_path):
     (tmp_path / "c.csv").write_text("a,b,empty\n1,2,\n3,4,\n5,,\n")
     env = tmp_path / "e.yaml"
     env.write_text(
-        "name: e\narms:\n  - {dist: empirical, file: c.csv, column: a, label: A}\n  - {dist: empirical, file: c.csv, column: b, missing: drop}\n"
+        "name: e\narms:\n  - {dist: empirical, file: c.csv, column: a, label: A}\n  - {dist: empirical, file: "
+        "c.csv, column: b, missing: drop}\n"
     )
     t = load_env(env)
     assert t.labels == ("A", "arm1") and t.means.tolist() == [3.0, 3.0] and t.dropped == (0, 1)
     assert t.emp_values.tolist() == [1.0, 3.0, 5.0, 2.0, 4.0] and t.emp_offsets.tolist() == [0, 3, 5]
     env.write_text(
-        "name: e\narms:\n  - {dist: empirical, file: c.csv, column: empty, missing: drop}\n  - {dist: bernoulli, p: 0.2}\n"
+        "name: e\narms:\n  - {dist: empirical, file: c.csv, column: empty, missing: drop}\n  - {dist: bernoulli, "
+        "p: 0.2}\n"
     )
     with pytest.raises(InputError, match=r"arm 0: field 'column': 'empty' in c.csv has no numeric values"):
         load_env(env)

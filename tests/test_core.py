@@ -117,7 +117,10 @@ def test_wilson_interval_oracle():
 
 
 def test_help_does_not_import_torch():
-    code = "import sys; from icml26.cli import app; import typer.testing as t; r = t.CliRunner().invoke(app, ['--help']); assert r.exit_code == 0, r.output; print('torch' in sys.modules)"
+    code = (
+        "import sys; from icml26.cli import app; import typer.testing as t; r = t.CliRunner().invoke(app, "
+        "['--help']); assert r.exit_code == 0, r.output; print('torch' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "False"
 

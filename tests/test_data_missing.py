@@ -71,7 +71,8 @@ def test_missing_data_is_refused_before_the_config_record(command, package, tmp_
     assert r.stdout == ""  # no config record (nor anything else) on stdout
     assert (
         r.stderr.strip()
-        == f"icml26: error: Debian package {package} is not installed: run `make data` as root (or `apt-get install -y {package}`)"
+        == f"icml26: error: Debian package {package} is not installed: run `make data` as root (or `apt-get "
+        f"install -y {package}`)"
     )
     assert not out.exists()
 

@@ -59,7 +59,8 @@ def test_score_cli_hand_made(tmp_path):
         ('{"id": 1, "task": "object_counting"}', "missing field"),
         ('{"id": 1, "task": "counting", "question_type": "numeric", "answer": "1", "prediction": "1"}', "unknown task"),
         (
-            '{"id": 1, "task": "object_counting", "question_type": "multiple_choice", "answer": "1", "prediction": "1"}',
+            '{"id": 1, "task": "object_counting", "question_type": "multiple_choice", "answer": "1", "prediction": '
+            '"1"}',
             "question_type",
         ),
         ("not json", "not a JSON object"),

@@ -70,7 +70,7 @@ def test_sample_lfm_checks_checkpoints_before_the_first_record(tmp_path):
     assert not (tmp_path / "s").exists()
 
 
-# ----------------------------------------------------------------------------- --resume / seam checks on a real tiny run
+# ---------------------------------------------------------------------------- --resume / seam checks on a real tiny run
 TINY = str(ROOT / "recipes/train-lfm/tiny.yaml")
 
 

@@ -16,7 +16,8 @@ def bai(
         typer.Option(
             "--env",
             "-e",
-            help="Bandit YAML file, or a built-in: varde-3groups, varde-geom14, gk2016-1, abm2010-1..7, heavy-t3groups, traffic-mid5, ... (see README).",
+            help="Bandit YAML file, or a built-in: varde-3groups, varde-geom14, gk2016-1, abm2010-1..7, "
+            "heavy-t3groups, traffic-mid5, ... (see README).",
             show_default=False,
         ),
     ] = None,
@@ -25,7 +26,8 @@ def bai(
         typer.Option(
             "--algo",
             "-a",
-            help="varde | uniform | successive-rejects | sequential-halving | ucb-e | ugape | continuous-rejects | lucb | kl-lucb | track-and-stop | top-two-ts | all (repeatable or comma-separated).",
+            help="varde | uniform | successive-rejects | sequential-halving | ucb-e | ugape | continuous-rejects | "
+            "lucb | kl-lucb | track-and-stop | top-two-ts | all (repeatable or comma-separated).",
             show_default=False,
         ),
     ] = None,
@@ -53,7 +55,10 @@ def bai(
 ) -> None:
     """Identify the best arm of a stochastic bandit: VarDE against the standard algorithms.
 
-    Fixed budget (--budget): error probability (Wilson 95% CI) and simple regret over --seeds runs; `--algo all` runs the 7 fixed-budget algorithms and the 4 fixed-confidence sampling rules (without stopping). Fixed confidence (--delta): stopping time (mean, q90) and empirical error rate. Every algorithm sees the same reward stream per arm and seed (common random numbers).
+    Fixed budget (--budget): error probability (Wilson 95% CI) and simple regret over --seeds runs; `--algo all` runs
+    the 7 fixed-budget algorithms and the 4 fixed-confidence sampling rules (without stopping). Fixed confidence
+    (--delta): stopping time (mean, q90) and empirical error rate. Every algorithm sees the same reward stream per arm
+    and seed (common random numbers).
 
     Example: icml26 bai --env varde-geom14 --budget 200 --algo all --seeds 2000
     """

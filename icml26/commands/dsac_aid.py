@@ -15,7 +15,8 @@ def dsac_aid(
         typer.Option(
             "--env",
             "-e",
-            help="gymnasium id (Hopper-v5, Walker2d-v5, HalfCheetah-v5, Ant-v5, Humanoid-v5, ...) or dmc:domain-task (dmc:cheetah-run).",
+            help="gymnasium id (Hopper-v5, Walker2d-v5, HalfCheetah-v5, Ant-v5, Humanoid-v5, ...) or "
+            "dmc:domain-task (dmc:cheetah-run).",
             show_default=False,
         ),
     ] = None,
@@ -42,7 +43,12 @@ def dsac_aid(
 ) -> None:
     """Train DSAC-AID (aleatoric impulse damping) and its baselines; log returns, Q bias and both uncertainty parts.
 
-    All seeds of a method train batched in one process; checkpoints (safetensors: weights, Adam states, replay buffer, RNG and environment states) go to --out every checkpoint_interval steps, and --resume continues exactly where the run stopped. Defaults: gymnasium ids train as Stable-Baselines3 / CleanRL run SAC (family sb3: 1 env, one update per step, 100 random warm-up steps, reward scale 1, 2x256 ReLU), each algorithm with its own loss; family=mujoco|ant|dmc (recipes mujoco-official.yaml, ant-official.yaml, dmc-humanoid-run.yaml) are the official GOPS scripts' settings. --set help lists the effective values.
+    All seeds of a method train batched in one process; checkpoints (safetensors: weights, Adam states, replay buffer,
+    RNG and environment states) go to --out every checkpoint_interval steps, and --resume continues exactly where the
+    run stopped. Defaults: gymnasium ids train as Stable-Baselines3 / CleanRL run SAC (family sb3: 1 env, one update per
+    step, 100 random warm-up steps, reward scale 1, 2x256 ReLU), each algorithm with its own loss; family=mujoco|ant|dmc
+    (recipes mujoco-official.yaml, ant-official.yaml, dmc-humanoid-run.yaml) are the official GOPS scripts' settings.
+    --set help lists the effective values.
 
     Example: icml26 dsac-aid --env InvertedPendulum-v5 --algo sac,dsac-t,dsac-aid --steps 15000 --seeds 3 --out runs/ip
     """

@@ -12,7 +12,8 @@ def env(
         bool,
         typer.Option(
             "--build/--no-build",
-            help="Load (and JIT-build if needed, about a minute per kernel the first time) every kernel to report its backend.",
+            help="Load (and JIT-build if needed, about a minute per kernel the first time) every kernel to report "
+            "its backend.",
         ),
     ] = True,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the JSON line on stdout, no table.")] = False,

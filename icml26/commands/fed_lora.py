@@ -30,7 +30,8 @@ def fed_lora(
         Optional[List[str]],
         typer.Option(
             "--strategy",
-            help="het-cpflora | fedit | flora | hetlora | ffa-lora | fedsa-lora | local (repeatable or comma-separated; default: all but fedsa-lora).",
+            help="het-cpflora | fedit | flora | hetlora | ffa-lora | fedsa-lora | local (repeatable or "
+            "comma-separated; default: all but fedsa-lora).",
             show_default=False,
         ),
     ] = None,

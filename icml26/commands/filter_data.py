@@ -52,7 +52,8 @@ LevelOpt = Annotated[
     str,
     typer.Option(
         "--level",
-        help="document (whole documents, the default) | line (every line of the text: split on newlines, blank lines kept as separators).",
+        help="document (whole documents, the default) | line (every line of the text: split on newlines, blank "
+        "lines kept as separators).",
     ),
 ]
 LineFieldOpt = Annotated[
@@ -204,7 +205,8 @@ def score(
         str,
         typer.Option(
             "--doc-score",
-            help="With --level line, metadata.quality_score is: document (the whole-text score, as at document level) | mean | min | len-weighted (of the line scores; words as weights).",
+            help="With --level line, metadata.quality_score is: document (the whole-text score, as at document "
+            "level) | mean | min | len-weighted (of the line scores; words as weights).",
         ),
     ] = "document",
     line_field: LineFieldOpt = "line_scores",
@@ -212,7 +214,8 @@ def score(
     log: LogOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
-    """Add metadata.quality_score (and quality_score_range, the values it can take) to every document; with --level line also metadata.line_scores, one per line (stdout: documents only)."""
+    """Add metadata.quality_score (and quality_score_range, the values it can take) to every document; with --level line
+    also metadata.line_scores, one per line (stdout: documents only)."""
     import time
     from pathlib import Path
 
@@ -291,7 +294,8 @@ def select(
         Optional[float],
         typer.Option(
             "--threshold",
-            help="Keep documents with score >= this (one pass); must lie in the scores' range ([0, 1] for ngram/embed).",
+            help="Keep documents with score >= this (one pass); must lie in the scores' range ([0, 1] for "
+            "ngram/embed).",
             show_default=False,
         ),
     ] = None,
@@ -303,7 +307,8 @@ def select(
         Optional[float],
         typer.Option(
             "--min-kept",
-            help="--level line: keep a document when its kept lines hold at least this fraction of its words [default: 0.5].",
+            help="--level line: keep a document when its kept lines hold at least this fraction of its words "
+            "[default: 0.5].",
             show_default=False,
         ),
     ] = None,
@@ -313,14 +318,16 @@ def select(
         typer.Option(
             "--model",
             "-m",
-            help="--level line, documents scored with --doc-score document: the classifier that rescores the kept text.",
+            help="--level line, documents scored with --doc-score document: the classifier that rescores the kept "
+            "text.",
             show_default=False,
         ),
     ] = None,
     log: LogOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
-    """Keep the top fraction (or those above a threshold) of scored documents; with --level line, drop the lines below --threshold (stdout: documents only)."""
+    """Keep the top fraction (or those above a threshold) of scored documents; with --level line, drop the lines below
+    --threshold (stdout: documents only)."""
     from icml26.methods.filtering.cqf import select_stream
     from icml26.methods.filtering.jsonl import DocumentWriter
     from icml26.methods.filtering.lines import check_select_options
@@ -352,7 +359,8 @@ def select(
     if threshold is not None and st.read and st.written in (0, st.read) and not quiet:
         seen = f"{st.score_min:.4g} to {st.score_max:.4g}" if st.score_min is not None else "unknown"
         print(
-            f"icml26 filter-data select: warning: --threshold {threshold:g} kept {'none' if st.written == 0 else 'all'} of "
+            f"icml26 filter-data select: warning: --threshold {threshold:g} kept "
+            f"{'none' if st.written == 0 else 'all'} of "
             f"the {st.read} documents (their scores: {seen}; possible range {range_text(st.score_range)}); "
             "choose a threshold between the scores, or --top K for a fraction",
             file=sys.stderr,
@@ -404,7 +412,8 @@ def _select_lines(input, output, *, threshold, min_kept, field, line_field, mode
         )
     if st.read and st.lines_total and st.lines_dropped + st.dropped_min_kept == 0 and not quiet:
         print(
-            f"icml26 filter-data select: warning: --threshold {threshold:g} dropped none of the {st.lines_total} lines; "
+            f"icml26 filter-data select: warning: --threshold {threshold:g} dropped none of the {st.lines_total} "
+            "lines; "
             f"choose a threshold between the values of metadata.{line_field}",
             file=sys.stderr,
         )

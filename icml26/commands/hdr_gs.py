@@ -16,8 +16,10 @@ import typer
 from icml26.core.options import OutOpt, QuietOpt, RecipeOpt, ResumeOpt, SeedOpt, SetOpt
 
 hdr_gs_app = typer.Typer(
-    help="Expo-GS (exposure-aware SDF in Gaussian splatting) and an HDR-GS-style baseline: train on multi-exposure views, "
-    "render at any exposure, evaluate (LDR-OE / LDR-NE / HDR PSNR, SSIM). `icml26 hdr-gs --recipe R` = `icml26 hdr-gs train --recipe R`.",
+    help="Expo-GS (exposure-aware SDF in Gaussian splatting) and an HDR-GS-style baseline: train on multi-exposure "
+    "views, "
+    "render at any exposure, evaluate (LDR-OE / LDR-NE / HDR PSNR, SSIM). `icml26 hdr-gs --recipe R` = `icml26 "
+    "hdr-gs train --recipe R`.",
     rich_markup_mode="rich",
 )
 
@@ -26,7 +28,8 @@ DataOpt = Annotated[
     typer.Option(
         "--data",
         help="A scene folder (cameras.json, hdr/, ldr/<t>/, depth/: icml26.core.data.renders layout; "
-        "or the HDR-NeRF dataset's layout: transforms_*.json, exposure_*.json, <view>_<k>.png, exr/ or test_hdr/) or a folder of them.",
+        "or the HDR-NeRF dataset's layout: transforms_*.json, exposure_*.json, <view>_<k>.png, exr/ or test_hdr/) "
+        "or a folder of them.",
         show_default=False,
     ),
 ]
@@ -176,9 +179,11 @@ def render(
     ] = None,
     quiet: QuietOpt = False,
 ) -> None:
-    """Render a trained model at the cameras of a scene folder: LDR PNG at --exposure and linear HDR (.hdr and OpenEXR .exr).
+    """Render a trained model at the cameras of a scene folder: LDR PNG at --exposure and linear HDR (.hdr and OpenEXR
+    .exr).
 
-    Example: icml26 hdr-gs render --ckpt runs/hdrgs/ckpt/scene000-expo-gs.safetensors --data runs/hdrgs/scenes/scene000 --exposure 2 --out runs/img
+    Example: icml26 hdr-gs render --ckpt runs/hdrgs/ckpt/scene000-expo-gs.safetensors --data runs/hdrgs/scenes/scene000
+    --exposure 2 --out runs/img
     """
     from icml26.core.errors import InputError
     from icml26.core.output import stream

@@ -153,7 +153,8 @@ def sample_lfm(
     out: OutOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
-    """Sample large, small and coarse-to-fine; report NFE, speed, FID/precision/recall (trained feature net), same-seed similarity."""
+    """Sample large, small and coarse-to-fine; report NFE, speed, FID/precision/recall (trained feature net), same-seed
+    similarity."""
     from icml26.core.errors import InputError
     from icml26.core.output import stream
     from icml26.core.recipe import recipe_seed, resolve

@@ -15,7 +15,8 @@ import typer
 from icml26.core.options import DeviceOpt, OutOpt, QuietOpt, RecipeOpt, ResumeOpt, SeedOpt, SetOpt, split_csv
 
 muse_app = typer.Typer(
-    help="MuSe multipole semantic attention: error and speed vs exact SDPA and block sparsity, drop-in perplexity, pretraining.",
+    help="MuSe multipole semantic attention: error and speed vs exact SDPA and block sparsity, drop-in perplexity, "
+    "pretraining.",
     no_args_is_help=True,
     rich_markup_mode="rich",
 )

@@ -18,7 +18,8 @@ def prepare_data(
         typer.Option(
             "--out",
             "-o",
-            help="Directory to write into (created); default data/traffic (traffic-bandit), the cache folder that `icml26 modality-pairing --data av-digits` reads (av-digits).",
+            help="Directory to write into (created); default data/traffic (traffic-bandit), the cache folder that "
+            "`icml26 modality-pairing --data av-digits` reads (av-digits).",
             show_default=False,
         ),
     ] = None,
@@ -26,7 +27,8 @@ def prepare_data(
         Optional[str],
         typer.Option(
             "--counts",
-            help="Your own counts parquet/CSV (timestamp, detector, total); default: the sample shipped in PyPI traffic-anomaly.",
+            help="Your own counts parquet/CSV (timestamp, detector, total); default: the sample shipped in PyPI "
+            "traffic-anomaly.",
         ),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite files that already exist.")] = False,
@@ -34,9 +36,13 @@ def prepare_data(
 ) -> None:
     """Build real-data inputs (JSON lines: one `result` record per file written).
 
-    traffic-bandit: counts.csv (15-minute vehicle counts per lane, in hundreds of vehicles, from PyPI traffic-anomaly) and two bandit env files whose arms resample the recorded counts of real lanes: traffic-top5.yaml (the 5 busiest lanes) and traffic-mid5.yaml (5 lanes with close means, a hard and highly stochastic instance).
+    traffic-bandit: counts.csv (15-minute vehicle counts per lane, in hundreds of vehicles, from PyPI traffic-anomaly)
+    and two bandit env files whose arms resample the recorded counts of real lanes: traffic-top5.yaml (the 5 busiest
+    lanes) and traffic-mid5.yaml (5 lanes with close means, a hard and highly stochastic instance).
 
-    av-digits: image.npz (real MNIST digits, degraded), audio.npz (the digit spoken by espeak-ng, log-mel; test variants shift (voices held out of training) / librivox_noise (real LibriVox speech at 5 dB)), text.npz (the digit's word rendered in Debian fonts), aligned by label (docs/modality-pairing.md).
+    av-digits: image.npz (real MNIST digits, degraded), audio.npz (the digit spoken by espeak-ng, log-mel; test variants
+    shift (voices held out of training) / librivox_noise (real LibriVox speech at 5 dB)), text.npz (the digit's word
+    rendered in Debian fonts), aligned by label (docs/modality-pairing.md).
     """
     from pathlib import Path
 

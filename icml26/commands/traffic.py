@@ -25,7 +25,8 @@ DataOpt = Annotated[
     Optional[str],
     typer.Option(
         "--data",
-        help="Lane-level series: CSV (a timestamp column + one column per sensor), METR-LA/PEMS-BAY .h5, PeMSD4/8 .npz, or a long parquet (timestamp, detector, total). Default: the built-in traffic-anomaly lanes.",
+        help="Lane-level series: CSV (a timestamp column + one column per sensor), METR-LA/PEMS-BAY .h5, PeMSD4/8 "
+        ".npz, or a long parquet (timestamp, detector, total). Default: the built-in traffic-anomaly lanes.",
         show_default=False,
     ),
 ]
@@ -44,7 +45,8 @@ ModelOpt = Annotated[
     typer.Option(
         "--model",
         "-m",
-        help="minitraffic | minitraffic-nopretrain | minitraffic-noaug | minitraffic-nocluster | ha | persistence | ridge | dlinear | patchtst | stid | graph | all (repeatable or comma-separated).",
+        help="minitraffic | minitraffic-nopretrain | minitraffic-noaug | minitraffic-nocluster | ha | persistence "
+        "| ridge | dlinear | patchtst | stid | graph | all (repeatable or comma-separated).",
         show_default=False,
     ),
 ]
@@ -176,7 +178,8 @@ def prepare(
         Optional[str],
         typer.Option(
             "--counts",
-            help="Your own long counts table (parquet/CSV: timestamp, detector, total); default: PyPI traffic-anomaly sample_counts.",
+            help="Your own long counts table (parquet/CSV: timestamp, detector, total); default: PyPI "
+            "traffic-anomaly sample_counts.",
             show_default=False,
         ),
     ] = None,
@@ -184,7 +187,8 @@ def prepare(
     set_: SetOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
-    """Write the road/lane datasets from real counts: lanes = detectors, roads = correlation groups of detectors (the grouping is written to sensors.csv)."""
+    """Write the road/lane datasets from real counts: lanes = detectors, roads = correlation groups of detectors (the
+    grouping is written to sensors.csv)."""
     from icml26.core.output import stream
     from icml26.methods.traffic import checkpoints as C
 

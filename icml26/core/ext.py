@@ -91,7 +91,8 @@ def load(name: str, sources: list[str], *, extra_cflags: list[str] | None = None
 
                     if not lib.is_file() and not progress.quiet():
                         print(
-                            f"icml26: building the '{name}' C++ kernel (first use; about a minute, cached in {build.parent})",
+                            f"icml26: building the '{name}' C++ kernel (first use; about a minute, cached in "
+                            f"{build.parent})",
                             file=sys.stderr,
                             flush=True,
                         )
@@ -110,7 +111,8 @@ def load(name: str, sources: list[str], *, extra_cflags: list[str] | None = None
             _state[name] = "ref"
             _why[name] = f"{type(e).__name__}: {str(e).strip().splitlines()[-1] if str(e).strip() else ''}"
             warnings.warn(
-                f"icml26: the '{name}' C++ kernel is unavailable ({_why[name]}); using the slower pure-Python reference",
+                f"icml26: the '{name}' C++ kernel is unavailable ({_why[name]}); using the slower pure-Python "
+                "reference",
                 RuntimeWarning,
                 stacklevel=2,
             )

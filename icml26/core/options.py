@@ -33,7 +33,8 @@ ResumeOpt = Annotated[
     bool,
     typer.Option(
         "--resume",
-        help="Continue the interrupted run in --out: the results already in its records.jsonl are kept, the rest computed (the settings must be the same).",
+        help="Continue the interrupted run in --out: the results already in its records.jsonl are kept, the rest "
+        "computed (the settings must be the same).",
     ),
 ]
 OutOpt = Annotated[

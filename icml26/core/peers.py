@@ -230,7 +230,8 @@ def main(argv: list[str] | None = None) -> int:
             build(n, log=lambda s: print(s, file=sys.stderr, flush=True))
         except subprocess.CalledProcessError as e:
             print(
-                f"peer {n}: pip failed (exit {e.returncode}); the venv {peer_dir(n)} is left unstamped and rebuilt next time",
+                f"peer {n}: pip failed (exit {e.returncode}); the venv {peer_dir(n)} is left unstamped and rebuilt "
+                "next time",
                 file=sys.stderr,
             )
             return 1

@@ -108,7 +108,8 @@ def test_set_values(cmd, item, needle):
 def test_filter_data_select_nan_in_metadata(tmp_path):
     p = tmp_path / "in.jsonl"
     p.write_text(
-        '{"text": "a", "metadata": {"quality_score": 0.5, "x": NaN}}\n{"text": "b", "metadata": {"quality_score": 0.7}}\n'
+        '{"text": "a", "metadata": {"quality_score": 0.5, "x": NaN}}\n{"text": "b", "metadata": {"quality_score": '
+        "0.7}}\n"
     )
     out = tmp_path / "out.jsonl"
     _exit_2_one_line(

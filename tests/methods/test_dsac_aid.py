@@ -312,7 +312,8 @@ def test_run_with_noise_onset_resumes_bit_for_bit_and_the_noise_changes_it(tmp_p
     clean = run(dataclasses.replace(cfg, reward_noise_from=None, reward_noise=0.0), "c")
     late = _final_tensors(tmp_path / "c" / "checkpoint-dsac-aid.safetensors")
     r_noisy, r_clean = a["buffer.rewards"], late["buffer.rewards"]
-    # before the onset (env step 50; 2 seeds x 2 envs, 2 steps per update, 40 warm-up steps) the stored rewards are the clean ones
+    # before the onset (env step 50; 2 seeds x 2 envs, 2 steps per update, 40 warm-up steps) the stored rewards
+    # are the clean ones
     assert torch.equal(r_noisy[:, :50], r_clean[:, :50])
     assert not torch.equal(r_noisy[:, 50:], r_clean[:, 50:])
     assert strip(clean) != strip(full)

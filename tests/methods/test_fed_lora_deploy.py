@@ -190,7 +190,8 @@ def _diagnosis(logs):
     why = ""
     if any("task-token authentication failed" in t for t in text.values()):
         why = (
-            "ClientApp processes did not start within Flower's 30 s task window (HEARTBEAT_DEFAULT_INTERVAL; the machine is "
+            "ClientApp processes did not start within Flower's 30 s task window (HEARTBEAT_DEFAULT_INTERVAL; the "
+            "machine is "
             f"too loaded: {os.getloadavg()}) -- "
         )
     return why + repr({k: t[-2500:] for k, t in text.items()})

@@ -342,7 +342,8 @@ def test_cli_main_maps_input_error_to_exit_2(tmp_path, toy_model):
     src.write_text('{"text": "a"}\n{"text": 3}\n')
     code = (
         "import sys; from icml26.commands.filter_data import filter_app; from icml26.core.errors import InputError\n"
-        "try:\n    filter_app(args=sys.argv[1:])\nexcept InputError as e:\n    print('icml26: error:', e, file=sys.stderr); sys.exit(2)"
+        "try:\n    filter_app(args=sys.argv[1:])\nexcept InputError as e:\n    print('icml26: error:', e, "
+        "file=sys.stderr); sys.exit(2)"
     )
     p = subprocess.run(
         [sys.executable, "-c", code, "score", "--model", str(toy_model), str(src)],

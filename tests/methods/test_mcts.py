@@ -167,7 +167,11 @@ def test_help_does_not_import_torch():
     import subprocess
     import sys
 
-    code = "import sys; from typer.testing import CliRunner; from icml26.cli import app; r = CliRunner().invoke(app, ['mcts', '--help']); assert r.exit_code == 0, r.output; r = CliRunner().invoke(app, ['bpi', '--help']); assert r.exit_code == 0; assert 'torch' not in sys.modules"
+    code = (
+        "import sys; from typer.testing import CliRunner; from icml26.cli import app; r = "
+        "CliRunner().invoke(app, ['mcts', '--help']); assert r.exit_code == 0, r.output; r = "
+        "CliRunner().invoke(app, ['bpi', '--help']); assert r.exit_code == 0; assert 'torch' not in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

@@ -20,8 +20,8 @@ seeds = int(sys.argv[3])
 out = {}
 for name in ("muzero_policy",):
     pol = getattr(mctx, name)
-    f = jax.jit(lambda k, pol=pol: pol(params=(), rng_key=k, root=root, recurrent_fn=recurrent_fn, num_simulations=n_sims,
-                                       max_depth=int(d["depth"])))
+    f = jax.jit(lambda k, pol=pol: pol(params=(), rng_key=k, root=root, recurrent_fn=recurrent_fn,
+                                       num_simulations=n_sims, max_depth=int(d["depth"])))
     acts = []
     for i in range(seeds):
         o = f(jax.random.PRNGKey(i))

@@ -120,7 +120,8 @@ def _to_nchw_uint8(x: np.ndarray, what: str) -> np.ndarray:
         x = x.transpose(0, 3, 1, 2)
     if x.ndim != 4 or x.shape[1] not in (1, 3):
         raise InputError(
-            f"{what}: expected images (N, H, W), (N, H, W, C) or (N, C, H, W) with C in 1, 3; got shape {tuple(x.shape)}"
+            f"{what}: expected images (N, H, W), (N, H, W, C) or (N, C, H, W) with C in 1, 3; got shape "
+            f"{tuple(x.shape)}"
         )
     if x.shape[0] == 0:
         raise InputError(f"{what}: no images")
@@ -241,7 +242,8 @@ def _npz(p: Path, split: str) -> ImageSet:
             s = ImageSet(p.stem, x, y, nc, tuple(str(i) for i in range(nc)))
             return s if xk == sx else _held_out(s, split)
     raise InputError(
-        f"image file {str(p)!r}: expected arrays {sx}/{sy}, images/labels or x/y; found {', '.join(sorted(keys)) or 'none'}"
+        f"image file {str(p)!r}: expected arrays {sx}/{sy}, images/labels or x/y; found "
+        f"{', '.join(sorted(keys)) or 'none'}"
     )
 
 

@@ -144,7 +144,8 @@ def model_path(name_or_path: str = "llama") -> Path:
         _check_folder(p, "re-export it or point --model at another folder")
         return p
     raise InputError(
-        f"model {name_or_path!r} is neither a built-in ({', '.join(BUILTIN)}, alias llama), a .gguf file nor an HF folder"
+        f"model {name_or_path!r} is neither a built-in ({', '.join(BUILTIN)}, alias llama), a .gguf file nor an HF "
+        "folder"
     )
 
 
@@ -169,7 +170,8 @@ def load_causal_lm(name_or_path: str = "llama", *, dtype=None, device: str = "cp
 
         if isinstance(e, (SafetensorError, OSError, UnicodeDecodeError)) or type(e).__name__ == "JSONDecodeError":
             raise InputError(
-                f"cannot load the model in {str(path)!r} ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}): "
+                f"cannot load the model in {str(path)!r} ({type(e).__name__}: "
+                f"{str(e).splitlines()[0] if str(e) else ''}): "
                 "re-export it or point --model at another folder"
             ) from None
         raise

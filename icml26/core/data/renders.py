@@ -384,14 +384,17 @@ def render_scene(
                 fwd,
                 "#declare CF = array[%d] { %s }" % (len(cameras), ", ".join(f"CamFwd{i}" for i in range(len(cameras)))),
                 "#declare CL = CamLoc[frame_number]; #declare F = CF[frame_number];",
-                "#declare CLx = CL.x; #declare CLy = CL.y; #declare CLz = CL.z; #declare Fx = F.x; #declare Fy = F.y; #declare Fz = F.z;",
-                f"#declare DepthFn = function {{ min(max(((x - CLx) * Fx + (y - CLy) * Fy + (z - CLz) * Fz) / {depth_max_m:.9g}, 0), 1) }}",
+                "#declare CLx = CL.x; #declare CLy = CL.y; #declare CLz = CL.z; "
+                "#declare Fx = F.x; #declare Fy = F.y; #declare Fz = F.z;",
+                f"#declare DepthFn = function {{ min(max(((x - CLx) * Fx + (y - CLy) * Fy + (z - CLz) * Fz) / "
+                f"{depth_max_m:.9g}, 0), 1) }}",
             ]
             for o in objects:
                 lines.append(
                     f"object {{ {o.shape} texture {{ pigment {{ average pigment_map {{ "
                     f"[1 function {{ DepthFn(x, y, z) }} color_map {{ [0 rgb 0] [1 rgb <1, 0, 0>] }}] "
-                    f"[1 color rgb <0, {o.instance_id / 255.0:.9g}, 0>] }} }} finish {{ ambient 1 diffuse 0 specular 0 }} }} "
+                    f"[1 color rgb <0, {o.instance_id / 255.0:.9g}, 0>] }} }} finish {{ ambient 1 diffuse 0 "
+                    f"specular 0 }} }} "
                     f"no_shadow }}"
                 )
             (tmp / "aux.pov").write_text("\n".join(lines))

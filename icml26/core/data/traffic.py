@@ -55,7 +55,10 @@ def counts_wide(path: str | Path | None = None, unit: float = 100.0):
 # sensor table, read from the formats traffic users have.
 # ---------------------------------------------------------------------------------------------
 
-SERIES_FORMATS = ".csv (a time column + one column per sensor), .h5/.hdf5 (METR-LA / PEMS-BAY), .npz (PeMSD4/8), .parquet (long: timestamp, detector, total)"
+SERIES_FORMATS = (
+    ".csv (a time column + one column per sensor), .h5/.hdf5 (METR-LA / PEMS-BAY), .npz (PeMSD4/8), "
+    ".parquet (long: timestamp, detector, total)"
+)
 TIME_COLUMNS = ("timestamp", "time", "date", "datetime", "Time", "Date", "")  # "" = pandas' unnamed index column
 
 

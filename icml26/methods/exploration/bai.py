@@ -186,7 +186,8 @@ def expand_algos(cfg: Config) -> list[str]:
         bad = [a for a in names if a not in CONFIDENCE_ALGOS]
         if bad:
             raise InputError(
-                f"algo {bad[0]!r} has no stopping rule: fixed confidence (--delta) supports {', '.join(CONFIDENCE_ALGOS)}"
+                f"algo {bad[0]!r} has no stopping rule: fixed confidence (--delta) supports "
+                f"{', '.join(CONFIDENCE_ALGOS)}"
             )
     return names
 

@@ -29,7 +29,8 @@ def below_delta(ci: list[float], delta: float) -> bool | None:
 def summarize(results: list[dict], cfg: Config) -> dict:
     """Best algorithm: fixed budget -> the leader (lowest mean error probability over settings,
     ties: lower simple regret), named ``best_algo`` only when no other algorithm's Wilson
-    interval overlaps its own in every setting (else None; ``tied_with_best`` lists them); fixed confidence -> lowest mean stopping time among the
+    interval overlaps its own in every setting (else None; ``tied_with_best`` lists them); fixed confidence -> lowest
+    mean stopping time among the
     algorithms whose error rate is below delta (``error_below_delta`` True: the upper end of
     its 95% interval at most delta) and that stopped in every run, in every setting; None when
     no algorithm qualifies (``delta_undetermined`` lists those whose interval spans delta). With a

@@ -238,7 +238,8 @@ def select_line_stream(
       classifier ``model`` rescoring the kept text, so ``model`` is then required).
 
     InputError (before anything is written, since the writer is atomic): ``top``, a missing
-    or bad threshold or ``min_kept`` (:func:`check_select_options`), line scores not aligned with the text, a threshold outside
+    or bad threshold or ``min_kept`` (:func:`check_select_options`), line scores not aligned with the text, a threshold
+    outside
     the scores' range, rule ``document`` without a model."""
 
     check_select_options("line", top=top, threshold=threshold, min_kept=min_kept, model=None)

@@ -244,7 +244,8 @@ def _load_corpus_dir(corpus: str) -> dict[str, list[dict]]:
     missing = [f for f in FILES if not (p / f"{f}.jsonl").is_file()]
     if missing:
         raise InputError(
-            f"--corpus {corpus!r}: missing {', '.join(m + '.jsonl' for m in missing)} (make it with `icml26 filter-data make-corpus`)"
+            f"--corpus {corpus!r}: missing {', '.join(m + '.jsonl' for m in missing)} (make it with `icml26 "
+            "filter-data make-corpus`)"
         )
     return {f: [d for _, d in iter_documents(str(p / f"{f}.jsonl"))] for f in FILES}
 
@@ -421,5 +422,6 @@ def run(
         "ks": list(cfg.ks),
         "budgets_tokens": list(cfg.budgets_tokens),
         "n_dominating_pairs": n_wins,
-        "note": "toy-scale reconstruction of Sec. 7: byte-level GPTs trained here, one seed per cell, no scaling-law fit",
+        "note": "toy-scale reconstruction of Sec. 7: byte-level GPTs trained here, one seed per cell, no "
+        "scaling-law fit",
     }

@@ -54,7 +54,8 @@ def scored_documents(
     with_lineno: bool = False,
 ) -> Iterator[tuple]:
     """(document, score) of each scored document (``with_lineno``: (line number, document, score)).
-    With ``st``, the score range recorded by ``score`` is checked to be the same on every document (InputError otherwise) and kept in
+    With ``st``, the score range recorded by ``score`` is checked to be the same on every document (InputError
+    otherwise) and kept in
     ``st.score_range``; a ``threshold`` outside it is an InputError at the first document,
     before anything is written."""
     name = "<stdin>" if path == "-" else path

@@ -137,8 +137,10 @@ def _check_resume(cfg: Config, out: Path, latent_shape: list | None, inputs: Inp
             diff = _shape_diff(shapes, VAE(int(m.get("in_channels", 1)), cfg.latent_channels, cfg.vae_width))
             if diff:
                 raise InputError(
-                    f"--resume: checkpoint {f} was trained with a different VAE (latent_channels {m.get('latent_channels')}, "
-                    f"vae_width {m.get('width')}; these settings build latent_channels {cfg.latent_channels}, vae_width "
+                    f"--resume: checkpoint {f} was trained with a different VAE (latent_channels "
+                    f"{m.get('latent_channels')}, "
+                    f"vae_width {m.get('width')}; these settings build latent_channels {cfg.latent_channels}, "
+                    "vae_width "
                     f"{cfg.vae_width}: {diff}); {_RESUME_FIX}"
                 )
         if "features.safetensors" in heads:
@@ -176,7 +178,8 @@ def _check_resume(cfg: Config, out: Path, latent_shape: list | None, inputs: Inp
         mine = ", ".join(f"{k} {getattr(want, k)}" for k in fields)
         which = ", ".join(dict.fromkeys(_ARCH_SETTINGS.get(k, k) for k in fields))
         detail = (
-            f"DiT {theirs} (preset {m.get('preset')}); these settings (model={cfg.model}) build {mine}; differing: {which}"
+            f"DiT {theirs} (preset {m.get('preset')}); these settings (model={cfg.model}) build {mine}; differing: "
+            f"{which}"
             if fields
             else f"DiT preset {m.get('preset')}"
         )

@@ -144,7 +144,8 @@ class CoarseToFine:
     """Two-model velocity: v(x, t) = v_coarse(x, t) where t < t_split, else v_fine(x, t).
 
     Routing is per sample (each row of the batch by its own t), as the paper's wrapper routes
-    each step by t. Mixed batches (rows at different t) evaluate both models and select. ``nfe_coarse`` / ``nfe_fine`` count per-sample evaluations / batch size."""
+    each step by t. Mixed batches (rows at different t) evaluate both models and select. ``nfe_coarse`` / ``nfe_fine``
+    count per-sample evaluations / batch size."""
 
     def __init__(self, coarse: Velocity, fine: Velocity, t_split: float):
         if not 0.0 <= t_split <= 1.0:

@@ -57,7 +57,8 @@ class SampleConfig:
         if self.sampler == "adaptive" and self.steps is not None:
             raise ValueError(
                 f"steps={self.steps} applies to the euler and heun samplers; the adaptive sampler (RK45) "
-                "chooses its own steps from rtol/atol (each result reports its nfe): drop steps (--set steps=null over a "
+                "chooses its own steps from rtol/atol (each result reports its nfe): drop steps (--set steps=null "
+                "over a "
                 "recipe's steps), or choose euler/heun"
             )
         if self.sampler != "adaptive" and self.steps is None:

@@ -124,7 +124,8 @@ def pretrained_states(cfg: H.Config, checkpoint: str | None, seed: int) -> dict:
             f = Path(checkpoint) / f"pretrain-{name}-seed{seed + k}.safetensors"
             if not f.is_file():
                 raise InputError(
-                    f"--checkpoint {checkpoint!r} has no {f.name}: run `icml26 traffic pretrain --model {name}` with the same --seed/--seeds"
+                    f"--checkpoint {checkpoint!r} has no {f.name}: run `icml26 traffic pretrain --model {name}` "
+                    "with the same --seed/--seeds"
                 )
             states[(name, seed + k)] = _load(f)[0]
     return states
@@ -230,7 +231,8 @@ def eval_plan(checkpoint: str | Path, *, data: str | None, horizons: tuple[int, 
             meta = _load(p)[1]
             if meta["sensors"] != inp.lanes.sensors:
                 raise InputError(
-                    f"{p.name} was fitted on other sensors than the evaluation data ({len(meta['sensors'])} vs {inp.lanes.shape[1]})"
+                    f"{p.name} was fitted on other sensors than the evaluation data ({len(meta['sensors'])} vs "
+                    f"{inp.lanes.shape[1]})"
                 )
     return cfg, inp, groups
 
@@ -303,7 +305,8 @@ def prepare_files(prepared, out: str | Path, *, counts: str | None, cfg: H.Confi
         "roads": roads.shape[1],
         "steps": lanes.shape[0],
         "days": list(split.days),
-        "grouping": f"average-linkage clustering of 1 - Pearson correlation over the first {cfg.pretrain_days} days into {roads.shape[1]} roads; road = mean of its lanes",
+        "grouping": f"average-linkage clustering of 1 - Pearson correlation over the first {cfg.pretrain_days} "
+        f"days into {roads.shape[1]} roads; road = mean of its lanes",
         "split_days": {
             "pretrain": cfg.pretrain_days,
             "finetune": cfg.finetune_days,

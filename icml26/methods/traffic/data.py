@@ -40,7 +40,8 @@ def day_split(timestamps, pretrain_days: int, finetune_days: int, val_days: int,
     if len(uniq) < need:
         raise InputError(
             f"the series covers {len(uniq)} day(s); the split needs {need} "
-            f"(pretrain_days {pretrain_days} + finetune_days {finetune_days} + val_days {val_days} + test_days {max(test_days, 1)})"
+            f"(pretrain_days {pretrain_days} + finetune_days {finetune_days} + val_days {val_days} + test_days "
+            f"{max(test_days, 1)})"
         )
 
     def rows(d0: int, d1: int) -> tuple[int, int]:
