@@ -113,7 +113,8 @@ def speed(quick: bool) -> None:
     rows.append(("plain per-pull Python loop", n_plain, n_plain * T / dt))
     plain = rows[-1][2]
     print(
-        f"\n(a) VarDE pulls per second on {t.name} (K={t.K}, T={T}); cpu cores visible: {os.cpu_count()}, torch threads: {threads}"
+        f"\n(a) VarDE pulls per second on {t.name} (K={t.K}, T={T}); cpu cores visible: {os.cpu_count()}, torch "
+        f"threads: {threads}"
     )
     print(f"{'implementation':40s} {'runs':>7s} {'pulls/s':>12s} {'x plain loop':>13s}")
     for name, n, r in rows:
@@ -172,7 +173,8 @@ def error_table(quick: bool, seeds_n: int | None, fc_seeds_n: int | None) -> Non
                 except Exception as e:  # noqa: BLE001 - report, keep benchmarking
                     res[name].append((None, f"{type(e).__name__}: {e}"))
         print(
-            f"\n{t.name}: K={t.K}, best arm {best} (mean {t.means[best]:.3g}), H1={t.complexity_h1():.0f}  [{time.perf_counter() - tt:.0f} s]"
+            f"\n{t.name}: K={t.K}, best arm {best} (mean {t.means[best]:.3g}), H1={t.complexity_h1():.0f}  "
+            f"[{time.perf_counter() - tt:.0f} s]"
         )
         head = f"{'algorithm':38s}" + "".join(f"{'T=' + str(T):>24s}" for T in budgets)
         print(head)
@@ -257,7 +259,8 @@ def scale_table(seeds_n: int | None, fc_seeds_n: int | None) -> None:
     for t, T in scale_instances():
         best = int(np.argmax(t.means))
         print(
-            f"\n{t.name}: K={t.K}, budget {T}, means {np.round(t.means, 3).tolist()}, stds {np.round(np.sqrt(t.variances), 3).tolist()}"
+            f"\n{t.name}: K={t.K}, budget {T}, means {np.round(t.means, 3).tolist()}, stds "
+            f"{np.round(np.sqrt(t.variances), 3).tolist()}"
         )
         res = {}
         for label, algo, rr in rows:
@@ -286,7 +289,8 @@ def scale_table(seeds_n: int | None, fc_seeds_n: int | None) -> None:
         ok = v[1] <= u[2]
         print(
             f"  target VarDE no worse than uniform at 95%: {'met' if ok else 'NOT met'} "
-            f"(VarDE {100 * v[0]:.2f}% [{100 * v[1]:.2f}, {100 * v[2]:.2f}] vs uniform {100 * u[0]:.2f}% upper {100 * u[2]:.2f})"
+            f"(VarDE {100 * v[0]:.2f}% [{100 * v[1]:.2f}, {100 * v[2]:.2f}] vs uniform {100 * u[0]:.2f}% upper "
+            f"{100 * u[2]:.2f})"
         )
 
 
@@ -338,7 +342,8 @@ def robust_table(seeds_n: int | None) -> None:
         best = int(np.argmax(t.means))
         rr = t.reward_range
         print(
-            f"\n{t.name}: K={t.K}, reward_range {list(rr) if rr is not None else 'online'}, means {np.round(t.means, 3).tolist()}"
+            f"\n{t.name}: K={t.K}, reward_range {list(rr) if rr is not None else 'online'}, means "
+            f"{np.round(t.means, 3).tolist()}"
         )
         print(f"  {'algorithm':30s}" + "".join(f"{'T=' + str(T):>22s}" for T in budgets))
         res = {}
@@ -370,7 +375,8 @@ def robust_table(seeds_n: int | None) -> None:
             v, u = res[("varde (mean, default)", T)], res[("uniform", T)]
             print(
                 f"  T={T}: default VarDE no worse than uniform at 95%: {'met' if v[1] <= u[2] else 'NOT met'} "
-                f"({100 * v[0]:.2f}% [{100 * v[1]:.2f}, {100 * v[2]:.2f}] vs uniform {100 * u[0]:.2f}% upper {100 * u[2]:.2f})"
+                f"({100 * v[0]:.2f}% [{100 * v[1]:.2f}, {100 * v[2]:.2f}] vs uniform {100 * u[0]:.2f}% upper "
+                f"{100 * u[2]:.2f})"
             )
 
 

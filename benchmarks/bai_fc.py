@@ -28,7 +28,8 @@ INSTANCES = {
 
 def table(settings, seeds: np.ndarray, max_pulls: int) -> None:
     print(
-        "| instance | delta | threshold | algorithm | stopping time mean | q90 | error rate [95% CI] | stopped | wall s |"
+        "| instance | delta | threshold | algorithm | stopping time mean | q90 | error rate [95% CI] | stopped | wall "
+        "s |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
     for inst, delta, thr, algos in settings:

@@ -246,7 +246,8 @@ def mmd_rbf(x, y, bw: float = 0.1) -> float:
     return float(k(x, x) + k(y, y) - 2 * k(x, y))
 
 
-ONESTEP_RUNS = {  # (bfq_eta, bfq_time_scale, bfq_onestep_frac): the settings before the fix, the fixes one by one, the defaults
+# (bfq_eta, bfq_time_scale, bfq_onestep_frac): the settings before the fix, the fixes one by one, the defaults
+ONESTEP_RUNS = {
     "prefix-eta1": (1.0, 1000.0, 0.0),
     "prefix-eta0": (0.0, 1000.0, 0.0),
     "prefix-eta0.01": (0.01, 1000.0, 0.0),
@@ -552,7 +553,7 @@ def _fmt(x, nd=1):
     return "-" if x is None else f"{x:,.{nd}f}"
 
 
-def report(res: dict) -> None:
+def _report_speed(res: dict) -> None:
     for key, title in (
         ("speed", "the earlier harness: every method 3 x 256 ReLU, DQL's chain from 0 without noise"),
         ("speed_official", "each method as its official code: FQL 4x512, DQL Mish + 50 candidates"),
@@ -585,6 +586,83 @@ def report(res: dict) -> None:
                 continue
             val = num / den
             print(f"| {name} | {val:.2f}x | {'met' if val >= want else 'NOT met'} |")
+
+
+def _report_scores(sc: dict) -> None:
+    print("\nNormalised scores (final [95% CI] / best; seeds: BFQ, FQL, DQL 3, others 1)")
+    print("| dataset | steps | " + " | ".join(SEEDS) + " |")
+    print("|---|---|" + "---|" * len(SEEDS))
+    keys = sorted({(k.split("/")[0], "/".join(k.split("/")[2:4])) for k in sc})
+    for ds, steps in keys:
+        cells = []
+        for algo in SEEDS:
+            e = sc.get(f"{ds}/{algo}/{steps}")
+            if e is None:
+                cells.append("-")
+                continue
+            r = e["result"]
+            ci = r.get("normalized_score_final_ci")
+            cells.append(
+                f"{_fmt(r['normalized_score_final'])}"
+                + (f" [{ci[0]:.1f}, {ci[1]:.1f}]" if ci and r["seeds"] > 1 else "")
+                + f" / {_fmt(r['normalized_score_best'])}"
+                + (
+                    f" (D4RL scale {_fmt(r['normalized_score_d4rl_final'])})"
+                    if r.get("normalized_score_d4rl_final") is not None and r.get("score_reference") == "dataset"
+                    else ""
+                )
+            )
+        print(f"| {ds} | {steps} | " + " | ".join(cells) + " |")
+    for k, e in sc.items():
+        if "/prefix-eta" in k:
+            r = e["result"]
+            print(
+                f"BFQ before the one-step fixes, {k.split('/')[-1].replace('prefix-eta', 'eta = ')}, on "
+                f"{k.split('/')[0]}: final "
+                f"{_fmt(r['normalized_score_final'])}, best {_fmt(r['normalized_score_best'])}"
+            )
+        elif "/eta" in k:
+            r = e["result"]
+            ci = r.get("normalized_score_final_ci")
+            print(
+                f"BFQ with {k.split('/')[-1].replace('eta', 'eta = ')} on {k.split('/')[0]} "
+                f"({'/'.join(k.split('/')[2:4])}): final "
+                f"{_fmt(r['normalized_score_final'])} [{ci[0]:.1f}, {ci[1]:.1f}], best "
+                f"{_fmt(r['normalized_score_best'])}"
+            )
+    for official, target in ((False, "4 of 6, earlier harness"), (True, "3 of 4, official baselines")):
+        wins = 0
+        n = 0
+        for ds, steps in keys:
+            if ("official" in steps) != official:
+                continue
+            g = {a: sc.get(f"{ds}/{a}/{steps}") for a in ("bfq", "fql", "diffusion-ql")}
+            if all(g.values()):
+                n += 1
+                s = {a: v["result"]["normalized_score_final"] for a, v in g.items()}
+                wins += s["bfq"] >= s["fql"] and s["bfq"] > s["diffusion-ql"]
+        if n:
+            print(f"\nBFQ >= FQL and > Diffusion-QL (final score): {wins} of {n} datasets measured (target: {target})")
+    from icml26.core.verdict import seed_interval
+
+    for ds, steps in keys:  # paired by seed: seed k of both methods is evaluated on the same episodes
+        a, b = sc.get(f"{ds}/bfq/{steps}"), sc.get(f"{ds}/fql/{steps}")
+        if not (a and b):
+            continue
+        last = lambda e: {  # noqa: E731
+            r["seed"]: r["normalized_score"] for r in e["curve"] if r["step"] == max(x["step"] for x in e["curve"])
+        }
+        fa, fb = last(a), last(b)
+        d = [fa[k] - fb[k] for k in sorted(fa) if k in fb and fa[k] is not None and fb[k] is not None]
+        ci = seed_interval(d)
+        print(
+            f"BFQ - FQL on {ds} ({steps}), paired over {len(d)} seeds: {statistics.mean(d):+.1f}"
+            + (f" [{ci[0]:+.1f}, {ci[1]:+.1f}]" if ci else "")
+        )
+
+
+def report(res: dict) -> None:
+    _report_speed(res)
     for at, rows in (res.get("partial") or {}).items():
         print(f"\nSeed-mean normalised score at {at} updates, from each run's checkpoint (finished or stopped runs):")
         print("| run | seeds' scores | mean | updates done |")
@@ -594,10 +672,12 @@ def report(res: dict) -> None:
     one = res.get("onestep")
     if one:
         print(
-            "\nBFQ's one-step map (1 seed, 2 x 128; shares of action dims at |a| > 0.99; L_comp at random times / at (r, t) = (0, 1))"
+            "\nBFQ's one-step map (1 seed, 2 x 128; shares of action dims at |a| > 0.99; L_comp at random times / at "
+            "(r, t) = (0, 1))"
         )
         print(
-            "| run | eta, time scale, one-step rows | deterministic | stochastic (before clip) | 10-step chain | L_comp random / query | score |"
+            "| run | eta, time scale, one-step rows | deterministic | stochastic (before clip) | 10-step chain | "
+            "L_comp random / query | score |"
         )
         print("|---|---|---|---|---|---|---|")
         for k, r in one.items():
@@ -606,13 +686,16 @@ def report(res: dict) -> None:
                 continue
             st = r["settings"]
             print(
-                f"| {k} | {st['bfq_eta']:g}, {st['bfq_time_scale']:g}, {st['bfq_onestep_frac']:g} | {r['det_at_bounds']:.3f} | {r['sto_at_bounds']:.3f} | "
-                f"{r['chain10_at_bounds']:.3f} | {r['lcomp_random']:.4f} / {r['lcomp_one_step_query']:.4f} | {r['score']:.1f} |"
+                f"| {k} | {st['bfq_eta']:g}, {st['bfq_time_scale']:g}, {st['bfq_onestep_frac']:g} | "
+                f"{r['det_at_bounds']:.3f} | {r['sto_at_bounds']:.3f} | "
+                f"{r['chain10_at_bounds']:.3f} | {r['lcomp_random']:.4f} / {r['lcomp_one_step_query']:.4f} | "
+                f"{r['score']:.1f} |"
             )
     toy = res.get("toy")
     if toy:
         print(
-            f"\nToy: 8-Gaussian mixture, L_BC only, {toy['steps']} updates; MMD^2 (RBF 0.1) to held-out data, lower is better "
+            f"\nToy: 8-Gaussian mixture, L_BC only, {toy['steps']} updates; MMD^2 (RBF 0.1) to held-out data, lower is "
+            "better "
             f"(data vs data: {toy['rows']['data_vs_data']:.4f})"
         )
         print("| lam | one-step (BFQ's map) | 10 Euler steps |")
@@ -633,83 +716,17 @@ def report(res: dict) -> None:
             print("| implementation | normalised score | train Hz |")
             print("|---|---|---|")
             print(
-                f"| ours | {o['normalized_score_final']:.1f} [{o['normalized_score_final_ci'][0]:.1f}, {o['normalized_score_final_ci'][1]:.1f}] | {o['train_hz']:.1f} (seeds batched) |"
+                f"| ours | {o['normalized_score_final']:.1f} [{o['normalized_score_final_ci'][0]:.1f}, "
+                f"{o['normalized_score_final_ci'][1]:.1f}] | {o['train_hz']:.1f} (seeds batched) |"
             )
             print(
-                f"| d3rlpy | {p['normalized_score_final']:.1f} [{lo:.1f}, {hi:.1f}] | {statistics.mean(p['train_hz']):.1f} (per seed) |"
+                f"| d3rlpy | {p['normalized_score_final']:.1f} [{lo:.1f}, {hi:.1f}] | "
+                f"{statistics.mean(p['train_hz']):.1f} (per seed) |"
             )
             print(f"ours within d3rlpy's interval: {'yes' if inside else 'NO'}")
     sc = res.get("scores")
     if sc:
-        print("\nNormalised scores (final [95% CI] / best; seeds: BFQ, FQL, DQL 3, others 1)")
-        print("| dataset | steps | " + " | ".join(SEEDS) + " |")
-        print("|---|---|" + "---|" * len(SEEDS))
-        keys = sorted({(k.split("/")[0], "/".join(k.split("/")[2:4])) for k in sc})
-        for ds, steps in keys:
-            cells = []
-            for algo in SEEDS:
-                e = sc.get(f"{ds}/{algo}/{steps}")
-                if e is None:
-                    cells.append("-")
-                    continue
-                r = e["result"]
-                ci = r.get("normalized_score_final_ci")
-                cells.append(
-                    f"{_fmt(r['normalized_score_final'])}"
-                    + (f" [{ci[0]:.1f}, {ci[1]:.1f}]" if ci and r["seeds"] > 1 else "")
-                    + f" / {_fmt(r['normalized_score_best'])}"
-                    + (
-                        f" (D4RL scale {_fmt(r['normalized_score_d4rl_final'])})"
-                        if r.get("normalized_score_d4rl_final") is not None and r.get("score_reference") == "dataset"
-                        else ""
-                    )
-                )
-            print(f"| {ds} | {steps} | " + " | ".join(cells) + " |")
-        for k, e in sc.items():
-            if "/prefix-eta" in k:
-                r = e["result"]
-                print(
-                    f"BFQ before the one-step fixes, {k.split('/')[-1].replace('prefix-eta', 'eta = ')}, on {k.split('/')[0]}: final "
-                    f"{_fmt(r['normalized_score_final'])}, best {_fmt(r['normalized_score_best'])}"
-                )
-            elif "/eta" in k:
-                r = e["result"]
-                ci = r.get("normalized_score_final_ci")
-                print(
-                    f"BFQ with {k.split('/')[-1].replace('eta', 'eta = ')} on {k.split('/')[0]} ({'/'.join(k.split('/')[2:4])}): final "
-                    f"{_fmt(r['normalized_score_final'])} [{ci[0]:.1f}, {ci[1]:.1f}], best {_fmt(r['normalized_score_best'])}"
-                )
-        for official, target in ((False, "4 of 6, earlier harness"), (True, "3 of 4, official baselines")):
-            wins = 0
-            n = 0
-            for ds, steps in keys:
-                if ("official" in steps) != official:
-                    continue
-                g = {a: sc.get(f"{ds}/{a}/{steps}") for a in ("bfq", "fql", "diffusion-ql")}
-                if all(g.values()):
-                    n += 1
-                    s = {a: v["result"]["normalized_score_final"] for a, v in g.items()}
-                    wins += s["bfq"] >= s["fql"] and s["bfq"] > s["diffusion-ql"]
-            if n:
-                print(
-                    f"\nBFQ >= FQL and > Diffusion-QL (final score): {wins} of {n} datasets measured (target: {target})"
-                )
-        from icml26.core.verdict import seed_interval
-
-        for ds, steps in keys:  # paired by seed: seed k of both methods is evaluated on the same episodes
-            a, b = sc.get(f"{ds}/bfq/{steps}"), sc.get(f"{ds}/fql/{steps}")
-            if not (a and b):
-                continue
-            last = lambda e: {  # noqa: E731
-                r["seed"]: r["normalized_score"] for r in e["curve"] if r["step"] == max(x["step"] for x in e["curve"])
-            }
-            fa, fb = last(a), last(b)
-            d = [fa[k] - fb[k] for k in sorted(fa) if k in fb and fa[k] is not None and fb[k] is not None]
-            ci = seed_interval(d)
-            print(
-                f"BFQ - FQL on {ds} ({steps}), paired over {len(d)} seeds: {statistics.mean(d):+.1f}"
-                + (f" [{ci[0]:+.1f}, {ci[1]:+.1f}]" if ci else "")
-            )
+        _report_scores(sc)
 
 
 def main() -> None:

@@ -280,10 +280,8 @@ def profile_update(seeds: int, n: int, hidden: tuple[int, ...] = (256, 256, 256)
         step()
     ms = 1000 * (time.process_time() - t) / n
     with profile(activities=[ProfilerActivity.CPU]) as prof:
-        t = time.process_time()
         for _ in range(n):
             step()
-        prof_ms = 1000 * (time.process_time() - t)
     self_ms = {e.key: e.self_cpu_time_total / 1000 for e in prof.key_averages()}
     aten = sum(v for k, v in self_ms.items() if k.startswith("aten::"))
     cats = {}
@@ -335,16 +333,19 @@ def report_profile(pr: dict) -> None:
         a, b = r1["cpu_ms_by_category"][k], r4["cpu_ms_by_category"][k]
         print(f"| {k} | {a:.1f} | {b:.1f} | {b / a:.2f}x |")
     print(
-        f"| total | {r1['cpu_ms_per_update']:.1f} | {r4['cpu_ms_per_update']:.1f} | {r4['cpu_ms_per_update'] / r1['cpu_ms_per_update']:.2f}x |"
+        f"| total | {r1['cpu_ms_per_update']:.1f} | {r4['cpu_ms_per_update']:.1f} | "
+        f"{r4['cpu_ms_per_update'] / r1['cpu_ms_per_update']:.2f}x |"
     )
     print(f"aten calls per update: {r1['calls_per_update']:.0f} (1 seed), {r4['calls_per_update']:.0f} (4 seeds)")
     t1, t4 = runs.get((1, 16)), runs.get((4, 16))
     if t1 and t4:
         a = t1["cpu_ms_per_update"]
         print(
-            f"the same update with 3x16 networks (same kernel calls, ~0.1% of the arithmetic): {a:.1f} CPU-ms at 1 seed, "
+            f"the same update with 3x16 networks (same kernel calls, ~0.1% of the arithmetic): {a:.1f} CPU-ms at 1 "
+            "seed, "
             f"{t4['cpu_ms_per_update']:.1f} at 4 seeds: the per-call cost batching can share is at most {a:.1f} of "
-            f"{r1['cpu_ms_per_update']:.1f} CPU-ms ({100 * a / r1['cpu_ms_per_update']:.0f}%); 1.5x needs a 4-seed update "
+            f"{r1['cpu_ms_per_update']:.1f} CPU-ms ({100 * a / r1['cpu_ms_per_update']:.0f}%); 1.5x needs a 4-seed "
+            "update "
             f"<= {4 * r1['cpu_ms_per_update'] / 1.5:.1f} CPU-ms (measured {r4['cpu_ms_per_update']:.1f}: "
             f"{4 * r1['cpu_ms_per_update'] / r4['cpu_ms_per_update']:.2f}x)"
         )
@@ -425,7 +426,8 @@ def part_kernels(res: dict, with_compile: bool = False) -> None:
             "max_abs_diff": float((cnet(xin) - net(xin)).abs().max()),
         }
         print(
-            f"critic ensemble (16 x 3x256 GroupNorm) fwd+bwd: eager {eager:.1f}, compiled {out['compile']['compiled_ms']:.1f} CPU-ms, "
+            f"critic ensemble (16 x 3x256 GroupNorm) fwd+bwd: eager {eager:.1f}, compiled "
+            f"{out['compile']['compiled_ms']:.1f} CPU-ms, "
             f"compile {comp_s:.0f} s",
             flush=True,
         )
@@ -448,8 +450,10 @@ def report_kernels(k: dict) -> None:
     c = k.get("compile")
     if c:
         print(
-            f"torch.compile of the 16-member 3x256 GroupNorm critic ensemble, forward + backward: eager {c['eager_ms']:.1f}, "
-            f"compiled {c['compiled_ms']:.1f} CPU-ms ({c['eager_ms'] / c['compiled_ms']:.2f}x), compile {c['compile_wall_s']:.0f} s wall, "
+            "torch.compile of the 16-member 3x256 GroupNorm critic ensemble, forward + backward: eager "
+            f"{c['eager_ms']:.1f}, "
+            f"compiled {c['compiled_ms']:.1f} CPU-ms ({c['eager_ms'] / c['compiled_ms']:.2f}x), compile "
+            f"{c['compile_wall_s']:.0f} s wall, "
             f"max |diff| {c['max_abs_diff']:.1e}"
         )
 
@@ -1023,14 +1027,16 @@ def report(res: dict) -> None:
             if r:
                 ratio = r["ours"] / r["sb3"]
                 print(
-                    f"| SAC 256x256, {t} thread(s) | {r['ours']:.1f} | SB3 {r['sb3_version']}: {r['sb3']:.1f} | {ratio:.2f}x | >= 1.0x | "
+                    f"| SAC 256x256, {t} thread(s) | {r['ours']:.1f} | SB3 {r['sb3_version']}: {r['sb3']:.1f} | "
+                    f"{ratio:.2f}x | >= 1.0x | "
                     f"{'met' if ratio >= 1.0 else 'NOT met'} | {r['load']} |"
                 )
         r = sp.get("seeds4")
         if r:
             ratio = r["batched_seed_updates_per_s"] / r["separate_seed_updates_per_s"]
             print(
-                f"| DSAC-AID 4 seeds: batched (1 process, 2 threads) vs 4 processes x 1 thread | {r['batched_seed_updates_per_s']:.1f} "
+                "| DSAC-AID 4 seeds: batched (1 process, 2 threads) vs 4 processes x 1 thread | "
+                f"{r['batched_seed_updates_per_s']:.1f} "
                 f"seed-updates/s | {r['separate_seed_updates_per_s']:.1f} seed-updates/s | {ratio:.2f}x | >= 1.5x | "
                 f"{'met' if ratio >= 1.5 else 'NOT met'} | {r['load']} |"
             )
@@ -1038,7 +1044,8 @@ def report(res: dict) -> None:
         if r:
             ratio = r["batched_seed_updates_per_cpu_s"] / r["single_updates_per_cpu_s"]
             print(
-                f"| DSAC-AID 4 seeds per CPU second (1 thread): batched vs one seed alone | {r['batched_seed_updates_per_cpu_s']:.2f} "
+                "| DSAC-AID 4 seeds per CPU second (1 thread): batched vs one seed alone | "
+                f"{r['batched_seed_updates_per_cpu_s']:.2f} "
                 f"seed-updates/CPU-s | {r['single_updates_per_cpu_s']:.2f} updates/CPU-s | {ratio:.2f}x | >= 1.5x | "
                 f"{'met' if ratio >= 1.5 else 'NOT met'} | {r['load']} |"
             )
@@ -1057,7 +1064,8 @@ def report(res: dict) -> None:
     if mj:
         print("\n(3) MuJoCo, 3 batched seeds, official MuJoCo defaults (20 env steps per update)")
         print(
-            "final = mean of the last evaluation (10 deterministic episodes a seed), max avg = best evaluation of the seed mean; "
+            "final = mean of the last evaluation (10 deterministic episodes a seed), max avg = best evaluation of the "
+            "seed mean; "
             "[95% t-interval over seeds]; q_bias at the last evaluation, env units (seed mean)"
         )
         print("| env | algo | steps reached | final return | max avg return | q_bias | wall s | state |")
@@ -1071,11 +1079,13 @@ def report(res: dict) -> None:
                     y = res_by[a]
                     ci = lambda k: f"{y[k]:.1f} [{y[k + '_ci'][0]:.1f}, {y[k + '_ci'][1]:.1f}]"
                     print(
-                        f"| {env} | {a} | {x['steps']} | {ci('final_return')} | {ci('max_avg_return')} | {q} | {y['wall_s']:.0f} | done |"
+                        f"| {env} | {a} | {x['steps']} | {ci('final_return')} | {ci('max_avg_return')} | {q} | "
+                        f"{y['wall_s']:.0f} | done |"
                     )
                 else:
                     print(
-                        f"| {env} | {a} | {x['steps']} | {x['return']:.1f} (last evaluation) | - | {q} | - | {r['state']} |"
+                        f"| {env} | {a} | {x['steps']} | {x['return']:.1f} (last evaluation) | - | {q} | - | "
+                        f"{r['state']} |"
                     )
         wins = []
         for env, r in mj.items():
@@ -1115,16 +1125,19 @@ def seeds_cpu_summary(v2: dict) -> dict:
 def report_seeds_cpu(v2: dict) -> None:
     sm = seeds_cpu_summary(v2)
     print(
-        f"\nDSAC-AID batched seeds per CPU second (1 thread, each figure a fresh process, median of {len(v2['rounds'])} rounds; load {', '.join(v2['load'])})"
+        "\nDSAC-AID batched seeds per CPU second (1 thread, each figure a fresh process, median of "
+        f"{len(v2['rounds'])} rounds; load {', '.join(v2['load'])})"
     )
     print(
-        "| implementation | 1 seed | 2 seeds batched | 4 seeds batched | 4 batched vs 4 separate | fit a + b S (CPU-ms/update) | target >= 1.5x |"
+        "| implementation | 1 seed | 2 seeds batched | 4 seeds batched | 4 batched vs 4 separate | fit a + b S "
+        "(CPU-ms/update) | target >= 1.5x |"
     )
     print("|---|---|---|---|---|---|---|")
     for impl in ("before", "now"):
         x = sm[impl]
         print(
-            f"| {impl} | {x['rate'][1]:.2f} | {x['rate'][2]:.2f} | {x['rate'][4]:.2f} | {x['ratio4']:.2f}x | {x['a_ms']:.1f} + {x['b_ms']:.1f} S | "
+            f"| {impl} | {x['rate'][1]:.2f} | {x['rate'][2]:.2f} | {x['rate'][4]:.2f} | {x['ratio4']:.2f}x | "
+            f"{x['a_ms']:.1f} + {x['b_ms']:.1f} S | "
             f"{'met' if x['ratio4'] >= 1.5 else 'NOT met'} |"
         )
     print(f"now vs before: {sm['speedup_S4']:.2f}x at 4 seeds, {sm['speedup_S1']:.2f}x at 1 seed")
@@ -1132,10 +1145,12 @@ def report_seeds_cpu(v2: dict) -> None:
 
 def report_onset(on: dict) -> None:
     print(
-        f"\nonset protocol: noise from step {on['onset']}; compared up to step {on['common_step']} (5-seed means, [95% bootstrap interval])"
+        f"\nonset protocol: noise from step {on['onset']}; compared up to step {on['common_step']} (5-seed means, [95% "
+        "bootstrap interval])"
     )
     print(
-        "| algo | q_bias before onset | peak q_bias after | surge (peak - before) | peak of the seed-mean curve | return after onset (mean of evals) | return at common step |"
+        "| algo | q_bias before onset | peak q_bias after | surge (peak - before) | peak of the seed-mean curve | "
+        "return after onset (mean of evals) | return at common step |"
     )
     print("|---|---|---|---|---|---|---|")
     f = lambda o, k: f"{o[k]:.1f} [{o[k + '_ci'][0]:.1f}, {o[k + '_ci'][1]:.1f}]"  # noqa: E731
@@ -1145,7 +1160,8 @@ def report_onset(on: dict) -> None:
             print(f"| {a} | - | - | - | - | - | (no evaluation after the onset yet) |")
             continue
         print(
-            f"| {a} | {f(o, 'level')} | {f(o, 'peak')} | {f(o, 'surge')} | {o['peak_of_mean_curve']:.1f} | {f(o, 'return_after')} | {f(o, 'return_final')} |"
+            f"| {a} | {f(o, 'level')} | {f(o, 'peak')} | {f(o, 'surge')} | {o['peak_of_mean_curve']:.1f} | "
+            f"{f(o, 'return_after')} | {f(o, 'return_final')} |"
         )
     if all(k in A and "peak" in A[k] for k in ("dsac-aid", "dsac-t", "dsac-aid-epi")):
         damp = A["dsac-aid"]["peak_of_mean_curve"] < min(
@@ -1154,7 +1170,8 @@ def report_onset(on: dict) -> None:
         keep = A["dsac-aid"]["return_final"] >= A["dsac-t"]["return_final"]
         print(
             f"target: AID's peak q_bias after the onset below DSAC-T's and beta=0's: {'met' if damp else 'NOT met'}; "
-            f"AID's return >= DSAC-T's (at the common step): {'met' if keep else 'NOT met'}; DSAC-T surge above its level: "
+            f"AID's return >= DSAC-T's (at the common step): {'met' if keep else 'NOT met'}; DSAC-T surge above its "
+            "level: "
             f"{'yes' if A['dsac-t']['surge_ci'][0] > 0 else 'not shown (interval includes 0 or below)'}"
         )
 
@@ -1163,13 +1180,15 @@ def report_impulse(im: dict, title: str) -> None:
     c = im.get("common_step")
     print(f"\n(2) controlled impulse test: {title} ({im['state']}; compared up to step {c})")
     print(
-        "| algo | steps reached | peak q_bias (2000 <= step <= common) | mean abs q_bias | q_bias at common step | return at common step |"
+        "| algo | steps reached | peak q_bias (2000 <= step <= common) | mean abs q_bias | q_bias at common step | "
+        "return at common step |"
     )
     print("|---|---|---|---|---|---|")
     f = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
     for a, r in im["algos"].items():
         print(
-            f"| {a} | {r['steps']} | {f(r['peak_q_bias'])} | {f(r['mean_abs_q_bias'])} | {f(r.get('final_q_bias'))} | {f(r['final_return'])} |"
+            f"| {a} | {r['steps']} | {f(r['peak_q_bias'])} | {f(r['mean_abs_q_bias'])} | {f(r.get('final_q_bias'))} | "
+            f"{f(r['final_return'])} |"
         )
     A = im["algos"]
     if not im.get("onset") and all(

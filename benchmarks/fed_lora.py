@@ -121,7 +121,8 @@ def table(budget: str) -> str:
     lines = [
         f"fed-lora benchmark, budget {budget} ({BUDGETS[budget]}); load now: {uptime()}",
         "mean over seeds ± half-width of the 95% Student-t interval (3 seeds: t(0.975, 2) = 4.303 x sd / sqrt 3)",
-        f"{'strategy':<12} {'seeds':>6} {'local ppl':>17} {'global ppl':>17} {'ROUGE-1':>13} {'comm MB':>8} {'wall s':>7} {'load (1-min, start..end)':>24}",
+        f"{'strategy':<12} {'seeds':>6} {'local ppl':>17} {'global ppl':>17} {'ROUGE-1':>13} {'comm MB':>8} "
+        f"{'wall s':>7} {'load (1-min, start..end)':>24}",
     ]
     agg = {}
     for s, runs in by.items():
@@ -170,7 +171,8 @@ def table(budget: str) -> str:
         if "fedit" in agg:
             ok = h["global"] <= agg["fedit"]["global"]
             lines.append(
-                f"T2 global perplexity <= FedIT: {h['global']:.3f} vs {agg['fedit']['global']:.3f} -> {'met' if ok else 'NOT met'}"
+                f"T2 global perplexity <= FedIT: {h['global']:.3f} vs {agg['fedit']['global']:.3f} -> "
+                f"{'met' if ok else 'NOT met'}"
             )
             both = sorted(set(by["het-cpflora"]) & set(by["fedit"]))
             for k in ("local_perplexity", "global_perplexity"):
@@ -178,13 +180,15 @@ def table(budget: str) -> str:
                 if len(d) > 1:
                     m, hw = mean_ci(d)
                     lines.append(
-                        f"   het-cpflora - fedit, {k}, paired over seeds {both}: {m:+.3f} [{m - hw:+.3f}, {m + hw:+.3f}] "
+                        f"   het-cpflora - fedit, {k}, paired over seeds {both}: {m:+.3f} [{m - hw:+.3f}, "
+                        f"{m + hw:+.3f}] "
                         f"(per seed {', '.join(f'{x:+.3f}' for x in d)})"
                     )
         if "flora" in agg:
             ok = h["comm"] <= agg["flora"]["comm"]
             lines.append(
-                f"T3 communication <= FLoRA: {h['comm'] / 1e6:.3f} MB vs {agg['flora']['comm'] / 1e6:.3f} MB -> {'met' if ok else 'NOT met'}"
+                f"T3 communication <= FLoRA: {h['comm'] / 1e6:.3f} MB vs {agg['flora']['comm'] / 1e6:.3f} MB -> "
+                f"{'met' if ok else 'NOT met'}"
             )
     return "\n".join(lines)
 

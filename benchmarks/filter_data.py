@@ -55,7 +55,7 @@ import numpy as np  # noqa: E402
 from icml26.methods.filtering import classifiers as C  # noqa: E402
 from icml26.methods.filtering import corpus as K  # noqa: E402
 from icml26.methods.filtering.cqf import score_stream  # noqa: E402
-from icml26.methods.filtering.jsonl import DocumentWriter, iter_documents  # noqa: E402
+from icml26.methods.filtering.jsonl import DocumentWriter  # noqa: E402
 
 
 class FastTextScorer:
@@ -265,7 +265,8 @@ def _print_lines(r: dict) -> None:
     )
     print(f"T chosen on dev (F1 of dropped lines): {r['t_dev']}")
     print(
-        "T: line threshold; P / R: precision / recall of the dropped lines (line: the threshold's decisions; final: with "
+        "T: line threshold; P / R: precision / recall of the dropped lines (line: the threshold's decisions; final: "
+        "with "
         "--min-kept); clean / bad kept: fractions of the words; doc @B: document level at the same kept-word budget, "
         "@=bad: at equal or lower bad words kept"
     )
@@ -301,7 +302,8 @@ def _print_lines(r: dict) -> None:
         print("".join(f"{v:>15.3f}" if isinstance(v, float) else f"{str(v):>15}" for v in row))
     x = next(x for x in r["test"] if x["threshold"] == r["t_dev"])
     print(
-        f"at T = {r['t_dev']} (test): recall by kind {json.dumps({k: round(v, 3) for k, v in x['recall_by_kind'].items()})}"
+        f"at T = {r['t_dev']} (test): recall by kind "
+        f"{json.dumps({k: round(v, 3) for k, v in x['recall_by_kind'].items()})}"
     )
     for rule in ("mean", "min", "len-weighted"):
         d = x[f"doc_{rule}_at_budget"]
@@ -412,7 +414,8 @@ def _print_lines_set(out: dict) -> None:
     )
     print(f"  line level:              clean kept {fmt(sm['line_clean_kept'])}, bad kept {fmt(sm['line_bad_kept'])}")
     print(
-        f"  document level, budget:  clean kept {fmt(sm['doc_clean_at_budget'])}, bad kept {fmt(sm['doc_bad_at_budget'])}"
+        f"  document level, budget:  clean kept {fmt(sm['doc_clean_at_budget'])}, bad kept "
+        f"{fmt(sm['doc_bad_at_budget'])}"
     )
     print(f"  document level, =bad:    clean kept {fmt(sm['doc_clean_at_equal_bad'])}")
     print(
@@ -506,11 +509,13 @@ def main() -> None:
         )
     ref = next((r["docs_per_cpu_s"] for r in rows if r["scorer"] == "fasttext"), None)
     print(
-        f"scoring throughput, end to end (JSONL in -> score -> JSONL out), 1 process, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}"
+        "scoring throughput, end to end (JSONL in -> score -> JSONL out), 1 process, "
+        f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}"
     )
     print("docs/CPU-s is robust to a shared machine; the ratio to fastText uses it")
     print(
-        f"{'scorer':<10}{'docs':>7}{'docs/s':>10}{'docs/CPU-s':>12}{'MB/s':>8}{'vs fastText':>13}{'train s':>9}{'AUC clean/rest':>16}"
+        f"{'scorer':<10}{'docs':>7}{'docs/s':>10}{'docs/CPU-s':>12}{'MB/s':>8}"
+        f"{'vs fastText':>13}{'train s':>9}{'AUC clean/rest':>16}"
     )
     for r in rows:
         ratio = f"{r['docs_per_cpu_s'] / ref:.2f}x" if ref else "-"

@@ -293,7 +293,8 @@ def tune(budget_s: float, only: list[str] | None = None) -> None:
         done["runs"][f"{st}/{lr:g}"] = r
         _merge_save("tune.json", done)
         print(
-            f"tune steps {st} lr {lr:g}: held-out overall {r['overall']:.4f} in {r['train_s']:.0f} s (load {r['load']:.1f})",
+            f"tune steps {st} lr {lr:g}: held-out overall {r['overall']:.4f} in {r['train_s']:.0f} s (load "
+            f"{r['load']:.1f})",
             flush=True,
         )
 
@@ -304,8 +305,10 @@ def tune_table() -> None:
         return
     d = json.loads(p.read_text())
     print(
-        f"tune (variant none, seed 0; {d['split']['train_questions']} questions of {d['split']['train_scenes']} training "
-        f"scenes, scored on {d['split']['val_questions']} of {d['split']['val_scenes']} held-out training scenes; answer prior "
+        f"tune (variant none, seed 0; {d['split']['train_questions']} questions of {d['split']['train_scenes']} "
+        "training "
+        f"scenes, scored on {d['split']['val_questions']} of {d['split']['val_scenes']} held-out training scenes; "
+        "answer prior "
         f"{100 * d['prior_overall']:.1f}):"
     )
     for k, r in d["runs"].items():
@@ -313,8 +316,24 @@ def tune_table() -> None:
         ev = ", ".join(f"{s}: {100 * v:.1f}" for s, v in r["eval_curve"])
         lc = ", ".join(f"{s}: {v:.3f}" for s, v in r["loss_curve"][3::4])
         print(
-            f"  steps {st} lr {lr}: held-out overall by step {ev}; training loss {lc}; {r['train_s']:.0f} s (load {r['load']:.1f})"
+            f"  steps {st} lr {lr}: held-out overall by step {ev}; training loss {lc}; {r['train_s']:.0f} s (load "
+            f"{r['load']:.1f})"
         )
+
+
+def _print_targets(checks: list, n_seeds: int) -> None:
+    """One line per target: met or not, with whether the 95% intervals separate (n/a with 1 seed)."""
+    for name, met, sep, a, b in checks:
+        if sep is None:
+            sep_s = ""
+        elif n_seeds < 2:
+            sep_s = "; intervals: n/a with 1 seed"
+        else:
+            sep_s = f"; intervals disjoint: {'yes' if sep else 'no'}"
+        verdict = ("MET" if sep or sep is None else "MET on the means only") if met else "NOT MET"
+        if met and n_seeds < 2 and sep is not None:
+            verdict = "MET on the means only"
+        print(f"target {name}: {verdict} ({100 * a:.2f} vs {100 * b:.2f}{sep_s})")
 
 
 def table() -> int:
@@ -469,17 +488,7 @@ def table() -> int:
                 )
             )
     n_seeds = min((by[(v, "overall")]["seeds"] for v in E.VARIANTS if (v, "overall") in by), default=0)
-    for name, met, sep, a, b in checks:
-        if sep is None:
-            sep_s = ""
-        elif n_seeds < 2:
-            sep_s = "; intervals: n/a with 1 seed"
-        else:
-            sep_s = f"; intervals disjoint: {'yes' if sep else 'no'}"
-        verdict = ("MET" if sep or sep is None else "MET on the means only") if met else "NOT MET"
-        if met and n_seeds < 2 and sep is not None:
-            verdict = "MET on the means only"
-        print(f"target {name}: {verdict} ({100 * a:.2f} vs {100 * b:.2f}{sep_s})")
+    _print_targets(checks, n_seeds)
     for v in ("sgf", "sgf-nogate", "sgf-global"):
         g = [abs(x) for r in runs if r["variant"] == v for x in r.get("tanh_gamma", [])]
         if g:
@@ -487,7 +496,8 @@ def table() -> int:
     if data["runs"]:
         ts = [r["train_s"] for r in runs]
         print(
-            f"training time per run: {min(ts):.0f}-{max(ts):.0f} s on 1 thread (load {min(r['load'] for r in runs):.1f}-"
+            f"training time per run: {min(ts):.0f}-{max(ts):.0f} s on 1 thread (load "
+            f"{min(r['load'] for r in runs):.1f}-"
             f"{max(r['load'] for r in runs):.1f} on 2 cores)"
         )
     return 0

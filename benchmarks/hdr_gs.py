@@ -17,7 +17,8 @@ Parts:
           `dc 0 scene001` = one scene)
   print   the tables with the targets
 
-Usage: OMP_NUM_THREADS=1 nice -n 5 timeout 3000 .venv/bin/python benchmarks/hdr_gs.py [raster|train|band|gsdf|dc|print|all]
+Usage: OMP_NUM_THREADS=1 nice -n 5 timeout 3000 .venv/bin/python benchmarks/hdr_gs.py \\
+           [raster|train|band|gsdf|dc|print|all]
 (the raster part: OMP_NUM_THREADS=1 .venv/bin/python benchmarks/hdr_gs.py raster; without nice, which starves it on a
 busy machine)
 """
@@ -26,7 +27,6 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -172,7 +172,8 @@ def part_raster(d: dict) -> None:
         }
         _save(d)
         print(
-            f"raster {key}: ext {t_ext * 1e3:.1f} ms, ref {t_ref * 1e3:.0f} ms, x{t_ref / t_ext:.1f} (CPU time x{c_ref / c_ext:.1f})",
+            f"raster {key}: ext {t_ext * 1e3:.1f} ms, ref {t_ref * 1e3:.0f} ms, x{t_ref / t_ext:.1f} (CPU time "
+            f"x{c_ref / c_ext:.1f})",
             file=sys.stderr,
             flush=True,
         )
@@ -289,7 +290,8 @@ def print_gsdf() -> None:
         "\n## GSDF's prune rule (SDF prune only of large Gaussians, sdf_prune_large_only = true), seed 0, same 3 scenes"
     )
     print(
-        "| method | scene | LDR-OE | LDR-NE | HDR (GT max) | HDR (pred max) | SSIM-OE | Gaussians | floaters | floater frac | train s |"
+        "| method | scene | LDR-OE | LDR-NE | HDR (GT max) | HDR (pred max) | SSIM-OE | Gaussians | floaters | floater "
+        "frac | train s |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in res:
@@ -311,12 +313,14 @@ def print_gsdf() -> None:
         for m in methods
     }
     print(
-        f"\n| method (mean over {len(both)} scenes) | LDR-OE | LDR-NE | HDR | HDR (pred max) | Gaussians | floaters | floater frac |"
+        f"\n| method (mean over {len(both)} scenes) | LDR-OE | LDR-NE | HDR | HDR (pred max) | Gaussians | floaters | "
+        "floater frac |"
     )
     print("|---|---|---|---|---|---|---|---|")
     for m, v in means.items():
         print(
-            f"| {m} | {v['psnr_ldr_oe']:.2f} | {v['psnr_ldr_ne']:.2f} | {v['psnr_hdr']:.2f} | {v['psnr_hdr_predmax']:.2f} | "
+            f"| {m} | {v['psnr_ldr_oe']:.2f} | {v['psnr_ldr_ne']:.2f} | {v['psnr_hdr']:.2f} | "
+            f"{v['psnr_hdr_predmax']:.2f} | "
             f"{v['gaussians']:.0f} | {v['floaters']:.0f} | {v['floater_frac']:.3f} |"
         )
     _print_targets(means["expo-gs"], means["hdr-gs"], f"GSDF prune rule, {len(both)} scenes")
@@ -372,17 +376,21 @@ def print_dc() -> None:
     if not res:
         return
     print(
-        "\n## Expo-GS growth term omega_n (1 - |grad f|) + GSDF's visibility gate (defaults since), same 3 scenes, seeds 0 and 1"
+        "\n## Expo-GS growth term omega_n (1 - |grad f|) + GSDF's visibility gate (defaults since), same 3 scenes, "
+        "seeds 0 and 1"
         "\n(HDR-GS seed 0: the gsdf part's runs, its rule is unchanged)"
     )
     print(
-        "| method | seed | scene | LDR-OE | LDR-NE | HDR (GT max) | HDR (pred max) | Gaussians | floater frac | train s |"
+        "| method | seed | scene | LDR-OE | LDR-NE | HDR (GT max) | HDR (pred max) | Gaussians | floater frac | train "
+        "s |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in sorted(res, key=lambda r: (r["method"], r["seed"], r["scene"])):
         print(
-            f"| {r['method']} | {r['seed']} | {r['scene']} | {r['psnr_ldr_oe']:.2f} | {r['psnr_ldr_ne']:.2f} | {r['psnr_hdr']:.2f} | "
-            f"{r['psnr_hdr_predmax']:.2f} | {r['gaussians']} | {r.get('floater_frac', float('nan')):.3f} | {r['train_s']:.0f} |"
+            f"| {r['method']} | {r['seed']} | {r['scene']} | {r['psnr_ldr_oe']:.2f} | {r['psnr_ldr_ne']:.2f} | "
+            f"{r['psnr_hdr']:.2f} | "
+            f"{r['psnr_hdr_predmax']:.2f} | {r['gaussians']} | {r.get('floater_frac', float('nan')):.3f} | "
+            f"{r['train_s']:.0f} |"
         )
     key = {(r["method"], r["seed"], r["scene"]): r for r in res}
     seeds = sorted({s for _, s, _ in key if all((m, s, sc) in key for m in ("expo-gs", "hdr-gs") for sc in DC_SCENES)})
@@ -442,7 +450,8 @@ def print_band() -> None:
     res = [r for r in res if r.get("kind") == "result"]
     print("\n## Pruning band floored at 2 pixel footprints (sdf_sigma_px = 2), all methods, seed 0, same 3 scenes")
     print(
-        "| method | scene | LDR-OE | LDR-NE | HDR (GT max) | HDR (pred max) | SSIM-OE | Gaussians | floaters | floater frac | train s |"
+        "| method | scene | LDR-OE | LDR-NE | HDR (GT max) | HDR (pred max) | SSIM-OE | Gaussians | floaters | floater "
+        "frac | train s |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in res:
@@ -459,12 +468,14 @@ def print_band() -> None:
         if any(r["method"] == m for r in res)
     }
     print(
-        "\n| method (mean over scenes) | scenes | LDR-OE | LDR-NE | HDR | HDR (pred max) | Gaussians | floaters | floater frac |"
+        "\n| method (mean over scenes) | scenes | LDR-OE | LDR-NE | HDR | HDR (pred max) | Gaussians | floaters | "
+        "floater frac |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
     for m, v in means.items():
         print(
-            f"| {m} | {v['n']} | {v['psnr_ldr_oe']:.2f} | {v['psnr_ldr_ne']:.2f} | {v['psnr_hdr']:.2f} | {v['psnr_hdr_predmax']:.2f} | "
+            f"| {m} | {v['n']} | {v['psnr_ldr_oe']:.2f} | {v['psnr_ldr_ne']:.2f} | {v['psnr_hdr']:.2f} | "
+            f"{v['psnr_hdr_predmax']:.2f} | "
             f"{v['gaussians']:.0f} | {v['floaters']:.0f} | {v['floater_frac']:.3f} |"
         )
     if "expo-gs" in means and "hdr-gs" in means and means["expo-gs"]["n"] == means["hdr-gs"]["n"]:
@@ -540,7 +551,8 @@ def part_print(d: dict) -> None:
     if d.get(RASTER_OLD):
         print("## Rasterizer forward+backward, the previous kernel (torch projection + binning, scalar compositor)")
         print(
-            "| image | Gaussians | tile entries | kernel ms | of which projection + binning ms | twin ms | speedup | target >= 20x | load (1/5/15 min) |"
+            "| image | Gaussians | tile entries | kernel ms | of which projection + binning ms | twin ms | speedup | "
+            "target >= 20x | load (1/5/15 min) |"
         )
         print("|---|---|---|---|---|---|---|---|---|")
         for r in d[RASTER_OLD].values():
@@ -553,7 +565,8 @@ def part_print(d: dict) -> None:
         print()
     print("## Rasterizer forward+backward (C++ kernel vs tiled torch twin), OMP threads as noted")
     print(
-        "| image | Gaussians | tile entries | kernel ms | of which projection + binning ms (C++; torch) | twin ms | speedup (wall) "
+        "| image | Gaussians | tile entries | kernel ms | of which projection + binning ms (C++; torch) | twin ms | "
+        "speedup (wall) "
         "| speedup (CPU time) | target >= 20x | load (1/5/15 min) |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
@@ -561,7 +574,8 @@ def part_print(d: dict) -> None:
         ld = "/".join(f"{float(x):.1f}" for x in r["load"].strip("()").split(","))
         print(
             f"| {r['size']}x{r['size']} | {r['gaussians']} | {r['tile_entries']} | {r['ext_s'] * 1e3:.1f} | "
-            f"{r.get('project_bin_s', float('nan')) * 1e3:.1f}; {r.get('project_bin_torch_s', float('nan')) * 1e3:.1f} | "
+            f"{r.get('project_bin_s', float('nan')) * 1e3:.1f}; {r.get('project_bin_torch_s', float('nan')) * 1e3:.1f} "
+            "| "
             f"{r['ref_s'] * 1e3:.0f} | {r['speedup']:.1f}x | {r.get('speedup_cpu', float('nan')):.1f}x | "
             f"{'met' if r['speedup'] >= 20 else 'NOT met'} | {ld} |"
         )
@@ -577,7 +591,8 @@ def part_print(d: dict) -> None:
         f"{cfg.get('scenes')} scenes, max {cfg.get('max_gaussians')} Gaussians (recipes/hdr-gs/cpu-3scenes.yaml)"
     )
     print(
-        "| method | scene | LDR-OE | LDR-NE | HDR (GT max) | HDR (pred max) | SSIM-OE | Gaussians | floaters | floater frac | train s |"
+        "| method | scene | LDR-OE | LDR-NE | HDR (GT max) | HDR (pred max) | SSIM-OE | Gaussians | floaters | floater "
+        "frac | train s |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in res:
@@ -600,7 +615,8 @@ def part_print(d: dict) -> None:
     print("|---|---|---|---|---|---|---|---|")
     for m, v in means.items():
         print(
-            f"| {m} | {v['n']} | {v['psnr_ldr_oe']:.2f} | {v['psnr_ldr_ne']:.2f} | {v['psnr_hdr']:.2f} | {v['psnr_hdr_predmax']:.2f} | "
+            f"| {m} | {v['n']} | {v['psnr_ldr_oe']:.2f} | {v['psnr_ldr_ne']:.2f} | {v['psnr_hdr']:.2f} | "
+            f"{v['psnr_hdr_predmax']:.2f} | "
             f"{v['floaters']:.0f} | {v['floater_frac']:.3f} |"
         )
     both = sorted(
@@ -611,8 +627,10 @@ def part_print(d: dict) -> None:
         e = {k: pm("expo-gs", k) for k in ("psnr_hdr", "psnr_ldr_oe", "floaters", "floater_frac")}
         h = {k: pm("hdr-gs", k) for k in ("psnr_hdr", "psnr_ldr_oe", "floaters", "floater_frac")}
         print(
-            f"\nTargets on the {len(both)} scene(s) with both methods ({', '.join(both)}): Expo-GS HDR {e['psnr_hdr']:.2f} vs "
-            f"HDR-GS {h['psnr_hdr']:.2f}; LDR-OE {e['psnr_ldr_oe']:.2f} vs {h['psnr_ldr_oe']:.2f}; floaters {e['floaters']:.0f} vs {h['floaters']:.0f}"
+            f"\nTargets on the {len(both)} scene(s) with both methods ({', '.join(both)}): Expo-GS HDR "
+            f"{e['psnr_hdr']:.2f} vs "
+            f"HDR-GS {h['psnr_hdr']:.2f}; LDR-OE {e['psnr_ldr_oe']:.2f} vs {h['psnr_ldr_oe']:.2f}; floaters "
+            f"{e['floaters']:.0f} vs {h['floaters']:.0f}"
         )
         for what, ok in (
             ("Expo-GS above HDR-GS on HDR PSNR (GT max)", e["psnr_hdr"] > h["psnr_hdr"]),
@@ -634,8 +652,10 @@ def part_print(d: dict) -> None:
                 model, _ = H.load_ckpt(r["ckpt"])
                 r.update(H.floaters(model, H.load_scene(ROOT / rs[0]["data"], model.cfg), model.cfg))
                 print(
-                    f"\nSensitivity (expo-gs, sdf_sigma = 0.2 instead of 0.05, {r['scene']}): LDR-OE {r['psnr_ldr_oe']:.2f}, "
-                    f"LDR-NE {r['psnr_ldr_ne']:.2f}, HDR {r['psnr_hdr']:.2f}, HDR (pred max) {r['psnr_hdr_predmax']:.2f}, "
+                    f"\nSensitivity (expo-gs, sdf_sigma = 0.2 instead of 0.05, {r['scene']}): LDR-OE "
+                    f"{r['psnr_ldr_oe']:.2f}, "
+                    f"LDR-NE {r['psnr_ldr_ne']:.2f}, HDR {r['psnr_hdr']:.2f}, HDR (pred max) "
+                    f"{r['psnr_hdr_predmax']:.2f}, "
                     f"Gaussians {r['gaussians']}, floaters {r['floaters']} ({r['floater_frac']:.3f})"
                 )
     print_band()

@@ -3,7 +3,8 @@
 Parts (each resumable; results cached in --json, default benchmarks/results/icr.json; run folders
 under --runs, default runs/icr-bench/; a rerun prints from the cache and computes what is missing):
   cost        one training step (batch 32) vs one ICR evaluation (512 images x 4 views and
-              1024 x 2, features + ICR) vs one memorization check (64 Heun samples, 12 steps); CPU seconds (process_time), tiny preset, 16x16;
+              1024 x 2, features + ICR) vs one memorization check (64 Heun samples, 12 steps); CPU seconds
+              (process_time), tiny preset, 16x16;
   small-<N>   ``icml26 icr train --train-size N`` with the monitor (--resume on rerun), N in --sizes;
   full        ``icml26 icr train --train-size 0`` (all 60k images), a short run (--full-steps);
   sweep       ``icml26 icr analyze`` on the full-data model: ICR and probe accuracy on the paper's sigma grid;
@@ -19,7 +20,8 @@ Targets (the paper's claims, reported as shown / refuted / not measured):
      Frechet distance falls. Over seeds: per (data, size), "shown on k of n seeds" and the mean of
      onset - ICR min over the seeds with an onset, with its 95% t-interval.
 
-    OMP_NUM_THREADS=1 nice -n 5 timeout 3000 .venv/bin/python benchmarks/icr.py --part small-32 --json benchmarks/results/icr_small32.json
+    OMP_NUM_THREADS=1 nice -n 5 timeout 3000 .venv/bin/python benchmarks/icr.py --part small-32 \\
+        --json benchmarks/results/icr_small32.json
     .venv/bin/python benchmarks/icr.py --print-only
 """
 
@@ -126,7 +128,8 @@ def part_cost(args) -> dict:
 
 def print_cost(c: dict) -> None:
     print(
-        f"\n## Cost (tiny U-Net, {c['parameters']} parameters, 16x16, {c['threads']} thread; CPU seconds of the process; {c['load']})"
+        f"\n## Cost (tiny U-Net, {c['parameters']} parameters, 16x16, {c['threads']} thread; CPU seconds of the "
+        f"process; {c['load']})"
     )
     print("| what | CPU seconds | x one training step |")
     print("|---|---|---|")
@@ -136,10 +139,12 @@ def print_cost(c: dict) -> None:
         f, e = c[f"icr_{k}_features_s"], c[f"icr_{k}_estimator_s"]
         print(f"| one ICR evaluation, {k.replace('x', ' images x ')} views: features | {f:.3f} | {f / st:.1f} |")
         print(
-            f"| one ICR evaluation, {k.replace('x', ' images x ')} views: estimator (Cholesky) | {e:.4f} | {e / st:.3f} |"
+            f"| one ICR evaluation, {k.replace('x', ' images x ')} views: estimator (Cholesky) | {e:.4f} | "
+            f"{e / st:.3f} |"
         )
     print(
-        f"| memorization check: 64 samples, Heun 12 steps (23 evaluations) | {c['sample_64_s']:.3f} | {c['sample_64_s'] / st:.1f} |"
+        f"| memorization check: 64 samples, Heun 12 steps (23 evaluations) | {c['sample_64_s']:.3f} | "
+        f"{c['sample_64_s'] / st:.1f} |"
     )
 
 
@@ -171,7 +176,8 @@ def parse_part(name: str) -> dict:
             "seed": k,
         }
     raise ValueError(
-        f"unknown part {name!r} (cost | small-<N>[-s<K>] | mnist-<N>[-s<K>] | full[-<S>] | sweep[-<S>] | fd-noise | figures)"
+        f"unknown part {name!r} (cost | small-<N>[-s<K>] | mnist-<N>[-s<K>] | full[-<S>] | sweep[-<S>] | fd-noise | "
+        "figures)"
     )
 
 
@@ -280,13 +286,16 @@ def print_sweep(s: dict, name: str = "sweep") -> None:
     print("|---|---|---|---|---|---|---|")
     for r in rows:
         print(
-            f"| {r['noise_level']:g} | {r['alpha_bar']:.3f} | {r['icr']:.4f} | {r['probe_accuracy']:.3f} | {r['trace_sigma_s']:.4g} "
+            f"| {r['noise_level']:g} | {r['alpha_bar']:.3f} | {r['icr']:.4f} | {r['probe_accuracy']:.3f} | "
+            f"{r['trace_sigma_s']:.4g} "
             f"| {r['trace_sigma_xi']:.4g} | {r['shrinkage']:.2e} |"
         )
     ok = summ.get("claim_window")
     print(
-        f"ICR minimum at sigma = {summ['icr_min_level']} (ICR {summ['icr_min']:.4f}); probe peak at sigma = {summ['probe_peak_level']} "
-        f"(accuracy {summ['probe_peak_accuracy']:.3f}); {summ['grid_steps_apart']} grid step(s) apart; intermediate: ICR "
+        f"ICR minimum at sigma = {summ['icr_min_level']} (ICR {summ['icr_min']:.4f}); probe peak at sigma = "
+        f"{summ['probe_peak_level']} "
+        f"(accuracy {summ['probe_peak_accuracy']:.3f}); {summ['grid_steps_apart']} grid step(s) apart; intermediate: "
+        "ICR "
         f"{summ['icr_min_intermediate']}, probe {summ['probe_peak_intermediate']}"
     )
     print(f"Target A (minimum and peak at an intermediate level, within one grid step): {_verdict(ok)}")
@@ -333,7 +342,8 @@ def print_train(parts: dict) -> None:
         "memorized = NN-distance ratio < 1/3, the stand-in for SSCD > 0.6; onset = first fraction > 0.05)"
     )
     print(
-        "| part | data | training images | seed | steps | ICR min step (smoothed, window 3) | ICR min | onset step | onset - ICR min "
+        "| part | data | training images | seed | steps | ICR min step (smoothed, window 3) | ICR min | onset step | "
+        "onset - ICR min "
         "| final memorized | final ICR | ICR min before onset |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -345,9 +355,11 @@ def print_train(parts: dict) -> None:
             continue
         small = not name.startswith("full")
         print(
-            f"| {name} | {_data_label(name)} | {r['train_size']} | {_seed(name, p)} | {r['steps']}{' (partial)' if partial else ''} "
+            f"| {name} | {_data_label(name)} | {r['train_size']} | {_seed(name, p)} | "
+            f"{r['steps']}{' (partial)' if partial else ''} "
             f"| {f(r['icr_min_step'])} | {f(r['icr_min'], '{:.4f}')} | {f(r['memorization_onset_step'])} "
-            f"| {f(r['onset_minus_icr_min_steps'])} | {f(r['final_memorization_fraction'], '{:.3f}')} | {f(r['final_icr'], '{:.4f}')} "
+            f"| {f(r['onset_minus_icr_min_steps'])} | {f(r['final_memorization_fraction'], '{:.3f}')} | "
+            f"{f(r['final_icr'], '{:.4f}')} "
             f"| {_verdict(r['icr_min_before_onset']) if small else '-'} |"
         )
     for name, p in parts.items():
@@ -415,7 +427,8 @@ def print_seeds(parts: dict) -> None:
         "monitor grid 100 steps; each seed draws its own training subset, initialisation, batches and sampler noise)"
     )
     print(
-        "| data | training images | steps | seeds | onset - ICR min per seed | ICR min before onset | mean onset - ICR min (sd) | 95% t-interval |"
+        "| data | training images | steps | seeds | onset - ICR min per seed | ICR min before onset | mean onset - ICR "
+        "min (sd) | 95% t-interval |"
     )
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
@@ -459,13 +472,15 @@ def print_full(parts: dict, fdn: dict | None) -> None:
         print(
             f"\nFull data `{name}` ({st[-1]['step']} steps, {cfg.get('memorization_samples', '?')} samples per point): "
             f"ICR {icr[0]:.4f} -> {icr[-1]:.4f} (min {icr.min():.4f} at step {st[int(icr.argmin())]['step']}), "
-            f"FD {fd[0]:.1f} -> {fd[-1]:.1f} (min {np.nanmin(fd):.1f}); Pearson(ICR, FD) = {rho:.2f}, Spearman = {sp:.2f}; "
+            f"FD {fd[0]:.1f} -> {fd[-1]:.1f} (min {np.nanmin(fd):.1f}); Pearson(ICR, FD) = {rho:.2f}, Spearman = "
+            f"{sp:.2f}; "
             f"ICR keeps falling as FD improves: {_verdict(falls and rho > 0)}"
         )
         half = len(st) // 2
         print(
             f"  second half (steps {st[half]['step']}-{st[-1]['step']}): ICR {icr[half]:.4f} -> {icr[-1]:.4f}, "
-            f"FD mean {np.nanmean(fd[half:]):.1f} sd {np.nanstd(fd[half:], ddof=1):.1f}; first half FD mean {np.nanmean(fd[:half]):.1f}"
+            f"FD mean {np.nanmean(fd[half:]):.1f} sd {np.nanstd(fd[half:], ddof=1):.1f}; first half FD mean "
+            f"{np.nanmean(fd[:half]):.1f}"
         )
     if fdn:
         print(
@@ -484,13 +499,15 @@ def print_full(parts: dict, fdn: dict | None) -> None:
                 for m in ("64", "256"):
                     v = row[m]
                     print(
-                        f"| {name} | {row['step']} | {m} | {len(v['values'])} | {v['mean']:.2f} | {v['sd']:.2f} | {v['min']:.2f} | {v['max']:.2f} |"
+                        f"| {name} | {row['step']} | {m} | {len(v['values'])} | {v['mean']:.2f} | {v['sd']:.2f} | "
+                        f"{v['min']:.2f} | {v['max']:.2f} |"
                     )
                 print(f"| {name} | {row['step']} | 512 | 1 | {row['512']:.2f} | | | |")
                 if "monitor_noise" in row:
                     mn = row["monitor_noise"]
                     print(
-                        f"| {name}, the monitor's noise draw | {row['step']} | {mn['samples']} | 1 | {mn['fd']:.2f} | | | |"
+                        f"| {name}, the monitor's noise draw | {row['step']} | {mn['samples']} | 1 | {mn['fd']:.2f} | "
+                        "| | |"
                     )
 
 
@@ -623,7 +640,8 @@ def main() -> None:
     ap.add_argument(
         "--part",
         action="append",
-        help="cost | small-<N>[-s<K>] | mnist-<N>[-s<K>] | full[-<S>] | sweep[-<S>] | fd-noise | figures (repeatable; default: all)",
+        help="cost | small-<N>[-s<K>] | mnist-<N>[-s<K>] | full[-<S>] | sweep[-<S>] | fd-noise | figures (repeatable; "
+        "default: all)",
     )
     ap.add_argument("--print-only", action="store_true")
     ap.add_argument("--redo", action="append", default=[])

@@ -124,9 +124,12 @@ def target_line(res: list[dict], t: float, what: str) -> None:
     c, l = by[f"c2f@{t}"], by["large"]
     fid_ok = c["fid_ratio"] <= 1.10
     print(
-        f"target (coarse-to-fine >= 2x faster than large-only at comparable FID: here FID within 10%, and same-seed similarity), "
-        f"{what}, t_split {t}: {c['cpu_speedup']:.2f}x in CPU time ({c['speedup']:.2f}x wall-clock), FID {c['fid']:.2f} [{c['fid_low']:.2f}, {c['fid_high']:.2f}] vs "
-        f"{l['fid']:.2f} [{l['fid_low']:.2f}, {l['fid_high']:.2f}] (ratio {c['fid_ratio']:.3f} [{c['fid_ratio_low']:.3f}, {c['fid_ratio_high']:.3f}]), "
+        "target (coarse-to-fine >= 2x faster than large-only at comparable FID: here FID within 10%, and same-seed "
+        "similarity), "
+        f"{what}, t_split {t}: {c['cpu_speedup']:.2f}x in CPU time ({c['speedup']:.2f}x wall-clock), FID "
+        f"{c['fid']:.2f} [{c['fid_low']:.2f}, {c['fid_high']:.2f}] vs "
+        f"{l['fid']:.2f} [{l['fid_low']:.2f}, {l['fid_high']:.2f}] (ratio {c['fid_ratio']:.3f} "
+        f"[{c['fid_ratio_low']:.3f}, {c['fid_ratio_high']:.3f}]), "
         f"same-seed sim {c['same_seed_similarity']:.3f} (unmatched {c['unmatched_similarity']:.3f}) -> "
         f"{'MET' if c['cpu_speedup'] >= 2.0 and fid_ok else 'NOT MET'}"
         f" (ratio's 95% upper bound {'<=' if c['fid_ratio_high'] <= 1.10 else '>'} 1.10)",
@@ -152,7 +155,8 @@ def grid(out: Path, fine_ck: str, coarse_ck: str, splits, a) -> None:
     if a.grid_copy:
         shutil.copyfile(fn, a.grid_copy)
     print(
-        f"grid (rows: large, coarse-to-fine at t_split {', '.join(map(str, sorted(splits)))}, small; same noise per column): {fn}"
+        f"grid (rows: large, coarse-to-fine at t_split {', '.join(map(str, sorted(splits)))}, small; same noise per "
+        f"column): {fn}"
     )
 
 
@@ -329,7 +333,6 @@ def c2f_sweep(
     check: bool = False,
 ) -> list[dict]:
     """One sweep over t_split: quality, with paired-bootstrap FID intervals (speed: timed_sweep)."""
-    import torch
 
     from icml26.methods.lfm import flow
     from icml26.methods.lfm.train import model_velocity
@@ -367,7 +370,8 @@ def sweep_table(res: list[dict], title: str, timed: bool) -> None:
     hdr = (
         "| mode | NFE (coarse+fine) |"
         + (" ms / sample | speed-up | CPU ms / sample | CPU speed-up |" if timed else "")
-        + " FID [95% CI] | FID / large [95% CI] | precision | recall | class acc | same-seed sim | latent cos | unmatched |"
+        + " FID [95% CI] | FID / large [95% CI] | precision | recall | class acc | same-seed sim | latent cos | "
+        "unmatched |"
     )
     print(hdr)
     print("|" + "---|" * (hdr.count("|") - 1))
@@ -380,8 +384,10 @@ def sweep_table(res: list[dict], title: str, timed: bool) -> None:
                 f" {1000 * r['cpu_seconds_per_sample']:.2f} | {r['cpu_speedup']:.2f} |"
             )
         row += (
-            f" {r['fid']:.2f} [{r['fid_low']:.2f}, {r['fid_high']:.2f}] | {r['fid_ratio']:.3f} [{r['fid_ratio_low']:.3f}, {r['fid_ratio_high']:.3f}] |"
-            f" {fmt(r['precision'])} | {fmt(r['recall'])} | {fmt(r['class_accuracy'])} | {fmt(r['same_seed_similarity'])} |"
+            f" {r['fid']:.2f} [{r['fid_low']:.2f}, {r['fid_high']:.2f}] | {r['fid_ratio']:.3f} "
+            f"[{r['fid_ratio_low']:.3f}, {r['fid_ratio_high']:.3f}] |"
+            f" {fmt(r['precision'])} | {fmt(r['recall'])} | {fmt(r['class_accuracy'])} | "
+            f"{fmt(r['same_seed_similarity'])} |"
             f" {fmt(r['latent_similarity'])} | {fmt(r['unmatched_similarity'])} |"
         )
         print(row, flush=True)
@@ -408,13 +414,15 @@ def main() -> None:
         "--coarse-train-steps",
         type=int,
         default=30000,
-        help="training steps of the coarse (small) model: 7x fewer FLOPs per step, so 30000 cost about 1.4x the fine model's 3000",
+        help="training steps of the coarse (small) model: 7x fewer FLOPs per step, so 30000 cost about 1.4x the fine "
+        "model's 3000",
     )
     ap.add_argument(
         "--seam-train-steps",
         type=int,
         default=3000,
-        help="training steps of the seam-trained coarse model of section 3 (its per-step cost is about 1.2x the plain one's)",
+        help="training steps of the seam-trained coarse model of section 3 (its per-step cost is about 1.2x the plain "
+        "one's)",
     )
     ap.add_argument(
         "--seam-t-split",
@@ -482,7 +490,8 @@ def main() -> None:
     vinfo = train(out / "vae", stage="vae", dataset=a.dataset, **common)
     print(
         f"vae: recon mse {vinfo['vae']['reconstruction_mse']:.4f}, latent {vinfo['vae']['latent_shape']}; "
-        f"feature net test accuracy {vinfo.get('feature_network', {}).get('test_accuracy', float('nan')):.4f}; {vinfo['seconds']:.0f}s",
+        f"feature net test accuracy {vinfo.get('feature_network', {}).get('test_accuracy', float('nan')):.4f}; "
+        f"{vinfo['seconds']:.0f}s",
         flush=True,
     )
     vae = str(out / "vae")
@@ -536,11 +545,13 @@ def main() -> None:
         f"{a.samples} samples, Euler {a.eval_steps}; FID in the trained feature space, not Inception)"
     )
     print(
-        "| data | scorer | kept | FID [95% CI] | FID / full [95% CI] | precision | recall | class acc | same-seed sim | unmatched |"
+        "| data | scorer | kept | FID [95% CI] | FID / full [95% CI] | precision | recall | class acc | same-seed sim "
+        "| unmatched |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
     print(
-        f"| 100% | - | {full['reduction']['kept']} | {ci(base, 'fid')} | 1.000 | {fmt(base['precision'])} | {fmt(base['recall'])} | "
+        f"| 100% | - | {full['reduction']['kept']} | {ci(base, 'fid')} | 1.000 | {fmt(base['precision'])} | "
+        f"{fmt(base['recall'])} | "
         f"{fmt(base.get('class_accuracy'))} | 1.000 | {fmt(base['unmatched_similarity'])} |"
     )
     table1 = []
@@ -565,13 +576,15 @@ def main() -> None:
         }
         table1.append(row)
         print(
-            f"| {pct}% | {sc} | {row['kept']} | {ci(r, 'fid')} | {ci(r, 'fid_ratio')} | {fmt(r['precision'])} | {fmt(r['recall'])} | "
+            f"| {pct}% | {sc} | {row['kept']} | {ci(r, 'fid')} | {ci(r, 'fid_ratio')} | {fmt(r['precision'])} | "
+            f"{fmt(r['recall'])} | "
             f"{fmt(r.get('class_accuracy'))} | {fmt(r['same_seed_similarity'])} | {fmt(r['unmatched_similarity'])} |"
         )
     best50 = min((r for r in table1 if r["keep_ratio"] == 0.5), key=lambda r: r["fid"], default=None)
     if best50:
         print(
-            f"target (best scorer at 50% within 10% of full-data FID): {best50['scorer']} at {best50['fid_ratio']:.3f}x -> "
+            f"target (best scorer at 50% within 10% of full-data FID): {best50['scorer']} at "
+            f"{best50['fid_ratio']:.3f}x -> "
             f"{'MET' if best50['fid_ratio'] <= 1.10 else 'NOT MET'}"
         )
 
@@ -588,7 +601,8 @@ def main() -> None:
         str(out / f"coarse-{n_co}" / "checkpoint.safetensors"),
     )
     print(
-        f"\nc2f models: fine {a.fine_model} {fine['model']['parameters']} params, {n_tr} steps ({fine['seconds']:.0f}s); "
+        f"\nc2f models: fine {a.fine_model} {fine['model']['parameters']} params, {n_tr} steps "
+        f"({fine['seconds']:.0f}s); "
         f"coarse {a.coarse_model} {coarse['model']['parameters']} params, {n_co} steps ({coarse['seconds']:.0f}s)",
         flush=True,
     )
@@ -612,7 +626,8 @@ def main() -> None:
     )
     sweep_table(
         val,
-        f"validation sweep (noise seed 1, reference = test images 5000-9999, {a.val_samples} samples, Euler {a.c2f_steps}): picks t_split",
+        f"validation sweep (noise seed 1, reference = test images 5000-9999, {a.val_samples} samples, Euler "
+        f"{a.c2f_steps}): picks t_split",
         False,
     )
     ok = [r for r in val if r["t_split"] is not None and r["fid_ratio"] <= 1.10]
@@ -622,9 +637,10 @@ def main() -> None:
         else min((r for r in val if r["t_split"] is not None), key=lambda r: r["fid"])
     )
     t_pick = chosen["t_split"]
-    print(
-        f"chosen t_split = {t_pick} ({'largest split with validation FID within 10% of large' if ok else 'no split within 10%: lowest validation FID'})"
+    why = (
+        "largest split with validation FID within 10% of large" if ok else "no split within 10%: lowest validation FID"
     )
+    print(f"chosen t_split = {t_pick} ({why})")
     # 2b. reported sweep: noise seed 0, test images 0-4999, wall-clock side by side
     rep = cached(
         out / f"c2f_test_{tag}.json",
@@ -654,7 +670,8 @@ def main() -> None:
     )
     sweep_table(
         rep,
-        f"coarse-to-fine sweep (noise seed 0, reference = test images 0-4999, {a.samples_c2f} samples, Euler {a.c2f_steps}; "
+        f"coarse-to-fine sweep (noise seed 0, reference = test images 0-4999, {a.samples_c2f} samples, Euler "
+        f"{a.c2f_steps}; "
         f"ms/sample = fastest of {a.timing_repeats} interleaved runs of {a.timing_samples} samples, ODE + decoding)",
         True,
     )
@@ -700,7 +717,8 @@ def main() -> None:
         )
         sweep_table(
             res3,
-            f"coarse model trained the paper's way (t < {ts} only + seam loss 0.1 vs the fine model, {n_se} steps), same protocol",
+            f"coarse model trained the paper's way (t < {ts} only + seam loss 0.1 vs the fine model, {n_se} steps), "
+            "same protocol",
             True,
         )
         target_line(res3, ts, "seam-trained coarse model")

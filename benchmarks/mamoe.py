@@ -14,8 +14,10 @@ from the cache and computes what is missing):
               Targets: MAMoE's ASR WER and TTS WER below the plain MoE's and the no-shared variant's.
 
     OMP_NUM_THREADS=1 nice -n 5 timeout 1200 .venv/bin/python benchmarks/mamoe.py --part forward,perplexity
-    for v in mamoe moe mamoe-noshared dense; do OMP_NUM_THREADS=1 nice -n 5 timeout 3000 .venv/bin/python benchmarks/mamoe.py \\
-        --part table-0-$v --json benchmarks/results/mamoe/table-0-$v.json --data ~/.cache/icml26/mamoe/speech-b9244f86948c & done; wait   # one process per variant (table-<seed>-<variant>; the same numbers as one run)
+    # one process per variant (table-<seed>-<variant>; the same numbers as one run)
+    for v in mamoe moe mamoe-noshared dense; do OMP_NUM_THREADS=1 nice -n 5 timeout 3000 \\
+        .venv/bin/python benchmarks/mamoe.py --part table-0-$v --json benchmarks/results/mamoe/table-0-$v.json \\
+        --data ~/.cache/icml26/mamoe/speech-b9244f86948c & done; wait
     (the folder `icml26 mamoe prepare --recipe recipes/mamoe/cpu-small.yaml` prepares; the same data for every seed)
     .venv/bin/python benchmarks/mamoe.py --print-only
 """
@@ -272,37 +274,44 @@ def report(data: dict) -> None:
     fw = data.get("forward")
     if fw:
         print(
-            f"\n## forward time (ms, median of alternating rounds; {fw['tokens']} tokens, d {fw['hidden']}; load: {fw.get('load')})"
+            f"\n## forward time (ms, median of alternating rounds; {fw['tokens']} tokens, d {fw['hidden']}; load: "
+            f"{fw.get('load')})"
         )
         print("| block | ms | baseline ms | ratio | target <= 1.10 |\n|---|---|---|---|---|")
         print(
-            f"| MAMoE vs plain MoE (ours) | {fw['mamoe_block_ms']:.1f} | {fw['moe_block_ms']:.1f} | {fw['block_ratio']:.3f} | {'met' if fw['block_ratio'] <= 1.10 else 'NOT met'} |"
+            f"| MAMoE vs plain MoE (ours) | {fw['mamoe_block_ms']:.1f} | {fw['moe_block_ms']:.1f} | "
+            f"{fw['block_ratio']:.3f} | {'met' if fw['block_ratio'] <= 1.10 else 'NOT met'} |"
         )
         for h in ("olmoe", "mixtral"):
             print(
-                f"| patched {h} vs host | {fw[h + '_patched_ms']:.1f} | {fw[h + '_host_ms']:.1f} | {fw[h + '_ratio']:.3f} | {'met' if fw[h + '_ratio'] <= 1.10 else 'NOT met'} |"
+                f"| patched {h} vs host | {fw[h + '_patched_ms']:.1f} | {fw[h + '_host_ms']:.1f} | "
+                f"{fw[h + '_ratio']:.3f} | {'met' if fw[h + '_ratio'] <= 1.10 else 'NOT met'} |"
             )
     pp = data.get("perplexity")
     if pp:
         print(
-            f"\n## text perplexity before speech training (SmolLM2-135M, {pp['texts']} held-out glosses; load: {pp.get('load')})"
+            f"\n## text perplexity before speech training (SmolLM2-135M, {pp['texts']} held-out glosses; load: "
+            f"{pp.get('load')})"
         )
         print("| model | perplexity | vs dense | target within 5% |\n|---|---|---|---|")
         print(f"| dense SmolLM2 | {pp['dense']:.2f} | - | - |")
         for k in ("mamoe_official", "moe_official", "mamoe_equal", "moe_equal"):
             rel = pp[k] / pp["dense"] - 1
             print(
-                f"| {k.replace('_', ' upcycle_init ')} | {pp[k]:.2f} | {rel * 100:+.2f}% | {'met' if abs(rel) <= 0.05 else 'NOT met'} |"
+                f"| {k.replace('_', ' upcycle_init ')} | {pp[k]:.2f} | {rel * 100:+.2f}% | "
+                f"{'met' if abs(rel) <= 0.05 else 'NOT met'} |"
             )
     ce = data.get("ceiling")
     if ce:
         print(
-            f"\n## judge ceilings (pocketsphinx 5.1.1, first {ce['examples']} test utterances of the table data; load: {ce.get('load')})"
+            f"\n## judge ceilings (pocketsphinx 5.1.1, first {ce['examples']} test utterances of the table data; load: "
+            f"{ce.get('load')})"
         )
         print("| audio | WER |\n|---|---|")
         print(f"| espeak-ng audio of the test sentences (ground truth) | {ce['wer_espeak_audio']:.3f} |")
         print(
-            f"| Griffin-Lim from the reference units (the decoder alone) | {ce['wer_reference_units_griffin_lim']:.3f} |"
+            f"| Griffin-Lim from the reference units (the decoder alone) | {ce['wer_reference_units_griffin_lim']:.3f} "
+            "|"
         )
         print(f"| the 5 real LibriVox clips | {ce['wer_librivox_pocketsphinx']:.3f} |")
         print(f"| ASR scoring of the true transcripts | {ce['wer_true_transcript']:.3f} |")
@@ -341,7 +350,8 @@ def table_report(tabs: list[dict]) -> None:
                 rows.setdefault((r["variant"], r["task"]), {})[t["seed"]] = r
     print(f"\n## variant x task ({', '.join(recipes)}; seeds {seeds}; mean ± 95% t-interval over seeds)")
     print(
-        "| variant | ASR WER | ASR WER LibriVox | ASR empty hyp. | ASR NLL | TTS WER (pocketsphinx) | TTS unit error | TTS stopped | TTS NLL | "
+        "| variant | ASR WER | ASR WER LibriVox | ASR empty hyp. | ASR NLL | TTS WER (pocketsphinx) | TTS unit error | "
+        "TTS stopped | TTS NLL | "
         "text ppl | text->speech | speech->text | active / total params |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -354,8 +364,10 @@ def table_report(tabs: list[dict]) -> None:
             continue
         a = next(iter(rows.get((v, "asr"), rows.get((v, "tts"), {})).values()))
         print(
-            f"| {v} | {_mc(col(v, 'asr', 'wer'))} | {_mc(col(v, 'asr', 'wer_librivox'))} | {_mc(col(v, 'asr', 'empty_hypotheses'), 2)} | "
-            f"{_mc(col(v, 'asr', 'response_nll'))} | {_mc(col(v, 'tts', 'wer'))} | {_mc(col(v, 'tts', 'unit_error_rate'))} | "
+            f"| {v} | {_mc(col(v, 'asr', 'wer'))} | {_mc(col(v, 'asr', 'wer_librivox'))} | "
+            f"{_mc(col(v, 'asr', 'empty_hypotheses'), 2)} | "
+            f"{_mc(col(v, 'asr', 'response_nll'))} | {_mc(col(v, 'tts', 'wer'))} | "
+            f"{_mc(col(v, 'tts', 'unit_error_rate'))} | "
             f"{_mc(col(v, 'tts', 'stopped'), 2)} | {_mc(col(v, 'tts', 'response_nll'))} | "
             f"{_mc(col(v, 'asr', 'text_perplexity'), 0)} | {_mc(col(v, 'asr', 'routing_text_to_speech_experts'))} | "
             f"{_mc(col(v, 'asr', 'routing_speech_to_text_experts'))} | {a['active_params']:,} / {a['total_params']:,} |"

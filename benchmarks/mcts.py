@@ -101,7 +101,9 @@ MCTX_SETUP = r"""
 import json, sys, time
 import numpy as np, jax, jax.numpy as jnp, mctx
 d = np.load(sys.argv[1]); n_sims = int(sys.argv[2])
-A = int(d["A"]); child = jnp.asarray(d["child"].reshape(-1, A)); reward = jnp.asarray(d["mean"].reshape(-1, A), jnp.float32)
+A = int(d["A"])
+child = jnp.asarray(d["child"].reshape(-1, A))
+reward = jnp.asarray(d["mean"].reshape(-1, A), jnp.float32)
 def recurrent_fn(params, rng_key, action, embedding):
     nxt = child[embedding, action]
     term = nxt < 0
@@ -117,7 +119,8 @@ reps = int(sys.argv[3])
 out = {"jax": jax.__version__, "mctx": getattr(mctx, "__version__", "?")}
 for name in ("muzero_policy", "gumbel_muzero_policy"):
     pol = getattr(mctx, name)
-    f = jax.jit(lambda k: pol(params=(), rng_key=k, root=root, recurrent_fn=recurrent_fn, num_simulations=n_sims, max_depth=int(d["depth"])).action)
+    f = jax.jit(lambda k: pol(params=(), rng_key=k, root=root, recurrent_fn=recurrent_fn, num_simulations=n_sims,
+                              max_depth=int(d["depth"])).action)
     f(jax.random.PRNGKey(0)).block_until_ready()
     ts, cs = [], []
     for i in range(reps):
@@ -125,7 +128,8 @@ for name in ("muzero_policy", "gumbel_muzero_policy"):
         f(jax.random.PRNGKey(i + 1)).block_until_ready()
         ts.append(time.perf_counter() - t)
         cs.append(time.process_time() - c)
-    out[name] = {"wall": n_sims / float(np.median(ts)), "cpu": n_sims / float(np.median(cs)), "best": n_sims / float(np.min(ts))}
+    out[name] = {"wall": n_sims / float(np.median(ts)), "cpu": n_sims / float(np.median(cs)),
+                 "best": n_sims / float(np.min(ts))}
 print(json.dumps(out))
 """
 )
@@ -137,8 +141,8 @@ MCTX_SERVER = (
 fs = {}
 for name in ("muzero_policy", "gumbel_muzero_policy"):
     pol = getattr(mctx, name)
-    fs[name] = jax.jit(lambda k, pol=pol: pol(params=(), rng_key=k, root=root, recurrent_fn=recurrent_fn, num_simulations=n_sims,
-                                            max_depth=int(d["depth"])).action)
+    fs[name] = jax.jit(lambda k, pol=pol: pol(params=(), rng_key=k, root=root, recurrent_fn=recurrent_fn,
+                                            num_simulations=n_sims, max_depth=int(d["depth"])).action)
     fs[name](jax.random.PRNGKey(0)).block_until_ready()
 print("ready", flush=True)
 for line in sys.stdin:
@@ -209,7 +213,8 @@ def speed(args) -> dict:
     res = {"tree": f"depth {tree.depth}, 4 actions, {tree.n_nodes} nodes", "simulations": n, "kernel": be}
     res["value_norm"] = args.speed_value_norm
     print(
-        f"\n== speed: {res['tree']}, {n} simulations per search, batch 1, 1 thread, value_norm {args.speed_value_norm} =="
+        f"\n== speed: {res['tree']}, {n} simulations per search, batch 1, 1 thread, value_norm {args.speed_value_norm} "
+        "=="
     )
     print(f"  load average at start: {os.getloadavg()[0]:.2f} ({os.cpu_count()} CPUs)")
 
@@ -281,8 +286,10 @@ def speed(args) -> dict:
                 "rounds": q.tolist(),
             }
             print(
-                f"  paired, interleaved ({len(q)} rounds x {args.paired_calls} calls per side): C++ {algo} / mctx {name}: "
-                f"median x{np.median(q):.0f} (rounds x{q.min():.0f} to x{q.max():.0f}; {int((q >= 100).sum())}/{len(q)} rounds >= x100)"
+                f"  paired, interleaved ({len(q)} rounds x {args.paired_calls} calls per side): C++ {algo} / mctx "
+                f"{name}: "
+                f"median x{np.median(q):.0f} (rounds x{q.min():.0f} to x{q.max():.0f}; "
+                f"{int((q >= 100).sum())}/{len(q)} rounds >= x100)"
             )
     return res
 
@@ -359,7 +366,8 @@ def gym_speed(args) -> None:
             atomic_write_text(path, json.dumps(store, indent=1) + "\n")
             r = store[key]
             print(
-                f"  {key}: C++ {r['cpp_sims_s']:,.0f}/s, Python {r['python_sims_s']:,.0f}/s, x{r['cpp_sims_s'] / r['python_sims_s']:.0f}, "
+                f"  {key}: C++ {r['cpp_sims_s']:,.0f}/s, Python {r['python_sims_s']:,.0f}/s, "
+                f"x{r['cpp_sims_s'] / r['python_sims_s']:.0f}, "
                 f"identical {same}",
                 flush=True,
             )
@@ -368,7 +376,8 @@ def gym_speed(args) -> None:
         f"value_norm minmax; target >= x100 =="
     )
     print(
-        f"  {'env':34s} {'algo':20s} {'C++ sims/s':>12s} {'Python sims/s':>14s} {'ratio':>8s} {'bit for bit':>12s} {'load':>10s}  target"
+        f"  {'env':34s} {'algo':20s} {'C++ sims/s':>12s} {'Python sims/s':>14s} {'ratio':>8s} {'bit for bit':>12s} "
+        f"{'load':>10s}  target"
     )
     for name in args.gym_envs.split(","):
         for algo in R.ALGOS:
@@ -379,7 +388,8 @@ def gym_speed(args) -> None:
             label = f"{r['env']} (h {r['horizon']})"
             print(
                 f"  {label:34s} {algo:20s} {r['cpp_sims_s']:12,.0f} {r['python_sims_s']:14,.0f} {x:7.0f}x "
-                f"{'yes' if r['identical'] else 'NO':>12s} {r['load_avg'][0]:4.1f}-{r['load_avg'][1]:4.1f}  {'met' if x >= 100 else 'not met'}"
+                f"{'yes' if r['identical'] else 'NO':>12s} {r['load_avg'][0]:4.1f}-{r['load_avg'][1]:4.1f}  "
+                f"{'met' if x >= 100 else 'not met'}"
             )
 
 
@@ -417,7 +427,8 @@ def accuracy(args) -> list[dict]:
             continue
         recs = store[key]["records"]
         print(
-            f"\n== accuracy: {env}, {seeds} seeds, value_norm {args.value_norm}: P(optimal root action) [Wilson 95%] / simple regret =="
+            f"\n== accuracy: {env}, {seeds} seeds, value_norm {args.value_norm}: P(optimal root action) [Wilson 95%] / "
+            "simple regret =="
         )
         print(f"  {'algo':20s}" + "".join(f"{b:>26d}" for b in budgets))
         for algo in dict.fromkeys(r["algo"] for r in recs):
@@ -425,7 +436,8 @@ def accuracy(args) -> list[dict]:
             for b in budgets:
                 r = next(x for x in recs if x["algo"] == algo and x["simulations"] == b)
                 cells.append(
-                    f"{r['p_correct']:.3f} [{r['p_correct_ci'][0]:.2f},{r['p_correct_ci'][1]:.2f}] {r['simple_regret']:.3f}"
+                    f"{r['p_correct']:.3f} [{r['p_correct_ci'][0]:.2f},{r['p_correct_ci'][1]:.2f}] "
+                    f"{r['simple_regret']:.3f}"
                 )
             print(f"  {algo:20s}" + "".join(f"{c:>26s}" for c in cells))
         rows += recs
@@ -478,7 +490,8 @@ def episodes(args) -> None:
                     flush=True,
                 )
         print(
-            f"\n== episodes: {env}, {args.episode_count} episodes of at most {steps} moves, value_norm {args.value_norm}: "
+            f"\n== episodes: {env}, {args.episode_count} episodes of at most {steps} moves, value_norm "
+            f"{args.value_norm}: "
             f"mean return [t 95%], steps; root P(correct) over {args.episode_root_seeds} seeds =="
         )
         hdr = "".join(f"{f'n={b} ' + lab:>34s}" for b in budgets for lab in ("fresh", "reuse"))
@@ -492,7 +505,9 @@ def episodes(args) -> None:
                     cells.append(
                         "-"
                         if r is None
-                        else f"{r['episode_return']:.2f} [{r['episode_return_ci'][0]:.1f},{r['episode_return_ci'][1]:.1f}] {r['episode_steps_mean']:.0f}"
+                        else f"{r['episode_return']:.2f} "
+                        f"[{r['episode_return_ci'][0]:.1f},{r['episode_return_ci'][1]:.1f}] "
+                        f"{r['episode_steps_mean']:.0f}"
                     )
             print(f"  {algo:20s}" + "".join(f"{c:>34s}" for c in cells))
 
@@ -534,7 +549,8 @@ def main() -> None:
     ap.add_argument(
         "--gym-speed",
         action="store_true",
-        help="run the gymnasium-table speed benchmark (C++ table kernel vs Python search) instead of speed and accuracy",
+        help="run the gymnasium-table speed benchmark (C++ table kernel vs Python search) instead of speed and "
+        "accuracy",
     )
     ap.add_argument(
         "--gym-envs", default="frozenlake8x8,taxi,rainy-taxi", help="comma list of " + ", ".join(GYM_SPEED_ENVS)

@@ -7,7 +7,8 @@ the av-digits build (its ``spec.json`` stamp): results of another build are not 
 parts under a timeout on a shared CPU, optionally as n worker processes sharing the results file:
 
     OMP_NUM_THREADS=1 nice -n 5 timeout 3600 .venv/bin/python benchmarks/modality_pairing.py --extra
-    for w in 0 1; do OMP_NUM_THREADS=1 nice -n 5 timeout 3600 .venv/bin/python benchmarks/modality_pairing.py --extra --worker $w/2 & done
+    for w in 0 1; do OMP_NUM_THREADS=1 nice -n 5 timeout 3600 .venv/bin/python benchmarks/modality_pairing.py \\
+        --extra --worker $w/2 & done
     .venv/bin/python benchmarks/modality_pairing.py --print-only
 
 Robustness rows beside the contract's corrupted / missing / PGD fields: ``shift_accuracy_audio`` (test
@@ -158,7 +159,8 @@ def compute(state, budget_s: float, regs=("none", "sam", "ls", "swa")):
             state["runs"][k] = met
             _save(state)
             print(
-                f"{k}: acc {met['test_accuracy']:.3f} eig {met['hessian_top_eig']:.2f} train {wall:.0f}s (load {met['load']:.1f})",
+                f"{k}: acc {met['test_accuracy']:.3f} eig {met['hessian_top_eig']:.2f} train {wall:.0f}s (load "
+                f"{met['load']:.1f})",
                 flush=True,
             )
             if seed == SEEDS[0] and pairing in ("fixed", "stochastic") and reg == "none":
@@ -234,7 +236,8 @@ def report_extra(state):
     if not ex:
         return
     print(
-        f"\nN = 3 (image, audio, text; stochastic re-draws audio and text) and intermediate fusion (image, audio); reg none, "
+        "\nN = 3 (image, audio, text; stochastic re-draws audio and text) and intermediate fusion (image, audio); reg "
+        "none, "
         f"seeds {EXTRA_SEEDS}, same budget"
     )
     print("| setting | arm | n | acc | corr img | corr aud | corr txt | λmax |")
@@ -417,14 +420,17 @@ def report(state):
     )
     ok1 = all(mean(x, "test_accuracy") > max(uni.values()) for x in (fx, st))
     print(
-        f"  1. multimodal > each unimodal: fixed {mean(fx, 'test_accuracy'):.3f}, stochastic {mean(st, 'test_accuracy'):.3f} "
+        f"  1. multimodal > each unimodal: fixed {mean(fx, 'test_accuracy'):.3f}, stochastic "
+        f"{mean(st, 'test_accuracy'):.3f} "
         f"vs image {uni['image']:.3f}, audio {uni['audio']:.3f}: {'met' if ok1 else 'NOT met'}"
     )
     d = paired(st, fx, "hessian_top_eig")
     mu, h = _ci(d) if d else (float("nan"), float("nan"))
     print(
         f"  2. λmax stochastic < fixed: {mean(st, 'hessian_top_eig'):.2f} vs {mean(fx, 'hessian_top_eig'):.2f} "
-        f"(paired {mu:+.2f} ± {h:.2f}, n={len(d)}): {'met' if mu < 0 else 'NOT met'}{' (interval excludes 0)' if d and mu + h < 0 else ' (interval includes 0)' if d and mu < 0 else ''}"
+        f"(paired {mu:+.2f} ± {h:.2f}, n={len(d)}): "
+        f"{'met' if mu < 0 else 'NOT met'}"
+        f"{' (interval excludes 0)' if d and mu + h < 0 else ' (interval includes 0)' if d and mu < 0 else ''}"
     )
     res = []
     for mod in ("image", "audio"):
@@ -433,7 +439,8 @@ def report(state):
         res.append(mu > 0)
         print(
             f"  3. corrupted-{mod} accuracy stochastic > fixed: {mean(st, f'corrupted_accuracy_{mod}'):.3f} vs "
-            f"{mean(fx, f'corrupted_accuracy_{mod}'):.3f} (paired {mu:+.3f} ± {h:.3f}): {'met' if mu > 0 else 'NOT met'}"
+            f"{mean(fx, f'corrupted_accuracy_{mod}'):.3f} (paired {mu:+.3f} ± {h:.3f}): "
+            f"{'met' if mu > 0 else 'NOT met'}"
             f"{' (interval excludes 0)' if d and mu - h > 0 else ' (interval includes 0)' if d and mu > 0 else ''}"
         )
     tm = {k: float(np.median(v)) for k, v in state["timing"]["walls_s"].items()} if "timing" in state else {}
@@ -449,9 +456,12 @@ def report(state):
         d = paired(st, other, "test_accuracy")
         mu, h = _ci(d) if d else (float("nan"), float("nan"))
         print(
-            f"  4. stochastic vs fixed+{reg}: acc {mean(st, 'test_accuracy'):.3f} vs {mean(other, 'test_accuracy'):.3f} "
-            f"(paired {mu:+.3f} ± {h:.3f}, n={len(d)}), train {ts:.1f}s vs {to:.1f}s ({'alternating-round timing' if tm else 'table'}): "
-            f"{'met' if acc_ok and t_ok else 'NOT met'} (accuracy {'>=' if acc_ok else '<'}, time {'lower' if t_ok else 'not lower'})"
+            f"  4. stochastic vs fixed+{reg}: acc {mean(st, 'test_accuracy'):.3f} vs "
+            f"{mean(other, 'test_accuracy'):.3f} "
+            f"(paired {mu:+.3f} ± {h:.3f}, n={len(d)}), train {ts:.1f}s vs {to:.1f}s "
+            f"({'alternating-round timing' if tm else 'table'}): "
+            f"{'met' if acc_ok and t_ok else 'NOT met'} (accuracy {'>=' if acc_ok else '<'}, time "
+            f"{'lower' if t_ok else 'not lower'})"
         )
     print("     (cost: SAM takes two gradient evaluations per step, LS and SWA one, as plain training)")
     if "timing" in state:
@@ -469,7 +479,8 @@ def report(state):
     loads = [v.get("load") for v in runs.values() if v.get("load") is not None]
     if loads:
         print(
-            f"\nload average (1 min) during the runs: median {np.median(loads):.1f}, max {max(loads):.1f} on {os.cpu_count()} cores "
+            f"\nload average (1 min) during the runs: median {np.median(loads):.1f}, max {max(loads):.1f} on "
+            f"{os.cpu_count()} cores "
             "(wall times are comparable within this run only)"
         )
     if state.get("landscape") and len(state["landscape"]) == 2:

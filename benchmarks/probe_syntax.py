@@ -45,7 +45,8 @@ def bench_jackknife():
     tf = best_of(lambda: g._jackknife_replicates_fast(da, db, blocks, ids))
     te = best_of(lambda: g._jackknife_replicates_exact(da, db, blocks, ids))
     print(
-        f"jackknife II (N={n}, 20 blocks): O(N^2) update {tf * 1e3:.1f} ms, recompute {te * 1e3:.1f} ms, speed-up x{te / tf:.1f}"
+        f"jackknife II (N={n}, 20 blocks): O(N^2) update {tf * 1e3:.1f} ms, recompute {te * 1e3:.1f} ms, speed-up "
+        f"x{te / tf:.1f}"
     )
 
 

@@ -156,7 +156,8 @@ def print_tables(runs: list[dict]) -> list[str]:
             lines.append(
                 f"| {o} | {b or 'full'} | {len(row['seeds'])} | "
                 + " | ".join(fmt(row[f"e{t:g}"]) for t in CHECK_TIMES)
-                + f" | {fmt(row['best'])} | {fmt(row['t0.001'], '.1f')} | {fmt(row['t1e-05'], '.1f')} | {row['iterations']}"
+                + f" | {fmt(row['best'])} | {fmt(row['t0.001'], '.1f')} | {fmt(row['t1e-05'], '.1f')} | "
+                f"{row['iterations']}"
                 f" | {fmt(row['decay'], '.2f')} | {row['load'][0]:.1f}-{row['load'][1]:.1f} |"
             )
     lines += targets(rows, runs)
@@ -208,7 +209,8 @@ def targets(rows, runs) -> list[str]:
                 ok = t_ours is not None and t_ours < t_engd
                 tag = "" if bs == 64 else " (not the target's batch)"
                 out.append(
-                    f"- seed {e['seed']}: batch {bs} {o}{tag} to full-batch ENGD's best {fmt(target_err)} (ENGD at {fmt(t_engd, '.1f')} s): "
+                    f"- seed {e['seed']}: batch {bs} {o}{tag} to full-batch ENGD's best {fmt(target_err)} (ENGD at "
+                    f"{fmt(t_engd, '.1f')} s): "
                     f"{fmt(t_ours, '.1f') if t_ours is not None else 'never'} s -> {'MET' if ok else 'NOT met'}"
                 )
     return out

@@ -21,9 +21,7 @@ prints from it and computes only what is missing (--redo PART recomputes one). P
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -71,18 +69,22 @@ def print_lyapunov(res: dict) -> None:
         f"({res['seconds']:.0f} s; {res['load']})"
     )
     print(
-        "nats per layer; err = max_k |measured - closed form|; the target applies to the masked model (free gates) at depth >= 32"
+        "nats per layer; err = max_k |measured - closed form|; the target applies to the masked model (free gates) at "
+        "depth >= 32"
     )
     print(
-        f"| gates | depth | lambda_1 meas / pred | lambda_16 meas / pred | max err (QR) | target <= 0.02 | (1/L) log s_k: max err vs finite-depth pred | top log-gap log(s1/s2) meas / pred | alignment |"
+        "| gates | depth | lambda_1 meas / pred | lambda_16 meas / pred | max err (QR) | target <= 0.02 | (1/L) log "
+        "s_k: max err vs finite-depth pred | top log-gap log(s1/s2) meas / pred | alignment |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
     for r in res["records"]:
         gate = "free (masked model)" if r["gates"] == "free" else "fixed (ReLU net, own gates)"
         tgt = ("met" if r["max_abs_err"] <= 0.02 else "NOT met") if (r["gates"] == "free" and r["depth"] >= 32) else "-"
         print(
-            f"| {gate} | {r['depth']} | {r['lyapunov'][0]:+.4f} / {r['lyapunov_pred'][0]:+.4f} | {r['lyapunov'][-1]:+.4f} / {r['lyapunov_pred'][-1]:+.4f} "
-            f"| {r['max_abs_err']:.4f} | {tgt} | {r['max_abs_err_log_sv']:.4f} | {r['log_gap'][0]:.3f} / {r['log_gap_pred'][0]:.3f} | {r['alignment']:.3f} |"
+            f"| {gate} | {r['depth']} | {r['lyapunov'][0]:+.4f} / {r['lyapunov_pred'][0]:+.4f} | "
+            f"{r['lyapunov'][-1]:+.4f} / {r['lyapunov_pred'][-1]:+.4f} "
+            f"| {r['max_abs_err']:.4f} | {tgt} | {r['max_abs_err_log_sv']:.4f} | {r['log_gap'][0]:.3f} / "
+            f"{r['log_gap_pred'][0]:.3f} | {r['alignment']:.3f} |"
         )
 
 
@@ -133,10 +135,12 @@ def print_speed(res: dict) -> None:
     print("|---|---|---|")
     print(f"| full product + SVD (svdvals) | {s['median_s']:.3f} | 1.0x |")
     print(
-        f"| QR along the product (Benettin, lyap_qr) | {q['median_s']:.3f} | {ratio:.1f}x (target >= 10x: {'met' if ratio >= 10 else 'NOT met'}) |"
+        f"| QR along the product (Benettin, lyap_qr) | {q['median_s']:.3f} | {ratio:.1f}x (target >= 10x: "
+        f"{'met' if ratio >= 10 else 'NOT met'}) |"
     )
     print(
-        f"| refined top-k (2 sweeps, Rayleigh-Ritz, top_singular) | {t['median_s']:.3f} | {s['median_s'] / t['median_s']:.1f}x |"
+        f"| refined top-k (2 sweeps, Rayleigh-Ritz, top_singular) | {t['median_s']:.3f} | "
+        f"{s['median_s'] / t['median_s']:.1f}x |"
     )
     d = np.max(np.abs(np.array(t["values"]) - np.array(s["values"])))
     print(f"refined top-16 (1/L) log s_k vs the full SVD's: max difference {d:.2e} nats/layer")
@@ -187,20 +191,24 @@ def print_equivariance(parts: dict) -> None:
     st = next(iter(parts.values()))["setting"]
     secs = sum(p["seconds"] for p in parts.values())
     print(
-        f"\n## 3. Layerwise equivariance (median relative error over {st['n_noise']} noise inputs, mean of {st['seeds']} seeds; "
+        f"\n## 3. Layerwise equivariance (median relative error over {st['n_noise']} noise inputs, mean of "
+        f"{st['seeds']} seeds; "
         f"Fashion-MNIST, {st['epochs']} epochs on {st['train_examples']} images; {secs:.0f} s)"
     )
     get = lambda **kw: next((r for r in recs if all(r.get(k) == v for k, v in kw.items())), None)
     print(
-        "| task | layer | mirror | Tanh (ours) | Tanh (paper) | GELU (ours) | GELU (paper) | Tanh P-proj. | GELU P-proj. |"
+        "| task | layer | mirror | Tanh (ours) | Tanh (paper) | GELU (ours) | GELU (paper) | Tanh P-proj. | GELU "
+        "P-proj. |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
     for (task, layer, grp), paper in PAPER.items():
         row = [get(model="equivariant-loss", task=task, layer=layer, group=grp, act=a) for a in ("tanh", "gelu")]
         f = lambda r, k: f"{r[k]:.3f}" if r else "-"
         print(
-            f"| {task} | f{layer} | {'horizontal' if grp == 'hflip' else 'vertical (ref)'} | {f(row[0], 'rel_equivariance_error')} | {paper['tanh']} "
-            f"| {f(row[1], 'rel_equivariance_error')} | {paper['gelu']} | {f(row[0], 'perm_projection_error')} | {f(row[1], 'perm_projection_error')} |"
+            f"| {task} | f{layer} | {'horizontal' if grp == 'hflip' else 'vertical (ref)'} | "
+            f"{f(row[0], 'rel_equivariance_error')} | {paper['tanh']} "
+            f"| {f(row[1], 'rel_equivariance_error')} | {paper['gelu']} | {f(row[0], 'perm_projection_error')} | "
+            f"{f(row[1], 'perm_projection_error')} |"
         )
     print("\nEnd-to-end error and controls (hflip, f1 / f2 / f3; e2e = median ||f(gy) - rho f(y)|| / ||f(y)||):")
     print("| task | act | model | f1 | f2 | f3 | end-to-end | test acc / mse |")
@@ -225,7 +233,9 @@ def print_equivariance(parts: dict) -> None:
         )
         if t and g:
             print(
-                f"- {task}: Tanh f1 {t['rel_equivariance_error']:.3f} {'<' if t['rel_equivariance_error'] < g['rel_equivariance_error'] else '>='} GELU f1 {g['rel_equivariance_error']:.3f}"
+                f"- {task}: Tanh f1 {t['rel_equivariance_error']:.3f} "
+                f"{'<' if t['rel_equivariance_error'] < g['rel_equivariance_error'] else '>='} GELU f1 "
+                f"{g['rel_equivariance_error']:.3f}"
                 f" ({'holds' if t['rel_equivariance_error'] < g['rel_equivariance_error'] else 'does NOT hold'})"
             )
         for act in ("tanh", "gelu"):
@@ -236,7 +246,8 @@ def print_equivariance(parts: dict) -> None:
             if h and v:
                 ok = h["rel_equivariance_error"] < v["rel_equivariance_error"]
                 print(
-                    f"- {task} {act}: hflip f1 {h['rel_equivariance_error']:.3f} {'<' if ok else '>='} vflip f1 {v['rel_equivariance_error']:.3f} ({'holds' if ok else 'does NOT hold'})"
+                    f"- {task} {act}: hflip f1 {h['rel_equivariance_error']:.3f} {'<' if ok else '>='} vflip f1 "
+                    f"{v['rel_equivariance_error']:.3f} ({'holds' if ok else 'does NOT hold'})"
                 )
 
 

@@ -111,7 +111,8 @@ def run_seed(seed: int, models, fractions, tag: str = "") -> None:
             }
             save(seed, units, {"commit": _commit(), "config": "harness.Config defaults, horizons 1/4/8"}, tag)
             print(
-                f"[seed {seed}] {key}: MAE h4 {ev['by_h'][4]['mae']:.3f} ({info['train_s']:.0f}s, load {os.getloadavg()[0]:.1f})",
+                f"[seed {seed}] {key}: MAE h4 {ev['by_h'][4]['mae']:.3f} ({info['train_s']:.0f}s, load "
+                f"{os.getloadavg()[0]:.1f})",
                 flush=True,
             )
 
@@ -160,7 +161,8 @@ def report(units: dict) -> None:
     models = [m for m in ORDER if any(k[0] == m for k in t)]
     for h in HORIZONS:
         print(
-            f"\n### horizon {h} step(s) ({15 * h} min): MAE / RMSE / MAPE% (vehicles per 15 min; MAPE on counts > 5), mean over seeds [95% CI of MAE]"
+            f"\n### horizon {h} step(s) ({15 * h} min): MAE / RMSE / MAPE% (vehicles per 15 min; MAPE on counts > 5), "
+            "mean over seeds [95% CI of MAE]"
         )
         print(
             "| model | pretrained | params | "
@@ -175,7 +177,8 @@ def report(units: dict) -> None:
                 cells.append(
                     "-"
                     if r is None
-                    else f"{r['mae']:.3f} [{r['mae_ci'][0]:.2f}, {r['mae_ci'][1]:.2f}] / {r['rmse']:.2f} / {r['mape']:.1f}"
+                    else f"{r['mae']:.3f} [{r['mae_ci'][0]:.2f}, {r['mae_ci'][1]:.2f}] / {r['rmse']:.2f} / "
+                    f"{r['mape']:.1f}"
                 )
             r0 = t.get((m, 0.1, h)) or next(v for k, v in t.items() if k[0] == m)
             print(
@@ -199,21 +202,25 @@ def report(units: dict) -> None:
         best = min(row, key=lambda m: row[m]["mae"])
         others = sorted((v["mae"], m) for m, v in row.items() if m != "minitraffic")
         print(
-            f"- lowest MAE at h4, 10% lanes: {best} ({row[best]['mae']:.3f}); minitraffic {row['minitraffic']['mae']:.3f}, "
+            f"- lowest MAE at h4, 10% lanes: {best} ({row[best]['mae']:.3f}); minitraffic "
+            f"{row['minitraffic']['mae']:.3f}, "
             f"best other {others[0][1]} {others[0][0]:.3f} -> {'MET' if best == 'minitraffic' else 'NOT MET'}"
         )
         base = sorted((v["mae"], m) for m, v in row.items() if not m.startswith("minitraffic"))
         if base:
             print(
-                f"- against the baselines only (h4, 10% lanes): minitraffic {row['minitraffic']['mae']:.3f}, best baseline {base[0][1]} "
+                f"- against the baselines only (h4, 10% lanes): minitraffic {row['minitraffic']['mae']:.3f}, best "
+                f"baseline {base[0][1]} "
                 f"{base[0][0]:.3f} ({100 * (1 - row['minitraffic']['mae'] / base[0][0]):.1f}% lower)"
             )
         print(
-            f"- parameters: {row['minitraffic']['params']:,} -> {'MET' if row['minitraffic']['params'] < 150_000 else 'NOT MET'} (< 150k)"
+            f"- parameters: {row['minitraffic']['params']:,} -> "
+            f"{'MET' if row['minitraffic']['params'] < 150_000 else 'NOT MET'} (< 150k)"
         )
     loads = [u["load"] for u in units.values()]
     print(
-        f"\nload average (1 min) during the runs: {min(loads):.1f}-{max(loads):.1f} on 2 cores (times are wall-clock under that load)"
+        f"\nload average (1 min) during the runs: {min(loads):.1f}-{max(loads):.1f} on 2 cores (times are wall-clock "
+        "under that load)"
     )
 
 
