@@ -4,8 +4,10 @@ Three parts, each resumable: every finished (part, context, method) entry is sav
 ``--results`` (default benchmarks/results/muse.json) and skipped on a rerun; ``--print-only``
 reprints the tables and the targets from the file; ``--plot`` writes the PNGs into docs/.
     OMP_NUM_THREADS=1 nice -n 5 timeout 3000 .venv/bin/python benchmarks/muse.py --part bench --context-tokens 4096 8192
-    OMP_NUM_THREADS=1 nice -n 5 timeout 3000 .venv/bin/python benchmarks/muse.py --part eval --context-tokens 2048 4096 8192 --windows 1
-    OMP_NUM_THREADS=1 nice -n 5 timeout 3000 .venv/bin/python benchmarks/muse.py --part train --context-tokens 2048 --steps 40
+    OMP_NUM_THREADS=1 nice -n 5 timeout 3000 .venv/bin/python benchmarks/muse.py --part eval \
+        --context-tokens 2048 4096 8192 --windows 1
+    OMP_NUM_THREADS=1 nice -n 5 timeout 3000 .venv/bin/python benchmarks/muse.py --part train \
+        --context-tokens 2048 --steps 40
     .venv/bin/python benchmarks/muse.py --print-only --plot
 bench: real post-RoPE q/k/v of SmolLM2-135M layer ``--layer`` (9 heads, 3 KV heads, D = 64) on
 one window of python-docs test text; each method's forward over all heads, median of
@@ -20,7 +22,6 @@ trained validation loss within 1% of SDPA's at less wall time.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -328,7 +329,8 @@ def report(data: dict) -> list[str]:
                 if mth in rows:
                     r = rows[mth]
                     lines.append(
-                        f"| {r['context_tokens']} | {key.split('|', 1)[1].replace('|', ' ')} | {mth} | {r['seconds']:.3f} | "
+                        f"| {r['context_tokens']} | {key.split('|', 1)[1].replace('|', ' ')} | {mth} | "
+                        f"{r['seconds']:.3f} | "
                         f"{r['speedup_vs_sdpa']:.2f} | {_fmt(r.get('cpu_seconds'), '{:.3f}')} | "
                         f"{_fmt(r.get('speedup_vs_sdpa_cpu'), '{:.2f}')} | {r['rel_squared_error']:.4f} | "
                         f"{r['sparsity']:.3f} | {r.get('load_avg', 0):.1f} |"
@@ -355,7 +357,8 @@ def report(data: dict) -> list[str]:
         lines += [
             "### fwdbwd: attention forward + backward (SmolLM2-135M q/k/v, all 9 heads, one dout)",
             "",
-            "| N | settings | method | forward s | backward s | fwd+bwd s | speed-up vs sdpa (fwd+bwd) | backward speed-up | "
+            "| N | settings | method | forward s | backward s | fwd+bwd s | speed-up vs sdpa (fwd+bwd) | "
+            "backward speed-up | "
             "rse out | rse dq | rse dk | rse dv | load avg |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
@@ -364,7 +367,8 @@ def report(data: dict) -> list[str]:
                 r = fb[key].get(mth)
                 if r:
                     lines.append(
-                        f"| {r['context_tokens']} | {key.split('|', 1)[1].replace('|', ' ')} | {mth} | {r['forward_s']:.3f} | "
+                        f"| {r['context_tokens']} | {key.split('|', 1)[1].replace('|', ' ')} | {mth} | "
+                        f"{r['forward_s']:.3f} | "
                         f"{r['backward_s']:.3f} | {r['seconds']:.3f} | {r['speedup_vs_sdpa']:.2f} | "
                         f"{r['backward_speedup_vs_sdpa']:.2f} | {r['rse_out']:.4f} | {r['rse_dq']:.4f} | "
                         f"{r['rse_dk']:.4f} | {r['rse_dv']:.4f} | {r.get('load_avg', 0):.1f} |"
@@ -373,7 +377,8 @@ def report(data: dict) -> list[str]:
             if r and r["context_tokens"] == 8192 and key.endswith(BACKWARD_TAG):
                 targets.append(
                     f"- 8k attention fwd+bwd: kernel x{r['speedup_vs_sdpa']:.2f} vs SDPA (backward alone "
-                    f"x{r['backward_speedup_vs_sdpa']:.2f}): {'pays' if r['backward_speedup_vs_sdpa'] > 1 else 'does NOT pay'}"
+                    f"x{r['backward_speedup_vs_sdpa']:.2f}): "
+                    f"{'pays' if r['backward_speedup_vs_sdpa'] > 1 else 'does NOT pay'}"
                 )
         lines.append("")
     ev = data.get("eval", {})
@@ -388,7 +393,8 @@ def report(data: dict) -> list[str]:
             split = "val" if key.split("|")[1].endswith("-val") else "test"
             for mth, r in ev[key].items():
                 lines.append(
-                    f"| {r['context_tokens']} | {key.split('|')[2]} | {split} | {r['windows']} | {mth} | {r['perplexity']:.3f} | "
+                    f"| {r['context_tokens']} | {key.split('|')[2]} | {split} | {r['windows']} | {mth} | "
+                    f"{r['perplexity']:.3f} | "
                     f"{r['perplexity_ratio']:.4f} | {r['seconds']:.1f} | {_fmt(r.get('sparsity'), '{:.3f}')} |"
                 )
             r = ev[key].get("muse")
@@ -412,7 +418,8 @@ def report(data: dict) -> list[str]:
                 if mth in e:
                     r = e[mth]
                     lines.append(
-                        f"| {key.replace('|', ' ')} | {mth} | {r['final_loss']:.4f} | {r['val_loss']:.4f} | {r['wall_s']:.1f} | "
+                        f"| {key.replace('|', ' ')} | {mth} | {r['final_loss']:.4f} | {r['val_loss']:.4f} | "
+                        f"{r['wall_s']:.1f} | "
                         f"{r.get('load_avg', 0):.1f} |"
                     )
             if "sdpa" in e and "muse" in e:
@@ -430,7 +437,8 @@ def report(data: dict) -> list[str]:
         lines += [
             "### trainstep: one training step (forward, backward, AdamW) of the train model, sdpa and muse alternating",
             "",
-            "| setting | sdpa median s | muse median s | ratio muse / sdpa | CPU ratio muse / sdpa | rounds | load avg |",
+            "| setting | sdpa median s | muse median s | ratio muse / sdpa | CPU ratio muse / sdpa | rounds | "
+            "load avg |",
             "|---|---|---|---|---|---|---|",
         ]
         for key, r in ts.items():

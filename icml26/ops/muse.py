@@ -19,6 +19,17 @@ from torch import Tensor
 
 from icml26.core import ext
 from icml26.ops._ref import muse as M
+from icml26.ops._ref.muse import (  # noqa: F401  (the twin's public names, for icml26.methods.attention.muse)
+    VARIANTS,
+    MuseSettings,
+    Plan,
+    balanced_order,
+    make_plan,
+    muse_attention,
+    sdpa,
+    sparsity,
+)
+from icml26.ops._ref.muse import attention as ref_attention  # noqa: F401  (method name -> (out, sparsity))
 
 ISA = {0: "portable", 1: "avx2+fma"}
 KERNEL_VARIANTS = ("muse", "muse-noretrieval", "block")

@@ -7,5 +7,6 @@ MoBA-style spatial-block baseline, as a library and a transformers attention imp
     register(muse.MuseSettings())       # then from_pretrained(..., attn_implementation="muse")
 
 Modules: ``muse`` (the method, its ablations, the block baseline), ``hf`` (the transformers
-registration), ``kernel`` (the C++ forward and its torch twin), ``harness`` (bench / eval / train).
+registration), ``kernel`` (the C++ forward and its torch twin), ``harness`` (the command's entry
+points, re-exported from ``config``, ``data``, ``bench``, ``evaluate`` and ``train``).
 """

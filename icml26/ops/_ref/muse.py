@@ -2,31 +2,18 @@
 with its ablations and the spatial-block baseline, as a causal attention for (B, H, N, D) tensors
 (the torch twin: the implementation off the C++ kernel's path, and its test oracle).
 
-Method (docs/muse.md; the paper's full text and code are not public, RECON = this project's):
-  1. Per block of ``block_tokens`` tokens and per head, keys are clustered into equal-size
-     clusters (recursive balanced 2-means, ``lloyd_iters`` Lloyd steps per split; deterministic).
-     RECON. A block's key clusters are used only by later blocks.
-  2. Query clusters, causal (RECON): the centroids q̄_a used by block t are the means of the
-     balanced 2-means clusters of the queries of block t-1 (a complete past block); every query
-     of block t joins its nearest centroid (argmin |q - q̄_a|², first on ties), a per-token
-     choice that depends on that query alone.
-  3. Tilted summaries of every past key cluster b toward each centroid: L_ab = log sum_j
-     exp(c q̄_a.k_j), k̃_ab, ṽ_ab the tilted key / value means [paper v1 Fig. 1 caption].
-  4. Far field of a query q in a: log Z_b(q) ~ L_ab + c (q - q̄_a).k̃_ab (first order in the
-     query's offset, exact at q = q̄_a), numerator ~ Z_b(q) ṽ_ab.  RECON.
-  5. Retrieval: every query attends exactly to its own top ``retrieved_clusters`` past key
-     clusters by its far-field estimate of log Z_b(q) (step 4; RECON: the paper's v4 abstract
-     says "selective exact retrieval from the most relevant clusters"), dropped from its far
-     field; the query's own block is exact causal attention. So the output at position t depends
-     on tokens <= t only.
-Variants: ``muse`` (1-5), ``muse-noretrieval`` (no 5 retrieval), ``muse-v1`` (untilted
-monopole + dipole per key cluster, no query clusters, no retrieval; RECON of v1), ``block``
-(MoBA, Lu et al. 2025, arXiv 2502.13189, code MoonshotAI/MoBA: every query picks its own top-r
-past key blocks of B / Ck keys by q.mean(k_block), exact attention over those and its local block,
-nothing for the rest; MoBA's gate at a finer granularity than its uniform chunks, docs/muse.md).
-Gradients flow through the summaries; assignments and retrieved sets are constants; the
-centroids are detached unless ``detach_query_centroids`` is False (then they carry gradient to
-the past block's queries).
+Contract: ``muse_attention(q, k, v, settings)`` with q (B, H, N, D), k, v (B, Hkv, N, D) returns
+(B, H, N, D); the output at position t depends on tokens <= t only (query centroids from the
+previous complete block, per-token assignment, retrieval of past key clusters only, exact
+attention inside the query's own block). ``attention(method, ...)`` -> (out, sparsity).
+Variants: ``muse`` (clusters, tilted far field, exact retrieval), ``muse-noretrieval``,
+``muse-v1`` (untilted monopole + dipole; RECON of v1), ``block`` (MoBA, Lu et al. 2025, arXiv
+2502.13189, code MoonshotAI/MoBA: per-query top-r past key blocks by q.mean(k_block)).
+
+Source: the paper's v1 Fig. 1 caption (tilted summaries L_ab, k̃_ab, ṽ_ab) and v4 abstract
+("selective exact retrieval from the most relevant clusters"); the paper's full text and code are
+not public, so the clustering, causal query clusters, first-order far field and retrieval rule are
+RECON (this project's). Numbered steps and what is RECON: docs/muse.md, "Specification".
 """
 
 from __future__ import annotations
