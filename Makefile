@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.icml26-installed
 
-.PHONY: setup demo test test-slow test-peers bench data data-if-missing peers clean
+.PHONY: setup demo test test-slow test-peers lint bench data data-if-missing peers clean
 
 setup: $(STAMP)
 
@@ -25,6 +25,11 @@ demo: setup data-if-missing
 
 test: setup data-if-missing
 	$(PY) -m pytest -q -m "not slow and not gpu and not peer"
+
+# ruff: the formatter's check and the linter (rules and line length in pyproject.toml)
+lint: setup
+	$(PY) -m ruff format --check .
+	$(PY) -m ruff check .
 
 test-slow: setup
 	$(PY) -m pytest -q -m "slow"

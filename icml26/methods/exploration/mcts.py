@@ -53,7 +53,6 @@ from icml26.methods.exploration.mcts_config import (  # noqa: F401  (re-exported
     uses_table_kernel,
     check_env_work,
     check_episode_work,
-    _repo_root,
     resolve_env_path,
 )
 

@@ -322,19 +322,15 @@ def check_episode_work(cfg: "Config", kind: str, env) -> None:
     )
 
 
-def _repo_root() -> Path:
-    return Path(__file__).resolve().parents[3]
-
-
 def resolve_env_path(env: str) -> Path | None:
-    """A tree file path (as given, else relative to the repository), or None for a gymnasium id
-    or an ``mdp:`` spec (a ``.yaml`` MDP file is a path here; ``load_env`` tells it apart)."""
+    """A tree file path (as given, else the shipped copy of ``recipes/...``, so the default env
+    works from any folder after ``pip install``), or None for a gymnasium id or an ``mdp:`` spec
+    (a ``.yaml`` MDP file is a path here; ``load_env`` tells it apart)."""
+    from icml26.core.recipe import shipped_path
+
     if env.startswith("mdp:"):
         return None
     p = Path(env)
     if p.suffix.lower() in (".yaml", ".yml"):
-        if p.is_file() or p.is_absolute():
-            return p
-        alt = _repo_root() / p
-        return alt if alt.is_file() else p
+        return shipped_path(p)
     return None
