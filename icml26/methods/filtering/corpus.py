@@ -13,12 +13,11 @@ documents are drawn without replacement and split disjointly into
   pool, clean      20%  real text left as it is (the "gold" a filter should keep)
   pool, degraded   30%  one degradation each (below)
 
-plus ``docs_per_source`` informal documents from ``fortunes`` (pool only). The pool is then
-shuffled and 20% of it is held out (``pool_heldout``).
+plus ``docs_per_source`` informal documents from ``fortunes`` (pool only); 20% of the
+shuffled pool is held out (``pool_heldout``).
 
-Line-level corruption (``insert_bad_lines``): labelled bad lines from the ``train`` templates
-or from ``eval`` ones disjoint from them (``TEMPLATE_SETS``).
-Degradations (each takes the document and a ``numpy`` Generator; all are seeded):
+Line-level corruption (``insert_bad_lines``): bad lines from the ``train`` templates or from
+disjoint ``eval`` ones (``TEMPLATE_SETS``). Degradations (document + seeded ``numpy`` Generator):
   ``boilerplate``  web navigation / cookie / footer lines around and inside the text
   ``shuffle``      the words of the document in a random order
   ``truncate``     only the first 5-25% of the characters, cut mid-word

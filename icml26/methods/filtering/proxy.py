@@ -1,6 +1,6 @@
 """Proxy experiments: small language models trained here on differently filtered data.
 
-``experiment = "selection"`` (paper Sec. 5-6; the issue's proxy experiment)
+``experiment = "selection"`` (paper Sec. 5-6)
   1. Score the pool with the CQF classifier; ``D_CQF`` = its top ``top_fraction``.
   2. Train one byte-level GPT per condition at the *same token budget*:
      ``cqf`` (D_CQF), ``hq`` (the HQ set alone), ``random`` (pool documents drawn
@@ -21,9 +21,8 @@
   D_k beats training on the test distribution itself (only possible because optimisation
   is imperfect); per budget in ``budgets_tokens`` (no scaling-law fit, said in the records).
 
-The language model is nanoGPT-style (pre-LN blocks, causal attention, tied embeddings) on
-raw UTF-8 bytes (vocab 256), trained with AdamW, linear warm-up and linear decay, gradient
-clipping 5.0 (App. F).
+The LM is nanoGPT-style (pre-LN, causal attention, tied embeddings) on UTF-8 bytes (vocab 256),
+AdamW with linear warm-up and decay, gradient clipping 5.0 (App. F).
 """
 
 from __future__ import annotations
