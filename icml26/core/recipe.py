@@ -232,69 +232,91 @@ def _coerce(name: str, value: Any, tp: Any) -> Any:
     if tp is Any:
         return value
     if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        errs = []
-        for a in args:
-            if a is type(None):
-                continue
-            try:
-                return _coerce(name, value, a)
-            except InputError as e:
-                errs.append(str(e))
-        raise InputError(errs[0] if errs else f"{name}: invalid value {_short(value)}")
+        return _coerce_union(name, value, args)
     if origin is typing.Literal:
         if value in args:
             return value
         raise InputError(f"{name}: {_short(value)} is not one of {', '.join(map(repr, args))}")
     if origin in (tuple, list):
-        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
-            value = [value]
-        if not isinstance(value, (list, tuple)):
-            raise InputError(f"{name}: expected a list, got {_short(value)}")
-        if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_coerce(name, v, args[0]) for v in value)
-        if origin is tuple and args:
-            if len(args) != len(value):
-                raise InputError(f"{name}: expected {len(args)} values, got {len(value)}")
-            return tuple(_coerce(name, v, a) for v, a in zip(value, args))
-        inner = args[0] if args else Any
-        seq = [_coerce(name, v, inner) for v in value]
-        return tuple(seq) if origin is tuple else seq
+        return _coerce_seq(name, value, origin, args)
     if tp is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0"):
-            return value.lower() in ("true", "yes", "1")
-        raise InputError(f"{name}: expected true/false, got {_short(value)}")
+        return _coerce_bool(name, value)
     if tp is int:
-        if isinstance(value, bool):
-            raise InputError(f"{name}: expected an integer, got {_short(value)}")
-        if isinstance(value, int):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, str):
-            try:
-                return int(value)
-            except ValueError:
-                pass
-        raise InputError(f"{name}: expected an integer, got {_short(value)}")
+        return _coerce_int(name, value)
     if tp is float:
-        if isinstance(value, bool):
-            raise InputError(f"{name}: expected a number, got {_short(value)}")
-        try:
-            v = float(value)
-        except (TypeError, ValueError, OverflowError):  # OverflowError: an integer beyond float range
-            raise InputError(f"{name}: expected a number (within float range), got {_short(value)}") from None
-        if math.isnan(v):
-            raise InputError(f"{name}: NaN is not allowed")
-        return v
+        return _coerce_float(name, value)
     if tp is str:
         if isinstance(value, (dict, list)):
             raise InputError(f"{name}: expected a string, got {_short(value)}")
         return str(value)
     return value
+
+
+def _coerce_union(name: str, value: Any, args: tuple) -> Any:
+    """``X | Y | None``: None when allowed, else the first member type that takes the value."""
+    if value is None and type(None) in args:
+        return None
+    errs = []
+    for a in args:
+        if a is type(None):
+            continue
+        try:
+            return _coerce(name, value, a)
+        except InputError as e:
+            errs.append(str(e))
+    raise InputError(errs[0] if errs else f"{name}: invalid value {_short(value)}")
+
+
+def _coerce_seq(name: str, value: Any, origin: Any, args: tuple) -> Any:
+    """``tuple[X, ...]``, ``tuple[X, Y]``, ``list[X]``: a scalar is read as a one-item list."""
+    if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        value = [value]
+    if not isinstance(value, (list, tuple)):
+        raise InputError(f"{name}: expected a list, got {_short(value)}")
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        return tuple(_coerce(name, v, args[0]) for v in value)
+    if origin is tuple and args:
+        if len(args) != len(value):
+            raise InputError(f"{name}: expected {len(args)} values, got {len(value)}")
+        return tuple(_coerce(name, v, a) for v, a in zip(value, args))
+    inner = args[0] if args else Any
+    seq = [_coerce(name, v, inner) for v in value]
+    return tuple(seq) if origin is tuple else seq
+
+
+def _coerce_bool(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0"):
+        return value.lower() in ("true", "yes", "1")
+    raise InputError(f"{name}: expected true/false, got {_short(value)}")
+
+
+def _coerce_int(name: str, value: Any) -> int:
+    if isinstance(value, bool):
+        raise InputError(f"{name}: expected an integer, got {_short(value)}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            pass
+    raise InputError(f"{name}: expected an integer, got {_short(value)}")
+
+
+def _coerce_float(name: str, value: Any) -> float:
+    if isinstance(value, bool):
+        raise InputError(f"{name}: expected a number, got {_short(value)}")
+    try:
+        v = float(value)
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an integer beyond float range
+        raise InputError(f"{name}: expected a number (within float range), got {_short(value)}") from None
+    if math.isnan(v):
+        raise InputError(f"{name}: NaN is not allowed")
+    return v
 
 
 def _takes_float(tp: Any) -> bool:

@@ -219,6 +219,98 @@ def _inside(d: Path, rel: str, what: str) -> Path:
     return p
 
 
+def _split_files(d: Path, s: str) -> tuple[dict, dict, float]:
+    """transforms_<s>.json, exposure_<s>.json and the split's horizontal field of view (rad), checked."""
+    tr = _json(d, f"transforms_{s}.json")
+    ex = _json(d, f"exposure_{s}.json")
+    if not isinstance(tr, dict) or not isinstance(tr.get("frames"), list) or not tr["frames"]:
+        raise InputError(f"HDR-NeRF scene {str(d)!r}: transforms_{s}.json has no frames list")
+    if not isinstance(ex, dict):
+        raise InputError(f"HDR-NeRF scene {str(d)!r}: exposure_{s}.json must map image names to exposure times")
+    try:
+        fov = float(tr["camera_angle_x"])
+    except (KeyError, TypeError, ValueError):
+        raise InputError(f"HDR-NeRF scene {str(d)!r}: transforms_{s}.json lacks a numeric camera_angle_x") from None
+    if not 0 < fov < math.pi:
+        raise InputError(f"HDR-NeRF scene {str(d)!r}: transforms_{s}.json camera_angle_x {fov} is not in (0, pi) rad")
+    return tr, ex, fov
+
+
+def _frame_pose(d: Path, s: str, j: int, fr) -> tuple[str, np.ndarray]:
+    """A frame's file_path and its finite, rigid 4x4 camera-to-world transform_matrix (Blender axes)."""
+    try:
+        fp = str(fr["file_path"])
+        m = np.asarray(fr["transform_matrix"], dtype=float)
+    except (KeyError, TypeError, ValueError):
+        raise InputError(
+            f"HDR-NeRF scene {str(d)!r}: transforms_{s}.json frame {j} lacks file_path or a numeric transform_matrix"
+        ) from None
+    if m.shape != (4, 4) or not np.isfinite(m).all():
+        raise InputError(
+            f"HDR-NeRF scene {str(d)!r}: transforms_{s}.json frame {j} transform_matrix is not a finite 4x4"
+        )
+    R = m[:3, :3]
+    if np.abs(R.T @ R - np.eye(3)).max() > 1e-3 or np.abs(m[3] - [0, 0, 0, 1]).max() > 1e-6:
+        raise InputError(
+            f"HDR-NeRF scene {str(d)!r}: transforms_{s}.json frame {j} transform_matrix is not a rigid "
+            "camera-to-world matrix"
+        )
+    return fp, m
+
+
+def _frame_exposures(d: Path, s: str, j: int, fp: str, ex: dict) -> dict[float, Path]:
+    """``{exposure time (s): image path}`` of frame ``fp``: the ``<fp>_<k>.png`` entries of exposure_<s>.json."""
+    pat = re.compile(re.escape(fp) + r"_(\d+)\.png$")
+    exps = {}
+    for key, val in ex.items():
+        mm = pat.fullmatch(str(key))
+        if mm is None:
+            continue
+        try:
+            t = float(val)
+        except (TypeError, ValueError):
+            raise InputError(f"HDR-NeRF scene {str(d)!r}: exposure_{s}.json {key!r} is not a number") from None
+        if not (t > 0 and math.isfinite(t)):
+            raise InputError(
+                f"HDR-NeRF scene {str(d)!r}: exposure_{s}.json {key!r} = {val} is not an exposure time > 0 s"
+            )
+        exps[t] = _inside(d, str(key), "image")
+    if not exps:
+        raise InputError(f"HDR-NeRF scene {str(d)!r}: exposure_{s}.json has no entry {fp}_<k>.png for frame {j}")
+    return exps
+
+
+def _check_images(d: Path, s: str, exps: dict[float, Path], size: tuple[int, int] | None) -> tuple[int, int] | None:
+    """Every listed image exists and has the scene's size (``size``, None before the first); returns the size."""
+    for p in exps.values():
+        if not p.is_file():
+            raise InputError(
+                f"HDR-NeRF scene {str(d)!r}: missing image {p.relative_to(d.resolve())} (listed in exposure_{s}.json)"
+            )
+        wh = _png_size(p)
+        if size is None:
+            size = wh
+        elif wh != size:
+            raise InputError(f"image {str(p)!r} is {wh[0]}x{wh[1]}, the scene's other images {size[0]}x{size[1]}")
+    return size
+
+
+def _frame_hdr(d: Path, s: str, j: int, fp: str) -> Path | None:
+    """The HDR file of a frame (exr/<name>.exr, or test_hdr/hdr_<j>.exr for test frames); required for test frames."""
+    name = Path(fp).name
+    hdr = None
+    for cand in [d / "exr" / f"{name}.exr"] + ([d / "test_hdr" / f"hdr_{j:03d}.exr"] if s == "test" else []):
+        if cand.is_file():
+            hdr = cand
+            break
+    if s == "test" and hdr is None:
+        raise InputError(
+            f"HDR-NeRF scene {str(d)!r}: no HDR ground truth for test frame {j} ({fp}): "
+            f"expected exr/{name}.exr or test_hdr/hdr_{j:03d}.exr"
+        )
+    return hdr
+
+
 def read_hdr_nerf(folder: str | Path) -> HdrNerfScene:
     """Read and check an HDR-NeRF scene folder (module docstring); InputError naming what is wrong.
 
@@ -237,85 +329,15 @@ def read_hdr_nerf(folder: str | Path) -> HdrNerfScene:
     size = None
     views: dict[str, list] = {s: [] for s in SPLITS}
     for s in SPLITS:
-        tr = _json(d, f"transforms_{s}.json")
-        ex = _json(d, f"exposure_{s}.json")
-        if not isinstance(tr, dict) or not isinstance(tr.get("frames"), list) or not tr["frames"]:
-            raise InputError(f"HDR-NeRF scene {str(d)!r}: transforms_{s}.json has no frames list")
-        if not isinstance(ex, dict):
-            raise InputError(f"HDR-NeRF scene {str(d)!r}: exposure_{s}.json must map image names to exposure times")
-        try:
-            fov = float(tr["camera_angle_x"])
-        except (KeyError, TypeError, ValueError):
-            raise InputError(f"HDR-NeRF scene {str(d)!r}: transforms_{s}.json lacks a numeric camera_angle_x") from None
-        if not 0 < fov < math.pi:
-            raise InputError(
-                f"HDR-NeRF scene {str(d)!r}: transforms_{s}.json camera_angle_x {fov} is not in (0, pi) rad"
-            )
+        tr, ex, fov = _split_files(d, s)
         frames[s] = tr["frames"]
         for j, fr in enumerate(tr["frames"]):
-            try:
-                fp = str(fr["file_path"])
-                m = np.asarray(fr["transform_matrix"], dtype=float)
-            except (KeyError, TypeError, ValueError):
-                raise InputError(
-                    f"HDR-NeRF scene {str(d)!r}: transforms_{s}.json frame {j} lacks file_path or a numeric "
-                    "transform_matrix"
-                ) from None
-            if m.shape != (4, 4) or not np.isfinite(m).all():
-                raise InputError(
-                    f"HDR-NeRF scene {str(d)!r}: transforms_{s}.json frame {j} transform_matrix is not a finite 4x4"
-                )
-            R = m[:3, :3]
-            if np.abs(R.T @ R - np.eye(3)).max() > 1e-3 or np.abs(m[3] - [0, 0, 0, 1]).max() > 1e-6:
-                raise InputError(
-                    f"HDR-NeRF scene {str(d)!r}: transforms_{s}.json frame {j} transform_matrix is not a rigid "
-                    "camera-to-world matrix"
-                )
-            pat = re.compile(re.escape(fp) + r"_(\d+)\.png$")
-            exps = {}
-            for key, val in ex.items():
-                mm = pat.fullmatch(str(key))
-                if mm is None:
-                    continue
-                try:
-                    t = float(val)
-                except (TypeError, ValueError):
-                    raise InputError(f"HDR-NeRF scene {str(d)!r}: exposure_{s}.json {key!r} is not a number") from None
-                if not (t > 0 and math.isfinite(t)):
-                    raise InputError(
-                        f"HDR-NeRF scene {str(d)!r}: exposure_{s}.json {key!r} = {val} is not an exposure time > 0 s"
-                    )
-                exps[t] = _inside(d, str(key), "image")
-            if not exps:
-                raise InputError(
-                    f"HDR-NeRF scene {str(d)!r}: exposure_{s}.json has no entry {fp}_<k>.png for frame {j}"
-                )
-            for t, p in exps.items():
-                if not p.is_file():
-                    raise InputError(
-                        f"HDR-NeRF scene {str(d)!r}: missing image {p.relative_to(d.resolve())} "
-                        f"(listed in exposure_{s}.json)"
-                    )
-                wh = _png_size(p)
-                if size is None:
-                    size = wh
-                elif wh != size:
-                    raise InputError(
-                        f"image {str(p)!r} is {wh[0]}x{wh[1]}, the scene's other images {size[0]}x{size[1]}"
-                    )
+            fp, m = _frame_pose(d, s, j, fr)
+            exps = _frame_exposures(d, s, j, fp, ex)
+            size = _check_images(d, s, exps, size)
             c2w = m.copy()
             c2w[:3, 1:3] *= -1.0  # Blender camera axes (y up, z backward) -> OpenCV (y down, z forward)
-            name = Path(fp).name
-            hdr = None
-            for cand in [d / "exr" / f"{name}.exr"] + ([d / "test_hdr" / f"hdr_{j:03d}.exr"] if s == "test" else []):
-                if cand.is_file():
-                    hdr = cand
-                    break
-            if s == "test" and hdr is None:
-                raise InputError(
-                    f"HDR-NeRF scene {str(d)!r}: no HDR ground truth for test frame {j} ({fp}): "
-                    f"expected exr/{name}.exr or test_hdr/hdr_{j:03d}.exr"
-                )
+            hdr = _frame_hdr(d, s, j, fp)
             views[s].append((fov, c2w, exps, hdr, f"{s}:{fp}"))
     from icml26.core.data.renders import Camera
 

@@ -176,7 +176,7 @@ def _records(
     judge,
     device,
 ) -> Iterator[dict]:
-    from icml26.core.data.images import load_images, save_png_grid
+    from icml26.core.data.images import load_images
     from icml26.core.progress import progress
     from icml26.core.seed import seed_everything
 
@@ -318,17 +318,29 @@ def _records(
         r["speedup"] = base / r["seconds_per_sample"] if r["seconds_per_sample"] > 0 else None
         yield r
 
+    grids = _write_grids(cfg, out, imgs) if out is not None else {}
+    yield _summary(cfg, results, feature_name=feature_name, judge=judge, device=device, grids=grids)
+
+
+def _write_grids(cfg: SampleConfig, out, imgs: dict) -> dict[str, str]:
+    """PNG grids in ``out``: the first samples of each mode, and one row per mode at the same noise."""
+    from icml26.core.data.images import save_png_grid
+
     grids = {}
-    if out is not None:
-        outp = Path(out)
-        for name, x in imgs.items():
-            fn = outp / f"samples_{name.replace(':', '_')}.png"
-            save_png_grid(x[: cfg.grid_size], fn, nrow=8)
-            grids[name] = str(fn)
-        ncol = min(12, cfg.num_samples)
-        rows = torch.cat([imgs[n][:ncol] for n in imgs])
-        save_png_grid(rows, outp / "same_seed.png", nrow=ncol)
-        grids["same_seed"] = str(outp / "same_seed.png")
+    outp = Path(out)
+    for name, x in imgs.items():
+        fn = outp / f"samples_{name.replace(':', '_')}.png"
+        save_png_grid(x[: cfg.grid_size], fn, nrow=8)
+        grids[name] = str(fn)
+    ncol = min(12, cfg.num_samples)
+    rows = torch.cat([imgs[n][:ncol] for n in imgs])
+    save_png_grid(rows, outp / "same_seed.png", nrow=ncol)
+    grids["same_seed"] = str(outp / "same_seed.png")
+    return grids
+
+
+def _summary(cfg: SampleConfig, results: list[dict], *, feature_name, judge, device, grids) -> dict:
+    """The summary record: modes, sampler settings, verdicts on FID, coarse-to-fine headline figures."""
     summary = {
         "kind": "summary",
         "modes": [r["mode"] for r in results],
@@ -351,7 +363,7 @@ def _records(
         summary["c2f_fid"] = by["coarse-to-fine"]["fid"]
         summary["large_fid"] = by["large"]["fid"]
         summary["c2f_same_seed_similarity"] = by["coarse-to-fine"]["same_seed_similarity"]
-    yield summary
+    return summary
 
 
 def add_fid_intervals(
