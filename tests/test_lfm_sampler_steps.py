@@ -59,7 +59,7 @@ def test_coarse_to_fine_nfe_are_integer_evaluation_counts(sampler, steps):
 
 @pytest.mark.slow  # trains the tiny models (~40 s on 2 loaded cores)
 def test_adaptive_run_records_what_ran(tmp_path_factory):
-    from tests.conftest import ROOT, need_debian
+    from tests.conftest import need_debian
     from tests.test_lfm_cli import TINY_SAMPLE, TINY_TRAIN, _invoke
 
     need_debian("dataset-fashion-mnist")

@@ -1,7 +1,6 @@
 """icml26 mamoe: the tiny recipe end to end (record contract), eval of its checkpoints, bad input -> exit 2."""
 
 import json
-import shutil
 import subprocess
 import sys
 

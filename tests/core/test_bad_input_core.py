@@ -228,7 +228,7 @@ def test_prepare_out_dir_unwritable(read_only_dir):
 
 def test_cli_read_only_out_exits_2(read_only_dir):
     r = runner.invoke(app, ["bai", "--recipe", str(TINY_BAI), "-q", "--out", str(read_only_dir)])
-    err = _one_line_error(r, str(read_only_dir), "cannot write there")
+    _one_line_error(r, str(read_only_dir), "cannot write there")
     assert r.exit_code == 2 and list(read_only_dir.iterdir()) == []
 
 

@@ -6,7 +6,6 @@ exception (see tests/fuzz/_fuzz.py for the profiles)."""
 from __future__ import annotations
 
 import io
-import math
 
 import numpy as np
 import pytest

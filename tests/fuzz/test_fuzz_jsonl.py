@@ -5,7 +5,6 @@ counted bad line); never another exception (see tests/fuzz/_fuzz.py for the prof
 from __future__ import annotations
 
 import gzip
-import io
 import json
 
 import pytest

@@ -8,7 +8,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from icml26.methods.exploration.bandit_env import make_env
 from icml26.ops import bai, bai_fc
 
 A, B = 1000.0, 50.0

@@ -3,7 +3,6 @@ torch.autograd.functional.hessian, Hutchinson trace vs the exact trace, filter n
 
 import math
 
-import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 from pathlib import Path
 from typing import Iterator
 
@@ -176,7 +175,6 @@ def finetune_files(
 
 
 def load_fitted(path: Path, device: str = "cpu") -> tuple[H.Fitted, dict]:
-    import torch
 
     from icml26.methods.traffic import baselines as B
     from icml26.methods.traffic.data import Scaler

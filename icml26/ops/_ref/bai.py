@@ -256,7 +256,7 @@ def varde_score(N: np.ndarray, mean: np.ndarray, M2: np.ndarray, tie: np.ndarray
 def _warm_start(st: _State, budget: int, rounds: int) -> int:
     """Pull every arm ``rounds`` times, round by round, each round in a per-run random order
     (only matters when the budget ends inside a round). Returns the pulls spent."""
-    S, K = st.S, st.K
+    K = st.K
     spent = 0
     for r in range(rounds):
         if spent >= budget:

@@ -533,7 +533,6 @@ def _choose(code, p, noise, g, n, mu, m2, var, sums, sd, tr, t, best, pend, chal
     n, mu, m2, var, sums, sd, tr, t, best = n[g], mu[g], m2[g], var[g], sums[g], sd[g], tr[g], t[g], best[g]
     scale = scale[g][:, None]
     S, K = n.shape
-    r = np.arange(S)
     Nf = n.astype(np.float64)
     if code == 0:  # VarDE: w_i^2 max(s_i^2, var_floor)^ve / (N_i (N_i + 1)), w = softmax(mu / tau)
         w = np.exp((mu - mu.max(axis=1, keepdims=True)) / (p["tau"] * scale))
