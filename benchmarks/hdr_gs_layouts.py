@@ -9,7 +9,7 @@ frusta (icml26/methods/splatting/initial.py). Prints the table and the targets, 
 benchmarks/results/hdr_gs/png/layouts_<scene>_view1_t2.png (test view 1 at 2 s: ground truth,
 then each layout's render). Resumable (a finished run is not redone).
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/hdr_gs_layouts.py [--scene 11] [--work /tmp/hgs]
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/hdr_gs_layouts.py [--scene 11] [--work runs/hgs]
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def figure(work: Path, scene_name: str, results: dict) -> Path:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scene", type=int, default=11, help="POV-Ray scene seed (11: held out; 7: the tuning scene)")
-    ap.add_argument("--work", default="/tmp/hgs")
+    ap.add_argument("--work", default="runs/hgs")
     args = ap.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)

@@ -146,3 +146,12 @@ def test_writer_refuses_nan_from_parquet_metadata(tmp_path):
         with J.DocumentWriter(str(out)) as w:
             w.write({"text": "a", "id": "d1", "metadata": {"score": float("nan")}})
     assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_writer_escapes_unicode_line_separators(tmp_dir):
+    """U+0085 / U+2028 / U+2029 inside a text stay inside its line for readers that split on them."""
+    doc = {"text": "a\x85b\u2028c\u2029d", "id": 1}
+    line = J.dumps(doc)
+    assert len(line.splitlines()) == 1 and json.loads(line) == doc
+    docs, _ = _documents(tmp_dir, (line + "\n").encode("utf-8"), "sep.jsonl", False)
+    assert docs == [doc]

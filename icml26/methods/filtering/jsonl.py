@@ -204,8 +204,15 @@ def read_texts(path: str, *, skip_bad: bool = False, limit: int | None = None) -
     return out
 
 
+# characters that str.splitlines() (and so many JSONL readers) treat as line ends; json escapes
+# the ASCII ones but not these
+_LINE_SEPARATORS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
 def dumps(doc: dict) -> str:
-    return json.dumps(doc, ensure_ascii=False, allow_nan=False)
+    """One JSONL line: UTF-8 text kept as is, except U+0085 / U+2028 / U+2029, written escaped so
+    that the line stays one line for readers that split on them."""
+    return json.dumps(doc, ensure_ascii=False, allow_nan=False).translate(_LINE_SEPARATORS)
 
 
 class DocumentWriter:
