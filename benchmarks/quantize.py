@@ -75,8 +75,10 @@ def ppl_table(records_path: str | None) -> None:
     cfgrec = next((r for r in recs if r.get("kind") == "config"), {})
     data = next((r for r in recs if r.get("stage") == "data"), {})
     print(
-        f"eval tokens {data.get('eval_tokens')}, calib tokens {data.get('calib_tokens')}, weights {data.get('weight_quant')}, "
-        f"activations {cfgrec.get('act_granularity')}, local_steps {cfgrec.get('local_steps')}, e2e_steps {cfgrec.get('e2e_steps')}"
+        f"eval tokens {data.get('eval_tokens')}, calib tokens {data.get('calib_tokens')}, weights "
+        f"{data.get('weight_quant')}, "
+        f"activations {cfgrec.get('act_granularity')}, local_steps {cfgrec.get('local_steps')}, e2e_steps "
+        f"{cfgrec.get('e2e_steps')}"
     )
     settings = sorted({r["setting"] for r in res if r["method"] != "fp"})
     methods = [
@@ -96,7 +98,8 @@ def ppl_table(records_path: str | None) -> None:
         if "fptquant" in rs and len(rs) > 1:
             base = min(v for k, v in rs.items() if k != "fptquant")
             print(
-                f"{s}: fptquant {rs['fptquant']:.2f} vs best baseline {base:.2f} -> {'BELOW' if rs['fptquant'] < base else 'NOT below'}"
+                f"{s}: fptquant {rs['fptquant']:.2f} vs best baseline {base:.2f} -> "
+                f"{'BELOW' if rs['fptquant'] < base else 'NOT below'}"
             )
 
 
@@ -109,18 +112,21 @@ def gemv_table(threads: int) -> None:
 
     torch.set_num_threads(threads)
     print(
-        f"\n== 2. GEMV (batch 1), {threads} threads, kernel backend {ops.backend()} / fp32-activation ISA {ops.isa()} / "
+        f"\n== 2. GEMV (batch 1), {threads} threads, kernel backend {ops.backend()} / fp32-activation ISA {ops.isa()} "
+        "/ "
         f"integer-activation ISA {ops.int_isa()} =="
     )
     bw = copy_bandwidth_gbs()
     print(f"measured copy bandwidth: {bw:.1f} GB/s; load average {os.getloadavg()[0]:.2f}")
     print(
         "columns: fp32 F.linear; ours INT4 weights x fp32 / INT8 (x8) / 15-bit (x16, the decode default) activations; "
-        "ours INT8 weights x fp32 / x16 activations; torch _weight_int8pack_mm / _weight_int4pack_mm_for_cpu; _ref twin; "
+        "ours INT8 weights x fp32 / x16 activations; torch _weight_int8pack_mm / _weight_int4pack_mm_for_cpu; _ref "
+        "twin; "
         "speed-up of i4 x16 over fp32; its effective GB/s; time to stream the INT4 bytes at the measured copy bandwidth"
     )
     print(
-        f"{'N x K':<13}{'fp32 us':>9}{'i4 f32a':>9}{'i4 x8':>9}{'i4 x16':>9}{'i8 f32a':>9}{'i8 x16':>9}{'aten i8':>9}{'aten i4':>9}"
+        f"{'N x K':<13}{'fp32 us':>9}{'i4 f32a':>9}{'i4 x8':>9}{'i4 x16':>9}{'i8 f32a':>9}{'i8 x16':>9}{'aten i8':>9}"
+        f"{'aten i4':>9}"
         f"{'ref i4':>9}{'x16/fp32':>9}{'GB/s':>7}{'bound us':>9}"
     )
     g = torch.Generator().manual_seed(0)
@@ -153,8 +159,10 @@ def gemv_table(threads: int) -> None:
         t_ref = _bench(lambda: ref.quant_gemm(x, p4, s, mn, 4, k), 0.3, 2)
         bound = (n * k / 2) / (bw * 1e9)  # INT4 bytes at the measured copy rate (read + write bytes / s)
         print(
-            f"{f'{n}x{k}':<13}{t_fp * 1e6:>9.0f}{t4 * 1e6:>9.0f}{t4q * 1e6:>9.0f}{t4w * 1e6:>9.0f}{t8 * 1e6:>9.0f}{t8w * 1e6:>9.0f}"
-            f"{t_a8 * 1e6:>9.0f}{t_a4 * 1e6:>9.0f}{t_ref * 1e6:>9.0f}{t_fp / t4w:>9.2f}{n * k / 2 / t4w / 1e9:>7.1f}{bound * 1e6:>9.0f}"
+            f"{f'{n}x{k}':<13}{t_fp * 1e6:>9.0f}{t4 * 1e6:>9.0f}{t4q * 1e6:>9.0f}{t4w * 1e6:>9.0f}{t8 * 1e6:>9.0f}"
+            f"{t8w * 1e6:>9.0f}"
+            f"{t_a8 * 1e6:>9.0f}{t_a4 * 1e6:>9.0f}{t_ref * 1e6:>9.0f}{t_fp / t4w:>9.2f}{n * k / 2 / t4w / 1e9:>7.1f}"
+            f"{bound * 1e6:>9.0f}"
         )
 
 
@@ -220,17 +228,21 @@ def gemv_cuda_table() -> None:
     c = torch.empty_like(a)
     t_copy, _ = _cuda_time(lambda: c.copy_(a), 20)
     bw = 2 * a.numel() * 4 / t_copy / 1e9
-    del a, c
+    # free the 1 GiB buffers before the next measurement (rebinding, not del: the lambda above closes over them)
+    a = c = None
     torch.cuda.empty_cache()
     print(f"measured device copy bandwidth: {bw:.0f} GB/s (read + write)")
     print(
-        "columns: torch F.linear FP16 / FP32 (cuBLAS); ours INT4 (groups of 128) with fp16 / fp32 activations; ours INT4 with "
+        "columns: torch F.linear FP16 / FP32 (cuBLAS); ours INT4 (groups of 128) with fp16 / fp32 activations; ours "
+        "INT4 with "
         "INT8 activation codes (quant_gemm_i8act, dp4a, incl. its quantization pass); ours INT8 per "
-        "channel (fp16 act.); _ref INT4 (dequantize + matmul, fp16); bound = INT4 weight + scale/offset bytes at the copy "
+        "channel (fp16 act.); _ref INT4 (dequantize + matmul, fp16); bound = INT4 weight + scale/offset bytes at the "
+        "copy "
         "bandwidth; x bound = ours fp16 / bound; FP16/ours = speed-up over FP16 F.linear; max rel. error vs _ref"
     )
     print(
-        f"{'N x K':<13}{'M':>3}{'fp16 us':>9}{'fp32 us':>9}{'i4 f16':>9}{'i4 f32':>9}{'i4 a8':>9}{'i8 f16':>9}{'ref i4':>9}{'bound':>8}"
+        f"{'N x K':<13}{'M':>3}{'fp16 us':>9}{'fp32 us':>9}{'i4 f16':>9}{'i4 f32':>9}{'i4 a8':>9}{'i8 f16':>9}"
+        f"{'ref i4':>9}{'bound':>8}"
         f"{'x bound':>8}{'GB/s':>7}{'fp16/i4':>8}{'err':>9}  timing"
     )
     g = torch.Generator().manual_seed(0)
@@ -271,10 +283,12 @@ def gemv_cuda_table() -> None:
         nbytes = n * k / 2 + 8 * n * (k // gs) + 2 * m * (k + n)
         bound = nbytes / (bw * 1e9)
         print(
-            f"{f'{n}x{k}':<13}{m:>3}{t16 * 1e6:>9.2f}{t32 * 1e6:>9.2f}{t4h * 1e6:>9.2f}{t4f * 1e6:>9.2f}{t4a8 * 1e6:>9.2f}{t8h * 1e6:>9.2f}"
-            f"{tref * 1e6:>9.1f}{bound * 1e6:>8.2f}{t4h / bound:>8.2f}{nbytes / t4h / 1e9:>7.0f}{t16 / t4h:>8.2f}{err:>9.1e}  {how}"
+            f"{f'{n}x{k}':<13}{m:>3}{t16 * 1e6:>9.2f}{t32 * 1e6:>9.2f}{t4h * 1e6:>9.2f}{t4f * 1e6:>9.2f}"
+            f"{t4a8 * 1e6:>9.2f}{t8h * 1e6:>9.2f}"
+            f"{tref * 1e6:>9.1f}{bound * 1e6:>8.2f}{t4h / bound:>8.2f}{nbytes / t4h / 1e9:>7.0f}{t16 / t4h:>8.2f}"
+            f"{err:>9.1e}  {how}"
         )
-        del p4, s4, m4, q8, s8, m8, w16, w32
+        p4 = s4 = m4 = q8 = s8 = m8 = w16 = w32 = None  # free this shape's buffers (the lambdas above close over them)
         torch.cuda.empty_cache()
 
 
@@ -290,7 +304,8 @@ def model_cuda(n_dec: int = 32) -> None:
     from icml26.methods.quantization import qmodel as QM
 
     print(
-        f"\n== CUDA whole model: SmolLM2-135M, batch 1, prompt 64 tokens, greedy decode {n_dec} tokens (HF forward loop) =="
+        f"\n== CUDA whole model: SmolLM2-135M, batch 1, prompt 64 tokens, greedy decode {n_dec} tokens (HF forward "
+        "loop) =="
     )
 
     def decode(model, prompt):
@@ -330,7 +345,8 @@ def model_cuda(n_dec: int = 32) -> None:
     gpu_toks, t_q = decode(q.to("cuda"), prompt.cuda())
     same = sum(a == b for a, b in zip(cpu_toks, gpu_toks))
     print(
-        f"FP32 {t_fp32 * 1e3:.2f} ms/token, FP16 {t_fp16 * 1e3:.2f} ms/token, packed INT4 (CUDA kernel) {t_q * 1e3:.2f} ms/token; "
+        f"FP32 {t_fp32 * 1e3:.2f} ms/token, FP16 {t_fp16 * 1e3:.2f} ms/token, packed INT4 (CUDA kernel) "
+        f"{t_q * 1e3:.2f} ms/token; "
         f"INT4 greedy tokens CUDA vs CPU equal {same}/{n_dec}; INT4 vs FP32 equal "
         f"{sum(a == b for a, b in zip(fp_toks, gpu_toks))}/{n_dec} (a 135M model at batch 1 is launch-bound on a GPU)"
     )
@@ -551,24 +567,31 @@ def model_speed(threads: int, rounds: int = 2) -> None:
         rows[kind] = best
     for kind, r in rows.items():
         print(
-            f"{kind:<5} HF forward: prefill {r['prefill_tok_s']:7.1f} tok/s, decode {r['decode_ms_per_token']:6.1f} ms/token | "
-            f"HF generate decode {r['generate_ms_per_token']:6.1f} ms/token | lean: prefill {r['lean_prefill_tok_s']:7.1f} tok/s, "
+            f"{kind:<5} HF forward: prefill {r['prefill_tok_s']:7.1f} tok/s, decode {r['decode_ms_per_token']:6.1f} "
+            "ms/token | "
+            f"HF generate decode {r['generate_ms_per_token']:6.1f} ms/token | lean: prefill "
+            f"{r['lean_prefill_tok_s']:7.1f} tok/s, "
             f"decode {r['lean_decode_ms_per_token']:6.2f} ms/token ({1e3 / r['lean_decode_ms_per_token']:.1f} tok/s)"
         )
         print(
-            f"      weights {r['weight_bytes'] / 1e6:7.1f} MB (lean reads {r['lean_weight_bytes'] / 1e6:.1f} MB/token), peak RSS "
-            f"{r['peak_rss_mb']:7.1f} MB; lean fast path {r['lean_fast_path']} {r['lean_fused']}; lean vs HF: greedy tokens equal "
-            f"{r['lean_tokens_equal_hf']}, max |logit diff| {r['lean_vs_hf_max_logit_diff']:.2e} (max |logit| {r['hf_max_abs_logit']:.1f}); "
+            f"      weights {r['weight_bytes'] / 1e6:7.1f} MB (lean reads {r['lean_weight_bytes'] / 1e6:.1f} "
+            "MB/token), peak RSS "
+            f"{r['peak_rss_mb']:7.1f} MB; lean fast path {r['lean_fast_path']} {r['lean_fused']}; lean vs HF: greedy "
+            "tokens equal "
+            f"{r['lean_tokens_equal_hf']}, max |logit diff| {r['lean_vs_hf_max_logit_diff']:.2e} (max |logit| "
+            f"{r['hf_max_abs_logit']:.1f}); "
             f"generate tokens equal {r['generate_tokens_equal_hf']}"
         )
     if len(rows) == 2:
         fp, q = rows["fp"], rows["int4"]
         print(
-            f"TARGET (lean INT4 vs lean FP32, same runtime): decode x{fp['lean_decode_ms_per_token'] / q['lean_decode_ms_per_token']:.2f} faster, "
+            "TARGET (lean INT4 vs lean FP32, same runtime): decode "
+            f"x{fp['lean_decode_ms_per_token'] / q['lean_decode_ms_per_token']:.2f} faster, "
             f"weights x{fp['weight_bytes'] / q['weight_bytes']:.2f} smaller"
         )
         print(
-            f"reference: lean INT4 vs HF FP32 forward loop x{fp['decode_ms_per_token'] / q['lean_decode_ms_per_token']:.2f}, "
+            "reference: lean INT4 vs HF FP32 forward loop "
+            f"x{fp['decode_ms_per_token'] / q['lean_decode_ms_per_token']:.2f}, "
             f"vs HF FP32 generate x{fp['generate_ms_per_token'] / q['lean_decode_ms_per_token']:.2f}; "
             f"HF INT4 vs HF FP32 (forward loop) x{fp['decode_ms_per_token'] / q['decode_ms_per_token']:.2f}; "
             f"prefill lean INT4 vs lean FP32 x{q['lean_prefill_tok_s'] / fp['lean_prefill_tok_s']:.2f}; "
@@ -576,9 +599,12 @@ def model_speed(threads: int, rounds: int = 2) -> None:
         )
     if pair:
         print(
-            f"PAIRED (one process, alternating decode trials, same load): lean FP32 best {pair['fp_best_ms']:.2f} ms/token, "
-            f"lean INT4 best {pair['int4_best_ms']:.2f} ms/token -> x{pair['ratio_of_best']:.2f} (ratio of bests); per-trial ratios "
-            f"median x{pair['median_paired_ratio']:.2f}, min x{pair['min_paired_ratio']:.2f}, max x{pair['max_paired_ratio']:.2f}"
+            f"PAIRED (one process, alternating decode trials, same load): lean FP32 best {pair['fp_best_ms']:.2f} "
+            "ms/token, "
+            f"lean INT4 best {pair['int4_best_ms']:.2f} ms/token -> x{pair['ratio_of_best']:.2f} (ratio of bests); "
+            "per-trial ratios "
+            f"median x{pair['median_paired_ratio']:.2f}, min x{pair['min_paired_ratio']:.2f}, max "
+            f"x{pair['max_paired_ratio']:.2f}"
         )
         print(f"  fp32 trials {pair['fp_ms']}\n  int4 trials {pair['int4_ms']}")
         print(
@@ -589,7 +615,8 @@ def model_speed(threads: int, rounds: int = 2) -> None:
         )
         print(
             f"  same INT4 weights with simulated dynamic per-token A8 (quantize-dequantize before every linear): best "
-            f"{pair['int4_a8sim_best_ms']:.2f} ms/token (x{pair['int4_a8sim_best_ms'] / pair['int4_best_ms']:.2f} of W4A16)"
+            f"{pair['int4_a8sim_best_ms']:.2f} ms/token (x{pair['int4_a8sim_best_ms'] / pair['int4_best_ms']:.2f} of "
+            "W4A16)"
         )
 
 
@@ -663,7 +690,8 @@ def rotation_analysis() -> None:
         ("w4a8", "W4A8 output"),
     ):
         print(
-            f"{label:<40}{statistics.mean(d[key] for d in res['original']):>10.4f}{statistics.mean(d[key] for d in res['rotated']):>10.4f}"
+            f"{label:<40}{statistics.mean(d[key] for d in res['original']):>10.4f}"
+            f"{statistics.mean(d[key] for d in res['rotated']):>10.4f}"
         )
     for n in QM.LINEARS:
         o = statistics.mean(d["w4a8"] for d in res["original"] if d["name"] == n)
