@@ -30,7 +30,7 @@ from _results import load_results, save_results, uptime  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "fed_lora"
-BUDGETS = {"smollm2-cpu": "recipes/fed-lora/smollm2-cpu.yaml", "issue-6clients": "recipes/fed-lora/issue-6clients.yaml"}
+BUDGETS = {"smollm2-cpu": "recipes/fed-lora/smollm2-cpu.yaml", "paper-6clients": "recipes/fed-lora/paper-6clients.yaml"}
 ORDER = ("het-cpflora", "fedit", "flora", "hetlora", "ffa-lora", "fedsa-lora", "local")
 
 
