@@ -72,6 +72,7 @@ def _perturbation_check(model, ids, positions, vocab, tol=1e-4):
         worst[p] = (got[:, :p] - base[:, :p]).abs().max().item()
         assert (got[:, p] - base[:, p]).abs().max().item() > 1e-3  # the change itself is seen
     assert max(worst.values()) <= tol, worst
+    return worst
 
 
 def _tiny_qwen2():
@@ -99,7 +100,8 @@ def test_tiny_qwen2_logits_are_causal(variant, mode, path):
     model.train(mode == "train")
     ids = torch.randint(0, 101, (2, 80), generator=torch.Generator().manual_seed(5))
     with hf.settings(_settings(variant)), torch.set_grad_enabled(mode == "train"):
-        _perturbation_check(model, ids, (21, 32, 48, 79), 101)
+        worst = _perturbation_check(model, ids, (21, 32, 48, 79), 101)
+    assert sorted(worst) == [21, 32, 48, 79] and max(worst.values()) <= 1e-4, worst
 
 
 @pytest.fixture(scope="module")
@@ -125,9 +127,10 @@ def test_smollm2_logits_are_causal(smollm2, mode, path):
     model.train(mode == "train")
     try:
         with hf.settings(_settings("muse")), torch.set_grad_enabled(mode == "train"):
-            _perturbation_check(model, ids, (27, 32, 63), vocab)
+            worst = _perturbation_check(model, ids, (27, 32, 63), vocab)
     finally:
         model.eval()
+    assert sorted(worst) == [27, 32, 63] and max(worst.values()) <= 1e-4, worst
 
 
 def test_block_baseline_gates_per_token_as_moba():
