@@ -366,9 +366,12 @@ def decode_run(args) -> dict:
         if doc.get("settings") != settings:
             raise SystemExit(f"{path} holds a run with other settings ({doc.get('settings')}); pass another --results")
     doc.setdefault("references", {})
-    done = {(r["sample_index"], r["method"], r["decoding_budget_tokens"]) for r in doc["samples"]}
     n_total = len(args.depths) * args.samples
     n_combos = 1 + len(settings["methods"]) * len(args.budgets)
+    if args.reuse:
+        reuse_rows(doc, settings, args.reuse, keep=set(args.recompute or ()))
+        atomic_write_text(path, json.dumps(doc, indent=0))
+    done = {(r["sample_index"], r["method"], r["decoding_budget_tokens"]) for r in doc["samples"]}
     complete = {i for i in range(n_total) if sum(1 for d in done if d[0] == i) == n_combos}
     if args.indices:
         bad = [i for i in args.indices if not 0 <= i < n_total]
@@ -416,6 +419,27 @@ def decode_run(args) -> dict:
             flush=True,
         )
     return doc
+
+
+def reuse_rows(doc: dict, settings: dict, files: list[str], keep: set) -> None:
+    """Copy into ``doc`` the full cache's generations (``references``) and the sample rows of an
+    earlier run (``files``: ``--results`` files whose settings equal ``settings`` except for the
+    methods), for the methods of this run other than ``keep`` (``--recompute``), where ``doc``
+    has none yet: a run with new rows re-runs only those, on the same prompts and generations."""
+    methods = {"full", *settings["methods"]} - keep
+    have = {(r["sample_index"], r["method"], r["decoding_budget_tokens"]) for r in doc["samples"]}
+    same = {k: v for k, v in settings.items() if k != "methods"}
+    for f in files:
+        old = relabel(json.loads(Path(f).read_text(encoding="utf-8")))
+        if {k: v for k, v in old.get("settings", {}).items() if k != "methods"} != same:
+            raise SystemExit(f"--reuse {f}: its run has other settings than this one ({old.get('settings')})")
+        for k, v in old.get("references", {}).items():
+            doc["references"].setdefault(k, v)
+        for r in old.get("samples", []):
+            key = (r["sample_index"], r["method"], r["decoding_budget_tokens"])
+            if r["method"] in methods and key not in have:
+                doc["samples"].append({**r, "reused_from": Path(f).name})
+                have.add(key)
 
 
 def paired_decode(samples: list[dict], ours: str = "capkv") -> list[dict]:
@@ -688,6 +712,19 @@ def main() -> None:
         ),
     )
     ap.add_argument("--max-haystacks", type=int, default=0, help="decode: stop after this many new haystacks (0: all)")
+    ap.add_argument(
+        "--reuse",
+        nargs="+",
+        default=None,
+        metavar="FILE",
+        help=(
+            "decode: earlier --results files of the same settings (other methods): their full-cache generations "
+            "and the rows of this run's methods are copied in, so only new rows run"
+        ),
+    )
+    ap.add_argument(
+        "--recompute", nargs="+", default=None, metavar="METHOD", help="decode, with --reuse: rows not copied"
+    )
     ap.add_argument("--print-only", action="store_true", help="decode: reprint the tables of --results")
     args = ap.parse_args()
     if args.mode == "decode":
