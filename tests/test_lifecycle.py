@@ -45,7 +45,6 @@ PENDING: dict[tuple[str, str], str] = {
             "filter-data make-corpus",
             "filter-data analyze",
             "filter-data proxy",
-            "muse bench",
             "dsac-aid",
             "bfq make-dataset",
             "bfq train",
@@ -56,7 +55,6 @@ PENDING: dict[tuple[str, str], str] = {
         for c in (
             "evict-kv",
             "sample-lfm",
-            "muse bench",
             "dsac-aid",
             "bfq make-dataset",
         )
@@ -77,7 +75,6 @@ PENDING: dict[tuple[str, str], str] = {
             "bfq train",
         )
     },
-    ("sized", "muse bench"): "block_tokens is refused, but after torch loads (harness imports torch)",
 }
 
 

@@ -64,23 +64,7 @@ EVAL_COLS = ["method", "context_tokens:N", "perplexity", "perplexity_ratio:ratio
 TRAIN_COLS = ["method", "context_tokens:N", "final_loss", "val_loss", "wall_s", "steps"]
 
 
-def _config(recipe, set_, **typed):
-    from icml26.core.errors import InputError
-    from icml26.core.recipe import resolve
-    from icml26.methods.attention import harness as H
-
-    try:
-        return resolve(H.Config, "muse", recipe, set_, **typed)
-    except ValueError as e:
-        if isinstance(e, InputError):
-            raise
-        raise InputError(str(e)) from None
-
-
-def _seed(recipe, seed):
-    from icml26.core.recipe import recipe_seed
-
-    return recipe_seed(recipe, "muse", seed) or 0
+CONFIG = "icml26.methods.attention.config:Config"  # torch-free: settings are checked before torch loads
 
 
 def _ctx(context_tokens):
@@ -109,13 +93,29 @@ def bench(
 
     Example: icml26 muse bench -n 4096 -n 8192 --method sdpa,muse,block
     """
+    from icml26.core.preamble import prepare
+
+    run = prepare(
+        CONFIG,
+        "muse bench",
+        recipe=recipe,
+        sets=set_,
+        seed=seed,
+        device=device,
+        devices=("cpu",),  # the C++ kernel and its timings are CPU ones
+        out=out,
+        methods=split_csv(method),
+        context_tokens=_ctx(context_tokens),
+        text=text,
+        model=model,
+    )
+    from icml26.methods.attention.data import preflight
+
+    preflight(run.cfg, "bench")
     from icml26.core.output import stream
     from icml26.methods.attention import harness as H
 
-    cfg = _config(recipe, set_, methods=split_csv(method), context_tokens=_ctx(context_tokens), text=text, model=model)
-    s = _seed(recipe, seed)
-    H.preflight(cfg, "bench")
-    stream(H.run_bench(cfg, seed=s), command="muse bench", config=cfg, seed=s, out=out, quiet=quiet, columns=BENCH_COLS)
+    stream(H.run_bench(run.cfg, seed=run.seed), run=run, quiet=quiet, columns=BENCH_COLS)
 
 
 @muse_app.command("eval")
@@ -139,31 +139,29 @@ def eval_(
 
     Example: icml26 muse eval --model llama -n 2048 -n 8192 --windows 2 --method muse,block
     """
-    from icml26.core.device import resolve_device
-    from icml26.core.output import stream
-    from icml26.methods.attention import harness as H
+    from icml26.core.preamble import prepare
 
-    cfg = _config(
-        recipe,
-        set_,
+    run = prepare(
+        CONFIG,
+        "muse eval",
+        recipe=recipe,
+        sets=set_,
+        seed=seed,
+        device=device,
+        out=out,
         methods=split_csv(method),
         context_tokens=_ctx(context_tokens),
         text=text,
         model=model,
         windows=windows,
     )
-    s = _seed(recipe, seed)
-    dev = resolve_device(device)
-    H.preflight(cfg, "eval")
-    stream(
-        H.run_eval(cfg, seed=s, device=dev),
-        command="muse eval",
-        config=cfg,
-        seed=s,
-        out=out,
-        quiet=quiet,
-        columns=EVAL_COLS,
-    )
+    from icml26.methods.attention.data import preflight
+
+    preflight(run.cfg, "eval")
+    from icml26.core.output import stream
+    from icml26.methods.attention import harness as H
+
+    stream(H.run_eval(run.cfg, seed=run.seed, device=run.device), run=run, quiet=quiet, columns=EVAL_COLS)
 
 
 @muse_app.command("train")
@@ -191,34 +189,32 @@ def train(
 
     Example: icml26 muse train -n 8192 --steps 200 --method sdpa,muse --out runs/muse-train
     """
-    from icml26.core.device import resolve_device
-    from icml26.core.dist import drain_unless_main
-    from icml26.core.output import resume_records, stream
-    from icml26.methods.attention import harness as H
+    from icml26.core.dist import drain_unless_main, is_main
+    from icml26.core.preamble import prepare
 
-    cfg = _config(
-        recipe,
-        set_,
+    run = prepare(
+        CONFIG,
+        "muse train",
+        recipe=recipe,
+        sets=set_,
+        seed=seed,
+        device=device,
+        # torchrun: rank 0 checks --out (the others could see the folder rank 0 has just begun)
+        out=out if resume or is_main() else None,
+        resume=resume,
+        resumable=True,
         methods=split_csv(method),
         context_tokens=(context_tokens,) if context_tokens else None,
         text=text,
         train_steps=steps,
     )
-    s = _seed(recipe, seed)
-    dev = resolve_device(device)
-    H.preflight(cfg, "train")
-    previous = resume_records(out, command="muse train", config=cfg, seed=s) if resume else None
-    gen = H.run_train(cfg, seed=s, device=dev, out=out, previous=previous)
+    from icml26.methods.attention.data import preflight
+
+    preflight(run.cfg, "train")
+    from icml26.core.output import stream
+    from icml26.methods.attention import harness as H
+
+    gen = H.run_train(run.cfg, seed=run.seed, device=run.device, out=out, previous=run.previous)
     if drain_unless_main(gen):  # other torchrun ranks train silently; rank 0 writes
         return
-    stream(
-        gen,
-        command="muse train",
-        config=cfg,
-        seed=s,
-        out=out,
-        quiet=quiet,
-        columns=TRAIN_COLS,
-        resumable=True,
-        previous=previous,
-    )
+    stream(gen, run=run, quiet=quiet, columns=TRAIN_COLS)
