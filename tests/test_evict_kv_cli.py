@@ -22,7 +22,10 @@ runner = CliRunner()
         (["--haystack", "/no/such/file.txt"], "does not exist"),
         (["--haystack", "/"], "is a directory, expected a file"),
         (["-n", "16"], "context_tokens must be >= 128"),
-        (["--set", "weight=other"], "weight must be"),
+        (["--set", "weight=other"], "weight: 'other' is not one of 'expected', 'kappa', 'exp-cos'"),
+        (["--set", "context_tokens=1e12"], "context_tokens=1.0e+12 is over its limit"),
+        (["--set", "samples=50000", "-n", "8000"], "samples, needle_depths, context_tokens, methods or ratios"),
+        (["--set", "pool_kernel=4"], "pool_kernel must be a positive odd integer"),
         (["--set", "n_future_positions=0"], "n_future_positions must be >= 1"),
         (["--set", "tau=-1"], "tau must be > 0"),
         (["--set", "corpus=nope"], "corpus: unknown 'nope'"),
@@ -203,3 +206,20 @@ def test_records_contract_on_real_model(tmp_path):
     summary = recs[-1]
     assert summary["best_kl_at_0.5"] is None and set(summary["tied_with_best_kl_at_0.5"]) == {"capkv", "streaming"}
     assert (tmp_path / "run" / "records.jsonl").exists()
+
+
+def test_the_mode_default_policies_are_written_into_the_config():
+    """``methods`` unset: the Config holds the mode's policies (its record and ``--set help`` list
+    them); the prefill list named in mode decode is refused (h2o has no decoding-time rule), not
+    swapped for another list behind the user's back."""
+    from icml26.methods.kvcache.config import DEFAULT_METHODS, Config
+    from icml26.methods.kvcache.spec import DECODE_METHODS
+
+    assert Config().methods == DEFAULT_METHODS and Config(mode="decode").methods == DECODE_METHODS
+    assert "h2o" in DEFAULT_METHODS and "h2o" not in DECODE_METHODS
+    with pytest.raises(ValueError, match="'h2o' has no decoding-time compression"):
+        Config(mode="decode", methods=DEFAULT_METHODS)
+    r = runner.invoke(app, ["evict-kv", "--mode", "decode", "--set", "help"])
+    assert r.exit_code == 0, r.output
+    line = next(x for x in r.stdout.splitlines() if x.strip().startswith("methods "))
+    assert line.split("= ", 1)[1] == ",".join(DECODE_METHODS)

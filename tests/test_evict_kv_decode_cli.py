@@ -14,7 +14,7 @@ runner = CliRunner()
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--mode", "other"], "mode must be prefill or decode"),
+        (["--mode", "other"], "mode: 'other' is not one of 'prefill', 'decode'"),
         (["--mode", "decode", "--method", "h2o"], "has no decoding-time compression"),
         (["--mode", "decode", "--method", "capkv-greedy"], "has no decoding-time compression"),
         (["--mode", "decode", "--decoding-budget", "4"], "decoding budget must be an integer >= "),
@@ -22,7 +22,8 @@ runner = CliRunner()
         (["--mode", "decode", "--set", "decoding_interval_tokens=0"], "decoding_interval_tokens must be >= 1"),
         (["--mode", "decode", "--set", "head_budget=adaptive"], "head_budget=adaptive applies to mode prefill"),
         (["--mode", "decode", "--new-tokens", "9000"], "max_position_embeddings"),
-        (["--mode", "decode", "--new-tokens", "100000000"], "leave no room for a context: use new_tokens <= 8127"),
+        (["--mode", "decode", "--new-tokens", "1000000"], "leave no room for a context: use new_tokens <= 8127"),
+        (["--mode", "decode", "--new-tokens", "100000000"], "new_tokens=1.0e+08 is over its limit"),
         (["--decoding-budget", "64"], "apply to --mode decode"),
         (["--mode", "prefill", "--new-tokens", "64"], "apply to --mode decode"),
     ],

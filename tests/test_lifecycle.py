@@ -39,7 +39,6 @@ PENDING: dict[tuple[str, str], str] = {
         ("help", c): "Config fields without help"
         for c in (
             "quantize",
-            "evict-kv",
             "train-lfm",
             "sample-lfm",
             "filter-data make-corpus",
@@ -53,7 +52,6 @@ PENDING: dict[tuple[str, str], str] = {
     **{
         ("torch-free", c): "Config module imports torch"
         for c in (
-            "evict-kv",
             "sample-lfm",
             "dsac-aid",
             "bfq make-dataset",
@@ -63,7 +61,6 @@ PENDING: dict[tuple[str, str], str] = {
         ("limits", c): "no sized setting and no work() model declared"
         for c in (
             "quantize",
-            "evict-kv",
             "train-lfm",
             "sample-lfm",
             "filter-data make-corpus",

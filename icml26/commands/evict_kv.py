@@ -6,7 +6,7 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from icml26.core.options import DeviceOpt, OutOpt, QuietOpt, RecipeOpt, SeedOpt, SetOpt, split_csv
+from icml26.core.options import DeviceOpt, OutOpt, QuietOpt, RecipeOpt, SeedOpt, SetOpt
 
 
 def evict_kv(
@@ -99,21 +99,21 @@ def evict_kv(
     Example: icml26 evict-kv --method capkv,capkv-qa,snapkv,snapkv@kernel_size=13 -c 0.5 -c 0.75 -n 1024
     Example: icml26 evict-kv --mode decode --decoding-budget 256 --new-tokens 128
     """
-    from icml26.core.device import resolve_device
-    from icml26.core.output import stream
-    from icml26.core.recipe import recipe_seed, resolve
-    from icml26.methods.kvcache import evaluate as m
-
     from icml26.core.errors import InputError
+    from icml26.core.options import split_csv
+    from icml26.core.preamble import prepare
 
     methods = split_csv(method)
-    cfg = resolve(
-        m.Config,
+    run = prepare(  # settings, limits (sized settings, Config.work) and --out: checked before torch loads
+        "icml26.methods.kvcache.config:Config",
         "evict-kv",
-        recipe,
-        set_,
+        recipe=recipe,
+        sets=set_,
+        seed=seed,
+        device=device,
+        out=out,
         model=model,
-        methods=methods,
+        methods=tuple(methods) if methods else None,
         compression_ratios=tuple(compression_ratio) if compression_ratio else None,
         context_tokens=tuple(context_tokens) if context_tokens else None,
         haystack=haystack,
@@ -121,12 +121,13 @@ def evict_kv(
         decoding_budgets=tuple(decoding_budget) if decoding_budget else None,
         new_tokens=new_tokens,
     )
+    cfg = run.cfg
     if cfg.mode != "decode" and (decoding_budget or new_tokens is not None):
         # a decode-only option on a prefill run would be ignored silently
         raise InputError("--decoding-budget and --new-tokens apply to --mode decode; add --mode decode (or drop them)")
-    s = recipe_seed(recipe, "evict-kv", seed) or 0
-    dev = resolve_device(device)
-    m.preflight(cfg)  # model, positions, kvpress names, haystack length: before the config record
+    from icml26.methods.kvcache import config as C
+
+    C.preflight(cfg)  # model, positions, kvpress names, haystack length: before the config record
     if cfg.mode == "decode":
         cols = [
             "method",
@@ -150,12 +151,12 @@ def evict_kv(
             "overhead_ratio",
             "kept_per_head_gini",
         ]
+    from icml26.core.output import stream
+    from icml26.methods.kvcache import evaluate as m
+
     stream(
-        (r for r in m.run(cfg, seed=s, device=dev)),
-        command="evict-kv",
-        config=cfg,
-        seed=s,
-        out=out,
+        m.run(cfg, seed=run.seed or 0, device=run.device),
+        run=run,
         quiet=quiet,
         columns=cols,
         plot=m.write_head_budgets,

@@ -5,35 +5,55 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, fields
+from typing import Literal
 
+from icml26.core.settings import Work, setting
 from icml26.methods.kvcache import spec as _spec
-from icml26.methods.kvcache.options import PressOptions
+from icml26.methods.kvcache.options import PressOptions, check_options
 
 DEFAULT_METHODS = ("capkv", "capkv-qa", "streaming", "snapkv", "h2o", "tova", "knorm", "random", "expected-attention")
 PRESS_FIELDS = tuple(f.name for f in fields(PressOptions))  # the press options a run passes to every policy
+MAX_TOKEN_PASSES = 1e10  # work limit: token positions through the model (prefills, decoding, scoring passes)
 
 
 @dataclass
 class _RunOptions:
     model: str = "llama"  # built-in (llama = SmolLM2-135M) or a local HF folder / .gguf
-    methods: tuple[str, ...] = DEFAULT_METHODS  # `full` (no eviction) is always added
-    compression_ratios: tuple[float, ...] = (0.25, 0.5, 0.75, 0.9)
-    context_tokens: tuple[int, ...] = (1024,)  # haystack lengths (tokens)
-    needle_depths: tuple[float, ...] = (0.1, 0.3, 0.5, 0.7, 0.9)
-    samples: int = 1  # haystacks per (length, depth), from different offsets
+    methods: tuple[str, ...] | None = setting(
+        None,
+        "the policies run beside `full` (always run); default (None): every policy of the mode: prefill "
+        f"{', '.join(DEFAULT_METHODS)}; decode {', '.join(_spec.DECODE_METHODS)} (the config record lists them)",
+    )
+    compression_ratios: tuple[float, ...] = setting(
+        (0.25, 0.5, 0.75, 0.9), "mode prefill: fractions of the prompt's KV entries evicted, each in (0, 1)"
+    )
+    context_tokens: tuple[int, ...] = setting((1024,), "haystack lengths (tokens)", sized=2**20)
+    needle_depths: tuple[float, ...] = setting(
+        (0.1, 0.3, 0.5, 0.7, 0.9), "where the needle sits in the haystack, as fractions of its length, in [0, 1]"
+    )
+    samples: int = setting(1, "haystacks per (length, depth), from different offsets", sized=10**5)
     corpus: str = "python-docs"  # python-docs | kjv | gcide | fortunes | wordnet
     haystack: str | None = None  # a user's own UTF-8 text file instead of the corpus
-    continuation_tokens: int = 64  # real continuation scored for KL / top-1 / perplexity
-    answer_tokens: int = 8  # greedy tokens decoded for the needle answer
-    question_aware: bool = True  # the question is in the compressed prompt (SnapKV/LongBench setting);
-    # False: compress the context alone, ask afterwards (kvpress' default)
-    threads: int = 0  # torch CPU threads (0 = torch's default)
-    mode: str = (
+    continuation_tokens: int = setting(
+        64, "real continuation scored for KL / top-1 / perplexity (mode prefill)", sized=2**16
+    )
+    answer_tokens: int = setting(8, "greedy tokens decoded for the needle answer (mode prefill)", sized=4096)
+    question_aware: bool = setting(
+        True,
+        "the question is in the compressed prompt (SnapKV / LongBench setting); false: compress the context "
+        "alone, ask afterwards (kvpress' default)",
+    )
+    threads: int = setting(0, "torch CPU threads (0 = torch's default)", ge=0, sized=4096)
+    mode: Literal["prefill", "decode"] = (
         "prefill"  # prefill (compress the prompt) | decode (keep the cache at a budget while generating; decode.py)
     )
-    decoding_budgets: tuple[int, ...] = (256, 512)  # mode decode: cache budgets (tokens per KV head)
+    decoding_budgets: tuple[int, ...] = setting(
+        (256, 512), "mode decode: cache budgets (tokens per KV head)", unit="tokens", sized=2**20
+    )
     decoding_interval_tokens: int = 16  # mode decode: re-compress every this many generated tokens
-    new_tokens: int = 512  # mode decode: tokens generated (greedy, full cache) and teacher-forced per policy
+    new_tokens: int = setting(
+        512, "mode decode: tokens generated (greedy, full cache) and teacher-forced per policy", sized=2**20
+    )
     timed_tokens: int = 32  # mode decode: greedy steps decoded with the compressed cache (answer span, ms/token)
 
 
@@ -41,9 +61,14 @@ class _RunOptions:
 class Config(PressOptions, _RunOptions):
     """An ``evict-kv`` run: the model, the policies and ratios, the samples and the evaluation
     (``_RunOptions``, listed first), and the press options every policy uses
-    (``scoring.PressOptions``: sinks, window, CapKV's settings, ...)."""
+    (``options.PressOptions``: sinks, window, CapKV's settings, ...). Torch-free: built and
+    checked (ranges, ``sized`` limits, the ``work()`` cost model) before the run imports torch.
+    ``methods`` None means the mode's policies; the built Config holds them, so its record
+    lists what ran."""
 
     def __post_init__(self) -> None:
+        if self.methods is None:  # the mode's policies, written into the config (and its record)
+            self.methods = _spec.DECODE_METHODS if self.mode == "decode" else DEFAULT_METHODS
         # a policy, ratio or length named twice runs once (repeats would count the same samples twice)
         self.methods, self.compression_ratios, self.context_tokens = (
             tuple(dict.fromkeys(v)) for v in (self.methods, self.compression_ratios, self.context_tokens)
@@ -90,17 +115,13 @@ class Config(PressOptions, _RunOptions):
             raise ValueError(f"mode must be prefill or decode, got {self.mode!r}")
         if self.mode == "decode":
             self._check_decode()
-        from icml26.methods.kvcache.press import KVPress
-
-        for m in self.methods:  # validates the press fields each policy runs with
+        for m in self.methods:  # the press options each policy runs with (torch-free: options.check_options)
             base, kw = _spec.press_kwargs(m, self.press_kwargs())
             if base != "full" and not base.startswith("kvpress:"):
-                KVPress(method=base, **kw)
+                check_options(PressOptions(**kw), base)
 
     def _check_decode(self) -> None:
         """Mode decode: its policies, budgets, interval and lengths."""
-        if self.methods == DEFAULT_METHODS:
-            self.methods = _spec.DECODE_METHODS
         _spec.check_decode_methods(self.methods)
         self.decoding_budgets = tuple(dict.fromkeys(self.decoding_budgets))
         if not self.decoding_budgets:
@@ -122,6 +143,48 @@ class Config(PressOptions, _RunOptions):
             raise ValueError(
                 "head_budget=adaptive applies to mode prefill (decoding-time compression keeps uniform budgets)"
             )
+
+    def token_passes(self) -> float:
+        """The run's cost model: token positions passed through the model, scoring passes counted
+        as one position per cached token. Prefill, per haystack of L tokens: its prefills (2 with
+        ``question_aware``), then per (method, ratio) and for ``full``: the compression of each
+        prefill's cache, the answer's greedy steps and the continuation. Decode, per haystack: the
+        prompt, the full cache's generation and its teacher-forced reference, then per (method,
+        budget): two prompt compressions, the teacher-forced generation, the re-compressions
+        (each over budget + interval entries) and the timed greedy steps."""
+        per_length = self.samples * len(self.needle_depths)
+        total = 0.0
+        for n in self.context_tokens:
+            L = n + 64  # + needle and question
+            if self.mode == "decode":
+                k = len(self.methods) * len(self.decoding_budgets)
+                recompress = sum(
+                    (self.new_tokens / self.decoding_interval_tokens) * (b + self.decoding_interval_tokens)
+                    for b in self.decoding_budgets
+                ) / len(self.decoding_budgets)
+                per = L + 2 * self.new_tokens + k * (2 * L + self.new_tokens + recompress + 2 * self.timed_tokens)
+            else:
+                k = 1 + len(self.methods) * len(self.compression_ratios)
+                prefills = 2 if self.question_aware else 1
+                per = prefills * L + k * (prefills * L + self.answer_tokens + self.continuation_tokens)
+            total += per_length * per
+        return total
+
+    def work(self) -> list[Work]:
+        """``token_passes`` against ``MAX_TOKEN_PASSES`` (the 60-haystack 1k prefill benchmark of
+        docs/evict-kv.md is about 4e6)."""
+        what = "ratios" if self.mode == "prefill" else "decoding_budgets or new_tokens"
+        return [
+            Work(
+                self.token_passes(),
+                MAX_TOKEN_PASSES,
+                "token positions through the model",
+                f"samples, needle_depths, context_tokens, methods or {what}",
+                f"{self.samples * len(self.needle_depths) * len(self.context_tokens)} haystacks x "
+                f"{len(self.methods)} methods",
+                "pass",
+            )
+        ]
 
     def press_kwargs(self) -> dict:
         return {k: getattr(self, k) for k in PRESS_FIELDS}

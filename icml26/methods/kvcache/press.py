@@ -38,6 +38,7 @@ from contextlib import nullcontext as _nullcontext
 
 from icml26.methods.kvcache import headmask as _headmask
 from icml26.methods.kvcache import logdet as _logdet
+from icml26.methods.kvcache import options as _options
 from icml26.methods.kvcache import scoring as S
 from icml26.methods.kvcache import spec as _spec
 
@@ -58,87 +59,18 @@ class KVPress(S.PressOptions):
     def __post_init__(self) -> None:
         if self.method not in S.METHODS:
             raise ValueError(f"unknown method {self.method!r}; valid: {', '.join(S.METHODS)}")
-        if self.method != "capkv-qa" and self.question_share not in (None, 0, 0.0):
-            raise ValueError(
-                f"question_share={self.question_share} is capkv-qa's retrieval channel; method {self.method!r} "
-                "(capkv: the paper's single channel, question_share 0) has none: use method='capkv-qa'"
-            )
-        self._check_numbers()
-        self._check_choices()
+        _options.check_options(
+            self,
+            self.method,
+            compression_ratio=self.compression_ratio,
+            decoding_budget_tokens=self.decoding_budget_tokens,
+            decoding_interval_tokens=self.decoding_interval_tokens,
+        )
         self._qbuf: dict[int, torch.Tensor] = {}
         self._seen: dict[int, int] = {}
         self._rotary = None
         self.last_keep = None
         self.reset_stats()
-
-    def _check_numbers(self) -> None:
-        if not (isinstance(self.compression_ratio, (int, float)) and 0.0 <= self.compression_ratio < 1.0):
-            raise ValueError(f"compression_ratio must be in [0, 1), got {self.compression_ratio!r}")
-        for name in (
-            "sink_tokens",
-            "window_tokens",
-            "decoding_budget_tokens",
-            "n_future_positions",
-            "stat_window",
-            "past_tokens",
-        ):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if self.n_future_positions < 1:
-            raise ValueError(
-                "n_future_positions must be >= 1 (the future positions the query statistics are rotated "
-                f"to), got {self.n_future_positions}"
-            )
-        if not (self.tau > 0 and math.isfinite(self.tau)):
-            raise ValueError(f"tau must be > 0, got {self.tau}")
-        if self.decoding_interval_tokens < 1:
-            raise ValueError(f"decoding_interval_tokens must be >= 1, got {self.decoding_interval_tokens}")
-        if not (self.ridge_ratio > 0 and math.isfinite(self.ridge_ratio)):
-            raise ValueError(f"ridge_ratio must be > 0, got {self.ridge_ratio}")
-
-    def _check_choices(self) -> None:
-        if self.weight not in ("expected", "kappa", "exp-cos"):
-            raise ValueError(f"weight must be expected, kappa or exp-cos, got {self.weight!r}")
-        if self.query_source not in ("window", "future-rope", "mixture", "joint"):
-            raise ValueError(f"query_source must be window, future-rope, mixture or joint, got {self.query_source!r}")
-        if self.gqa not in ("pool", "per-head"):
-            raise ValueError(f"gqa must be pool or per-head, got {self.gqa!r}")
-        if self.stat_tokens < 0:
-            raise ValueError(f"stat_tokens must be >= 0, got {self.stat_tokens}")
-        if self.decoding_budget_tokens > 0 and self.window_tokens < 1:
-            raise ValueError("decoding-time compression needs window_tokens >= 1 (the recent queries score the cache)")
-        if self.head_budget not in ("uniform", "adaptive"):
-            raise ValueError(f"head_budget must be uniform or adaptive, got {self.head_budget!r}")
-        if not 0.0 <= self.head_floor <= 1.0:
-            raise ValueError(f"head_floor must be in [0, 1], got {self.head_floor}")
-        if self.head_budget == "adaptive" and (self.decoding_budget_tokens > 0 or self.method == "capkv-greedy"):
-            raise ValueError(
-                "head_budget=adaptive applies to prefill compression with a scoring method "
-                "(not capkv-greedy, not decoding-time compression)"
-            )
-        if not 0.0 <= self.window_mix <= 1.0:
-            raise ValueError(f"window_mix must be in [0, 1], got {self.window_mix}")
-        if self.window_stats not in ("gaussian", "observed"):
-            raise ValueError(f"window_stats must be gaussian or observed, got {self.window_stats!r}")
-        if self.pool not in ("none", "max", "avg"):
-            raise ValueError(f"pool must be none, max or avg, got {self.pool!r}")
-        if self.method == "capkv-qa" and not 0.0 < self.share < 1.0:
-            raise ValueError(
-                f"capkv-qa: question_share must be in (0, 1), got {self.question_share} (0 is capkv, the "
-                "paper's method)"
-            )
-        if self.future_strata < 1:
-            raise ValueError(f"future_strata must be >= 1, got {self.future_strata}")
-        if not 0.0 <= self.past_mix <= 1.0:
-            raise ValueError(f"past_mix must be in [0, 1], got {self.past_mix}")
-        if self.recent_mode not in ("fixed", "adaptive"):
-            raise ValueError(f"recent_mode must be fixed or adaptive, got {self.recent_mode!r}")
-        if not 0.0 <= self.recent_share < 1.0:
-            raise ValueError(f"recent_share must be in [0, 1), got {self.recent_share}")
-        if self.pool_kernel < 1 or self.pool_kernel % 2 == 0:
-            raise ValueError(f"pool_kernel must be a positive odd integer, got {self.pool_kernel}")
-        if self.kernel_size < 1 or self.kernel_size % 2 == 0:
-            raise ValueError(f"kernel_size must be a positive odd integer, got {self.kernel_size}")
 
     # ------------------------------------------------------------------ scoring + selection
     @property
@@ -193,9 +125,7 @@ class KVPress(S.PressOptions):
     @property
     def share(self) -> float:
         """The share of each head's budget kept by capkv-qa's retrieval channel (0 for every other method)."""
-        if self.method != "capkv-qa":
-            return 0.0
-        return _spec.QUESTION_SHARE if self.question_share is None else float(self.question_share)
+        return _options.question_share(self, self.method)
 
     def _window(self, n_keep: int) -> int:
         """Recent tokens always kept: ``window_tokens``, or for CapKV ``recent_share`` of the budget if more."""

@@ -10,6 +10,8 @@ with (pooling width, window, shares; the kvpress press and version).
 
 from __future__ import annotations
 
+from icml26.methods.kvcache.options import QUESTION_SHARE
+
 METHODS = (
     "capkv",
     "capkv-qa",
@@ -22,7 +24,6 @@ METHODS = (
     "random",
     "expected-attention",
 )
-QUESTION_SHARE = 0.4  # capkv-qa's default share of the budget for the retrieval channel (dev split, docs/evict-kv.md)
 DECODE_METHODS = ("capkv", "capkv-qa", "streaming", "snapkv", "tova", "knorm", "random", "expected-attention")
 # h2o: during decoding only the recent queries are known, so its score is SnapKV's; capkv-greedy: prefill only
 NOT_DECODING = ("capkv-greedy", "h2o")
