@@ -38,7 +38,6 @@ PENDING: dict[tuple[str, str], str] = {
     **{
         ("help", c): "Config fields without help"
         for c in (
-            "quantize",
             "train-lfm",
             "sample-lfm",
             "filter-data make-corpus",
@@ -60,7 +59,6 @@ PENDING: dict[tuple[str, str], str] = {
     **{
         ("limits", c): "no sized setting and no work() model declared"
         for c in (
-            "quantize",
             "train-lfm",
             "sample-lfm",
             "filter-data make-corpus",

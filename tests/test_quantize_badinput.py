@@ -66,7 +66,7 @@ def test_unknown_corpus_is_refused_before_loading(cfg_only):
 
 def test_cuda_device_is_refused_and_help_says_cpu(cfg_only):
     r = _q("--model", str(cfg_only), "--device", "cuda")
-    assert r.exit_code == 2 and "runs on the CPU" in r.output
+    assert r.exit_code == 2 and "computes on the CPU only" in r.output
     h = runner.invoke(app, ["quantize", "--help"], env={"COLUMNS": "200"})
     assert h.exit_code == 0
     line = next(ln for ln in h.output.splitlines() if "--device" in ln)

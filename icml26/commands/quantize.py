@@ -40,9 +40,10 @@ def quantize(
         typer.Option(
             "--method",
             help=(
-                "fp | rtn | gptq | smoothquant | quarot | fptquant | fptquant-e2e | fptquant-merged | all "
-                "(repeatable or comma-separated; default fp,rtn,fptquant-merged; all = the full comparison at the "
-                "five standard settings)."
+                "fp | rtn | gptq | smoothquant | quarot | fptquant | fptquant-merged | all (repeatable or "
+                "comma-separated; default fp,rtn,fptquant-merged; all = the full comparison at the five standard "
+                "settings). An FPTQuant name + -local / -e2e-only / -untrained runs only those training stages; "
+                "results are named for the stages that ran (e2e_steps=0 -> fptquant-merged-local)."
             ),
             show_default=False,
         ),
@@ -103,46 +104,51 @@ def quantize(
     """
     import sys
 
-    from icml26.core.errors import InputError
     from icml26.core.output import stream
-    from icml26.core.recipe import load_recipe, parse_sets, recipe_seed, resolve
-    from icml26.methods.quantization import fptquant as m
+    from icml26.core.preamble import prepare
+    from icml26.core.recipe import load_recipe, parse_sets
+    from icml26.methods.quantization import config as C
 
-    methods = split_csv(method)
     settings = tuple(x.upper() for x in split_csv(setting)) if setting else None
-    cfg = resolve(
-        m.Config,
+    run = prepare(
+        "icml26.methods.quantization.config:Config",
         "quantize",
-        recipe,
-        set_,
+        recipe=recipe,
+        sets=set_,
+        seed=seed,
+        device=device,
+        devices=("cpu",),
+        out=out,
         model=model,
         bits=bits,
-        methods=methods,
+        methods=split_csv(method),
         settings=settings,
         calib_text=calib_text,
         eval_text=eval_text,
     )
-    if device not in ("cpu", "auto"):
-        raise InputError(f"--device {device!r}: quantize runs on the CPU; use --device cpu (or auto)")
+    cfg = run.cfg
     for f in (cfg.calib_text, cfg.eval_text):
         if f is not None:
             from icml26.core.data.text import read_text_file
 
             read_text_file(f)
-    packed = m.is_packed_folder(cfg.model)
+    from icml26.methods.quantization import export as X
+    from icml26.methods.quantization import pack as P
+
+    packed = P.is_packed_folder(cfg.model) or X.is_export_folder(cfg.model)
     if not packed:
         from icml26.core.data.lm import model_path
 
         mdir = model_path(cfg.model)  # bad path / corrupt files / missing package -> exit 2 before any output
         if cfg.group_size:
-            m.check_group_size(cfg.group_size, m.model_dims(mdir))  # before the model load
-        m.check_text_tokens(cfg, mdir)  # a user's text long enough: before the config record
+            C.check_group_size(cfg.group_size, C.model_dims(mdir))  # before the model load
+        C.check_text_tokens(cfg, mdir)  # a user's text long enough: before the config record
     extra = None
     if not packed:
         # every setting given must be honoured by a selected method (--set: exit 2; a recipe's: listed)
         given = {k: f"recipe {recipe}" for k in (load_recipe(recipe, "quantize")[0] if recipe else {})}
         given.update({k: "--set" for k in parse_sets(set_)})
-        unused = m.check_settings(cfg, given, out=out)
+        unused = C.check_settings(cfg, given, out=out)
         if unused:
             extra = {"unused_settings": unused}
             if not quiet:
@@ -154,7 +160,8 @@ def quantize(
         from icml26.core.data.text import require_corpus
 
         require_corpus(cfg.corpus)
-    s = recipe_seed(recipe, "quantize", seed) or 0
+    from icml26.methods.quantization import fptquant as m
+
     cols = [
         "method",
         "setting",
@@ -167,8 +174,9 @@ def quantize(
         "size_bytes",
         "time_s",
     ]
+    s = run.seed
     gen = m.run_packed(cfg, seed=s) if packed else _announce(m.run(cfg, seed=s, out=out), quiet, m.LONG_RUN_S)
-    stream(gen, command="quantize", config=cfg, seed=s, out=out, quiet=quiet, columns=cols, extra_config=extra)
+    stream(gen, run=run, quiet=quiet, columns=cols, extra_config=extra)
 
 
 def _announce(records, quiet: bool, long_s: float):

@@ -10,12 +10,14 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from icml26.core.data.text import CORPORA, read_text_file
 from icml26.core.errors import InputError
+from icml26.core.settings import Work, setting  # noqa: F401  (Work: the cost model's items)
 
-METHODS = ("fp", "rtn", "gptq", "smoothquant", "quarot", "fptquant", "fptquant-merged")
-DEFAULT_METHODS = ("fp", "rtn", "fptquant-merged")  # docs/quantize.md says why this FPTQuant variant; "all" = METHODS
+METHODS = ("fp", "rtn", "gptq", "smoothquant", "quarot", "fptquant", "fptquant-merged")  # "all" = these
+DEFAULT_METHODS = ("fp", "rtn", "fptquant-merged")  # docs/quantize.md says why this FPTQuant variant
 # FPTQuant variants: the transforms each runs beyond the trainable Q/K, value and MLP ones; both train
 # them locally (AIMET's LocalTransformOptimizer) then end to end (KL to the FP model).
 # fptquant: the paper's set (residual rotation with the RMSNorm gains folded in, online down-projection
@@ -27,8 +29,39 @@ FPT_VARIANTS: dict[str, dict[str, bool]] = {
     "fptquant-merged": {"rotate": False, "down_hadamard": False, "dyn_scale": False},
 }
 FPT_METHODS = tuple(FPT_VARIANTS)
+# A variant's name means both training stages (local, then end to end). One that runs fewer
+# stages carries its own name, in the records and on --method: (local ran, e2e ran) -> suffix.
+STAGE_SUFFIX = {(True, True): "", (True, False): "-local", (False, True): "-e2e-only", (False, False): "-untrained"}
+FPT_NAMES: dict[str, tuple[str, bool, bool]] = {  # name -> (variant, local allowed, e2e allowed)
+    v + suf: (v, lo, e2e) for v in FPT_VARIANTS for (lo, e2e), suf in STAGE_SUFFIX.items()
+}
+SELECTABLE = METHODS + tuple(n for n in FPT_NAMES if n not in METHODS)
 STANDARD_SETTINGS = ("W4A16", "W4A8", "W4A4", "W4A4KV4", "W8A8")  # the full comparison (methods "all")
-QUANTIZED = METHODS[1:]
+QUANTIZED = SELECTABLE[1:]
+
+
+def stage_steps(method: str, cfg: "Config") -> tuple[int, int]:
+    """(local steps, end-to-end steps) an FPTQuant name runs under ``cfg`` ((0, 0) for other methods)."""
+    if method not in FPT_NAMES:
+        return 0, 0
+    _, lo, e2e = FPT_NAMES[method]
+    return (cfg.local_steps if lo else 0), (cfg.e2e_steps if e2e else 0)
+
+
+def variant_of(method: str) -> str:
+    """The transform set of a method name: ``fptquant-merged-local`` -> ``fptquant-merged``; others as given."""
+    return FPT_NAMES[method][0] if method in FPT_NAMES else method
+
+
+def result_name(method: str, cfg: "Config") -> str:
+    """The name a result carries: what ran. An FPTQuant name whose stages ``cfg`` switches off
+    (``e2e_steps=0``, ``local_steps=0``) is named for the stages that did run
+    (``fptquant-merged`` with e2e_steps=0 -> ``fptquant-merged-local``)."""
+    if method not in FPT_NAMES:
+        return method
+    lo, e2e = stage_steps(method, cfg)
+    return variant_of(method) + STAGE_SUFFIX[(lo > 0, e2e > 0)]
+
 
 # Which methods read each setting (Config field). A field that is not listed (model, data,
 # evaluation) is read by every method. ``check_settings`` refuses a field that was set but is
@@ -51,21 +84,13 @@ HONOURED_BY: dict[str, tuple[str, ...]] = {
     },
     "smoothquant_alpha": ("smoothquant",),
     **{f: ("gptq",) for f in ("gptq_block_size", "gptq_percdamp", "gptq_act_order")},
+    **{f: tuple(FPT_NAMES) for f in ("fpt_qk", "fpt_v", "fpt_mlp")},
+    **{f: tuple(n for n, (_, lo, _) in FPT_NAMES.items() if lo) for f in ("local_steps", "local_lr", "local_wd")},
+    **{f: tuple(n for n, (_, _, e) in FPT_NAMES.items() if e) for f in ("e2e_steps", "e2e_lr", "e2e_seq_len")},
     **{
-        f: FPT_METHODS
-        for f in (
-            "fpt_qk",
-            "fpt_v",
-            "fpt_mlp",
-            "local_steps",
-            "local_lr",
-            "local_wd",
-            "e2e_steps",
-            "e2e_lr",
-            "e2e_seq_len",
-        )
+        f: tuple(n for n, (v, _, _) in FPT_NAMES.items() if FPT_VARIANTS[v]["rotate"])
+        for f in ("fpt_dyn_scale", "fpt_rotate", "fpt_down_hadamard")
     },
-    **{f: ("fptquant",) for f in ("fpt_dyn_scale", "fpt_rotate", "fpt_down_hadamard")},
 }
 # ... and which quantizer a field belongs to: it needs a selected setting that quantizes it.
 NEEDS_QUANTIZED: dict[str, str] = {
@@ -93,44 +118,82 @@ def parse_setting(s: str) -> tuple[int, int, int]:
 
 @dataclass(frozen=True)
 class Config:
-    model: str = "llama"  # built-in name, HF folder or .gguf
-    methods: tuple[str, ...] = DEFAULT_METHODS  # "all" = every method
-    settings: tuple[str, ...] = ()  # () = implied_settings(): by bits; every standard setting for methods "all"
-    bits: int = 0  # 0 = every setting; 4 / 8 keeps settings with that weight width
-    corpus: str = "python-docs"
-    calib_text: str | None = None  # user's plain-text file (replaces the corpus' calibration split)
-    eval_text: str | None = None  # user's plain-text file (replaces the corpus' evaluation split)
-    seq_len: int = 512
-    calib_tokens: int = 4096
-    eval_tokens: int = 2048  # 4 chunks of 512: the default run fits ~5 min on 2 idle cores
-    group_size: int = 0  # 0 = per output channel
-    w_sym: bool = True
-    w_clip_search: bool = False  # MSE search of a clipping ratio per row (slow on 2 cores)
-    a_sym: bool = False
-    act_granularity: str = "per-token"  # per-token (dynamic) | per-tensor (static)
-    a_clip_ratio: float = 0.9
-    kv_clip_ratio: float = 0.95
-    head_bits: int = 8  # embedding / lm_head weights (activations stay FP)
-    smoothquant_alpha: float = 0.5
-    gptq_block_size: int = 128  # GPTQ lazy-batch block B (Algorithm 1)
-    gptq_percdamp: float = 0.01  # dampening lambda = percdamp * mean(diag H)
-    gptq_act_order: bool = False  # quantize columns by decreasing diag(H)
-    fpt_qk: bool = True
-    fpt_v: bool = True
-    fpt_mlp: bool = True
-    fpt_dyn_scale: bool = True
-    fpt_rotate: bool = True
-    fpt_down_hadamard: bool = True
-    local_steps: int = 200  # FPTQuant local steps, as AIMET's LocalTransformOptimizer (~0.9 CPU-s each here)
-    local_lr: float = 1e-2
-    local_wd: float = 0.01  # AdamW weight decay (AIMET: torch's default, 0.01)
-    e2e_steps: int = 8  # end-to-end steps per setting (~7.6 CPU-s each at e2e_seq_len 256)
-    e2e_lr: float = 1e-3
-    e2e_seq_len: int = 256
-    greedy_prompts: int = 2
-    greedy_tokens: int = 16
-    save_method: str = ""  # "" = an FPTQuant variant if selected, else the first selected method that can be packed
-    save_setting: str = ""  # "" = the first setting that can be packed (W4/W8)
+    model: str = setting(
+        "llama", "the model: llama (SmolLM2-135M) | gemma3-270m | an HF folder | a .gguf | a folder saved by --out"
+    )
+    methods: tuple[str, ...] = setting(
+        DEFAULT_METHODS,
+        f"methods to run: any of {', '.join(METHODS)}, or all (these at the standard settings); an FPTQuant "
+        "variant + -local / -e2e-only / -untrained runs only those training stages",
+    )
+    settings: tuple[str, ...] = setting(
+        (), "quantization settings W<b>A<b>[KV<b>] (e.g. W4A16, W4A8, W4A4KV4); empty = those bits implies"
+    )
+    bits: int = setting(
+        0, "weight width kept: 4 runs W4A16 and W4A8, 8 runs W8A8; 0 = every given setting", unit="bits"
+    )
+    corpus: str = setting("python-docs", "built-in text corpus for calibration and evaluation (make data installs it)")
+    calib_text: str | None = setting(
+        None, "your own plain-text calibration file (replaces the corpus' calibration side)"
+    )
+    eval_text: str | None = setting(None, "your own plain-text evaluation file (replaces the corpus' evaluation side)")
+    eval_split: Literal["test", "validation"] = setting(
+        "test",
+        "what is scored: test = the evaluation text; validation = held-out text of the calibration source, after "
+        "the calibration tokens and disjoint from them and from the evaluation text (for choosing settings)",
+    )
+    seq_len: int = setting(512, "tokens per chunk of calibration and evaluation text", unit="tokens", ge=8, sized=32768)
+    calib_tokens: int = setting(
+        4096, "calibration tokens (GPTQ Hessians, SmoothQuant maxima, static ranges, e2e training)", ge=8, sized=2**20
+    )
+    eval_tokens: int = setting(
+        2048, "evaluation tokens scored for perplexity (4 chunks of 512 by default)", ge=8, sized=2**20
+    )
+    group_size: int = setting(0, "weight quantization group (input columns per scale); 0 = per output channel", ge=0)
+    w_sym: bool = setting(True, "symmetric weight grid (no zero point)")
+    w_clip_search: bool = setting(False, "MSE search of a clipping ratio per weight row (slow on 2 cores)")
+    a_sym: bool = setting(False, "symmetric activation grid (no zero point)")
+    act_granularity: Literal["per-token", "per-tensor"] = setting(
+        "per-token", "activation scales: per-token (dynamic) or per-tensor (static, calibrated on calibration text)"
+    )
+    a_clip_ratio: float = setting(0.9, "activation range kept (fraction of the max)", unit="fraction", gt=0, le=1)
+    kv_clip_ratio: float = setting(0.95, "KV-cache range kept (fraction of the max)", unit="fraction", gt=0, le=1)
+    head_bits: int = setting(8, "bits of the embedding and lm_head weights (8 or 16; their activations stay FP)")
+    smoothquant_alpha: float = setting(
+        0.5, "SmoothQuant migration strength alpha (Xiao et al. 2023, Eq. 4)", ge=0, le=1
+    )
+    gptq_block_size: int = setting(
+        128, "GPTQ lazy-batch block B (Frantar et al. 2023, Algorithm 1)", unit="columns", ge=1
+    )
+    gptq_percdamp: float = setting(0.01, "GPTQ dampening: lambda = percdamp x mean(diag H)", gt=0)
+    gptq_act_order: bool = setting(False, "GPTQ: quantize columns by decreasing diag(H)")
+    fpt_qk: bool = setting(True, "FPTQuant: pre-RoPE query/key scaled rotations")
+    fpt_v: bool = setting(True, "FPTQuant: value/output transform per head")
+    fpt_mlp: bool = setting(True, "FPTQuant: per-channel MLP scaler (up_proj rows / down_proj columns)")
+    fpt_dyn_scale: bool = setting(True, "fptquant only: dynamic residual scaling S_n (online, not mergeable)")
+    fpt_rotate: bool = setting(True, "fptquant only: residual Hadamard rotation (folds the RMSNorm gains)")
+    fpt_down_hadamard: bool = setting(True, "fptquant only: online Hadamard before down_proj (not mergeable)")
+    local_steps: int = setting(
+        200, "FPTQuant local-stage steps (AIMET LocalTransformOptimizer; reads no text)", ge=0, sized=100_000
+    )
+    local_lr: float = setting(1e-2, "FPTQuant local stage: AdamW learning rate", gt=0)
+    local_wd: float = setting(0.01, "FPTQuant local stage: AdamW weight decay (AIMET: torch's default, 0.01)", ge=0)
+    e2e_steps: int = setting(
+        8,
+        "FPTQuant end-to-end steps per setting (KL to the FP model on calibration text); 0 = local only",
+        ge=0,
+        sized=100_000,
+    )
+    e2e_lr: float = setting(1e-3, "FPTQuant end-to-end stage: Adam learning rate", gt=0)
+    e2e_seq_len: int = setting(
+        256, "tokens per end-to-end training chunk (capped at seq_len)", unit="tokens", ge=8, sized=32768
+    )
+    greedy_prompts: int = setting(2, "evaluation prompts continued greedily (greedy_agreement)", ge=0, sized=1000)
+    greedy_tokens: int = setting(16, "tokens generated per greedy prompt", unit="tokens", ge=0, sized=4096)
+    save_method: str = setting(
+        "", "--out: the method saved; empty = an FPTQuant variant if selected, else the first packable method"
+    )
+    save_setting: str = setting("", "--out: the setting saved; empty = the first W4/W8 setting")
 
     def __post_init__(self):
         methods = tuple(self.methods)
@@ -138,12 +201,22 @@ class Config:
             if len(methods) > 1:
                 raise ValueError(f"methods: 'all' stands alone (it is every method: {', '.join(METHODS)})")
             methods = METHODS
-        bad = [m for m in methods if m not in METHODS]
+        bad = [m for m in methods if m not in SELECTABLE]
         if bad or not methods:
             raise ValueError(
-                f"methods: unknown {bad[0] if bad else '(empty)'!r}; choose from {', '.join(METHODS)} or all"
+                f"methods: unknown {bad[0] if bad else '(empty)'!r}; choose from {', '.join(SELECTABLE)} or all"
             )
-        object.__setattr__(self, "methods", tuple(dict.fromkeys(methods)))
+        methods = tuple(dict.fromkeys(methods))
+        object.__setattr__(self, "methods", methods)
+        named: dict[str, str] = {}
+        for m in methods:
+            r = result_name(m, self)
+            if r in named:
+                raise ValueError(
+                    f"methods: {named[r]} and {m} would both run as {r} (local_steps={self.local_steps}, "
+                    f"e2e_steps={self.e2e_steps}); drop one"
+                )
+            named[r] = m
         if self.bits not in (0, 2, 3, 4, 5, 6, 7, 8):
             raise ValueError(f"bits must be 0 (all settings) or a weight width in 2..8, got {self.bits}")
         if not self.settings or tuple(x.upper() for x in self.settings) == ("ALL",):
@@ -180,8 +253,8 @@ class Config:
         for name in ("local_steps", "local_wd", "e2e_steps", "greedy_prompts", "greedy_tokens"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0")
-        if self.save_method and (self.save_method not in METHODS or self.save_method == "fp"):
-            raise ValueError(f"save_method must be one of {', '.join(METHODS[1:])}, got {self.save_method!r}")
+        if self.save_method and (self.save_method not in SELECTABLE or self.save_method == "fp"):
+            raise ValueError(f"save_method must be one of {', '.join(SELECTABLE[1:])}, got {self.save_method!r}")
         if self.save_setting:
             parse_setting(self.save_setting)
         if self.save_method == "gptq":
@@ -216,7 +289,7 @@ class Config:
         method that can be packed; save_setting or the first active W4/W8 setting. None where
         there is none."""
         m = self.save_method or next(
-            (x for x in (*FPT_METHODS, "rtn", "quarot", "smoothquant") if x in self.methods), None
+            (x for x in (*FPT_NAMES, "rtn", "quarot", "smoothquant") if x in self.methods), None
         )
         st = (
             self.save_setting.upper()
@@ -274,10 +347,11 @@ def check_settings(cfg: Config, given: dict[str, str], *, out: str | None = None
         by = HONOURED_BY.get(f)
         reason = None
         if by is not None and not set(by) & set(cfg.methods):
-            who = "the quantized methods" if set(by) == set(QUANTIZED) else ", ".join(by)
+            named = tuple(dict.fromkeys(variant_of(x) for x in by))  # a variant stands for its stage names
+            who = "the quantized methods" if set(by) == set(QUANTIZED) else ", ".join(named)
             reason = (
                 f"{f} is read by {who} only; the selected methods ({', '.join(cfg.methods)}) do not use it "
-                f"(add {'--method ' + by[0] if len(by) == 1 else 'a quantized method'}, or drop {f})"
+                f"(add {'--method ' + named[0] if len(named) == 1 else 'a quantized method'}, or drop {f})"
             )
         elif f in NEEDS_QUANTIZED and not quantizes[NEEDS_QUANTIZED[f]]:
             reason = (
@@ -320,10 +394,11 @@ def check_text_tokens(cfg: Config, model_dir) -> None:
     counts). The built-in corpus always has enough."""
     from transformers import AutoTokenizer
 
+    extra = cfg.eval_tokens if cfg.eval_split == "validation" else 0  # the validation tokens follow calibration
     sides = [
         (o, f, n)
         for o, f, n in (
-            ("--calib-text", cfg.calib_text, cfg.calib_tokens),
+            ("--calib-text", cfg.calib_text, cfg.calib_tokens + extra),
             ("--eval-text", cfg.eval_text, cfg.eval_tokens),
         )
         if f is not None
@@ -335,8 +410,11 @@ def check_text_tokens(cfg: Config, model_dir) -> None:
         have = len(tok(read_text_file(f) + "\n\n", add_special_tokens=False)["input_ids"])
         if have < n:
             side = "calib_tokens" if opt == "--calib-text" else "eval_tokens"
+            what = f"{n} needed ({side})"
+            if opt == "--calib-text" and extra:
+                what = f"{n} needed (calib_tokens + eval_tokens: eval_split=validation scores the text after them)"
             raise InputError(
-                f"{opt} {str(f)!r} has only {have} tokens, {n} needed ({side}); "
+                f"{opt} {str(f)!r} has only {have} tokens, {what}; "
                 f"give a longer text or lower it with --set {side}=N (at least seq_len={cfg.seq_len})"
             )
 

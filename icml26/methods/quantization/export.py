@@ -23,10 +23,12 @@ from safetensors.torch import save_file
 
 from icml26.core.atomic import atomic_dir
 from icml26.methods.quantization import quantizers as Q
+from icml26.methods.quantization.config import FPT_NAMES, FPT_VARIANTS
 from icml26.methods.quantization.qmodel import QSpec, quant_linears
 
 FORMAT = "compressed-tensors"
-MERGEABLE = ("rtn", "smoothquant", "fptquant-merged")  # methods whose transforms leave the architecture as it is
+# methods whose transforms leave the architecture as it is (fptquant-merged and its stage names)
+MERGEABLE = ("rtn", "smoothquant", *(n for n, (v, _, _) in FPT_NAMES.items() if not FPT_VARIANTS[v]["rotate"]))
 
 
 def is_export_folder(path) -> bool:

@@ -41,6 +41,7 @@ from icml26.methods.quantization import transforms as T
 from icml26.methods.quantization.config import (  # noqa: F401  (the command's names)
     DEFAULT_METHODS,
     FPT_METHODS,
+    FPT_NAMES,
     FPT_VARIANTS,
     GGUF_NOTE,
     HONOURED_BY,
@@ -54,10 +55,13 @@ from icml26.methods.quantization.config import (  # noqa: F401  (the command's n
     check_text_tokens,
     model_dims,
     parse_setting,
+    result_name,
+    stage_steps,
+    variant_of,
 )
 from icml26.methods.quantization.estimate import COST, LONG_RUN_S, RANGE, estimate_seconds  # noqa: F401
 from icml26.methods.quantization.prepare import calibration_use, model_size_bytes, prepare, stages, tied_embeddings
-from icml26.methods.quantization.textdata import load_text, shared_lines
+from icml26.methods.quantization.textdata import eval_chunks, load_text, shared_lines
 from icml26.ops import quant as ops
 
 
@@ -89,6 +93,7 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | None = No
         "text": src,
         "calib_source": cfg.calib_text or f"{cfg.corpus} (built in, calibration documents)",
         "eval_source": cfg.eval_text or f"{cfg.corpus} (built in, evaluation documents)",
+        "eval_split": cfg.eval_split,
         "calib_tokens": sum(c.numel() for c in calib),
         "eval_tokens": sum(c.numel() for c in evalc),
         "weight_quant": cfg.weight_quant_note(),
@@ -96,7 +101,11 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | None = No
         "note": GGUF_NOTE,
         "load_s": round(time.time() - t0, 2),
     }
-    if (cfg.calib_text is None) != (cfg.eval_text is None):  # a user file against the corpus: check they share no text
+    if cfg.eval_split == "validation":  # scored text: held out of the calibration source, not the evaluation text
+        data["scored"] = "validation"
+        data["calib_validation_shared_lines"] = shared_lines(tok, calib, evalc)
+        data["validation_eval_shared_lines"] = shared_lines(tok, evalc, eval_chunks(cfg, tok))
+    elif (cfg.calib_text is None) != (cfg.eval_text is None):  # a user file against the corpus: no shared text
         data["calib_eval_shared_lines"] = shared_lines(tok, calib, evalc)
     yield data
 
@@ -134,6 +143,7 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | None = No
             "transforms": [],
             "stages": [],
             "calibration_use": [],
+            "eval_split": cfg.eval_split,
             "seeds": [seed],
             "time_s": round(time.time() - t1, 2),
         }
@@ -206,9 +216,10 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | None = No
                     rec_extra = {"gptq_s": round(time.time() - tg, 2)}
                 QM.calibrate_static(model, calib, spec)
                 te = time.time()
-                if method in FPT_METHODS:
+                e2e_steps = stage_steps(method, cfg)[1]
+                if method in FPT_NAMES:
                     curve = []
-                    if cfg.e2e_steps:
+                    if e2e_steps:
                         params = copy.deepcopy(extras["params"])
                         curve = TR.train_e2e(
                             model,
@@ -217,7 +228,7 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | None = No
                             params,
                             extras["dm"],
                             e2e_batches,
-                            steps=cfg.e2e_steps,
+                            steps=e2e_steps,
                             lr=cfg.e2e_lr,
                             down_hadamard=extras["online_down_hadamard"],
                         )
@@ -236,7 +247,7 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | None = No
                         "local_loss_last": lc[-1] if lc else None,
                         "local_train_s": round(prep_only_s, 2),
                     }
-                    if cfg.e2e_steps:
+                    if e2e_steps:
                         rec_extra.update(
                             e2e_kl_first=curve[0] if curve else None,
                             e2e_kl_last=curve[-1] if curve else None,
@@ -246,7 +257,8 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | None = No
                 gen = E.greedy(model, prompts, cfg.greedy_tokens) if fp_gen else []
                 rec = {
                     "kind": "result",
-                    "method": method,
+                    "method": result_name(method, cfg),
+                    "variant": variant_of(method),
                     "setting": setting,
                     "wbits": spec.wbits,
                     "abits": spec.abits,
@@ -261,6 +273,7 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | None = No
                     "transforms": list(extras["transforms"]),
                     "stages": stages(method, cfg),
                     "calibration_use": calibration_use(method, cfg, spec.abits, spec.wbits),
+                    "eval_split": cfg.eval_split,
                     "tied_embeddings": tied_embeddings(model),
                     "fp_drift": drift,
                     "seeds": [seed],
@@ -277,19 +290,26 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | None = No
                     path = Path(out) / "model"
                     if X.exportable(method, spec):  # transformers loads it without icml26
                         X.save_compressed(
-                            model, tok, path, spec, method=method, transforms=rec["transforms"], perplexity=ppl
+                            model, tok, path, spec, method=rec["method"], transforms=rec["transforms"], perplexity=ppl
                         )
                         fmt = X.FORMAT
                     else:  # online Hadamard / S_n / asymmetric zero points: icml26's own loader and lean runtime
                         pack.save_quantized(
-                            model, tok, path, spec, method=method, extras=extras, fp_perplexity=fp_ppl, perplexity=ppl
+                            model,
+                            tok,
+                            path,
+                            spec,
+                            method=rec["method"],
+                            extras=extras,
+                            fp_perplexity=fp_ppl,
+                            perplexity=ppl,
                         )
                         fmt = pack.FORMAT
                     saved = str(path)
                     yield {
                         "kind": "step",
                         "stage": "saved",
-                        "method": method,
+                        "method": rec["method"],
                         "setting": setting,
                         "path": saved,
                         "format": fmt,
@@ -313,6 +333,7 @@ def summary(cfg: Config, results: list[dict], skipped: list[dict], settings: lis
         "n_results": len(results),
         "eval_tokens": sum(c.numel() for c in kw["evalc"]),
         "group_size": cfg.group_size,
+        "eval_split": cfg.eval_split,
         "skipped": skipped,
         "saved": kw["saved"],
         "time_s": round(time.time() - kw["t0"], 1),
@@ -327,10 +348,10 @@ def summary(cfg: Config, results: list[dict], skipped: list[dict], settings: lis
             v[f"best_{setting}"],
             v[f"tied_with_best_{setting}"],
         )
-        brs = [r for r in rs if r["method"] not in FPT_METHODS and r["method"] != "fp"]
+        brs = [r for r in rs if r["method"] not in FPT_NAMES and r["method"] != "fp"]
         base = [r["perplexity"] for r in brs]
         for r in rs:
-            if r["method"] in FPT_METHODS and base:
+            if r["method"] in FPT_NAMES and base:
                 summ[f"{r['method']}_vs_best_baseline_{setting}"] = round(r["perplexity"] / min(base), 4)
                 if any("e2e" in u for u in r.get("calibration_use", [])) and not any(
                     b.get("calibration_use") for b in brs

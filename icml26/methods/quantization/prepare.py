@@ -22,12 +22,12 @@ from icml26.methods.quantization import pack
 from icml26.methods.quantization import smoothquant as sq
 from icml26.methods.quantization import train as TR
 from icml26.methods.quantization import transforms as T
-from icml26.methods.quantization.config import FPT_VARIANTS, Config
+from icml26.methods.quantization.config import FPT_NAMES, FPT_VARIANTS, Config, stage_steps, variant_of
 
 
 def fpt_flags(method: str, cfg: Config) -> dict[str, bool]:
     """The transforms an FPTQuant variant runs (the fpt_* fields switch fptquant's optional ones off)."""
-    v = dict(FPT_VARIANTS[method])
+    v = dict(FPT_VARIANTS[variant_of(method)])
     if v["rotate"]:
         v.update(rotate=cfg.fpt_rotate, down_hadamard=cfg.fpt_down_hadamard, dyn_scale=cfg.fpt_dyn_scale)
     return v
@@ -35,17 +35,14 @@ def fpt_flags(method: str, cfg: Config) -> dict[str, bool]:
 
 def stages(method: str, cfg: Config) -> list[str]:
     """The training stages a method runs, as every result record lists them."""
-    if method not in FPT_VARIANTS:
+    if method not in FPT_NAMES:
         return []
+    local, e2e = stage_steps(method, cfg)
     out = []
-    if cfg.local_steps:
-        out.append(
-            f"local(steps={cfg.local_steps}, AdamW lr={cfg.local_lr:g} weight_decay={cfg.local_wd:g}, data=none)"
-        )
-    if cfg.e2e_steps:
-        out.append(
-            f"e2e(steps={cfg.e2e_steps}, Adam lr={cfg.e2e_lr:g}, seq_len={cfg.e2e_seq_len}, data=calibration text)"
-        )
+    if local:
+        out.append(f"local(steps={local}, AdamW lr={cfg.local_lr:g} weight_decay={cfg.local_wd:g}, data=none)")
+    if e2e:
+        out.append(f"e2e(steps={e2e}, Adam lr={cfg.e2e_lr:g}, seq_len={cfg.e2e_seq_len}, data=calibration text)")
     return out
 
 
@@ -58,8 +55,9 @@ def calibration_use(method: str, cfg: Config, abits: int, wbits: int) -> list[st
         out.append("smoothquant activation maxima")
     if method == "gptq" and wbits < 16:
         out.append("gptq hessians")
-    if method in FPT_VARIANTS and cfg.e2e_steps:
-        out.append(f"e2e KL training ({cfg.e2e_steps} steps x {min(cfg.e2e_seq_len, cfg.seq_len)} tokens)")
+    e2e = stage_steps(method, cfg)[1]
+    if e2e:
+        out.append(f"e2e KL training ({e2e} steps x {min(cfg.e2e_seq_len, cfg.seq_len)} tokens)")
     if abits < 16 and cfg.act_granularity == "per-tensor":
         out.append("static activation ranges")
     return out
@@ -107,7 +105,13 @@ def prepare(method: str, fp_model, cfg: Config, calib: list, seed: int):
     params = [T.FPTParams(dm, qk=cfg.fpt_qk, v=cfg.fpt_v, mlp=cfg.fpt_mlp, v_init=v_init) for _ in T.layers(model)]
     bases = T.base_weights(model)
     curve = TR.train_local(
-        bases, params, dm, steps=cfg.local_steps, lr=cfg.local_lr, weight_decay=cfg.local_wd, down_hadamard=down_h
+        bases,
+        params,
+        dm,
+        steps=stage_steps(method, cfg)[0],
+        lr=cfg.local_lr,
+        weight_decay=cfg.local_wd,
+        down_hadamard=down_h,
     )
     with torch.no_grad():
         T.merge_into(model, bases, params, dm, down_hadamard=down_h)

@@ -1,10 +1,13 @@
 """Calibration and evaluation text of ``icml26 quantize``: a built-in corpus split by document
 (doc i -> evaluation iff i % 10 == 9, else calibration; ``evaluate.split_corpus``) or the user's
-files, cut into chunks of ``seq_len`` tokens; and the check that a user file shares no lines with
-the corpus side it is paired with.
+files, cut into chunks of ``seq_len`` tokens; the validation side (``eval_split=validation``):
+held-out text of the calibration source, disjoint from the calibration tokens and from the
+evaluation text; and the check that two sides share no lines.
 """
 
 from __future__ import annotations
+
+import torch
 
 from icml26.core.data.text import load_corpus, read_text_file
 from icml26.core.errors import InputError
@@ -12,8 +15,34 @@ from icml26.methods.quantization import evaluate as E
 from icml26.methods.quantization.config import Config
 
 
+def split_after(tok, docs: list[str], n_first: int, n_second: int):
+    """(first, second) token streams of ``docs`` in order: the first ``n_first`` tokens, then
+    ``n_second`` tokens that start at the next document boundary after them (right after them
+    when the text is one document), so the two share no text. ValueError when too short."""
+    ids: list[int] = []
+    start = None
+    for d in docs:
+        if start is None and len(ids) >= n_first:
+            start = len(ids)  # the first document that begins after the calibration tokens
+        ids.extend(tok(d + "\n\n", add_special_tokens=False)["input_ids"])
+        if start is not None and len(ids) >= start + n_second:
+            break
+    if start is None:
+        start = n_first if len(docs) == 1 else len(ids)
+    if len(ids) < n_first or start + n_second > len(ids):
+        raise ValueError(
+            f"the calibration text has {len(ids)} tokens: {n_first} calibration tokens and {n_second} validation "
+            "tokens after them are needed (eval_split=validation; lower calib_tokens or eval_tokens)"
+        )
+    return torch.tensor(ids[:n_first], dtype=torch.long), torch.tensor(ids[start : start + n_second], dtype=torch.long)
+
+
 def load_text(cfg: Config, tok):
     """(calibration chunks, evaluation chunks, e2e chunks, source description).
+
+    With ``eval_split=validation`` the scored chunks are the validation side instead: eval_tokens
+    tokens of the calibration source after the calibration tokens (from the next document), never
+    the evaluation text, so settings can be chosen without looking at it.
 
     Each side is the user's file when given (calib_text / eval_text), else the built-in
     corpus' split for that side (evaluate.split_corpus: doc i -> eval iff i % 10 == 9): a user
@@ -33,11 +62,22 @@ def load_text(cfg: Config, tok):
     else:
         src = f"calib={cfg.calib_text}, eval={cfg.corpus} evaluation documents (built in; {rule})"
     try:
-        cs = E.token_stream(tok, calib_docs, cfg.calib_tokens)
-        es = E.token_stream(tok, eval_docs, cfg.eval_tokens)
+        if cfg.eval_split == "validation":
+            cs, es = split_after(tok, calib_docs, cfg.calib_tokens, cfg.eval_tokens)
+            side = cfg.calib_text or f"{cfg.corpus} calibration documents"
+            src = f"validation = {side} after the calibration tokens (next document on); {src}"
+        else:
+            cs = E.token_stream(tok, calib_docs, cfg.calib_tokens)
+            es = E.token_stream(tok, eval_docs, cfg.eval_tokens)
     except ValueError as e:
         raise InputError(str(e)) from None
     return E.chunks(cs, cfg.seq_len), E.chunks(es, cfg.seq_len), E.chunks(cs, min(cfg.e2e_seq_len, cfg.seq_len)), src
+
+
+def eval_chunks(cfg: Config, tok) -> list:
+    """The evaluation text's chunks (the test side), whatever eval_split says."""
+    docs = [read_text_file(cfg.eval_text)] if cfg.eval_text is not None else E.split_corpus(load_corpus(cfg.corpus))[1]
+    return E.chunks(E.token_stream(tok, docs, cfg.eval_tokens), cfg.seq_len)
 
 
 def shared_lines(tok, calib: list, evalc: list, min_chars: int = 40) -> int:
