@@ -88,14 +88,14 @@ def bai(
         seeds=seeds,
         **typed_setting,
     )
-    from icml26.methods.exploration import bai as m
-    from icml26.methods.exploration.bandit_env import load_env
+    from icml26.methods.exploration.api import bai as m
+    from icml26.methods.exploration.api import bandit_env
 
     cfg = run.cfg
     search = (Path(recipe).resolve().parent,) if recipe else ()
     env_path = m.resolve_env_path(cfg.env, search)
     cfg = dataclasses.replace(cfg, env=str(env_path))
-    table = load_env(env_path)
+    table = bandit_env.load_env(env_path)
     cfg = dataclasses.replace(cfg, reward_range=m.resolve_reward_range(cfg, table))  # the value used, in the record
     m.validate(cfg, table)
     s = run.seed

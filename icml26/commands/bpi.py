@@ -84,7 +84,7 @@ def bpi(
         budget=budget,
         seeds=seeds,
     )
-    from icml26.methods.exploration import bpi as m
+    from icml26.methods.exploration.api import bpi as m
 
     mdp_ = m.prepare(run.cfg)  # every check before the first record
     stream(

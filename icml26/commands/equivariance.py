@@ -83,7 +83,7 @@ def equivariance(
         model=model,
     )
     cfg, s = run.cfg, run.seed
-    from icml26.methods.theory import equivariance as m
+    from icml26.methods.theory.api import equivariance as m
 
     user = None
     if cfg.model is not None:

@@ -98,7 +98,7 @@ def fed_lora(
         personal_ranks=parse_numbers(personal_ranks, "--personal-ranks", int),
         tasks=tasks,
     )
-    from icml26.methods.federated import harness as m
+    from icml26.methods.federated import api as m
 
     m.preflight(run.cfg, run.seed)  # Flower/peft, ranks vs the model's dimensions, the task source
     cols = ["strategy", "local_perplexity", "local_rouge1", "global_perplexity", "comm_bytes_total", "wall_s"]

@@ -66,10 +66,10 @@ def make_bench(
     from icml26.core.errors import InputError
     from icml26.core.output import stream
     from icml26.core.preamble import prepare
-    from icml26.methods.spatial import bench as B
+    from icml26.methods.spatial import api
 
     run = prepare(
-        B.BenchConfig,
+        api.BenchConfig,
         "geo-fusion make-bench",
         recipe=recipe,
         sets=set_,
@@ -82,9 +82,9 @@ def make_bench(
     if out is None:
         raise InputError("geo-fusion make-bench: missing required option --out")
     require_povray()  # exit 2 naming the install command, before anything is written
-    B.check_out(out, cfg, seed=s, first_index=first_index)
+    api.check_out(out, cfg, seed=s, first_index=first_index)
     stream(
-        B.build(out, cfg, seed=s, first_index=first_index),
+        api.build(out, cfg, seed=s, first_index=first_index),
         run=run,
         quiet=quiet,
         columns=["task", "questions"],
@@ -150,7 +150,7 @@ def train(
     missing = [f for f, v in (("--bench", bench), ("--train-bench", train_bench)) if v is None]
     if missing:
         raise InputError(f"geo-fusion train: missing required option {' and '.join(missing)}")
-    from icml26.methods.spatial.bench import read_questions
+    from icml26.methods.spatial import api
 
     for flag, d in (("--bench", bench), ("--train-bench", train_bench)):
         if not (Path(d) / "questions.jsonl").is_file():
@@ -158,18 +158,16 @@ def train(
                 f"{flag} {d!r} is not a benchmark folder (no questions.jsonl; run `icml26 geo-fusion make-bench`)"
             )
         try:
-            read_questions(d)  # every line checked before the first record is written
+            api.read_questions(d)  # every line checked before the first record is written
         except InputError as e:
             raise InputError(f"{flag}: {e}") from None
     if Path(bench).resolve() == Path(train_bench).resolve():
         raise InputError(
             "--train-bench and --bench are the same folder: train on disjoint scenes (make-bench --first-index)"
         )
-    from icml26.methods.spatial import experiment as E
-
-    splits = E.load_splits(cfg, bench, train_bench)  # a missing or corrupt scene file: exit 2 before any record
+    splits = api.load_splits(cfg, bench, train_bench)  # a missing or corrupt scene file: exit 2 before any record
     stream(
-        E.run(cfg, bench=bench, train_bench=train_bench, seed=s, out=out, splits=splits),
+        api.run(cfg, bench=bench, train_bench=train_bench, seed=s, out=out, splits=splits),
         run=run,
         quiet=quiet,
         columns=["variant", "task", "score", "score_ci", "params_trained", "seeds"],
@@ -197,12 +195,12 @@ def score(
     """
     from icml26.core.errors import InputError
     from icml26.core.output import stream
-    from icml26.methods.spatial import scoring as S
+    from icml26.methods.spatial import api
 
     if predictions is None:
         raise InputError("geo-fusion score: missing required option --predictions")
-    rows = S.read_predictions(predictions)
-    records, summary = S.score(rows)
+    rows = api.read_predictions(predictions)
+    records, summary = api.score(rows)
     stream(
         iter(records + [summary]),
         command="geo-fusion score",

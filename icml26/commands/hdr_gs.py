@@ -131,7 +131,7 @@ def train(
         iters=iters,
     )
     cfg, s = run.cfg, run.seed
-    from icml26.methods.splatting import hdr_gs as H
+    from icml26.methods.splatting import api as H
 
     if data is not None:
         for f in H.scene_folders(data):  # a bad folder: one line, exit 2, before anything is written
@@ -187,7 +187,7 @@ def render(
     """
     from icml26.core.errors import InputError
     from icml26.core.output import stream
-    from icml26.methods.splatting import hdr_gs as H
+    from icml26.methods.splatting import api as H
 
     missing = [f for f, v in (("--ckpt", ckpt), ("--data", data), ("--out", out)) if v is None]
     if missing:
@@ -232,7 +232,7 @@ def evaluate(
 
     from icml26.core.errors import InputError
     from icml26.core.output import stream
-    from icml26.methods.splatting import hdr_gs as H
+    from icml26.methods.splatting import api as H
 
     missing = [f for f, v in (("--ckpt", ckpt), ("--data", data)) if v is None]
     if missing:

@@ -83,7 +83,7 @@ def analyze(
         feature_layer=feature_layer,
     )
     cfg, s = run.cfg, run.seed
-    from icml26.methods.diffusion import analyze as m
+    from icml26.methods.diffusion.api import analyze as m
 
     inputs = m.validate(cfg, model, s)  # every input check before the config record
     stream(
@@ -153,7 +153,7 @@ def train(
         steps=steps,
     )
     cfg, s, previous = run.cfg, run.seed, run.previous
-    from icml26.methods.diffusion import train as m
+    from icml26.methods.diffusion.api import train as m
 
     inputs = m.validate(cfg, out, resume)
     from icml26.core.dist import drain_unless_main, is_main
@@ -188,7 +188,7 @@ def report(
 ) -> None:
     """Write the PNG plots of a run folder (icr_sweep.png, or icr_training.png and icr_quality.png) into it."""
     from icml26.core.output import stream
-    from icml26.methods.diffusion import report as m
+    from icml26.methods.diffusion.api import report as m
 
     m.read_run(run_dir)  # bad folder: exit 2 before any output
     stream(

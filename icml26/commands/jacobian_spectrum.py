@@ -98,7 +98,7 @@ def jacobian_spectrum(
         model=model,
     )
     cfg, s = run.cfg, run.seed
-    from icml26.methods.theory import spectrum as m
+    from icml26.methods.theory.api import spectrum as m
 
     user = None
     if cfg.model is not None:

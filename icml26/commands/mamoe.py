@@ -98,7 +98,7 @@ def prepare(
 
     run = preamble(CONFIG, "mamoe prepare", recipe=recipe, sets=set_, seed=seed, out=out)
     cfg, s = run.cfg, run.seed
-    from icml26.methods.speech import train as m
+    from icml26.methods.speech import api as m
 
     m.validate_prepare(cfg)
     data_dir = Path(out) / "data" if out is not None else m.default_data_dir(cfg, s)
@@ -158,7 +158,7 @@ def train(
         steps=steps,
     )
     cfg, s = run.cfg, run.seed
-    from icml26.methods.speech import train as m
+    from icml26.methods.speech import api as m
 
     inputs = m.validate(cfg, seed=s, out=out)
     stream(
@@ -203,7 +203,7 @@ def eval_(
     ckpts = None
     resolve_device(device, "mamoe eval", ("cpu",))
     check_out(out)
-    from icml26.methods.speech import train as m
+    from icml26.methods.speech import api as m
 
     if run_dir is not None:
         if recipe is not None or set_:

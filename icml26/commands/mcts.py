@@ -101,7 +101,7 @@ def mcts(
         reuse_tree=reuse_tree,
     )
     cfg, s = run.cfg, run.seed
-    from icml26.methods.exploration import mcts as m
+    from icml26.methods.exploration.api import mcts as m
 
     loaded = m.load_env(cfg)  # a bad --env exits 2 before any record is printed or written
     cfg = m.config_used(cfg, loaded[1])  # the config record holds the gamma used (a file's own)

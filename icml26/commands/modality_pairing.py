@@ -105,7 +105,7 @@ def modality_pairing(
         seeds=seeds,
     )
     cfg, s, previous = run.cfg, run.seed, run.previous
-    from icml26.methods.multimodal import train as m
+    from icml26.methods.multimodal import api as m
 
     m.validate(cfg)
     ms = m.load(cfg)  # builds av-digits on first use; a bad folder / mismatched labels: InputError before any record

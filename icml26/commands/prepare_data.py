@@ -64,12 +64,12 @@ def prepare_data(
             columns=["path", "size_bytes"],
         )
         return
-    from icml26.methods.exploration.traffic import prepare_traffic_bandit
+    from icml26.methods.exploration.api import traffic_bandit
 
     out = "data/traffic" if out is None else out
     if Path(out).exists() and not Path(out).is_dir():
         raise InputError(f"--out {out!r} exists and is not a directory")
-    paths = prepare_traffic_bandit(out, counts=counts, force=force)  # all checks before any output
+    paths = traffic_bandit.prepare_traffic_bandit(out, counts=counts, force=force)  # all checks before any output
 
     def records():
         for p in paths:

@@ -79,7 +79,7 @@ def probe_syntax(
         pooling=pooling,
     )
     cfg, s = run.cfg, run.seed
-    from icml26.methods.probing import syntax_semantics as m
+    from icml26.methods.probing import api as m
 
     # validate everything the user gave before the first output line
     if cfg.sentences is not None:

@@ -97,6 +97,6 @@ def sng(
     )
     if run.device != "cpu" and run.cfg.sampling != "uniform":
         raise InputError(f"sampling {run.cfg.sampling!r} runs on the CPU only; use --device cpu")
-    from icml26.methods.pinn import train as m
+    from icml26.methods.pinn import api as m
 
     stream(m.run(run.cfg, seed=run.seed, device=run.device), run=run, quiet=quiet, columns=COLUMNS, plot=m.plot)

@@ -151,11 +151,11 @@ def run(
         lane_fraction=lane_fraction,
         seeds=seeds,
     )
-    from icml26.methods.traffic import harness as H
+    from icml26.methods.traffic import api
 
-    inp = H.load_inputs(run.cfg)  # every data check before the config record
+    inp = api.load_inputs(run.cfg)  # every data check before the config record
     stream(
-        H.run(run.cfg, seed=run.seed, device=run.device, inputs=inp),
+        api.run(run.cfg, seed=run.seed, device=run.device, inputs=inp),
         run=run,
         quiet=quiet,
         columns=COLUMNS,
@@ -190,13 +190,13 @@ def prepare(
     """Write the road/lane datasets from real counts: lanes = detectors, roads = correlation groups of detectors (the
     grouping is written to sensors.csv)."""
     from icml26.core.output import stream
-    from icml26.methods.traffic import checkpoints as C
+    from icml26.methods.traffic import api
 
     _require("prepare", **{"--out": out})
     cfg = _run("traffic prepare", recipe, set_).cfg
-    prepared = C.prepare_dataset(counts, cfg)
+    prepared = api.prepare_dataset(counts, cfg)
     stream(
-        C.prepare_files(prepared, out, counts=counts, cfg=cfg),
+        api.prepare_files(prepared, out, counts=counts, cfg=cfg),
         command="traffic prepare",
         config=cfg,
         out=out,
@@ -240,13 +240,12 @@ def pretrain(
         seeds=seeds,
     )
     cfg, s, dev = run.cfg, run.seed, run.device
-    from icml26.methods.traffic import checkpoints as C
-    from icml26.methods.traffic import harness as H
+    from icml26.methods.traffic import api
 
-    inp = H.load_inputs(cfg)
-    C.check_pretrain(cfg, inp)
+    inp = api.load_inputs(cfg)
+    api.check_pretrain(cfg, inp)
     stream(
-        C.pretrain_files(cfg, inp, out, seed=s, device=dev),
+        api.pretrain_files(cfg, inp, out, seed=s, device=dev),
         command="traffic pretrain",
         config=cfg,
         seed=s,
@@ -298,13 +297,12 @@ def finetune(
         seeds=seeds,
     )
     cfg, s, dev = run.cfg, run.seed, run.device
-    from icml26.methods.traffic import checkpoints as C
-    from icml26.methods.traffic import harness as H
+    from icml26.methods.traffic import api
 
-    inp = H.load_inputs(cfg)
-    states = C.pretrained_states(cfg, checkpoint, s)
+    inp = api.load_inputs(cfg)
+    states = api.pretrained_states(cfg, checkpoint, s)
     stream(
-        C.finetune_files(cfg, inp, out, states=states, seed=s, device=dev),
+        api.finetune_files(cfg, inp, out, states=states, seed=s, device=dev),
         command="traffic finetune",
         config=cfg,
         seed=s,
@@ -334,11 +332,11 @@ def eval_(
     horizons = parse_numbers(horizon, "--horizon", int)
     dev = resolve_device(device, "traffic eval")
     check_out(out)
-    from icml26.methods.traffic import checkpoints as C
+    from icml26.methods.traffic import api
 
-    cfg, inp, groups = C.eval_plan(checkpoint, data=data, horizons=horizons)
+    cfg, inp, groups = api.eval_plan(checkpoint, data=data, horizons=horizons)
     stream(
-        C.eval_files(cfg, inp, groups, device=dev),
+        api.eval_files(cfg, inp, groups, device=dev),
         command="traffic eval",
         config=cfg,
         out=out,

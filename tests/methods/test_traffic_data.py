@@ -1,5 +1,5 @@
 """Traffic readers (csv / h5 / npz / long parquet), gap-aware windows, chronological splits and
-real-unit metrics (icml26.core.data.traffic, icml26.methods.traffic.data)."""
+real-unit metrics (icml26.core.data.sensor_series, icml26.methods.traffic.data)."""
 
 import math
 
@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from icml26.core.data import traffic as td
+from icml26.core.data import sensor_series as td
 from icml26.core.errors import InputError
 from icml26.methods.traffic import data as D
 from tests.methods.traffic_synth import lanes_frame, write_csv

@@ -147,14 +147,14 @@ class Config:
 
 def builtin_envs() -> list[str]:
     """Names accepted by ``--env`` besides a path."""
-    from icml26.methods.exploration.traffic import INSTANCES
+    from icml26.methods.exploration.traffic_bandit import INSTANCES
 
     return sorted(p.stem for p in BUILTIN_DIR.glob("*.yaml")) + sorted(INSTANCES)
 
 
 def resolve_env_path(env: str, search_dirs: tuple[Path, ...] = ()) -> Path:
     """A path (as given, or relative to ``search_dirs``) or a built-in name -> YAML path."""
-    from icml26.methods.exploration.traffic import INSTANCES, builtin_traffic_env
+    from icml26.methods.exploration.traffic_bandit import INSTANCES, builtin_traffic_env
 
     if not env:
         raise InputError("no bandit given: pass --env FILE.yaml or a built-in name (" + ", ".join(builtin_envs()) + ")")

@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from icml26.methods.exploration.mcts_config import check_value_range
+
 NOISE_KINDS = {"gaussian": 0, "student_t": 1, "bernoulli": 2}
 MAX_NODES = 2_000_000
 MAX_OUTCOMES = 20_000_000  # (s, a, outcome) entries: prob float64 + child int64, 16 B each
@@ -214,8 +216,6 @@ def from_dict(data: Any, path: str = "<tree>") -> Tree:
     name = str(data.get("name") or Path(path).stem)
     declared = None
     if "value_range" in data:
-        from icml26.methods.exploration.mcts import check_value_range
-
         try:
             declared = check_value_range(data["value_range"], "value_range")
         except ValueError as e:

@@ -256,7 +256,7 @@ def eval_files(cfg: H.Config, inp: H.Inputs, groups: dict, *, device: str) -> It
 
 def prepare_dataset(counts: str | None, cfg: H.Config):
     """Read and group the built-in (or a user's long) counts: (lanes, roads, split); InputError on bad input."""
-    from icml26.core.data import traffic as td
+    from icml26.core.data import sensor_series as td
     from icml26.methods.traffic import data as D
 
     if cfg.pretrain_days == 0:

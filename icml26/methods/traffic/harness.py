@@ -56,7 +56,7 @@ from icml26.methods.traffic.training import (  # noqa: F401  (re-exported: the h
 
 def load_inputs(cfg: Config) -> Inputs:
     """Read and check the data (InputError on a bad file or a series too short for the split)."""
-    from icml26.core.data import traffic as td
+    from icml26.core.data import sensor_series as td
     from icml26.methods.traffic import data as D
 
     kw = {"feature": cfg.npz_feature, "start": cfg.npz_start, "step_s": cfg.npz_step_s}

@@ -1,4 +1,6 @@
-"""Real traffic counts from PyPI ``traffic-anomaly`` (MIT; ships parquet sample data).
+"""Sensor time series (``SensorSeries``: traffic counts, speeds, travel times) read from the
+files the field ships: CSV, METR-LA / PEMS-BAY .h5, PeMSD .npz, long parquet; and the real
+traffic counts of PyPI ``traffic-anomaly`` (MIT; ships parquet sample data).
 
 ``sample_counts``: 15-minute vehicle counts of 22 detectors (lanes) at one signalised
 intersection, 2024-04-18 to 2024-05-13 (2,492 intervals per detector).

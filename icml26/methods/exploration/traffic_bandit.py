@@ -5,7 +5,7 @@ recorded 15-minute count of that lane uniformly at random (in hundreds of vehicl
 best arm is the busiest lane. Counts follow the daily cycle, so every arm is highly
 stochastic and bimodal (coefficient of variation 0.7-0.9): a real heteroscedastic BAI
 problem. Source data: PyPI ``traffic-anomaly`` ``sample_counts`` (22 detectors, 2,492
-intervals each), read through :mod:`icml26.core.data.traffic`.
+intervals each), read through :mod:`icml26.core.data.sensor_series`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def prepare_traffic_bandit(out: str | Path, *, counts: str | Path | None = None,
     Raises InputError if files exist (unless force) or MissingDataError without the package."""
     import yaml
 
-    from icml26.core.data.traffic import counts_wide
+    from icml26.core.data.sensor_series import counts_wide
     from icml26.core.output import atomic_write_text
 
     out = Path(out)
