@@ -114,7 +114,7 @@ def part_fwdbwd(cfg, args, data: dict) -> None:
 
     import torch
 
-    from icml26.methods.attention import kernel
+    from icml26.ops import muse as kernel
     from icml26.methods.attention import muse as M
 
     torch.set_num_threads(args.threads)

@@ -12,8 +12,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import muse as BM  # noqa: E402  (benchmarks/muse.py: the bench's q/k/v)
 
-from icml26.methods.attention import kernel as K  # noqa: E402
 from icml26.methods.attention import muse as M  # noqa: E402
+from icml26.ops import muse as K  # noqa: E402
 from icml26.ops._ref import muse as R  # noqa: E402
 
 

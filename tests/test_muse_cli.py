@@ -63,7 +63,7 @@ def test_train_tiny_contract_determinism_and_resume(tmp_path):
     assert res["sdpa"]["val_loss"] < 5.545  # below the uniform byte loss ln(256) after 6 steps
     import torch
 
-    from icml26.methods.attention import kernel
+    from icml26.ops import muse as kernel
     from icml26.methods.attention.muse import MuseSettings
 
     # the path that trained is recorded (the kernel's first-use build happens before the clock starts)

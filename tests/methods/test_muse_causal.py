@@ -10,8 +10,9 @@ import torch
 
 from icml26.core import ext
 from icml26.methods.attention import hf
-from icml26.methods.attention import kernel as K
 from icml26.methods.attention import muse as M
+from icml26.ops import muse as K
+from tests.methods.muse_models import tiny_lm
 
 VARIANTS = ("muse", "muse-noretrieval", "muse-v1", "block")
 GPL = Path("/usr/share/common-licenses/GPL-3")
@@ -76,20 +77,7 @@ def _perturbation_check(model, ids, positions, vocab, tol=1e-4):
 
 
 def _tiny_qwen2():
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    cfg = Qwen2Config(
-        vocab_size=101,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        attention_dropout=0.0,
-    )
-    torch.manual_seed(0)
-    return Qwen2ForCausalLM._from_config(cfg, attn_implementation="muse")
+    return tiny_lm("Qwen2", "muse", vocab=101, attention_dropout=0.0)
 
 
 @pytest.mark.parametrize("mode", ["eval", "train"])
@@ -157,21 +145,8 @@ def test_tiny_mistral_ragged_length_and_generate_prefill_are_causal(path):
     last position; then ``model.generate`` (MuSe prefill, exact decode over the KV cache): the
     logits of every prefix >= 2 blocks, computed alone, equal those of the whole sequence at that
     position, and greedy generation equals argmax over prefix-only prefills step by step."""
-    from transformers import MistralConfig, MistralForCausalLM
-
-    cfg = MistralConfig(
-        vocab_size=97,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        sliding_window=None,
-    )
     hf.register()
-    torch.manual_seed(1)
-    model = MistralForCausalLM._from_config(cfg, attn_implementation="muse").eval()
+    model = tiny_lm("Mistral", "muse", seed=1, sliding_window=None).eval()
     ids = torch.randint(0, 97, (2, 75), generator=torch.Generator().manual_seed(5))
     with hf.settings(_settings("muse")), torch.no_grad():
         _perturbation_check(model, ids, (1, 32, 40, 74), 97)

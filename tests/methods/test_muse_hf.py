@@ -6,22 +6,11 @@ import torch
 
 from icml26.methods.attention import hf
 from icml26.methods.attention import muse as M
+from tests.methods.muse_models import tiny_lm
 
 
 def _tiny(attn):
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    cfg = LlamaConfig(
-        vocab_size=97,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-    )
-    torch.manual_seed(0)
-    return LlamaForCausalLM._from_config(cfg, attn_implementation=attn).eval()
+    return tiny_lm("Llama", attn).eval()
 
 
 @pytest.fixture(scope="module")
@@ -77,44 +66,18 @@ def test_generate_uses_the_sdpa_fallback_for_decode(models):
 
 
 def _tiny_mistral(attn, window):
-    from transformers import MistralConfig, MistralForCausalLM
-
-    cfg = MistralConfig(
-        vocab_size=97,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        sliding_window=window,
-    )
-    torch.manual_seed(0)
-    return _build(MistralForCausalLM, cfg, attn)
+    return tiny_lm("Mistral", attn, sliding_window=window).eval()
 
 
 def _tiny_gemma2(attn):
-    from transformers import Gemma2Config, Gemma2ForCausalLM
-
-    cfg = Gemma2Config(
-        vocab_size=97,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
+    return tiny_lm(
+        "Gemma2",
+        attn,
         head_dim=16,
-        max_position_embeddings=256,
         sliding_window=512,
         attn_logit_softcapping=0.05,
         query_pre_attn_scalar=16,
-    )
-    torch.manual_seed(0)
-    return _build(Gemma2ForCausalLM, cfg, attn)
-
-
-def _build(cls, cfg, attn):
-    return cls._from_config(cfg, attn_implementation=attn).eval()
+    ).eval()
 
 
 def test_sliding_window_model_is_named_before_the_run_and_runs_exact_windowed_attention(capsys):

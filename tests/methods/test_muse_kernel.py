@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from icml26.core import ext
-from icml26.methods.attention import kernel as K
 from icml26.methods.attention import muse as M
+from icml26.ops import muse as K
 
 
 def _qkv(b, h, hk, n, d, seed=0):

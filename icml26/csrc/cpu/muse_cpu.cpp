@@ -1,6 +1,6 @@
 // MuSe causal attention forward and backward for CPU (icml26 muse; the torch twin and test oracle
-// is icml26/methods/attention/muse.py::muse_attention; the wrapper and the autograd node
-// MuseFunction are in icml26/methods/attention/kernel.py). Ops: muse_forward (out),
+// is icml26/ops/_ref/muse.py::muse_attention; the wrapper and the autograd node
+// MuseFunction are in icml26/ops/muse.py). Ops: muse_forward (out),
 // muse_forward_lse (out and each row's log-sum-exp, saved for training), muse_backward
 // (dq, dk, dv; see its comment below). The forward:
 //

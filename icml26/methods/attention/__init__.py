@@ -6,7 +6,8 @@ MoBA-style spatial-block baseline, as a library and a transformers attention imp
     from icml26.methods.attention.hf import register
     register(muse.MuseSettings())       # then from_pretrained(..., attn_implementation="muse")
 
-Modules: ``muse`` (the method, its ablations, the block baseline), ``hf`` (the transformers
-registration), ``kernel`` (the C++ forward and its torch twin), ``harness`` (the command's entry
+Modules: ``muse`` (the method's public names: settings, variants, the attention function; the
+C++ kernel and its torch twin live in ``icml26.ops.muse`` / ``icml26.ops._ref.muse``), ``hf`` (the
+transformers registration), ``config`` (the torch-free settings), ``harness`` (the command's entry
 points, re-exported from ``config``, ``data``, ``bench``, ``evaluate`` and ``train``).
 """

@@ -6,14 +6,21 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import replace
-from typing import TYPE_CHECKING, Iterator
+from typing import Iterator
 
+import torch
+from transformers import AttentionInterface
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+from icml26.core.data.lm import load_causal_lm
 from icml26.core.errors import InputError
+from icml26.core.progress import progress
+from icml26.core.seed import seed_everything
+from icml26.methods.attention import hf
 from icml26.methods.attention import muse as M
+from icml26.methods.attention.config import Config
 from icml26.methods.attention.data import eval_windows
-
-if TYPE_CHECKING:
-    from icml26.methods.attention.config import Config
+from icml26.ops import muse as kernel
 
 
 class _Captured(Exception):
@@ -23,10 +30,6 @@ class _Captured(Exception):
 def capture_qkv(model, ids, layer: int):
     """Post-RoPE (q, k, v) of decoder layer ``layer`` on token ids (1, T): the layers before it
     run with exact SDPA, the forward stops there. Returns (q (1, H, T, D), k, v (1, Hkv, T, D), scaling)."""
-    import torch
-    from transformers import AttentionInterface
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
     got = {}
 
     def fn(module, query, key, value, attention_mask, **kw):
@@ -68,10 +71,6 @@ def _timed(fn, repeats: int, cpu: list | None = None):
 
 def bench_tensors(cfg: Config, q, k, v, scale, n: int, *, methods=None) -> Iterator[dict]:
     """One result per method on given q (1, H, N, D), k, v (1, Hkv, N, D). sdpa runs first."""
-    import torch
-
-    from icml26.methods.attention import kernel
-
     methods = list(methods or cfg.methods)
     kernel.backend()  # load (or build) the C++ kernel before anything is timed
     with torch.no_grad():
@@ -104,16 +103,8 @@ def bench_tensors(cfg: Config, q, k, v, scale, n: int, *, methods=None) -> Itera
 
 
 def run_bench(cfg: Config, *, seed: int = 0, device: str = "cpu") -> Iterator[dict]:
-    import torch
-
-    from icml26.core.data.lm import load_causal_lm
-    from icml26.core.seed import seed_everything
-
     seed_everything(seed)
     torch.set_num_threads(cfg.threads)
-    from icml26.core.progress import progress
-    from icml26.methods.attention import hf
-
     model, tok = load_causal_lm(cfg.model)
     feats = hf.check_model(model.config, max(cfg.context_tokens))
     if feats:

@@ -19,6 +19,7 @@ PERIOD = 20  # runs per period: 18 train, 1 validation, 1 test
 MAX_CONTEXT_TOKENS = 262144  # the built-in test split holds ~750k tokens; exact attention beyond does not finish
 MAX_TRAIN_FLOPS = 1e15  # about 3 hours at 100 GFLOP/s
 
+EVAL_SPLITS = ("auto", "test", "val", "all")
 Method = Literal["sdpa", "muse", "muse-v1", "muse-noretrieval", "block"]
 
 
@@ -110,6 +111,8 @@ class Config:
                     raise ValueError(
                         f"{name} must be a power of two dividing block_tokens={self.block_tokens}, got {c!r}"
                     )
+        if self.eval_split not in EVAL_SPLITS:
+            raise ValueError(f"eval_split must be one of {', '.join(EVAL_SPLITS)}, got {self.eval_split!r}")
         if self.eval_split == "all" and self.text is None:
             raise ValueError("eval_split=all needs --text (the built-in corpus keeps its train/val/test split)")
         if self.n_heads >= 1 and self.n_kv_heads >= 1:  # else their ranges speak

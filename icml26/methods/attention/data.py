@@ -5,13 +5,11 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
 
+from icml26.core.data import text as T
+from icml26.core.data.lm import model_path
 from icml26.core.errors import InputError
-from icml26.methods.attention.config import PERIOD, RUN
-
-if TYPE_CHECKING:
-    from icml26.methods.attention.config import Config
+from icml26.methods.attention.config import PERIOD, RUN, Config
 
 
 def split_of(index: int) -> str:
@@ -22,8 +20,6 @@ def split_of(index: int) -> str:
 
 def _documents(text: str | None):
     """The documents of each source in turn (read lazily: GCIDE only when python-docs ran out)."""
-    from icml26.core.data import text as T
-
     if text is not None:
         yield T._chunks(T.read_text_file(text), 4000)
         return
@@ -33,8 +29,6 @@ def _documents(text: str | None):
 
 def require_text(cfg: Config) -> None:
     """Data checks before the config record: the user's file, or the two Debian corpora."""
-    from icml26.core.data import text as T
-
     if cfg.text is not None:
         T.read_text_file(cfg.text)
     else:
@@ -46,8 +40,6 @@ def split_text(split: str, chars: int, text: str | None = None) -> str:
     """About ``chars`` characters of ``split`` (train / val / test), documents joined by blank lines;
     ``all``: the whole of the user's file ``text``."""
     if split == "all":
-        from icml26.core.data import text as T
-
         return T.read_text_file(text)
     parts, total = [], 0
     for docs in _documents(text):
@@ -111,9 +103,7 @@ def _windows(tok, split, n_tokens, windows, text=None, fit=False):
 
 
 def preflight(cfg: Config, command: str) -> None:
-    """Every input check of a subcommand before its config record."""
-    from icml26.core.data.lm import model_path
-
+    """Every input check of a subcommand before its config record (torch-free)."""
     require_text(cfg)  # context_tokens' limit (MAX_CONTEXT_TOKENS) is the Config's sized declaration
     if command in ("bench", "eval"):
         model_path(cfg.model)

@@ -5,14 +5,20 @@ from __future__ import annotations
 
 import math
 import time
-from typing import TYPE_CHECKING, Iterator
+from typing import Iterator
 
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from icml26.core.data.lm import model_path
 from icml26.core.errors import InputError
+from icml26.core.progress import progress
+from icml26.core.seed import seed_everything
+from icml26.methods.attention import hf
 from icml26.methods.attention import muse as M
+from icml26.methods.attention.config import Config
 from icml26.methods.attention.data import eval_windows
-
-if TYPE_CHECKING:
-    from icml26.methods.attention.config import Config
+from icml26.ops import muse as kernel
 
 
 def run_eval(cfg: Config, *, seed: int = 0, device: str = "cpu", reference: dict | None = None) -> Iterator[dict]:
@@ -20,17 +26,9 @@ def run_eval(cfg: Config, *, seed: int = 0, device: str = "cpu", reference: dict
     default; "val" to choose settings without touching the test windows); sdpa is the reference.
     ``reference``: {context_tokens: sdpa perplexity} measured before on the same windows (sdpa
     is then not run again at that length, and no sdpa record is yielded for it)."""
-    import torch
-
-    from icml26.core.data.lm import model_path
-    from icml26.core.seed import seed_everything
-    from icml26.methods.attention import hf
-
     seed_everything(seed)
     torch.set_num_threads(cfg.threads)
     hf.register(cfg.settings())
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     path = model_path(cfg.model)
     tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
     model = (
@@ -40,8 +38,6 @@ def run_eval(cfg: Config, *, seed: int = 0, device: str = "cpu", reference: dict
         .eval()
         .to(device)
     )
-    from icml26.core.progress import progress
-
     methods = ["sdpa"] + [m_ for m_ in cfg.methods if m_ != "sdpa"]
     results = []
     for n in cfg.context_tokens:
@@ -91,8 +87,6 @@ def run_eval(cfg: Config, *, seed: int = 0, device: str = "cpu", reference: dict
                 "split": data["split"],
             }
             if mth != "sdpa":
-                from icml26.methods.attention import kernel
-
                 rec["sparsity"] = M.sparsity(n, kernel.exact_pairs_shape(n, cfg.settings(mth)))
                 rec["muse_calls"] = c1["calls"] - c0["calls"]  # attention calls MuSe computed
                 rec["exact_calls"] = c1["fallbacks"] - c0["fallbacks"]  # and those exact attention computed

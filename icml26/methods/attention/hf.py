@@ -21,8 +21,16 @@ from __future__ import annotations
 
 import sys
 from contextlib import contextmanager
+from dataclasses import replace
 
+import torch
+from transformers import AttentionInterface
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+from icml26.core.hf_attention import attention_features, describe
 from icml26.methods.attention import muse as M
+from icml26.ops import muse as kernel
 
 _SETTINGS: dict = {"settings": M.MuseSettings(), "method": "muse", "calls": 0, "fallbacks": 0, "reasons": {}}
 
@@ -34,8 +42,6 @@ def _fallback(reason: str) -> None:
 
 def _window_mask(t: int, sk: int, window: int, device):
     """(1, 1, T, S) bool: causal and within the last ``window`` keys (transformers' sliding window)."""
-    import torch
-
     qi = torch.arange(sk - t, sk, device=device)[:, None]
     kj = torch.arange(sk, device=device)[None, :]
     return ((kj <= qi) & (qi - kj < window))[None, None]
@@ -43,8 +49,6 @@ def _window_mask(t: int, sk: int, window: int, device):
 
 def _softcapped(query, key, value, attention_mask, scaling, softcap, sliding_window):
     """Exact causal attention with tanh logit capping (Gemma 2's eager form): (B, T, H, D)."""
-    import torch
-
     h, hk = query.shape[1], key.shape[1]
     k = key.repeat_interleave(h // hk, 1)
     v = value.repeat_interleave(h // hk, 1)
@@ -72,8 +76,6 @@ def muse_attention_forward(
     **kwargs,
 ):
     """transformers attention function: query (B, H, T, D), key / value (B, Hkv, S, D)."""
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
     s = _SETTINGS["settings"]
     method = _SETTINGS["method"]
     t, sk = query.shape[2], key.shape[2]
@@ -105,19 +107,12 @@ def muse_attention_forward(
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, is_causal=is_causal, **kwargs
         )
     _SETTINGS["calls"] += 1
-    from dataclasses import replace
-
-    from icml26.methods.attention import kernel
-
     out = kernel.attention(query, key, value, replace(s, variant=method), scale=scaling)
     return out.transpose(1, 2).contiguous(), None
 
 
 def register(settings: M.MuseSettings | None = None, method: str | None = None) -> None:
     """Register ``"muse"`` with transformers (idempotent) and set the settings it uses."""
-    from transformers import AttentionInterface
-    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
-
     AttentionInterface.register("muse", muse_attention_forward)
     AttentionMaskInterface.register("muse", sdpa_mask)
     if settings is not None:
@@ -149,8 +144,6 @@ def check_model(config, context_tokens: int, *, warn: bool = True) -> dict:
     {} for plain causal attention, else ``attention_features`` (the setting, by name),
     ``fallback`` (what runs instead), ``muse_layers`` / ``exact_layers`` (how many layers run MuSe
     or the fallback). With ``warn``, one stderr line before the run."""
-    from icml26.core.hf_attention import attention_features, describe
-
     f = attention_features(config, context_tokens)
     if not f:
         return {}

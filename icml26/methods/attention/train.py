@@ -7,17 +7,25 @@ import json
 import statistics
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import Iterator
 
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from safetensors.torch import load_model, save_model
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from icml26.core import diverge
+from icml26.core.dist import setup
+from icml26.core.output import atomic_path, atomic_write_text, previous_results
+from icml26.core.progress import progress
+from icml26.methods.attention import hf
+from icml26.methods.attention.config import Config
 from icml26.methods.attention.data import token_windows
-
-if TYPE_CHECKING:
-    from icml26.methods.attention.config import Config
+from icml26.ops import muse as kernel
 
 
 def _tiny_llama(cfg: Config, n: int, attn: str):
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     lc = LlamaConfig(
         vocab_size=256,
         hidden_size=cfg.d_model,
@@ -37,16 +45,12 @@ def _tiny_llama(cfg: Config, n: int, attn: str):
 
 
 def _loss(model, ids):
-    import torch.nn.functional as F
-
     logits = model(ids[:, :-1]).logits
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), ids[:, 1:].reshape(-1))
 
 
 def _dist():
     """(rank, world) under torchrun (gloo process group, initialised once), else (0, 1)."""
-    from icml26.core.dist import setup
-
     d = setup()
     return d.rank, d.world
 
@@ -57,14 +61,6 @@ def run_train(
     """Pretrain one small model per method (same init seed, data order, steps); resumable from
     ``out/ckpt-<method>/`` (model.safetensors, optimizer.pt, state.json). Under torchrun every
     rank trains on its own windows and gradients are averaged (DDP on gloo); rank 0 writes."""
-    import torch
-    from safetensors.torch import load_model, save_model
-
-    from icml26.core import diverge
-    from icml26.core.output import atomic_path, atomic_write_text, previous_results
-    from icml26.core.progress import progress
-    from icml26.methods.attention import hf, kernel
-
     rank, world = _dist()
     torch.set_num_threads(cfg.threads)
     hf.register(cfg.settings())
@@ -130,8 +126,6 @@ def run_train(
                 sched.step()
                 lv = loss.detach()
                 if world > 1:
-                    import torch.distributed as dist
-
                     dist.all_reduce(lv)
                     lv /= world
                 dt = time.perf_counter() - t0
