@@ -43,19 +43,9 @@ PENDING: dict[tuple[str, str], str] = {
             "filter-data make-corpus",
             "filter-data analyze",
             "filter-data proxy",
-            "dsac-aid",
-            "bfq make-dataset",
-            "bfq train",
         )
     },
-    **{
-        ("torch-free", c): "Config module imports torch"
-        for c in (
-            "sample-lfm",
-            "dsac-aid",
-            "bfq make-dataset",
-        )
-    },
+    **{("torch-free", c): "Config module imports torch" for c in ("sample-lfm",)},
     **{
         ("limits", c): "no sized setting and no work() model declared"
         for c in (
@@ -65,9 +55,6 @@ PENDING: dict[tuple[str, str], str] = {
             "filter-data train",
             "filter-data analyze",
             "filter-data proxy",
-            "dsac-aid",
-            "bfq make-dataset",
-            "bfq train",
         )
     },
 }

@@ -60,28 +60,43 @@ def make_dataset(
     """
     from pathlib import Path
 
-    from icml26.core.device import resolve_device
     from icml26.core.errors import InputError
-    from icml26.core.output import stream
-    from icml26.core.recipe import recipe_seed, resolve
-    from icml26.methods.rl import offline_make as m
+    from icml26.core.preamble import prepare
+    from icml26.methods.rl import dsac_config
+    from icml26.methods.rl import offline_config as c  # torch-free: settings are checked before torch loads
 
-    cfg = resolve(m.MakeConfig, "bfq", recipe, set_, env=env, kinds=split_csv(kind))
+    run = prepare(
+        c.MakeConfig,
+        "bfq make-dataset",
+        recipe=recipe,
+        sets=set_,
+        seed=seed,
+        device=device,
+        out=out,
+        resume=resume,
+        resumable=True,
+        load_previous=False,
+        env=env,
+        kinds=split_csv(kind),
+    )
+    cfg = run.cfg
     if out is None:
         raise InputError("make-dataset writes hdf5 files: give --out DIR")
-    dev = resolve_device(device)
     if from_dir is not None:
-        run = m.read_run(from_dir)  # a bad folder: exit 2 before anything is written
-        if env is not None and env != run["config"].env:
-            raise InputError(f"--env {env!r} differs from the run's environment {run['config'].env!r}")
+        from icml26.methods.rl import offline_make as m
+
+        run_info = m.read_run(from_dir)  # a bad folder: exit 2 before anything is written
+        if env is not None and env != run_info["config"].env:
+            raise InputError(f"--env {env!r} differs from the run's environment {run_info['config'].env!r}")
         import dataclasses
 
-        cfg = dataclasses.replace(cfg, env=run["config"].env)
+        cfg = dataclasses.replace(cfg, env=run_info["config"].env)
     else:
-        from icml26.methods.rl import dsac_aid
+        dsac_config.validate(c.sac_config(cfg))  # a bad env id: exit 2
+    from icml26.core.output import stream
+    from icml26.methods.rl import offline_make as m
 
-        dsac_aid.validate(m.sac_config(cfg))  # a bad env id: exit 2
-    s = recipe_seed(recipe, "bfq", seed) or 0
+    s, dev = run.seed, run.device
     stream(
         m.make(cfg, Path(out), seed=s, device=dev, from_dir=from_dir),
         command="bfq make-dataset",
@@ -154,18 +169,30 @@ def train(
     Example: icml26 bfq train --dataset data/hopper/hopper-v5-medium.hdf5 --algo bfq,fql,diffusion-ql
     --steps 100000 --seeds 3 --out runs/bfq-hopper
     """
-    from icml26.core.device import resolve_device
-    from icml26.core.output import resume_records, stream
-    from icml26.core.recipe import recipe_seed, resolve
+    from icml26.core.preamble import prepare
+    from icml26.methods.rl import offline_config as c  # torch-free: settings are checked before torch loads
+
+    run = prepare(
+        c.Config,
+        "bfq train",
+        recipe=recipe,
+        sets=set_,
+        seed=seed,
+        device=device,
+        out=out,
+        resume=resume,
+        resumable=True,
+        dataset=dataset,
+        env=env,
+        algo=split_csv(algo),
+        steps=steps,
+        seeds=seeds,
+    )
+    cfg, s, dev, prev = run.cfg, run.seed, run.device, run.previous
+    from icml26.core.output import stream
     from icml26.methods.rl import offline as m
 
-    cfg = resolve(
-        m.Config, "bfq", recipe, set_, dataset=dataset, env=env, algo=split_csv(algo), steps=steps, seeds=seeds
-    )
     inputs = m.validate(cfg)  # bad dataset / env: one line, exit 2, before anything is written
-    dev = resolve_device(device)
-    s = recipe_seed(recipe, "bfq", seed) or 0
-    prev = resume_records(out, command="bfq train", config=cfg, seed=s) if resume else None
     cols = [
         "algo",
         "normalized_score_final:final",

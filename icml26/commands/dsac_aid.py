@@ -52,34 +52,47 @@ def dsac_aid(
 
     Example: icml26 dsac-aid --env InvertedPendulum-v5 --algo sac,dsac-t,dsac-aid --steps 15000 --seeds 3 --out runs/ip
     """
-    from icml26.core.device import resolve_device
     from icml26.core.errors import InputError
-    from icml26.core.output import resume_records, stream
-    from icml26.core.recipe import load_recipe, parse_sets, recipe_seed, resolve, settings_help, wants_help
-    from icml26.methods.rl import dsac_aid as m
+    from icml26.core.preamble import prepare
+    from icml26.core.recipe import load_recipe, parse_sets, resolve, settings_help, wants_help
+    from icml26.methods.rl import dsac_config as c  # torch-free: every setting is checked before torch loads
 
     algos = split_csv(algo)
     typed = dict(env=env, algo=algos, steps=steps, seeds=seeds)
     if wants_help(set_):  # the effective defaults of the family the other settings choose
         rest = [x for x in set_ if str(x).strip() not in ("help", "list")]
-        cfg = m.resolve_family(resolve(m.Config, "dsac-aid", recipe, rest, **typed))
-        settings_help(m.Config, "dsac-aid", set_, m.help_view(cfg))
-    cfg = resolve(m.Config, "dsac-aid", recipe, set_, **typed)
-    stored = m.stored_config(out) if resume else None
+        cfg = c.resolve_family(resolve(c.Config, "dsac-aid", recipe, rest, **typed))
+        settings_help(c.Config, "dsac-aid", set_, c.help_view(cfg))
+    run = prepare(
+        c.Config,
+        "dsac-aid",
+        recipe=recipe,
+        sets=set_,
+        seed=seed,
+        device=device,
+        out=out,
+        resume=resume,
+        resumable=True,
+        load_previous=False,  # the records are read below, against the config the run recorded
+        **typed,
+    )
+    cfg, s = run.cfg, run.seed
+    stored = c.stored_config(out) if resume else None
     if stored is not None and stored.get("command") == "dsac-aid":  # --resume keeps the run's settings
         given = set(parse_sets(set_)) | {k for k, v in typed.items() if v is not None}
         if recipe is not None:
             given |= {str(k).replace("-", "_") for k in load_recipe(recipe, "dsac-aid")[0]}
-        cfg, recorded = m.for_resume(cfg, stored, given)
+        cfg, recorded = c.for_resume(cfg, stored, given)
     else:
-        cfg = recorded = m.resolve_family(cfg)
-    dims = m.validate(cfg)  # a bad env id: one line, exit 2, before anything is written
+        cfg = recorded = c.resolve_family(cfg)
+    dims = c.validate(cfg)  # a bad env id: one line, exit 2, before anything is written
     if cfg.d4rl and out is None:
         raise InputError("d4rl=true writes hdf5 files into the run folder: give --out DIR")
-    dev = resolve_device(device)
-    m.tune_allocator()
-    s = recipe_seed(recipe, "dsac-aid", seed) or 0
-    extra = {"effective": m.effective(cfg)} if stored is None or "effective" in stored else None
+    from icml26.core.output import resume_records, stream
+    from icml26.methods.rl import dsac_aid as m
+
+    c.tune_allocator()
+    extra = {"effective": c.effective(cfg)} if stored is None or "effective" in stored else None
     prev = resume_records(out, command="dsac-aid", config=recorded, seed=s, extra_config=extra) if resume else None
     cols = [
         "algo",
@@ -93,7 +106,7 @@ def dsac_aid(
         "wall_s",
     ]
     stream(
-        m.run(cfg, seed=s, device=dev, out=out, resume=resume, previous=prev, dims=dims),
+        m.run(cfg, seed=s, device=run.device, out=out, resume=resume, previous=prev, dims=dims),
         command="dsac-aid",
         config=recorded,
         seed=s,

@@ -13,12 +13,17 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Literal, Sequence
 
 import numpy as np
 
 from icml26.core.errors import InputError
-from icml26.methods.rl.sac import ALGOS
+from icml26.core.settings import Work, setting
+
+ALGOS = ("sac", "dsac-t", "dsac-aid", "dsac-aid-epi")  # the learners of ``sac.Learner``
+SIGMA_LOSSES = ("gradient", "variance")  # dsac-aid's Huber sigma loss forms (GOPS 1ea49ca, 640e85a)
+MAX_STEPS = 10**10  # environment steps of one run, all seeds and learners (the official MuJoCo script: 3e7 a seed)
+MAX_NET_BYTES = 64 * 2**30  # network state (weights, gradients, Adam moments) of one run
 
 FAMILIES = ("auto", "sb3", "mujoco", "ant", "dmc")
 # the GOPS scripts' data regime (shared by the mujoco, ant and dmc families)
@@ -115,46 +120,89 @@ CHECKPOINT = "checkpoint-{algo}.safetensors"
 
 @dataclass(frozen=True)
 class Config:
-    env: str = "Hopper-v5"  # gymnasium id or dmc:domain-task
-    algo: tuple[str, ...] = ("dsac-aid", "dsac-t", "sac")
-    steps: int = 200_000  # environment steps per seed
-    seeds: int = 3  # batched in one process
-    family: str = "auto"  # auto (dmc: -> dmc, else sb3) | sb3 | mujoco | ant | dmc: whose defaults apply
-    num_envs: int | None = None  # environments per seed (vector env); None: the family's (sb3 1, GOPS 4)
-    vector_env: str = "sync"  # sync | async (gymnasium SyncVectorEnv / AsyncVectorEnv)
+    env: str = "Hopper-v5"  # gymnasium id (Hopper-v5, InvertedPendulum-v5, ...) or dmc:domain-task
+    algo: tuple[str, ...] = ("dsac-aid", "dsac-t", "sac")  # learners to train: sac | dsac-t | dsac-aid | dsac-aid-epi
+    steps: int = setting(200_000, "environment steps per seed", unit="environment steps", sized=MAX_STEPS)
+    seeds: int = setting(3, "seeds per learner, batched in one process", sized=1000)
+    family: Literal["auto", "sb3", "mujoco", "ant", "dmc"] = (
+        "auto"  # whose defaults fill the settings left unset: auto (dmc: ids -> dmc, else sb3), sb3, or a GOPS script
+    )
+    num_envs: int | None = setting(None, "environments per seed (vector env); sb3 1, GOPS 4", sized=1024)
+    vector_env: Literal["sync", "async"] = "sync"  # gymnasium SyncVectorEnv (one process) or AsyncVectorEnv
     env_steps_per_update: int | None = None  # environment steps per update (sb3 1; GOPS 20 = 4 envs x 5)
-    warmup_steps: int | None = None  # transitions before the first update (sb3 100; GOPS 10k)
-    warmup_actions: str | None = None  # uniform (random actions, SB3) | policy (the untrained policy, GOPS)
-    buffer_size: int = 1_000_000
-    batch_size: int = 256
-    hidden: tuple[int, ...] | None = None  # sb3 (256, 256); GOPS (256, 256, 256)
-    num_q: int = 4
-    gamma: float = 0.99
-    tau: float = 0.005
+    warmup_steps: int | None = setting(
+        None,
+        "transitions collected before the first update (sb3 100; GOPS 10k)",
+        unit="environment steps",
+        sized=MAX_STEPS,
+    )
+    warmup_actions: Literal["uniform", "policy"] | None = (
+        None  # how warm-up acts: uniform (random actions, SB3) | policy (the untrained policy, GOPS)
+    )
+    buffer_size: int = setting(1_000_000, "replay buffer capacity per seed (transitions)", sized=10**8)
+    batch_size: int = setting(256, "transitions per critic / actor update", sized=65536)
+    hidden: tuple[int, ...] | None = setting(
+        None, "hidden layer widths of every network (sb3 256,256; GOPS 256,256,256)", sized=65536
+    )
+    num_q: int = setting(4, "dsac-aid: critics in the ensemble (sac and dsac-t use 2)", sized=1024)
+    gamma: float = 0.99  # discount factor
+    tau: float = 0.005  # Polyak rate of the target networks (and of DSAC-T's / AID's running statistics)
     delay_update: int | None = None  # actor/alpha/targets every k updates (sb3: sac 1, dsac-* 2; GOPS 2)
-    sigma_loss: str | None = None  # dsac-aid Huber sigma loss: gradient (GOPS 1ea49ca) | variance (640e85a)
+    sigma_loss: Literal["gradient", "variance"] | None = (
+        None  # dsac-aid Huber sigma loss: gradient (GOPS 1ea49ca) | variance (640e85a)
+    )
     dsact_huber: bool | None = None  # dsac-t: dsact.py's Huber branch (its MuJoCo script: false)
     norm_affine: bool | None = None  # GroupNorm learnable affine (GOPS: false)
-    activation: str | None = None  # None: the family's
-    norm_groups: int | None = None
-    init: str | None = None
-    lam: float | None = None
-    beta0: float | None = None
-    beta_lr: float | None = None
-    reward_scale: float | None = None
-    huber: bool | None = None
-    homogeneous: bool | None = None
+    activation: Literal["relu", "gelu", "tanh", "elu"] | None = None  # hidden-layer activation (sb3, mujoco: relu)
+    norm_groups: int | None = None  # GroupNorm groups per hidden layer (0: no normalisation; GOPS MuJoCo 16)
+    init: Literal["default", "orthogonal"] | None = (
+        None  # weight init: default (torch.nn.Linear) | orthogonal (GOPS: gain sqrt 2 hidden, 1 heads)
+    )
+    lam: float | None = None  # dsac-aid lambda: weight of the epistemic std in the bounds (GOPS MuJoCo 0.71)
+    beta0: float | None = None  # dsac-aid: initial weight of the aleatoric std in the behaviour bound
+    beta_lr: float | None = None  # dsac-aid: Adam learning rate of beta's annealing step after each evaluation
+    reward_scale: float | None = None  # rewards are multiplied by this for learning (sb3 1; GOPS MuJoCo 50)
+    huber: bool | None = None  # dsac-aid: Huber (delta 50) critic losses with clamped gradient ratios (GOPS: on)
+    homogeneous: bool | None = None  # dsac-aid: sigma-loss ratio over sigma^2, not sigma^3 (GOPS: on; huber needs it)
     lr_q: float | None = field(default=None, metadata={"gt": 0})  # critic learning rate (None: the family preset)
     lr_pi: float | None = field(default=None, metadata={"gt": 0})  # actor learning rate (None: the family preset)
     lr_alpha: float | None = field(default=None, metadata={"gt": 0})  # entropy-temperature learning rate (None: preset)
-    eval_interval: int | None = None  # environment steps
-    eval_episodes: int = 10
-    bias_horizon: int = 200
+    eval_interval: int | None = None  # environment steps between evaluations (sb3 5k, GOPS MuJoCo 50k)
+    eval_episodes: int = setting(10, "deterministic evaluation episodes per evaluation", sized=10**5)
+    bias_horizon: int = setting(200, "evaluation states whose Q bias and sigmas are measured", sized=10**6)
     checkpoint_interval: int = 50_000  # environment steps (0: only at the end)
     reward_noise: float = 0.0  # injected heteroscedastic reward noise (controlled test)
     reward_noise_from: int | None = None  # environment step at which that noise switches on (None: from the start)
     d4rl: bool = False  # write the replay buffers (and policy rollouts) in the D4RL layout
-    d4rl_rollout_steps: int = 0  # steps of final-policy rollouts per seed (0: none)
+    d4rl_rollout_steps: int = setting(
+        0, "steps of final-policy rollouts per seed (0: none)", unit="environment steps", sized=10**8
+    )
+
+    def work(self) -> list[Work]:
+        """Environment steps of the run (steps x seeds x learners) and the memory of the networks
+        (weights, gradients and two Adam moments of the actor and critics: 16 bytes a weight)."""
+        runs = self.seeds * len(self.algo)
+        hidden = self.hidden or (256, 256, 256)
+        per_net = sum(a * b for a, b in zip(hidden, hidden[1:])) + 64 * (hidden[0] + hidden[-1])
+        nets = runs * (1 + 2 * max(self.num_q, 2))  # actor, critics and their targets
+        return [
+            Work(
+                self.steps * runs,
+                MAX_STEPS,
+                "environment steps",
+                "steps, seeds or algo",
+                f"{self.steps} steps x {self.seeds} seeds x {len(self.algo)} learners",
+                "take",
+            ),
+            Work(
+                16 * per_net * nets,
+                MAX_NET_BYTES,
+                "bytes of network state",
+                "hidden, num_q or seeds",
+                f"{nets} networks of widths {list(hidden)}",
+                "allocate",
+            ),
+        ]
 
     def __post_init__(self):
         for k in (
@@ -182,8 +230,6 @@ class Config:
             raise ValueError(f"vector_env must be sync or async, got {self.vector_env!r}")
         if self.warmup_actions not in (None, "uniform", "policy"):
             raise ValueError(f"warmup_actions must be uniform or policy, got {self.warmup_actions!r}")
-        from icml26.methods.rl.sac import SIGMA_LOSSES
-
         if self.sigma_loss is not None and self.sigma_loss not in SIGMA_LOSSES:
             raise ValueError(f"sigma_loss must be one of {', '.join(SIGMA_LOSSES)}, got {self.sigma_loss!r}")
         if self.num_envs and self.env_steps_per_update and self.env_steps_per_update % self.num_envs:

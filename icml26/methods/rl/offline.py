@@ -21,7 +21,6 @@ batch 1 / 256; ``nfe``: denoiser / flow network calls per action.
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import time
@@ -44,7 +43,7 @@ from icml26.methods.rl.bfq import BFQ
 from icml26.methods.rl.envs import SeededEnv, env_dims
 from icml26.methods.rl.offline_agent import OfflineAgent
 from icml26.methods.rl.offline_baselines import BC, FQL, IQL, TD3BC, DiffusionQL
-from icml26.methods.rl.offline_config import ALGOS, Config
+from icml26.methods.rl.offline_config import ALGOS, Config, cost
 
 __all__ = ["ALGOS", "CHECKPOINT", "Config", "OfflineAgent", "agent_class", "evaluate", "run", "train", "validate"]
 
@@ -322,37 +321,12 @@ def validate(cfg: Config):
     return data, env_id, od.score_reference(data, env_id)
 
 
-MAX_STATE_BYTES = 16 * 2**30  # networks + Adam state of all batched seeds
-MAX_TRAIN_FLOPS = 1e18  # ~230 days of one core at 50 GFLOP/s: only a mistyped size is refused (1M updates: ~6e17)
-
-
 def check_size(cfg: Config, obs_dim: int, act_dim: int) -> None:
     """InputError when the batched seeds' networks would not fit in memory, or the run is beyond any
-    machine (a mistyped --steps); estimated before anything is written. Per seed and method: about 8
-    networks of its widths, float32, with gradients and Adam's two moments (x4); an update costs ~6
-    flops per parameter and sample, times the flow / denoising steps of the method."""
-
-    def per_net(algo):
-        w = (obs_dim + act_dim, *cfg.widths(algo), max(act_dim, 1))
-        return sum(a * b + b for a, b in itertools.pairwise(w))
-
-    biggest = max(cfg.algo, key=per_net)
-    state = cfg.seeds * 8 * per_net(biggest) * 4 * 4
-    if state > MAX_STATE_BYTES:
-        raise InputError(
-            f"{cfg.seeds} batched seeds of {list(cfg.widths(biggest))} networks would hold ~{state / 2**30:.0f} GiB "
-            f"(limit {MAX_STATE_BYTES // 2**30} GiB); lower seeds or hidden"
-        )
-    chain = {"diffusion-ql": cfg.dql_steps, "fql": cfg.fql_flow_steps}
-    flops = sum(6.0 * 8 * per_net(a) * cfg.batch_size * cfg.steps * cfg.seeds * chain.get(a, 1) for a in cfg.algo)
-    check_work(
-        flops,
-        MAX_TRAIN_FLOPS,
-        "take",
-        "flops of training",
-        "--steps, seeds, batch_size, hidden or --algo",
-        detail=f"{len(cfg.algo)} algos x {cfg.seeds} seeds x {cfg.steps} steps x batch {cfg.batch_size}",
-    )
+    machine (a mistyped --steps), at the dataset's dimensions (``offline_config.cost``); estimated
+    before anything is written."""
+    for w in cost(cfg, obs_dim, act_dim):
+        check_work(w.amount, w.limit, w.verb, w.unit, w.settings, detail=w.detail)
 
 
 def run(

@@ -31,9 +31,9 @@ import torch
 
 from icml26.core.errors import InputError
 from icml26.methods.rl import d4rl
+from icml26.methods.rl.offline_config import KINDS
 
 D4RL_REF = {"hopper": (-20.272305, 3234.3), "halfcheetah": (-280.178953, 12135.0), "walker2d": (1.629008, 4592.3)}
-KINDS = ("random", "medium", "medium-replay", "expert", "medium-expert")
 
 
 def family(env_id: str | None) -> str | None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -30,66 +29,9 @@ from icml26.core.output import atomic_path, atomic_write_text, to_json
 from icml26.core.recipe import build_config, config_dict
 from icml26.methods.rl import d4rl, dsac_aid
 from icml26.methods.rl.envs import env_dims
-from icml26.methods.rl.offline_data import D4RL_REF, KINDS, family
+from icml26.methods.rl.offline_config import KINDS, MakeConfig, sac_config  # noqa: F401  (re-exported)
+from icml26.methods.rl.offline_data import D4RL_REF, family
 from icml26.methods.rl.sac import Learner
-
-
-@dataclass(frozen=True)
-class MakeConfig:
-    env: str = "Hopper-v5"
-    kinds: tuple[str, ...] = ("random", "medium", "medium-replay", "expert")
-    sac_steps: int = 100_000  # environment steps of the SAC run (without --from)
-    eval_interval: int = 5_000  # environment steps between evaluations / snapshots
-    eval_episodes: int = 5
-    transitions: int = 100_000  # per rollout dataset (D4RL: 1M)
-    medium_fraction: float = 1.0 / 3.0
-    medium_reference: str = "d4rl"  # d4rl: of D4RL's expert reference return (D4RL families) | final: of the run's
-    expert_fraction: float = 0.8  # of D4RL's expert reference return (for D4RL families)
-    hidden: tuple[int, ...] | None = None  # None: dsac-aid's sb3 family defaults (SB3's SAC) for these three
-    batch_size: int = 256
-    warmup_steps: int | None = None
-    env_steps_per_update: int | None = None
-
-    def __post_init__(self):
-        for k in ("sac_steps", "eval_interval", "eval_episodes", "transitions", "batch_size", "env_steps_per_update"):
-            if getattr(self, k) is not None and getattr(self, k) < 1:
-                raise ValueError(f"{k} must be >= 1, got {getattr(self, k)}")
-        if self.medium_reference not in ("d4rl", "final"):
-            raise ValueError(f"medium_reference must be 'd4rl' or 'final', got {self.medium_reference!r}")
-        if self.warmup_steps is not None and self.warmup_steps < 0:
-            raise ValueError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
-        bad = [k for k in self.kinds if k not in KINDS]
-        if bad or not self.kinds:
-            raise ValueError(f"kinds {bad[0] if bad else ''!r} is not one of {', '.join(KINDS)}")
-        if not 0 < self.medium_fraction < 1 or not 0 < self.expert_fraction <= 1:
-            raise ValueError(
-                "medium_fraction must be in (0, 1) and expert_fraction in (0, 1], "
-                f"got {self.medium_fraction}, {self.expert_fraction}"
-            )
-
-
-def sac_config(mc: MakeConfig):
-    """The dsac-aid Config of the SAC run: plain SAC with dsac-aid's ``sb3`` family defaults
-    (Stable-Baselines3's SAC), unless ``hidden``, ``warmup_steps`` or ``env_steps_per_update`` are set."""
-    over = {k: getattr(mc, k) for k in ("warmup_steps", "env_steps_per_update") if getattr(mc, k) is not None}
-    if mc.hidden is not None:
-        over["hidden"] = tuple(mc.hidden)
-    cfg = dsac_aid.Config(
-        env=mc.env,
-        algo=("sac",),
-        family="sb3",
-        steps=mc.sac_steps,
-        seeds=1,
-        num_envs=1,
-        buffer_size=max(mc.sac_steps + 1, mc.batch_size),
-        batch_size=mc.batch_size,
-        eval_interval=mc.eval_interval,
-        eval_episodes=mc.eval_episodes,
-        bias_horizon=50,
-        checkpoint_interval=mc.eval_interval,
-        **over,
-    )
-    return dsac_aid.resolve_family(cfg)
 
 
 def _learner(cfg, state: dict | None, device: str):
