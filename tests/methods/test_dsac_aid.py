@@ -13,6 +13,7 @@ pytest.importorskip("mujoco")
 from icml26.core.errors import InputError  # noqa: E402
 from icml26.methods.rl import d4rl  # noqa: E402
 from icml26.methods.rl import dsac_aid as m  # noqa: E402
+from icml26.methods.rl import dsac_config  # noqa: E402
 
 
 def tiny(**kw) -> m.Config:
@@ -202,6 +203,71 @@ def test_family_defaults():
     # a value set by the user wins over the family's
     assert m.resolve_family(m.Config(env="Ant-v5", lam=0.9)).lam == 0.9
     assert m.delay_of(m.resolve_family(m.Config(delay_update=3)), "sac") == 3
+
+
+# Every value each family presets, written out in full (sb3: SB3 2.9.2's SAC; the others: GOPS
+# example_train/dsacaid/ at 640e85a, the sigma loss of 1ea49ca): the folded tables must give exactly these.
+_SHARED = dict(sigma_loss="gradient", dsact_huber=False, norm_affine=False, lr_alpha=3e-4)
+_GOPS_DATA = dict(num_envs=4, env_steps_per_update=20, warmup_steps=10_000, warmup_actions="policy", delay_update=2)
+_GOPS_NET = dict(hidden=(256, 256, 256), activation="relu", norm_groups=16, init="orthogonal")
+_GOPS_AID = dict(
+    lam=0.71, beta0=0.1, beta_lr=5e-3, reward_scale=50.0, huber=True, homogeneous=True, lr_q=3e-4, lr_pi=3e-4
+)
+FAMILY_VALUES = {
+    "sb3": dict(
+        _SHARED,
+        num_envs=1,
+        env_steps_per_update=1,
+        warmup_steps=100,
+        warmup_actions="uniform",
+        delay_update=None,
+        hidden=(256, 256),
+        activation="relu",
+        norm_groups=0,
+        init="default",
+        lam=0.71,
+        beta0=0.1,
+        beta_lr=5e-3,
+        reward_scale=1.0,
+        huber=True,
+        homogeneous=True,
+        lr_q=3e-4,
+        lr_pi=3e-4,
+        eval_interval=5_000,
+    ),
+    "mujoco": dict(_SHARED, **_GOPS_DATA, **_GOPS_NET, **_GOPS_AID, eval_interval=50_000),
+    "ant": dict(
+        _SHARED,
+        **_GOPS_DATA,
+        hidden=(256, 256, 256),
+        activation="gelu",
+        norm_groups=0,
+        init="default",
+        lam=0.5,
+        beta0=0.03,
+        beta_lr=1.5e-4,
+        reward_scale=0.1,
+        huber=False,
+        homogeneous=False,
+        lr_q=1e-4,
+        lr_pi=1e-4,
+        eval_interval=50_000,
+    ),
+    "dmc": dict(_SHARED, **_GOPS_DATA, **_GOPS_NET, **dict(_GOPS_AID, lam=1e-4, beta_lr=2e-3), eval_interval=200_000),
+}
+
+
+@pytest.mark.parametrize("family", list(FAMILY_VALUES))
+def test_each_family_resolves_to_its_full_table(family):
+    """The config record of each family: every preset setting, and nothing left None."""
+    for env in ("Hopper-v5", "dmc:cheetah-run"):
+        cfg = m.resolve_family(m.Config(env=env, family=family))
+        got = {k: getattr(cfg, k) for k in FAMILY_VALUES[family]}
+        assert got == FAMILY_VALUES[family]
+        assert set(dsac_config.PRESETS[family]) == set(FAMILY_VALUES[family])
+        assert [f.name for f in dataclasses.fields(cfg) if getattr(cfg, f.name) is None] == (
+            ["delay_update"] if family == "sb3" else []
+        ) + ["reward_noise_from"]
 
 
 def test_dmc_wrapper_steps_and_ends_as_truncated():

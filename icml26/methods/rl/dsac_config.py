@@ -26,60 +26,49 @@ MAX_STEPS = 10**10  # environment steps of one run, all seeds and learners (the 
 MAX_NET_BYTES = 64 * 2**30  # network state (weights, gradients, Adam moments) of one run
 
 FAMILIES = ("auto", "sb3", "mujoco", "ant", "dmc")
-# the GOPS scripts' data regime (shared by the mujoco, ant and dmc families)
-_GOPS = dict(
+# family -> defaults, each written once: what every family shares (the GOPS MuJoCo script's loss,
+# networks and learning rates), the GOPS scripts' data regime, then each family's own values
+_COMMON = dict(
+    sigma_loss="gradient",
+    dsact_huber=False,
+    norm_affine=False,
+    activation="relu",
+    norm_groups=16,
+    init="orthogonal",
+    lam=0.71,
+    beta0=0.1,
+    beta_lr=5e-3,
+    reward_scale=50.0,
+    huber=True,
+    homogeneous=True,
+    lr_q=3e-4,
+    lr_pi=3e-4,
+    lr_alpha=3e-4,
+)
+_GOPS = dict(  # example_train/dsacaid/ (mujoco, ant, dmc): 4 envs x 5 steps per update, 10k policy warm-up
+    _COMMON,
     num_envs=4,
     env_steps_per_update=20,
     warmup_steps=10_000,
     warmup_actions="policy",
     hidden=(256, 256, 256),
     delay_update=2,
-    sigma_loss="gradient",
-    dsact_huber=False,
-    norm_affine=False,
 )
-# family -> defaults; sb3: SAC as Stable-Baselines3 2.9.2 runs it, the others: the official scripts
 PRESETS: dict[str, dict] = {
-    "sb3": dict(
+    "sb3": dict(  # SAC as Stable-Baselines3 2.9.2 runs it
+        _COMMON,
         num_envs=1,
         env_steps_per_update=1,
         warmup_steps=100,  # SB3 learning_starts=100 (CleanRL: 5e3)
         warmup_actions="uniform",
         hidden=(256, 256),
         delay_update=None,  # per algorithm: sac 1 (SB3), dsac-t / dsac-aid 2 (their official code)
-        sigma_loss="gradient",
-        dsact_huber=False,
-        norm_affine=False,
-        activation="relu",
         norm_groups=0,
         init="default",
-        lam=0.71,
-        beta0=0.1,
-        beta_lr=5e-3,
         reward_scale=1.0,
-        huber=True,
-        homogeneous=True,
-        lr_q=3e-4,
-        lr_pi=3e-4,
-        lr_alpha=3e-4,
         eval_interval=5_000,
     ),
-    "mujoco": dict(
-        _GOPS,
-        activation="relu",
-        norm_groups=16,
-        init="orthogonal",
-        lam=0.71,
-        beta0=0.1,
-        beta_lr=5e-3,
-        reward_scale=50.0,
-        huber=True,
-        homogeneous=True,
-        lr_q=3e-4,
-        lr_pi=3e-4,
-        lr_alpha=3e-4,
-        eval_interval=50_000,
-    ),
+    "mujoco": dict(_GOPS, eval_interval=50_000),
     "ant": dict(
         _GOPS,
         activation="gelu",
@@ -93,25 +82,9 @@ PRESETS: dict[str, dict] = {
         homogeneous=False,
         lr_q=1e-4,
         lr_pi=1e-4,
-        lr_alpha=3e-4,
         eval_interval=50_000,
     ),
-    "dmc": dict(
-        _GOPS,
-        activation="relu",
-        norm_groups=16,
-        init="orthogonal",
-        lam=1e-4,
-        beta0=0.1,
-        beta_lr=2e-3,
-        reward_scale=50.0,
-        huber=True,
-        homogeneous=True,
-        lr_q=3e-4,
-        lr_pi=3e-4,
-        lr_alpha=3e-4,
-        eval_interval=200_000,
-    ),
+    "dmc": dict(_GOPS, lam=1e-4, beta_lr=2e-3, eval_interval=200_000),
 }
 # settings added with the sb3 family: a run recorded before they existed ran with these values
 LEGACY = {"warmup_actions": "policy", "sigma_loss": "variance", "norm_affine": True, "dsact_huber": False}
