@@ -56,7 +56,7 @@ CONFIGS: dict[str, str] = {
     "quantize": "icml26.methods.quantization.config:Config",
     "evict-kv": "icml26.methods.kvcache.config:Config",
     "train-lfm": "icml26.methods.lfm.config:Config",
-    "sample-lfm": "icml26.methods.lfm.sample:SampleConfig",
+    "sample-lfm": "icml26.methods.lfm.sample_config:SampleConfig",
     "mcts": "icml26.methods.exploration.mcts:Config",
     "bpi": "icml26.methods.exploration.bpi:Config",
     "filter-data make-corpus": "icml26.methods.filtering.corpus:CorpusConfig",

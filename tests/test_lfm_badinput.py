@@ -245,3 +245,33 @@ def test_unfinished_train_lfm_folder_names_resume(tmp_path):
     r = CliRunner().invoke(app, ["train-lfm", "--recipe", "recipes/train-lfm/tiny.yaml", "-q", "--out", str(out)])
     assert r.exit_code == 2, r.output
     assert "did not finish" in r.stderr and "--resume" in r.stderr, r.stderr
+
+
+# ---------------------------------------------------------------------------- limits up front (work() models)
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["train-lfm", "--set", "steps=10000000", "--set", "batch_size=1024"], "~1.0e+10 training examples"),
+        (["train-lfm", "--stage", "vae", "--set", "vae_steps=9000000", "--set", "vae_batch_size=200"], "vae_steps"),
+        (["sample-lfm", "--set", "num_samples=10000000", "--set", "steps=1000"], "~1.0e+10 sample evaluations"),
+        (["sample-lfm", "--set", "num_samples=1e12", "--fine", "x"], "num_samples=1.0e+12 is over its limit"),
+    ],
+)
+def test_work_over_the_limit_exits_2_before_torch(args, needle, tmp_path):
+    """The cost model (steps x batch over every stage; samples x solver steps) refuses a run of
+    days before torch loads and before --out exists (and before the missing --fine is named)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from icml26.cli import main\n"
+        "try:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n"
+        "    print('torch' in sys.modules, e.code)"
+    )
+    out = tmp_path / "o"
+    r = subprocess.run(
+        [sys.executable, "-c", code, *args, "--out", str(out)], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+    assert r.stdout.split() == ["False", "2"], (r.stdout, r.stderr)
+    assert needle in r.stderr and r.stderr.startswith("icml26: error:"), r.stderr
+    assert not out.exists()

@@ -20,7 +20,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from icml26.commands.filter_data_common import SECTIONS, _finish, _refuse_overwrite, _refuse_same, _resolve  # noqa: F401
+from icml26.commands.filter_data_common import SECTIONS, _finish, _prepare, _refuse_overwrite, _refuse_same  # noqa: F401
 from icml26.core.options import DeviceOpt, OutOpt, QuietOpt, RecipeOpt, SeedOpt, SetOpt
 
 filter_app = typer.Typer(
@@ -84,15 +84,21 @@ def make_corpus(
     quiet: QuietOpt = False,
 ) -> None:
     """Build the HQ set and a web-like pool from real Debian text with seeded degradations."""
+    # --out is checked here (not by typer) so that `--set help` works without it
+    run = _prepare(
+        "icml26.methods.filtering.corpus:CorpusConfig",
+        "make-corpus",
+        recipe,
+        set_,
+        seed=seed,
+        out=out,
+        docs_per_source=docs_per_source,
+        required={"--out DIR": out},
+    )
+    cfg, seed = run.cfg, run.seed
+    from icml26.core.data.text import require_corpus
     from icml26.core.output import stream
     from icml26.methods.filtering import corpus as m
-
-    # --out is checked here (not by typer) so that `--set list` works without it
-    cfg, r_seed = _resolve(
-        m.CorpusConfig, "make-corpus", recipe, set_, docs_per_source=docs_per_source, required={"--out DIR": out}
-    )
-    seed = seed if seed is not None else (r_seed or 0)
-    from icml26.core.data.text import require_corpus
 
     for src in (
         *cfg.hq_sources,
@@ -100,7 +106,7 @@ def make_corpus(
     ):  # every source installed (else its install command), before the config record
         require_corpus(src)
 
-    def run():
+    def records():
         parts = m.build(cfg, seed)
         recs = list(m.write(parts, out))
         yield from recs
@@ -112,15 +118,7 @@ def make_corpus(
             "pool_gold_fraction": recs[2]["gold_fraction"],
         }
 
-    stream(
-        run(),
-        command="filter-data make-corpus",
-        config=cfg,
-        seed=seed,
-        out=out,
-        quiet=quiet,
-        columns=["file", "n_docs", "n_chars", "gold_fraction"],
-    )
+    stream(records(), run=run, quiet=quiet, columns=["file", "n_docs", "n_chars", "gold_fraction"])
 
 
 @filter_app.command("train")
@@ -158,30 +156,28 @@ def train(
     quiet: QuietOpt = False,
 ) -> None:
     """Train a quality classifier (HQ vs pool) and save it as safetensors."""
-    from icml26.core.output import stream
-    from icml26.methods.filtering import classifiers as m
-
-    # --hq/--pool/--out are checked here (not by typer) so that `--set list` works without them
-    cfg, r_seed = _resolve(
-        m.TrainConfig,
+    # --hq/--pool/--out are checked here (not by typer) so that `--set help` works without them
+    run = _prepare(
+        "icml26.methods.filtering.classifiers:TrainConfig",
         "train",
         recipe,
         set_,
+        seed=seed,
+        out=out,
         classifier=classifier,
         required={"--hq FILE": hq, "--pool FILE": pool, "--out DIR": out},
     )
-    seed = seed if seed is not None else (r_seed or 0)
     _refuse_same(hq, pool)
-    if cfg.classifier == "embed":  # only the sentence encoder runs on torch
+    if run.cfg.classifier == "embed":  # only the sentence encoder runs on torch
         from icml26.core.device import resolve_device
 
         device = resolve_device(device)
+    from icml26.core.output import stream
+    from icml26.methods.filtering import classifiers as m
+
     stream(
-        m.run_train(cfg, hq=hq, pool=pool, out=out, seed=seed, skip_bad=skip_bad, device=device),
-        command="filter-data train",
-        config=cfg,
-        seed=seed,
-        out=out,
+        m.run_train(run.cfg, hq=hq, pool=pool, out=out, seed=run.seed, skip_bad=skip_bad, device=device),
+        run=run,
         quiet=quiet,
         extra_config={"hq": hq, "pool": pool},
     )
@@ -472,17 +468,23 @@ def analyze(
     quiet: QuietOpt = False,
 ) -> None:
     """Implicit filtering of the HQ set: how much HQ each CQF threshold drops, HQ score deciles, length bias."""
+    # --model/--hq/--pool are checked here (not by typer) so that `--set help` works without them
+    run = _prepare(
+        "icml26.methods.filtering.analysis:AnalyzeConfig",
+        "analyze",
+        recipe,
+        set_,
+        default_seed=None,
+        out=out,
+        required={"--model DIR": model, "--hq FILE": hq, "--pool FILE": pool},
+    )
     from icml26.core.output import stream
     from icml26.methods.filtering import analysis as m
 
-    # --model/--hq/--pool are checked here (not by typer) so that `--set list` works without them
-    cfg, _ = _resolve(
-        m.AnalyzeConfig, "analyze", recipe, set_, required={"--model DIR": model, "--hq FILE": hq, "--pool FILE": pool}
-    )
-    stream(
-        m.run(cfg, model_path=model, hq=hq, pool=pool),
-        command="filter-data analyze",
-        config=cfg,
+    stream(  # no seed: analyze draws nothing at random
+        m.run(run.cfg, model_path=model, hq=hq, pool=pool),
+        command=run.command,
+        config=run.cfg,
         out=out,
         quiet=quiet,
         extra_config={"model": model, "hq": hq, "pool": pool},
@@ -533,20 +535,21 @@ def proxy(
     quiet: QuietOpt = False,
 ) -> None:
     """Proxy experiments: small byte-level LMs trained on CQF-selected, HQ-only and random data at equal budgets."""
-    from icml26.core.output import stream
-    from icml26.methods.filtering import proxy as m
-
-    # --corpus/--model are checked here (not by typer) so that `--set list` works without them
-    cfg, r_seed = _resolve(
-        m.ProxyConfig,
+    # --corpus/--model are checked here (not by typer) so that `--set help` works without them
+    run = _prepare(
+        "icml26.methods.filtering.proxy:ProxyConfig",
         "proxy",
         recipe,
         set_,
+        seed=seed,
+        out=out,
         experiment=experiment,
         tokens=tokens,
         required={"--corpus DIR": corpus, "--model DIR": model},
     )
-    seed = seed if seed is not None else (r_seed or 0)
+    from icml26.core.output import stream
+    from icml26.methods.filtering import proxy as m
+
     cols = (
         [
             "condition",
@@ -558,15 +561,12 @@ def proxy(
             "word_order_acc",
             "continuation_acc",
         ]
-        if cfg.experiment == "selection"
+        if run.cfg.experiment == "selection"
         else ["family", "tokens", "train_k", "eval_k", "loss_bpb", "delta_bpb"]
     )
     stream(
-        m.run(cfg, corpus=corpus, model_path=model, dsir_path=dsir, seed=seed),
-        command="filter-data proxy",
-        config=cfg,
-        seed=seed,
-        out=out,
+        m.run(run.cfg, corpus=corpus, model_path=model, dsir_path=dsir, seed=run.seed),
+        run=run,
         quiet=quiet,
         extra_config={"corpus": corpus, "model": model, "dsir": dsir},
         columns=cols,

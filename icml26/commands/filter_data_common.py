@@ -7,38 +7,23 @@ from __future__ import annotations
 SECTIONS = ("make-corpus", "train", "analyze", "proxy")
 
 
-def _resolve(config_cls, section: str, recipe, sets, *, required: dict | None = None, **typed):
-    """A filter-data recipe holds one mapping per subcommand under ``config``
-    (``config: {make-corpus: {...}, train: {...}, proxy: {...}}``); this subcommand reads
-    its own. Precedence as everywhere: defaults < recipe < --set < typed options.
+def _prepare(config: str, section: str, recipe, sets, *, required: dict | None = None, **kw):
+    """The preamble of a filter-data subcommand (``core.preamble.prepare``): a recipe holds one
+    mapping per subcommand under ``config`` (``config: {make-corpus: {...}, train: {...}}``) and
+    this subcommand reads its own; defaults < recipe < --set < typed options.
 
     required: ``{"--hq FILE": value, ...}``, options that typer leaves optional so that
-    ``--set list`` works without them; after ``--set list``/``help``, a missing one is an
-    InputError (one line, exit 2) naming every missing option."""
+    ``--set help`` works without them; once the settings are checked (their limits first), a
+    missing one is an InputError (one line, exit 2) naming every missing option."""
     from icml26.core.errors import InputError
-    from icml26.core.recipe import build_config, load_recipe, parse_sets, settings_help
+    from icml26.core.preamble import prepare
 
-    settings_help(config_cls, f"filter-data {section}", sets)
+    run = prepare(config, f"filter-data {section}", recipe=recipe, sets=sets, section=section, sections=SECTIONS, **kw)
     missing = [flag for flag, v in (required or {}).items() if v is None]
     if missing:
         names = ", ".join(missing[:-1]) + " and " + missing[-1] if len(missing) > 1 else missing[0]
         raise InputError(f"filter-data {section}: missing required option{'s' if len(missing) > 1 else ''} {names}")
-    values: dict = {}
-    seed = None
-    if recipe is not None:
-        cfg, seed = load_recipe(recipe, "filter-data")
-        unknown = sorted(set(cfg) - set(SECTIONS))
-        if unknown:
-            raise InputError(
-                f"recipe {recipe!r}: unknown section {unknown[0]!r} under config; valid sections: {', '.join(SECTIONS)}"
-            )
-        sec = cfg.get(section) or {}
-        if not isinstance(sec, dict):
-            raise InputError(f"recipe {recipe!r}: config.{section} must be a mapping")
-        values.update({str(k).replace("-", "_"): v for k, v in sec.items()})
-    values.update(parse_sets(sets))
-    values.update({k: v for k, v in typed.items() if v is not None})
-    return build_config(config_cls, values, source=f"filter-data {section} config"), seed
+    return run
 
 
 def _refuse_overwrite(output: str | None, *inputs: str | None, flag: str = "--output", what: str = "input") -> None:

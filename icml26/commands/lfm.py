@@ -57,18 +57,24 @@ def train_lfm(
     quiet: QuietOpt = False,
 ) -> None:
     """Train a small VAE and a latent flow-matching model, optionally on a reduced subset (runs under torchrun)."""
-    import os
     import sys
     from pathlib import Path
 
-    from icml26.core.recipe import recipe_seed, resolve
-    from icml26.methods.lfm import train as m
+    from icml26.core.dist import drain_unless_main, is_main
+    from icml26.core.preamble import prepare
 
-    cfg = resolve(
-        m.Config,
+    run = prepare(
+        "icml26.methods.lfm.config:Config",
         "train-lfm",
-        recipe,
-        set_,
+        recipe=recipe,
+        sets=set_,
+        seed=seed,
+        device=device,
+        out=out if is_main() else None,  # torchrun workers: rank 0 alone owns the run folder
+        resume=resume,
+        resumable=True,
+        out_files_ok=resume,  # --resume continues from the checkpoints in --out
+        load_previous=False,  # the records are appended; the checkpoints hold the state
         stage=stage,
         dataset=dataset,
         vae=vae,
@@ -78,36 +84,19 @@ def train_lfm(
         scorer=scorer,
         steps=steps,
     )
-    seed = recipe_seed(recipe, "train-lfm", seed) or 0
-    inputs = m.validate(cfg, out, resume)  # bad paths and checkpoints fail here, before anything is written
-    if (
-        resume
-        and int(os.environ.get("RANK", "0")) == 0
-        and not any((Path(out) / n).is_file() for n in m.RUN_CHECKPOINTS)
-    ):
-        print(f"train-lfm: --resume: no checkpoint in {out!r} yet; starting a new run there", file=sys.stderr)
-    from icml26.core.device import resolve_device
+    from icml26.methods.lfm import train as m
 
-    device = str(resolve_device(device))
-    if int(os.environ.get("RANK", "0")) != 0:  # torchrun worker: train, print nothing
-        for _ in m.run(cfg, seed=seed, out=out, resume=resume, inputs=inputs, device=device):
-            pass
+    inputs = m.validate(run.cfg, out, resume)  # bad paths and checkpoints fail here, before anything is written
+    if resume and is_main() and not any((Path(out) / n).is_file() for n in m.RUN_CHECKPOINTS):
+        print(f"train-lfm: --resume: no checkpoint in {out!r} yet; starting a new run there", file=sys.stderr)
+    gen = m.run(run.cfg, seed=run.seed, out=out, resume=resume, inputs=inputs, device=str(run.device))
+    if drain_unless_main(gen):  # torchrun worker: train, print nothing
         return
     from icml26.core.output import prepare_out_dir, stream
 
     if out is not None:
         prepare_out_dir(out, resume=resume, resumable=True)
-    stream(
-        m.run(cfg, seed=seed, out=out, resume=resume, inputs=inputs, device=device),
-        command="train-lfm",
-        config=cfg,
-        seed=seed,
-        out=out,
-        quiet=quiet,
-        resume=True,
-        resumable=True,
-        columns=None,
-    )
+    stream(gen, run=run, quiet=quiet, resume=True, columns=None)
 
 
 def sample_lfm(
@@ -156,32 +145,31 @@ def sample_lfm(
     """Sample large, small and coarse-to-fine; report NFE, speed, FID/precision/recall (trained feature net), same-seed
     similarity."""
     from icml26.core.errors import InputError
-    from icml26.core.output import stream
-    from icml26.core.recipe import recipe_seed, resolve
-    from icml26.methods.lfm import sample as m
+    from icml26.core.preamble import prepare
 
-    cfg = resolve(
-        m.SampleConfig,
+    run = prepare(
+        "icml26.methods.lfm.sample_config:SampleConfig",
         "sample-lfm",
-        recipe,
-        set_,
+        recipe=recipe,
+        sets=set_,
+        seed=seed,
+        device=device,
+        out=out,
         t_split=t_split,
         steps=steps,
         sampler=sampler,
         num_samples=num_samples,
     )
-    seed = recipe_seed(recipe, "sample-lfm", seed) or 0
     if not fine:
         raise InputError("sample-lfm needs --fine CHECKPOINT (a train-lfm checkpoint.safetensors)")
-    from icml26.core.device import resolve_device
+    from icml26.core.output import stream
+    from icml26.methods.lfm import sample as m
 
-    device = str(resolve_device(device))
     stream(
-        m.run(cfg, fine=fine, coarse=coarse, compare=compare or (), vae=vae, seed=seed, out=out, device=device),
-        command="sample-lfm",
-        config=cfg,
-        seed=seed,
-        out=out,
+        m.run(
+            run.cfg, fine=fine, coarse=coarse, compare=compare or (), vae=vae, seed=run.seed, out=out, device=run.device
+        ),
+        run=run,
         quiet=quiet,
         extra_config={"fine": fine, "coarse": coarse, "compare": list(compare or [])},
         columns=[

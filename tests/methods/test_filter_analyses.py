@@ -122,7 +122,8 @@ def test_bad_recipe_section_is_an_input_error(tmp_path):
     r = CliRunner().invoke(
         filter_app, ["filter-data", "train", "-r", str(bad), "--hq", "a", "--pool", "b", "--out", str(tmp_path / "o")]
     )
-    assert r.exit_code == 2 and "valid sections" in r.stderr
+    assert r.exit_code == 2 and "unknown key 'trian' under config; valid keys: make-corpus, train" in r.stderr
+    assert "(one mapping per subcommand)" in r.stderr
 
 
 @pytest.mark.slow

@@ -133,7 +133,7 @@ def test_train_set_list_works_without_the_required_options():
         lines = r.stdout.splitlines()
         assert lines[0].startswith("filter-data train: settings (a recipe's config")
         rows = _rows(lines)
-        assert rows["classifier"] == ["str", "'ngram'"]
+        assert rows["classifier"] == ["ngram|embed|dsir", "'ngram'"]
         assert rows["n_features"] == ["int", "262144"]
         assert rows["val_fraction"] == ["float", "0.2"]
 
@@ -166,7 +166,7 @@ _WITH_SET = {
             "--pool FILE": ["--pool", "{tmp}/pool.jsonl"],
             "--out DIR": ["--out", "{tmp}/m"],
         },
-        {"classifier": ["str", "'ngram'"], "n_features": ["int", "262144"]},
+        {"classifier": ["ngram|embed|dsir", "'ngram'"], "n_features": ["int", "262144"]},
     ),
     "analyze": (
         {
@@ -178,7 +178,11 @@ _WITH_SET = {
     ),
     "proxy": (
         {"--corpus DIR": ["--corpus", "{tmp}/corpus"], "--model DIR": ["--model", "{tmp}/m"]},
-        {"experiment": ["str", "'selection'"], "tokens": ["int", "400000"], "top_fraction": ["float", "0.3"]},
+        {
+            "experiment": ["selection|conditioning", "'selection'"],
+            "tokens": ["int", "400000"],
+            "top_fraction": ["float", "0.3"],
+        },
     ),
 }
 
@@ -261,3 +265,21 @@ def test_score_and_select_missing_options_from_the_console_entry(argv, line, cap
     assert e.value.code == 2
     out, err = capsys.readouterr()
     assert out == "" and err.splitlines() == [line]
+
+
+@pytest.mark.parametrize(
+    "sub, args, needle",
+    [
+        ("proxy", ["--set", "tokens=4000000000", "--set", "seeds=10"], "FLOPs of proxy-LM training"),
+        ("proxy", ["--set", "n_embd=8192", "--set", "n_head=8"], "~1.6e+16 FLOPs"),
+        ("train", ["--set", "max_docs=1e12"], "max_docs=1.0e+12 is over its limit"),
+        ("make-corpus", ["--docs-per-source", "100000000"], "docs_per_source=1.0e+08 is over its limit"),
+    ],
+)
+def test_limits_are_checked_before_the_required_options_and_any_output(sub, args, needle, tmp_path):
+    """A setting over its limit (alone, or by proxy's FLOPs model) is named first, exit 2, before
+    the missing --hq/--corpus are and before --out exists."""
+    r = _cli(sub, *args, "--out", str(tmp_path / "o"))
+    assert r.exit_code == 2 and r.stdout == "", r.output
+    assert needle in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert not (tmp_path / "o").exists()

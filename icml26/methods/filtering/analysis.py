@@ -24,14 +24,19 @@ from typing import Iterator
 
 import numpy as np
 
+from icml26.core.settings import setting
 from icml26.methods.filtering.classifiers import roc_auc
 
 
 @dataclass(frozen=True)
 class AnalyzeConfig:
-    top_fractions: tuple[float, ...] = (0.5, 0.3, 0.2, 0.1, 0.05, 0.02)
-    n_deciles: int = 10
-    max_docs: int = 0  # read at most this many documents per file (0 = all)
+    top_fractions: tuple[float, ...] = setting(
+        (0.5, 0.3, 0.2, 0.1, 0.05, 0.02),
+        "CQF top fractions k of the pool: one implicit-filtering row each",
+        unit="fraction",
+    )
+    n_deciles: int = setting(10, "quantile bins of the HQ scores (source mix and length per bin)", sized=10**4)
+    max_docs: int = setting(0, "read at most this many documents per file (0 = all)", sized=10**9)
 
     def __post_init__(self):
         if not self.top_fractions or any(not 0.0 < k <= 1.0 for k in self.top_fractions):

@@ -26,11 +26,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Literal, Sequence
 
 import numpy as np
 
 from icml26.core.errors import InputError
+from icml26.core.settings import setting
 
 FORMAT = "icml26-filter-data/1"
 CLASSIFIERS = ("ngram", "embed", "dsir")
@@ -354,15 +355,17 @@ def likelihood_ratio(score: np.ndarray) -> np.ndarray:
 class TrainConfig:
     """``filter-data train`` settings (recipe key ``config``)."""
 
-    classifier: str = "ngram"  # ngram | embed | dsir
+    classifier: Literal["ngram", "embed", "dsir"] = "ngram"  # ngram | embed | dsir
     val_fraction: float = 0.2  # held out per class for choosing C and reporting val_auc
     balance: bool = True  # n HQ vs n pool documents (paper Sec. 2)
     c_grid: tuple[float, ...] = (0.1, 1.0, 10.0)  # inverse L2 strengths tried (held-out accuracy picks)
-    n_features: int = 1 << 18  # hashed n-gram buckets (ngram)
-    ngram_max: int = 2  # word n-grams 1..ngram_max (ngram, dsir)
-    max_tokens: int = 128  # encoder truncation in word pieces (embed; MiniLM was trained at 128)
-    dsir_buckets: int = 10000  # hashed buckets of the DSIR bag models
-    max_docs: int = 0  # a uniform sample of this many documents per file, streamed (0 = all)
+    n_features: int = setting(1 << 18, "hashed n-gram buckets (ngram; the weight vector's length)", sized=1 << 28)
+    ngram_max: int = setting(2, "word n-grams 1..ngram_max (ngram, dsir)", sized=16)
+    max_tokens: int = setting(
+        128, "encoder truncation in word pieces (embed; MiniLM was trained at 128)", unit="tokens", sized=512
+    )
+    dsir_buckets: int = setting(10000, "hashed buckets of the DSIR bag models", sized=1 << 28)
+    max_docs: int = setting(0, "a uniform sample of this many documents per file, streamed (0 = all)", sized=10**9)
 
     def __post_init__(self):
         if self.classifier not in CLASSIFIERS:

@@ -34,6 +34,8 @@ from typing import Callable, Iterator
 
 import numpy as np
 
+from icml26.core.settings import setting
+
 HQ_SOURCES = ("python-docs", "gcide", "wordnet", "kjv")
 INFORMAL_SOURCE = "fortunes"
 DEGRADATIONS = ("boilerplate", "shuffle", "truncate", "repeat", "spam")
@@ -250,9 +252,13 @@ def source_documents(name: str) -> list[str]:
 
 @dataclass(frozen=True)
 class CorpusConfig:
-    docs_per_source: int = 2000  # documents drawn from each source (capped by what exists)
-    pool_heldout_fraction: float = 0.2
-    hq_sources: tuple[str, ...] = HQ_SOURCES
+    docs_per_source: int = setting(2000, "documents drawn from each source (capped by what exists)", sized=10**7)
+    pool_heldout_fraction: float = setting(
+        0.2,
+        "share of the pool held out as pool_heldout.jsonl (never trained on; analyze / proxy evaluate on it)",
+        unit="fraction",
+    )
+    hq_sources: tuple[str, ...] = HQ_SOURCES  # curated sources of the HQ set: python-docs, gcide, wordnet, kjv
 
     def __post_init__(self):
         if self.docs_per_source < 10:

@@ -30,30 +30,62 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterator, Literal, Sequence
 
 import numpy as np
 
 from icml26.core.errors import InputError
+from icml26.core.settings import Work, setting
+
+
+MAX_TRAIN_FLOPS = 2e15  # up-front limit of proxy's work() model (the cqf-proxy recipe's selection: 9e12)
 
 
 @dataclass(frozen=True)
 class ProxyConfig:
-    experiment: str = "selection"  # selection | conditioning
+    experiment: Literal["selection", "conditioning"] = "selection"  # selection (CQF vs HQ vs random) | conditioning
     top_fraction: float = 0.3  # CQF keeps this fraction of the pool (selection)
-    tokens: int = 400_000  # training budget per model, in bytes (= tokens)
-    budgets_tokens: tuple[int, ...] = (100_000, 400_000)  # conditioning: one matrix per budget
-    family: str = "cqf"  # conditioning family: cqf | perm
+    tokens: int = setting(400_000, "training budget per model (selection), in bytes = tokens", sized=10**10)
+    budgets_tokens: tuple[int, ...] = setting(
+        (100_000, 400_000), "conditioning: training bytes per model, one matrix per budget", sized=10**10
+    )
+    family: Literal["cqf", "perm"] = "cqf"  # conditioning family: cqf (top-k by score) | perm (word-permuted)
     ks: tuple[float, ...] = (1.0, 0.5, 0.2)  # conditioning: the family's k values
-    n_layer: int = 2
-    n_embd: int = 128
-    n_head: int = 4
-    block_size: int = 128
-    batch_size: int = 16
-    lr: float = 3e-3
-    eval_tokens: int = 40_000  # bytes per evaluation set
-    n_items: int = 200  # 2-choice items per downstream-style task
-    seeds: int = 1  # independent LM trainings per condition (mean and std reported)
+    n_layer: int = setting(2, "proxy GPT: transformer blocks", sized=256)
+    n_embd: int = setting(128, "proxy GPT: width", sized=16384)
+    n_head: int = setting(4, "proxy GPT: attention heads (divide n_embd)", sized=1024)
+    block_size: int = setting(128, "proxy GPT: context in bytes", unit="tokens", sized=65536)
+    batch_size: int = setting(16, "proxy GPT: windows per AdamW step", sized=65536)
+    lr: float = setting(3e-3, "proxy GPT: peak AdamW learning rate (linear warm-up and decay)", gt=0)
+    eval_tokens: int = setting(40_000, "bytes per evaluation set", unit="tokens", sized=10**9)
+    n_items: int = setting(200, "2-choice items per downstream-style task", sized=10**6)
+    seeds: int = setting(1, "independent LM trainings per condition (mean and std reported)", sized=1000)
+
+    def params(self) -> int:
+        """Parameters of the proxy GPT: blocks (12 d^2 each), byte embedding and head, positions."""
+        d = self.n_embd
+        return 12 * self.n_layer * d * d + 2 * 256 * d + self.block_size * d
+
+    def work(self) -> list[Work]:
+        """Training FLOPs of every proxy LM (6 x parameters x bytes; selection: 4 conditions x seeds,
+        conditioning: len(ks) models per budget), against MAX_TRAIN_FLOPS."""
+        if self.experiment == "selection":
+            models, trained = 4 * self.seeds, float(self.tokens) * 4 * self.seeds
+            detail = f"4 conditions x {self.seeds} seeds x {self.tokens} bytes"
+        else:
+            models, trained = len(self.ks) * len(self.budgets_tokens), float(len(self.ks)) * sum(self.budgets_tokens)
+            detail = f"{len(self.ks)} ks x {sum(self.budgets_tokens)} bytes"
+        flops = 6.0 * self.params() * trained
+        return [
+            Work(
+                flops,
+                MAX_TRAIN_FLOPS,
+                "FLOPs of proxy-LM training",
+                "tokens, budgets_tokens, seeds, n_layer or n_embd",
+                f"{models} models: {detail} x 6 x {self.params()} parameters",
+                "spend",
+            )
+        ]
 
     def __post_init__(self):
         if self.experiment not in ("selection", "conditioning"):

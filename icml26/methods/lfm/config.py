@@ -7,6 +7,9 @@ and the scorers ``reduce`` (LFM stability, ICML 2026, arXiv 2605.08398).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
+
+from icml26.core.settings import Work, setting
 
 PRESETS = ("small", "medium", "large", "xl")  # keys of nets.PRESETS
 SCORERS = ("random", "kcenter", "balanced-cluster", "cluster-proportional", "loss", "grad")
@@ -15,50 +18,83 @@ STAGES = ("vae", "fm", "all")
 T_EPS = 1e-4
 
 
+MAX_SAMPLE_STEPS = 1e9  # up-front limit: training examples processed over every stage (work())
+
+
 @dataclass(frozen=True)
 class Config:
+    # data
     dataset: str = "fashion-mnist"  # fashion-mnist | mnist | .npz | image folder (stage vae/all)
-    image_size: int = 0  # 0 = the images' own size; else resize to image_size x image_size (warns)
-    stage: str = "all"  # vae | fm | all
+    image_size: int = setting(
+        0, "0 = the images' own size; else resize to image_size x image_size (warns)", unit="pixels", sized=1024
+    )
+    stage: Literal["vae", "fm", "all"] = "all"  # vae (VAE + feature net) | fm (flow matching) | all (both, one run)
     vae: str = ""  # stage fm: run dir of a vae stage
-    train_size: int = 0  # 0 = whole train split; else a seeded random subset
+    train_size: int = setting(0, "training images: 0 = the whole train split, else a seeded subset", sized=10**8)
     # autoencoder and feature network
-    latent_channels: int = 4
-    vae_width: int = 16
-    vae_steps: int = 1500
-    vae_lr: float = 2e-3
-    kl_weight: float = 0.1
-    feature_steps: int = 600
-    feature_lr: float = 1e-3
-    vae_batch_size: int = 64
+    latent_channels: int = setting(4, "channels of the VAE latent (spatial size: image / 4)", sized=1024)
+    vae_width: int = setting(16, "VAE base channel width", sized=4096)
+    vae_steps: int = setting(1500, "AdamW steps of the VAE", unit="steps", sized=10**7)
+    vae_lr: float = setting(2e-3, "VAE learning rate (AdamW)", gt=0)
+    kl_weight: float = setting(0.1, "weight of the VAE's KL term against its reconstruction loss", ge=0)
+    feature_steps: int = setting(600, "AdamW steps of the feature network (classifier; FID features)", sized=10**7)
+    feature_lr: float = setting(1e-3, "feature network learning rate (AdamW)", gt=0)
+    vae_batch_size: int = setting(64, "images per step of the VAE and the feature network", sized=65536)
     # flow model
-    model: str = "large"  # small | medium | large | xl (presets of nets.PRESETS)
-    width: int = 0  # >0 overrides the preset
-    depth: int = 0
-    heads: int = 0
-    conditional: bool = True
-    label_dropout: float = 0.1
-    steps: int = 2000
-    batch_size: int = 64
-    lr: float = 1e-3
-    weight_decay: float = 0.0
-    ema_decay: float = 0.999
+    model: Literal["small", "medium", "large", "xl"] = "large"  # velocity-network preset (nets.PRESETS)
+    width: int = setting(0, "velocity-network width; > 0 overrides the preset's", sized=8192)
+    depth: int = setting(0, "velocity-network blocks; > 0 overrides the preset's", sized=256)
+    heads: int = setting(0, "attention heads; > 0 overrides the preset's", sized=256)
+    conditional: bool = setting(True, "class-conditional velocity network when the data has labels")
+    label_dropout: float = setting(0.1, "probability of dropping the label in training (classifier-free guidance)")
+    steps: int = setting(2000, "flow-matching AdamW steps", unit="steps", sized=10**7)
+    batch_size: int = setting(64, "latents per flow-matching step", sized=65536)
+    lr: float = setting(1e-3, "flow-matching learning rate (AdamW)", gt=0)
+    weight_decay: float = setting(0.0, "AdamW weight decay of the flow model", ge=0)
+    ema_decay: float = setting(0.999, "EMA decay of the flow weights (the EMA model is saved and sampled)")
     t_max: float = 1.0  # train on t ~ U(1e-4, t_max); < 1 for a coarse model
     seam_checkpoint: str = ""  # fine model checkpoint for the seam loss (coarse training)
-    seam_weight: float = 0.1
-    seam_steps: int = 60  # solver steps per unit time for the seam inversion
+    seam_weight: float = setting(0.1, "weight of the seam loss at t_max (coarse training)", ge=0)
+    seam_steps: int = setting(60, "solver steps per unit time for the seam inversion", sized=10**5)
     # data reduction
-    keep_ratio: float = 1.0
-    scorer: str = "random"  # random | kcenter | balanced-cluster | cluster-proportional | loss | grad
-    num_clusters: int = 24
-    clustering: str = "spherical"  # spherical (official: L2-normalised, spherical k-means) | euclidean (variant)
+    keep_ratio: float = setting(1.0, "fraction of the training data kept, (0, 1]", unit="fraction")
+    scorer: Literal["random", "kcenter", "balanced-cluster", "cluster-proportional", "loss", "grad"] = (
+        "random"  # which samples are kept when keep_ratio < 1 (reduce.py)
+    )
+    num_clusters: int = setting(24, "k-means clusters of the cluster scorers", sized=10**5)
+    clustering: Literal["spherical", "euclidean"] = (
+        "spherical"  # spherical (official: L2-normalised, spherical k-means) | euclidean (variant)
+    )
     score_inverse: bool = False  # loss/grad: keep the lowest scores; cluster: keep the furthest
     score_checkpoint: str = ""  # loss/grad: FM checkpoint that scores (else a proxy is trained)
-    score_steps: int = 300  # proxy scoring model's training steps (full data)
-    score_model: str = "small"
+    score_steps: int = setting(300, "steps of the proxy scoring model (loss/grad, full data)", sized=10**7)
+    score_model: Literal["small", "medium", "large", "xl"] = "small"  # preset of the proxy scoring model
     # bookkeeping
-    log_every: int = 50
-    checkpoint_every: int = 500
+    log_every: int = 50  # steps between step records (mean loss over the window)
+    checkpoint_every: int = setting(500, "steps between checkpoints (--resume continues from the last)")
+
+    def work(self) -> list[Work]:
+        """Training examples processed (steps x batch size over every stage this run trains), against
+        MAX_SAMPLE_STEPS (200x the fashion-mnist recipe's 5e6)."""
+        n, parts = 0.0, []
+        if self.stage in ("vae", "all"):
+            n += float(self.vae_steps + self.feature_steps) * self.vae_batch_size
+            parts.append(f"({self.vae_steps} + {self.feature_steps}) x {self.vae_batch_size}")
+        if self.stage in ("fm", "all"):
+            proxy = self.score_steps if self.keep_ratio < 1 and self.scorer in ("loss", "grad") else 0
+            proxy = 0 if self.score_checkpoint else proxy
+            n += float(self.steps + proxy) * self.batch_size
+            parts.append(f"({self.steps} + {proxy}) x {self.batch_size}")
+        return [
+            Work(
+                n,
+                MAX_SAMPLE_STEPS,
+                "training examples",
+                "steps, batch_size, vae_steps, feature_steps or vae_batch_size",
+                " + ".join(parts),
+                "process",
+            )
+        ]
 
     def __post_init__(self):
         if self.stage not in STAGES:

@@ -18,7 +18,6 @@ An independent judge (``judge``: a network the method did not train or choose, s
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -28,56 +27,8 @@ from torch import Tensor
 from icml26.core.errors import InputError
 from icml26.core.verdict import verdict
 from icml26.methods.lfm import flow, metrics
+from icml26.methods.lfm.sample_config import DEFAULT_STEPS, SAMPLERS, SampleConfig  # noqa: F401  (re-exported)
 from icml26.methods.lfm.train import load_flow, load_vae_dir, model_velocity
-
-SAMPLERS = ("euler", "heun", "adaptive")
-DEFAULT_STEPS = 60  # euler / heun steps when none are given (the paper's 60 Euler steps)
-
-
-@dataclass(frozen=True)
-class SampleConfig:
-    num_samples: int = 500
-    steps: int | None = None  # solver steps of euler/heun (None = 60); the adaptive sampler picks its own (None)
-    sampler: str = "euler"  # euler | heun | adaptive
-    t_split: float = 0.7  # coarse model for t < t_split
-    cfg_scale: float = 1.0  # classifier-free guidance scale (1 = none)
-    batch_size: int = 500
-    reference_size: int = 5000  # real test images for FID / precision / recall
-    rtol: float = 1e-3  # adaptive sampler tolerances
-    atol: float = 1e-3
-    grid_size: int = 64
-    timing_repeats: int = 1  # sample each mode this many times; the fastest wall-clock counts
-    reference_offset: int = 0  # first test image of the reference set (a disjoint slice = a validation reference)
-    bootstrap: int = 100  # paired bootstrap replicates for the FID intervals (0 = none)
-    judge: str = "auto"  # independent FID judge: auto (the data set's registered one) | none | a name | a file
-
-    def __post_init__(self):
-        if self.sampler not in SAMPLERS:
-            raise ValueError(f"sampler must be one of {', '.join(SAMPLERS)}, got {self.sampler!r}")
-        if self.sampler == "adaptive" and self.steps is not None:
-            raise ValueError(
-                f"steps={self.steps} applies to the euler and heun samplers; the adaptive sampler (RK45) "
-                "chooses its own steps from rtol/atol (each result reports its nfe): drop steps (--set steps=null "
-                "over a "
-                "recipe's steps), or choose euler/heun"
-            )
-        if self.sampler != "adaptive" and self.steps is None:
-            object.__setattr__(self, "steps", DEFAULT_STEPS)
-        if not 0.0 < self.t_split < 1.0:
-            raise ValueError(f"t_split must be in (0, 1), got {self.t_split}")
-        if self.reference_offset < 0 or self.bootstrap < 0:
-            raise ValueError("reference_offset and bootstrap must be >= 0")
-        for k in (
-            ("num_samples",)
-            + (("steps",) if self.steps is not None else ())
-            + ("batch_size", "reference_size", "grid_size", "timing_repeats")
-        ):
-            if getattr(self, k) < 1:
-                raise ValueError(f"{k} must be >= 1, got {getattr(self, k)}")
-        if self.num_samples < 4:
-            raise ValueError(
-                f"num_samples must be >= 4 (precision/recall use 3 nearest neighbours), got {self.num_samples}"
-            )
 
 
 def _sample_latents(v_factory, x0: Tensor, y: Tensor | None, cfg: SampleConfig, *, c2f: bool = False):
