@@ -8,6 +8,7 @@ resumed run and N torchrun processes compute the same run as one process.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -17,6 +18,7 @@ from torch import Tensor, nn
 from icml26.core import diverge
 from icml26.core.dist import Dist
 from icml26.core.errors import InputError
+from icml26.core.progress import progress
 from icml26.methods.lfm import ckpt
 
 
@@ -24,6 +26,65 @@ def step_generator(seed: int, stage: str, step: int) -> torch.Generator:
     """The generator of one training step: a function of (seed, stage, step) only."""
     code = {"vae": 1, "features": 2, "fm": 3, "proxy": 4}[stage]
     return torch.Generator().manual_seed((seed * 1_000_003 + code * 10_000_019 + step * 7919) % (2**63 - 1))
+
+
+def batch_rows(seed: int, stage: str, step: int, n: int, batch: int) -> tuple[torch.Generator, Tensor]:
+    """The step's generator and the ``batch`` row indices (of ``n``) it draws first."""
+    g = step_generator(seed, stage, step)
+    return g, torch.randint(n, (batch,), generator=g)
+
+
+@dataclass(frozen=True)
+class Trainer:
+    """What every training stage of one run shares (processes, device, --resume, record and
+    checkpoint intervals): ``Trainer.fit`` is ``fit`` with these bound, under a progress bar."""
+
+    dist: Dist
+    device: str | torch.device = "cpu"
+    resume: bool = False
+    log_every: int = 10**9
+    checkpoint_every: int = 10**9
+
+    def fit(
+        self,
+        stage: str,
+        model: nn.Module,
+        loss_fn: Callable[[nn.Module, dict], Tensor],
+        batch_fn: Callable[[int], dict],
+        *,
+        steps: int,
+        lr: float,
+        ema_decay: float | None = None,
+        weight_decay: float = 0.0,
+        ckpt_path: Path | None = None,
+        meta: dict | None = None,
+        extra: dict[str, Tensor] | None = None,
+        desc: str | None = None,
+    ) -> Iterator[dict]:
+        """``fit`` for one stage; ``desc``: the progress bar's label (None: no bar)."""
+        kw = dict(
+            stage=stage,
+            model=model,
+            loss_fn=loss_fn,
+            batch_fn=batch_fn,
+            steps=steps,
+            lr=lr,
+            weight_decay=weight_decay,
+            ema_decay=ema_decay,
+            ckpt_path=ckpt_path,
+            resume=self.resume,
+            log_every=self.log_every,
+            checkpoint_every=self.checkpoint_every,
+            dist=self.dist,
+            meta=meta or {},
+            extra=extra,
+            device=self.device,
+        )
+        if desc is None:
+            yield from fit(**kw)
+            return
+        with progress(steps, desc) as bar:
+            yield from fit(**kw, bar=bar)
 
 
 # ----------------------------------------------------------------------------- generic loop

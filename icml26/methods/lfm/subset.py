@@ -17,7 +17,7 @@ from icml26.methods.lfm import reduce
 from icml26.methods.lfm.artifacts import arch_for, load_flow
 from icml26.methods.lfm.config import Config
 from icml26.methods.lfm.fm_steps import _fm_batch_fn, _fm_loss
-from icml26.methods.lfm.loop import fit
+from icml26.methods.lfm.loop import Trainer
 from icml26.methods.lfm.nets import DiT
 
 
@@ -39,21 +39,8 @@ def _proxy_scorer(
     torch.manual_seed(seed + 7)
     net = DiT(arch_for(cfg, cfg.score_model, lat.shape[1:], num_classes))
     batch_fn = _fm_batch_fn(cfg, lat, lab, np.arange(len(lat)), seed=seed, stage="proxy", num_classes=num_classes)
-    for _ in fit(
-        stage="proxy",
-        model=net,
-        loss_fn=_fm_loss(cfg, None),
-        batch_fn=batch_fn,
-        steps=cfg.score_steps,
-        lr=cfg.lr,
-        ema_decay=cfg.ema_decay,
-        ckpt_path=None,
-        resume=False,
-        log_every=10**9,
-        checkpoint_every=10**9,
-        dist=dist,
-        meta={},
-        device=device,
+    for _ in Trainer(dist, device).fit(
+        "proxy", net, _fm_loss(cfg, None), batch_fn, steps=cfg.score_steps, lr=cfg.lr, ema_decay=cfg.ema_decay
     ):
         pass
     return net.cpu()

@@ -29,11 +29,10 @@ import numpy as np
 import torch
 
 from icml26.core.data.images import load_images, resolve_dataset_arg
-from icml26.core.dist import Dist
+from icml26.core.dist import Dist  # noqa: F401  (re-exported)
 from icml26.core.dist import setup as dist_setup
 from icml26.core.diverge import Diverged, diverged_fields, warn
 from icml26.core.errors import InputError
-from icml26.core.progress import progress
 from icml26.methods.lfm import ckpt
 from icml26.methods.lfm.artifacts import (  # noqa: F401  (re-exported: callers import them from here)
     _ce_loss,
@@ -46,12 +45,12 @@ from icml26.methods.lfm.artifacts import (  # noqa: F401  (re-exported: callers 
 from icml26.methods.lfm.checks import RUN_CHECKPOINTS, Inputs, validate  # noqa: F401
 from icml26.methods.lfm.config import STAGES, T_EPS, Config  # noqa: F401
 from icml26.methods.lfm.fm_steps import _fm_batch_fn, _fm_loss, seam_states  # noqa: F401
-from icml26.methods.lfm.loop import fit, step_generator  # noqa: F401
+from icml26.methods.lfm.loop import Trainer, batch_rows, fit, step_generator  # noqa: F401
 from icml26.methods.lfm.nets import VAE, DiT, FeatureNet, count_params
 from icml26.methods.lfm.subset import image_features, select_subset  # noqa: F401
 
 
-def _vae_stage(cfg: Config, *, seed: int, out: Path, resume: bool, dist: Dist, device: str) -> Iterator[dict]:
+def _vae_stage(cfg: Config, *, seed: int, out: Path, trainer: Trainer) -> Iterator[dict]:
     size = cfg.image_size or None
     ds = load_images(cfg.dataset, "train", size=size)
     n_all = len(ds)
@@ -72,7 +71,7 @@ def _vae_stage(cfg: Config, *, seed: int, out: Path, resume: bool, dist: Dist, d
         "image_shape": [C, H, W],
         "num_classes": ds.num_classes,
         "test_split": ds.split_source,
-        "device": str(device),
+        "device": str(trainer.device),
     }
 
     # 1. VAE
@@ -81,8 +80,7 @@ def _vae_stage(cfg: Config, *, seed: int, out: Path, resume: bool, dist: Dist, d
     zshape = (cfg.latent_channels, H // 4, W // 4)
 
     def vae_batch(step):
-        g = step_generator(seed, "vae", step)
-        i = torch.randint(N, (cfg.vae_batch_size,), generator=g)
+        g, i = batch_rows(seed, "vae", step, N, cfg.vae_batch_size)
         return {"x": x[i], "noise": torch.randn((cfg.vae_batch_size, *zshape), generator=g)}
 
     meta = {
@@ -95,24 +93,17 @@ def _vae_stage(cfg: Config, *, seed: int, out: Path, resume: bool, dist: Dist, d
         "width": cfg.vae_width,
         "seed": seed,
     }
-    with progress(cfg.vae_steps, "vae") as bar:
-        yield from fit(
-            stage="vae",
-            model=vae,
-            loss_fn=lambda m, b: m(b["x"], b["noise"], cfg.kl_weight),
-            batch_fn=vae_batch,
-            steps=cfg.vae_steps,
-            lr=cfg.vae_lr,
-            ema_decay=None,
-            ckpt_path=out / "vae.safetensors",
-            resume=resume,
-            log_every=cfg.log_every,
-            checkpoint_every=cfg.checkpoint_every,
-            dist=dist,
-            meta=meta,
-            bar=bar,
-            device=device,
-        )
+    yield from trainer.fit(
+        "vae",
+        vae,
+        lambda m, b: m(b["x"], b["noise"], cfg.kl_weight),
+        vae_batch,
+        steps=cfg.vae_steps,
+        lr=cfg.vae_lr,
+        ckpt_path=out / "vae.safetensors",
+        meta=meta,
+        desc="vae",
+    )
     vae.cpu()
 
     # 2. feature network (needs labels; else the VAE encoder serves as feature map)
@@ -122,8 +113,7 @@ def _vae_stage(cfg: Config, *, seed: int, out: Path, resume: bool, dist: Dist, d
         feat = FeatureNet(C, ds.num_classes, H)
 
         def feat_batch(step):
-            g = step_generator(seed, "features", step)
-            i = torch.randint(N, (cfg.vae_batch_size,), generator=g)
+            i = batch_rows(seed, "features", step, N, cfg.vae_batch_size)[1]
             return {"x": x[i], "y": y[i]}
 
         fmeta = {
@@ -135,24 +125,17 @@ def _vae_stage(cfg: Config, *, seed: int, out: Path, resume: bool, dist: Dist, d
             "feature_dim": feat.feature_dim,
             "seed": seed,
         }
-        with progress(cfg.feature_steps, "feature network") as bar:
-            yield from fit(
-                stage="features",
-                model=feat,
-                loss_fn=_ce_loss,
-                batch_fn=feat_batch,
-                steps=cfg.feature_steps,
-                lr=cfg.feature_lr,
-                ema_decay=None,
-                ckpt_path=out / "features.safetensors",
-                resume=resume,
-                log_every=cfg.log_every,
-                checkpoint_every=cfg.checkpoint_every,
-                dist=dist,
-                meta=fmeta,
-                bar=bar,
-                device=device,
-            )
+        yield from trainer.fit(
+            "features",
+            feat,
+            _ce_loss,
+            feat_batch,
+            steps=cfg.feature_steps,
+            lr=cfg.feature_lr,
+            ckpt_path=out / "features.safetensors",
+            meta=fmeta,
+            desc="feature network",
+        )
         feat.cpu()
         test = load_images(cfg.dataset, "test", size=H)
         acc = classifier_accuracy(
@@ -173,7 +156,7 @@ def _vae_stage(cfg: Config, *, seed: int, out: Path, resume: bool, dist: Dist, d
         rec = torch.cat([vae.decode(mu[s : s + 512]) for s in range(0, N, 512)])
     scale = float(1.0 / mu.std())
     rec_mse = float((rec - x).pow(2).mean())
-    if dist.main:
+    if trainer.dist.main:
         ckpt.save(
             out / "latents.safetensors",
             {
@@ -194,7 +177,7 @@ def _vae_stage(cfg: Config, *, seed: int, out: Path, resume: bool, dist: Dist, d
         )
         t, m = ckpt.load(out / "vae.safetensors")
         ckpt.save(out / "vae.safetensors", t, {**m, "latent_scale": scale, "reconstruction_mse": rec_mse})
-    dist.barrier()
+    trainer.dist.barrier()
     yield {
         "kind": "vae",
         "parameters": count_params(vae),
@@ -205,9 +188,7 @@ def _vae_stage(cfg: Config, *, seed: int, out: Path, resume: bool, dist: Dist, d
     }
 
 
-def _fm_stage(
-    cfg: Config, *, seed: int, out: Path, resume: bool, dist: Dist, vae_dir: Path, inputs: Inputs, device: str
-) -> Iterator[dict]:
+def _fm_stage(cfg: Config, *, seed: int, out: Path, trainer: Trainer, vae_dir: Path, inputs: Inputs) -> Iterator[dict]:
     arts = inputs.vae if inputs.vae is not None else load_vae_dir(vae_dir)
     lat = arts["latents"]
     lm = arts["latents_meta"]
@@ -218,7 +199,7 @@ def _fm_stage(
     # 4. kept subset: reused from the checkpoint on --resume, so scoring is not redone
     kept = None
     kept_seed = seed
-    if resume and ck.is_file():
+    if trainer.resume and ck.is_file():
         t, cm = ckpt.load(ck)
         if "kept_indices_local" in t:  # the original run's subset, scorer and keep_ratio, as it recorded them
             kept = t["kept_indices_local"].numpy()
@@ -236,10 +217,16 @@ def _fm_stage(
             kept_seed = cm.get("seed", seed)
     if kept is None:
         kept, info = select_subset(
-            cfg, arts, seed=seed, dist=dist, num_classes=num_classes, score_net=inputs.score, device=device
+            cfg,
+            arts,
+            seed=seed,
+            dist=trainer.dist,
+            num_classes=num_classes,
+            score_net=inputs.score,
+            device=trainer.device,
         )
     kept_global = arts["indices"][torch.from_numpy(kept).long()]
-    if dist.main:
+    if trainer.dist.main:
         from icml26.core.output import atomic_write_text
 
         atomic_write_text(
@@ -289,26 +276,20 @@ def _fm_stage(
         cfg, lat, lab, kept, seed=seed, stage="fm", num_classes=num_classes, seam=seam, seam_target=seam_t
     )
     extra = {"kept_indices_local": torch.from_numpy(np.asarray(kept)).long(), "kept_indices": kept_global}
-    with progress(cfg.steps, f"flow matching ({cfg.model})") as bar:
-        yield from fit(
-            stage="fm",
-            model=net,
-            loss_fn=_fm_loss(cfg, t_seam),
-            batch_fn=batch_fn,
-            steps=cfg.steps,
-            lr=cfg.lr,
-            weight_decay=cfg.weight_decay,
-            ema_decay=cfg.ema_decay,
-            ckpt_path=ck,
-            resume=resume,
-            log_every=cfg.log_every,
-            checkpoint_every=cfg.checkpoint_every,
-            dist=dist,
-            meta=meta,
-            extra=extra,
-            bar=bar,
-            device=device,
-        )
+    yield from trainer.fit(
+        "fm",
+        net,
+        _fm_loss(cfg, t_seam),
+        batch_fn,
+        steps=cfg.steps,
+        lr=cfg.lr,
+        weight_decay=cfg.weight_decay,
+        ema_decay=cfg.ema_decay,
+        ckpt_path=ck,
+        meta=meta,
+        extra=extra,
+        desc=f"flow matching ({cfg.model})",
+    )
 
 
 def run(
@@ -330,6 +311,7 @@ def run(
     if inputs is None:
         inputs = validate(cfg, out, resume)
     dist = dist_setup()
+    trainer = Trainer(dist, device, resume, cfg.log_every, cfg.checkpoint_every)
     seed_everything(seed)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -339,7 +321,7 @@ def run(
     failure = None
     try:
         if cfg.stage in ("vae", "all"):
-            for r in _vae_stage(cfg, seed=seed, out=out, resume=resume, dist=dist, device=device):
+            for r in _vae_stage(cfg, seed=seed, out=out, trainer=trainer):
                 if r["kind"] == "step":
                     last_loss = r["loss"]
                 yield r
@@ -347,9 +329,7 @@ def run(
             summary["checkpoint"] = str(out / "vae.safetensors")
         if cfg.stage in ("fm", "all"):
             vae_dir = Path(cfg.vae) if cfg.stage == "fm" else out
-            stage = _fm_stage(
-                cfg, seed=seed, out=out, resume=resume, dist=dist, vae_dir=vae_dir, inputs=inputs, device=device
-            )
+            stage = _fm_stage(cfg, seed=seed, out=out, trainer=trainer, vae_dir=vae_dir, inputs=inputs)
             for r in stage:
                 if r["kind"] == "step":
                     last_loss = r["loss"]
