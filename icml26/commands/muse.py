@@ -109,13 +109,13 @@ def bench(
         text=text,
         model=model,
     )
-    from icml26.methods.attention.data import preflight
+    from icml26.methods.attention.config import preflight
 
-    preflight(run.cfg, "bench")
+    preflight(run.cfg, "bench")  # inputs checked before torch loads
     from icml26.core.output import stream
-    from icml26.methods.attention import harness as H
+    from icml26.methods.attention import api
 
-    stream(H.run_bench(run.cfg, seed=run.seed), run=run, quiet=quiet, columns=BENCH_COLS)
+    stream(api.run_bench(run.cfg, seed=run.seed), run=run, quiet=quiet, columns=BENCH_COLS)
 
 
 @muse_app.command("eval")
@@ -155,13 +155,13 @@ def eval_(
         model=model,
         windows=windows,
     )
-    from icml26.methods.attention.data import preflight
+    from icml26.methods.attention.config import preflight
 
-    preflight(run.cfg, "eval")
+    preflight(run.cfg, "eval")  # inputs checked before torch loads
     from icml26.core.output import stream
-    from icml26.methods.attention import harness as H
+    from icml26.methods.attention import api
 
-    stream(H.run_eval(run.cfg, seed=run.seed, device=run.device), run=run, quiet=quiet, columns=EVAL_COLS)
+    stream(api.run_eval(run.cfg, seed=run.seed, device=run.device), run=run, quiet=quiet, columns=EVAL_COLS)
 
 
 @muse_app.command("train")
@@ -208,13 +208,13 @@ def train(
         text=text,
         train_steps=steps,
     )
-    from icml26.methods.attention.data import preflight
+    from icml26.methods.attention.config import preflight
 
-    preflight(run.cfg, "train")
+    preflight(run.cfg, "train")  # inputs checked before torch loads
     from icml26.core.output import stream
-    from icml26.methods.attention import harness as H
+    from icml26.methods.attention import api
 
-    gen = H.run_train(run.cfg, seed=run.seed, device=run.device, out=out, previous=run.previous)
+    gen = api.run_train(run.cfg, seed=run.seed, device=run.device, out=out, previous=run.previous)
     if drain_unless_main(gen):  # other torchrun ranks train silently; rank 0 writes
         return
     stream(gen, run=run, quiet=quiet, columns=TRAIN_COLS)

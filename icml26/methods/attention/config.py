@@ -1,5 +1,6 @@
 """``icml26 muse`` settings: the ``Config`` of every subcommand (bench / eval / train) and the
-method names; ``Config.settings(variant)`` gives the attention's ``MuseSettings``.
+method names; ``Config.settings(variant)`` gives the attention's ``MuseSettings``; ``preflight``
+checks the inputs a Config names (text, model, layer) before the config record.
 
 Torch-free (only ``core.settings``): ``--set`` values, ranges and size limits are checked before
 the method's heavy imports. The attention settings repeat ``MuseSettings``' own checks here (the
@@ -7,9 +8,13 @@ torch twin in ``icml26.ops._ref.muse`` keeps them for library callers)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Literal
 
+from icml26.core.data import text as T
+from icml26.core.data.lm import model_path
+from icml26.core.errors import InputError
 from icml26.core.settings import Work, setting
 
 METHODS = ("sdpa", "muse", "muse-v1", "muse-noretrieval", "block")
@@ -156,3 +161,25 @@ class Config:
             variant="muse" if variant == "sdpa" else variant,
             detach_query_centroids=self.detach_query_centroids,
         )
+
+
+def require_text(cfg: Config) -> None:
+    """Data checks before the config record: the user's file, or the two Debian corpora."""
+    if cfg.text is not None:
+        T.read_text_file(cfg.text)
+    else:
+        T.require_corpus("python-docs")
+        T.require_corpus("gcide")
+
+
+def preflight(cfg: Config, command: str) -> None:
+    """Every input check of a subcommand before its config record (torch-free)."""
+    require_text(cfg)  # context_tokens' limit (MAX_CONTEXT_TOKENS) is declared on the field
+    if command in ("bench", "eval"):
+        model_path(cfg.model)
+        try:
+            n_layers = json.loads((model_path(cfg.model) / "config.json").read_text()).get("num_hidden_layers")
+        except (OSError, ValueError):
+            n_layers = None
+        if command == "bench" and n_layers is not None and cfg.layer >= n_layers:
+            raise InputError(f"layer {cfg.layer} is out of range: the model has {n_layers} layers")

@@ -4,10 +4,7 @@
 
 from __future__ import annotations
 
-import json
-
 from icml26.core.data import text as T
-from icml26.core.data.lm import model_path
 from icml26.core.errors import InputError
 from icml26.methods.attention.config import PERIOD, RUN, Config
 
@@ -25,15 +22,6 @@ def _documents(text: str | None):
         return
     yield T.load_corpus("python-docs")
     yield T.load_corpus("gcide")
-
-
-def require_text(cfg: Config) -> None:
-    """Data checks before the config record: the user's file, or the two Debian corpora."""
-    if cfg.text is not None:
-        T.read_text_file(cfg.text)
-    else:
-        T.require_corpus("python-docs")
-        T.require_corpus("gcide")
 
 
 def split_text(split: str, chars: int, text: str | None = None) -> str:
@@ -100,16 +88,3 @@ def _windows(tok, split, n_tokens, windows, text=None, fit=False):
             f"the {split} split of {where} has {len(ids)} tokens; {windows} window(s) of {n_tokens} need {need}"
         )
     return [ids[i * n_tokens : (i + 1) * n_tokens] for i in range(windows)], len(ids)
-
-
-def preflight(cfg: Config, command: str) -> None:
-    """Every input check of a subcommand before its config record (torch-free)."""
-    require_text(cfg)  # context_tokens' limit (MAX_CONTEXT_TOKENS) is the Config's sized declaration
-    if command in ("bench", "eval"):
-        model_path(cfg.model)
-        try:
-            n_layers = json.loads((model_path(cfg.model) / "config.json").read_text()).get("num_hidden_layers")
-        except (OSError, ValueError):
-            n_layers = None
-        if command == "bench" and n_layers is not None and cfg.layer >= n_layers:
-            raise InputError(f"layer {cfg.layer} is out of range: the model has {n_layers} layers")

@@ -24,13 +24,20 @@ from icml26.methods.attention.bench import (  # noqa: F401  (re-exported: the co
     capture_qkv,
     run_bench,
 )
-from icml26.methods.attention.config import MAX_CONTEXT_TOKENS, METHODS, PERIOD, RUN, SPLITS, Config  # noqa: F401
+from icml26.methods.attention.config import (  # noqa: F401
+    MAX_CONTEXT_TOKENS,
+    METHODS,
+    PERIOD,
+    RUN,
+    SPLITS,
+    Config,
+    preflight,
+    require_text,
+)
 from icml26.methods.attention.data import (  # noqa: F401
     _documents,
     _windows,
     eval_windows,
-    preflight,
-    require_text,
     split_of,
     split_text,
     token_windows,
