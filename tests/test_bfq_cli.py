@@ -382,3 +382,33 @@ def test_make_dataset_resumes_a_stopped_sac_run(made, tmp_path, monkeypatch):
         a, _ = d4rl.read(out / f"hopper-v5-{kind}.hdf5")
         b, _ = d4rl.read(tmp_path / "d" / f"hopper-v5-{kind}.hdf5")
         assert all(np.array_equal(a[k], b[k]) for k in a), kind
+
+
+def test_make_dataset_resume_with_more_sac_steps_continues_the_finished_run(made, tmp_path):
+    """A finished 200-step SAC run, resumed with sac_steps=300, gives the evaluations, snapshots
+    and datasets of the uninterrupted 300-step run; other changed settings are still refused."""
+    import json
+
+    from icml26.methods.rl import d4rl
+
+    out, _ = made
+    base = ["bfq", "make-dataset", "-r", str(TINY_MAKE), "-q", "--out", str(tmp_path / "d")]
+    r = runner.invoke(app, [*base, "--set", "sac_steps=200"])
+    assert r.exit_code == 0, (r.output, r.exception)
+    r = runner.invoke(app, [*base, "--resume", "--set", "batch_size=16"])
+    assert r.exit_code == 2 and "holds a SAC run made with other settings" in r.stderr, r.output
+    r = runner.invoke(app, [*base, "--resume"])
+    assert r.exit_code == 0, (r.output, r.exception)
+
+    def evals(d):
+        rows = [json.loads(x) for x in (d / "sac" / "records.jsonl").read_text().splitlines()]
+        return rows[0]["steps"], [(x["step"], x["eval_return"]) for x in rows if x["kind"] == "step"]
+
+    assert evals(tmp_path / "d") == evals(out) and evals(out)[0] == 300 and len(evals(out)[1]) == 3
+    assert sorted(p.name for p in (tmp_path / "d" / "sac" / "snapshots").iterdir()) == sorted(
+        p.name for p in (out / "sac" / "snapshots").iterdir()
+    )
+    for kind in ("medium", "medium-replay", "random"):
+        a, _ = d4rl.read(out / f"hopper-v5-{kind}.hdf5")
+        b, _ = d4rl.read(tmp_path / "d" / f"hopper-v5-{kind}.hdf5")
+        assert all(np.array_equal(a[k], b[k]) for k in a), kind

@@ -114,10 +114,13 @@ def train(
     resume: bool = False,
     previous: list[dict] | None = None,
     stop_after_steps: int | None = None,
+    written_for: Config | None = None,
 ) -> Iterator[dict]:
     """Train ``cfg.seeds`` batched seeds of ``algo``; yield a ``step`` record per seed at each
     evaluation and a ``result`` record at the end. ``stop_after_steps`` (tests): stop the loop
-    there (after checkpointing) without a result, as an interruption would."""
+    there (after checkpointing) without a result, as an interruption would. ``written_for``: with
+    ``resume``, the settings the checkpoint was written for when the run now goes on to more
+    ``steps`` (``offline_make.extends``: only steps and a replay buffer that never wrapped grow)."""
     import torch
 
     from icml26.core import diverge
@@ -155,7 +158,7 @@ def train(
     stack = contextlib.ExitStack()
     try:
         if resume and ckpt is not None and ckpt.is_file():
-            t = load_checkpoint(ckpt, meta)
+            t = load_checkpoint(ckpt, meta if written_for is None else _meta(written_for, algo, seed))
             learner.load_state_tensors(t)
             buf.load_state_tensors(t)
             c = t["loop.counters"].tolist()

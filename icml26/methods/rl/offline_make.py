@@ -10,11 +10,13 @@ for a D4RL family; ``final``: of the final policy's return), not made when no sn
 ``medium-replay`` = the replay buffer up to that snapshot; ``random`` = rollouts of the untrained
 policy; ``medium-expert`` = medium then expert. Rollouts sample the stochastic policy (as D4RL's).
 Each file carries its own score reference (the random and final policies' mean returns). A
-stopped SAC run resumes from its checkpoint; ``--from`` a run folder makes datasets from it.
+stopped SAC run resumes from its checkpoint, and ``--resume`` with a larger ``sac_steps`` takes a
+finished one further (``extends``); ``--from`` a run folder makes datasets from it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,7 +52,8 @@ def _learner(cfg, state: dict | None, device: str):
 def train_sac(mc: MakeConfig, run_dir: Path, *, seed: int, device: str) -> Iterator[dict]:
     """Run SAC with ``dsac_aid.train`` into ``run_dir`` (its checkpoint, the records, and a copy of
     the checkpoint at each evaluation under ``snapshots/``); yields dsac-aid's records. A folder
-    holding a stopped run of the same settings is resumed from its checkpoint (run in parts)."""
+    holding a stopped run of the same settings is resumed from its checkpoint (run in parts), one
+    of fewer ``sac_steps`` goes on to the new count."""
     cfg = sac_config(mc)
     o, a = dsac_aid.validate(cfg)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -59,10 +62,12 @@ def train_sac(mc: MakeConfig, run_dir: Path, *, seed: int, device: str) -> Itera
     snaps.mkdir(exist_ok=True)
     head = json.loads(to_json({"kind": "config", "command": "dsac-aid", "seed": seed, **config_dict(cfg)}))
     rec_file = run_dir / "records.jsonl"
-    previous = None
+    previous, written_for = None, None
     if ckpt.is_file() and rec_file.is_file():
         old = [json.loads(x) for x in rec_file.read_text().splitlines() if x.strip()]
-        if not old or old[0] != head:
+        if old and old[0] != head and extends(old[0], head):  # a larger sac_steps: the run goes on
+            written_for = dataclasses.replace(cfg, steps=old[0]["steps"], buffer_size=old[0]["buffer_size"])
+        elif not old or old[0] != head:
             raise InputError(
                 f"--out: {str(run_dir)!r} holds a SAC run made with other settings; use another --out or delete it"
             )
@@ -87,6 +92,7 @@ def train_sac(mc: MakeConfig, run_dir: Path, *, seed: int, device: str) -> Itera
         out=run_dir,
         resume=previous is not None,
         previous=previous,
+        written_for=written_for,
     ):
         if r["kind"] == "step" and last_step is not None and r["step"] != last_step and ckpt.is_file():
             snapshot(last_step)
@@ -98,6 +104,22 @@ def train_sac(mc: MakeConfig, run_dir: Path, *, seed: int, device: str) -> Itera
         yield r
     snapshot(last_step)
     write_records()
+
+
+def extends(old: dict, new: dict) -> bool:
+    """Whether the SAC run recorded with config record ``old`` can go on as the run ``new``
+    describes: the same settings but more steps, and a replay buffer that holds every transition
+    of both (it never wrapped, so the continued run equals an uninterrupted one of the new steps)."""
+    same = {k: v for k, v in old.items() if k not in ("steps", "buffer_size")} == {
+        k: v for k, v in new.items() if k not in ("steps", "buffer_size")
+    }
+    return (
+        same
+        and isinstance(old.get("steps"), int)
+        and new["steps"] > old["steps"]
+        and old["buffer_size"] > old["steps"]
+        and new["buffer_size"] > new["steps"]
+    )
 
 
 def _snapshot(ckpt: Path, dest: Path) -> None:
