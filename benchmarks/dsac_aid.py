@@ -15,6 +15,11 @@ benchmarks/results/dsac_aid.json (rerun with --print-only to reprint the tables)
   OMP_NUM_THREADS=1 nice -n 5 .venv/bin/python benchmarks/dsac_aid.py --part speed
   OMP_NUM_THREADS=1 nice -n 5 .venv/bin/python benchmarks/dsac_aid.py --part impulse --budget-s 3000
   OMP_NUM_THREADS=1 nice -n 5 .venv/bin/python benchmarks/dsac_aid.py --part mujoco --budget-s 3000
+
+  sb3 / ours: (4) at the defaults, SB3's SAC (one seed per call) against ours (3 batched seeds per
+  folder; --first-seed 3 adds seeds 3-5), InvertedPendulum-v5 15k steps, 10 episodes every 5k:
+  OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python benchmarks/dsac_aid.py --part sb3 --sb3-seed 3
+  OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python benchmarks/dsac_aid.py --part ours --algo sac --first-seed 3
   .venv/bin/python benchmarks/dsac_aid.py --print-only
 """
 
@@ -889,23 +894,31 @@ def part_sb3(env_id: str, seeds: list[int] | None = None) -> None:
         print(f"sb3 {env_id} seed {seed}: {r['evals'][-1]['eval_return']:.1f} ({r['updates_per_s']:.1f} updates/s)")
 
 
-def ours_cmd(env_id: str, algo: str, out: Path) -> list[str]:
-    """The command of our run of ``algo`` at the defaults (3 batched seeds, evaluations every 5k)."""
-    args = [sys.executable, "-m", "icml26", "dsac-aid", "--env", env_id, "--algo", algo]
+def ours_cmd(env_id: str, algo: str, out: Path, first_seed: int = 0) -> list[str]:
+    """The command of our run of ``algo`` at the defaults (3 batched seeds from ``first_seed``,
+    evaluations every 5k)."""
+    args = [sys.executable, "-m", "icml26", "dsac-aid", "--env", env_id, "--algo", algo, "--seed", str(first_seed)]
     args += ["--steps", str(DEFAULT_TASKS[env_id]), "--seeds", str(SEEDS), "--out", str(out)]
     args += ["--set", f"eval_interval={EVAL_EVERY}", "--set", f"eval_episodes={EVAL_EPISODES}"]
     return args + ["--set", "checkpoint_interval=1000", "-q"]  # small parts: resumable on a loaded machine
 
 
-def part_ours(env_id: str, budget_s: float, algos: tuple[str, ...] = ("sac", "dsac-t", "dsac-aid")) -> None:
-    """Our three algorithms on ``env_id`` at the defaults, one process each at the same time,
-    continued with --resume for at most ``budget_s`` seconds."""
+def ours_dir(env_id: str, algo: str, first_seed: int = 0) -> Path:
+    """The run folder of ``algo``'s 3 batched seeds from ``first_seed`` (seeds 0-2: ``<algo>``)."""
+    return DEFAULTS / env_id / (algo if first_seed == 0 else f"{algo}-seed{first_seed}")
+
+
+def part_ours(
+    env_id: str, budget_s: float, algos: tuple[str, ...] = ("sac", "dsac-t", "dsac-aid"), first_seed: int = 0
+) -> None:
+    """Our algorithms on ``env_id`` at the defaults (seeds first_seed .. first_seed + 2), one
+    process each at the same time, continued with --resume for at most ``budget_s`` seconds."""
     procs = []
     for algo in algos:
-        out = DEFAULTS / env_id / algo
+        out = ours_dir(env_id, algo, first_seed)
         if any(r["kind"] == "result" for r in read_records(out)):
             continue
-        args = ours_cmd(env_id, algo, out) + (["--resume"] if out.exists() else [])
+        args = ours_cmd(env_id, algo, out, first_seed) + (["--resume"] if out.exists() else [])
         env = {**os.environ, "OMP_NUM_THREADS": "1"}
         procs.append(
             (algo, subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env))
@@ -950,15 +963,20 @@ def defaults_rows(env_id: str) -> list[dict]:
             }
         )
     for algo in ("sac", "dsac-t", "dsac-aid"):
-        recs = read_records(DEFAULTS / env_id / algo)
+        # seeds 0-2 in <algo>/, later batches of 3 in <algo>-seed<k>/; a batch that has not reached
+        # the task's steps yet adds to the curve, not to the final returns
+        folders = [DEFAULTS / env_id / algo, *sorted((DEFAULTS / env_id).glob(f"{algo}-seed*"))]
+        recs = [r for f in folders for r in read_records(f)]
         steps = [r for r in recs if r["kind"] == "step"]
         if not steps:
             continue
         last = max(r["step"] for r in steps)
         final = [r["eval_return"] for r in steps if r["step"] == last]
-        res = next((r for r in recs if r["kind"] == "result"), None)
+        res = [r for r in recs if r["kind"] == "result"]
         ups = [r["updates_per_s"] for r in steps if r.get("updates_per_s") == r.get("updates_per_s")]
-        u = res["updates_per_s"] if res and res.get("updates_per_s") else (float(np.mean(ups)) if ups else None)
+        done = [r["updates_per_s"] for r in res if r.get("updates_per_s")]
+        u = float(np.mean(done)) if done else (float(np.mean(ups)) if ups else None)
+        per_batch = len(final) / max(len(res), 1) if res else len(final)
         rows.append(
             {
                 "impl": f"ours {algo}",
@@ -968,9 +986,9 @@ def defaults_rows(env_id: str) -> list[dict]:
                 "ci": seed_interval(final),
                 "per_seed": final,
                 "curve": curves(recs, "eval_return").get(algo, []),
-                "updates_per_s": u,  # batched: one update trains every seed
-                "seed_updates_per_s": u * len(final) if u else None,
-                "done": res is not None,
+                "updates_per_s": u,  # batched: one update trains every seed of a batch
+                "seed_updates_per_s": u * per_batch if u else None,
+                "done": len(res) == len([f for f in folders if f.is_dir()]),
             }
         )
     return rows
@@ -1212,6 +1230,8 @@ def main() -> None:
         action="append",
     )
     ap.add_argument("--sb3-seed", type=int, action="append", help="sb3 part: only this seed (repeatable)")
+    ap.add_argument("--first-seed", type=int, default=0, help="ours part: seeds first .. first + 2 (own folder)")
+    ap.add_argument("--algo", action="append", help="ours part: only this algorithm (repeatable)")
     ap.add_argument("--env", default="InvertedPendulum-v5", choices=sorted(DEFAULT_TASKS), help="defaults parts' task")
     ap.add_argument("--n", type=int, default=300, help="timed updates per speed measurement")
     ap.add_argument("--budget-s", type=float, default=1800, help="seconds for the impulse / mujoco runs in this call")
@@ -1248,7 +1268,9 @@ def main() -> None:
                 "mujoco": lambda: part_mujoco(res, args.budget_s),
                 "sb3": lambda: part_sb3(args.env, args.sb3_seed),
                 "speed-defaults": lambda: part_speed_defaults(res, args.n),
-                "ours": lambda: part_ours(args.env, args.budget_s),
+                "ours": lambda: part_ours(
+                    args.env, args.budget_s, tuple(args.algo or ("sac", "dsac-t", "dsac-aid")), args.first_seed
+                ),
             }[part]()
     report(res)
     sd = res.get("speed_defaults")
