@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/filter_data.py [--docs-per-source 600] [--n-docs 3000] [--n-embed 300]
                                                [--proxy-records DIR/records.jsonl ...]
     .venv/bin/python benchmarks/filter_data.py --experiment lines [--line-docs-per-source 2000] [--print-only]
+    .venv/bin/python benchmarks/filter_data.py --experiment proxy-tables --proxy-records DIR/records.jsonl ...
 
 ``--experiment throughput`` (the default):
 
@@ -13,6 +14,9 @@
    command's path) and reports docs/s, MB/s and the ratio to fastText; also each scorer's
    AUC for telling clean curated pool documents from the rest (the filter's actual job).
 3. Prints the proxy-experiment table from `filter-data proxy --out DIR` records, if given.
+
+``--experiment proxy-tables`` prints the docs' markdown tables from ``filter-data proxy`` records
+(``benchmarks/filter_data_proxy.sh`` makes them).
 
 ``--experiment lines`` (``score --level line`` / ``select --level line``; see docs/filter-data.md):
 1. Builds the corpus (``--line-docs-per-source`` per source, seed ``--seed``) and trains the
@@ -424,9 +428,64 @@ def _print_lines_set(out: dict) -> None:
     )
 
 
+def _pm(r: dict, k: str, fmt: str) -> str:
+    """``mean ± std`` of a record field (std when the run had several seeds)."""
+    v, sd = r.get(k), r.get(f"{k}_std")
+    if v is None:
+        return "-"
+    return f"{v:{fmt}} ± {sd:.3f}" if sd is not None else f"{v:{fmt}}"
+
+
+def proxy_tables(files: list[str]) -> None:
+    """The docs' markdown tables from ``filter-data proxy --out DIR`` records: one selection table
+    (train docs, clean share, bits per byte, task accuracies) or one delta matrix per budget."""
+    for f in files:
+        recs = [json.loads(x) for x in Path(f).read_text().splitlines() if x.strip()]
+        cfg = next(r for r in recs if r.get("kind") == "config")
+        split = next((r for r in recs if r.get("kind") == "pool_split"), None)
+        res = [r for r in recs if r.get("kind") == "result"]
+        print(f"\n{f}: seeds {cfg.get('seeds')}, seed {cfg.get('seed')}")
+        if split:
+            print(
+                f"pool_split: {split['pool_documents']} pool documents, classifier fitted on "
+                f"{split['classifier_fitted_on']}, selected from {split['selected_from']}"
+            )
+        if cfg.get("experiment") == "selection":
+            print(f"{cfg['tokens']} training bytes:\n")
+            print(
+                "| condition | train docs | clean share | HQ bpb | pool bpb | clean-pool bpb | word_order_acc | "
+                "continuation_acc |"
+            )
+            print("|---|---|---|---|---|---|---|---|")
+            for r in res:
+                print(
+                    f"| {r['condition']} | {r['train_docs']} | {r['gold_fraction']:.2f} | {_pm(r, 'hq_bpb', '.3f')} | "
+                    f"{_pm(r, 'pool_bpb', '.3f')} | {_pm(r, 'gold_bpb', '.3f')} | {_pm(r, 'word_order_acc', '.3f')} | "
+                    f"{_pm(r, 'continuation_acc', '.3f')} |"
+                )
+            summ = next((r for r in recs if r.get("kind") == "summary"), {})
+            keys = [k for k in summ if k.startswith(("cqf_minus", "finding"))]
+            print(
+                "\n"
+                + ", ".join(f"{k} = {summ[k]:.3f}" if isinstance(summ[k], float) else f"{k} = {summ[k]}" for k in keys)
+            )
+            continue
+        for budget in sorted({r["tokens"] for r in res}):
+            cell = {(r["train_k"], r["eval_k"]): r["delta_bpb"] for r in res if r["tokens"] == budget}
+            ks = sorted({k for k, _ in cell}, reverse=True)
+            print(
+                f"\n{cfg['family']} family, {budget} training bytes: "
+                "delta_bpb = L(θ_train; D_eval) − L(θ_eval; D_eval) (negative: train ≻ eval)\n"
+            )
+            print("| train k \\ eval k | " + " | ".join(f"{k:g}" for k in ks) + " |")
+            print("|---|" + "---|" * len(ks))
+            for i in ks:
+                print(f"| {i:g} | " + " | ".join(f"{cell[(i, j)]:+.3f}" for j in ks) + " |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--experiment", choices=("throughput", "lines"), default="throughput")
+    ap.add_argument("--experiment", choices=("throughput", "lines", "proxy-tables"), default="throughput")
     ap.add_argument("--line-docs-per-source", type=int, default=2000, help="--experiment lines: corpus size")
     ap.add_argument("--min-kept", type=float, default=0.5, help="--experiment lines: select --min-kept")
     ap.add_argument("--print-only", action="store_true", help="--experiment lines: reprint the saved results")
@@ -450,6 +509,9 @@ def main() -> None:
     ap.add_argument("--proxy-records", nargs="*", default=[], help="records.jsonl files of `filter-data proxy --out`")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
+    if a.experiment == "proxy-tables":
+        proxy_tables(a.proxy_records)
+        return
     if a.experiment == "lines":
         run_lines(a)
         return
