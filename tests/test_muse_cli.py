@@ -108,6 +108,55 @@ def test_bad_settings_exit_2_one_line(args, needle, tmp_path):
     assert not (tmp_path / "o").exists()
 
 
+_PROBE = r"""
+import json, sys
+from icml26.cli import main
+rows = []
+for args in json.loads(sys.argv[1]):
+    try:
+        main(args)
+        rc = 0
+    except SystemExit as e:
+        rc = e.code
+    rows.append([rc, "torch" in sys.modules])
+print(json.dumps(rows))
+"""
+
+
+def test_bad_input_is_refused_before_torch_loads(tmp_path):
+    """Settings, the work they imply, the device and the inputs a Config names (model layer, text
+    file) are refused with exit 2 and one line before torch is imported, and nothing is written."""
+    import os
+    import subprocess
+    import sys
+
+    cases = [
+        (["bench", "--set", "no_such_key=1"], "valid keys"),
+        (["bench", "--set", "block_tokens=1e12"], "block_tokens"),
+        (["eval", "--set", "retrieved_clusters=1e12"], "retrieved_clusters"),
+        (["train", "--set", "d_model=4096", "--set", "train_steps=100000"], "flops of training"),
+        (["bench", "--device", "cuda"], "CPU only"),
+        (["bench", "--set", "layer=99", "-n", "64"], "layer 99 is out of range"),
+        (["eval", "--text", str(tmp_path / "missing.txt")], "does not exist"),
+    ]
+    argv = [["muse", *a, "-q", "--out", str(tmp_path / f"o{i}")] for i, (a, _) in enumerate(cases)]
+    r = subprocess.run(
+        [sys.executable, "-c", _PROBE, json.dumps(argv)],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, OMP_NUM_THREADS="1"),
+        cwd=ROOT,
+        timeout=120,
+    )
+    rows = json.loads(r.stdout.strip().splitlines()[-1])
+    err = r.stderr.strip().splitlines()
+    assert len(err) == len(cases), r.stderr
+    for (args, needle), (rc, torch_loaded), line in zip(cases, rows, err):
+        assert rc == 2 and needle in line and line.startswith("icml26: error:"), (args, rc, line)
+        assert not torch_loaded, f"{args}: refused only after torch loaded"
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_help():
     for sub in ("bench", "eval", "train"):
         r = runner.invoke(app, ["muse", sub, "--help"])
