@@ -98,7 +98,7 @@ def make_corpus(
     cfg, seed = run.cfg, run.seed
     from icml26.core.data.text import require_corpus
     from icml26.core.output import stream
-    from icml26.methods.filtering import corpus as m
+    from icml26.methods.filtering.api import corpus as m
 
     for src in (
         *cfg.hq_sources,
@@ -173,7 +173,7 @@ def train(
 
         device = resolve_device(device)
     from icml26.core.output import stream
-    from icml26.methods.filtering import classifiers as m
+    from icml26.methods.filtering.api import classifiers as m
 
     stream(
         m.run_train(run.cfg, hq=hq, pool=pool, out=out, seed=run.seed, skip_bad=skip_bad, device=device),
@@ -216,10 +216,7 @@ def score(
     from pathlib import Path
 
     from icml26.core import progress
-    from icml26.methods.filtering.classifiers import MODEL_FILE, load_model
-    from icml26.methods.filtering.cqf import score_stream
-    from icml26.methods.filtering.jsonl import DocumentWriter
-    from icml26.methods.filtering.lines import check_score_options
+    from icml26.methods.filtering.api import MODEL_FILE, DocumentWriter, check_score_options, load_model, score_stream
 
     check_score_options(level, doc_score, field, line_field)
     model_file = str(Path(model) / MODEL_FILE) if Path(model).is_dir() else model  # (a train --out folder)
@@ -324,9 +321,7 @@ def select(
 ) -> None:
     """Keep the top fraction (or those above a threshold) of scored documents; with --level line, drop the lines below
     --threshold (stdout: documents only)."""
-    from icml26.methods.filtering.cqf import select_stream
-    from icml26.methods.filtering.jsonl import DocumentWriter
-    from icml26.methods.filtering.lines import check_select_options
+    from icml26.methods.filtering.api import DocumentWriter, check_select_options, select_stream
 
     check_select_options(level, top=top, threshold=threshold, min_kept=min_kept, model=model)
     _refuse_overwrite(output, input)
@@ -334,7 +329,7 @@ def select(
     _refuse_overwrite(log, output, flag="--log", what="output")
     import sys
 
-    from icml26.methods.filtering.cqf import range_text
+    from icml26.methods.filtering.api import range_text
 
     if level == "line":
         _select_lines(
@@ -384,12 +379,11 @@ def _select_lines(input, output, *, threshold, min_kept, field, line_field, mode
     import sys
     from pathlib import Path
 
-    from icml26.methods.filtering.jsonl import DocumentWriter
-    from icml26.methods.filtering.lines import select_line_stream
+    from icml26.methods.filtering.api import DocumentWriter, select_line_stream
 
     m = None
     if model is not None:
-        from icml26.methods.filtering.classifiers import MODEL_FILE, load_model
+        from icml26.methods.filtering.api import MODEL_FILE, load_model
 
         model_file = str(Path(model) / MODEL_FILE) if Path(model).is_dir() else model
         _refuse_overwrite(output, model_file, what="model")
@@ -479,7 +473,7 @@ def analyze(
         required={"--model DIR": model, "--hq FILE": hq, "--pool FILE": pool},
     )
     from icml26.core.output import stream
-    from icml26.methods.filtering import analysis as m
+    from icml26.methods.filtering.api import analysis as m
 
     stream(  # no seed: analyze draws nothing at random
         m.run(run.cfg, model_path=model, hq=hq, pool=pool),
@@ -548,7 +542,7 @@ def proxy(
         required={"--corpus DIR": corpus, "--model DIR": model},
     )
     from icml26.core.output import stream
-    from icml26.methods.filtering import proxy as m
+    from icml26.methods.filtering.api import proxy as m
 
     cols = (
         [

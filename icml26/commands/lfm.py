@@ -84,7 +84,7 @@ def train_lfm(
         scorer=scorer,
         steps=steps,
     )
-    from icml26.methods.lfm import train as m
+    from icml26.methods.lfm.api import train as m
 
     inputs = m.validate(run.cfg, out, resume)  # bad paths and checkpoints fail here, before anything is written
     if resume and is_main() and not any((Path(out) / n).is_file() for n in m.RUN_CHECKPOINTS):
@@ -163,7 +163,7 @@ def sample_lfm(
     if not fine:
         raise InputError("sample-lfm needs --fine CHECKPOINT (a train-lfm checkpoint.safetensors)")
     from icml26.core.output import stream
-    from icml26.methods.lfm import sample as m
+    from icml26.methods.lfm.api import sample as m
 
     stream(
         m.run(
