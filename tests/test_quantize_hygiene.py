@@ -35,7 +35,7 @@ def _rec(method, ppl, cfg):
 
 def test_summary_flags_a_comparison_where_only_fptquant_trained_on_calibration_text():
     cfg = m.Config(settings=("W4A16",))
-    kw = {"fp_ppl": 6.8, "evalc": [], "saved": None, "t0": 0.0, "est": 1.0}
+    kw = {"fp_ppl": 6.8, "evalc": [], "saved": None, "t0": 0.0, "est": 1.0, "c0": 0.0, "est_cpu": 1.0}
     rs = [_rec("rtn", 13.2, cfg), _rec("fptquant-merged", 11.9, cfg)]
     s = m.summary(cfg, rs, [], ["W4A16"], **kw)
     assert s["fptquant-merged_vs_best_baseline_W4A16"] == round(11.9 / 13.2, 4)

@@ -186,12 +186,11 @@ def _announce(records, quiet: bool, long_s: float):
 
     for r in records:
         if r.get("stage") == "estimate" and not quiet and r["estimated_s"] > long_s:
-            lo, hi = (x / 60 for x in r["estimated_range_s"])
             print(
-                f"icml26 quantize: this run should take about {r['estimated_s'] / 60:.0f} min (between {lo:.0f} and "
-                f"{hi:.0f} min; {r['runs']} quantized (method, setting) runs; the FP evaluation ran at "
-                f"{r['fp_tokens_per_s']:.0f} tokens/s). Fewer methods or settings, or a smaller eval_tokens, "
-                "make it shorter.",
+                f"icml26 quantize: this run should take about {r['estimated_s'] / 60:.0f} min "
+                f"({r['estimated_cpu_s'] / 60:.0f} CPU-min at the speed the FP evaluation just ran; {r['runs']} "
+                "quantized (method, setting) runs). Fewer methods or settings, or a smaller eval_tokens, make it "
+                "shorter.",
                 file=sys.stderr,
                 flush=True,
             )

@@ -14,7 +14,7 @@ from typing import Literal
 
 from icml26.core.data.text import CORPORA, read_text_file
 from icml26.core.errors import InputError
-from icml26.core.settings import Work, setting  # noqa: F401  (Work: the cost model's items)
+from icml26.core.settings import Work, setting
 
 METHODS = ("fp", "rtn", "gptq", "smoothquant", "quarot", "fptquant", "fptquant-merged")  # "all" = these
 DEFAULT_METHODS = ("fp", "rtn", "fptquant-merged")  # docs/quantize.md says why this FPTQuant variant
@@ -51,6 +51,12 @@ def stage_steps(method: str, cfg: "Config") -> tuple[int, int]:
 def variant_of(method: str) -> str:
     """The transform set of a method name: ``fptquant-merged-local`` -> ``fptquant-merged``; others as given."""
     return FPT_NAMES[method][0] if method in FPT_NAMES else method
+
+
+def prepare_key(method: str, cfg: "Config") -> tuple | None:
+    """FPTQuant names with the same key share one prepared model (transforms + local stage);
+    None for the other methods."""
+    return (variant_of(method), stage_steps(method, cfg)[0]) if method in FPT_NAMES else None
 
 
 def result_name(method: str, cfg: "Config") -> str:
@@ -264,6 +270,22 @@ class Config:
             )
         if self.gptq_block_size < 1 or not self.gptq_percdamp > 0:
             raise ValueError("gptq_block_size must be >= 1 and gptq_percdamp > 0")
+
+    def work(self) -> list[Work]:
+        """The run's work in FP-evaluation token equivalents (estimate.py's cost model: every
+        method, setting, training step and calibration token) against estimate.WORK_LIMIT."""
+        from icml26.methods.quantization.estimate import WORK_LIMIT, work_units
+
+        u = work_units(self)
+        return [
+            Work(
+                u,
+                WORK_LIMIT,
+                "FP-evaluation token equivalents of CPU work",
+                "--method, --setting, eval_tokens, calib_tokens, local_steps or e2e_steps",
+                f"~{u * 4.2e-3 / 3600:.1f} CPU-h on SmolLM2-135M",
+            )
+        ]
 
     def implied_settings(self, full: bool = False) -> tuple[str, ...]:
         """The settings run when none are given: the full comparison (STANDARD_SETTINGS, kept by

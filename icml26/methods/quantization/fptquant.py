@@ -55,11 +55,12 @@ from icml26.methods.quantization.config import (  # noqa: F401  (the command's n
     check_text_tokens,
     model_dims,
     parse_setting,
+    prepare_key,
     result_name,
     stage_steps,
     variant_of,
 )
-from icml26.methods.quantization.estimate import COST, LONG_RUN_S, RANGE, estimate_seconds  # noqa: F401
+from icml26.methods.quantization.estimate import COST, LONG_RUN_S, estimate_cpu_seconds  # noqa: F401
 from icml26.methods.quantization.prepare import calibration_use, model_size_bytes, prepare, stages, tied_embeddings
 from icml26.methods.quantization.textdata import eval_chunks, load_text, shared_lines
 from icml26.ops import quant as ops
@@ -68,7 +69,7 @@ from icml26.ops import quant as ops
 def run(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | None = None) -> Iterator[dict]:
     seed_everything(seed)
     settings = cfg.active_settings()
-    t0 = time.time()
+    t0, c0 = time.time(), time.process_time()
     fp_model, tok = load_causal_lm(cfg.model)
     if cfg.group_size:
         check_group_size(
@@ -110,18 +111,22 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | None = No
     yield data
 
     # 2. FP reference
-    t1 = time.time()
+    t1, c1 = time.time(), time.process_time()
     fp_ppl, _, fp_top = E.perplexity(fp_model, evalc)
-    t_eval = time.time() - t1
+    t_eval, c_eval = time.time() - t1, time.process_time() - c1
     fp_gen = E.greedy(fp_model, prompts, cfg.greedy_tokens) if prompts and cfg.greedy_tokens else []
-    t_greedy = time.time() - t1 - t_eval
-    est = estimate_seconds(cfg, eval_s=t_eval, greedy_s=t_greedy)
+    t_greedy, c_greedy = time.time() - t1 - t_eval, time.process_time() - c1 - c_eval
+    done_cpu = time.process_time() - c0
+    est_cpu = estimate_cpu_seconds(cfg, eval_cpu_s=c_eval, greedy_cpu_s=c_greedy, done_cpu_s=done_cpu)
+    # wall time: the rest of the CPU estimate at the wall / CPU ratio the FP evaluation just had
+    est = time.time() - t0 + (est_cpu - done_cpu) * (t_eval + t_greedy) / max(c_eval + c_greedy, 1e-9)
     yield {
         "kind": "step",
         "stage": "estimate",
         "estimated_s": round(est, 1),
-        "estimated_range_s": [round(est * RANGE[0], 1), round(est * RANGE[1], 1)],
+        "estimated_cpu_s": round(est_cpu, 1),
         "fp_eval_s": round(t_eval, 2),
+        "fp_eval_cpu_s": round(c_eval, 2),
         "fp_greedy_s": round(t_greedy, 2),
         "fp_tokens_per_s": round(sum(c.numel() for c in evalc) / max(t_eval, 1e-9), 1),
         "runs": len([m for m in cfg.methods if m != "fp"]) * len(settings),
@@ -156,19 +161,26 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | None = No
     qmethods = [m for m in cfg.methods if m != "fp"]
     fp_first = None
     gptq_done: dict[tuple, list] = {}
+    prepared: dict[tuple, tuple] = {}
     with progress(len(qmethods) * len(settings), "quantize") as bar:
         for method in qmethods:
             t2 = time.time()
             seed_everything(seed)  # each method starts from the same random state, whatever ran before
-            try:
-                base, extras = prepare(method, fp_model, cfg, calib, seed)
-            except ValueError as e:
-                rec = {"kind": "skipped", "method": method, "reason": str(e)}
-                skipped.append({"method": method, "reason": str(e)})
-                yield rec
-                bar.advance(len(settings))
-                continue
-            prep_only_s = time.time() - t2
+            key = prepare_key(method, cfg)
+            if key in prepared:  # e.g. fptquant-merged and fptquant-merged-local: one local stage, reused
+                base, extras, prep_only_s = copy.deepcopy(prepared[key])
+            else:
+                try:
+                    base, extras = prepare(method, fp_model, cfg, calib, seed)
+                except ValueError as e:
+                    rec = {"kind": "skipped", "method": method, "reason": str(e)}
+                    skipped.append({"method": method, "reason": str(e)})
+                    yield rec
+                    bar.advance(len(settings))
+                    continue
+                prep_only_s = time.time() - t2
+                if key is not None and sum(prepare_key(x, cfg) == key for x in qmethods) > 1:
+                    prepared[key] = copy.deepcopy((base, extras, prep_only_s))
             # wrap in FP first (online Hadamard / S_n active) and check the function is preserved
             QM.quantize_model(
                 base,
@@ -318,7 +330,9 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | None = No
                 del model
                 bar.advance()
             del base
-    yield summary(cfg, results, skipped, settings, fp_ppl=fp_ppl, evalc=evalc, saved=saved, t0=t0, est=est)
+    yield summary(
+        cfg, results, skipped, settings, fp_ppl=fp_ppl, evalc=evalc, saved=saved, t0=t0, est=est, c0=c0, est_cpu=est_cpu
+    )
 
 
 def summary(cfg: Config, results: list[dict], skipped: list[dict], settings: list[str], **kw) -> dict:
@@ -338,6 +352,8 @@ def summary(cfg: Config, results: list[dict], skipped: list[dict], settings: lis
         "saved": kw["saved"],
         "time_s": round(time.time() - kw["t0"], 1),
         "estimated_s": round(kw["est"], 1),
+        "cpu_s": round(time.process_time() - kw["c0"], 1),
+        "estimated_cpu_s": round(kw["est_cpu"], 1),
     }
     for setting in settings:
         rs = [r for r in results if r["setting"] == setting]
