@@ -519,7 +519,7 @@ def decode_tables(doc: dict) -> None:
         )
     )
     for r in res:
-        r["kl_95ci"] = f"[{r['kl_ci'][0]:.4f}, {r['kl_ci'][1]:.4f}]"
+        r["kl_95ci"] = f"[{r['kl_ci'][0]:.4f}, {r['kl_ci'][1]:.4f}]" if r["kl_ci"] else "n < 5"
         r["peak_mb"] = r["peak_cache_bytes"] / 2**20
     print(
         table(

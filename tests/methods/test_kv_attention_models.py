@@ -1,7 +1,9 @@
-"""Models whose attention is not plain causal softmax: sliding windows (Mistral, Qwen2 with
-``use_sliding_window``, Gemma 2 / 3) and soft-capped logits (Gemma 2) are refused before any
-cache is compressed, with a message naming the setting; the same models run when the setting
-is inactive at the sequence's length (Mistral, Qwen2)."""
+"""Models whose attention eviction cannot follow are refused before any cache is compressed,
+with a message naming the setting: every layer behind an active sliding window (Mistral, Qwen2
+with ``use_sliding_window`` on every layer, a Gemma 3 of local layers only) and soft-capped
+logits (Gemma 2); the same models run when the window is inactive at the sequence's length
+(Mistral, Qwen2). Models with full-attention layers beside their window layers:
+``test_kv_sliding_window.py``."""
 
 import pytest
 import torch

@@ -242,13 +242,27 @@ def longest_sequence(cfg: Config) -> int:
 
 
 def check_model_attention(cfg: Config, model_config) -> None:
-    """InputError, before the run, when the model's attention has a sliding window active at the
-    run's longest sequence or soft-capped logits (``spec.attention_refusal`` names the setting)."""
-    msg = _spec.attention_refusal(model_config, longest_sequence(cfg))
+    """InputError, before the run, when the model's attention is one eviction cannot follow at the
+    run's longest sequence (``spec.attention_refusal`` names the setting: soft-capped logits, a
+    sliding window on every layer, a window through a kvpress press, ...)."""
+    kvpress = any(_spec.parse_method(m)[0].startswith("kvpress:") for m in cfg.methods)
+    msg = _spec.attention_refusal(model_config, longest_sequence(cfg), kvpress=kvpress)
     if msg:
         from icml26.core.errors import InputError
 
         raise InputError(msg)
+
+
+def window_note(cfg: Config, model_config) -> dict:
+    """The summary's record of the layers left to the model's sliding window at the run's longest
+    sequence (``spec.window_layers``): ``{"sliding_window", "window_layers", "compressed_layers"}``,
+    or ``{}`` when the policies compress every layer."""
+    mc = _spec._text(model_config)
+    w, layers = _spec.window_layers(mc, longest_sequence(cfg))
+    if not layers:
+        return {}
+    n = mc.get("num_hidden_layers") if isinstance(mc, dict) else getattr(mc, "num_hidden_layers", None)
+    return {"sliding_window": w, "window_layers": layers, "compressed_layers": int(n or 0) - len(layers)}
 
 
 def preflight(cfg: Config) -> None:
@@ -268,6 +282,16 @@ def preflight(cfg: Config) -> None:
     check_positions(cfg, mcfg.get("max_position_embeddings") if isinstance(mcfg, dict) else None)
     if isinstance(mcfg, dict):
         check_model_attention(cfg, mcfg.get("text_config") or mcfg)
+        note = window_note(cfg, mcfg)
+        if note:  # one line: the setting and what the run does with it
+            import sys
+
+            print(
+                f"evict-kv: sliding_window={note['sliding_window']} is active at {longest_sequence(cfg)} positions on "
+                f"{len(note['window_layers'])} layers: they keep the model's own window (not compressed); the "
+                f"policies compress the other {note['compressed_layers']} (summary: window_layers)",
+                file=sys.stderr,
+            )
     for m in cfg.methods:
         base = _spec.parse_method(m)[0]
         if base.startswith("kvpress:"):

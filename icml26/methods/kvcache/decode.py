@@ -178,6 +178,8 @@ def run_decode(cfg, *, seed: int = 0, device: str = "cpu", skip=None, done=None,
                 c = DynamicCache(config=model.config)
                 for li, (k, v) in enumerate(prompt_kv):
                     c.update(k.clone(), v.clone(), li)
+                    if hasattr(c.layers[li], "cumulative_length"):  # a sliding-window layer: every position seen
+                        c.layers[li].cumulative_length = t0
                 return c
 
             if not warm:  # the process' first decoding steps pay lazy initialisation: keep them out of the timing
@@ -215,7 +217,7 @@ def run_decode(cfg, *, seed: int = 0, device: str = "cpu", skip=None, done=None,
                             )  # DecodingPress keeps the prompt; one call of `interval` tokens = its interval steps
                             chunks = lambda n: interval
                         else:
-                            cache = press.start_decoding(cap, model.config)
+                            cache = press.start_decoding(cap, model.config, C.longest_sequence(cfg))
                             chunks = lambda n, b=budget: (b + interval - n) if n < b + interval else interval
                         logp, peak = teacher_forced(model, cache, gen, t0, chunks)
                     per_head = kept_per_head(cache)  # (layers x KV heads) at the end of the generation
@@ -230,7 +232,7 @@ def run_decode(cfg, *, seed: int = 0, device: str = "cpu", skip=None, done=None,
                     full_ms = 1000 * sum(fsecs) / n_ans
                     press = make(method, budget, interval)
                     with press(model):
-                        cache = fresh() if kvp else press.start_decoding(cap, model.config)
+                        cache = fresh() if kvp else press.start_decoding(cap, model.config, C.longest_sequence(cfg))
                         s0 = float("nan") if kvp else float(press.stats["score_s"])
                         toks, secs, _, _ = greedy(model, cache, first, t0, n_ans)
                     del cache
@@ -282,6 +284,7 @@ def run_decode(cfg, *, seed: int = 0, device: str = "cpu", skip=None, done=None,
         "samples": len(samples),
         "new_tokens": n_new,
         "seconds": time.perf_counter() - t_start,
+        **C.window_note(cfg, model.config),  # sliding-window layers left to the model's window
     }
     for b in cfg.decoding_budgets:
         rs = [r for r in results if r["decoding_budget_tokens"] == b]

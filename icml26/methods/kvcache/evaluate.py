@@ -27,7 +27,9 @@ from icml26.methods.kvcache.config import (  # noqa: F401  (the command and benc
     check_positions,
     config_fields,
     haystack_text,
+    longest_sequence,
     preflight,
+    window_note,
 )
 from icml26.methods.kvcache.decode import run_decode
 from icml26.methods.kvcache.samples import (  # noqa: F401
@@ -45,10 +47,17 @@ from icml26.methods.kvcache.samples import _number_closed
 # ----------------------------------------------------------------------------- evaluation helpers
 
 
-def _truncate(cache, n: int) -> None:
-    for layer in cache.layers:
-        layer.keys = layer.keys[:, :, :n]
-        layer.values = layer.values[:, :, :n]
+def _snapshot(cache) -> list:
+    """What each layer holds (its tensors are replaced, not written, by later steps)."""
+    return [(layer.keys, layer.values, getattr(layer, "cumulative_length", None)) for layer in cache.layers]
+
+
+def _restore(cache, state: list) -> None:
+    """Put back a ``_snapshot``: a sliding-window layer's cache rolls, so cutting it is not enough."""
+    for layer, (k, v, n) in zip(cache.layers, state):
+        layer.keys, layer.values = k, v
+        if n is not None:
+            layer.cumulative_length = n
 
 
 def _forward(model, ids, cache, pos0: int):
@@ -66,7 +75,7 @@ def _forward(model, ids, cache, pos0: int):
 def _greedy_answer(model, tok, cache, question, pos0: int, n: int, first_logits=None) -> str:
     """Greedy decode of n tokens after the question (or after the prompt whose last logits are
     ``first_logits`` when the question was part of it); restores the cache afterwards."""
-    n0 = cache.layers[0].keys.shape[2]
+    state = _snapshot(cache)
     if first_logits is not None:
         logits, pos = first_logits, pos0
     else:
@@ -82,7 +91,7 @@ def _greedy_answer(model, tok, cache, question, pos0: int, n: int, first_logits=
             break
         logits = _forward(model, [nxt], cache, pos)[-1]
         pos += 1
-    _truncate(cache, n0)
+    _restore(cache, state)
     return tok.decode(out)
 
 
@@ -90,9 +99,9 @@ def _fidelity(model, cache, cont, pos0: int, ref_logp):
     """Mean KL(full || evicted), top-1 agreement, continuation NLL, and the log-probs."""
     import torch
 
-    n0 = cache.layers[0].keys.shape[2]
+    state = _snapshot(cache)
     logits = _forward(model, cont, cache, pos0)
-    _truncate(cache, n0)
+    _restore(cache, state)
     logp = torch.log_softmax(logits, -1)  # row i predicts cont[i+1]
     nll = -logp[:-1].gather(1, torch.tensor(cont[1:], device=logp.device)[:, None]).mean()
     if ref_logp is None:
@@ -125,6 +134,7 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu") -> Iterator[dict]:
     model, tok = load_causal_lm(cfg.model, device=device)
     check_positions(cfg, getattr(model.config, "max_position_embeddings", None))
     check_model_attention(cfg, model.config)
+    longest = longest_sequence(cfg)  # sliding-window layers active at this length keep the model's window
     samples = make_samples(cfg, tok, seed)
     # measured in rounds over the depths (sample 0 at every depth, then sample 1, ...): a run stopped
     # early holds whole rounds; the samples themselves do not depend on the order
@@ -170,7 +180,7 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu") -> Iterator[dict]:
                 press = make_press(method, ratio, nq)
                 if method.startswith("kvpress:") and "press" not in settings[method]:
                     settings[method] = _spec.method_settings(method, cfg.press_kwargs(), press.press)
-                cache = compress_captured(press, cap_n, model.config)
+                cache = compress_captured(press, cap_n, model.config, longest)
                 kept = cache_bytes(cache, kept_only=True)
                 held = cache_bytes(cache)
                 kept_tokens = cache.layers[0].keys.shape[2]
@@ -181,7 +191,7 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu") -> Iterator[dict]:
                         model, tok, cache, q, len(ctx) + len(q), cfg.answer_tokens, first_logits=last_n
                     )
                     del cache
-                    cache = compress_captured(press, cap_f, model.config)
+                    cache = compress_captured(press, cap_f, model.config, longest)
                 else:
                     answer = _greedy_answer(model, tok, cache, q, len(ctx), cfg.answer_tokens)
                 kl, top1, nll, logp = _fidelity(model, cache, cont, L_f, ref_logp)
@@ -225,6 +235,7 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu") -> Iterator[dict]:
         "samples": len(samples),
         "full_needle_accuracy": full["needle_accuracy"],
         "full_kept_bytes": full["kept_bytes"],
+        **window_note(cfg, model.config),  # sliding-window layers left to the model's window
         "seconds": time.perf_counter() - t_start,
     }
     for ratio in cfg.compression_ratios:

@@ -44,7 +44,7 @@ def as_kvpress(press):
         compression_ratio: float = press.compression_ratio
 
         def score(self, module, hidden_states, keys, values, attentions, kwargs):
-            _spec.check_attention(module.config, max(int(keys.shape[2]), int(hidden_states.shape[1])))
+            _spec.check_attention(module.config, max(int(keys.shape[2]), int(hidden_states.shape[1])), kvpress=True)
             cos, sin = kwargs["position_embeddings"]
             x = S.LayerInputs(
                 keys=keys,
@@ -123,7 +123,7 @@ class KvpressRunner:
         self.model = model
 
     def compress(self, x: S.LayerInputs, n_keep: int):
-        _spec.check_attention(x.module.config, _positions(x))
+        _spec.check_attention(x.module.config, _positions(x), kvpress=True)
         if x.rotary is not None and getattr(x.module, "rotary_emb", None) is None:
             x.module.rotary_emb = x.rotary  # what kvpress' context manager does
         if not self._posted and self.model is not None:

@@ -68,6 +68,8 @@ class KVPress(S.PressOptions):
         )
         self._qbuf: dict[int, torch.Tensor] = {}
         self._seen: dict[int, int] = {}
+        self._left: set[int] = set()  # sliding-window layers left to the model's window (never compressed)
+        self._compressed: set[int] = set()
         self._rotary = None
         self.last_keep = None
         self.reset_stats()
@@ -178,10 +180,37 @@ class KVPress(S.PressOptions):
             if cache is not None and hasattr(cache, "layers") and module.layer_idx < len(cache.layers)
             else None
         )
-        if layer is None or layer.keys is None or layer.keys.numel() == 0:
+        empty = layer is None or layer.keys is None or layer.keys.numel() == 0
+        if empty:
             _headmask.set_layer_mask(module, None)
             self._seen[module.layer_idx] = 0  # positions this layer has seen of the new sequence
+            self._left.discard(module.layer_idx)
+            self._compressed.discard(module.layer_idx)
+        hidden = kwargs.get("hidden_states", args[0] if args else None)
+        if hidden is not None and cache is not None and hasattr(cache, "layers"):  # refused before attending
+            li = module.layer_idx
+            seen = self._seen.get(li, 0 if empty else int(layer.keys.shape[2]))
+            self._leave(module.config, li, seen + int(hidden.shape[1]), prefill=empty)
         return None
+
+    def _leave(self, config, li: int, positions: int, prefill: bool) -> bool:
+        """Whether layer ``li`` is left to the model's own sliding window (not compressed) at
+        ``positions``: refused (ValueError, naming the setting) when the model cannot run, or when
+        a window becomes active on a layer already compressed (the window would not follow it)."""
+        _spec.check_attention(config, positions)  # soft-capping, no full-attention layer, old transformers
+        if li in self._left:
+            return True
+        w, layers = _spec.window_layers(config, positions)
+        if li not in layers:
+            return False
+        if li in self._compressed and not prefill:
+            raise ValueError(
+                f"KV-cache eviction does not support this model's attention (sliding_window={w}): layer {li} was "
+                f"compressed while its window covered the sequence and the window is active at {positions} "
+                f"positions, which a compressed cache does not follow (keep the sequence within {w} positions)"
+            )
+        self._left.add(li)
+        return True
 
     def _hook(self, module, args, kwargs, output):
         cache = kwargs.get("cache", kwargs.get("past_key_values"))
@@ -195,7 +224,8 @@ class KVPress(S.PressOptions):
             return output
         t, tq = keys.shape[2], hidden.shape[1]
         self._seen[li] = self._seen.get(li, t - tq) + tq  # positions the layer has seen
-        _spec.check_attention(module.config, self._seen[li])  # sliding window / soft-capping: refused, named
+        if self._leave(module.config, li, self._seen[li], prefill=t == tq):  # the model's own sliding window
+            return output
         cos, sin = kwargs["position_embeddings"]
         qout = module.__dict__.pop(_QOUT, None)
         x = S.LayerInputs(
@@ -220,12 +250,14 @@ class KVPress(S.PressOptions):
                 k, v = self.compress(x, n)
                 layer.keys, layer.values = k, v
                 _headmask.set_layer_mask(module, self.last_keep)
+                self._compressed.add(li)
         elif self.decoding_budget_tokens > 0 and t > self.decoding_budget_tokens + self.decoding_interval_tokens - 1:
             # decoding: only the recent queries are known (future-rope statistics fall back to them)
             xd = S.LayerInputs(keys=keys, values=values, module=module, queries=self._qbuf[li], layer_idx=li)
             p_keep = min(self.decoding_budget_tokens, t)
             k, v = self.compress(xd, p_keep)
             layer.keys, layer.values = k, v
+            self._compressed.add(li)
         return output
 
     def prefill_kept(self, t: int) -> int:
@@ -238,12 +270,14 @@ class KVPress(S.PressOptions):
         return n
 
     @torch.no_grad()
-    def start_decoding(self, captured: list, config) -> "object":
+    def start_decoding(self, captured: list, config, tokens: int | None = None) -> "object":
         """The cache the hooks would leave after the prefill that ``captured`` recorded
         (``capture_layers``): each layer compressed to ``prefill_kept(T)`` entries, and the query
         buffer of decoding-time compression filled with the prompt's last ``window_tokens``
         queries. Call inside ``with press(model):`` (entering clears the buffer), then decode on
-        the returned ``DynamicCache`` with explicit ``position_ids``. Uniform budgets only."""
+        the returned ``DynamicCache`` with explicit ``position_ids``. Uniform budgets only.
+        ``tokens``: the longest sequence the cache will see; sliding-window layers active there
+        keep the model's window (``spec.window_layers``) and are never compressed."""
         from transformers import DynamicCache
 
         if self.head_budget == "adaptive":
@@ -251,12 +285,17 @@ class KVPress(S.PressOptions):
         cache = DynamicCache(config=config)
         for x in captured:
             t = x.keys.shape[2]
-            _spec.check_attention(config, max(t, x.hidden.shape[1] if x.hidden is not None else 0))
+            seen = max(t, x.hidden.shape[1] if x.hidden is not None else 0)
+            self._seen[x.layer_idx] = seen
+            if self._leave(config, x.layer_idx, max(seen, tokens or 0), prefill=True):
+                _keep_window(cache, x, seen)
+                continue
             n = self.prefill_kept(t)
             if self.decoding_budget_tokens > 0 and self.window_tokens > 0:
                 self._qbuf[x.layer_idx] = S.window_queries(x, self.window_tokens).detach()
             if n < t:
                 k, v = self.compress(x, n)
+                self._compressed.add(x.layer_idx)
             else:
                 k, v = x.keys.clone(), x.values.clone()
             cache.update(k, v, x.layer_idx)
@@ -269,6 +308,7 @@ class KVPress(S.PressOptions):
         self._rotary = getattr(lm, "rotary_emb", None)
         self._qbuf = {}
         self._seen = {}
+        self._left, self._compressed = set(), set()
         handles = []
         try:
             with _headmask.head_masks(model) if self.head_budget == "adaptive" else _nullcontext():
@@ -343,15 +383,30 @@ def capture_layers(model) -> Iterator[list]:
             h.remove()
 
 
-def compress_captured(press: KVPress, captured: list, config) -> "object":
-    """A new DynamicCache holding ``press``'s selection of every captured layer."""
+def _keep_window(cache, x, positions: int) -> None:
+    """Put captured layer ``x`` into ``cache`` as the model keeps it: a sliding-window layer holds
+    its last window of keys and counts every position seen (transformers sizes its mask so)."""
+    cache.update(x.keys.clone(), x.values.clone(), x.layer_idx)
+    layer = cache.layers[x.layer_idx]
+    if hasattr(layer, "cumulative_length"):
+        layer.cumulative_length = positions
+
+
+def compress_captured(press: KVPress, captured: list, config, tokens: int | None = None) -> "object":
+    """A new DynamicCache holding ``press``'s selection of every captured layer; sliding-window
+    layers active at ``tokens`` positions (default: the prefill's) keep the model's own window
+    (``spec.window_layers``), uncompressed."""
     from transformers import DynamicCache
 
     cache = DynamicCache(config=config)
     masks = {}
     for x in captured:
         t = x.keys.shape[2]
-        _spec.check_attention(config, max(t, x.hidden.shape[1] if x.hidden is not None else 0))
+        seen = max(t, x.hidden.shape[1] if x.hidden is not None else 0)
+        _spec.check_attention(config, max(seen, tokens or 0))
+        if x.layer_idx in _spec.window_layers(config, max(seen, tokens or 0))[1]:
+            _keep_window(cache, x, seen)
+            continue
         if press.compression_ratio > 0:
             k, v = press.compress(x, S.n_kept(t, press.compression_ratio))
             if getattr(press, "last_keep", None) is not None:

@@ -161,55 +161,101 @@ def _kvpress_version() -> str | None:
         return None
 
 
-def attention_refusal(config, tokens: int | None) -> str | None:
+WINDOW_TRANSFORMERS = (5, 25)  # the first transformers tested to mask layers of different cache lengths right
+
+
+def _transformers_version() -> tuple[int, int] | None:
+    try:
+        from importlib.metadata import version
+
+        major, minor = version("transformers").split(".")[:2]
+        return int(major), int("".join(c for c in minor if c.isdigit()) or 0)
+    except Exception:  # noqa: BLE001 - not installed / unparsable: unknown
+        return None
+
+
+def _cfg_get(cfg, name, default=None):
+    return cfg.get(name, default) if isinstance(cfg, dict) else getattr(cfg, name, default)
+
+
+def _text(config):
+    """A multimodal config's ``text_config`` (Gemma 3), else the config itself."""
+    text = config.get("text_config") if isinstance(config, dict) else getattr(config, "text_config", None)
+    return text if text is not None else config
+
+
+def window_layers(config, tokens: int | None) -> tuple[int | None, list[int]]:
+    """``(window, layers)``: the sliding-window layers that a policy leaves to the model's own
+    window at ``tokens`` positions (None: at any length) -- those whose window is shorter than the
+    sequence, and every sliding layer of Gemma 3 (transformers masks them by the uncompressed
+    length). The policy compresses the other layers, as kvpress does for Gemma 3's global layers."""
+    from icml26.core.hf_attention import sliding_window_layers
+
+    cfg = _text(config)
+    w, layers = sliding_window_layers(cfg)
+    if w is None:
+        return None, []
+    if str(_cfg_get(cfg, "model_type", "") or "").startswith("gemma3") or tokens is None or w < int(tokens):
+        return w, layers
+    return None, []
+
+
+def attention_refusal(config, tokens: int | None, *, kvpress: bool = False) -> str | None:
     """Why eviction cannot run on a model whose attention is not plain causal softmax at ``tokens``
     positions (``icml26.core.hf_attention``), or None when it can.
 
-    A sliding window shorter than the sequence (Mistral, Qwen2 with ``use_sliding_window``,
-    Gemma 2 / 3 local layers) keeps only the last W entries per layer and masks by position, which
-    a compressed cache does not follow (transformers then fails with a tensor-size mismatch); the
-    scores also read attention over every kept entry. Logit soft-capping (Gemma 2) changes the
-    attention the scores estimate. Both are refused, naming the setting."""
-    from icml26.core.hf_attention import attention_features, describe, sliding_window_layers
+    Sliding-window layers whose window is active (Mistral, Qwen2 with ``use_sliding_window``,
+    Gemma 2 / 3 local layers; ``window_layers``) keep the model's own window, uncompressed, and
+    the policy compresses the full-attention layers: refused when no full-attention layer is left
+    (Mistral past its window), through the kvpress adapter (its presses compress every layer),
+    and under transformers older than ``WINDOW_TRANSFORMERS`` (masks sized from the first
+    layer's cache). Logit soft-capping (Gemma 2) and a ``query_pre_attn_scalar`` other than
+    ``head_dim`` change the attention the scores estimate: refused. Messages name the setting."""
+    from icml26.core.hf_attention import attention_features, describe
 
-    text = config.get("text_config") if isinstance(config, dict) else getattr(config, "text_config", None)
-    cfg = text if text is not None else config
+    cfg = _text(config)
     feats = attention_features(cfg, tokens)
-    scalar = cfg.get("query_pre_attn_scalar") if isinstance(cfg, dict) else getattr(cfg, "query_pre_attn_scalar", None)
-    head_dim = cfg.get("head_dim") if isinstance(cfg, dict) else getattr(cfg, "head_dim", None)
-    if scalar is not None and head_dim is not None and int(scalar) != int(head_dim):
-        feats["query_pre_attn_scalar"] = scalar
-    mtype = str((cfg.get("model_type") if isinstance(cfg, dict) else getattr(cfg, "model_type", "")) or "")
-    w, layers = sliding_window_layers(cfg)
-    if mtype.startswith("gemma3") and layers and "sliding_window" not in feats:
-        feats.update(sliding_window=w, sliding_window_layers=layers, gemma3_masks=True)
-    if not feats:
-        return None
-    what = ", ".join(x for x in [describe(feats)] if x)
-    if "query_pre_attn_scalar" in feats:
-        what = ", ".join(x for x in [what, f"query_pre_attn_scalar={scalar} (head_dim {head_dim})"] if x)
+    scalar = _cfg_get(cfg, "query_pre_attn_scalar")
+    head_dim = _cfg_get(cfg, "head_dim")
     why = []
-    if feats.get("gemma3_masks"):
-        why.append(
-            "transformers' Gemma 3 masks its sliding-window layers by the uncompressed length even when the "
-            "window covers the sequence, so a compressed cache fails with a tensor-size mismatch"
-        )
-    elif "sliding_window" in feats:
-        w = feats["sliding_window"]
-        at = f"at {tokens} positions" if tokens is not None else "at sequences longer than the window"
-        why.append(
-            f"its sliding window of {w} tokens is active {at} and a compressed cache does not follow it "
-            f"(keep the prompt and the generated tokens within {w} positions)"
-        )
+    what = []
     if "attn_logit_softcapping" in feats:
+        what.append(f"attn_logit_softcapping={feats['attn_logit_softcapping']}")
         why.append("soft-capped attention logits are not what the eviction scores estimate")
-    if "query_pre_attn_scalar" in feats:
+    if scalar is not None and head_dim is not None and int(scalar) != int(head_dim):
+        what.append(f"query_pre_attn_scalar={scalar} (head_dim {head_dim})")
         why.append("the scores scale attention logits by head_dim^-1/2, the model by query_pre_attn_scalar^-1/2")
-    return f"KV-cache eviction does not support this model's attention ({what}): {'; '.join(why)}"
+    w, layers = window_layers(cfg, tokens)
+    if layers:
+        n = int(_cfg_get(cfg, "num_hidden_layers", 0) or 0)
+        at = f"at {tokens} positions" if tokens is not None else "at sequences longer than the window"
+        win = describe({"sliding_window": w, "sliding_window_layers": layers})
+        tv = _transformers_version()
+        if kvpress:
+            what.append(win)
+            why.append(
+                f"its sliding window is active {at} and kvpress' presses compress every layer, which the window "
+                "does not follow (run the built-in policies: they leave window layers to the model)"
+            )
+        elif len(layers) >= n:
+            what.append(win)
+            why.append(
+                f"every layer attends through its sliding window of {w} tokens {at}: the window already bounds "
+                f"the cache and leaves no full-attention layer to compress (keep the sequence within {w} positions)"
+            )
+        elif tv is not None and tv < WINDOW_TRANSFORMERS:
+            what.append(win)
+            why.append(
+                f"transformers {tv[0]}.{tv[1]} sizes the masks of its sliding-window layers from the first "
+                f"layer's cache; upgrade to transformers >= {WINDOW_TRANSFORMERS[0]}.{WINDOW_TRANSFORMERS[1]}"
+            )
+    if not why:
+        return None
+    return f"KV-cache eviction does not support this model's attention ({', '.join(what)}): {'; '.join(why)}"
 
 
-def check_attention(config, tokens: int | None) -> None:
+def check_attention(config, tokens: int | None, *, kvpress: bool = False) -> None:
     """ValueError with ``attention_refusal``'s message when there is one."""
-    msg = attention_refusal(config, tokens)
+    msg = attention_refusal(config, tokens, kvpress=kvpress)
     if msg:
         raise ValueError(msg)
