@@ -105,6 +105,8 @@ def test_split_after_starts_at_the_next_document():
     first, second = split_after(Tok(), docs, 15, 12)
     assert first.tolist() == [ord(c) for c in "aaaaaaaa\n\nbbbbb"]
     assert second.tolist() == [ord(c) for c in "cccccccc\n\ndd"]  # doc b's tail is in neither
+    _, second = split_after(Tok(), docs, 15, 10, skip=lambda d: d.startswith("c"))  # a document left out
+    assert second.tolist() == [ord(c) for c in "dddddddd\n\n"]
     one, two = split_after(Tok(), ["abcdefghij"], 4, 3)
     assert torch.equal(one, torch.tensor([ord(c) for c in "abcd"])) and two.tolist() == [ord(c) for c in "efg"]
     with pytest.raises(ValueError, match="validation tokens after them"):

@@ -15,26 +15,35 @@ from icml26.methods.quantization import evaluate as E
 from icml26.methods.quantization.config import Config
 
 
-def split_after(tok, docs: list[str], n_first: int, n_second: int):
+def split_after(tok, docs: list[str], n_first: int, n_second: int, skip=None):
     """(first, second) token streams of ``docs`` in order: the first ``n_first`` tokens, then
-    ``n_second`` tokens that start at the next document boundary after them (right after them
-    when the text is one document), so the two share no text. ValueError when too short."""
+    ``n_second`` tokens from the documents after them (the rest of the text when it is one
+    document), so the two share no text; ``skip(doc)`` True leaves a later document out of the
+    second. ValueError when the text is too short."""
     ids: list[int] = []
-    start = None
-    for d in docs:
-        if start is None and len(ids) >= n_first:
-            start = len(ids)  # the first document that begins after the calibration tokens
-        ids.extend(tok(d + "\n\n", add_special_tokens=False)["input_ids"])
-        if start is not None and len(ids) >= start + n_second:
-            break
-    if start is None:
-        start = n_first if len(docs) == 1 else len(ids)
-    if len(ids) < n_first or start + n_second > len(ids):
+    k = 0
+    while k < len(docs) and len(ids) < n_first:
+        ids.extend(tok(docs[k] + "\n\n", add_special_tokens=False)["input_ids"])
+        k += 1
+    if len(docs) == 1:
+        rest = ids[n_first:]
+    else:
+        rest = []
+        for d in docs[k:]:
+            if len(rest) >= n_second:
+                break
+            if skip is None or not skip(d):
+                rest.extend(tok(d + "\n\n", add_special_tokens=False)["input_ids"])
+    if len(ids) < n_first or len(rest) < n_second:
         raise ValueError(
-            f"the calibration text has {len(ids)} tokens: {n_first} calibration tokens and {n_second} validation "
-            "tokens after them are needed (eval_split=validation; lower calib_tokens or eval_tokens)"
+            f"the calibration text has too few tokens for {n_first} calibration tokens and {n_second} validation "
+            "tokens after them (eval_split=validation; lower calib_tokens or eval_tokens)"
         )
-    return torch.tensor(ids[:n_first], dtype=torch.long), torch.tensor(ids[start : start + n_second], dtype=torch.long)
+    return torch.tensor(ids[:n_first], dtype=torch.long), torch.tensor(rest[:n_second], dtype=torch.long)
+
+
+def _lines(text: str, min_chars: int = 40) -> set[str]:
+    return {ln.strip() for ln in text.splitlines() if len(ln.strip()) >= min_chars}
 
 
 def load_text(cfg: Config, tok):
@@ -62,10 +71,21 @@ def load_text(cfg: Config, tok):
     else:
         src = f"calib={cfg.calib_text}, eval={cfg.corpus} evaluation documents (built in; {rule})"
     try:
-        if cfg.eval_split == "validation":
-            cs, es = split_after(tok, calib_docs, cfg.calib_tokens, cfg.eval_tokens)
+        if cfg.eval_split == "validation":  # no document that shares a line with the evaluation text used
+            test = tok.decode(E.token_stream(tok, eval_docs, cfg.eval_tokens).tolist())
+            skipped = []
+
+            def overlaps(doc: str) -> bool:
+                hit = any(ln in test for ln in _lines(doc))
+                skipped.extend([1] if hit else [])
+                return hit
+
+            cs, es = split_after(tok, calib_docs, cfg.calib_tokens, cfg.eval_tokens, skip=overlaps)
             side = cfg.calib_text or f"{cfg.corpus} calibration documents"
-            src = f"validation = {side} after the calibration tokens (next document on); {src}"
+            src = (
+                f"validation = {side} after the calibration tokens (next document on; {len(skipped)} documents that "
+                f"share a line with the evaluation text left out); {src}"
+            )
         else:
             cs = E.token_stream(tok, calib_docs, cfg.calib_tokens)
             es = E.token_stream(tok, eval_docs, cfg.eval_tokens)
@@ -85,5 +105,5 @@ def shared_lines(tok, calib: list, evalc: list, min_chars: int = 40) -> int:
     ids, decoded) that occur verbatim in the evaluation text used: 0 when the two are
     disjoint. The check of a user file against the corpus split on the other side."""
     ev = "\n".join(tok.decode(c[0].tolist()) for c in evalc)
-    lines = {ln.strip() for c in calib for ln in tok.decode(c[0].tolist()).splitlines() if len(ln.strip()) >= min_chars}
+    lines = {ln for c in calib for ln in _lines(tok.decode(c[0].tolist()), min_chars)}
     return sum(1 for ln in lines if ln in ev)
