@@ -191,10 +191,22 @@ def finch_reads_the_question_span():
         KvpressRunner(kvpress_press("FinchPress", 0.5), model, question_tokens=0)
 
 
+def finch_has_no_decoding_press():
+    """kvpress' DecodingPress wraps a ScorerPress only: ``kvpress:DecodingPress/FinchPress`` is
+    refused before the run (one line naming why); a ScorerPress inside it passes."""
+    from icml26.core.errors import InputError
+    from icml26.methods.kvcache.config import Config, check_kvpress_methods
+
+    check_kvpress_methods(Config(mode="decode", methods=("kvpress:DecodingPress/KnormPress",)))
+    with pytest.raises(InputError, match="FinchPress is not one"):
+        check_kvpress_methods(Config(mode="decode", methods=("kvpress:DecodingPress/FinchPress",)))
+
+
 if kvpress is not None:  # the kvpress venv: the parity tests themselves
     test_same_selection_as_kvpress = same_selection_as_kvpress
     test_adapter_runs_inside_kvpress_hooks = adapter_runs_inside_kvpress_hooks
     test_decoding_press_chunks_equal_steps = decoding_press_chunks_equal_steps
     test_finch_reads_the_question_span = finch_reads_the_question_span
+    test_finch_has_no_decoding_press = finch_has_no_decoding_press
 else:  # the project venv: run them (and PEER_TESTS) in the peer venv; `make test-peers`
     test_in_the_kvpress_peer = pytest.mark.peer(in_the_kvpress_peer)

@@ -265,6 +265,27 @@ def window_note(cfg: Config, model_config) -> dict:
     return {"sliding_window": w, "window_layers": layers, "compressed_layers": int(n or 0) - len(layers)}
 
 
+def check_kvpress_methods(cfg: Config) -> None:
+    """InputError unless every ``kvpress:<Press>`` names a press of the installed kvpress, and in
+    mode decode ``kvpress:DecodingPress/<Scorer>`` wraps a ScorerPress (kvpress' DecodingPress
+    asserts it: FinchPress, a BasePress, has no decoding-time compression there)."""
+    from icml26.core.errors import InputError
+
+    for m in cfg.methods:
+        base = _spec.parse_method(m)[0]
+        if not base.startswith("kvpress:"):
+            continue
+        from icml26.methods.kvcache.kvpress_adapter import press_class
+
+        names = base.split(":", 1)[1].split("/")  # kvpress:DecodingPress/KnormPress names both presses
+        classes = [press_class(name) for name in names]
+        if cfg.mode == "decode" and len(classes) == 2 and not issubclass(classes[1], press_class("ScorerPress")):
+            raise InputError(
+                f"method {m!r}: kvpress' DecodingPress takes a ScorerPress and {names[1]} is not one (kvpress "
+                f"{_spec._kvpress_version()}): it has no decoding-time compression there"
+            )
+
+
 def preflight(cfg: Config) -> None:
     """What can be checked before a run writes anything (the command calls it before the config
     record): the model resolves (a missing or corrupt one raises InputError), the contexts fit
@@ -292,13 +313,7 @@ def preflight(cfg: Config) -> None:
                 f"policies compress the other {note['compressed_layers']} (summary: window_layers)",
                 file=sys.stderr,
             )
-    for m in cfg.methods:
-        base = _spec.parse_method(m)[0]
-        if base.startswith("kvpress:"):
-            from icml26.methods.kvcache.kvpress_adapter import press_class
-
-            for name in base.split(":", 1)[1].split("/"):  # kvpress:DecodingPress/KnormPress names both presses
-                press_class(name)
+    check_kvpress_methods(cfg)
     if cfg.haystack is None:  # the built-in corpus: its package is installed (else the install command)
         from icml26.core.data.text import require_corpus
 
