@@ -322,8 +322,10 @@ def _decode_settings(args) -> dict:
 
 def relabel(doc: dict) -> dict:
     """Decode results saved before the renaming: their ``capkv`` ran what is now ``capkv-qa``
-    (question_share 0.4); relabelled on load so tables never mix the two."""
-    if doc.get("method_names") == 2:
+    (question_share 0.4); relabelled on load so tables never mix the two. A run that lists
+    ``capkv-qa`` among its methods was made after the renaming: its ``capkv`` is the paper's."""
+    if doc.get("method_names") == 2 or "capkv-qa" in doc.get("settings", {}).get("methods", []):
+        doc["method_names"] = 2
         return doc
     for r in doc.get("samples", []):
         if r.get("method") == "capkv":
@@ -360,7 +362,7 @@ def decode_run(args) -> dict:
         raise SystemExit("--results: one file per run (several only with --print-only)")
     path = Path(args.results[0])
     settings = _decode_settings(args)
-    doc = {"settings": settings, "samples": []}
+    doc = {"settings": settings, "samples": [], "method_names": 2}
     if path.exists():
         doc = relabel(json.loads(path.read_text(encoding="utf-8")))
         if doc.get("settings") != settings:
@@ -539,6 +541,18 @@ def decode_tables(doc: dict) -> None:
             ],
         )
     )
+    print()
+    from icml26.core.verdict import verdict
+
+    print("## Verdicts at 95% (icml26.core.verdict: a winner only when its interval separates it; full left out)\n")
+    for b in st["budgets"]:
+        rows_b = [r for r in res if r["decoding_budget_tokens"] == b and r["method"] != "full"]
+        for metric, key, lower in (("kl", "kl", True), ("needle", "needle_match", False)):
+            v = verdict(rows_b, key, "method", lower=lower, ci_key=f"{key}_ci", metric=metric)
+            print(
+                f"- {metric} at budget {b}: best {v[f'best_{metric}'] or 'none'}; tied with the leader: "
+                f"{', '.join(v[f'tied_with_best_{metric}'])}"
+            )
     print()
     pair = [row for ours in OURS_PAIRED if any(r["method"] == ours for r in smp) for row in paired_decode(smp, ours)]
     print("## capkv and capkv-qa minus each other method, paired on the same haystacks (bootstrap 95%)\n")
