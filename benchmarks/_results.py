@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from typing import Iterable, Sequence
 
 
 def load_results(path: Path) -> dict:
@@ -28,3 +29,11 @@ def uptime() -> str:
         return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     except OSError:
         return "?"
+
+
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> None:
+    """Print a markdown table on stdout: the header, its rule, one line per row (cells as given)."""
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for row in rows:
+        print("| " + " | ".join(str(c) for c in row) + " |")

@@ -32,6 +32,8 @@ import sys
 import time
 from pathlib import Path
 
+from _results import load_results, markdown_table, save_results
+
 ROOT = Path(__file__).resolve().parents[1]
 RES = ROOT / "benchmarks" / "results"
 CACHE = RES / "hdr_gs.json"
@@ -59,13 +61,11 @@ RASTER_CASES = [(128, 10_000), (128, 50_000), (256, 10_000), (256, 50_000)]
 
 
 def _load() -> dict:
-    return json.loads(CACHE.read_text()) if CACHE.is_file() else {}
+    return load_results(CACHE)
 
 
 def _save(d: dict) -> None:
-    from icml26.core.output import atomic_write_text
-
-    atomic_write_text(CACHE, json.dumps(d, indent=1))
+    save_results(CACHE, d)
 
 
 def _load_avg() -> str:
@@ -274,6 +274,44 @@ def part_gsdf(d: dict) -> None:
         _save(d)
 
 
+RUN_HEADER = (
+    "method",
+    "scene",
+    "LDR-OE",
+    "LDR-NE",
+    "HDR (GT max)",
+    "HDR (pred max)",
+    "SSIM-OE",
+    "Gaussians",
+    "floaters",
+    "floater frac",
+    "train s",
+)
+
+
+def _run_table(res: list[dict]) -> None:
+    """One row per training run (method, scene): the PSNRs, SSIM, Gaussians, floaters, train time."""
+    markdown_table(
+        RUN_HEADER,
+        (
+            (
+                r["method"],
+                r["scene"],
+                f"{r['psnr_ldr_oe']:.2f}",
+                f"{r['psnr_ldr_ne']:.2f}",
+                f"{r['psnr_hdr']:.2f}",
+                f"{r['psnr_hdr_predmax']:.2f}",
+                f"{r['ssim_ldr_oe']:.3f}",
+                r["gaussians"],
+                r.get("floaters"),
+                f"{r.get('floater_frac', float('nan')):.3f}",
+                f"{r['train_s']:.0f}",
+            )
+            for r in res
+        ),
+    )
+
+
 def print_gsdf() -> None:
     import numpy as np
 
@@ -289,17 +327,7 @@ def print_gsdf() -> None:
     print(
         "\n## GSDF's prune rule (SDF prune only of large Gaussians, sdf_prune_large_only = true), seed 0, same 3 scenes"
     )
-    print(
-        "| method | scene | LDR-OE | LDR-NE | HDR (GT max) | HDR (pred max) | SSIM-OE | Gaussians | floaters | floater "
-        "frac | train s |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for r in res:
-        print(
-            f"| {r['method']} | {r['scene']} | {r['psnr_ldr_oe']:.2f} | {r['psnr_ldr_ne']:.2f} | {r['psnr_hdr']:.2f} | "
-            f"{r['psnr_hdr_predmax']:.2f} | {r['ssim_ldr_oe']:.3f} | {r['gaussians']} | {r.get('floaters')} | "
-            f"{r.get('floater_frac', float('nan')):.3f} | {r['train_s']:.0f} |"
-        )
+    _run_table(res)
     keys = ("psnr_ldr_oe", "psnr_ldr_ne", "psnr_hdr", "psnr_hdr_predmax", "gaussians", "floaters", "floater_frac")
     scenes = {m: {r["scene"] for r in res if r["method"] == m} for m in GSDF_METHODS.split(",")}
     both = sorted(set.intersection(*scenes.values())) if scenes else []
@@ -449,17 +477,7 @@ def print_band() -> None:
     res = [json.loads(x) for x in f.read_text().splitlines() if x.strip()]
     res = [r for r in res if r.get("kind") == "result"]
     print("\n## Pruning band floored at 2 pixel footprints (sdf_sigma_px = 2), all methods, seed 0, same 3 scenes")
-    print(
-        "| method | scene | LDR-OE | LDR-NE | HDR (GT max) | HDR (pred max) | SSIM-OE | Gaussians | floaters | floater "
-        "frac | train s |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for r in res:
-        print(
-            f"| {r['method']} | {r['scene']} | {r['psnr_ldr_oe']:.2f} | {r['psnr_ldr_ne']:.2f} | {r['psnr_hdr']:.2f} | "
-            f"{r['psnr_hdr_predmax']:.2f} | {r['ssim_ldr_oe']:.3f} | {r['gaussians']} | {r.get('floaters')} | "
-            f"{r.get('floater_frac', float('nan')):.3f} | {r['train_s']:.0f} |"
-        )
+    _run_table(res)
     keys = ("psnr_ldr_oe", "psnr_ldr_ne", "psnr_hdr", "psnr_hdr_predmax", "gaussians", "floaters", "floater_frac")
     means = {
         m: {k: float(np.mean([r[k] for r in res if r["method"] == m])) for k in keys}
@@ -590,17 +608,7 @@ def part_print(d: dict) -> None:
         f"\n## Training: {len(res)} runs; iters {cfg.get('iters')}, views {cfg.get('views')} at {cfg.get('size')} px, "
         f"{cfg.get('scenes')} scenes, max {cfg.get('max_gaussians')} Gaussians (recipes/hdr-gs/cpu-3scenes.yaml)"
     )
-    print(
-        "| method | scene | LDR-OE | LDR-NE | HDR (GT max) | HDR (pred max) | SSIM-OE | Gaussians | floaters | floater "
-        "frac | train s |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for r in res:
-        print(
-            f"| {r['method']} | {r['scene']} | {r['psnr_ldr_oe']:.2f} | {r['psnr_ldr_ne']:.2f} | {r['psnr_hdr']:.2f} | "
-            f"{r['psnr_hdr_predmax']:.2f} | {r['ssim_ldr_oe']:.3f} | {r['gaussians']} | {r.get('floaters')} | "
-            f"{r.get('floater_frac', float('nan')):.3f} | {r['train_s']:.0f} |"
-        )
+    _run_table(res)
     import numpy as np
 
     means = {}

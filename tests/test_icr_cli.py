@@ -116,6 +116,7 @@ def test_resume_continues_an_interrupted_run_exactly(trained, tmp_path, capsys):
     """Stop after the first monitor point (checkpoint at step 10), then --resume: the records equal
     the uninterrupted run's (same ICR, loss, memorization at step 20)."""
     from icml26.core.output import stream
+    from icml26.core.preamble import Run
     from icml26.core.recipe import resolve
     from icml26.methods.diffusion import train as m
 
@@ -133,12 +134,8 @@ def test_resume_continues_an_interrupted_run_exactly(trained, tmp_path, capsys):
     with pytest.raises(KeyboardInterrupt):
         stream(
             cut(m.run(cfg, inputs=inputs, seed=0, out=out)),
-            command="icr train",
-            config=cfg,
-            seed=0,
-            out=out,
+            Run("icr train", cfg=cfg, seed=0, out=out, resumable=True),
             quiet=True,
-            resumable=True,
         )
     capsys.readouterr()
     assert (out / "interrupted.json").is_file()

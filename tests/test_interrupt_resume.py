@@ -12,6 +12,7 @@ import pytest
 
 from icml26.core.errors import InputError
 from icml26.core.output import INTERRUPTED, prepare_out_dir, previous_results, read_marker, resume_records, stream
+from icml26.core.preamble import Run
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -43,7 +44,7 @@ def _results(done=None, stop_after=None, computed=None, how="interrupt"):
 
 
 def _run(d, gen, **kw):
-    return stream(gen, command="toy", extra_config={"x": 1}, out=d, quiet=True, resumable=True, **kw)
+    return stream(gen, Run("toy", out=d, resumable=True, **kw), extra_config={"x": 1}, quiet=True)
 
 
 def test_interrupt_marks_the_folder_and_a_rerun_names_resume(tmp_path, capsys):

@@ -112,10 +112,8 @@ def bai(
     done = previous_results(prev, "algo", "budget", "delta")
     stream(
         m.run(cfg, seed=s, table=table, done=done),
-        run=run,
-        config=cfg,
+        run.replace(cfg=cfg, previous=prev),
         quiet=quiet,
         columns=cols,
         plot=m.plot,
-        previous=prev,
     )

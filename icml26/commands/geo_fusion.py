@@ -124,16 +124,10 @@ def train(
 
     from icml26.core.errors import InputError
     from icml26.core.output import stream
-    from icml26.core.preamble import prepare
-    from icml26.core.recipe import parse_choices
+    from icml26.core.preamble import parse_names, prepare
     from icml26.methods.spatial.config import VARIANTS
 
-    variants = None
-    if variant is not None:
-        try:
-            variants = tuple(parse_choices(variant, VARIANTS, "--variant"))
-        except ValueError as e:
-            raise InputError(str(e)) from None
+    variants = parse_names(variant, VARIANTS, "--variant")
     run = prepare(
         "icml26.methods.spatial.config:Config",
         "geo-fusion train",
@@ -195,6 +189,7 @@ def score(
     """
     from icml26.core.errors import InputError
     from icml26.core.output import stream
+    from icml26.core.preamble import Run
     from icml26.methods.spatial import api
 
     if predictions is None:
@@ -203,8 +198,7 @@ def score(
     records, summary = api.score(rows)
     stream(
         iter(records + [summary]),
-        command="geo-fusion score",
-        out=out,
+        Run("geo-fusion score", out=out),
         quiet=quiet,
         columns=["task", "metric", "score", "n", "n_unparsable"],
         extra_config={"predictions": predictions},

@@ -105,18 +105,11 @@ def train(
 
     Example: icml26 hdr-gs train --data runs/scenes --method expo-gs,hdr-gs --iters 1500 --out runs/hdrgs
     """
-    from icml26.core.errors import InputError
     from icml26.core.output import resume_records, stream
-    from icml26.core.preamble import prepare
-    from icml26.core.recipe import parse_choices
+    from icml26.core.preamble import parse_names, prepare
     from icml26.methods.splatting.config import METHODS
 
-    methods = None
-    if method is not None:
-        try:
-            methods = tuple(METHODS) if method.strip() == "all" else tuple(parse_choices(method, METHODS, "--method"))
-        except ValueError as e:
-            raise InputError(str(e)) from None
+    methods = parse_names(method, METHODS, "--method")
     run = prepare(
         "icml26.methods.splatting.config:Config",
         "hdr-gs train",
@@ -145,11 +138,10 @@ def train(
     )
     stream(
         H.run(cfg, seed=s, data=data, out=out, resume=resume, previous=prev),
-        run=run,
+        run.replace(previous=prev),
         quiet=quiet,
         columns=COLUMNS,
         extra_config={"data": data},
-        previous=prev,
     )
 
 
@@ -187,6 +179,7 @@ def render(
     """
     from icml26.core.errors import InputError
     from icml26.core.output import stream
+    from icml26.core.preamble import Run
     from icml26.methods.splatting import api as H
 
     missing = [f for f, v in (("--ckpt", ckpt), ("--data", data), ("--out", out)) if v is None]
@@ -209,8 +202,7 @@ def render(
             raise InputError(f"--views: view {bad[0]} out of range 0..{len(sc) - 1}")
     stream(
         H.render_views(model, sc, idx, exposure, out),
-        command="hdr-gs render",
-        out=None,
+        Run("hdr-gs render"),
         quiet=quiet,
         columns=["view", "ldr", "hdr", "exr"],
         extra_config={"ckpt": ckpt, "data": data, "exposure": exposure},
@@ -232,6 +224,7 @@ def evaluate(
 
     from icml26.core.errors import InputError
     from icml26.core.output import stream
+    from icml26.core.preamble import Run
     from icml26.methods.splatting import api as H
 
     missing = [f for f, v in (("--ckpt", ckpt), ("--data", data)) if v is None]
@@ -249,8 +242,7 @@ def evaluate(
     }
     stream(
         iter([res, {"kind": "summary", "lpips": H.LPIPS_NOTE, "iteration": meta.get("iteration")}]),
-        command="hdr-gs eval",
-        out=out,
+        Run("hdr-gs eval", out=out),
         quiet=quiet,
         columns=COLUMNS,
         extra_config={"ckpt": ckpt, "data": data},

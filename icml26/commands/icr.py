@@ -70,7 +70,7 @@ def analyze(
     from icml26.core.preamble import parse_numbers, prepare
 
     run = prepare(
-        "icml26.methods.diffusion.analyze:AnalyzeConfig",
+        "icml26.methods.diffusion.config:AnalyzeConfig",
         "icr analyze",
         recipe=recipe,
         sets=set_,
@@ -138,7 +138,7 @@ def train(
     from icml26.core.preamble import parse_numbers, prepare
 
     run = prepare(
-        "icml26.methods.diffusion.train:TrainConfig",
+        "icml26.methods.diffusion.config:TrainConfig",
         "icr train",
         recipe=recipe,
         sets=set_,
@@ -188,9 +188,8 @@ def report(
 ) -> None:
     """Write the PNG plots of a run folder (icr_sweep.png, or icr_training.png and icr_quality.png) into it."""
     from icml26.core.output import stream
+    from icml26.core.preamble import Run
     from icml26.methods.diffusion.api import report as m
 
     m.read_run(run_dir)  # bad folder: exit 2 before any output
-    stream(
-        m.run(run_dir), command="icr report", quiet=quiet, extra_config={"run_dir": run_dir}, columns=["plot", "bytes"]
-    )
+    stream(m.run(run_dir), Run("icr report"), quiet=quiet, extra_config={"run_dir": run_dir}, columns=["plot", "bytes"])

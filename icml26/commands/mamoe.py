@@ -198,7 +198,7 @@ def eval_(
 
     from icml26.core.errors import InputError
     from icml26.core.output import stream
-    from icml26.core.preamble import check_out, prepare, resolve_device
+    from icml26.core.preamble import Run, check_out, prepare, resolve_device
 
     ckpts = None
     resolve_device(device, "mamoe eval", ("cpu",))
@@ -237,10 +237,7 @@ def eval_(
     inputs = m.validate(cfg, seed=s, out=out)
     stream(
         m.run(cfg, inputs=inputs, seed=s, out=out, train=False, checkpoints=ckpts),
-        command="mamoe eval",
-        config=cfg,
-        seed=s,
-        out=out,
+        Run("mamoe eval", cfg=cfg, seed=s, out=out),
         quiet=quiet,
         extra_config={"run": run_dir},
         columns=COLUMNS,

@@ -112,10 +112,8 @@ def mcts(
     done = previous_results(prev, "algo", "simulations")
     stream(
         m.run(cfg, seed=s, env=loaded, done=done),
-        run=run,
-        config=cfg,
+        run.replace(cfg=cfg, previous=prev),
         quiet=quiet,
         columns=(COLUMNS if exact else COLUMNS_NO_EXACT) + (EPISODE_COLUMNS if cfg.episodes else []),
         plot=m.plot,
-        previous=prev,
     )

@@ -86,7 +86,7 @@ def modality_pairing(
     from icml26.core.preamble import prepare
 
     run = prepare(
-        "icml26.methods.multimodal.train:Config",
+        "icml26.methods.multimodal.config:Config",
         "modality-pairing",
         recipe=recipe,
         sets=set_,

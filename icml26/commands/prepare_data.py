@@ -48,6 +48,7 @@ def prepare_data(
 
     from icml26.core.errors import InputError
     from icml26.core.output import stream
+    from icml26.core.preamble import Run
 
     if dataset not in DATASETS:
         raise InputError(f"unknown dataset {dataset!r}; choose one of: {', '.join(DATASETS)}")
@@ -58,7 +59,7 @@ def prepare_data(
             raise InputError(f"--out {out!r} exists and is not a directory")
         stream(
             prepare_records(out, force=force),
-            command="prepare-data",
+            Run("prepare-data"),
             extra_config={"dataset": dataset, "out": out},
             quiet=quiet,
             columns=["path", "size_bytes"],
@@ -78,7 +79,7 @@ def prepare_data(
 
     stream(
         records(),
-        command="prepare-data",
+        Run("prepare-data"),
         extra_config={"dataset": dataset, "out": out, "counts": counts},
         quiet=quiet,
         columns=["path", "size_bytes"],

@@ -93,8 +93,7 @@ def probe_syntax(
     dev = resolve_device(device, "probe-syntax")  # after the inputs: a bad model or file speaks first
     stream(
         m.run(cfg, seed=s, device=dev, out_dir=out, sentence_set=ss),
-        run=run,
-        config=cfg,
+        run.replace(cfg=cfg),
         quiet=quiet,
         columns=list(m.COLUMNS),
         plot=m.plot,

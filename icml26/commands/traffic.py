@@ -190,6 +190,7 @@ def prepare(
     """Write the road/lane datasets from real counts: lanes = detectors, roads = correlation groups of detectors (the
     grouping is written to sensors.csv)."""
     from icml26.core.output import stream
+    from icml26.core.preamble import Run
     from icml26.methods.traffic import api
 
     _require("prepare", **{"--out": out})
@@ -197,9 +198,7 @@ def prepare(
     prepared = api.prepare_dataset(counts, cfg)
     stream(
         api.prepare_files(prepared, out, counts=counts, cfg=cfg),
-        command="traffic prepare",
-        config=cfg,
-        out=out,
+        Run("traffic prepare", cfg=cfg, out=out),
         quiet=quiet,
         columns=["file", "size_bytes"],
         extra_config={"counts": counts},
@@ -226,6 +225,7 @@ def pretrain(
 ) -> None:
     """Pre-train MiniTraffic (and the noaug / nocluster variants selected) on road-level series."""
     from icml26.core.output import stream
+    from icml26.core.preamble import Run
 
     _require("pretrain", **{"--out": out})
     run = _run(
@@ -246,10 +246,7 @@ def pretrain(
     api.check_pretrain(cfg, inp)
     stream(
         api.pretrain_files(cfg, inp, out, seed=s, device=dev),
-        command="traffic pretrain",
-        config=cfg,
-        seed=s,
-        out=out,
+        Run("traffic pretrain", cfg=cfg, seed=s, out=out),
         quiet=quiet,
         columns=["model", "seed", "params", "pretrain_s", "forecast_l1", "recon_mse", "info_nce"],
     )
@@ -283,6 +280,7 @@ def finetune(
 ) -> None:
     """Fit the selected models on the lane-level fine-tuning fraction(s) and save them."""
     from icml26.core.output import stream
+    from icml26.core.preamble import Run
 
     _require("finetune", **{"--out": out})
     run = _run(
@@ -303,10 +301,7 @@ def finetune(
     states = api.pretrained_states(cfg, checkpoint, s)
     stream(
         api.finetune_files(cfg, inp, out, states=states, seed=s, device=dev),
-        command="traffic finetune",
-        config=cfg,
-        seed=s,
-        out=out,
+        Run("traffic finetune", cfg=cfg, seed=s, out=out),
         quiet=quiet,
         columns=["model", "seed", "lane_fraction", "pretrained", "params", "train_s", "epochs_run"],
         extra_config={"checkpoint": checkpoint},
@@ -326,7 +321,7 @@ def eval_(
 ) -> None:
     """Test the fitted models of a finetune folder on the test days (records as `traffic run`)."""
     from icml26.core.output import stream
-    from icml26.core.preamble import check_out, parse_numbers, resolve_device
+    from icml26.core.preamble import Run, check_out, parse_numbers, resolve_device
 
     _require("eval", **{"--checkpoint": checkpoint})
     horizons = parse_numbers(horizon, "--horizon", int)
@@ -337,9 +332,7 @@ def eval_(
     cfg, inp, groups = api.eval_plan(checkpoint, data=data, horizons=horizons)
     stream(
         api.eval_files(cfg, inp, groups, device=dev),
-        command="traffic eval",
-        config=cfg,
-        out=out,
+        Run("traffic eval", cfg=cfg, out=out),
         quiet=quiet,
         columns=COLUMNS,
         extra_config={"checkpoint": checkpoint},

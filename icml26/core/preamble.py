@@ -5,7 +5,7 @@ A command file keeps its options and calls::
 
     run = prepare("icml26.methods.x.config:Config", "x", recipe=recipe, sets=set_, seed=seed,
                   device=device, out=out, resume=resume, steps=steps)
-    stream(m.run(run.cfg, seed=run.seed, device=run.device), command="x", run=run)
+    stream(m.run(run.cfg, seed=run.seed, device=run.device), run, columns=[...])
 
 ``prepare`` does, once for every command: ``--set help`` (help, unit, choices and the effective
 default of each field); the strict Config (unknown keys, types, ranges, ``sized`` limits and the
@@ -28,16 +28,22 @@ from icml26.core.errors import InputError
 
 @dataclasses.dataclass(frozen=True)
 class Run:
-    """What the preamble settled for one run of a command."""
+    """What the preamble settled for one run of a command, and what ``core.output.stream`` writes
+    under: the command's name in records, its Config and seed (the config record), ``--out``.
+    A command without settings (a report, a scorer) makes its own: ``Run("icr report", out=out)``."""
 
-    cfg: Any
-    seed: int | None
-    device: str | None
-    out: str | None
     command: str
-    resume: bool = False
+    cfg: Any = None
+    seed: int | None = None
+    device: str | None = None
+    out: str | None = None
+    resume: bool = False  # --out may hold a run: the records continue it
     resumable: bool = False  # the command has --resume (named when --out holds an unfinished run)
     previous: list | None = None  # --resume: the records of the run to continue (else None)
+
+    def replace(self, **changes: Any) -> Run:
+        """This run with some parts changed (``run.replace(cfg=cfg, previous=records)``)."""
+        return dataclasses.replace(self, **changes)
 
 
 def config_class(spec: type | str) -> type:
@@ -47,6 +53,19 @@ def config_class(spec: type | str) -> type:
         mod, _, name = spec.partition(":")
         return getattr(importlib.import_module(mod), name)
     return spec
+
+
+def parse_names(value: str | None, valid: Sequence[str], flag: str) -> tuple[str, ...] | None:
+    """An option of names, ``all`` or a comma list of ``valid`` (``--variant sgf,none``) -> a tuple
+    (repeats dropped; None when absent); InputError naming the flag on an unknown or empty name."""
+    if value is None:
+        return None
+    from icml26.core.recipe import parse_choices
+
+    try:
+        return tuple(parse_choices(value, valid, flag))
+    except ValueError as e:
+        raise InputError(str(e)) from None
 
 
 def parse_numbers(values: Sequence[str] | str | None, flag: str, kind: type = float) -> tuple | None:
@@ -191,4 +210,4 @@ def prepare(
         from icml26.core.output import resume_records
 
         previous = resume_records(out, command=command, config=cfg, seed=s)
-    return Run(cfg, s, dev, out, command, resume=resume, resumable=resumable, previous=previous)
+    return Run(command, cfg, s, dev, out, resume=resume, resumable=resumable, previous=previous)

@@ -72,51 +72,66 @@ def print_table(records: Sequence[dict], columns: Sequence[str] | None = None, t
     stderr_console().print(table)
 
 
+_LEGACY = {
+    "command": "command",
+    "config": "cfg",
+    "seed": "seed",
+    "out": "out",
+    "resume": "resume",
+    "resumable": "resumable",
+    "previous": "previous",
+}
+
+
+def _legacy_run(run: Any, legacy: dict) -> Any:
+    """The Run of a call that still names its parts (``command=``, ``out=`` ...)."""
+    import dataclasses
+
+    from icml26.core.preamble import Run
+
+    unknown = sorted(set(legacy) - set(_LEGACY))
+    if unknown:
+        raise TypeError(f"stream() got unexpected keyword arguments {unknown}")
+    given = {_LEGACY[k]: v for k, v in legacy.items() if v is not None and v is not False}
+    if run is None:
+        if "command" not in given:
+            raise TypeError("stream() needs a Run")
+        return Run(**given)
+    return dataclasses.replace(run, **given) if given else run
+
+
 def stream(
     records: Iterable[dict],
-    *,
     run: Any = None,
-    command: str | None = None,
-    config: Any = None,
-    seed: int | None = None,
-    out: str | Path | None = None,
+    *,
     quiet: bool = False,
     columns: Sequence[str] | None = None,
     plot: Callable[[list[dict], Path], None] | None = None,
-    resume: bool = False,
     extra_config: dict | None = None,
-    resumable: bool = False,
-    previous: Sequence[dict] | None = None,
+    **legacy: Any,
 ) -> list[dict]:
     """Write the config record, then every record as a JSON line on stdout (and to
-    ``records.jsonl`` under ``out``), then a table of ``result`` records on stderr.
+    ``records.jsonl`` under ``run.out``), then a table of ``result`` records on stderr.
 
-    ``plot(records, out_dir)`` is called at the end when ``out`` is given.
-    ``resume``: ``out`` may hold a run; the records are appended to it (train-lfm's checkpoints).
-    ``resumable``: the command has ``--resume`` (named when ``out`` holds an unfinished run).
-    ``previous``: ``resume_records``'s list (``--resume``): ``records`` starts with the earlier
-    run's records replayed (the method skips what they hold), and the leading records that equal
-    the lines already in ``records.jsonl`` are printed but not written again, so the file ends as
-    an uninterrupted run's would.
+    ``run``: the preamble's ``Run`` (``core.preamble.prepare``, or ``Run("icr report", out=out)``
+    for a command without settings): its command names the records, its ``cfg``, ``seed`` and
+    ``extra_config`` make the config record, ``out`` is the run folder. ``run.resume``: ``out``
+    may hold a run; the records are appended to it (train-lfm's checkpoints). ``run.resumable``:
+    the command has ``--resume`` (named when ``out`` holds an unfinished run). ``run.previous``:
+    ``resume_records``'s list (``--resume``): ``records`` starts with the earlier run's records
+    replayed (the method skips what they hold), and the leading records that equal the lines
+    already in ``records.jsonl`` are printed but not written again, so the file ends as an
+    uninterrupted run's would. ``quiet``: no table and no progress; ``columns``: the table's
+    ("key" or "key:Header"); ``plot(records, out_dir)`` is called at the end when ``out`` is given.
     A run that ends by an exception (KeyboardInterrupt, SIGTERM, an error) once records are
     written leaves ``interrupted.json`` (``{"kind": "interrupted", "when", "reason", "records",
     "results"}``); one that completes removes it. Bad input (InputError) before the first result
-    undoes what the call wrote instead.
-    ``run``: the preamble's ``Run`` (``core.preamble.prepare``): its command, config, seed, out,
-    resumable and previous stand for those arguments (the short form every command can use).
-    Returns the list of records (config record first)."""
+    undoes what the call wrote instead. Returns the list of records (config record first)."""
     from icml26.core import progress
 
-    if run is not None:
-        command = command or run.command
-        config = run.cfg if config is None else config
-        seed = run.seed if seed is None else seed
-        out = run.out if out is None else out
-        resumable = resumable or run.resumable
-        previous = run.previous if previous is None else previous
-    if command is None:
-        raise TypeError("stream() needs command= or run=")
-
+    run = _legacy_run(run, legacy)
+    command, config, seed, out = run.command, run.cfg, run.seed, run.out
+    resume, resumable, previous = run.resume, run.resumable, run.previous
     progress.set_quiet(quiet)
     out_dir = prepare_out_dir(out, resume=resume or previous is not None, resumable=resumable)
     undo = _Undo(out_dir) if out_dir is not None else None

@@ -14,6 +14,7 @@ from icml26 import cli
 from icml26.cli import app
 from icml26.core.errors import InputError
 from icml26.core.output import prepare_out_dir, stream
+from icml26.core.preamble import Run
 from icml26.core.recipe import parse_sets, read_yaml, resolve
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -114,10 +115,10 @@ def _ok_run():
 def test_stream_failure_removes_created_out_dir(tmp_path, capsys):
     out = tmp_path / "run"
     with pytest.raises(InputError, match="inside the run"):
-        stream(_fails_after_one_step(), command="t", out=out, quiet=True)
+        stream(_fails_after_one_step(), Run("t", out=out), quiet=True)
     assert not out.exists()
     # the same --out works once the input is fixed
-    stream(_ok_run(), command="t", out=out, quiet=True)
+    stream(_ok_run(), Run("t", out=out), quiet=True)
     recs = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
     assert [r["kind"] for r in recs] == ["config", "result", "summary"]
 
@@ -127,13 +128,13 @@ def test_stream_failure_removes_the_parents_it_created(tmp_path, capsys):
     (tmp_path / "a" / "keep.txt").write_text("mine")
     out = tmp_path / "a" / "b" / "c" / "run"  # b, c and run are created by this run
     with pytest.raises(InputError):
-        stream(_fails_after_one_step(), command="t", out=out, quiet=True)
+        stream(_fails_after_one_step(), Run("t", out=out), quiet=True)
     assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["keep.txt"]
     # the same through prepare_out_dir (train-lfm's way); a parent that gained a file is kept
     prepare_out_dir(out)
     (tmp_path / "a" / "b" / "other.txt").write_text("x")
     with pytest.raises(InputError):
-        stream(_fails_after_one_step(), command="t", out=out, quiet=True, resume=True)
+        stream(_fails_after_one_step(), Run("t", out=out, resume=True), quiet=True)
     assert not (tmp_path / "a" / "b" / "c").exists()
     assert (tmp_path / "a" / "b" / "other.txt").read_text() == "x"
 
@@ -143,7 +144,7 @@ def test_stream_failure_keeps_what_existed(tmp_path, capsys):
     out.mkdir()
     (out / "notes.txt").write_text("mine")
     with pytest.raises(InputError):
-        stream(_one_record_then({"kind": "step"}, InputError("bad")), command="t", out=out, quiet=True)
+        stream(_one_record_then({"kind": "step"}, InputError("bad")), Run("t", out=out), quiet=True)
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
     assert (out / "notes.txt").read_text() == "mine"
 
@@ -154,7 +155,7 @@ def test_stream_failure_on_resume_restores_files(tmp_path, capsys):
     (out / "config.yaml").write_text("old config\n")
     (out / "records.jsonl").write_text('{"kind": "result", "x": 0}\n')
     with pytest.raises(InputError):
-        stream(_fails_after_one_step(), command="t", out=out, quiet=True, resume=True)
+        stream(_fails_after_one_step(), Run("t", out=out, resume=True), quiet=True)
     assert (out / "config.yaml").read_text() == "old config\n"
     assert (out / "records.jsonl").read_text() == '{"kind": "result", "x": 0}\n'
 
@@ -162,7 +163,7 @@ def test_stream_failure_on_resume_restores_files(tmp_path, capsys):
 def test_stream_failure_after_a_result_keeps_the_records(tmp_path, capsys):
     out = tmp_path / "run"
     with pytest.raises(InputError):
-        stream(_one_record_then({"kind": "result", "x": 1.0}, InputError("late")), command="t", out=out, quiet=True)
+        stream(_one_record_then({"kind": "result", "x": 1.0}, InputError("late")), Run("t", out=out), quiet=True)
     assert len((out / "records.jsonl").read_text().splitlines()) == 2
 
 
@@ -171,7 +172,7 @@ def test_stream_failure_after_prepare_out_dir_removes_it(tmp_path, capsys):
     out = tmp_path / "run"
     prepare_out_dir(out)
     with pytest.raises(InputError):
-        stream(_fails_after_one_step(), command="t", out=out, quiet=True, resume=True)
+        stream(_fails_after_one_step(), Run("t", out=out, resume=True), quiet=True)
     assert not out.exists()
 
 
@@ -181,7 +182,7 @@ def test_stream_failure_keeps_what_the_run_wrote(tmp_path, capsys):
     prepare_out_dir(out)
     (out / "ckpt.bin").write_bytes(b"x")
     with pytest.raises(InputError):
-        stream(_fails_after_one_step(), command="t", out=out, quiet=True, resume=True)
+        stream(_fails_after_one_step(), Run("t", out=out, resume=True), quiet=True)
     assert (out / "ckpt.bin").read_bytes() == b"x"
     assert not (out / "config.yaml").exists() and not (out / "records.jsonl").exists()
 
@@ -191,8 +192,7 @@ def test_stream_crash_that_is_not_bad_input_keeps_everything(tmp_path, capsys):
     with pytest.raises(RuntimeError):
         stream(
             _one_record_then({"kind": "step", "step": 1}, RuntimeError("out of memory")),
-            command="t",
-            out=out,
+            Run("t", out=out),
             quiet=True,
         )
     assert len((out / "records.jsonl").read_text().splitlines()) == 2 and (out / "config.yaml").is_file()

@@ -10,6 +10,7 @@ import torch
 from icml26.methods.traffic import baselines as B
 from icml26.methods.traffic import harness as H
 from icml26.methods.traffic import minitraffic as M
+from icml26.methods.traffic import training as T
 from tests.methods.traffic_synth import SMALL, lanes_frame, write_csv
 
 
@@ -85,7 +86,7 @@ def test_augmentation_only_in_training_and_eval_deterministic(files, monkeypatch
         calls["n"] += 1
         return real(*a, **k)
 
-    monkeypatch.setattr(M, "fda", counting)
+    monkeypatch.setattr(T, "fda", counting)
     state, _ = H.pretrain("minitraffic", cfg, inp.roads, inp.road_rows, seed=0, device="cpu")
     assert calls["n"] > 0  # pre-training does augment
     fitted, _ = H.train_lane_model("minitraffic", cfg, inp, 0.5, seed=0, device="cpu", pretrained=state)
@@ -93,7 +94,7 @@ def test_augmentation_only_in_training_and_eval_deterministic(files, monkeypatch
     def refuse(*a, **k):
         raise AssertionError("FDA applied at evaluation")
 
-    monkeypatch.setattr(M, "fda", refuse)
+    monkeypatch.setattr(T, "fda", refuse)
     test = H._windows(inp.lanes, inp.split.test, cfg)
     a = fitted(test["x"], test["tod"], test["dow"])
     b = fitted(test["x"], test["tod"], test["dow"])

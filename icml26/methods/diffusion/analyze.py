@@ -15,44 +15,20 @@ Targets of the paper: ICR is U-shaped in the noise level and its minimum coincid
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Iterator
 
 import numpy as np
 
+from icml26.core.data.images import load_images, require_images
 from icml26.core.errors import InputError
-
-
-@dataclass(frozen=True)
-class AnalyzeConfig:
-    data: str = "fashion-mnist"  # fashion-mnist | mnist | an .npz | an image folder (labels for the probe)
-    noise_levels: tuple[float, ...] = ()  # sigma (EDM) or timesteps t (DDPM); empty = the schedule's default grid
-    feature_layer: str = "mid_block"  # mid_block | down_blocks.K | up_blocks.K | any submodule name
-    views: int = field(default=2, metadata={"sized": 1024})  # perturbations per image (>= 2)
-    icr_images: int = field(
-        default=1024, metadata={"sized": 10**6}
-    )  # training images for ICR (and the probe's training set)
-    probe_test_images: int = field(default=1000, metadata={"sized": 10**6})  # test images for the probe's accuracy
-    batch_size: int = field(default=256, metadata={"sized": 65536})  # images per forward pass
-    shrinkage_rel: float = 1e-6  # tau = shrinkage_rel * Tr(Sigma_xi) / d
-    shift_px: int = 2  # augmentation: random shift (pad + crop), pixels
-    hflip: bool = True  # augmentation: horizontal flip with probability 1/2
-    jitter: float = 0.1  # augmentation: brightness / contrast jitter
-
-    def __post_init__(self):
-        if self.views < 2:
-            raise ValueError(f"views must be >= 2 (the ICR needs two perturbations per image), got {self.views}")
-        if self.icr_images < 2:
-            raise ValueError(f"icr_images must be >= 2, got {self.icr_images}")
-        for name in ("probe_test_images", "shift_px"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if self.batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
-        if not 0.0 <= self.jitter < 1.0:
-            raise ValueError(f"jitter must be in [0, 1), got {self.jitter}")
-        if not self.shrinkage_rel >= 0.0:
-            raise ValueError(f"shrinkage_rel must be >= 0, got {self.shrinkage_rel}")
+from icml26.core.progress import progress
+from icml26.core.seed import seed_everything
+from icml26.methods.diffusion import estimator as E
+from icml26.methods.diffusion import features as F
+from icml26.methods.diffusion import unet as U
+from icml26.methods.diffusion.config import AnalyzeConfig  # noqa: F401  (re-exported)
 
 
 @dataclass
@@ -71,10 +47,6 @@ class AnalyzeInputs:
 def validate(cfg: AnalyzeConfig, model: str | None, seed: int) -> AnalyzeInputs:
     """Every check of ``analyze`` before its config record: model folder, noise levels, layer, data.
     Raises InputError (exit 2)."""
-    from icml26.core.data.images import load_images, require_images
-    from icml26.methods.diffusion import features as F
-    from icml26.methods.diffusion import unet as U
-
     if not model:
         raise InputError(
             "icr analyze needs --model DIR (a diffusers UNet2DModel folder, e.g. RUN/size-N/unet of `icml26 icr train`)"
@@ -130,8 +102,6 @@ def validate(cfg: AnalyzeConfig, model: str | None, seed: int) -> AnalyzeInputs:
 
 def probe_accuracy(f_train: np.ndarray, y_train: np.ndarray, f_test: np.ndarray, y_test: np.ndarray) -> float:
     """Test accuracy of a standardised logistic-regression probe (scikit-learn, lbfgs, C = 1, 2000 iterations)."""
-    import warnings
-
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
@@ -153,10 +123,6 @@ def grid_argext(values: list[float | None], largest: bool) -> int | None:
 
 def run(cfg: AnalyzeConfig, *, inputs: AnalyzeInputs, seed: int = 0) -> Iterator[dict]:
     """Yield a ``model`` record, one ``result`` per noise level, then the ``summary``."""
-    from icml26.core.seed import seed_everything
-    from icml26.methods.diffusion import estimator as E
-    from icml26.methods.diffusion import features as F
-
     seed_everything(seed)
     inp = inputs
     n_params = sum(p.numel() for p in inp.unet.parameters())
@@ -170,7 +136,6 @@ def run(cfg: AnalyzeConfig, *, inputs: AnalyzeInputs, seed: int = 0) -> Iterator
     }
     aug = {"shift_px": cfg.shift_px, "hflip": cfg.hflip, "jitter": cfg.jitter}
     rows = []
-    from icml26.core.progress import progress
 
     with progress(len(inp.levels), "icr analyze noise levels") as bar:
         for lv in inp.levels:

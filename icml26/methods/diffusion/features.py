@@ -18,6 +18,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -148,8 +149,6 @@ def view_features(
 def prepare_images(images_uint8, size: int, channels: int) -> Tensor:
     """uint8 (N, C, H, W) -> float (N, channels, size, size) in [-1, 1] (bilinear resize with antialias;
     gray images repeated to 3 channels for an RGB model)."""
-    import numpy as np
-
     x = torch.from_numpy(np.ascontiguousarray(images_uint8)).float().div_(127.5).sub_(1.0)
     if x.shape[-1] != size or x.shape[-2] != size:
         x = torch.nn.functional.interpolate(x, size=(size, size), mode="bilinear", antialias=True, align_corners=False)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Iterator
 
 from icml26.core.errors import InputError
+from icml26.core.output import atomic_write_bytes
 
 
 def read_run(run_dir: str | Path) -> tuple[str, list[dict]]:
@@ -46,8 +47,6 @@ def read_run(run_dir: str | Path) -> tuple[str, list[dict]]:
 
 
 def _save(fig, path: Path) -> Path:
-    from icml26.core.output import atomic_write_bytes
-
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=120, bbox_inches="tight")
     return atomic_write_bytes(path, buf.getvalue())

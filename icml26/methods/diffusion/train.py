@@ -22,89 +22,32 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Literal
+from typing import Iterator
 
 import numpy as np
+import torch
 
 from icml26.core import diverge
+from icml26.core.data.images import load_images, require_images
+from icml26.core.dist import setup, world_size
 from icml26.core.errors import InputError
 from icml26.core.progress import progress
-from icml26.core.settings import Work
+from icml26.core.seed import seed_everything
+from icml26.methods.diffusion import estimator as E
+from icml26.methods.diffusion import features as F
+from icml26.methods.diffusion import unet as U
+from icml26.methods.diffusion.config import TrainConfig  # noqa: F401  (re-exported)
+from icml26.methods.diffusion.unet import Schedule
+from icml26.methods.lfm import ckpt
+from icml26.methods.lfm.metrics import frechet_distance
+from icml26.methods.lfm.nets import FeatureNet
 
 NN_RATIO = 1.0 / 3.0
 
 
-@dataclass(frozen=True)
-class TrainConfig:
-    data: str = "fashion-mnist"  # fashion-mnist | mnist | an .npz | an image folder
-    train_sizes: tuple[int, ...] = (256,)  # training images per run; 0 = the whole training split
-    image_size: int = field(default=16, metadata={"sized": 1024})  # images are resized to image_size x image_size
-    preset: Literal["tiny", "small", "base"] = "tiny"  # U-Net preset (unet.PRESETS)
-    steps: int = field(default=4000, metadata={"sized": 10**7})  # training steps per size
-    batch_size: int = field(default=32, metadata={"sized": 65536})  # images per step (split over torchrun processes)
-    lr: float = 1e-3  # Adam learning rate
-    ema_decay: float = 0.995  # exponential moving average of the weights (the sampled model)
-    monitor_every: int = 250  # steps between monitor points (ICR, memorization, checkpoint)
-    monitor_sigma: float = 0.29  # sigma* of the ICR monitor (paper, EDM)
-    monitor_images: int = field(default=512, metadata={"sized": 10**6})  # training images the ICR monitor measures
-    monitor_views: int = field(default=4, metadata={"sized": 1024})  # perturbations per monitored image (>= 2)
-    feature_layer: str = "mid_block"  # U-Net layer whose features the ICR monitor reads
-    shrinkage_rel: float = 1e-6  # tau = shrinkage_rel * Tr(Sigma_xi) / d
-    shift_px: int = 2  # monitor augmentation: random shift (pad + crop)
-    hflip: bool = True  # monitor augmentation: horizontal flip with probability 1/2
-    jitter: float = 0.1  # monitor augmentation: brightness / contrast jitter
-    memorization_samples: int = field(default=128, metadata={"sized": 10**5})  # generated images per monitor point
-    sampler_steps: int = field(default=18, metadata={"sized": 10**4})  # Heun steps (2 * steps - 1 network evaluations)
-    memorization_threshold: float = 0.05  # onset: first memorization_fraction above this
-    smoothing_window: int = 3  # monitor points in the moving average of the ICR curve
-    quality: bool = True  # Frechet distance in a classifier trained here
-    feature_steps: int = 300  # training steps of that classifier
-    p_mean: float = -1.2  # EDM training noise: ln(sigma) ~ N(p_mean, p_std^2)
-    p_std: float = 1.2  # EDM training noise: spread of ln(sigma)
-    sigma_data: float = 0.5  # EDM: standard deviation of the data
-
-    def work(self) -> list[Work]:
-        """Image-steps of training (steps x batch_size x image pixels per run), against 2e11."""
-        px = self.image_size * self.image_size
-        amount = float(self.steps) * self.batch_size * px * len(self.train_sizes)
-        return [Work(amount, 2e11, "pixel-steps of U-Net training", "steps, batch_size, image_size or train_sizes")]
-
-    def __post_init__(self):
-        if not self.train_sizes or any(n < 0 for n in self.train_sizes):
-            raise ValueError(
-                f"train_sizes must be a non-empty list of sizes >= 0 (0 = all), got {list(self.train_sizes)}"
-            )
-        if len(set(self.train_sizes)) != len(self.train_sizes):
-            raise ValueError(f"train_sizes repeat a value: {list(self.train_sizes)}")
-        if self.image_size < 8 or self.image_size % 4:
-            raise ValueError(f"image_size must be a multiple of 4 and >= 8, got {self.image_size}")
-        for name in ("steps",):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("batch_size", "monitor_every", "monitor_images", "memorization_samples", "smoothing_window"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.monitor_views < 2:
-            raise ValueError(f"monitor_views must be >= 2, got {self.monitor_views}")
-        if self.sampler_steps < 2:
-            raise ValueError(f"sampler_steps must be >= 2, got {self.sampler_steps}")
-        if not self.monitor_sigma >= 0 or not math.isfinite(self.monitor_sigma):
-            raise ValueError(f"monitor_sigma must be a finite sigma >= 0, got {self.monitor_sigma}")
-        if not 0.0 <= self.ema_decay < 1.0:
-            raise ValueError(f"ema_decay must be in [0, 1), got {self.ema_decay}")
-        if not 0.0 <= self.memorization_threshold < 1.0:
-            raise ValueError(f"memorization_threshold must be in [0, 1), got {self.memorization_threshold}")
-        if self.lr <= 0 or self.sigma_data <= 0 or self.p_std <= 0:
-            raise ValueError("lr, sigma_data and p_std must be > 0")
-        if self.feature_steps < 0:
-            raise ValueError(f"feature_steps must be >= 0, got {self.feature_steps}")
-
-
 def check_monitor_sigma(sigma: float) -> None:
-    from icml26.methods.diffusion.unet import Schedule
-
     Schedule("edm").check_level(sigma)
 
 
@@ -136,8 +79,6 @@ def onset_step(steps: list[int], fractions: list[float | None], threshold: float
 def memorization(samples, train) -> tuple[float, np.ndarray]:
     """(fraction memorized, ratio per sample) of samples (M, ...) against training images (N, ...), N >= 2:
     a sample is memorized when its nearest training image is 3x closer than the second nearest (L2)."""
-    import torch
-
     a = samples.flatten(1).double()
     b = train.flatten(1).double()
     if b.shape[0] < 2:
@@ -164,11 +105,6 @@ class TrainInputs:
 
 def validate(cfg: TrainConfig, out: str | None, resume: bool) -> TrainInputs:
     """Every check before the config record (data, sizes, layer, resume checkpoints). InputError."""
-    from icml26.core.data.images import load_images, require_images
-    from icml26.core.dist import world_size
-    from icml26.methods.diffusion import features as F
-    from icml26.methods.diffusion import unet as U
-
     require_images(cfg.data)
     check_monitor_sigma(cfg.monitor_sigma)
     if cfg.batch_size % world_size():
@@ -195,8 +131,6 @@ def validate(cfg: TrainConfig, out: str | None, resume: bool) -> TrainInputs:
         for n in cfg.train_sizes:
             f = Path(out) / f"size-{n or len(tr)}" / "checkpoint.safetensors"
             if f.is_file():
-                from icml26.methods.lfm import ckpt
-
                 _, meta = ckpt.header(f, "checkpoint", "delete it to start that size over")
                 want = _ckpt_meta(cfg, n or len(tr))
                 for k, v in want.items():
@@ -229,20 +163,12 @@ def _ckpt_meta(cfg: TrainConfig, n: int) -> dict:
 
 
 def _gen(seed: int, n: int, step: int, code: int):
-    import torch
-
     return torch.Generator().manual_seed((seed * 1_000_003 + n * 10_007 + step * 7919 + code * 104_729) % (2**63 - 1))
 
 
 # ----------------------------------------------------------------------------- quality network
 def _feature_net(cfg: TrainConfig, inp: TrainInputs, x_all, *, seed: int, out: Path | None):
     """A classifier trained here (cached as out/features.safetensors) and the reference test features."""
-    import torch
-
-    from icml26.methods.diffusion import features as Fe
-    from icml26.methods.lfm import ckpt
-    from icml26.methods.lfm.nets import FeatureNet
-
     if not cfg.quality or inp.y_all is None or inp.x_test is None:
         return None, None
     net = FeatureNet(inp.channels, int(inp.y_all.max()) + 1, cfg.image_size)
@@ -266,7 +192,7 @@ def _feature_net(cfg: TrainConfig, inp: TrainInputs, x_all, *, seed: int, out: P
                 path, ckpt.prefixed(net.state_dict(), "model"), {"kind": "icr-features", "steps": cfg.feature_steps}
             )
     net.eval()
-    xt = Fe.prepare_images(inp.x_test[:2000], cfg.image_size, inp.channels)
+    xt = F.prepare_images(inp.x_test[:2000], cfg.image_size, inp.channels)
     with torch.no_grad():
         ref = net.features((xt + 1) / 2).double().numpy()
         acc = float((net((xt + 1) / 2).argmax(1).numpy() == inp.y_test[:2000]).mean())
@@ -286,14 +212,6 @@ def _train_size(
     quality,
     dist,
 ) -> Iterator[dict]:
-    import torch
-
-    from icml26.methods.diffusion import estimator as E
-    from icml26.methods.diffusion import features as Fe
-    from icml26.methods.diffusion import unet as U
-    from icml26.methods.lfm import ckpt
-    from icml26.methods.lfm.metrics import frechet_distance
-
     n_all = len(x_full)
     n = n_req or n_all
     perm = np.random.default_rng(seed).permutation(n_all)[:n]
@@ -367,7 +285,7 @@ def _train_size(
                     continue
                 # 3a. ICR monitor on the training images
                 tm = time.perf_counter()
-                h = Fe.view_features(
+                h = F.view_features(
                     ema,
                     xm,
                     sched,
@@ -485,17 +403,11 @@ def run(
 
     previous: the records of an interrupted run (``resume_records``): finished sizes are replayed,
     an unfinished size continues from its checkpoint."""
-    import torch
-
-    from icml26.core.dist import setup
-    from icml26.core.seed import seed_everything
-    from icml26.methods.diffusion import features as Fe
-
     dist = setup()
     seed_everything(seed)
     previous = previous or []
     outp = Path(out) if out is not None else None
-    x_full = Fe.prepare_images(inputs.x_all, cfg.image_size, inputs.channels)  # (N, C, S, S) in [-1, 1]
+    x_full = F.prepare_images(inputs.x_all, cfg.image_size, inputs.channels)  # (N, C, S, S) in [-1, 1]
     done = {r["train_size"]: r for r in previous if r.get("kind") == "result"}
     qnet, ref = _feature_net(cfg, inputs, x_full, seed=seed, out=outp) if dist.main else (None, None)
     if qnet is not None:

@@ -27,6 +27,7 @@ import torch
 from torch import Tensor
 
 from icml26.core.errors import InputError
+from icml26.core.output import atomic_dir, to_json
 
 SIGMA_MIN, SIGMA_MAX, RHO = 0.002, 80.0, 7.0
 META_FILE = "icml26_icr.json"
@@ -242,8 +243,6 @@ def load_unet(unet_dir: Path):
 
 def save_unet(unet, out_dir: Path, meta: dict) -> Path:
     """``save_pretrained`` (safetensors) into a temporary folder renamed to ``out_dir``, plus ``icml26_icr.json``."""
-    from icml26.core.output import atomic_dir, to_json
-
     with atomic_dir(out_dir) as tmp:
         unet.save_pretrained(str(tmp), safe_serialization=True)
         (tmp / META_FILE).write_text(to_json(meta) + "\n", encoding="utf-8")

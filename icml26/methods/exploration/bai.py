@@ -22,6 +22,7 @@ Run ``run(cfg, seed=...)``: a generator of flat records (``result`` ..., then ``
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Mapping, Optional, Union
@@ -30,8 +31,12 @@ import numpy as np
 
 from icml26.core.errors import InputError
 from icml26.core.limits import check_work
+from icml26.core.progress import progress
+from icml26.core.settings import Work
+from icml26.core.stats import wilson_interval
 from icml26.methods.exploration.bai_report import below_delta, plot, summarize  # noqa: F401  (bai.plot)
-from icml26.methods.exploration.bandit_env import KINDS
+from icml26.methods.exploration.bandit_env import KINDS, load_env, parse_reward_range
+from icml26.methods.exploration.traffic_bandit import INSTANCES, builtin_traffic_env
 from icml26.ops import bai as budget_engine  # NumPy only at import; the C++ kernels load on first use
 from icml26.ops import bai_fc as confidence_engine
 
@@ -95,8 +100,6 @@ class Config:
         """Pulls simulated over all runs: seeds x algorithms x (the sum of the budgets, or --delta values
         x max_pulls, a run's worst case), against MAX_TOTAL_PULLS; checked up front, before the bandit
         is read (``check_limits`` adds the CPU-time estimate and the memory on the arms read)."""
-        from icml26.core.settings import Work
-
         if not self.budget and not self.delta:
             return []
         try:
@@ -130,8 +133,6 @@ class Config:
             if self.reward_range != "online":
                 raise ValueError(f"reward_range must be [lo, hi] or 'online', got {self.reward_range!r}")
         elif self.reward_range is not None:
-            from icml26.methods.exploration.bandit_env import parse_reward_range
-
             object.__setattr__(self, "reward_range", parse_reward_range(self.reward_range))
         if self.backend not in ("auto", "ext", "ref"):
             raise ValueError(f"backend must be auto, ext or ref, got {self.backend!r}")
@@ -147,15 +148,11 @@ class Config:
 
 def builtin_envs() -> list[str]:
     """Names accepted by ``--env`` besides a path."""
-    from icml26.methods.exploration.traffic_bandit import INSTANCES
-
     return sorted(p.stem for p in BUILTIN_DIR.glob("*.yaml")) + sorted(INSTANCES)
 
 
 def resolve_env_path(env: str, search_dirs: tuple[Path, ...] = ()) -> Path:
     """A path (as given, or relative to ``search_dirs``) or a built-in name -> YAML path."""
-    from icml26.methods.exploration.traffic_bandit import INSTANCES, builtin_traffic_env
-
     if not env:
         raise InputError("no bandit given: pass --env FILE.yaml or a built-in name (" + ", ".join(builtin_envs()) + ")")
     p = Path(env).expanduser()
@@ -275,8 +272,6 @@ def _run_algo(
 
 def metrics(table, out: dict) -> dict:
     """error_probability (+ Wilson 95% CI), simple_regret, pulls and mean counts of one batch."""
-    from icml26.core.stats import wilson_interval
-
     rec = np.asarray(out["recommendation"], dtype=np.int64)
     S = rec.shape[0]
     best = np.zeros(table.K, dtype=bool)
@@ -460,9 +455,6 @@ def run(cfg: Config, *, seed: int = 0, table=None, done: Mapping[tuple, dict] | 
     of the same config and seed, keyed by (algo, budget, delta) (None for the other setting;
     ``icml26.core.output.previous_results``): yielded as they are, not recomputed.
     Raises InputError on bad input."""
-    from icml26.core.progress import progress
-    from icml26.methods.exploration.bandit_env import load_env
-
     if table is None:
         table = load_env(resolve_env_path(cfg.env))
     validate(cfg, table)
@@ -495,8 +487,6 @@ def run(cfg: Config, *, seed: int = 0, table=None, done: Mapping[tuple, dict] | 
     with progress(len(algos) * len(settings), "bai") as bar:
         for kind, v in settings:
             for algo in algos:
-                import time
-
                 key = (algo, v if kind == "budget" else None, v if kind == "delta" else None)
                 if key in done:  # --resume: computed before the interruption
                     results.append(done[key])

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from icml26.core.output import atomic_path
+
 if TYPE_CHECKING:  # pragma: no cover
     from icml26.methods.exploration.bai import Config
 
@@ -90,8 +92,6 @@ def plot(records: list[dict], out_dir: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from icml26.core.output import atomic_path
 
     res = [r for r in records if r.get("kind") == "result"]
     if not res:

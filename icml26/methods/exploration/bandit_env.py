@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from icml26.core.errors import InputError
+from icml26.core.recipe import read_yaml
 
 KINDS = {"bernoulli": 0, "gaussian": 1, "student_t": 2, "lognormal": 3, "empirical": 4}
 # dist -> (required fields, optional fields)
@@ -294,8 +295,6 @@ def parse_reward_range(value, where: str = "reward_range") -> tuple[float, float
 
 def load_env(path: str | Path) -> ArmTable:
     """Read and validate a bandit YAML file (yaml.safe_load)."""
-    from icml26.core.recipe import read_yaml
-
     p = Path(path)
     return parse_env(read_yaml(p, "env file"), p.parent, source=str(path))
 

@@ -30,7 +30,15 @@ from typing import Iterator, Mapping
 
 import numpy as np
 
+from icml26.core.errors import InputError
+from icml26.core.limits import check_work
+from icml26.core.progress import progress
+from icml26.core.recipe import parse_choices
+from icml26.core.settings import Work
+from icml26.core.stats import wilson_interval as wilson
+from icml26.core.verdict import verdict
 from icml26.methods.exploration import mdps as M
+from icml26.ops.mcts import run_seeds
 
 ALGOS = ("varde", "uniform", "klb-ts")
 BLOCK = 256
@@ -38,8 +46,6 @@ BLOCK = 256
 
 def parse_algos(spec: str) -> list[str]:
     """ "all" or a comma list of ALGOS -> list; ValueError on an unknown name."""
-    from icml26.core.recipe import parse_choices
-
     return parse_choices(spec, ALGOS)
 
 
@@ -61,8 +67,6 @@ class Config:
 
     def work(self) -> list:
         """The samples of the run (seeds x algorithms x budget) against MAX_TOTAL_SAMPLES (check_samples)."""
-        from icml26.core.settings import Work
-
         runs = self.seeds * len(parse_algos(self.algo))
         return [
             Work(
@@ -344,9 +348,6 @@ def plans_per_run(budget: int, S: int, A: int, warm_start: int) -> int:
 def check_samples(cfg: Config) -> None:
     """InputError when the run would draw too many samples (hours of CPU) or keep too many in
     one run (memory); needs only the config, so it runs before the MDP is built."""
-    from icml26.core.errors import InputError
-    from icml26.core.limits import check_work
-
     runs = cfg.seeds * len(parse_algos(cfg.algo))
     check_work(
         float(max(cfg.budget, MIN_RUN_SAMPLES)) * runs,
@@ -366,8 +367,6 @@ def check_samples(cfg: Config) -> None:
 def check_planning(cfg: Config, mdp: M.MDP) -> None:
     """InputError when planning on ``mdp`` (linear solves on S x S, at every replanning of every
     run) would take hours of CPU."""
-    from icml26.core.limits import check_work
-
     S, A = mdp.S, mdp.A
     runs = cfg.seeds * len(parse_algos(cfg.algo))
     # ~4 solves per plan (greedy, varde, stopping rule) + up to 200 policy-iteration solves for the exact values
@@ -396,10 +395,6 @@ def run(
     """Yield one ``result`` record per algo, then a ``summary``. ``mdp``: from prepare(cfg).
     ``done``: result records of an interrupted run of the same config and seed, keyed by
     ``(algo,)`` (``icml26.core.output.previous_results``): yielded as they are, not recomputed."""
-    from icml26.core.progress import progress
-    from icml26.core.stats import wilson_interval as wilson
-    from icml26.ops.mcts import run_seeds
-
     if mdp is None:
         mdp = prepare(cfg)
     ex = M.exact(mdp)
@@ -439,7 +434,6 @@ def run(
             }
             results.append(r)
             yield r
-    from icml26.core.verdict import verdict
 
     # a winner only when its Wilson interval on P(eps-optimal) separates it (exact ties: none)
     best = verdict(results, "p_eps_optimal", "algo", lower=False, ci_key="p_eps_optimal_ci", metric="algo")

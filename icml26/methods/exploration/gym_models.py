@@ -6,6 +6,19 @@
 
 from __future__ import annotations
 
+import copy
+import inspect
+import math
+
+import numpy as np
+
+from icml26.core.errors import InputError
+from icml26.core.recipe import parse_yaml_text
+from icml26.ops import mcts as R
+from icml26.ops import mcts_table
+from icml26.ops.mcts import std_normal_zig
+from icml26.ops.mcts_table import compile_table, table_search
+
 
 def _shown(text: str) -> str:
     """An option as typed, or its repr when it holds a newline or another control character
@@ -16,8 +29,6 @@ def _shown(text: str) -> str:
 def split_query(query: str, spec: str) -> dict[str, str]:
     """``"a=1&b=true"`` -> ``{"a": "1", "b": "true"}`` (the options as typed); InputError when
     malformed or when an option is given twice (``map_name=4x4&map_name=8x8``)."""
-    from icml26.core.errors import InputError
-
     out: dict[str, str] = {}
     for part in filter(None, (query or "").split("&")):
         k, eq, v = part.partition("=")
@@ -41,8 +52,6 @@ def split_query(query: str, spec: str) -> dict[str, str]:
 def typed_kwargs(raw: dict[str, str]) -> dict:
     """The values of split_query() read as YAML scalars (a list or mapping stays the text)."""
     import yaml
-
-    from icml26.core.recipe import parse_yaml_text
 
     out: dict = {}
     for k, v in raw.items():
@@ -73,7 +82,6 @@ def _options_taking(gspec, kind: type) -> set[str]:
     """Keyword arguments of a registered env that take a ``kind`` (bool or float): those whose
     default (in the registration or the constructor) is one, or whose annotation is ``kind``
     (a bool default does not count as a float)."""
-    import inspect
 
     def of_kind(v) -> bool:
         return isinstance(v, kind) and (kind is bool or not isinstance(v, bool))
@@ -97,10 +105,6 @@ def _options_taking(gspec, kind: type) -> set[str]:
 def check_number_kwargs(kwargs: dict, number_names: set[str], spec: str, raw: dict | None = None) -> None:
     """Real-valued options must be finite numbers; InputError otherwise (``nan`` reaches
     gymnasium as a string, ``1e400`` as inf, and either makes a table of NaN)."""
-    import math
-
-    from icml26.core.errors import InputError
-
     for k, v in kwargs.items():
         if k not in number_names:
             continue
@@ -117,10 +121,6 @@ def check_table(P: dict, A: int, spec: str, raw: dict) -> None:
     """InputError unless the transition table ``P[s][a] = [(p, s', r, done), ...]`` is a
     distribution over outcomes for every (s, a) (probabilities finite, in [0, 1], summing to 1
     within 1e-6) with finite rewards; the message names the options given (they made it)."""
-    import math
-
-    from icml26.core.errors import InputError
-
     given = "; check its options (" + ", ".join(f"{_shown(k)}={_shown(v)}" for k, v in raw.items()) + ")" if raw else ""
 
     def bad(what: str):
@@ -155,8 +155,6 @@ def check_bool_kwargs(kwargs: dict, bool_names: set[str], spec: str, raw: dict |
     """Boolean options must be written true/false/1/0 (any case); InputError otherwise
     (YAML would read "maybe" as a string, which gymnasium then treats as true, and "yes" or
     "on" as true). ``raw``: the options as typed, before YAML parsing."""
-    from icml26.core.errors import InputError
-
     out = dict(kwargs)
     for k, v in kwargs.items():
         if k not in bool_names:
@@ -198,8 +196,6 @@ def _gym():
 
 def _freeze(obs):
     """A hashable key for an observation."""
-    import numpy as np
-
     if isinstance(obs, (int, float, str, bool)):
         return obs
     if isinstance(obs, np.ndarray):
@@ -249,8 +245,6 @@ class TableModel:
         if self.noise is not None:
             sd = self.noise[s][a]
             if sd != 0.0:
-                from icml26.ops.mcts import std_normal_zig
-
                 r = r + sd * std_normal_zig(self.seed, uid * self.A + a, j)
         self.uid += 1
         return r, int(s2), (self.uid, int(s2)), bool(done)
@@ -271,10 +265,6 @@ class CopyModel:
         return self.A
 
     def step(self, state, a: int, j: int):
-        import copy
-
-        import numpy as np
-
         uid, env = state
         e = copy.deepcopy(env)
         e.unwrapped.np_random = np.random.default_rng([self.seed, uid, a, j])
@@ -288,8 +278,6 @@ class GymProblem:
     the root actions over the search horizon."""
 
     def __init__(self, spec: str, horizon: int, gamma: float):
-        from icml26.core.errors import InputError
-
         gym = _gym()
         name, _, q = spec.partition("?")
         name = name.strip()
@@ -341,8 +329,6 @@ class GymProblem:
 
     def _exact(self) -> None:
         """Backward induction over the horizon: Q_h(s, a) = sum_tr p (r + gamma (1 - done) V_{h-1}(s'))."""
-        import numpy as np
-
         P, A, g = self.P, self.A, self.gamma
         S = len(P)
         v = np.zeros(S)
@@ -365,8 +351,6 @@ class GymProblem:
 
     def _rollout_range(self, n: int = 200) -> None:
         """Range of returns of uniformly random rollouts: the value scale when there is no table."""
-        import numpy as np
-
         rng = np.random.default_rng(0)
         model = CopyModel(self.env, self.obs0, self.A, self.gamma, 12345)
         rets, rewards = [], []
@@ -403,8 +387,6 @@ class GymProblem:
         if self.P is None:
             return None
         if not hasattr(self, "_table"):
-            from icml26.ops.mcts_table import compile_table
-
             self._table = compile_table(self.P, self.A, self.gamma, self.noise)
         return self._table
 
@@ -414,7 +396,6 @@ class GymProblem:
         ``use`` is "ext" and either is missing."""
         if use == "ref":
             return False
-        from icml26.ops import mcts_table
 
         ok = self.table() is not None and mcts_table.available()
         if use == "ext" and not ok:
@@ -431,13 +412,7 @@ class GymProblem:
         backend) with backend "ext-cpu" (the C++ table kernel: envs with a transition table)
         or "python" (the reference search; envs without a table, or ``use="ref"``). Both give
         the same recommendations on a table env (same seeds, bit-for-bit root statistics)."""
-        import numpy as np
-
-        from icml26.ops import mcts as R
-
         if self.kernel_path(use):
-            from icml26.ops.mcts_table import table_search
-
             return table_search(self.table(), self.s0, algo, budgets, seeds, prm)[0], "ext-cpu"
         aid = R.ALGOS.index(algo)
         rec = np.zeros((len(seeds), len(budgets)), np.int64)

@@ -23,37 +23,50 @@ formulas and the measurements behind the choices are in docs/mcts.md, "Specifica
 
 from __future__ import annotations
 
+import copy
 import math
+import sys
 from pathlib import Path
 from typing import Iterator, Mapping
 
 import numpy as np
 
+from icml26.core.errors import InputError
+from icml26.core.output import atomic_path
+from icml26.core.progress import progress
 from icml26.core.stats import wilson_interval as wilson  # noqa: F401  (Wilson 95% interval, shared)
-from icml26.ops.mcts import ALGOS  # noqa: F401  (re-exported)
+from icml26.methods.exploration.gym_models import make_problem
 from icml26.methods.exploration.mcts_config import (  # noqa: F401  (re-exported: the command's settings)
-    parse_algos,
-    Config,
-    VALUE_NORMS,
-    DEFAULT_GAMMA,
-    MAX_EPISODES,
-    MAX_EPISODE_STEPS,
+    _FLOAT_FIELDS,
+    _INT_FIELDS,
     _MINMAX_MODE,
-    check_value_range,
+    DEFAULT_GAMMA,
+    MAX_EPISODE_STEPS,
+    MAX_EPISODES,
     MAX_SIMULATIONS,
+    MAX_TABLE_SEARCH_BYTES,
     MAX_TOTAL_SIMULATIONS,
     MAX_TOTAL_SIMULATIONS_GYM,
     MAX_TOTAL_SIMULATIONS_TABLE,
-    MAX_TABLE_SEARCH_BYTES,
     MIN_SEARCH_COST,
-    _INT_FIELDS,
-    _FLOAT_FIELDS,
+    VALUE_NORMS,
+    Config,
     _check_types,
-    check_work,
-    uses_table_kernel,
     check_env_work,
     check_episode_work,
+    check_value_range,
+    check_work,
+    parse_algos,
     resolve_env_path,
+    uses_table_kernel,
+)
+from icml26.methods.exploration.mcts_episodes import run_episodes
+from icml26.methods.exploration.mdp_env import MDPProblem, mdp_spec
+from icml26.methods.exploration.trees import load_tree
+from icml26.ops import mcts as ops
+from icml26.ops.mcts import (
+    ALGOS,  # noqa: F401  (re-exported)
+    Params,
 )
 
 
@@ -66,8 +79,6 @@ def make_params(
     search-wide min-max of its Q estimates, ``icml26.ops._ref.mcts.Search.node_range`` /
     ``_observe``): v_lo, v_hi and shift are ignored (may be None) and ``tau`` stays in units of
     that range."""
-    from icml26.ops.mcts import Params
-
     prior = cfg.prior_var if cfg.prior_var is not None else (r_span / 2.0) ** 2
     common = dict(
         c=cfg.c,
@@ -94,8 +105,6 @@ def value_scale(cfg: Config, kind: str, env) -> dict:
     for minmax), "value_range_source" (observed | set | file | exact), "shift" (origin of the
     power mean and sigma(q))}. InputError when value_norm is declared and neither --set
     value_range nor the tree file's value_range key gives one."""
-    from icml26.core.errors import InputError
-
     if cfg.value_norm in _MINMAX_MODE:
         return {"value_norm": cfg.value_norm, "value_range": None, "value_range_source": "observed", "shift": None}
     if cfg.value_norm == "declared":
@@ -143,17 +152,12 @@ def load_env(cfg: Config):
     gymnasium envs. InputError on a bad env, and when ``cfg.gamma`` is given with a tree or MDP
     file (their own gamma is the discount).
     ``config_used(cfg, env)`` is ``cfg`` with the gamma that the search uses."""
-    from icml26.methods.exploration.mdp_env import MDPProblem, mdp_spec
-
     path = resolve_env_path(cfg.env)
     spec = mdp_spec(cfg.env, path)
     if spec is not None:
         return _own_gamma(cfg, "gym", MDPProblem(cfg.env, spec, cfg.horizon))
     if path is not None:
-        from icml26.methods.exploration.trees import load_tree
-
         return _own_gamma(cfg, "tree", load_tree(path))
-    from icml26.methods.exploration.gym_models import make_problem
 
     return "gym", make_problem(cfg.env, horizon=cfg.horizon, gamma=DEFAULT_GAMMA if cfg.gamma is None else cfg.gamma)
 
@@ -161,8 +165,6 @@ def load_env(cfg: Config):
 def _own_gamma(cfg: Config, kind: str, env):
     """(kind, env), or InputError when gamma was given: a tree or MDP file discounts by its own."""
     if cfg.gamma is not None:
-        from icml26.core.errors import InputError
-
         what = "tree file" if kind == "tree" else "MDP"
         raise InputError(
             f"--env {cfg.env!r}: a {what} discounts by its own gamma ({float(env.gamma):g}), "
@@ -174,8 +176,6 @@ def _own_gamma(cfg: Config, kind: str, env):
 def config_used(cfg: Config, env) -> Config:
     """``cfg`` with ``gamma`` = the discount the search uses (``env``: ``load_env``'s env), for
     the config record (set without re-validating: a tree or MDP file may discount by 0)."""
-    import copy
-
     c = copy.copy(cfg)
     object.__setattr__(c, "gamma", float(env.gamma))
     return c
@@ -198,14 +198,9 @@ def run(cfg: Config, *, seed: int = 0, env=None, done: Mapping[tuple, dict] | No
     they are yielded as they are; an algorithm whose budgets are all there is not searched again
     (the budgets of one algorithm share a search, so one missing budget reruns it; same seeds,
     same numbers)."""
-    from icml26.core.progress import progress
-    from icml26.ops import mcts as ops
-
     algos = parse_algos(cfg.algo)
     kind, env = load_env(cfg) if env is None else env
     if kind != "tree" and env.q_root is None:
-        import sys
-
         print(
             f"note: {cfg.env} has no transition table, so p_correct and simple_regret (which need exact action values) "
             "are null; each result's action_counts says how often each root action was recommended",
@@ -214,8 +209,6 @@ def run(cfg: Config, *, seed: int = 0, env=None, done: Mapping[tuple, dict] | No
     vs = value_scale(cfg, kind, env)  # InputError (declared without a range) before any record
     check_episode_work(cfg, kind, env)
     if kind == "tree" and cfg.value_norm != "declared" and getattr(env, "declared_value_range", None) is not None:
-        import sys
-
         print(
             f"note: {cfg.env} declares value_range {list(env.declared_value_range)}, used only with "
             f"--set value_norm=declared (value_norm is {cfg.value_norm})",
@@ -243,8 +236,6 @@ def run(cfg: Config, *, seed: int = 0, env=None, done: Mapping[tuple, dict] | No
                 q_root = env.q_root
             episodes = {}
             if cfg.episodes is not None:
-                from icml26.methods.exploration.mcts_episodes import run_episodes
-
                 episodes = dict(run_episodes(kind, env, cfg, algo, budgets, prm, seed))
             for j, b in enumerate(budgets):
                 r = {"kind": "result", "algo": algo, "env": env_name, "simulations": b, "seeds": len(seeds)}
@@ -312,8 +303,6 @@ def plot(records: list[dict], out_dir: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from icml26.core.output import atomic_path
 
     res = [r for r in records if r.get("kind") == "result" and r.get("p_correct") is not None]
     if not res:

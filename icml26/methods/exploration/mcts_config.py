@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from icml26.core import limits
-from icml26.core.recipe import parse_choices
+from icml26.core.errors import InputError
+from icml26.core.recipe import parse_choices, shipped_path
+from icml26.methods.exploration.mcts_episodes import max_episode_steps
 from icml26.ops.mcts import ALGOS
 
 
@@ -246,7 +248,6 @@ def uses_table_kernel(cfg: "Config", kind: str, env) -> bool:
     table, the kernel available, backend not ref); InputError for backend ext without it."""
     if kind != "gym":
         return False
-    from icml26.core.errors import InputError
 
     try:
         return env.kernel_path(cfg.backend)
@@ -273,7 +274,6 @@ def check_env_work(cfg: "Config", kind: str, env) -> None:
             f"{MIN_SEARCH_COST['gym']}",
         )
         return
-    from icml26.core.errors import InputError
 
     work = sum(max(b, MIN_SEARCH_COST["gym"]) for b in cfg.simulations) * cfg.seeds * algos
     limits.check_work(
@@ -302,7 +302,6 @@ def check_episode_work(cfg: "Config", kind: str, env) -> None:
     check_env_work(cfg, kind, env)
     if cfg.episodes is None:
         return
-    from icml26.methods.exploration.mcts_episodes import max_episode_steps
 
     steps = max_episode_steps(kind, env, cfg)
     kernel = uses_table_kernel(cfg, kind, env)
@@ -326,8 +325,6 @@ def resolve_env_path(env: str) -> Path | None:
     """A tree file path (as given, else the shipped copy of ``recipes/...``, so the default env
     works from any folder after ``pip install``), or None for a gymnasium id or an ``mdp:`` spec
     (a ``.yaml`` MDP file is a path here; ``load_env`` tells it apart)."""
-    from icml26.core.recipe import shipped_path
-
     if env.startswith("mdp:"):
         return None
     p = Path(env)

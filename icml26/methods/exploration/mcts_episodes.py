@@ -22,12 +22,15 @@ over episodes is Student's t (mean +- t_{0.975, n-1} s / sqrt(n); a single episo
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Iterator
 
 import numpy as np
 
+from icml26.methods.exploration import gym_models as G
 from icml26.ops import mcts as R
+from icml26.ops.mcts_table import TableSearch
 
 EPISODE_STREAM = R.ALGO_STREAM + 17  # key streams of the episodes' env seeds and planner seeds
 DEFAULT_EPISODE_STEPS = 200  # when the env has no TimeLimit
@@ -88,8 +91,6 @@ def play_episode(
     env or by ``max_steps``, re-roots nothing).
 
     kind/env: ``mcts.load_env``'s pair. prm: the search parameters (``mcts.search_params``)."""
-    from icml26.methods.exploration import gym_models as G
-
     aid = R.ALGOS.index(algo)
     actions, rewards, reused = [], [], 0
     search = None
@@ -104,16 +105,12 @@ def play_episode(
         if search is None or not reuse:
             sd = move_seed(planner_seed, t)
             if kernel:  # the C++ table search: the same tree, statistics and re-rooting as below
-                from icml26.ops.mcts_table import TableSearch
-
                 search = TableSearch(env.table(), int(obs), algo, prm, sd, keep_cuts=reuse)
             elif kind == "tree":
                 model = _RootedTreeModel(env, sd, state)
             elif env.P is not None:
                 model = env.table_model(int(obs), sd)
             else:
-                import copy
-
                 model = G.CopyModel(copy.deepcopy(genv), obs, env.A, env.gamma, sd)
             if not kernel:
                 search = R.Search(model, aid, prm, sd)

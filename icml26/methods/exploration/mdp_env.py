@@ -31,7 +31,10 @@ from pathlib import Path
 
 import numpy as np
 
+from icml26.core.errors import InputError
+from icml26.core.recipe import read_yaml
 from icml26.methods.exploration.gym_models import GymProblem
+from icml26.methods.exploration.mdps import load_mdp
 
 PREFIX = "mdp:"
 
@@ -45,8 +48,6 @@ def mdp_spec(env: str, path: Path | None = None) -> str | None:
     if Path(env).suffix.lower() == ".npz":
         return env
     if path is not None and path.is_file():
-        from icml26.core.recipe import read_yaml
-
         d = read_yaml(path, "env file")
         if isinstance(d, dict) and "P" in d and "root" not in d and "random" not in d:
             return str(path)
@@ -111,9 +112,6 @@ class MDPProblem(GymProblem):
     messages, naming ``--env``)."""
 
     def __init__(self, spec: str, mdp_spec_: str, horizon: int):
-        from icml26.core.errors import InputError
-        from icml26.methods.exploration.mdps import load_mdp
-
         try:
             mdp = load_mdp(mdp_spec_)
         except InputError as e:

@@ -26,10 +26,15 @@ arrays ``P``, ``R`` and optional ``noise``, ``rho``, ``gamma``.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from icml26.core.errors import InputError
+from icml26.core.recipe import read_yaml
+from icml26.methods.exploration.gym_models import parse_kwargs
 
 BUILTINS = ("riverswim", "garnet", "frozenlake4x4", "frozenlake8x8")
 MAX_MAGNITUDE = 1e150  # |R| and noise: values (R / (1 - gamma)) and variances stay finite
@@ -128,8 +133,6 @@ def policy_gap(mdp: MDP, pi: np.ndarray, v_star_rho: float) -> float:
 
 
 def _bad(src: str, msg: str):
-    from icml26.core.errors import InputError
-
     return InputError(f"MDP {src!r}: {msg}")
 
 
@@ -251,18 +254,12 @@ def frozenlake(map_name: str = "4x4", gamma: float = 0.95, noise: float = 0.0) -
 
 
 def _parse_opts(spec: str) -> tuple[str, dict]:
-    from icml26.methods.exploration.gym_models import parse_kwargs
-
     name, _, q = spec.partition("?")
     return name.strip().lower(), parse_kwargs(q, spec)
 
 
 def _check_opts(name: str, kw: dict) -> None:
     """InputError naming an unknown option or one of the wrong type (types from the maker's defaults)."""
-    import inspect
-
-    from icml26.core.errors import InputError
-
     fn = {"riverswim": riverswim, "garnet": garnet}.get(name, frozenlake)
     params = {k: p.default for k, p in inspect.signature(fn).parameters.items() if k != "map_name"}
     for k, v in kw.items():
@@ -277,8 +274,6 @@ def _check_opts(name: str, kw: dict) -> None:
 
 def _load_npz(p: Path, spec: str) -> MDP:
     """An MDP from a .npz file (arrays P, R; optional noise, rho, gamma, name); InputError if bad."""
-    from icml26.core.errors import InputError
-
     try:
         with np.load(p, allow_pickle=False) as z:
             d = {k: z[k] for k in z.files}
@@ -300,8 +295,6 @@ def _load_npz(p: Path, spec: str) -> MDP:
 
 def load_mdp(spec: str) -> MDP:
     """A built-in name (with ``?key=value`` options) or a .yaml/.yml/.npz file; InputError if bad."""
-    from icml26.core.errors import InputError
-
     p = Path(spec)
     if p.suffix.lower() in (".yaml", ".yml", ".npz"):
 
@@ -318,7 +311,6 @@ def load_mdp(spec: str) -> MDP:
             p = alt
         if p.suffix.lower() == ".npz":
             return _load_npz(p, spec)
-        from icml26.core.recipe import read_yaml
 
         d = read_yaml(p, "MDP")
         if not isinstance(d, dict):

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from icml26.core.data import cache_root
+from icml26.core.data.sensor_series import counts_wide
 from icml26.core.errors import InputError
+from icml26.core.output import atomic_write_text
 
 INSTANCES = {
     # name: (description, number of arms, rank of the first arm by mean)
@@ -26,9 +29,6 @@ def prepare_traffic_bandit(out: str | Path, *, counts: str | Path | None = None,
 
     Raises InputError if files exist (unless force) or MissingDataError without the package."""
     import yaml
-
-    from icml26.core.data.sensor_series import counts_wide
-    from icml26.core.output import atomic_write_text
 
     out = Path(out)
     targets = [out / "counts.csv"] + [out / f"{n}.yaml" for n in INSTANCES]
@@ -57,8 +57,6 @@ def prepare_traffic_bandit(out: str | Path, *, counts: str | Path | None = None,
 
 def builtin_traffic_env(name: str) -> Path:
     """Path of a prepared traffic env in the cache (prepared on first use)."""
-    from icml26.core.data import cache_root
-
     if name not in INSTANCES:
         raise InputError(f"unknown traffic instance {name!r}; built-ins: {', '.join(INSTANCES)}")
     d = cache_root() / "bandits" / "traffic"

@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from icml26.core.errors import InputError
+from icml26.core.recipe import read_yaml
 from icml26.methods.exploration.mcts_config import check_value_range
 
 NOISE_KINDS = {"gaussian": 0, "student_t": 1, "bernoulli": 2}
@@ -116,8 +118,6 @@ def solve(tree: Tree) -> Tree:
 
 
 def _bad(path: str, msg: str):
-    from icml26.core.errors import InputError
-
     return InputError(f"tree {path!r}: {msg}")
 
 
@@ -199,8 +199,6 @@ def generate(
 def from_dict(data: Any, path: str = "<tree>") -> Tree:
     """Build (and solve) a tree from the parsed YAML mapping; InputError on a bad file."""
     if not isinstance(data, dict):  # an empty file, a list, a scalar: neither --env file form
-        from icml26.core.errors import InputError
-
         raise InputError(
             f"env file {path!r}: expected a tree file's mapping with 'random' or 'root', or an MDP file's with 'P'"
         )
@@ -322,9 +320,6 @@ def _from_dict(data: dict, path: str, gamma: float, noise: str, df: float, name:
 def load_tree(path: str | Path) -> Tree:
     """Read a tree YAML file (see the module docstring); InputError on a missing file (named
     as ``mcts --env`` takes it: a tree or an MDP file) or a bad one."""
-    from icml26.core.errors import InputError
-    from icml26.core.recipe import read_yaml
-
     if not Path(path).is_file():
         raise InputError(f"env file {str(path)!r} (a tree or MDP file) does not exist or is not a file")
     return from_dict(read_yaml(path, "env file"), str(path))

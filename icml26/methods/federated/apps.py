@@ -20,6 +20,8 @@ from uuid import uuid4
 
 import torch
 
+from icml26.core.data.instructions import client_tasks
+from icml26.core.recipe import config_dict, resolve
 from icml26.methods.federated import model as M
 from icml26.methods.federated import strategies as S
 from icml26.methods.federated.config import Config
@@ -48,8 +50,6 @@ def _config(text: str):
 
 @lru_cache(maxsize=4)
 def _recipe_config_text(recipe: str, sets: str) -> str:
-    from icml26.core.recipe import config_dict, resolve
-
     cfg = resolve(Config, "fed-lora", recipe or None, sets.split() or None)
     return json.dumps(config_dict(cfg), sort_keys=True)
 
@@ -73,8 +73,6 @@ def _ctx_config(ctx):
 
 @lru_cache(maxsize=2)
 def _split(text: str, seed: int):
-    from icml26.core.data.instructions import client_tasks
-
     c = _config(text)
     return client_tasks(
         c.tasks,
@@ -90,8 +88,6 @@ def _split(text: str, seed: int):
 
 def client_split(cfg, seed: int):
     """The clients' examples of a run (cached per process)."""
-    from icml26.core.recipe import config_dict
-
     return _split(json.dumps(config_dict(cfg), sort_keys=True), seed)
 
 
@@ -273,8 +269,6 @@ class InProcessGrid(Grid):
 
     @classmethod
     def for_run(cls, cfg, seed: int, app=None, device: str = "cpu") -> "InProcessGrid":
-        from icml26.core.recipe import config_dict
-
         run_config = {"config": json.dumps(config_dict(cfg), sort_keys=True), "seed": int(seed), "device": device}
         ctxs = {
             1001 + i: Context(

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import time
 
+from icml26.core.output import stream
+from icml26.core.preamble import Run
 from icml26.methods.federated.apps import _config, run_config_text
 from icml26.methods.federated.harness import run_on_grid
 
@@ -32,13 +34,11 @@ def serve(grid, run_config: dict) -> list[dict]:
     the connected SuperNodes), after waiting for the recipe's number of nodes; the records are the
     simulation's (``config`` first, ``summary`` last), on stdout and, when ``out`` is set, in
     ``out/records.jsonl`` and ``out/config.yaml``. Returns the records."""
-    from icml26.core.output import stream
-
     cfg = _config(run_config_text(run_config))
     seed = int(run_config.get("seed", 0))
     out = str(run_config.get("out", "") or "") or None
     wait_for_nodes(grid, cfg.min_clients, float(run_config.get("wait_nodes_s", 300)))
-    return stream(run_on_grid(cfg, seed, lambda: grid), command="fed-lora", config=cfg, seed=seed, out=out, quiet=True)
+    return stream(run_on_grid(cfg, seed, lambda: grid), Run("fed-lora", cfg=cfg, seed=seed, out=out), quiet=True)
 
 
 if ServerApp is not None:

@@ -28,22 +28,29 @@ import time
 from pathlib import Path
 from typing import Callable, Iterator
 
+import torch
+
+from icml26.core import diverge
+from icml26.core.data.instructions import require_tasks
+from icml26.core.errors import InputError, MissingDataError
+from icml26.core.output import atomic_path, atomic_write_text, previous_results, to_json
+from icml26.core.progress import progress
+from icml26.core.seed import seed_everything
+from icml26.core.verdict import verdict
 from icml26.methods.federated import apps
 from icml26.methods.federated.config import DEFAULT_STRATEGIES, Config  # noqa: F401  (harness.Config)
+from icml26.methods.federated.model import module_dims
 
 
 def preflight(cfg: Config, seed: int = 0) -> None:
     """Checks that need the model's shapes or the data (InputError, before the config record):
     Flower and peft installed, every rank within the targeted projections' dimensions, the
     task source readable and large enough for the clients' split (built here, cached for the run)."""
-    from icml26.core.errors import InputError, MissingDataError
-
     try:
         import flwr  # noqa: F401
         import peft  # noqa: F401
     except ImportError:
         raise MissingDataError("fed-lora needs Flower and peft: pip install 'icml26[federated]'") from None
-    from icml26.methods.federated.model import module_dims
 
     dims = module_dims(cfg.model, cfg.targets)
     limit = min(min(d) for d in dims.values())
@@ -60,7 +67,6 @@ def preflight(cfg: Config, seed: int = 0) -> None:
         raise InputError(
             f"homogeneous_rank {cfg.homogeneous_rank} is above {which}'s smallest dimension {limit} in {cfg.model!r}"
         )
-    from icml26.core.data.instructions import require_tasks
 
     require_tasks(cfg.tasks, cfg.domains)
     apps.client_split(cfg, seed)  # too few examples for the sizes asked: InputError now
@@ -78,11 +84,6 @@ def run_on_grid(
     federation, or the deployment's grid). ``ckpt_dir``: per-round checkpoints (in-process
     grids); ``previous``: records of an interrupted run (results replayed, the unfinished strategy
     continued from its checkpoint)."""
-    from icml26.core import diverge
-    from icml26.core.output import previous_results
-    from icml26.core.progress import progress
-    from icml26.core.verdict import verdict
-
     done = previous_results(previous, "strategy")
     prev_rounds: dict[str, list[dict]] = {}
     for r in previous or ():
@@ -171,8 +172,6 @@ def _save_ckpt(ckpt_dir: Path, name: str, strat, grid, recs: list[dict], wall_s:
     last: a checkpoint counts only once its JSON names its round)."""
     from safetensors.torch import save_file
 
-    from icml26.core.output import atomic_path, atomic_write_text, to_json
-
     st, js = _ckpt_paths(ckpt_dir, name)
     tensors = {f"server/{k}": v for k, v in strat.state_dict().items()}
     tensors.update({f"clients/{k}": v for k, v in grid.state_tensors().items()})
@@ -198,10 +197,6 @@ def run(
     cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | None = None, previous: list[dict] | None = None
 ) -> Iterator[dict]:
     """Every strategy on an in-process Flower federation (see module doc)."""
-    import torch
-
-    from icml26.core.seed import seed_everything
-
     seed_everything(seed)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)

@@ -15,6 +15,7 @@ exactly the SVD of the dense sum without forming it (``svd_of_sum``; tested agai
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import torch
@@ -101,8 +102,6 @@ def normalized(weights: Sequence[float]) -> list[float]:
 def prompt_score(mean_nll: float, n_tokens: int) -> float:
     """The official OOD score of a prompt: ``exp(mean token NLL) / n_tokens`` (its perplexity
     per token)."""
-    import math
-
     return math.exp(min(mean_nll, 700.0)) / max(1, n_tokens)
 
 

@@ -13,9 +13,19 @@ Prompt format: the Alpaca "alpaca_short" template of the official code (docs/fed
 from __future__ import annotations
 
 import math
+import re
+import warnings
+from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from icml26.core.data.lm import collate_prompt_response, load_causal_lm, model_path
+from icml26.core.lm_cache import cache_argument
+from icml26.methods.federated.lora_math import prompt_score
 
 TEMPLATE = "### Instruction:\n{instruction}\n\n### Response:\n"
 TARGETS = {
@@ -77,8 +87,6 @@ def model_config(model: str):
     if model == TINY:
         return tiny_llama_config()
     from transformers import AutoConfig
-
-    from icml26.core.data.lm import model_path
 
     return AutoConfig.from_pretrained(str(model_path(model)), local_files_only=True)
 
@@ -160,7 +168,6 @@ def get_worker(model: str, *, alpha: float, dropout: float, targets: str, device
     key = (model, alpha, dropout, targets, device)
     if key in _WORKERS:
         return _WORKERS[key]
-    import torch
     from peft import LoraConfig, get_peft_model
 
     if model == TINY:
@@ -172,14 +179,11 @@ def get_worker(model: str, *, alpha: float, dropout: float, targets: str, device
         torch.random.set_rng_state(g)
         tok = ByteTokenizer()
     else:
-        from icml26.core.data.lm import load_causal_lm
-
         base, hf_tok = load_causal_lm(model, device=device)
         tok = HFTokenizer(hf_tok)
     base.to(device)
     for p in base.parameters():
         p.requires_grad_(False)
-    import warnings
 
     with (
         warnings.catch_warnings()
@@ -223,8 +227,6 @@ def active(
     train_A: False freezes A (FFA-LoRA); part_scales: (r_s, w_s, w_p) scale A's shared and
     personal rows at inference (Het-CPFLoRA). Yields {module: peft layer}; the base weights are
     restored on exit."""
-    import torch
-
     name = worker.adapter_name(rank)
     mods = worker.lora_modules(rank)
     worker.model.set_adapter(name)
@@ -263,8 +265,6 @@ def read_adapter(mods: dict, rank: int) -> dict:
 
 def init_adapter(worker: Worker, rank: int, generator) -> dict:
     """A fresh LoRA of ``rank``: A kaiming-uniform (a = sqrt(5), peft's default), B = 0."""
-    import torch
-
     out = {}
     for mn, m in worker.lora_modules(rank).items():
         d_out, d_in = m.base_layer.weight.shape
@@ -288,8 +288,6 @@ def encode(tok, instruction: str, output: str | None, max_seq_tokens: int) -> tu
 
 
 def _batch(worker: Worker, pairs: list[tuple[list[int], list[int]]]):
-    from icml26.core.data.lm import collate_prompt_response
-
     ids, labels, att = collate_prompt_response(pairs, worker.tok.pad_token_id)
     dev = worker.device
     return ids.to(dev), labels.to(dev), att.to(dev)
@@ -297,8 +295,6 @@ def _batch(worker: Worker, pairs: list[tuple[list[int], list[int]]]):
 
 def _token_nll(model, ids, labels, att):
     """Per-sequence (sum NLL over labelled tokens, count)."""
-    import torch.nn.functional as F
-
     logits = model(input_ids=ids, attention_mask=att).logits[:, :-1].float()
     tgt = labels[:, 1:]
     nll = F.cross_entropy(
@@ -324,8 +320,6 @@ def train(
 ) -> tuple[dict, float]:
     """Local training (AdamW, constant lr, no warmup, loss on the response tokens): returns the
     trained adapter and the mean training loss (nats per response token, over all steps)."""
-    import torch
-
     data = [encode(worker.tok, e.instruction, e.output, max_seq_tokens) for e in examples]
     worker.model.train()
     losses = []
@@ -365,8 +359,6 @@ def response_nll(
 ) -> list[tuple[float, int]]:
     """Per example (sum NLL of the response tokens, count). ``part_scales_fn(example) -> (r_s, w_s, w_p)``
     rescales the adapter per example (then batch size 1)."""
-    import torch
-
     data = [encode(worker.tok, e.instruction, e.output, max_seq_tokens) for e in examples]
     out: list[tuple[float, int]] = []
     worker.model.eval()
@@ -396,10 +388,6 @@ def prompt_scores(
 ) -> list[float]:
     """The OOD score ``exp(mean NLL of the prompt tokens) / n_tokens`` of each instruction's
     prompt under ``adapter`` (the official code scores the instruction alone)."""
-    import torch
-
-    from icml26.methods.federated.lora_math import prompt_score
-
     out = []
     pairs = []
     for ins in instructions:
@@ -424,8 +412,6 @@ def generate(
     part_scales: tuple | None = None,
 ) -> str:
     """Greedy decoding of the response (stops at eos)."""
-    import torch
-
     p = encode(worker.tok, instruction, None, max_seq_tokens)[0]
     ids = torch.tensor([p], device=worker.device)
     out: list[int] = []
@@ -433,7 +419,6 @@ def generate(
         from transformers import DynamicCache
 
         cache = DynamicCache(config=worker.model.config)
-        from icml26.core.lm_cache import cache_argument
 
         arg = cache_argument(worker.model.get_base_model())
         cur = ids
@@ -450,9 +435,6 @@ def generate(
 def rouge1_f(prediction: str, reference: str) -> float:
     """ROUGE-1 F-measure x 100 (rouge-score's default tokenizer: lowercase, runs of [a-z0-9];
     no stemming): clipped unigram overlap."""
-    import re
-    from collections import Counter
-
     p = Counter(re.findall(r"[a-z0-9]+", prediction.lower()))
     r = Counter(re.findall(r"[a-z0-9]+", reference.lower()))
     hit = sum((p & r).values())

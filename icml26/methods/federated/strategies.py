@@ -27,13 +27,13 @@ size (``aggregation_weights``).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Iterable
 
 import torch
 
 from icml26.methods.federated import lora_math as L
-
 from icml26.methods.federated.config import HOMOGENEOUS, STRATEGIES  # noqa: E402,F401  (names, torch-free)
 
 
@@ -90,8 +90,6 @@ def record_bytes(rec) -> int:
 
 
 def _init(dims: dict[str, tuple[int, int]], rank: int, gen) -> dict:
-    import math
-
     out = {}
     for mn, (d_in, d_out) in dims.items():
         b = 1.0 / math.sqrt(d_in)

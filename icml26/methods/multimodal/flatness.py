@@ -20,11 +20,15 @@ All losses are mean cross-entropy; models in eval mode.
 
 from __future__ import annotations
 
+import io
 from typing import Callable, Iterable
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from icml26.core.output import atomic_write_bytes
 
 Batches = Callable[[], Iterable[tuple[dict, torch.Tensor]]]  # yields ({modality: x}, y)
 
@@ -228,15 +232,10 @@ def landscape_2d(model: nn.Module, batches: Batches, *, points: int = 11, span: 
 
 def plot_landscapes(panels: list[tuple[str, object, object]], path) -> None:
     """Contour plots side by side: panels of (title, coords, losses); written atomically as PNG."""
-    import io
-
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import numpy as np
-
-    from icml26.core.output import atomic_write_bytes
 
     fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels) + 1.0, 3.8), squeeze=False)
     vmax = max(float(np.percentile(z, 95)) for _, _, z in panels)

@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 import numpy as np
+import torch
 
 try:  # a torch Dataset when torch is there (it always is for training)
     from torch.utils.data import Dataset as _Base
@@ -149,16 +150,12 @@ class StochasticPairing(_Base):
 
 
 def _as_index(idx: np.ndarray, like):
-    import torch
-
     return torch.as_tensor(idx, device=like.device) if isinstance(like, torch.Tensor) else list(idx)
 
 
 def collate(batch):
     """collate_fn for :class:`StochasticPairing`: a list of ``({name: sample}, label)`` ->
     ``({name: stacked tensor (B, ...)}, labels int64 (B,))`` for any number of modalities."""
-    import torch
-
     if not batch:
         raise ValueError("collate: empty batch")
     names = tuple(batch[0][0])

@@ -23,138 +23,27 @@ from __future__ import annotations
 import copy
 import math
 import time
-from dataclasses import dataclass, field
-from typing import Iterator, Literal
+from pathlib import Path
+from typing import Iterator
 
 import numpy as np
+import torch
+import torch.nn.functional as F
 
 from icml26.core import diverge
+from icml26.core.data.multimodal import AVDigitsSpec, check_source, load_multimodal
+from icml26.core.errors import InputError
+from icml26.core.output import previous_results
 from icml26.core.progress import progress
-from icml26.core.settings import Work
-
-FUSIONS = ("late", "late-sum", "intermediate")  # as models.FUSIONS (this module loads no torch)
-
-PAIRINGS = ("unimodal", "fixed", "stochastic")
-REGS = ("none", "sam", "ls", "swa")
-
-
-@dataclass(frozen=True)
-class Config:
-    data: str = "av-digits"  # av-digits, or a folder of <modality>.npz (docs)
-    modalities: tuple[
-        str, ...
-    ] = ()  # which modalities, in order (first = anchor); () = image, audio for av-digits, all for a folder
-    pairing: tuple[str, ...] = ("unimodal", "fixed", "stochastic")  # unimodal | fixed | stochastic (the paper)
-    reg: tuple[str, ...] = (
-        "none",
-        "sam",
-        "ls",
-        "swa",
-    )  # regularizer of each arm: none | sam | ls (label smoothing) | swa
-    fusion: tuple[str, ...] = ("late",)  # late | late-sum | intermediate
-    resample: tuple[str, ...] = ()  # modalities re-drawn by stochastic pairing; () = all but the anchor
-    resample_p: float = 1.0  # probability a re-drawn modality is replaced per load (official: 1)
-    allow_self: bool = True  # the drawn partner may be the sample itself (official AVMNIST)
-    seeds: int = field(default=1, metadata={"sized": 1000})  # runs per arm: seeds seed .. seed+seeds-1
-    epochs: int = field(default=20, metadata={"sized": 10**5})  # training epochs per run
-    batch_size: int = field(default=64, metadata={"sized": 65536})  # samples per step
-    optimizer: Literal["adam", "sgd"] = "adam"  # optimizer (official AVMNIST: SGD momentum 0.9, lr 1e-3, 70 epochs)
-    lr: float = 1e-3  # learning rate
-    momentum: float = 0.9  # SGD only
-    weight_decay: float = 5e-4  # L2 weight decay of the optimizer
-    lr_step_ratio: float = 0.7  # StepLR x0.1 after this fraction of the epochs
-    train_size: int = 0  # train samples used (0 = all); the val split is taken from them
-    val_ratio: float = 0.1  # fraction of the train samples held out for validation
-    sam_rho: float = 0.05  # SAM neighbourhood radius rho
-    label_smoothing: float = 0.1  # ls arm: label-smoothing epsilon
-    swa_start_ratio: float = 0.75  # swa arm: weights averaged from this fraction of the epochs on
-    width: int = field(default=16, metadata={"sized": 4096})  # conv channels of the first layer
-    embed_dim: int = field(default=64, metadata={"sized": 65536})  # embedding size of each modality encoder
-    hessian_samples: int = field(
-        default=1024, metadata={"sized": 10**6}
-    )  # train samples for the Hessian eigenvalue / trace (0 = skip)
-    hessian_iters: int = field(default=20, metadata={"sized": 10**4})  # power iterations for the top Hessian eigenvalue
-    hutchinson_samples: int = field(default=10, metadata={"sized": 10**4})  # Rademacher probes of the Hutchinson trace
-    noise_std: float = 0.004  # weight-noise gap sigma (official 0.004)
-    noise_draws: int = field(default=10, metadata={"sized": 10**4})  # weight-noise draws of the noise gap
-    loss_curve_radii: tuple[float, ...] = (0.0, 1.0, 2.0, 4.0, 8.0)  # radii of the 1-D loss curve (filter-normalised)
-    loss_curve_directions: int = field(default=5, metadata={"sized": 10**4})  # random directions of the loss curve
-    robust_samples: int = field(
-        default=1000, metadata={"sized": 10**6}
-    )  # test samples for PGD / weight noise / loss curve (0 = all)
-    pgd_eps: float = 0.25  # L-inf radius, standardised units
-    pgd_steps: int = field(default=10, metadata={"sized": 10**4})  # PGD attack steps
-    corrupt_std: float = 1.0  # std of the Gaussian noise added to a corrupted modality (standardised units)
-    landscape_points: int = field(
-        default=0, metadata={"sized": 1000}
-    )  # 2-D loss slice grid per axis for seed 0 (0 = none); a PNG in --out
-    landscape_span: float = 1.0  # half-width of the 2-D loss slice (filter-normalised units)
-    av_train_size: int = field(
-        default=3000, metadata={"sized": 10**6}
-    )  # av-digits build settings (icml26.core.data.multimodal.AVDigitsSpec)
-    av_test_size: int = field(default=1500, metadata={"sized": 10**6})  # av-digits: test samples built
-    av_clips_per_class: int = 40  # av-digits: spoken clips per digit class
-    av_seed: int = 0  # av-digits: seed of the build (the data set, not the runs)
-
-    def work(self) -> list[Work]:
-        """Sample-passes of training: arms x seeds x epochs x train samples (3 for a SAM step), against 2e9."""
-        n = self.train_size or (self.av_train_size if self.data == "av-digits" else 60000)
-        arms = len(self.pairing) * len(self.fusion) * sum(3 if r == "sam" else 1 for r in self.reg)
-        amount = float(arms) * self.seeds * self.epochs * n
-        return [Work(amount, 2e9, "sample-passes of training", "epochs, seeds, train_size or the lists of arms")]
-
-    def __post_init__(self):
-        for name, vals, allowed in (("pairing", self.pairing, PAIRINGS), ("reg", self.reg, REGS)):
-            if not vals:
-                raise ValueError(f"{name}: give at least one of {', '.join(allowed)}")
-            for v in vals:
-                if v not in allowed:
-                    raise ValueError(f"{name}: {v!r} is not one of {', '.join(allowed)}")
-        if not self.fusion:
-            raise ValueError(f"fusion: give at least one of {', '.join(FUSIONS)}")
-        for f in self.fusion:
-            if f not in FUSIONS:
-                raise ValueError(f"fusion: {f!r} is not one of {', '.join(FUSIONS)}")
-        for name in (
-            "seeds",
-            "epochs",
-            "batch_size",
-            "width",
-            "embed_dim",
-            "hessian_iters",
-            "hutchinson_samples",
-            "noise_draws",
-            "loss_curve_directions",
-            "pgd_steps",
-            "av_clips_per_class",
-        ):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("train_size", "hessian_samples", "robust_samples", "landscape_points"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        for name in ("resample_p", "lr_step_ratio", "swa_start_ratio"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
-        if not 0.0 < self.val_ratio < 0.5:
-            raise ValueError(f"val_ratio must be in (0, 0.5), got {self.val_ratio}")
-        if not 0.0 <= self.label_smoothing < 1.0:
-            raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
-        for name in ("lr", "sam_rho", "pgd_eps", "landscape_span"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
-        for name in ("momentum", "weight_decay", "noise_std", "corrupt_std"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if self.optimizer not in ("adam", "sgd"):
-            raise ValueError(f"optimizer must be adam or sgd, got {self.optimizer!r}")
-        if len(set(self.modalities)) != len(self.modalities):
-            raise ValueError(f"modalities: repeated name in {list(self.modalities)}")
+from icml26.core.verdict import seed_interval, verdict
+from icml26.methods.multimodal import flatness as fl
+from icml26.methods.multimodal.config import FUSIONS, PAIRINGS, REGS, Config  # noqa: F401  (re-exported)
+from icml26.methods.multimodal.flatness import accuracy, landscape_2d, plot_landscapes
+from icml26.methods.multimodal.models import Fusion, Unimodal, trainable
+from icml26.methods.multimodal.pairing import StochasticPairing
 
 
 def _spec(cfg: Config):
-    from icml26.core.data.multimodal import AVDigitsSpec
-
     return AVDigitsSpec(
         seed=cfg.av_seed,
         train_size=cfg.av_train_size,
@@ -165,9 +54,6 @@ def _spec(cfg: Config):
 
 def validate(cfg: Config) -> None:
     """Checks that need no training (InputError): the data source, the modality names, sizes."""
-    from icml26.core.data.multimodal import check_source
-    from icml26.core.errors import InputError
-
     check_source(cfg.data)
     if cfg.data == "av-digits":
         _spec(cfg)  # raises InputError on bad av_* settings
@@ -184,9 +70,6 @@ def validate(cfg: Config) -> None:
 
 def load(cfg: Config, progress=None):
     """The data set (MultimodalSet) with the configured modalities; InputError on a bad folder."""
-    from icml26.core.data.multimodal import load_multimodal
-    from icml26.core.errors import InputError
-
     mods = cfg.modalities or (("image", "audio") if cfg.data == "av-digits" else None)
     ms = load_multimodal(cfg.data, mods, spec=_spec(cfg) if cfg.data == "av-digits" else None, progress=progress)
     for m in cfg.resample:
@@ -202,8 +85,6 @@ class Split:
     """Standardised tensors of one split: xs {modality: (N, ...)} float32, y (N,) int64."""
 
     def __init__(self, xs: dict, y):
-        import torch
-
         self.xs = xs
         self.y = torch.as_tensor(y, dtype=torch.int64)
 
@@ -211,8 +92,6 @@ class Split:
         return int(self.y.shape[0])
 
     def subset(self, idx):
-        import torch
-
         idx = torch.as_tensor(np.asarray(idx), dtype=torch.int64)
         return Split({k: v[idx] for k, v in self.xs.items()}, self.y[idx])
 
@@ -229,8 +108,6 @@ class Split:
 
 def _prepare(ms, cfg: Config, seed: int):
     """Standardise each modality with train statistics; split train into train / val (seeded, stratified)."""
-    import torch
-
     rng = np.random.default_rng([seed, 7])
     y = ms.y_train
     n_avail = len(y)
@@ -261,8 +138,6 @@ def _prepare(ms, cfg: Config, seed: int):
 # ----------------------------------------------------------------------------- one training run
 def _sam_step(model, params, loss_fn, xs, y, opt, rho):
     """SAM (Foret et al. 2021), as davda54/sam: e = rho g / ||g||, gradient at w + e, step from w."""
-    import torch
-
     loss = loss_fn(model(xs), y)
     opt.zero_grad(set_to_none=True)
     loss.backward()
@@ -297,13 +172,6 @@ def train_one(
     """Train one arm; returns (model for evaluation, history list of (epoch, train_loss, val_accuracy), wall_s).
 
     pairing ``stochastic`` loads each training batch through StochasticPairing (fresh pairs each epoch)."""
-    import torch
-    import torch.nn.functional as F
-
-    from icml26.methods.multimodal.flatness import accuracy
-    from icml26.methods.multimodal.models import Fusion, Unimodal, trainable
-    from icml26.methods.multimodal.pairing import StochasticPairing
-
     torch.manual_seed(seed)
     shapes = {m: tuple(v.shape[1:]) for m, v in train.xs.items()}
     if pairing == "unimodal":
@@ -380,10 +248,6 @@ def train_one(
 
 def evaluate(cfg: Config, model, train: Split, test: Split, variants: dict, *, seed: int, modality: str) -> dict:
     """Accuracy, robustness and flatness metrics of one trained model (flat dict of the record fields)."""
-    import torch
-
-    from icml26.methods.multimodal import flatness as fl
-
     used = model.modalities
     out: dict = {"test_accuracy": fl.accuracy(model, test.batches())}
     g = torch.Generator().manual_seed(seed + 99)
@@ -438,8 +302,6 @@ def _arms(cfg: Config, modalities) -> list[tuple[str, str, str, str]]:
 
 def _ci(values) -> list[float] | None:
     """95% Student-t interval of the mean over seeds; None with one seed (never zero width)."""
-    from icml26.core.verdict import seed_interval
-
     return seed_interval([x for x in values if x is not None])
 
 
@@ -447,8 +309,6 @@ def run(cfg: Config, *, seed: int = 0, out=None, previous=None, data=None) -> It
     """Yield ``step`` records (per arm, seed, epoch) and one ``result`` per (pairing, reg, fusion, modality),
     then the summary. ``data``: the loaded MultimodalSet (default ``load(cfg)``); ``previous``: the records
     of an interrupted run (--resume): its finished arms are replayed (their steps, then their result)."""
-    from icml26.core.output import previous_results
-
     ms = data if data is not None else load(cfg)
     seeds = [seed + i for i in range(cfg.seeds)]
     prev = previous_results(previous, "pairing", "reg", "fusion", "modality")
@@ -464,10 +324,6 @@ def run(cfg: Config, *, seed: int = 0, out=None, previous=None, data=None) -> It
             rec = yield from _run_arm(cfg, arm, ms, seeds, prev, prev_steps, out, landscapes, bar)
             results.append(rec)
     if landscapes and out is not None:
-        from pathlib import Path
-
-        from icml26.methods.multimodal.flatness import plot_landscapes
-
         plot_landscapes(landscapes, Path(out) / "loss_landscape.png")
     yield summary(results, ms)
 
@@ -527,8 +383,6 @@ def _run_arm(cfg: Config, arm, ms, seeds, prev, prev_steps, out, landscapes, bar
         per_seed.append(metrics)
         walls.append(wall)
         if cfg.landscape_points and s == seeds[0] and out is not None:
-            from icml26.methods.multimodal.flatness import landscape_2d
-
             sub = train.subset(np.arange(min(len(train), 512)))
             c, z = landscape_2d(model, sub.batches(256), points=cfg.landscape_points, span=cfg.landscape_span, seed=s)
             landscapes.append((f"{pairing} {reg} {fusion if pairing != 'unimodal' else modality}", c, z))
@@ -559,8 +413,6 @@ def summary(results: list[dict], ms) -> dict:
             (r["test_accuracy"] for r in uni if r.get("test_accuracy") is not None), default=None
         )
     if multi:
-        from icml26.core.verdict import verdict
-
         rows = [dict(r, arm=f"{r['pairing']}/{r['reg']}/{r['fusion']}") for r in multi]
         # best_arm only when its seed interval separates it; null with one seed or a tie
         s.update(verdict(rows, "test_accuracy", "arm", lower=False, ci_key="test_accuracy_ci", metric="arm"))

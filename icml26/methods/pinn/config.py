@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Literal
 
+from icml26.core.limits import check_work
 from icml26.core.settings import Work
 
 PROBLEM_NAMES = ("poisson2d", "poisson5d", "heat1d", "allencahn2d")  # the keys of problems.PROBLEMS
@@ -138,8 +139,6 @@ class Config:
 
 def validate(cfg: Config) -> None:
     """Checks that need more than one field, before the config record (InputError)."""
-    from icml26.core.limits import check_work
-
     runs = cfg.seeds * sum(len(cfg.batch) if o in BATCHED else 1 for o in cfg.optim)
     check_work(
         runs * cfg.time_budget_s,

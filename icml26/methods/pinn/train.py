@@ -32,7 +32,9 @@ import torch
 from torch import Tensor
 
 from icml26.core import diverge
+from icml26.core.output import atomic_path
 from icml26.core.progress import progress
+from icml26.core.verdict import seed_interval, verdict
 from icml26.methods.pinn import baselines as B
 from icml26.methods.pinn import optim as O
 from icml26.methods.pinn import problems as PR
@@ -269,8 +271,6 @@ def result_record(
 
 def _log_interval(values: list[float]) -> list[float] | None:
     """95% interval over seeds of the geometric mean (errors span decades); None with one seed."""
-    from icml26.core.verdict import seed_interval
-
     logs = [math.log10(v) for v in values if v is not None and math.isfinite(v) and v > 0]
     ci = seed_interval(logs) if len(logs) == len(values) else None
     return None if ci is None else [10 ** ci[0], 10 ** ci[1]]
@@ -301,7 +301,6 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu") -> Iterator[dict]:
         r = result_record(cfg.problem, optim, batch, sampling, ends, seeds)
         results.append(r)
         yield r
-    from icml26.core.verdict import verdict
 
     rows = [dict(r, config=f"{r['optim']}" + (f"/b{r['batch']}" if r["batch"] else "")) for r in results]
     best = verdict(rows, "best_rel_l2", "config", ci_key="best_rel_l2_ci", metric="config")
@@ -324,8 +323,6 @@ def plot(records: list[dict], out_dir) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from icml26.core.output import atomic_path
 
     steps = [r for r in records if r.get("kind") == "step" and r.get("rel_l2") is not None]
     if not steps:

@@ -32,6 +32,7 @@ import numpy as np
 
 from icml26.core.data import debian_path, require_debian
 from icml26.core.errors import InputError, MissingDataError
+from icml26.methods.probing.geometry import partner_masks
 
 WORDNET = "/usr/share/wordnet"  # Debian wordnet-base, under icml26.core.data.data_root()
 
@@ -186,7 +187,6 @@ def load_tsv(path: str | Path, *, min_sentences: int = 8) -> SentenceSet:
             )
     ss = SentenceSet(sents, syn, sem, info={"source": str(path)})
     syn_c, sem_c = ss.codes()
-    from icml26.methods.probing.geometry import partner_masks
 
     masks = partner_masks(syn_c, sem_c)
     for kind in ("syntax", "semantic"):

@@ -32,8 +32,13 @@ from typing import Iterator, Literal
 
 import numpy as np
 
+from icml26.core.data.lm import load_causal_lm
+from icml26.core.output import atomic_path, atomic_write_text
+from icml26.core.progress import progress
 from icml26.methods.probing import geometry as geo
-from icml26.methods.probing.sentences import DEFAULT_STRUCTURES, STRUCTURES
+from icml26.methods.probing import hidden
+from icml26.methods.probing import sentences as S
+from icml26.methods.probing.sentences import DEFAULT_STRUCTURES, STRUCTURES, designate_partners
 
 
 @dataclass(frozen=True)
@@ -75,8 +80,6 @@ class Config:
 
 
 def load_sentences(cfg: Config, seed: int):
-    from icml26.methods.probing import sentences as S
-
     if cfg.sentences is not None:
         return S.load_tsv(cfg.sentences)
     return S.build_sentence_set(cfg.n_events, tuple(cfg.structures), seed=seed, verify=cfg.verify_parse)
@@ -138,18 +141,11 @@ def run(
 
     sentence_set: a ready :class:`~icml26.methods.probing.sentences.SentenceSet` (the
     command loads it first, to report bad input before any output); else it is loaded here."""
-    from icml26.core.data.lm import load_causal_lm
-    from icml26.core.progress import progress
-    from icml26.methods.probing import hidden
-    from icml26.methods.probing.sentences import designate_partners
-
     t0 = time.perf_counter()
     ss = sentence_set if sentence_set is not None else load_sentences(cfg, seed)
     syn, sem = ss.codes()
     n = len(ss)
     if out_dir is not None:
-        from icml26.core.output import atomic_write_text
-
         atomic_write_text(Path(out_dir) / "sentences.tsv", ss.to_tsv())
     rng = np.random.default_rng(seed)
     twin, para = designate_partners(ss, rng)
@@ -315,8 +311,6 @@ def plot(records: list[dict], out_dir: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from icml26.core.output import atomic_path
 
     res = [r for r in records if r.get("kind") == "result"]
     if not res:

@@ -30,16 +30,18 @@ import numpy as np
 
 from icml26.core.data import renders as R
 from icml26.core.errors import InputError
+from icml26.core.output import atomic_write_text, to_json
 from icml26.methods.spatial.questions import (  # noqa: F401  (re-exported)
-    box_distance,
-    first_appearance,
-    _letters,
-    direction_angle,
     ROUTE_TURNS,
+    _letters,
+    box_distance,
+    direction_angle,
+    first_appearance,
+    make_questions,
     turn_angle,
     turn_word,
-    make_questions,
 )
+from icml26.methods.spatial.scoring import TASKS
 
 CLASSES = ("table", "chair", "sofa", "bed", "cabinet", "lamp", "plant", "tv", "box")
 # size ranges (x, y, z) in metres; colour (linear rgb) of the class's main part
@@ -296,8 +298,6 @@ def check_out(out_dir: str | Path, cfg: BenchConfig, *, seed: int, first_index: 
     """Refuse (InputError) an --out folder whose scenes were rendered with other settings: a scene
     folder is reused when its cameras.json exists (that is how a stopped make-bench resumes), so
     scenes of another seed, first index or config would be mixed in silently."""
-    from icml26.core.errors import InputError
-
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {str(out)!r} is a file; give a folder")
@@ -324,8 +324,6 @@ def check_out(out_dir: str | Path, cfg: BenchConfig, *, seed: int, first_index: 
 def build(out_dir: str | Path, cfg: BenchConfig, *, seed: int, first_index: int = 0) -> Iterator[dict]:
     """Render the scenes and write ``questions.jsonl`` and ``bench.json``; one ``step`` record
     per scene, then one ``result`` per task (question counts). Resumes scene by scene."""
-    from icml26.core.output import atomic_write_text, to_json
-
     R.require_povray()
     out = Path(out_dir)
     check_out(out, cfg, seed=seed, first_index=first_index)
@@ -381,7 +379,6 @@ def read_questions(bench_dir: str | Path) -> list[dict]:
         raise InputError(
             f"{str(bench_dir)!r} is not a benchmark folder (no questions.jsonl; run `icml26 geo-fusion make-bench`)"
         )
-    from icml26.methods.spatial.scoring import TASKS
 
     out = []
     for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):

@@ -36,10 +36,13 @@ from torch import nn
 from icml26.core import diverge
 from icml26.core.data import renders as R
 from icml26.core.errors import InputError
+from icml26.core.output import atomic_write_text, to_json
 from icml26.core.progress import progress
+from icml26.core.verdict import seed_interval, verdict
 from icml26.methods.spatial import bench as B
 from icml26.methods.spatial import scoring as S
 from icml26.methods.spatial.config import VARIANTS, Config  # noqa: F401
+from icml26.methods.spatial.sgf import attach_sgf
 
 DIR_OPTIONS = {"object_rel_direction_easy": 2, "object_rel_direction_medium": 3, "object_rel_direction_hard": 4}
 NUMERIC = S.NA_QUESTION_TYPES
@@ -194,8 +197,6 @@ class SpatialQA(nn.Module):
     def __init__(self, cfg: Config, variant: str, tokens_per_frame: int):
         super().__init__()
         from transformers import LlamaConfig, LlamaModel
-
-        from icml26.methods.spatial.sgf import attach_sgf
 
         d = cfg.hidden_size
         self.variant, self.F, self.T = variant, cfg.frames, tokens_per_frame
@@ -475,8 +476,6 @@ def prepare(
 
 def ci95(values: list[float]) -> list[float] | None:
     """Student-t 95% interval of the mean over seeds; None for one seed (never zero width)."""
-    from icml26.core.verdict import seed_interval
-
     return seed_interval(values)
 
 
@@ -568,7 +567,6 @@ def run(
                 yield from _after_run(r, variant, s, out)
     results = list(aggregate(runs))
     yield from results
-    from icml26.core.verdict import verdict
 
     rows = [r for r in results if r["task"] == "overall"]
     overall = {r["variant"]: r["score"] for r in rows if r["score"] is not None}
@@ -579,8 +577,6 @@ def run(
 
 def _after_run(r: dict, variant: str, s: int, out) -> Iterator[dict]:
     """The predictions file and the step record of one (variant, seed) run."""
-    from icml26.core.output import atomic_write_text, to_json
-
     if r.get("diverged"):
         yield {"kind": "step", **r}
         return

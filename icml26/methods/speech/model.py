@@ -7,8 +7,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import torch
+import torch.nn.functional as F
 
+from icml26.core.data.lm import collate_prompt_response, load_causal_lm, model_path
+from icml26.methods.speech import mamoe as M
 from icml26.methods.speech.config import Config
+from icml26.methods.speech.mamoe import modality_context, modality_marks
+from icml26.methods.speech.units import dedup
 
 ASR_PROMPT = "Transcribe the following speech into text."
 
@@ -33,14 +39,10 @@ class SpeechLM:
         return (self.base, self.base + self.num_units + 2)
 
     def marks(self, ids):
-        from icml26.methods.speech.mamoe import modality_marks
-
         return modality_marks(ids, self.speech_range)
 
 
 def validate_model(cfg: Config) -> None:
-    from icml26.core.data.lm import model_path
-
     model_path("smollm2-135m" if cfg.model == "tiny-random" else cfg.model)
 
 
@@ -48,11 +50,7 @@ def build_model(
     cfg: Config, variant: str | None, num_units: int, *, seed: int, upcycle_init: str | None = None
 ) -> SpeechLM:
     """The dense LM with the unit vocabulary, upcycled as ``variant`` (None: left dense, as loaded)."""
-    import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
-
-    from icml26.core.data.lm import load_causal_lm, model_path
-    from icml26.methods.speech import mamoe as M
 
     torch.manual_seed(seed)
     if cfg.model == "tiny-random":
@@ -112,8 +110,6 @@ def _enc(tok, s: str) -> list[int]:
 
 def asr_sample(lm: SpeechLM, units, text: str | None) -> tuple[list[int], list[int]]:
     """(prompt ids, response ids). ASR input units are de-duplicated."""
-    from icml26.methods.speech.units import dedup
-
     prompt = (
         _enc(lm.tok, ASR_PROMPT)
         + [lm.bos_speech]
@@ -137,8 +133,6 @@ def text_sample(lm: SpeechLM, text: str) -> tuple[list[int], list[int]]:
 
 def collate(samples, pad_id: int):
     """[(prompt, response)] -> input_ids (B, L), labels (B, L; -100 on prompt and padding), attention_mask."""
-    from icml26.core.data.lm import collate_prompt_response
-
     return collate_prompt_response(samples, pad_id)
 
 
@@ -149,10 +143,6 @@ def lm_loss(lm: SpeechLM, ids, lab, att, vocab: int | None = None, modality_soft
     a speech marker, ids in ``lm.speech_range``) over the speech ids, a text target over the text ids (below
     ``lm.base``); the same restriction greedy decoding applies (``greedy``), and it spares the full-vocabulary head
     on the run-length unit targets of TTS (RECON, a cost measure). Returns (loss, token count)."""
-    import torch.nn.functional as F
-
-    from icml26.methods.speech.mamoe import modality_context
-
     with modality_context(lm.model, lm.marks(ids)):
         hid = lm.model.model(input_ids=ids, attention_mask=att).last_hidden_state  # (B, L, d)
     tgt = lab[:, 1:]
@@ -181,8 +171,6 @@ def lm_loss(lm: SpeechLM, ids, lab, att, vocab: int | None = None, modality_soft
 def trainable(lm: SpeechLM, train_all: bool = False):
     """Freeze all but the MoE / widened-MLP layers and the new embedding rows (``train_all``: nothing frozen).
     Returns the trainable params."""
-    import torch
-
     m = lm.model
     if train_all:
         for p in m.parameters():

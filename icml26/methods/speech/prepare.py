@@ -8,13 +8,19 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Iterator
 
 import numpy as np
 
+from icml26.core.data import cache_root
+from icml26.core.data import speech as S
+from icml26.core.data.text import require_corpus
 from icml26.core.errors import InputError
+from icml26.core.output import atomic_dir, atomic_write_text
 from icml26.methods.speech.config import Config
+from icml26.methods.speech.units import UnitCodec
 
 PREP_FIELDS = (
     "corpus",
@@ -40,17 +46,12 @@ def prep_settings(cfg: Config) -> dict:
 
 def default_data_dir(cfg: Config, seed: int, out: str | None = None) -> Path:
     """Where ``data: ""`` prepares (and finds again): the cache, keyed by the prepare settings and seed."""
-    from icml26.core.data import cache_root
-
     h = hashlib.sha256(json.dumps({**prep_settings(cfg), "seed": seed}, sort_keys=True).encode()).hexdigest()[:12]
     return cache_root() / "mamoe" / f"speech-{h}"
 
 
 def validate_prepare(cfg: Config) -> None:
     """Input checks before the config record: espeak-ng, the voices, the corpus, the LibriVox clips."""
-    from icml26.core.data import speech as S
-    from icml26.core.data.text import require_corpus
-
     S.require_espeak()
     have = set(S.espeak_voices("en"))
     for v in (*cfg.train_voices, *cfg.test_voices):
@@ -69,8 +70,6 @@ def validate_prepare(cfg: Config) -> None:
 
 def read_prepared(path: str | Path) -> dict:
     """A prepared folder: ``prepare.json`` (settings), ``utterances.jsonl``, ``codec.npz``. InputError if not one."""
-    from icml26.methods.speech.units import UnitCodec
-
     p = Path(path)
     meta_f, utt_f = p / "prepare.json", p / "utterances.jsonl"
     if not meta_f.is_file() or not utt_f.is_file() or not (p / "codec.npz").is_file():
@@ -98,7 +97,6 @@ def closed_vocabulary(sents: list[str], vocab_words: int) -> list[str]:
     (ties broken by first appearance); ``vocab_words`` 0: all of them."""
     if vocab_words <= 0:
         return list(sents)
-    from collections import Counter
 
     top = {w for w, _ in Counter(w for x in sents for w in x.split()).most_common(vocab_words)}
     return [x for x in sents if all(w in top for w in x.split())]
@@ -106,10 +104,6 @@ def closed_vocabulary(sents: list[str], vocab_words: int) -> list[str]:
 
 def prepare(cfg: Config, *, seed: int, data_dir: Path) -> Iterator[dict]:
     """Synthesize the corpus, fit the units, write ``data_dir``. Yields step records then one result record."""
-    from icml26.core.data import speech as S
-    from icml26.core.output import atomic_dir, atomic_write_text
-    from icml26.methods.speech.units import UnitCodec
-
     t0 = time.perf_counter()
     sents = closed_vocabulary(S.spoken_sentences(cfg.corpus, max_words=cfg.max_words, seed=seed), cfg.vocab_words)
     need = cfg.train_sentences + cfg.test_sentences

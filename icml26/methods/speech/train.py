@@ -25,34 +25,42 @@ from pathlib import Path
 from typing import Iterator
 
 import numpy as np
+import torch
 
-from icml26.core import diverge
+from icml26.core import diverge, lm_cache
 from icml26.core.errors import InputError
+from icml26.core.output import atomic_path
 from icml26.core.progress import progress
+from icml26.core.recipe import build_config, read_yaml
+from icml26.core.seed import seed_everything
+from icml26.core.verdict import verdict
+from icml26.methods.speech import vocoder
+from icml26.methods.speech import wer as W
 from icml26.methods.speech.config import STAGES, VARIANTS, Config  # noqa: F401
-from icml26.methods.speech.prepare import (  # noqa: F401  (re-exported)
-    PREP_FIELDS,
-    prep_settings,
-    default_data_dir,
-    validate_prepare,
-    read_prepared,
-    closed_vocabulary,
-    prepare,
-    ensure_data,
-)
+from icml26.methods.speech.mamoe import aux_loss, mamoe_blocks, modality_context, param_counts
 from icml26.methods.speech.model import (  # noqa: F401  (re-exported)
     ASR_PROMPT,
     TTS_PROMPT,
     SpeechLM,
-    validate_model,
-    build_model,
     _enc,
     asr_sample,
-    tts_sample,
-    text_sample,
+    build_model,
     collate,
     lm_loss,
+    text_sample,
     trainable,
+    tts_sample,
+    validate_model,
+)
+from icml26.methods.speech.prepare import (  # noqa: F401  (re-exported)
+    PREP_FIELDS,
+    closed_vocabulary,
+    default_data_dir,
+    ensure_data,
+    prep_settings,
+    prepare,
+    read_prepared,
+    validate_prepare,
 )
 
 
@@ -69,8 +77,6 @@ def _samples(lm: SpeechLM, data: dict, cfg: Config):
 
 
 def train_variant(cfg: Config, lm: SpeechLM, data: dict, variant: str, *, seed: int) -> Iterator[dict]:
-    import torch
-
     pools = _samples(lm, data, cfg)
     tasks = list(cfg.stages)
     probs = [(1 - cfg.text_lm_ratio) / len(tasks)] * len(tasks) + [cfg.text_lm_ratio]
@@ -87,10 +93,6 @@ def train_variant(cfg: Config, lm: SpeechLM, data: dict, variant: str, *, seed: 
 
 def _train_steps(cfg, lm, variant, seed, pools, kinds, probs, params, opt, sched, rng, bar) -> Iterator[dict]:
     """The optimizer steps of train_variant; a non-finite loss raises ``diverge.Diverged``."""
-    import torch
-
-    from icml26.methods.speech.mamoe import aux_loss
-
     t0 = time.perf_counter()
     run_loss = run_aux = 0.0
     for step in range(1, cfg.steps + 1):
@@ -129,11 +131,6 @@ def _train_steps(cfg, lm, variant, seed, pools, kinds, probs, params, opt, sched
 # ----------------------------------------------------------------------------- evaluation
 def greedy(lm: SpeechLM, prompt: list[int], *, allowed: tuple[int, int], stop: int, max_new: int) -> list[int]:
     """Greedy decoding restricted to ids in [allowed[0], allowed[1]) plus ``stop``; stops at ``stop``."""
-    import torch
-
-    from icml26.core import lm_cache
-    from icml26.methods.speech.mamoe import modality_context
-
     m = lm.model
     cache = lm_cache.new_cache(m)
     ids = torch.tensor([prompt])
@@ -157,8 +154,6 @@ def text_perplexity(lm: SpeechLM, texts: list[str], batch: int = 8) -> float:
     """exp(mean token NLL) of plain text (all tokens text), the softmax over the text vocabulary (ids below
     ``lm.base``): the unit tokens added for speech take no probability mass, so before any training the
     dense model scores exactly what the original LM does."""
-    import torch
-
     tot, n = 0.0, 0
     with torch.no_grad():
         for i in range(0, len(texts), batch):
@@ -173,8 +168,6 @@ def teacher_forced_nll(lm: SpeechLM, samples, batch: int = 8) -> float:
     """Mean per-token NLL (nats) of the responses given their prompts, each target's softmax over its modality's ids
     (``modality_softmax``, the restriction greedy decoding applies): for ASR samples the transcript given the
     speech, for TTS samples the units given the text. A graded score where greedy decoding's WER saturates."""
-    import torch
-
     tot, n = 0.0, 0
     with torch.no_grad():
         for i in range(0, len(samples), batch):
@@ -188,10 +181,6 @@ def teacher_forced_nll(lm: SpeechLM, samples, batch: int = 8) -> float:
 def routing_readout(lm: SpeechLM, samples) -> tuple[float | None, float | None]:
     """Mean over MoE blocks of (text tokens' chosen-expert mass in the speech group, speech tokens' in the text
     group), teacher-forced on ``samples``. (None, None) for a model without MoE blocks."""
-    import torch
-
-    from icml26.methods.speech.mamoe import mamoe_blocks
-
     blocks = mamoe_blocks(lm.model)
     if not blocks:
         return None, None
@@ -209,10 +198,6 @@ def evaluate(
     cfg: Config, lm: SpeechLM, data: dict, variant: str, *, seed: int, extra: dict | None = None
 ) -> Iterator[dict]:
     """One result per task in ``cfg.stages`` (the record contract)."""
-    from icml26.methods.speech import vocoder
-    from icml26.methods.speech import wer as W
-    from icml26.methods.speech.mamoe import param_counts
-
     test = [u for u in data["utterances"] if u["split"] == "test"]
     lib = [u for u in data["utterances"] if u["split"] == "librivox"]
     ppl = text_perplexity(lm, [u["text"] for u in test])
@@ -299,9 +284,6 @@ def evaluate(
 def tts_ceiling(data: dict, n: int, seed: int = 0) -> dict:
     """pocketsphinx WER of Griffin-Lim from the reference units (the vocoder's ceiling), and of the espeak-ng audio
     itself cannot be recomputed here (audio not stored): the units' ceiling only."""
-    from icml26.methods.speech import vocoder
-    from icml26.methods.speech import wer as W
-
     test = [u for u in data["utterances"] if u["split"] == "test"][:n]
     hyps = [W.recognize(vocoder.units_to_wave(u["units"], data["codec"].mel_centroids, seed=seed)) for u in test]
     return {"wer_reference_units": W.wer([u["text"] for u in test], hyps), "examples": len(test)}
@@ -310,8 +292,6 @@ def tts_ceiling(data: dict, n: int, seed: int = 0) -> dict:
 # ----------------------------------------------------------------------------- entry points
 def validate(cfg: Config, *, seed: int, out: str | None, need_recognizer: bool = True) -> dict:
     """Every input check before the config record. Returns what run() needs."""
-    from icml26.methods.speech import wer as W
-
     data_dir, must_prepare = ensure_data(cfg, seed=seed, out=out)
     if must_prepare:
         validate_prepare(cfg)
@@ -323,8 +303,6 @@ def validate(cfg: Config, *, seed: int, out: str | None, need_recognizer: bool =
 
 def save_checkpoint(lm: SpeechLM, path: Path) -> None:
     from safetensors.torch import save_file
-
-    from icml26.core.output import atomic_path
 
     sd = {k: v.detach().contiguous() for k, v in lm.model.state_dict().items()}
     # tied weights: keep one copy
@@ -357,10 +335,6 @@ def run(
     cfg: Config, *, inputs: dict, seed: int, out: str | None = None, train: bool = True, checkpoints: dict | None = None
 ) -> Iterator[dict]:
     """prepare (if needed) -> per variant: build, upcycle, (train), evaluate -> summary."""
-    import torch
-
-    from icml26.core.seed import seed_everything
-
     torch.set_num_threads(max(1, torch.get_num_threads()))
     if inputs["prepare"]:
         yield from prepare(cfg, seed=seed, data_dir=inputs["data_dir"])
@@ -407,8 +381,6 @@ def run(
     for task in cfg.stages:
         rs = [r for r in results if r["task"] == task and r.get("wer") is not None]
         if rs:
-            from icml26.core.verdict import verdict
-
             # a best variant only when an interval separates it: one run has none, so it is null
             # (several seeds: compare them in docs/mamoe.md's table), tied_with_best_* lists them
             summ.update(verdict(rs, "wer", "variant", ci_key="wer_ci", metric=f"{task}_variant"))
@@ -419,8 +391,6 @@ def run(
 
 def config_from_run(run_dir: str | Path) -> tuple[Config, int]:
     """The Config and seed a `mamoe train --out RUN` was run with (its config.yaml)."""
-    from icml26.core.recipe import build_config, read_yaml
-
     p = Path(run_dir) / "config.yaml"
     if not p.is_file():
         raise InputError(f"run {str(run_dir)!r} has no config.yaml (not a `icml26 mamoe train --out` folder)")

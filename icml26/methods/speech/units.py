@@ -15,7 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
+from icml26.core.data.speech import log_mel, mfcc
 from icml26.core.errors import InputError
+from icml26.core.output import atomic_path
 
 FRAME_RATE_HZ = 25
 N_FFT = 1024  # 64 ms at 16 kHz
@@ -26,8 +28,6 @@ FEATURES = ("log-mel", "mfcc")
 
 def frame_features(x: np.ndarray, kind: str = "log-mel") -> np.ndarray:
     """Frame features of a 16 kHz waveform (T,): (frames, 64) log-mel, or (frames, 20) MFCC. float32."""
-    from icml26.core.data.speech import log_mel, mfcc
-
     if kind == "log-mel":
         f = log_mel(x, n_fft=N_FFT, hop=HOP, n_mels=N_MELS)
     elif kind == "mfcc":
@@ -128,8 +128,6 @@ class UnitCodec:
         return cls(c, mel, features)
 
     def save(self, path: str | Path) -> None:
-        from icml26.core.output import atomic_path
-
         with atomic_path(path) as tmp:
             with open(tmp, "wb") as f:
                 np.savez(

@@ -8,6 +8,7 @@ turns WER into a sentence error rate; not copied).
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from functools import lru_cache
 
@@ -59,8 +60,6 @@ def unit_error_rate(refs, hyps) -> float:
 
 
 def pocketsphinx_available() -> bool:
-    import importlib.util
-
     return importlib.util.find_spec("pocketsphinx") is not None
 
 

@@ -9,7 +9,11 @@ from pathlib import Path
 
 import numpy as np
 
+from icml26.core.data import hdr_nerf as HN
+from icml26.core.data import renders as R
+from icml26.core.data.hdr_nerf import is_hdr_nerf
 from icml26.core.errors import InputError
+from icml26.methods.splatting import initial as I
 from icml26.methods.splatting.config import Config
 
 
@@ -30,8 +34,6 @@ class SceneData:
 
 
 def _is_scene(p: Path) -> bool:
-    from icml26.core.data.hdr_nerf import is_hdr_nerf
-
     return (p / "cameras.json").is_file() or is_hdr_nerf(p)
 
 
@@ -54,9 +56,6 @@ def scene_folders(data: str | Path) -> list[Path]:
 
 def open_scene(folder: str | Path):
     """A scene folder in either layout: renders.RenderedScene or hdr_nerf.HdrNerfScene."""
-    from icml26.core.data import hdr_nerf as HN
-    from icml26.core.data import renders as R
-
     return HN.read_hdr_nerf(folder) if HN.is_hdr_nerf(folder) else R.read_scene(folder)
 
 
@@ -98,7 +97,6 @@ def load_scene(folder: str | Path, cfg: Config) -> SceneData:
     for i, a in hdr.items():
         if a.shape[:2] != (s.cameras[i].height, s.cameras[i].width):
             raise InputError(f"scene {str(folder)!r}: hdr/{i:03d}.hdr size differs from cameras.json")
-    from icml26.methods.splatting import initial as I
 
     eyes = np.stack([c.c2w[:3, 3] for c in s.cameras])
     centre = eyes.mean(0)
@@ -114,9 +112,6 @@ def init_points(sd: SceneData, cfg: Config, rng: np.random.Generator) -> np.ndar
     SfM stand-in) when the folder has depth; else its SfM points (initial.py) when they share the
     cameras' frame; else points in the region the training cameras see (initial.frustum_points).
     Sets ``sd.init_source``."""
-    from icml26.core.data import renders as R
-    from icml26.methods.splatting import initial as I
-
     pts = []
     if cfg.init_from in ("auto", "depth"):
         for i in sd.train:

@@ -8,18 +8,18 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import torch
 
+from icml26.core.data import renders as R
 from icml26.methods.splatting.config import Config
 from icml26.methods.splatting.data import SceneData
 from icml26.methods.splatting.gaussians import Model
+from icml26.methods.splatting.model import pseudo_sdf
+from icml26.ops.splat import quat_to_rotmat
 
 
 def _split_clone(model: Model, grow, rng_t):
     """3DGS: clone small Gaussians, split large ones into two (scale / 1.6)."""
-    import torch
-
-    from icml26.ops.splat import quat_to_rotmat
-
     p = model.p
     with torch.no_grad():
         sc = torch.exp(p["log_scales"])
@@ -47,10 +47,6 @@ def _split_clone(model: Model, grow, rng_t):
 def centre_sdf(model: Model, sd: SceneData, depth_maps: dict) -> "torch.Tensor":  # noqa: F821
     """|f| at the centres: mean over the training views seeing a centre of |D(proj mu) - z| with D
     the model's rendered depth (RECON, module docstring); a centre no view sees gets +inf."""
-    import torch
-
-    from icml26.core.data import renders as R
-
     mu = model.p["means"].detach().double().numpy()
     acc = np.zeros(len(mu))
     cnt = np.zeros(len(mu))
@@ -71,10 +67,6 @@ def centre_sdf(model: Model, sd: SceneData, depth_maps: dict) -> "torch.Tensor":
 def centre_footprint(model: Model, sd: SceneData) -> "torch.Tensor":  # noqa: F821
     """(N,) scene units: the mean over the training views that see a centre of its pixel footprint
     z / fx (the depth resolution of a one-pixel depth read-out); +inf where no view sees it."""
-    import torch
-
-    from icml26.core.data import renders as R
-
     mu = model.p["means"].detach().double().numpy()
     acc = np.zeros(len(mu))
     cnt = np.zeros(len(mu))
@@ -90,8 +82,6 @@ def centre_footprint(model: Model, sd: SceneData) -> "torch.Tensor":  # noqa: F8
 def prune_band(model: Model, sd: SceneData, cfg: Config):
     """The per-Gaussian band s (N,) of the SDF-guided density control: max(sdf_sigma,
     sdf_sigma_px x :func:`centre_footprint`) (RECON, Config); None with sdf_sigma_px = 0 (fixed s)."""
-    import torch
-
     if cfg.sdf_sigma_px <= 0:
         return None
     fp = centre_footprint(model, sd)
@@ -103,10 +93,6 @@ def centre_sdf_grad_norm(model: Model) -> "torch.Tensor":  # noqa: F821
     Gaussians' centres, by autograd in the query point (the Gaussians held fixed); the Eikonal
     residual 1 - |grad f| is the growth term omega_n (1 - |grad f|) of Eq. 13 (docs/hdr-gs.md).
     Where d(p) saturates at 1 (inside an opaque cluster) f is flat and |grad f| = 0."""
-    import torch
-
-    from icml26.methods.splatting.model import pseudo_sdf
-
     P = model.p
     with torch.enable_grad():
         mu = P["means"].detach()
@@ -125,8 +111,6 @@ def density_control(model: Model, cfg: Config, sdf_guided: bool, f_centre, rng_t
     omega_n (1 - |grad f|) when ``cfg.sdf_grow_eikonal``; None = the term left out.
     With ``cfg.visibility_gate`` the SDF-guided control checks only the Gaussians seen often enough
     (Config) and resets only their counters; otherwise every counter is reset."""
-    import torch
-
     with torch.no_grad():
         g = model.grad_acc / model.grad_cnt.clamp_min(1)
         opac = torch.sigmoid(model.p["logit_opacity"].detach())

@@ -5,7 +5,10 @@ surface depth when the scene has it."""
 from __future__ import annotations
 
 import numpy as np
+import torch
 
+from icml26.core.data import renders as R
+from icml26.methods.splatting import metrics as M
 from icml26.methods.splatting.config import Config
 from icml26.methods.splatting.data import SceneData
 from icml26.methods.splatting.gaussians import Model
@@ -17,10 +20,7 @@ def floaters(model: Model, sd: SceneData, cfg: Config) -> dict:
     than floater_band in at least one view that sees them: count and fraction. The surface depth
     at a centre's pixel is the minimum over its 3x3 neighbourhood (at 48-64 px one pixel of a
     grazing floor or an occlusion edge spans more than the band)."""
-    import torch
     from scipy.ndimage import minimum_filter
-
-    from icml26.core.data import renders as R
 
     if not sd.depth:
         return {}
@@ -43,10 +43,6 @@ def floaters(model: Model, sd: SceneData, cfg: Config) -> dict:
 
 def evaluate(model: Model, sd: SceneData, cfg: Config) -> dict:
     """The protocol's metrics on the test views (module docstring of metrics.py)."""
-    import torch
-
-    from icml26.methods.splatting import metrics as M
-
     oe, ne, hd = [], [], []
     with torch.no_grad():
         for i in sd.test:

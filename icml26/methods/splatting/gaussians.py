@@ -5,12 +5,17 @@ safetensors with the settings in their metadata (``save_ckpt`` / ``load_ckpt``).
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from icml26.core.errors import InputError
+from icml26.core.output import atomic_path
 from icml26.methods.splatting.config import Config, config_from_dict
+from icml26.methods.splatting.model import ToneMapper
+from icml26.methods.splatting.ply import write_gaussians
 
 
 class Model:
@@ -20,8 +25,6 @@ class Model:
     KEYS = ("means", "log_scales", "quats", "logit_opacity", "log_radiance")
 
     def __init__(self, params: dict, tone, cfg: Config, extent: float):
-        import torch
-
         self.p = {k: params[k].detach().clone().requires_grad_(True) for k in self.KEYS}
         self.tone = tone
         self.cfg = cfg
@@ -50,8 +53,6 @@ class Model:
         }[k]
 
     def step(self):
-        import torch
-
         self.step_n += 1
         b1, b2 = 0.9, 0.999
         with torch.no_grad():
@@ -80,8 +81,6 @@ class Model:
 
     def select(self, keep):
         """Keep the Gaussians where ``keep`` (N,) bool is true."""
-        import torch
-
         with torch.no_grad():
             for d in (self.m, self.v):
                 for k in d:
@@ -90,8 +89,6 @@ class Model:
             self.grad_acc, self.grad_cnt, self.vis_cnt = self.grad_acc[keep], self.grad_cnt[keep], self.vis_cnt[keep]
 
     def append(self, new: dict):
-        import torch
-
         with torch.no_grad():
             for k in self.KEYS:
                 self.m[k] = torch.cat([self.m[k], torch.zeros_like(new[k])])
@@ -117,15 +114,11 @@ class Model:
 
 
 def _make_tone(cfg: Config):
-    from icml26.methods.splatting.model import ToneMapper
-
     return ToneMapper(cfg.tone_hidden)
 
 
 def save_ckpt(path: Path, model: Model, meta: dict) -> None:
     from safetensors.torch import save_file
-
-    from icml26.core.output import atomic_path
 
     with atomic_path(path) as tmp:
         save_file(model.tensors(), str(tmp), metadata={k: json.dumps(v) for k, v in meta.items()})
@@ -133,7 +126,6 @@ def save_ckpt(path: Path, model: Model, meta: dict) -> None:
 
 def load_ckpt(path: str | Path, cfg: Config | None = None) -> tuple[Model, dict]:
     """A checkpoint (safetensors) -> (Model, meta); InputError on a file that is not one of ours."""
-    import torch
     from safetensors import safe_open
 
     p = Path(path)
@@ -169,12 +161,6 @@ def export_ply(model: Model, path: str | Path, exposure_s: float, sh_degree: int
     """The Gaussians as an INRIA 3DGS .ply (ply.write_gaussians): colour = the tone-mapped LDR
     colour at ``exposure_s`` (what a 3DGS viewer shows) as SH DC, f_dc = (rgb - 0.5) / C0, the
     higher bands (degree ``sh_degree``) zero; opacity logit, log scales, unit quaternions."""
-    import math
-
-    import torch
-
-    from icml26.methods.splatting.ply import write_gaussians
-
     p = model.p
     with torch.no_grad():
         rgb = model.tone(p["log_radiance"] + math.log(exposure_s)).clamp(0, 1)

@@ -16,11 +16,14 @@ thresholds, the pixel-footprint pruning band) and why: docs/hdr-gs.md.
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Iterator
 
 import numpy as np
+import torch
 
+from icml26.core.output import previous_results
 from icml26.methods.splatting.config import METHODS, Config, config_from_dict  # noqa: F401
 from icml26.methods.splatting.config import cfg_json as _cfg_json  # noqa: F401
 from icml26.methods.splatting.data import SceneData, init_points, load_scene, open_scene, scene_folders  # noqa: F401
@@ -34,6 +37,7 @@ from icml26.methods.splatting.density import (  # noqa: F401
 from icml26.methods.splatting.evaluate import LPIPS_NOTE, evaluate, floaters  # noqa: F401
 from icml26.methods.splatting.gaussians import Model, load_ckpt, save_ckpt  # noqa: F401
 from icml26.methods.splatting.render import render, render_views  # noqa: F401
+from icml26.methods.splatting.scenes import make_scene
 from icml26.methods.splatting.train import init_model, train_one  # noqa: F401
 
 
@@ -42,9 +46,6 @@ def prepare_scenes(cfg: Config, data: str | Path | None, out: str | Path | None,
     ``out/scenes`` (a temporary folder without ``out``)."""
     if data is not None:
         return scene_folders(data)
-    import tempfile
-
-    from icml26.methods.splatting.scenes import make_scene
 
     base = Path(out) / "scenes" if out is not None else Path(tempfile.mkdtemp(prefix="icml26-hdrgs-"))
     folders = []
@@ -68,10 +69,6 @@ def run(
 ) -> Iterator[dict]:
     """Train every method on every scene; yield step records, one result per (method, scene),
     then a summary (per-method means over scenes)."""
-    import torch
-
-    from icml26.core.output import previous_results
-
     torch.set_num_threads(max(1, torch.get_num_threads()))
     folders = folders if folders is not None else prepare_scenes(cfg, data, out, seed)
     done = previous_results(previous, "method", "scene")

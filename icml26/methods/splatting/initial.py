@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from icml26.core.data import renders as R
 from icml26.core.errors import InputError
 
 SFM_FILES = ("sparse/0/points3D.bin", "sparse/0/points3D.txt", "sparse/0/points3D.ply", "points3D.ply")
@@ -69,8 +70,6 @@ def _read_colmap_bin(p: Path) -> np.ndarray:
 
 
 def _inside(pts: np.ndarray, cam) -> np.ndarray:
-    from icml26.core.data import renders as R
-
     uv, z = R.project(pts, cam)
     return (z > 1e-6) & (uv[:, 0] >= 0) & (uv[:, 1] >= 0) & (uv[:, 0] < cam.width) & (uv[:, 1] < cam.height)
 
@@ -134,8 +133,6 @@ def frustum_points(cams: list, images: list, n: int, rng: np.random.Generator, b
 
 
 def _colour_variance(pts, vis, cams, images) -> np.ndarray:
-    from icml26.core.data import renders as R
-
     s1 = np.zeros((len(pts), 3))
     s2 = np.zeros((len(pts), 3))
     cnt = np.zeros(len(pts))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
 MU = 5000.0
 
@@ -34,8 +35,6 @@ def _gauss_window(size: int = 11, sigma: float = 1.5) -> np.ndarray:
 
 def _filt(a: np.ndarray, g: np.ndarray) -> np.ndarray:
     """Separable 'valid' correlation of (H, W) ``a`` with the 1D window ``g``."""
-    from numpy.lib.stride_tricks import sliding_window_view
-
     a = sliding_window_view(a, len(g), axis=0) @ g
     return sliding_window_view(a, len(g), axis=1) @ g
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from icml26.core.errors import InputError
+from icml26.core.output import atomic_write_bytes
 
 _TYPES = {
     "char": "i1", "int8": "i1", "uchar": "u1", "uint8": "u1", "short": "i2", "int16": "i2", "ushort": "u2",
@@ -64,8 +65,6 @@ def write_gaussians(path: str | Path, means, log_scales, quats, logit_opacity, f
     """Write Gaussians in the INRIA 3DGS layout (module docstring). f_dc: (N, 3) SH DC colour
     coefficients; f_rest: (N, 3, K) higher-order SH (K = 0 when None); normals are zero, as 3DGS
     writes them. Atomic."""
-    from icml26.core.output import atomic_write_bytes
-
     means = np.asarray(means, np.float32)
     n = means.shape[0]
     f_rest = np.zeros((n, 3, 0), np.float32) if f_rest is None else np.asarray(f_rest, np.float32)

@@ -4,28 +4,29 @@ differentiable SSIM; writing rendered views as PNG / Radiance HDR / OpenEXR (``r
 
 from __future__ import annotations
 
+import io
 import math
 from pathlib import Path
 from typing import Iterator
 
 import numpy as np
+import torch
+import torch.nn.functional as F
 
+from icml26.core.data import hdr_nerf as HN
+from icml26.core.data import renders as R
+from icml26.core.output import atomic_write_bytes
 from icml26.methods.splatting.gaussians import Model
+from icml26.ops.splat import PinholeCamera, rasterize
 
 
 def _cam(c):
-    from icml26.ops.splat import PinholeCamera
-
     return PinholeCamera.from_camera(c)
 
 
 def render(model: Model, cam, exposure_s: float | None, *, depth: bool = False, use: str = "auto"):
     """Render one view: dict with ldr (H, W, 3) (when exposure_s), hdr (H, W, 3), alpha, depth
     (alpha-normalised z, when asked), mean2d, radii."""
-    import torch
-
-    from icml26.ops.splat import rasterize
-
     p = model.p
     pc = _cam(cam)
     scales = torch.exp(p["log_scales"])
@@ -52,9 +53,6 @@ def render(model: Model, cam, exposure_s: float | None, *, depth: bool = False, 
 
 def _ssim_torch(a, b):
     """Differentiable SSIM (11x11 Gaussian window, 'valid') of (H, W, 3) images, for the D-SSIM loss."""
-    import torch
-    import torch.nn.functional as F
-
     x = torch.arange(11, dtype=a.dtype) - 5
     g = torch.exp(-x * x / (2 * 1.5**2))
     g = g / g.sum()
@@ -71,12 +69,6 @@ def render_views(model: Model, scene, views: list[int], exposure_s: float | None
     """Write ``ldr_NNN.png`` (at ``exposure_s``, when given), ``hdr_NNN.hdr`` (linear radiance,
     Radiance RGBE) and ``hdr_NNN.exr`` (the same, OpenEXR float32) for the cameras ``views`` of
     ``scene`` (renders.RenderedScene or hdr_nerf.HdrNerfScene); one result record per view."""
-    import torch
-
-    from icml26.core.data import hdr_nerf as HN
-    from icml26.core.data import renders as R
-    from icml26.core.output import atomic_write_bytes
-
     d = Path(out)
     for i in views:
         with torch.no_grad():
@@ -88,7 +80,6 @@ def render_views(model: Model, scene, views: list[int], exposure_s: float | None
         rec = {"kind": "result", "view": i, "hdr": str(h), "exr": str(e), "exposure_s": exposure_s}
         if exposure_s is not None:
             p = d / f"ldr_{i:03d}.png"
-            import io
 
             from PIL import Image
 

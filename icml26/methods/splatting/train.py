@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Iterator
 
 import numpy as np
+import torch
 
 from icml26.core.diverge import Diverged, check, check_params, diverged_fields, warn
 from icml26.core.progress import progress
@@ -20,6 +21,7 @@ from icml26.methods.splatting.data import SceneData, init_points
 from icml26.methods.splatting.density import centre_sdf, centre_sdf_grad_norm, density_control, prune_band
 from icml26.methods.splatting.evaluate import evaluate
 from icml26.methods.splatting.gaussians import Model, _make_tone, export_ply, load_ckpt, save_ckpt
+from icml26.methods.splatting.model import pseudo_sdf, reliability
 from icml26.methods.splatting.render import _cam, _ssim_torch, render
 
 METRICS = ("psnr_ldr_oe", "ssim_ldr_oe", "psnr_ldr_ne", "ssim_ldr_ne", "psnr_hdr", "psnr_hdr_predmax", "ssim_hdr")
@@ -32,8 +34,6 @@ def _stage(it: int, cfg: Config) -> int:
 
 
 def init_model(sd: SceneData, cfg: Config, seed: int) -> Model:
-    import torch
-
     rng = np.random.default_rng([seed, 7])
     pts = init_points(sd, cfg, rng)
     n = len(pts)
@@ -66,10 +66,6 @@ def train_one(
     stop_after_iters: int | None = None,
 ) -> Iterator[dict]:
     """Train ``method`` on one scene; yield step records, then a result record (evaluation)."""
-    import torch
-
-    from icml26.methods.splatting.model import pseudo_sdf, reliability
-
     use_sdf = method != "hdr-gs"
     use_rel = method != "expo-gs-norel"
     sdf_dc = method in ("expo-gs", "expo-gs-norel")

@@ -29,18 +29,23 @@ import torch
 from torch.nn import functional as F
 
 from icml26.core import diverge
+from icml26.core.data.images import load_images
+from icml26.core.errors import InputError
+from icml26.core.limits import check_work as _check
+from icml26.core.output import atomic_path
 from icml26.core.progress import progress
 from icml26.methods.theory.equivariance_config import ACTS, GROUPS, MODELS, TASKS, Config  # noqa: F401
 from icml26.methods.theory.equivariance_nets import (  # noqa: F401  (re-exported)
     Action,
-    image_action,
-    perm_action,
-    parse_group,
-    _act,
     LayerMLP,
     TiedMLP,
+    _act,
     build_net,
+    image_action,
+    parse_group,
+    perm_action,
 )
+from icml26.methods.theory.spectrum import load_user_mlp
 
 # the paper's table (median relative equivariance error, 100k noise inputs; CIFAR-10)
 PAPER = {
@@ -58,9 +63,6 @@ PAPER = {
 
 def load_data(cfg: Config) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, float, float]:
     """(x_train, y_train, x_test, y_test, mean, std): flat standardised float32 images."""
-    from icml26.core.data.images import load_images
-    from icml26.core.errors import InputError
-
     tr, te = load_images(cfg.data, "train"), load_images(cfg.data, "test")
     if tr.labels is None and "classifier" in cfg.task:
         raise InputError(f"data {cfg.data!r}: the classifier task needs class labels")
@@ -175,8 +177,6 @@ def layer_equivariance(
     """Steps 1-6 for every hidden layer; returns one dict per layer (1-based ``layer``) with
     rel_equivariance_error, perm_projection_error, perm_equivariance_error, end_to_end_error,
     fit_dim. float64 throughout; the normal equations of the fit accumulate over chunks."""
-    from icml26.core.errors import InputError
-
     net = net.double()
     d_in = net.in_dim
     if int(action.perm.shape[0]) != d_in:
@@ -254,9 +254,6 @@ def load_user_net(cfg: Config) -> tuple[LayerMLP, int]:
     """The user's network: linear layers from ``cfg.model`` (natural name order, as
     jacobian-spectrum reads MLPs) with ``cfg.layer_acts`` after each hidden one. InputError
     for a bad file or a spec that does not fit."""
-    from icml26.core.errors import InputError
-    from icml26.methods.theory.spectrum import load_user_mlp
-
     ws, bs = load_user_mlp(cfg.model)
     if len(ws) < 2:
         raise InputError(f"{cfg.model!r}: need at least two linear layers (one hidden representation)")
@@ -279,9 +276,6 @@ def load_user_net(cfg: Config) -> tuple[LayerMLP, int]:
 def check_data(cfg: Config) -> None:
     """Before the config record: the data set loads, its images fit every group, and the tied
     control has an involution to tie to (InputError otherwise)."""
-    from icml26.core.data.images import load_images
-    from icml26.core.errors import InputError
-
     s = load_images(cfg.data, "test")
     dim = int(np.prod(s.images.shape[1:]))
     if s.labels is None and "classifier" in cfg.task:
@@ -296,8 +290,6 @@ def check_data(cfg: Config) -> None:
 
 def check_work(cfg: Config) -> None:
     """Refuse (InputError) a run estimated at hours of CPU (training and noise passes, flops)."""
-    from icml26.core.limits import check_work as _check
-
     dims = [784, *cfg.widths, 784]
     per_ex = 2.0 * sum(a * b for a, b in zip(dims[:-1], dims[1:]))
     nets = len(cfg.task) * len(cfg.act) * len(cfg.models) * cfg.seeds if cfg.model is None else 1
@@ -465,10 +457,10 @@ def plot(records: list[dict], out_dir: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from icml26.core.output import atomic_path
-
-    res = [r for r in records if r.get("kind") == "result"]
+    res = [r for r in records if r.get("kind") == "result" and not r.get("diverged")]  # a diverged run has no layers
     keys = sorted({(r["task"], r["group"]) for r in res})
+    if not keys:
+        return
     fig, axes = plt.subplots(1, len(keys), figsize=(4.6 * len(keys), 3.8), squeeze=False, constrained_layout=True)
     for ax, (task, grp) in zip(axes[0], keys):
         lines = sorted({(r["model"], r["act"]) for r in res if r["task"] == task and r["group"] == grp})

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from icml26.core.errors import InputError
 from icml26.methods.theory.equivariance_config import GROUPS
 
 
@@ -51,8 +52,6 @@ def image_action(name: str, side: int) -> Action:
 def perm_action(path: str, dim: int) -> Action:
     """A permutation of the input coordinates from a .npy file or a text file of integers.
     Raises InputError when it is not a permutation of 0..dim-1."""
-    from icml26.core.errors import InputError
-
     p = Path(path).expanduser()
     if not p.is_file():
         raise InputError(f"group perm:{path}: no such file")
@@ -74,8 +73,6 @@ def perm_action(path: str, dim: int) -> Action:
 
 
 def parse_group(name: str, dim: int) -> Action:
-    from icml26.core.errors import InputError
-
     if name.startswith("perm:"):
         return perm_action(name[5:], dim)
     side = int(round(math.sqrt(dim)))

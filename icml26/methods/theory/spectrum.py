@@ -21,6 +21,7 @@ For each depth L (and each phase: at init, after training; each gates mode: fixe
 from __future__ import annotations
 
 import math
+import re
 import time
 from pathlib import Path
 from typing import Iterator
@@ -30,6 +31,11 @@ import torch
 from torch.nn import functional as F
 
 from icml26.core import diverge
+from icml26.core import safetensors_file as stf
+from icml26.core.data.images import load_images
+from icml26.core.errors import InputError
+from icml26.core.limits import check_work as _check
+from icml26.core.output import atomic_path
 from icml26.core.progress import progress
 from icml26.methods.theory import jacobian as jac
 from icml26.methods.theory import lyapunov as ly
@@ -53,9 +59,6 @@ COLUMNS = (
 # ----------------------------------------------------------------------------- data
 def _flat_images(name: str, split: str, n: int, *, need_28: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(x (N, D) standardised float32, labels or None) from icml26.core.data.images."""
-    from icml26.core.data.images import load_images
-    from icml26.core.errors import InputError
-
     s = load_images(name, split)
     x = torch.from_numpy(s.images[:n]).float().div_(255.0)
     if need_28 and tuple(x.shape[1:]) != (1, 28, 28):
@@ -69,8 +72,6 @@ def _flat_images(name: str, split: str, n: int, *, need_28: bool) -> tuple[torch
 def probe_inputs(cfg: Config, in_dim: int, seed: int) -> torch.Tensor:
     """n_samples probe inputs (n_samples, in_dim): test images of the training set (or of
     ``data``), or N(0, 1) noise when ``data`` is ``noise``."""
-    from icml26.core.errors import InputError
-
     name = cfg.train or cfg.data
     if name == "noise":
         g = torch.Generator().manual_seed(seed + 7)
@@ -86,8 +87,6 @@ def probe_inputs(cfg: Config, in_dim: int, seed: int) -> torch.Tensor:
 def check_train_data(cfg: Config) -> int:
     """The input size of ``cfg.train``'s images; InputError unless they load as labelled images
     the network can take."""
-    from icml26.core.errors import InputError
-
     x, y = _flat_images(cfg.train, "train", 1, need_28=cfg.arch == "cnn")
     _, yt = _flat_images(cfg.train, "test", 1, need_28=cfg.arch == "cnn")
     if y is None or yt is None:
@@ -100,8 +99,6 @@ def check_train_data(cfg: Config) -> int:
 def check_work(cfg: Config) -> None:
     """Refuse (InputError) a run estimated at hours of CPU: QR passes over every depth, gates
     mode and sample, plus training (6 flops per weight per example)."""
-    from icml26.core.limits import check_work as _check
-
     # multiply-adds of one core layer applied to one column: n^2 (dense) or 9 C^2 196 (3x3 conv, 14x14)
     per_col = cfg.width * cfg.width * (9 * 196 if cfg.arch == "cnn" else 1)
     kk = cfg.top_k + cfg.oversample
@@ -119,11 +116,6 @@ def load_user_mlp(path: str) -> tuple[list[torch.Tensor], list[torch.Tensor | No
     in natural order of the name (``layers.2.weight`` before ``layers.10.weight``), with the
     ``bias`` of the same prefix when present. Raises InputError for a bad file or shapes that
     do not chain."""
-    import re
-
-    from icml26.core import safetensors_file as stf
-    from icml26.core.errors import InputError
-
     fix = "give a .safetensors file of an MLP (2-D tensors named ...weight, optional ...bias)"
     tensors, _ = stf.read(path, fix=fix)
     names = [k for k, v in tensors.items() if k.endswith("weight") and v.ndim == 2]
@@ -405,8 +397,6 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu", user_model=None) -> 
         xs, ys = _flat_images(cfg.train, "train", cfg.train_examples, need_28=cfg.arch == "cnn")
         xt, yt = _flat_images(cfg.train, "test", 2000, need_28=cfg.arch == "cnn")
         if ys is None or yt is None:
-            from icml26.core.errors import InputError
-
             raise InputError(f"train {cfg.train!r}: the images need class labels")
     in_dim = 784 if xs is None else xs.shape[1]
     probes = probe_inputs(cfg, in_dim, seed)
@@ -515,8 +505,6 @@ def plot(records: list[dict], out_dir: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from icml26.core.output import atomic_path
 
     res = [r for r in records if r.get("kind") == "result" and not r.get("diverged")]
     keys = sorted({(r["phase"], r["gates"]) for r in res})

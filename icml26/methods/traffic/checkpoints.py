@@ -14,9 +14,17 @@ from pathlib import Path
 from typing import Iterator
 
 import numpy as np
+import torch
 
+from icml26.core.data import sensor_series as td
 from icml26.core.errors import InputError
+from icml26.core.output import atomic_path, atomic_write_text
+from icml26.core.recipe import build_config, config_dict
+from icml26.core.safetensors_file import read
+from icml26.methods.traffic import baselines as B
+from icml26.methods.traffic import data as D
 from icml26.methods.traffic import harness as H
+from icml26.methods.traffic.data import Scaler
 
 META_KEY = "icml26.traffic"
 FIX = "give a folder written by `icml26 traffic pretrain` / `icml26 traffic finetune`"
@@ -25,16 +33,12 @@ FIX = "give a folder written by `icml26 traffic pretrain` / `icml26 traffic fine
 def _save(path: Path, tensors: dict, meta: dict) -> Path:
     from safetensors.torch import save_file
 
-    from icml26.core.output import atomic_path
-
     with atomic_path(path) as tmp:
         save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp), metadata={META_KEY: json.dumps(meta)})
     return path
 
 
 def _load(path: Path) -> tuple[dict, dict]:
-    from icml26.core.safetensors_file import read
-
     tensors, meta = read(path, fix=FIX)
     if META_KEY not in meta:
         raise InputError(f"{str(path)!r} is not an icml26 traffic file (no {META_KEY} metadata): {FIX}")
@@ -42,14 +46,10 @@ def _load(path: Path) -> tuple[dict, dict]:
 
 
 def _config_meta(cfg: H.Config) -> dict:
-    from icml26.core.recipe import config_dict
-
     return config_dict(cfg)
 
 
 def config_from(meta: dict) -> H.Config:
-    from icml26.core.recipe import build_config
-
     return build_config(H.Config, meta["config"], source="checkpoint config")
 
 
@@ -93,8 +93,6 @@ def pretrain_files(cfg: H.Config, inp: H.Inputs, out: str | Path, *, seed: int, 
 
 
 def _fitted_tensors(fitted: H.Fitted) -> dict:
-    import torch
-
     if fitted.name == "ha":
         return {"table": torch.as_tensor(fitted.model.table)}
     if fitted.name == "ridge":
@@ -176,9 +174,6 @@ def finetune_files(
 
 def load_fitted(path: Path, device: str = "cpu") -> tuple[H.Fitted, dict]:
 
-    from icml26.methods.traffic import baselines as B
-    from icml26.methods.traffic.data import Scaler
-
     tensors, meta = _load(path)
     cfg = config_from(meta)
     name = meta["model"]
@@ -256,9 +251,6 @@ def eval_files(cfg: H.Config, inp: H.Inputs, groups: dict, *, device: str) -> It
 
 def prepare_dataset(counts: str | None, cfg: H.Config):
     """Read and group the built-in (or a user's long) counts: (lanes, roads, split); InputError on bad input."""
-    from icml26.core.data import sensor_series as td
-    from icml26.methods.traffic import data as D
-
     if cfg.pretrain_days == 0:
         raise InputError(
             "prepare: pretrain_days must be >= 1 (the grouping of detectors into roads is fitted on those days)"
@@ -276,8 +268,6 @@ def prepare_files(prepared, out: str | Path, *, counts: str | None, cfg: H.Confi
     roads.csv (each pseudo-road = mean of its detectors), sensors.csv (detector -> road, the
     grouping: average-linkage clustering of 1 - correlation over the pre-training days) and
     dataset.json (units, split days, grouping rule)."""
-    from icml26.core.output import atomic_write_text
-
     lanes, roads, split = prepared
     out = Path(out)
     files = []

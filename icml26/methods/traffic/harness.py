@@ -24,8 +24,11 @@ from typing import Iterator
 
 import numpy as np
 
+from icml26.core import diverge
+from icml26.core.data import sensor_series as td
 from icml26.core.errors import InputError
-
+from icml26.core.verdict import verdict
+from icml26.methods.traffic import data as D
 from icml26.methods.traffic.config import (  # noqa: F401  (re-exported: H.Config, H.MODELS)
     DETERMINISTIC,
     MINI,
@@ -35,30 +38,25 @@ from icml26.methods.traffic.config import (  # noqa: F401  (re-exported: H.Confi
 )
 
 # ----------------------------------------------------------------------------- inputs
-
-
 from icml26.methods.traffic.training import (  # noqa: F401  (re-exported: the harness's public names)
+    Fitted,
     Inputs,
-    _windows,
-    slots_per_day,
-    _tensors,
+    _graph_from,
     _l1,
-    predict,
+    _tensors,
+    _windows,
     fit,
     make_model,
     n_params,
-    _graph_from,
+    predict,
     pretrain,
+    slots_per_day,
     train_lane_model,
-    Fitted,
 )
 
 
 def load_inputs(cfg: Config) -> Inputs:
     """Read and check the data (InputError on a bad file or a series too short for the split)."""
-    from icml26.core.data import sensor_series as td
-    from icml26.methods.traffic import data as D
-
     kw = {"feature": cfg.npz_feature, "start": cfg.npz_start, "step_s": cfg.npz_step_s}
     if cfg.data is None:
         if cfg.road_data is not None:
@@ -139,8 +137,6 @@ def load_inputs(cfg: Config) -> Inputs:
 
 def evaluate(predictor, test: dict, cfg: Config) -> dict:
     """Real-unit metrics per horizon: {h: {mae, rmse, mape}} and the inference time."""
-    from icml26.methods.traffic import data as D
-
     pred = predictor(test["x"], test["tod"], test["dow"])  # (W, H, N)
     out = {
         h: {
@@ -179,10 +175,6 @@ def result_records(
     n_test: int,
     pretrained: bool,
 ) -> Iterator[dict]:
-    from icml26.methods.traffic import data as D
-
-    from icml26.core import diverge
-
     bad = next((r["diverged"] for r in runs if r.get("diverged") is not None), None)
     if bad is not None:  # a seed diverged: the setting is not a result (left out of the verdict)
         for h in cfg.horizons:
@@ -237,8 +229,6 @@ def run(
     """Pre-train, fine-tune and test every selected model; yields ``result`` records and a summary.
 
     only: optional set of (model, lane_fraction) pairs to run (the benchmark runs in parts)."""
-    from icml26.core import diverge
-
     inp = inputs or load_inputs(cfg)
     test = _windows(inp.lanes, inp.split.test, cfg)
     n_test = int(test["x"].shape[0])
@@ -281,8 +271,6 @@ def _days(inp: Inputs, rows: tuple[int, int]) -> int:
 
 
 def summary(results: list[dict], inp: Inputs) -> dict:
-    from icml26.core.verdict import verdict
-
     by: dict = {}
     for r in results:
         by.setdefault((r["horizon_steps"], r["lane_fraction"]), []).append(r)

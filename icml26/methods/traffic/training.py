@@ -10,8 +10,13 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
-
+from icml26.core import diverge
+from icml26.core.progress import progress
+from icml26.core.seed import seed_everything
+from icml26.methods.traffic import baselines as B
+from icml26.methods.traffic import data as D
 from icml26.methods.traffic.config import (  # noqa: F401  (re-exported: H.Config, H.MODELS)
     DETERMINISTIC,
     MINI,
@@ -19,6 +24,7 @@ from icml26.methods.traffic.config import (  # noqa: F401  (re-exported: H.Confi
     PRETRAINED_VARIANTS,
     Config,
 )
+from icml26.methods.traffic.minitraffic import MiniTraffic, cluster_graph, fda
 
 
 @dataclass
@@ -38,8 +44,6 @@ class Inputs:
 
 
 def _windows(series, rows, cfg: Config):
-    from icml26.methods.traffic import data as D
-
     starts = D.window_starts(series.segments(), rows, cfg.input_steps + cfg.max_horizon)
     x, y = D.make_windows(series.values, starts, cfg.input_steps, cfg.max_horizon)
     tod, dow = D.time_features(series.timestamps, starts, cfg.input_steps, series.step_s)
@@ -56,8 +60,6 @@ def slots_per_day(series) -> int:
 def _tensors(w, scaler, device, null: float | None = None):
     """(x, y, tod, dow) tensors, scaled; with a null value also the mask of the targets that are
     not null (a fifth tensor), for the masked training loss."""
-    import torch
-
     out = (
         torch.as_tensor(scaler.transform(w["x"]), dtype=torch.float32, device=device),
         torch.as_tensor(scaler.transform(w["y"]), dtype=torch.float32, device=device),
@@ -66,7 +68,6 @@ def _tensors(w, scaler, device, null: float | None = None):
     )
     if null is None:
         return out
-    from icml26.methods.traffic import data as D
 
     return (*out, torch.as_tensor(D.valid_mask(w["y"], null), device=device))
 
@@ -81,8 +82,6 @@ def _l1(pred, y, mask):
 
 def predict(model, x, tod, dow, batch: int = 256):
     """Forecasts of a torch model in eval mode, no gradients: (W, H, N) tensor (scaled)."""
-    import torch
-
     model.eval()
     out = []
     with torch.no_grad():
@@ -97,11 +96,6 @@ def fit(
     """Adam on the L1 loss (scaled values) with early stopping on validation MAE; keeps the best
     weights. train / val: (x, y, tod, dow) tensors. on_epoch(epoch) runs before each epoch.
     A non-finite loss or parameter raises core.diverge.Diverged (step: optimizer steps)."""
-    import torch
-
-    from icml26.core import diverge
-    from icml26.core.progress import progress
-
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=cfg.weight_decay)
     x, y, tod, dow = train[:4]
     mask = train[4] if len(train) > 4 else None
@@ -142,9 +136,6 @@ def fit(
 
 
 def make_model(name: str, cfg: Config, n_nodes: int, slots: int):
-    from icml26.methods.traffic import baselines as B
-    from icml26.methods.traffic.minitraffic import MiniTraffic
-
     L, H = cfg.input_steps, cfg.max_horizon
     if name == "dlinear":
         return B.DLinear(L, H)
@@ -175,10 +166,6 @@ def n_params(model) -> int:
 
 def _graph_from(model, x, cfg: Config, seed: int):
     """Build the small graphs once: entity representations averaged over training windows."""
-    import torch
-
-    from icml26.methods.traffic.minitraffic import cluster_graph
-
     model.eval()
     with torch.no_grad():
         reps = torch.cat([model.representations(x[i : i + 256]) for i in range(0, x.shape[0], 256)]).mean(0)  # (N, d)
@@ -193,12 +180,6 @@ def pretrain(variant: str, cfg: Config, roads, road_rows, *, seed: int, device: 
     minitraffic: FDA pseudo-lanes (D = pseudo_lanes copies per road) + InfoNCE + graph;
     minitraffic-noaug: the road series themselves (D = 1, no FDA); minitraffic-nocluster: FDA,
     no InfoNCE and no graph layer."""
-    import torch
-
-    from icml26.core.seed import seed_everything
-    from icml26.methods.traffic import data as D
-    from icml26.methods.traffic.minitraffic import fda
-
     seed_everything(seed)
     gen = torch.Generator().manual_seed(seed)
     t0 = time.perf_counter()
@@ -225,9 +206,6 @@ def pretrain(variant: str, cfg: Config, roads, road_rows, *, seed: int, device: 
                 generator=gen,
             )
         return e.to(device)
-
-    from icml26.core import diverge
-    from icml26.core.progress import progress
 
     losses = {}
     step = 0
@@ -268,12 +246,6 @@ def train_lane_model(
     name: str, cfg: Config, inp: Inputs, fraction: float, *, seed: int, device: str, pretrained: dict | None = None
 ):
     """Fit one model on the lane-level fine-tuning fraction. Returns (Fitted, info)."""
-    import torch
-
-    from icml26.core.seed import seed_everything
-    from icml26.methods.traffic import baselines as B
-    from icml26.methods.traffic import data as D
-
     lanes = inp.lanes
     rows = D.fraction_rows(inp.split.finetune, fraction)
     tr = _windows(lanes, rows, cfg)
@@ -299,75 +271,43 @@ def train_lane_model(
     model = make_model(name, cfg, lanes.shape[1], slots).to(device)
     train = _tensors(tr, scaler, device, cfg.null())
     val = _tensors(va, scaler, device, cfg.null())
+
+    def train_(params, epochs: int, lr: float, on_epoch=None) -> None:
+        info.update(
+            fit(
+                model,
+                params,
+                train,
+                val,
+                cfg,
+                gen=gen,
+                desc=f"traffic {name} seed {seed}",
+                epochs=epochs,
+                lr=lr,
+                on_epoch=on_epoch,
+            )
+        )
+
     if name in MINI and pretrained is not None:
         model.load_state_dict(pretrained, strict=False)  # the adjacency is not a saved buffer
         if model.use_graph:
             _graph_from(model, train[0], cfg, seed)  # lanes placed by the pre-trained encoder, once
         for p in model.backbone_parameters():
             p.requires_grad_(False)
-        info.update(
-            fit(
-                model,
-                model.head_parameters(),
-                train,
-                val,
-                cfg,
-                gen=gen,
-                desc=f"traffic {name} seed {seed}",
-                epochs=cfg.epochs,
-                lr=cfg.lr,
-            )
-        )
+        train_(model.head_parameters(), cfg.epochs, cfg.lr)
         if cfg.ft_full_epochs:
             for p in model.backbone_parameters():
                 p.requires_grad_(True)
-            info.update(
-                fit(
-                    model,
-                    list(model.parameters()),
-                    train,
-                    val,
-                    cfg,
-                    gen=gen,
-                    desc=f"traffic {name} seed {seed}",
-                    epochs=cfg.ft_full_epochs,
-                    lr=cfg.lr / 10,
-                )
-            )
+            train_(list(model.parameters()), cfg.ft_full_epochs, cfg.lr / 10)
     elif name in MINI and model.use_graph:
 
         def on_epoch(ep):
             if ep == cfg.graph_warmup_epochs:
                 _graph_from(model, train[0], cfg, seed)
 
-        info.update(
-            fit(
-                model,
-                list(model.parameters()),
-                train,
-                val,
-                cfg,
-                gen=gen,
-                desc=f"traffic {name} seed {seed}",
-                epochs=max(cfg.epochs, cfg.graph_warmup_epochs + 1),
-                lr=cfg.lr,
-                on_epoch=on_epoch,
-            )
-        )
+        train_(list(model.parameters()), max(cfg.epochs, cfg.graph_warmup_epochs + 1), cfg.lr, on_epoch)
     else:
-        info.update(
-            fit(
-                model,
-                list(model.parameters()),
-                train,
-                val,
-                cfg,
-                gen=gen,
-                desc=f"traffic {name} seed {seed}",
-                epochs=cfg.epochs,
-                lr=cfg.lr,
-            )
-        )
+        train_(list(model.parameters()), cfg.epochs, cfg.lr)
     info.update(train_s=time.perf_counter() - t0, params=n_params(model))
     model.eval()
     return Fitted(name, model, scaler, cfg.max_horizon, device), info
@@ -384,7 +324,6 @@ class Fitted:
     def __call__(self, x, tod, dow):
         if self.name in DETERMINISTIC:
             return self.scaler.inverse(self.model.predict(self.scaler.transform(x), tod, self.horizon))
-        import torch
 
         xt = torch.as_tensor(self.scaler.transform(x), dtype=torch.float32, device=self.device)
         out = predict(
