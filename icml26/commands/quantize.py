@@ -132,10 +132,9 @@ def quantize(
             from icml26.core.data.text import read_text_file
 
             read_text_file(f)
-    from icml26.methods.quantization import export as X
-    from icml26.methods.quantization import pack as P
+    from icml26.methods.quantization import api as m
 
-    packed = P.is_packed_folder(cfg.model) or X.is_export_folder(cfg.model)
+    packed = m.is_packed_folder(cfg.model) or m.is_export_folder(cfg.model)
     if not packed:
         from icml26.core.data.lm import model_path
 
@@ -160,8 +159,6 @@ def quantize(
         from icml26.core.data.text import require_corpus
 
         require_corpus(cfg.corpus)
-    from icml26.methods.quantization import fptquant as m
-
     cols = [
         "method",
         "setting",
