@@ -444,7 +444,8 @@ def proxy_tables(files: list[str]) -> None:
         cfg = next(r for r in recs if r.get("kind") == "config")
         split = next((r for r in recs if r.get("kind") == "pool_split"), None)
         res = [r for r in recs if r.get("kind") == "result"]
-        print(f"\n{f}: seeds {cfg.get('seeds')}, seed {cfg.get('seed')}")
+        per = f"seeds {cfg.get('seeds')} per condition" if cfg.get("experiment") == "selection" else "one seed per cell"
+        print(f"\n{f}: {per}, seed {cfg.get('seed')}")
         if split:
             print(
                 f"pool_split: {split['pool_documents']} pool documents, classifier fitted on "
