@@ -201,11 +201,12 @@ def test_out_at_a_folder_holding_other_files_is_refused_before_work(tmp_path):
 _SLOW_STREAM = r"""
 import sys, time
 from icml26.core.output import stream
+from icml26.core.preamble import Run
 def gen():
     for i in range(10_000):
         yield {"kind": "result", "i": i}
         time.sleep(0.01)
-stream(gen(), command="toy", out=sys.argv[1], quiet=True)
+stream(gen(), Run("toy", out=sys.argv[1]), quiet=True)
 """
 
 

@@ -83,7 +83,7 @@ def make_dataset(
     if out is None:
         raise InputError("make-dataset writes hdf5 files: give --out DIR")
     if from_dir is not None:
-        from icml26.methods.rl import offline_make as m
+        from icml26.methods.rl.api import offline_make as m
 
         run_info = m.read_run(from_dir)  # a bad folder: exit 2 before anything is written
         if env is not None and env != run_info["config"].env:
@@ -94,18 +94,15 @@ def make_dataset(
     else:
         dsac_config.validate(c.sac_config(cfg))  # a bad env id: exit 2
     from icml26.core.output import stream
-    from icml26.methods.rl import offline_make as m
+    from icml26.core.preamble import Run
+    from icml26.methods.rl.api import offline_make as m
 
     s, dev = run.seed, run.device
     stream(
         m.make(cfg, Path(out), seed=s, device=dev, from_dir=from_dir),
-        command="bfq make-dataset",
-        config=cfg,
-        seed=s,
-        out=out,
+        Run("bfq make-dataset", cfg=cfg, seed=s, out=out, resume=resume),
         quiet=quiet,
         extra_config={"from": from_dir},
-        resume=resume,
         columns=[
             "dataset",
             "made",
@@ -190,7 +187,8 @@ def train(
     )
     cfg, s, dev, prev = run.cfg, run.seed, run.device, run.previous
     from icml26.core.output import stream
-    from icml26.methods.rl import offline as m
+    from icml26.core.preamble import Run
+    from icml26.methods.rl.api import offline as m
 
     inputs = m.validate(cfg)  # bad dataset / env: one line, exit 2, before anything is written
     cols = [
@@ -206,12 +204,7 @@ def train(
     ]
     stream(
         m.run(cfg, seed=s, device=dev, out=out, resume=resume, previous=prev, inputs=inputs),
-        command="bfq train",
-        config=cfg,
-        seed=s,
-        out=out,
+        Run("bfq train", cfg=cfg, seed=s, out=out, resumable=True, previous=prev),
         quiet=quiet,
         columns=cols,
-        resumable=True,
-        previous=prev,
     )

@@ -89,7 +89,8 @@ def dsac_aid(
     if cfg.d4rl and out is None:
         raise InputError("d4rl=true writes hdf5 files into the run folder: give --out DIR")
     from icml26.core.output import resume_records, stream
-    from icml26.methods.rl import dsac_aid as m
+    from icml26.core.preamble import Run
+    from icml26.methods.rl.api import dsac_aid as m
 
     c.tune_allocator()
     extra = {"effective": c.effective(cfg)} if stored is None or "effective" in stored else None
@@ -107,14 +108,9 @@ def dsac_aid(
     ]
     stream(
         m.run(cfg, seed=s, device=run.device, out=out, resume=resume, previous=prev, dims=dims),
-        command="dsac-aid",
-        config=recorded,
-        seed=s,
+        Run("dsac-aid", cfg=recorded, seed=s, out=out, resumable=True, previous=prev),
         extra_config=extra,
-        out=out,
         quiet=quiet,
         columns=cols,
         plot=m.plot,
-        resumable=True,
-        previous=prev,
     )

@@ -152,7 +152,7 @@ def evict_kv(
             "kept_per_head_gini",
         ]
     from icml26.core.output import stream
-    from icml26.methods.kvcache import evaluate as m
+    from icml26.methods.kvcache import api as m
 
     stream(
         m.run(cfg, seed=run.seed or 0, device=run.device),

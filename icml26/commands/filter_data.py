@@ -473,13 +473,12 @@ def analyze(
         required={"--model DIR": model, "--hq FILE": hq, "--pool FILE": pool},
     )
     from icml26.core.output import stream
+    from icml26.core.preamble import Run
     from icml26.methods.filtering.api import analysis as m
 
-    stream(  # no seed: analyze draws nothing at random
+    stream(
         m.run(run.cfg, model_path=model, hq=hq, pool=pool),
-        command=run.command,
-        config=run.cfg,
-        out=out,
+        Run(run.command, cfg=run.cfg, out=out),  # no seed: analyze draws nothing at random
         quiet=quiet,
         extra_config={"model": model, "hq": hq, "pool": pool},
         columns=[

@@ -96,7 +96,7 @@ def train_lfm(
 
     if out is not None:
         prepare_out_dir(out, resume=resume, resumable=True)
-    stream(gen, run=run, quiet=quiet, resume=True, columns=None)
+    stream(gen, run.replace(resume=True), quiet=quiet, columns=None)
 
 
 def sample_lfm(

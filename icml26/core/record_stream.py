@@ -72,43 +72,14 @@ def print_table(records: Sequence[dict], columns: Sequence[str] | None = None, t
     stderr_console().print(table)
 
 
-_LEGACY = {
-    "command": "command",
-    "config": "cfg",
-    "seed": "seed",
-    "out": "out",
-    "resume": "resume",
-    "resumable": "resumable",
-    "previous": "previous",
-}
-
-
-def _legacy_run(run: Any, legacy: dict) -> Any:
-    """The Run of a call that still names its parts (``command=``, ``out=`` ...)."""
-    import dataclasses
-
-    from icml26.core.preamble import Run
-
-    unknown = sorted(set(legacy) - set(_LEGACY))
-    if unknown:
-        raise TypeError(f"stream() got unexpected keyword arguments {unknown}")
-    given = {_LEGACY[k]: v for k, v in legacy.items() if v is not None and v is not False}
-    if run is None:
-        if "command" not in given:
-            raise TypeError("stream() needs a Run")
-        return Run(**given)
-    return dataclasses.replace(run, **given) if given else run
-
-
 def stream(
     records: Iterable[dict],
-    run: Any = None,
+    run: Any,
     *,
     quiet: bool = False,
     columns: Sequence[str] | None = None,
     plot: Callable[[list[dict], Path], None] | None = None,
     extra_config: dict | None = None,
-    **legacy: Any,
 ) -> list[dict]:
     """Write the config record, then every record as a JSON line on stdout (and to
     ``records.jsonl`` under ``run.out``), then a table of ``result`` records on stderr.
@@ -129,7 +100,6 @@ def stream(
     undoes what the call wrote instead. Returns the list of records (config record first)."""
     from icml26.core import progress
 
-    run = _legacy_run(run, legacy)
     command, config, seed, out = run.command, run.cfg, run.seed, run.out
     resume, resumable, previous = run.resume, run.resumable, run.previous
     progress.set_quiet(quiet)

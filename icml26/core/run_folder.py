@@ -208,7 +208,7 @@ def resume_records(
     extra_config: dict | None = None,
 ) -> list[dict]:
     """``--resume``: the records an earlier run of ``command`` left in ``out/records.jsonl``
-    (its config record first), to continue it with ``stream(..., previous=...)``.
+    (its config record first), to continue it with ``stream(records, run.replace(previous=...))``.
 
     Returns [] (with a note on stderr) when ``out`` holds no run yet: the run starts there.
     Raises InputError when ``out`` is not given, when the folder holds another command's run or
