@@ -14,15 +14,19 @@ the FP evaluation had.
 
 from __future__ import annotations
 
-from icml26.methods.quantization.config import (
+from typing import TYPE_CHECKING
+
+from icml26.methods.quantization.names import (
     FPT_NAMES,
     FPT_VARIANTS,
-    Config,
     parse_setting,
     prepare_key,
     stage_steps,
     variant_of,
 )
+
+if TYPE_CHECKING:
+    from icml26.methods.quantization.config import Config
 
 COST = {  # x the FP evaluation's CPU time per token
     "eval_w": 1.0,  # quantized evaluation per token, weight-only settings
