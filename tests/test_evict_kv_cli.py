@@ -32,12 +32,53 @@ runner = CliRunner()
         (["--method", "capkv", "--set", "question_share=0.4"], "add --method capkv-qa"),
         (["--method", "capkv@question_share=0.4"], "its own method: capkv-qa"),
         (["--method", "snapkv@kernel=13"], "'kernel' is not a press option"),
+        # the sinks + window fill the smallest budget: every policy would be StreamingLLM
+        (["--set", "window_tokens=100000000"], "= 100000004 >= 102, the smallest kept-token budget"),
+        (["-n", "128", "-c", "0.5"], "4 + 64 = 68 >= 64, the smallest kept-token budget (context_tokens 128"),
+        (["--mode", "decode", "--set", "window_tokens=300"], "304 >= 256, the smallest kept-token budget (decoding"),
+        # a setting the selected mode does not read
+        (["--mode", "decode", "--set", "compression_ratios=0.5"], "--set compression_ratios: mode decode does not"),
+        (["--mode", "decode", "-c", "0.5"], "--compression-ratio applies to --mode prefill"),
+        (["--set", "decoding_budgets=[64]"], "--set decoding_budgets: mode prefill does not read it"),
+        (["--set", "decoding_interval_tokens=8"], "--set decoding_interval_tokens: mode prefill does not"),
+        (["--mode", "decode", "--set", "head_floor=0.5"], "--set head_floor: mode decode does not read it"),
+        (["--set", "kernel_size=0"], "kernel_size must be a positive odd integer"),
+        (["--set", "head_floor=2"], "head_floor must be in [0, 1]"),
     ],
 )
 def test_bad_input_exits_2(args, message):
     r = runner.invoke(app, ["evict-kv", *args, "-q"])
     assert r.exit_code == 2, (r.output, r.exception)
     assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_help_shows_effective_values_and_ranges():
+    """``--set help`` shows what a run uses (capkv-qa's share resolved; the "0 = ..." settings'
+    resulting values) and the ranges the checks enforce."""
+    r = runner.invoke(app, ["evict-kv", "--set", "help"])
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+
+    def entry(name):
+        i = next(i for i, x in enumerate(lines) if x.split() and x.split()[0] == name)
+        return lines[i] + lines[i + 1]
+
+    assert entry("question_share").split("=")[1].split()[0] == "0.4"
+    assert entry("past_tokens").split("=")[1].split()[0] == "256"  # 0 = stat_tokens (256)
+    for name, rng in (
+        ("kernel_size", "range: > 0"),
+        ("tau", "range: > 0"),
+        ("head_floor", "range: >= 0, <= 1"),
+        ("window_mix", "range: >= 0, <= 1"),
+        ("recent_share", "range: >= 0, < 1"),
+        ("decoding_interval_tokens", "range: >= 1"),
+    ):
+        assert rng in entry(name), (name, entry(name))
+    from icml26.methods.kvcache.config import Config
+
+    assert Config(methods=("capkv", "snapkv")).question_share is None  # no capkv-qa: no share
+    assert Config(stat_window=0, window_tokens=32).stat_window == 32
+    assert Config(methods=("capkv@window_tokens=16",), stat_window=0).stat_window == 0  # each policy resolves
 
 
 def test_press_options_reach_the_press():
@@ -106,7 +147,10 @@ def test_repeated_policies_and_ratios_run_once():
     from icml26.methods.kvcache.evaluate import Config
 
     cfg = Config(
-        methods=("capkv", "streaming", "capkv"), compression_ratios=(0.5, 0.75, 0.5), context_tokens=(256, 256)
+        methods=("capkv", "streaming", "capkv"),
+        compression_ratios=(0.5, 0.75, 0.5),
+        context_tokens=(256, 256),
+        window_tokens=16,
     )
     assert (
         cfg.methods == ("capkv", "streaming") and cfg.compression_ratios == (0.5, 0.75) and cfg.context_tokens == (256,)

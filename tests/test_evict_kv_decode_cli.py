@@ -77,8 +77,10 @@ def test_decode_records_on_real_model(tmp_path):
     assert full["peak_cache_bytes"] == per_token * (prompt + 40)
     for m in ("capkv", "streaming"):
         assert res[(m, 64)]["peak_cache_bytes"] == per_token * (64 + 8)
+        assert res[(m, 64)]["budget_peak_bytes"] == per_token * (64 + 8) and res[(m, 64)]["over_budget"] is False
         assert res[(m, 64)]["kept_per_head_min"] >= 64 and res[(m, 64)]["kept_per_head_max"] <= 64 + 7
     assert res[("streaming", 64)]["kl"] > 0
+    assert recs[-1]["over_budget_at_64"] == []  # the verdicts' rows all keep the budget
     doc = json.loads((tmp_path / "run" / "kept_per_head.json").read_text())
     assert {(d["method"], d["decoding_budget_tokens"]) for d in doc["runs"]} == set(res)
     assert len(doc["runs"][0]["mean"]) == 30 and len(doc["runs"][0]["mean"][0]) == 3

@@ -111,3 +111,32 @@ def test_split_after_starts_at_the_next_document():
     assert torch.equal(one, torch.tensor([ord(c) for c in "abcd"])) and two.tolist() == [ord(c) for c in "efg"]
     with pytest.raises(ValueError, match="validation tokens after them"):
         split_after(Tok(), docs, 35, 10)
+
+
+def test_one_calibration_file_leaves_out_the_lines_it_shares_with_the_evaluation_text():
+    """With a single --calib-text file the validation side is the rest of that file: a line of it
+    (>= 40 characters) found in the evaluation text is left out, as a shared document is for a corpus."""
+    from icml26.methods.quantization.textdata import split_after
+
+    class Tok:  # one token per character
+        def __call__(self, s, add_special_tokens=False):
+            return {"input_ids": [ord(c) for c in s]}
+
+        def decode(self, ids):
+            return "".join(chr(i) for i in ids)
+
+    shared = "x" * 45
+    text = "c" * 10 + "\n" + shared + "\n" + "v" * 50
+    test = "eval text\n" + shared + "\nmore"
+    hits = []
+
+    def skip_line(ln):
+        hit = len(ln.strip()) >= 40 and ln.strip() in test
+        hits.extend([ln] if hit else [])
+        return hit
+
+    first, second = split_after(Tok(), [text], 11, 30, skip_line=skip_line)
+    assert Tok().decode(first.tolist()) == "c" * 10 + "\n"
+    assert Tok().decode(second.tolist()) == "v" * 30 and hits == [shared]  # the shared line is not scored
+    _, unfiltered = split_after(Tok(), [text], 11, 30)
+    assert Tok().decode(unfiltered.tolist()) == shared[:30]

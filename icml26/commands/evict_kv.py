@@ -125,7 +125,12 @@ def evict_kv(
     if cfg.mode != "decode" and (decoding_budget or new_tokens is not None):
         # a decode-only option on a prefill run would be ignored silently
         raise InputError("--decoding-budget and --new-tokens apply to --mode decode; add --mode decode (or drop them)")
+    if cfg.mode == "decode" and compression_ratio:  # a prefill-only option on a decode run would be ignored
+        raise InputError("--compression-ratio applies to --mode prefill (decode keeps --decoding-budget tokens)")
+    from icml26.core.recipe import parse_sets
     from icml26.methods.kvcache import config as C
+
+    C.check_mode_settings(cfg, parse_sets(set_))  # a --set the mode does not read: exit 2, naming it
 
     C.preflight(cfg)  # model, positions, kvpress names, haystack length: before the config record
     if cfg.mode == "decode":

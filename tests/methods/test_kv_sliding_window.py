@@ -205,7 +205,9 @@ def test_window_layers_are_named_in_the_summary_note():
     qwen["num_hidden_layers"] = 24
     note = window_note(Config(methods=("capkv",), context_tokens=(1024,)), qwen)
     assert note == {"sliding_window": 512, "window_layers": [20, 21, 22, 23], "compressed_layers": 20}
-    assert window_note(Config(methods=("capkv",), context_tokens=(256,)), qwen) == {}  # 256 + 136 < 512
+    assert (
+        window_note(Config(methods=("capkv",), context_tokens=(256,), compression_ratios=(0.5,)), qwen) == {}
+    )  # 256 + 136 < 512
 
 
 @pytest.fixture(scope="module")

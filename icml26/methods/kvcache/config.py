@@ -50,7 +50,7 @@ class _RunOptions:
     decoding_budgets: tuple[int, ...] = setting(
         (256, 512), "mode decode: cache budgets (tokens per KV head)", unit="tokens", sized=2**20
     )
-    decoding_interval_tokens: int = 16  # mode decode: re-compress every this many generated tokens
+    decoding_interval_tokens: int = setting(16, ge=1)  # mode decode: re-compress every this many generated tokens
     new_tokens: int = setting(
         512, "mode decode: tokens generated (greedy, full cache) and teacher-forced per policy", sized=2**20
     )
@@ -78,6 +78,7 @@ class Config(PressOptions, _RunOptions):
         for m in self.methods:
             _spec.check_method(m, PRESS_FIELDS)
         bases = {_spec.parse_method(m)[0] for m in self.methods}
+        self._resolve_defaults(bases)
         if self.question_share not in (None, 0, 0.0) and "capkv-qa" not in bases:
             raise ValueError(
                 f"question_share={self.question_share} sets capkv-qa's retrieval channel, and no capkv-qa runs; "
@@ -115,6 +116,8 @@ class Config(PressOptions, _RunOptions):
             raise ValueError(f"mode must be prefill or decode, got {self.mode!r}")
         if self.mode == "decode":
             self._check_decode()
+        else:
+            self._check_prefill_budget()
         for m in self.methods:  # the press options each policy runs with (torch-free: options.check_options)
             base, kw = _spec.press_kwargs(m, self.press_kwargs())
             if base != "full" and not base.startswith("kvpress:"):
@@ -127,11 +130,11 @@ class Config(PressOptions, _RunOptions):
         if not self.decoding_budgets:
             raise ValueError("decoding_budgets: give at least one")
         for b in self.decoding_budgets:
-            if not (isinstance(b, int) and b >= max(8, self.sink_tokens + self.window_tokens)):
-                raise ValueError(
-                    f"decoding budget must be an integer >= max(8, sink_tokens + window_tokens) = "
-                    f"{max(8, self.sink_tokens + self.window_tokens)}, got {b!r}"
-                )
+            if not (isinstance(b, int) and b >= 8):
+                raise ValueError(f"decoding budget must be an integer >= 8, got {b!r}")
+        forced, b = self.sink_tokens + self.window_tokens, min(self.decoding_budgets)
+        if forced >= b:
+            raise ValueError(_forced_msg(self.sink_tokens, self.window_tokens, b, f"decoding budget {b}"))
         if self.decoding_interval_tokens < 1:
             raise ValueError(f"decoding_interval_tokens must be >= 1, got {self.decoding_interval_tokens}")
         if self.new_tokens < 1 or not 1 <= self.timed_tokens <= self.new_tokens:
@@ -142,6 +145,32 @@ class Config(PressOptions, _RunOptions):
         if self.head_budget == "adaptive":
             raise ValueError(
                 "head_budget=adaptive applies to mode prefill (decoding-time compression keeps uniform budgets)"
+            )
+
+    def _resolve_defaults(self, bases: set) -> None:
+        """The effective value of a setting whose unset value stands for another (so the config
+        record and ``--set help`` show what runs): ``question_share`` None -> 0.4 when capkv-qa
+        runs, ``stat_window`` 0 -> window_tokens, ``past_tokens`` 0 -> stat_tokens (unless a
+        ``<method>@`` spec overrides the setting it stands for: then each policy resolves its own)."""
+        from icml26.methods.kvcache.options import QUESTION_SHARE
+
+        if self.question_share is None and "capkv-qa" in bases:
+            self.question_share = QUESTION_SHARE
+        over = {k for m in self.methods for k in _spec.parse_method(m)[1]}
+        if self.stat_window == 0 and "window_tokens" not in over:
+            self.stat_window = self.window_tokens
+        if self.past_tokens == 0 and "stat_tokens" not in over:
+            self.past_tokens = self.stat_tokens
+
+    def _check_prefill_budget(self) -> None:
+        """The sinks and the recent window leave room to choose at the smallest kept-token budget
+        (shortest context at the largest ratio; kvpress' rule ``selection.n_kept``): else every
+        policy keeps only them (StreamingLLM) and the run compares nothing."""
+        n, r = min(self.context_tokens), max(self.compression_ratios)
+        kept = max(1, int(n * (1.0 - r)))
+        if self.sink_tokens + self.window_tokens >= kept:
+            raise ValueError(
+                _forced_msg(self.sink_tokens, self.window_tokens, kept, f"context_tokens {n} at compression_ratio {r}")
             )
 
     def token_passes(self) -> float:
@@ -188,6 +217,39 @@ class Config(PressOptions, _RunOptions):
 
     def press_kwargs(self) -> dict:
         return {k: getattr(self, k) for k in PRESS_FIELDS}
+
+
+# the settings one mode reads and the other does not (a --set of one in the other mode is refused)
+MODE_ONLY = {
+    "compression_ratios": "prefill",
+    "answer_tokens": "prefill",
+    "question_aware": "prefill",
+    "head_floor": "prefill",
+    "decoding_budgets": "decode",
+    "decoding_interval_tokens": "decode",
+    "new_tokens": "decode",
+    "timed_tokens": "decode",
+}
+
+
+def check_mode_settings(cfg: Config, given) -> None:
+    """InputError naming the first setting in ``given`` (``--set`` keys) that ``cfg.mode`` does not read."""
+    for k in given:
+        if MODE_ONLY.get(k, cfg.mode) != cfg.mode:
+            from icml26.core.errors import InputError
+
+            raise InputError(
+                f"--set {k}: mode {cfg.mode} does not read it (mode {MODE_ONLY[k]} only); drop it or add "
+                f"--mode {MODE_ONLY[k]}"
+            )
+
+
+def _forced_msg(sink: int, window: int, kept: int, where: str) -> str:
+    return (
+        f"sink_tokens + window_tokens = {sink} + {window} = {sink + window} >= {kept}, the smallest kept-token "
+        f"budget ({where}): every policy would keep only the sinks and the recent window (StreamingLLM); "
+        f"lower window_tokens or sink_tokens"
+    )
 
 
 def haystack_text(path: str) -> str:

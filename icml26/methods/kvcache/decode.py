@@ -151,7 +151,7 @@ def run_decode(cfg, *, seed: int = 0, device: str = "cpu", skip=None, done=None,
 
     settings = {m: _spec.method_settings(m, cfg.press_kwargs()) for m in ["full"] + methods}
 
-    warm = False
+    warm, entry_bytes = False, None
     with progress(len(samples) * len(combos), "evict-kv decode") as bar, torch.no_grad():
         for si, smp in enumerate(samples):
             todo = [c for c in combos if done is None or (si, c[0], c[1]) not in done]
@@ -188,9 +188,8 @@ def run_decode(cfg, *, seed: int = 0, device: str = "cpu", skip=None, done=None,
             # 1. the full cache: greedy generation (unless saved), the sequence every policy is teacher-forced on;
             # the reference distributions: the full cache teacher-forced on it (one forward)
             gen = None if references is None else references.get(si)
-            full_peak = sum(
-                (t0 + n_new) * b for b in _layer_entry_bytes(full_cache)
-            )  # the last step attends t0 + n_new entries
+            entry_bytes = sum(_layer_entry_bytes(full_cache))  # keys + values of one position, all layers
+            full_peak = (t0 + n_new) * entry_bytes  # the last step attends t0 + n_new entries
             if gen is None or ("full", 0) in todo:
                 gen, full_secs, _, _ = greedy(model, fresh(), first, t0, n_new)
                 if references is not None:
@@ -271,12 +270,10 @@ def run_decode(cfg, *, seed: int = 0, device: str = "cpu", skip=None, done=None,
                 bar.advance()
             del cap, full_cache, ref
             prompt_kv = None  # the prompt's cache is freed before the next haystack
-    results = []
-    for (method, budget), recs in acc.items():
-        if recs:
-            res = decode_result(method, budget, recs, seed=seed)
-            results.append(res)
-            yield res
+    results = [decode_result(m, b, recs, seed=seed) for (m, b), recs in acc.items() if recs]
+    if entry_bytes:
+        mark_over_budget(results, entry_bytes)
+    yield from results
     summary = {
         "kind": "summary",
         "mode": "decode",
@@ -286,13 +283,38 @@ def run_decode(cfg, *, seed: int = 0, device: str = "cpu", skip=None, done=None,
         "seconds": time.perf_counter() - t_start,
         **C.window_note(cfg, model.config),  # sliding-window layers left to the model's window
     }
-    for b in cfg.decoding_budgets:
-        rs = [r for r in results if r["decoding_budget_tokens"] == b]
-        summary.update(verdict(rs, "kl", "method", lower=True, ci_key="kl_ci", metric=f"kl_at_{b}"))
-        summary.update(
+    summary.update(budget_verdicts(results, cfg.decoding_budgets))
+    yield summary
+
+
+def mark_over_budget(results: list[dict], entry_bytes: int) -> None:
+    """Set ``budget_peak_bytes`` and ``over_budget`` on each compressed ``result``: a budget B
+    re-compressed every I tokens holds at most B + I positions while a step attends (the
+    policies here: ``peak_cache_bytes`` = (B + I) x ``entry_bytes``, the bytes of one position
+    over all layers); a row above that (kvpress' ``DecodingPress`` keeps the whole prompt until
+    its first interval) does not keep the budget, and the verdicts leave it out."""
+    for r in results:
+        b = r.get("decoding_budget_tokens") or 0
+        if r["method"] == "full" or b <= 0:
+            continue
+        r["budget_peak_bytes"] = (b + int(r["decoding_interval_tokens"])) * int(entry_bytes)
+        r["over_budget"] = int(r["peak_cache_bytes"]) > r["budget_peak_bytes"]
+
+
+def budget_verdicts(results: list[dict], budgets) -> dict:
+    """The summary's verdicts per budget (KL, needle; ``icml26.core.verdict``) over the rows that
+    keep the budget (``over_budget`` rows left out, listed under ``over_budget_at_<B>``)."""
+    out: dict = {}
+    for b in budgets:
+        rs = [r for r in results if r["decoding_budget_tokens"] == b and r["method"] != "full"]
+        over = [r["method"] for r in rs if r.get("over_budget")]
+        rs = [r for r in rs if not r.get("over_budget")]
+        out.update(verdict(rs, "kl", "method", lower=True, ci_key="kl_ci", metric=f"kl_at_{b}"))
+        out.update(
             verdict(rs, "needle_match", "method", lower=False, ci_key="needle_match_ci", metric=f"needle_at_{b}")
         )
-    yield summary
+        out[f"over_budget_at_{b}"] = over
+    return out
 
 
 def decode_result(method: str, budget: int, recs: list[dict], *, seed: int = 0) -> dict:

@@ -22,7 +22,7 @@ class PressOptions:
     sink_tokens: int = 4  # first tokens always kept (and left out of the query statistics)
     window_tokens: int = 64  # most recent tokens always kept; the observation window (SnapKV, decoding-time scoring)
     weight: Literal["expected", "kappa", "exp-cos"] = "expected"  # CapKV weight: expected | kappa | exp-cos
-    tau: float = 5.0  # temperature of the exp-cos weight
+    tau: float = setting(5.0, gt=0)  # temperature of the exp-cos weight
     ridge_ratio: float = setting(
         1.0, "CapKV ridge rho, relative to trace(M)/d (or absolute: ridge_absolute)", unit="x trace(M)/d"
     )
@@ -43,19 +43,25 @@ class PressOptions:
         sized=2**20,
     )
     gqa: Literal["pool", "per-head"] = "pool"  # CapKV with GQA: pool (one channel per KV head) | per-head (kvpress)
-    kernel_size: int = 5  # SnapKV pooling (CapKV pools with ``pool_kernel``)
+    kernel_size: int = setting(5, gt=0)  # SnapKV pooling, odd (CapKV pools with ``pool_kernel``)
     # uniform | adaptive (Ada-KV style allocation across a layer's KV heads, prefill only; ``select_adaptive``)
     head_budget: Literal["uniform", "adaptive"] = "uniform"
-    head_floor: float = 0.2  # adaptive: each head keeps at least this share of its uniform free budget
-    window_mix: float = 0.5  # CapKV query_source=mixture: share of the window (question) queries in the mixture
+    head_floor: float = setting(
+        0.2, ge=0, le=1
+    )  # adaptive: each head keeps at least this share of its uniform free budget
+    window_mix: float = setting(
+        0.5, ge=0, le=1
+    )  # CapKV query_source=mixture: share of the window (question) queries in the mixture
     pool: Literal["none", "max", "avg"] = (
         "none"  # CapKV: pool the leverage scores over pool_kernel neighbours: none | max | avg
     )
     pool_kernel: int = 13  # capkv-qa retrieval channel's max-pool width (and CapKV's ``pool``), odd
-    recent_share: float = (
-        0.0  # CapKV: share of the per-head budget given to the most recent tokens (at least window_tokens)
+    recent_share: float = setting(
+        0.0, ge=0, lt=1
+    )  # CapKV: share of the per-head budget given to the most recent tokens (at least window_tokens)
+    past_tokens: int = setting(
+        0, "past_mix: strided prompt queries observed (0 = stat_tokens: 256 at the defaults)", sized=2**20
     )
-    past_tokens: int = setting(0, "past_mix: strided prompt queries observed (0 = stat_tokens)", sized=2**20)
     past_mix: float = (
         0.0  # CapKV continuation weights: share of the prompt queries' observed attention (``_past_attention``)
     )
@@ -64,8 +70,12 @@ class PressOptions:
     )
     # CapKV: fixed (recent_share) | adaptive (per-head recency from observed attention, ``adaptive_recent``)
     recent_mode: Literal["fixed", "adaptive"] = "fixed"
-    question_share: float | None = None  # capkv-qa: share of the budget for its retrieval channel (None = 0.4)
-    stat_window: int = 16  # CapKV window channel: the last this many queries (0 = window_tokens)
+    question_share: float | None = setting(
+        None,
+        f"capkv-qa: share of the budget for its retrieval channel ({QUESTION_SHARE} when unset; a run with "
+        "capkv-qa shows it resolved); None for a run without capkv-qa (capkv, the paper: 0)",
+    )
+    stat_window: int = 16  # CapKV window channel: the last this many queries (0 = window_tokens: 64 at the defaults)
     window_stats: Literal["gaussian", "observed"] = (
         "gaussian"  # CapKV window channel: gaussian (moments of the window queries) | observed (their mean attention)
     )

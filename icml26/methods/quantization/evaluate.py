@@ -48,23 +48,52 @@ def chunks(stream: Tensor, seq_len: int) -> list[Tensor]:
 
 @torch.no_grad()
 def perplexity(
-    model, batches: list[Tensor], *, fp_top1: list[Tensor] | None = None
+    model, batches: list[Tensor], *, fp_top1: list[Tensor] | None = None, chunk_nll: list[float] | None = None
 ) -> tuple[float, float | None, list[Tensor]]:
     """exp(mean next-token NLL) over all chunks (each chunk scored on its own, from position 1).
 
-    Returns (perplexity, top-1 agreement with ``fp_top1`` or None, this model's top-1 lists)."""
+    Returns (perplexity, top-1 agreement with ``fp_top1`` or None, this model's top-1 lists);
+    each chunk's mean NLL is appended to ``chunk_nll`` when given (for ``chunk_interval``)."""
     nll, n, agree = 0.0, 0, 0
     tops = []
     for i, ids in enumerate(batches):
         logits = model(input_ids=ids).logits[:, :-1].float()
         tgt = ids[:, 1:]
-        nll += F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1), reduction="sum").item()
+        c = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1), reduction="sum").item()
+        nll += c
         n += tgt.numel()
+        if chunk_nll is not None:
+            chunk_nll.append(c / tgt.numel())
         top = logits.argmax(-1)
         tops.append(top)
         if fp_top1 is not None:
             agree += (top == fp_top1[i]).sum().item()
     return math.exp(nll / n), (agree / n if fp_top1 is not None else None), tops
+
+
+CI_METHOD = (
+    "Student-t 95% interval over the {n} evaluation chunks of {t} tokens (mean NLL per chunk, "
+    "exponentiated): the spread of the text, not of seeds"
+)
+
+
+def chunk_interval(chunk_nll: list[float]) -> list[float] | None:
+    """95% interval of the perplexity from the evaluation chunks: Student-t interval of the mean
+    per-chunk NLL (chunks have equal length, so its mean is log perplexity), exponentiated.
+    None with fewer than two chunks (never a zero-width interval)."""
+    from icml26.core.verdict import seed_interval
+
+    ci = seed_interval(chunk_nll)
+    return None if ci is None else [math.exp(ci[0]), math.exp(ci[1])]
+
+
+def paired_ratio_interval(a: list[float], b: list[float]) -> list[float] | None:
+    """95% interval of perplexity(a) / perplexity(b) from the two methods' NLLs on the same
+    chunks: Student-t interval of the per-chunk NLL differences, exponentiated (paired, so the
+    text's difficulty, common to both, cancels). None with fewer than two chunks."""
+    if len(a) != len(b):
+        return None
+    return chunk_interval([x - y for x, y in zip(a, b)])
 
 
 @torch.no_grad()

@@ -112,7 +112,8 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | None = No
 
     # 2. FP reference
     t1, c1 = time.time(), time.process_time()
-    fp_ppl, _, fp_top = E.perplexity(fp_model, evalc)
+    fp_nll: list[float] = []
+    fp_ppl, _, fp_top = E.perplexity(fp_model, evalc, chunk_nll=fp_nll)
     t_eval, c_eval = time.time() - t1, time.process_time() - c1
     fp_gen = E.greedy(fp_model, prompts, cfg.greedy_tokens) if prompts and cfg.greedy_tokens else []
     t_greedy, c_greedy = time.time() - t1 - t_eval, time.process_time() - c1 - c_eval
@@ -141,6 +142,7 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | None = No
             "abits": 32,
             "kvbits": 32,
             "perplexity": fp_ppl,
+            **ppl_interval(fp_nll, evalc),
             "top1_agreement": 1.0,
             "greedy_agreement": 1.0 if fp_gen else None,
             "size_bytes": model_size_bytes(fp_model, "fp", None),
@@ -265,7 +267,8 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | None = No
                             e2e_kl_last=curve[-1] if curve else None,
                             e2e_train_s=round(time.time() - te, 2),
                         )
-                ppl, agree, _ = E.perplexity(model, evalc, fp_top1=fp_top)
+                nll: list[float] = []
+                ppl, agree, _ = E.perplexity(model, evalc, fp_top1=fp_top, chunk_nll=nll)
                 gen = E.greedy(model, prompts, cfg.greedy_tokens) if fp_gen else []
                 rec = {
                     "kind": "result",
@@ -276,6 +279,7 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | None = No
                     "abits": spec.abits,
                     "kvbits": spec.kvbits,
                     "perplexity": ppl,
+                    **ppl_interval(nll, evalc),
                     "top1_agreement": agree,
                     "greedy_agreement": E.greedy_agreement(gen, fp_gen) if gen else None,
                     "size_bytes": model_size_bytes(model, method, spec),
@@ -335,11 +339,29 @@ def run(cfg: Config, *, seed: int = 0, device: str = "cpu", out: str | None = No
     )
 
 
+# Methods whose perplexity does not depend on the seed (no random rotation, no training):
+# compared on the same text, their point values are the whole answer (exact verdict).
+DETERMINISTIC = ("fp", "rtn", "gptq", "smoothquant")
+
+
+def ppl_interval(chunk_nll: list[float], evalc: list) -> dict:
+    """A result's ``chunk_nll`` (mean NLL per evaluation chunk), ``perplexity_ci`` (95% over the
+    chunks, ``evaluate.chunk_interval``; None with one chunk) and ``perplexity_ci_method``."""
+    return {
+        "chunk_nll": [round(x, 6) for x in chunk_nll],
+        "perplexity_ci": E.chunk_interval(chunk_nll),
+        "perplexity_ci_method": E.CI_METHOD.format(n=len(evalc), t=evalc[0].shape[-1] if evalc else 0),
+    }
+
+
 def summary(cfg: Config, results: list[dict], skipped: list[dict], settings: list[str], **kw) -> dict:
-    """The run's summary: per setting the lowest perplexity (``best_<setting>``, a point value on
-    one evaluation text and one seed; ``tied_with_best_<setting>`` when equal) and, for each
-    FPTQuant variant, its perplexity over the best baseline's (``<variant>_vs_best_baseline_<setting>``,
-    <= 1 = at least as good); the methods skipped, with their reasons."""
+    """The run's summary: per setting ``best_<setting>`` / ``tied_with_best_<setting>``
+    (core.verdict on perplexity) with ``verdict_<setting>`` saying on what: exact point values when
+    every compared method is deterministic (DETERMINISTIC, all on the same evaluation text), else
+    the 95% intervals over evaluation chunks (``perplexity_ci``), a winner only where they separate.
+    For each FPTQuant variant, its perplexity over the best baseline's
+    (``<variant>_vs_best_baseline_<setting>``, <= 1 = at least as good) with a paired 95% interval
+    over the chunks (``..._ci``); the methods skipped, with their reasons."""
     summ: dict = {
         "kind": "summary",
         "model": cfg.model,
@@ -359,16 +381,28 @@ def summary(cfg: Config, results: list[dict], skipped: list[dict], settings: lis
         rs = [r for r in results if r["setting"] == setting]
         if not rs:
             continue
-        v = verdict(rs, "perplexity", "method", exact=True, metric=setting)
+        exact = all(r["method"] in DETERMINISTIC for r in rs)
+        v = verdict(rs, "perplexity", "method", ci_key="perplexity_ci", exact=exact, metric=setting)
         summ[f"best_{setting}"], summ[f"tied_with_best_{setting}"] = (
             v[f"best_{setting}"],
             v[f"tied_with_best_{setting}"],
+        )
+        summ[f"verdict_{setting}"] = (
+            "exact: deterministic methods, point values on the same evaluation text"
+            if exact
+            else "95% intervals over evaluation chunks (perplexity_ci): seed-dependent methods ("
+            + ", ".join(r["method"] for r in rs if r["method"] not in DETERMINISTIC)
+            + ") ran one seed; a winner only where the intervals separate"
         )
         brs = [r for r in rs if r["method"] not in FPT_NAMES and r["method"] != "fp"]
         base = [r["perplexity"] for r in brs]
         for r in rs:
             if r["method"] in FPT_NAMES and base:
-                summ[f"{r['method']}_vs_best_baseline_{setting}"] = round(r["perplexity"] / min(base), 4)
+                b = min(brs, key=lambda x: x["perplexity"])
+                key = f"{r['method']}_vs_best_baseline_{setting}"
+                summ[key] = round(r["perplexity"] / b["perplexity"], 4)
+                ci = E.paired_ratio_interval(r.get("chunk_nll", []), b.get("chunk_nll", []))
+                summ[key + "_ci"] = None if ci is None else [round(ci[0], 4), round(ci[1], 4)]
                 if any("e2e" in u for u in r.get("calibration_use", [])) and not any(
                     b.get("calibration_use") for b in brs
                 ):  # the ratio mixes the transforms with training on data no baseline here had
@@ -405,7 +439,8 @@ def run_packed(cfg: Config, *, seed: int = 0) -> Iterator[dict]:
         "eval_tokens": sum(c.numel() for c in evalc),
         "load_s": round(time.time() - t0, 2),
     }
-    ppl, _, _ = E.perplexity(model, evalc)
+    nll: list[float] = []
+    ppl, _, _ = E.perplexity(model, evalc, chunk_nll=nll)
     setting = f"W{qc['wbits']}A{qc['abits']}" + (f"KV{qc['kvbits']}" if qc["kvbits"] < 16 else "")
 
     rec = {
@@ -416,6 +451,7 @@ def run_packed(cfg: Config, *, seed: int = 0) -> Iterator[dict]:
         "abits": qc["abits"],
         "kvbits": qc["kvbits"],
         "perplexity": ppl,
+        **ppl_interval(nll, evalc),
         "saved_perplexity": qc.get("perplexity"),
         "size_bytes": qc["size_bytes"],
         "group_size": qc.get("group_size"),

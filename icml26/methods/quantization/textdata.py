@@ -15,11 +15,13 @@ from icml26.methods.quantization import evaluate as E
 from icml26.methods.quantization.config import Config
 
 
-def split_after(tok, docs: list[str], n_first: int, n_second: int, skip=None):
+def split_after(tok, docs: list[str], n_first: int, n_second: int, skip=None, skip_line=None):
     """(first, second) token streams of ``docs`` in order: the first ``n_first`` tokens, then
     ``n_second`` tokens from the documents after them (the rest of the text when it is one
     document), so the two share no text; ``skip(doc)`` True leaves a later document out of the
-    second. ValueError when the text is too short."""
+    second, and with one document ``skip_line(line)`` True leaves a line of its rest out (the rest
+    decoded, filtered and tokenized again only when a line was left out). ValueError when the text
+    is too short."""
     ids: list[int] = []
     k = 0
     while k < len(docs) and len(ids) < n_first:
@@ -27,6 +29,11 @@ def split_after(tok, docs: list[str], n_first: int, n_second: int, skip=None):
         k += 1
     if len(docs) == 1:
         rest = ids[n_first:]
+        if skip_line is not None and rest:
+            lines = tok.decode(rest).split("\n")
+            kept = [ln for ln in lines if not skip_line(ln)]
+            if len(kept) < len(lines):
+                rest = tok("\n".join(kept), add_special_tokens=False)["input_ids"]
     else:
         rest = []
         for d in docs[k:]:
@@ -80,10 +87,20 @@ def load_text(cfg: Config, tok):
                 skipped.extend([1] if hit else [])
                 return hit
 
-            cs, es = split_after(tok, calib_docs, cfg.calib_tokens, cfg.eval_tokens, skip=overlaps)
+            def shared_line(line: str) -> bool:  # one file: the same rule, line by line
+                hit = len(line.strip()) >= 40 and line.strip() in test
+                skipped.extend([1] if hit else [])
+                return hit
+
+            cs, es = split_after(
+                tok, calib_docs, cfg.calib_tokens, cfg.eval_tokens, skip=overlaps, skip_line=shared_line
+            )
             side = cfg.calib_text or f"{cfg.corpus} calibration documents"
+            where, unit = (
+                ("the rest of the file", "lines") if len(calib_docs) == 1 else ("next document on", "documents")
+            )
             src = (
-                f"validation = {side} after the calibration tokens (next document on; {len(skipped)} documents that "
+                f"validation = {side} after the calibration tokens ({where}; {len(skipped)} {unit} that "
                 f"share a line with the evaluation text left out); {src}"
             )
         else:
