@@ -96,6 +96,7 @@ def test_train_tiny_contract_determinism_and_resume(tmp_path):
         (["train", "--set", "d_model=30"], "d_model"),
         (["bench", "--set", "no_such_key=1"], "valid keys"),
         (["bench", "-n", "100000000000"], "context_tokens"),
+        (["bench", "--set", "block_tokens=99999999999"], "block_tokens=1.0e+11 is over its limit 16384"),
         (["eval", "--text", "/nonexistent/file.txt"], "does not exist"),
         (["eval", "--set", "eval_split=train"], "eval_split"),
     ],

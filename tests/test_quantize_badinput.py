@@ -95,3 +95,21 @@ def test_fake_gguf(tmp_path):
     f.write_bytes(b"hello world, not a model\n" * 4)
     r = _q("--model", str(f))
     assert r.exit_code == 2 and "is not a GGUF file" in r.output
+
+
+def test_a_sized_limit_is_named_before_the_cross_field_checks():
+    """seq_len over its limit also breaks calib_tokens >= seq_len: the limit is what the user reads."""
+    r = _q("--set", "seq_len=100000000")
+    assert r.exit_code == 2
+    err = r.stderr.strip().splitlines()
+    assert len(err) == 1 and "seq_len=1.0e+08 is over its limit 32768" in err[0] and "calib_tokens" not in err[0]
+
+
+def test_an_unread_setting_names_every_method_that_reads_it(cfg_only):
+    """local_steps with RTN only: refused, naming each stage name that runs the local stage."""
+    r = _q("--model", str(cfg_only), "--method", "rtn", "--set", "local_steps=5")
+    assert r.exit_code == 2, r.output
+    err = r.stderr.strip().splitlines()
+    assert len(err) == 1 and "quantize config: local_steps is read by " in err[0]
+    assert "fptquant, fptquant-local, fptquant-merged, fptquant-merged-local only" in err[0]
+    assert "-e2e-only" not in err[0]  # the end-to-end-only names skip the local stage

@@ -130,7 +130,10 @@ def test_cli_unhonoured_set_exits_2_before_any_record(tiny_folder, tmp_path):
         ),
     )
     assert r.exit_code == 2
-    assert "fpt_down_hadamard is read by fptquant only" in r.output and "(quarot)" in r.output
+    assert (
+        "fpt_down_hadamard is read by fptquant, fptquant-local, fptquant-e2e-only, fptquant-untrained only" in r.output
+    )
+    assert "(quarot)" in r.output and "quantize config: fpt_down_hadamard" in r.output
     assert len(r.output.strip().splitlines()) == 1
     assert not r.stdout.strip().startswith("{") and not (tmp_path / "o").exists()
     # the same sizes from a recipe: the run goes on and the config record lists what it does not use

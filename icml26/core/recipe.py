@@ -380,6 +380,9 @@ def build_config(config_cls: type, values: dict, source: str = "config") -> Any:
             raise InputError(f"{source}: unknown key {key!r}; valid keys: {', '.join(sorted(fields))}")
         kwargs[k] = _coerce(k, value, hints.get(k, Any))
         nonfinite = nonfinite or check(k, kwargs[k])
+    from icml26.core import settings
+
+    settings.check_sized_given(config_cls, kwargs, source)  # a sized limit before any cross-field check
     try:
         cfg = config_cls(**kwargs)
     except InputError:
@@ -391,8 +394,6 @@ def build_config(config_cls: type, values: dict, source: str = "config") -> Any:
             raise
     if nonfinite is not None:
         raise InputError(f"{source}: {nonfinite}")
-    from icml26.core import settings
-
     settings.check(cfg, source)  # declared ranges, sized limits and the Config's work() model
     return cfg
 

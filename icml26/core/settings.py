@@ -212,12 +212,22 @@ def check(cfg: Any, source: str = "config") -> None:
             check_work(w.amount, w.limit, w.verb, w.unit, w.settings, detail=w.detail)
 
 
-def _check_fields(cfg: Any, source: str, *, sized: bool) -> None:
+def check_sized_given(config_cls: type, values: dict, source: str = "config") -> None:
+    """The sized limits of the values given, before the Config is built: a value over its limit is
+    named as such, not by a cross-field check of ``__post_init__`` it also breaks (non-finite values
+    are left to the Config's own checks)."""
+    finite = {k: v for k, v in values.items() if all(math.isfinite(x) for x in _numbers(v))}
+    _check_fields(config_cls, source, sized=True, values=finite)
+
+
+def _check_fields(cfg: Any, source: str, *, sized: bool, values: dict | None = None) -> None:
     for f in dataclasses.fields(cfg):
         m = f.metadata
         if not any(k in m for k in ("gt", "ge", "lt", "le", "sized")):
             continue
-        for x in _numbers(getattr(cfg, f.name)):
+        if values is not None and f.name not in values:
+            continue
+        for x in _numbers(values[f.name] if values is not None else getattr(cfg, f.name)):
             if sized:
                 if "sized" in m and x > m["sized"]:
                     from icml26.core.limits import sci

@@ -284,7 +284,7 @@ def check_settings(cfg: Config, given: dict[str, str], *, out: str | None = None
         reason = None
         if by is not None and not set(by) & set(cfg.methods):
             named = tuple(dict.fromkeys(variant_of(x) for x in by))  # a variant stands for its stage names
-            who = "the quantized methods" if set(by) == set(QUANTIZED) else ", ".join(named)
+            who = "the quantized methods" if set(by) == set(QUANTIZED) else ", ".join(by)  # every stage name
             reason = (
                 f"{f} is read by {who} only; the selected methods ({', '.join(cfg.methods)}) do not use it "
                 f"(add {'--method ' + named[0] if len(named) == 1 else 'a quantized method'}, or drop {f})"
@@ -301,7 +301,7 @@ def check_settings(cfg: Config, given: dict[str, str], *, out: str | None = None
         else:
             unused[f] = reason
     if refused:
-        raise InputError("; ".join(refused))
+        raise InputError("quantize config: " + "; ".join(refused))
     if out is not None:
         m, st = cfg.save_target()
         if m is None or m not in cfg.methods:
