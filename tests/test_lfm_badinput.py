@@ -255,10 +255,17 @@ def test_unfinished_train_lfm_folder_names_resume(tmp_path):
         (["train-lfm", "--stage", "vae", "--set", "vae_steps=9000000", "--set", "vae_batch_size=200"], "vae_steps"),
         (["sample-lfm", "--set", "num_samples=10000000", "--set", "steps=1000"], "~1.0e+10 sample evaluations"),
         (["sample-lfm", "--set", "num_samples=1e12", "--fine", "x"], "num_samples=1.0e+12 is over its limit"),
+        (["train-lfm", "--set", "width=-4"], "width must be >= 0"),
+        (["train-lfm", "--set", "depth=-1"], "depth must be >= 0"),
+        (["train-lfm", "--set", "heads=-2"], "heads must be >= 0"),
+        (["train-lfm", "--set", "image_size=-8"], "image_size must be"),
+        (["train-lfm", "--set", "width=30", "--set", "heads=4"], "width 30 must be a multiple of 4 and of heads (4)"),
+        (["train-lfm", "--model", "small", "--set", "width=34"], "width 34 must be a multiple of 4 and of heads (2)"),
     ],
 )
 def test_work_over_the_limit_exits_2_before_torch(args, needle, tmp_path):
-    """The cost model (steps x batch over every stage; samples x solver steps) refuses a run of
+    """The cost model (steps x batch over every stage; samples x solver steps) and the ranges (negative
+    width/depth/heads/image_size, a width heads do not divide) refuse a run of
     days before torch loads and before --out exists (and before the missing --fine is named)."""
     import subprocess
     import sys

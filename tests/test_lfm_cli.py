@@ -86,6 +86,9 @@ def test_train_records_contract(tiny_runs):
     kept = json.loads(Path(red["indices_file"]).read_text())
     assert len(kept["indices"]) == 128 and len(set(kept["indices"])) == 128 and kept["scorer"] == "kcenter"
     assert recs2[-1]["parameters"] > next(r for r in recs if r["kind"] == "model")["parameters"]
+    # width/depth/heads 0 = the preset's: the config record names the architecture that ran (medium: 48/3/4)
+    assert recs2[0]["width"] == 0 and recs2[0]["model_arch"] == {"width": 48, "depth": 3, "heads": 4}
+    assert next(r for r in recs2 if r["kind"] == "model")["arch"]["width"] == 48
 
 
 def test_sample_records_contract(tiny_runs, tmp_path):

@@ -96,7 +96,9 @@ def train_lfm(
 
     if out is not None:
         prepare_out_dir(out, resume=resume, resumable=True)
-    stream(gen, run.replace(resume=True), quiet=quiet, columns=None)
+    # width/depth/heads 0 mean the preset's: the config record also names those the flow model runs with
+    arch = {"model_arch": run.cfg.arch()} if run.cfg.stage != "vae" else None
+    stream(gen, run.replace(resume=True), quiet=quiet, columns=None, extra_config=arch)
 
 
 def sample_lfm(

@@ -12,7 +12,7 @@ from torch import Tensor, nn
 from icml26.core.errors import InputError
 from icml26.methods.lfm import ckpt
 from icml26.methods.lfm.config import Config
-from icml26.methods.lfm.nets import PRESETS, VAE, DiT, DiTArch, FeatureNet
+from icml26.methods.lfm.nets import VAE, DiT, DiTArch, FeatureNet
 
 
 def _ce_loss(m, b):
@@ -59,13 +59,8 @@ def load_vae_dir(vae_dir: str | Path) -> dict:
 
 
 def arch_for(cfg: Config, preset: str, latent_shape, num_classes: int) -> DiTArch:
-    p = dict(PRESETS[preset])
-    if preset == cfg.model:
-        for k in ("width", "depth", "heads"):
-            if getattr(cfg, k) > 0:
-                p[k] = getattr(cfg, k)
     C, h, _ = latent_shape
-    return DiTArch(in_channels=C, input_size=h, num_classes=num_classes, **p)
+    return DiTArch(in_channels=C, input_size=h, num_classes=num_classes, **cfg.arch(preset))
 
 
 def load_flow(path: str | Path, *, ema: bool = True) -> tuple[DiT, dict]:

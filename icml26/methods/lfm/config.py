@@ -1,6 +1,6 @@
 """Settings of ``icml26 train-lfm`` (torch-free, so settings are checked before heavy imports).
 
-Field meanings and the stages are described in ``train.py``; the presets are ``nets.PRESETS``
+Field meanings and the stages are described in ``train.py``; the presets are ``PRESET_ARCH`` below
 and the scorers ``reduce`` (LFM stability, ICML 2026, arXiv 2605.08398).
 """
 
@@ -11,11 +11,23 @@ from typing import Literal
 
 from icml26.core.settings import Work, setting
 
-PRESETS = ("small", "medium", "large", "xl")  # keys of nets.PRESETS
+# velocity-network presets (Config.arch; artifacts.arch_for builds the DiT): width, blocks, attention heads
+PRESET_ARCH = {
+    "small": {"width": 32, "depth": 2, "heads": 2},
+    "medium": {"width": 48, "depth": 3, "heads": 4},
+    "large": {"width": 64, "depth": 4, "heads": 4},
+    "xl": {"width": 128, "depth": 6, "heads": 4},
+}
+PRESETS = tuple(PRESET_ARCH)
+ARCH_KEYS = ("width", "depth", "heads")
 SCORERS = ("random", "kcenter", "balanced-cluster", "cluster-proportional", "loss", "grad")
 CLUSTERINGS = ("spherical", "euclidean")  # the official L2-normalised spherical k-means; our earlier variant
 STAGES = ("vae", "fm", "all")
 T_EPS = 1e-4
+
+
+def _preset_values(key: str) -> str:
+    return ", ".join(f"{p} {a[key]}" for p, a in PRESET_ARCH.items())
 
 
 MAX_SAMPLE_STEPS = 1e9  # up-front limit: training examples processed over every stage (work())
@@ -26,7 +38,11 @@ class Config:
     # data
     dataset: str = "fashion-mnist"  # fashion-mnist | mnist | .npz | image folder (stage vae/all)
     image_size: int = setting(
-        0, "0 = the images' own size; else resize to image_size x image_size (warns)", unit="pixels", sized=1024
+        0,
+        "0 = the images' own size; else resize to image_size x image_size (>= 4; warns)",
+        unit="pixels",
+        ge=0,
+        sized=1024,
     )
     stage: Literal["vae", "fm", "all"] = "all"  # vae (VAE + feature net) | fm (flow matching) | all (both, one run)
     vae: str = ""  # stage fm: run dir of a vae stage
@@ -41,10 +57,17 @@ class Config:
     feature_lr: float = setting(1e-3, "feature network learning rate (AdamW)", gt=0)
     vae_batch_size: int = setting(64, "images per step of the VAE and the feature network", sized=65536)
     # flow model
-    model: Literal["small", "medium", "large", "xl"] = "large"  # velocity-network preset (nets.PRESETS)
-    width: int = setting(0, "velocity-network width; > 0 overrides the preset's", sized=8192)
-    depth: int = setting(0, "velocity-network blocks; > 0 overrides the preset's", sized=256)
-    heads: int = setting(0, "attention heads; > 0 overrides the preset's", sized=256)
+    model: Literal["small", "medium", "large", "xl"] = "large"  # velocity-network preset (PRESET_ARCH)
+    width: int = setting(
+        0,
+        f"velocity-network width, a multiple of 4 and of heads; 0 = the model preset's ({_preset_values('width')})",
+        ge=0,
+        sized=8192,
+    )
+    depth: int = setting(
+        0, f"velocity-network blocks; 0 = the model preset's ({_preset_values('depth')})", ge=0, sized=256
+    )
+    heads: int = setting(0, f"attention heads; 0 = the model preset's ({_preset_values('heads')})", ge=0, sized=256)
     conditional: bool = setting(True, "class-conditional velocity network when the data has labels")
     label_dropout: float = setting(0.1, "probability of dropping the label in training (classifier-free guidance)")
     steps: int = setting(2000, "flow-matching AdamW steps", unit="steps", sized=10**7)
@@ -96,6 +119,16 @@ class Config:
             )
         ]
 
+    def arch(self, preset: str | None = None) -> dict[str, int]:
+        """The width, depth and heads a velocity network of ``preset`` (default: ``model``) runs
+        with: the preset's, overridden by width/depth/heads > 0 (for ``model`` only; the proxy
+        scoring model ``score_model`` always runs its preset's)."""
+        preset = self.model if preset is None else preset
+        a = dict(PRESET_ARCH[preset])
+        if preset == self.model:
+            a.update({k: getattr(self, k) for k in ARCH_KEYS if getattr(self, k) > 0})
+        return a
+
     def __post_init__(self):
         if self.stage not in STAGES:
             raise ValueError(f"stage must be one of {', '.join(STAGES)}, got {self.stage!r}")
@@ -116,6 +149,12 @@ class Config:
             raise ValueError(f"label_dropout must be in [0, 1), got {self.label_dropout}")
         if not 0.0 <= self.ema_decay < 1.0:
             raise ValueError(f"ema_decay must be in [0, 1), got {self.ema_decay}")
+        for name in ("width", "depth", "heads"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0 (0 = the model preset's), got {getattr(self, name)}")
+        a = self.arch()
+        if a["width"] % 4 or a["width"] % a["heads"]:
+            raise ValueError(f"width {a['width']} must be a multiple of 4 and of heads ({a['heads']})")
         for name in ("steps", "vae_steps", "feature_steps", "score_steps"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")

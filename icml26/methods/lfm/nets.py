@@ -124,13 +124,7 @@ class DiTArch:
         return asdict(self)
 
 
-# capacity presets (the paper pairs DiT-S/2 with DiT-XL/2; these are CPU-sized)
-PRESETS = {
-    "small": dict(width=32, depth=2, heads=2),
-    "medium": dict(width=48, depth=3, heads=4),
-    "large": dict(width=64, depth=4, heads=4),
-    "xl": dict(width=128, depth=6, heads=4),
-}
+# capacity presets: config.PRESET_ARCH (the paper pairs DiT-S/2 with DiT-XL/2; these are CPU-sized)
 
 
 def _sincos_2d(width: int, n: int) -> Tensor:
