@@ -465,7 +465,7 @@ def proxy_tables(files: list[str]) -> None:
                     f"{_pm(r, 'continuation_acc', '.3f')} |"
                 )
             summ = next((r for r in recs if r.get("kind") == "summary"), {})
-            keys = [k for k in summ if k.startswith(("cqf_minus", "finding"))]
+            keys = [k for k in summ if k.startswith(("cqf_minus", "best_", "finding"))]
             print(
                 "\n"
                 + ", ".join(f"{k} = {summ[k]:.3f}" if isinstance(summ[k], float) else f"{k} = {summ[k]}" for k in keys)

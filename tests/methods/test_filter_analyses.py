@@ -104,6 +104,12 @@ def test_analyze_and_proxy_cli_on_real_text(tmp_path):
     assert all(0 < x["hq_bpb"] < 8 for x in res.values())
     assert res["cqf"]["gold_fraction"] > res["random"]["gold_fraction"]
     assert recs[-1]["kind"] == "summary"
+    # one seed: every result says so, its intervals are null, and no condition is named best
+    summ = recs[-1]
+    assert all(x["seeds"] == 1 and x["hq_bpb_ci"] is None and x["word_order_acc_ci"] is None for x in res.values())
+    assert summ["best_hq_bpb"] is None and set(summ["tied_with_best_hq_bpb"]) == {"cqf", "hq", "random"}
+    assert summ["best_continuation_acc"] is None
+    assert summ["finding_cqf_beats_hq_downstream_without_better_hq_loss"] is None
 
 
 def test_bad_recipe_section_is_an_input_error(tmp_path):
@@ -139,3 +145,42 @@ def test_embedding_classifier_separates_toy_split_and_is_deterministic():
     assert m.metrics["val_auc"] >= 0.99
     x = hq[:5] + lq[:5]
     np.testing.assert_allclose(m.score(x), m.score(list(reversed(x)))[::-1], atol=1e-5)  # batch order does not matter
+
+
+def _cond(name, hq_bpb, acc):
+    """A selection result record over 3 seeds: means and Student-t 95% intervals of the values."""
+    from icml26.core.verdict import seed_interval
+
+    r = {"condition": name, "seeds": 3}
+    for k, v in (("hq_bpb", hq_bpb), ("word_order_acc", acc), ("continuation_acc", acc)):
+        r[k], r[f"{k}_ci"] = float(np.mean(v)), seed_interval(v)
+    return r
+
+
+def test_selection_finding_needs_separated_intervals():
+    """The paper's claim (cqf beats hq downstream without a better HQ loss) holds only where the
+    95% intervals over seeds separate; a larger mean inside overlapping intervals is no finding."""
+    hq = _cond("hq", [3.95, 3.96, 3.97], [0.60, 0.61, 0.62])
+    same_loss = [3.94, 3.96, 3.98]
+    # cqf's accuracy intervals above hq's, its HQ loss interval overlapping hq's: the finding
+    sep = P.selection_verdict([_cond("cqf", same_loss, [0.70, 0.71, 0.72]), hq])
+    assert sep["finding_cqf_beats_hq_downstream_without_better_hq_loss"] is True
+    assert sep["best_word_order_acc"] == "cqf" and sep["best_hq_bpb"] is None
+    assert sep["tied_with_best_hq_bpb"] and set(sep["tied_with_best_hq_bpb"]) == {"cqf", "hq"}
+    assert sep["cqf_minus_hq_word_order_acc"] == pytest.approx(0.10)
+    # a higher mean accuracy (by 0.04) whose interval overlaps hq's: False (the old mean rule said True)
+    noisy = P.selection_verdict([_cond("cqf", same_loss, [0.55, 0.66, 0.72]), hq])
+    assert noisy["cqf_minus_hq_word_order_acc"] > 0
+    assert noisy["finding_cqf_beats_hq_downstream_without_better_hq_loss"] is False
+    assert noisy["best_word_order_acc"] is None
+    # cqf also has the separated better HQ loss: not the claim (it says "without better HQ loss")
+    better = P.selection_verdict([_cond("cqf", [3.50, 3.51, 3.52], [0.70, 0.71, 0.72]), hq])
+    assert better["best_hq_bpb"] == "cqf"
+    assert better["finding_cqf_beats_hq_downstream_without_better_hq_loss"] is False
+    # one seed: no intervals, no finding either way
+    one = [
+        {**r, "seeds": 1, "hq_bpb_ci": None, "word_order_acc_ci": None, "continuation_acc_ci": None}
+        for r in (_cond("cqf", same_loss, [0.70, 0.71, 0.72]), hq)
+    ]
+    v1 = P.selection_verdict(one)
+    assert v1["finding_cqf_beats_hq_downstream_without_better_hq_loss"] is None and v1["best_word_order_acc"] is None

@@ -283,3 +283,24 @@ def test_limits_are_checked_before_the_required_options_and_any_output(sub, args
     assert r.exit_code == 2 and r.stdout == "", r.output
     assert needle in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_proxy_help_gives_the_unit_the_code_counts_and_the_ranges():
+    """The proxy GPT is byte-level: its budgets, context and evaluation sets count bytes, and
+    `--set help` says so in the unit; top_fraction and ks show the (0, 1] range they are held to."""
+    r = _cli("proxy", "--set", "help")
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    help_of = {ln.split()[0]: lines[i + 1] for i, ln in enumerate(lines[:-1]) if ln.startswith("  ") and " = " in ln}
+    for key in ("tokens", "budgets_tokens", "eval_tokens", "block_size"):
+        assert "unit: bytes" in help_of[key] and "unit: tokens" not in help_of[key], (key, help_of[key])
+    for key in ("top_fraction", "ks"):
+        assert "range: > 0, <= 1" in help_of[key], (key, help_of[key])
+
+
+@pytest.mark.parametrize("setting", ["top_fraction=0", "top_fraction=1.5", "ks=1.0,0", "ks=2"])
+def test_proxy_fractions_out_of_range_exit_2(setting, tmp_path):
+    r = _cli("proxy", "--set", setting, "--out", str(tmp_path / "o"))
+    assert r.exit_code == 2 and r.stdout == "", r.output
+    assert "top_fraction" in r.stderr or "ks" in r.stderr, r.stderr
+    assert not (tmp_path / "o").exists()

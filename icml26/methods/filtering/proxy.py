@@ -12,6 +12,9 @@
        continuation_acc  a passage's true next 64 bytes vs 64 bytes from another document,
                          given the 96-byte prefix (shorter when block_size < 160).
   Selection draws only from pool documents the classifier did not fit on (``unseen_pool``).
+  Each result is the mean over ``seeds`` trainings with a 95% interval per metric
+  (``*_ci``, null with one seed); the summary names a best condition only where intervals
+  separate it (``selection_verdict``).
 
 ``experiment = "conditioning"`` (Sec. 7, "data-conditioning")
   A family of data distributions D_k indexed by k: ``cqf`` = the pool's top-k fraction by
@@ -36,6 +39,7 @@ import numpy as np
 
 from icml26.core.errors import InputError
 from icml26.core.settings import Work, setting
+from icml26.core.verdict import seed_interval, verdict
 
 
 MAX_TRAIN_FLOPS = 2e15  # up-front limit of proxy's work() model (the cqf-proxy recipe's selection: 9e12)
@@ -44,22 +48,36 @@ MAX_TRAIN_FLOPS = 2e15  # up-front limit of proxy's work() model (the cqf-proxy 
 @dataclass(frozen=True)
 class ProxyConfig:
     experiment: Literal["selection", "conditioning"] = "selection"  # selection (CQF vs HQ vs random) | conditioning
-    top_fraction: float = 0.3  # CQF keeps this fraction of the pool (selection)
-    tokens: int = setting(400_000, "training budget per model (selection), in bytes = tokens", sized=10**10)
+    top_fraction: float = setting(0.3, "selection: CQF keeps this fraction of the pool", gt=0, le=1)
+    tokens: int = setting(
+        400_000,
+        "selection: training budget per model (byte-level GPT: one token = one byte)",
+        unit="bytes",
+        sized=10**10,
+    )
     budgets_tokens: tuple[int, ...] = setting(
-        (100_000, 400_000), "conditioning: training bytes per model, one matrix per budget", sized=10**10
+        (100_000, 400_000), "conditioning: training budget per model, one matrix per budget", unit="bytes", sized=10**10
     )
     family: Literal["cqf", "perm"] = "cqf"  # conditioning family: cqf (top-k by score) | perm (word-permuted)
-    ks: tuple[float, ...] = (1.0, 0.5, 0.2)  # conditioning: the family's k values
+    ks: tuple[float, ...] = setting(
+        (1.0, 0.5, 0.2),
+        "conditioning: the family's k (cqf: top fraction kept; perm: words shuffled with probability 1 - k)",
+        gt=0,
+        le=1,
+    )
     n_layer: int = setting(2, "proxy GPT: transformer blocks", sized=256)
     n_embd: int = setting(128, "proxy GPT: width", sized=16384)
     n_head: int = setting(4, "proxy GPT: attention heads (divide n_embd)", sized=1024)
-    block_size: int = setting(128, "proxy GPT: context in bytes", unit="tokens", sized=65536)
+    block_size: int = setting(128, "proxy GPT: context", unit="bytes", sized=65536)
     batch_size: int = setting(16, "proxy GPT: windows per AdamW step", sized=65536)
     lr: float = setting(3e-3, "proxy GPT: peak AdamW learning rate (linear warm-up and decay)", gt=0)
-    eval_tokens: int = setting(40_000, "bytes per evaluation set", unit="tokens", sized=10**9)
+    eval_tokens: int = setting(40_000, "evaluated per held-out set", unit="bytes", sized=10**9)
     n_items: int = setting(200, "2-choice items per downstream-style task", sized=10**6)
-    seeds: int = setting(1, "independent LM trainings per condition (mean and std reported)", sized=1000)
+    seeds: int = setting(
+        1,
+        "independent LM trainings per condition (selection: mean, std and 95% interval; >= 2 for a verdict)",
+        sized=1000,
+    )
 
     def params(self) -> int:
         """Parameters of the proxy GPT: blocks (12 d^2 each), byte embedding and head, positions."""
@@ -316,6 +334,43 @@ def _permute_words(text: str, p: float, rng: np.random.Generator) -> str:
     return " ".join(w)
 
 
+SCORED = {"hq_bpb": True, "pool_bpb": True, "gold_bpb": True, "word_order_acc": False, "continuation_acc": False}
+_TASKS = ("word_order_acc", "continuation_acc")
+
+
+def _above(a: list | None, b: list | None) -> bool | None:
+    """Interval ``a`` lies wholly above ``b``; None when either is missing (one seed)."""
+    return None if a is None or b is None else bool(a[0] > b[1])
+
+
+def selection_verdict(results: list[dict]) -> dict:
+    """The selection summary's comparisons, from the per-condition result records (means and
+    ``*_ci`` 95% intervals over seeds): ``cqf_minus_hq_<metric>`` (differences of means, for
+    reading), ``best_<metric>`` / ``tied_with_best_<metric>`` (core.verdict: a condition is named
+    only when its interval separates it; bpb lower, accuracy higher is better), and the paper's
+    claim ``finding_cqf_beats_hq_downstream_without_better_hq_loss``: True when cqf's interval
+    lies above hq's on a task and below it on none, while cqf's HQ bpb interval is not below
+    hq's; False when the intervals say otherwise; None with one seed (no intervals)."""
+    out: dict = {}
+    by = {r["condition"]: r for r in results}
+    c, h = by.get("cqf"), by.get("hq")
+    if c is not None and h is not None:
+        for k in ("hq_bpb", *_TASKS):
+            if c.get(k) is not None and h.get(k) is not None:
+                out[f"cqf_minus_hq_{k}"] = c[k] - h[k]
+    for k, lower in SCORED.items():
+        out.update(verdict(results, k, "condition", lower=lower, ci_key=f"{k}_ci"))
+    finding = None
+    if c is not None and h is not None:
+        better_loss = _above(h.get("hq_bpb_ci"), c.get("hq_bpb_ci"))  # cqf's bpb interval below hq's
+        up = [_above(c.get(f"{t}_ci"), h.get(f"{t}_ci")) for t in _TASKS if c.get(t) is not None]
+        down = [_above(h.get(f"{t}_ci"), c.get(f"{t}_ci")) for t in _TASKS if c.get(t) is not None]
+        if better_loss is not None and up and None not in up + down:
+            finding = bool(not better_loss and any(up) and not any(down))
+    out["finding_cqf_beats_hq_downstream_without_better_hq_loss"] = finding
+    return out
+
+
 def run(
     cfg: ProxyConfig, *, corpus: str, model_path: str, dsir_path: str | None = None, seed: int = 0
 ) -> Iterator[dict]:
@@ -373,25 +428,24 @@ def run(
                     rows.append(row)
                     bar.advance()
                 agg = {k: float(np.mean([x[k] for x in rows])) for k in rows[0] if rows[0][k] is not None}
-                if cfg.seeds > 1:
-                    agg.update(
-                        {
-                            f"{k}_std": float(np.std([x[k] for x in rows], ddof=1))
-                            for k in ("hq_bpb", "word_order_acc", "continuation_acc")
-                            if rows[0].get(k) is not None
-                        }
-                    )
+                for k in SCORED:
+                    if rows[0].get(k) is not None:  # 95% interval over seeds (null with one seed)
+                        agg[f"{k}_ci"] = seed_interval([x[k] for x in rows])
+                        if cfg.seeds > 1:
+                            agg[f"{k}_std"] = float(np.std([x[k] for x in rows], ddof=1))
                 gold_frac = float(np.mean([is_gold(d) for d in docs]))
-                results[name] = agg
-                yield {
+                rec = {
                     "kind": "result",
                     "condition": name,
+                    "seeds": cfg.seeds,
                     "train_docs": len(docs),
                     "train_bytes_available": int(len(_bytes(texts(docs)))),
                     "train_tokens": cfg.tokens,
                     "gold_fraction": gold_frac,
                     **agg,
                 }
+                results[name] = rec
+                yield rec
         summ = {
             "kind": "summary",
             "experiment": "selection",
@@ -400,15 +454,7 @@ def run(
             "n_word_order_items": len(items["word_order"]),
             "n_continuation_items": len(items["continuation"]),
         }
-        c, h = results["cqf"], results["hq"]
-        summ["cqf_minus_hq_hq_bpb"] = c["hq_bpb"] - h["hq_bpb"]
-        for t in ("word_order_acc", "continuation_acc"):
-            if t in c and t in h:
-                summ[f"cqf_minus_hq_{t}"] = c[t] - h[t]
-        summ["finding_cqf_beats_hq_downstream_without_better_hq_loss"] = bool(
-            summ["cqf_minus_hq_hq_bpb"] >= 0
-            and np.mean([summ.get(f"cqf_minus_hq_{t}", 0.0) for t in ("word_order_acc", "continuation_acc")]) > 0
-        )
+        summ.update(selection_verdict(list(results.values())))
         yield summ
         return
 
@@ -439,6 +485,7 @@ def run(
                     yield {
                         "kind": "result",
                         "family": cfg.family,
+                        "seeds": 1,
                         "tokens": budget,
                         "train_k": k,
                         "eval_k": k2,
