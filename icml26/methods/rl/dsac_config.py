@@ -19,9 +19,8 @@ import numpy as np
 
 from icml26.core.errors import InputError
 from icml26.core.settings import Work, setting
+from icml26.methods.rl.dsac_names import ALGOS, SIGMA_LOSSES  # noqa: F401  (re-exported)
 
-ALGOS = ("sac", "dsac-t", "dsac-aid", "dsac-aid-epi")  # the learners of ``sac.Learner``
-SIGMA_LOSSES = ("gradient", "variance")  # dsac-aid's Huber sigma loss forms (GOPS 1ea49ca, 640e85a)
 MAX_STEPS = 10**10  # environment steps of one run, all seeds and learners (the official MuJoCo script: 3e7 a seed)
 MAX_NET_BYTES = 64 * 2**30  # network state (weights, gradients, Adam moments) of one run
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from icml26.methods.rl.dsac_config import ALGOS, SIGMA_LOSSES  # noqa: F401  (re-exported)
+from icml26.methods.rl.dsac_names import ALGOS, SIGMA_LOSSES  # noqa: F401  (re-exported)
 from icml26.methods.rl.nets import BatchedMLP, lower_bound, tanh_gaussian, upper_bound
 
 
