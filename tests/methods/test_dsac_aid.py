@@ -426,3 +426,11 @@ def test_a_non_finite_critic_loss_stops_that_method_and_the_verdict_leaves_it_ou
     ]  # it diverged before its first evaluation
     summ = recs[-1]
     assert summ["diverged"] == ["dsac-t"] and summ["tied_with_best_algo"] == ["sac"] and summ["best_algo"] == "sac"
+
+
+def test_a_one_algorithm_run_names_a_leader_and_no_best_algo():
+    """With one algorithm there is nothing to compare: best_algo is null, leader names it."""
+    recs = list(m.run(tiny(algo=("sac",), seeds=2, steps=120, eval_interval=60), seed=0))
+    summ = recs[-1]
+    assert summ["kind"] == "summary" and summ["algos"] == ["sac"]
+    assert summ["best_algo"] is None and summ["leader"] == "sac" and summ["tied_with_best_algo"] == ["sac"]

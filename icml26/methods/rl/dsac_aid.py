@@ -382,6 +382,11 @@ def run(
     from icml26.core.verdict import verdict
 
     v = verdict(results, "final_return", "algo", lower=False, ci_key="final_return_ci", metric="algo")
+    # the leader: the highest final return among the algos that did not diverge; with one algo there is
+    # nothing to compare, so best_algo stays null (the leader still names it)
+    leader = v["tied_with_best_algo"][0] if v["tied_with_best_algo"] else None
+    if len(cfg.algo) < 2:
+        v["best_algo"] = None
     yield {
         "kind": "summary",
         "env": cfg.env,
@@ -389,7 +394,8 @@ def run(
         "algos": list(cfg.algo),
         "seeds": cfg.seeds,
         "steps": cfg.steps,
-        **v,  # best_algo (only when its interval separates it), tied_with_best_algo
+        "leader": leader,
+        **v,  # best_algo (only when its interval separates it from another algo's), tied_with_best_algo
         "final_return": {r["algo"]: r["final_return"] for r in results},
         "diverged": [r["algo"] for r in results if r.get("diverged")],
     }
