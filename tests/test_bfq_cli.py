@@ -73,15 +73,18 @@ def test_make_dataset_follows_d4rl_rules(made):
         r = res[f"hopper-v5-{kind}"]
         data, attrs = d4rl.read(out / r["path"])
         assert attrs["env"] == "Hopper-v5" and attrs["kind"] == kind
-        assert attrs["ref_min_return"] == pytest.approx(summ["random_return"]) and attrs[
-            "ref_max_return"
-        ] == pytest.approx(summ["final_return"])
+        assert attrs["ref_min_return"] == pytest.approx(summ["random_return"])
+        # the reference maximum is the best evaluated snapshot's return (D4RL's expert: the best policy)
+        assert attrs["ref_max_return"] == pytest.approx(summ["expert_return"])
+        assert attrs["expert_step"] == summ["expert_step"]
         assert r["transitions"] == len(data["rewards"])
         assert not np.any(data["terminals"] & data["timeouts"])
         assert data["timeouts"][-1] or data["terminals"][-1]
     sac = [r for r in recs if r["kind"] == "step"]
     assert [r["step"] for r in sac] == [100, 200, 300]
     evals = {r["step"]: r["eval_return"] for r in sac}
+    assert summ["expert_return"] == pytest.approx(max(evals.values()))
+    assert summ["expert_step"] == min(s for s in evals if evals[s] == max(evals.values()))
     med = summ["medium_step"]  # the first evaluation at >= 1/3 of the final return
     assert evals[med] >= evals[300] / 3 and all(evals[s] < evals[300] / 3 for s in evals if s < med)
     assert res["hopper-v5-medium-replay"]["transitions"] == med  # the replay buffer up to the medium snapshot

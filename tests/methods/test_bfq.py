@@ -570,3 +570,18 @@ def test_diffusion_ql_chain_follows_the_official_p_sample_loop():
         noise = draws[k + 1][0].double().numpy() if i > 0 else 0.0
         x = mean + (i != 0) * np.exp(0.5 * np.log(np.maximum(var[i], 1e-20))) * noise
     assert np.allclose(got, np.clip(x, -1, 1), atol=1e-5)
+
+
+def test_expert_is_the_best_evaluated_snapshot_not_the_final_policy():
+    """D4RL's expert is the best policy trained: with the Hopper-v5 SAC run's last evaluations in
+    docs/bfq.md (1013 at 115k, 907, 2781 at 125k, 2368 at 130k) the expert and the score maximum are
+    the 125k snapshot, not the final policy."""
+    from icml26.core.errors import InputError
+    from icml26.methods.rl.offline_make import expert_policy
+
+    evals = {115_000: 1013.0, 120_000: 907.0, 125_000: 2781.0, 130_000: 2368.0}
+    assert expert_policy(evals, set(evals)) == 125_000
+    assert expert_policy(evals, {120_000, 130_000}) == 130_000  # only kept policies can be rolled out
+    assert expert_policy({5: 3.0, 10: 3.0}, {5, 10}) == 5  # equal returns: the earlier one
+    with pytest.raises(InputError, match="keeps no evaluated policy"):
+        expert_policy(evals, set())

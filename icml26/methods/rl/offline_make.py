@@ -2,14 +2,17 @@
 
 SAC (``algo: sac``, dsac-aid's ``sb3`` family defaults) trains with an evaluation and a policy
 snapshot every ``eval_interval`` environment steps (D4RL, Fu et al. 2020, arXiv 2004.07219, Sec. 5
-and appendix). ``expert`` = rollouts of the final policy, made only when its evaluation return
-reaches ``expert_fraction`` of D4RL's expert reference for the family (any environment without
-one: the final policy, said in the file). ``medium`` = rollouts of the first snapshot whose return
-reaches ``medium_fraction`` (1/3) of D4RL's expert reference return (``medium_reference: d4rl``,
-for a D4RL family; ``final``: of the final policy's return), not made when no snapshot reaches it.
+and appendix). ``expert`` = rollouts of the best evaluated policy (``expert_policy``: the
+snapshot, or the final policy, with the highest evaluation return; D4RL's expert is the best policy
+trained), made only when that return reaches ``expert_fraction`` of D4RL's expert reference for the
+family (any environment without one: that policy, said in the file). ``medium`` = rollouts of the
+first snapshot whose return reaches ``medium_fraction`` (1/3) of D4RL's expert reference return
+(``medium_reference: d4rl``, for a D4RL family; ``final``: of the final policy's return), not made
+when no snapshot reaches it.
 ``medium-replay`` = the replay buffer up to that snapshot; ``random`` = rollouts of the untrained
 policy; ``medium-expert`` = medium then expert. Rollouts sample the stochastic policy (as D4RL's).
-Each file carries its own score reference (the random and final policies' mean returns). A
+Each file carries its own score reference (the random policy's mean return and the expert's
+evaluation return, ``expert_step`` naming its snapshot). A
 stopped SAC run resumes from its checkpoint, and ``--resume`` with a larger ``sac_steps`` takes a
 finished one further (``extends``); ``--from`` a run folder makes datasets from it.
 """
@@ -220,7 +223,9 @@ def make(
     final_ret = evals[final_step]
     env = cfg.env
     fam = family(env)
-    expert_ok = final_ret >= mc.expert_fraction * D4RL_REF[fam][1] if fam else True
+    expert_step = expert_policy(evals, set(run["snapshots"]) | {final_step})
+    expert_ret = evals[expert_step]
+    expert_ok = expert_ret >= mc.expert_fraction * D4RL_REF[fam][1] if fam else True
     if mc.medium_reference == "d4rl" and fam:
         med_target, med_basis = mc.medium_fraction * D4RL_REF[fam][1], f"D4RL's expert return {D4RL_REF[fam][1]}"
     else:
@@ -234,25 +239,33 @@ def make(
     random_ln = _learner(cfg, None, device)
     rand = d4rl.rollout(random_ln, env, 0, mc.transitions, seed=dsac_aid._env_seed(seed, 0, 0, 3), device=device)
     rand_ret = _mean_episode_return(rand)
-    final_ln = _learner(cfg, run["final"], device)
-    ref = {"ref_min_return": rand_ret, "ref_max_return": final_ret}
+    if expert_step == final_step:
+        expert_ln = _learner(cfg, run["final"], device)
+    else:
+        t, _ = safetensors_file.read(run["snapshots"][expert_step], fix="re-run make-dataset")
+        expert_ln = _learner(cfg, t, device)
+    ref = {"ref_min_return": rand_ret, "ref_max_return": expert_ret}
     base_attrs = {
         "env": env,
         "source_run": Path(from_dir).name,
         "sac_algo": run["algo"],
-        "expert_return": final_ret,
-        "expert_step": final_step,
+        "expert_return": expert_ret,
+        "expert_step": expert_step,
+        "final_return": final_ret,
+        "final_step": final_step,
         "random_return": rand_ret,
         "rules": f"D4RL: random = untrained policy; medium = first snapshot at >= {mc.medium_fraction:.3g} x "
-        f"{med_basis}; medium-replay = replay buffer up to it; expert = final policy; "
+        f"{med_basis}; medium-replay = replay buffer up to it; expert = the best evaluated snapshot; "
         "medium-expert = medium + expert",
         **ref,
     }
     made: dict[str, dict] = {}
 
     def med_policy():
+        if med_step == expert_step:
+            return expert_ln
         if med_step == final_step:
-            return final_ln
+            return _learner(cfg, run["final"], device)
         if med_step not in run["snapshots"]:
             raise InputError(
                 f"--kind medium: the run reached {mc.medium_fraction:.3g} x {med_basis} at step {med_step}, "
@@ -283,11 +296,14 @@ def make(
                     "dataset": f"{_stem(env)}-expert",
                     "made": False,
                     "transitions": 0,
-                    "why": f"the SAC run's final return {final_ret:.1f} is below {mc.expert_fraction:g} x "
+                    "why": f"the SAC run's best evaluated return {expert_ret:.1f} (step {expert_step}) is below "
+                    f"{mc.expert_fraction:g} x "
                     f"D4RL's expert {D4RL_REF[fam][1]} ({fam})",
                 }
                 continue
-            data = d4rl.rollout(final_ln, env, 0, mc.transitions, seed=dsac_aid._env_seed(seed, 0, 1, 3), device=device)
+            data = d4rl.rollout(
+                expert_ln, env, 0, mc.transitions, seed=dsac_aid._env_seed(seed, 0, 1, 3), device=device
+            )
         elif kind == "medium":
             data = d4rl.rollout(
                 med_policy(), env, 0, mc.transitions, seed=dsac_aid._env_seed(seed, 0, 2, 3), device=device
@@ -303,7 +319,7 @@ def make(
                     "dataset": f"{_stem(env)}-medium-expert",
                     "made": False,
                     "transitions": 0,
-                    "why": f"no expert policy (final return {final_ret:.1f} below {mc.expert_fraction:g} x "
+                    "why": f"no expert policy (best evaluated return {expert_ret:.1f} below {mc.expert_fraction:g} x "
                     "D4RL's expert)",
                 }
                 continue
@@ -311,7 +327,7 @@ def make(
                 med_policy(), env, 0, mc.transitions, seed=dsac_aid._env_seed(seed, 0, 2, 3), device=device
             )
             exp = made.get("expert", {}).get("data") or d4rl.rollout(
-                final_ln, env, 0, mc.transitions, seed=dsac_aid._env_seed(seed, 0, 1, 3), device=device
+                expert_ln, env, 0, mc.transitions, seed=dsac_aid._env_seed(seed, 0, 1, 3), device=device
             )
             data = {k: np.concatenate([med[k], exp[k]]) for k in med}
         path = out / f"{_stem(env)}-{kind}.hdf5"
@@ -330,7 +346,7 @@ def make(
                 "random": 0,
                 "medium": med_step,
                 "medium-replay": med_step,
-                "expert": final_step,
+                "expert": expert_step,
                 "medium-expert": None,
             }[kind],
         }
@@ -340,11 +356,23 @@ def make(
         "source_run": Path(from_dir).name,
         "final_return": final_ret,
         "final_step": final_step,
+        "expert_return": expert_ret,
+        "expert_step": expert_step,
         "medium_step": med_step,
         "random_return": rand_ret,
         "expert_made": bool(expert_ok),
         "datasets": sorted(f"{_stem(env)}-{k}" for k in made),
     }
+
+
+def expert_policy(evals: dict[int, float], available: set[int]) -> int:
+    """The step of the expert policy: the highest evaluation return among the steps whose policy is
+    kept (snapshots and the final one); the earliest of equal returns. D4RL (Fu et al. 2020, Sec. 5):
+    the expert is the best policy trained, so the score reference's maximum is its return."""
+    kept = sorted(s for s in evals if s in available)
+    if not kept:
+        raise InputError("make-dataset: the run keeps no evaluated policy (no snapshot, no final checkpoint)")
+    return max(kept, key=lambda s: evals[s])
 
 
 def _stem(env: str) -> str:
