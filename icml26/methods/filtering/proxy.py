@@ -5,24 +5,21 @@
   2. Train one byte-level GPT per condition at the *same token budget*:
      ``cqf`` (D_CQF), ``hq`` (the HQ set alone), ``random`` (pool documents drawn
      uniformly), and ``dsir`` when a DSIR model is given (top fraction by importance weight).
-  3. Report bits per byte on held-out HQ text, on the held-out pool and on the held-out
-     pool's clean curated documents, and two downstream-style 2-choice tasks built from
-     held-out real text (not from the training sets):
+  3. Report bits per byte on held-out HQ text, the held-out pool and its clean curated
+     documents, and two 2-choice tasks built from held-out real text (not the training sets):
        word_order_acc    the real passage vs the same words shuffled (total log-likelihood);
        continuation_acc  a passage's true next 64 bytes vs 64 bytes from another document,
                          given the 96-byte prefix (shorter when block_size < 160).
-  Selection draws only from pool documents the classifier did not fit on (``unseen_pool``).
-  Each result is the mean over ``seeds`` trainings with a 95% interval per metric
-  (``*_ci``, null with one seed); the summary names a best condition only where intervals
-  separate it (``selection_verdict``).
+  Selection draws only from pool documents the classifier did not fit on. Each result is the
+  mean over ``seeds`` trainings with a 95% ``*_ci`` per metric (null with one seed); the summary
+  names a best condition only where intervals separate it (``selection_verdict``).
 
 ``experiment = "conditioning"`` (Sec. 7, "data-conditioning")
   A family of data distributions D_k indexed by k: ``cqf`` = the pool's top-k fraction by
   score (k = 1 is the raw pool), ``perm`` = pool documents whose words are permuted with
   probability 1 - k. Train theta_k on each, evaluate on every held-out D_k', and report
-  ``delta = L(theta_k; D_k') - L(theta_k'; D_k')``; delta < 0 means D_k ≻ D_k': training on
-  D_k beats training on the test distribution itself (only possible because optimisation
-  is imperfect); per budget in ``budgets_tokens`` (no scaling-law fit, said in the records).
+  ``delta = L(theta_k; D_k') - L(theta_k'; D_k')``; delta < 0 means D_k ≻ D_k' (training on D_k
+  beats the test distribution itself); per budget in ``budgets_tokens`` (no scaling-law fit).
 
 The LM is nanoGPT-style (pre-LN, causal attention, tied embeddings) on UTF-8 bytes (vocab 256),
 AdamW with linear warm-up and decay, gradient clipping 5.0 (App. F).
