@@ -24,13 +24,21 @@ def test_huge_simulation_budget_exits_2_and_writes_nothing(n, tmp_path):
     r = _invoke(["-n", n, "--seeds", "1", "--algo", "uct", "--out", str(out)])
     assert r.exit_code == 2, r.output
     assert r.stdout == ""
-    assert "simulations must be at most 1e+07 per search" in r.stderr and n in r.stderr
+    assert "simulations=" in r.stderr and "is over its limit 1e+07" in r.stderr  # the declared sized limit
+    assert len(r.stderr.strip().splitlines()) == 1
     assert not out.exists() and not (tmp_path / "a").exists()
 
 
 @pytest.mark.parametrize("seeds", ["3000000000", "99999999999999999999"])
-def test_huge_seed_count_exits_2_via_the_total_work_check(seeds):
+def test_huge_seed_count_exits_2_at_its_sized_limit(seeds):
     r = _invoke(["-n", "10", "--seeds", seeds, "--algo", "uct"])
+    assert r.exit_code == 2, r.output
+    assert r.stdout == ""
+    assert "seeds=" in r.stderr and "is over its limit 1e+06" in r.stderr and "lower seeds" in r.stderr
+
+
+def test_seeds_within_their_limit_exit_2_via_the_total_work_check():
+    r = _invoke(["-n", "100000", "--seeds", "999999", "--algo", "uct"])
     assert r.exit_code == 2, r.output
     assert r.stdout == ""
     assert "this run would simulate ~" in r.stderr and "lower --seeds" in r.stderr
