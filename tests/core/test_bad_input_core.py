@@ -338,7 +338,7 @@ def test_set_help_lists_the_fields_with_their_defaults():
     assert lines["c_visit"][0][1:] == ["float", "=", "50.0"]
     assert lines["c_visit"][1] == "sigma(q) constants of Gumbel MuZero (mctx defaults)"  # its help, on the next line
     assert lines["simulations"][0][1:] == ["int,...", "=", "100,300,1000"]
-    assert lines["simulations"][1] == "budgets at the root; range: <= 1e+08 (sized)"
+    assert lines["simulations"][1] == "budgets at the root; range: <= 1e+07 (sized)"  # = MAX_SIMULATIONS
     assert "kind" not in r.stdout  # nothing ran
     r = CliRunner().invoke(app, ["bpi", "--set", "list", "--set", "epsilon=0.2"])
     assert r.exit_code == 0 and "  epsilon     float = 0.2" in r.stdout  # the value this run would use

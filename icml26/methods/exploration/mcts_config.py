@@ -23,9 +23,7 @@ def parse_algos(spec: str) -> list[str]:
 class Config:
     env: str = "recipes/mcts/envs/noisy.yaml"  # tree YAML file or gymnasium id (Id-vN?key=value&...)
     algo: str = "all"  # all | comma list of uct, power-uct, ments, varde, mdp-gape, sequential-halving, gumbel
-    simulations: tuple[int, ...] = field(
-        default=(100, 300, 1000), metadata={"sized": 10**7}
-    )  # MAX_SIMULATIONS  # budgets at the root
+    simulations: tuple[int, ...] = field(default=(100, 300, 1000), metadata={"sized": 10**7})  # budgets at the root
     seeds: int = field(default=200, metadata={"sized": 10**6})  # independent runs per (algo, budget)
     c: float = 0.5  # UCB1 constant, in units of the value range
     tau: float = 0.5  # soft-max temperature (ments; varde when kappa = 0), in units of the value range
