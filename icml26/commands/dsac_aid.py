@@ -94,6 +94,11 @@ def dsac_aid(
 
     c.tune_allocator()
     extra = {"effective": c.effective(cfg)} if stored is None or "effective" in stored else None
+    if extra and stored is not None:  # values added to the record since that run, at the value it ran with
+        for a, e in extra["effective"].items():
+            was = stored["effective"].get(a) or {}
+            for k in [k for k in e if k not in was and c.LEGACY.get(k) == e[k]]:
+                del e[k]
     prev = resume_records(out, command="dsac-aid", config=recorded, seed=s, extra_config=extra) if resume else None
     cols = [
         "algo",

@@ -205,6 +205,35 @@ def test_family_defaults():
     assert m.delay_of(m.resolve_family(m.Config(delay_update=3)), "sac") == 3
 
 
+def test_policy_log_std_bound_per_algorithm():
+    """sb3: SAC's log std clamp is SB3's / CleanRL's upper bound 2 (std up to e^2), the
+    distributional learners keep GOPS's 0.5; the GOPS families give 0.5 to every learner; a
+    value set by the user wins; the learner clamps there."""
+    from icml26.methods.rl import dsac_config as dc
+
+    hop = m.resolve_family(m.Config(env="Hopper-v5"))
+    assert [dc.log_std_max_of(hop, a) for a in ("sac", "dsac-t", "dsac-aid")] == [2.0, 0.5, 0.5]
+    assert dc.effective(hop)["sac"]["log_std_max"] == 2.0
+    mj = m.resolve_family(m.Config(env="Hopper-v5", family="mujoco"))
+    assert dc.log_std_max_of(mj, "sac") == 0.5
+    assert dc.log_std_max_of(m.resolve_family(m.Config(log_std_max=1.0)), "sac") == 1.0
+    from icml26.methods.rl.sac import Learner
+
+    for algo, bound in (("sac", 2.0), ("dsac-t", 0.5)):
+        learner = Learner(dc.learner_spec(hop, algo, 3, 1), generator=torch.Generator().manual_seed(0))
+        with torch.no_grad():
+            for p_ in learner.actor.parameters():
+                p_.zero_()
+            learner.actor.out.bias[..., 1] = 5.0  # the log std head says 5: clamped to the bound
+        a, logp = learner.policy(torch.zeros(learner.spec.seeds, 4000, 3))
+        # mean 0, std e^bound: log pi(a) = log N(u; 0, s) - log(1 - tanh(u)^2) at u = atanh(a)
+        u = torch.atanh(a.clamp(-1 + 1e-6, 1 - 1e-6))
+        s_ = math.exp(bound)
+        ref = -0.5 * (u / s_) ** 2 - math.log(s_) - 0.5 * math.log(2 * math.pi) - torch.log(1 - a**2 + 1e-6)
+        ok = a.abs() < 0.999  # away from float saturation
+        assert torch.allclose(logp[ok[..., 0]], ref[..., 0][ok[..., 0]], atol=2e-2)
+
+
 # Every value each family presets, written out in full (sb3: SB3 2.9.2's SAC; the others: GOPS
 # example_train/dsacaid/ at 640e85a, the sigma loss of 1ea49ca): the folded tables must give exactly these.
 _SHARED = dict(sigma_loss="gradient", dsact_huber=False, norm_affine=False, lr_alpha=3e-4)
@@ -235,7 +264,7 @@ FAMILY_VALUES = {
         lr_pi=3e-4,
         eval_interval=5_000,
     ),
-    "mujoco": dict(_SHARED, **_GOPS_DATA, **_GOPS_NET, **_GOPS_AID, eval_interval=50_000),
+    "mujoco": dict(_SHARED, **_GOPS_DATA, **_GOPS_NET, **_GOPS_AID, eval_interval=50_000, log_std_max=0.5),
     "ant": dict(
         _SHARED,
         **_GOPS_DATA,
@@ -252,8 +281,16 @@ FAMILY_VALUES = {
         lr_q=1e-4,
         lr_pi=1e-4,
         eval_interval=50_000,
+        log_std_max=0.5,
     ),
-    "dmc": dict(_SHARED, **_GOPS_DATA, **_GOPS_NET, **dict(_GOPS_AID, lam=1e-4, beta_lr=2e-3), eval_interval=200_000),
+    "dmc": dict(
+        _SHARED,
+        **_GOPS_DATA,
+        **_GOPS_NET,
+        **dict(_GOPS_AID, lam=1e-4, beta_lr=2e-3),
+        eval_interval=200_000,
+        log_std_max=0.5,
+    ),
 }
 
 
@@ -266,7 +303,7 @@ def test_each_family_resolves_to_its_full_table(family):
         assert got == FAMILY_VALUES[family]
         assert set(dsac_config.PRESETS[family]) == set(FAMILY_VALUES[family])
         assert [f.name for f in dataclasses.fields(cfg) if getattr(cfg, f.name) is None] == (
-            ["delay_update"] if family == "sb3" else []
+            ["delay_update", "log_std_max"] if family == "sb3" else []
         ) + ["reward_noise_from"]
 
 

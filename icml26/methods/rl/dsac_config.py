@@ -67,7 +67,7 @@ PRESETS: dict[str, dict] = {
         reward_scale=1.0,
         eval_interval=5_000,
     ),
-    "mujoco": dict(_GOPS, eval_interval=50_000),
+    "mujoco": dict(_GOPS, eval_interval=50_000, log_std_max=0.5),
     "ant": dict(
         _GOPS,
         activation="gelu",
@@ -82,11 +82,20 @@ PRESETS: dict[str, dict] = {
         lr_q=1e-4,
         lr_pi=1e-4,
         eval_interval=50_000,
+        log_std_max=0.5,
     ),
-    "dmc": dict(_GOPS, lam=1e-4, beta_lr=2e-3, eval_interval=200_000),
+    "dmc": dict(_GOPS, lam=1e-4, beta_lr=2e-3, eval_interval=200_000, log_std_max=0.5),
 }
 # settings added with the sb3 family: a run recorded before they existed ran with these values
-LEGACY = {"warmup_actions": "policy", "sigma_loss": "variance", "norm_affine": True, "dsact_huber": False}
+LEGACY = {
+    "warmup_actions": "policy",
+    "sigma_loss": "variance",
+    "norm_affine": True,
+    "dsact_huber": False,
+    "log_std_max": 0.5,
+}
+# settings whose unset value (None, recorded as null) means "per algorithm", not "recorded before it existed"
+PER_ALGO = frozenset({"delay_update", "log_std_max"})
 CHECKPOINT = "checkpoint-{algo}.safetensors"
 
 
@@ -120,6 +129,7 @@ class Config:
     gamma: float = 0.99  # discount factor
     tau: float = 0.005  # Polyak rate of the target networks (and of DSAC-T's / AID's running statistics)
     delay_update: int | None = None  # actor/alpha/targets every k updates (sb3: sac 1, dsac-* 2; GOPS 2)
+    log_std_max: float | None = None  # policy log std upper clamp (sb3: sac 2 as SB3 / CleanRL, dsac-* 0.5; GOPS 0.5)
     sigma_loss: Literal["gradient", "variance"] | None = (
         None  # dsac-aid Huber sigma loss: gradient (GOPS 1ea49ca) | variance (640e85a)
     )
@@ -274,7 +284,8 @@ def for_resume(cfg: Config, stored: dict, given: set[str]) -> tuple[Config, Conf
     under them. Returns (the resolved Config to run, the Config to compare with the record: the
     settings the run was recorded without left None)."""
     fields = {f.name for f in dataclasses.fields(Config)}
-    absent = [k for k in LEGACY if stored.get(k) is None]  # recorded before the setting existed (or as null)
+    # recorded before the setting existed (or as null, where null is not a per-algorithm value)
+    absent = [k for k in LEGACY if k not in stored or (stored[k] is None and k not in PER_ALGO)]
     vals = {k: stored[k] for k in fields if k in stored and k not in given and k not in absent}
     for k in ("algo", "hidden"):
         if isinstance(vals.get(k), list):
@@ -300,12 +311,22 @@ def delay_of(cfg: Config, algo: str) -> int:
     return 1 if algo == "sac" else 2
 
 
+def log_std_max_of(cfg: Config, algo: str) -> float:
+    """The upper clamp of the policy's log std for ``algo``: ``cfg.log_std_max``, or when the
+    family leaves it per algorithm (sb3): 2 for sac (SB3's LOG_STD_MAX, CleanRL's), 0.5 for the
+    distributional learners (GOPS's policy, as the GOPS families set for every algorithm)."""
+    if cfg.log_std_max is not None:
+        return float(cfg.log_std_max)
+    return 2.0 if algo == "sac" else 0.5
+
+
 def help_view(cfg: Config) -> Config:
-    """``cfg`` for ``--set help``: a per-algorithm value (delay_update under sb3) shown as the
-    values each selected algorithm uses, never None."""
+    """``cfg`` for ``--set help``: a per-algorithm value (delay_update, log_std_max under sb3)
+    shown as the values each selected algorithm uses, never None."""
     view = copy.copy(cfg)
-    if cfg.delay_update is None:
-        object.__setattr__(view, "delay_update", ", ".join(f"{a} {delay_of(cfg, a)}" for a in cfg.algo))
+    for k, of in (("delay_update", delay_of), ("log_std_max", log_std_max_of)):
+        if getattr(cfg, k) is None:
+            object.__setattr__(view, k, ", ".join(f"{a} {of(cfg, a):g}" for a in cfg.algo))
     return view
 
 
@@ -315,6 +336,7 @@ def effective(cfg: Config) -> dict:
     out = {}
     for algo in cfg.algo:
         e = {"delay_update": delay_of(cfg, algo), "alpha0": 1.0 if algo == "sac" else round(math.e, 6)}
+        e["log_std_max"] = log_std_max_of(cfg, algo)
         if algo == "sac":
             e["critic_loss"] = "0.5 MSE to min twin target (SB3 / CleanRL)"
         elif algo == "dsac-t":
@@ -351,6 +373,7 @@ def learner_spec(cfg: Config, algo: str, obs_dim: int, act_dim: int, *, fused_ad
         tau=cfg.tau,
         tau_b=cfg.tau,
         delay_update=delay_of(cfg, algo),
+        log_std_max=log_std_max_of(cfg, algo),
         num_q=cfg.num_q,
         lam=cfg.lam,
         beta0=cfg.beta0,
