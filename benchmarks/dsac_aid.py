@@ -618,7 +618,16 @@ IMPULSE = {
         "impulse-onset",
         "impulse_onset",
         "dsac_aid_impulse.png",
-        "Pendulum-v1, reward noise 5 (0.5 + mean a^2) N(0,1) from step 6000: DSAC-T vs AID beta=0 vs AID",
+        "Pendulum-v1, reward noise 5 (0.5 + mean a^2) N(0,1) from step 6000: DSAC-T vs AID beta=0 vs AID "
+        "(the earlier losses: 640e85a's sigma loss, dsac-t as AID's loss with two critics)",
+    ),
+    "onset-resolved": (  # the same recipe under the resolved losses (1ea49ca sigma loss, dsact.py's DSAC-T)
+        "impulse-pendulum-onset.yaml",
+        "impulse-onset-resolved",
+        "impulse_onset_resolved",
+        "dsac_aid_impulse_resolved.png",
+        "Pendulum-v1, reward noise 5 (0.5 + mean a^2) N(0,1) from step 6000: DSAC-T vs AID beta=0 vs AID "
+        "(resolved losses: 1ea49ca's sigma loss, DSAC-T as dsact.py)",
     ),
 }
 
@@ -626,6 +635,7 @@ IMPULSE = {
 PER_ALGO = {
     "rs50",
     "onset",
+    "onset-resolved",
 }  # variants run as one CLI run per algo in parallel (folder/<algo>): equal progress when stopped
 
 
