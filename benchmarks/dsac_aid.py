@@ -972,10 +972,12 @@ def defaults_rows(env_id: str) -> list[dict]:
                 "seed_updates_per_s": float(np.mean([r["updates_per_s"] for r in sb3])),
             }
         )
-    for algo in ("sac", "dsac-t", "dsac-aid"):
-        # seeds 0-2 in <algo>/, later batches of 3 in <algo>-seed<k>/; a batch that has not reached
-        # the task's steps yet adds to the curve, not to the final returns
-        folders = [DEFAULTS / env_id / algo, *sorted((DEFAULTS / env_id).glob(f"{algo}-seed*"))]
+    for name in ("sac", "dsac-t", "dsac-aid", "sac-logstd0.5"):
+        # seeds 0-2 in <name>/, later batches of 3 in <name>-seed<k>/; a batch that has not reached
+        # the task's steps yet adds to the curve, not to the final returns. sac-logstd0.5: our SAC
+        # before its log std bound became SB3's 2 (the folders of that run, kept for reference)
+        algo = name.split("-logstd")[0]
+        folders = [DEFAULTS / env_id / name, *sorted((DEFAULTS / env_id).glob(f"{name}-seed*"))]
         recs = [r for f in folders for r in read_records(f)]
         steps = [r for r in recs if r["kind"] == "step"]
         if not steps:
@@ -989,7 +991,7 @@ def defaults_rows(env_id: str) -> list[dict]:
         per_batch = len(final) / max(len(res), 1) if res else len(final)
         rows.append(
             {
-                "impl": f"ours {algo}",
+                "impl": f"ours {algo}" + (" (log std <= 0.5, before)" if name != algo else ""),
                 "seeds": len(final),
                 "steps": last,
                 "final": float(np.mean(final)),
