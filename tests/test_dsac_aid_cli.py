@@ -150,6 +150,7 @@ def test_set_help_shows_the_effective_default_of_the_family():
         assert key in rows and "None" not in rows[key], (key, rows.get(key))
     assert "sac 1" in rows["delay_update"]
     assert "sac 2" in rows["log_std_max"] and "dsac-t 0.5" in rows["log_std_max"]
+    assert "sac sequential" in rows["update_order"] and "dsac-aid simultaneous" in rows["update_order"]
     assert "100" in rows["warmup_steps"] and "sb3" in rows["family"]
     r = _run(["--env", "Hopper-v5", "--set", "family=mujoco", "--set", "help"])
     rows = {ln.split()[0]: ln.split("=", 1)[-1] for ln in r.stdout.splitlines() if ln.startswith("  ") and "=" in ln}
@@ -178,7 +179,7 @@ def test_resume_of_a_run_made_under_the_earlier_defaults_keeps_its_settings(tmp_
     monkeypatch.setattr(m, "train", orig)
     lines = (b / "records.jsonl").read_text().splitlines()
     head = json.loads(lines[0])
-    for k in ("warmup_actions", "sigma_loss", "norm_affine", "dsact_huber", "log_std_max", "effective"):
+    for k in ("warmup_actions", "sigma_loss", "norm_affine", "dsact_huber", "log_std_max", "update_order", "effective"):
         head.pop(k)  # as the earlier version recorded it
     (b / "records.jsonl").write_text("\n".join([json.dumps(head), *lines[1:]]) + "\n")
     r = _run([*base, "--out", str(b), "--resume"])  # no --set: the run's own settings
@@ -193,14 +194,16 @@ def test_resume_of_a_run_made_under_the_earlier_defaults_keeps_its_settings(tmp_
 
 
 def test_resume_of_an_sb3_sac_run_recorded_before_log_std_max_keeps_its_bound(tmp_path, monkeypatch):
-    """An sb3-family SAC run recorded before log_std_max existed (no such field, no log_std_max in
-    ``effective``) ran with the bound 0.5: a bare --resume continues at 0.5 and ends as an
-    uninterrupted run with --set log_std_max=0.5, not at SAC's new default 2."""
+    """An sb3-family SAC run recorded before log_std_max and update_order existed (no such fields,
+    neither in ``effective``) ran with the bound 0.5 and GOPS's update order: a bare --resume
+    continues so and ends as an uninterrupted run with those values set, not at SAC's new
+    defaults (2, sequential)."""
     from icml26.methods.rl import dsac_aid as m
 
     base = ["-r", str(TINY), "--algo", "sac", "--steps", "200", "-q"]
     a, b = tmp_path / "a", tmp_path / "b"
-    assert _run([*base, "--set", "log_std_max=0.5", "--out", str(a)]).exit_code == 0
+    old = ["--set", "log_std_max=0.5", "--set", "update_order=simultaneous"]
+    assert _run([*base, *old, "--out", str(a)]).exit_code == 0
     orig = m.train
 
     def stopping(*args, **kw):
@@ -213,8 +216,10 @@ def test_resume_of_an_sb3_sac_run_recorded_before_log_std_max_keeps_its_bound(tm
     lines = (b / "records.jsonl").read_text().splitlines()
     head = json.loads(lines[0])
     assert head["effective"]["sac"]["log_std_max"] == 2.0
-    head.pop("log_std_max")
-    head["effective"]["sac"].pop("log_std_max")  # as the earlier version recorded it
+    assert head["effective"]["sac"]["update_order"] == "sequential"
+    for k in ("log_std_max", "update_order"):
+        head.pop(k)
+        head["effective"]["sac"].pop(k)  # as the earlier version recorded it
     (b / "records.jsonl").write_text("\n".join([json.dumps(head), *lines[1:]]) + "\n")
     ck = b / "checkpoint-sac.safetensors"
     ck.unlink()  # the earlier version's checkpoint: made again from the start at the recorded bound

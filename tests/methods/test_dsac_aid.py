@@ -237,7 +237,15 @@ def test_policy_log_std_bound_per_algorithm():
 # Every value each family presets, written out in full (sb3: SB3 2.9.2's SAC; the others: GOPS
 # example_train/dsacaid/ at 640e85a, the sigma loss of 1ea49ca): the folded tables must give exactly these.
 _SHARED = dict(sigma_loss="gradient", dsact_huber=False, norm_affine=False, lr_alpha=3e-4)
-_GOPS_DATA = dict(num_envs=4, env_steps_per_update=20, warmup_steps=10_000, warmup_actions="policy", delay_update=2)
+_GOPS_DATA = dict(
+    num_envs=4,
+    env_steps_per_update=20,
+    warmup_steps=10_000,
+    warmup_actions="policy",
+    delay_update=2,
+    log_std_max=0.5,
+    update_order="simultaneous",
+)
 _GOPS_NET = dict(hidden=(256, 256, 256), activation="relu", norm_groups=16, init="orthogonal")
 _GOPS_AID = dict(
     lam=0.71, beta0=0.1, beta_lr=5e-3, reward_scale=50.0, huber=True, homogeneous=True, lr_q=3e-4, lr_pi=3e-4
@@ -264,7 +272,7 @@ FAMILY_VALUES = {
         lr_pi=3e-4,
         eval_interval=5_000,
     ),
-    "mujoco": dict(_SHARED, **_GOPS_DATA, **_GOPS_NET, **_GOPS_AID, eval_interval=50_000, log_std_max=0.5),
+    "mujoco": dict(_SHARED, **_GOPS_DATA, **_GOPS_NET, **_GOPS_AID, eval_interval=50_000),
     "ant": dict(
         _SHARED,
         **_GOPS_DATA,
@@ -281,16 +289,8 @@ FAMILY_VALUES = {
         lr_q=1e-4,
         lr_pi=1e-4,
         eval_interval=50_000,
-        log_std_max=0.5,
     ),
-    "dmc": dict(
-        _SHARED,
-        **_GOPS_DATA,
-        **_GOPS_NET,
-        **dict(_GOPS_AID, lam=1e-4, beta_lr=2e-3),
-        eval_interval=200_000,
-        log_std_max=0.5,
-    ),
+    "dmc": dict(_SHARED, **_GOPS_DATA, **_GOPS_NET, **dict(_GOPS_AID, lam=1e-4, beta_lr=2e-3), eval_interval=200_000),
 }
 
 
@@ -303,7 +303,7 @@ def test_each_family_resolves_to_its_full_table(family):
         assert got == FAMILY_VALUES[family]
         assert set(dsac_config.PRESETS[family]) == set(FAMILY_VALUES[family])
         assert [f.name for f in dataclasses.fields(cfg) if getattr(cfg, f.name) is None] == (
-            ["delay_update", "log_std_max"] if family == "sb3" else []
+            ["delay_update", "log_std_max", "update_order"] if family == "sb3" else []
         ) + ["reward_noise_from"]
 
 
@@ -471,3 +471,100 @@ def test_a_one_algorithm_run_names_a_leader_and_no_best_algo():
     summ = recs[-1]
     assert summ["kind"] == "summary" and summ["algos"] == ["sac"]
     assert summ["best_algo"] is None and summ["leader"] == "sac" and summ["tied_with_best_algo"] == ["sac"]
+
+
+def _sb3_sac_actor_grads(learner, obs, act, rew, obs2, done, noises, lr_q):
+    """SB3 2.9.2 ``SAC.train``'s order, recomputed independently on the learner's initial weights
+    (one seed): critic loss 0.5 sum_i MSE(Q_i, y), y = r + gamma (1 - d) (min_i Qbar_i(s', a') -
+    alpha log pi(a'|s')); one Adam step of the critics (first step: p - lr g / (|g| + eps)); then
+    the actor loss mean(alpha log pi(a|s) - min_i Q_i(s, a)) on the stepped critics. Returns the
+    actor's gradients (weights, biases; per layer) and the stepped critic weights."""
+    sp = learner.spec
+
+    def mlp(ws, bs, g, x):
+        for i, (w, b) in enumerate(zip(ws, bs)):
+            x = x @ w[g] + b[g][0]
+            if i < len(ws) - 1:
+                x = torch.relu(x)
+        return x
+
+    def params(net):
+        layers = [*net.layers, net.out]
+        return [l.weight.detach().clone() for l in layers], [l.bias.detach().clone() for l in layers]
+
+    aw, ab = params(learner.actor)
+    aw = [w.requires_grad_() for w in aw]
+    ab = [b.requires_grad_() for b in ab]
+    cw, cb = params(learner.critic)
+    cw = [w.requires_grad_() for w in cw]
+    cb = [b.requires_grad_() for b in cb]
+    tw, tb = params(learner.critic_target)
+
+    def pi(o, n):
+        mean, log_std = mlp(aw, ab, 0, o).chunk(2, -1)
+        std = log_std.clamp(-20.0, sp.log_std_max).exp()
+        u = mean + std * n
+        a = torch.tanh(u)
+        lp = torch.distributions.Normal(mean, std).log_prob(u).sum(-1) - torch.log(1 - a**2 + 1e-12).sum(-1)
+        return a, lp
+
+    alpha = 1.0  # SB3 / CleanRL: ent_coef starts at exp(0)
+    with torch.no_grad():
+        a2, lp2 = pi(obs2[0], noises[0][0])
+        qn = torch.stack([mlp(tw, tb, m, torch.cat([obs2[0], a2], -1))[:, 0] for m in range(2)]).min(0).values
+        y = rew[0] + sp.gamma * (1 - done[0]) * (qn - alpha * lp2)
+    q = [mlp(cw, cb, m, torch.cat([obs[0], act[0]], -1))[:, 0] for m in range(2)]
+    loss_q = 0.5 * sum(((qi - y) ** 2).mean() for qi in q)
+    gq = torch.autograd.grad(loss_q, [*cw, *cb])
+    with torch.no_grad():
+        cw2 = [w - lr_q * g / (g.abs() + 1e-8) for w, g in zip(cw, gq[: len(cw)])]
+        cb2 = [b - lr_q * g / (g.abs() + 1e-8) for b, g in zip(cb, gq[len(cw) :])]
+    a_pi, lp = pi(obs[0], noises[1][0])
+    q_pi = torch.stack([mlp(cw2, cb2, m, torch.cat([obs[0], a_pi], -1))[:, 0] for m in range(2)]).min(0).values
+    loss_pi = (alpha * lp - q_pi).mean()
+    return torch.autograd.grad(loss_pi, [*aw, *ab]), cw2
+
+
+@pytest.mark.parametrize("order", ["sequential", "simultaneous"])
+def test_sac_update_order_as_stable_baselines3(order):
+    """The sb3 family's SAC (update_order: sequential) takes the actor's gradient on the critics
+    after their step, as SB3's ``SAC.train`` (and CleanRL) do: equal to the independent
+    recomputation above; the GOPS order (simultaneous) reads the critics before their step, and
+    differs from it."""
+    from icml26.methods.rl import dsac_config as dc
+    from icml26.methods.rl.sac import Learner
+
+    cfg = m.resolve_family(m.Config(env="Hopper-v5", seeds=1, hidden=(16, 16), lr_q=0.05, update_order=None))
+    if order == "simultaneous":
+        cfg = dataclasses.replace(cfg, update_order="simultaneous")
+    assert dc.update_order_of(cfg, "sac") == order
+    spec = dc.learner_spec(cfg, "sac", 5, 2, fused_adam=False)
+    learner = Learner(spec, generator=torch.Generator().manual_seed(3))
+    g = torch.Generator().manual_seed(4)
+    B = 64
+    obs, obs2 = torch.randn(1, B, 5, generator=g), torch.randn(1, B, 5, generator=g)
+    act = torch.rand(1, B, 2, generator=g) * 2 - 1
+    rew, done = torch.randn(1, B, generator=g), (torch.rand(1, B, generator=g) < 0.1).float()
+    noises = []
+    orig = learner._noise
+
+    def recorded(*shape):
+        n = orig(*shape)
+        noises.append(n.clone())
+        return n
+
+    learner._noise = recorded
+    before = [p.detach().clone() for p in learner.parameters()]
+    learner.update(obs, act, rew, obs2, done)
+    assert len(noises) == 2  # a' ~ pi(s') for the target, then a ~ pi(s) for the actor
+    learner2 = Learner(spec, generator=torch.Generator().manual_seed(3))  # the same initial weights
+    assert all(torch.equal(a, b) for a, b in zip(before, [p.detach() for p in learner2.parameters()]))
+    ref, cw2 = _sb3_sac_actor_grads(learner2, obs, act, rew, obs2, done, noises, spec.lr_q)
+    layers = [*learner.actor.layers, learner.actor.out]
+    got = [l.weight.grad[0] for l in layers] + [l.bias.grad[0] for l in layers]
+    close = all(
+        torch.allclose(a, b[0] if b.dim() == a.dim() + 1 else b, rtol=1e-4, atol=1e-6) for a, b in zip(got, ref)
+    )
+    stepped = [l.weight.detach() for l in [*learner.critic.layers, learner.critic.out]]
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(stepped, cw2))  # the critic step itself
+    assert close == (order == "sequential")

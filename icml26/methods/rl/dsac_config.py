@@ -52,6 +52,8 @@ _GOPS = dict(  # example_train/dsacaid/ (mujoco, ant, dmc): 4 envs x 5 steps per
     warmup_actions="policy",
     hidden=(256, 256, 256),
     delay_update=2,
+    log_std_max=0.5,  # GOPS's policy bound, for every learner
+    update_order="simultaneous",  # GOPS: every gradient of an iteration before any step
 )
 PRESETS: dict[str, dict] = {
     "sb3": dict(  # SAC as Stable-Baselines3 2.9.2 runs it
@@ -67,7 +69,7 @@ PRESETS: dict[str, dict] = {
         reward_scale=1.0,
         eval_interval=5_000,
     ),
-    "mujoco": dict(_GOPS, eval_interval=50_000, log_std_max=0.5),
+    "mujoco": dict(_GOPS, eval_interval=50_000),
     "ant": dict(
         _GOPS,
         activation="gelu",
@@ -82,9 +84,8 @@ PRESETS: dict[str, dict] = {
         lr_q=1e-4,
         lr_pi=1e-4,
         eval_interval=50_000,
-        log_std_max=0.5,
     ),
-    "dmc": dict(_GOPS, lam=1e-4, beta_lr=2e-3, eval_interval=200_000, log_std_max=0.5),
+    "dmc": dict(_GOPS, lam=1e-4, beta_lr=2e-3, eval_interval=200_000),
 }
 # settings added with the sb3 family: a run recorded before they existed ran with these values
 LEGACY = {
@@ -93,9 +94,10 @@ LEGACY = {
     "norm_affine": True,
     "dsact_huber": False,
     "log_std_max": 0.5,
+    "update_order": "simultaneous",
 }
 # settings whose unset value (None, recorded as null) means "per algorithm", not "recorded before it existed"
-PER_ALGO = frozenset({"delay_update", "log_std_max"})
+PER_ALGO = frozenset({"delay_update", "log_std_max", "update_order"})
 CHECKPOINT = "checkpoint-{algo}.safetensors"
 
 
@@ -130,6 +132,9 @@ class Config:
     tau: float = 0.005  # Polyak rate of the target networks (and of DSAC-T's / AID's running statistics)
     delay_update: int | None = None  # actor/alpha/targets every k updates (sb3: sac 1, dsac-* 2; GOPS 2)
     log_std_max: float | None = None  # policy log std upper clamp (sb3: sac 2 as SB3 / CleanRL, dsac-* 0.5; GOPS 0.5)
+    update_order: Literal["sequential", "simultaneous"] | None = (
+        None  # sequential: critic step, then the actor loss on it (SB3, CleanRL); simultaneous: grads first (GOPS)
+    )
     sigma_loss: Literal["gradient", "variance"] | None = (
         None  # dsac-aid Huber sigma loss: gradient (GOPS 1ea49ca) | variance (640e85a)
     )
@@ -212,6 +217,8 @@ class Config:
             raise ValueError(f"vector_env must be sync or async, got {self.vector_env!r}")
         if self.warmup_actions not in (None, "uniform", "policy"):
             raise ValueError(f"warmup_actions must be uniform or policy, got {self.warmup_actions!r}")
+        if self.update_order not in (None, "sequential", "simultaneous"):
+            raise ValueError(f"update_order must be sequential or simultaneous, got {self.update_order!r}")
         if self.sigma_loss is not None and self.sigma_loss not in SIGMA_LOSSES:
             raise ValueError(f"sigma_loss must be one of {', '.join(SIGMA_LOSSES)}, got {self.sigma_loss!r}")
         if self.num_envs and self.env_steps_per_update and self.env_steps_per_update % self.num_envs:
@@ -320,13 +327,26 @@ def log_std_max_of(cfg: Config, algo: str) -> float:
     return 2.0 if algo == "sac" else 0.5
 
 
+def update_order_of(cfg: Config, algo: str) -> str:
+    """When ``algo``'s actor loss reads the critics: ``cfg.update_order``, or when the family
+    leaves it per algorithm (sb3): ``sequential`` for sac (SB3's ``SAC.train`` and CleanRL step the
+    critics, then compute the actor loss on the stepped critics), ``simultaneous`` for the
+    distributional learners (GOPS: every gradient of an iteration before any step)."""
+    if cfg.update_order is not None:
+        return cfg.update_order
+    return "sequential" if algo == "sac" else "simultaneous"
+
+
 def help_view(cfg: Config) -> Config:
-    """``cfg`` for ``--set help``: a per-algorithm value (delay_update, log_std_max under sb3)
+    """``cfg`` for ``--set help``: a per-algorithm value (delay_update, log_std_max, update_order under sb3)
     shown as the values each selected algorithm uses, never None."""
     view = copy.copy(cfg)
-    for k, of in (("delay_update", delay_of), ("log_std_max", log_std_max_of)):
+    for k, of in (("delay_update", delay_of), ("log_std_max", log_std_max_of), ("update_order", update_order_of)):
         if getattr(cfg, k) is None:
-            object.__setattr__(view, k, ", ".join(f"{a} {of(cfg, a):g}" for a in cfg.algo))
+            vals = ((a, of(cfg, a)) for a in cfg.algo)
+            object.__setattr__(
+                view, k, ", ".join(f"{a} {v:g}" if not isinstance(v, str) else f"{a} {v}" for a, v in vals)
+            )
     return view
 
 
@@ -337,6 +357,7 @@ def effective(cfg: Config) -> dict:
     for algo in cfg.algo:
         e = {"delay_update": delay_of(cfg, algo), "alpha0": 1.0 if algo == "sac" else round(math.e, 6)}
         e["log_std_max"] = log_std_max_of(cfg, algo)
+        e["update_order"] = update_order_of(cfg, algo)
         if algo == "sac":
             e["critic_loss"] = "0.5 MSE to min twin target (SB3 / CleanRL)"
         elif algo == "dsac-t":
@@ -374,6 +395,7 @@ def learner_spec(cfg: Config, algo: str, obs_dim: int, act_dim: int, *, fused_ad
         tau_b=cfg.tau,
         delay_update=delay_of(cfg, algo),
         log_std_max=log_std_max_of(cfg, algo),
+        sequential=update_order_of(cfg, algo) == "sequential",
         num_q=cfg.num_q,
         lam=cfg.lam,
         beta0=cfg.beta0,

@@ -20,7 +20,8 @@ default; 640e85a's form as ``sigma_loss="variance"``), gops/algorithm/dsact.py a
 Every tensor has a leading seed dimension S (S learners, one batched forward per network via
 ``nets.BatchedMLP``; critics G = S * M members); losses sum over seeds and critics, Adam is
 elementwise. Critics step every iteration; actors, alpha and Polyak every ``delay_update``; all
-gradients of an iteration are taken before any step, as [C] does. RECON: evaluation is synchronous
+gradients of an iteration are taken before any step, as [C] does (``sequential``: the critics
+step first and the actor's loss reads them, as SB3's ``SAC.train`` and CleanRL do). RECON: evaluation is synchronous
 (official: asynchronous); sigma = softplus (GOPS's regularized critic adds 1e-5).
 """
 
@@ -71,6 +72,7 @@ class LearnerSpec:
     q_bias_lower_threshold: float = -1000.0
     freeze_fraction: float = 0.2
     fused_adam: bool = False  # torch's fused Adam kernel (same update up to float rounding; faster on CPU)
+    sequential: bool = False  # step the critics before the actor's loss reads them (SB3, CleanRL); else as [C]
 
     def __post_init__(self):
         if self.algo not in ALGOS:
@@ -300,6 +302,8 @@ class Learner(nn.Module):
         loss_q, _ = self.critic_loss(obs, act, rew, obs2, done)
         self.opt_q.zero_grad(set_to_none=True)
         loss_q.backward()
+        if sp.sequential:  # SB3's SAC.train: the actor's loss reads the critics after their step
+            self.opt_q.step()
         if delayed:
             loss_pi, loss_b, loss_alpha = self.actor_losses(obs)
             self.opt_pi.zero_grad(set_to_none=True)
@@ -308,7 +312,8 @@ class Learner(nn.Module):
             if self.opt_b is not None:
                 self.opt_b.zero_grad(set_to_none=True)
             total.backward()
-        self.opt_q.step()
+        if not sp.sequential:
+            self.opt_q.step()
         if delayed:
             self.opt_pi.step()
             if self.opt_b is not None:
