@@ -164,7 +164,7 @@ def test_resume_of_a_run_made_under_the_earlier_defaults_keeps_its_settings(tmp_
     from icml26.methods.rl import dsac_aid as m
 
     legacy = ["--set", "family=mujoco", "--set", "norm_affine=true", "--set", "sigma_loss=variance"]
-    legacy += ["--set", "warmup_actions=policy"]
+    legacy += ["--set", "warmup_actions=policy", "--set", "tanh_epsilon=0"]
     base = ["-r", str(TINY), "--algo", "dsac-aid", "--steps", "200", "-q"]
     a, b = tmp_path / "a", tmp_path / "b"
     assert _run([*base, *legacy, "--out", str(a)]).exit_code == 0
@@ -179,7 +179,16 @@ def test_resume_of_a_run_made_under_the_earlier_defaults_keeps_its_settings(tmp_
     monkeypatch.setattr(m, "train", orig)
     lines = (b / "records.jsonl").read_text().splitlines()
     head = json.loads(lines[0])
-    for k in ("warmup_actions", "sigma_loss", "norm_affine", "dsact_huber", "log_std_max", "update_order", "effective"):
+    for k in (
+        "warmup_actions",
+        "sigma_loss",
+        "norm_affine",
+        "dsact_huber",
+        "log_std_max",
+        "update_order",
+        "tanh_epsilon",
+        "effective",
+    ):
         head.pop(k)  # as the earlier version recorded it
     (b / "records.jsonl").write_text("\n".join([json.dumps(head), *lines[1:]]) + "\n")
     r = _run([*base, "--out", str(b), "--resume"])  # no --set: the run's own settings
@@ -202,7 +211,7 @@ def test_resume_of_an_sb3_sac_run_recorded_before_log_std_max_keeps_its_bound(tm
 
     base = ["-r", str(TINY), "--algo", "sac", "--steps", "200", "-q"]
     a, b = tmp_path / "a", tmp_path / "b"
-    old = ["--set", "log_std_max=0.5", "--set", "update_order=simultaneous"]
+    old = ["--set", "log_std_max=0.5", "--set", "update_order=simultaneous", "--set", "tanh_epsilon=0"]
     assert _run([*base, *old, "--out", str(a)]).exit_code == 0
     orig = m.train
 
@@ -220,6 +229,7 @@ def test_resume_of_an_sb3_sac_run_recorded_before_log_std_max_keeps_its_bound(tm
     for k in ("log_std_max", "update_order"):
         head.pop(k)
         head["effective"]["sac"].pop(k)  # as the earlier version recorded it
+    head.pop("tanh_epsilon")
     (b / "records.jsonl").write_text("\n".join([json.dumps(head), *lines[1:]]) + "\n")
     ck = b / "checkpoint-sac.safetensors"
     ck.unlink()  # the earlier version's checkpoint: made again from the start at the recorded bound

@@ -236,7 +236,7 @@ def test_policy_log_std_bound_per_algorithm():
 
 # Every value each family presets, written out in full (sb3: SB3 2.9.2's SAC; the others: GOPS
 # example_train/dsacaid/ at 640e85a, the sigma loss of 1ea49ca): the folded tables must give exactly these.
-_SHARED = dict(sigma_loss="gradient", dsact_huber=False, norm_affine=False, lr_alpha=3e-4)
+_SHARED = dict(sigma_loss="gradient", dsact_huber=False, norm_affine=False, lr_alpha=3e-4, tanh_epsilon=1e-6)
 _GOPS_DATA = dict(
     num_envs=4,
     env_steps_per_update=20,
@@ -505,7 +505,8 @@ def _sb3_sac_actor_grads(learner, obs, act, rew, obs2, done, noises, lr_q):
         std = log_std.clamp(-20.0, sp.log_std_max).exp()
         u = mean + std * n
         a = torch.tanh(u)
-        lp = torch.distributions.Normal(mean, std).log_prob(u).sum(-1) - torch.log(1 - a**2 + 1e-12).sum(-1)
+        # SB3's SquashedDiagGaussianDistribution.log_prob: epsilon 1e-6 inside the log
+        lp = torch.distributions.Normal(mean, std).log_prob(u).sum(-1) - torch.log(1 - a**2 + 1e-6).sum(-1)
         return a, lp
 
     alpha = 1.0  # SB3 / CleanRL: ent_coef starts at exp(0)

@@ -28,6 +28,7 @@ FAMILIES = ("auto", "sb3", "mujoco", "ant", "dmc")
 # family -> defaults, each written once: what every family shares (the GOPS MuJoCo script's loss,
 # networks and learning rates), the GOPS scripts' data regime, then each family's own values
 _COMMON = dict(
+    tanh_epsilon=1e-6,  # log(1 - tanh^2 + 1e-6): SB3, CleanRL and GOPS (action_distributions EPS) alike
     sigma_loss="gradient",
     dsact_huber=False,
     norm_affine=False,
@@ -95,6 +96,7 @@ LEGACY = {
     "dsact_huber": False,
     "log_std_max": 0.5,
     "update_order": "simultaneous",
+    "tanh_epsilon": 0.0,
 }
 # settings whose unset value (None, recorded as null) means "per algorithm", not "recorded before it existed"
 PER_ALGO = frozenset({"delay_update", "log_std_max", "update_order"})
@@ -132,6 +134,9 @@ class Config:
     tau: float = 0.005  # Polyak rate of the target networks (and of DSAC-T's / AID's running statistics)
     delay_update: int | None = None  # actor/alpha/targets every k updates (sb3: sac 1, dsac-* 2; GOPS 2)
     log_std_max: float | None = None  # policy log std upper clamp (sb3: sac 2 as SB3 / CleanRL, dsac-* 0.5; GOPS 0.5)
+    tanh_epsilon: float | None = setting(
+        None, "policy log-density: log(1 - tanh(u)^2 + eps) as SB3 / CleanRL / GOPS (1e-6); 0 = exact", ge=0, le=1
+    )
     update_order: Literal["sequential", "simultaneous"] | None = (
         None  # sequential: critic step, then the actor loss on it (SB3, CleanRL); simultaneous: grads first (GOPS)
     )
@@ -395,6 +400,7 @@ def learner_spec(cfg: Config, algo: str, obs_dim: int, act_dim: int, *, fused_ad
         tau_b=cfg.tau,
         delay_update=delay_of(cfg, algo),
         log_std_max=log_std_max_of(cfg, algo),
+        tanh_epsilon=float(cfg.tanh_epsilon or 0.0),
         sequential=update_order_of(cfg, algo) == "sequential",
         num_q=cfg.num_q,
         lam=cfg.lam,

@@ -160,22 +160,33 @@ class BatchedMLP(nn.Module):
 
 
 def tanh_gaussian(
-    out: Tensor, log_std_min: float, log_std_max: float, *, noise: Tensor | None = None, deterministic: bool = False
+    out: Tensor,
+    log_std_min: float,
+    log_std_max: float,
+    *,
+    noise: Tensor | None = None,
+    deterministic: bool = False,
+    eps: float = 0.0,
 ) -> tuple[Tensor, Tensor]:
     """Action and log-probability of a tanh-squashed Gaussian from an actor's raw output.
 
     out: (..., 2 * act_dim) = (mean, log_std); log_std clamped to [log_std_min, log_std_max].
     noise: standard normal (..., act_dim) for the reparameterised sample (``deterministic``:
     the action is tanh(mean), its log-density evaluated there). Returns (action in (-1, 1)
-    (..., act_dim), log_prob (...)), with log|d tanh/du| = 2 (log 2 - u - softplus(-2u))."""
+    (..., act_dim), log_prob (...)). The Jacobian term: ``eps > 0``: log(1 - tanh(u)^2 + eps), as
+    SB3 (``SquashedDiagGaussianDistribution``, 1e-6), CleanRL and GOPS (``TanhGaussDistribution``,
+    EPS 1e-6) compute it, so a saturated action's term is floored at log(eps); ``eps = 0``: the
+    exact log|d tanh/du| = 2 (log 2 - u - softplus(-2u))."""
     mean, log_std = out.chunk(2, dim=-1)
     log_std = log_std.clamp(log_std_min, log_std_max)
     std = log_std.exp()
     u = mean if deterministic else mean + std * noise
     z = (u - mean) / std
     logp = (-0.5 * z * z - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
-    logp = logp - (2.0 * (math.log(2.0) - u - torch.nn.functional.softplus(-2.0 * u))).sum(-1)
-    return torch.tanh(u), logp
+    a = torch.tanh(u)
+    if eps > 0:
+        return a, logp - torch.log(1.0 - a * a + eps).sum(-1)
+    return a, logp - (2.0 * (math.log(2.0) - u - torch.nn.functional.softplus(-2.0 * u))).sum(-1)
 
 
 def ensemble_moments(q: Tensor, sigma: Tensor, dim: int) -> tuple[Tensor, Tensor, Tensor]:

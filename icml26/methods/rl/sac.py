@@ -73,6 +73,7 @@ class LearnerSpec:
     freeze_fraction: float = 0.2
     fused_adam: bool = False  # torch's fused Adam kernel (same update up to float rounding; faster on CPU)
     sequential: bool = False  # step the critics before the actor's loss reads them (SB3, CleanRL); else as [C]
+    tanh_epsilon: float = 0.0  # log(1 - tanh^2 + eps) in the log-density (SB3, CleanRL, [C]: 1e-6); 0: exact
 
     def __post_init__(self):
         if self.algo not in ALGOS:
@@ -179,7 +180,12 @@ class Learner(nn.Module):
         out = net(obs)
         noise = None if deterministic else self._noise(*obs.shape[:-1], self.spec.act_dim)
         return tanh_gaussian(
-            out, self.spec.log_std_min, self.spec.log_std_max, noise=noise, deterministic=deterministic
+            out,
+            self.spec.log_std_min,
+            self.spec.log_std_max,
+            noise=noise,
+            deterministic=deterministic,
+            eps=self.spec.tanh_epsilon,
         )
 
     def behaviour_policy(self, obs: Tensor) -> Tensor:
