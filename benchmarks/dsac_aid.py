@@ -944,6 +944,33 @@ def part_ours(
             print(f"{env_id} {algo}: partial (resume with another call)")
 
 
+# run folder -> algo: the current learner's folders, then runs of earlier versions kept for reference
+OURS_FOLDERS = {
+    "sac": "sac",
+    "dsac-t": "dsac-t",
+    "dsac-aid": "dsac-aid",
+    "sac-logstd0.5": "sac",
+    "sac-logstd2-exact-jacobian": "sac",
+    "dsac-aid-exact-jacobian": "dsac-aid",
+}
+
+
+def version_label(head: dict, algo: str) -> str:
+    """What a run's config record says about the learner version, where it differs from today's
+    defaults: the log-density's Jacobian (recorded as tanh_epsilon since it existed; before, the
+    exact form), SAC's log std bound and update order (recorded since they existed; before,
+    0.5 and GOPS's simultaneous order)."""
+    notes = []
+    eff = (head.get("effective") or {}).get(algo, {})
+    if algo == "sac" and "log_std_max" not in eff:
+        notes.append("log std <= 0.5, simultaneous update")
+    elif algo == "sac" and eff.get("update_order") != "sequential":
+        notes.append(f"update {eff.get('update_order')}")
+    if "tanh_epsilon" not in head:
+        notes.append("exact tanh Jacobian")
+    return f" ({', '.join(notes)}: earlier version)" if notes else ""
+
+
 def defaults_rows(env_id: str) -> list[dict]:
     """Per implementation: final return (mean, Student-t 95% interval over the seeds), the curve
     (step -> seed mean), updates/s, seeds and steps reached; from the run folders and SB3 files."""
@@ -972,11 +999,11 @@ def defaults_rows(env_id: str) -> list[dict]:
                 "seed_updates_per_s": float(np.mean([r["updates_per_s"] for r in sb3])),
             }
         )
-    for name in ("sac", "dsac-t", "dsac-aid", "sac-logstd0.5"):
+    for name in OURS_FOLDERS:
         # seeds 0-2 in <name>/, later batches of 3 in <name>-seed<k>/; a batch that has not reached
-        # the task's steps yet adds to the curve, not to the final returns. sac-logstd0.5: our SAC
-        # before its log std bound became SB3's 2 (the folders of that run, kept for reference)
-        algo = name.split("-logstd")[0]
+        # the task's steps yet adds to the curve, not to the final returns. The folders other than
+        # <algo>/ hold runs of earlier versions of the learner, kept for reference
+        algo = OURS_FOLDERS[name]
         folders = [DEFAULTS / env_id / name, *sorted((DEFAULTS / env_id).glob(f"{name}-seed*"))]
         recs = [r for f in folders for r in read_records(f)]
         steps = [r for r in recs if r["kind"] == "step"]
@@ -991,7 +1018,7 @@ def defaults_rows(env_id: str) -> list[dict]:
         per_batch = len(final) / max(len(res), 1) if res else len(final)
         rows.append(
             {
-                "impl": f"ours {algo}" + (" (log std <= 0.5, before)" if name != algo else ""),
+                "impl": f"ours {algo}" + version_label(recs[0] if recs else {}, algo),
                 "seeds": len(final),
                 "steps": last,
                 "final": float(np.mean(final)),
