@@ -951,6 +951,7 @@ OURS_FOLDERS = {
     "dsac-aid": "dsac-aid",
     "sac-logstd0.5": "sac",
     "sac-logstd2-exact-jacobian": "sac",
+    "dsac-t-exact-jacobian": "dsac-t",
     "dsac-aid-exact-jacobian": "dsac-aid",
 }
 
