@@ -1005,33 +1005,47 @@ def defaults_rows(env_id: str) -> list[dict]:
         # the task's steps yet adds to the curve, not to the final returns. The folders other than
         # <algo>/ hold runs of earlier versions of the learner, kept for reference
         algo = OURS_FOLDERS[name]
-        folders = [DEFAULTS / env_id / name, *sorted((DEFAULTS / env_id).glob(f"{name}-seed*"))]
-        recs = [r for f in folders for r in read_records(f)]
-        steps = [r for r in recs if r["kind"] == "step"]
-        if not steps:
-            continue
-        last = max(r["step"] for r in steps)
-        final = [r["eval_return"] for r in steps if r["step"] == last]
-        res = [r for r in recs if r["kind"] == "result"]
-        ups = [r["updates_per_s"] for r in steps if r.get("updates_per_s") == r.get("updates_per_s")]
-        done = [r["updates_per_s"] for r in res if r.get("updates_per_s")]
-        u = float(np.mean(done)) if done else (float(np.mean(ups)) if ups else None)
-        per_batch = len(final) / max(len(res), 1) if res else len(final)
-        rows.append(
-            {
-                "impl": f"ours {algo}" + version_label(recs[0] if recs else {}, algo),
-                "seeds": len(final),
-                "steps": last,
-                "final": float(np.mean(final)),
-                "ci": seed_interval(final),
-                "per_seed": final,
-                "curve": curves(recs, "eval_return").get(algo, []),
-                "updates_per_s": u,  # batched: one update trains every seed of a batch
-                "seed_updates_per_s": u * per_batch if u else None,
-                "done": len(res) == len([f for f in folders if f.is_dir()]),
-            }
-        )
+        found = [DEFAULTS / env_id / name, *sorted((DEFAULTS / env_id).glob(f"{name}-seed*"))]
+        by_label: dict[str, list[Path]] = {}  # folders of different learner versions are never pooled
+        for f in found:
+            head = (read_records(f) or [{}])[0]
+            by_label.setdefault(version_label(head, algo), []).append(f)
+        for label, folders in by_label.items():
+            rows += _ours_row(algo, label, folders)
     return rows
+
+
+def _ours_row(algo: str, label: str, folders: list[Path]) -> list[dict]:
+    """One table row from the run folders of one learner version (empty when none has an evaluation)."""
+    import numpy as np
+
+    from icml26.core.verdict import seed_interval
+
+    recs = [r for f in folders for r in read_records(f)]
+    steps = [r for r in recs if r["kind"] == "step"]
+    if not steps:
+        return []
+    last = max(r["step"] for r in steps)
+    final = [r["eval_return"] for r in steps if r["step"] == last]
+    res = [r for r in recs if r["kind"] == "result"]
+    ups = [r["updates_per_s"] for r in steps if r.get("updates_per_s") == r.get("updates_per_s")]
+    done = [r["updates_per_s"] for r in res if r.get("updates_per_s")]
+    u = float(np.mean(done)) if done else (float(np.mean(ups)) if ups else None)
+    per_batch = len(final) / max(len(res), 1) if res else len(final)
+    return [
+        {
+            "impl": f"ours {algo}" + label,
+            "seeds": len(final),
+            "steps": last,
+            "final": float(np.mean(final)),
+            "ci": seed_interval(final),
+            "per_seed": final,
+            "curve": curves(recs, "eval_return").get(algo, []),
+            "updates_per_s": u,  # batched: one update trains every seed of a batch
+            "seed_updates_per_s": u * per_batch if u else None,
+            "done": len(res) == len([f for f in folders if f.is_dir()]),
+        }
+    ]
 
 
 def report_defaults(env_id: str) -> None:

@@ -210,7 +210,7 @@ def train(
                 obs = f(o2)
                 loop["step"] += N
                 bar.advance(N)
-            if buf.size >= max(cfg.warmup_steps, 1):  # sampled with replacement (SB3 updates from step 101)
+            if buf.size >= max(cfg.warmup_steps, 1):  # with replacement; from step 100 (SB3: 101, one update fewer)
                 tu = time.perf_counter()
                 b = buf.sample(cfg.batch_size, gen)
                 loss_q = learner.update(
