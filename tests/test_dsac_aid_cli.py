@@ -157,26 +157,39 @@ def test_set_help_shows_the_effective_default_of_the_family():
     assert "10000" in rows["warmup_steps"].replace("_", "").replace(",", "") and "50" in rows["reward_scale"]
 
 
+def _interrupted(monkeypatch, args: list[str]) -> None:
+    """Run the CLI with ``args`` and interrupt it after 100 environment steps (as Ctrl-C would)."""
+    from icml26.methods.rl import dsac_aid as m
+
+    orig = m.train
+
+    def stopping(*a, **kw):
+        yield from orig(*a, **{**kw, "stop_after_steps": 100})
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(m, "train", stopping)
+    assert _run(args).exit_code != 0
+    monkeypatch.setattr(m, "train", orig)
+
+
+def _records_after_config(folder) -> list[dict]:
+    """The run's records after its config record, without the timing fields."""
+    return [
+        {k: v for k, v in json.loads(x).items() if k not in ("updates_per_s", "wall_s")}
+        for x in (folder / "records.jsonl").read_text().splitlines()[1:]
+    ]
+
+
 def test_resume_of_a_run_made_under_the_earlier_defaults_keeps_its_settings(tmp_path, monkeypatch):
     """A run recorded before the sb3 family and the new settings existed (GOPS data regime, config
     record without warmup_actions / sigma_loss / norm_affine / dsact_huber / effective) continues
     under its own settings with a bare --resume and ends as the uninterrupted run."""
-    from icml26.methods.rl import dsac_aid as m
-
     legacy = ["--set", "family=mujoco", "--set", "norm_affine=true", "--set", "sigma_loss=variance"]
     legacy += ["--set", "warmup_actions=policy", "--set", "tanh_epsilon=0"]
     base = ["-r", str(TINY), "--algo", "dsac-aid", "--steps", "200", "-q"]
     a, b = tmp_path / "a", tmp_path / "b"
     assert _run([*base, *legacy, "--out", str(a)]).exit_code == 0
-    orig = m.train
-
-    def stopping(*args, **kw):
-        yield from orig(*args, **{**kw, "stop_after_steps": 100})
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(m, "train", stopping)
-    assert _run([*base, *legacy, "--out", str(b)]).exit_code != 0
-    monkeypatch.setattr(m, "train", orig)
+    _interrupted(monkeypatch, [*base, *legacy, "--out", str(b)])
     lines = (b / "records.jsonl").read_text().splitlines()
     head = json.loads(lines[0])
     for k in (
@@ -193,13 +206,7 @@ def test_resume_of_a_run_made_under_the_earlier_defaults_keeps_its_settings(tmp_
     (b / "records.jsonl").write_text("\n".join([json.dumps(head), *lines[1:]]) + "\n")
     r = _run([*base, "--out", str(b), "--resume"])  # no --set: the run's own settings
     assert r.exit_code == 0, r.output
-    res = (
-        lambda p: [  # noqa: E731
-            {k: v for k, v in json.loads(x).items() if k not in ("updates_per_s", "wall_s")}
-            for x in (p / "records.jsonl").read_text().splitlines()[1:]
-        ]
-    )
-    assert res(a) == res(b)
+    assert _records_after_config(a) == _records_after_config(b)
 
 
 def test_resume_of_an_sb3_sac_run_recorded_before_log_std_max_keeps_its_bound(tmp_path, monkeypatch):
@@ -207,21 +214,11 @@ def test_resume_of_an_sb3_sac_run_recorded_before_log_std_max_keeps_its_bound(tm
     neither in ``effective``) ran with the bound 0.5 and GOPS's update order: a bare --resume
     continues so and ends as an uninterrupted run with those values set, not at SAC's new
     defaults (2, sequential)."""
-    from icml26.methods.rl import dsac_aid as m
-
     base = ["-r", str(TINY), "--algo", "sac", "--steps", "200", "-q"]
     a, b = tmp_path / "a", tmp_path / "b"
     old = ["--set", "log_std_max=0.5", "--set", "update_order=simultaneous", "--set", "tanh_epsilon=0"]
     assert _run([*base, *old, "--out", str(a)]).exit_code == 0
-    orig = m.train
-
-    def stopping(*args, **kw):
-        yield from orig(*args, **{**kw, "stop_after_steps": 100})
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(m, "train", stopping)
-    assert _run([*base, "--out", str(b)]).exit_code != 0
-    monkeypatch.setattr(m, "train", orig)
+    _interrupted(monkeypatch, [*base, "--out", str(b)])
     lines = (b / "records.jsonl").read_text().splitlines()
     head = json.loads(lines[0])
     assert head["effective"]["sac"]["log_std_max"] == 2.0
@@ -235,13 +232,7 @@ def test_resume_of_an_sb3_sac_run_recorded_before_log_std_max_keeps_its_bound(tm
     ck.unlink()  # the earlier version's checkpoint: made again from the start at the recorded bound
     r = _run([*base, "--out", str(b), "--resume"])
     assert r.exit_code == 0, r.output
-    res = (
-        lambda p: [  # noqa: E731
-            {k: v for k, v in json.loads(x).items() if k not in ("updates_per_s", "wall_s")}
-            for x in (p / "records.jsonl").read_text().splitlines()[1:]
-        ]
-    )
-    assert res(a) == res(b)
+    assert _records_after_config(a) == _records_after_config(b)
 
 
 @pytest.mark.slow  # ~1 CPU-minute

@@ -290,14 +290,19 @@ def stored_config(out) -> dict | None:
     return first if isinstance(first, dict) and first.get("kind") == "config" else None
 
 
+def legacy_fields(stored: dict) -> list[str]:
+    """The LEGACY settings a run's config record ``stored`` was written without: absent, or null
+    where null is not a per-algorithm value (PER_ALGO); they take the values that run used."""
+    return [k for k in LEGACY if k not in stored or (stored[k] is None and k not in PER_ALGO)]
+
+
 def for_resume(cfg: Config, stored: dict, given: set[str]) -> tuple[Config, Config]:
     """``--resume`` of the run whose config record is ``stored``: every setting not ``given`` now
     (recipe, --set, options) keeps the run's value, so a run made under earlier defaults goes on
     under them. Returns (the resolved Config to run, the Config to compare with the record: the
     settings the run was recorded without left None)."""
     fields = {f.name for f in dataclasses.fields(Config)}
-    # recorded before the setting existed (or as null, where null is not a per-algorithm value)
-    absent = [k for k in LEGACY if k not in stored or (stored[k] is None and k not in PER_ALGO)]
+    absent = legacy_fields(stored)
     vals = {k: stored[k] for k in fields if k in stored and k not in given and k not in absent}
     for k in ("algo", "hidden"):
         if isinstance(vals.get(k), list):

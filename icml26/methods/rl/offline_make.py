@@ -158,8 +158,7 @@ def read_run(run_dir: str | Path) -> dict:
         raise InputError(f"--from {str(run_dir)!r}: no checkpoint-<algo>.safetensors in the folder")
     algo = "sac" if "sac" in ckpts else ckpts[0]
     # settings the run was recorded without take the values it ran with (dsac_config.LEGACY)
-    legacy = [k for k in dsac_aid.LEGACY if k not in head or (head[k] is None and k not in dsac_aid.PER_ALGO)]
-    cfg = dsac_aid.resolve_family(dsac_aid.dataclasses.replace(cfg, algo=(algo,)), legacy=legacy)
+    cfg = dsac_aid.resolve_family(dsac_aid.dataclasses.replace(cfg, algo=(algo,)), legacy=dsac_aid.legacy_fields(head))
     evals: dict[int, list] = {}
     for r in recs:
         if r.get("kind") == "step" and r.get("algo") == algo and r.get("eval_return") is not None:
