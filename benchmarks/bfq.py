@@ -132,9 +132,11 @@ def part_scores(
     evals: int,
     bfq_eta: float | None = None,
     fql_alpha: float | None = None,
+    seeds: int | None = None,
 ) -> None:
-    """``bfq_eta`` None: Config's default. BFQ rows measured before the one-step fixes (docs/bfq.md,
-    "What was wrong") are kept under keys ending in ``/prefix-eta<eta>``."""
+    """``bfq_eta`` None: Config's default; ``seeds`` None: SEEDS[algo] (another count is named in the
+    key). BFQ rows measured before the one-step fixes (docs/bfq.md, "What was wrong") are kept under
+    keys ending in ``/prefix-eta<eta>``."""
     from icml26.core.output import to_json
     from icml26.methods.rl import offline
 
@@ -153,13 +155,16 @@ def part_scores(
                 key += f"/alpha{fql_alpha:g}"
             if algo == "bfq" and eta != offline.Config().bfq_eta:
                 key += f"/eta{eta:g}"
+            n_seeds = SEEDS[algo] if seeds is None else seeds
+            if n_seeds != SEEDS[algo]:
+                key += f"/seeds{n_seeds}"
             if key in scores:
                 continue
             cfg = offline.Config(
                 dataset=str(f),
                 algo=(algo,),
                 steps=steps,
-                seeds=SEEDS[algo],
+                seeds=n_seeds,
                 eval_interval=max(1, steps // evals),
                 checkpoint_interval=max(1, steps // 8),
                 eval_episodes=eval_episodes,
@@ -199,15 +204,20 @@ def part_scores(
 FQL_ALPHAS = (0.03, 0.1, 0.3, 1.0, 3.0, 10.0)  # seohongpark/fql README: the grid for new tasks (normalize_q_loss on)
 
 
-def part_fql_alpha(res: dict, data_dir: Path, datasets: list[str], steps: int, eval_episodes: int) -> None:
+def part_fql_alpha(
+    res: dict, data_dir: Path, datasets: list[str], steps: int, eval_episodes: int, alphas: tuple[float, ...]
+) -> None:
     """FQL has no D4RL locomotion table: alpha is chosen on validation datasets (1 seed each, the
-    final score) over FQL_ALPHAS; the scores part then runs with the chosen alpha."""
-    for alpha in FQL_ALPHAS:
-        part_scores(res, data_dir, datasets, steps, ["fql"], (256, 256, 256), eval_episodes, 4, fql_alpha=alpha)
+    final score) over FQL_ALPHAS; the scores part then runs with the chosen alpha. ``alphas``: the
+    grid's values to run now (a part of it; each value's run is kept and resumable)."""
+    for alpha in alphas:
+        part_scores(
+            res, data_dir, datasets, steps, ["fql"], (256, 256, 256), eval_episodes, 4, fql_alpha=alpha, seeds=1
+        )
     rows = {
         a: [
             res["scores"]
-            .get(f"{ds}/fql/{steps}/official/alpha{a:g}", {})
+            .get(f"{ds}/fql/{steps}/official/alpha{a:g}/seeds1", {})
             .get("result", {})
             .get("normalized_score_final")
             for ds in datasets
@@ -219,7 +229,7 @@ def part_fql_alpha(res: dict, data_dir: Path, datasets: list[str], steps: int, e
         "datasets": datasets,
         "steps": steps,
         "scores": rows,
-        "chosen": max(ok, key=ok.get) if ok else None,
+        "chosen": max(ok, key=ok.get) if len(ok) == len(FQL_ALPHAS) else None,  # only over the whole grid
     }
     _save_part(res, ("fql_alpha",))
 
@@ -588,7 +598,19 @@ def _report_speed(res: dict) -> None:
             print(f"| {name} | {val:.2f}x | {'met' if val >= want else 'NOT met'} |")
 
 
-def _report_scores(sc: dict) -> None:
+def _entry(sc: dict, ds: str, algo: str, steps: str, fql_alpha: float | None) -> dict | None:
+    """The scores-part run of ``algo`` on ``ds``: for FQL the 3-seed run at the chosen alpha (or the only
+    alpha run, or the run at Config's default), never a 1-seed grid run."""
+    e = sc.get(f"{ds}/{algo}/{steps}")
+    if algo != "fql" or not steps.endswith("official"):
+        return e
+    if fql_alpha is not None and f"{ds}/fql/{steps}/alpha{fql_alpha:g}" in sc:
+        return sc[f"{ds}/fql/{steps}/alpha{fql_alpha:g}"]
+    runs = [k for k in sc if k.startswith(f"{ds}/fql/{steps}/alpha") and "/seeds" not in k]
+    return sc[runs[0]] if e is None and len(runs) == 1 else e
+
+
+def _report_scores(sc: dict, fql_alpha: float | None = None) -> None:
     print("\nNormalised scores (final [95% CI] / best; seeds: BFQ, FQL, DQL 3, others 1)")
     print("| dataset | steps | " + " | ".join(SEEDS) + " |")
     print("|---|---|" + "---|" * len(SEEDS))
@@ -596,7 +618,7 @@ def _report_scores(sc: dict) -> None:
     for ds, steps in keys:
         cells = []
         for algo in SEEDS:
-            e = sc.get(f"{ds}/{algo}/{steps}")
+            e = _entry(sc, ds, algo, steps, fql_alpha)
             if e is None:
                 cells.append("-")
                 continue
@@ -636,7 +658,7 @@ def _report_scores(sc: dict) -> None:
         for ds, steps in keys:
             if ("official" in steps) != official:
                 continue
-            g = {a: sc.get(f"{ds}/{a}/{steps}") for a in ("bfq", "fql", "diffusion-ql")}
+            g = {a: _entry(sc, ds, a, steps, fql_alpha) for a in ("bfq", "fql", "diffusion-ql")}
             if all(g.values()):
                 n += 1
                 s = {a: v["result"]["normalized_score_final"] for a, v in g.items()}
@@ -646,7 +668,7 @@ def _report_scores(sc: dict) -> None:
     from icml26.core.verdict import seed_interval
 
     for ds, steps in keys:  # paired by seed: seed k of both methods is evaluated on the same episodes
-        a, b = sc.get(f"{ds}/bfq/{steps}"), sc.get(f"{ds}/fql/{steps}")
+        a, b = sc.get(f"{ds}/bfq/{steps}"), _entry(sc, ds, "fql", steps, fql_alpha)
         if not (a and b):
             continue
         last = lambda e: {  # noqa: E731
@@ -726,7 +748,15 @@ def report(res: dict) -> None:
             print(f"ours within d3rlpy's interval: {'yes' if inside else 'NO'}")
     sc = res.get("scores")
     if sc:
-        _report_scores(sc)
+        _report_scores(sc, (res.get("fql_alpha") or {}).get("chosen"))
+    grid = res.get("fql_alpha")
+    if grid:
+        print(f"\nFQL's alpha grid (1 seed, {grid['steps']} updates, final normalised score per dataset)")
+        print("| alpha | " + " | ".join(grid["datasets"]) + " |")
+        print("|---|" + "---|" * len(grid["datasets"]))
+        for a, v in grid["scores"].items():
+            print(f"| {float(a):g} | " + " | ".join(_fmt(x) for x in v) + " |")
+        print(f"chosen: {grid['chosen'] if grid['chosen'] is not None else 'none yet (grid not complete)'}")
 
 
 def main() -> None:
@@ -735,6 +765,11 @@ def main() -> None:
         "--part", choices=("speed", "scores", "toy", "d3rlpy", "onestep", "fql-alpha"), action="append", default=[]
     )
     ap.add_argument("--fql-alpha", type=float, default=None, help="FQL's alpha in the scores part (default: Config's)")
+    ap.add_argument(
+        "--fql-alphas",
+        default=",".join(f"{a:g}" for a in FQL_ALPHAS),
+        help="the fql-alpha part's grid values to run now (default: the whole grid)",
+    )
     ap.add_argument(
         "--onestep-runs",
         default="prefix-eta1,default",
@@ -805,7 +840,14 @@ def main() -> None:
             a.fql_alpha,
         )
     if "fql-alpha" in a.part:
-        part_fql_alpha(res, ROOT / a.data_dir, [d for d in a.datasets.split(",") if d], a.steps, a.eval_episodes)
+        part_fql_alpha(
+            res,
+            ROOT / a.data_dir,
+            [d for d in a.datasets.split(",") if d],
+            a.steps,
+            a.eval_episodes,
+            tuple(float(x) for x in a.fql_alphas.split(",") if x),
+        )
     if a.partial_at:
         res.setdefault("partial", {})[str(a.partial_at)] = partial(ROOT / a.data_dir, a.partial_at)
         _save_part(res, ("partial", str(a.partial_at)))
