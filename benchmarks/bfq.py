@@ -121,6 +121,45 @@ def part_speed(res: dict, rounds: int, timing_s: float, train_n: int) -> None:
     }
 
 
+def _score_run(
+    f: Path,
+    ds: str,
+    algo: str,
+    steps: int,
+    hidden: tuple[int, ...],
+    eval_episodes: int,
+    evals: int,
+    eta: float,
+    fql_alpha: float | None,
+    seeds: int | None,
+):
+    """The scores part's run of ``algo`` on dataset file ``f``: (results key, Config, run folder)."""
+    from icml26.methods.rl import offline
+
+    key = f"{ds}/{algo}/{steps}" + ("" if hidden == (256, 256, 256) else "/" + "x".join(map(str, hidden)))
+    key += "/official"  # each baseline at its official settings (keys without it: the earlier harness)
+    if algo == "fql" and fql_alpha is not None:
+        key += f"/alpha{fql_alpha:g}"
+    if algo == "bfq" and eta != offline.Config().bfq_eta:
+        key += f"/eta{eta:g}"
+    n_seeds = SEEDS[algo] if seeds is None else seeds
+    if n_seeds != SEEDS[algo]:
+        key += f"/seeds{n_seeds}"
+    cfg = offline.Config(
+        dataset=str(f),
+        algo=(algo,),
+        steps=steps,
+        seeds=n_seeds,
+        eval_interval=max(1, steps // evals),
+        checkpoint_interval=max(1, steps // 8),
+        eval_episodes=eval_episodes,
+        hidden=hidden,
+        bfq_eta=eta,
+        **({} if fql_alpha is None else {"fql_alpha": fql_alpha}),
+    )
+    return key, cfg, ROOT / "runs" / "bfq-bench" / ds / key.split("/", 1)[1].replace("/", "-")
+
+
 def part_scores(
     res: dict,
     data_dir: Path,
@@ -149,30 +188,9 @@ def part_scores(
             print(f"{ds}: no {f} (make it with icml26 bfq make-dataset); skipped", file=sys.stderr)
             continue
         for algo in algos:
-            key = f"{ds}/{algo}/{steps}" + ("" if hidden == (256, 256, 256) else "/" + "x".join(map(str, hidden)))
-            key += "/official"  # each baseline at its official settings (keys without it: the earlier harness)
-            if algo == "fql" and fql_alpha is not None:
-                key += f"/alpha{fql_alpha:g}"
-            if algo == "bfq" and eta != offline.Config().bfq_eta:
-                key += f"/eta{eta:g}"
-            n_seeds = SEEDS[algo] if seeds is None else seeds
-            if n_seeds != SEEDS[algo]:
-                key += f"/seeds{n_seeds}"
+            key, cfg, out = _score_run(f, ds, algo, steps, hidden, eval_episodes, evals, eta, fql_alpha, seeds)
             if key in scores:
                 continue
-            cfg = offline.Config(
-                dataset=str(f),
-                algo=(algo,),
-                steps=steps,
-                seeds=n_seeds,
-                eval_interval=max(1, steps // evals),
-                checkpoint_interval=max(1, steps // 8),
-                eval_episodes=eval_episodes,
-                hidden=hidden,
-                bfq_eta=eta,
-                **({} if fql_alpha is None else {"fql_alpha": fql_alpha}),
-            )
-            out = ROOT / "runs" / "bfq-bench" / ds / key.split("/", 1)[1].replace("/", "-")
             out.mkdir(parents=True, exist_ok=True)
             inputs = offline.validate(cfg)
             t0 = time.perf_counter()
@@ -199,6 +217,84 @@ def part_scores(
                     }
                 )
             )
+
+
+class _Acting:
+    """An agent acting by ``fn`` (normalised observations (S, B, o) -> actions), for ``offline.evaluate``."""
+
+    def __init__(self, agent, fn):
+        self.S, self.device, self._agent, self._fn = agent.S, agent.device, agent, fn
+
+    def policy(self, obs):
+        import torch
+
+        with torch.no_grad():
+            return self._fn(self._agent.normalize(obs))
+
+
+def part_eval_modes(
+    res: dict,
+    data_dir: Path,
+    ds: str,
+    steps: int,
+    episodes: int,
+    fql_alpha: float | None,
+    eval_episodes: int = 10,
+    evals: int = 4,
+) -> None:
+    """BFQ and FQL scored both ways on the scores part's final checkpoints (3 seeds each): BFQ acts at
+    eps = 0 in ``icml26 bfq`` (RECON) and FQL draws z ~ N(0, I) as its official ``sample_actions`` does;
+    here each also acts the other way (BFQ eps ~ N(0, I), FQL z = 0), so that neither method alone
+    gets the help of a noise-free action. Every evaluation runs ``episodes`` episodes per seed on the
+    same start states (seed k of both methods on the same ones: paired), apart from the training
+    evaluations' states. ``eval_episodes``, ``evals``: the scores part's (they name its runs)."""
+    import dataclasses
+
+    import torch
+
+    from icml26.core.verdict import seed_interval
+    from icml26.methods.rl import offline
+
+    eta = offline.Config().bfq_eta
+    f = data_dir / f"{ds}.hdf5"
+    modes = {
+        "bfq": {"zero": lambda a, o: a.act(o, True), "sampled": lambda a, o: a.act(o, False)},
+        "fql": {
+            "zero": lambda a, o: a.mu(o, torch.zeros(*o.shape[:-1], a.act_dim)).clamp(-1.0, 1.0),
+            "sampled": lambda a, o: a.act(o),
+        },
+    }
+    rows: dict = {"episodes": episodes, "scored_as": {"bfq": "zero", "fql": "sampled"}}
+    per: dict = {}
+    for algo, fns in modes.items():
+        _, cfg, out = _score_run(f, ds, algo, steps, (256, 256, 256), eval_episodes, evals, eta, fql_alpha, None)
+        data, env_id, ref = offline.validate(cfg)
+        agent, updates = offline.load_trained(cfg, algo, data, out)
+        if updates < steps:
+            print(f"eval-modes: {algo} on {ds} has {updates} of {steps} updates; run the scores part first")
+            return
+        ev = dataclasses.replace(cfg, eval_episodes=episodes)
+        for mode, fn in fns.items():
+            rets = offline.evaluate(_Acting(agent, lambda o, fn=fn: fn(agent, o)), data, env_id, ev, 0, 10_000)
+            sc = offline.normalized_score(rets, ref["ref_min_return"], ref["ref_max_return"])
+            per[(algo, mode)] = sc
+            rows.setdefault(algo, {})[mode] = {
+                "scores": sc.tolist(),
+                "mean": float(sc.mean()),
+                "ci": seed_interval(sc),
+                "return_mean": float(rets.mean()),
+            }
+    for mode in ("zero", "sampled"):
+        d = per[("bfq", mode)] - per[("fql", mode)]
+        rows.setdefault("bfq_minus_fql", {})[mode] = {
+            "diffs": d.tolist(),
+            "mean": float(d.mean()),
+            "ci": seed_interval(d),
+        }
+    d = per[("bfq", "zero")] - per[("fql", "sampled")]
+    rows["bfq_minus_fql"]["as_scored"] = {"diffs": d.tolist(), "mean": float(d.mean()), "ci": seed_interval(d)}
+    res.setdefault("eval_modes", {})[f"{ds}/{steps}" + ("" if fql_alpha is None else f"/alpha{fql_alpha:g}")] = rows
+    _save_part(res, ("eval_modes",))
 
 
 FQL_ALPHAS = (0.03, 0.1, 0.3, 1.0, 3.0, 10.0)  # seohongpark/fql README: the grid for new tasks (normalize_q_loss on)
@@ -749,6 +845,18 @@ def report(res: dict) -> None:
     sc = res.get("scores")
     if sc:
         _report_scores(sc, (res.get("fql_alpha") or {}).get("chosen"))
+    for k, r in (res.get("eval_modes") or {}).items():
+        print(f"\nBFQ and FQL both ways on {k} (final checkpoints, {r['episodes']} episodes a seed, mean [95% CI])")
+        print("| method | eps / z = 0 | eps / z ~ N(0, I) |")
+        print("|---|---|---|")
+        for algo in ("bfq", "fql"):
+            cells = [
+                f"{r[algo][m]['mean']:.1f} [{r[algo][m]['ci'][0]:.1f}, {r[algo][m]['ci'][1]:.1f}]"
+                for m in ("zero", "sampled")
+            ]
+            print(f"| {algo} (scored: {r['scored_as'][algo]}) | " + " | ".join(cells) + " |")
+        for m, v in r["bfq_minus_fql"].items():
+            print(f"BFQ - FQL, {m}, paired over seeds: {v['mean']:+.1f} [{v['ci'][0]:+.1f}, {v['ci'][1]:+.1f}]")
     grid = res.get("fql_alpha")
     if grid:
         print(f"\nFQL's alpha grid (1 seed, {grid['steps']} updates, final normalised score per dataset)")
@@ -762,7 +870,10 @@ def report(res: dict) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
-        "--part", choices=("speed", "scores", "toy", "d3rlpy", "onestep", "fql-alpha"), action="append", default=[]
+        "--part",
+        choices=("speed", "scores", "toy", "d3rlpy", "onestep", "fql-alpha", "eval-modes"),
+        action="append",
+        default=[],
     )
     ap.add_argument("--fql-alpha", type=float, default=None, help="FQL's alpha in the scores part (default: Config's)")
     ap.add_argument(
@@ -792,6 +903,7 @@ def main() -> None:
         help="hidden widths of BFQ and BC in the scores part (the baselines keep their official networks)",
     )
     ap.add_argument("--eval-episodes", type=int, default=10)
+    ap.add_argument("--eval-modes-episodes", type=int, default=30, help="episodes a seed in the eval-modes part")
     ap.add_argument("--evals", type=int, default=4, help="evaluations per run (the last at --steps)")
     ap.add_argument(
         "--bfq-eta",
@@ -848,6 +960,11 @@ def main() -> None:
             a.eval_episodes,
             tuple(float(x) for x in a.fql_alphas.split(",") if x),
         )
+    if "eval-modes" in a.part:
+        for ds in [d for d in a.datasets.split(",") if d]:
+            part_eval_modes(
+                res, ROOT / a.data_dir, ds, a.steps, a.eval_modes_episodes, a.fql_alpha, a.eval_episodes, a.evals
+            )
     if a.partial_at:
         res.setdefault("partial", {})[str(a.partial_at)] = partial(ROOT / a.data_dir, a.partial_at)
         _save_part(res, ("partial", str(a.partial_at)))

@@ -585,3 +585,33 @@ def test_expert_is_the_best_evaluated_snapshot_not_the_final_policy():
     assert expert_policy({5: 3.0, 10: 3.0}, {5, 10}) == 5  # equal returns: the earlier one
     with pytest.raises(InputError, match="keeps no evaluated policy"):
         expert_policy(evals, set())
+
+
+@pytest.mark.parametrize("algo", ["bfq", "fql"])
+def test_load_trained_gives_the_final_evaluation_again(tmp_path, algo):
+    """A finished run's checkpoint, loaded on its own, acts as the trained agent did: evaluated on the
+    final evaluation's episodes it returns the final step records' returns (BFQ acts without noise;
+    FQL draws z from its generator, restored from the checkpoint)."""
+    from tests.methods.bfq_synth import write_d4rl_file
+
+    write_d4rl_file(tmp_path / "p.hdf5", (50, 50), ("timeout", "timeout"), o=3, a=1, env="Pendulum-v1")
+    cfg = _cfg(dataset=str(tmp_path / "p.hdf5"), algo=(algo,), steps=12, eval_interval=6, eval_episodes=2)
+    recs = list(offline.run(cfg, seed=5, out=tmp_path / "run"))
+    final = [r["eval_return"] for r in recs if r["kind"] == "step" and r["step"] == 12]
+    data, env_id, _ = offline.validate(cfg)
+    agent, updates = offline.load_trained(cfg, algo, data, tmp_path / "run", seed=5)
+    assert updates == 12 and env_id == "Pendulum-v1"
+    again = offline.evaluate(agent, data, env_id, cfg, seed=5, n_eval=1)
+    if algo == "bfq":
+        np.testing.assert_allclose(again, final, rtol=1e-9)
+    else:  # the generator moved on during training's evaluation; the weights are the trained ones
+        fresh, _ = offline.load_trained(cfg, algo, data, tmp_path / "run", seed=5)
+        np.testing.assert_allclose(offline.evaluate(fresh, data, env_id, cfg, seed=5, n_eval=1), again, rtol=1e-9)
+        untrained = offline.agent_class(algo)(cfg, 3, 1, cfg.seeds, generator=torch.Generator().manual_seed(0))
+        same_noise, _ = offline.load_trained(cfg, algo, data, tmp_path / "run", seed=5)
+        untrained.load_state_tensors({**untrained.state_tensors(), "rng.torch": same_noise.gen.get_state()})
+        assert not np.allclose(offline.evaluate(untrained, data, env_id, cfg, seed=5, n_eval=1), again)
+    with pytest.raises(InputError, match="other settings"):
+        offline.load_trained(offline.Config(**{**cfg.__dict__, "steps": 13}), algo, data, tmp_path / "run", seed=5)
+    with pytest.raises(InputError, match="no checkpoint"):
+        offline.load_trained(cfg, algo, data, tmp_path / "nothing", seed=5)

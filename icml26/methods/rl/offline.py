@@ -141,13 +141,28 @@ def _save(path: Path, agent: OfflineAgent, loop: dict, meta: str) -> None:
         save_file({k: v.contiguous() for k, v in t.items()}, str(tmp), metadata={"icml26": meta})
 
 
-def _load(path: Path, meta: str) -> dict:
+def _load(path: Path, meta: str, fix: str = "--resume: resume with the same settings or delete it") -> dict:
     t, md = safetensors_file.read(path, fix="delete it to start this method over")
     if md.get("icml26") != meta:
-        raise InputError(
-            f"--resume: {str(path)!r} was written with other settings; resume with the same settings or delete it"
-        )
+        head, _, tail = fix.rpartition(": ")
+        raise InputError(f"{head + ': ' if head else ''}{str(path)!r} was written with other settings; {tail}")
     return t
+
+
+def load_trained(
+    cfg: Config, algo: str, data, out: Path, *, seed: int = 0, device: str = "cpu"
+) -> tuple[OfflineAgent, int]:
+    """The ``cfg.seeds`` batched agents of ``algo`` from the checkpoint that ``train`` wrote into ``out``
+    with the same ``cfg`` and ``seed``, and the updates they hold. InputError when the checkpoint is
+    missing or was written with other settings."""
+    ckpt = Path(out) / CHECKPOINT.format(algo=algo)
+    if not ckpt.is_file():
+        raise InputError(f"no checkpoint {str(ckpt)!r}: train {algo} with --out {str(out)!r} first")
+    gen = torch.Generator(device=device).manual_seed(_algo_seed(seed, algo))
+    agent = agent_class(algo)(cfg, data.obs_dim, data.act_dim, cfg.seeds, device=device, generator=gen, info=data.info)
+    t = _load(ckpt, _meta(cfg, algo, seed), fix="load it with the Config and seed of the run that wrote it")
+    agent.load_state_tensors(t)
+    return agent, int(t["loop.counters"][0])
 
 
 def train(
