@@ -18,7 +18,10 @@ BFQ's training >= 1.5x Diffusion-QL-5's gradient steps per second.
 Scores protocol: ``icml26 bfq train`` on each dataset (made by ``icml26 bfq make-dataset -r
 recipes/bfq/make-hopper.yaml``), 3 seeds for BFQ / FQL / Diffusion-QL-5, 1 for IQL / TD3+BC / BC,
 ``--steps`` updates, evaluation of 10 episodes at 4 points; every run resumable under
-runs/bfq-bench/. Target: BFQ >= FQL and > Diffusion-QL on at least 4 of the 6 datasets.
+runs/bfq-bench/. Target: BFQ >= FQL and > Diffusion-QL on at least 3 of the 4 Hopper / Walker2d
+medium and medium-replay datasets. ``--part fql-alpha`` runs FQL's alpha grid (1 seed a value;
+``--fql-alphas`` a part of it); ``--part eval-modes`` scores BFQ and FQL both with a noise-free and
+a drawn action on the scored runs' final checkpoints.
 """
 
 from __future__ import annotations
