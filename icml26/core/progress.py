@@ -51,6 +51,7 @@ class _Bar:
     def __init__(self, total: float | None, description: str, every_s: float | None):
         self.total, self.description = total, description
         self.done = 0.0
+        self._before = 0.0  # units done before this process started (a resumed run)
         self.figures: dict[str, Any] = {}
         self._t0 = time.monotonic()
         self._every = every_s
@@ -63,6 +64,13 @@ class _Bar:
                 self.figures.pop(k, None)
             else:
                 self.figures[k] = v
+        self._refresh()
+
+    def resumed(self, n: float) -> None:
+        """``n`` units were done before this process (a resumed run): counted, but left out of the
+        rate and the ETA."""
+        self.done += n
+        self._before += n
         self._refresh()
 
     def advance(self, n: float = 1, **figures: Any) -> None:
@@ -85,7 +93,7 @@ class _Bar:
 
     def line(self) -> str:
         el = time.monotonic() - self._t0
-        rate = self.done / el if el > 0 else 0.0
+        rate = (self.done - self._before) / el if el > 0 else 0.0
         count = f"{self.done:g}"
         if self.total:
             count += f"/{self.total:g} ({100 * self.done / self.total:.0f}%)"

@@ -117,7 +117,7 @@ def run_on_grid(
         steps_per_round = sum(cfg.local_epochs * -(-s.n_train // cfg.batch_size) for s in specs)
         exc = None
         with progress(cfg.rounds, f"fed-lora {name}") as bar:
-            bar.advance(start - 1)
+            bar.resumed(start - 1)
             try:
                 for rec in apps.federated_rounds(strat, grid, cfg.rounds, start_round=start, on_round=save):
                     # step: client optimizer steps so far (summed over clients)

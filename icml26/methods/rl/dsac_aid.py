@@ -179,7 +179,7 @@ def train(
         per_iter = cfg.env_steps_per_update // N
         t0 = time.perf_counter()
         bar = stack.enter_context(progress(cfg.steps, f"dsac-aid {algo} {cfg.env}"))
-        bar.advance(loop["step"])
+        bar.resumed(loop["step"])
         last_ret = loop["evals"][-1][1:] if loop["evals"] else None
         while loop["step"] < cfg.steps:
             for _ in range(per_iter):

@@ -209,7 +209,7 @@ def train(
     n_sum = 0
     failed: diverge.Diverged | None = None
     with progress(cfg.steps, f"bfq {algo}") as bar:
-        bar.advance(loop["updates"])
+        bar.resumed(loop["updates"])
         while loop["updates"] < cfg.steps:
             b = data.sample(S, cfg.batch_size, gen)
             t0 = time.perf_counter()
