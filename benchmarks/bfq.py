@@ -223,7 +223,7 @@ def part_scores(
 
 
 class _Acting:
-    """An agent acting by ``fn`` (normalised observations (S, B, o) -> actions), for ``offline.evaluate``."""
+    """``agent`` acting by ``fn(agent, normalised observations (S, B, o))``, for ``offline.evaluate``."""
 
     def __init__(self, agent, fn):
         self.S, self.device, self._agent, self._fn = agent.S, agent.device, agent, fn
@@ -232,7 +232,14 @@ class _Acting:
         import torch
 
         with torch.no_grad():
-            return self._fn(self._agent.normalize(obs))
+            return self._fn(self._agent, self._agent.normalize(obs))
+
+
+def _stats(x) -> dict:
+    """Per-seed values (S,) with their mean and Student-t 95% interval."""
+    from icml26.core.verdict import seed_interval
+
+    return {"values": x.tolist(), "mean": float(x.mean()), "ci": seed_interval(x)}
 
 
 def part_eval_modes(
@@ -255,7 +262,6 @@ def part_eval_modes(
 
     import torch
 
-    from icml26.core.verdict import seed_interval
     from icml26.methods.rl import offline
 
     eta = offline.Config().bfq_eta
@@ -278,24 +284,12 @@ def part_eval_modes(
             return
         ev = dataclasses.replace(cfg, eval_episodes=episodes)
         for mode, fn in fns.items():
-            rets = offline.evaluate(_Acting(agent, lambda o, fn=fn: fn(agent, o)), data, env_id, ev, 0, 10_000)
+            rets = offline.evaluate(_Acting(agent, fn), data, env_id, ev, 0, 10_000)
             sc = offline.normalized_score(rets, ref["ref_min_return"], ref["ref_max_return"])
             per[(algo, mode)] = sc
-            rows.setdefault(algo, {})[mode] = {
-                "scores": sc.tolist(),
-                "mean": float(sc.mean()),
-                "ci": seed_interval(sc),
-                "return_mean": float(rets.mean()),
-            }
-    for mode in ("zero", "sampled"):
-        d = per[("bfq", mode)] - per[("fql", mode)]
-        rows.setdefault("bfq_minus_fql", {})[mode] = {
-            "diffs": d.tolist(),
-            "mean": float(d.mean()),
-            "ci": seed_interval(d),
-        }
-    d = per[("bfq", "zero")] - per[("fql", "sampled")]
-    rows["bfq_minus_fql"]["as_scored"] = {"diffs": d.tolist(), "mean": float(d.mean()), "ci": seed_interval(d)}
+            rows.setdefault(algo, {})[mode] = {**_stats(sc), "return_mean": float(rets.mean())}
+    pairs = {"zero": ("zero", "zero"), "sampled": ("sampled", "sampled"), "as_scored": ("zero", "sampled")}
+    rows["bfq_minus_fql"] = {k: _stats(per[("bfq", b)] - per[("fql", f)]) for k, (b, f) in pairs.items()}
     res.setdefault("eval_modes", {})[f"{ds}/{steps}" + ("" if fql_alpha is None else f"/alpha{fql_alpha:g}")] = rows
     _save_part(res, ("eval_modes",))
 

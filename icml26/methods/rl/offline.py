@@ -141,11 +141,12 @@ def _save(path: Path, agent: OfflineAgent, loop: dict, meta: str) -> None:
         save_file({k: v.contiguous() for k, v in t.items()}, str(tmp), metadata={"icml26": meta})
 
 
-def _load(path: Path, meta: str, fix: str = "--resume: resume with the same settings or delete it") -> dict:
+def _load(
+    path: Path, meta: str, head: str = "--resume: ", fix: str = "resume with the same settings or delete it"
+) -> dict:
     t, md = safetensors_file.read(path, fix="delete it to start this method over")
     if md.get("icml26") != meta:
-        head, _, tail = fix.rpartition(": ")
-        raise InputError(f"{head + ': ' if head else ''}{str(path)!r} was written with other settings; {tail}")
+        raise InputError(f"{head}{str(path)!r} was written with other settings; {fix}")
     return t
 
 
@@ -160,7 +161,7 @@ def load_trained(
         raise InputError(f"no checkpoint {str(ckpt)!r}: train {algo} with --out {str(out)!r} first")
     gen = torch.Generator(device=device).manual_seed(_algo_seed(seed, algo))
     agent = agent_class(algo)(cfg, data.obs_dim, data.act_dim, cfg.seeds, device=device, generator=gen, info=data.info)
-    t = _load(ckpt, _meta(cfg, algo, seed), fix="load it with the Config and seed of the run that wrote it")
+    t = _load(ckpt, _meta(cfg, algo, seed), head="", fix="load it with the Config and seed of the run that wrote it")
     agent.load_state_tensors(t)
     return agent, int(t["loop.counters"][0])
 
