@@ -163,6 +163,33 @@ def _score_run(
     return key, cfg, ROOT / "runs" / "bfq-bench" / ds / key.split("/", 1)[1].replace("/", "-")
 
 
+def _run_logged(run, cfg, out: Path, inputs) -> list[dict]:
+    """``run(cfg, ...)``'s records, each appended to ``out/steps.jsonl`` as it comes, so that a run
+    killed and resumed keeps its earlier evaluations: the file's step records go to ``run`` as
+    ``previous`` (a step's checkpoint may predate a kill: its records are replayed only up to the
+    checkpoint's updates, and the evaluations after it come again). Appended, never truncated: the
+    last record of an (algo, seed, step) counts."""
+    import json
+
+    from icml26.core.output import to_json
+    from icml26.core.run_folder import _read_lines
+
+    log = out / "steps.jsonl"
+    seen = {}
+    for line in _read_lines(log)[0] if log.is_file() else ():
+        r = json.loads(line)
+        seen[(r.get("algo"), r.get("seed"), r.get("step"))] = r
+    previous = sorted(seen.values(), key=lambda r: (r.get("step", 0), r.get("seed", 0)))
+    recs = []
+    with log.open("a") as fh:
+        for r in run(cfg, seed=0, out=out, resume=True, previous=previous, inputs=inputs):
+            recs.append(r)
+            if r.get("kind") == "step":
+                fh.write(to_json(r) + "\n")
+                fh.flush()
+    return recs
+
+
 def part_scores(
     res: dict,
     data_dir: Path,
@@ -198,7 +225,7 @@ def part_scores(
             inputs = offline.validate(cfg)
             t0 = time.perf_counter()
             load0 = uptime()
-            recs = list(offline.run(cfg, seed=0, out=out, resume=True, inputs=inputs))
+            recs = _run_logged(offline.run, cfg, out, inputs)
             res_rec = next(r for r in recs if r["kind"] == "result")
             curve = [{k: r[k] for k in ("step", "seed", "normalized_score")} for r in recs if r["kind"] == "step"]
             scores[key] = {
