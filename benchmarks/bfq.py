@@ -817,6 +817,50 @@ def _report_scores(sc: dict, fql_alpha: float | None = None) -> None:
         )
 
 
+NAMES = {"bfq": "BFQ", "fql": "FQL", "diffusion-ql": "Diffusion-QL, N = 5", "iql": "IQL", "td3bc": "TD3+BC", "bc": "BC"}
+
+
+def _report_official(sc: dict, fql_alpha: float | None) -> None:
+    """Per dataset scored at official strength: the docs' table (final score on the dataset's scale and
+    on D4RL's with their 95% intervals, per-seed finals, the seed-mean curve, updates/s, wall time)."""
+    for ds, steps in sorted({(k.split("/")[0], "/".join(k.split("/")[2:4])) for k in sc if "/official" in k}):
+        rows = {a: _entry(sc, ds, a, steps, fql_alpha) for a in SEEDS}
+        if not any(rows.values()):
+            continue
+        print(f"\n{ds}, {steps.split('/')[0]} updates at official strength")
+        head = "| method | seeds | final, dataset scale | final, D4RL scale | per-seed final | curve | updates/s |"
+        print(head + " wall s, last process |")
+        print("|---|---|---|---|---|---|---|---|")
+        steps_at = sorted({c["step"] for e in rows.values() if e for c in e["curve"]})
+        for algo, e in rows.items():
+            if e is None:
+                print(f"| {NAMES[algo]} | not run | | | | | | |")
+                continue
+            r = e["result"]
+
+            def cell(k: str) -> str:
+                ci = r.get(f"{k}_ci")
+                v = r.get(k)
+                return "-" if v is None else _fmt(v) + (f" [{ci[0]:.1f}, {ci[1]:.1f}]" if ci and r["seeds"] > 1 else "")
+
+            end = {c["seed"]: c["normalized_score"] for c in e["curve"] if c["step"] == max(steps_at)}
+            curve = [
+                [c["normalized_score"] for c in e["curve"] if c["step"] == s and c["normalized_score"] is not None]
+                for s in steps_at
+            ]
+            curve = [statistics.mean(v) if v else None for v in curve]
+            key = next(k for k, v in sc.items() if v is e)
+            name = NAMES[algo] + (f" ({key.rsplit('/', 1)[1].replace('alpha', 'alpha ')})" if "/alpha" in key else "")
+            print(
+                f"| {name} | {r['seeds']} | {cell('normalized_score_final')} | {cell('normalized_score_d4rl_final')} | "
+                + ", ".join(_fmt(end[k]) for k in sorted(end))
+                + " | "
+                + " / ".join("not kept" if x is None else _fmt(x) for x in curve)
+                + f" | {_fmt(r.get('train_hz'))} | {e['wall_s']:.0f} |"
+            )
+        print("curve: seed-mean score at " + " / ".join(f"{s // 1000}k" for s in steps_at) + " updates")
+
+
 def report(res: dict) -> None:
     _report_speed(res)
     for at, rows in (res.get("partial") or {}).items():
@@ -883,6 +927,7 @@ def report(res: dict) -> None:
     sc = res.get("scores")
     if sc:
         _report_scores(sc, (res.get("fql_alpha") or {}).get("chosen"))
+        _report_official(sc, (res.get("fql_alpha") or {}).get("chosen"))
     for k, r in (res.get("eval_modes") or {}).items():
         print(f"\nBFQ and FQL both ways on {k} (final checkpoints, {r['episodes']} episodes a seed, mean [95% CI])")
         print("| method | eps / z = 0 | eps / z ~ N(0, I) |")
