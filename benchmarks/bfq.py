@@ -730,6 +730,12 @@ def _entry(sc: dict, ds: str, algo: str, steps: str, fql_alpha: float | None) ->
     return sc[runs[0]] if e is None and len(runs) == 1 else e
 
 
+def _final(e: dict) -> dict:
+    """A saved scores-part run's per-seed score at its last evaluation: {seed: normalised score}."""
+    end = max(x["step"] for x in e["curve"])
+    return {r["seed"]: r["normalized_score"] for r in e["curve"] if r["step"] == end}
+
+
 def _report_scores(sc: dict, fql_alpha: float | None = None) -> None:
     print("\nNormalised scores (final [95% CI] / best; seeds: BFQ, FQL, DQL 3, others 1)")
     print("| dataset | steps | " + " | ".join(SEEDS) + " |")
@@ -787,10 +793,6 @@ def _report_scores(sc: dict, fql_alpha: float | None = None) -> None:
             print(f"\nBFQ >= FQL and > Diffusion-QL (final score): {wins} of {n} datasets measured (target: {target})")
     from icml26.core.verdict import seed_interval
 
-    def final(e) -> dict:  # seed -> score at the run's last evaluation
-        end = max(x["step"] for x in e["curve"])
-        return {r["seed"]: r["normalized_score"] for r in e["curve"] if r["step"] == end}
-
     separated: dict = {}
     for ds, steps in keys:  # paired by seed: seed k of every method is evaluated on the same episodes
         a = sc.get(f"{ds}/bfq/{steps}")
@@ -798,7 +800,7 @@ def _report_scores(sc: dict, fql_alpha: float | None = None) -> None:
             b = _entry(sc, ds, other, steps, fql_alpha)
             if not (a and b):
                 continue
-            fa, fb = final(a), final(b)
+            fa, fb = _final(a), _final(b)
             d = [fa[k] - fb[k] for k in sorted(fa) if k in fb and fa[k] is not None and fb[k] is not None]
             ci = seed_interval(d)
             separated.setdefault((ds, steps), {})[other] = ci
@@ -843,7 +845,7 @@ def _report_official(sc: dict, fql_alpha: float | None) -> None:
                 v = r.get(k)
                 return "-" if v is None else _fmt(v) + (f" [{ci[0]:.1f}, {ci[1]:.1f}]" if ci and r["seeds"] > 1 else "")
 
-            end = {c["seed"]: c["normalized_score"] for c in e["curve"] if c["step"] == max(steps_at)}
+            end = _final(e)
             curve = [
                 [c["normalized_score"] for c in e["curve"] if c["step"] == s and c["normalized_score"] is not None]
                 for s in steps_at
