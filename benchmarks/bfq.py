@@ -169,15 +169,11 @@ def _run_logged(run, cfg, out: Path, inputs) -> list[dict]:
     ``previous`` (a step's checkpoint may predate a kill: its records are replayed only up to the
     checkpoint's updates, and the evaluations after it come again). Appended, never truncated: the
     last record of an (algo, seed, step) counts."""
-    import json
-
-    from icml26.core.output import to_json
-    from icml26.core.run_folder import _read_lines
+    from icml26.core.jsonl import read_records, to_json
 
     log = out / "steps.jsonl"
     seen = {}
-    for line in _read_lines(log)[0] if log.is_file() else ():
-        r = json.loads(line)
+    for r in read_records(log) if log.is_file() else ():
         seen[(r.get("algo"), r.get("seed"), r.get("step"))] = r
     previous = sorted(seen.values(), key=lambda r: (r.get("step", 0), r.get("seed", 0)))
     recs = []

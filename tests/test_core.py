@@ -206,3 +206,16 @@ def test_parse_numbers_takes_repeated_and_comma_separated_values():
     assert parse_numbers(None, "--batch", int) is None
     with pytest.raises(InputError, match=r"--batch: expected integers \(comma-separated\), got '64,x'"):
         parse_numbers(["64,x"], "--batch", int)
+
+
+def test_read_records_keeps_complete_lines_and_drops_a_cut_last_line(tmp_path):
+    from icml26.core.jsonl import complete_lines, read_records
+
+    p = tmp_path / "steps.jsonl"
+    p.write_bytes(b'{"step": 1, "x": null}\n\n{"step": 2}\n{"step": 3, "x"')  # killed mid-write
+    assert read_records(p) == [{"step": 1, "x": None}, {"step": 2}]
+    lines, offsets, end = complete_lines(p)
+    assert offsets == [0, 23, 24] and end == 36 and lines[1] == ""
+    p.write_bytes(b'{"step": 1}\nnot json\n')
+    with pytest.raises(ValueError):
+        read_records(p)

@@ -27,3 +27,24 @@ def _clean(v: Any) -> Any:
 def to_json(record: dict) -> str:
     """One JSON line; NaN and infinities become null."""
     return json.dumps(_clean(record), allow_nan=False, ensure_ascii=False)
+
+
+def complete_lines(path: Path) -> tuple[list[str], list[int], int]:
+    """The complete lines of a JSON-lines file (no newline), the byte offset where each starts, and
+    the byte length of the complete lines (a last line cut short by a kill is left out)."""
+    data = Path(path).read_bytes()
+    end = data.rfind(b"\n") + 1  # 0 when there is no complete line
+    lines, offsets, pos = [], [], 0
+    for raw in data[:end].split(b"\n")[:-1]:
+        lines.append(raw.decode("utf-8", errors="replace"))
+        offsets.append(pos)
+        pos += len(raw) + 1
+    return lines, offsets, end
+
+
+def read_records(path: Path) -> list[dict]:
+    """The records of a JSON-lines file written one flushed line per record (``records.jsonl``, a
+    benchmark's step log): every complete line parsed, a last line cut short by a kill left out.
+
+    Raises ValueError (json.JSONDecodeError) on a complete line that is not JSON."""
+    return [json.loads(line) for line in complete_lines(path)[0] if line.strip()]

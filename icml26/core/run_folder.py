@@ -26,6 +26,7 @@ from typing import Any, Iterable, Iterator, Sequence
 
 from icml26.core.atomic import atomic_write_bytes, atomic_write_text
 from icml26.core.errors import InputError
+from icml26.core.jsonl import complete_lines as _read_lines
 from icml26.core.jsonl import to_json
 
 INTERRUPTED = "interrupted.json"  # marker of a run that ended abnormally (see stream)
@@ -128,19 +129,6 @@ def read_marker(out_dir: str | Path) -> dict | None:
     except (OSError, ValueError):
         return None
     return m if isinstance(m, dict) else None
-
-
-def _read_lines(path: Path) -> tuple[list[str], list[int], int]:
-    """The complete lines of a records file (no newline), the byte offset where each starts, and
-    the byte length of the complete lines (a last line cut short by a kill is left out)."""
-    data = path.read_bytes()
-    end = data.rfind(b"\n") + 1  # 0 when there is no complete line
-    lines, offsets, pos = [], [], 0
-    for raw in data[:end].split(b"\n")[:-1]:
-        lines.append(raw.decode("utf-8", errors="replace"))
-        offsets.append(pos)
-        pos += len(raw) + 1
-    return lines, offsets, end
 
 
 def _count_kinds(lines: list[str]) -> tuple[int, bool]:
