@@ -163,27 +163,33 @@ def _score_run(
     return key, cfg, ROOT / "runs" / "bfq-bench" / ds / key.split("/", 1)[1].replace("/", "-")
 
 
-def _run_logged(run, cfg, out: Path, inputs) -> list[dict]:
-    """``run(cfg, ...)``'s records, each appended to ``out/steps.jsonl`` as it comes, so that a run
-    killed and resumed keeps its earlier evaluations: the file's step records go to ``run`` as
-    ``previous`` (a step's checkpoint may predate a kill: its records are replayed only up to the
+def _run_logged(run, cfg, out: Path, inputs) -> tuple[list[dict], list[float]]:
+    """``run(cfg, ...)``'s records, each step record appended to ``out/steps.jsonl`` as it comes, so
+    that a run killed and resumed keeps its earlier evaluations: the file's step records go to ``run``
+    as ``previous`` (a step's checkpoint may predate a kill: its records are replayed only up to the
     checkpoint's updates, and the evaluations after it come again). Appended, never truncated: the
-    last record of an (algo, seed, step) counts."""
+    last record of an (algo, seed, step) counts. Beside each step a ``part`` line holds the seconds
+    this process had run by then; returns the records and the seconds of each earlier process (up to
+    its last evaluation), so that a resumed run's wall time counts every part."""
     from icml26.core.jsonl import read_records, to_json
 
     log = out / "steps.jsonl"
-    seen = {}
+    seen, parts = {}, {}
     for r in read_records(log) if log.is_file() else ():
-        seen[(r.get("algo"), r.get("seed"), r.get("step"))] = r
+        if r.get("kind") == "part":
+            parts[r["started"]] = max(parts.get(r["started"], 0.0), r["elapsed_s"])
+        else:
+            seen[(r.get("algo"), r.get("seed"), r.get("step"))] = r
     previous = sorted(seen.values(), key=lambda r: (r.get("step", 0), r.get("seed", 0)))
-    recs = []
+    recs, started, t0 = [], time.time(), time.perf_counter()
     with log.open("a") as fh:
         for r in run(cfg, seed=0, out=out, resume=True, previous=previous, inputs=inputs):
             recs.append(r)
             if r.get("kind") == "step":
-                fh.write(to_json(r) + "\n")
+                part = {"kind": "part", "started": started, "elapsed_s": time.perf_counter() - t0}
+                fh.write(to_json(r) + "\n" + to_json(part) + "\n")
                 fh.flush()
-    return recs
+    return recs, [parts[k] for k in sorted(parts)]
 
 
 def part_scores(
@@ -221,13 +227,14 @@ def part_scores(
             inputs = offline.validate(cfg)
             t0 = time.perf_counter()
             load0 = uptime()
-            recs = _run_logged(offline.run, cfg, out, inputs)
+            recs, earlier = _run_logged(offline.run, cfg, out, inputs)
             res_rec = next(r for r in recs if r["kind"] == "result")
             curve = [{k: r[k] for k in ("step", "seed", "normalized_score")} for r in recs if r["kind"] == "step"]
             scores[key] = {
                 "result": res_rec,
                 "curve": curve,
-                "wall_s": time.perf_counter() - t0,
+                "wall_s": time.perf_counter() - t0 + sum(earlier),
+                "wall_s_parts": [*earlier, time.perf_counter() - t0],
                 "load": [load0, uptime()],
                 "hidden": list(hidden),
                 "eval_episodes": eval_episodes,
@@ -827,7 +834,7 @@ def _report_official(sc: dict, fql_alpha: float | None) -> None:
             continue
         print(f"\n{ds}, {steps.split('/')[0]} updates at official strength")
         head = "| method | seeds | final, dataset scale | final, D4RL scale | per-seed final | curve | updates/s |"
-        print(head + " wall s, last process |")
+        print(head + " wall s (each process of a resumed run) |")
         print("|---|---|---|---|---|---|---|---|")
         steps_at = sorted({c["step"] for e in rows.values() if e for c in e["curve"]})
         for algo, e in rows.items():
@@ -842,6 +849,8 @@ def _report_official(sc: dict, fql_alpha: float | None) -> None:
                 return "-" if v is None else _fmt(v) + (f" [{ci[0]:.1f}, {ci[1]:.1f}]" if ci and r["seeds"] > 1 else "")
 
             end = _final(e)
+            parts = e.get("wall_s_parts")  # absent in runs saved before parts were logged
+            wall = " + ".join(f"{w:.0f}" for w in parts) if parts else f"{e['wall_s']:.0f} (last process)"
             curve = [
                 [c["normalized_score"] for c in e["curve"] if c["step"] == s and c["normalized_score"] is not None]
                 for s in steps_at
@@ -854,7 +863,7 @@ def _report_official(sc: dict, fql_alpha: float | None) -> None:
                 + ", ".join(_fmt(end[k]) for k in sorted(end))
                 + " | "
                 + " / ".join("not kept" if x is None else _fmt(x) for x in curve)
-                + f" | {_fmt(r.get('train_hz'))} | {e['wall_s']:.0f} |"
+                + f" | {_fmt(r.get('train_hz'))} | {wall} |"
             )
         print("curve: seed-mean score at " + " / ".join(f"{s // 1000}k" for s in steps_at) + " updates")
 
