@@ -825,6 +825,24 @@ def _report_scores(sc: dict, fql_alpha: float | None = None) -> None:
 NAMES = {"bfq": "BFQ", "fql": "FQL", "diffusion-ql": "Diffusion-QL, N = 5", "iql": "IQL", "td3bc": "TD3+BC", "bc": "BC"}
 
 
+def _stopped(ds: str, algo: str, steps: str, steps_at: list[int]) -> str:
+    """ "not run", or for a run stopped before its end (no result saved) the evaluations its folder's
+    ``steps.jsonl`` holds: seed-mean score at each evaluation step reached."""
+    from icml26.core.jsonl import read_records
+
+    n = steps.split("/")[0]
+    logs = sorted((ROOT / "runs" / "bfq-bench" / ds).glob(f"{algo}-{n}-official*/steps.jsonl"))
+    at: dict[int, list[float]] = {}
+    for log in logs[:1]:
+        for r in read_records(log):
+            if r.get("kind") == "step" and r.get("normalized_score") is not None:
+                at.setdefault(r["step"], []).append(r["normalized_score"])
+    if not at:
+        return "not run"
+    curve = " / ".join(f"{statistics.mean(at[k]):.1f}" if k in at else "-" for k in steps_at)
+    return f"stopped before {n} updates (no result); seed-mean score at evaluations reached: {curve}"
+
+
 def _report_official(sc: dict, fql_alpha: float | None) -> None:
     """Per dataset scored at official strength: the docs' table (final score on the dataset's scale and
     on D4RL's with their 95% intervals, per-seed finals, the seed-mean curve, updates/s, wall time)."""
@@ -839,7 +857,7 @@ def _report_official(sc: dict, fql_alpha: float | None) -> None:
         steps_at = sorted({c["step"] for e in rows.values() if e for c in e["curve"]})
         for algo, e in rows.items():
             if e is None:
-                print(f"| {NAMES[algo]} | not run | | | | | | |")
+                print(f"| {NAMES[algo]} | {_stopped(ds, algo, steps, steps_at)} | | | | | | |")
                 continue
             r = e["result"]
 
