@@ -826,8 +826,9 @@ NAMES = {"bfq": "BFQ", "fql": "FQL", "diffusion-ql": "Diffusion-QL, N = 5", "iql
 
 
 def _stopped(ds: str, algo: str, steps: str, steps_at: list[int]) -> str:
-    """ "not run", or for a run stopped before its end (no result saved) the evaluations its folder's
-    ``steps.jsonl`` holds: seed-mean score at each evaluation step reached."""
+    """The cell of a run without a saved result: the evaluations its folder's ``steps.jsonl`` holds
+    (seed-mean score at each evaluation step reached) when it was stopped before its end, else "not
+    run". Reads the first folder matching ``<algo>-<steps>-official*`` (one FQL alpha per dataset here)."""
     from icml26.core.jsonl import read_records
 
     n = steps.split("/")[0]
