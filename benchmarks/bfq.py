@@ -228,13 +228,14 @@ def part_scores(
             t0 = time.perf_counter()
             load0 = uptime()
             recs, earlier = _run_logged(offline.run, cfg, out, inputs)
+            wall = time.perf_counter() - t0
             res_rec = next(r for r in recs if r["kind"] == "result")
             curve = [{k: r[k] for k in ("step", "seed", "normalized_score")} for r in recs if r["kind"] == "step"]
             scores[key] = {
                 "result": res_rec,
                 "curve": curve,
-                "wall_s": time.perf_counter() - t0 + sum(earlier),
-                "wall_s_parts": [*earlier, time.perf_counter() - t0],
+                "wall_s": sum(earlier) + wall,
+                "wall_s_parts": [*earlier, wall],
                 "load": [load0, uptime()],
                 "hidden": list(hidden),
                 "eval_episodes": eval_episodes,
@@ -833,11 +834,14 @@ def _stopped(ds: str, algo: str, steps: str, steps_at: list[int]) -> str:
 
     n = steps.split("/")[0]
     logs = sorted((ROOT / "runs" / "bfq-bench" / ds).glob(f"{algo}-{n}-official*/steps.jsonl"))
-    at: dict[int, list[float]] = {}
+    last: dict[tuple, float] = {}  # (step, seed) -> score; the last record counts, as in _run_logged
     for log in logs[:1]:
         for r in read_records(log):
             if r.get("kind") == "step" and r.get("normalized_score") is not None:
-                at.setdefault(r["step"], []).append(r["normalized_score"])
+                last[(r["step"], r["seed"])] = r["normalized_score"]
+    at: dict[int, list[float]] = {}
+    for (step, _), v in last.items():
+        at.setdefault(step, []).append(v)
     if not at:
         return "not run"
     curve = " / ".join(f"{statistics.mean(at[k]):.1f}" if k in at else "-" for k in steps_at)
